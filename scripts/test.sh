@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL.
+# Installs what the tests need first (the anvil EVM node from npm; starts the local PostgreSQL if it is down).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
+PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+
+if [ ! -x test-tools/node_modules/.bin/anvil ]; then
+  echo "==> installing anvil (npm ci in test-tools)"
+  npm ci --prefix test-tools --no-audit --no-fund
+fi
+
+pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
+if ! pg_up && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
+  echo "==> starting the local PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+  for _ in $(seq 1 50); do pg_up && break; sleep 0.2; done
+fi
+
+echo "==> tests on SQLite"
+env -u TEST_POSTGRES_URL cargo test --all-targets
+
+if pg_up; then
+  echo "==> API tests on PostgreSQL"
+  TEST_POSTGRES_URL="$PG_URL" cargo test --test api
+else
+  echo "PostgreSQL is not reachable at 127.0.0.1:5432; the PostgreSQL run cannot be done" >&2
+  exit 1
+fi

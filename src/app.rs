@@ -1,0 +1,85 @@
+//! Startup: open the store by URL scheme, migrate, build the state, bind the listener, serve until stopped.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use secrecy::ExposeSecret;
+use tokio::net::TcpListener;
+
+use crate::config::{Config, DatabaseKind};
+use crate::rate_limit::RateLimiter;
+use crate::state::AppState;
+use crate::store::{PgStore, SqliteStore, Store};
+use crate::vault::{self, Vault};
+
+/// A built application: migrated store, bound listener, ready to serve.
+pub struct App {
+    listener: TcpListener,
+    state: AppState,
+}
+
+/// Opens the configured database and applies the embedded migrations.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.database_url.expose_secret();
+    Ok(match &config.database {
+        DatabaseKind::Sqlite(path) => {
+            let store = SqliteStore::connect(url, path)
+                .await
+                .context("cannot open the SQLite database")?;
+            store.migrate().await.context("cannot migrate the SQLite database")?;
+            Arc::new(store)
+        }
+        DatabaseKind::Postgres => {
+            let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
+            store
+                .migrate()
+                .await
+                .context("cannot migrate the PostgreSQL database")?;
+            Arc::new(store)
+        }
+    })
+}
+
+impl App {
+    pub async fn build(config: Config) -> anyhow::Result<App> {
+        let store = open_store(&config).await?;
+        let vault = match &config.encryption_key {
+            Some(key) => Vault::new(key),
+            None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
+        };
+        let listener = TcpListener::bind(config.bind_addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.bind_addr))?;
+        let state = AppState {
+            store,
+            vault: Arc::new(vault),
+            config: Arc::new(config),
+            reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
+        };
+        Ok(App { listener, state })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then finishes in-flight requests.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        tracing::info!("listening on {}", self.local_addr());
+        let router = crate::http::router(self.state);
+        axum::serve(
+            self.listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("server error")
+    }
+}

@@ -1,0 +1,365 @@
+//! One chain's JSON-RPC client: per-call timeout, one retry on transient failures, and a lazily
+//! cached `eth_chainId` check that keeps a node of the wrong chain from ever being used.
+
+use std::future::IntoFuture;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::{Address, TxHash, U256};
+use alloy::providers::{Provider, RootProvider};
+use alloy::rpc::client::RpcClient;
+use alloy::rpc::types::TransactionRequest;
+use alloy::transports::TransportResult;
+use alloy::transports::http::{Http, reqwest};
+
+use super::error::{ChainError, classify};
+use super::fees::{FALLBACK_PRIORITY_FEE, Fees};
+use super::registry::ChainInfo;
+use super::tx::{ReceiptInfo, TxInfo, raw_tx_hash};
+
+/// The per-call timeout when none is configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pause before the single retry: long enough for a brief hiccup, short against the timeout.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// How long a chain-id mismatch is trusted before the node is asked again (a fixed node then
+/// recovers without a restart, and a wrong one is not queried on every call).
+const MISMATCH_RECHECK: Duration = Duration::from_secs(30);
+
+/// The node's answer to `eth_chainId`, as far as it is known.
+#[derive(Debug, Clone)]
+enum IdState {
+    Unchecked,
+    Verified,
+    Mismatch {
+        actual: u64,
+        at: Instant,
+    },
+    /// The last check could not reach the node; callers that waited for it share its error
+    /// instead of each waiting a full timeout in turn.
+    Unreachable {
+        error: ChainError,
+        at: Instant,
+    },
+}
+
+struct Inner {
+    provider: RootProvider,
+    timeout: Duration,
+    id_state: Mutex<IdState>,
+    /// Serialises chain-id checks so concurrent first calls query the node once.
+    id_check: tokio::sync::Mutex<()>,
+}
+
+/// A client for one configured chain. Cheap to clone (the connection state is shared).
+#[derive(Clone)]
+pub struct ChainClient {
+    info: &'static ChainInfo,
+    inner: Arc<Inner>,
+    confirmations: u64,
+}
+
+impl std::fmt::Debug for ChainClient {
+    // Hand-written: the alloy transport's own Debug prints the URL, which may hold an API key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainClient")
+            .field("chain", &self.info.name)
+            .field("timeout", &self.inner.timeout)
+            .field("confirmations", &self.confirmations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChainClient {
+    /// A client for `info` at `url`, sending through `http` (share one `reqwest::Client` between
+    /// all chains so they share its connection pool). No network traffic happens here.
+    pub fn new(info: &'static ChainInfo, url: reqwest::Url, http: reqwest::Client, timeout: Duration) -> Self {
+        let transport = Http::with_client(http, url);
+        let is_local = transport.guess_local();
+        let provider = RootProvider::new(RpcClient::new(transport, is_local));
+        ChainClient {
+            info,
+            inner: Arc::new(Inner {
+                provider,
+                timeout,
+                id_state: Mutex::new(IdState::Unchecked),
+                id_check: tokio::sync::Mutex::new(()),
+            }),
+            confirmations: 1,
+        }
+    }
+
+    /// The registry entry of this chain.
+    pub fn info(&self) -> &'static ChainInfo {
+        self.info
+    }
+
+    /// The chain's registry name.
+    pub fn name(&self) -> &'static str {
+        self.info.name
+    }
+
+    /// Blocks on top of the including block (counting it) before a transaction counts as confirmed.
+    pub fn confirmations(&self) -> u64 {
+        self.confirmations
+    }
+
+    pub(crate) fn set_confirmations(&mut self, confirmations: u64) {
+        self.confirmations = confirmations.max(1);
+    }
+
+    /// Checks in the background that the node serves this chain, logging the outcome. Never
+    /// blocks: a node that is down must not delay the service's start. Outside a tokio runtime
+    /// it does nothing (the first call checks instead).
+    pub fn verify_at_start(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.clone();
+        runtime.spawn(async move {
+            match client.chain_id_checked().await {
+                Ok(id) => tracing::info!(chain = client.name(), chain_id = id, "chain node verified"),
+                Err(e) => tracing::warn!(chain = client.name(), code = e.code(), "chain node not usable yet: {e}"),
+            }
+        });
+    }
+
+    /// The chain id, verified against the registry (cached after the first success).
+    pub async fn chain_id_checked(&self) -> Result<u64, ChainError> {
+        self.ensure_chain_id().await?;
+        Ok(self.info.chain_id)
+    }
+
+    /// The native balance of `address` at the latest block, in wei.
+    pub async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        let p = &self.inner.provider;
+        self.call(|| p.get_balance(address)).await
+    }
+
+    /// The latest block number.
+    pub async fn block_number(&self) -> Result<u64, ChainError> {
+        let p = &self.inner.provider;
+        self.call(|| p.get_block_number()).await
+    }
+
+    /// Current fees: the latest block's base fee, the node's suggested tip and its gas price.
+    pub async fn fees(&self) -> Result<Fees, ChainError> {
+        let p = &self.inner.provider;
+        let (block, tip, gas_price) = tokio::join!(
+            self.call(|| p.get_block_by_number(BlockNumberOrTag::Latest)),
+            self.call(|| p.get_max_priority_fee_per_gas()),
+            self.call(|| p.get_gas_price()),
+        );
+        let base_fee = block?.and_then(|b| b.header.base_fee_per_gas).map(u128::from);
+        let tip = match tip {
+            Ok(tip) => tip,
+            // A node without `eth_maxPriorityFeePerGas` answers with a JSON-RPC error.
+            Err(ChainError::Rpc { .. }) => FALLBACK_PRIORITY_FEE,
+            Err(e) => return Err(e),
+        };
+        Ok(Fees::from_parts(base_fee, tip, gas_price?))
+    }
+
+    /// A transaction with its receipt and status, or `None` when the node does not know the hash.
+    pub async fn transaction(&self, hash: TxHash) -> Result<Option<TxInfo>, ChainError> {
+        let p = &self.inner.provider;
+        let (tx, receipt) = tokio::try_join!(
+            self.call(|| p.get_transaction_by_hash(hash)),
+            self.call(|| p.get_transaction_receipt(hash)),
+        )?;
+        let Some(tx) = tx else {
+            return Ok(None);
+        };
+        // The confirmation depth needs the head only once the transaction is included.
+        let latest = match receipt.as_ref().and_then(|r| r.block_number) {
+            Some(_) => Some(self.block_number().await?),
+            None => None,
+        };
+        Ok(Some(TxInfo::from_rpc(
+            &tx,
+            receipt.as_ref(),
+            latest,
+            self.confirmations,
+        )))
+    }
+
+    /// The receipt of an included transaction, or `None` while it is pending or unknown.
+    pub async fn receipt(&self, hash: TxHash) -> Result<Option<ReceiptInfo>, ChainError> {
+        let p = &self.inner.provider;
+        let receipt = self.call(|| p.get_transaction_receipt(hash)).await?;
+        Ok(receipt.as_ref().map(ReceiptInfo::from_rpc))
+    }
+
+    /// Gas for sending `value` wei from `from` to `to` with no data (`eth_estimateGas`). The node
+    /// refuses (`ChainError::Rpc`, e.g. insufficient funds) when `from` cannot pay `value`.
+    pub async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
+        let p = &self.inner.provider;
+        let request = TransactionRequest::default().from(from).to(to).value(value);
+        self.call(|| p.estimate_gas(request.clone())).await
+    }
+
+    /// The next nonce of `address`, counting its transactions still in the node's mempool.
+    pub async fn pending_nonce(&self, address: Address) -> Result<u64, ChainError> {
+        let p = &self.inner.provider;
+        self.call(|| p.get_transaction_count(address).pending()).await
+    }
+
+    /// Broadcasts a signed, EIP-2718-encoded transaction and returns its hash. Node refusals
+    /// (`nonce too low`, `insufficient funds for gas * price + value`, ...) come back as
+    /// `ChainError::Rpc` with the node's message. On `Timeout`/`Unavailable` the transaction may
+    /// or may not have reached the node: track it by `tx::raw_tx_hash(raw)`.
+    pub async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError> {
+        let p = &self.inner.provider;
+        let hash = raw_tx_hash(raw);
+        let sent: Result<TxHash, ChainError> = self
+            .call(|| async move {
+                p.raw_request("eth_sendRawTransaction".into(), (alloy::hex::encode_prefixed(raw),))
+                    .await
+            })
+            .await;
+        match sent {
+            Ok(sent) => Ok(sent),
+            // After a retry the first attempt may already have been accepted: the node then
+            // reports the transaction as known, which is a success for the caller.
+            Err(ChainError::Rpc { message, .. }) if is_already_known(&message) => Ok(hash),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs one RPC call after the chain-id check, with the timeout and one retry.
+    async fn call<T, F, Fut>(&self, request: F) -> Result<T, ChainError>
+    where
+        F: Fn() -> Fut,
+        Fut: IntoFuture<Output = TransportResult<T>>,
+    {
+        self.ensure_chain_id().await?;
+        let result = self.attempt_twice(request).await;
+        if let Err(e) = &result
+            && e.is_transport()
+        {
+            // The node went away: whatever answers when it is back is checked again first.
+            let mut state = self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner);
+            if matches!(*state, IdState::Verified) {
+                *state = IdState::Unchecked;
+            }
+        }
+        result
+    }
+
+    async fn attempt_twice<T, F, Fut>(&self, request: F) -> Result<T, ChainError>
+    where
+        F: Fn() -> Fut,
+        Fut: IntoFuture<Output = TransportResult<T>>,
+    {
+        let mut retried = false;
+        loop {
+            let failure = match tokio::time::timeout(self.inner.timeout, request().into_future()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) => classify(self.info.name, &e),
+                Err(_elapsed) => super::error::Failure {
+                    error: ChainError::Timeout {
+                        chain: self.info.name.to_owned(),
+                    },
+                    transient: true,
+                },
+            };
+            if !failure.transient || retried {
+                return Err(failure.error);
+            }
+            tracing::debug!(
+                chain = self.info.name,
+                code = failure.error.code(),
+                "retrying chain call"
+            );
+            retried = true;
+            tokio::time::sleep(RETRY_DELAY).await;
+        }
+    }
+
+    /// Returns the cached verdict on the node's chain id when there is one, else asks the node.
+    async fn ensure_chain_id(&self) -> Result<(), ChainError> {
+        let asked_at = Instant::now();
+        if let Some(verdict) = self.cached_verdict(None) {
+            return verdict;
+        }
+        let _one_check_at_a_time = self.inner.id_check.lock().await;
+        // Another caller may have finished a check while this one waited.
+        if let Some(verdict) = self.cached_verdict(Some(asked_at)) {
+            return verdict;
+        }
+        let p = &self.inner.provider;
+        let checked = self.attempt_twice(|| p.get_chain_id()).await;
+        let (state, verdict) = match checked {
+            Ok(actual) if actual == self.info.chain_id => (IdState::Verified, Ok(())),
+            Ok(actual) => {
+                tracing::error!(
+                    chain = self.info.name,
+                    expected = self.info.chain_id,
+                    actual,
+                    "the node reports another chain id; the chain is refused"
+                );
+                (
+                    IdState::Mismatch {
+                        actual,
+                        at: Instant::now(),
+                    },
+                    Err(self.wrong_chain_id(actual)),
+                )
+            }
+            Err(error) => (
+                IdState::Unreachable {
+                    error: error.clone(),
+                    at: Instant::now(),
+                },
+                Err(error),
+            ),
+        };
+        *self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        verdict
+    }
+
+    /// The verdict that needs no query. An unreachable node's error is only shared with callers
+    /// that were already waiting when it was found (`waited_since`).
+    fn cached_verdict(&self, waited_since: Option<Instant>) -> Option<Result<(), ChainError>> {
+        let state = self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*state {
+            IdState::Verified => Some(Ok(())),
+            IdState::Mismatch { actual, at } if at.elapsed() < MISMATCH_RECHECK => {
+                Some(Err(self.wrong_chain_id(*actual)))
+            }
+            IdState::Unreachable { error, at } if waited_since.is_some_and(|since| *at >= since) => {
+                Some(Err(error.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    fn wrong_chain_id(&self, actual: u64) -> ChainError {
+        ChainError::WrongChainId {
+            chain: self.info.name.to_owned(),
+            expected: self.info.chain_id,
+            actual,
+        }
+    }
+}
+
+/// Whether a node's refusal of a broadcast means it already has this very transaction
+/// (geth: `already known`; others: `known transaction`, `transaction already imported`).
+fn is_already_known(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    message.contains("already known") || message.contains("known transaction") || message.contains("already imported")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_duplicate_broadcasts() {
+        assert!(is_already_known("already known"));
+        assert!(is_already_known("Known transaction: 0xabc"));
+        assert!(!is_already_known("nonce too low"));
+    }
+}

@@ -1,0 +1,20 @@
+//! Chain access: the static registry of EVM chains and JSON-RPC clients for the configured ones.
+//!
+//! `Chains` is built once from the `RPC_URL_<CHAIN>` settings and shared. Each `ChainClient`
+//! bounds every call by a timeout, retries once on transient failures, and verifies lazily (and
+//! in the background at start, never blocking it) that its node reports the registry's chain id;
+//! a node of another chain is refused with `ChainError::WrongChainId`, never signed for.
+
+pub mod chains;
+pub mod client;
+pub mod error;
+pub mod fees;
+pub mod registry;
+pub mod tx;
+
+pub use chains::Chains;
+pub use client::{ChainClient, DEFAULT_TIMEOUT};
+pub use error::ChainError;
+pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
+pub use registry::{CHAINS, ChainInfo};
+pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

@@ -1,0 +1,354 @@
+//! One typed configuration, read from environment variables (a `.env` file may add to them) and validated at load.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretBox, SecretString};
+
+use crate::chain::registry::{self, CHAINS};
+
+/// Why the configuration was refused. Messages name the variable, never its secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var}: {reason}")]
+    Invalid { var: &'static str, reason: String },
+    #[error("{0}")]
+    Refused(&'static str),
+    #[error("cannot read {var} file: {source}")]
+    File { var: &'static str, source: std::io::Error },
+}
+
+fn invalid(var: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        var,
+        reason: reason.into(),
+    }
+}
+
+/// `development` or `production`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppEnv {
+    Development,
+    Production,
+}
+
+/// Which chat engine answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmProviderKind {
+    Builtin,
+    OpenAi,
+}
+
+/// Where the database lives, by URL scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseKind {
+    Sqlite(PathBuf),
+    Postgres,
+}
+
+/// The 32-byte master key that encrypts wallet keys at rest.
+pub type EncryptionKey = SecretBox<[u8; 32]>;
+
+/// The whole configuration of one service instance.
+#[derive(Debug)]
+pub struct Config {
+    pub bind_addr: SocketAddr,
+    pub database_url: SecretString,
+    pub database: DatabaseKind,
+    /// `None` in development means "generate or reuse the key file in `data_dir`".
+    pub encryption_key: Option<EncryptionKey>,
+    pub data_dir: PathBuf,
+    pub app_env: AppEnv,
+    pub disable_agent_auth: bool,
+    /// `(chain name, url)` for each chain with an RPC URL.
+    pub rpc_urls: Vec<(String, SecretString)>,
+    /// Blocks on top of the including block (1 = included), per chain name.
+    pub confirmations: HashMap<String, u64>,
+    pub rpc_timeout: Duration,
+    pub llm_provider: LlmProviderKind,
+    pub llm_base_url: Option<String>,
+    pub llm_api_key: Option<SecretString>,
+    pub llm_model: String,
+    pub llm_timeout: Duration,
+    pub challenge_prefix: String,
+    pub admin_token: Option<SecretString>,
+    pub allow_key_export: bool,
+    pub reissue_limit_per_agent: u32,
+    pub reissue_limit_per_ip: u32,
+    pub json_logs: bool,
+    pub max_body_bytes: usize,
+}
+
+impl Config {
+    /// Loads from the process environment, after reading `.env` (which never overrides the environment).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let _ = dotenvy::dotenv();
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Builds and validates the configuration from a set of variables (the environment, or a test's map).
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        let vars = Vars(vars.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect());
+        let app_env = match vars.get("APP_ENV").as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("development") | Some("dev") => AppEnv::Development,
+            Some("production") | Some("prod") => AppEnv::Production,
+            Some(_) => return Err(invalid("APP_ENV", "must be development or production")),
+        };
+        let bind_addr = vars
+            .get("BIND_ADDR")
+            .unwrap_or_else(|| "127.0.0.1:8080".into())
+            .parse()
+            .map_err(|_| invalid("BIND_ADDR", "must be host:port, e.g. 127.0.0.1:8080"))?;
+        let database_url = vars
+            .get("DATABASE_URL")
+            .unwrap_or_else(|| "sqlite://./data/agentd.db".into());
+        let database = parse_database_url(&database_url)?;
+        let data_dir = match (&database, vars.get("DATA_DIR")) {
+            (_, Some(dir)) => PathBuf::from(dir),
+            (DatabaseKind::Sqlite(path), None) => path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf(),
+            (DatabaseKind::Postgres, None) => PathBuf::from("./data"),
+        };
+        let encryption_key = vars
+            .secret("ENCRYPTION_KEY")?
+            .map(|k| parse_encryption_key(k.expose_secret()))
+            .transpose()?;
+        let disable_agent_auth = vars.flag("DISABLE_AGENT_AUTH", false)?;
+        if app_env == AppEnv::Production {
+            if encryption_key.is_none() {
+                return Err(ConfigError::Refused(
+                    "ENCRYPTION_KEY is required when APP_ENV=production",
+                ));
+            }
+            if disable_agent_auth {
+                return Err(ConfigError::Refused(
+                    "DISABLE_AGENT_AUTH=true is refused when APP_ENV=production",
+                ));
+            }
+        }
+        let mut rpc_urls = Vec::new();
+        let mut confirmations = HashMap::new();
+        for chain in CHAINS {
+            let suffix = registry::env_suffix(chain.name);
+            if let Some(url) = vars.get(&format!("RPC_URL_{suffix}")) {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(ConfigError::Invalid {
+                        var: "RPC_URL_<CHAIN>",
+                        reason: format!("RPC_URL_{suffix} must be an http(s) URL"),
+                    });
+                }
+                rpc_urls.push((chain.name.to_string(), SecretString::from(url)));
+            }
+            let confirmations_var = format!("CONFIRMATIONS_{suffix}");
+            let blocks = match vars.get(&confirmations_var) {
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| ConfigError::Invalid {
+                        var: "CONFIRMATIONS_<CHAIN>",
+                        reason: format!("{confirmations_var} must be an integer >= 1"),
+                    })?,
+                None => 1,
+            };
+            confirmations.insert(chain.name.to_string(), blocks);
+        }
+        let llm_provider = match vars
+            .get("LLM_PROVIDER")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("builtin") => LlmProviderKind::Builtin,
+            Some("openai") => LlmProviderKind::OpenAi,
+            Some(_) => return Err(invalid("LLM_PROVIDER", "must be builtin or openai")),
+        };
+        let llm_base_url = vars.get("LLM_BASE_URL");
+        if llm_provider == LlmProviderKind::OpenAi && llm_base_url.is_none() {
+            return Err(invalid("LLM_BASE_URL", "is required when LLM_PROVIDER=openai"));
+        }
+        let challenge_prefix = vars.get("CHALLENGE_PREFIX").unwrap_or_else(|| "agentd".into());
+        if challenge_prefix.contains(':') || challenge_prefix.len() > 64 {
+            return Err(invalid(
+                "CHALLENGE_PREFIX",
+                "must not contain ':' and be at most 64 characters",
+            ));
+        }
+        Ok(Config {
+            bind_addr,
+            database_url: SecretString::from(database_url),
+            database,
+            encryption_key,
+            data_dir,
+            app_env,
+            disable_agent_auth,
+            rpc_urls,
+            confirmations,
+            rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
+            llm_provider,
+            llm_base_url,
+            llm_api_key: vars.secret("LLM_API_KEY")?,
+            llm_model: vars.get("LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+            llm_timeout: Duration::from_millis(vars.number("LLM_TIMEOUT_MS", 60_000)?),
+            challenge_prefix,
+            admin_token: vars.secret("ADMIN_TOKEN")?,
+            allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
+            reissue_limit_per_agent: vars.number("REISSUE_LIMIT_PER_AGENT", 10)?,
+            reissue_limit_per_ip: vars.number("REISSUE_LIMIT_PER_IP", 100)?,
+            json_logs: vars.get("LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("json")),
+            max_body_bytes: vars.number("MAX_BODY_BYTES", 64 * 1024)?,
+        })
+    }
+
+    /// Confirmation depth for a chain (1 = included).
+    pub fn confirmations_for(&self, chain: &str) -> u64 {
+        self.confirmations.get(chain).copied().unwrap_or(1)
+    }
+}
+
+struct Vars(HashMap<String, String>);
+
+impl Vars {
+    fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).map(|v| v.trim().to_string())
+    }
+
+    /// A secret from `NAME`, or from the file named by `NAME_FILE`.
+    fn secret(&self, name: &'static str) -> Result<Option<SecretString>, ConfigError> {
+        if let Some(v) = self.0.get(name) {
+            return Ok(Some(SecretString::from(v.trim().to_string())));
+        }
+        match self.0.get(&format!("{name}_FILE")) {
+            Some(path) => std::fs::read_to_string(path.trim())
+                .map(|v| Some(SecretString::from(v.trim().to_string())))
+                .map_err(|source| ConfigError::File { var: name, source }),
+            None => Ok(None),
+        }
+    }
+
+    fn flag(&self, name: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(name).map(|v| v.to_ascii_lowercase()).as_deref() {
+            None => Ok(default),
+            Some("true" | "1" | "yes" | "on") => Ok(true),
+            Some("false" | "0" | "no" | "off") => Ok(false),
+            Some(_) => Err(invalid(name, "must be true or false")),
+        }
+    }
+
+    fn number<T: std::str::FromStr + Copy>(&self, name: &'static str, default: T) -> Result<T, ConfigError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| invalid(name, "must be a non-negative integer")),
+        }
+    }
+}
+
+fn parse_database_url(url: &str) -> Result<DatabaseKind, ConfigError> {
+    if let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        let path = rest.split('?').next().unwrap_or_default();
+        if path.is_empty() || path.starts_with(":memory:") {
+            return Err(invalid(
+                "DATABASE_URL",
+                "sqlite needs a file path, e.g. sqlite://./data/agentd.db",
+            ));
+        }
+        Ok(DatabaseKind::Sqlite(PathBuf::from(path)))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(DatabaseKind::Postgres)
+    } else {
+        Err(invalid("DATABASE_URL", "must start with sqlite:// or postgres://"))
+    }
+}
+
+/// Accepts 64 hex characters or standard/url-safe base64 of exactly 32 bytes.
+pub fn parse_encryption_key(text: &str) -> Result<EncryptionKey, ConfigError> {
+    use base64::Engine;
+    let text = text.trim();
+    let text = text.strip_prefix("0x").unwrap_or(text);
+    let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        alloy::hex::decode(text).ok()
+    } else {
+        let engines = [
+            &base64::engine::general_purpose::STANDARD,
+            &base64::engine::general_purpose::URL_SAFE,
+            &base64::engine::general_purpose::STANDARD_NO_PAD,
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        ];
+        engines.iter().find_map(|e| e.decode(text).ok())
+    };
+    let mut bytes = bytes
+        .filter(|b| b.len() == 32)
+        .ok_or_else(|| invalid("ENCRYPTION_KEY", "must be 32 bytes as 64 hex characters or base64"))?;
+    let mut key = [0u8; 32];
+    key.copy_from_slice(&bytes);
+    zeroize::Zeroize::zeroize(&mut bytes);
+    Ok(SecretBox::new(Box::new(key)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let c = Config::from_vars(vars(&[])).unwrap();
+        assert_eq!(c.bind_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database, DatabaseKind::Sqlite(PathBuf::from("./data/agentd.db")));
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert!(c.allow_key_export && !c.disable_agent_auth);
+        assert_eq!(c.challenge_prefix, "agentd");
+    }
+
+    #[test]
+    fn production_refuses_missing_key_and_disabled_auth() {
+        assert!(Config::from_vars(vars(&[("APP_ENV", "production")])).is_err());
+        let key = "11".repeat(32);
+        assert!(Config::from_vars(vars(&[("APP_ENV", "production"), ("ENCRYPTION_KEY", &key)])).is_ok());
+        assert!(
+            Config::from_vars(vars(&[
+                ("APP_ENV", "production"),
+                ("ENCRYPTION_KEY", &key),
+                ("DISABLE_AGENT_AUTH", "true")
+            ]))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn encryption_key_accepts_hex_and_base64_only_of_32_bytes() {
+        assert!(parse_encryption_key(&"ab".repeat(32)).is_ok());
+        assert!(parse_encryption_key("q83vq83vq83vq83vq83vq83vq83vq83vq83vq83vq80=").is_ok());
+        assert!(parse_encryption_key("abcd").is_err());
+    }
+
+    #[test]
+    fn rpc_urls_and_confirmations_are_read_per_chain() {
+        let c = Config::from_vars(vars(&[
+            ("RPC_URL_BASE_SEPOLIA", "http://127.0.0.1:1"),
+            ("CONFIRMATIONS_BASE", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(c.rpc_urls[0].0, "base-sepolia");
+        assert_eq!(c.confirmations_for("base"), 3);
+        assert!(Config::from_vars(vars(&[("CONFIRMATIONS_BASE", "0")])).is_err());
+        assert!(Config::from_vars(vars(&[("RPC_URL_BASE", "ftp://x")])).is_err());
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = Config::from_vars(vars(&[("BIND_ADDR", "nope")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("BIND_ADDR"), "{err}");
+        assert!(Config::from_vars(vars(&[("DATABASE_URL", "mysql://x")])).is_err());
+    }
+}

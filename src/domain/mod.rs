@@ -1,0 +1,12 @@
+//! Plain domain types and pure rules, no I/O.
+
+pub mod agent;
+pub mod amount;
+pub mod challenge;
+pub mod token;
+
+/// The current time at the precision both databases keep (microseconds), so responses match stored values.
+pub fn now() -> chrono::DateTime<chrono::Utc> {
+    use chrono::SubsecRound;
+    chrono::Utc::now().trunc_subsecs(6)
+}

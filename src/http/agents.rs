@@ -1,0 +1,325 @@
+//! Agents: create, list, detail, partial update, soft delete and key export.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::U256;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use super::auth::{ActiveAgent, AdminGuard, AnyAgent};
+use super::error::{AppError, Result};
+use super::json::ApiJson;
+use crate::domain::agent::{self, Agent};
+use crate::domain::{amount, token};
+use crate::state::AppState;
+use crate::store::{AgentUpdate, AuditEvent, NewAgent};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/agents", post(create_agent).get(list_agents))
+        .route(
+            "/api/agents/{id}",
+            get(get_agent).put(update_agent).delete(delete_agent),
+        )
+        .route("/api/agents/{id}/export-key", post(export_key))
+}
+
+/// Deserialises a present field (even `null`) as `Some(..)`, so absent and `null` can be told apart.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> std::result::Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateAgent {
+    name: String,
+    description: Option<String>,
+    chains: Option<Vec<String>>,
+    capabilities: Option<Vec<String>>,
+    spending_cap: Option<serde_json::Number>,
+    owner_addresses: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateAgent {
+    #[serde(default, deserialize_with = "present")]
+    name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    chains: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    capabilities: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    spending_cap: Option<Option<serde_json::Number>>,
+    #[serde(default, deserialize_with = "present")]
+    owner_addresses: Option<Option<BTreeMap<String, String>>>,
+}
+
+/// Collects field errors so a response can name every bad field at once.
+#[derive(Default)]
+struct Checks(BTreeMap<String, String>);
+
+impl Checks {
+    fn run<T>(&mut self, field: &str, result: std::result::Result<T, String>) -> Option<T> {
+        result.map_err(|e| self.0.insert(field.to_string(), e)).ok()
+    }
+
+    fn required<T>(&mut self, field: &str, value: Option<Option<T>>) -> Option<T> {
+        match value {
+            Some(None) => {
+                self.0.insert(field.to_string(), "must not be null".into());
+                None
+            }
+            other => other.flatten(),
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(AppError::fields(self.0))
+        }
+    }
+}
+
+fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
+    if number.as_f64().is_some_and(|f| !f.is_finite()) {
+        return Err("must be a finite number".into());
+    }
+    amount::from_json_number(number, 18).map_err(|e| e.to_string())
+}
+
+async fn create_agent(
+    State(state): State<AppState>,
+    _: AdminGuard,
+    ApiJson(body): ApiJson<CreateAgent>,
+) -> Result<impl IntoResponse> {
+    let mut checks = Checks::default();
+    let name = checks.run("name", agent::validate_name(&body.name));
+    let description = match &body.description {
+        Some(d) => checks.run("description", agent::validate_description(d)).map(Some),
+        None => Some(None),
+    };
+    let chains = checks.run(
+        "chains",
+        agent::validate_chains(&body.chains.unwrap_or_else(agent::default_chains)),
+    );
+    let capabilities = checks.run(
+        "capabilities",
+        agent::validate_capabilities(&body.capabilities.unwrap_or_default()),
+    );
+    let cap = match &body.spending_cap {
+        Some(n) => checks.run("spending_cap", parse_cap(n)),
+        None => Some(U256::ZERO),
+    };
+    let owners = checks.run(
+        "owner_addresses",
+        agent::validate_owner_addresses(&body.owner_addresses.unwrap_or_default()),
+    );
+    checks.finish()?;
+    let (Some(name), Some(description), Some(chains), Some(capabilities), Some(cap), Some(owners)) =
+        (name, description, chains, capabilities, cap, owners)
+    else {
+        unreachable!("every None above recorded a field error");
+    };
+
+    let id = Uuid::new_v4();
+    let key = state.vault.generate(id);
+    let issued = token::issue();
+    let now = crate::domain::now();
+    let wallet_addresses = chains.iter().map(|c| (c.clone(), key.address)).collect();
+    let agent = Agent {
+        id,
+        name,
+        description,
+        chains,
+        capabilities,
+        spending_cap_wei: cap,
+        owner_addresses: owners,
+        wallet_addresses,
+        is_active: true,
+        created_at: now,
+        updated_at: now,
+    };
+    state
+        .store
+        .create_agent(&NewAgent {
+            agent: agent.clone(),
+            key,
+            token_hash: issued.hash.clone(),
+        })
+        .await?;
+    tracing::info!(agent_id = %id, "agent created");
+    let mut body = agent_json(&agent);
+    body["access_token"] = Value::String(issued.expose().to_string());
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+#[derive(Deserialize)]
+struct ListParams {
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+async fn list_agents(
+    State(state): State<AppState>,
+    _: AdminGuard,
+    params: std::result::Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>> {
+    let Query(params) = params.map_err(|_| AppError::field("limit", "limit and offset must be integers"))?;
+    let limit = params.limit.unwrap_or(100);
+    let offset = params.offset.unwrap_or(0);
+    if limit < 1 {
+        return Err(AppError::field("limit", "must be at least 1"));
+    }
+    if offset < 0 {
+        return Err(AppError::field("offset", "must not be negative"));
+    }
+    let agents = state.store.list_agents(limit.min(500), offset).await?;
+    Ok(Json(Value::Array(agents.iter().map(summary_json).collect())))
+}
+
+async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<Value> {
+    Json(agent_json(&agent))
+}
+
+async fn update_agent(
+    State(state): State<AppState>,
+    ActiveAgent(agent): ActiveAgent,
+    ApiJson(body): ApiJson<UpdateAgent>,
+) -> Result<Json<Value>> {
+    let mut checks = Checks::default();
+    let update = AgentUpdate {
+        name: checks
+            .required("name", body.name)
+            .and_then(|n| checks.run("name", agent::validate_name(&n))),
+        description: match body.description {
+            Some(Some(d)) => checks.run("description", agent::validate_description(&d)).map(Some),
+            other => other,
+        },
+        chains: checks
+            .required("chains", body.chains)
+            .and_then(|c| checks.run("chains", agent::validate_chains(&c))),
+        capabilities: checks
+            .required("capabilities", body.capabilities)
+            .and_then(|c| checks.run("capabilities", agent::validate_capabilities(&c))),
+        spending_cap_wei: checks
+            .required("spending_cap", body.spending_cap)
+            .and_then(|n| checks.run("spending_cap", parse_cap(&n))),
+        owner_addresses: match body.owner_addresses {
+            Some(owners) => checks.run(
+                "owner_addresses",
+                agent::validate_owner_addresses(&owners.unwrap_or_default()),
+            ),
+            None => None,
+        },
+    };
+    checks.finish()?;
+    let wallet = state.store.wallet_key(agent.id).await?.address;
+    let updated = state.store.update_agent(agent.id, &update, wallet).await?;
+    tracing::info!(agent_id = %agent.id, "agent updated");
+    Ok(Json(agent_json(&updated)))
+}
+
+async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
+    if !state.store.deactivate_agent(agent.id).await? {
+        return Err(AppError::AgentInactive);
+    }
+    tracing::info!(agent_id = %agent.id, "agent deactivated");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportKey {
+    chain: String,
+    #[serde(default)]
+    confirm: bool,
+}
+
+async fn export_key(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,
+    ActiveAgent(agent): ActiveAgent,
+    ApiJson(body): ApiJson<ExportKey>,
+) -> Result<Json<Value>> {
+    if !state.config.allow_key_export {
+        return Err(AppError::Denied {
+            code: "export_disabled",
+            message: "key export is disabled on this server".into(),
+        });
+    }
+    let Some(address) = agent.wallet_addresses.get(&body.chain).copied() else {
+        return Err(AppError::field("chain", "must be one of the agent's chains"));
+    };
+    if !body.confirm {
+        return Err(AppError::field("confirm", "must be true to export a private key"));
+    }
+    let signer = state
+        .vault
+        .open(agent.id, &state.store.wallet_key(agent.id).await?)
+        .map_err(AppError::internal)?;
+    let secret = Zeroizing::new(format!("0x{}", alloy::hex::encode(signer.credential().to_bytes())));
+    let event = AuditEvent {
+        agent_id: agent.id,
+        action: "key_exported",
+        actor: format!("access_token@{}", client.ip()),
+        detail: json!({ "chain": body.chain, "address": address.to_checksum(None) }),
+    };
+    state.store.insert_audit(&event).await?;
+    tracing::warn!(agent_id = %agent.id, chain = %body.chain, "private key exported");
+    Ok(Json(
+        json!({ "chain": body.chain, "address": address.to_checksum(None), "private_key": secret.as_str() }),
+    ))
+}
+
+/// The detail representation (never keys, ciphertexts or token hashes).
+pub fn agent_json(agent: &Agent) -> Value {
+    let addresses = |map: &BTreeMap<String, alloy::primitives::Address>| -> Value {
+        map.iter()
+            .map(|(chain, a)| (chain.clone(), Value::String(a.to_checksum(None))))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let spent: serde_json::Map<String, Value> = agent
+        .chains
+        .iter()
+        .map(|c| (c.clone(), Value::String("0".into())))
+        .collect();
+    json!({
+        "id": agent.id,
+        "name": agent.name,
+        "description": agent.description,
+        "chains": agent.chains,
+        "capabilities": agent.capabilities,
+        "spending_cap": amount::to_json_number(agent.spending_cap_wei, 18),
+        "wallet_addresses": addresses(&agent.wallet_addresses),
+        "owner_addresses": addresses(&agent.owner_addresses),
+        "spent": spent,
+        "is_active": agent.is_active,
+        "created_at": agent.created_at,
+        "updated_at": agent.updated_at,
+    })
+}
+
+fn summary_json(agent: &Agent) -> Value {
+    json!({
+        "id": agent.id,
+        "name": agent.name,
+        "description": agent.description,
+        "chains": agent.chains,
+        "capabilities": agent.capabilities,
+        "is_active": agent.is_active,
+        "created_at": agent.created_at,
+    })
+}

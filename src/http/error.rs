@@ -1,0 +1,159 @@
+//! The one error type of the HTTP layer and its JSON body `{"error": {"code", "message", "details?"}}`.
+
+use std::collections::BTreeMap;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+/// Handler result type.
+pub type Result<T, E = AppError> = std::result::Result<T, E>;
+
+/// Everything a request can fail with. Internal causes are logged, never sent.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("the request body is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("the X-Agent-Access-Token header is required")]
+    MissingToken,
+    #[error("the access token is not valid")]
+    InvalidToken,
+    #[error("the admin token is missing or wrong")]
+    AdminRequired,
+    #[error("the proof of ownership was not accepted")]
+    InvalidProof,
+    #[error("this token does not belong to the requested resource")]
+    Forbidden,
+    #[error("{message}")]
+    Denied { code: &'static str, message: String },
+    #[error("agent not found")]
+    AgentNotFound,
+    #[error("conversation not found")]
+    ConversationNotFound,
+    #[error("not found")]
+    NotFound,
+    #[error("the agent is inactive (deleted)")]
+    AgentInactive,
+    #[error("the request body is larger than the limit")]
+    PayloadTooLarge,
+    #[error("{message}")]
+    Validation {
+        message: String,
+        fields: BTreeMap<String, String>,
+    },
+    #[error("the challenge has expired; request a new one")]
+    ChallengeExpired,
+    #[error("too many requests; retry later")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{message}")]
+    Upstream {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+    },
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl AppError {
+    /// A 422 for one field.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut fields = BTreeMap::new();
+        fields.insert(field.to_string(), message.clone());
+        AppError::Validation {
+            message: format!("{field}: {message}"),
+            fields,
+        }
+    }
+
+    /// A 422 for several fields at once.
+    pub fn fields(fields: BTreeMap<String, String>) -> Self {
+        let message = fields
+            .iter()
+            .map(|(f, m)| format!("{f}: {m}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        AppError::Validation { message, fields }
+    }
+
+    pub fn internal(err: impl Into<anyhow::Error>) -> Self {
+        AppError::Internal(err.into())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        use AppError::*;
+        match self {
+            InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
+            MissingToken | InvalidToken | AdminRequired | InvalidProof => StatusCode::UNAUTHORIZED,
+            Forbidden | Denied { .. } => StatusCode::FORBIDDEN,
+            AgentNotFound | ConversationNotFound | NotFound => StatusCode::NOT_FOUND,
+            AgentInactive => StatusCode::GONE,
+            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
+            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Upstream { status, .. } => *status,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        use AppError::*;
+        match self {
+            InvalidJson(_) => "invalid_json",
+            BadRequest { code, .. } | Denied { code, .. } | Upstream { code, .. } => code,
+            MissingToken => "missing_token",
+            InvalidToken => "invalid_token",
+            AdminRequired => "unauthorized",
+            InvalidProof => "invalid_proof",
+            Forbidden => "forbidden",
+            AgentNotFound => "agent_not_found",
+            ConversationNotFound => "conversation_not_found",
+            NotFound => "not_found",
+            AgentInactive => "agent_inactive",
+            PayloadTooLarge => "payload_too_large",
+            Validation { .. } => "validation_failed",
+            ChallengeExpired => "challenge_expired",
+            RateLimited { .. } => "rate_limited",
+            Internal(_) => "internal_error",
+        }
+    }
+
+    /// The JSON error body (also used for `error` events on streams).
+    pub fn body(&self) -> serde_json::Value {
+        let mut error = json!({ "code": self.code(), "message": self.to_string() });
+        if let AppError::Validation { fields, .. } = self {
+            error["details"] = json!({ "fields": fields });
+        }
+        json!({ "error": error })
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if let AppError::Internal(cause) = &self {
+            tracing::error!(error = format!("{cause:#}"), "internal error");
+        }
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if let AppError::RateLimited { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::AgentNotFound => AppError::AgentNotFound,
+            StoreError::ConversationNotFound => AppError::ConversationNotFound,
+            other => AppError::Internal(other.into()),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Token reissue: server-side challenges and the two proofs (current token, EIP-191 wallet signature).
+
+use std::net::SocketAddr;
+
+use alloy::primitives::{Address, Signature};
+use axum::extract::{ConnectInfo, Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{TimeZone, Utc};
+use rand_core::{OsRng, RngCore};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::agents::agent_json;
+use super::auth::{ensure_active, parse_id};
+use super::error::{AppError, Result};
+use super::json::ApiJson;
+use crate::chain::registry;
+use crate::domain::agent::Agent;
+use crate::domain::{challenge, token};
+use crate::state::AppState;
+use crate::store::{AuditEvent, Challenge, ReissueProof};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/agents/{id}/reissue-challenge", get(issue_challenge))
+        .route("/api/agents/{id}/reissue-token", post(reissue_token))
+}
+
+/// Applies both limits of one endpoint, then loads the active agent (404, 410).
+async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: SocketAddr) -> Result<Agent> {
+    let limits = &state.reissue_limits;
+    let per_agent = limits.check(&format!("{endpoint}:agent:{id}"), state.config.reissue_limit_per_agent);
+    let per_ip = limits.check(
+        &format!("{endpoint}:ip:{}", client.ip()),
+        state.config.reissue_limit_per_ip,
+    );
+    if let Err(retry_after_secs) = per_agent.and(per_ip) {
+        return Err(AppError::RateLimited { retry_after_secs });
+    }
+    let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
+    ensure_active(state.store.get_agent(id).await?)
+}
+
+async fn issue_challenge(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let agent = limited_agent(&state, "challenge", &id, client).await?;
+    let mut bytes = [0u8; 16];
+    OsRng.fill_bytes(&mut bytes);
+    let nonce = alloy::hex::encode(bytes);
+    let expires_at = crate::domain::now() + chrono::Duration::seconds(challenge::LIFETIME_SECS);
+    let message = challenge::message(&state.config.challenge_prefix, agent.id, &nonce, expires_at.timestamp());
+    let record = Challenge {
+        nonce: nonce.clone(),
+        agent_id: agent.id,
+        message: message.clone(),
+        expires_at,
+        used: false,
+    };
+    state.store.insert_challenge(&record).await?;
+    Ok(Json(
+        json!({ "message": message, "nonce": nonce, "expires_at": expires_at }),
+    ))
+}
+
+#[derive(Deserialize)]
+struct ReissueRequest {
+    proof: Proof,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Proof {
+    CurrentToken {
+        token: String,
+    },
+    WalletSignature {
+        chain: String,
+        message: String,
+        signature: String,
+        #[serde(default)]
+        public_key: Option<String>,
+    },
+}
+
+async fn reissue_token(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    body: Result<ApiJson<ReissueRequest>>,
+) -> Result<Json<Value>> {
+    let agent = limited_agent(&state, "reissue", &id, client).await?;
+    let ApiJson(body) = body?;
+    let issued = token::issue();
+    let (accepted, actor) = match body.proof {
+        Proof::CurrentToken { token } => {
+            let hash = token::hash(&token);
+            let ok = state
+                .store
+                .reissue_token(agent.id, ReissueProof::CurrentToken { token_hash: &hash }, &issued.hash)
+                .await?;
+            (ok, "current_token".to_string())
+        }
+        Proof::WalletSignature {
+            chain,
+            message,
+            signature,
+            public_key,
+        } => {
+            let nonce =
+                verify_wallet_proof(&state, &agent, &chain, &message, &signature, public_key.as_deref()).await?;
+            let signer = nonce.1;
+            let ok = state
+                .store
+                .reissue_token(agent.id, ReissueProof::Challenge { nonce: &nonce.0 }, &issued.hash)
+                .await?;
+            (ok, format!("wallet_signature:{chain}:{}", signer.to_checksum(None)))
+        }
+    };
+    if !accepted {
+        return Err(AppError::InvalidProof);
+    }
+    let event = AuditEvent {
+        agent_id: agent.id,
+        action: "token_reissued",
+        actor,
+        detail: json!({ "client": client.ip().to_string() }),
+    };
+    state.store.insert_audit(&event).await?;
+    tracing::info!(agent_id = %agent.id, "access token reissued");
+    Ok(Json(
+        json!({ "access_token": issued.expose(), "agent": agent_json(&agent) }),
+    ))
+}
+
+/// Checks a wallet-signature proof without consuming its challenge; returns the nonce and the signer.
+async fn verify_wallet_proof(
+    state: &AppState,
+    agent: &Agent,
+    chain: &str,
+    message: &str,
+    signature: &str,
+    public_key: Option<&str>,
+) -> Result<(String, Address)> {
+    if registry::find(chain).is_none() {
+        return Err(AppError::field("proof.chain", "unknown chain"));
+    }
+    let parsed = challenge::parse(&state.config.challenge_prefix, message).ok_or_else(|| AppError::BadRequest {
+        code: "malformed_challenge",
+        message: format!(
+            "the message must have the form {}:reissue:<agent_id>:<nonce>:<expires_at>",
+            state.config.challenge_prefix
+        ),
+    })?;
+    if parsed.agent_id != agent.id {
+        return Err(AppError::InvalidProof);
+    }
+    let now = crate::domain::now();
+    if Utc
+        .timestamp_opt(parsed.expires_at_unix, 0)
+        .single()
+        .is_none_or(|t| t <= now)
+    {
+        return Err(AppError::ChallengeExpired);
+    }
+    let stored = state
+        .store
+        .get_challenge(&parsed.nonce)
+        .await?
+        .ok_or(AppError::InvalidProof)?;
+    if stored.agent_id != agent.id || stored.message != message {
+        return Err(AppError::InvalidProof);
+    }
+    if stored.expires_at <= now {
+        return Err(AppError::ChallengeExpired);
+    }
+    if stored.used {
+        return Err(AppError::InvalidProof);
+    }
+    let signer = recover_signer(message, signature, public_key).ok_or(AppError::InvalidProof)?;
+    let recognised = [agent.wallet_addresses.get(chain), agent.owner_addresses.get(chain)];
+    if !recognised.into_iter().flatten().any(|a| *a == signer) {
+        return Err(AppError::InvalidProof);
+    }
+    Ok((parsed.nonce, signer))
+}
+
+/// Recovers the EIP-191 signer; a non-empty public key must belong to that signer.
+fn recover_signer(message: &str, signature: &str, public_key: Option<&str>) -> Option<Address> {
+    let bytes = alloy::hex::decode(signature.trim()).ok()?;
+    if bytes.len() != 65 {
+        return None;
+    }
+    let signature = Signature::try_from(bytes.as_slice()).ok()?;
+    let signer = signature.recover_address_from_msg(message.as_bytes()).ok()?;
+    match public_key.map(str::trim).filter(|k| !k.is_empty()) {
+        None => Some(signer),
+        Some(key) => {
+            let key = alloy::hex::decode(key).ok()?;
+            let key = alloy::signers::k256::ecdsa::VerifyingKey::from_sec1_bytes(&key).ok()?;
+            (Address::from_public_key(&key) == signer).then_some(signer)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::signers::SignerSync;
+    use alloy::signers::local::PrivateKeySigner;
+    use uuid::Uuid;
+
+    #[test]
+    fn the_signer_of_a_personal_sign_message_is_recovered() {
+        let key = PrivateKeySigner::random();
+        let message = format!("agentd:reissue:{}:ab:1", Uuid::new_v4());
+        let sig = key.sign_message_sync(message.as_bytes()).unwrap();
+        let hex = format!("0x{}", alloy::hex::encode(sig.as_bytes()));
+        assert_eq!(recover_signer(&message, &hex, None), Some(key.address()));
+        assert_eq!(recover_signer(&message, &hex, Some("")), Some(key.address()));
+        let pubkey = alloy::hex::encode(key.credential().verifying_key().to_encoded_point(false).as_bytes());
+        assert_eq!(recover_signer(&message, &hex, Some(&pubkey)), Some(key.address()));
+        let other = PrivateKeySigner::random();
+        let other_pub = alloy::hex::encode(other.credential().verifying_key().to_encoded_point(true).as_bytes());
+        assert_eq!(recover_signer(&message, &hex, Some(&other_pub)), None);
+        assert_ne!(recover_signer("something else", &hex, None), Some(key.address()));
+        assert_eq!(recover_signer(&message, "0x1234", None), None);
+    }
+}

@@ -1,0 +1,23 @@
+//! agentd: a self-hostable service that gives AI agents their own crypto wallets and lets people chat with them.
+#![forbid(unsafe_code)]
+
+/// Startup: open the store, build the state, bind the listener, run until a shutdown signal.
+pub mod app;
+/// Chain registry and JSON-RPC access.
+pub mod chain;
+/// Typed configuration from the environment.
+pub mod config;
+/// Plain domain types and rules.
+pub mod domain;
+/// The HTTP API.
+pub mod http;
+/// Fixed-window rate limits.
+pub mod rate_limit;
+/// Shared handler state.
+pub mod state;
+/// SQLite and PostgreSQL persistence.
+pub mod store;
+/// Logging setup.
+pub mod telemetry;
+/// Wallet key custody.
+pub mod vault;

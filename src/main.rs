@@ -1,0 +1,82 @@
+//! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use agentd::app::{self, App};
+use agentd::config::Config;
+
+/// Gives AI agents their own crypto wallets and lets people chat with them.
+///
+/// Configuration comes from environment variables (and a `.env` file): BIND_ADDR, DATABASE_URL,
+/// ENCRYPTION_KEY, APP_ENV, RPC_URL_<CHAIN>, LLM_PROVIDER, ... (see README).
+#[derive(Parser)]
+#[command(name = "agentd", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service (the default): applies migrations, then listens on BIND_ADDR.
+    Serve,
+    /// Apply the database migrations for DATABASE_URL and exit.
+    Migrate,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("agentd: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    agentd::telemetry::init(config.json_logs);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async move {
+        match cli.command.unwrap_or(Command::Serve) {
+            Command::Migrate => app::open_store(&config)
+                .await
+                .map(|_| tracing::info!("migrations applied")),
+            Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("agentd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

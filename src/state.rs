@@ -1,0 +1,16 @@
+//! The shared application state handed to every handler: cheap to clone, all `Arc`s.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::rate_limit::RateLimiter;
+use crate::store::Store;
+use crate::vault::Vault;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub vault: Arc<Vault>,
+    pub config: Arc<Config>,
+    pub reissue_limits: Arc<RateLimiter>,
+}

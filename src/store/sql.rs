@@ -1,0 +1,335 @@
+//! The SQL shared by both backends. Both dialects accept `$n` placeholders and `RETURNING`, and sqlx encodes
+//! the same Rust types for both, so one body serves each; what differs (write locks, schema types) lives in
+//! `sqlite.rs`/`postgres.rs` and the per-dialect migrations.
+
+/// Implements `Store` for a backend struct with a `pool` field and a `begin_write()` method.
+macro_rules! impl_store {
+    ($store:ty, $db:ty) => {
+        use std::collections::BTreeMap as __BTreeMap;
+
+        use alloy::primitives::Address as __Address;
+        use chrono::{DateTime as __DateTime, Utc as __Utc};
+        use sqlx::Row as _;
+        use uuid::Uuid as __Uuid;
+
+        use crate::domain::agent::Agent as __Agent;
+        use crate::store::rows;
+        use crate::store::{
+            AgentUpdate, AuditEvent, Challenge, NewAgent, ReissueProof, Store, StoreError, StoreResult,
+        };
+        use crate::vault::EncryptedKey;
+
+        const AGENT_COLUMNS: &str =
+            "id, name, description, chains, capabilities, spending_cap_wei, is_active, created_at, updated_at";
+
+        fn agent_from_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<__Agent> {
+            Ok(__Agent {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                description: row.try_get("description")?,
+                chains: rows::chains_from_text(&row.try_get::<String, _>("chains")?)?,
+                capabilities: rows::capabilities_from_text(&row.try_get::<String, _>("capabilities")?)?,
+                spending_cap_wei: rows::wei_from_text(&row.try_get::<String, _>("spending_cap_wei")?, "spending_cap_wei")?,
+                owner_addresses: __BTreeMap::new(),
+                wallet_addresses: __BTreeMap::new(),
+                is_active: row.try_get("is_active")?,
+                created_at: row.try_get("created_at")?,
+                updated_at: row.try_get("updated_at")?,
+            })
+        }
+
+        async fn replace_owners(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            agent_id: __Uuid,
+            owners: &__BTreeMap<String, __Address>,
+        ) -> StoreResult<()> {
+            sqlx::query("DELETE FROM owner_addresses WHERE agent_id = $1").bind(agent_id).execute(&mut *conn).await?;
+            for (chain, address) in owners {
+                sqlx::query("INSERT INTO owner_addresses (agent_id, chain, address) VALUES ($1, $2, $3)")
+                    .bind(agent_id)
+                    .bind(chain)
+                    .bind(address.to_checksum(None))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok(())
+        }
+
+        async fn add_wallet_addresses(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            agent_id: __Uuid,
+            chains: &[String],
+            address: __Address,
+        ) -> StoreResult<()> {
+            for chain in chains {
+                sqlx::query(
+                    "INSERT INTO wallet_addresses (agent_id, chain, address) VALUES ($1, $2, $3) \
+                     ON CONFLICT (agent_id, chain) DO NOTHING",
+                )
+                .bind(agent_id)
+                .bind(chain)
+                .bind(address.to_checksum(None))
+                .execute(&mut *conn)
+                .await?;
+            }
+            Ok(())
+        }
+
+        async fn load_agent(conn: &mut <$db as sqlx::Database>::Connection, id: __Uuid) -> StoreResult<__Agent> {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1")))
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?
+                .ok_or(StoreError::AgentNotFound)?;
+            let mut agent = agent_from_row(&row)?;
+            let wallets: Vec<(String, String)> =
+                sqlx::query_as("SELECT chain, address FROM wallet_addresses WHERE agent_id = $1")
+                    .bind(id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            // Addresses of chains the agent has since dropped stay stored but are not the agent's any more.
+            agent.wallet_addresses = rows::address_map(wallets)?;
+            agent.wallet_addresses.retain(|chain, _| agent.chains.contains(chain));
+            let owners: Vec<(String, String)> =
+                sqlx::query_as("SELECT chain, address FROM owner_addresses WHERE agent_id = $1")
+                    .bind(id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            agent.owner_addresses = rows::address_map(owners)?;
+            Ok(agent)
+        }
+
+        #[async_trait::async_trait]
+        impl Store for $store {
+            async fn ping(&self) -> StoreResult<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn create_agent(&self, new: &NewAgent) -> StoreResult<()> {
+                let a = &new.agent;
+                let mut tx = self.begin_write().await?;
+                sqlx::query(
+                    "INSERT INTO agents (id, name, description, chains, capabilities, spending_cap_wei, is_active, \
+                     created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(a.id)
+                .bind(&a.name)
+                .bind(&a.description)
+                .bind(rows::chains_to_text(&a.chains))
+                .bind(rows::capabilities_to_text(&a.capabilities))
+                .bind(a.spending_cap_wei.to_string())
+                .bind(a.is_active)
+                .bind(a.created_at)
+                .bind(a.updated_at)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO wallet_keys (agent_id, scheme, address, ciphertext, nonce, key_version, created_at) \
+                     VALUES ($1, 'secp256k1', $2, $3, $4, $5, $6)",
+                )
+                .bind(a.id)
+                .bind(new.key.address.to_checksum(None))
+                .bind(&new.key.ciphertext)
+                .bind(&new.key.nonce)
+                .bind(new.key.key_version)
+                .bind(a.created_at)
+                .execute(&mut *tx)
+                .await?;
+                add_wallet_addresses(&mut tx, a.id, &a.chains, new.key.address).await?;
+                replace_owners(&mut tx, a.id, &a.owner_addresses).await?;
+                sqlx::query("INSERT INTO access_tokens (token_hash, agent_id, created_at) VALUES ($1, $2, $3)")
+                    .bind(&new.token_hash)
+                    .bind(a.id)
+                    .bind(a.created_at)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn list_agents(&self, limit: i64, offset: i64) -> StoreResult<Vec<__Agent>> {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at DESC, id DESC LIMIT $1 OFFSET $2"
+                )))
+                .bind(limit)
+                .bind(offset)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(agent_from_row).collect()
+            }
+
+            async fn get_agent(&self, id: __Uuid) -> StoreResult<__Agent> {
+                let mut conn = self.pool.acquire().await?;
+                load_agent(&mut conn, id).await
+            }
+
+            async fn update_agent(&self, id: __Uuid, update: &AgentUpdate, wallet: __Address) -> StoreResult<__Agent> {
+                let mut tx = self.begin_write().await?;
+                lock_agent(&mut tx, id).await?;
+                let mut agent = load_agent(&mut tx, id).await?;
+                if let Some(name) = &update.name {
+                    agent.name = name.clone();
+                }
+                if let Some(description) = &update.description {
+                    agent.description = description.clone();
+                }
+                if let Some(chains) = &update.chains {
+                    agent.chains = chains.clone();
+                    add_wallet_addresses(&mut tx, id, chains, wallet).await?;
+                }
+                if let Some(capabilities) = &update.capabilities {
+                    agent.capabilities = capabilities.clone();
+                }
+                if let Some(cap) = update.spending_cap_wei {
+                    agent.spending_cap_wei = cap;
+                }
+                if let Some(owners) = &update.owner_addresses {
+                    replace_owners(&mut tx, id, owners).await?;
+                }
+                let now: __DateTime<__Utc> = crate::domain::now();
+                sqlx::query(
+                    "UPDATE agents SET name = $1, description = $2, chains = $3, capabilities = $4, \
+                     spending_cap_wei = $5, updated_at = $6 WHERE id = $7",
+                )
+                .bind(&agent.name)
+                .bind(&agent.description)
+                .bind(rows::chains_to_text(&agent.chains))
+                .bind(rows::capabilities_to_text(&agent.capabilities))
+                .bind(agent.spending_cap_wei.to_string())
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                let agent = load_agent(&mut tx, id).await?;
+                tx.commit().await?;
+                Ok(agent)
+            }
+
+            async fn deactivate_agent(&self, id: __Uuid) -> StoreResult<bool> {
+                let done = sqlx::query("UPDATE agents SET is_active = $1, updated_at = $2 WHERE id = $3 AND is_active = $4")
+                    .bind(false)
+                    .bind(crate::domain::now())
+                    .bind(id)
+                    .bind(true)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn agent_for_token(&self, token_hash: &str) -> StoreResult<Option<__Uuid>> {
+                let row: Option<(__Uuid,)> =
+                    sqlx::query_as("SELECT agent_id FROM access_tokens WHERE token_hash = $1 AND revoked_at IS NULL")
+                        .bind(token_hash)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Ok(row.map(|r| r.0))
+            }
+
+            async fn wallet_key(&self, agent_id: __Uuid) -> StoreResult<EncryptedKey> {
+                let row = sqlx::query(
+                    "SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1",
+                )
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or(StoreError::AgentNotFound)?;
+                Ok(EncryptedKey {
+                    address: rows::address_from_text(&row.try_get::<String, _>("address")?)?,
+                    ciphertext: row.try_get("ciphertext")?,
+                    nonce: row.try_get("nonce")?,
+                    key_version: row.try_get("key_version")?,
+                })
+            }
+
+            async fn insert_challenge(&self, c: &Challenge) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO reissue_challenges (nonce, agent_id, message, expires_at, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&c.nonce)
+                .bind(c.agent_id)
+                .bind(&c.message)
+                .bind(c.expires_at)
+                .bind(crate::domain::now())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn get_challenge(&self, nonce: &str) -> StoreResult<Option<Challenge>> {
+                let row = sqlx::query(
+                    "SELECT nonce, agent_id, message, expires_at, used_at FROM reissue_challenges WHERE nonce = $1",
+                )
+                .bind(nonce)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.map(|row| {
+                    Ok(Challenge {
+                        nonce: row.try_get("nonce")?,
+                        agent_id: row.try_get("agent_id")?,
+                        message: row.try_get("message")?,
+                        expires_at: row.try_get("expires_at")?,
+                        used: row.try_get::<Option<__DateTime<__Utc>>, _>("used_at")?.is_some(),
+                    })
+                })
+                .transpose()
+            }
+
+            async fn reissue_token(&self, agent_id: __Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool> {
+                let now = crate::domain::now();
+                let mut tx = self.begin_write().await?;
+                let consumed = match proof {
+                    ReissueProof::CurrentToken { token_hash } => sqlx::query(
+                        "UPDATE access_tokens SET revoked_at = $1 \
+                         WHERE token_hash = $2 AND agent_id = $3 AND revoked_at IS NULL",
+                    )
+                    .bind(now)
+                    .bind(token_hash)
+                    .bind(agent_id),
+                    ReissueProof::Challenge { nonce } => sqlx::query(
+                        "UPDATE reissue_challenges SET used_at = $1 \
+                         WHERE nonce = $2 AND agent_id = $3 AND used_at IS NULL AND expires_at > $1",
+                    )
+                    .bind(now)
+                    .bind(nonce)
+                    .bind(agent_id),
+                }
+                .execute(&mut *tx)
+                .await?;
+                if consumed.rows_affected() != 1 {
+                    return Ok(false);
+                }
+                sqlx::query("UPDATE access_tokens SET revoked_at = $1 WHERE agent_id = $2 AND revoked_at IS NULL")
+                    .bind(now)
+                    .bind(agent_id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("INSERT INTO access_tokens (token_hash, agent_id, created_at) VALUES ($1, $2, $3)")
+                    .bind(new_hash)
+                    .bind(agent_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO audit_events (agent_id, action, actor, detail, created_at) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(event.agent_id)
+                .bind(event.action)
+                .bind(&event.actor)
+                .bind(event.detail.to_string())
+                .bind(crate::domain::now())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(crate) use impl_store;

@@ -1,0 +1,55 @@
+//! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`).
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+use super::sql::impl_store;
+
+/// SQLite-backed store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its directory if needed) and migrates the database.
+    pub async fn connect(url: &str, path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
+        Ok(SqliteStore { pool })
+    }
+
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
+    /// sequences (caps, nonces, single-use challenges) cannot interleave.
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+/// SQLite has one writer at a time and `begin_write` already holds it: no row lock is needed.
+async fn lock_agent(_conn: &mut sqlx::SqliteConnection, _id: uuid::Uuid) -> Result<(), sqlx::Error> {
+    Ok(())
+}
+
+impl_store!(SqliteStore, Sqlite);

@@ -1,0 +1,77 @@
+//! The chain registry (CONTRACT §5): the seven EVM chains and whether each has a node configured.
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::helpers::{spawn_app, spawn_app_with};
+
+const REGISTRY: &[(&str, u64)] = &[
+    ("ethereum", 1),
+    ("base", 8453),
+    ("optimism", 10),
+    ("arbitrum", 42161),
+    ("polygon", 137),
+    ("sepolia", 11155111),
+    ("base-sepolia", 84532),
+];
+
+fn find<'a>(chains: &'a Value, name: &str) -> &'a Value {
+    chains
+        .as_array()
+        .unwrap_or_else(|| panic!("the registry is an array: {chains}"))
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is missing from {chains}"))
+}
+
+#[tokio::test]
+async fn the_chain_registry_lists_the_seven_evm_chains() {
+    let app = spawn_app().await;
+
+    let (status, chains) = app.request(Method::GET, "/api/chains", None, None).await;
+
+    assert_eq!(status, StatusCode::OK, "{chains}");
+    for (name, chain_id) in REGISTRY {
+        let chain = find(&chains, name);
+        assert_eq!(chain["chain_id"].as_u64(), Some(*chain_id), "{chain}");
+        assert!(
+            chain["native_symbol"].as_str().is_some_and(|s| !s.is_empty()),
+            "{chain}"
+        );
+        assert_eq!(chain["decimals"].as_u64(), Some(18), "{chain}");
+        assert!(
+            chain["explorer_url"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("https://")),
+            "{chain}"
+        );
+        assert!(chain["configured"].is_boolean(), "{chain}");
+    }
+    assert_eq!(find(&chains, "ethereum")["native_symbol"], "ETH");
+    assert_eq!(find(&chains, "base")["native_symbol"], "ETH");
+}
+
+#[tokio::test]
+async fn a_chain_is_configured_only_with_an_rpc_url() {
+    let app = spawn_app_with(&[
+        ("RPC_URL_BASE", "http://127.0.0.1:1"),
+        ("RPC_URL_BASE_SEPOLIA", "http://127.0.0.1:1"),
+    ])
+    .await;
+
+    let (status, chains) = app.request(Method::GET, "/api/chains", None, None).await;
+
+    assert_eq!(status, StatusCode::OK, "{chains}");
+    assert_eq!(find(&chains, "base")["configured"], true);
+    assert_eq!(find(&chains, "base-sepolia")["configured"], true);
+    assert_eq!(
+        find(&chains, "sepolia")["configured"],
+        false,
+        "no RPC_URL_SEPOLIA: {chains}"
+    );
+    assert_eq!(
+        find(&chains, "polygon")["configured"],
+        false,
+        "no RPC_URL_POLYGON: {chains}"
+    );
+}

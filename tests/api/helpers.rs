@@ -1,0 +1,654 @@
+//! The test harness: `spawn_app()` starts the real app in-process on a fresh database (SQLite file, or a fresh
+//! PostgreSQL database when `TEST_POSTGRES_URL` is set), `TestApp` wraps typed requests, and `ServerProcess` runs the
+//! compiled binary for the tests that need a real process (signals, logs, files on disk).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use agentd::app::App;
+use agentd::config::Config;
+use alloy::primitives::Address;
+use alloy::signers::SignerSync;
+use alloy::signers::local::PrivateKeySigner;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+/// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).
+pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";
+
+/// The header agent-scoped calls carry the access token in.
+pub const TOKEN_HEADER: &str = "X-Agent-Access-Token";
+
+/// A running in-process app with its own database and port.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`
+    pub address: String,
+    pub client: reqwest::Client,
+    pub db_url: String,
+    /// Sent as `Authorization: Bearer` on agent creation and listing when the app was started with `ADMIN_TOKEN`.
+    pub admin_token: Option<String>,
+    /// Holds the SQLite file (and anything else the app writes); removed when the test ends.
+    pub dir: TempDir,
+    // Dropping the sender resolves the shutdown future, so the server stops with the test.
+    _shutdown: oneshot::Sender<()>,
+}
+
+/// A response with everything a test may look at.
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+    /// The body parsed as JSON; `Null` when empty, a JSON string holding the raw text when it is not JSON.
+    pub body: Value,
+}
+
+/// An agent created through the API, with the token it was issued.
+pub struct CreatedAgent {
+    pub id: String,
+    pub token: String,
+    pub body: Value,
+}
+
+impl CreatedAgent {
+    /// The agent's wallet address on `chain`, as the creation response gave it.
+    pub fn address(&self, chain: &str) -> String {
+        self.body["wallet_addresses"][chain]
+            .as_str()
+            .unwrap_or_else(|| panic!("no wallet address for {chain} in {}", self.body))
+            .to_string()
+    }
+}
+
+/// A reissue challenge as the API returned it.
+pub struct Challenge {
+    pub message: String,
+    pub nonce: String,
+    pub expires_unix: i64,
+    pub body: Value,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Starts the app with the harness defaults overridden (or extended) by `extra_vars`.
+pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let mut vars = base_vars(&dir);
+    let explicit_db = extra_vars.iter().any(|(k, _)| *k == "DATABASE_URL");
+    if !explicit_db {
+        if let Some(admin_url) = postgres_admin_url() {
+            let url = create_postgres_database(&admin_url).await;
+            vars.insert("DATABASE_URL".into(), url);
+        }
+    }
+    for (key, value) in extra_vars {
+        vars.insert(key.to_string(), value.to_string());
+    }
+    let db_url = vars["DATABASE_URL"].clone();
+    let admin_token = vars.get("ADMIN_TOKEN").cloned();
+
+    let config = Config::from_vars(vars).expect("the test configuration is valid");
+    let app = App::build(config).await.expect("the app builds");
+    let addr = app.local_addr();
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(app.run_until_stopped(async move {
+        let _ = rx.await;
+    }));
+
+    TestApp {
+        address: format!("http://{addr}"),
+        client: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("build the HTTP client"),
+        db_url,
+        admin_token,
+        dir,
+        _shutdown: tx,
+    }
+}
+
+/// The variables every in-process test app starts from: a free port, a fixed key, a SQLite file in `dir`.
+pub fn base_vars(dir: &TempDir) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("BIND_ADDR".to_string(), "127.0.0.1:0".to_string()),
+        ("APP_ENV".to_string(), "development".to_string()),
+        ("ENCRYPTION_KEY".to_string(), ENCRYPTION_KEY.to_string()),
+        ("DATABASE_URL".to_string(), sqlite_url(dir.path())),
+    ])
+}
+
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}/agentd.db", dir.display())
+}
+
+fn postgres_admin_url() -> Option<String> {
+    std::env::var("TEST_POSTGRES_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+}
+
+/// Creates `agentd_test_<uuid>` on the server of `admin_url` and returns a URL pointing at it.
+async fn create_postgres_database(admin_url: &str) -> String {
+    use sqlx::{Connection, Executor};
+
+    let name = format!("agentd_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(admin_url)
+        .await
+        .expect("connect to TEST_POSTGRES_URL");
+    conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+        .await
+        .expect("create the test database");
+    let _ = conn.close().await;
+    with_database_name(admin_url, &name)
+}
+
+/// Replaces the database name (the path) of a `postgres://` URL, keeping its query string.
+fn with_database_name(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{}", &base[..authority_end], name);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// A request with an optional agent token and an optional JSON body, not yet sent.
+    pub fn build(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> RequestBuilder {
+        let mut builder = self.client.request(method, self.url(path));
+        if let Some(token) = token {
+            builder = builder.header(TOKEN_HEADER, token);
+        }
+        if let Some(body) = body {
+            builder = builder.json(&body);
+        }
+        builder
+    }
+
+    pub async fn send(&self, builder: RequestBuilder) -> TestResponse {
+        let response = builder.send().await.expect("the request reaches the app");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("read the response body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()))
+        };
+        TestResponse {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let response = self.send(self.build(method, path, token, body)).await;
+        (response.status, response.body)
+    }
+
+    fn with_admin(&self, builder: RequestBuilder) -> RequestBuilder {
+        match &self.admin_token {
+            Some(admin) => builder.bearer_auth(admin),
+            None => builder,
+        }
+    }
+
+    pub async fn create_agent(&self, body: Value) -> (StatusCode, Value) {
+        let builder = self.with_admin(self.build(Method::POST, "/api/agents", None, Some(body)));
+        let response = self.send(builder).await;
+        (response.status, response.body)
+    }
+
+    /// Creates an agent from `body` and insists on a 201.
+    pub async fn create_agent_ok(&self, body: Value) -> CreatedAgent {
+        let (status, body) = self.create_agent(body).await;
+        assert_eq!(status, StatusCode::CREATED, "creating an agent failed: {body}");
+        let id = body["id"].as_str().expect("id in the creation response").to_string();
+        let token = body["access_token"]
+            .as_str()
+            .expect("access_token in the creation response")
+            .to_string();
+        CreatedAgent { id, token, body }
+    }
+
+    pub async fn create_default_agent(&self) -> CreatedAgent {
+        self.create_agent_ok(json!({"name": "test agent"})).await
+    }
+
+    pub async fn list_agents(&self, query: &str) -> (StatusCode, Value) {
+        let path = format!("/api/agents{query}");
+        let builder = self.with_admin(self.build(Method::GET, &path, None, None));
+        let response = self.send(builder).await;
+        (response.status, response.body)
+    }
+
+    pub async fn get_agent(&self, id: &str, token: &str) -> (StatusCode, Value) {
+        self.request(Method::GET, &format!("/api/agents/{id}"), Some(token), None)
+            .await
+    }
+
+    pub async fn put_agent(&self, id: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.request(Method::PUT, &format!("/api/agents/{id}"), Some(token), Some(body))
+            .await
+    }
+
+    pub async fn delete_agent(&self, id: &str, token: &str) -> (StatusCode, Value) {
+        self.request(Method::DELETE, &format!("/api/agents/{id}"), Some(token), None)
+            .await
+    }
+
+    pub async fn reissue_challenge(&self, id: &str) -> (StatusCode, Value) {
+        let path = format!("/api/agents/{id}/reissue-challenge");
+        self.request(Method::GET, &path, None, None).await
+    }
+
+    /// Fetches a reissue challenge and insists on a 200 with a parsable message.
+    pub async fn challenge(&self, id: &str) -> Challenge {
+        let (status, body) = self.reissue_challenge(id).await;
+        assert_eq!(status, StatusCode::OK, "reissue-challenge failed: {body}");
+        let message = body["message"].as_str().expect("message").to_string();
+        let nonce = body["nonce"].as_str().expect("nonce").to_string();
+        let expires_unix = message
+            .rsplit(':')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("challenge message ends in a unix time: {message}"));
+        Challenge {
+            message,
+            nonce,
+            expires_unix,
+            body,
+        }
+    }
+
+    pub async fn reissue_token(&self, id: &str, body: Value) -> (StatusCode, Value) {
+        let path = format!("/api/agents/{id}/reissue-token");
+        self.request(Method::POST, &path, None, Some(body)).await
+    }
+
+    pub async fn export_key(&self, id: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        let path = format!("/api/agents/{id}/export-key");
+        self.request(Method::POST, &path, Some(token), Some(body)).await
+    }
+
+    /// Exports the agent's key on `chain` and insists on a 200.
+    pub async fn exported_signer(&self, agent: &CreatedAgent, chain: &str) -> (PrivateKeySigner, String) {
+        let (status, body) = self
+            .export_key(&agent.id, &agent.token, json!({"chain": chain, "confirm": true}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "export-key failed: {body}");
+        let key = body["private_key"].as_str().expect("private_key").to_string();
+        (parse_private_key(&key), key)
+    }
+}
+
+pub fn parse_private_key(key: &str) -> PrivateKeySigner {
+    key.trim_start_matches("0x")
+        .parse()
+        .unwrap_or_else(|e| panic!("private_key is a secp256k1 key in hex: {e}"))
+}
+
+/// An EIP-191 `personal_sign` signature of `message`, as `0x` + 65 bytes of hex.
+pub fn sign(signer: &PrivateKeySigner, message: &str) -> String {
+    let signature = signer
+        .sign_message_sync(message.as_bytes())
+        .expect("signing a message works");
+    format!("0x{}", alloy::hex::encode(signature.as_bytes()))
+}
+
+pub fn checksummed(signer: &PrivateKeySigner) -> String {
+    signer.address().to_checksum(None)
+}
+
+pub fn wallet_proof(chain: &str, message: &str, signature: &str) -> Value {
+    json!({"proof": {
+        "type": "wallet_signature",
+        "chain": chain,
+        "message": message,
+        "signature": signature,
+        "public_key": "",
+    }})
+}
+
+pub fn token_proof(token: &str) -> Value {
+    json!({"proof": {"type": "current_token", "token": token}})
+}
+
+/// Checks the `{"error": {"code", "message"}}` shape, the status and the code.
+#[track_caller]
+pub fn assert_error(response: &(StatusCode, Value), status: StatusCode, code: &str) {
+    assert_error_status(response, status);
+    assert_eq!(
+        response.1["error"]["code"], code,
+        "expected error code {code}, got {}",
+        response.1
+    );
+}
+
+/// Checks the status and the error shape, whatever the code.
+#[track_caller]
+pub fn assert_error_status(response: &(StatusCode, Value), status: StatusCode) {
+    let (actual, body) = response;
+    assert_eq!(*actual, status, "expected {status}, got {actual} with {body}");
+    assert_error_shape(body);
+}
+
+/// `{"error": {"code": "<snake_case>", "message": "<text>"}}`, `details` allowed, nothing else.
+#[track_caller]
+pub fn assert_error_shape(body: &Value) {
+    let top = body
+        .as_object()
+        .unwrap_or_else(|| panic!("error body is a JSON object: {body}"));
+    assert_eq!(top.len(), 1, "error body has only `error`: {body}");
+    let error = body["error"]
+        .as_object()
+        .unwrap_or_else(|| panic!("`error` is an object: {body}"));
+    let code = error["code"].as_str().unwrap_or_else(|| panic!("string code: {body}"));
+    assert!(
+        !code.is_empty()
+            && code.starts_with(|c: char| c.is_ascii_lowercase())
+            && code
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+        "code is snake_case: {body}"
+    );
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("string message: {body}"));
+    assert!(!message.trim().is_empty(), "message is not empty: {body}");
+    for key in error.keys() {
+        assert!(
+            ["code", "message", "details"].contains(&key.as_str()),
+            "unexpected key {key} in error: {body}"
+        );
+    }
+}
+
+/// Fails when an agent representation carries anything that looks like key material, a hash or a key-store nonce.
+#[track_caller]
+pub fn assert_no_secret_fields(value: &Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let key = key.to_ascii_lowercase();
+                for word in [
+                    "private",
+                    "secret",
+                    "cipher",
+                    "encrypted",
+                    "hash",
+                    "nonce",
+                    "seed",
+                    "mnemonic",
+                ] {
+                    assert!(!key.contains(word), "agent field `{key}` looks secret: {value}");
+                }
+                assert_no_secret_fields(inner);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(assert_no_secret_fields),
+        Value::String(s) => {
+            let hex = s.trim_start_matches("0x");
+            assert!(
+                !(hex.len() >= 64 && hex.chars().all(|c| c.is_ascii_hexdigit())),
+                "a value looks like key material: {s}"
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Asserts an EIP-55 checksummed address and returns it parsed.
+#[track_caller]
+pub fn assert_checksummed(address: &str) -> Address {
+    Address::parse_checksummed(address, None)
+        .unwrap_or_else(|e| panic!("{address} is an EIP-55 checksummed address: {e}"))
+}
+
+pub fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs() as i64
+}
+
+/// The compiled `agentd` binary running as a child process, its output collected line by line.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    logs: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+/// How a process run ended: its exit status (None when it had to be killed) and everything it printed.
+pub struct ProcessOutcome {
+    pub status: Option<ExitStatus>,
+    pub logs: String,
+}
+
+fn agentd_command(env: &[(&str, &str)], cwd: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    command.env_clear().current_dir(cwd);
+    if let Ok(path) = std::env::var("PATH") {
+        command.env("PATH", path);
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Spawns one thread per output pipe; each appends lines to `logs` and reports a `listening on` address.
+fn collect_output(
+    child: &mut Child,
+    logs: &Arc<Mutex<String>>,
+    addr_tx: mpsc::Sender<SocketAddr>,
+) -> Vec<JoinHandle<()>> {
+    let pipes: Vec<Box<dyn Read + Send>> = vec![
+        Box::new(child.stdout.take().expect("piped stdout")),
+        Box::new(child.stderr.take().expect("piped stderr")),
+    ];
+    pipes
+        .into_iter()
+        .map(|pipe| {
+            let logs = Arc::clone(logs);
+            let addr_tx = addr_tx.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(pipe);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match reader.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    logs.lock().unwrap().push_str(&line);
+                    if let Some(addr) = listening_addr(&line) {
+                        let _ = addr_tx.send(addr);
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Finds the address in a `listening on <addr>` log line, ANSI colours and field syntax notwithstanding.
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    let plain = strip_ansi(line);
+    let rest = &plain[plain.find("listening on")? + "listening on".len()..];
+    rest.split(|c: char| !(c.is_ascii_hexdigit() || matches!(c, '.' | ':' | '[' | ']')))
+        .find_map(|token| token.trim_matches(':').parse().ok())
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl ServerProcess {
+    /// Starts the binary with exactly `env` (plus PATH) in `cwd` and waits for its `listening on` line.
+    pub fn start(env: &[(&str, &str)], cwd: &Path) -> ServerProcess {
+        let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
+        let logs = Arc::new(Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let readers = collect_output(&mut child, &logs, addr_tx);
+        match addr_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => ServerProcess {
+                child,
+                addr,
+                logs,
+                readers,
+            },
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().ok();
+                for reader in readers {
+                    let _ = reader.join();
+                }
+                panic!(
+                    "agentd never logged `listening on` (exit: {status:?}); output:\n{}",
+                    logs.lock().unwrap()
+                );
+            }
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit (killing it after that).
+    pub fn terminate(mut self, timeout: Duration) -> ProcessOutcome {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        let status = wait_with_timeout(&mut self.child, timeout);
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        ProcessOutcome {
+            status,
+            logs: self.logs(),
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits for the child's exit; `None` (after killing it) when it outlives `timeout`.
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("poll the child") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the binary expecting it to stop on its own (a refused configuration); kills it after `timeout`.
+pub fn run_to_exit(env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ProcessOutcome {
+    let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
+    let logs = Arc::new(Mutex::new(String::new()));
+    let (addr_tx, _addr_rx) = mpsc::channel();
+    let readers = collect_output(&mut child, &logs, addr_tx);
+    let status = wait_with_timeout(&mut child, timeout);
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let logs = logs.lock().unwrap().clone();
+    ProcessOutcome { status, logs }
+}
+
+#[test]
+fn listening_lines_are_parsed_in_every_log_format() {
+    let expected: SocketAddr = "127.0.0.1:4242".parse().unwrap();
+    for line in [
+        "2026-11-22T00:00:00Z  INFO agentd::app: listening on 127.0.0.1:4242",
+        "\u{1b}[32m INFO\u{1b}[0m \u{1b}[2magentd\u{1b}[0m: listening on \u{1b}[3maddr\u{1b}[0m=127.0.0.1:4242",
+        r#"{"level":"INFO","fields":{"message":"listening on 127.0.0.1:4242"}}"#,
+        "listening on addr=127.0.0.1:4242\n",
+    ] {
+        assert_eq!(listening_addr(line), Some(expected), "{line}");
+    }
+    assert_eq!(listening_addr("starting up"), None);
+}
+
+#[test]
+fn postgres_urls_get_the_test_database_name() {
+    assert_eq!(
+        with_database_name("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+        "postgres://postgres@127.0.0.1:5432/x"
+    );
+    assert_eq!(
+        with_database_name("postgres://u:p@h/postgres?sslmode=disable", "x"),
+        "postgres://u:p@h/x?sslmode=disable"
+    );
+    assert_eq!(with_database_name("postgres://h:5432", "x"), "postgres://h:5432/x");
+}

@@ -1,0 +1,11 @@
+//! The HTTP API integration tests: one binary, one module per resource, all sharing the `helpers` harness.
+
+mod agents;
+mod auth;
+mod chains;
+mod errors;
+mod export_key;
+mod health;
+mod helpers;
+mod reissue;
+mod secrets;
