@@ -9,7 +9,11 @@ use anyhow::Context;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
-use crate::config::{Config, DatabaseKind};
+use crate::chain::Chains;
+use crate::config::{Config, DatabaseKind, LlmProviderKind};
+use crate::llm::LlmProvider;
+use crate::llm::builtin::BuiltinProvider;
+use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
 use crate::store::{PgStore, SqliteStore, Store};
@@ -50,6 +54,8 @@ impl App {
             Some(key) => Vault::new(key),
             None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
         };
+        let chains = build_chains(&config)?;
+        let llm = build_llm(&config)?;
         let listener = TcpListener::bind(config.bind_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.bind_addr))?;
@@ -58,7 +64,11 @@ impl App {
             vault: Arc::new(vault),
             config: Arc::new(config),
             reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
+            chains: Arc::new(chains),
+            llm,
         };
+        // Checks each node's chain id in the background: a node that is down never delays the start.
+        state.chains.verify_at_start();
         Ok(App { listener, state })
     }
 
@@ -82,4 +92,34 @@ impl App {
         .await
         .context("server error")
     }
+}
+
+fn build_chains(config: &Config) -> anyhow::Result<Chains> {
+    let urls = config
+        .rpc_urls
+        .iter()
+        .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
+        .collect();
+    let mut chains = Chains::new(urls, config.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
+    for (name, _) in &config.rpc_urls {
+        chains
+            .set_confirmations(name, config.confirmations_for(name))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(chains)
+}
+
+fn build_llm(config: &Config) -> anyhow::Result<Arc<dyn LlmProvider>> {
+    Ok(match config.llm_provider {
+        LlmProviderKind::Builtin => Arc::new(BuiltinProvider::new()),
+        LlmProviderKind::OpenAi => Arc::new(
+            OpenAiProvider::new(OpenAiConfig {
+                base_url: config.llm_base_url.clone().unwrap_or_default(),
+                api_key: config.llm_api_key.clone(),
+                model: config.llm_model.clone(),
+                timeout: config.llm_timeout,
+            })
+            .map_err(|e| anyhow::anyhow!("LLM provider: {e}"))?,
+        ),
+    })
 }

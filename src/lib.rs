@@ -5,12 +5,16 @@
 pub mod app;
 /// Chain registry and JSON-RPC access.
 pub mod chain;
+/// The chat engine: turn runner and tools.
+pub mod chat;
 /// Typed configuration from the environment.
 pub mod config;
 /// Plain domain types and rules.
 pub mod domain;
 /// The HTTP API.
 pub mod http;
+/// Language-model providers.
+pub mod llm;
 /// Fixed-window rate limits.
 pub mod rate_limit;
 /// Shared handler state.

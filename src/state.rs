@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::chain::Chains;
 use crate::config::Config;
+use crate::llm::LlmProvider;
 use crate::rate_limit::RateLimiter;
 use crate::store::Store;
 use crate::vault::Vault;
@@ -13,4 +15,6 @@ pub struct AppState {
     pub vault: Arc<Vault>,
     pub config: Arc<Config>,
     pub reissue_limits: Arc<RateLimiter>,
+    pub chains: Arc<Chains>,
+    pub llm: Arc<dyn LlmProvider>,
 }

@@ -3,9 +3,8 @@
 //! No message built here ever contains an RPC URL: hosted node URLs often embed an API key, and
 //! reqwest's own error text names the URL, so transport errors are classified, never displayed.
 
-use alloy::rpc::json_rpc::RpcError;
 use alloy::transports::http::reqwest;
-use alloy::transports::{TransportError, TransportErrorKind};
+use alloy::transports::{RpcError, TransportError, TransportErrorKind};
 
 use super::registry;
 
@@ -145,7 +144,11 @@ fn short_message(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy::rpc::json_rpc::ErrorPayload;
+
+    /// A JSON-RPC error answer as alloy reports it (`ErrorPayload` is not re-exported by `alloy`).
+    fn error_resp(json: &str) -> TransportError {
+        RpcError::ErrorResp(serde_json::from_str(json).unwrap())
+    }
 
     #[test]
     fn messages_name_the_variable_not_the_url() {

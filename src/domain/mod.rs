@@ -4,6 +4,7 @@ pub mod agent;
 pub mod amount;
 pub mod challenge;
 pub mod token;
+pub mod transaction;
 
 /// The current time at the precision both databases keep (microseconds), so responses match stored values.
 pub fn now() -> chrono::DateTime<chrono::Utc> {

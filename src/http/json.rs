@@ -44,3 +44,16 @@ fn map_rejection(rejection: JsonRejection) -> AppError {
         other => AppError::InvalidJson(other.body_text()),
     }
 }
+
+/// Parses an optional JSON body: empty means `T::default()`; otherwise the same errors as `ApiJson`.
+pub fn parse_optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, AppError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = T::deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    value.map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => AppError::field("body", e.to_string()),
+        _ => AppError::InvalidJson("check the syntax".into()),
+    })
+}

@@ -4,9 +4,13 @@
 pub mod agents;
 pub mod auth;
 pub mod chains;
+pub mod chat;
+pub mod conversations;
 pub mod error;
 pub mod json;
 pub mod reissue;
+pub mod transactions;
+pub mod wallets;
 
 use std::time::Duration;
 
@@ -29,6 +33,10 @@ pub fn router(state: AppState) -> Router {
         .merge(agents::router())
         .merge(reissue::router())
         .merge(chains::router())
+        .merge(wallets::router())
+        .merge(transactions::router())
+        .merge(chat::router())
+        .merge(conversations::router())
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async {
             AppError::BadRequest {

@@ -30,9 +30,15 @@ pub struct ToolCall {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmMessage {
     User(String),
-    Assistant { content: String, tool_calls: Vec<ToolCall> },
+    Assistant {
+        content: String,
+        tool_calls: Vec<ToolCall>,
+    },
     /// The result of a tool call, as JSON text.
-    Tool { call_id: String, content: String },
+    Tool {
+        call_id: String,
+        content: String,
+    },
 }
 
 /// Facts about the turn that the builtin engine uses directly (an LLM reads them from the system prompt).

@@ -16,6 +16,7 @@ pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 use crate::domain::agent::{Agent, Capability};
+use crate::domain::transaction::StoredTx;
 use crate::vault::EncryptedKey;
 
 /// Storage failures. The database's own message stays in the log.
@@ -82,6 +83,46 @@ pub struct AuditEvent {
     pub detail: serde_json::Value,
 }
 
+/// A conversation summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub title: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub message_count: i64,
+}
+
+/// One stored message. `chain_calls` is the JSON array of the turn's tool calls (empty for user messages).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub role: Role,
+    pub content: String,
+    pub chain_calls: serde_json::Value,
+    pub tokens_used: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// The persistence operations of the service.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -107,4 +148,20 @@ pub trait Store: Send + Sync + 'static {
     async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool>;
 
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
+
+    async fn create_conversation(&self, conversation: &Conversation) -> StoreResult<()>;
+    async fn get_conversation(&self, id: Uuid) -> StoreResult<Conversation>;
+    /// Newest first.
+    async fn list_conversations(&self, agent_id: Uuid) -> StoreResult<Vec<Conversation>>;
+    /// Deletes the conversation and its messages; `false` when it did not exist.
+    async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool>;
+    /// Appends a message and marks the conversation as updated.
+    async fn insert_message(&self, message: &Message) -> StoreResult<()>;
+    /// The newest `limit` messages, returned oldest first.
+    async fn recent_messages(&self, conversation_id: Uuid, limit: i64) -> StoreResult<Vec<Message>>;
+
+    /// Newest first, optionally for one chain.
+    async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>>;
+    /// What counts against the cap per chain (actual costs, reservations of open transfers).
+    async fn spent_by_chain(&self, agent_id: Uuid) -> StoreResult<BTreeMap<String, U256>>;
 }

@@ -36,3 +36,11 @@ pub fn address_map(rows: Vec<(String, String)>) -> StoreResult<BTreeMap<String, 
         .map(|(chain, address)| Ok((chain, address_from_text(&address)?)))
         .collect()
 }
+
+pub fn opt_wei_from_text(text: Option<String>, column: &str) -> StoreResult<Option<U256>> {
+    text.map(|t| wei_from_text(&t, column)).transpose()
+}
+
+pub fn u64_from(value: i64, column: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(column.into()))
+}

@@ -15,7 +15,8 @@ macro_rules! impl_store {
         use crate::domain::agent::Agent as __Agent;
         use crate::store::rows;
         use crate::store::{
-            AgentUpdate, AuditEvent, Challenge, NewAgent, ReissueProof, Store, StoreError, StoreResult,
+            AgentUpdate, AuditEvent, Challenge, Conversation, Message, NewAgent, ReissueProof, Role, Store,
+            StoreError, StoreResult,
         };
         use crate::vault::EncryptedKey;
 
@@ -97,6 +98,71 @@ macro_rules! impl_store {
                     .await?;
             agent.owner_addresses = rows::address_map(owners)?;
             Ok(agent)
+        }
+
+        const CONVERSATION_SELECT: &str = "SELECT c.id, c.agent_id, c.title, c.created_at, c.updated_at, \
+             (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count FROM conversations c";
+
+        fn conversation_from_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<Conversation> {
+            Ok(Conversation {
+                id: row.try_get("id")?,
+                agent_id: row.try_get("agent_id")?,
+                title: row.try_get("title")?,
+                created_at: row.try_get("created_at")?,
+                updated_at: row.try_get("updated_at")?,
+                message_count: row.try_get("message_count")?,
+            })
+        }
+
+        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<Message> {
+            let role = match row.try_get::<String, _>("role")?.as_str() {
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                other => return Err(StoreError::Corrupt(format!("messages.role {other}"))),
+            };
+            let chain_calls: String = row.try_get("chain_calls")?;
+            Ok(Message {
+                id: row.try_get("id")?,
+                conversation_id: row.try_get("conversation_id")?,
+                role,
+                content: row.try_get("content")?,
+                chain_calls: serde_json::from_str(&chain_calls).map_err(|_| StoreError::Corrupt("messages.chain_calls".into()))?,
+                tokens_used: row.try_get("tokens_used")?,
+                created_at: row.try_get("created_at")?,
+            })
+        }
+
+        const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
+             gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
+             created_at, updated_at";
+
+        fn tx_from_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<crate::domain::transaction::StoredTx> {
+            let status: String = row.try_get("status")?;
+            Ok(crate::domain::transaction::StoredTx {
+                id: row.try_get("id")?,
+                agent_id: row.try_get("agent_id")?,
+                chain: row.try_get("chain")?,
+                conversation_id: row.try_get("conversation_id")?,
+                nonce: rows::u64_from(row.try_get("nonce")?, "nonce")?,
+                from: rows::address_from_text(&row.try_get::<String, _>("from_address")?)?,
+                to: rows::address_from_text(&row.try_get::<String, _>("to_address")?)?,
+                value_wei: rows::wei_from_text(&row.try_get::<String, _>("value_wei")?, "value_wei")?,
+                gas_limit: rows::u64_from(row.try_get("gas_limit")?, "gas_limit")?,
+                max_fee_per_gas: row
+                    .try_get::<String, _>("max_fee_per_gas")?
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("max_fee_per_gas".into()))?,
+                reserved_wei: rows::wei_from_text(&row.try_get::<String, _>("reserved_wei")?, "reserved_wei")?,
+                actual_cost_wei: rows::opt_wei_from_text(row.try_get("actual_cost_wei")?, "actual_cost_wei")?,
+                raw_tx: row.try_get("raw_tx")?,
+                tx_hash: row.try_get("tx_hash")?,
+                status: crate::domain::transaction::TxState::parse(&status)
+                    .ok_or_else(|| StoreError::Corrupt(format!("transactions.status {status}")))?,
+                block_number: row.try_get::<Option<i64>, _>("block_number")?.map(|n| n as u64),
+                gas_used: row.try_get::<Option<i64>, _>("gas_used")?.map(|n| n as u64),
+                created_at: row.try_get("created_at")?,
+                updated_at: row.try_get("updated_at")?,
+            })
         }
 
         #[async_trait::async_trait]
@@ -327,6 +393,118 @@ macro_rules! impl_store {
                 .execute(&self.pool)
                 .await?;
                 Ok(())
+            }
+
+            async fn create_conversation(&self, c: &Conversation) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(c.id)
+                .bind(c.agent_id)
+                .bind(&c.title)
+                .bind(c.created_at)
+                .bind(c.updated_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn get_conversation(&self, id: __Uuid) -> StoreResult<Conversation> {
+                let row = sqlx::query(sqlx::AssertSqlSafe(format!("{CONVERSATION_SELECT} WHERE c.id = $1")))
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or(StoreError::ConversationNotFound)?;
+                conversation_from_row(&row)
+            }
+
+            async fn list_conversations(&self, agent_id: __Uuid) -> StoreResult<Vec<Conversation>> {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "{CONVERSATION_SELECT} WHERE c.agent_id = $1 ORDER BY c.created_at DESC, c.id DESC"
+                )))
+                .bind(agent_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(conversation_from_row).collect()
+            }
+
+            async fn delete_conversation(&self, id: __Uuid) -> StoreResult<bool> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query("DELETE FROM messages WHERE conversation_id = $1").bind(id).execute(&mut *tx).await?;
+                let done = sqlx::query("DELETE FROM conversations WHERE id = $1").bind(id).execute(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn insert_message(&self, m: &Message) -> StoreResult<()> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query(
+                    "INSERT INTO messages (id, conversation_id, role, content, chain_calls, tokens_used, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(m.id)
+                .bind(m.conversation_id)
+                .bind(m.role.as_str())
+                .bind(&m.content)
+                .bind(m.chain_calls.to_string())
+                .bind(m.tokens_used)
+                .bind(m.created_at)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
+                    .bind(m.created_at)
+                    .bind(m.conversation_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn recent_messages(&self, conversation_id: __Uuid, limit: i64) -> StoreResult<Vec<Message>> {
+                let rows = sqlx::query(
+                    "SELECT id, conversation_id, role, content, chain_calls, tokens_used, created_at FROM messages \
+                     WHERE conversation_id = $1 ORDER BY created_at DESC, role ASC LIMIT $2",
+                )
+                .bind(conversation_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut messages = rows.iter().map(message_from_row).collect::<StoreResult<Vec<_>>>()?;
+                messages.reverse();
+                Ok(messages)
+            }
+
+            async fn list_transactions(
+                &self,
+                agent_id: __Uuid,
+                chain: Option<&str>,
+                limit: i64,
+            ) -> StoreResult<Vec<crate::domain::transaction::StoredTx>> {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL OR chain = $2) \
+                     ORDER BY created_at DESC, nonce DESC LIMIT $3"
+                )))
+                .bind(agent_id)
+                .bind(chain)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(tx_from_row).collect()
+            }
+
+            async fn spent_by_chain(&self, agent_id: __Uuid) -> StoreResult<__BTreeMap<String, alloy::primitives::U256>> {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND status <> 'dropped'"
+                )))
+                .bind(agent_id)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut spent = __BTreeMap::new();
+                for row in &rows {
+                    let tx = tx_from_row(row)?;
+                    *spent.entry(tx.chain.clone()).or_insert(alloy::primitives::U256::ZERO) += tx.counted_wei();
+                }
+                Ok(spent)
             }
         }
     };

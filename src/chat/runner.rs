@@ -1,0 +1,273 @@
+//! `run_turn`: persist the user message, run the provider with the agent's tools (at most five tool rounds),
+//! persist the answer, and report every step as a `ChatEvent`. Runs as its own task, so a client that goes away
+//! never leaves a half-written turn.
+
+use alloy::primitives::Address;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::tools::{self, Toolbox};
+use super::{ChainCall, ChatEvent, TurnResult, prompt};
+use crate::domain::agent::Agent;
+use crate::http::error::AppError;
+use crate::llm::{LlmError, LlmMessage, LlmRequest, Usage};
+use crate::state::AppState;
+use crate::store::{Conversation, Message, Role};
+
+/// Tool rounds before the model must answer in text.
+pub const MAX_TOOL_ROUNDS: usize = 5;
+
+/// A validated turn whose conversation is known to belong to the agent.
+pub struct Turn {
+    pub agent: Agent,
+    pub conversation: Conversation,
+    pub is_new_conversation: bool,
+    pub message: String,
+    pub connected_wallet: Option<Address>,
+}
+
+/// The checks that fail before a stream starts: the conversation exists (404) and is the agent's (403).
+pub async fn prepare(
+    state: &AppState,
+    agent: Agent,
+    conversation_id: Option<Uuid>,
+    message: String,
+    connected_wallet: Option<Address>,
+) -> Result<Turn, AppError> {
+    let (conversation, is_new_conversation) = match conversation_id {
+        Some(id) => {
+            let conversation = state.store.get_conversation(id).await?;
+            if conversation.agent_id != agent.id {
+                return Err(AppError::Forbidden);
+            }
+            (conversation, false)
+        }
+        None => {
+            let now = crate::domain::now();
+            let title: String = message.trim().chars().take(80).collect();
+            let conversation = Conversation {
+                id: Uuid::new_v4(),
+                agent_id: agent.id,
+                title,
+                created_at: now,
+                updated_at: now,
+                message_count: 0,
+            };
+            (conversation, true)
+        }
+    };
+    Ok(Turn {
+        agent,
+        conversation,
+        is_new_conversation,
+        message,
+        connected_wallet,
+    })
+}
+
+fn upstream(err: &LlmError) -> AppError {
+    let (status, code) = match err {
+        LlmError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+        LlmError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable"),
+        LlmError::BadResponse(_) => (StatusCode::BAD_GATEWAY, "upstream_bad_response"),
+    };
+    AppError::Upstream {
+        status,
+        code,
+        message: err.to_string(),
+    }
+}
+
+/// Runs the turn to the end, sending events as it goes. A closed event channel does not stop it.
+pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEvent>) -> Result<TurnResult, AppError> {
+    let conversation_id = turn.conversation.id;
+    let earlier = if turn.is_new_conversation {
+        state.store.create_conversation(&turn.conversation).await?;
+        Vec::new()
+    } else {
+        state
+            .store
+            .recent_messages(conversation_id, prompt::HISTORY_MESSAGES)
+            .await?
+    };
+    let user_message = Message {
+        id: Uuid::new_v4(),
+        conversation_id,
+        role: Role::User,
+        content: turn.message.clone(),
+        chain_calls: json!([]),
+        tokens_used: 0,
+        created_at: crate::domain::now(),
+    };
+    state.store.insert_message(&user_message).await?;
+    let _ = events.send(ChatEvent::Start { conversation_id }).await;
+
+    let mut transcript = TurnTranscript::default();
+    let outcome = converse(&state, &turn, earlier, &events, &mut transcript).await;
+    let mut content = transcript.text.clone();
+    if let Err(err) = &outcome {
+        tracing::warn!(agent_id = %turn.agent.id, error = %err, "chat turn failed upstream");
+        if !content.is_empty() {
+            content.push_str("\n\n");
+        }
+        content.push_str(&format!("[error] {err}"));
+    }
+    let assistant = Message {
+        id: Uuid::new_v4(),
+        conversation_id,
+        role: Role::Assistant,
+        content,
+        chain_calls: serde_json::to_value(&transcript.calls).unwrap_or_else(|_| json!([])),
+        tokens_used: transcript.usage.total() as i64,
+        created_at: crate::domain::now().max(user_message.created_at + chrono::Duration::microseconds(1)),
+    };
+    state.store.insert_message(&assistant).await?;
+    match outcome {
+        Ok(()) => {
+            let result = TurnResult {
+                response: transcript.text,
+                conversation_id,
+                chain_calls: transcript.calls,
+                tokens_used: transcript.usage.total(),
+                message_id: assistant.id,
+            };
+            let _ = events.send(ChatEvent::Final(result.clone())).await;
+            Ok(result)
+        }
+        Err(err) => {
+            let error = upstream(&err);
+            let _ = events
+                .send(ChatEvent::Error {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                })
+                .await;
+            Err(error)
+        }
+    }
+}
+
+/// What a turn produced so far: the text as streamed, the chain calls, the usage.
+#[derive(Default)]
+struct TurnTranscript {
+    text: String,
+    calls: Vec<ChainCall>,
+    usage: Usage,
+}
+
+async fn converse(
+    state: &AppState,
+    turn: &Turn,
+    earlier: Vec<Message>,
+    events: &mpsc::Sender<ChatEvent>,
+    transcript: &mut TurnTranscript,
+) -> Result<(), LlmError> {
+    let context = prompt::context(&turn.agent, turn.connected_wallet.map(|a| a.to_checksum(None)));
+    let mut messages = prompt::history(&earlier);
+    messages.push(LlmMessage::User(turn.message.clone()));
+    let toolbox = Toolbox {
+        state,
+        agent: &turn.agent,
+        connected_wallet: turn.connected_wallet,
+    };
+    let specs = tools::specs(&turn.agent);
+    for round in 0..=MAX_TOOL_ROUNDS {
+        let tools = if round < MAX_TOOL_ROUNDS {
+            specs.clone()
+        } else {
+            Vec::new()
+        };
+        let request = LlmRequest {
+            system: prompt::system_prompt(&context),
+            messages: messages.clone(),
+            tools,
+            context: context.clone(),
+        };
+        let response = complete_streaming(state, &request, events, &mut transcript.text).await?;
+        transcript.usage.prompt_tokens += response.usage.prompt_tokens;
+        transcript.usage.completion_tokens += response.usage.completion_tokens;
+        if response.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
+            return Ok(());
+        }
+        let mut results = Vec::new();
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            let id = if call.id.is_empty() {
+                format!("call_{}_{}", round + 1, index + 1)
+            } else {
+                call.id.clone()
+            };
+            let _ = events
+                .send(ChatEvent::ToolCall {
+                    id: id.clone(),
+                    tool: call.name.clone(),
+                    args: call.arguments.clone(),
+                })
+                .await;
+            let (result, duration_ms) = toolbox.execute(&call.name, &call.arguments).await;
+            let (result, error) = match result {
+                Ok(value) => (value, None),
+                Err(e) => (Value::Null, Some(e.to_json())),
+            };
+            let model_view = match &error {
+                Some(e) => json!({ "error": e }),
+                None => result.clone(),
+            };
+            let chain_call = ChainCall {
+                id: id.clone(),
+                tool: call.name.clone(),
+                args: call.arguments.clone(),
+                result,
+                error,
+                duration_ms,
+            };
+            let _ = events.send(ChatEvent::ToolResult(chain_call.clone())).await;
+            transcript.calls.push(chain_call);
+            results.push(LlmMessage::Tool {
+                call_id: id,
+                content: model_view.to_string(),
+            });
+        }
+        messages.push(LlmMessage::Assistant {
+            content: response.text.clone(),
+            tool_calls: response.tool_calls.clone(),
+        });
+        messages.extend(results);
+    }
+    Ok(())
+}
+
+/// One provider call; its text deltas go out as `text_delta` events and into `text` as they arrive.
+async fn complete_streaming(
+    state: &AppState,
+    request: &LlmRequest,
+    events: &mpsc::Sender<ChatEvent>,
+    text: &mut String,
+) -> Result<crate::llm::LlmResponse, LlmError> {
+    let streamed_before = text.len();
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let completion = async move {
+        let result = state.llm.complete(request, &tx).await;
+        drop(tx);
+        result
+    };
+    let forward = async {
+        while let Some(delta) = rx.recv().await {
+            if delta.is_empty() {
+                continue;
+            }
+            text.push_str(&delta);
+            let _ = events.send(ChatEvent::TextDelta(delta)).await;
+        }
+    };
+    let (result, ()) = tokio::join!(completion, forward);
+    // A provider that answered without streaming deltas still has its text delivered as one delta.
+    if let Ok(response) = &result {
+        if text.len() == streamed_before && !response.text.is_empty() {
+            text.push_str(&response.text);
+            let _ = events.send(ChatEvent::TextDelta(response.text.clone())).await;
+        }
+    }
+    result
+}

@@ -1,0 +1,81 @@
+//! Outgoing transfers as stored: the status machine and what each status counts against the spending cap.
+
+use alloy::primitives::{Address, U256};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// `signed` (stored, not yet accepted by the node) -> `pending` (broadcast) -> `confirmed` | `reverted` | `dropped`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxState {
+    Signed,
+    Pending,
+    Confirmed,
+    Reverted,
+    Dropped,
+}
+
+impl TxState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxState::Signed => "signed",
+            TxState::Pending => "pending",
+            TxState::Confirmed => "confirmed",
+            TxState::Reverted => "reverted",
+            TxState::Dropped => "dropped",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            TxState::Signed,
+            TxState::Pending,
+            TxState::Confirmed,
+            TxState::Reverted,
+            TxState::Dropped,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+
+    /// Whether the watcher still has to settle it.
+    pub fn is_open(self) -> bool {
+        matches!(self, TxState::Signed | TxState::Pending)
+    }
+}
+
+/// One stored transfer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTx {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: String,
+    pub conversation_id: Option<Uuid>,
+    pub nonce: u64,
+    pub from: Address,
+    pub to: Address,
+    pub value_wei: U256,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    /// `value + gas_limit * max_fee_per_gas`: what the cap holds while the transfer is open.
+    pub reserved_wei: U256,
+    /// `value + gas_used * effective_gas_price` once a receipt is known.
+    pub actual_cost_wei: Option<U256>,
+    pub raw_tx: Vec<u8>,
+    pub tx_hash: String,
+    pub status: TxState,
+    pub block_number: Option<u64>,
+    pub gas_used: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl StoredTx {
+    /// What this transfer counts against the cap: the actual cost once known, the reservation while open,
+    /// nothing once dropped.
+    pub fn counted_wei(&self) -> U256 {
+        match self.status {
+            TxState::Dropped => U256::ZERO,
+            _ => self.actual_cost_wei.unwrap_or(self.reserved_wei),
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! `POST /api/chat` and `POST /api/chat/stream`: one turn runner, answered whole or as server-sent events.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use uuid::Uuid;
+
+use super::auth::{authorize, ensure_active, header_token};
+use super::error::{AppError, Result};
+use super::json::ApiJson;
+use crate::chat::runner::{self, Turn};
+use crate::chat::{ChatEvent, TurnResult};
+use crate::domain::agent::parse_address;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat", post(chat))
+        .route("/api/chat/stream", post(chat_stream))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChatRequest {
+    agent_id: Uuid,
+    message: String,
+    conversation_id: Option<Uuid>,
+    connected_wallet_address: Option<String>,
+}
+
+/// The token header, required before the body is read (the agent id is in the body).
+pub struct ChatToken(Option<String>);
+
+impl axum::extract::FromRequestParts<AppState> for ChatToken {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+        let token = header_token(parts);
+        if token.is_none() && !state.config.disable_agent_auth {
+            return Err(AppError::MissingToken);
+        }
+        Ok(ChatToken(token))
+    }
+}
+
+/// Authorises and validates a chat request; every failure here is a plain HTTP error.
+async fn prepare(state: &AppState, token: ChatToken, body: ChatRequest) -> Result<Turn> {
+    let agent = ensure_active(authorize(state, Some(body.agent_id), token.0.as_deref()).await?)?;
+    let length = body.message.trim().chars().count();
+    if length == 0 || body.message.chars().count() > 8000 {
+        return Err(AppError::field("message", "must be 1 to 8000 characters"));
+    }
+    let connected = match body
+        .connected_wallet_address
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        Some(text) => Some(
+            parse_address(text).ok_or_else(|| AppError::field("connected_wallet_address", "must be a 0x address"))?,
+        ),
+        None => None,
+    };
+    runner::prepare(state, agent, body.conversation_id, body.message, connected).await
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    token: ChatToken,
+    ApiJson(body): ApiJson<ChatRequest>,
+) -> Result<Json<TurnResult>> {
+    let turn = prepare(&state, token, body).await?;
+    let (events, _) = mpsc::channel(1);
+    // Spawned so that a client hanging up does not cancel the turn half-way.
+    let task = tokio::spawn(runner::run_turn(state, turn, events));
+    let result = task.await.map_err(AppError::internal)??;
+    Ok(Json(result))
+}
+
+async fn chat_stream(
+    State(state): State<AppState>,
+    token: ChatToken,
+    ApiJson(body): ApiJson<ChatRequest>,
+) -> Result<Response> {
+    let turn = prepare(&state, token, body).await?;
+    let (events, receiver) = mpsc::channel(256);
+    tokio::spawn(runner::run_turn(state, turn, events));
+    let stream = ReceiverStream::new(receiver).map(|event: ChatEvent| {
+        let (name, data) = event.to_sse();
+        Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
+    });
+    let keep_alive = KeepAlive::new().interval(Duration::from_secs(10)).text("keepalive");
+    Ok(Sse::new(stream).keep_alive(keep_alive).into_response())
+}

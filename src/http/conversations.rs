@@ -1,0 +1,113 @@
+//! Conversations: list per agent, messages (newest 500, oldest first), delete.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::{authorize, ensure_active, header_token, parse_id};
+use super::error::{AppError, Result};
+use crate::state::AppState;
+use crate::store::{Conversation, Message};
+
+/// Messages returned by the messages endpoint at most.
+pub const MAX_MESSAGES: i64 = 500;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/conversations", get(list_conversations))
+        .route("/api/conversations/{id}", axum::routing::delete(delete_conversation))
+        .route("/api/conversations/{id}/messages", get(list_messages))
+}
+
+/// The token header as given (presence is checked by `authorize`).
+pub struct MaybeToken(pub Option<String>);
+
+impl axum::extract::FromRequestParts<AppState> for MaybeToken {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self> {
+        Ok(MaybeToken(header_token(parts)))
+    }
+}
+
+/// Loads a conversation the token may see: token present -> conversation exists -> token is its agent's -> active.
+pub async fn authorized_conversation(state: &AppState, id: &str, token: Option<&str>) -> Result<Conversation> {
+    if token.is_none() && !state.config.disable_agent_auth {
+        return Err(AppError::MissingToken);
+    }
+    let id = parse_id(id).ok_or(AppError::ConversationNotFound)?;
+    let conversation = state.store.get_conversation(id).await?;
+    ensure_active(authorize(state, Some(conversation.agent_id), token).await?)?;
+    Ok(conversation)
+}
+
+#[derive(Deserialize)]
+struct ListParams {
+    agent_id: Option<String>,
+}
+
+async fn list_conversations(
+    State(state): State<AppState>,
+    MaybeToken(token): MaybeToken,
+    Query(params): Query<ListParams>,
+) -> Result<Json<Value>> {
+    if token.is_none() && !state.config.disable_agent_auth {
+        return Err(AppError::MissingToken);
+    }
+    let agent_id = params
+        .agent_id
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| AppError::field("agent_id", "is required"))?;
+    let agent = ensure_active(authorize(&state, parse_id(&agent_id), token.as_deref()).await?)?;
+    let conversations = state.store.list_conversations(agent.id).await?;
+    Ok(Json(Value::Array(
+        conversations.iter().map(conversation_json).collect(),
+    )))
+}
+
+async fn list_messages(
+    State(state): State<AppState>,
+    MaybeToken(token): MaybeToken,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;
+    let messages = state.store.recent_messages(conversation.id, MAX_MESSAGES).await?;
+    Ok(Json(Value::Array(messages.iter().map(message_json).collect())))
+}
+
+async fn delete_conversation(
+    State(state): State<AppState>,
+    MaybeToken(token): MaybeToken,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;
+    if !state.store.delete_conversation(conversation.id).await? {
+        return Err(AppError::ConversationNotFound);
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn conversation_json(c: &Conversation) -> Value {
+    json!({
+        "id": c.id,
+        "agent_id": c.agent_id,
+        "title": c.title,
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
+        "message_count": c.message_count,
+    })
+}
+
+fn message_json(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "role": m.role,
+        "content": m.content,
+        "chain_calls": m.chain_calls,
+        "created_at": m.created_at,
+    })
+}

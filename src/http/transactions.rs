@@ -1,0 +1,41 @@
+//! The agent's transfers: `GET /api/agents/{id}/transactions`.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::auth::ActiveAgent;
+use super::error::Result;
+use crate::domain::amount::format_units;
+use crate::domain::transaction::StoredTx;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/agents/{id}/transactions", get(list_transactions))
+}
+
+async fn list_transactions(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<Json<Value>> {
+    let txs = state.store.list_transactions(agent.id, None, 500).await?;
+    Ok(Json(Value::Array(txs.iter().map(transaction_json).collect())))
+}
+
+/// The API shape of a transfer (also used by the `transaction_history` tool).
+pub fn transaction_json(tx: &StoredTx) -> Value {
+    json!({
+        "id": tx.id,
+        "chain": tx.chain,
+        "tx_hash": tx.tx_hash,
+        "from": tx.from.to_checksum(None),
+        "to": tx.to.to_checksum(None),
+        "value_wei": tx.value_wei.to_string(),
+        "value": format_units(tx.value_wei, 18),
+        "nonce": tx.nonce,
+        "status": tx.status.as_str(),
+        "block_number": tx.block_number,
+        "gas_used": tx.gas_used,
+        "conversation_id": tx.conversation_id,
+        "created_at": tx.created_at,
+        "updated_at": tx.updated_at,
+    })
+}

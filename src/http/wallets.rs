@@ -1,0 +1,108 @@
+//! The agent's wallets: balances on every chain (concurrently, per-chain errors) and funding instructions.
+
+use alloy::primitives::U256;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::future::join_all;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::ActiveAgent;
+use super::error::{AppError, Result};
+use super::json::parse_optional_body;
+use crate::chain::registry;
+use crate::chat::tools::balance_json;
+use crate::domain::amount::parse_units;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/agents/{id}/balances", get(get_balances))
+        .route("/api/agents/{id}/fund", post(fund_agent))
+}
+
+async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<Value> {
+    let lookups = agent.wallet_addresses.iter().map(|(name, address)| {
+        let state = &state;
+        async move {
+            let address_text = address.to_checksum(None);
+            let result = match (registry::find(name), state.chains.get(name)) {
+                (Some(chain), Ok(client)) => client.balance(*address).await.map(|wei| {
+                    let mut entry = balance_json(chain, *address, wei);
+                    entry.as_object_mut().map(|o| o.remove("chain"));
+                    entry
+                }),
+                (_, Err(e)) => Err(e),
+                (None, Ok(_)) => unreachable!("configured chains are registry chains"),
+            };
+            let entry = result.unwrap_or_else(
+                |e| json!({ "address": address_text, "error": { "code": e.code(), "message": e.to_string() } }),
+            );
+            (name.clone(), entry)
+        }
+    });
+    let balances: serde_json::Map<String, Value> = join_all(lookups).await.into_iter().collect();
+    Json(json!({ "agent_id": agent.id, "balances": balances }))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FundRequest {
+    chain: Option<String>,
+    amount: Option<Value>,
+}
+
+async fn fund_agent(State(_): State<AppState>, ActiveAgent(agent): ActiveAgent, body: Bytes) -> Result<Json<Value>> {
+    let request: FundRequest = parse_optional_body(&body)?;
+    let chains: Vec<&String> = match &request.chain {
+        Some(chain) if agent.has_chain(chain) => vec![chain],
+        Some(_) => return Err(AppError::field("chain", "must be one of the agent's chains")),
+        None => agent.chains.iter().collect(),
+    };
+    let amount = match &request.amount {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.trim().to_string()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(_) => return Err(AppError::field("amount", "must be a decimal string such as \"0.05\"")),
+    };
+    let mut deposits = Vec::new();
+    for name in chains {
+        let chain = registry::find(name).ok_or_else(|| AppError::field("chain", "unknown chain"))?;
+        let address = agent
+            .wallet_addresses
+            .get(name)
+            .ok_or_else(|| AppError::field("chain", "the agent has no wallet there"))?;
+        let address = address.to_checksum(None);
+        let wei = match &amount {
+            Some(a) => Some(parse_units(a, chain.decimals).map_err(|e| AppError::field("amount", e.to_string()))?),
+            None => None,
+        };
+        if wei == Some(U256::ZERO) {
+            return Err(AppError::field("amount", "must be greater than zero"));
+        }
+        let mut payment_uri = format!("ethereum:{address}@{}", chain.chain_id);
+        if let Some(wei) = wei {
+            payment_uri.push_str(&format!("?value={wei}"));
+        }
+        deposits.push(json!({
+            "chain": chain.name,
+            "chain_id": chain.chain_id,
+            "address": address,
+            "symbol": chain.native_symbol,
+            "amount": amount,
+            "amount_wei": wei.map(|w| w.to_string()),
+            "payment_uri": payment_uri,
+            "explorer_url": chain.address_url(&address),
+        }));
+    }
+    let instructions = format!(
+        "Send native tokens to the address of the chain you choose (the same address on every EVM chain of this agent). \
+         Use the payment URI with a wallet that supports EIP-681 or scan it as a QR code. Only send on the chain named: {}.",
+        agent.chains.join(", ")
+    );
+    Ok(Json(
+        json!({ "agent_id": agent.id, "deposits": deposits, "instructions": instructions }),
+    ))
+}

@@ -1,0 +1,566 @@
+//! The builtin engine's wording: help text, direct replies, and answers composed from tool results.
+
+use serde_json::Value;
+
+use super::intent::{Intent, capability_of};
+use crate::llm::{ToolCall, TurnContext};
+
+/// A direct reply for an intent that needs no tool.
+pub fn reply(intent: &Intent, context: &TurnContext) -> String {
+    let chains = chain_list(context);
+    match intent {
+        Intent::Call(_) | Intent::Help => help(context),
+        Intent::Lacks { tool, capability } => format!(
+            "I can't do that: it needs the {capability} capability (tool {tool}), which this agent does not have. {}",
+            can_do(context)
+        ),
+        Intent::NotOnChain(chain) => format!("This agent is not on {chain}. Its chains are: {chains}."),
+        Intent::NoChains => "This agent has no chains configured, so there is nothing I can look up.".into(),
+        Intent::NeedAmount { tool } if *tool == "send_native" => {
+            "How much should I send? Say for example \"send 0.01 ETH to 0x… on base\".".into()
+        }
+        Intent::NeedAmount { .. } => {
+            "For which amount? Say for example \"how much would it cost to send 0.01 ETH on base\".".into()
+        }
+        Intent::NeedRecipient => {
+            "Whom should I send it to? Give a 0x address, or connect your wallet and say \"to my wallet\".".into()
+        }
+        Intent::NoConnectedWallet => "No wallet is connected to this chat. Give the 0x address instead.".into(),
+        Intent::NeedTxHash => "Which transaction? Give its hash, e.g. \"status of 0x… on base\".".into(),
+        Intent::Addresses => addresses(context),
+    }
+}
+
+fn chain_list(context: &TurnContext) -> String {
+    if context.chains.is_empty() {
+        "none".into()
+    } else {
+        context.chains.join(", ")
+    }
+}
+
+fn addresses(context: &TurnContext) -> String {
+    if context.wallet_addresses.is_empty() {
+        return "This agent has no wallet yet.".into();
+    }
+    let lines: Vec<String> = context
+        .wallet_addresses
+        .iter()
+        .map(|(chain, address)| format!("- {chain}: {address}"))
+        .collect();
+    format!("This agent's wallet addresses:\n{}", lines.join("\n"))
+}
+
+/// One sentence per capability, with an example request for each.
+fn can_do(context: &TurnContext) -> String {
+    let has = |c: &str| context.capabilities.iter().any(|own| own == c);
+    let mut lines = Vec::new();
+    if has("read") {
+        lines.push("- read: balances (\"what is my balance on base\"), gas prices (\"gas price on ethereum\"), the latest block (\"latest block on base\") and transaction status (\"status of 0x… on base\")");
+    }
+    if has("compare") {
+        lines.push("- compare: gas across chains (\"compare gas\"), balances on every chain (\"balances\") and transfer costs (\"how much would it cost to send 0.01 ETH on base\")");
+    }
+    if has("transact") {
+        lines.push("- transact: send funds (\"send 0.01 ETH to 0x… on base\", or \"to my wallet\" when your wallet is connected)");
+    }
+    if has("analytics") {
+        lines.push("- analytics: spending against the cap (\"how much have I spent\") and transaction history (\"show my transactions\")");
+    }
+    if lines.is_empty() {
+        return "This agent has no capabilities enabled.".into();
+    }
+    format!(
+        "Here is what I can do on {}:\n{}",
+        chain_list(context),
+        lines.join("\n")
+    )
+}
+
+/// The help text: who the agent is and what it can do.
+pub fn help(context: &TurnContext) -> String {
+    let name = if context.agent_name.trim().is_empty() {
+        "this agent"
+    } else {
+        context.agent_name.trim()
+    };
+    format!("I'm {name}, a wallet agent. {}", can_do(context))
+}
+
+/// The final answer after tools ran: one paragraph per call, in call order.
+pub fn compose(calls: &[ToolCall], results: &[Option<&str>]) -> String {
+    let parts: Vec<String> = calls
+        .iter()
+        .zip(results.iter().chain(std::iter::repeat(&None)))
+        .map(|(call, result)| match result {
+            None => format!("{} gave no result.", call.name),
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(value) => describe(call, &value),
+                Err(_) => format!("{}: {}", call.name, text.trim()),
+            },
+        })
+        .collect();
+    parts.join("\n")
+}
+
+/// A scalar as written in the result (strings unquoted, numbers as JSON renders them).
+fn field(value: &Value, key: &str) -> Option<String> {
+    match value.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        Value::Object(_) | Value::Array(_) => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn text(value: &Value, key: &str) -> String {
+    field(value, key).unwrap_or_else(|| "?".into())
+}
+
+fn chain_of(call: &ToolCall, value: &Value) -> String {
+    field(value, "chain")
+        .or_else(|| field(&call.arguments, "chain"))
+        .unwrap_or_else(|| "the chain".into())
+}
+
+/// Describes one tool result, falling back to compact JSON for shapes it does not know.
+pub fn describe(call: &ToolCall, value: &Value) -> String {
+    if let Some(error) = value
+        .get("error")
+        .filter(|_| value.get("chains").is_none() && value.get("balances").is_none())
+    {
+        return describe_error(call, value, error);
+    }
+    let chain = chain_of(call, value);
+    let known = match call.name.as_str() {
+        "get_balance" => balance_line(value).map(|b| format!("Balance on {chain}: {b}.")),
+        "get_gas_price" => field(value, "gas_price_gwei").map(|g| {
+            let mut line = format!("Gas price on {chain}: {g} gwei");
+            if let (Some(base), Some(tip)) = (field(value, "base_fee_gwei"), field(value, "priority_fee_gwei")) {
+                line.push_str(&format!(" (base fee {base} gwei, priority fee {tip} gwei)"));
+            }
+            line + "."
+        }),
+        "get_block_number" => field(value, "block_number").map(|n| format!("The latest block on {chain} is {n}.")),
+        "get_transaction" => field(value, "status").map(|status| transaction_line(&chain, value, &status)),
+        "compare_gas" => value
+            .get("chains")
+            .and_then(Value::as_array)
+            .map(|rows| compare_gas(value, rows)),
+        "compare_balances" => value
+            .get("balances")
+            .and_then(Value::as_array)
+            .map(|rows| compare_balances(value, rows)),
+        "estimate_transfer_cost" => field(value, "fee").map(|fee| estimate(&chain, value, &fee)),
+        "send_native" => field(value, "tx_hash").map(|hash| sent(&chain, value, &hash)),
+        "spending_summary" => value.get("chains").and_then(Value::as_array).map(|rows| spending(rows)),
+        "transaction_history" => value
+            .get("transactions")
+            .and_then(Value::as_array)
+            .map(|rows| history(rows)),
+        _ => None,
+    };
+    known.unwrap_or_else(|| format!("{} returned: {}", call.name, compact(value)))
+}
+
+fn compact(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 1500 {
+        format!("{}…", text.chars().take(1500).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// `0.5 ETH (500000000000000000 wei) at 0x…`
+fn balance_line(value: &Value) -> Option<String> {
+    let formatted = field(value, "formatted")?;
+    let mut line = format!("{formatted} {}", field(value, "symbol").unwrap_or_default())
+        .trim_end()
+        .to_string();
+    if let Some(wei) = field(value, "wei") {
+        line.push_str(&format!(" ({wei} wei)"));
+    }
+    if let Some(address) = field(value, "address") {
+        line.push_str(&format!(" at {address}"));
+    }
+    Some(line)
+}
+
+fn transaction_line(chain: &str, value: &Value, status: &str) -> String {
+    let hash = field(value, "tx_hash").unwrap_or_else(|| "the transaction".into());
+    let mut line = format!("Transaction {hash} on {chain} is {status}");
+    if let Some(block) = field(value, "block_number") {
+        line.push_str(&format!(", in block {block}"));
+    }
+    if let Some(confirmations) = field(value, "confirmations") {
+        line.push_str(&format!(", {confirmations} confirmations"));
+    }
+    line.push('.');
+    if let Some(from) = field(value, "from") {
+        line.push_str(&format!(" From {from}"));
+        if let Some(to) = field(value, "to") {
+            line.push_str(&format!(" to {to}"));
+        }
+        line.push('.');
+    }
+    if let Some(wei) = field(value, "value_wei") {
+        line.push_str(&format!(" Value: {wei} wei."));
+    }
+    if let Some(gas) = field(value, "gas_used") {
+        line.push_str(&format!(" Gas used: {gas}."));
+    }
+    if let Some(url) = field(value, "explorer_url") {
+        line.push_str(&format!(" {url}"));
+    }
+    line
+}
+
+fn row_error(row: &Value) -> Option<String> {
+    let error = row.get("error")?;
+    Some(match error {
+        Value::String(message) => message.clone(),
+        other => field(other, "message")
+            .or_else(|| field(other, "code"))
+            .unwrap_or_else(|| compact(other)),
+    })
+}
+
+fn compare_gas(value: &Value, rows: &[Value]) -> String {
+    let mut lines = vec![match field(value, "cheapest") {
+        Some(cheapest) => format!("Gas compared across {} chains; the cheapest is {cheapest}.", rows.len()),
+        None => format!("Gas compared across {} chains.", rows.len()),
+    }];
+    for row in rows {
+        let chain = text(row, "chain");
+        lines.push(match row_error(row) {
+            Some(error) => format!("- {chain}: unavailable ({error})"),
+            None => {
+                let mut line = format!("- {chain}: {} gwei", text(row, "gas_price_gwei"));
+                if let Some(cost) = field(row, "transfer_cost") {
+                    line.push_str(&format!(
+                        ", a transfer costs {cost} {}",
+                        field(row, "symbol").unwrap_or_default()
+                    ));
+                    let line_trimmed = line.trim_end().to_string();
+                    line = line_trimmed;
+                }
+                if let Some(wei) = field(row, "transfer_cost_wei") {
+                    line.push_str(&format!(" ({wei} wei)"));
+                }
+                line
+            }
+        });
+    }
+    lines.join("\n")
+}
+
+fn compare_balances(value: &Value, rows: &[Value]) -> String {
+    let mut lines = vec![format!("Balances on {} chains:", rows.len())];
+    for row in rows {
+        let chain = text(row, "chain");
+        lines.push(match (row_error(row), balance_line(row)) {
+            (Some(error), _) => format!("- {chain}: unavailable ({error})"),
+            (None, Some(balance)) => format!("- {chain}: {balance}"),
+            (None, None) => format!("- {chain}: {}", compact(row)),
+        });
+    }
+    match value.get("total") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(total)) => lines.push(format!("Total: {total}")),
+        Some(Value::Object(map)) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{} {k}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                .collect();
+            lines.push(format!("Total: {}", parts.join(", ")));
+        }
+        Some(other) => lines.push(format!("Total: {other}")),
+    }
+    lines.join("\n")
+}
+
+fn estimate(chain: &str, value: &Value, fee: &str) -> String {
+    let symbol = field(value, "symbol").unwrap_or_default();
+    let mut line = format!(
+        "Sending {} {symbol} on {chain} would cost about {fee} {symbol} in fees",
+        text(value, "amount")
+    );
+    if let Some(wei) = field(value, "fee_wei") {
+        line.push_str(&format!(" ({wei} wei"));
+        if let (Some(gas), Some(max_fee)) = (field(value, "gas_limit"), field(value, "max_fee_per_gas_gwei")) {
+            line.push_str(&format!(": {gas} gas at up to {max_fee} gwei"));
+        }
+        line.push(')');
+    }
+    if let Some(total) = field(value, "total") {
+        line.push_str(&format!(", {total} {symbol} in total"));
+        if let Some(wei) = field(value, "total_wei") {
+            line.push_str(&format!(" ({wei} wei)"));
+        }
+    }
+    line + "."
+}
+
+fn sent(chain: &str, value: &Value, hash: &str) -> String {
+    let symbol = field(value, "symbol").unwrap_or_default();
+    let mut line = format!(
+        "Sent {} {symbol} to {} on {chain}. Transaction {hash} is {}.",
+        text(value, "amount"),
+        text(value, "to"),
+        text(value, "status")
+    );
+    if let Some(url) = field(value, "explorer_url") {
+        line.push_str(&format!(" Explorer: {url}"));
+    }
+    line
+}
+
+fn spending(rows: &[Value]) -> String {
+    if rows.is_empty() {
+        return "No spending recorded on any chain.".into();
+    }
+    let mut lines = vec!["Spending against the cap:".to_string()];
+    for row in rows {
+        let symbol = field(row, "symbol").unwrap_or_default();
+        lines.push(format!(
+            "- {}: spent {} {symbol} of a {} {symbol} cap, {} {symbol} remaining",
+            text(row, "chain"),
+            text(row, "spent"),
+            text(row, "spending_cap"),
+            text(row, "remaining")
+        ));
+    }
+    lines.join("\n")
+}
+
+fn history(rows: &[Value]) -> String {
+    if rows.is_empty() {
+        return "No transactions yet.".into();
+    }
+    let mut lines = vec![format!(
+        "{} transaction{}:",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" }
+    )];
+    for row in rows {
+        let mut line = format!(
+            "- {} {}: {}",
+            text(row, "chain"),
+            text(row, "tx_hash"),
+            text(row, "status")
+        );
+        if let Some(to) = field(row, "to") {
+            line.push_str(&format!(", to {to}"));
+        }
+        if let Some(wei) = field(row, "value_wei") {
+            line.push_str(&format!(", {wei} wei"));
+        } else if let Some(amount) = field(row, "amount") {
+            line.push_str(&format!(", {amount} {}", field(row, "symbol").unwrap_or_default()).trim_end());
+        }
+        if let Some(block) = field(row, "block_number") {
+            line.push_str(&format!(", block {block}"));
+        }
+        if let Some(at) = field(row, "created_at") {
+            line.push_str(&format!(" ({at})"));
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+/// What a failed tool call means, in words.
+fn describe_error(call: &ToolCall, value: &Value, error: &Value) -> String {
+    let (code, message) = match error {
+        Value::String(message) => (None, Some(message.clone())),
+        other => (field(other, "code"), field(other, "message")),
+    };
+    let action = match call.name.as_str() {
+        "get_balance" | "compare_balances" => "read the balance",
+        "get_gas_price" | "compare_gas" => "get the gas price",
+        "get_block_number" => "get the latest block",
+        "get_transaction" => "look up the transaction",
+        "estimate_transfer_cost" => "estimate the transfer cost",
+        "send_native" => "send the transfer",
+        "spending_summary" => "summarise the spending",
+        "transaction_history" => "list the transactions",
+        _ => "run that",
+    };
+    let place = match (field(value, "chain"), field(&call.arguments, "chain")) {
+        (Some(chain), _) | (None, Some(chain)) => format!(" on {chain}"),
+        _ => String::new(),
+    };
+    let mut line = format!("I couldn't {action}{place}");
+    if let Some(message) = message {
+        line.push_str(&format!(": {}", message.trim_end_matches('.')));
+    }
+    if let Some(code) = code {
+        line.push_str(&format!(" ({code}: {})", code_meaning(&code, &call.name)));
+    }
+    line + "."
+}
+
+fn code_meaning(code: &str, tool: &str) -> String {
+    match code {
+        "capability_denied" => format!("this agent lacks the {} capability this needs", capability_of(tool)),
+        "spending_cap_exceeded" => {
+            "the transfer plus its maximum fee would exceed the agent's spending cap on this chain".into()
+        }
+        "insufficient_funds" => "the wallet does not hold enough to cover the amount plus fees".into(),
+        "upstream_unavailable" => "the chain node is unavailable right now".into(),
+        "upstream_timeout" => "the chain node did not answer in time".into(),
+        "validation_failed" | "invalid_arguments" | "invalid_args" => "the request had an invalid value".into(),
+        "chain_not_configured" | "unknown_chain" | "chain_not_enabled" => {
+            "that chain is not available to this agent".into()
+        }
+        "chain_id_mismatch" => {
+            "the chain node reports a different chain id than expected, so nothing was signed".into()
+        }
+        "not_found" | "transaction_not_found" | "tx_not_found" => "no such transaction was found".into(),
+        "unknown_tool" => "that tool does not exist".into(),
+        "agent_inactive" => "the agent is deactivated".into(),
+        _ => "an error reported by the tool".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const ADDR: &str = "0x52908400098527886E0F7030069857D2E4169EE7";
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: args,
+        }
+    }
+
+    fn context(capabilities: &[&str]) -> TurnContext {
+        TurnContext {
+            agent_name: "Scout".into(),
+            chains: vec!["ethereum".into(), "base".into()],
+            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn describes_tool_results_with_their_figures() {
+        let gas = describe(
+            &call("get_gas_price", json!({"chain": "ethereum"})),
+            &json!({"chain": "ethereum", "base_fee_gwei": "11.2", "priority_fee_gwei": "0.05", "gas_price_gwei": "11.25"}),
+        );
+        assert!(
+            gas.contains("11.25 gwei") && gas.contains("11.2") && gas.contains("0.05"),
+            "{gas}"
+        );
+        let block = describe(
+            &call("get_block_number", json!({})),
+            &json!({"chain": "base", "block_number": 30123456}),
+        );
+        assert_eq!(block, "The latest block on base is 30123456.");
+        let tx = describe(
+            &call("get_transaction", json!({})),
+            &json!({"chain": "base", "tx_hash": "0xabc", "status": "confirmed", "block_number": 7}),
+        );
+        assert!(
+            tx.contains("0xabc") && tx.contains("confirmed") && tx.contains("block 7"),
+            "{tx}"
+        );
+        let compare = describe(
+            &call("compare_gas", json!({})),
+            &json!({"cheapest": "base", "chains": [
+                {"chain": "base", "gas_price_gwei": "0.01", "transfer_cost_wei": "210000000000", "transfer_cost": "0.00000021", "symbol": "ETH"},
+                {"chain": "ethereum", "error": {"code": "upstream_timeout", "message": "timed out"}}]}),
+        );
+        assert!(
+            compare.contains("cheapest is base")
+                && compare.contains("0.00000021 ETH")
+                && compare.contains("210000000000 wei")
+                && compare.contains("timed out"),
+            "{compare}"
+        );
+        let estimate = describe(
+            &call("estimate_transfer_cost", json!({})),
+            &json!({"chain": "base", "amount": "0.01", "gas_limit": 21000, "max_fee_per_gas_gwei": "0.02", "fee_wei": "420000000000", "fee": "0.00000042", "total_wei": "10000420000000000", "total": "0.01000042", "symbol": "ETH"}),
+        );
+        for figure in [
+            "0.01 ETH",
+            "0.00000042 ETH",
+            "420000000000 wei",
+            "21000 gas",
+            "0.01000042 ETH",
+            "10000420000000000 wei",
+        ] {
+            assert!(estimate.contains(figure), "{estimate} lacks {figure}");
+        }
+        let sent = describe(
+            &call("send_native", json!({})),
+            &json!({"chain": "base", "tx_hash": "0xfeed", "status": "pending", "to": ADDR, "amount": "0.01", "symbol": "ETH", "explorer_url": "https://basescan.org/tx/0xfeed"}),
+        );
+        assert!(
+            sent.contains("0xfeed") && sent.contains("pending") && sent.contains("https://basescan.org/tx/0xfeed"),
+            "{sent}"
+        );
+        let spending = describe(
+            &call("spending_summary", json!({})),
+            &json!({"chains": [{"chain": "base", "spending_cap": "0.5", "spent": "0.1", "remaining": "0.4", "symbol": "ETH"}]}),
+        );
+        assert!(
+            spending.contains("spent 0.1 ETH of a 0.5 ETH cap, 0.4 ETH remaining"),
+            "{spending}"
+        );
+        let balances = describe(
+            &call("compare_balances", json!({})),
+            &json!({"balances": [{"chain": "base", "wei": "5", "formatted": "0.000000000000000005", "symbol": "ETH"}, {"chain": "ethereum", "error": "node down"}]}),
+        );
+        assert!(
+            balances.contains("0.000000000000000005 ETH") && balances.contains("node down"),
+            "{balances}"
+        );
+        assert_eq!(
+            describe(&call("transaction_history", json!({})), &json!({"transactions": []})),
+            "No transactions yet."
+        );
+        let unknown = describe(&call("mystery", json!({})), &json!({"x": 1}));
+        assert_eq!(unknown, "mystery returned: {\"x\":1}");
+    }
+
+    #[test]
+    fn explains_errors() {
+        let denied = describe(
+            &call("send_native", json!({"chain": "base"})),
+            &json!({"error": {"code": "capability_denied", "message": "the agent lacks transact"}}),
+        );
+        assert!(
+            denied.contains("capability_denied")
+                && denied.contains("lacks the transact capability")
+                && denied.contains("on base"),
+            "{denied}"
+        );
+        let capped = describe(
+            &call("send_native", json!({"chain": "base"})),
+            &json!({"error": {"code": "spending_cap_exceeded", "message": "over the cap"}}),
+        );
+        assert!(
+            capped.contains("spending_cap_exceeded") && capped.contains("spending cap"),
+            "{capped}"
+        );
+        let text = compose(
+            &[call("get_balance", json!({})), call("get_block_number", json!({}))],
+            &[Some("not json"), None],
+        );
+        assert_eq!(text, "get_balance: not json\nget_block_number gave no result.");
+    }
+
+    #[test]
+    fn help_lists_only_granted_capabilities() {
+        let text = help(&context(&["compare"]));
+        assert!(text.contains("compare gas") && !text.contains("send funds") && text.contains("ethereum, base"));
+        assert!(help(&context(&[])).contains("no capabilities"));
+    }
+}
