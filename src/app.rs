@@ -10,6 +10,8 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::chain::Chains;
+use crate::confirmations::Watcher;
+use crate::events::EventBus;
 use crate::config::{Config, DatabaseKind, LlmProviderKind};
 use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
@@ -23,10 +25,18 @@ use crate::vault::{self, Vault};
 pub struct App {
     listener: TcpListener,
     state: AppState,
+    pg_pool: Option<sqlx::PgPool>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// An opened store, with the PostgreSQL pool when there is one (for `LISTEN`).
+pub struct OpenedStore {
+    pub store: Arc<dyn Store>,
+    pub pg_pool: Option<sqlx::PgPool>,
 }
 
 /// Opens the configured database and applies the embedded migrations.
-pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
     let url = config.database_url.expose_secret();
     Ok(match &config.database {
         DatabaseKind::Sqlite(path) => {
@@ -34,7 +44,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
                 .await
                 .context("cannot open the SQLite database")?;
             store.migrate().await.context("cannot migrate the SQLite database")?;
-            Arc::new(store)
+            OpenedStore { store: Arc::new(store), pg_pool: None }
         }
         DatabaseKind::Postgres => {
             let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
@@ -42,20 +52,21 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
                 .migrate()
                 .await
                 .context("cannot migrate the PostgreSQL database")?;
-            Arc::new(store)
+            OpenedStore { pg_pool: Some(store.pool().clone()), store: Arc::new(store) }
         }
     })
 }
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
-        let store = open_store(&config).await?;
+        let OpenedStore { store, pg_pool } = open_store(&config).await?;
         let vault = match &config.encryption_key {
             Some(key) => Vault::new(key),
             None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
         };
         let chains = build_chains(&config)?;
         let llm = build_llm(&config)?;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let listener = TcpListener::bind(config.bind_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.bind_addr))?;
@@ -66,10 +77,12 @@ impl App {
             reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
             chains: Arc::new(chains),
             llm,
+            events: EventBus::default(),
+            shutdown: stop_rx,
         };
         // Checks each node's chain id in the background: a node that is down never delays the start.
         state.chains.verify_at_start();
-        Ok(App { listener, state })
+        Ok(App { listener, state, pg_pool, stop })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -80,9 +93,15 @@ impl App {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then finishes in-flight requests.
+    /// Serves until `shutdown` completes: then stops the watchers, ends the streams and finishes in-flight requests.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         tracing::info!("listening on {}", self.local_addr());
+        self.spawn_workers();
+        let stop = self.stop;
+        let shutdown = async move {
+            shutdown.await;
+            let _ = stop.send(true);
+        };
         let router = crate::http::router(self.state);
         axum::serve(
             self.listener,
@@ -91,6 +110,20 @@ impl App {
         .with_graceful_shutdown(shutdown)
         .await
         .context("server error")
+    }
+}
+
+impl App {
+    /// Starts one confirmation watcher per configured chain and, on PostgreSQL, the event listener.
+    fn spawn_workers(&self) {
+        for chain in self.state.chains.configured_names() {
+            let watcher = Watcher::new(self.state.clone(), chain);
+            tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
+        }
+        if let Some(pool) = &self.pg_pool {
+            let (store, bus) = (self.state.store.clone(), self.state.events.clone());
+            tokio::spawn(crate::events::listen_postgres(pool.clone(), store, bus, self.state.shutdown.clone()));
+        }
     }
 }
 

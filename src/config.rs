@@ -79,6 +79,12 @@ pub struct Config {
     pub reissue_limit_per_ip: u32,
     pub json_logs: bool,
     pub max_body_bytes: usize,
+    /// Pause between confirmation-watcher rounds.
+    pub watcher_interval: Duration,
+    /// How long a broadcast transfer may be unknown to the node before it counts as dropped.
+    pub tx_drop_after: Duration,
+    /// Fault injection for crash-safety tests: exit right after a transfer is stored, before its broadcast.
+    pub fault_exit_before_broadcast: bool,
 }
 
 impl Config {
@@ -130,6 +136,10 @@ impl Config {
                     "DISABLE_AGENT_AUTH=true is refused when APP_ENV=production",
                 ));
             }
+        }
+        let fault_exit_before_broadcast = vars.flag("FAULT_EXIT_BEFORE_BROADCAST", false)?;
+        if fault_exit_before_broadcast && app_env == AppEnv::Production {
+            return Err(ConfigError::Refused("FAULT_EXIT_BEFORE_BROADCAST is a test switch and is refused in production"));
         }
         let mut rpc_urls = Vec::new();
         let mut confirmations = HashMap::new();
@@ -202,6 +212,9 @@ impl Config {
             reissue_limit_per_ip: vars.number("REISSUE_LIMIT_PER_IP", 100)?,
             json_logs: vars.get("LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("json")),
             max_body_bytes: vars.number("MAX_BODY_BYTES", 64 * 1024)?,
+            watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
+            tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
+            fault_exit_before_broadcast,
         })
     }
 

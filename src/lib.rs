@@ -7,10 +7,14 @@ pub mod app;
 pub mod chain;
 /// The chat engine: turn runner and tools.
 pub mod chat;
+/// The confirmation watcher.
+pub mod confirmations;
 /// Typed configuration from the environment.
 pub mod config;
 /// Plain domain types and rules.
 pub mod domain;
+/// The live event bus (and PostgreSQL LISTEN/NOTIFY).
+pub mod events;
 /// The HTTP API.
 pub mod http;
 /// Language-model providers.
@@ -23,5 +27,7 @@ pub mod state;
 pub mod store;
 /// Logging setup.
 pub mod telemetry;
+/// Native transfers: cap, nonce, sign, store, broadcast.
+pub mod transfers;
 /// Wallet key custody.
 pub mod vault;

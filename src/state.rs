@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::chain::Chains;
 use crate::config::Config;
+use crate::events::EventBus;
 use crate::llm::LlmProvider;
 use crate::rate_limit::RateLimiter;
 use crate::store::Store;
@@ -17,4 +18,7 @@ pub struct AppState {
     pub reissue_limits: Arc<RateLimiter>,
     pub chains: Arc<Chains>,
     pub llm: Arc<dyn LlmProvider>,
+    pub events: EventBus,
+    /// Turns true when the service is shutting down; long-lived streams end then.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

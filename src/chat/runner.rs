@@ -171,6 +171,7 @@ async fn converse(
         state,
         agent: &turn.agent,
         connected_wallet: turn.connected_wallet,
+        conversation_id: Some(turn.conversation.id),
     };
     let specs = tools::specs(&turn.agent);
     for round in 0..=MAX_TOOL_ROUNDS {

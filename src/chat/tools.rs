@@ -111,6 +111,10 @@ fn schema(tool: &str, chains: &[String]) -> Value {
         "compare_gas" => (json!({ "chains": chain_list }), &[]),
         "compare_balances" => (json!({ "chains": chain_list, "address": address }), &[]),
         "estimate_transfer_cost" => (json!({ "chain": chain, "amount": amount }), &["chain", "amount"]),
+        "send_native" => (
+            json!({ "chain": chain, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": amount }),
+            &["chain", "to", "amount"],
+        ),
         "transaction_history" => (
             json!({ "chain": chain, "limit": { "type": "integer", "minimum": 1, "maximum": 100 } }),
             &[],
@@ -138,6 +142,8 @@ pub struct Toolbox<'a> {
     pub state: &'a AppState,
     pub agent: &'a Agent,
     pub connected_wallet: Option<Address>,
+    /// The conversation whose turn this is; transfers report their confirmations there.
+    pub conversation_id: Option<uuid::Uuid>,
 }
 
 impl Toolbox<'_> {
@@ -184,6 +190,19 @@ impl Toolbox<'_> {
             "estimate_transfer_cost" => {
                 self.estimate_transfer_cost(args.chain(self.agent)?, &args.amount()?)
                     .await
+            }
+            "send_native" => {
+                let chain = args.chain(self.agent)?;
+                let to = args.address("to")?.ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
+                let amount = args.amount()?;
+                let order = crate::transfers::TransferOrder {
+                    agent: self.agent,
+                    chain,
+                    to,
+                    amount: &amount,
+                    conversation_id: self.conversation_id,
+                };
+                crate::transfers::send_native(self.state, order).await
             }
             "spending_summary" => crate::chat::analytics::spending_summary(self.state, self.agent).await,
             "transaction_history" => {

@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod error;
 pub mod json;
 pub mod reissue;
+pub mod streams;
 pub mod transactions;
 pub mod wallets;
 
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .merge(transactions::router())
         .merge(chat::router())
         .merge(conversations::router())
+        .merge(streams::router())
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async {
             AppError::BadRequest {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-pub use postgres::PgStore;
+pub use postgres::{EVENTS_CHANNEL, PgStore};
 pub use sqlite::SqliteStore;
 
 use crate::domain::agent::{Agent, Capability};
@@ -32,6 +32,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    #[error("signing failed: {0}")]
+    Signing(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -123,6 +125,64 @@ impl Role {
     }
 }
 
+/// A transfer to reserve: the cap check, nonce allocation and insert happen in one database transaction.
+#[derive(Debug, Clone)]
+pub struct TransferRequest {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: String,
+    pub conversation_id: Option<Uuid>,
+    pub from: Address,
+    pub to: Address,
+    pub value_wei: U256,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    /// `value + gas_limit * max_fee_per_gas`.
+    pub reserved_wei: U256,
+    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
+    pub node_nonce: Option<u64>,
+}
+
+/// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
+#[derive(Clone)]
+pub struct SignedTx {
+    pub raw: Vec<u8>,
+    pub hash: String,
+}
+
+/// Signs the transfer for a nonce, inside the reserving transaction.
+pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync);
+
+/// The outcome of a reservation.
+#[derive(Debug)]
+pub enum Reservation {
+    Reserved(StoredTx),
+    CapExceeded { cap: U256, spent: U256 },
+}
+
+/// How a transfer ended, as the watcher saw it.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    pub status: crate::domain::transaction::TxState,
+    pub block_number: Option<u64>,
+    pub gas_used: Option<u64>,
+    pub actual_cost_wei: Option<U256>,
+}
+
+/// A stored event (a confirmation), with its increasing id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub conversation_id: Option<Uuid>,
+    pub agent_id: Uuid,
+    pub kind: String,
+    pub payload: serde_json::Value,
+}
+
+/// Held while one (agent, chain) sends: reserve -> sign -> store -> broadcast is not interleaved with another send,
+/// so a refused broadcast can give its nonce back without leaving a gap. Dropping it releases the lock.
+pub trait SendGuard: Send {}
+
 /// The persistence operations of the service.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -164,4 +224,32 @@ pub trait Store: Send + Sync + 'static {
     async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>>;
     /// What counts against the cap per chain (actual costs, reservations of open transfers).
     async fn spent_by_chain(&self, agent_id: Uuid) -> StoreResult<BTreeMap<String, U256>>;
+
+    /// Serialises sends of one (agent, chain), across instances on PostgreSQL.
+    async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>>;
+    /// The next nonce the store would hand out, if it has one.
+    async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>>;
+    /// In one transaction: check the cap, allocate the nonce, sign, insert the transfer as `signed`.
+    async fn reserve_transfer(&self, request: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation>;
+    /// `signed` -> `pending` once a node accepted it.
+    async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
+    /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
+    /// `resync_to` moves the next nonce up to the node's count.
+    async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()>;
+    /// Transfers still `signed` or `pending` on a chain, by nonce.
+    async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
+    /// Settles an open transfer, storing its event and conversation message in the same transaction.
+    /// `None` when it was no longer open (settled elsewhere).
+    async fn settle_transaction(
+        &self,
+        id: Uuid,
+        settlement: &Settlement,
+        event: serde_json::Value,
+        message: Option<&Message>,
+    ) -> StoreResult<Option<EventRecord>>;
+    /// Events of a conversation after `after_id`, oldest first.
+    async fn events_after(&self, conversation_id: Uuid, after_id: i64, limit: i64) -> StoreResult<Vec<EventRecord>>;
+    async fn event_by_id(&self, id: i64) -> StoreResult<Option<EventRecord>>;
+    /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
+    async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
 }

@@ -32,6 +32,20 @@ impl PgStore {
         &self.pool
     }
 
+    async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let key = lock_key(name);
+        sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut *conn).await?;
+        Ok(Box::new(AdvisoryLock { conn: Some(conn), key }))
+    }
+
+    async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let key = lock_key(name);
+        let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *conn).await?;
+        Ok(locked.then(|| Box::new(AdvisoryLock { conn: Some(conn), key }) as Box<dyn super::SendGuard>))
+    }
+
     /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         self.pool.begin().await
@@ -45,6 +59,43 @@ async fn lock_agent(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<(),
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// Wakes the event listeners of every instance (delivered when the transaction commits).
+async fn notify_event(conn: &mut sqlx::PgConnection, id: i64) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)").bind(EVENTS_CHANNEL).bind(id.to_string()).execute(conn).await?;
+    Ok(())
+}
+
+/// The `LISTEN/NOTIFY` channel that carries new event ids.
+pub const EVENTS_CHANNEL: &str = "agentd_events";
+
+fn lock_key(name: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(name.as_bytes());
+    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// A session-level advisory lock, released (on the same connection) when dropped.
+struct AdvisoryLock {
+    conn: Option<sqlx::pool::PoolConnection<Postgres>>,
+    key: i64,
+}
+
+impl super::SendGuard for AdvisoryLock {}
+
+impl Drop for AdvisoryLock {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let key = self.key;
+        tokio::spawn(async move {
+            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *conn).await;
+            if unlocked.is_err() {
+                // Closing the session releases its locks for certain.
+                let _ = conn.detach();
+            }
+        });
+    }
 }
 
 impl_store!(PgStore, Postgres);

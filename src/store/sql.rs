@@ -15,8 +15,8 @@ macro_rules! impl_store {
         use crate::domain::agent::Agent as __Agent;
         use crate::store::rows;
         use crate::store::{
-            AgentUpdate, AuditEvent, Challenge, Conversation, Message, NewAgent, ReissueProof, Role, Store,
-            StoreError, StoreResult,
+            AgentUpdate, AuditEvent, Challenge, Conversation, EventRecord, Message, NewAgent, ReissueProof, Reservation,
+            Role, SendGuard, Settlement, SignFn, Store, StoreError, StoreResult, TransferRequest,
         };
         use crate::vault::EncryptedKey;
 
@@ -163,6 +163,58 @@ macro_rules! impl_store {
                 created_at: row.try_get("created_at")?,
                 updated_at: row.try_get("updated_at")?,
             })
+        }
+
+        fn event_from_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<EventRecord> {
+            let payload: String = row.try_get("payload")?;
+            Ok(EventRecord {
+                id: row.try_get("id")?,
+                conversation_id: row.try_get("conversation_id")?,
+                agent_id: row.try_get("agent_id")?,
+                kind: row.try_get("kind")?,
+                payload: serde_json::from_str(&payload).map_err(|_| StoreError::Corrupt("events.payload".into()))?,
+            })
+        }
+
+        async fn insert_message_in(conn: &mut <$db as sqlx::Database>::Connection, m: &Message) -> StoreResult<()> {
+            sqlx::query(
+                "INSERT INTO messages (id, conversation_id, role, content, chain_calls, tokens_used, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(m.id)
+            .bind(m.conversation_id)
+            .bind(m.role.as_str())
+            .bind(&m.content)
+            .bind(m.chain_calls.to_string())
+            .bind(m.tokens_used)
+            .bind(m.created_at)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
+                .bind(m.created_at)
+                .bind(m.conversation_id)
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        }
+
+        async fn spent_on_chain(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            agent_id: __Uuid,
+            chain: &str,
+        ) -> StoreResult<alloy::primitives::U256> {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND chain = $2 AND status <> 'dropped'"
+            )))
+            .bind(agent_id)
+            .bind(chain)
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut spent = alloy::primitives::U256::ZERO;
+            for row in &rows {
+                spent += tx_from_row(row)?.counted_wei();
+            }
+            Ok(spent)
         }
 
         #[async_trait::async_trait]
@@ -438,24 +490,7 @@ macro_rules! impl_store {
 
             async fn insert_message(&self, m: &Message) -> StoreResult<()> {
                 let mut tx = self.begin_write().await?;
-                sqlx::query(
-                    "INSERT INTO messages (id, conversation_id, role, content, chain_calls, tokens_used, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(m.id)
-                .bind(m.conversation_id)
-                .bind(m.role.as_str())
-                .bind(&m.content)
-                .bind(m.chain_calls.to_string())
-                .bind(m.tokens_used)
-                .bind(m.created_at)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
-                    .bind(m.created_at)
-                    .bind(m.conversation_id)
-                    .execute(&mut *tx)
-                    .await?;
+                insert_message_in(&mut tx, m).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -505,6 +540,230 @@ macro_rules! impl_store {
                     *spent.entry(tx.chain.clone()).or_insert(alloy::primitives::U256::ZERO) += tx.counted_wei();
                 }
                 Ok(spent)
+            }
+
+            async fn lock_sender(&self, agent_id: __Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>> {
+                self.send_lock(&format!("send:{agent_id}:{chain}")).await
+            }
+
+            async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
+                self.try_lock(&format!("watch:{chain}")).await
+            }
+
+            async fn next_nonce(&self, agent_id: __Uuid, chain: &str) -> StoreResult<Option<u64>> {
+                let row: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
+                    .bind(agent_id)
+                    .bind(chain)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.map(|(n,)| rows::u64_from(n, "next_nonce")).transpose()
+            }
+
+            async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
+                let mut tx = self.begin_write().await?;
+                lock_agent(&mut tx, r.agent_id).await?;
+                let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
+                    .bind(r.agent_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let cap = rows::wei_from_text(&cap_row.0, "spending_cap_wei")?;
+                let spent = spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+                if spent.saturating_add(r.reserved_wei) > cap {
+                    return Ok(Reservation::CapExceeded { cap, spent });
+                }
+                let stored: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
+                    .bind(r.agent_id)
+                    .bind(&r.chain)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let stored = stored.map(|(n,)| rows::u64_from(n, "next_nonce")).transpose()?;
+                let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
+                let signed = sign(nonce).map_err(StoreError::Signing)?;
+                let now = crate::domain::now();
+                let record = crate::domain::transaction::StoredTx {
+                    id: r.id,
+                    agent_id: r.agent_id,
+                    chain: r.chain.clone(),
+                    conversation_id: r.conversation_id,
+                    nonce,
+                    from: r.from,
+                    to: r.to,
+                    value_wei: r.value_wei,
+                    gas_limit: r.gas_limit,
+                    max_fee_per_gas: r.max_fee_per_gas,
+                    reserved_wei: r.reserved_wei,
+                    actual_cost_wei: None,
+                    raw_tx: signed.raw,
+                    tx_hash: signed.hash,
+                    status: crate::domain::transaction::TxState::Signed,
+                    block_number: None,
+                    gas_used: None,
+                    created_at: now,
+                    updated_at: now,
+                };
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO transactions ({TX_COLUMNS}) VALUES \
+                     ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+                )))
+                .bind(record.id)
+                .bind(record.agent_id)
+                .bind(&record.chain)
+                .bind(record.conversation_id)
+                .bind(nonce as i64)
+                .bind(record.from.to_checksum(None))
+                .bind(record.to.to_checksum(None))
+                .bind(record.value_wei.to_string())
+                .bind(record.gas_limit as i64)
+                .bind(record.max_fee_per_gas.to_string())
+                .bind(record.reserved_wei.to_string())
+                .bind(Option::<String>::None)
+                .bind(&record.raw_tx)
+                .bind(&record.tx_hash)
+                .bind(record.status.as_str())
+                .bind(Option::<i64>::None)
+                .bind(Option::<i64>::None)
+                .bind(now)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
+                     ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+                )
+                .bind(r.agent_id)
+                .bind(&r.chain)
+                .bind(nonce as i64 + 1)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(Reservation::Reserved(record))
+            }
+
+            async fn mark_broadcast(&self, id: __Uuid) -> StoreResult<()> {
+                sqlx::query("UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'")
+                    .bind(crate::domain::now())
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn discard_transfer(&self, id: __Uuid, resync_to: Option<u64>) -> StoreResult<()> {
+                let mut tx = self.begin_write().await?;
+                let row: Option<(__Uuid, String, i64)> =
+                    sqlx::query_as("SELECT agent_id, chain, nonce FROM transactions WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((agent_id, chain, nonce)) = row else {
+                    return Ok(());
+                };
+                sqlx::query("DELETE FROM transactions WHERE id = $1").bind(id).execute(&mut *tx).await?;
+                // Give the nonce back only if nothing was allocated after it.
+                sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
+                    .bind(nonce)
+                    .bind(agent_id)
+                    .bind(&chain)
+                    .bind(nonce + 1)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some(next) = resync_to {
+                    sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce < $1")
+                        .bind(next as i64)
+                        .bind(agent_id)
+                        .bind(&chain)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<crate::domain::transaction::StoredTx>> {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
+                     ORDER BY agent_id, nonce"
+                )))
+                .bind(chain)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(tx_from_row).collect()
+            }
+
+            async fn settle_transaction(
+                &self,
+                id: __Uuid,
+                s: &Settlement,
+                event: serde_json::Value,
+                message: Option<&Message>,
+            ) -> StoreResult<Option<EventRecord>> {
+                let mut tx = self.begin_write().await?;
+                let now = crate::domain::now();
+                let done = sqlx::query(
+                    "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
+                     updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
+                )
+                .bind(s.status.as_str())
+                .bind(s.block_number.map(|n| n as i64))
+                .bind(s.gas_used.map(|n| n as i64))
+                .bind(s.actual_cost_wei.map(|w| w.to_string()))
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() != 1 {
+                    return Ok(None);
+                }
+                let row: (__Uuid, Option<__Uuid>) = sqlx::query_as("SELECT agent_id, conversation_id FROM transactions WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let row = sqlx::query(
+                    "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
+                     RETURNING id, conversation_id, agent_id, kind, payload",
+                )
+                .bind(row.1)
+                .bind(row.0)
+                .bind("tx_confirmation")
+                .bind(event.to_string())
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                let record = event_from_row(&row)?;
+                if let Some(message) = message {
+                    // The conversation may have been deleted meanwhile; the event is stored all the same.
+                    let exists: Option<(__Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")
+                        .bind(message.conversation_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if exists.is_some() {
+                        insert_message_in(&mut tx, message).await?;
+                    }
+                }
+                notify_event(&mut tx, record.id).await?;
+                tx.commit().await?;
+                Ok(Some(record))
+            }
+
+            async fn events_after(&self, conversation_id: __Uuid, after_id: i64, limit: i64) -> StoreResult<Vec<EventRecord>> {
+                let rows = sqlx::query(
+                    "SELECT id, conversation_id, agent_id, kind, payload FROM events \
+                     WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                )
+                .bind(conversation_id)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(event_from_row).collect()
+            }
+
+            async fn event_by_id(&self, id: i64) -> StoreResult<Option<EventRecord>> {
+                let row = sqlx::query("SELECT id, conversation_id, agent_id, kind, payload FROM events WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.as_ref().map(event_from_row).transpose()
             }
         }
     };

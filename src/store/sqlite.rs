@@ -1,6 +1,8 @@
 //! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -13,7 +15,11 @@ use super::sql::impl_store;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// In-process locks by name: one SQLite file is served by one instance.
+    locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
+
+impl super::SendGuard for tokio::sync::OwnedMutexGuard<()> {}
 
 impl SqliteStore {
     /// Opens (creating the file and its directory if needed) and migrates the database.
@@ -32,7 +38,7 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore { pool, locks: Arc::default() })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
@@ -42,6 +48,19 @@ impl SqliteStore {
 
     /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
     /// sequences (caps, nonces, single-use challenges) cannot interleave.
+    fn named_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(name.to_string()).or_default().clone()
+    }
+
+    async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
+        Ok(Box::new(self.named_lock(name).lock_owned().await))
+    }
+
+    async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
+        Ok(self.named_lock(name).try_lock_owned().ok().map(|g| Box::new(g) as Box<dyn super::SendGuard>))
+    }
+
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
         self.pool.begin_with("BEGIN IMMEDIATE").await
     }
@@ -49,6 +68,11 @@ impl SqliteStore {
 
 /// SQLite has one writer at a time and `begin_write` already holds it: no row lock is needed.
 async fn lock_agent(_conn: &mut sqlx::SqliteConnection, _id: uuid::Uuid) -> Result<(), sqlx::Error> {
+    Ok(())
+}
+
+/// Events reach subscribers of this instance directly; there is no other instance to tell.
+async fn notify_event(_conn: &mut sqlx::SqliteConnection, _id: i64) -> Result<(), sqlx::Error> {
     Ok(())
 }
 

@@ -1,0 +1,17 @@
+-- The next nonce per (agent, chain), kept by the service; and stored events (confirmations) with increasing ids.
+CREATE TABLE nonces (
+    agent_id   BLOB NOT NULL REFERENCES agents (id),
+    chain      TEXT NOT NULL,
+    next_nonce INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, chain)
+);
+
+CREATE TABLE events (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id BLOB,
+    agent_id        BLOB NOT NULL REFERENCES agents (id),
+    kind            TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX events_conversation_id ON events (conversation_id, id);

@@ -1,0 +1,173 @@
+//! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`), re-broadcasts
+//! those that never reached a node, stores an event and a conversation message per change, and publishes it.
+
+use std::time::Duration;
+
+use alloy::primitives::{TxHash, U256};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::chain::{ChainClient, ChainError, registry};
+use crate::domain::amount::format_units;
+use crate::domain::transaction::{StoredTx, TxState};
+use crate::state::AppState;
+use crate::store::{Message, Role, Settlement};
+
+/// Watches one chain.
+pub struct Watcher {
+    state: AppState,
+    chain: &'static str,
+}
+
+impl Watcher {
+    pub fn new(state: AppState, chain: &'static str) -> Self {
+        Watcher { state, chain }
+    }
+
+    /// Polls until `stop` turns true.
+    pub async fn run_until_stopped(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let interval = self.state.config.watcher_interval;
+        loop {
+            if let Err(e) = self.poll_once().await {
+                tracing::warn!(chain = self.chain, error = %e, "confirmation watcher round failed");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// One round over the chain's open transfers. Returns how many were settled.
+    pub async fn poll_once(&self) -> anyhow::Result<usize> {
+        let Some(_guard) = self.state.store.try_lock_watcher(self.chain).await? else {
+            return Ok(0);
+        };
+        let open = self.state.store.open_transactions(self.chain).await?;
+        if open.is_empty() {
+            return Ok(0);
+        }
+        let client = self.state.chains.get(self.chain)?;
+        let latest = client.block_number().await?;
+        let mut settled = 0;
+        for tx in &open {
+            match self.check(client, tx, latest).await {
+                Ok(true) => settled += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check a transfer"),
+            }
+        }
+        Ok(settled)
+    }
+
+    async fn check(&self, client: &ChainClient, tx: &StoredTx, latest: u64) -> anyhow::Result<bool> {
+        let hash: TxHash = tx.tx_hash.parse()?;
+        if let Some(receipt) = client.receipt(hash).await? {
+            let Some(block) = receipt.block_number else { return Ok(false) };
+            let confirmations = latest.saturating_sub(block) + 1;
+            if confirmations < client.confirmations() {
+                if tx.status == TxState::Signed {
+                    self.state.store.mark_broadcast(tx.id).await?;
+                }
+                return Ok(false);
+            }
+            let (status, cost) = if receipt.success {
+                (TxState::Confirmed, tx.value_wei + receipt.fee_paid())
+            } else {
+                // A reverted transfer moves no value; only its fee is spent.
+                (TxState::Reverted, receipt.fee_paid())
+            };
+            let settlement =
+                Settlement { status, block_number: Some(block), gas_used: Some(receipt.gas_used), actual_cost_wei: Some(cost) };
+            return self.settle(tx, &settlement, confirmations).await;
+        }
+        if tx.status == TxState::Signed {
+            // Stored but never accepted (a crash or a lost broadcast): send the same bytes again, exactly once on chain.
+            return match crate::transfers::rebroadcast(client, tx).await {
+                Ok(true) => {
+                    tracing::info!(tx_id = %tx.id, chain = self.chain, "re-broadcast a stored transaction");
+                    self.state.store.mark_broadcast(tx.id).await?;
+                    Ok(false)
+                }
+                Ok(false) => self.drop_if_unknown(client, tx, hash).await,
+                Err(e) if e.is_transport() => Ok(false),
+                Err(e) => {
+                    tracing::warn!(tx_id = %tx.id, error = %e, "a stored transaction was refused on re-broadcast");
+                    self.drop_if_unknown(client, tx, hash).await
+                }
+            };
+        }
+        let age = crate::domain::now() - tx.updated_at;
+        if age.to_std().unwrap_or_default() < self.state.config.tx_drop_after {
+            return Ok(false);
+        }
+        match crate::transfers::rebroadcast(client, tx).await {
+            Ok(true) => Ok(false),
+            Ok(false) | Err(ChainError::Rpc { .. }) => self.drop_if_unknown(client, tx, hash).await,
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn drop_if_unknown(&self, client: &ChainClient, tx: &StoredTx, hash: TxHash) -> anyhow::Result<bool> {
+        if client.transaction(hash).await?.is_some() {
+            return Ok(false);
+        }
+        let settlement = Settlement { status: TxState::Dropped, block_number: None, gas_used: None, actual_cost_wei: Some(U256::ZERO) };
+        self.settle(tx, &settlement, 0).await
+    }
+
+    async fn settle(&self, tx: &StoredTx, s: &Settlement, confirmations: u64) -> anyhow::Result<bool> {
+        let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
+        let explorer_url = chain.tx_url(&tx.tx_hash);
+        let event = json!({
+            "type": "tx_confirmation",
+            "conversation_id": tx.conversation_id,
+            "agent_id": tx.agent_id,
+            "chain": tx.chain,
+            "tx_hash": tx.tx_hash,
+            "status": s.status.as_str(),
+            "block_number": s.block_number,
+            "gas_used": s.gas_used,
+            "confirmations": confirmations,
+            "explorer_url": explorer_url,
+        });
+        let amount = format!("{} {}", format_units(tx.value_wei, chain.decimals), chain.native_symbol);
+        let content = match s.status {
+            TxState::Confirmed => format!(
+                "Transaction {} sending {amount} to {} on {} is confirmed in block {} (gas used {}).",
+                tx.tx_hash,
+                tx.to.to_checksum(None),
+                tx.chain,
+                s.block_number.unwrap_or_default(),
+                s.gas_used.unwrap_or_default()
+            ),
+            TxState::Reverted => format!(
+                "Transaction {} sending {amount} on {} reverted in block {}: no value moved, the fee was paid.",
+                tx.tx_hash,
+                tx.chain,
+                s.block_number.unwrap_or_default()
+            ),
+            _ => format!("Transaction {} sending {amount} on {} was dropped by the network; nothing was spent.", tx.tx_hash, tx.chain),
+        };
+        let message = tx.conversation_id.map(|conversation_id| Message {
+            id: Uuid::new_v4(),
+            conversation_id,
+            role: Role::Assistant,
+            content,
+            chain_calls: json!([]),
+            tokens_used: 0,
+            created_at: crate::domain::now(),
+        });
+        match self.state.store.settle_transaction(tx.id, s, event, message.as_ref()).await? {
+            Some(record) => {
+                tracing::info!(tx_id = %tx.id, chain = self.chain, status = s.status.as_str(), "transfer settled");
+                self.state.events.publish(record);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// The default pause between watcher rounds.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
