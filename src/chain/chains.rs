@@ -65,6 +65,18 @@ impl Chains {
         Ok(Chains { clients })
     }
 
+    /// The `(chain, url)` pairs of the registry chains whose `RPC_URL_<CHAIN>` is set and not
+    /// blank, read through `lookup` (e.g. `|var| std::env::var(var).ok()`), for `Chains::new`.
+    pub fn urls_from(lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+        CHAINS
+            .iter()
+            .filter_map(|c| {
+                let url = lookup(&format!("RPC_URL_{}", registry::env_suffix(c.name)))?;
+                (!url.trim().is_empty()).then(|| (c.name.to_owned(), url.trim().to_owned()))
+            })
+            .collect()
+    }
+
     /// Sets `CONFIRMATIONS_<CHAIN>` for a configured chain (values below 1 count as 1).
     pub fn set_confirmations(&mut self, name: &str, confirmations: u64) -> Result<(), ChainError> {
         let client = self.clients.iter_mut().find(|c| c.name() == name);
@@ -142,6 +154,16 @@ mod tests {
         }
         let err = Chains::new(urls(&[("moon", "http://x")]), Duration::from_secs(1)).unwrap_err();
         assert_eq!(err.code(), "unknown_chain");
+    }
+
+    #[test]
+    fn urls_come_from_rpc_url_variables() {
+        let found = Chains::urls_from(|var| match var {
+            "RPC_URL_BASE_SEPOLIA" => Some(" http://a ".into()),
+            "RPC_URL_ETHEREUM" => Some("  ".into()),
+            _ => None,
+        });
+        assert_eq!(found, urls(&[("base-sepolia", "http://a")]));
     }
 
     #[test]

@@ -166,12 +166,7 @@ mod tests {
 
     #[test]
     fn json_rpc_errors_keep_the_node_message_and_are_not_retried() {
-        let payload = ErrorPayload {
-            code: -32000,
-            message: "nonce too low".into(),
-            data: None,
-        };
-        let failure = classify("base", &RpcError::ErrorResp(payload));
+        let failure = classify("base", &error_resp(r#"{"code":-32000,"message":"nonce too low"}"#));
         assert!(!failure.transient);
         assert_eq!(
             failure.error,
@@ -185,12 +180,7 @@ mod tests {
 
     #[test]
     fn rate_limits_and_server_errors_are_retried() {
-        let payload = ErrorPayload {
-            code: 429,
-            message: "Too many requests".into(),
-            data: None,
-        };
-        assert!(classify("base", &RpcError::ErrorResp(payload)).transient);
+        assert!(classify("base", &error_resp(r#"{"code":429,"message":"Too many requests"}"#)).transient);
         let failure = classify(
             "base",
             &TransportErrorKind::http_error(503, "<html>secret</html>".into()),

@@ -2,6 +2,7 @@
 
 mod answer;
 mod intent;
+mod reply;
 mod scan;
 
 use async_trait::async_trait;
@@ -37,10 +38,10 @@ impl BuiltinProvider {
                         .collect();
                     (String::new(), calls)
                 }
-                other => (answer::reply(&other, &request.context), Vec::new()),
+                other => (reply::reply(&other, &request.context), Vec::new()),
             },
             Some(LlmMessage::Tool { .. }) => (answer_from_results(&request.messages), Vec::new()),
-            _ => (answer::help(&request.context), Vec::new()),
+            _ => (reply::help(&request.context), Vec::new()),
         }
     }
 }
@@ -141,7 +142,7 @@ impl LlmProvider for BuiltinProvider {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
+    use serde_json::json;
     use tokio::sync::mpsc;
 
     use super::*;
@@ -187,14 +188,6 @@ mod tests {
             pieces.push(piece);
         }
         (response, pieces)
-    }
-
-    fn call(name: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: "call_1".into(),
-            name: name.into(),
-            arguments: args,
-        }
     }
 
     #[test]

@@ -13,8 +13,11 @@ use wire::{LineBuffer, Step, StreamState, parse_json_response, request_body, ups
 
 mod wire;
 
-/// Longest non-streaming body accepted from the server.
+/// Longest non-streaming body accepted from the server, and the most of an error body read for its code.
 const MAX_BODY_BYTES: usize = 8 << 20;
+const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+/// Used when no base URL is configured.
+const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Connection setup never waits longer than this, whatever the request timeout.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,8 +43,18 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// Builds the provider and its HTTP client. Fails only when the TLS stack cannot be set up.
+    /// Builds the provider and its HTTP client. An empty `base_url` means OpenAI's own API; a URL that is not
+    /// http(s) is refused.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+        let base_url = match config.base_url.trim().trim_end_matches('/') {
+            "" => DEFAULT_BASE_URL,
+            url if url.starts_with("http://") || url.starts_with("https://") => url,
+            _ => {
+                return Err(LlmError::Unavailable(
+                    "the base URL must start with http:// or https://".into(),
+                ));
+            }
+        };
         let timeout = if config.timeout.is_zero() {
             Duration::from_secs(60)
         } else {
@@ -51,7 +64,7 @@ impl OpenAiProvider {
             .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
             .build()
             .map_err(|_| LlmError::Unavailable("could not set up the HTTP client".into()))?;
-        let endpoint = format!("{}/chat/completions", config.base_url.trim().trim_end_matches('/'));
+        let endpoint = format!("{base_url}/chat/completions");
         Ok(Self {
             client,
             endpoint,
@@ -69,6 +82,7 @@ impl OpenAiProvider {
 
 #[async_trait]
 impl LlmProvider for OpenAiProvider {
+    #[tracing::instrument(skip_all, fields(model = %self.model))]
     async fn complete(&self, request: &LlmRequest, deltas: &mpsc::Sender<String>) -> Result<LlmResponse, LlmError> {
         let body = request_body(&self.model, request);
         let mut builder = self
@@ -104,8 +118,8 @@ impl OpenAiProvider {
     /// Maps a non-2xx answer to an error: only the status and a short upstream error code, never the body.
     async fn status_error(&self, response: reqwest::Response) -> LlmError {
         let status = response.status();
-        let code = match timeout(self.timeout.min(Duration::from_secs(5)), response.bytes()).await {
-            Ok(Ok(bytes)) => upstream_error_code(&bytes),
+        let code = match timeout(self.timeout.min(Duration::from_secs(5)), read_capped(response)).await {
+            Ok(Some(bytes)) => upstream_error_code(&bytes),
             _ => None,
         };
         let detail = code.map(|c| format!(", {c}")).unwrap_or_default();
@@ -174,16 +188,30 @@ impl OpenAiProvider {
                 }
             }
         }
-        if let Some(line) = lines.rest() {
-            if let Step::Delta(text) = state.feed_line(&line)? {
-                let _ = deltas.send(text).await;
-            }
+        if let Some(line) = lines.rest()
+            && let Step::Delta(text) = state.feed_line(&line)?
+        {
+            let _ = deltas.send(text).await;
         }
         if !state.seen_chunk {
             return Err(LlmError::BadResponse("the stream ended without any data".into()));
         }
         state.finish()
     }
+}
+
+/// The start of a body (at most `MAX_ERROR_BODY_BYTES`), or `None` when reading fails.
+async fn read_capped(response: reqwest::Response) -> Option<Vec<u8>> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk.ok()?);
+        if body.len() >= MAX_ERROR_BODY_BYTES {
+            body.truncate(MAX_ERROR_BODY_BYTES);
+            break;
+        }
+    }
+    Some(body)
 }
 
 fn send_error(error: reqwest::Error) -> LlmError {
@@ -204,7 +232,6 @@ fn stream_error(error: reqwest::Error) -> LlmError {
     }
 }
 
-/// `error.code` (or `error.type`) of an OpenAI-style error body, when it is a short identifier.
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -506,5 +533,16 @@ mod tests {
         let p = provider("http://localhost:1234/v1///", 1000);
         assert!(!format!("{p:?}").contains(KEY));
         assert_eq!(p.endpoint(), "http://localhost:1234/v1/chat/completions");
+        assert_eq!(
+            provider("", 1000).endpoint(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        let config = OpenAiConfig {
+            base_url: "localhost:1234".into(),
+            api_key: None,
+            model: "m".into(),
+            timeout: Duration::from_secs(1),
+        };
+        assert!(OpenAiProvider::new(config).is_err());
     }
 }

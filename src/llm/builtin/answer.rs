@@ -1,91 +1,9 @@
-//! The builtin engine's wording: help text, direct replies, and answers composed from tool results.
+//! Answers composed from tool results, quoting their figures exactly and explaining `{"error": …}` results.
 
 use serde_json::Value;
 
-use super::intent::{Intent, capability_of};
-use crate::llm::{ToolCall, TurnContext};
-
-/// A direct reply for an intent that needs no tool.
-pub fn reply(intent: &Intent, context: &TurnContext) -> String {
-    let chains = chain_list(context);
-    match intent {
-        Intent::Call(_) | Intent::Help => help(context),
-        Intent::Lacks { tool, capability } => format!(
-            "I can't do that: it needs the {capability} capability (tool {tool}), which this agent does not have. {}",
-            can_do(context)
-        ),
-        Intent::NotOnChain(chain) => format!("This agent is not on {chain}. Its chains are: {chains}."),
-        Intent::NoChains => "This agent has no chains configured, so there is nothing I can look up.".into(),
-        Intent::NeedAmount { tool } if *tool == "send_native" => {
-            "How much should I send? Say for example \"send 0.01 ETH to 0x… on base\".".into()
-        }
-        Intent::NeedAmount { .. } => {
-            "For which amount? Say for example \"how much would it cost to send 0.01 ETH on base\".".into()
-        }
-        Intent::NeedRecipient => {
-            "Whom should I send it to? Give a 0x address, or connect your wallet and say \"to my wallet\".".into()
-        }
-        Intent::NoConnectedWallet => "No wallet is connected to this chat. Give the 0x address instead.".into(),
-        Intent::NeedTxHash => "Which transaction? Give its hash, e.g. \"status of 0x… on base\".".into(),
-        Intent::Addresses => addresses(context),
-    }
-}
-
-fn chain_list(context: &TurnContext) -> String {
-    if context.chains.is_empty() {
-        "none".into()
-    } else {
-        context.chains.join(", ")
-    }
-}
-
-fn addresses(context: &TurnContext) -> String {
-    if context.wallet_addresses.is_empty() {
-        return "This agent has no wallet yet.".into();
-    }
-    let lines: Vec<String> = context
-        .wallet_addresses
-        .iter()
-        .map(|(chain, address)| format!("- {chain}: {address}"))
-        .collect();
-    format!("This agent's wallet addresses:\n{}", lines.join("\n"))
-}
-
-/// One sentence per capability, with an example request for each.
-fn can_do(context: &TurnContext) -> String {
-    let has = |c: &str| context.capabilities.iter().any(|own| own == c);
-    let mut lines = Vec::new();
-    if has("read") {
-        lines.push("- read: balances (\"what is my balance on base\"), gas prices (\"gas price on ethereum\"), the latest block (\"latest block on base\") and transaction status (\"status of 0x… on base\")");
-    }
-    if has("compare") {
-        lines.push("- compare: gas across chains (\"compare gas\"), balances on every chain (\"balances\") and transfer costs (\"how much would it cost to send 0.01 ETH on base\")");
-    }
-    if has("transact") {
-        lines.push("- transact: send funds (\"send 0.01 ETH to 0x… on base\", or \"to my wallet\" when your wallet is connected)");
-    }
-    if has("analytics") {
-        lines.push("- analytics: spending against the cap (\"how much have I spent\") and transaction history (\"show my transactions\")");
-    }
-    if lines.is_empty() {
-        return "This agent has no capabilities enabled.".into();
-    }
-    format!(
-        "Here is what I can do on {}:\n{}",
-        chain_list(context),
-        lines.join("\n")
-    )
-}
-
-/// The help text: who the agent is and what it can do.
-pub fn help(context: &TurnContext) -> String {
-    let name = if context.agent_name.trim().is_empty() {
-        "this agent"
-    } else {
-        context.agent_name.trim()
-    };
-    format!("I'm {name}, a wallet agent. {}", can_do(context))
-}
+use super::intent::capability_of;
+use crate::llm::ToolCall;
 
 /// The final answer after tools ran: one paragraph per call, in call order.
 pub fn compose(calls: &[ToolCall], results: &[Option<&str>]) -> String {
@@ -163,6 +81,14 @@ pub fn describe(call: &ToolCall, value: &Value) -> String {
     known.unwrap_or_else(|| format!("{} returned: {}", call.name, compact(value)))
 }
 
+fn chains(count: usize) -> String {
+    if count == 1 {
+        "1 chain".into()
+    } else {
+        format!("{count} chains")
+    }
+}
+
 fn compact(value: &Value) -> String {
     let text = value.to_string();
     if text.chars().count() > 1500 {
@@ -189,6 +115,9 @@ fn balance_line(value: &Value) -> Option<String> {
 
 fn transaction_line(chain: &str, value: &Value, status: &str) -> String {
     let hash = field(value, "tx_hash").unwrap_or_else(|| "the transaction".into());
+    if status == "not_found" {
+        return format!("Transaction {hash} was not found on {chain}.");
+    }
     let mut line = format!("Transaction {hash} on {chain} is {status}");
     if let Some(block) = field(value, "block_number") {
         line.push_str(&format!(", in block {block}"));
@@ -204,8 +133,13 @@ fn transaction_line(chain: &str, value: &Value, status: &str) -> String {
         }
         line.push('.');
     }
-    if let Some(wei) = field(value, "value_wei") {
-        line.push_str(&format!(" Value: {wei} wei."));
+    match (field(value, "value"), field(value, "value_wei")) {
+        (Some(amount), Some(wei)) => {
+            let symbol = field(value, "symbol").unwrap_or_default();
+            line.push_str(&format!(" Value: {amount} {symbol} ({wei} wei)."));
+        }
+        (None, Some(wei)) => line.push_str(&format!(" Value: {wei} wei.")),
+        _ => {}
     }
     if let Some(gas) = field(value, "gas_used") {
         line.push_str(&format!(" Gas used: {gas}."));
@@ -228,8 +162,11 @@ fn row_error(row: &Value) -> Option<String> {
 
 fn compare_gas(value: &Value, rows: &[Value]) -> String {
     let mut lines = vec![match field(value, "cheapest") {
-        Some(cheapest) => format!("Gas compared across {} chains; the cheapest is {cheapest}.", rows.len()),
-        None => format!("Gas compared across {} chains.", rows.len()),
+        Some(cheapest) => format!(
+            "Gas compared across {}; the cheapest is {cheapest}.",
+            chains(rows.len())
+        ),
+        None => format!("Gas compared across {}.", chains(rows.len())),
     }];
     for row in rows {
         let chain = text(row, "chain");
@@ -256,7 +193,7 @@ fn compare_gas(value: &Value, rows: &[Value]) -> String {
 }
 
 fn compare_balances(value: &Value, rows: &[Value]) -> String {
-    let mut lines = vec![format!("Balances on {} chains:", rows.len())];
+    let mut lines = vec![format!("Balances on {}:", chains(rows.len()))];
     for row in rows {
         let chain = text(row, "chain");
         lines.push(match (row_error(row), balance_line(row)) {
@@ -356,7 +293,7 @@ fn history(rows: &[Value]) -> String {
         if let Some(wei) = field(row, "value_wei") {
             line.push_str(&format!(", {wei} wei"));
         } else if let Some(amount) = field(row, "amount") {
-            line.push_str(&format!(", {amount} {}", field(row, "symbol").unwrap_or_default()).trim_end());
+            line.push_str(format!(", {amount} {}", field(row, "symbol").unwrap_or_default()).trim_end());
         }
         if let Some(block) = field(row, "block_number") {
             line.push_str(&format!(", block {block}"));
@@ -419,6 +356,7 @@ fn code_meaning(code: &str, tool: &str) -> String {
         "not_found" | "transaction_not_found" | "tx_not_found" => "no such transaction was found".into(),
         "unknown_tool" => "that tool does not exist".into(),
         "agent_inactive" => "the agent is deactivated".into(),
+        "internal_error" => "the service could not read its own records".into(),
         _ => "an error reported by the tool".into(),
     }
 }
@@ -436,15 +374,6 @@ mod tests {
             id: "call_1".into(),
             name: name.into(),
             arguments: args,
-        }
-    }
-
-    fn context(capabilities: &[&str]) -> TurnContext {
-        TurnContext {
-            agent_name: "Scout".into(),
-            chains: vec!["ethereum".into(), "base".into()],
-            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
-            ..Default::default()
         }
     }
 
@@ -555,12 +484,5 @@ mod tests {
             &[Some("not json"), None],
         );
         assert_eq!(text, "get_balance: not json\nget_block_number gave no result.");
-    }
-
-    #[test]
-    fn help_lists_only_granted_capabilities() {
-        let text = help(&context(&["compare"]));
-        assert!(text.contains("compare gas") && !text.contains("send funds") && text.contains("ethereum, base"));
-        assert!(help(&context(&[])).contains("no capabilities"));
     }
 }

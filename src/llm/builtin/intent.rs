@@ -78,7 +78,7 @@ const COMPARE: &[&str] = &[
     "everywhere",
     "which",
 ];
-const BALANCE: &[&str] = &["balance", "balances", "funds", "holdings", "worth"];
+const BALANCE: &[&str] = &["balance", "balances", "funds", "holdings"];
 const ALL: &[&str] = &[
     "balances",
     "all",
@@ -132,7 +132,8 @@ impl Planner<'_> {
         if s.has(SPENDING) {
             return self.simple("spending_summary", json!({}));
         }
-        if s.has(SINGLE_TX) && s.has(&["status", "confirmed", "check", "receipt", "pending"]) {
+        let asks_status = s.has(&["status", "confirmed", "check", "receipt", "pending", "mined"]);
+        if ((s.has(SINGLE_TX) || s.has_phrase("is it")) && asks_status) || s.has(&["confirmed", "mined"]) {
             return if self.offered("get_transaction") {
                 Intent::NeedTxHash
             } else {
@@ -312,7 +313,7 @@ impl Planner<'_> {
             }
             args = with(args, "chain", json!(chain));
         }
-        if let Some(count) = self.scan.count.filter(|n| (1..=500).contains(n)) {
+        if let Some(count) = self.scan.count.filter(|n| (1..=100).contains(n)) {
             args = with(args, "limit", json!(count));
         }
         self.simple("transaction_history", args)
@@ -495,7 +496,7 @@ mod tests {
                 json!({"chain": "base", "tx_hash": hash}),
             ),
             (
-                format!("{hash}"),
+                hash.clone(),
                 "get_transaction",
                 json!({"chain": "ethereum", "tx_hash": hash}),
             ),

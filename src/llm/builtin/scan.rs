@@ -72,10 +72,10 @@ impl Scan {
         let mut i = 0;
         while i < self.words.len() {
             let (chain, used) = self.chain_at(i);
-            if let Some(chain) = chain {
-                if !self.chains.contains(&chain) {
-                    self.chains.push(chain);
-                }
+            if let Some(chain) = chain
+                && !self.chains.contains(&chain)
+            {
+                self.chains.push(chain);
             }
             i += used.max(1);
         }
@@ -152,10 +152,10 @@ fn symbol_of(word: &str) -> Option<&'static str> {
 /// `0.01eth` -> (`0.01`, ETH); anything else unchanged.
 fn split_symbol(word: &str) -> (&str, Option<&'static str>) {
     for suffix in ["ethers", "ether", "eth", "matic", "pol"] {
-        if let Some(number) = word.strip_suffix(suffix) {
-            if parse_number(number).is_some() {
-                return (number, symbol_of(suffix));
-            }
+        if let Some(number) = word.strip_suffix(suffix)
+            && parse_number(number).is_some()
+        {
+            return (number, symbol_of(suffix));
         }
     }
     (word, None)

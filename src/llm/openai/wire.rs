@@ -194,16 +194,16 @@ impl ToolCallAssembler {
                 .index
                 .unwrap_or_else(|| self.guess_index(position, fragment.id.as_deref()));
             let call = self.calls.entry(index).or_default();
-            if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
-                if call.id.is_empty() {
-                    call.id = id;
-                }
+            if let Some(id) = fragment.id.filter(|id| !id.is_empty())
+                && call.id.is_empty()
+            {
+                call.id = id;
             }
             let Some(function) = fragment.function else { continue };
-            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
-                if call.name.is_empty() {
-                    call.name = name;
-                }
+            if let Some(name) = function.name.filter(|n| !n.is_empty())
+                && call.name.is_empty()
+            {
+                call.name = name;
             }
             match function.arguments {
                 Some(Value::String(piece)) => call.arguments.push_str(&piece),
@@ -313,15 +313,11 @@ impl StreamState {
             self.usage = usage.into_usage();
         }
         let mut delta_text = String::new();
-        if let Some(choice) = chunk.choices.into_iter().next() {
-            if let Some(delta) = choice.delta.or(choice.message) {
-                if let Some(content) = delta.content {
-                    delta_text = content;
-                }
-                if let Some(calls) = delta.tool_calls {
-                    self.calls.feed(calls);
-                }
-            }
+        if let Some(choice) = chunk.choices.into_iter().next()
+            && let Some(delta) = choice.delta.or(choice.message)
+        {
+            delta_text = delta.content.unwrap_or_default();
+            self.calls.feed(delta.tool_calls.unwrap_or_default());
         }
         if delta_text.is_empty() {
             return Ok(Step::Continue);
