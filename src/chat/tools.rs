@@ -78,6 +78,11 @@ const TOOLS: &[(&str, Capability, &str)] = &[
         "Estimate the fee and total cost of sending an amount on a chain.",
     ),
     (
+        "send_native",
+        Capability::Transact,
+        "Send native tokens from the agent's wallet to an address (signed by the service, within the spending cap).",
+    ),
+    (
         "spending_summary",
         Capability::Analytics,
         "Spending cap, amount spent and remaining allowance per chain.",

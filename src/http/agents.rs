@@ -160,7 +160,7 @@ async fn create_agent(
         })
         .await?;
     tracing::info!(agent_id = %id, "agent created");
-    let mut body = agent_json(&agent);
+    let mut body = agent_json(&agent, &BTreeMap::new());
     body["access_token"] = Value::String(issued.expose().to_string());
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -189,8 +189,8 @@ async fn list_agents(
     Ok(Json(Value::Array(agents.iter().map(summary_json).collect())))
 }
 
-async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<Value> {
-    Json(agent_json(&agent))
+async fn get_agent(State(state): State<AppState>, AnyAgent(agent): AnyAgent) -> Result<Json<Value>> {
+    Ok(Json(agent_detail(&state, &agent).await?))
 }
 
 async fn update_agent(
@@ -228,7 +228,7 @@ async fn update_agent(
     let wallet = state.store.wallet_key(agent.id).await?.address;
     let updated = state.store.update_agent(agent.id, &update, wallet).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
-    Ok(Json(agent_json(&updated)))
+    Ok(Json(agent_detail(&state, &updated).await?))
 }
 
 async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
@@ -283,8 +283,14 @@ async fn export_key(
     ))
 }
 
-/// The detail representation (never keys, ciphertexts or token hashes).
-pub fn agent_json(agent: &Agent) -> Value {
+/// The detail representation with what has been spent per chain.
+pub async fn agent_detail(state: &AppState, agent: &Agent) -> Result<Value> {
+    let spent = state.store.spent_by_chain(agent.id).await?;
+    Ok(agent_json(agent, &spent))
+}
+
+/// The detail representation (never keys, ciphertexts or token hashes). `spent` is in wei per chain.
+pub fn agent_json(agent: &Agent, spent: &BTreeMap<String, U256>) -> Value {
     let addresses = |map: &BTreeMap<String, alloy::primitives::Address>| -> Value {
         map.iter()
             .map(|(chain, a)| (chain.clone(), Value::String(a.to_checksum(None))))
@@ -294,7 +300,7 @@ pub fn agent_json(agent: &Agent) -> Value {
     let spent: serde_json::Map<String, Value> = agent
         .chains
         .iter()
-        .map(|c| (c.clone(), Value::String("0".into())))
+        .map(|c| (c.clone(), Value::String(amount::format_units(spent.get(c).copied().unwrap_or_default(), 18))))
         .collect();
     json!({
         "id": agent.id,
