@@ -10,9 +10,9 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::chain::Chains;
+use crate::config::{Config, DatabaseKind, LlmProviderKind};
 use crate::confirmations::Watcher;
 use crate::events::EventBus;
-use crate::config::{Config, DatabaseKind, LlmProviderKind};
 use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
@@ -44,7 +44,10 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
                 .await
                 .context("cannot open the SQLite database")?;
             store.migrate().await.context("cannot migrate the SQLite database")?;
-            OpenedStore { store: Arc::new(store), pg_pool: None }
+            OpenedStore {
+                store: Arc::new(store),
+                pg_pool: None,
+            }
         }
         DatabaseKind::Postgres => {
             let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
@@ -52,7 +55,10 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
                 .migrate()
                 .await
                 .context("cannot migrate the PostgreSQL database")?;
-            OpenedStore { pg_pool: Some(store.pool().clone()), store: Arc::new(store) }
+            OpenedStore {
+                pg_pool: Some(store.pool().clone()),
+                store: Arc::new(store),
+            }
         }
     })
 }
@@ -82,7 +88,12 @@ impl App {
         };
         // Checks each node's chain id in the background: a node that is down never delays the start.
         state.chains.verify_at_start();
-        Ok(App { listener, state, pg_pool, stop })
+        Ok(App {
+            listener,
+            state,
+            pg_pool,
+            stop,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -122,7 +133,12 @@ impl App {
         }
         if let Some(pool) = &self.pg_pool {
             let (store, bus) = (self.state.store.clone(), self.state.events.clone());
-            tokio::spawn(crate::events::listen_postgres(pool.clone(), store, bus, self.state.shutdown.clone()));
+            tokio::spawn(crate::events::listen_postgres(
+                pool.clone(),
+                store,
+                bus,
+                self.state.shutdown.clone(),
+            ));
         }
     }
 }

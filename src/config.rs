@@ -139,7 +139,9 @@ impl Config {
         }
         let fault_exit_before_broadcast = vars.flag("FAULT_EXIT_BEFORE_BROADCAST", false)?;
         if fault_exit_before_broadcast && app_env == AppEnv::Production {
-            return Err(ConfigError::Refused("FAULT_EXIT_BEFORE_BROADCAST is a test switch and is refused in production"));
+            return Err(ConfigError::Refused(
+                "FAULT_EXIT_BEFORE_BROADCAST is a test switch and is refused in production",
+            ));
         }
         let mut rpc_urls = Vec::new();
         let mut confirmations = HashMap::new();

@@ -63,7 +63,9 @@ impl Watcher {
     async fn check(&self, client: &ChainClient, tx: &StoredTx, latest: u64) -> anyhow::Result<bool> {
         let hash: TxHash = tx.tx_hash.parse()?;
         if let Some(receipt) = client.receipt(hash).await? {
-            let Some(block) = receipt.block_number else { return Ok(false) };
+            let Some(block) = receipt.block_number else {
+                return Ok(false);
+            };
             let confirmations = latest.saturating_sub(block) + 1;
             if confirmations < client.confirmations() {
                 if tx.status == TxState::Signed {
@@ -77,8 +79,12 @@ impl Watcher {
                 // A reverted transfer moves no value; only its fee is spent.
                 (TxState::Reverted, receipt.fee_paid())
             };
-            let settlement =
-                Settlement { status, block_number: Some(block), gas_used: Some(receipt.gas_used), actual_cost_wei: Some(cost) };
+            let settlement = Settlement {
+                status,
+                block_number: Some(block),
+                gas_used: Some(receipt.gas_used),
+                actual_cost_wei: Some(cost),
+            };
             return self.settle(tx, &settlement, confirmations).await;
         }
         if tx.status == TxState::Signed {
@@ -112,7 +118,12 @@ impl Watcher {
         if client.transaction(hash).await?.is_some() {
             return Ok(false);
         }
-        let settlement = Settlement { status: TxState::Dropped, block_number: None, gas_used: None, actual_cost_wei: Some(U256::ZERO) };
+        let settlement = Settlement {
+            status: TxState::Dropped,
+            block_number: None,
+            gas_used: None,
+            actual_cost_wei: Some(U256::ZERO),
+        };
         self.settle(tx, &settlement, 0).await
     }
 
@@ -147,7 +158,10 @@ impl Watcher {
                 tx.chain,
                 s.block_number.unwrap_or_default()
             ),
-            _ => format!("Transaction {} sending {amount} on {} was dropped by the network; nothing was spent.", tx.tx_hash, tx.chain),
+            _ => format!(
+                "Transaction {} sending {amount} on {} was dropped by the network; nothing was spent.",
+                tx.tx_hash, tx.chain
+            ),
         };
         let message = tx.conversation_id.map(|conversation_id| Message {
             id: Uuid::new_v4(),
@@ -158,7 +172,12 @@ impl Watcher {
             tokens_used: 0,
             created_at: crate::domain::now(),
         });
-        match self.state.store.settle_transaction(tx.id, s, event, message.as_ref()).await? {
+        match self
+            .state
+            .store
+            .settle_transaction(tx.id, s, event, message.as_ref())
+            .await?
+        {
             Some(record) => {
                 tracing::info!(tx_id = %tx.id, chain = self.chain, status = s.status.as_str(), "transfer settled");
                 self.state.events.publish(record);

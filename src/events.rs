@@ -15,7 +15,9 @@ pub struct EventBus {
 
 impl Default for EventBus {
     fn default() -> Self {
-        EventBus { sender: broadcast::channel(4096).0 }
+        EventBus {
+            sender: broadcast::channel(4096).0,
+        }
     }
 }
 
@@ -35,7 +37,12 @@ impl EventBus {
 }
 
 /// Follows `NOTIFY agentd_events` and publishes each event it names, read back from the store.
-pub async fn listen_postgres(pool: sqlx::PgPool, store: Arc<dyn Store>, bus: EventBus, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn listen_postgres(
+    pool: sqlx::PgPool,
+    store: Arc<dyn Store>,
+    bus: EventBus,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
         Ok(l) => l,
         Err(e) => {

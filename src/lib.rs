@@ -7,10 +7,10 @@ pub mod app;
 pub mod chain;
 /// The chat engine: turn runner and tools.
 pub mod chat;
-/// The confirmation watcher.
-pub mod confirmations;
 /// Typed configuration from the environment.
 pub mod config;
+/// The confirmation watcher.
+pub mod confirmations;
 /// Plain domain types and rules.
 pub mod domain;
 /// The live event bus (and PostgreSQL LISTEN/NOTIFY).

@@ -43,7 +43,13 @@ fn is_nonce_too_low(err: &ChainError) -> bool {
 }
 
 fn insufficient(chain: &ChainInfo, needed: U256, balance: Option<U256>) -> ToolError {
-    let have = balance.map(|b| format!(", the wallet holds {} {}", format_units(b, chain.decimals), chain.native_symbol));
+    let have = balance.map(|b| {
+        format!(
+            ", the wallet holds {} {}",
+            format_units(b, chain.decimals),
+            chain.native_symbol
+        )
+    });
     ToolError::new(
         "insufficient_funds",
         format!(
@@ -58,13 +64,22 @@ fn insufficient(chain: &ChainInfo, needed: U256, balance: Option<U256>) -> ToolE
 /// Sends native tokens, returning the tool result. Refusals create no transaction.
 pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<Value, ToolError> {
     let chain = order.chain;
-    let value = parse_units(order.amount, chain.decimals).map_err(|e| ToolError::new("invalid_arguments", format!("amount {e}")))?;
+    let value = parse_units(order.amount, chain.decimals)
+        .map_err(|e| ToolError::new("invalid_arguments", format!("amount {e}")))?;
     if value.is_zero() {
         return Err(ToolError::new("invalid_arguments", "amount must be greater than zero"));
     }
-    let from = *order.agent.wallet_addresses.get(chain.name).ok_or_else(|| ToolError::new("invalid_arguments", "no wallet on this chain"))?;
+    let from = *order
+        .agent
+        .wallet_addresses
+        .get(chain.name)
+        .ok_or_else(|| ToolError::new("invalid_arguments", "no wallet on this chain"))?;
     let client = state.chains.get(chain.name)?;
-    let _guard = state.store.lock_sender(order.agent.id, chain.name).await.map_err(store_error)?;
+    let _guard = state
+        .store
+        .lock_sender(order.agent.id, chain.name)
+        .await
+        .map_err(store_error)?;
 
     let gas_limit = match client.estimate_transfer_gas(from, order.to, value).await {
         Ok(gas) => gas,
@@ -77,7 +92,12 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
     if balance < reserved {
         return Err(insufficient(chain, reserved, Some(balance)));
     }
-    let mut node_nonce = match state.store.next_nonce(order.agent.id, chain.name).await.map_err(store_error)? {
+    let mut node_nonce = match state
+        .store
+        .next_nonce(order.agent.id, chain.name)
+        .await
+        .map_err(store_error)?
+    {
         Some(_) => None,
         None => Some(client.pending_nonce(from).await?),
     };
@@ -113,7 +133,11 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
             Err(e) if is_nonce_too_low(&e) && attempt == 0 => {
                 let pending = client.pending_nonce(from).await?;
                 tracing::warn!(tx_id = %tx.id, chain = chain.name, pending, "nonce too low; resynchronising from the node");
-                state.store.discard_transfer(tx.id, Some(pending)).await.map_err(store_error)?;
+                state
+                    .store
+                    .discard_transfer(tx.id, Some(pending))
+                    .await
+                    .map_err(store_error)?;
                 node_nonce = Some(pending);
                 request.id = Uuid::new_v4();
                 request.node_nonce = node_nonce;
@@ -124,15 +148,26 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
                 if is_insufficient_funds(&e) {
                     return Err(insufficient(chain, reserved, client.balance(from).await.ok()));
                 }
-                return Err(ToolError::new("broadcast_rejected", format!("the node refused the transaction: {e}")));
+                return Err(ToolError::new(
+                    "broadcast_rejected",
+                    format!("the node refused the transaction: {e}"),
+                ));
             }
         }
     }
-    Err(ToolError::new("broadcast_rejected", "the node kept refusing the nonce; nothing was sent"))
+    Err(ToolError::new(
+        "broadcast_rejected",
+        "the node kept refusing the nonce; nothing was sent",
+    ))
 }
 
 /// Reserves the cap, allocates the nonce and stores the signed transaction, all in one database transaction.
-async fn reserve(state: &AppState, request: &TransferRequest, chain: &ChainInfo, priority_fee: u128) -> Result<StoredTx, ToolError> {
+async fn reserve(
+    state: &AppState,
+    request: &TransferRequest,
+    chain: &ChainInfo,
+    priority_fee: u128,
+) -> Result<StoredTx, ToolError> {
     let key = state.store.wallet_key(request.agent_id).await.map_err(store_error)?;
     let signer = state.vault.open(request.agent_id, &key).map_err(|e| {
         tracing::error!(agent_id = %request.agent_id, error = %e, "wallet key could not be opened");
@@ -151,9 +186,17 @@ async fn reserve(state: &AppState, request: &TransferRequest, chain: &ChainInfo,
         };
         let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
         let envelope = TxEnvelope::from(tx.into_signed(signature));
-        Ok(SignedTx { hash: envelope.tx_hash().to_string(), raw: envelope.encoded_2718() })
+        Ok(SignedTx {
+            hash: envelope.tx_hash().to_string(),
+            raw: envelope.encoded_2718(),
+        })
     };
-    match state.store.reserve_transfer(request, &sign).await.map_err(store_error)? {
+    match state
+        .store
+        .reserve_transfer(request, &sign)
+        .await
+        .map_err(store_error)?
+    {
         Reservation::Reserved(tx) => Ok(tx),
         Reservation::CapExceeded { cap, spent } => Err(ToolError::new(
             "spending_cap_exceeded",

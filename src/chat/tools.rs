@@ -198,7 +198,9 @@ impl Toolbox<'_> {
             }
             "send_native" => {
                 let chain = args.chain(self.agent)?;
-                let to = args.address("to")?.ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
+                let to = args
+                    .address("to")?
+                    .ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
                 let amount = args.amount()?;
                 let order = crate::transfers::TransferOrder {
                     agent: self.agent,

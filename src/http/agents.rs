@@ -300,7 +300,12 @@ pub fn agent_json(agent: &Agent, spent: &BTreeMap<String, U256>) -> Value {
     let spent: serde_json::Map<String, Value> = agent
         .chains
         .iter()
-        .map(|c| (c.clone(), Value::String(amount::format_units(spent.get(c).copied().unwrap_or_default(), 18))))
+        .map(|c| {
+            (
+                c.clone(),
+                Value::String(amount::format_units(spent.get(c).copied().unwrap_or_default(), 18)),
+            )
+        })
         .collect();
     json!({
         "id": agent.id,

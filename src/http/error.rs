@@ -36,6 +36,8 @@ pub enum AppError {
     ConversationNotFound,
     #[error("not found")]
     NotFound,
+    #[error("this method is not allowed on this path")]
+    MethodNotAllowed,
     #[error("the agent is inactive (deleted)")]
     AgentInactive,
     #[error("the request body is larger than the limit")]
@@ -92,6 +94,7 @@ impl AppError {
             MissingToken | InvalidToken | AdminRequired | InvalidProof => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } => StatusCode::FORBIDDEN,
             AgentNotFound | ConversationNotFound | NotFound => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
@@ -114,6 +117,7 @@ impl AppError {
             AgentNotFound => "agent_not_found",
             ConversationNotFound => "conversation_not_found",
             NotFound => "not_found",
+            MethodNotAllowed => "method_not_allowed",
             AgentInactive => "agent_inactive",
             PayloadTooLarge => "payload_too_large",
             Validation { .. } => "validation_failed",

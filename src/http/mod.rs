@@ -40,12 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(conversations::router())
         .merge(streams::router())
         .fallback(|| async { AppError::NotFound })
-        .method_not_allowed_fallback(|| async {
-            AppError::BadRequest {
-                code: "method_not_allowed",
-                message: "method not allowed on this path".into(),
-            }
-        })
+        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(TimeoutLayer::with_status_code(

@@ -4,12 +4,12 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use serde::Deserialize;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -41,13 +41,25 @@ async fn stream_conversation(
     Path(id): Path<String>,
     Query(params): Query<StreamParams>,
 ) -> Result<Response> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-    let token = header(TOKEN_HEADER).map(String::from).or(params.access_token.filter(|t| !t.is_empty()));
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let token = header(TOKEN_HEADER)
+        .map(String::from)
+        .or(params.access_token.filter(|t| !t.is_empty()));
     let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;
     let last_event_id = match header("last-event-id").map(String::from).or(params.last_event_id) {
-        Some(text) => Some(text.trim().parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            AppError::field("last_event_id", "must be a non-negative integer event id")
-        })?),
+        Some(text) => Some(
+            text.trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| AppError::field("last_event_id", "must be a non-negative integer event id"))?,
+        ),
         None => None,
     };
     // Subscribe before replaying, so nothing committed in between is missed.
@@ -59,7 +71,10 @@ async fn stream_conversation(
 }
 
 fn event(record: &EventRecord) -> Event {
-    Event::default().event(record.kind.as_str()).id(record.id.to_string()).data(record.payload.to_string())
+    Event::default()
+        .event(record.kind.as_str())
+        .id(record.id.to_string())
+        .data(record.payload.to_string())
 }
 
 fn ping() -> Event {

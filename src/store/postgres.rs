@@ -35,14 +35,20 @@ impl PgStore {
     async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let key = lock_key(name);
-        sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut *conn).await?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
         Ok(Box::new(AdvisoryLock { conn: Some(conn), key }))
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let key = lock_key(name);
-        let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *conn).await?;
+        let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)")
+            .bind(key)
+            .fetch_one(&mut *conn)
+            .await?;
         Ok(locked.then(|| Box::new(AdvisoryLock { conn: Some(conn), key }) as Box<dyn super::SendGuard>))
     }
 
@@ -63,7 +69,11 @@ async fn lock_agent(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<(),
 
 /// Wakes the event listeners of every instance (delivered when the transaction commits).
 async fn notify_event(conn: &mut sqlx::PgConnection, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, $2)").bind(EVENTS_CHANNEL).bind(id.to_string()).execute(conn).await?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(EVENTS_CHANNEL)
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -89,7 +99,10 @@ impl Drop for AdvisoryLock {
         let Some(mut conn) = self.conn.take() else { return };
         let key = self.key;
         tokio::spawn(async move {
-            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *conn).await;
+            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+                .bind(key)
+                .execute(&mut *conn)
+                .await;
             if unlocked.is_err() {
                 // Closing the session releases its locks for certain.
                 let _ = conn.detach();

@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -38,7 +38,10 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        Ok(SqliteStore { pool, locks: Arc::default() })
+        Ok(SqliteStore {
+            pool,
+            locks: Arc::default(),
+        })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
@@ -58,7 +61,11 @@ impl SqliteStore {
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
-        Ok(self.named_lock(name).try_lock_owned().ok().map(|g| Box::new(g) as Box<dyn super::SendGuard>))
+        Ok(self
+            .named_lock(name)
+            .try_lock_owned()
+            .ok()
+            .map(|g| Box::new(g) as Box<dyn super::SendGuard>))
     }
 
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {

@@ -32,7 +32,7 @@ async fn malformed_json_is_refused_with_400_invalid_json() {
     let app = spawn_app().await;
     let agent = app.create_default_agent().await;
 
-    for body in ["{not json", "", "{\"name\": \"a\",}", "[1, 2"] {
+    for body in ["{not json", "", "{\"name\": \"a\",}", "{\"name\": \"a\""] {
         let response = post_raw(&app, "/api/agents", None, Some("application/json"), body.to_string()).await;
         assert_error(&pair(&response), StatusCode::BAD_REQUEST, "invalid_json");
     }
@@ -48,6 +48,16 @@ async fn malformed_json_is_refused_with_400_invalid_json() {
     assert_error(&pair(&response), StatusCode::BAD_REQUEST, "invalid_json");
     let path = format!("/api/agents/{}/reissue-token", agent.id);
     let response = post_raw(&app, &path, None, Some("application/json"), "{\"proof\": ".into()).await;
+    assert_error(&pair(&response), StatusCode::BAD_REQUEST, "invalid_json");
+}
+
+#[tokio::test]
+async fn a_truncated_json_document_is_invalid_json_even_when_its_start_has_the_wrong_type() {
+    let app = spawn_app().await;
+
+    // Syntax errors win over type errors: "[1, 2" is not JSON at all, whatever its first element.
+    let response = post_raw(&app, "/api/agents", None, Some("application/json"), "[1, 2".to_string()).await;
+
     assert_error(&pair(&response), StatusCode::BAD_REQUEST, "invalid_json");
 }
 

@@ -1,15 +1,9 @@
 //! The test harness: `spawn_app()` starts the real app in-process on a fresh database (SQLite file, or a fresh
-//! PostgreSQL database when `TEST_POSTGRES_URL` is set), `TestApp` wraps typed requests, and `ServerProcess` runs the
-//! compiled binary for the tests that need a real process (signals, logs, files on disk).
+//! PostgreSQL database when `TEST_POSTGRES_URL` is set), `TestApp` wraps typed requests, and `ServerProcess`
+//! (in `process`) runs the compiled binary for the tests that need a real process (signals, logs, files on disk).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use agentd::app::App;
 use agentd::config::Config;
@@ -21,6 +15,9 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
+
+mod process;
+pub use process::{ServerProcess, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).
 pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";
@@ -38,6 +35,8 @@ pub struct TestApp {
     pub admin_token: Option<String>,
     /// Holds the SQLite file (and anything else the app writes); removed when the test ends.
     pub dir: TempDir,
+    /// `(server URL, database name)` of the PostgreSQL database created for this test, dropped with it.
+    postgres_database: Option<(String, String)>,
     // Dropping the sender resolves the shutdown future, so the server stops with the test.
     _shutdown: oneshot::Sender<()>,
 }
@@ -73,7 +72,6 @@ pub struct Challenge {
     pub message: String,
     pub nonce: String,
     pub expires_unix: i64,
-    pub body: Value,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -85,11 +83,11 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let mut vars = base_vars(&dir);
     let explicit_db = extra_vars.iter().any(|(k, _)| *k == "DATABASE_URL");
-    if !explicit_db {
-        if let Some(admin_url) = postgres_admin_url() {
-            let url = create_postgres_database(&admin_url).await;
-            vars.insert("DATABASE_URL".into(), url);
-        }
+    let mut postgres_database = None;
+    if !explicit_db && let Some(admin_url) = postgres_admin_url() {
+        let name = create_postgres_database(&admin_url).await;
+        vars.insert("DATABASE_URL".into(), with_database_name(&admin_url, &name));
+        postgres_database = Some((admin_url, name));
     }
     for (key, value) in extra_vars {
         vars.insert(key.to_string(), value.to_string());
@@ -114,6 +112,7 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
         db_url,
         admin_token,
         dir,
+        postgres_database,
         _shutdown: tx,
     }
 }
@@ -138,7 +137,7 @@ fn postgres_admin_url() -> Option<String> {
         .filter(|url| !url.trim().is_empty())
 }
 
-/// Creates `agentd_test_<uuid>` on the server of `admin_url` and returns a URL pointing at it.
+/// Creates `agentd_test_<uuid>` on the server of `admin_url` and returns its name.
 async fn create_postgres_database(admin_url: &str) -> String {
     use sqlx::{Connection, Executor};
 
@@ -150,7 +149,32 @@ async fn create_postgres_database(admin_url: &str) -> String {
         .await
         .expect("create the test database");
     let _ = conn.close().await;
-    with_database_name(admin_url, &name)
+    name
+}
+
+impl Drop for TestApp {
+    /// Drops the test's PostgreSQL database (a few MB each) so that test runs do not pile them up.
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.postgres_database.take() else {
+            return;
+        };
+        // The test's runtime is busy dropping us: use a runtime of our own on another thread.
+        let dropped = std::thread::spawn(move || {
+            use sqlx::{Connection, Executor};
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
+                // FORCE closes the connections the app's pool still holds.
+                let sql = format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#);
+                conn.execute(sqlx::AssertSqlSafe(sql)).await.ok()?;
+                conn.close().await.ok()
+            })
+        });
+        let _ = dropped.join();
+    }
 }
 
 /// Replaces the database name (the path) of a `postgres://` URL, keeping its query string.
@@ -289,7 +313,6 @@ impl TestApp {
             message,
             nonce,
             expires_unix,
-            body,
         }
     }
 
@@ -443,201 +466,6 @@ pub fn now_unix() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_secs() as i64
-}
-
-/// The compiled `agentd` binary running as a child process, its output collected line by line.
-pub struct ServerProcess {
-    child: Child,
-    pub addr: SocketAddr,
-    logs: Arc<Mutex<String>>,
-    readers: Vec<JoinHandle<()>>,
-}
-
-/// How a process run ended: its exit status (None when it had to be killed) and everything it printed.
-pub struct ProcessOutcome {
-    pub status: Option<ExitStatus>,
-    pub logs: String,
-}
-
-fn agentd_command(env: &[(&str, &str)], cwd: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentd"));
-    command.env_clear().current_dir(cwd);
-    if let Ok(path) = std::env::var("PATH") {
-        command.env("PATH", path);
-    }
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-/// Spawns one thread per output pipe; each appends lines to `logs` and reports a `listening on` address.
-fn collect_output(
-    child: &mut Child,
-    logs: &Arc<Mutex<String>>,
-    addr_tx: mpsc::Sender<SocketAddr>,
-) -> Vec<JoinHandle<()>> {
-    let pipes: Vec<Box<dyn Read + Send>> = vec![
-        Box::new(child.stdout.take().expect("piped stdout")),
-        Box::new(child.stderr.take().expect("piped stderr")),
-    ];
-    pipes
-        .into_iter()
-        .map(|pipe| {
-            let logs = Arc::clone(logs);
-            let addr_tx = addr_tx.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(pipe);
-                let mut buf = Vec::new();
-                loop {
-                    buf.clear();
-                    match reader.read_until(b'\n', &mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    let line = String::from_utf8_lossy(&buf).into_owned();
-                    logs.lock().unwrap().push_str(&line);
-                    if let Some(addr) = listening_addr(&line) {
-                        let _ = addr_tx.send(addr);
-                    }
-                }
-            })
-        })
-        .collect()
-}
-
-/// Finds the address in a `listening on <addr>` log line, ANSI colours and field syntax notwithstanding.
-fn listening_addr(line: &str) -> Option<SocketAddr> {
-    let plain = strip_ansi(line);
-    let rest = &plain[plain.find("listening on")? + "listening on".len()..];
-    rest.split(|c: char| !(c.is_ascii_hexdigit() || matches!(c, '.' | ':' | '[' | ']')))
-        .find_map(|token| token.trim_matches(':').parse().ok())
-}
-
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-impl ServerProcess {
-    /// Starts the binary with exactly `env` (plus PATH) in `cwd` and waits for its `listening on` line.
-    pub fn start(env: &[(&str, &str)], cwd: &Path) -> ServerProcess {
-        let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
-        let logs = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let readers = collect_output(&mut child, &logs, addr_tx);
-        match addr_rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(addr) => ServerProcess {
-                child,
-                addr,
-                logs,
-                readers,
-            },
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait().ok();
-                for reader in readers {
-                    let _ = reader.join();
-                }
-                panic!(
-                    "agentd never logged `listening on` (exit: {status:?}); output:\n{}",
-                    logs.lock().unwrap()
-                );
-            }
-        }
-    }
-
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().clone()
-    }
-
-    /// Sends SIGTERM and waits up to `timeout` for the process to exit (killing it after that).
-    pub fn terminate(mut self, timeout: Duration) -> ProcessOutcome {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
-        assert!(sent.success(), "kill -TERM {pid} failed");
-        let status = wait_with_timeout(&mut self.child, timeout);
-        for reader in self.readers.drain(..) {
-            let _ = reader.join();
-        }
-        ProcessOutcome {
-            status,
-            logs: self.logs(),
-        }
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Waits for the child's exit; `None` (after killing it) when it outlives `timeout`.
-fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("poll the child") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs the binary expecting it to stop on its own (a refused configuration); kills it after `timeout`.
-pub fn run_to_exit(env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ProcessOutcome {
-    let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
-    let logs = Arc::new(Mutex::new(String::new()));
-    let (addr_tx, _addr_rx) = mpsc::channel();
-    let readers = collect_output(&mut child, &logs, addr_tx);
-    let status = wait_with_timeout(&mut child, timeout);
-    for reader in readers {
-        let _ = reader.join();
-    }
-    let logs = logs.lock().unwrap().clone();
-    ProcessOutcome { status, logs }
-}
-
-#[test]
-fn listening_lines_are_parsed_in_every_log_format() {
-    let expected: SocketAddr = "127.0.0.1:4242".parse().unwrap();
-    for line in [
-        "2026-11-22T00:00:00Z  INFO agentd::app: listening on 127.0.0.1:4242",
-        "\u{1b}[32m INFO\u{1b}[0m \u{1b}[2magentd\u{1b}[0m: listening on \u{1b}[3maddr\u{1b}[0m=127.0.0.1:4242",
-        r#"{"level":"INFO","fields":{"message":"listening on 127.0.0.1:4242"}}"#,
-        "listening on addr=127.0.0.1:4242\n",
-    ] {
-        assert_eq!(listening_addr(line), Some(expected), "{line}");
-    }
-    assert_eq!(listening_addr("starting up"), None);
 }
 
 #[test]

@@ -10,8 +10,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    ServerProcess, TOKEN_HEADER, checksummed, parse_private_key, sign, spawn_app_with, sqlite_url, token_proof,
-    wallet_proof,
+    ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, TestApp, checksummed, parse_private_key, sign, spawn_app,
+    spawn_app_with, sqlite_url, token_proof, wallet_proof,
 };
 use agentd::app::App;
 use agentd::config::Config;
@@ -274,7 +274,7 @@ async fn in_development_without_an_encryption_key_a_key_file_is_generated_and_re
     let key_text = String::from_utf8_lossy(&key_material).trim().to_string();
     for logs in [&first_run.logs, &second_run.logs] {
         assert!(!logs.contains(&key_text), "the generated key appears in the output");
-        assert!(!logs.contains(&key_before.trim_start_matches("0x")));
+        assert!(!logs.contains(key_before.trim_start_matches("0x")));
         assert!(!logs.contains(&token));
     }
 }
@@ -309,6 +309,65 @@ async fn an_encryption_key_that_is_not_32_bytes_is_refused() {
             assert!(
                 App::build(config).await.is_err(),
                 "ENCRYPTION_KEY {key:?} must be refused"
+            );
+        }
+    }
+}
+
+/// Everything the test app's database holds: the SQLite files, or every row of every table as text on PostgreSQL.
+async fn database_dump(app: &TestApp) -> Vec<u8> {
+    use sqlx::Connection;
+
+    if !app.db_url.starts_with("postgres") {
+        return files_under(app.dir.path())
+            .into_iter()
+            .flat_map(|(_, bytes)| bytes)
+            .collect();
+    }
+    let mut conn = sqlx::PgConnection::connect(&app.db_url)
+        .await
+        .expect("connect to the test database");
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()")
+            .fetch_all(&mut conn)
+            .await
+            .expect("list the tables");
+    assert!(!tables.is_empty(), "the migrations created tables");
+    let mut dump = Vec::new();
+    for table in tables {
+        let sql = format!(r#"SELECT t::text FROM "{table}" t"#);
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&mut conn)
+            .await
+            .expect("read a table");
+        for row in rows {
+            dump.extend_from_slice(row.as_bytes());
+            dump.push(b'\n');
+        }
+    }
+    dump
+}
+
+#[tokio::test]
+async fn the_database_never_holds_a_plaintext_token_or_key() {
+    let app = spawn_app().await;
+    let agent = app.create_default_agent().await;
+    let (_, key) = app.exported_signer(&agent, "ethereum").await;
+    let (status, body) = app.reissue_token(&agent.id, token_proof(&agent.token)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let new_token = body["access_token"].as_str().unwrap().to_string();
+
+    let dump = database_dump(&app).await;
+
+    assert!(
+        contains(&dump, b"test agent"),
+        "the dump holds the agent (sanity check)"
+    );
+    for secret in [agent.token.as_str(), new_token.as_str(), key.as_str(), ENCRYPTION_KEY] {
+        for spelling in spellings(secret) {
+            assert!(
+                !contains(&dump, &spelling),
+                "the database holds a plaintext token or key"
             );
         }
     }
