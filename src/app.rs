@@ -84,6 +84,7 @@ impl App {
             chains: Arc::new(chains),
             llm,
             events: EventBus::default(),
+            metrics: Arc::default(),
             shutdown: stop_rx,
         };
         // Checks each node's chain id in the background: a node that is down never delays the start.

@@ -19,6 +19,8 @@ pub mod events;
 pub mod http;
 /// Language-model providers.
 pub mod llm;
+/// Prometheus metrics.
+pub mod metrics;
 /// Fixed-window rate limits.
 pub mod rate_limit;
 /// Shared handler state.

@@ -19,6 +19,7 @@ pub struct AppState {
     pub chains: Arc<Chains>,
     pub llm: Arc<dyn LlmProvider>,
     pub events: EventBus,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Turns true when the service is shutting down; long-lived streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

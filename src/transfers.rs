@@ -197,7 +197,7 @@ async fn reserve(
         .await
         .map_err(store_error)?
     {
-        Reservation::Reserved(tx) => Ok(tx),
+        Reservation::Reserved(tx) => Ok(*tx),
         Reservation::CapExceeded { cap, spent } => Err(ToolError::new(
             "spending_cap_exceeded",
             format!(

@@ -51,6 +51,9 @@ struct Inner {
     id_state: Mutex<IdState>,
     /// Serialises chain-id checks so concurrent first calls query the node once.
     id_check: tokio::sync::Mutex<()>,
+    /// RPC attempts and failed attempts, for `/metrics`.
+    calls: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
 }
 
 /// A client for one configured chain. Cheap to clone (the connection state is shared).
@@ -86,6 +89,8 @@ impl ChainClient {
                 timeout,
                 id_state: Mutex::new(IdState::Unchecked),
                 id_check: tokio::sync::Mutex::new(()),
+                calls: Default::default(),
+                errors: Default::default(),
             }),
             confirmations: 1,
         }
@@ -94,6 +99,12 @@ impl ChainClient {
     /// The registry entry of this chain.
     pub fn info(&self) -> &'static ChainInfo {
         self.info
+    }
+
+    /// RPC attempts made and attempts that failed, since start.
+    pub fn rpc_counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.inner.calls.load(Relaxed), self.inner.errors.load(Relaxed))
     }
 
     /// The chain's registry name.
@@ -255,6 +266,7 @@ impl ChainClient {
     {
         let mut retried = false;
         loop {
+            self.inner.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let failure = match tokio::time::timeout(self.inner.timeout, request().into_future()).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) => classify(self.info.name, &e),
@@ -265,6 +277,7 @@ impl ChainClient {
                     transient: true,
                 },
             };
+            self.inner.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if !failure.transient || retried {
                 return Err(failure.error);
             }

@@ -124,6 +124,7 @@ pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEven
         created_at: crate::domain::now().max(user_message.created_at + chrono::Duration::microseconds(1)),
     };
     state.store.insert_message(&assistant).await?;
+    state.metrics.record_turn(if outcome.is_ok() { "ok" } else { "error" });
     match outcome {
         Ok(()) => {
             let result = TurnResult {
@@ -207,6 +208,7 @@ async fn converse(
                 })
                 .await;
             let (result, duration_ms) = toolbox.execute(&call.name, &call.arguments).await;
+            state.metrics.record_tool_call(&call.name, result.as_ref().map_or_else(|e| e.code, |_| "ok"));
             let (result, error) = match result {
                 Ok(value) => (value, None),
                 Err(e) => (Value::Null, Some(e.to_json())),

@@ -94,8 +94,10 @@ async fn chat_stream(
 ) -> Result<Response> {
     let turn = prepare(&state, token, body).await?;
     let (events, receiver) = mpsc::channel(256);
+    let open = state.metrics.chat_stream_opened();
     tokio::spawn(runner::run_turn(state, turn, events));
-    let stream = ReceiverStream::new(receiver).map(|event: ChatEvent| {
+    let stream = ReceiverStream::new(receiver).map(move |event: ChatEvent| {
+        let _open = &open;
         let (name, data) = event.to_sse();
         Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
     });

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod conversations;
 pub mod error;
 pub mod json;
+pub mod metrics;
 pub mod reissue;
 pub mod streams;
 pub mod transactions;
@@ -39,6 +40,8 @@ pub fn router(state: AppState) -> Router {
         .merge(chat::router())
         .merge(conversations::router())
         .merge(streams::router())
+        .merge(metrics::router())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state)

@@ -156,7 +156,7 @@ pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync
 /// The outcome of a reservation.
 #[derive(Debug)]
 pub enum Reservation {
-    Reserved(StoredTx),
+    Reserved(Box<StoredTx>),
     CapExceeded { cap: U256, spent: U256 },
 }
 
@@ -225,6 +225,8 @@ pub trait Store: Send + Sync + 'static {
     /// What counts against the cap per chain (actual costs, reservations of open transfers).
     async fn spent_by_chain(&self, agent_id: Uuid) -> StoreResult<BTreeMap<String, U256>>;
 
+    /// Stored transfers per status (for metrics).
+    async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>>;
     /// Serialises sends of one (agent, chain), across instances on PostgreSQL.
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>>;
     /// The next nonce the store would hand out, if it has one.

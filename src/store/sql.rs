@@ -542,6 +542,12 @@ macro_rules! impl_store {
                 Ok(spent)
             }
 
+            async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
+                Ok(sqlx::query_as("SELECT status, COUNT(*) FROM transactions GROUP BY status ORDER BY status")
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
             async fn lock_sender(&self, agent_id: __Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>> {
                 self.send_lock(&format!("send:{agent_id}:{chain}")).await
             }
@@ -636,7 +642,7 @@ macro_rules! impl_store {
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
-                Ok(Reservation::Reserved(record))
+                Ok(Reservation::Reserved(Box::new(record)))
             }
 
             async fn mark_broadcast(&self, id: __Uuid) -> StoreResult<()> {
