@@ -19,6 +19,8 @@ pub mod events;
 pub mod http;
 /// Language-model providers.
 pub mod llm;
+/// The Model Context Protocol server (stdio and `POST /mcp`).
+pub mod mcp;
 /// Prometheus metrics.
 pub mod metrics;
 /// Fixed-window rate limits.

@@ -1,4 +1,5 @@
-//! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations.
+//! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations, `mcp` serves
+//! one agent's tools over the Model Context Protocol on stdio.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ enum Command {
     Serve,
     /// Apply the database migrations for DATABASE_URL and exit.
     Migrate,
+    /// Serve the agent's tools over MCP on stdin/stdout (token in AGENTD_ACCESS_TOKEN; logs on stderr).
+    Mcp,
 }
 
 fn main() -> ExitCode {
@@ -37,7 +40,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    agentd::telemetry::init(config.json_logs);
+    if matches!(cli.command, Some(Command::Mcp)) {
+        // stdout carries only MCP messages.
+        agentd::mcp::init_logging(config.json_logs);
+    } else {
+        agentd::telemetry::init(config.json_logs);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,6 +55,7 @@ fn main() -> ExitCode {
             Command::Migrate => app::open_store(&config)
                 .await
                 .map(|_| tracing::info!("migrations applied")),
+            Command::Mcp => agentd::mcp::run_stdio(config).await,
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
         }
     });

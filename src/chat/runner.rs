@@ -266,11 +266,12 @@ async fn complete_streaming(
     };
     let (result, ()) = tokio::join!(completion, forward);
     // A provider that answered without streaming deltas still has its text delivered as one delta.
-    if let Ok(response) = &result {
-        if text.len() == streamed_before && !response.text.is_empty() {
-            text.push_str(&response.text);
-            let _ = events.send(ChatEvent::TextDelta(response.text.clone())).await;
-        }
+    if let Ok(response) = &result
+        && text.len() == streamed_before
+        && !response.text.is_empty()
+    {
+        text.push_str(&response.text);
+        let _ = events.send(ChatEvent::TextDelta(response.text.clone())).await;
     }
     result
 }

@@ -6,8 +6,10 @@ use alloy::primitives::U256;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -16,19 +18,17 @@ use zeroize::Zeroizing;
 use super::auth::{ActiveAgent, AdminGuard, AnyAgent};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
+use super::schemas;
 use crate::domain::agent::{self, Agent};
 use crate::domain::{amount, token};
 use crate::state::AppState;
 use crate::store::{AgentUpdate, AuditEvent, NewAgent};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/agents", post(create_agent).get(list_agents))
-        .route(
-            "/api/agents/{id}",
-            get(get_agent).put(update_agent).delete(delete_agent),
-        )
-        .route("/api/agents/{id}/export-key", post(export_key))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_agent, list_agents))
+        .routes(routes!(get_agent, update_agent, delete_agent))
+        .routes(routes!(export_key))
 }
 
 /// Deserialises a present field (even `null`) as `Some(..)`, so absent and `null` can be told apart.
@@ -36,18 +36,20 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> std::result:
     Option::<T>::deserialize(d).map(Some)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateAgent {
     name: String,
     description: Option<String>,
     chains: Option<Vec<String>>,
     capabilities: Option<Vec<String>>,
+    #[schema(value_type = Option<f64>)]
     spending_cap: Option<serde_json::Number>,
     owner_addresses: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
+/// Absent fields stay as they are.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateAgent {
     #[serde(default, deserialize_with = "present")]
@@ -59,6 +61,7 @@ struct UpdateAgent {
     #[serde(default, deserialize_with = "present")]
     capabilities: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<f64>)]
     spending_cap: Option<Option<serde_json::Number>>,
     #[serde(default, deserialize_with = "present")]
     owner_addresses: Option<Option<BTreeMap<String, String>>>,
@@ -99,6 +102,11 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
     amount::from_json_number(number, 18).map_err(|e| e.to_string())
 }
 
+#[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = CreateAgent,
+    security((), ("admin_token" = [])),
+    responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = schemas::AgentCreated),
+        (status = 400, body = schemas::ErrorBody), (status = 401, description = "ADMIN_TOKEN set and not given", body = schemas::ErrorBody),
+        (status = 413, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn create_agent(
     State(state): State<AppState>,
     _: AdminGuard,
@@ -165,12 +173,17 @@ async fn create_agent(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 struct ListParams {
+    /// 1..500, default 100.
     limit: Option<i64>,
+    /// Default 0.
     offset: Option<i64>,
 }
 
+#[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListParams), security((), ("admin_token" = [])),
+    responses((status = 200, description = "Summaries, newest first", body = Vec<schemas::AgentSummary>),
+        (status = 401, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn list_agents(
     State(state): State<AppState>,
     _: AdminGuard,
@@ -189,10 +202,19 @@ async fn list_agents(
     Ok(Json(Value::Array(agents.iter().map(summary_json).collect())))
 }
 
+#[utoipa::path(get, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = [])),
+    responses((status = 200, description = "The agent (also when inactive)", body = schemas::AgentDetail),
+        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody)))]
 async fn get_agent(State(state): State<AppState>, AnyAgent(agent): AnyAgent) -> Result<Json<Value>> {
     Ok(Json(agent_detail(&state, &agent).await?))
 }
 
+#[utoipa::path(put, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    request_body = UpdateAgent, security(("agent_token" = [])),
+    responses((status = 200, body = schemas::AgentDetail), (status = 400, body = schemas::ErrorBody),
+        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody),
+        (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn update_agent(
     State(state): State<AppState>,
     ActiveAgent(agent): ActiveAgent,
@@ -231,6 +253,10 @@ async fn update_agent(
     Ok(Json(agent_detail(&state, &updated).await?))
 }
 
+#[utoipa::path(delete, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = [])),
+    responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = schemas::ErrorBody),
+        (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
     if !state.store.deactivate_agent(agent.id).await? {
         return Err(AppError::AgentInactive);
@@ -239,7 +265,7 @@ async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveA
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ExportKey {
     chain: String,
@@ -247,6 +273,11 @@ struct ExportKey {
     confirm: bool,
 }
 
+#[utoipa::path(post, path = "/api/agents/{id}/export-key", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    request_body = ExportKey, security(("agent_token" = [])),
+    responses((status = 200, description = "The private key (audited)", body = schemas::ExportedKey),
+        (status = 401, body = schemas::ErrorBody), (status = 403, description = "forbidden or export_disabled", body = schemas::ErrorBody),
+        (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn export_key(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,

@@ -1,20 +1,22 @@
 //! The chain registry endpoint and the health check.
 
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use serde_json::{Value, json};
 
 use super::error::Result;
+use super::schemas;
 use crate::chain::registry::CHAINS;
 use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/chains", get(list_chains))
-        .route("/health", get(health))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_chains)).routes(routes!(health))
 }
 
+#[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<schemas::ChainEntry>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Value> {
     let chains = CHAINS
         .iter()
@@ -33,6 +35,7 @@ async fn list_chains(State(state): State<AppState>) -> Json<Value> {
     Json(Value::Array(chains))
 }
 
+#[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = schemas::Health), (status = 500, body = schemas::ErrorBody)))]
 async fn health(State(state): State<AppState>) -> Result<Json<Value>> {
     state.store.ping().await?;
     Ok(Json(

@@ -7,8 +7,11 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -18,18 +21,17 @@ use uuid::Uuid;
 use super::auth::{authorize, ensure_active, header_token};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
+use super::schemas;
 use crate::chat::runner::{self, Turn};
 use crate::chat::{ChatEvent, TurnResult};
 use crate::domain::agent::parse_address;
 use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/chat", post(chat))
-        .route("/api/chat/stream", post(chat_stream))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(chat_stream))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ChatRequest {
     agent_id: Uuid,
@@ -74,6 +76,10 @@ async fn prepare(state: &AppState, token: ChatToken, body: ChatRequest) -> Resul
     runner::prepare(state, agent, body.conversation_id, body.message, connected).await
 }
 
+#[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
+    responses((status = 200, body = schemas::ChatResponse), (status = 400, body = schemas::ErrorBody), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
+        (status = 422, body = schemas::ErrorBody), (status = 502, body = schemas::ErrorBody), (status = 503, body = schemas::ErrorBody),
+        (status = 504, body = schemas::ErrorBody)))]
 async fn chat(
     State(state): State<AppState>,
     token: ChatToken,
@@ -87,6 +93,12 @@ async fn chat(
     Ok(Json(result))
 }
 
+#[utoipa::path(post, path = "/api/chat/stream", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
+    responses((status = 200, content_type = "text/event-stream", body = String,
+        description = "Server-sent events: `start {conversation_id}`, `text_delta {text}`, `tool_call {id, tool, args}`, \
+        `tool_result {id, tool, result | error}`, `final {response, conversation_id, chain_calls, tokens_used, message_id}`, \
+        `error {code, message}`; `: keepalive` comments while waiting"),
+        (status = 400, body = schemas::ErrorBody), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn chat_stream(
     State(state): State<AppState>,
     token: ChatToken,

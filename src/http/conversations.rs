@@ -3,24 +3,28 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{authorize, ensure_active, header_token, parse_id};
 use super::error::{AppError, Result};
+use super::schemas;
 use crate::state::AppState;
 use crate::store::{Conversation, Message};
 
 /// Messages returned by the messages endpoint at most.
 pub const MAX_MESSAGES: i64 = 500;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/conversations", get(list_conversations))
-        .route("/api/conversations/{id}", axum::routing::delete(delete_conversation))
-        .route("/api/conversations/{id}/messages", get(list_messages))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_conversations))
+        .routes(routes!(delete_conversation))
+        .routes(routes!(list_messages))
 }
 
 /// The token header as given (presence is checked by `authorize`).
@@ -45,11 +49,15 @@ pub async fn authorized_conversation(state: &AppState, id: &str, token: Option<&
     Ok(conversation)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 struct ListParams {
+    /// Required.
     agent_id: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListParams), security(("agent_token" = [])),
+    responses((status = 200, description = "Newest first", body = Vec<schemas::ConversationSummary>), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
+        (status = 422, body = schemas::ErrorBody)))]
 async fn list_conversations(
     State(state): State<AppState>,
     MaybeToken(token): MaybeToken,
@@ -69,6 +77,9 @@ async fn list_conversations(
     )))
 }
 
+#[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = [])),
+    responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<schemas::MessageBody>), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn list_messages(
     State(state): State<AppState>,
     MaybeToken(token): MaybeToken,
@@ -79,6 +90,9 @@ async fn list_messages(
     Ok(Json(Value::Array(messages.iter().map(message_json).collect())))
 }
 
+#[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = [])),
+    responses((status = 204, description = "Deleted with its messages"), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn delete_conversation(
     State(state): State<AppState>,
     MaybeToken(token): MaybeToken,

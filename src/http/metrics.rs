@@ -6,14 +6,14 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::metrics::ScrapeExtras;
 use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(scrape))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(scrape))
 }
 
 /// Records method, matched route template (never the concrete path: ids stay out of labels), status and latency.
@@ -26,6 +26,8 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
     response
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format")))]
 async fn scrape(State(state): State<AppState>) -> Response {
     let extras = ScrapeExtras {
         rpc: state.chains.iter().map(|c| (c.name(), c.rpc_counts().0, c.rpc_counts().1)).collect(),

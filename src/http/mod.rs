@@ -5,11 +5,13 @@ pub mod agents;
 pub mod auth;
 pub mod chains;
 pub mod chat;
+pub mod console;
 pub mod conversations;
 pub mod error;
 pub mod json;
 pub mod metrics;
 pub mod reissue;
+pub mod schemas;
 pub mod streams;
 pub mod transactions;
 pub mod wallets;
@@ -24,14 +26,55 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, RequestId
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
 use crate::state::AppState;
 use error::AppError;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.max_body_bytes;
-    Router::new()
+/// The OpenAPI document's frame: title, security schemes, tags. Paths come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "agentd", description = "Crypto wallets for AI agents, and chat with them."),
+    modifiers(&SecuritySchemes),
+    tags(
+        (name = "agents", description = "Create, read, update, soft-delete agents; export a wallet key"),
+        (name = "reissue", description = "Reissue a lost access token with a proof"),
+        (name = "wallets", description = "Balances, funding instructions, transfers"),
+        (name = "chat", description = "Chat turns, whole or streamed"),
+        (name = "conversations", description = "Stored conversations and the confirmation stream"),
+        (name = "chains", description = "The chain registry"),
+        (name = "operations", description = "Health and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "agent_token",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Agent-Access-Token",
+                "The agent's access token (`agt_...`), returned once at creation or reissue",
+            ))),
+        );
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("ADMIN_TOKEN, when the server sets one")).build()),
+        );
+    }
+}
+
+/// Every documented route, with the document built from their annotations (one source, no drift).
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(agents::router())
         .merge(reissue::router())
         .merge(chains::router())
@@ -41,6 +84,20 @@ pub fn router(state: AppState) -> Router {
         .merge(conversations::router())
         .merge(streams::router())
         .merge(metrics::router())
+}
+
+/// The OpenAPI document served at `/api/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().into_openapi()
+}
+
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.max_body_bytes;
+    let (api_router, document) = api().split_for_parts();
+    api_router
+        .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))
+        .merge(console::router())
+        .merge(crate::mcp::http::router())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

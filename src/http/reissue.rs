@@ -4,8 +4,11 @@ use std::net::SocketAddr;
 
 use alloy::primitives::{Address, Signature};
 use axum::extract::{ConnectInfo, Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use chrono::{TimeZone, Utc};
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
@@ -15,16 +18,15 @@ use super::agents::agent_detail;
 use super::auth::{ensure_active, parse_id};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
+use super::schemas;
 use crate::chain::registry;
 use crate::domain::agent::Agent;
 use crate::domain::{challenge, token};
 use crate::state::AppState;
 use crate::store::{AuditEvent, Challenge, ReissueProof};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/agents/{id}/reissue-challenge", get(issue_challenge))
-        .route("/api/agents/{id}/reissue-token", post(reissue_token))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(issue_challenge)).routes(routes!(reissue_token))
 }
 
 /// Applies both limits of one endpoint, then loads the active agent (404, 410).
@@ -42,6 +44,9 @@ async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: Socke
     ensure_active(state.store.get_agent(id).await?)
 }
 
+#[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
+    responses((status = 200, description = "A single-use challenge, valid 5 minutes", body = schemas::ChallengeBody),
+        (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 429, description = "rate_limited, with Retry-After", body = schemas::ErrorBody)))]
 async fn issue_challenge(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -66,12 +71,13 @@ async fn issue_challenge(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct ReissueRequest {
     proof: Proof,
 }
 
-#[derive(Deserialize)]
+/// `current_token`, or an EIP-191 `wallet_signature` of a challenge by one of the agent's or owner's addresses.
+#[derive(Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Proof {
     CurrentToken {
@@ -86,6 +92,13 @@ enum Proof {
     },
 }
 
+#[utoipa::path(post, path = "/api/agents/{id}/reissue-token", tag = "reissue", params(("id" = String, Path, format = "uuid")),
+    request_body = ReissueRequest,
+    responses((status = 200, description = "A new token; the previous one is dead", body = schemas::ReissuedToken),
+        (status = 400, description = "invalid_json or malformed_challenge", body = schemas::ErrorBody),
+        (status = 401, description = "invalid_proof", body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody),
+        (status = 410, body = schemas::ErrorBody), (status = 422, description = "validation_failed or challenge_expired", body = schemas::ErrorBody),
+        (status = 429, body = schemas::ErrorBody)))]
 async fn reissue_token(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,

@@ -4,12 +4,13 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use serde::Deserialize;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -18,6 +19,7 @@ use uuid::Uuid;
 use super::auth::TOKEN_HEADER;
 use super::conversations::authorized_conversation;
 use super::error::{AppError, Result};
+use super::schemas;
 use crate::state::AppState;
 use crate::store::EventRecord;
 
@@ -25,16 +27,25 @@ use crate::store::EventRecord;
 pub const PING_INTERVAL: Duration = Duration::from_secs(15);
 const REPLAY_PAGE: i64 = 500;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/conversations/{id}/stream", get(stream_conversation))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream_conversation))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 struct StreamParams {
+    /// For EventSource clients that cannot set headers.
     access_token: Option<String>,
+    /// Same as the `Last-Event-ID` header: replay stored events after this id (0: from the start).
     last_event_id: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/conversations/{id}/stream", tag = "conversations",
+    params(("id" = String, Path, format = "uuid"), StreamParams, ("Last-Event-ID" = Option<String>, Header)),
+    security(("agent_token" = [])),
+    responses((status = 200, content_type = "text/event-stream", body = String,
+        description = "`event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, \
+        block_number, gas_used, confirmations, explorer_url}`; `event: ping` on connect and after 15 s of silence"),
+        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn stream_conversation(
     State(state): State<AppState>,
     headers: HeaderMap,

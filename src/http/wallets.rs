@@ -3,8 +3,11 @@
 use alloy::primitives::U256;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use futures::future::join_all;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -12,17 +15,19 @@ use serde_json::{Value, json};
 use super::auth::ActiveAgent;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
+use super::schemas;
 use crate::chain::registry;
 use crate::chat::tools::balance_json;
 use crate::domain::amount::parse_units;
 use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/agents/{id}/balances", get(get_balances))
-        .route("/api/agents/{id}/fund", post(fund_agent))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_balances)).routes(routes!(fund_agent))
 }
 
+#[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = [])),
+    responses((status = 200, description = "Per chain a balance or an error entry", body = schemas::Balances), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<Value> {
     let lookups = agent.wallet_addresses.iter().map(|(name, address)| {
         let state = &state;
@@ -47,13 +52,19 @@ async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveA
     Json(json!({ "agent_id": agent.id, "balances": balances }))
 }
 
-#[derive(Deserialize, Default)]
+/// Optional body: one chain, and an amount (decimal string in native units) for the payment URI.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct FundRequest {
     chain: Option<String>,
+    #[schema(value_type = Option<String>)]
     amount: Option<Value>,
 }
 
+#[utoipa::path(post, path = "/api/agents/{id}/fund", tag = "wallets", params(("id" = String, Path, format = "uuid")),
+    request_body(content = Option<FundRequest>), security(("agent_token" = [])),
+    responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = schemas::FundInstructions), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
+        (status = 422, body = schemas::ErrorBody)))]
 async fn fund_agent(State(_): State<AppState>, ActiveAgent(agent): ActiveAgent, body: Bytes) -> Result<Json<Value>> {
     let request: FundRequest = parse_optional_body(&body)?;
     let chains: Vec<&String> = match &request.chain {

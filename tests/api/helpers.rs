@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
+pub mod llm_server;
 mod process;
+pub mod sse;
 pub use process::{ServerProcess, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).

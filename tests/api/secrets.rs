@@ -104,10 +104,10 @@ fn spellings(secret: &str) -> Vec<Vec<u8>> {
     if let Some(random) = secret.strip_prefix("agt_") {
         out.push(random.as_bytes().to_vec());
     }
-    if let Ok(raw) = alloy::hex::decode(bare) {
-        if raw.len() == 32 {
-            out.push(raw);
-        }
+    if let Ok(raw) = alloy::hex::decode(bare)
+        && raw.len() == 32
+    {
+        out.push(raw);
     }
     out
 }

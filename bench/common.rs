@@ -1,0 +1,207 @@
+//! Shared pieces: the in-process app, agent creation over HTTP, percentiles and table printing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agentd::app::App;
+use agentd::config::Config;
+use agentd::domain::agent::Agent;
+use agentd::state::AppState;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+use crate::anvil::Anvil;
+
+/// The fixed key the benchmark apps encrypt wallet keys with (the test suite's, 32 bytes hex).
+pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";
+pub const TOKEN_HEADER: &str = "X-Agent-Access-Token";
+/// Where the benchmark transfers go (any address works on anvil).
+pub const RECIPIENT: &str = "0x52908400098527886E0F7030069857D2E4169EE7";
+
+/// The real app, built in-process on a temporary SQLite file and serving on a free port.
+pub struct LocalApp {
+    pub address: String,
+    pub state: AppState,
+    pub client: reqwest::Client,
+    _dir: TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+/// An agent created through the API.
+pub struct CreatedAgent {
+    pub id: String,
+    pub token: String,
+    pub body: Value,
+}
+
+impl CreatedAgent {
+    pub fn address(&self, chain: &str) -> alloy::primitives::Address {
+        self.body["wallet_addresses"][chain]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no {chain} wallet in {}", self.body))
+    }
+}
+
+impl LocalApp {
+    /// Builds and serves the app; `extra` adds to (or overrides) the base variables.
+    pub async fn start(extra: &[(&str, &str)]) -> LocalApp {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut vars = BTreeMap::from([
+            ("BIND_ADDR".to_string(), "127.0.0.1:0".to_string()),
+            ("APP_ENV".to_string(), "development".to_string()),
+            ("ENCRYPTION_KEY".to_string(), ENCRYPTION_KEY.to_string()),
+            (
+                "DATABASE_URL".to_string(),
+                format!("sqlite://{}/agentd.db", dir.path().display()),
+            ),
+        ]);
+        for (key, value) in extra {
+            vars.insert(key.to_string(), value.to_string());
+        }
+        let config = Config::from_vars(vars).expect("valid benchmark configuration");
+        let app = App::build(config).await.expect("the app builds");
+        let address = format!("http://{}", app.local_addr());
+        let state = app.state().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(app.run_until_stopped(async move {
+            let _ = stopped.await;
+        }));
+        LocalApp {
+            address,
+            state,
+            client: client(64),
+            _dir: dir,
+            _stop: stop,
+        }
+    }
+
+    pub async fn create_agent(&self, body: Value) -> CreatedAgent {
+        create_agent(&self.client, &self.address, body).await
+    }
+
+    /// The agent as the store has it (what the chat runner and transfers take).
+    pub async fn agent(&self, created: &CreatedAgent) -> Agent {
+        let id = created.id.parse().expect("agent id is a UUID");
+        self.state.store.get_agent(id).await.expect("the agent is stored")
+    }
+}
+
+/// Starts anvil off the async workers (its start-up wait blocks).
+pub async fn start_anvil(chain_id: u64, args: &'static [&'static str]) -> Anvil {
+    tokio::task::spawn_blocking(move || Anvil::start_with(chain_id, args))
+        .await
+        .expect("anvil start-up task")
+}
+
+/// A keep-alive client with room for `idle` pooled connections per host.
+pub fn client(idle: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(idle)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("HTTP client")
+}
+
+/// `POST /api/agents` and insists on a 201.
+pub async fn create_agent(client: &reqwest::Client, base: &str, body: Value) -> CreatedAgent {
+    let response = client
+        .post(format!("{base}/api/agents"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /api/agents");
+    let status = response.status();
+    let body: Value = response.json().await.expect("JSON agent");
+    assert_eq!(status.as_u16(), 201, "agent creation failed: {body}");
+    CreatedAgent {
+        id: body["id"].as_str().expect("id").to_string(),
+        token: body["access_token"].as_str().expect("access_token").to_string(),
+        body,
+    }
+}
+
+/// An agent on base that may read and send, with a cap no benchmark reaches.
+pub fn transacting_agent(name: &str) -> Value {
+    json!({
+        "name": name,
+        "chains": ["base"],
+        "capabilities": ["read", "transact"],
+        "spending_cap": 1_000_000,
+    })
+}
+
+/// Latency samples (any unit) with percentiles.
+pub struct Samples(Vec<f64>);
+
+impl Samples {
+    pub fn new(mut values: Vec<f64>) -> Samples {
+        values.sort_by(f64::total_cmp);
+        Samples(values)
+    }
+
+    pub fn from_durations(values: &[Duration]) -> Samples {
+        Samples::new(values.iter().map(|d| d.as_secs_f64() * 1e3).collect())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The nearest-rank percentile, `p` in 0..=100 (NaN when empty).
+    pub fn pct(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        let rank = ((p / 100.0) * self.0.len() as f64).ceil() as usize;
+        self.0[rank.clamp(1, self.0.len()) - 1]
+    }
+
+    pub fn max(&self) -> f64 {
+        self.0.last().copied().unwrap_or(f64::NAN)
+    }
+
+    pub fn min(&self) -> f64 {
+        self.0.first().copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// Prints rows as a left-aligned first column and right-aligned others.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        println!("  {}", parts.join("  "));
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    line(widths.iter().map(|w| "-".repeat(*w)).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+/// `value` with `decimals` decimals.
+pub fn f(value: f64, decimals: usize) -> String {
+    format!("{value:.decimals$}")
+}
+
+/// "met" / "NOT met" for a target.
+pub fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}

@@ -1,0 +1,57 @@
+//! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
+//! `stream` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
+//! (`npm ci --prefix test-tools` installs it).
+
+#[path = "../tests/api/anvil.rs"]
+mod anvil;
+mod common;
+mod http;
+mod sends;
+mod server;
+mod stream;
+mod turn;
+
+use std::time::Instant;
+
+const SECTIONS: [&str; 4] = ["http", "turn", "sends", "stream"];
+
+fn main() {
+    // `cargo bench` passes `--bench`; anything starting with `-` is a harness flag, not a section.
+    let mut selected: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if let Some(unknown) = selected.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
+        eprintln!("unknown section `{unknown}`; sections: {}", SECTIONS.join(", "));
+        std::process::exit(2);
+    }
+    if selected.is_empty() {
+        selected = SECTIONS.iter().map(|s| s.to_string()).collect();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let started = Instant::now();
+    println!(
+        "agentd benchmarks on {} cores (client, server and anvil share them)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for section in SECTIONS.iter().filter(|s| selected.iter().any(|x| x == *s)) {
+        println!("\n== {section} ==");
+        let section_started = Instant::now();
+        runtime.block_on(async {
+            match *section {
+                "http" => http::run().await,
+                "turn" => turn::run().await,
+                "sends" => sends::run().await,
+                _ => stream::run().await,
+            }
+        });
+        println!("({section}: {:.1} s)", section_started.elapsed().as_secs_f64());
+    }
+    println!("\ntotal {:.1} s", started.elapsed().as_secs_f64());
+    // Streams and servers still held by spawned tasks end with the process.
+    runtime.shutdown_background();
+}

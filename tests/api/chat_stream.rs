@@ -1,0 +1,445 @@
+//! `POST /api/chat/stream` (CONTRACT §6): event order, text deltas adding up to `final.response`, plain HTTP errors
+//! before `start`, an `error` event after it, turns completed when the client leaves, and keepalive comments.
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::U256;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::anvil::Anvil;
+use crate::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_chain_call_shape, messages_of, two_chains};
+use crate::helpers::llm_server::{LlmServer, Reply};
+use crate::helpers::{CreatedAgent, TOKEN_HEADER, TestApp, assert_error, spawn_app_with};
+
+/// One server-sent event, or a comment line (`: text`).
+#[derive(Debug, Clone)]
+pub(crate) enum Sse {
+    Event { name: String, data: Value },
+    Comment(String),
+}
+
+/// Reads server-sent events from a streaming response as they arrive.
+pub(crate) struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+    pending: std::collections::VecDeque<Sse>,
+    done: bool,
+}
+
+impl SseReader {
+    pub(crate) fn new(response: reqwest::Response) -> SseReader {
+        SseReader {
+            response,
+            buffer: String::new(),
+            pending: Default::default(),
+            done: false,
+        }
+    }
+
+    /// The next event or comment; `None` when the stream ended. Panics when nothing comes within `within`.
+    pub(crate) async fn next(&mut self, within: Duration) -> Option<Sse> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if self.done {
+                return None;
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no server-sent event within {within:?}"))
+                .expect("read the event stream");
+            match chunk {
+                Some(bytes) => {
+                    self.buffer.push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n"));
+                    self.parse_blocks();
+                }
+                None => self.done = true,
+            }
+        }
+    }
+
+    fn parse_blocks(&mut self) {
+        while let Some(end) = self.buffer.find("\n\n") {
+            let block: String = self.buffer.drain(..end + 2).collect();
+            let mut name = None;
+            let mut data: Vec<&str> = Vec::new();
+            for line in block.lines() {
+                if let Some(comment) = line.strip_prefix(':') {
+                    self.pending.push_back(Sse::Comment(comment.trim().to_string()));
+                } else if let Some(value) = line.strip_prefix("event:") {
+                    name = Some(value.trim().to_string());
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data.push(value.strip_prefix(' ').unwrap_or(value));
+                }
+            }
+            if name.is_some() || !data.is_empty() {
+                let text = data.join("\n");
+                let data = serde_json::from_str(&text)
+                    .unwrap_or_else(|_| panic!("event data is JSON: {text:?} in {block:?}"));
+                self.pending.push_back(Sse::Event {
+                    name: name.unwrap_or_else(|| "message".into()),
+                    data,
+                });
+            }
+        }
+    }
+
+    /// Every event until the stream ends (comments dropped), each within `within` of the previous one.
+    pub(crate) async fn events(&mut self, within: Duration) -> Vec<(String, Value)> {
+        let mut events = Vec::new();
+        while let Some(item) = self.next(within).await {
+            if let Sse::Event { name, data } = item {
+                events.push((name, data));
+            }
+        }
+        events
+    }
+}
+
+/// Starts a stream, insisting on a 200 `text/event-stream`.
+pub(crate) async fn open_stream(app: &TestApp, agent: &CreatedAgent, body: Value) -> SseReader {
+    let response = app
+        .client
+        .post(app.url("/api/chat/stream"))
+        .header(TOKEN_HEADER, &agent.token)
+        .json(&body)
+        .send()
+        .await
+        .expect("the request reaches the app");
+    assert_eq!(response.status(), StatusCode::OK, "the stream starts");
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+    SseReader::new(response)
+}
+
+pub(crate) async fn stream_turn(app: &TestApp, agent: &CreatedAgent, message: &str) -> Vec<(String, Value)> {
+    let mut reader = open_stream(app, agent, json!({"agent_id": agent.id, "message": message})).await;
+    reader.events(Duration::from_secs(30)).await
+}
+
+/// Checks `start (tool_call tool_result)* text_delta+ final` and the consistency of the events with `final`;
+/// returns `final`'s data.
+#[track_caller]
+pub(crate) fn assert_complete_stream(events: &[(String, Value)]) -> Value {
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"start"), "{names:?}");
+    assert_eq!(names.last(), Some(&"final"), "{names:?}");
+    let middle = &names[1..names.len() - 1];
+    let tools_end = middle.iter().position(|n| *n == "text_delta").unwrap_or(middle.len());
+    let (tools, texts) = middle.split_at(tools_end);
+    assert!(tools.len() % 2 == 0, "tool calls and results come in pairs: {names:?}");
+    for pair in tools.chunks(2) {
+        assert_eq!(pair, ["tool_call", "tool_result"], "{names:?}");
+    }
+    assert!(!texts.is_empty(), "at least one text_delta: {names:?}");
+    assert!(texts.iter().all(|n| *n == "text_delta"), "{names:?}");
+
+    let final_data = events.last().unwrap().1.clone();
+    crate::chat::assert_turn_shape(&final_data);
+    assert_eq!(
+        events[0].1["conversation_id"], final_data["conversation_id"],
+        "start and final name the same conversation"
+    );
+    let text: String = events
+        .iter()
+        .filter(|(n, _)| n == "text_delta")
+        .map(|(_, d)| d["text"].as_str().expect("text_delta carries text"))
+        .collect();
+    assert_eq!(text, final_data["response"].as_str().unwrap(), "text deltas add up to the response");
+
+    // Each tool_call/tool_result pair is the chain call of `final` at the same position.
+    let calls = final_data["chain_calls"].as_array().unwrap();
+    assert_eq!(calls.len() * 2, tools.len(), "{final_data}");
+    for (i, call) in calls.iter().enumerate() {
+        let (_, tool_call) = &events[1 + 2 * i];
+        let (_, tool_result) = &events[2 + 2 * i];
+        assert_chain_call_shape(call);
+        assert_eq!(tool_call["id"], call["id"], "{tool_call} vs {call}");
+        assert_eq!(tool_call["tool"], call["tool"]);
+        assert_eq!(tool_call["args"], call["args"]);
+        assert_eq!(tool_result["id"], call["id"], "{tool_result} vs {call}");
+        assert_eq!(tool_result["tool"], call["tool"]);
+        match call.get("error").filter(|e| !e.is_null()) {
+            Some(error) => assert_eq!(&tool_result["error"], error, "{tool_result}"),
+            None => assert_eq!(tool_result["result"], call["result"], "{tool_result}"),
+        }
+    }
+    final_data
+}
+
+#[tokio::test]
+async fn a_streamed_turn_sends_start_tools_text_and_final_in_order() {
+    let env = two_chains(&[], &[]).await;
+    let agent = agent_with(&env.app, "Streamer", ALL_CAPABILITIES).await;
+    let wallet = address(&agent, "base");
+    env.base.set_balance(wallet, U256::from(3_141_592_653_589_793_238u128)).await;
+
+    let events = stream_turn(&env.app, &agent, "what is my balance on base").await;
+
+    let final_data = assert_complete_stream(&events);
+    let calls = final_data["chain_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{final_data}");
+    assert_eq!(calls[0]["tool"], "get_balance");
+    assert_eq!(calls[0]["result"]["wei"], "3141592653589793238");
+    assert!(final_data["response"].as_str().unwrap().contains("3.141592653589793238 ETH"));
+    assert!(final_data["tokens_used"].as_u64().unwrap() > 0);
+    let deltas = events.iter().filter(|(n, _)| n == "text_delta").count();
+    assert!(deltas > 1, "the text comes in pieces: {events:?}");
+
+    // The stored turn is the streamed one.
+    let conversation = final_data["conversation_id"].as_str().unwrap();
+    let messages = messages_of(&env.app, &agent, conversation).await;
+    assert_eq!(messages.as_array().unwrap().len(), 2, "{messages}");
+    assert_eq!(messages[1]["id"], final_data["message_id"]);
+    assert_eq!(messages[1]["content"], final_data["response"]);
+    assert_eq!(messages[1]["chain_calls"], final_data["chain_calls"]);
+}
+
+#[tokio::test]
+async fn several_tool_calls_stream_as_pairs_before_the_text() {
+    let env = two_chains(&["--base-fee", "3000000000"], &["--base-fee", "9000000000"]).await;
+    let agent = agent_with(&env.app, "Reader", &["read"]).await;
+
+    // Without `compare`, the builtin engine reads each chain's gas price with `read` tools.
+    let events = stream_turn(&env.app, &agent, "gas price on base and on ethereum").await;
+
+    let final_data = assert_complete_stream(&events);
+    let calls = final_data["chain_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{final_data}");
+    let fees: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["args"]["chain"].as_str().unwrap(),
+                c["result"]["base_fee_gwei"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(fees.contains(&("base", "3")), "{fees:?}");
+    assert!(fees.contains(&("ethereum", "9")), "{fees:?}");
+    // A second streamed turn in the same conversation.
+    let conversation = final_data["conversation_id"].as_str().unwrap();
+    let mut reader = open_stream(
+        &env.app,
+        &agent,
+        json!({"agent_id": agent.id, "message": "latest block on base", "conversation_id": conversation}),
+    )
+    .await;
+    let events = reader.events(Duration::from_secs(30)).await;
+    let second = assert_complete_stream(&events);
+    assert_eq!(second["conversation_id"], conversation);
+}
+
+#[tokio::test]
+async fn errors_before_start_are_plain_http_errors() {
+    let env = two_chains(&[], &[]).await;
+    let agent = agent_with(&env.app, "Strict", &["read"]).await;
+    let other = agent_with(&env.app, "Other", &["read"]).await;
+    let theirs = crate::chat::chat(&env.app, &other, "hello").await;
+    let their_conversation = theirs["conversation_id"].as_str().unwrap();
+
+    let cases: Vec<(Option<&str>, Value, StatusCode, &str)> = vec![
+        (
+            None,
+            json!({"agent_id": agent.id, "message": "hi"}),
+            StatusCode::UNAUTHORIZED,
+            "missing_token",
+        ),
+        (
+            Some(&other.token),
+            json!({"agent_id": agent.id, "message": "hi"}),
+            StatusCode::FORBIDDEN,
+            "forbidden",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": uuid::Uuid::new_v4(), "message": "hi"}),
+            StatusCode::NOT_FOUND,
+            "agent_not_found",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": agent.id, "message": "hi", "conversation_id": uuid::Uuid::new_v4()}),
+            StatusCode::NOT_FOUND,
+            "conversation_not_found",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": agent.id, "message": "hi", "conversation_id": their_conversation}),
+            StatusCode::FORBIDDEN,
+            "forbidden",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": agent.id, "message": ""}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": agent.id, "message": "x".repeat(8001)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+        (
+            Some(&agent.token),
+            json!({"agent_id": agent.id, "message": "hi", "connected_wallet_address": "0xnope"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+    ];
+    for (token, body, status, code) in cases {
+        let response = env
+            .app
+            .send(env.app.build(Method::POST, "/api/chat/stream", token, Some(body.clone())))
+            .await;
+        let content_type = response
+            .headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        assert!(
+            content_type.starts_with("application/json"),
+            "{body}: a JSON error, not a stream ({content_type}): {}",
+            response.text
+        );
+        assert_error(&(response.status, response.body), status, code);
+    }
+    // None of these wrote anything: the other agent still has its one conversation of two messages.
+    let messages = messages_of(&env.app, &other, their_conversation).await;
+    assert_eq!(messages.as_array().unwrap().len(), 2);
+
+    let (_, _) = env.app.delete_agent(&agent.id, &agent.token).await;
+    let gone = env
+        .app
+        .send(env.app.build(
+            Method::POST,
+            "/api/chat/stream",
+            Some(&agent.token),
+            Some(json!({"agent_id": agent.id, "message": "hi"})),
+        ))
+        .await;
+    assert_error(&(gone.status, gone.body), StatusCode::GONE, "agent_inactive");
+}
+
+/// An app using the scripted OpenAI-compatible server, with a base node.
+async fn openai_app(llm: &LlmServer, base: &Anvil, timeout_ms: &str) -> TestApp {
+    spawn_app_with(&[
+        ("LLM_PROVIDER", "openai"),
+        ("LLM_BASE_URL", &llm.base_url),
+        ("LLM_API_KEY", "sk-test-stream"),
+        ("LLM_MODEL", "test-model"),
+        ("LLM_TIMEOUT_MS", timeout_ms),
+        ("RPC_URL_BASE", base.url()),
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn an_upstream_failure_after_start_is_an_error_event_and_the_turn_is_recorded() {
+    let base = Anvil::start(BASE_ID);
+    let llm = LlmServer::start(vec![Reply::error(500, "server_error", "the model crashed")]).await;
+    let app = openai_app(&llm, &base, "5000").await;
+    let agent = agent_with(&app, "Fragile", &["read"]).await;
+
+    let events = stream_turn(&app, &agent, "what is my balance on base").await;
+
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["start", "error"], "{events:?}");
+    let error = &events[1].1;
+    let code = error["code"].as_str().unwrap();
+    assert!(code.starts_with("upstream_"), "{error}");
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
+    assert_eq!(llm.requests().len(), 1);
+
+    // The conversation holds the user message and an assistant message recording the error.
+    let conversation = events[0].1["conversation_id"].as_str().unwrap();
+    let messages = messages_of(&app, &agent, conversation).await;
+    let messages = messages.as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["content"], "what is my balance on base");
+    assert_eq!(messages[1]["role"], "assistant");
+    let content = messages[1]["content"].as_str().unwrap().to_lowercase();
+    assert!(content.contains("error"), "the assistant message records the error: {content}");
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_after_start_still_leaves_a_complete_turn() {
+    let base = Anvil::start(BASE_ID);
+    // The model takes a moment before each answer, so the client is long gone when the turn ends.
+    let llm = LlmServer::start(vec![
+        Reply::tool_call("call_1", "get_balance", &["{\"chain\":", "\"base\"}"], 10, 5).after(Duration::from_millis(300)),
+        Reply::text(&["You hold ", "5 wei."], 20, 4).after(Duration::from_millis(300)),
+    ])
+    .await;
+    let app = openai_app(&llm, &base, "5000").await;
+    let agent = agent_with(&app, "Patient", &["read"]).await;
+    base.set_balance(address(&agent, "base"), U256::from(5u64)).await;
+
+    let mut reader = open_stream(&app, &agent, json!({"agent_id": agent.id, "message": "balance on base?"})).await;
+    let conversation = match reader.next(Duration::from_secs(10)).await {
+        Some(Sse::Event { name, data }) if name == "start" => data["conversation_id"].as_str().unwrap().to_string(),
+        other => panic!("the stream begins with start: {other:?}"),
+    };
+    drop(reader);
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let messages = loop {
+        let messages = messages_of(&app, &agent, &conversation).await;
+        if messages.as_array().unwrap().len() >= 2 {
+            break messages;
+        }
+        assert!(Instant::now() < deadline, "the turn was not completed: {messages}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let messages = messages.as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["content"], "You hold 5 wei.");
+    let calls = messages[1]["chain_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{messages:?}");
+    assert_eq!(calls[0]["tool"], "get_balance");
+    assert_eq!(calls[0]["result"]["wei"], "5");
+    assert_eq!(llm.requests().len(), 2, "both model calls happened");
+}
+
+#[tokio::test]
+async fn keepalive_comments_flow_while_the_model_is_silent() {
+    let base = Anvil::start(BASE_ID);
+    // Silent for longer than the keepalive interval (10 s in the service; the contract allows up to 15 s).
+    let llm = LlmServer::start(vec![Reply::text(&["Finally."], 3, 1).after(Duration::from_millis(10_500))]).await;
+    let app = openai_app(&llm, &base, "30000").await;
+    let agent = agent_with(&app, "Slow", &["read"]).await;
+
+    let started = Instant::now();
+    let mut reader = open_stream(&app, &agent, json!({"agent_id": agent.id, "message": "hello"})).await;
+    let mut items = Vec::new();
+    while let Some(item) = reader.next(Duration::from_secs(16)).await {
+        items.push(item);
+    }
+    let kinds: Vec<String> = items
+        .iter()
+        .map(|i| match i {
+            Sse::Event { name, .. } => name.clone(),
+            Sse::Comment(text) => format!(": {text}"),
+        })
+        .collect();
+    let first_comment = kinds.iter().position(|k| k.starts_with(':'));
+    let first_text = kinds.iter().position(|k| k == "text_delta");
+    assert!(
+        matches!((first_comment, first_text), (Some(c), Some(t)) if c < t),
+        "a keepalive comment comes while the model is silent: {kinds:?}"
+    );
+    assert_eq!(kinds.first().map(String::as_str), Some("start"), "{kinds:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("final"), "{kinds:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+}

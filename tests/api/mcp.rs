@@ -1,0 +1,491 @@
+//! `agentd mcp` (and `POST /mcp`) driven by the official MCP client SDK: `test-tools/mcp-client.mjs` spawns the
+//! real binary over stdio (or speaks Streamable HTTP), lists the tools and calls them; the results are checked
+//! against a real node (anvil), the API and the audit table. The protocol's edges are checked with raw JSON-RPC
+//! lines written to the binary.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use alloy::primitives::U256;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::anvil::Anvil;
+use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp, spawn_app};
+use crate::transfers::{
+    BASE_CHAIN_ID, ONE_ETH, fresh_address, sending_agent, transactions, transfer_app, wait_for_transactions, wallet,
+    wei,
+};
+
+const READ_TOOLS: [&str; 4] = ["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
+
+fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// The variables `agentd mcp` gets: the app's database and key, its chain, the agent's token.
+fn server_env(app: &TestApp, anvil: Option<&Anvil>, token: &str) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("DATABASE_URL".to_string(), app.db_url.clone()),
+        ("ENCRYPTION_KEY".to_string(), ENCRYPTION_KEY.to_string()),
+        ("APP_ENV".to_string(), "development".to_string()),
+        ("AGENTD_ACCESS_TOKEN".to_string(), token.to_string()),
+    ];
+    if let Some(anvil) = anvil {
+        env.push(("RPC_URL_BASE".to_string(), anvil.url().to_string()));
+    }
+    env
+}
+
+/// Runs `node test-tools/mcp-client.mjs` with `args` and exactly `env` (plus PATH/HOME); returns whether it
+/// succeeded and the JSON it printed.
+async fn mcp_client(app: &TestApp, args: Vec<String>, env: Vec<(String, String)>) -> (bool, Value) {
+    let sdk = repo_path("test-tools/node_modules/@modelcontextprotocol/sdk/package.json");
+    assert!(
+        sdk.exists(),
+        "the MCP client SDK is not installed: run `npm ci --prefix test-tools` in the repository root first"
+    );
+    let cwd = app.dir.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut command = Command::new("node");
+        command
+            .arg(repo_path("test-tools/mcp-client.mjs"))
+            .args(&args)
+            .env_clear()
+            .current_dir(cwd);
+        for key in ["PATH", "HOME"] {
+            if let Ok(value) = std::env::var(key) {
+                command.env(key, value);
+            }
+        }
+        command.envs(env).output().expect("run node (Node.js is required)")
+    })
+    .await
+    .expect("the client thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let body = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "mcp-client.mjs printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), body)
+}
+
+fn binary_args(calls: Value) -> Vec<String> {
+    vec![
+        "--binary".into(),
+        env!("CARGO_BIN_EXE_agentd").into(),
+        "--calls".into(),
+        calls.to_string(),
+    ]
+}
+
+/// The `tools/call` result (or JSON-RPC error) of call `i`.
+fn call(out: &Value, i: usize) -> &Value {
+    &out["calls"][i]
+}
+
+#[track_caller]
+fn tool_error_code(out: &Value, i: usize) -> String {
+    let result = &call(out, i)["result"];
+    assert_eq!(result["isError"], true, "call {i} is a tool error: {out:#}");
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).unwrap();
+    assert_eq!(text, result["structuredContent"], "text and structured content agree");
+    result["structuredContent"]["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error code: {result}"))
+        .to_string()
+}
+
+#[track_caller]
+fn tool_ok(out: &Value, i: usize) -> Value {
+    let result = &call(out, i)["result"];
+    assert_eq!(result["isError"], false, "call {i} succeeded: {out:#}");
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).unwrap();
+    assert_eq!(text, result["structuredContent"], "text and structured content agree");
+    result["structuredContent"].clone()
+}
+
+fn tool<'a>(out: &'a Value, name: &str) -> Option<&'a Value> {
+    out["tools"].as_array()?.iter().find(|t| t["name"] == name)
+}
+
+fn tool_names(out: &Value) -> Vec<String> {
+    out["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `(action, actor, detail)` of the agent's audit events, oldest first, read straight from the database.
+async fn audit_rows(app: &TestApp, agent_id: &str) -> Vec<(String, String, Value)> {
+    let id = uuid::Uuid::parse_str(agent_id).unwrap();
+    let sql = "SELECT action, actor, detail FROM audit_events WHERE agent_id = $1 ORDER BY id";
+    let rows: Vec<(String, String, String)> = if app.db_url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(&app.db_url).await.expect("open the SQLite file");
+        sqlx::query_as(sql).bind(id).fetch_all(&pool).await.expect("audit rows")
+    } else {
+        let pool = sqlx::PgPool::connect(&app.db_url).await.expect("connect to PostgreSQL");
+        sqlx::query_as(sql).bind(id).fetch_all(&pool).await.expect("audit rows")
+    };
+    rows.into_iter()
+        .map(|(action, actor, detail)| (action, actor, serde_json::from_str(&detail).expect("JSON detail")))
+        .collect()
+}
+
+/// The MCP audit details of the agent, checked for the action, the actor and the absence of its token.
+async fn mcp_audit(app: &TestApp, agent: &CreatedAgent) -> Vec<Value> {
+    let rows = audit_rows(app, &agent.id).await;
+    rows.into_iter()
+        .filter(|(action, _, _)| action == "mcp_tool_call")
+        .map(|(_, actor, detail)| {
+            assert_eq!(actor, "mcp");
+            assert!(!detail.to_string().contains(&agent.token), "no token in {detail}");
+            detail
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_read_only_agent_sees_read_tools_and_reads_exact_balances() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = app
+        .create_agent_ok(json!({"name": "reader", "chains": ["base"], "capabilities": ["read"]}))
+        .await;
+    let balance = U256::from(1_234_567_890_123_456_789u128);
+    anvil.set_balance(wallet(&agent), balance).await;
+
+    let calls = json!([
+        {"name": "get_balance", "arguments": {"chain": "base"}},
+        {"name": "send_native", "arguments": {"chain": "base", "to": fresh_address().to_string(), "amount": "0.001"}},
+        {"name": "compare_gas", "arguments": {}},
+        {"name": "no_such_tool", "arguments": {}},
+    ]);
+    let (ok, out) = mcp_client(&app, binary_args(calls), server_env(&app, Some(&anvil), &agent.token)).await;
+    assert!(ok, "the client ran: {out:#}");
+    assert_eq!(out["transportErrors"], json!([]), "stdout held only protocol messages: {out:#}");
+    // The SDK asks for a newer version than this server knows: it answers with its latest.
+    assert_eq!(out["protocolVersion"], "2025-06-18");
+    assert_eq!(out["serverInfo"]["name"], "agentd");
+    assert_eq!(out["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(out["capabilities"], json!({"tools": {"listChanged": false}}));
+    assert_eq!(out["ping"], json!({}));
+
+    assert_eq!(tool_names(&out), READ_TOOLS);
+    for tool in out["tools"].as_array().unwrap() {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        assert_ne!(tool["annotations"]["destructiveHint"], true, "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{tool}");
+    }
+    assert_eq!(
+        tool(&out, "get_balance").unwrap()["inputSchema"]["properties"]["chain"]["enum"],
+        json!(["base"])
+    );
+
+    let read = tool_ok(&out, 0);
+    assert_eq!(read["wei"], balance.to_string(), "the exact wei: {read}");
+    assert_eq!(read["address"], agent.address("base"));
+    assert_eq!(tool_error_code(&out, 1), "capability_denied");
+    assert_eq!(tool_error_code(&out, 2), "capability_denied");
+    assert_eq!(call(&out, 3)["error"]["code"], -32602, "an unknown tool is invalid params: {out:#}");
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 0, "nothing was sent");
+    assert!(!out["stderr"].as_str().unwrap().contains(&agent.token), "the token is never logged");
+
+    let audit = mcp_audit(&app, &agent).await;
+    let summary: Vec<(Value, Value, Value)> = audit
+        .iter()
+        .map(|d| (d["tool"].clone(), d["ok"].clone(), d["error_code"].clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (json!("get_balance"), json!(true), Value::Null),
+            (json!("send_native"), json!(false), json!("capability_denied")),
+            (json!("compare_gas"), json!(false), json!("capability_denied")),
+        ]
+    );
+    assert_eq!(audit[0]["arguments"], json!({"chain": "base"}));
+    assert_eq!(audit[0]["transport"], "stdio");
+}
+
+#[tokio::test]
+async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = sending_agent(&app, Some(0.01)).await;
+    let from = wallet(&agent);
+    anvil.set_balance(from, wei(ONE_ETH)).await;
+    let to = fresh_address();
+    let milli = ONE_ETH / 1000;
+
+    let calls = json!([
+        {"name": "send_native", "arguments": {"chain": "base", "to": to.to_string(), "amount": "0.001"}},
+        {"name": "send_native", "arguments": {"chain": "base", "to": to.to_string(), "amount": "0.5"}},
+        {"name": "get_balance", "arguments": {"chain": "base", "address": to.to_string()}},
+    ]);
+    let (ok, out) = mcp_client(&app, binary_args(calls), server_env(&app, Some(&anvil), &agent.token)).await;
+    assert!(ok, "the client ran: {out:#}");
+    assert_eq!(out["transportErrors"], json!([]), "{out:#}");
+
+    assert_eq!(tool_names(&out), [&READ_TOOLS[..], &["send_native"]].concat());
+    let send = &tool(&out, "send_native").unwrap()["annotations"];
+    assert_eq!(send["destructiveHint"], true, "{send}");
+    assert_eq!(send["readOnlyHint"], false, "{send}");
+    assert_eq!(send["idempotentHint"], false, "{send}");
+
+    let sent = tool_ok(&out, 0);
+    assert_eq!(sent["amount_wei"], milli.to_string(), "{sent}");
+    let hash = sent["tx_hash"].as_str().expect("tx_hash").to_string();
+    assert_eq!(tool_error_code(&out, 1), "spending_cap_exceeded");
+    assert_eq!(tool_ok(&out, 2)["wei"], milli.to_string(), "the recipient got exactly 0.001 ETH");
+    assert_eq!(anvil.balance(to).await, wei(milli));
+    assert_eq!(anvil.nonce(from).await, 1, "only the transfer within the cap reached the chain");
+
+    // The serve instance sharing the database (here the in-process app) sees it, and its watcher settles it.
+    let listed = transactions(&app, &agent).await;
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["tx_hash"], hash);
+    let settled = wait_for_transactions(&app, &agent, 1, "confirmed").await;
+    assert_eq!(settled[0]["tx_hash"], hash);
+
+    let audit = mcp_audit(&app, &agent).await;
+    assert_eq!(audit.len(), 3, "{audit:#?}");
+    assert_eq!(audit[0]["tool"], "send_native");
+    assert_eq!(audit[0]["ok"], true);
+    assert_eq!(audit[0]["tx_hash"], hash);
+    assert_eq!(audit[0]["arguments"]["amount"], "0.001");
+    assert_eq!(audit[1]["error_code"], "spending_cap_exceeded");
+    assert_eq!(audit[2]["tool"], "get_balance");
+}
+
+#[tokio::test]
+async fn a_bad_missing_or_inactive_token_keeps_the_server_from_starting() {
+    let app = spawn_app().await;
+    let unknown = format!("agt_{}", "A".repeat(43));
+    let (ok, out) = mcp_client(&app, binary_args(json!([])), server_env(&app, None, &unknown)).await;
+    assert!(!ok, "the client reports failure: {out:#}");
+    assert_eq!(out["ok"], false);
+    let stderr = out["stderr"].as_str().unwrap_or_default();
+    assert!(stderr.contains("AGENTD_ACCESS_TOKEN is refused"), "{stderr}");
+    assert!(!stderr.contains(&unknown), "the token is not printed: {stderr}");
+
+    // The binary itself: a non-zero exit, a clear message on stderr, nothing on stdout.
+    let agent = app.create_default_agent().await;
+    app.delete_agent(&agent.id, &agent.token).await;
+    for (token, message) in [
+        (None, "AGENTD_ACCESS_TOKEN is not set"),
+        (Some("not-a-token"), "AGENTD_ACCESS_TOKEN is refused"),
+        (Some(unknown.as_str()), "invalid_token"),
+        (Some(agent.token.as_str()), "agent_inactive"),
+    ] {
+        let mut env = server_env(&app, None, token.unwrap_or_default());
+        env.retain(|(k, _)| token.is_some() || k != "AGENTD_ACCESS_TOKEN");
+        let output = Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("mcp")
+            .env_clear()
+            .envs(env)
+            .current_dir(app.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run agentd mcp");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{token:?} is refused");
+        assert!(stderr.contains(message), "{token:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "nothing on stdout: {:?}", output.stdout);
+        if let Some(token) = token {
+            assert!(!stderr.contains(token), "the token is not printed: {stderr}");
+        }
+    }
+}
+
+/// `agentd mcp` driven line by line.
+struct RawSession {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RawSession {
+    fn start(env: Vec<(String, String)>, cwd: &Path) -> RawSession {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("mcp")
+            .env_clear()
+            .envs(env)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn agentd mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        RawSession {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").and_then(|_| stdin.flush()).expect("write to agentd mcp");
+    }
+
+    /// Sends one line and returns the next line the server wrote, parsed.
+    fn exchange(&mut self, line: &str) -> Value {
+        self.send(line);
+        let reply = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no reply to {line}"));
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("stdout carries only JSON ({e}): {reply}"))
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let reply = self.exchange(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+}
+
+#[tokio::test]
+async fn raw_json_rpc_edges_and_a_reload_of_the_agent_on_every_call() {
+    let app = spawn_app().await;
+    let agent = app
+        .create_agent_ok(json!({"name": "raw", "chains": ["base"], "capabilities": ["read"]}))
+        .await;
+    let mut mcp = RawSession::start(server_env(&app, None, &agent.token), app.dir.path());
+
+    let parse = mcp.exchange("{not json");
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert_eq!(parse["id"], Value::Null);
+    let old = mcp.request(1, "initialize", json!({"protocolVersion": "2024-11-05", "capabilities": {}}));
+    assert_eq!(old["result"]["protocolVersion"], "2024-11-05", "a supported version is echoed");
+    let newer = mcp.request(2, "initialize", json!({"protocolVersion": "2031-01-01", "capabilities": {}}));
+    assert_eq!(newer["result"]["protocolVersion"], "2025-06-18", "else the latest");
+    assert_eq!(newer["result"]["capabilities"], json!({"tools": {"listChanged": false}}));
+    assert_eq!(newer["result"]["serverInfo"]["name"], "agentd");
+    // A notification gets no reply: the next line is the ping's.
+    mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let ping = mcp.exchange(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+    assert_eq!(ping, json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+
+    for (id, method, params, code) in [
+        (3, "resources/list", json!({}), -32601),
+        (4, "tools/call", json!({}), -32602),
+        (5, "tools/call", json!({"name": "get_balance", "arguments": 5}), -32602),
+        (6, "tools/call", json!({"name": "steal_funds"}), -32602),
+        (7, "initialize", json!({}), -32602),
+        (8, "tools/list", json!([1]), -32602),
+    ] {
+        let reply = mcp.request(id, method, params);
+        assert_eq!(reply["error"]["code"], code, "{method}: {reply}");
+    }
+    let invalid = mcp.exchange(r#"{"jsonrpc":"1.0","id":9,"method":"ping"}"#);
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    let batch = mcp.exchange(r#"[{"jsonrpc":"2.0","id":10,"method":"ping"},{"jsonrpc":"2.0","method":"x"}]"#);
+    assert_eq!(batch, json!([{"jsonrpc": "2.0", "id": 10, "result": {}}]));
+
+    let list = mcp.request(11, "tools/list", json!({}));
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, READ_TOOLS);
+
+    // A capability change applies to the running session.
+    let (status, body) = app
+        .put_agent(&agent.id, &agent.token, json!({"capabilities": ["read", "analytics"]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let list = mcp.request(12, "tools/list", json!({}));
+    assert!(
+        list["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "spending_summary"),
+        "{list}"
+    );
+    let summary = mcp.request(13, "tools/call", json!({"name": "spending_summary", "arguments": {}}));
+    assert_eq!(summary["result"]["isError"], false, "{summary}");
+
+    // A deleted agent is refused on the next call.
+    app.delete_agent(&agent.id, &agent.token).await;
+    let refused = mcp.request(14, "tools/call", json!({"name": "spending_summary", "arguments": {}}));
+    assert_eq!(refused["error"]["code"], -32001, "{refused}");
+    assert_eq!(refused["error"]["data"]["code"], "agent_inactive", "{refused}");
+    let refused = mcp.request(15, "tools/list", json!({}));
+    assert_eq!(refused["error"]["data"]["code"], "agent_inactive", "{refused}");
+
+    drop(mcp.stdin.take());
+    let status = mcp.child.wait().expect("agentd mcp exits");
+    assert!(status.success(), "end of input stops the server cleanly: {status}");
+
+    let audit = mcp_audit(&app, &agent).await;
+    let codes: Vec<(Value, Value)> = audit.iter().map(|d| (d["tool"].clone(), d["error_code"].clone())).collect();
+    assert_eq!(
+        codes,
+        vec![
+            (json!("spending_summary"), Value::Null),
+            (json!("spending_summary"), json!("agent_inactive")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn post_mcp_serves_the_same_tools_over_http() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = app
+        .create_agent_ok(json!({"name": "remote", "chains": ["base"], "capabilities": ["read", "compare"]}))
+        .await;
+    anvil.set_balance(wallet(&agent), wei(42)).await;
+    let url = app.url("/mcp");
+
+    let args = vec![
+        "--url".to_string(),
+        url.clone(),
+        "--calls".to_string(),
+        json!([{"name": "get_balance", "arguments": {"chain": "base"}}, {"name": "send_native", "arguments": {}}])
+            .to_string(),
+    ];
+    let env = vec![("AGENTD_ACCESS_TOKEN".to_string(), agent.token.clone())];
+    let (ok, out) = mcp_client(&app, args.clone(), env).await;
+    assert!(ok, "the client ran over HTTP: {out:#}");
+    assert_eq!(out["protocolVersion"], "2025-06-18");
+    assert!(tool(&out, "compare_gas").is_some() && tool(&out, "send_native").is_none(), "{out:#}");
+    assert_eq!(tool_ok(&out, 0)["wei"], "42");
+    assert_eq!(tool_error_code(&out, 1), "capability_denied");
+    let audit = mcp_audit(&app, &agent).await;
+    assert_eq!(audit.len(), 2, "{audit:#?}");
+    assert_eq!(audit[0]["transport"], "http");
+
+    let bad = vec![("AGENTD_ACCESS_TOKEN".to_string(), format!("agt_{}", "B".repeat(43)))];
+    let (ok, out) = mcp_client(&app, args, bad).await;
+    assert!(!ok, "a bad token fails the client: {out:#}");
+
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = app
+        .send(app.build(Method::POST, "/mcp", Some(&agent.token), Some(notification.clone())))
+        .await;
+    assert_eq!(response.status, StatusCode::ACCEPTED);
+    let (status, body) = app.request(Method::POST, "/mcp", None, Some(notification)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, _) = app.request(Method::GET, "/mcp", Some(&agent.token), None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "no SSE stream is offered");
+}

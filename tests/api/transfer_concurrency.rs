@@ -1,0 +1,162 @@
+//! Concurrent sends from one agent: the spending cap is never passed, nonces are neither reused nor skipped, and
+//! `spent` settles to the node's actual costs; on one instance, and on two instances sharing one PostgreSQL database.
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, TxHash, U256};
+use futures::future::join_all;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::anvil::Anvil;
+use crate::helpers::{CreatedAgent, TestApp};
+use crate::transfers::{
+    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, SETTLE_TIMEOUT, chat, fresh_address, node_cost, send_call, sending_agent,
+    spent_on_base, transactions, transfer_app, wallet, wei,
+};
+
+/// A second app instance on the database of `first` (same variables otherwise). Dropping it leaves the database
+/// to `first`, which drops it at the end of the test.
+async fn second_instance(first: &TestApp, anvil: &Anvil) -> TestApp {
+    transfer_app(anvil, &[("DATABASE_URL", &first.db_url)]).await
+}
+
+/// One send's outcome as the chat turn reported it.
+struct Outcome {
+    conversation_id: String,
+    call: Value,
+}
+
+/// Fires `count` simultaneous "send 0.01 ETH" chat turns at each of `apps`.
+async fn send_concurrently(apps: &[&TestApp], agent: &CreatedAgent, count: usize, to: Address) -> Vec<Outcome> {
+    let message = format!("send 0.01 ETH to {to} on base");
+    let turns = apps
+        .iter()
+        .flat_map(|app| std::iter::repeat_n(*app, count))
+        .map(|app| {
+            let message = message.clone();
+            async move {
+                let body = chat(app, agent, &message).await;
+                Outcome {
+                    conversation_id: body["conversation_id"].as_str().expect("conversation_id").to_string(),
+                    call: send_call(&body),
+                }
+            }
+        });
+    join_all(turns).await
+}
+
+/// Checks every invariant of a burst of concurrent sends against the cap `cap_wei`, once all have settled.
+async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to: Address, outcomes: &[Outcome], cap_wei: U256) {
+    let (sent, refused): (Vec<&Outcome>, Vec<&Outcome>) = outcomes
+        .iter()
+        .partition(|o| o.call.get("error").is_none_or(Value::is_null));
+    for outcome in &refused {
+        assert_eq!(
+            outcome.call["error"]["code"], "spending_cap_exceeded",
+            "a refused send is refused for the cap: {}",
+            outcome.call
+        );
+    }
+    let n = sent.len();
+    println!("{n} of {} concurrent sends fit in the cap", outcomes.len());
+    assert!(n >= 1, "at least one send fits in the cap");
+    assert!(!refused.is_empty(), "the cap refuses some of the sends");
+
+    // Nonces: exactly 0..n, each once.
+    let mut nonces: Vec<u64> = sent
+        .iter()
+        .map(|o| o.call["result"]["nonce"].as_u64().unwrap_or_else(|| panic!("nonce: {}", o.call)))
+        .collect();
+    nonces.sort_unstable();
+    assert_eq!(nonces, (0..n as u64).collect::<Vec<_>>(), "no nonce reused or skipped");
+    let reserved: U256 = sent
+        .iter()
+        .map(|o| {
+            let reserved = o.call["result"]["reserved"].as_str().expect("reserved");
+            agentd::domain::amount::parse_units(reserved, 18).expect("a decimal amount")
+        })
+        .sum();
+    assert!(reserved <= cap_wei, "the reservations ({reserved}) never pass the cap ({cap_wei})");
+
+    // Every instance sees the same stored transfers, all confirmed, with the same nonces.
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let txs = loop {
+        let txs = transactions(apps[0], agent).await;
+        if txs.len() == n && txs.iter().all(|tx| tx["status"] == "confirmed") {
+            break txs;
+        }
+        assert!(Instant::now() < deadline, "expected {n} confirmed transfers, have {txs:#?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let mut stored_nonces: Vec<u64> = txs.iter().map(|tx| tx["nonce"].as_u64().expect("nonce")).collect();
+    stored_nonces.sort_unstable();
+    assert_eq!(stored_nonces, nonces, "the stored nonces are the reported ones");
+    for app in &apps[1..] {
+        assert_eq!(transactions(app, agent).await.len(), n, "every instance sees every transfer");
+    }
+
+    // The node agrees: n transactions from the agent, n * 0.01 ETH at the recipient.
+    assert_eq!(anvil.nonce(wallet(agent)).await, n as u64, "the node saw exactly n transactions");
+    assert_eq!(anvil.balance(to).await, wei(CENT_ETH) * U256::from(n));
+
+    // `spent` is the sum of the node's actual costs, and within the cap.
+    let mut actual = U256::ZERO;
+    for tx in &txs {
+        let hash: TxHash = tx["tx_hash"].as_str().expect("tx_hash").parse().expect("a hash");
+        let (cost, success) = node_cost(anvil, hash).await;
+        assert!(success, "{hash} succeeded");
+        actual += cost;
+    }
+    assert!(actual <= cap_wei, "the actual costs ({actual}) stay within the cap ({cap_wei})");
+    for app in apps {
+        assert_eq!(spent_on_base(app, agent).await, actual, "spent is the sum of the actual costs");
+    }
+    assert_eq!(anvil.balance(wallet(agent)).await, wei(ONE_ETH) - actual);
+
+    // Each confirmation was processed once: one confirmation message in each sending conversation.
+    for outcome in &sent {
+        let path = format!("/api/conversations/{}/messages", outcome.conversation_id);
+        let (_, messages) = apps[0].request(Method::GET, &path, Some(&agent.token), None).await;
+        let confirmations = messages
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["content"].as_str().unwrap_or_default().contains("is confirmed"))
+            .count();
+        assert_eq!(confirmations, 1, "one confirmation message: {messages:#}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_sends_never_pass_the_cap_nor_reuse_a_nonce() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = sending_agent(&app, Some(0.1)).await;
+    anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    let to = fresh_address();
+
+    let started = Instant::now();
+    let outcomes = send_concurrently(&[&app], &agent, 20, to).await;
+    println!("20 concurrent sends answered in {:?}", started.elapsed());
+    check_burst(&[&app], &anvil, &agent, to, &outcomes, wei(ONE_ETH / 10)).await;
+}
+
+#[tokio::test]
+async fn concurrent_sends_through_two_instances_on_one_postgres_database() {
+    if std::env::var("TEST_POSTGRES_URL").is_ok_and(|url| !url.trim().is_empty()) {
+        let anvil = Anvil::start(BASE_CHAIN_ID);
+        let first = transfer_app(&anvil, &[]).await;
+        let second = second_instance(&first, &anvil).await;
+        let agent = sending_agent(&first, Some(0.1)).await;
+        anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+        let to = fresh_address();
+
+        let started = Instant::now();
+        let outcomes = send_concurrently(&[&first, &second], &agent, 10, to).await;
+        println!("2 x 10 concurrent sends answered in {:?}", started.elapsed());
+        check_burst(&[&first, &second], &anvil, &agent, to, &outcomes, wei(ONE_ETH / 10)).await;
+    } else {
+        println!("skipped: two instances share a database only on PostgreSQL (set TEST_POSTGRES_URL)");
+    }
+}

@@ -1,0 +1,170 @@
+//! Crash safety with the real binary: a process that dies after storing a signed transfer but before broadcasting
+//! it (`FAULT_EXIT_BEFORE_BROADCAST=true`, exit code 86) leaves it stored; the next start broadcasts it exactly once,
+//! the watcher confirms it, and later starts do not send it again.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, TxHash, U256};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::anvil::Anvil;
+use crate::helpers::{ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, run_to_exit, sqlite_url};
+use crate::transfers::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, node_cost, wei};
+
+const FAULT_EXIT_CODE: i32 = 86;
+const LOG_REBROADCAST: &str = "re-broadcast a stored transaction";
+
+/// A port that was free a moment ago (bound once, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn server_env(bind: &str, db: &str, rpc: &str, fault: bool) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("BIND_ADDR".to_string(), bind.to_string()),
+        ("APP_ENV".to_string(), "development".to_string()),
+        ("ENCRYPTION_KEY".to_string(), ENCRYPTION_KEY.to_string()),
+        ("DATABASE_URL".to_string(), db.to_string()),
+        ("RPC_URL_BASE".to_string(), rpc.to_string()),
+        ("WATCHER_INTERVAL_MS".to_string(), "50".to_string()),
+        ("RUST_LOG".to_string(), "info,sqlx=warn".to_string()),
+    ];
+    if fault {
+        env.push(("FAULT_EXIT_BEFORE_BROADCAST".to_string(), "true".to_string()));
+    }
+    env
+}
+
+fn as_refs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn start(env: &[(String, String)], dir: &Path) -> ServerProcess {
+    ServerProcess::start(&as_refs(env), dir)
+}
+
+/// The agent's stored transfers, through a process.
+async fn transactions(client: &reqwest::Client, base: &str, agent_id: &str, token: &str) -> Vec<Value> {
+    let response = client
+        .get(format!("{base}/api/agents/{agent_id}/transactions"))
+        .header(TOKEN_HEADER, token)
+        .send()
+        .await
+        .expect("the transactions request reaches the process");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json::<Value>().await.expect("JSON").as_array().expect("an array").clone()
+}
+
+#[tokio::test]
+async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = sqlite_url(dir.path());
+    let client = reqwest::Client::new();
+
+    // 1. A process with the fault switch on a port chosen here (run_to_exit waits for its exit on a thread).
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let base = format!("http://{bind}");
+    let fault_env = server_env(&bind, &db, anvil.url(), true);
+    let run_dir = dir.path().to_path_buf();
+    let crashed = tokio::task::spawn_blocking(move || {
+        run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60))
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(response) = client.get(format!("{base}/health")).send().await
+            && response.status() == StatusCode::OK
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the fault-switch process never became healthy");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let created: Value = client
+        .post(format!("{base}/api/agents"))
+        .json(&json!({"name": "crashy", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.5}))
+        .send()
+        .await
+        .expect("create an agent")
+        .json()
+        .await
+        .expect("JSON");
+    let agent_id = created["id"].as_str().unwrap_or_else(|| panic!("id: {created}")).to_string();
+    let token = created["access_token"].as_str().expect("access_token").to_string();
+    let from: Address = created["wallet_addresses"]["base"].as_str().expect("base wallet").parse().unwrap();
+    anvil.set_balance(from, wei(ONE_ETH)).await;
+    let to = fresh_address();
+
+    let chat = client
+        .post(format!("{base}/api/chat"))
+        .header(TOKEN_HEADER, &token)
+        .json(&json!({"agent_id": agent_id, "message": format!("send 0.01 ETH to {to} on base")}))
+        .send()
+        .await;
+    assert!(chat.is_err(), "the process dies during the turn, so the request fails: {chat:?}");
+    let outcome = crashed.await.expect("the waiting thread");
+    assert_eq!(
+        outcome.status.and_then(|s| s.code()),
+        Some(FAULT_EXIT_CODE),
+        "the fault switch exits with 86; logs:\n{}",
+        outcome.logs
+    );
+    assert_eq!(anvil.nonce(from).await, 0, "nothing was broadcast before the crash");
+    assert_eq!(anvil.balance(to).await, U256::ZERO);
+
+    // 2. A normal start on the same database: the stored transfer goes out once and is confirmed.
+    let env = server_env("127.0.0.1:0", &db, anvil.url(), false);
+    let started = Instant::now();
+    let server = start(&env, dir.path());
+    let base = server.base_url();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let txs = loop {
+        let txs = transactions(&client, &base, &agent_id, &token).await;
+        if txs.len() == 1 && txs[0]["status"] == "confirmed" {
+            break txs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stored transfer was not confirmed after the restart: {txs:#?}\nlogs:\n{}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    println!("recovered and confirmed {:?} after the restart began", started.elapsed());
+    assert_eq!(txs[0]["nonce"], 0, "{txs:?}");
+    assert_eq!(txs[0]["value_wei"], CENT_ETH.to_string(), "{txs:?}");
+    assert_eq!(anvil.nonce(from).await, 1, "exactly one transaction on chain");
+    assert_eq!(anvil.balance(to).await, wei(CENT_ETH), "the recipient got the value once");
+    let hash: TxHash = txs[0]["tx_hash"].as_str().unwrap().parse().unwrap();
+    let (cost, success) = node_cost(&anvil, hash).await;
+    assert!(success);
+    assert_eq!(anvil.balance(from).await, wei(ONE_ETH) - cost);
+    let logs = server.logs();
+    assert_eq!(logs.matches(LOG_REBROADCAST).count(), 1, "one re-broadcast; logs:\n{logs}");
+    let stopped = server.terminate(Duration::from_secs(15));
+    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
+
+    // 3. Another start: nothing is sent again (the watcher gets many rounds to try).
+    let server = start(&env, dir.path());
+    let base = server.base_url();
+    let window = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < window {
+        let txs = transactions(&client, &base, &agent_id, &token).await;
+        assert_eq!(txs.len(), 1, "{txs:?}");
+        assert_eq!(txs[0]["status"], "confirmed", "{txs:?}");
+        assert_eq!(anvil.nonce(from).await, 1, "no second transaction on chain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(anvil.balance(to).await, wei(CENT_ETH));
+    let stopped = server.terminate(Duration::from_secs(15));
+    assert!(
+        !stopped.logs.contains(LOG_REBROADCAST),
+        "nothing is re-broadcast on a later start; logs:\n{}",
+        stopped.logs
+    );
+}

@@ -1,0 +1,441 @@
+// The chat tab: conversations, history, a composer; answers stream from POST /api/chat/stream; confirmations of
+// transfers arrive live from the conversation's event stream.
+import {
+  api,
+  errorOf,
+  headers,
+  type AgentDetail,
+  type ChainCall,
+  type Conversation,
+  type Message,
+  type TxConfirmation,
+} from './api';
+import { clear, formatTime, h, shortHex, uid } from './dom';
+import { readSse } from './sse';
+import { lastEventId, setLastEventId } from './tokens';
+import { errorText, notify } from './ui';
+
+export interface ChatPanel {
+  el: HTMLElement;
+  load(): void;
+  close(): void;
+}
+
+const SUGGESTIONS: Record<string, string[]> = {
+  read: ['What is my balance on {chain}', 'Gas price on {chain}', 'Latest block on {chain}'],
+  compare: ['Compare gas', 'How much would it cost to send 0.01 ETH on {chain}'],
+  transact: [],
+  analytics: ['How much have I spent', 'Show my transactions'],
+};
+
+function json(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+}
+
+/** A collapsible card for one chain call: tool, arguments, result (or error), duration. */
+function callCard(call: Partial<ChainCall> & { tool: string }): {
+  el: HTMLDetailsElement;
+  finish(result: { result?: unknown; error?: unknown; duration_ms?: number }): void;
+} {
+  const status = h('span', { class: 'call-status' });
+  const duration = h('span', { class: 'muted small' });
+  const resultBlock = h('pre', { class: 'mono small', 'data-testid': 'chain-call-result' });
+  const resultLabel = h('h4', {}, 'Result');
+  const el = h(
+    'details',
+    { class: 'call', 'data-testid': 'chain-call', 'data-tool': call.tool },
+    h('summary', {}, h('span', { class: 'call-tool mono' }, call.tool), status, duration),
+    h('h4', {}, 'Arguments'),
+    h('pre', { class: 'mono small', 'data-testid': 'chain-call-args' }, json(call.args ?? {})),
+    resultLabel,
+    resultBlock,
+  );
+  function finish(r: { result?: unknown; error?: unknown; duration_ms?: number }): void {
+    const failed = r.error !== undefined && r.error !== null;
+    status.textContent = failed ? 'error' : 'ok';
+    status.className = `call-status ${failed ? 'bad' : 'good'}`;
+    el.dataset.state = failed ? 'error' : 'done';
+    resultLabel.textContent = failed ? 'Error' : 'Result';
+    resultBlock.textContent = json(failed ? r.error : (r.result ?? null));
+    duration.textContent = r.duration_ms !== undefined ? `${r.duration_ms} ms` : '';
+  }
+  if (call.result !== undefined || call.error !== undefined) finish(call);
+  else {
+    status.textContent = 'running…';
+    status.className = 'call-status pending';
+    el.dataset.state = 'running';
+    resultBlock.textContent = '…';
+  }
+  return { el, finish };
+}
+
+function messageEl(role: string, time: string | null): {
+  el: HTMLElement;
+  calls: HTMLElement;
+  body: HTMLElement;
+  foot: HTMLElement;
+} {
+  const calls = h('div', { class: 'calls' });
+  const body = h('div', { class: 'content', 'data-testid': 'message-content' });
+  const foot = h('div', { class: 'foot muted small' });
+  const el = h(
+    'article',
+    { class: `msg ${role}`, 'data-testid': 'message', 'data-role': role },
+    h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${formatTime(time)}` : ''),
+    calls,
+    body,
+    foot,
+  );
+  return { el, calls, body, foot };
+}
+
+export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () => void): ChatPanel {
+  let conversations: Conversation[] = [];
+  let current: string | null = null;
+  let source: EventSource | null = null;
+  let busy = false;
+
+  const list = h('ul', { class: 'conversations', 'aria-label': 'Conversations' });
+  const thread = h('div', { class: 'thread', role: 'log', 'aria-label': 'Messages', 'aria-live': 'polite' });
+  const live = h('span', { class: 'live muted small', 'data-testid': 'live-status' });
+  const threadTitle = h('h3', { class: 'thread-title' }, 'New conversation');
+  const input = h('textarea', {
+    rows: 2,
+    placeholder: 'Ask about balances, gas, or send a transfer… (Enter sends, Shift+Enter for a new line)',
+    maxlength: 8000,
+  });
+  const inputId = uid('composer');
+  input.id = inputId;
+  const send = h('button', { type: 'submit' }, 'Send');
+  const composer = h(
+    'form',
+    { class: 'composer', 'aria-label': 'Composer' },
+    h('label', { for: inputId, class: 'visually-hidden' }, 'Message'),
+    input,
+    send,
+  );
+  const newButton = h('button', { type: 'button', class: 'secondary' }, 'New conversation');
+  const listHeading = uid('conv');
+
+  const el = h(
+    'section',
+    { class: 'chat' },
+    h(
+      'aside',
+      { class: 'conv-pane', 'aria-labelledby': listHeading },
+      h('div', { class: 'section-head' }, h('h2', { id: listHeading }, 'Conversations'), newButton),
+      list,
+    ),
+    h('div', { class: 'thread-pane' }, h('div', { class: 'section-head' }, threadTitle, live), thread, composer),
+  );
+
+  function suggestions(): HTMLElement | null {
+    const chain = agent.chains[0] ?? 'ethereum';
+    const items = agent.capabilities.flatMap((cap) => SUGGESTIONS[cap] ?? []).map((s) => s.replace('{chain}', chain));
+    if (items.length === 0) return null;
+    return h(
+      'div',
+      { class: 'suggestions' },
+      h('p', { class: 'muted small' }, 'Try:'),
+      items.map((text) =>
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'chip',
+            onclick: () => {
+              input.value = text;
+              input.focus();
+            },
+          },
+          text,
+        ),
+      ),
+    );
+  }
+
+  function emptyThread(): void {
+    clear(thread);
+    thread.append(h('p', { class: 'muted empty' }, `Start a conversation with ${agent.name}.`), suggestions() ?? '');
+  }
+
+  function renderList(): void {
+    clear(list);
+    if (conversations.length === 0) {
+      list.append(h('li', { class: 'muted small' }, 'No conversations yet.'));
+      return;
+    }
+    for (const c of conversations) {
+      const open = h(
+        'button',
+        {
+          type: 'button',
+          class: 'conv',
+          'aria-current': c.id === current ? 'true' : null,
+          onclick: () => void openConversation(c.id),
+        },
+        h('span', { class: 'conv-title' }, c.title || 'Untitled'),
+        h('small', { class: 'muted' }, `${c.message_count} messages · ${formatTime(c.updated_at)}`),
+      );
+      const remove = h(
+        'button',
+        {
+          type: 'button',
+          class: 'icon',
+          'aria-label': `Delete conversation ${c.title}`,
+          onclick: () => void removeConversation(c),
+        },
+        '×',
+      );
+      list.append(h('li', {}, open, remove));
+    }
+  }
+
+  async function refreshList(): Promise<void> {
+    try {
+      conversations = await api.conversations(agent.id, token);
+      renderList();
+    } catch (e) {
+      clear(list);
+      list.append(h('li', { class: 'form-error' }, errorText(e)));
+    }
+  }
+
+  async function removeConversation(c: Conversation): Promise<void> {
+    if (!window.confirm(`Delete the conversation “${c.title}” and its messages?`)) return;
+    try {
+      await api.deleteConversation(c.id, token);
+      if (current === c.id) startNew();
+      await refreshList();
+    } catch (e) {
+      notify(errorText(e), 'error');
+    }
+  }
+
+  function renderMessage(m: Message): void {
+    const view = messageEl(m.role, m.created_at);
+    for (const call of m.chain_calls ?? []) view.calls.append(callCard(call).el);
+    view.body.textContent = m.content;
+    thread.append(view.el);
+  }
+
+  async function openConversation(id: string): Promise<void> {
+    if (busy) return;
+    current = id;
+    renderList();
+    const c = conversations.find((x) => x.id === id);
+    threadTitle.textContent = c?.title || 'Conversation';
+    clear(thread);
+    thread.append(h('p', { class: 'muted' }, 'Loading messages…'));
+    try {
+      const messages = await api.messages(id, token);
+      clear(thread);
+      messages.forEach(renderMessage);
+      if (messages.length === 0) emptyThread();
+      scrollDown();
+    } catch (e) {
+      clear(thread);
+      thread.append(h('p', { class: 'form-error', role: 'alert' }, errorText(e)));
+    }
+    follow(id, lastEventId(id));
+  }
+
+  function startNew(): void {
+    current = null;
+    stopFollowing();
+    threadTitle.textContent = 'New conversation';
+    emptyThread();
+    renderList();
+    input.focus();
+  }
+
+  function stopFollowing(): void {
+    source?.close();
+    source = null;
+    live.textContent = '';
+  }
+
+  /** Follows the conversation's confirmation stream; `from` resumes after an event id ("0": from the start). */
+  function follow(conversationId: string, from: string | null): void {
+    stopFollowing();
+    const params = new URLSearchParams({ access_token: token });
+    if (from !== null) params.set('last_event_id', from);
+    const es = new EventSource(`/api/conversations/${encodeURIComponent(conversationId)}/stream?${params}`);
+    source = es;
+    live.textContent = 'connecting…';
+    es.addEventListener('open', () => {
+      if (source === es) live.textContent = '● live';
+    });
+    es.addEventListener('ping', () => {
+      if (source === es) live.textContent = '● live';
+    });
+    es.addEventListener('error', () => {
+      if (source !== es) return;
+      // EventSource reconnects by itself (sending Last-Event-ID); CLOSED means it gave up (e.g. a revoked token).
+      live.textContent = es.readyState === EventSource.CLOSED ? 'live updates stopped' : 'reconnecting…';
+    });
+    es.addEventListener('tx_confirmation', (event) => {
+      const message = event as MessageEvent<string>;
+      if (message.lastEventId) setLastEventId(conversationId, message.lastEventId);
+      if (source !== es || current !== conversationId) return;
+      try {
+        showConfirmation(JSON.parse(message.data) as TxConfirmation);
+      } catch {
+        // a malformed event is skipped
+      }
+      onConfirmation();
+    });
+  }
+
+  function showConfirmation(tx: TxConfirmation): void {
+    const title =
+      tx.status === 'confirmed'
+        ? `Transaction confirmed on ${tx.chain}`
+        : tx.status === 'reverted'
+          ? `Transaction reverted on ${tx.chain}`
+          : `Transaction dropped on ${tx.chain}`;
+    const hash = tx.explorer_url
+      ? h('a', { href: tx.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, shortHex(tx.tx_hash, 10, 8))
+      : h('code', { class: 'mono' }, shortHex(tx.tx_hash, 10, 8));
+    const facts = [
+      tx.block_number !== null && tx.block_number !== undefined ? `block ${tx.block_number}` : null,
+      tx.gas_used !== null && tx.gas_used !== undefined ? `gas used ${tx.gas_used}` : null,
+      tx.confirmations ? `${tx.confirmations} confirmation${tx.confirmations === 1 ? '' : 's'}` : null,
+    ].filter(Boolean);
+    thread.append(
+      h(
+        'article',
+        {
+          class: `msg confirmation ${tx.status}`,
+          'data-testid': 'tx-confirmation',
+          'data-status': tx.status,
+          'data-tx-hash': tx.tx_hash,
+        },
+        h('header', {}, h('strong', {}, title)),
+        h('p', {}, hash, facts.length ? ` · ${facts.join(' · ')}` : ''),
+      ),
+    );
+    scrollDown();
+  }
+
+  function scrollDown(): void {
+    thread.scrollTop = thread.scrollHeight;
+  }
+
+  async function submit(): Promise<void> {
+    const text = input.value.trim();
+    if (!text || busy) return;
+    busy = true;
+    send.disabled = true;
+    input.value = '';
+    thread.querySelector('.empty')?.remove();
+    thread.querySelector('.suggestions')?.remove();
+    const mine = messageEl('user', new Date().toISOString());
+    mine.body.textContent = text;
+    thread.append(mine.el);
+    const reply = messageEl('assistant', null);
+    reply.el.dataset.state = 'streaming';
+    reply.el.setAttribute('aria-busy', 'true');
+    reply.body.classList.add('streaming');
+    thread.append(reply.el);
+    scrollDown();
+    const cards = new Map<string, ReturnType<typeof callCard>>();
+    let text_ = '';
+    const isNew = current === null;
+    try {
+      const response = await fetch('/api/chat/stream', {
+        method: 'POST',
+        headers: headers({ token, body: {} }),
+        body: JSON.stringify({ agent_id: agent.id, message: text, conversation_id: current }),
+      });
+      if (!response.ok) throw await errorOf(response);
+      await readSse(response, (event) => {
+        let data: Record<string, unknown>;
+        try {
+          data = JSON.parse(event.data);
+        } catch {
+          return;
+        }
+        switch (event.event) {
+          case 'start': {
+            const id = String(data.conversation_id);
+            if (isNew) {
+              current = id;
+              threadTitle.textContent = text.slice(0, 80);
+              // A new conversation has no earlier events: follow it from the start so nothing is missed.
+              follow(id, '0');
+            }
+            break;
+          }
+          case 'text_delta':
+            text_ += String(data.text ?? '');
+            reply.body.textContent = text_;
+            break;
+          case 'tool_call': {
+            const card = callCard({ id: String(data.id), tool: String(data.tool), args: data.args });
+            cards.set(String(data.id), card);
+            reply.calls.append(card.el);
+            break;
+          }
+          case 'tool_result': {
+            let card = cards.get(String(data.id));
+            if (!card) {
+              card = callCard({ id: String(data.id), tool: String(data.tool), args: {} });
+              reply.calls.append(card.el);
+            }
+            card.finish(data as { result?: unknown; error?: unknown; duration_ms?: number });
+            break;
+          }
+          case 'final':
+            if (typeof data.response === 'string' && data.response !== text_) reply.body.textContent = data.response;
+            reply.el.dataset.state = 'done';
+            reply.foot.textContent = `${data.tokens_used ?? 0} tokens`;
+            break;
+          case 'error':
+            reply.el.dataset.state = 'error';
+            reply.foot.textContent = '';
+            reply.foot.append(h('span', { class: 'form-error', role: 'alert' }, `${data.message} (${data.code})`));
+            break;
+        }
+        scrollDown();
+      });
+      if (reply.el.dataset.state === 'streaming') {
+        reply.el.dataset.state = 'error';
+        reply.foot.append(h('span', { class: 'form-error', role: 'alert' }, 'The answer stopped before it was complete.'));
+      }
+    } catch (e) {
+      reply.el.dataset.state = 'error';
+      reply.foot.append(h('span', { class: 'form-error', role: 'alert' }, errorText(e)));
+    } finally {
+      reply.el.removeAttribute('aria-busy');
+      reply.body.classList.remove('streaming');
+      busy = false;
+      send.disabled = false;
+      await refreshList();
+    }
+  }
+
+  composer.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void submit();
+  });
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      void submit();
+    }
+  });
+  newButton.addEventListener('click', () => startNew());
+
+  let loaded = false;
+  return {
+    el,
+    load() {
+      if (loaded) return;
+      loaded = true;
+      emptyThread();
+      void refreshList();
+    },
+    close: stopFollowing,
+  };
+}

@@ -1,0 +1,431 @@
+// agentd web console: agents, their tokens, wallets, settings and chat, on the service's own API.
+import './style.css';
+import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type ChainInfo } from './api';
+import { chatPanel, type ChatPanel } from './chat';
+import { clear, copyButton, field, h, uid } from './dom';
+import { deleteSection, editForm, reissueSection, walletReissue, type SettingsHooks } from './settings';
+import { forgetToken, getToken, isRemembered, setToken } from './tokens';
+import { capabilityPicker, chainPicker, errorLine, errorText, notify, setToastRegion, tokenReveal } from './ui';
+import { walletPanel } from './wallet';
+
+type Tab = 'chat' | 'wallet' | 'settings';
+const TABS: { id: Tab; label: string }[] = [
+  { id: 'chat', label: 'Chat' },
+  { id: 'wallet', label: 'Wallet' },
+  { id: 'settings', label: 'Settings' },
+];
+
+const state = {
+  chains: [] as ChainInfo[],
+  agents: [] as AgentSummary[],
+  selected: null as string | null,
+  tab: 'chat' as Tab,
+};
+
+let activeChat: ChatPanel | null = null;
+
+const agentList = h('ul', { class: 'agent-list', 'aria-label': 'Agent list' });
+const listError = errorLine();
+const main = h('main', { id: 'main', tabindex: -1 });
+
+function route(): { agent: string | null; tab: Tab } {
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|settings))?/.exec(location.hash);
+  return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'chat' };
+}
+
+function setRoute(agent: string | null, tab: Tab = 'chat'): void {
+  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' ? '#/new' : '';
+  if (location.hash !== hash) history.replaceState(null, '', hash || location.pathname);
+}
+
+// ---------------------------------------------------------------- sidebar
+
+async function loadAgents(): Promise<void> {
+  listError.clear();
+  try {
+    state.agents = await api.listAgents();
+  } catch (e) {
+    state.agents = [];
+    if (e instanceof ApiError && e.status === 401) {
+      listError.show(new Error('This server needs the admin token to list and create agents: enter it below.'));
+      adminDetails.open = true;
+    } else listError.show(e);
+  }
+  renderAgentList();
+}
+
+function renderAgentList(): void {
+  clear(agentList);
+  if (state.agents.length === 0) {
+    agentList.append(h('li', { class: 'muted small' }, 'No agents yet.'));
+    return;
+  }
+  for (const agent of state.agents) {
+    agentList.append(
+      h(
+        'li',
+        {},
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'agent-item',
+            'aria-current': agent.id === state.selected ? 'true' : null,
+            onclick: () => selectAgent(agent.id),
+          },
+          h('span', { class: 'agent-name' }, agent.name),
+          h(
+            'small',
+            { class: 'muted' },
+            agent.chains.join(', '),
+            agent.is_active ? '' : ' · deleted',
+            getToken(agent.id) ? ' · token saved' : '',
+          ),
+        ),
+      ),
+    );
+  }
+}
+
+const adminInput = h('input', { type: 'password', autocomplete: 'off', value: adminToken() ?? '' });
+const adminDetails = h(
+  'details',
+  { class: 'admin' },
+  h('summary', {}, 'Admin token'),
+  h(
+    'form',
+    {
+      onsubmit: (event: Event) => {
+        event.preventDefault();
+        setAdminToken(adminInput.value.trim() || null);
+        notify(adminInput.value.trim() ? 'Admin token saved in this browser.' : 'Admin token removed.');
+        void loadAgents();
+      },
+    },
+    field('Admin token (only when the server sets ADMIN_TOKEN)', adminInput),
+    h('button', { type: 'submit', class: 'secondary small' }, 'Save'),
+  ),
+);
+
+// ---------------------------------------------------------------- create
+
+function showCreate(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', '#/new');
+  renderAgentList();
+  clear(main);
+  const name = h('input', { type: 'text', required: true, maxlength: 100, autocomplete: 'off' });
+  const description = h('textarea', { rows: 2, maxlength: 1000 });
+  const defaults = state.chains.filter((c) => c.configured).map((c) => c.name);
+  const chains = chainPicker(state.chains, defaults.length ? defaults.slice(0, 2) : ['ethereum', 'base'], 'Chains');
+  const caps = capabilityPicker(['read']);
+  const cap = h('input', { type: 'number', min: 0, step: 'any', value: '0', required: true });
+  const error = errorLine();
+  const submit = h('button', { type: 'submit' }, 'Create agent');
+  const heading = uid('create');
+  const form = h(
+    'form',
+    { class: 'card', 'aria-labelledby': heading },
+    h('h2', { id: heading }, 'New agent'),
+    h('p', { class: 'muted' }, 'The agent gets its own wallet on each chain and a one-time access token.'),
+    field('Name', name),
+    field('Description (optional)', description),
+    chains.el,
+    caps.el,
+    field('Spending cap (per chain, native units such as ETH)', cap, '0 means the agent cannot spend anything.'),
+    error.el,
+    h('div', { class: 'row' }, submit),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    error.clear();
+    submit.disabled = true;
+    try {
+      const created = await api.createAgent({
+        name: name.value.trim(),
+        description: description.value.trim() || null,
+        chains: chains.value(),
+        capabilities: caps.value(),
+        spending_cap: Number(cap.value),
+      });
+      await loadAgents();
+      state.selected = created.id;
+      setRoute(created.id, 'wallet');
+      renderAgentList();
+      clear(main);
+      main.append(
+        tokenReveal(created.id, created.access_token, `${created.name} is ready: save its access token`, () =>
+          selectAgent(created.id, 'wallet'),
+        ),
+      );
+      main.focus();
+    } catch (e) {
+      error.show(e);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  main.append(form);
+  name.focus();
+}
+
+// ---------------------------------------------------------------- one agent
+
+function closeAgent(): void {
+  activeChat?.close();
+  activeChat = null;
+}
+
+function selectAgent(id: string, tab: Tab = state.tab): void {
+  closeAgent();
+  state.selected = id;
+  state.tab = tab;
+  setRoute(id, tab);
+  renderAgentList();
+  void renderAgent(id);
+}
+
+function agentHeader(title: string, agent: AgentDetail | AgentSummary | null, id: string, extra?: HTMLElement): HTMLElement {
+  return h(
+    'div',
+    { class: 'agent-head' },
+    h(
+      'div',
+      {},
+      h('h2', { class: 'agent-title' }, title, agent && !agent.is_active ? h('span', { class: 'badge bad' }, 'deleted') : null),
+      h('p', { class: 'muted small mono' }, id, ' ', copyButton(id, 'Copy agent id')),
+    ),
+    extra ?? null,
+  );
+}
+
+function tokenForm(id: string, summary: AgentSummary | undefined, message?: string): void {
+  clear(main);
+  const input = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'agt_…' });
+  const remember = h('input', { type: 'checkbox', id: uid('remember'), checked: true });
+  const error = errorLine();
+  const heading = uid('unlock');
+  const form = h(
+    'form',
+    { class: 'card', 'aria-labelledby': heading },
+    h('h3', { id: heading }, 'Access token'),
+    h('p', { class: 'muted' }, 'Paste the token shown when the agent was created or last reissued.'),
+    field('Access token', input),
+    h('label', { class: 'check', for: remember.id }, remember, h('span', {}, 'Remember it in this browser')),
+    error.el,
+    h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Use token')),
+  );
+  if (message) error.show(new Error(message));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const token = input.value.trim();
+    if (!token) return;
+    error.clear();
+    try {
+      await api.agent(id, token);
+      setToken(id, token, remember.checked);
+      selectAgent(id);
+    } catch (e) {
+      error.show(e);
+    }
+  });
+  const chains = summary?.chains ?? [];
+  const lost = h('section', { class: 'card' }, h('h3', {}, 'Lost the token?'), walletReissue({ id, chains }, (token) => revealReissued(id, token)));
+  main.append(agentHeader(summary?.name ?? 'Agent', summary ?? null, id), form, chains.length ? lost : '');
+  input.focus();
+}
+
+function revealReissued(id: string, token: string): void {
+  closeAgent();
+  clear(main);
+  main.append(tokenReveal(id, token, 'New access token: save it', () => selectAgent(id)));
+  renderAgentList();
+}
+
+async function renderAgent(id: string): Promise<void> {
+  const summary = state.agents.find((a) => a.id === id);
+  const token = getToken(id);
+  if (!token) {
+    tokenForm(id, summary);
+    return;
+  }
+  clear(main);
+  main.append(h('p', { class: 'muted' }, 'Loading…'));
+  let agent: AgentDetail;
+  try {
+    agent = await api.agent(id, token);
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 401 || e.status === 403)) {
+      forgetToken(id);
+      tokenForm(id, summary, `The saved token no longer works (${e.code}): it was probably reissued. Paste the current one.`);
+    } else {
+      clear(main);
+      main.append(h('p', { class: 'form-error', role: 'alert' }, errorText(e)));
+    }
+    return;
+  }
+  if (state.selected !== id) return;
+
+  const tokenInfo = h(
+    'div',
+    { class: 'token-info' },
+    h('span', { class: 'muted small' }, isRemembered(id) ? 'Token remembered in this browser' : 'Token kept for this tab only'),
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'secondary small',
+        onclick: () => {
+          forgetToken(id);
+          notify('The token was removed from this browser.');
+          selectAgent(id);
+        },
+      },
+      'Forget token',
+    ),
+  );
+
+  clear(main);
+  main.append(agentHeader(agent.name, agent, id, tokenInfo));
+  if (agent.description) main.append(h('p', { class: 'description' }, agent.description));
+  main.append(
+    h(
+      'p',
+      { class: 'facts muted small' },
+      `Chains: ${agent.chains.join(', ')} · Capabilities: ${agent.capabilities.join(', ')} · Spending cap: ${agent.spending_cap} per chain`,
+    ),
+  );
+  if (!agent.is_active) {
+    main.append(
+      h(
+        'p',
+        { class: 'warning', role: 'status' },
+        'This agent is deleted: its token, chat and transfers no longer work. Its record and addresses are kept.',
+      ),
+    );
+    for (const chain of agent.chains) {
+      main.append(
+        h('p', { class: 'address-row' }, h('span', {}, `${chain}: `), h('code', { class: 'mono' }, agent.wallet_addresses[chain] ?? '')),
+      );
+    }
+    return;
+  }
+
+  const hooks: SettingsHooks = {
+    onUpdated: () => {
+      void loadAgents();
+      selectAgent(id, 'settings');
+    },
+    onReissued: (newToken) => revealReissued(id, newToken),
+    // The token still opens the (read-only) detail of a deleted agent; "Forget token" removes it.
+    onDeleted: () => {
+      void loadAgents().then(() => selectAgent(id));
+    },
+  };
+  const wallet = walletPanel(agent, token, state.chains);
+  const chat = chatPanel(agent, token, () => void wallet.refreshBalances());
+  activeChat = chat;
+  const settings = h(
+    'div',
+    { class: 'stack' },
+    editForm(agent, token, state.chains, hooks),
+    reissueSection(agent, hooks),
+    deleteSection(agent, token, hooks),
+  );
+  const panels: Record<Tab, { el: HTMLElement; load(): void }> = {
+    chat,
+    wallet,
+    settings: { el: settings, load() {} },
+  };
+  const tabButtons = new Map<Tab, HTMLButtonElement>();
+  const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Agent sections' });
+  const panelEls = new Map<Tab, HTMLElement>();
+  for (const t of TABS) {
+    const tabId = uid('tab');
+    const panelId = uid('panel');
+    const button = h('button', { type: 'button', role: 'tab', id: tabId, 'aria-controls': panelId }, t.label);
+    button.addEventListener('click', () => show(t.id));
+    button.addEventListener('keydown', (event) => {
+      const i = TABS.findIndex((x) => x.id === t.id);
+      const next = event.key === 'ArrowRight' ? i + 1 : event.key === 'ArrowLeft' ? i - 1 : null;
+      if (next === null) return;
+      const target = TABS[(next + TABS.length) % TABS.length].id;
+      show(target);
+      tabButtons.get(target)?.focus();
+    });
+    tabButtons.set(t.id, button);
+    tablist.append(button);
+    panelEls.set(t.id, h('div', { role: 'tabpanel', id: panelId, 'aria-labelledby': tabId, class: 'panel' }, panels[t.id].el));
+  }
+  function show(tab: Tab): void {
+    state.tab = tab;
+    setRoute(id, tab);
+    for (const t of TABS) {
+      const selected = t.id === tab;
+      const button = tabButtons.get(t.id)!;
+      button.setAttribute('aria-selected', String(selected));
+      button.tabIndex = selected ? 0 : -1;
+      panelEls.get(t.id)!.hidden = !selected;
+    }
+    panels[tab].load();
+  }
+  main.append(tablist, ...panelEls.values());
+  show(state.tab);
+}
+
+// ---------------------------------------------------------------- start
+
+async function start(): Promise<void> {
+  const app = document.getElementById('app')!;
+  const toasts = h('div', { class: 'toasts', 'aria-live': 'polite' });
+  setToastRegion(toasts);
+  const newButton = h('button', { type: 'button', onclick: () => showCreate() }, 'New agent');
+  const refresh = h('button', { type: 'button', class: 'secondary small', onclick: () => void loadAgents() }, 'Refresh');
+  app.append(
+    h(
+      'header',
+      { class: 'topbar' },
+      h('h1', {}, 'agentd ', h('span', { class: 'muted' }, 'console')),
+      h('nav', { 'aria-label': 'Links' }, h('a', { href: '/docs' }, 'API reference')),
+    ),
+    h(
+      'div',
+      { class: 'layout' },
+      h(
+        'aside',
+        { class: 'sidebar', 'aria-label': 'Agents' },
+        h('div', { class: 'section-head' }, h('h2', {}, 'Agents'), refresh),
+        newButton,
+        listError.el,
+        agentList,
+        adminDetails,
+      ),
+      main,
+    ),
+    toasts,
+  );
+  try {
+    state.chains = await api.chains();
+  } catch (e) {
+    notify(`Cannot load the chain registry: ${errorText(e)}`, 'error');
+  }
+  await loadAgents();
+  const r = route();
+  if (location.hash === '#/new') showCreate();
+  else if (r.agent) selectAgent(r.agent, r.tab);
+  else if (state.agents.length === 0) showCreate();
+  else {
+    clear(main);
+    main.append(
+      h(
+        'section',
+        { class: 'card intro' },
+        h('h2', {}, 'Welcome'),
+        h('p', {}, 'Pick an agent on the left, or create a new one. Each agent has its own wallets and access token.'),
+      ),
+    );
+  }
+}
+
+void start();

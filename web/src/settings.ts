@@ -1,0 +1,203 @@
+// The settings tab: edit (PUT), reissue the token (current token or wallet signature), soft delete.
+import { api, ApiError, type AgentDetail, type ChainInfo } from './api';
+import { field, h, uid } from './dom';
+import { getToken } from './tokens';
+import { capabilityPicker, chainPicker, errorLine, notify } from './ui';
+import { injectedWallet, signWithWallet } from './wallet-provider';
+
+export interface SettingsHooks {
+  onUpdated(agent: AgentDetail): void;
+  onReissued(token: string): void;
+  onDeleted(): void;
+}
+
+export function editForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks: SettingsHooks): HTMLElement {
+  const name = h('input', { type: 'text', required: true, maxlength: 100, value: agent.name, autocomplete: 'off' });
+  const description = h('textarea', { rows: 2, maxlength: 1000 }, agent.description ?? '');
+  const chainBoxes = chainPicker(chains, agent.chains, 'Chains');
+  const caps = capabilityPicker(agent.capabilities);
+  const cap = h('input', { type: 'number', min: 0, step: 'any', required: true, value: String(agent.spending_cap) });
+  const owners = Object.values(agent.owner_addresses ?? {});
+  const owner = h('input', {
+    type: 'text',
+    class: 'mono',
+    placeholder: '0x…',
+    value: owners[0] ?? '',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  });
+  const error = errorLine();
+  const save = h('button', { type: 'submit' }, 'Save changes');
+  const heading = uid('edit');
+  const form = h(
+    'form',
+    { class: 'card', 'aria-labelledby': heading },
+    h('h2', { id: heading }, 'Agent settings'),
+    field('Name', name),
+    field('Description', description),
+    chainBoxes.el,
+    caps.el,
+    field('Spending cap (per chain, native units such as ETH)', cap, '0 means the agent cannot spend anything.'),
+    field(
+      'Owner wallet address (optional)',
+      owner,
+      'Your own wallet on every chain of the agent: it can sign a challenge to reissue the token. Empty removes it.',
+    ),
+    error.el,
+    h('div', { class: 'row' }, save),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    error.clear();
+    const selectedChains = chainBoxes.value();
+    const ownerAddress = owner.value.trim();
+    const body: Record<string, unknown> = {
+      name: name.value.trim(),
+      description: description.value.trim() || null,
+      chains: selectedChains,
+      capabilities: caps.value(),
+      spending_cap: Number(cap.value),
+      owner_addresses: ownerAddress ? Object.fromEntries(selectedChains.map((c) => [c, ownerAddress])) : null,
+    };
+    save.disabled = true;
+    try {
+      const updated = await api.updateAgent(agent.id, token, body);
+      notify('Saved.');
+      hooks.onUpdated(updated);
+    } catch (e) {
+      error.show(e);
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return form;
+}
+
+/** Reissue with a wallet signature: usable without a token (the lost-token case). */
+export function walletReissue(agent: AgentDetail | { id: string; chains: string[] }, onReissued: (token: string) => void): HTMLElement {
+  const error = errorLine();
+  const chain = h(
+    'select',
+    {},
+    agent.chains.map((c) => h('option', { value: c }, c)),
+  );
+  const button = h('button', { type: 'button', class: 'secondary' }, 'Sign with browser wallet');
+  const wallet = injectedWallet();
+  button.disabled = !wallet;
+  button.addEventListener('click', async () => {
+    error.clear();
+    button.disabled = true;
+    let signer = '';
+    try {
+      const challenge = await api.challenge(agent.id);
+      const { address, signature } = await signWithWallet(challenge.message);
+      signer = address;
+      const result = await api.reissue(agent.id, {
+        type: 'wallet_signature',
+        chain: chain.value,
+        message: challenge.message,
+        signature,
+        public_key: '',
+      });
+      onReissued(result.access_token);
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'invalid_proof' && signer) {
+        error.show(
+          new Error(
+            `${signer} is neither this agent's wallet nor its owner address on ${chain.value}, or the challenge expired (${e.code}).`,
+          ),
+        );
+      } else error.show(e);
+    } finally {
+      button.disabled = !wallet;
+    }
+  });
+  return h(
+    'div',
+    { class: 'wallet-reissue' },
+    h(
+      'p',
+      { class: 'muted small' },
+      wallet
+        ? 'Your browser wallet signs a one-time challenge (personal_sign). The signing address must be the agent\u2019s wallet or its owner address on the chosen chain.'
+        : 'No browser wallet (window.ethereum) was found. Install one, or import the agent\u2019s exported key into it, to reissue with a signature.',
+    ),
+    h('div', { class: 'inline-form' }, field('Chain of the signing address', chain), button),
+    error.el,
+  );
+}
+
+export function reissueSection(agent: AgentDetail, hooks: SettingsHooks): HTMLElement {
+  const error = errorLine();
+  const button = h('button', { type: 'button', class: 'secondary' }, 'Reissue with the current token');
+  button.addEventListener('click', async () => {
+    error.clear();
+    const token = getToken(agent.id);
+    if (!token) return;
+    button.disabled = true;
+    try {
+      const result = await api.reissue(agent.id, { type: 'current_token', token });
+      hooks.onReissued(result.access_token);
+    } catch (e) {
+      error.show(e);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  const heading = uid('reissue');
+  return h(
+    'section',
+    { class: 'card', 'aria-labelledby': heading },
+    h('h2', { id: heading }, 'Reissue the access token'),
+    h('p', { class: 'muted' }, 'A new token replaces the current one at once: the old one stops working everywhere.'),
+    h('div', { class: 'row' }, button),
+    error.el,
+    h('h3', {}, 'With a wallet signature'),
+    walletReissue(agent, hooks.onReissued),
+  );
+}
+
+export function deleteSection(agent: AgentDetail, token: string, hooks: SettingsHooks): HTMLElement {
+  const error = errorLine();
+  const confirmRow = h('div', { class: 'row', hidden: true });
+  const start = h('button', { type: 'button', class: 'danger' }, 'Delete agent…');
+  const yes = h('button', { type: 'button', class: 'danger' }, `Yes, delete ${agent.name}`);
+  const no = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+  confirmRow.append(yes, no);
+  start.addEventListener('click', () => {
+    confirmRow.hidden = false;
+    start.hidden = true;
+    yes.focus();
+  });
+  no.addEventListener('click', () => {
+    confirmRow.hidden = true;
+    start.hidden = false;
+  });
+  yes.addEventListener('click', async () => {
+    error.clear();
+    yes.disabled = true;
+    try {
+      await api.deleteAgent(agent.id, token);
+      notify(`${agent.name} was deleted.`);
+      hooks.onDeleted();
+    } catch (e) {
+      error.show(e);
+      yes.disabled = false;
+    }
+  });
+  const heading = uid('delete');
+  return h(
+    'section',
+    { class: 'card danger-zone', 'aria-labelledby': heading },
+    h('h2', { id: heading }, 'Delete'),
+    h(
+      'p',
+      { class: 'muted' },
+      'Deleting deactivates the agent: its token, chat and transfers stop working. Nothing is erased, and funds stay at its addresses (export the key through the API first if you need them).',
+    ),
+    h('div', { class: 'row' }, start),
+    confirmRow,
+    error.el,
+  );
+}
+

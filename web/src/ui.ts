@@ -1,0 +1,138 @@
+// Shared pieces: notifications, error text, the one-time token panel, chain and capability pickers.
+import { ApiError, type ChainInfo } from './api';
+import { copyButton, field, h, uid } from './dom';
+import { hasToken, isRemembered, setToken } from './tokens';
+
+export const CAPABILITIES: { name: string; label: string }[] = [
+  { name: 'read', label: 'read: balances, gas, blocks, transactions' },
+  { name: 'compare', label: 'compare: gas and balances across chains' },
+  { name: 'transact', label: 'transact: send native tokens (within the cap)' },
+  { name: 'analytics', label: 'analytics: spending and history' },
+];
+
+export function errorText(e: unknown): string {
+  if (e instanceof ApiError) {
+    const retry = e.retryAfter ? ` Try again in ${e.retryAfter} s.` : '';
+    return `${e.message} (${e.code})${retry}`;
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
+let toastRegion: HTMLElement | null = null;
+
+export function setToastRegion(el: HTMLElement): void {
+  toastRegion = el;
+}
+
+export function notify(message: string, kind: 'info' | 'error' = 'info'): void {
+  if (!toastRegion) return;
+  const toast = h(
+    'div',
+    { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' },
+    h('span', {}, message),
+    h('button', { type: 'button', class: 'icon', 'aria-label': 'Dismiss', onclick: () => toast.remove() }, '×'),
+  );
+  toastRegion.appendChild(toast);
+  setTimeout(() => toast.remove(), kind === 'error' ? 12000 : 5000);
+}
+
+/** An inline error line inside a form, replaced on each call. */
+export function errorLine(): { el: HTMLElement; show(e: unknown): void; clear(): void } {
+  const el = h('p', { class: 'form-error', role: 'alert', hidden: true });
+  return {
+    el,
+    show(e) {
+      el.textContent = errorText(e);
+      el.hidden = false;
+    },
+    clear() {
+      el.textContent = '';
+      el.hidden = true;
+    },
+  };
+}
+
+export function chainPicker(
+  chains: ChainInfo[],
+  selected: string[],
+  legend: string,
+): { el: HTMLElement; value(): string[] } {
+  const boxes: HTMLInputElement[] = [];
+  const known = new Set(chains.map((c) => c.name));
+  const all = [...chains];
+  for (const name of selected) {
+    if (!known.has(name)) all.push({ name, chain_id: 0, native_symbol: '', decimals: 18, explorer_url: null, configured: false });
+  }
+  const el = h(
+    'fieldset',
+    { class: 'checks' },
+    h('legend', {}, legend),
+    all.map((chain) => {
+      const id = uid('chain');
+      const box = h('input', { type: 'checkbox', id, value: chain.name, checked: selected.includes(chain.name) });
+      boxes.push(box);
+      return h(
+        'label',
+        { for: id, class: 'check' },
+        box,
+        h('span', {}, chain.name),
+        chain.chain_id ? h('small', {}, ` ${chain.chain_id}${chain.configured ? '' : ' · no RPC configured'}`) : null,
+      );
+    }),
+  );
+  // Keep the order the user ticked them in? The registry order is clear enough and stable.
+  return { el, value: () => boxes.filter((b) => b.checked).map((b) => b.value) };
+}
+
+export function capabilityPicker(selected: string[]): { el: HTMLElement; value(): string[] } {
+  const boxes: HTMLInputElement[] = [];
+  const el = h(
+    'fieldset',
+    { class: 'checks' },
+    h('legend', {}, 'Capabilities'),
+    CAPABILITIES.map((cap) => {
+      const id = uid('cap');
+      const box = h('input', { type: 'checkbox', id, value: cap.name, checked: selected.includes(cap.name) });
+      boxes.push(box);
+      return h('label', { for: id, class: 'check' }, box, h('span', {}, cap.label));
+    }),
+  );
+  return { el, value: () => boxes.filter((b) => b.checked).map((b) => b.value) };
+}
+
+/**
+ * The one-time token panel: the token, a copy button and a clear warning. The token is kept for this tab at once;
+ * "remember" stores it in localStorage too.
+ */
+export function tokenReveal(agentId: string, token: string, title: string, onDone: () => void): HTMLElement {
+  // A new agent's token is remembered by default; a reissued one keeps the choice made for the old one.
+  const remember = hasToken(agentId) ? isRemembered(agentId) : true;
+  setToken(agentId, token, remember);
+  const input = h('input', { type: 'text', readonly: true, value: token, class: 'mono token', spellcheck: 'false' });
+  input.addEventListener('focus', () => input.select());
+  const rememberBox = h('input', { type: 'checkbox', id: uid('remember'), checked: remember });
+  rememberBox.addEventListener('change', () => setToken(agentId, token, rememberBox.checked));
+  const headingId = uid('token-heading');
+  return h(
+    'section',
+    { class: 'card token-reveal', 'aria-labelledby': headingId, 'data-testid': 'token-reveal' },
+    h('h2', { id: headingId }, title),
+    h(
+      'p',
+      { class: 'warning', role: 'alert' },
+      h('strong', {}, 'This access token is shown only once. '),
+      'Copy it now and keep it somewhere safe, such as a password manager. The service stores only a hash of it and ',
+      'cannot show it again. Anyone who has it can use this agent and spend from its wallets up to the spending cap. ',
+      'If it is lost, reissue a new one with a wallet signature.',
+    ),
+    field('Access token', input),
+    h('div', { class: 'row' }, copyButton(token, 'Copy access token')),
+    h(
+      'label',
+      { class: 'check', for: rememberBox.id },
+      rememberBox,
+      h('span', {}, 'Remember this token in this browser (local storage). Untick on a shared computer.'),
+    ),
+    h('div', { class: 'row' }, h('button', { type: 'button', onclick: onDone }, 'I have saved the token')),
+  );
+}

@@ -1,0 +1,156 @@
+// The wallet tab: addresses with copy buttons, EIP-681 QR codes, balances per chain (with per-chain errors).
+import { api, type AgentDetail, type BalanceEntry, type ChainInfo, type Deposit } from './api';
+import { clear, copyButton, field, h, uid } from './dom';
+import { qrSvg } from './qr';
+import { errorLine, errorText } from './ui';
+
+export interface WalletPanel {
+  el: HTMLElement;
+  load(): void;
+  refreshBalances(): Promise<void>;
+}
+
+export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo[]): WalletPanel {
+  const byName = new Map(chains.map((c) => [c.name, c]));
+  const balanceEls = new Map<string, HTMLElement>();
+  const qrEls = new Map<string, HTMLElement>();
+  const cards = agent.chains.map((chain) => {
+    const info = byName.get(chain);
+    const address = agent.wallet_addresses[chain] ?? '';
+    const balance = h('p', { class: 'balance', 'data-testid': `balance-${chain}`, 'aria-live': 'polite' }, '…');
+    balanceEls.set(chain, balance);
+    const qr = h('div', { class: 'qr-box', 'data-testid': `qr-${chain}` }, h('p', { class: 'muted' }, 'Loading QR code…'));
+    qrEls.set(chain, qr);
+    const cap = agent.spending_cap;
+    const spent = agent.spent?.[chain];
+    return h(
+      'article',
+      { class: 'card wallet', 'data-testid': `wallet-${chain}`, 'aria-label': `Wallet on ${chain}` },
+      h(
+        'div',
+        { class: 'wallet-main' },
+        h('h3', {}, chain, info ? h('small', { class: 'muted' }, ` · chain id ${info.chain_id}`) : null),
+        h(
+          'div',
+          { class: 'address-row' },
+          h('code', { class: 'mono address', 'data-testid': `address-${chain}` }, address),
+          copyButton(address, `Copy ${chain} address`),
+        ),
+        h('div', { class: 'stat' }, h('span', { class: 'muted' }, 'Balance'), balance),
+        h(
+          'p',
+          { class: 'muted small' },
+          `Spent ${spent ?? '0'} of the cap ${cap} ${info?.native_symbol ?? ''}`.trim(),
+          info && !info.configured ? ' · no RPC URL is configured for this chain' : '',
+        ),
+      ),
+      qr,
+    );
+  });
+
+  const amount = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'e.g. 0.05', autocomplete: 'off' });
+  const fundError = errorLine();
+  const instructions = h('p', { class: 'muted small' });
+  const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh balances');
+  const heading = uid('wallets');
+
+  async function refreshBalances(): Promise<void> {
+    refreshButton.disabled = true;
+    try {
+      const result = await api.balances(agent.id, token);
+      for (const chain of agent.chains) showBalance(chain, result.balances[chain]);
+    } catch (e) {
+      for (const el of balanceEls.values()) {
+        el.textContent = `Unavailable: ${errorText(e)}`;
+        el.classList.add('error');
+      }
+    } finally {
+      refreshButton.disabled = false;
+    }
+  }
+
+  function showBalance(chain: string, entry: BalanceEntry | undefined): void {
+    const el = balanceEls.get(chain);
+    if (!el) return;
+    el.classList.remove('error');
+    if (!entry) {
+      el.textContent = 'No answer for this chain';
+      el.classList.add('error');
+    } else if (entry.error) {
+      el.textContent = `Unavailable: ${entry.error.message} (${entry.error.code})`;
+      el.classList.add('error');
+    } else {
+      el.textContent = `${entry.formatted} ${entry.symbol}`;
+      el.title = `${entry.wei} wei`;
+    }
+  }
+
+  async function loadQr(): Promise<void> {
+    fundError.clear();
+    const value = amount.value.trim();
+    try {
+      const funding = await api.fund(agent.id, token, value ? { amount: value } : {});
+      instructions.textContent = funding.instructions;
+      for (const deposit of funding.deposits) showDeposit(deposit);
+    } catch (e) {
+      fundError.show(e);
+    }
+  }
+
+  function showDeposit(deposit: Deposit): void {
+    const box = qrEls.get(deposit.chain);
+    if (!box) return;
+    clear(box);
+    box.append(
+      qrSvg(deposit.payment_uri, `QR code for ${deposit.payment_uri}`),
+      h(
+        'div',
+        { class: 'uri-row' },
+        h('code', { class: 'mono small uri', 'data-testid': `payment-uri-${deposit.chain}` }, deposit.payment_uri),
+        copyButton(deposit.payment_uri, `Copy ${deposit.chain} payment link`),
+      ),
+      deposit.explorer_url
+        ? h('a', { href: deposit.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'small' }, 'View on explorer')
+        : '',
+    );
+  }
+
+  const form = h(
+    'form',
+    { class: 'inline-form' },
+    field('Amount to request in the QR codes (optional, native units)', amount),
+    h('button', { type: 'submit', class: 'secondary' }, 'Update QR codes'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void loadQr();
+  });
+  refreshButton.addEventListener('click', () => void refreshBalances());
+
+  const el = h(
+    'section',
+    { 'aria-labelledby': heading },
+    h('div', { class: 'section-head' }, h('h2', { id: heading }, 'Wallets'), refreshButton),
+    h(
+      'p',
+      { class: 'muted' },
+      'Fund the agent by sending native tokens to its address. The QR codes are EIP-681 payment links for wallet apps.',
+    ),
+    cards,
+    form,
+    fundError.el,
+    instructions,
+  );
+
+  let loaded = false;
+  return {
+    el,
+    load() {
+      if (loaded) return;
+      loaded = true;
+      void refreshBalances();
+      void loadQr();
+    },
+    refreshBalances,
+  };
+}

@@ -1,0 +1,148 @@
+// Starts what the browser tests need: anvil (chain id 8453, as "base"), the real agentd binary, and headless
+// Chromium from Debian (never a downloaded browser).
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const repoRoot = resolve(here, '..', '..');
+const targetDir = process.env.CARGO_TARGET_DIR || join(homedir(), '.cache', 'agentd-target');
+export const agentdBin = process.env.AGENTD_BIN || join(targetDir, 'debug', 'agentd');
+export const anvilBin = process.env.ANVIL_BIN || join(repoRoot, 'test-tools', 'node_modules', '.bin', 'anvil');
+export const chromiumBin = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
+export const artifactsDir = process.env.BROWSER_ARTIFACTS || join(targetDir, 'browser-artifacts');
+
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--no-first-run',
+  '--disable-sync',
+];
+
+/** Spawns a process and resolves with the first match of `pattern` in its output (stdout or stderr). */
+function startAndWait(cmd, args, options, pattern, what, timeoutMs = 30000) {
+  const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${what} did not start within ${timeoutMs} ms. Output:\n${output}`));
+    }, timeoutMs);
+    const onData = (chunk) => {
+      output += chunk.toString();
+      // Strip ANSI colours before matching.
+      const match = pattern.exec(output.replace(/\x1b\[[0-9;]*m/g, ''));
+      if (match) {
+        clearTimeout(timer);
+        resolvePromise({ child, match, output: () => output });
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited early (code ${code}). Output:\n${output}`));
+    });
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  }).then((started) => {
+    // Keep draining output so a full pipe never blocks the child; keep a bounded tail for failure reports.
+    child.removeAllListeners('exit');
+    child.stdout.on('data', (c) => (output = (output + c.toString()).slice(-20000)));
+    child.stderr.on('data', (c) => (output = (output + c.toString()).slice(-20000)));
+    return started;
+  });
+}
+
+export async function startStack() {
+  for (const [path, hint] of [
+    [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],
+    [anvilBin, 'install it: npm ci --prefix test-tools'],
+    [chromiumBin, 'install it: web/tests/setup.sh'],
+  ]) {
+    if (!existsSync(path)) throw new Error(`missing ${path}: ${hint}`);
+  }
+  mkdirSync(artifactsDir, { recursive: true });
+  const dir = mkdtempSync(join(tmpdir(), 'agentd-browser-'));
+  const stopped = [];
+
+  const anvil = await startAndWait(
+    anvilBin,
+    ['--host', '127.0.0.1', '--port', '0', '--chain-id', '8453'],
+    {},
+    /Listening on ([\d.]+:\d+)/,
+    'anvil',
+  );
+  stopped.push(anvil.child);
+  const rpcUrl = `http://${anvil.match[1]}`;
+
+  const agentd = await startAndWait(
+    agentdBin,
+    ['serve'],
+    {
+      cwd: dir,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        DATABASE_URL: `sqlite://${join(dir, 'a.db')}`,
+        BIND_ADDR: '127.0.0.1:0',
+        RPC_URL_BASE: rpcUrl,
+        WATCHER_INTERVAL_MS: '100',
+        ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+        RUST_LOG: 'info',
+        NO_COLOR: '1',
+      },
+    },
+    /listening on ([\d.]+:\d+)/,
+    'agentd',
+  );
+  stopped.push(agentd.child);
+  const baseUrl = `http://${agentd.match[1]}`;
+
+  const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
+
+  return {
+    rpcUrl,
+    baseUrl,
+    browser,
+    agentdOutput: agentd.output,
+    async rpc(method, params) {
+      const response = await fetch(rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      });
+      const body = await response.json();
+      if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+      return body.result;
+    },
+    async stop() {
+      await browser.close().catch(() => {});
+      for (const child of stopped.reverse()) {
+        if (child.exitCode === null) {
+          child.kill('SIGTERM');
+          await new Promise((r) => {
+            const t = setTimeout(() => {
+              child.kill('SIGKILL');
+              r();
+            }, 10000);
+            child.once('exit', () => {
+              clearTimeout(t);
+              r();
+            });
+          });
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the console's browser tests in headless Chromium against the real agentd debug binary and anvil.
+# Needs: the binary (the caller builds it: cargo build), anvil (npm ci --prefix test-tools), /usr/bin/chromium
+# (web/tests/setup.sh). Screenshots go to $CARGO_TARGET_DIR/browser-artifacts/ (BROWSER_ARTIFACTS overrides).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
+AGENTD_BIN="${AGENTD_BIN:-$CARGO_TARGET_DIR/debug/agentd}"
+export AGENTD_BIN
+
+if [ ! -x "$AGENTD_BIN" ]; then
+  echo "error: the agentd binary is missing at $AGENTD_BIN: build it first (cargo build), or set AGENTD_BIN" >&2
+  exit 1
+fi
+if [ ! -x ../test-tools/node_modules/.bin/anvil ]; then
+  echo "error: anvil is missing: npm ci --prefix test-tools" >&2
+  exit 1
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  echo "error: /usr/bin/chromium is missing: run web/tests/setup.sh" >&2
+  exit 1
+fi
+if [ ! -d node_modules/playwright-core ]; then
+  npm ci --no-audit --no-fund
+fi
+echo "==> browser tests (screenshots in ${BROWSER_ARTIFACTS:-$CARGO_TARGET_DIR/browser-artifacts})"
+exec node --test --test-concurrency=1 tests/console.test.mjs
