@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the latency histogram buckets.
@@ -63,33 +63,82 @@ impl Metrics {
     /// Renders everything; `extra` carries the gauges read from other parts at scrape time.
     pub fn render(&self, extra: &ScrapeExtras) -> String {
         let mut out = String::new();
-        header(&mut out, "agentd_http_requests_total", "counter", "HTTP requests by route, method and status.");
+        header(
+            &mut out,
+            "agentd_http_requests_total",
+            "counter",
+            "HTTP requests by route, method and status.",
+        );
         for ((method, route, status), n) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "agentd_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}", esc(route));
+            let _ = writeln!(
+                out,
+                "agentd_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                esc(route)
+            );
         }
-        header(&mut out, "agentd_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+        header(
+            &mut out,
+            "agentd_http_request_duration_seconds",
+            "histogram",
+            "HTTP request latency by route.",
+        );
         for (route, h) in self.latency.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let route = esc(route);
             for (bound, n) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(out, "agentd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "agentd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {n}"
+                );
             }
-            let _ = writeln!(out, "agentd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "agentd_http_request_duration_seconds_sum{{route=\"{route}\"}} {}", h.sum);
-            let _ = writeln!(out, "agentd_http_request_duration_seconds_count{{route=\"{route}\"}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "agentd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "agentd_http_request_duration_seconds_sum{{route=\"{route}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "agentd_http_request_duration_seconds_count{{route=\"{route}\"}} {}",
+                h.count
+            );
         }
         header(&mut out, "agentd_chat_turns_total", "counter", "Chat turns by outcome.");
         for (outcome, n) in self.turns.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let _ = writeln!(out, "agentd_chat_turns_total{{outcome=\"{outcome}\"}} {n}");
         }
-        header(&mut out, "agentd_tool_calls_total", "counter", "Tool calls by tool and outcome (ok or an error code).");
+        header(
+            &mut out,
+            "agentd_tool_calls_total",
+            "counter",
+            "Tool calls by tool and outcome (ok or an error code).",
+        );
         for ((tool, outcome), n) in self.tool_calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "agentd_tool_calls_total{{tool=\"{}\",outcome=\"{}\"}} {n}", esc(tool), esc(outcome));
+            let _ = writeln!(
+                out,
+                "agentd_tool_calls_total{{tool=\"{}\",outcome=\"{}\"}} {n}",
+                esc(tool),
+                esc(outcome)
+            );
         }
-        header(&mut out, "agentd_rpc_calls_total", "counter", "JSON-RPC attempts towards chain nodes by chain.");
+        header(
+            &mut out,
+            "agentd_rpc_calls_total",
+            "counter",
+            "JSON-RPC attempts towards chain nodes by chain.",
+        );
         for (chain, calls, _) in &extra.rpc {
             let _ = writeln!(out, "agentd_rpc_calls_total{{chain=\"{chain}\"}} {calls}");
         }
-        header(&mut out, "agentd_rpc_errors_total", "counter", "Failed JSON-RPC attempts by chain.");
+        header(
+            &mut out,
+            "agentd_rpc_errors_total",
+            "counter",
+            "Failed JSON-RPC attempts by chain.",
+        );
         for (chain, _, errors) in &extra.rpc {
             let _ = writeln!(out, "agentd_rpc_errors_total{{chain=\"{chain}\"}} {errors}");
         }
@@ -97,9 +146,22 @@ impl Metrics {
         for (status, n) in &extra.transactions {
             let _ = writeln!(out, "agentd_transactions{{status=\"{status}\"}} {n}");
         }
-        header(&mut out, "agentd_sse_subscribers", "gauge", "Open server-sent event streams by kind.");
-        let _ = writeln!(out, "agentd_sse_subscribers{{stream=\"chat\"}} {}", self.chat_streams.load(Ordering::Relaxed));
-        let _ = writeln!(out, "agentd_sse_subscribers{{stream=\"confirmations\"}} {}", extra.confirmation_subscribers);
+        header(
+            &mut out,
+            "agentd_sse_subscribers",
+            "gauge",
+            "Open server-sent event streams by kind.",
+        );
+        let _ = writeln!(
+            out,
+            "agentd_sse_subscribers{{stream=\"chat\"}} {}",
+            self.chat_streams.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "agentd_sse_subscribers{{stream=\"confirmations\"}} {}",
+            extra.confirmation_subscribers
+        );
         out
     }
 }

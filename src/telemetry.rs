@@ -5,6 +5,16 @@ use tracing_subscriber::EnvFilter;
 /// Installs the global subscriber (`RUST_LOG` filters; default `info`). Logs go to stdout.
 pub fn init(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    // alloy's HTTP transport logs its URL at debug level, and RPC URLs may carry provider API keys: whatever
+    // RUST_LOG asks for, those targets stay at info.
+    let filter = [
+        "alloy_transport_http=info",
+        "alloy_rpc_client=info",
+        "reqwest=info",
+        "hyper_util=info",
+    ]
+    .iter()
+    .fold(filter, |f, d| f.add_directive(d.parse().expect("static directive")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(true)

@@ -208,7 +208,9 @@ async fn converse(
                 })
                 .await;
             let (result, duration_ms) = toolbox.execute(&call.name, &call.arguments).await;
-            state.metrics.record_tool_call(&call.name, result.as_ref().map_or_else(|e| e.code, |_| "ok"));
+            state
+                .metrics
+                .record_tool_call(&call.name, result.as_ref().map_or_else(|e| e.code, |_| "ok"));
             let (result, error) = match result {
                 Ok(value) => (value, None),
                 Err(e) => (Value::Null, Some(e.to_json())),

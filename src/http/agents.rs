@@ -3,15 +3,15 @@
 use std::collections::BTreeMap;
 
 use alloy::primitives::U256;
+use axum::Json;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::Json;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use serde::{Deserialize, Deserializer};
-use serde_json::{Value, json};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 

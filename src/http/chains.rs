@@ -1,7 +1,7 @@
 //! The chain registry endpoint and the health check.
 
-use axum::extract::State;
 use axum::Json;
+use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -13,7 +13,9 @@ use crate::chain::registry::CHAINS;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_chains)).routes(routes!(health))
+    OpenApiRouter::new()
+        .routes(routes!(list_chains))
+        .routes(routes!(health))
 }
 
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<schemas::ChainEntry>)))]

@@ -1,9 +1,9 @@
 //! Conversations: list per agent, messages (newest 500, oldest first), delete.
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::Json;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

@@ -18,11 +18,17 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Records method, matched route template (never the concrete path: ids stay out of labels), status and latency.
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
     let method = request.method().to_string();
     let started = Instant::now();
     let response = next.run(request).await;
-    state.metrics.record_request(&method, &route, response.status().as_u16(), started.elapsed());
+    state
+        .metrics
+        .record_request(&method, &route, response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -30,9 +36,17 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
     responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format")))]
 async fn scrape(State(state): State<AppState>) -> Response {
     let extras = ScrapeExtras {
-        rpc: state.chains.iter().map(|c| (c.name(), c.rpc_counts().0, c.rpc_counts().1)).collect(),
+        rpc: state
+            .chains
+            .iter()
+            .map(|c| (c.name(), c.rpc_counts().0, c.rpc_counts().1))
+            .collect(),
         transactions: state.store.count_transactions_by_status().await.unwrap_or_default(),
         confirmation_subscribers: state.events.subscribers(),
     };
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&extras)).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.metrics.render(&extras),
+    )
+        .into_response()
 }

@@ -67,7 +67,12 @@ impl Modify for SecuritySchemes {
         );
         components.add_security_scheme(
             "admin_token",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("ADMIN_TOKEN, when the server sets one")).build()),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("ADMIN_TOKEN, when the server sets one"))
+                    .build(),
+            ),
         );
     }
 }

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 
 use alloy::primitives::{Address, Signature};
-use axum::extract::{ConnectInfo, Path, State};
 use axum::Json;
+use axum::extract::{ConnectInfo, Path, State};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -26,7 +26,9 @@ use crate::state::AppState;
 use crate::store::{AuditEvent, Challenge, ReissueProof};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(issue_challenge)).routes(routes!(reissue_token))
+    OpenApiRouter::new()
+        .routes(routes!(issue_challenge))
+        .routes(routes!(reissue_token))
 }
 
 /// Applies both limits of one endpoint, then loads the active agent (404, 410).

@@ -1,7 +1,7 @@
 //! The agent's transfers: `GET /api/agents/{id}/transactions`.
 
-use axum::extract::State;
 use axum::Json;
+use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -1,9 +1,9 @@
 //! The agent's wallets: balances on every chain (concurrently, per-chain errors) and funding instructions.
 
 use alloy::primitives::U256;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::Json;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -22,7 +22,9 @@ use crate::domain::amount::parse_units;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_balances)).routes(routes!(fund_agent))
+    OpenApiRouter::new()
+        .routes(routes!(get_balances))
+        .routes(routes!(fund_agent))
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),

@@ -138,7 +138,10 @@ impl Dispatcher {
         let method = message.get("method").and_then(Value::as_str);
         if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") || !id_ok {
             let id = if id_ok { id.unwrap_or(Value::Null) } else { Value::Null };
-            let error = RpcError::new(INVALID_REQUEST, "Invalid Request: expected JSON-RPC 2.0 with a string or number id");
+            let error = RpcError::new(
+                INVALID_REQUEST,
+                "Invalid Request: expected JSON-RPC 2.0 with a string or number id",
+            );
             return Some(response(id, Err(error)));
         }
         let Some(method) = method else {
@@ -187,7 +190,10 @@ impl Dispatcher {
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("protocolVersion (a string) is required"))?;
         let agent = self.session.agent(&self.state).await?;
-        let client = params.get("clientInfo").and_then(|c| c.get("name")).and_then(Value::as_str);
+        let client = params
+            .get("clientInfo")
+            .and_then(|c| c.get("name"))
+            .and_then(Value::as_str);
         tracing::info!(agent_id = %agent.id, client, requested, "MCP session initialized");
         Ok(json!({
             "protocolVersion": negotiate_version(requested),
@@ -341,7 +347,9 @@ fn annotations(capability: Capability, title: &str) -> Value {
             "openWorldHint": true,
         }),
         Capability::Analytics => json!({ "title": title, "readOnlyHint": true, "openWorldHint": false }),
-        Capability::Read | Capability::Compare => json!({ "title": title, "readOnlyHint": true, "openWorldHint": true }),
+        Capability::Read | Capability::Compare => {
+            json!({ "title": title, "readOnlyHint": true, "openWorldHint": true })
+        }
     }
 }
 
@@ -405,7 +413,10 @@ mod tests {
     #[test]
     fn rpc_errors_have_the_json_rpc_shape() {
         let r = response(json!(7), Err(RpcError::new(METHOD_NOT_FOUND, "Method not found: x")));
-        assert_eq!(r, json!({ "jsonrpc": "2.0", "id": 7, "error": { "code": -32601, "message": "Method not found: x" } }));
+        assert_eq!(
+            r,
+            json!({ "jsonrpc": "2.0", "id": 7, "error": { "code": -32601, "message": "Method not found: x" } })
+        );
         let r = response(json!("a"), Ok(json!({})));
         assert_eq!(r, json!({ "jsonrpc": "2.0", "id": "a", "result": {} }));
     }

@@ -1,5 +1,6 @@
 //! Persistence behind one `Store` trait, with SQLite and PostgreSQL implementations chosen by URL scheme.
 
+mod locks;
 mod postgres;
 mod rows;
 mod sql;

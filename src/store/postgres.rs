@@ -5,12 +5,14 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 
+use super::locks::LocalLocks;
 use super::sql::impl_store;
 
 /// PostgreSQL-backed store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    locks: LocalLocks,
 }
 
 impl PgStore {
@@ -20,7 +22,10 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            locks: LocalLocks::default(),
+        })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
@@ -33,23 +38,38 @@ impl PgStore {
     }
 
     async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
+        // First the instance's own lock, so that waiting tasks do not each hold a pooled connection.
+        let local = self.locks.lock(name).await;
         let mut conn = self.pool.acquire().await?;
         let key = lock_key(name);
         sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(key)
             .execute(&mut *conn)
             .await?;
-        Ok(Box::new(AdvisoryLock { conn: Some(conn), key }))
+        Ok(Box::new(AdvisoryLock {
+            conn: Some(conn),
+            key,
+            _local: local,
+        }))
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
+        let Some(local) = self.locks.try_lock(name) else {
+            return Ok(None);
+        };
         let mut conn = self.pool.acquire().await?;
         let key = lock_key(name);
         let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)")
             .bind(key)
             .fetch_one(&mut *conn)
             .await?;
-        Ok(locked.then(|| Box::new(AdvisoryLock { conn: Some(conn), key }) as Box<dyn super::SendGuard>))
+        Ok(locked.then(|| {
+            Box::new(AdvisoryLock {
+                conn: Some(conn),
+                key,
+                _local: local,
+            }) as Box<dyn super::SendGuard>
+        }))
     }
 
     /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
@@ -90,6 +110,7 @@ fn lock_key(name: &str) -> i64 {
 struct AdvisoryLock {
     conn: Option<sqlx::pool::PoolConnection<Postgres>>,
     key: i64,
+    _local: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl super::SendGuard for AdvisoryLock {}

@@ -1,14 +1,13 @@
 //! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use super::locks::LocalLocks;
 use super::sql::impl_store;
 
 /// SQLite-backed store.
@@ -16,10 +15,8 @@ use super::sql::impl_store;
 pub struct SqliteStore {
     pool: SqlitePool,
     /// In-process locks by name: one SQLite file is served by one instance.
-    locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    locks: LocalLocks,
 }
-
-impl super::SendGuard for tokio::sync::OwnedMutexGuard<()> {}
 
 impl SqliteStore {
     /// Opens (creating the file and its directory if needed) and migrates the database.
@@ -40,7 +37,7 @@ impl SqliteStore {
             .await?;
         Ok(SqliteStore {
             pool,
-            locks: Arc::default(),
+            locks: LocalLocks::default(),
         })
     }
 
@@ -51,20 +48,14 @@ impl SqliteStore {
 
     /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
     /// sequences (caps, nonces, single-use challenges) cannot interleave.
-    fn named_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        locks.entry(name.to_string()).or_default().clone()
-    }
-
     async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
-        Ok(Box::new(self.named_lock(name).lock_owned().await))
+        Ok(Box::new(self.locks.lock(name).await))
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
         Ok(self
-            .named_lock(name)
-            .try_lock_owned()
-            .ok()
+            .locks
+            .try_lock(name)
             .map(|g| Box::new(g) as Box<dyn super::SendGuard>))
     }
 
