@@ -18,10 +18,7 @@ const SECTIONS: [&str; 4] = ["http", "turn", "sends", "stream"];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything starting with `-` is a harness flag, not a section.
-    let mut selected: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let mut selected: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     if let Some(unknown) = selected.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
         eprintln!("unknown section `{unknown}`; sections: {}", SECTIONS.join(", "));
         std::process::exit(2);

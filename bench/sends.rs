@@ -50,7 +50,9 @@ pub async fn run() {
     let app = LocalApp::start(&[("RPC_URL_BASE", anvil.url())]).await;
     let created = app.create_agent(transacting_agent("bench sender")).await;
     let from = created.address("base");
-    anvil.set_balance(from, U256::from(1_000u128) * U256::from(10u128.pow(18))).await;
+    anvil
+        .set_balance(from, U256::from(1_000u128) * U256::from(10u128.pow(18)))
+        .await;
     let agent = app.agent(&created).await;
     let chain = registry::find("base").expect("base is in the registry");
     let to: Address = RECIPIENT.parse().expect("recipient address");
@@ -168,8 +170,7 @@ async fn raw_intake(anvil: &Anvil, to: Address) -> Run {
         run.latencies.push(sent.elapsed());
         if answer.as_ref().is_none_or(|a| a.get("result").is_none()) {
             run.errors += 1;
-            run.first_error
-                .get_or_insert_with(|| format!("{answer:?}"));
+            run.first_error.get_or_insert_with(|| format!("{answer:?}"));
         }
     }
     run.elapsed = started.elapsed();

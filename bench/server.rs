@@ -79,11 +79,7 @@ impl ServerProcess {
                 panic!("agentd did not report `listening on` within {START_TIMEOUT:?}; output:\n{logs}");
             }
         };
-        ServerProcess {
-            child,
-            addr,
-            _dir: dir,
-        }
+        ServerProcess { child, addr, _dir: dir }
     }
 
     /// Resident memory of the server process (`VmRSS` in /proc/<pid>/status), in KB.

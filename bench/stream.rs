@@ -37,7 +37,9 @@ pub async fn run() {
     let base = format!("http://{}", server.addr);
     let client = common::client(4);
     let agent = common::create_agent(&client, &base, transacting_agent("bench streamer")).await;
-    anvil.set_balance(agent.address("base"), U256::from(10u128.pow(19))).await;
+    anvil
+        .set_balance(agent.address("base"), U256::from(10u128.pow(19)))
+        .await;
     anvil.set_automine(false).await;
     let chat: Value = client
         .post(format!("{base}/api/chat"))
@@ -50,10 +52,7 @@ pub async fn run() {
         .await
         .expect("chat answer");
     let status = &chat["chain_calls"][0]["result"]["status"];
-    assert!(
-        *status == "pending",
-        "the transfer did not go out as pending: {chat}"
-    );
+    assert!(*status == "pending", "the transfer did not go out as pending: {chat}");
     let conversation = chat["conversation_id"].as_str().expect("conversation_id").to_string();
 
     let rss_before = server.vm_rss_kb();
@@ -133,7 +132,10 @@ pub async fn run() {
     table(
         &["tx_confirmation delivery", "ms"],
         &[
-            vec!["anvil_mine call returned".into(), f(mine_returned.as_secs_f64() * 1e3, 1)],
+            vec![
+                "anvil_mine call returned".into(),
+                f(mine_returned.as_secs_f64() * 1e3, 1),
+            ],
             vec!["first subscriber (from mine)".into(), f(s.min(), 1)],
             vec!["p50 subscriber".into(), f(s.pct(50.0), 1)],
             vec!["p99 subscriber".into(), f(s.pct(99.0), 1)],
@@ -196,7 +198,10 @@ impl Reader {
         loop {
             if self.seen.len() >= 12 && !self.seen.starts_with(b"HTTP/1.1 200") {
                 let end = self.seen.len().min(200);
-                return Err(format!("unexpected response: {}", String::from_utf8_lossy(&self.seen[..end])));
+                return Err(format!(
+                    "unexpected response: {}",
+                    String::from_utf8_lossy(&self.seen[..end])
+                ));
             }
             if self.seen.windows(marker.len()).any(|w| w == marker) {
                 // Keep the status line for the first check; forget the rest.
@@ -205,10 +210,7 @@ impl Reader {
             }
             let n = stream.read(&mut buf).await.map_err(|e| format!("read: {e}"))?;
             if n == 0 {
-                return Err(format!(
-                    "closed before {}",
-                    String::from_utf8_lossy(marker)
-                ));
+                return Err(format!("closed before {}", String::from_utf8_lossy(marker)));
             }
             if self.seen.len() > 8192 {
                 self.seen.drain(16..self.seen.len() - 64);

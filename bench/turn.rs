@@ -10,7 +10,7 @@ use agentd::state::AppState;
 use alloy::primitives::U256;
 use tokio::sync::mpsc;
 
-use crate::common::{LocalApp, start_anvil, Samples, f, table, transacting_agent, verdict};
+use crate::common::{LocalApp, Samples, f, start_anvil, table, transacting_agent, verdict};
 
 const N: usize = 500;
 const WARM_UP: usize = 25;
@@ -80,9 +80,8 @@ async fn measure_turns(state: &AppState, agent: &Agent, message: &str, tool_call
             continue;
         }
         times.push(elapsed);
-        let ok = result.is_some_and(|r| {
-            r.chain_calls.len() == tool_calls && r.chain_calls.iter().all(|c| c.error.is_none())
-        });
+        let ok = result
+            .is_some_and(|r| r.chain_calls.len() == tool_calls && r.chain_calls.iter().all(|c| c.error.is_none()));
         errors += usize::from(!ok);
     }
     (Samples::from_durations(&times), errors)

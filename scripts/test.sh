@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL.
-# Installs what the tests need first (the anvil EVM node from npm; starts the local PostgreSQL if it is down).
+# Installs what the tests need first (the anvil EVM node and the MCP client from npm, Debian's chromium for the
+# browser tests; starts the local PostgreSQL if it is down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-if [ ! -x test-tools/node_modules/.bin/anvil ]; then
-  echo "==> installing anvil (npm ci in test-tools)"
+if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules/@modelcontextprotocol/sdk/package.json ]; then
+  echo "==> installing the test tools: anvil, the MCP client SDK (npm ci in test-tools)"
   npm ci --prefix test-tools --no-audit --no-fund
 fi
 
@@ -28,3 +29,8 @@ else
   echo "PostgreSQL is not reachable at 127.0.0.1:5432; the PostgreSQL run cannot be done" >&2
   exit 1
 fi
+
+echo "==> browser tests of the web console (headless Chromium)"
+./web/tests/setup.sh
+cargo build
+./web/tests/run.sh

@@ -60,7 +60,12 @@ pub(crate) async fn chat_in(app: &TestApp, agent: &CreatedAgent, message: &str, 
         json!({"agent_id": agent.id, "message": message, "conversation_id": conversation}),
     )
     .await;
-    assert_eq!(response.status, StatusCode::OK, "chat {message:?} failed: {}", response.text);
+    assert_eq!(
+        response.status,
+        StatusCode::OK,
+        "chat {message:?} failed: {}",
+        response.text
+    );
     assert_turn_shape(&response.body);
     response.body
 }
@@ -74,7 +79,9 @@ pub(crate) async fn chat(app: &TestApp, agent: &CreatedAgent, message: &str) -> 
 pub(crate) fn assert_turn_shape(turn: &Value) {
     assert!(turn["response"].is_string(), "response is a string: {turn}");
     for key in ["conversation_id", "message_id"] {
-        let id = turn[key].as_str().unwrap_or_else(|| panic!("{key} is a string: {turn}"));
+        let id = turn[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} is a string: {turn}"));
         uuid::Uuid::parse_str(id).unwrap_or_else(|_| panic!("{key} is a uuid: {turn}"));
     }
     assert!(turn["tokens_used"].is_u64(), "tokens_used is an integer >= 0: {turn}");
@@ -87,7 +94,9 @@ pub(crate) fn assert_turn_shape(turn: &Value) {
 /// `{id, tool, args, result, error?, duration_ms}`.
 #[track_caller]
 pub(crate) fn assert_chain_call_shape(call: &Value) {
-    let object = call.as_object().unwrap_or_else(|| panic!("a chain call is an object: {call}"));
+    let object = call
+        .as_object()
+        .unwrap_or_else(|| panic!("a chain call is an object: {call}"));
     assert!(call["id"].as_str().is_some_and(|s| !s.is_empty()), "id: {call}");
     assert!(call["tool"].as_str().is_some_and(|s| !s.is_empty()), "tool: {call}");
     assert!(call["args"].is_object(), "args is an object: {call}");
@@ -274,7 +283,11 @@ async fn the_cost_of_a_transfer_is_estimated_from_the_node_fees() {
     assert_eq!(result["gas_limit"], 21_000, "{result}");
     let fee = 21_000u128 * (2_000_000_000 + tip);
     assert_eq!(result["fee_wei"], fee.to_string(), "{result}");
-    assert_eq!(result["total_wei"], (10_000_000_000_000_000 + fee).to_string(), "{result}");
+    assert_eq!(
+        result["total_wei"],
+        (10_000_000_000_000_000 + fee).to_string(),
+        "{result}"
+    );
     let fee_text = result["fee"].as_str().unwrap().to_string();
     let total_text = result["total"].as_str().unwrap().to_string();
     assert_contains(&turn["response"], &format!("{fee_text} ETH"));
@@ -289,7 +302,9 @@ async fn spending_is_summarised_against_the_cap() {
     let env = two_chains(&[], &[]).await;
     let agent = env
         .app
-        .create_agent_ok(json!({"name": "Saver", "chains": ["base"], "capabilities": ["analytics"], "spending_cap": 0.25}))
+        .create_agent_ok(
+            json!({"name": "Saver", "chains": ["base"], "capabilities": ["analytics"], "spending_cap": 0.25}),
+        )
         .await;
 
     let turn = chat(&env.app, &agent, "how much have I spent").await;
@@ -418,7 +433,10 @@ async fn anything_else_gets_a_help_text_for_the_agents_capabilities() {
     assert!(text.contains("Reader Bot"), "{text}");
     assert!(text.contains("balance"), "{text}");
     assert!(text.contains("gas"), "{text}");
-    assert!(!text.contains("send"), "a read-only agent does not offer transfers: {text}");
+    assert!(
+        !text.contains("send"),
+        "a read-only agent does not offer transfers: {text}"
+    );
     assert!(!text.contains("compare gas"), "{text}");
 
     let turn = chat(&env.app, &full, "tell me a joke about penguins").await;
@@ -509,7 +527,8 @@ async fn chat_validates_the_message_and_the_connected_wallet() {
         );
     }
     for wallet in ["0x1234", "hello", "0xZZ9Fd6e51aad88F6F4ce6aB8827279cffFb92266"] {
-        let response = send(json!({"agent_id": agent.id, "message": "balances", "connected_wallet_address": wallet})).await;
+        let response =
+            send(json!({"agent_id": agent.id, "message": "balances", "connected_wallet_address": wallet})).await;
         assert_error(
             &(response.status, response.body),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -542,12 +561,7 @@ async fn chat_validates_the_message_and_the_connected_wallet() {
     // The connected wallet is the address read.
     let call = &response.body["chain_calls"][0];
     assert_eq!(call["tool"], "get_balance", "{}", response.body);
-    assert_eq!(
-        call["result"]["address"],
-        Anvil::DEV_ADDRESS,
-        "{}",
-        response.body
-    );
+    assert_eq!(call["result"]["address"], Anvil::DEV_ADDRESS, "{}", response.body);
     assert_eq!(call["result"]["formatted"], "10000", "anvil's dev account: {call}");
 }
 
@@ -559,7 +573,11 @@ async fn chat_checks_token_agent_and_activity_in_order() {
     let body = |id: &str| json!({"agent_id": id, "message": "balances"});
 
     let missing = post_chat(&env.app, "/api/chat", None, body(&agent.id)).await;
-    assert_error(&(missing.status, missing.body), StatusCode::UNAUTHORIZED, "missing_token");
+    assert_error(
+        &(missing.status, missing.body),
+        StatusCode::UNAUTHORIZED,
+        "missing_token",
+    );
     let invalid = post_chat(
         &env.app,
         "/api/chat",
@@ -567,7 +585,11 @@ async fn chat_checks_token_agent_and_activity_in_order() {
         body(&agent.id),
     )
     .await;
-    assert_error(&(invalid.status, invalid.body), StatusCode::UNAUTHORIZED, "invalid_token");
+    assert_error(
+        &(invalid.status, invalid.body),
+        StatusCode::UNAUTHORIZED,
+        "invalid_token",
+    );
     let foreign = post_chat(&env.app, "/api/chat", Some(&other.token), body(&agent.id)).await;
     assert_error(&(foreign.status, foreign.body), StatusCode::FORBIDDEN, "forbidden");
     let unknown = post_chat(
@@ -577,7 +599,11 @@ async fn chat_checks_token_agent_and_activity_in_order() {
         body(&uuid::Uuid::new_v4().to_string()),
     )
     .await;
-    assert_error(&(unknown.status, unknown.body), StatusCode::NOT_FOUND, "agent_not_found");
+    assert_error(
+        &(unknown.status, unknown.body),
+        StatusCode::NOT_FOUND,
+        "agent_not_found",
+    );
 
     let (status, _) = env.app.delete_agent(&agent.id, &agent.token).await;
     assert_eq!(status, StatusCode::NO_CONTENT);

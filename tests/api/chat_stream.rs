@@ -53,7 +53,8 @@ impl SseReader {
                 .expect("read the event stream");
             match chunk {
                 Some(bytes) => {
-                    self.buffer.push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n"));
+                    self.buffer
+                        .push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n"));
                     self.parse_blocks();
                 }
                 None => self.done = true,
@@ -77,8 +78,8 @@ impl SseReader {
             }
             if name.is_some() || !data.is_empty() {
                 let text = data.join("\n");
-                let data = serde_json::from_str(&text)
-                    .unwrap_or_else(|_| panic!("event data is JSON: {text:?} in {block:?}"));
+                let data =
+                    serde_json::from_str(&text).unwrap_or_else(|_| panic!("event data is JSON: {text:?} in {block:?}"));
                 self.pending.push_back(Sse::Event {
                     name: name.unwrap_or_else(|| "message".into()),
                     data,
@@ -153,7 +154,11 @@ pub(crate) fn assert_complete_stream(events: &[(String, Value)]) -> Value {
         .filter(|(n, _)| n == "text_delta")
         .map(|(_, d)| d["text"].as_str().expect("text_delta carries text"))
         .collect();
-    assert_eq!(text, final_data["response"].as_str().unwrap(), "text deltas add up to the response");
+    assert_eq!(
+        text,
+        final_data["response"].as_str().unwrap(),
+        "text deltas add up to the response"
+    );
 
     // Each tool_call/tool_result pair is the chain call of `final` at the same position.
     let calls = final_data["chain_calls"].as_array().unwrap();
@@ -180,7 +185,9 @@ async fn a_streamed_turn_sends_start_tools_text_and_final_in_order() {
     let env = two_chains(&[], &[]).await;
     let agent = agent_with(&env.app, "Streamer", ALL_CAPABILITIES).await;
     let wallet = address(&agent, "base");
-    env.base.set_balance(wallet, U256::from(3_141_592_653_589_793_238u128)).await;
+    env.base
+        .set_balance(wallet, U256::from(3_141_592_653_589_793_238u128))
+        .await;
 
     let events = stream_turn(&env.app, &agent, "what is my balance on base").await;
 
@@ -189,7 +196,12 @@ async fn a_streamed_turn_sends_start_tools_text_and_final_in_order() {
     assert_eq!(calls.len(), 1, "{final_data}");
     assert_eq!(calls[0]["tool"], "get_balance");
     assert_eq!(calls[0]["result"]["wei"], "3141592653589793238");
-    assert!(final_data["response"].as_str().unwrap().contains("3.141592653589793238 ETH"));
+    assert!(
+        final_data["response"]
+            .as_str()
+            .unwrap()
+            .contains("3.141592653589793238 ETH")
+    );
     assert!(final_data["tokens_used"].as_u64().unwrap() > 0);
     let deltas = events.iter().filter(|(n, _)| n == "text_delta").count();
     assert!(deltas > 1, "the text comes in pieces: {events:?}");
@@ -299,7 +311,10 @@ async fn errors_before_start_are_plain_http_errors() {
     for (token, body, status, code) in cases {
         let response = env
             .app
-            .send(env.app.build(Method::POST, "/api/chat/stream", token, Some(body.clone())))
+            .send(
+                env.app
+                    .build(Method::POST, "/api/chat/stream", token, Some(body.clone())),
+            )
             .await;
         let content_type = response
             .headers
@@ -313,6 +328,20 @@ async fn errors_before_start_are_plain_http_errors() {
         );
         assert_error(&(response.status, response.body), status, code);
     }
+    // Malformed JSON is a plain 400 too.
+    let response = env
+        .app
+        .client
+        .post(env.app.url("/api/chat/stream"))
+        .header(TOKEN_HEADER, &agent.token)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body("{\"agent_id\": ")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).expect("a JSON error body");
+    assert_error(&(status, body), StatusCode::BAD_REQUEST, "invalid_json");
     // None of these wrote anything: the other agent still has its one conversation of two messages.
     let messages = messages_of(&env.app, &other, their_conversation).await;
     assert_eq!(messages.as_array().unwrap().len(), 2);
@@ -369,7 +398,10 @@ async fn an_upstream_failure_after_start_is_an_error_event_and_the_turn_is_recor
     assert_eq!(messages[0]["content"], "what is my balance on base");
     assert_eq!(messages[1]["role"], "assistant");
     let content = messages[1]["content"].as_str().unwrap().to_lowercase();
-    assert!(content.contains("error"), "the assistant message records the error: {content}");
+    assert!(
+        content.contains("error"),
+        "the assistant message records the error: {content}"
+    );
 }
 
 #[tokio::test]
@@ -377,7 +409,8 @@ async fn a_client_that_leaves_after_start_still_leaves_a_complete_turn() {
     let base = Anvil::start(BASE_ID);
     // The model takes a moment before each answer, so the client is long gone when the turn ends.
     let llm = LlmServer::start(vec![
-        Reply::tool_call("call_1", "get_balance", &["{\"chain\":", "\"base\"}"], 10, 5).after(Duration::from_millis(300)),
+        Reply::tool_call("call_1", "get_balance", &["{\"chain\":", "\"base\"}"], 10, 5)
+            .after(Duration::from_millis(300)),
         Reply::text(&["You hold ", "5 wei."], 20, 4).after(Duration::from_millis(300)),
     ])
     .await;
@@ -385,7 +418,12 @@ async fn a_client_that_leaves_after_start_still_leaves_a_complete_turn() {
     let agent = agent_with(&app, "Patient", &["read"]).await;
     base.set_balance(address(&agent, "base"), U256::from(5u64)).await;
 
-    let mut reader = open_stream(&app, &agent, json!({"agent_id": agent.id, "message": "balance on base?"})).await;
+    let mut reader = open_stream(
+        &app,
+        &agent,
+        json!({"agent_id": agent.id, "message": "balance on base?"}),
+    )
+    .await;
     let conversation = match reader.next(Duration::from_secs(10)).await {
         Some(Sse::Event { name, data }) if name == "start" => data["conversation_id"].as_str().unwrap().to_string(),
         other => panic!("the stream begins with start: {other:?}"),
@@ -416,7 +454,10 @@ async fn a_client_that_leaves_after_start_still_leaves_a_complete_turn() {
 async fn keepalive_comments_flow_while_the_model_is_silent() {
     let base = Anvil::start(BASE_ID);
     // Silent for longer than the keepalive interval (10 s in the service; the contract allows up to 15 s).
-    let llm = LlmServer::start(vec![Reply::text(&["Finally."], 3, 1).after(Duration::from_millis(10_500))]).await;
+    let llm = LlmServer::start(vec![
+        Reply::text(&["Finally."], 3, 1).after(Duration::from_millis(10_500)),
+    ])
+    .await;
     let app = openai_app(&llm, &base, "30000").await;
     let agent = agent_with(&app, "Slow", &["read"]).await;
 

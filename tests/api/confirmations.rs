@@ -15,9 +15,8 @@ use crate::anvil::Anvil;
 use crate::helpers::sse::{SseEvent, SseStream};
 use crate::helpers::{CreatedAgent, TOKEN_HEADER, TestApp};
 use crate::transfers::{
-    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, assert_nothing_sent, fresh_address, node_cost, refusal_code,
-    send_via_chat, sending_agent, sent_hash, spent_on_base, transfer_app, transactions, wait_for_transactions, wallet,
-    wei,
+    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, assert_nothing_sent, fresh_address, node_cost, refusal_code, send_via_chat,
+    sending_agent, sent_hash, spent_on_base, transactions, transfer_app, wait_for_transactions, wallet, wei,
 };
 
 /// How long an event that should come may take.
@@ -197,6 +196,49 @@ async fn the_confirmation_waits_for_the_configured_depth() {
     wait_for_transactions(&app, &agent, 1, "confirmed").await;
 }
 
+#[tokio::test]
+async fn a_confirmation_reaches_subscribers_on_every_instance_sharing_postgres() {
+    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|url| !url.trim().is_empty()) {
+        println!("skipped: instances share events only on PostgreSQL (set TEST_POSTGRES_URL)");
+        return;
+    }
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    anvil.set_automine(false).await;
+    let first = transfer_app(&anvil, &[]).await;
+    let second = crate::transfer_concurrency::second_instance(&first, &anvil).await;
+    let agent = funded_agent(&first, &anvil).await;
+
+    let (conversation_id, hash) = send_cent(&first, &agent, fresh_address()).await;
+    let mut on_first = open_stream(&first, &agent, &conversation_id, &[]).await;
+    let mut on_second = open_stream(&second, &agent, &conversation_id, &[]).await;
+    assert_ping(on_first.next_event(EVENT_TIMEOUT).await);
+    assert_ping(on_second.next_event(EVENT_TIMEOUT).await);
+
+    // Only one instance's watcher settles it; the other hears of it through the database.
+    anvil.mine(1).await;
+    let from_first = on_first
+        .next_named("tx_confirmation", EVENT_TIMEOUT)
+        .await
+        .expect("the event on the first instance");
+    let from_second = on_second
+        .next_named("tx_confirmation", EVENT_TIMEOUT)
+        .await
+        .expect("the event on the second instance");
+    assert_same_event(&from_second, &from_first);
+    assert_eq!(from_first.json()["tx_hash"], hash.to_string());
+    // Settled once: no second event on either stream.
+    for stream in [&mut on_first, &mut on_second] {
+        let more = stream.next_named("tx_confirmation", Duration::from_millis(500)).await;
+        assert!(more.is_none(), "one event per change: {more:?}");
+    }
+    let confirmations = messages(&second, &agent, &conversation_id)
+        .await
+        .iter()
+        .filter(|m| m["content"].as_str().unwrap_or_default().contains("is confirmed"))
+        .count();
+    assert_eq!(confirmations, 1, "one confirmation message");
+}
+
 /// Init code that deploys `runtime`: CODECOPY it to memory and RETURN it.
 fn init_code(runtime: &[u8]) -> Bytes {
     let len = u8::try_from(runtime.len()).expect("a short runtime");
@@ -244,7 +286,10 @@ async fn a_send_to_a_contract_that_always_reverts_is_refused_before_anything_is_
 
     let (body, call) = send_via_chat(&app, &agent, "0.01", contract).await;
     let code = refusal_code(&call);
-    println!("send to an always-reverting contract refused with {code}: {}", call["error"]);
+    println!(
+        "send to an always-reverting contract refused with {code}: {}",
+        call["error"]
+    );
     assert!(
         !["capability_denied", "spending_cap_exceeded", "insufficient_funds"].contains(&code.as_str()),
         "the refusal is the node's, not a cap or funds one: {call}"
@@ -301,7 +346,11 @@ async fn a_transfer_that_reverts_on_chain_is_reported_reverted_and_counts_only_i
     assert_eq!(anvil.balance(contract).await, U256::ZERO, "no value moved");
     assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "the nonce is used");
     assert!(cost > U256::ZERO && cost < wei(CENT_ETH), "only a fee: {cost}");
-    assert_eq!(spent_on_base(&app, &agent).await, cost, "only the fee counts against the cap");
+    assert_eq!(
+        spent_on_base(&app, &agent).await,
+        cost,
+        "only the fee counts against the cap"
+    );
     let content = messages(&app, &agent, &conversation_id).await.last().unwrap()["content"].clone();
     assert!(content.as_str().unwrap_or_default().contains("reverted"), "{content}");
 }

@@ -48,20 +48,32 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
 
     let listed = list(&app, &agent).await;
 
-    assert_eq!(ids(&listed), [third_id.clone(), second_id.clone(), first_id.clone()], "{listed}");
-    let by_id = |id: &str| listed.as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    assert_eq!(
+        ids(&listed),
+        [third_id.clone(), second_id.clone(), first_id.clone()],
+        "{listed}"
+    );
+    let by_id = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
     let c1 = by_id(&first_id);
     assert_eq!(c1["title"], format!("{}{}", "ü".repeat(50), "x".repeat(30)), "{c1}");
     assert_eq!(c1["title"].as_str().unwrap().chars().count(), 80);
     assert_eq!(c1["message_count"], 2, "{c1}");
     let c2 = by_id(&second_id);
-    assert_eq!(c2["title"], "hello there", "the first user message, not the follow-up: {c2}");
+    assert_eq!(
+        c2["title"], "hello there",
+        "the first user message, not the follow-up: {c2}"
+    );
     assert_eq!(c2["message_count"], 4, "{c2}");
     let c3 = by_id(&third_id);
-    assert!(
-        c3["title"] == "third one" || c3["title"] == "  third one  ",
-        "{c3}"
-    );
+    assert!(c3["title"] == "third one" || c3["title"] == "  third one  ", "{c3}");
     for conversation in listed.as_array().unwrap() {
         assert_eq!(conversation["agent_id"], agent.id.as_str(), "{conversation}");
         let keys: Vec<&str> = conversation.as_object().unwrap().keys().map(String::as_str).collect();
@@ -70,7 +82,10 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
         }
         assert!(timestamp(&conversation["updated_at"]) >= timestamp(&conversation["created_at"]));
     }
-    assert!(timestamp(&c2["updated_at"]) > timestamp(&c2["created_at"]), "a later turn moves updated_at: {c2}");
+    assert!(
+        timestamp(&c2["updated_at"]) > timestamp(&c2["created_at"]),
+        "a later turn moves updated_at: {c2}"
+    );
 
     // Another agent sees only its own (none).
     assert_eq!(list(&app, &other).await, json!([]));
@@ -114,11 +129,23 @@ async fn messages_come_oldest_first_with_their_chain_calls() {
     assert_eq!(messages.len(), 6, "{messages:?}");
     let expected = [
         ("user", "what is my balance on base", json!([])),
-        ("assistant", first["response"].as_str().unwrap(), first["chain_calls"].clone()),
+        (
+            "assistant",
+            first["response"].as_str().unwrap(),
+            first["chain_calls"].clone(),
+        ),
         ("user", "latest block on base", json!([])),
-        ("assistant", second["response"].as_str().unwrap(), second["chain_calls"].clone()),
+        (
+            "assistant",
+            second["response"].as_str().unwrap(),
+            second["chain_calls"].clone(),
+        ),
         ("user", "thanks!", json!([])),
-        ("assistant", third["response"].as_str().unwrap(), third["chain_calls"].clone()),
+        (
+            "assistant",
+            third["response"].as_str().unwrap(),
+            third["chain_calls"].clone(),
+        ),
     ];
     for (message, (role, content, calls)) in messages.iter().zip(expected) {
         assert_eq!(message["role"], role, "{message}");
@@ -191,7 +218,9 @@ async fn a_deleted_conversation_and_its_messages_are_gone() {
     chat_in(&app, &agent, "more", Some(&doomed_id)).await;
 
     let path = format!("/api/conversations/{doomed_id}");
-    let response = app.send(app.build(Method::DELETE, &path, Some(&agent.token), None)).await;
+    let response = app
+        .send(app.build(Method::DELETE, &path, Some(&agent.token), None))
+        .await;
     assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
     assert!(response.text.is_empty(), "204 has no body: {:?}", response.text);
 
@@ -200,7 +229,10 @@ async fn a_deleted_conversation_and_its_messages_are_gone() {
     assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
     let response = app.request(Method::DELETE, &path, Some(&agent.token), None).await;
     assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
-    assert_eq!(ids(&list(&app, &agent).await), [kept["conversation_id"].as_str().unwrap()]);
+    assert_eq!(
+        ids(&list(&app, &agent).await),
+        [kept["conversation_id"].as_str().unwrap()]
+    );
     // A chat turn cannot continue it.
     let response = app
         .send(app.build(
@@ -210,7 +242,11 @@ async fn a_deleted_conversation_and_its_messages_are_gone() {
             Some(json!({"agent_id": agent.id, "message": "still there?", "conversation_id": doomed_id})),
         ))
         .await;
-    assert_error(&(response.status, response.body), StatusCode::NOT_FOUND, "conversation_not_found");
+    assert_error(
+        &(response.status, response.body),
+        StatusCode::NOT_FOUND,
+        "conversation_not_found",
+    );
     // The other conversation is untouched.
     let messages = messages_of(&app, &agent, kept["conversation_id"].as_str().unwrap()).await;
     assert_eq!(messages.as_array().unwrap().len(), 2);
@@ -226,7 +262,9 @@ async fn a_conversation_is_only_visible_to_its_agent() {
     let messages_path = format!("/api/conversations/{id}/messages");
     let path = format!("/api/conversations/{id}");
 
-    let response = app.request(Method::GET, &messages_path, Some(&intruder.token), None).await;
+    let response = app
+        .request(Method::GET, &messages_path, Some(&intruder.token), None)
+        .await;
     assert_error(&response, StatusCode::FORBIDDEN, "forbidden");
     let response = app.request(Method::DELETE, &path, Some(&intruder.token), None).await;
     assert_error(&response, StatusCode::FORBIDDEN, "forbidden");
@@ -238,7 +276,11 @@ async fn a_conversation_is_only_visible_to_its_agent() {
     let messages = messages_of(&app, &owner, &id).await;
     assert_eq!(messages.as_array().unwrap().len(), 2);
 
-    for bad in [uuid::Uuid::new_v4().to_string(), "not-a-uuid".to_string(), "123".to_string()] {
+    for bad in [
+        uuid::Uuid::new_v4().to_string(),
+        "not-a-uuid".to_string(),
+        "123".to_string(),
+    ] {
         let response = app
             .request(
                 Method::GET,
@@ -249,7 +291,12 @@ async fn a_conversation_is_only_visible_to_its_agent() {
             .await;
         assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
         let response = app
-            .request(Method::DELETE, &format!("/api/conversations/{bad}"), Some(&owner.token), None)
+            .request(
+                Method::DELETE,
+                &format!("/api/conversations/{bad}"),
+                Some(&owner.token),
+                None,
+            )
             .await;
         assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
     }

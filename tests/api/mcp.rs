@@ -129,7 +129,9 @@ async fn audit_rows(app: &TestApp, agent_id: &str) -> Vec<(String, String, Value
     let id = uuid::Uuid::parse_str(agent_id).unwrap();
     let sql = "SELECT action, actor, detail FROM audit_events WHERE agent_id = $1 ORDER BY id";
     let rows: Vec<(String, String, String)> = if app.db_url.starts_with("sqlite") {
-        let pool = sqlx::SqlitePool::connect(&app.db_url).await.expect("open the SQLite file");
+        let pool = sqlx::SqlitePool::connect(&app.db_url)
+            .await
+            .expect("open the SQLite file");
         sqlx::query_as(sql).bind(id).fetch_all(&pool).await.expect("audit rows")
     } else {
         let pool = sqlx::PgPool::connect(&app.db_url).await.expect("connect to PostgreSQL");
@@ -171,7 +173,11 @@ async fn a_read_only_agent_sees_read_tools_and_reads_exact_balances() {
     ]);
     let (ok, out) = mcp_client(&app, binary_args(calls), server_env(&app, Some(&anvil), &agent.token)).await;
     assert!(ok, "the client ran: {out:#}");
-    assert_eq!(out["transportErrors"], json!([]), "stdout held only protocol messages: {out:#}");
+    assert_eq!(
+        out["transportErrors"],
+        json!([]),
+        "stdout held only protocol messages: {out:#}"
+    );
     // The SDK asks for a newer version than this server knows: it answers with its latest.
     assert_eq!(out["protocolVersion"], "2025-06-18");
     assert_eq!(out["serverInfo"]["name"], "agentd");
@@ -196,9 +202,16 @@ async fn a_read_only_agent_sees_read_tools_and_reads_exact_balances() {
     assert_eq!(read["address"], agent.address("base"));
     assert_eq!(tool_error_code(&out, 1), "capability_denied");
     assert_eq!(tool_error_code(&out, 2), "capability_denied");
-    assert_eq!(call(&out, 3)["error"]["code"], -32602, "an unknown tool is invalid params: {out:#}");
+    assert_eq!(
+        call(&out, 3)["error"]["code"],
+        -32602,
+        "an unknown tool is invalid params: {out:#}"
+    );
     assert_eq!(anvil.nonce(wallet(&agent)).await, 0, "nothing was sent");
-    assert!(!out["stderr"].as_str().unwrap().contains(&agent.token), "the token is never logged");
+    assert!(
+        !out["stderr"].as_str().unwrap().contains(&agent.token),
+        "the token is never logged"
+    );
 
     let audit = mcp_audit(&app, &agent).await;
     let summary: Vec<(Value, Value, Value)> = audit
@@ -246,9 +259,17 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
     assert_eq!(sent["amount_wei"], milli.to_string(), "{sent}");
     let hash = sent["tx_hash"].as_str().expect("tx_hash").to_string();
     assert_eq!(tool_error_code(&out, 1), "spending_cap_exceeded");
-    assert_eq!(tool_ok(&out, 2)["wei"], milli.to_string(), "the recipient got exactly 0.001 ETH");
+    assert_eq!(
+        tool_ok(&out, 2)["wei"],
+        milli.to_string(),
+        "the recipient got exactly 0.001 ETH"
+    );
     assert_eq!(anvil.balance(to).await, wei(milli));
-    assert_eq!(anvil.nonce(from).await, 1, "only the transfer within the cap reached the chain");
+    assert_eq!(
+        anvil.nonce(from).await,
+        1,
+        "only the transfer within the cap reached the chain"
+    );
 
     // The serve instance sharing the database (here the in-process app) sees it, and its watcher settles it.
     let listed = transactions(&app, &agent).await;
@@ -343,7 +364,9 @@ impl RawSession {
 
     fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").and_then(|_| stdin.flush()).expect("write to agentd mcp");
+        writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .expect("write to agentd mcp");
     }
 
     /// Sends one line and returns the next line the server wrote, parsed.
@@ -375,11 +398,25 @@ async fn raw_json_rpc_edges_and_a_reload_of_the_agent_on_every_call() {
     let parse = mcp.exchange("{not json");
     assert_eq!(parse["error"]["code"], -32700, "{parse}");
     assert_eq!(parse["id"], Value::Null);
-    let old = mcp.request(1, "initialize", json!({"protocolVersion": "2024-11-05", "capabilities": {}}));
-    assert_eq!(old["result"]["protocolVersion"], "2024-11-05", "a supported version is echoed");
-    let newer = mcp.request(2, "initialize", json!({"protocolVersion": "2031-01-01", "capabilities": {}}));
+    let old = mcp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2024-11-05", "capabilities": {}}),
+    );
+    assert_eq!(
+        old["result"]["protocolVersion"], "2024-11-05",
+        "a supported version is echoed"
+    );
+    let newer = mcp.request(
+        2,
+        "initialize",
+        json!({"protocolVersion": "2031-01-01", "capabilities": {}}),
+    );
     assert_eq!(newer["result"]["protocolVersion"], "2025-06-18", "else the latest");
-    assert_eq!(newer["result"]["capabilities"], json!({"tools": {"listChanged": false}}));
+    assert_eq!(
+        newer["result"]["capabilities"],
+        json!({"tools": {"listChanged": false}})
+    );
     assert_eq!(newer["result"]["serverInfo"]["name"], "agentd");
     // A notification gets no reply: the next line is the ping's.
     mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
@@ -418,7 +455,11 @@ async fn raw_json_rpc_edges_and_a_reload_of_the_agent_on_every_call() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let list = mcp.request(12, "tools/list", json!({}));
     assert!(
-        list["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "spending_summary"),
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "spending_summary"),
         "{list}"
     );
     let summary = mcp.request(13, "tools/call", json!({"name": "spending_summary", "arguments": {}}));
@@ -437,7 +478,10 @@ async fn raw_json_rpc_edges_and_a_reload_of_the_agent_on_every_call() {
     assert!(status.success(), "end of input stops the server cleanly: {status}");
 
     let audit = mcp_audit(&app, &agent).await;
-    let codes: Vec<(Value, Value)> = audit.iter().map(|d| (d["tool"].clone(), d["error_code"].clone())).collect();
+    let codes: Vec<(Value, Value)> = audit
+        .iter()
+        .map(|d| (d["tool"].clone(), d["error_code"].clone()))
+        .collect();
     assert_eq!(
         codes,
         vec![
@@ -468,7 +512,10 @@ async fn post_mcp_serves_the_same_tools_over_http() {
     let (ok, out) = mcp_client(&app, args.clone(), env).await;
     assert!(ok, "the client ran over HTTP: {out:#}");
     assert_eq!(out["protocolVersion"], "2025-06-18");
-    assert!(tool(&out, "compare_gas").is_some() && tool(&out, "send_native").is_none(), "{out:#}");
+    assert!(
+        tool(&out, "compare_gas").is_some() && tool(&out, "send_native").is_none(),
+        "{out:#}"
+    );
     assert_eq!(tool_ok(&out, 0)["wei"], "42");
     assert_eq!(tool_error_code(&out, 1), "capability_denied");
     let audit = mcp_audit(&app, &agent).await;

@@ -13,7 +13,9 @@ use crate::anvil::Anvil;
 use crate::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_turn_shape, messages_of, post_chat};
 use crate::chat_stream::{assert_complete_stream, open_stream};
 use crate::helpers::llm_server::{LlmServer, Recorded, Reply};
-use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, TestApp, assert_error_shape, spawn_app_with, sqlite_url};
+use crate::helpers::{
+    CreatedAgent, ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, TestApp, assert_error_shape, spawn_app_with, sqlite_url,
+};
 
 const READ_TOOLS: &[&str] = &["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
 const ALL_TOOLS: &[&str] = &[
@@ -87,9 +89,18 @@ fn check_balance_requests(env: &Env, agent: &CreatedAgent, requests: &[Recorded]
     let messages = first.messages();
     assert_eq!(messages.len(), 2, "system and user: {messages:?}");
     assert_eq!(messages[0]["role"], "system");
-    assert_eq!(messages[1], json!({"role": "user", "content": "how much ETH do I have on base?"}));
+    assert_eq!(
+        messages[1],
+        json!({"role": "user", "content": "how much ETH do I have on base?"})
+    );
     let system = first.system_prompt();
-    for fact in [agent.body["name"].as_str().unwrap(), "ethereum", "base", &agent.address("base"), connected] {
+    for fact in [
+        agent.body["name"].as_str().unwrap(),
+        "ethereum",
+        "base",
+        &agent.address("base"),
+        connected,
+    ] {
         assert!(system.contains(fact), "the system prompt names {fact}: {system}");
     }
 
@@ -118,7 +129,9 @@ fn check_balance_requests(env: &Env, agent: &CreatedAgent, requests: &[Recorded]
 async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
     let env = openai_env(balance_script(&["You have ", "0.75 ETH ", "on base."]), &[]).await;
     let agent = agent_with(&env.app, "Oracle", &["read", "compare"]).await;
-    env.base.set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128)).await;
+    env.base
+        .set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128))
+        .await;
     let connected = Address::repeat_byte(0xab).to_checksum(None);
 
     let response = post_chat(
@@ -138,7 +151,11 @@ async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
     let turn = &response.body;
     assert_turn_shape(turn);
     assert_eq!(turn["response"], "You have 0.75 ETH on base.");
-    assert_eq!(turn["tokens_used"], 120 + 17 + 260 + 31, "the usage of both calls: {turn}");
+    assert_eq!(
+        turn["tokens_used"],
+        120 + 17 + 260 + 31,
+        "the usage of both calls: {turn}"
+    );
     let calls = turn["chain_calls"].as_array().unwrap();
     assert_eq!(calls.len(), 1, "{turn}");
     assert_eq!(calls[0]["id"], "call_bal_1");
@@ -157,7 +174,9 @@ async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
 async fn the_stream_endpoint_runs_the_same_loop_and_counts_the_same_tokens() {
     let env = openai_env(balance_script(&["You ", "have 0.75 ", "ETH", " on base."]), &[]).await;
     let agent = agent_with(&env.app, "Oracle", &["read", "compare"]).await;
-    env.base.set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128)).await;
+    env.base
+        .set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128))
+        .await;
     let connected = Address::repeat_byte(0xcd).to_checksum(None);
 
     let mut reader = open_stream(
@@ -169,7 +188,10 @@ async fn the_stream_endpoint_runs_the_same_loop_and_counts_the_same_tokens() {
     let events = reader.events(Duration::from_secs(30)).await;
 
     let final_data = assert_complete_stream(&events);
-    assert_no_key(&env, &serde_json::to_string(&events.iter().map(|(_, d)| d).collect::<Vec<_>>()).unwrap());
+    assert_no_key(
+        &env,
+        &serde_json::to_string(&events.iter().map(|(_, d)| d).collect::<Vec<_>>()).unwrap(),
+    );
     assert_eq!(final_data["response"], "You have 0.75 ETH on base.");
     assert_eq!(final_data["tokens_used"], 120 + 17 + 260 + 31, "{final_data}");
     let deltas: Vec<&str> = events
@@ -178,7 +200,10 @@ async fn the_stream_endpoint_runs_the_same_loop_and_counts_the_same_tokens() {
         .map(|(_, d)| d["text"].as_str().unwrap())
         .collect();
     assert_eq!(deltas.concat(), "You have 0.75 ETH on base.");
-    assert!(deltas.len() >= 2, "the model's pieces are forwarded as they come: {deltas:?}");
+    assert!(
+        deltas.len() >= 2,
+        "the model's pieces are forwarded as they come: {deltas:?}"
+    );
     let (_, tool_call) = &events[1];
     assert_eq!(tool_call["id"], "call_bal_1");
     assert_eq!(tool_call["args"], json!({"chain": "base"}));
@@ -218,7 +243,7 @@ async fn history_is_sent_oldest_first_and_only_the_newest_twenty_messages() {
             })
             .collect()
     };
-    let expected = |turns: std::ops::RangeInclusive<u32>, current: u32| -> Vec<(String, String)> {
+    let expected = |turns: std::ops::Range<u32>, current: u32| -> Vec<(String, String)> {
         let mut out = Vec::new();
         for t in turns {
             out.push(("user".to_string(), format!("question {t}")));
@@ -228,12 +253,20 @@ async fn history_is_sent_oldest_first_and_only_the_newest_twenty_messages() {
         out
     };
     assert_eq!(requests[0].messages()[0]["role"], "system");
-    assert_eq!(dialogue(&requests[0]), expected(1..=0, 1));
-    assert_eq!(dialogue(&requests[2]), expected(1..=2, 3), "the third turn sees the first two, oldest first");
-    assert_eq!(dialogue(&requests[10]), expected(1..=10, 11), "20 earlier messages are all sent");
+    assert_eq!(dialogue(&requests[0]), expected(1..1, 1));
+    assert_eq!(
+        dialogue(&requests[2]),
+        expected(1..3, 3),
+        "the third turn sees the first two, oldest first"
+    );
+    assert_eq!(
+        dialogue(&requests[10]),
+        expected(1..11, 11),
+        "20 earlier messages are all sent"
+    );
     assert_eq!(
         dialogue(&requests[11]),
-        expected(2..=11, 12),
+        expected(2..12, 12),
         "of 22 earlier messages only the newest 20 are sent"
     );
 }
@@ -248,7 +281,12 @@ async fn tools_are_offered_and_enforced_by_capability() {
                     (
                         "call_send",
                         "send_native",
-                        &["{\"chain\":\"base\",", "\"to\":\"", Anvil::DEV_ADDRESS, "\",\"amount\":\"0.5\"}"],
+                        &[
+                            "{\"chain\":\"base\",",
+                            "\"to\":\"",
+                            Anvil::DEV_ADDRESS,
+                            "\",\"amount\":\"0.5\"}",
+                        ],
                     ),
                 ],
                 40,
@@ -261,7 +299,9 @@ async fn tools_are_offered_and_enforced_by_capability() {
     .await;
     let reader = agent_with(&env.app, "Reader", &["read"]).await;
     let wallet = address(&reader, "base");
-    env.base.set_balance(wallet, U256::from(2_000_000_000_000_000_000u128)).await;
+    env.base
+        .set_balance(wallet, U256::from(2_000_000_000_000_000_000u128))
+        .await;
     let dev: Address = Anvil::DEV_ADDRESS.parse().unwrap();
     let dev_before = env.base.balance(dev).await;
 
@@ -279,7 +319,10 @@ async fn tools_are_offered_and_enforced_by_capability() {
     assert_eq!(turn["tokens_used"], 40 + 9 + 70 + 6);
     let calls = turn["chain_calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "{turn}");
-    for (call, (id, tool)) in calls.iter().zip([("call_cmp", "compare_gas"), ("call_send", "send_native")]) {
+    for (call, (id, tool)) in calls
+        .iter()
+        .zip([("call_cmp", "compare_gas"), ("call_send", "send_native")])
+    {
         assert_eq!(call["id"], id, "{call}");
         assert_eq!(call["tool"], tool, "{call}");
         assert_eq!(call["error"]["code"], "capability_denied", "{call}");
@@ -372,13 +415,24 @@ async fn an_upstream_error_is_a_502_or_503_with_an_upstream_code() {
     assert_error_shape(&response.body);
     let code = response.body["error"]["code"].as_str().unwrap();
     assert!(code.starts_with("upstream_"), "{}", response.body);
-    assert!(!response.text.contains("internal failure"), "no upstream body: {}", response.text);
+    assert!(
+        !response.text.contains("internal failure"),
+        "no upstream body: {}",
+        response.text
+    );
     // The failed turn is recorded whole: the user message and an assistant message with the error.
     let (conversation, messages) = only_conversation(&env.app, &agent).await;
     assert_eq!(conversation["message_count"], 2, "{conversation}");
     assert_eq!(messages[0]["content"], "hello");
     assert_eq!(messages[1]["role"], "assistant");
-    assert!(messages[1]["content"].as_str().unwrap().to_lowercase().contains("error"), "{messages}");
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("error"),
+        "{messages}"
+    );
 
     // A refused key (4xx upstream) is an upstream error too, never a client error of the caller.
     let response = post_chat(
@@ -389,7 +443,11 @@ async fn an_upstream_error_is_a_502_or_503_with_an_upstream_code() {
     )
     .await;
     assert!(
-        response.status.is_server_error() && response.body["error"]["code"].as_str().unwrap().starts_with("upstream_"),
+        response.status.is_server_error()
+            && response.body["error"]["code"]
+                .as_str()
+                .unwrap()
+                .starts_with("upstream_"),
         "{} {}",
         response.status,
         response.text
@@ -419,7 +477,13 @@ async fn a_key_echoed_by_the_upstream_never_reaches_a_response() {
     .await;
     let agent = agent_with(&app, "Keyed", &["read"]).await;
 
-    let sync = post_chat(&app, "/api/chat", Some(&agent.token), json!({"agent_id": agent.id, "message": "hi"})).await;
+    let sync = post_chat(
+        &app,
+        "/api/chat",
+        Some(&agent.token),
+        json!({"agent_id": agent.id, "message": "hi"}),
+    )
+    .await;
     assert!(sync.status.is_server_error(), "{} {}", sync.status, sync.text);
     assert_error_shape(&sync.body);
     assert!(!sync.text.contains(&key), "{}", sync.text);
@@ -487,7 +551,13 @@ async fn an_upstream_that_hangs_is_a_504_after_the_timeout() {
 }
 
 /// A small client for the subprocess.
-async fn remote(client: &reqwest::Client, base: &str, path: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
+async fn remote(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Value,
+) -> (StatusCode, Value) {
     let mut builder = client.post(format!("{base}{path}")).json(&body);
     if let Some(token) = token {
         builder = builder.header(TOKEN_HEADER, token);
@@ -530,16 +600,37 @@ async fn the_api_key_never_reaches_the_logs() {
     );
     let client = reqwest::Client::new();
     let url = server.base_url();
-    let (status, agent) = remote(&client, &url, "/api/agents", None, json!({"name": "Logged", "chains": ["base"]})).await;
+    let (status, agent) = remote(
+        &client,
+        &url,
+        "/api/agents",
+        None,
+        json!({"name": "Logged", "chains": ["base"]}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{agent}");
     let (id, token) = (agent["id"].as_str().unwrap(), agent["access_token"].as_str().unwrap());
 
-    let (status, turn) = remote(&client, &url, "/api/chat", Some(token), json!({"agent_id": id, "message": "balance on base"})).await;
+    let (status, turn) = remote(
+        &client,
+        &url,
+        "/api/chat",
+        Some(token),
+        json!({"agent_id": id, "message": "balance on base"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{turn}");
     assert_eq!(turn["response"], "Zero wei.");
     assert_eq!(turn["chain_calls"][0]["result"]["wei"], "0");
     for _ in 0..2 {
-        let (status, error) = remote(&client, &url, "/api/chat", Some(token), json!({"agent_id": id, "message": "again"})).await;
+        let (status, error) = remote(
+            &client,
+            &url,
+            "/api/chat",
+            Some(token),
+            json!({"agent_id": id, "message": "again"}),
+        )
+        .await;
         assert!(status.is_server_error(), "{status} {error}");
     }
     assert_eq!(llm.requests().len(), 4);
@@ -548,7 +639,11 @@ async fn the_api_key_never_reaches_the_logs() {
     }
 
     let outcome = server.terminate(Duration::from_secs(10));
-    assert!(outcome.logs.contains("listening on"), "the logs were captured: {}", outcome.logs);
+    assert!(
+        outcome.logs.contains("listening on"),
+        "the logs were captured: {}",
+        outcome.logs
+    );
     assert!(
         outcome.logs.lines().count() > 20,
         "trace logging was on: {} lines",

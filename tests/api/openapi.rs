@@ -67,7 +67,10 @@ async fn every_documented_route_answers_from_its_handler() {
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         let response = app.send(app.build(method.clone(), &concrete, None, None)).await;
         assert_ne!(response.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
-        assert_ne!(response.body["error"]["code"], "not_found", "{method} {path} fell through to the fallback");
+        assert_ne!(
+            response.body["error"]["code"], "not_found",
+            "{method} {path} fell through to the fallback"
+        );
     }
 }
 
@@ -91,13 +94,33 @@ async fn the_reference_page_loads_nothing_from_the_internet() {
     let app = spawn_app().await;
     let page = app.send(app.build(Method::GET, "/docs/", None, None)).await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page.text.contains("<html") || page.text.contains("<!DOCTYPE"), "{}", &page.text[..200.min(page.text.len())]);
-    for needle in ["src=\"http", "href=\"http", "src='http", "href='http", "@import url(http"] {
-        assert!(!page.text.contains(needle), "the page references an external asset: {needle}");
+    assert!(
+        page.text.contains("<html") || page.text.contains("<!DOCTYPE"),
+        "{}",
+        &page.text[..200.min(page.text.len())]
+    );
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "href='http",
+        "@import url(http",
+    ] {
+        assert!(
+            !page.text.contains(needle),
+            "the page references an external asset: {needle}"
+        );
     }
-    for asset in ["/docs/swagger-ui.css", "/docs/swagger-ui-bundle.js", "/docs/swagger-initializer.js"] {
+    for asset in [
+        "/docs/swagger-ui.css",
+        "/docs/swagger-ui-bundle.js",
+        "/docs/swagger-initializer.js",
+    ] {
         let response = app.send(app.build(Method::GET, asset, None, None)).await;
         assert_eq!(response.status, StatusCode::OK, "{asset}");
-        assert!(!response.text.contains("https://unpkg.com") && !response.text.contains("cdn.jsdelivr"), "{asset}");
+        assert!(
+            !response.text.contains("https://unpkg.com") && !response.text.contains("cdn.jsdelivr"),
+            "{asset}"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::transfers::{
 
 /// A second app instance on the database of `first` (same variables otherwise). Dropping it leaves the database
 /// to `first`, which drops it at the end of the test.
-async fn second_instance(first: &TestApp, anvil: &Anvil) -> TestApp {
+pub async fn second_instance(first: &TestApp, anvil: &Anvil) -> TestApp {
     transfer_app(anvil, &[("DATABASE_URL", &first.db_url)]).await
 }
 
@@ -30,24 +30,28 @@ struct Outcome {
 /// Fires `count` simultaneous "send 0.01 ETH" chat turns at each of `apps`.
 async fn send_concurrently(apps: &[&TestApp], agent: &CreatedAgent, count: usize, to: Address) -> Vec<Outcome> {
     let message = format!("send 0.01 ETH to {to} on base");
-    let turns = apps
-        .iter()
-        .flat_map(|app| std::iter::repeat_n(*app, count))
-        .map(|app| {
-            let message = message.clone();
-            async move {
-                let body = chat(app, agent, &message).await;
-                Outcome {
-                    conversation_id: body["conversation_id"].as_str().expect("conversation_id").to_string(),
-                    call: send_call(&body),
-                }
+    let turns = apps.iter().flat_map(|app| std::iter::repeat_n(*app, count)).map(|app| {
+        let message = message.clone();
+        async move {
+            let body = chat(app, agent, &message).await;
+            Outcome {
+                conversation_id: body["conversation_id"].as_str().expect("conversation_id").to_string(),
+                call: send_call(&body),
             }
-        });
+        }
+    });
     join_all(turns).await
 }
 
 /// Checks every invariant of a burst of concurrent sends against the cap `cap_wei`, once all have settled.
-async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to: Address, outcomes: &[Outcome], cap_wei: U256) {
+async fn check_burst(
+    apps: &[&TestApp],
+    anvil: &Anvil,
+    agent: &CreatedAgent,
+    to: Address,
+    outcomes: &[Outcome],
+    cap_wei: U256,
+) {
     let (sent, refused): (Vec<&Outcome>, Vec<&Outcome>) = outcomes
         .iter()
         .partition(|o| o.call.get("error").is_none_or(Value::is_null));
@@ -66,7 +70,11 @@ async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to:
     // Nonces: exactly 0..n, each once.
     let mut nonces: Vec<u64> = sent
         .iter()
-        .map(|o| o.call["result"]["nonce"].as_u64().unwrap_or_else(|| panic!("nonce: {}", o.call)))
+        .map(|o| {
+            o.call["result"]["nonce"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("nonce: {}", o.call))
+        })
         .collect();
     nonces.sort_unstable();
     assert_eq!(nonces, (0..n as u64).collect::<Vec<_>>(), "no nonce reused or skipped");
@@ -77,7 +85,10 @@ async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to:
             agentd::domain::amount::parse_units(reserved, 18).expect("a decimal amount")
         })
         .sum();
-    assert!(reserved <= cap_wei, "the reservations ({reserved}) never pass the cap ({cap_wei})");
+    assert!(
+        reserved <= cap_wei,
+        "the reservations ({reserved}) never pass the cap ({cap_wei})"
+    );
 
     // Every instance sees the same stored transfers, all confirmed, with the same nonces.
     let deadline = Instant::now() + SETTLE_TIMEOUT;
@@ -86,18 +97,29 @@ async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to:
         if txs.len() == n && txs.iter().all(|tx| tx["status"] == "confirmed") {
             break txs;
         }
-        assert!(Instant::now() < deadline, "expected {n} confirmed transfers, have {txs:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "expected {n} confirmed transfers, have {txs:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
     let mut stored_nonces: Vec<u64> = txs.iter().map(|tx| tx["nonce"].as_u64().expect("nonce")).collect();
     stored_nonces.sort_unstable();
     assert_eq!(stored_nonces, nonces, "the stored nonces are the reported ones");
     for app in &apps[1..] {
-        assert_eq!(transactions(app, agent).await.len(), n, "every instance sees every transfer");
+        assert_eq!(
+            transactions(app, agent).await.len(),
+            n,
+            "every instance sees every transfer"
+        );
     }
 
     // The node agrees: n transactions from the agent, n * 0.01 ETH at the recipient.
-    assert_eq!(anvil.nonce(wallet(agent)).await, n as u64, "the node saw exactly n transactions");
+    assert_eq!(
+        anvil.nonce(wallet(agent)).await,
+        n as u64,
+        "the node saw exactly n transactions"
+    );
     assert_eq!(anvil.balance(to).await, wei(CENT_ETH) * U256::from(n));
 
     // `spent` is the sum of the node's actual costs, and within the cap.
@@ -108,9 +130,16 @@ async fn check_burst(apps: &[&TestApp], anvil: &Anvil, agent: &CreatedAgent, to:
         assert!(success, "{hash} succeeded");
         actual += cost;
     }
-    assert!(actual <= cap_wei, "the actual costs ({actual}) stay within the cap ({cap_wei})");
+    assert!(
+        actual <= cap_wei,
+        "the actual costs ({actual}) stay within the cap ({cap_wei})"
+    );
     for app in apps {
-        assert_eq!(spent_on_base(app, agent).await, actual, "spent is the sum of the actual costs");
+        assert_eq!(
+            spent_on_base(app, agent).await,
+            actual,
+            "spent is the sum of the actual costs"
+        );
     }
     assert_eq!(anvil.balance(wallet(agent)).await, wei(ONE_ETH) - actual);
 

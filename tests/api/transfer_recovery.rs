@@ -55,7 +55,13 @@ async fn transactions(client: &reqwest::Client, base: &str, agent_id: &str, toke
         .await
         .expect("the transactions request reaches the process");
     assert_eq!(response.status(), StatusCode::OK);
-    response.json::<Value>().await.expect("JSON").as_array().expect("an array").clone()
+    response
+        .json::<Value>()
+        .await
+        .expect("JSON")
+        .as_array()
+        .expect("an array")
+        .clone()
 }
 
 #[tokio::test]
@@ -71,9 +77,8 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
     let base = format!("http://{bind}");
     let fault_env = server_env(&bind, &db, anvil.url(), true);
     let run_dir = dir.path().to_path_buf();
-    let crashed = tokio::task::spawn_blocking(move || {
-        run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60))
-    });
+    let crashed =
+        tokio::task::spawn_blocking(move || run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60)));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(response) = client.get(format!("{base}/health")).send().await
@@ -81,7 +86,10 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         {
             break;
         }
-        assert!(Instant::now() < deadline, "the fault-switch process never became healthy");
+        assert!(
+            Instant::now() < deadline,
+            "the fault-switch process never became healthy"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -94,9 +102,16 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         .json()
         .await
         .expect("JSON");
-    let agent_id = created["id"].as_str().unwrap_or_else(|| panic!("id: {created}")).to_string();
+    let agent_id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("id: {created}"))
+        .to_string();
     let token = created["access_token"].as_str().expect("access_token").to_string();
-    let from: Address = created["wallet_addresses"]["base"].as_str().expect("base wallet").parse().unwrap();
+    let from: Address = created["wallet_addresses"]["base"]
+        .as_str()
+        .expect("base wallet")
+        .parse()
+        .unwrap();
     anvil.set_balance(from, wei(ONE_ETH)).await;
     let to = fresh_address();
 
@@ -106,7 +121,10 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         .json(&json!({"agent_id": agent_id, "message": format!("send 0.01 ETH to {to} on base")}))
         .send()
         .await;
-    assert!(chat.is_err(), "the process dies during the turn, so the request fails: {chat:?}");
+    assert!(
+        chat.is_err(),
+        "the process dies during the turn, so the request fails: {chat:?}"
+    );
     let outcome = crashed.await.expect("the waiting thread");
     assert_eq!(
         outcome.status.and_then(|s| s.code()),
@@ -135,17 +153,28 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
-    println!("recovered and confirmed {:?} after the restart began", started.elapsed());
+    println!(
+        "recovered and confirmed {:?} after the restart began",
+        started.elapsed()
+    );
     assert_eq!(txs[0]["nonce"], 0, "{txs:?}");
     assert_eq!(txs[0]["value_wei"], CENT_ETH.to_string(), "{txs:?}");
     assert_eq!(anvil.nonce(from).await, 1, "exactly one transaction on chain");
-    assert_eq!(anvil.balance(to).await, wei(CENT_ETH), "the recipient got the value once");
+    assert_eq!(
+        anvil.balance(to).await,
+        wei(CENT_ETH),
+        "the recipient got the value once"
+    );
     let hash: TxHash = txs[0]["tx_hash"].as_str().unwrap().parse().unwrap();
     let (cost, success) = node_cost(&anvil, hash).await;
     assert!(success);
     assert_eq!(anvil.balance(from).await, wei(ONE_ETH) - cost);
     let logs = server.logs();
-    assert_eq!(logs.matches(LOG_REBROADCAST).count(), 1, "one re-broadcast; logs:\n{logs}");
+    assert_eq!(
+        logs.matches(LOG_REBROADCAST).count(),
+        1,
+        "one re-broadcast; logs:\n{logs}"
+    );
     let stopped = server.terminate(Duration::from_secs(15));
     assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
 

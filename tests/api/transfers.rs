@@ -94,7 +94,10 @@ pub fn refusal_code(call: &Value) -> String {
 /// The hash of a successful send.
 #[track_caller]
 pub fn sent_hash(call: &Value) -> TxHash {
-    assert!(call.get("error").is_none_or(Value::is_null), "the send succeeded: {call}");
+    assert!(
+        call.get("error").is_none_or(Value::is_null),
+        "the send succeeded: {call}"
+    );
     call["result"]["tx_hash"]
         .as_str()
         .unwrap_or_else(|| panic!("tx_hash in the result: {call}"))
@@ -164,7 +167,11 @@ pub async fn node_cost(anvil: &Anvil, hash: TxHash) -> (U256, bool) {
 pub async fn assert_nothing_sent(anvil: &Anvil, app: &TestApp, agent: &CreatedAgent) {
     assert_eq!(anvil.nonce(wallet(agent)).await, 0, "the agent sent nothing on chain");
     assert_eq!(transactions(app, agent).await, Vec::<Value>::new(), "nothing is stored");
-    assert_eq!(spent_on_base(app, agent).await, U256::ZERO, "nothing is counted against the cap");
+    assert_eq!(
+        spent_on_base(app, agent).await,
+        U256::ZERO,
+        "nothing is counted against the cap"
+    );
 }
 
 #[tokio::test]
@@ -186,11 +193,18 @@ async fn a_send_moves_real_funds_and_counts_the_actual_cost() {
         "{call}"
     );
     assert!(
-        body["response"].as_str().unwrap_or_default().contains(&hash.to_string()),
+        body["response"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&hash.to_string()),
         "the answer quotes the hash: {body}"
     );
 
-    assert_eq!(anvil.balance(to).await, wei(CENT_ETH), "the recipient got exactly 0.01 ETH");
+    assert_eq!(
+        anvil.balance(to).await,
+        wei(CENT_ETH),
+        "the recipient got exactly 0.01 ETH"
+    );
     assert_eq!(anvil.nonce(from).await, 1);
 
     let txs = wait_for_transactions(&app, &agent, 1, "confirmed").await;
@@ -214,8 +228,16 @@ async fn a_send_moves_real_funds_and_counts_the_actual_cost() {
 
     let (cost, success) = node_cost(&anvil, hash).await;
     assert!(success);
-    assert_eq!(spent_on_base(&app, &agent).await, cost, "spent is the value plus the fee the node charged");
-    assert_eq!(anvil.balance(from).await, wei(ONE_ETH) - cost, "the wallet paid exactly that");
+    assert_eq!(
+        spent_on_base(&app, &agent).await,
+        cost,
+        "spent is the value plus the fee the node charged"
+    );
+    assert_eq!(
+        anvil.balance(from).await,
+        wei(ONE_ETH) - cost,
+        "the wallet paid exactly that"
+    );
 }
 
 #[tokio::test]

@@ -42,7 +42,10 @@ fn assert_balance(entry: &Value, agent: &CreatedAgent, chain: &str, wei: &str, f
 #[track_caller]
 fn assert_balance_error(entry: &Value, agent: &CreatedAgent, chain: &str) -> String {
     assert_eq!(entry["address"], agent.address(chain), "{entry}");
-    assert!(entry.get("wei").is_none() && entry.get("formatted").is_none(), "{entry}");
+    assert!(
+        entry.get("wei").is_none() && entry.get("formatted").is_none(),
+        "{entry}"
+    );
     let code = entry["error"]["code"]
         .as_str()
         .unwrap_or_else(|| panic!("an error code: {entry}"));
@@ -91,7 +94,10 @@ async fn balances_are_read_exactly_from_each_chains_node() {
     assert_eq!(env.ethereum.balance(wallet).await, big);
 
     // An empty wallet is exactly zero.
-    let empty = env.app.create_agent_ok(json!({"name": "Empty", "chains": ["base"]})).await;
+    let empty = env
+        .app
+        .create_agent_ok(json!({"name": "Empty", "chains": ["base"]}))
+        .await;
     let body = balances(&env.app, &empty).await;
     assert_balance(&body["balances"]["base"], &empty, "base", "0", "0");
 }
@@ -140,7 +146,13 @@ async fn a_node_with_the_wrong_chain_id_is_refused_for_that_chain() {
 
     let body = balances(&app, &agent).await;
 
-    assert_balance(&body["balances"]["ethereum"], &agent, "ethereum", "7", "0.000000000000000007");
+    assert_balance(
+        &body["balances"]["ethereum"],
+        &agent,
+        "ethereum",
+        "7",
+        "0.000000000000000007",
+    );
     let code = assert_balance_error(&body["balances"]["base"], &agent, "base");
     assert_eq!(code, "wrong_chain_id", "{body}");
 }
@@ -169,7 +181,11 @@ async fn fund_without_a_body_gives_one_deposit_per_chain() {
         assert_eq!(deposit["chain_id"], chain_id, "{deposit}");
         assert_eq!(deposit["address"], address, "{deposit}");
         assert_eq!(deposit["symbol"], "ETH", "{deposit}");
-        assert_eq!(deposit["payment_uri"], format!("ethereum:{address}@{chain_id}"), "{deposit}");
+        assert_eq!(
+            deposit["payment_uri"],
+            format!("ethereum:{address}@{chain_id}"),
+            "{deposit}"
+        );
         assert!(
             deposit["explorer_url"]
                 .as_str()
@@ -279,12 +295,15 @@ async fn balances_and_fund_check_token_agent_and_activity_in_order() {
     assert_error(&gone, StatusCode::GONE, "agent_inactive");
     // The body is checked last: a bad body for a deleted agent is still 410.
     let gone = app
-        .request(Method::POST, &path, Some(&agent.token), Some(json!({"chain": "dogecoin"})))
+        .request(
+            Method::POST,
+            &path,
+            Some(&agent.token),
+            Some(json!({"chain": "dogecoin"})),
+        )
         .await;
     assert_error(&gone, StatusCode::GONE, "agent_inactive");
     // And the token before activity: another agent's token on the deleted agent is 403.
-    let foreign = app
-        .request(Method::POST, &path, Some(&other.token), None)
-        .await;
+    let foreign = app.request(Method::POST, &path, Some(&other.token), None).await;
     assert_error(&foreign, StatusCode::FORBIDDEN, "forbidden");
 }

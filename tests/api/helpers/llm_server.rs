@@ -31,10 +31,7 @@ pub struct Recorded {
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
     }
 
     /// `messages` of the request.
@@ -231,11 +228,9 @@ async fn answer(mut reply: Reply, request: &Recorded) -> Response {
         reply = *inner;
     }
     match reply {
-        Reply::Status(status, body) => (
-            StatusCode::from_u16(status).expect("a valid status"),
-            axum::Json(body),
-        )
-            .into_response(),
+        Reply::Status(status, body) => {
+            (StatusCode::from_u16(status).expect("a valid status"), axum::Json(body)).into_response()
+        }
         Reply::Completion {
             deltas,
             prompt_tokens,
@@ -287,7 +282,10 @@ fn stream(deltas: Vec<Value>, usage: Option<Value>) -> Response {
     let mut frames: Vec<Result<Bytes, Infallible>> = Vec::new();
     for event in events {
         let line = format!("data: {event}\n\n");
-        let middle = (1..line.len() / 2).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
+        let middle = (1..line.len() / 2)
+            .rev()
+            .find(|i| line.is_char_boundary(*i))
+            .unwrap_or(0);
         let (a, b) = line.split_at(middle);
         frames.push(Ok(Bytes::from(a.to_string())));
         frames.push(Ok(Bytes::from(b.to_string())));
@@ -321,12 +319,16 @@ fn assemble(deltas: &[Value], usage: Value) -> Value {
                 call["function"]["name"] = json!(name);
             }
             if let Some(arguments) = fragment["function"]["arguments"].as_str() {
-                let joined = format!("{}{arguments}", call["function"]["arguments"].as_str().unwrap_or_default());
+                let joined = format!(
+                    "{}{arguments}",
+                    call["function"]["arguments"].as_str().unwrap_or_default()
+                );
                 call["function"]["arguments"] = json!(joined);
             }
         }
     }
-    let mut message = json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }});
+    let mut message =
+        json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
