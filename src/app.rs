@@ -63,32 +63,48 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
     })
 }
 
+/// The shared state of a service process, with what owns its lifetime: the shutdown sender and, on PostgreSQL,
+/// the pool the event listener uses.
+pub struct BuiltState {
+    pub state: AppState,
+    pub pg_pool: Option<sqlx::PgPool>,
+    /// Sending `true` ends streams and workers; keep it alive as long as the state is used.
+    pub stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
+pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
+    let OpenedStore { store, pg_pool } = open_store(&config).await?;
+    let vault = match &config.encryption_key {
+        Some(key) => Vault::new(key),
+        None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
+    };
+    let chains = build_chains(&config)?;
+    let llm = build_llm(&config)?;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let state = AppState {
+        store,
+        vault: Arc::new(vault),
+        config: Arc::new(config),
+        reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
+        chains: Arc::new(chains),
+        llm,
+        events: EventBus::default(),
+        metrics: Arc::default(),
+        shutdown,
+    };
+    // Checks each node's chain id in the background: a node that is down never delays the start.
+    state.chains.verify_at_start();
+    Ok(BuiltState { state, pg_pool, stop })
+}
+
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
-        let OpenedStore { store, pg_pool } = open_store(&config).await?;
-        let vault = match &config.encryption_key {
-            Some(key) => Vault::new(key),
-            None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
-        };
-        let chains = build_chains(&config)?;
-        let llm = build_llm(&config)?;
-        let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let listener = TcpListener::bind(config.bind_addr)
+        let bind_addr = config.bind_addr;
+        let BuiltState { state, pg_pool, stop } = build_state(config).await?;
+        let listener = TcpListener::bind(bind_addr)
             .await
-            .with_context(|| format!("cannot listen on {}", config.bind_addr))?;
-        let state = AppState {
-            store,
-            vault: Arc::new(vault),
-            config: Arc::new(config),
-            reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
-            chains: Arc::new(chains),
-            llm,
-            events: EventBus::default(),
-            metrics: Arc::default(),
-            shutdown: stop_rx,
-        };
-        // Checks each node's chain id in the background: a node that is down never delays the start.
-        state.chains.verify_at_start();
+            .with_context(|| format!("cannot listen on {bind_addr}"))?;
         Ok(App {
             listener,
             state,

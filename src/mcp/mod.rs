@@ -15,7 +15,6 @@ pub mod protocol;
 pub mod session;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use secrecy::{ExposeSecret, SecretString};
@@ -24,14 +23,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing_subscriber::EnvFilter;
 
-use crate::app::open_store;
-use crate::chain::Chains;
 use crate::config::Config;
-use crate::events::EventBus;
-use crate::llm::builtin::BuiltinProvider;
-use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
-use crate::vault::{self, Vault};
 pub use protocol::Dispatcher;
 pub use session::{Session, SessionError};
 
@@ -75,36 +68,8 @@ pub async fn run_stdio(config: Config) -> anyhow::Result<()> {
 
 /// The state the tools need, without a listener or workers. The sender keeps `state.shutdown` open.
 async fn build_state(config: Config) -> anyhow::Result<(AppState, tokio::sync::watch::Sender<bool>)> {
-    let store = open_store(&config).await?.store;
-    let vault = match &config.encryption_key {
-        Some(key) => Vault::new(key),
-        None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
-    };
-    let urls = config
-        .rpc_urls
-        .iter()
-        .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
-        .collect();
-    let mut chains = Chains::new(urls, config.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
-    for (name, _) in &config.rpc_urls {
-        chains
-            .set_confirmations(name, config.confirmations_for(name))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let state = AppState {
-        store,
-        vault: Arc::new(vault),
-        config: Arc::new(config),
-        reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
-        chains: Arc::new(chains),
-        // The tools never call the model; the offline provider only fills the slot.
-        llm: Arc::new(BuiltinProvider::new()),
-        events: EventBus::default(),
-        metrics: Arc::default(),
-        shutdown,
-    };
-    Ok((state, stop))
+    let built = crate::app::build_state(config).await?;
+    Ok((built.state, built.stop))
 }
 
 /// Reads newline-delimited JSON-RPC messages from `input` and writes one line per reply to `output`. Requests are
