@@ -1,6 +1,6 @@
 //! Startup: open the store by URL scheme, migrate, build the state, bind the listener, serve until stopped.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,9 @@ use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
 use crate::store::{PgStore, SqliteStore, Store};
 use crate::vault::{self, Vault};
+
+/// How long in-flight requests may run on after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
 
 /// A built application: migrated store, bound listener, ready to serve.
 pub struct App {
@@ -126,18 +129,27 @@ impl App {
         tracing::info!("listening on {}", self.local_addr());
         self.spawn_workers();
         let stop = self.stop;
+        let mut stopping = stop.subscribe();
         let shutdown = async move {
             shutdown.await;
             let _ = stop.send(true);
         };
         let router = crate::http::router(self.state);
-        axum::serve(
-            self.listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("server error")
+        let server = axum::serve(self.listener, router.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(shutdown)
+            .into_future();
+        // In-flight requests get a grace period; a chat turn waiting on a slow model must not hold the exit.
+        let deadline = async move {
+            let _ = stopping.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            result = server => result.context("server error"),
+            () = deadline => {
+                tracing::warn!("requests still running after the grace period; stopping anyway");
+                Ok(())
+            }
+        }
     }
 }
 

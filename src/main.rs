@@ -59,7 +59,7 @@ fn main() -> ExitCode {
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
         }
     });
-    runtime.shutdown_timeout(Duration::from_secs(5));
+    runtime.shutdown_timeout(Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -191,11 +191,15 @@ async fn a_signed_transfer_is_broadcast_and_confirmed() {
 
     let hash = client.send_raw(&raw).await.unwrap();
     assert_eq!(hash, raw_tx_hash(&raw));
-    let info = client
-        .transaction(hash)
-        .await
-        .unwrap()
-        .expect("the node knows the transaction");
+    // Automine includes it at once, but a loaded machine may answer the receipt a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let info = loop {
+        let info = client.transaction(hash).await.unwrap().expect("the node knows the transaction");
+        if info.status != TxStatus::Pending || std::time::Instant::now() > deadline {
+            break info;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(info.status, TxStatus::Confirmed);
     assert_eq!(
         (info.from, info.to, info.value, info.nonce),
