@@ -20,7 +20,7 @@ if ! pg_up && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; the
 fi
 
 echo "==> tests on SQLite"
-env -u TEST_POSTGRES_URL cargo test --all-targets
+env -u TEST_POSTGRES_URL cargo test --lib --bins --tests
 
 if pg_up; then
   echo "==> API tests on PostgreSQL"
