@@ -135,9 +135,12 @@ impl App {
             let _ = stop.send(true);
         };
         let router = crate::http::router(self.state);
-        let server = axum::serve(self.listener, router.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown)
-            .into_future();
+        let server = axum::serve(
+            self.listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .into_future();
         // In-flight requests get a grace period; a chat turn waiting on a slow model must not hold the exit.
         let deadline = async move {
             let _ = stopping.wait_for(|stopped| *stopped).await;

@@ -194,7 +194,11 @@ async fn a_signed_transfer_is_broadcast_and_confirmed() {
     // Automine includes it at once, but a loaded machine may answer the receipt a moment later.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let info = loop {
-        let info = client.transaction(hash).await.unwrap().expect("the node knows the transaction");
+        let info = client
+            .transaction(hash)
+            .await
+            .unwrap()
+            .expect("the node knows the transaction");
         if info.status != TxStatus::Pending || std::time::Instant::now() > deadline {
             break info;
         }
