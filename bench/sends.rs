@@ -57,8 +57,11 @@ pub async fn run() {
     let chain = registry::find("base").expect("base is in the registry");
     let to: Address = RECIPIENT.parse().expect("recipient address");
 
-    let raw = raw_intake(&anvil, to).await;
-    let raw_nonce = anvil.nonce(Anvil::DEV_ADDRESS.parse().expect("dev address")).await;
+    let dev: Address = Anvil::DEV_ADDRESS.parse().expect("dev address");
+    let dev_nonce = anvil.nonce(dev).await;
+    let raw = raw_intake(&anvil, to, dev_nonce).await;
+    // Anvil answers a raw transaction before it has mined it: wait for the last block before reading nonces.
+    let raw_nonce = mined_nonce(&anvil, dev, dev_nonce + N as u64).await - dev_nonce;
 
     let mut agentd = Run {
         elapsed: Duration::ZERO,
@@ -89,11 +92,12 @@ pub async fn run() {
         }
     }
     agentd.elapsed = started.elapsed();
-    let agent_nonce = anvil.nonce(from).await;
+    let agent_nonce = mined_nonce(&anvil, from, N as u64).await;
+    let floor = rpc_floor(&app, from, to).await;
 
     println!("N = {N} transfers of {AMOUNT} ETH each, anvil automine (one block per transaction)");
     table(
-        &["sender", "sends/s", "p50 ms", "p99 ms", "errors", "final nonce"],
+        &["sender", "sends/s", "p50 ms", "p99 ms", "errors", "nonce +"],
         &[
             raw.row("eth_sendRawTransaction, pre-signed", raw_nonce),
             agentd.row("agentd send_native", agent_nonce),
@@ -109,6 +113,13 @@ pub async fn run() {
         if agent_nonce == N as u64 { "ok" } else { "MISMATCH" },
         agentd.errors
     );
+    println!(
+        "  RPC calls send_native makes besides the broadcast, each alone (p50): estimateGas {} + fees (3 calls in parallel) {} + getBalance {} = {} ms",
+        f(floor[0], 2),
+        f(floor[1], 2),
+        f(floor[2], 2),
+        f(floor.iter().sum::<f64>(), 2)
+    );
     let ratio = agentd.rate() / raw.rate();
     println!(
         "  send_native / raw intake = {:.0}% (target >= 50%: {})",
@@ -117,13 +128,46 @@ pub async fn run() {
     );
 }
 
+/// The nonce of `address` once it reached `expected`, or what it is after a few seconds.
+async fn mined_nonce(anvil: &Anvil, address: Address, expected: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let nonce = anvil.nonce(address).await;
+        if nonce >= expected || Instant::now() > deadline {
+            return nonce;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// p50 ms of the chain calls a transfer makes before broadcasting, each measured on its own through agentd's client.
+async fn rpc_floor(app: &LocalApp, from: Address, to: Address) -> [f64; 3] {
+    let client = app.state.chains.get("base").expect("base is configured");
+    let value = U256::from(10u128.pow(15));
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..N {
+        let t = Instant::now();
+        client
+            .estimate_transfer_gas(from, to, value)
+            .await
+            .expect("estimateGas");
+        times[0].push(t.elapsed());
+        let t = Instant::now();
+        client.fees().await.expect("fees");
+        times[1].push(t.elapsed());
+        let t = Instant::now();
+        client.balance(from).await.expect("balance");
+        times[2].push(t.elapsed());
+    }
+    times.map(|t| Samples::from_durations(&t).pct(50.0))
+}
+
 /// Signs `N` transfers from anvil's first development key, then sends them one after the other.
-async fn raw_intake(anvil: &Anvil, to: Address) -> Run {
+async fn raw_intake(anvil: &Anvil, to: Address, first_nonce: u64) -> Run {
     let signer: PrivateKeySigner = Anvil::DEV_PRIVATE_KEY
         .trim_start_matches("0x")
         .parse()
         .expect("dev key");
-    let first_nonce = anvil.nonce(signer.address()).await;
     let bodies: Vec<String> = (0..N as u64)
         .map(|i| {
             let mut tx = TxEip1559 {
