@@ -54,6 +54,8 @@ struct Inner {
     /// RPC attempts and failed attempts, for `/metrics`.
     calls: std::sync::atomic::AtomicU64,
     errors: std::sync::atomic::AtomicU64,
+    /// The last fee reading and when it was taken, for callers that accept a slightly older one.
+    recent_fees: Mutex<Option<(Instant, Fees)>>,
 }
 
 /// A client for one configured chain. Cheap to clone (the connection state is shared).
@@ -91,6 +93,7 @@ impl ChainClient {
                 id_check: tokio::sync::Mutex::new(()),
                 calls: Default::default(),
                 errors: Default::default(),
+                recent_fees: Mutex::new(None),
             }),
             confirmations: 1,
         }
@@ -171,6 +174,20 @@ impl ChainClient {
             Err(e) => return Err(e),
         };
         Ok(Fees::from_parts(base_fee, tip, gas_price?))
+    }
+
+    /// Fees no older than `max_age`, asking the node only when the last reading is older. Transfers use it: their fee
+    /// cap (`2 * base + tip`) absorbs the base-fee moves of a few blocks.
+    pub async fn recent_fees(&self, max_age: Duration) -> Result<Fees, ChainError> {
+        let cached = *self.inner.recent_fees.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, fees)) = cached
+            && at.elapsed() <= max_age
+        {
+            return Ok(fees);
+        }
+        let fees = self.fees().await?;
+        *self.inner.recent_fees.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), fees));
+        Ok(fees)
     }
 
     /// A transaction with its receipt and status, or `None` when the node does not know the hash.

@@ -43,19 +43,22 @@ pub async fn authorize(state: &AppState, agent_id: Option<Uuid>, token: Option<&
         return Err(AppError::MissingToken);
     }
     let agent_id = agent_id.ok_or(AppError::AgentNotFound)?;
-    let agent = state.store.get_agent(agent_id).await?;
-    if check_token {
-        let token = token.unwrap_or_default();
-        if !token::is_well_formed(token) {
-            return Err(AppError::InvalidToken);
-        }
-        match state.store.agent_for_token(&token::hash(token)).await? {
-            None => return Err(AppError::InvalidToken),
-            Some(owner) if owner != agent.id => return Err(AppError::Forbidden),
-            Some(_) => {}
-        }
+    if !check_token {
+        return Ok(state.store.get_agent(agent_id).await?);
     }
-    Ok(agent)
+    let token = token.unwrap_or_default();
+    // A malformed token is looked up as no token: the agent's existence (404) is still checked first.
+    let hash = if token::is_well_formed(token) {
+        token::hash(token)
+    } else {
+        String::new()
+    };
+    let (agent, owner) = state.store.get_agent_for_token(agent_id, &hash).await?;
+    match owner {
+        None => Err(AppError::InvalidToken),
+        Some(owner) if owner != agent.id => Err(AppError::Forbidden),
+        Some(_) => Ok(agent),
+    }
 }
 
 /// `Err(410)` for a soft-deleted agent.

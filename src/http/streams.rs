@@ -1,7 +1,9 @@
 //! `GET /api/conversations/{id}/stream`: transaction confirmations as server-sent events, resumable with
 //! `Last-Event-ID`: stored events after it are replayed first, then live ones follow with no gap or duplicate.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
@@ -9,8 +11,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::broadcast;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -74,11 +75,22 @@ async fn stream_conversation(
         None => None,
     };
     // Subscribe before replaying, so nothing committed in between is missed.
-    let live = state.events.subscribe();
-    let (sender, receiver) = mpsc::channel(32);
-    tokio::spawn(follow(state, conversation.id, last_event_id, live, sender));
-    let stream = ReceiverStream::new(receiver);
-    Ok(Sse::new(futures::StreamExt::map(stream, Ok::<_, Infallible>)).into_response())
+    let follower = Follower {
+        live: state.events.subscribe(),
+        stop: state.shutdown.clone(),
+        conversation_id: conversation.id,
+        last_sent: last_event_id.unwrap_or(0),
+        replay: last_event_id.is_some(),
+        greeted: false,
+        backlog: VecDeque::new(),
+        last_write: tokio::time::Instant::now(),
+        state,
+    };
+    // A stream polled by the connection itself: no task or channel per subscriber, which keeps many cheap.
+    let stream = futures::stream::unfold(follower, |mut f| async move {
+        f.next().await.map(|e| (Ok::<_, Infallible>(e), f))
+    });
+    Ok(Sse::new(stream).into_response())
 }
 
 fn event(record: &EventRecord) -> Event {
@@ -92,68 +104,79 @@ fn ping() -> Event {
     Event::default().event("ping").data("{}")
 }
 
-/// Feeds one subscriber until it goes away or the service stops.
-async fn follow(
+/// One subscriber's position: what it was sent last, and stored events still to send.
+struct Follower {
     state: AppState,
     conversation_id: Uuid,
-    last_event_id: Option<i64>,
-    mut live: broadcast::Receiver<std::sync::Arc<EventRecord>>,
-    out: mpsc::Sender<Event>,
-) {
-    let mut stop = state.shutdown.clone();
-    if out.send(ping()).await.is_err() {
-        return;
-    }
-    let mut last_sent = last_event_id.unwrap_or(0);
-    if last_event_id.is_some() && !replay(&state, conversation_id, &mut last_sent, &out).await {
-        return;
-    }
-    loop {
-        let next = tokio::select! {
-            next = live.recv() => next,
-            _ = tokio::time::sleep(PING_INTERVAL) => {
-                if out.send(ping()).await.is_err() { return }
-                continue;
-            }
-            _ = stop.changed() => return,
-        };
-        match next {
-            Ok(record) if record.conversation_id == Some(conversation_id) && record.id > last_sent => {
-                last_sent = record.id;
-                if out.send(event(&record)).await.is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            // Fell behind the live buffer: the store has everything, catch up from there.
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                if !replay(&state, conversation_id, &mut last_sent, &out).await {
-                    return;
-                }
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
+    live: broadcast::Receiver<Arc<EventRecord>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    last_sent: i64,
+    /// Stored events after `last_sent` must be read before following live ones.
+    replay: bool,
+    greeted: bool,
+    backlog: VecDeque<Event>,
+    /// When the last thing was sent; a ping follows after `PING_INTERVAL` of silence.
+    last_write: tokio::time::Instant,
 }
 
-/// Sends every stored event after `last_sent`; `false` when the subscriber is gone.
-async fn replay(state: &AppState, conversation_id: Uuid, last_sent: &mut i64, out: &mpsc::Sender<Event>) -> bool {
-    loop {
-        let page = match state.store.events_after(conversation_id, *last_sent, REPLAY_PAGE).await {
+impl Follower {
+    /// The next event for this subscriber; `None` ends the stream (service stopping, or the store failing).
+    async fn next(&mut self) -> Option<Event> {
+        let event = self.next_unstamped().await;
+        self.last_write = tokio::time::Instant::now();
+        event
+    }
+
+    async fn next_unstamped(&mut self) -> Option<Event> {
+        if !self.greeted {
+            self.greeted = true;
+            return Some(ping());
+        }
+        loop {
+            if let Some(event) = self.backlog.pop_front() {
+                return Some(event);
+            }
+            if self.replay {
+                self.read_stored().await?;
+                continue;
+            }
+            let next = tokio::select! {
+                next = self.live.recv() => next,
+                _ = tokio::time::sleep_until(self.last_write + PING_INTERVAL) => return Some(ping()),
+                _ = self.stop.wait_for(|stopped| *stopped) => return None,
+            };
+            match next {
+                Ok(record) if record.conversation_id == Some(self.conversation_id) && record.id > self.last_sent => {
+                    self.last_sent = record.id;
+                    return Some(event(&record));
+                }
+                Ok(_) => {}
+                // Fell behind the live buffer: the store has everything, catch up from there.
+                Err(broadcast::error::RecvError::Lagged(_)) => self.replay = true,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Moves one page of stored events after `last_sent` into the backlog.
+    async fn read_stored(&mut self) -> Option<()> {
+        let page = match self
+            .state
+            .store
+            .events_after(self.conversation_id, self.last_sent, REPLAY_PAGE)
+            .await
+        {
             Ok(page) => page,
             Err(e) => {
                 tracing::error!(error = %e, "cannot replay events");
-                return false;
+                return None;
             }
         };
-        for record in &page {
-            *last_sent = record.id;
-            if out.send(event(record)).await.is_err() {
-                return false;
-            }
+        self.replay = page.len() as i64 == REPLAY_PAGE;
+        if let Some(last) = page.last() {
+            self.last_sent = last.id;
         }
-        if (page.len() as i64) < REPLAY_PAGE {
-            return true;
-        }
+        self.backlog.extend(page.iter().map(event));
+        Some(())
     }
 }

@@ -193,6 +193,8 @@ pub trait Store: Send + Sync + 'static {
     /// Newest first; without wallet and owner addresses.
     async fn list_agents(&self, limit: i64, offset: i64) -> StoreResult<Vec<Agent>>;
     async fn get_agent(&self, id: Uuid) -> StoreResult<Agent>;
+    /// The agent, and the agent that owns the live token with this hash (if any), read together.
+    async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)>;
     /// Applies the update; `wallet_address` is the agent's address, recorded for newly added chains.
     async fn update_agent(&self, id: Uuid, update: &AgentUpdate, wallet_address: Address) -> StoreResult<Agent>;
     /// Soft delete; `false` when it was already inactive.

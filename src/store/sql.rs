@@ -77,27 +77,41 @@ macro_rules! impl_store {
         }
 
         async fn load_agent(conn: &mut <$db as sqlx::Database>::Connection, id: __Uuid) -> StoreResult<__Agent> {
-            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1")))
-                .bind(id)
-                .fetch_optional(&mut *conn)
-                .await?
-                .ok_or(StoreError::AgentNotFound)?;
+            Ok(load_agent_and_token(conn, id, None).await?.0)
+        }
+
+        /// The agent with its addresses, and (when a token hash is given) the agent owning that live token:
+        /// two queries, so the authenticated hot path stays short.
+        async fn load_agent_and_token(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            id: __Uuid,
+            token_hash: Option<&str>,
+        ) -> StoreResult<(__Agent, Option<__Uuid>)> {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {AGENT_COLUMNS}, (SELECT t.agent_id FROM access_tokens t \
+                 WHERE t.token_hash = $2 AND t.revoked_at IS NULL) AS token_owner FROM agents WHERE id = $1"
+            )))
+            .bind(id)
+            .bind(token_hash.unwrap_or_default())
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or(StoreError::AgentNotFound)?;
             let mut agent = agent_from_row(&row)?;
-            let wallets: Vec<(String, String)> =
-                sqlx::query_as("SELECT chain, address FROM wallet_addresses WHERE agent_id = $1")
-                    .bind(id)
-                    .fetch_all(&mut *conn)
-                    .await?;
+            let token_owner: Option<__Uuid> = row.try_get("token_owner")?;
+            let addresses: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT 'wallet', chain, address FROM wallet_addresses WHERE agent_id = $1 \
+                 UNION ALL SELECT 'owner', chain, address FROM owner_addresses WHERE agent_id = $1",
+            )
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+            let (wallets, owners): (Vec<_>, Vec<_>) = addresses.into_iter().partition(|(kind, _, _)| kind == "wallet");
+            let pairs = |v: Vec<(String, String, String)>| v.into_iter().map(|(_, c, a)| (c, a)).collect::<Vec<_>>();
             // Addresses of chains the agent has since dropped stay stored but are not the agent's any more.
-            agent.wallet_addresses = rows::address_map(wallets)?;
+            agent.wallet_addresses = rows::address_map(pairs(wallets))?;
             agent.wallet_addresses.retain(|chain, _| agent.chains.contains(chain));
-            let owners: Vec<(String, String)> =
-                sqlx::query_as("SELECT chain, address FROM owner_addresses WHERE agent_id = $1")
-                    .bind(id)
-                    .fetch_all(&mut *conn)
-                    .await?;
-            agent.owner_addresses = rows::address_map(owners)?;
-            Ok(agent)
+            agent.owner_addresses = rows::address_map(pairs(owners))?;
+            Ok((agent, token_owner))
         }
 
         const CONVERSATION_SELECT: &str = "SELECT c.id, c.agent_id, c.title, c.created_at, c.updated_at, \
@@ -203,18 +217,34 @@ macro_rules! impl_store {
             agent_id: __Uuid,
             chain: &str,
         ) -> StoreResult<alloy::primitives::U256> {
-            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND chain = $2 AND status <> 'dropped'"
-            )))
+            let row: Option<(String,)> = sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
+                .bind(agent_id)
+                .bind(chain)
+                .fetch_optional(&mut *conn)
+                .await?;
+            row.map_or(Ok(alloy::primitives::U256::ZERO), |(w,)| rows::wei_from_text(&w, "spending.spent_wei"))
+        }
+
+        /// Moves what counts against the cap on (agent, chain): `+ add - sub`. Callers hold the agent's write lock.
+        async fn adjust_spent(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            agent_id: __Uuid,
+            chain: &str,
+            add: alloy::primitives::U256,
+            sub: alloy::primitives::U256,
+        ) -> StoreResult<()> {
+            let current = spent_on_chain(&mut *conn, agent_id, chain).await?;
+            let next = current.saturating_add(add).saturating_sub(sub);
+            sqlx::query(
+                "INSERT INTO spending (agent_id, chain, spent_wei) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent_id, chain) DO UPDATE SET spent_wei = $3",
+            )
             .bind(agent_id)
             .bind(chain)
-            .fetch_all(&mut *conn)
+            .bind(next.to_string())
+            .execute(&mut *conn)
             .await?;
-            let mut spent = alloy::primitives::U256::ZERO;
-            for row in &rows {
-                spent += tx_from_row(row)?.counted_wei();
-            }
-            Ok(spent)
+            Ok(())
         }
 
         #[async_trait::async_trait]
@@ -275,6 +305,11 @@ macro_rules! impl_store {
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter().map(agent_from_row).collect()
+            }
+
+            async fn get_agent_for_token(&self, id: __Uuid, token_hash: &str) -> StoreResult<(__Agent, Option<__Uuid>)> {
+                let mut conn = self.pool.acquire().await?;
+                load_agent_and_token(&mut conn, id, Some(token_hash)).await
             }
 
             async fn get_agent(&self, id: __Uuid) -> StoreResult<__Agent> {
@@ -528,18 +563,11 @@ macro_rules! impl_store {
             }
 
             async fn spent_by_chain(&self, agent_id: __Uuid) -> StoreResult<__BTreeMap<String, alloy::primitives::U256>> {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND status <> 'dropped'"
-                )))
-                .bind(agent_id)
-                .fetch_all(&self.pool)
-                .await?;
-                let mut spent = __BTreeMap::new();
-                for row in &rows {
-                    let tx = tx_from_row(row)?;
-                    *spent.entry(tx.chain.clone()).or_insert(alloy::primitives::U256::ZERO) += tx.counted_wei();
-                }
-                Ok(spent)
+                let rows: Vec<(String, String)> = sqlx::query_as("SELECT chain, spent_wei FROM spending WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.into_iter().map(|(chain, wei)| Ok((chain, rows::wei_from_text(&wei, "spending.spent_wei")?))).collect()
             }
 
             async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
@@ -641,6 +669,7 @@ macro_rules! impl_store {
                 .bind(nonce as i64 + 1)
                 .execute(&mut *tx)
                 .await?;
+                adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, alloy::primitives::U256::ZERO).await?;
                 tx.commit().await?;
                 Ok(Reservation::Reserved(Box::new(record)))
             }
@@ -656,15 +685,18 @@ macro_rules! impl_store {
 
             async fn discard_transfer(&self, id: __Uuid, resync_to: Option<u64>) -> StoreResult<()> {
                 let mut tx = self.begin_write().await?;
-                let row: Option<(__Uuid, String, i64)> =
-                    sqlx::query_as("SELECT agent_id, chain, nonce FROM transactions WHERE id = $1")
+                let row: Option<(__Uuid, String, i64, String)> =
+                    sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei FROM transactions WHERE id = $1")
                         .bind(id)
                         .fetch_optional(&mut *tx)
                         .await?;
-                let Some((agent_id, chain, nonce)) = row else {
+                let Some((agent_id, chain, nonce, reserved)) = row else {
                     return Ok(());
                 };
+                lock_agent(&mut tx, agent_id).await?;
                 sqlx::query("DELETE FROM transactions WHERE id = $1").bind(id).execute(&mut *tx).await?;
+                let reserved = rows::wei_from_text(&reserved, "reserved_wei")?;
+                adjust_spent(&mut tx, agent_id, &chain, alloy::primitives::U256::ZERO, reserved).await?;
                 // Give the nonce back only if nothing was allocated after it.
                 sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
                     .bind(nonce)
@@ -705,6 +737,16 @@ macro_rules! impl_store {
             ) -> StoreResult<Option<EventRecord>> {
                 let mut tx = self.begin_write().await?;
                 let now = crate::domain::now();
+                let row: Option<(__Uuid, Option<__Uuid>, String, String)> =
+                    sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((agent_id, conversation_id, chain, reserved)) = row else {
+                    return Ok(None);
+                };
+                // The agent first, as reservations do, so the spending row changes under one lock.
+                lock_agent(&mut tx, agent_id).await?;
                 let done = sqlx::query(
                     "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
                      updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
@@ -720,10 +762,10 @@ macro_rules! impl_store {
                 if done.rows_affected() != 1 {
                     return Ok(None);
                 }
-                let row: (__Uuid, Option<__Uuid>) = sqlx::query_as("SELECT agent_id, conversation_id FROM transactions WHERE id = $1")
-                    .bind(id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let reserved = rows::wei_from_text(&reserved, "reserved_wei")?;
+                let actual = s.actual_cost_wei.unwrap_or(alloy::primitives::U256::ZERO);
+                adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
+                let row = (agent_id, conversation_id);
                 let row = sqlx::query(
                     "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
                      RETURNING id, conversation_id, agent_id, kind, payload",
