@@ -8,8 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use alloy::primitives::{Address, U256};
+use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{Provider, RootProvider};
+use alloy::rpc::types::TransactionReceipt;
 
 /// How long anvil may take to start listening and answer (it usually needs about 0.1 s).
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,6 +143,15 @@ impl Anvil {
             .get_transaction_count(address)
             .await
             .expect("eth_getTransactionCount")
+    }
+
+    /// The receipt of a mined transaction (panics when it has none).
+    pub async fn receipt(&self, hash: TxHash) -> TransactionReceipt {
+        self.provider
+            .get_transaction_receipt(hash)
+            .await
+            .expect("eth_getTransactionReceipt")
+            .unwrap_or_else(|| panic!("{hash} has a receipt"))
     }
 
     pub async fn block_number(&self) -> u64 {

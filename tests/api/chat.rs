@@ -8,130 +8,15 @@ use alloy::primitives::{Address, B256, Bytes, TxKind, U256};
 use alloy::providers::Provider;
 use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::helpers::{CreatedAgent, TestApp, TestResponse, assert_error, spawn_app_with};
-
-pub(crate) const ALL_CAPABILITIES: &[&str] = &["read", "compare", "transact", "analytics"];
-pub(crate) const BASE_ID: u64 = 8453;
-pub(crate) const ETHEREUM_ID: u64 = 1;
-
-/// An app whose `base` and `ethereum` chains are two local nodes.
-pub(crate) struct TwoChains {
-    pub app: TestApp,
-    pub base: Anvil,
-    pub ethereum: Anvil,
-}
-
-pub(crate) async fn two_chains(base_args: &[&str], ethereum_args: &[&str]) -> TwoChains {
-    let base = Anvil::start_with(BASE_ID, base_args);
-    let ethereum = Anvil::start_with(ETHEREUM_ID, ethereum_args);
-    let app = spawn_app_with(&[("RPC_URL_BASE", base.url()), ("RPC_URL_ETHEREUM", ethereum.url())]).await;
-    TwoChains { app, base, ethereum }
-}
-
-/// An agent on ethereum and base with the given capabilities (and a spending cap of 1).
-pub(crate) async fn agent_with(app: &TestApp, name: &str, capabilities: &[&str]) -> CreatedAgent {
-    app.create_agent_ok(json!({
-        "name": name,
-        "chains": ["ethereum", "base"],
-        "capabilities": capabilities,
-        "spending_cap": 1,
-    }))
-    .await
-}
-
-pub(crate) fn address(agent: &CreatedAgent, chain: &str) -> Address {
-    agent.address(chain).parse().expect("a wallet address")
-}
-
-pub(crate) async fn post_chat(app: &TestApp, path: &str, token: Option<&str>, body: Value) -> TestResponse {
-    app.send(app.build(Method::POST, path, token, Some(body))).await
-}
-
-/// One turn on `/api/chat`, insisting on a 200 with the contract's shape.
-pub(crate) async fn chat_in(app: &TestApp, agent: &CreatedAgent, message: &str, conversation: Option<&str>) -> Value {
-    let response = post_chat(
-        app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": message, "conversation_id": conversation}),
-    )
-    .await;
-    assert_eq!(
-        response.status,
-        StatusCode::OK,
-        "chat {message:?} failed: {}",
-        response.text
-    );
-    assert_turn_shape(&response.body);
-    response.body
-}
-
-pub(crate) async fn chat(app: &TestApp, agent: &CreatedAgent, message: &str) -> Value {
-    chat_in(app, agent, message, None).await
-}
-
-/// `{response, conversation_id, chain_calls, tokens_used, message_id}` with the right types.
-#[track_caller]
-pub(crate) fn assert_turn_shape(turn: &Value) {
-    assert!(turn["response"].is_string(), "response is a string: {turn}");
-    for key in ["conversation_id", "message_id"] {
-        let id = turn[key]
-            .as_str()
-            .unwrap_or_else(|| panic!("{key} is a string: {turn}"));
-        uuid::Uuid::parse_str(id).unwrap_or_else(|_| panic!("{key} is a uuid: {turn}"));
-    }
-    assert!(turn["tokens_used"].is_u64(), "tokens_used is an integer >= 0: {turn}");
-    let calls = turn["chain_calls"]
-        .as_array()
-        .unwrap_or_else(|| panic!("chain_calls is an array: {turn}"));
-    calls.iter().for_each(assert_chain_call_shape);
-}
-
-/// `{id, tool, args, result, error?, duration_ms}`.
-#[track_caller]
-pub(crate) fn assert_chain_call_shape(call: &Value) {
-    let object = call
-        .as_object()
-        .unwrap_or_else(|| panic!("a chain call is an object: {call}"));
-    assert!(call["id"].as_str().is_some_and(|s| !s.is_empty()), "id: {call}");
-    assert!(call["tool"].as_str().is_some_and(|s| !s.is_empty()), "tool: {call}");
-    assert!(call["args"].is_object(), "args is an object: {call}");
-    assert!(object.contains_key("result"), "result is present: {call}");
-    assert!(call["duration_ms"].is_u64(), "duration_ms is an integer: {call}");
-    for key in object.keys() {
-        assert!(
-            ["id", "tool", "args", "result", "error", "duration_ms"].contains(&key.as_str()),
-            "unexpected key {key} in a chain call: {call}"
-        );
-    }
-}
-
-/// The tools called in a turn, in order.
-pub(crate) fn tools_of(turn: &Value) -> Vec<String> {
-    turn["chain_calls"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| c["tool"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-#[track_caller]
-pub(crate) fn assert_contains(text: &Value, needle: &str) {
-    let text = text.as_str().unwrap_or_else(|| panic!("a string: {text}"));
-    assert!(text.contains(needle), "{needle:?} is missing from {text:?}");
-}
-
-pub(crate) async fn messages_of(app: &TestApp, agent: &CreatedAgent, conversation: &str) -> Value {
-    let path = format!("/api/conversations/{conversation}/messages");
-    let (status, body) = app.request(Method::GET, &path, Some(&agent.token), None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
+use crate::helpers::assert_error;
+use crate::helpers::chat::{
+    ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_contains, chat, chat_in, post_chat, post_turn, tools_of,
+    two_chains,
+};
 
 const ETHER: u128 = 1_000_000_000_000_000_000;
 
@@ -160,8 +45,8 @@ async fn my_balance_on_base_quotes_the_node_exactly() {
 
     // The stored assistant message is the one the response names, with the same chain calls.
     let conversation = turn["conversation_id"].as_str().unwrap();
-    let messages = messages_of(&env.app, &agent, conversation).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2, "{messages}");
+    let messages = env.app.messages(&agent, conversation).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0]["role"], "user");
     assert_eq!(messages[0]["content"], "what is my balance on base");
     assert_eq!(messages[1]["id"], turn["message_id"]);
@@ -457,13 +342,8 @@ async fn a_second_turn_continues_the_same_conversation() {
 
     assert_eq!(second["conversation_id"], conversation.as_str());
     assert_ne!(second["message_id"], first["message_id"]);
-    let messages = messages_of(&env.app, &agent, &conversation).await;
-    let contents: Vec<&str> = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let messages = env.app.messages(&agent, &conversation).await;
+    let contents: Vec<&str> = messages.iter().map(|m| m["content"].as_str().unwrap()).collect();
     assert_eq!(
         contents,
         [
@@ -508,8 +388,8 @@ async fn another_agents_or_an_unknown_conversation_is_refused() {
         "conversation_not_found",
     );
     // Neither refusal added anything to Alice's conversation.
-    let messages = messages_of(&env.app, &alice, conversation).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2, "{messages}");
+    let messages = env.app.messages(&alice, conversation).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
 }
 
 #[tokio::test]
@@ -536,17 +416,8 @@ async fn chat_validates_the_message_and_the_connected_wallet() {
         );
     }
     // No refused request left a conversation behind.
-    let (status, list) = env
-        .app
-        .request(
-            Method::GET,
-            &format!("/api/conversations?agent_id={}", agent.id),
-            Some(&agent.token),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    assert_eq!(list, json!([]));
+    let list = env.app.list_conversations(&agent).await;
+    assert_eq!(list, Vec::<Value>::new());
 
     // The limits themselves are accepted: 8000 characters (multi-byte ones count once) and a 0x address.
     let response = send(json!({"agent_id": agent.id, "message": "é".repeat(8000)})).await;
@@ -612,13 +483,7 @@ async fn chat_checks_token_agent_and_activity_in_order() {
     // The order: a deleted agent with the wrong token is still 403, an empty message of a deleted agent is 410.
     let foreign = post_chat(&env.app, "/api/chat", Some(&other.token), body(&agent.id)).await;
     assert_error(&(foreign.status, foreign.body), StatusCode::FORBIDDEN, "forbidden");
-    let empty = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": ""}),
-    )
-    .await;
+    let empty = post_turn(&env.app, &agent, "").await;
     assert_error(&(empty.status, empty.body), StatusCode::GONE, "agent_inactive");
 }
 

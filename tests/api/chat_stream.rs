@@ -8,122 +8,24 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_chain_call_shape, messages_of, two_chains};
+use crate::helpers::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_chain_call_shape, two_chains};
 use crate::helpers::llm_server::{LlmServer, Reply};
+use crate::helpers::sse::{SseItem, SseStream};
 use crate::helpers::{CreatedAgent, TOKEN_HEADER, TestApp, assert_error, spawn_app_with};
 
-/// One server-sent event, or a comment line (`: text`).
-#[derive(Debug, Clone)]
-pub(crate) enum Sse {
-    Event { name: String, data: Value },
-    Comment(String),
-}
-
-/// Reads server-sent events from a streaming response as they arrive.
-pub(crate) struct SseReader {
-    response: reqwest::Response,
-    buffer: String,
-    pending: std::collections::VecDeque<Sse>,
-    done: bool,
-}
-
-impl SseReader {
-    pub(crate) fn new(response: reqwest::Response) -> SseReader {
-        SseReader {
-            response,
-            buffer: String::new(),
-            pending: Default::default(),
-            done: false,
-        }
-    }
-
-    /// The next event or comment; `None` when the stream ended. Panics when nothing comes within `within`.
-    pub(crate) async fn next(&mut self, within: Duration) -> Option<Sse> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(item) = self.pending.pop_front() {
-                return Some(item);
-            }
-            if self.done {
-                return None;
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
-                .await
-                .unwrap_or_else(|_| panic!("no server-sent event within {within:?}"))
-                .expect("read the event stream");
-            match chunk {
-                Some(bytes) => {
-                    self.buffer
-                        .push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n"));
-                    self.parse_blocks();
-                }
-                None => self.done = true,
-            }
-        }
-    }
-
-    fn parse_blocks(&mut self) {
-        while let Some(end) = self.buffer.find("\n\n") {
-            let block: String = self.buffer.drain(..end + 2).collect();
-            let mut name = None;
-            let mut data: Vec<&str> = Vec::new();
-            for line in block.lines() {
-                if let Some(comment) = line.strip_prefix(':') {
-                    self.pending.push_back(Sse::Comment(comment.trim().to_string()));
-                } else if let Some(value) = line.strip_prefix("event:") {
-                    name = Some(value.trim().to_string());
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    data.push(value.strip_prefix(' ').unwrap_or(value));
-                }
-            }
-            if name.is_some() || !data.is_empty() {
-                let text = data.join("\n");
-                let data =
-                    serde_json::from_str(&text).unwrap_or_else(|_| panic!("event data is JSON: {text:?} in {block:?}"));
-                self.pending.push_back(Sse::Event {
-                    name: name.unwrap_or_else(|| "message".into()),
-                    data,
-                });
-            }
-        }
-    }
-
-    /// Every event until the stream ends (comments dropped), each within `within` of the previous one.
-    pub(crate) async fn events(&mut self, within: Duration) -> Vec<(String, Value)> {
-        let mut events = Vec::new();
-        while let Some(item) = self.next(within).await {
-            if let Sse::Event { name, data } = item {
-                events.push((name, data));
-            }
-        }
-        events
-    }
-}
-
 /// Starts a stream, insisting on a 200 `text/event-stream`.
-pub(crate) async fn open_stream(app: &TestApp, agent: &CreatedAgent, body: Value) -> SseReader {
-    let response = app
-        .client
-        .post(app.url("/api/chat/stream"))
-        .header(TOKEN_HEADER, &agent.token)
-        .json(&body)
-        .send()
-        .await
-        .expect("the request reaches the app");
-    assert_eq!(response.status(), StatusCode::OK, "the stream starts");
-    let content_type = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
-    SseReader::new(response)
+pub(crate) async fn open_stream(app: &TestApp, agent: &CreatedAgent, body: Value) -> SseStream {
+    SseStream::open(app.build(Method::POST, "/api/chat/stream", Some(&agent.token), Some(body))).await
+}
+
+/// Streams one turn of `body` to its end; every event as `(name, data)`, each within 30 s of the previous one.
+pub(crate) async fn stream_events(app: &TestApp, agent: &CreatedAgent, body: Value) -> Vec<(String, Value)> {
+    let mut stream = open_stream(app, agent, body).await;
+    stream.json_events(Duration::from_secs(30)).await
 }
 
 pub(crate) async fn stream_turn(app: &TestApp, agent: &CreatedAgent, message: &str) -> Vec<(String, Value)> {
-    let mut reader = open_stream(app, agent, json!({"agent_id": agent.id, "message": message})).await;
-    reader.events(Duration::from_secs(30)).await
+    stream_events(app, agent, json!({"agent_id": agent.id, "message": message})).await
 }
 
 /// Checks `start (tool_call tool_result)* text_delta+ final` and the consistency of the events with `final`;
@@ -144,7 +46,7 @@ pub(crate) fn assert_complete_stream(events: &[(String, Value)]) -> Value {
     assert!(texts.iter().all(|n| *n == "text_delta"), "{names:?}");
 
     let final_data = events.last().unwrap().1.clone();
-    crate::chat::assert_turn_shape(&final_data);
+    crate::helpers::chat::assert_turn_shape(&final_data);
     assert_eq!(
         events[0].1["conversation_id"], final_data["conversation_id"],
         "start and final name the same conversation"
@@ -208,8 +110,8 @@ async fn a_streamed_turn_sends_start_tools_text_and_final_in_order() {
 
     // The stored turn is the streamed one.
     let conversation = final_data["conversation_id"].as_str().unwrap();
-    let messages = messages_of(&env.app, &agent, conversation).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2, "{messages}");
+    let messages = env.app.messages(&agent, conversation).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[1]["id"], final_data["message_id"]);
     assert_eq!(messages[1]["content"], final_data["response"]);
     assert_eq!(messages[1]["chain_calls"], final_data["chain_calls"]);
@@ -239,13 +141,12 @@ async fn several_tool_calls_stream_as_pairs_before_the_text() {
     assert!(fees.contains(&("ethereum", "9")), "{fees:?}");
     // A second streamed turn in the same conversation.
     let conversation = final_data["conversation_id"].as_str().unwrap();
-    let mut reader = open_stream(
+    let events = stream_events(
         &env.app,
         &agent,
         json!({"agent_id": agent.id, "message": "latest block on base", "conversation_id": conversation}),
     )
     .await;
-    let events = reader.events(Duration::from_secs(30)).await;
     let second = assert_complete_stream(&events);
     assert_eq!(second["conversation_id"], conversation);
 }
@@ -255,7 +156,7 @@ async fn errors_before_start_are_plain_http_errors() {
     let env = two_chains(&[], &[]).await;
     let agent = agent_with(&env.app, "Strict", &["read"]).await;
     let other = agent_with(&env.app, "Other", &["read"]).await;
-    let theirs = crate::chat::chat(&env.app, &other, "hello").await;
+    let theirs = crate::helpers::chat::chat(&env.app, &other, "hello").await;
     let their_conversation = theirs["conversation_id"].as_str().unwrap();
 
     let cases: Vec<(Option<&str>, Value, StatusCode, &str)> = vec![
@@ -343,8 +244,8 @@ async fn errors_before_start_are_plain_http_errors() {
     let body: Value = serde_json::from_str(&response.text().await.unwrap()).expect("a JSON error body");
     assert_error(&(status, body), StatusCode::BAD_REQUEST, "invalid_json");
     // None of these wrote anything: the other agent still has its one conversation of two messages.
-    let messages = messages_of(&env.app, &other, their_conversation).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2);
+    let messages = env.app.messages(&other, their_conversation).await;
+    assert_eq!(messages.len(), 2);
 
     let (_, _) = env.app.delete_agent(&agent.id, &agent.token).await;
     let gone = env
@@ -361,15 +262,9 @@ async fn errors_before_start_are_plain_http_errors() {
 
 /// An app using the scripted OpenAI-compatible server, with a base node.
 async fn openai_app(llm: &LlmServer, base: &Anvil, timeout_ms: &str) -> TestApp {
-    spawn_app_with(&[
-        ("LLM_PROVIDER", "openai"),
-        ("LLM_BASE_URL", &llm.base_url),
-        ("LLM_API_KEY", "sk-test-stream"),
-        ("LLM_MODEL", "test-model"),
-        ("LLM_TIMEOUT_MS", timeout_ms),
-        ("RPC_URL_BASE", base.url()),
-    ])
-    .await
+    let mut vars = llm.app_vars("sk-test-stream");
+    vars.extend([("LLM_TIMEOUT_MS", timeout_ms), ("RPC_URL_BASE", base.url())]);
+    spawn_app_with(&vars).await
 }
 
 #[tokio::test]
@@ -391,8 +286,7 @@ async fn an_upstream_failure_after_start_is_an_error_event_and_the_turn_is_recor
 
     // The conversation holds the user message and an assistant message recording the error.
     let conversation = events[0].1["conversation_id"].as_str().unwrap();
-    let messages = messages_of(&app, &agent, conversation).await;
-    let messages = messages.as_array().unwrap();
+    let messages = app.messages(&agent, conversation).await;
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0]["role"], "user");
     assert_eq!(messages[0]["content"], "what is my balance on base");
@@ -424,22 +318,23 @@ async fn a_client_that_leaves_after_start_still_leaves_a_complete_turn() {
         json!({"agent_id": agent.id, "message": "balance on base?"}),
     )
     .await;
-    let conversation = match reader.next(Duration::from_secs(10)).await {
-        Some(Sse::Event { name, data }) if name == "start" => data["conversation_id"].as_str().unwrap().to_string(),
+    let conversation = match reader.next_item(Duration::from_secs(10)).await {
+        Some(SseItem::Event(start)) if start.event == "start" => {
+            start.json()["conversation_id"].as_str().unwrap().to_string()
+        }
         other => panic!("the stream begins with start: {other:?}"),
     };
     drop(reader);
 
     let deadline = Instant::now() + Duration::from_secs(15);
     let messages = loop {
-        let messages = messages_of(&app, &agent, &conversation).await;
-        if messages.as_array().unwrap().len() >= 2 {
+        let messages = app.messages(&agent, &conversation).await;
+        if messages.len() >= 2 {
             break messages;
         }
-        assert!(Instant::now() < deadline, "the turn was not completed: {messages}");
+        assert!(Instant::now() < deadline, "the turn was not completed: {messages:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let messages = messages.as_array().unwrap();
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[1]["content"], "You hold 5 wei.");
@@ -464,14 +359,17 @@ async fn keepalive_comments_flow_while_the_model_is_silent() {
     let started = Instant::now();
     let mut reader = open_stream(&app, &agent, json!({"agent_id": agent.id, "message": "hello"})).await;
     let mut items = Vec::new();
-    while let Some(item) = reader.next(Duration::from_secs(16)).await {
+    while let Some(item) = reader.next_item(Duration::from_secs(16)).await {
         items.push(item);
     }
     let kinds: Vec<String> = items
         .iter()
         .map(|i| match i {
-            Sse::Event { name, .. } => name.clone(),
-            Sse::Comment(text) => format!(": {text}"),
+            SseItem::Event(event) => {
+                event.json(); // every event's data is JSON
+                event.event.clone()
+            }
+            SseItem::Comment(text) => format!(": {text}"),
         })
         .collect();
     let first_comment = kinds.iter().position(|k| k.starts_with(':'));

@@ -8,16 +8,16 @@ use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, Bytes, TxHash, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
-use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
+use crate::helpers::chain::{
+    BASE_CHAIN_ID, CENT_ETH, assert_nothing_sent, confirmation_messages, fresh_address, funded_agent, node_cost,
+    refusal_code, send_via_chat, sent_hash, spent_on_base, transactions, transfer_app, wait_for_transactions, wallet,
+    wei,
+};
 use crate::helpers::sse::{SseEvent, SseStream};
 use crate::helpers::{CreatedAgent, TOKEN_HEADER, TestApp};
-use crate::transfers::{
-    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, assert_nothing_sent, fresh_address, node_cost, refusal_code, send_via_chat,
-    sending_agent, sent_hash, spent_on_base, transactions, transfer_app, wait_for_transactions, wallet, wei,
-};
 
 /// How long an event that should come may take.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,6 +45,14 @@ fn assert_ping(event: Option<SseEvent>) {
     assert_eq!(event.event, "ping", "the first event is a ping: {event:?}");
 }
 
+/// The next `tx_confirmation` event (`what` names it when it does not come within `EVENT_TIMEOUT`).
+async fn next_confirmation(stream: &mut SseStream, what: &str) -> SseEvent {
+    stream
+        .next_named("tx_confirmation", EVENT_TIMEOUT)
+        .await
+        .unwrap_or_else(|| panic!("{what}"))
+}
+
 /// A replayed event carries the live one's name, id and data.
 #[track_caller]
 fn assert_same_event(replayed: &SseEvent, live: &SseEvent) {
@@ -63,26 +71,12 @@ async fn send_cent(app: &TestApp, agent: &CreatedAgent, to: Address) -> (String,
     (conversation_id, sent_hash(&call))
 }
 
-async fn messages(app: &TestApp, agent: &CreatedAgent, conversation_id: &str) -> Vec<Value> {
-    let path = format!("/api/conversations/{conversation_id}/messages");
-    let (status, body) = app.request(Method::GET, &path, Some(&agent.token), None).await;
-    assert_eq!(status, StatusCode::OK, "messages: {body}");
-    body.as_array().expect("an array of messages").clone()
-}
-
-/// A funded sending agent with a cap of 0.5 ETH on `app`.
-async fn funded_agent(app: &TestApp, anvil: &Anvil) -> CreatedAgent {
-    let agent = sending_agent(app, Some(0.5)).await;
-    anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
-    agent
-}
-
 #[tokio::test]
 async fn the_confirmation_arrives_on_the_stream_after_mining_and_is_replayed() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     anvil.set_automine(false).await;
     let app = transfer_app(&anvil, &[]).await;
-    let agent = funded_agent(&app, &anvil).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let to = fresh_address();
 
     let (conversation_id, hash) = send_cent(&app, &agent, to).await;
@@ -94,19 +88,11 @@ async fn the_confirmation_arrives_on_the_stream_after_mining_and_is_replayed() {
     assert_eq!(transactions(&app, &agent).await[0]["status"], "pending");
 
     anvil.mine(1).await;
-    let event = stream
-        .next_named("tx_confirmation", EVENT_TIMEOUT)
-        .await
-        .expect("a tx_confirmation after the block");
+    let event = next_confirmation(&mut stream, "a tx_confirmation after the block").await;
     let id = event.id_number();
     assert!(id > 0, "event ids start after 0: {event:?}");
     let data = event.json();
-    let receipt = anvil
-        .provider()
-        .get_transaction_receipt(hash)
-        .await
-        .unwrap()
-        .expect("mined");
+    let receipt = anvil.receipt(hash).await;
     let block = receipt.block_number.expect("a block number");
     assert_eq!(data["type"], "tx_confirmation", "{data}");
     assert_eq!(data["conversation_id"], conversation_id, "{data}");
@@ -150,7 +136,7 @@ async fn the_confirmation_arrives_on_the_stream_after_mining_and_is_replayed() {
     assert_eq!(events[0].event, "ping", "{events:?}");
 
     // The conversation holds the confirmation as an assistant message.
-    let messages = messages(&app, &agent, &conversation_id).await;
+    let messages = app.messages(&agent, &conversation_id).await;
     let last = messages.last().expect("messages");
     assert_eq!(last["role"], "assistant", "{messages:#?}");
     let content = last["content"].as_str().unwrap_or_default();
@@ -158,11 +144,11 @@ async fn the_confirmation_arrives_on_the_stream_after_mining_and_is_replayed() {
         content.contains(&hash.to_string()) && content.contains("confirmed"),
         "the confirmation message names the hash and the outcome: {content}"
     );
-    let confirmations = messages
-        .iter()
-        .filter(|m| m["content"].as_str().unwrap_or_default().contains("is confirmed"))
-        .count();
-    assert_eq!(confirmations, 1, "one confirmation message: {messages:#?}");
+    assert_eq!(
+        confirmation_messages(&messages),
+        1,
+        "one confirmation message: {messages:#?}"
+    );
 }
 
 #[tokio::test]
@@ -170,7 +156,7 @@ async fn the_confirmation_waits_for_the_configured_depth() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     anvil.set_automine(false).await;
     let app = transfer_app(&anvil, &[("CONFIRMATIONS_BASE", "3")]).await;
-    let agent = funded_agent(&app, &anvil).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
 
     let (conversation_id, hash) = send_cent(&app, &agent, fresh_address()).await;
     let mut stream = open_stream(&app, &agent, &conversation_id, &[]).await;
@@ -184,10 +170,7 @@ async fn the_confirmation_waits_for_the_configured_depth() {
     assert_eq!(txs[0]["status"], "pending", "still pending after one block: {txs:?}");
 
     anvil.mine(2).await;
-    let event = stream
-        .next_named("tx_confirmation", EVENT_TIMEOUT)
-        .await
-        .expect("a tx_confirmation after three blocks");
+    let event = next_confirmation(&mut stream, "a tx_confirmation after three blocks").await;
     let data = event.json();
     assert_eq!(data["status"], "confirmed", "{data}");
     assert_eq!(data["tx_hash"], hash.to_string(), "{data}");
@@ -206,7 +189,7 @@ async fn a_confirmation_reaches_subscribers_on_every_instance_sharing_postgres()
     anvil.set_automine(false).await;
     let first = transfer_app(&anvil, &[]).await;
     let second = crate::transfer_concurrency::second_instance(&first, &anvil).await;
-    let agent = funded_agent(&first, &anvil).await;
+    let agent = funded_agent(&first, &anvil, Some(0.5)).await;
 
     let (conversation_id, hash) = send_cent(&first, &agent, fresh_address()).await;
     let mut on_first = open_stream(&first, &agent, &conversation_id, &[]).await;
@@ -216,14 +199,8 @@ async fn a_confirmation_reaches_subscribers_on_every_instance_sharing_postgres()
 
     // Only one instance's watcher settles it; the other hears of it through the database.
     anvil.mine(1).await;
-    let from_first = on_first
-        .next_named("tx_confirmation", EVENT_TIMEOUT)
-        .await
-        .expect("the event on the first instance");
-    let from_second = on_second
-        .next_named("tx_confirmation", EVENT_TIMEOUT)
-        .await
-        .expect("the event on the second instance");
+    let from_first = next_confirmation(&mut on_first, "the event on the first instance").await;
+    let from_second = next_confirmation(&mut on_second, "the event on the second instance").await;
     assert_same_event(&from_second, &from_first);
     assert_eq!(from_first.json()["tx_hash"], hash.to_string());
     // Settled once: no second event on either stream.
@@ -231,12 +208,8 @@ async fn a_confirmation_reaches_subscribers_on_every_instance_sharing_postgres()
         let more = stream.next_named("tx_confirmation", Duration::from_millis(500)).await;
         assert!(more.is_none(), "one event per change: {more:?}");
     }
-    let confirmations = messages(&second, &agent, &conversation_id)
-        .await
-        .iter()
-        .filter(|m| m["content"].as_str().unwrap_or_default().contains("is confirmed"))
-        .count();
-    assert_eq!(confirmations, 1, "one confirmation message");
+    let messages = second.messages(&agent, &conversation_id).await;
+    assert_eq!(confirmation_messages(&messages), 1, "one confirmation message");
 }
 
 /// Init code that deploys `runtime`: CODECOPY it to memory and RETURN it.
@@ -282,7 +255,7 @@ async fn a_send_to_a_contract_that_always_reverts_is_refused_before_anything_is_
     // PUSH1 0 PUSH1 0 REVERT: refuses every call, so eth_estimateGas fails.
     let contract = deploy(&anvil, &[0x60, 0x00, 0x60, 0x00, 0xfd]).await;
     let app = transfer_app(&anvil, &[]).await;
-    let agent = funded_agent(&app, &anvil).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
 
     let (body, call) = send_via_chat(&app, &agent, "0.01", contract).await;
     let code = refusal_code(&call);
@@ -319,7 +292,7 @@ async fn a_transfer_that_reverts_on_chain_is_reported_reverted_and_counts_only_i
     let contract = deploy(&anvil, &runtime).await;
     anvil.set_automine(false).await;
     let app = transfer_app(&anvil, &[]).await;
-    let agent = funded_agent(&app, &anvil).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
 
     let (conversation_id, hash) = send_cent(&app, &agent, contract).await;
     let mut stream = open_stream(&app, &agent, &conversation_id, &[]).await;
@@ -333,10 +306,7 @@ async fn a_transfer_that_reverts_on_chain_is_reported_reverted_and_counts_only_i
 
     let (cost, success) = node_cost(&anvil, hash).await;
     assert!(!success, "the transfer reverted on chain");
-    let event = stream
-        .next_named("tx_confirmation", EVENT_TIMEOUT)
-        .await
-        .expect("an event for the reverted transfer");
+    let event = next_confirmation(&mut stream, "an event for the reverted transfer").await;
     let data = event.json();
     assert_eq!(data["status"], "reverted", "{data}");
     assert_eq!(data["tx_hash"], hash.to_string(), "{data}");
@@ -351,6 +321,6 @@ async fn a_transfer_that_reverts_on_chain_is_reported_reverted_and_counts_only_i
         cost,
         "only the fee counts against the cap"
     );
-    let content = messages(&app, &agent, &conversation_id).await.last().unwrap()["content"].clone();
+    let content = app.messages(&agent, &conversation_id).await.last().unwrap()["content"].clone();
     assert!(content.as_str().unwrap_or_default().contains("reverted"), "{content}");
 }

@@ -7,22 +7,11 @@ use alloy::primitives::U256;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::chat::{address, agent_with, chat, chat_in, messages_of, two_chains};
-use crate::helpers::{CreatedAgent, TestApp, assert_error, spawn_app};
+use crate::helpers::chat::{address, agent_with, chat, chat_in, two_chains};
+use crate::helpers::{assert_error, spawn_app};
 
-async fn list(app: &TestApp, agent: &CreatedAgent) -> Value {
-    let path = format!("/api/conversations?agent_id={}", agent.id);
-    let (status, body) = app.request(Method::GET, &path, Some(&agent.token), None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
-
-fn ids(list: &Value) -> Vec<String> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_string())
-        .collect()
+fn ids(list: &[Value]) -> Vec<String> {
+    list.iter().map(|c| c["id"].as_str().unwrap().to_string()).collect()
 }
 
 fn timestamp(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
@@ -46,22 +35,14 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
     let third = chat(&app, &agent, "  third one  ").await;
     let third_id = third["conversation_id"].as_str().unwrap().to_string();
 
-    let listed = list(&app, &agent).await;
+    let listed = app.list_conversations(&agent).await;
 
     assert_eq!(
         ids(&listed),
         [third_id.clone(), second_id.clone(), first_id.clone()],
-        "{listed}"
+        "{listed:?}"
     );
-    let by_id = |id: &str| {
-        listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let by_id = |id: &str| listed.iter().find(|c| c["id"] == id).unwrap().clone();
     let c1 = by_id(&first_id);
     assert_eq!(c1["title"], format!("{}{}", "ü".repeat(50), "x".repeat(30)), "{c1}");
     assert_eq!(c1["title"].as_str().unwrap().chars().count(), 80);
@@ -74,7 +55,7 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
     assert_eq!(c2["message_count"], 4, "{c2}");
     let c3 = by_id(&third_id);
     assert!(c3["title"] == "third one" || c3["title"] == "  third one  ", "{c3}");
-    for conversation in listed.as_array().unwrap() {
+    for conversation in &listed {
         assert_eq!(conversation["agent_id"], agent.id.as_str(), "{conversation}");
         let keys: Vec<&str> = conversation.as_object().unwrap().keys().map(String::as_str).collect();
         for key in ["id", "agent_id", "title", "created_at", "updated_at", "message_count"] {
@@ -88,7 +69,7 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
     );
 
     // Another agent sees only its own (none).
-    assert_eq!(list(&app, &other).await, json!([]));
+    assert_eq!(app.list_conversations(&other).await, Vec::<Value>::new());
 }
 
 #[tokio::test]
@@ -124,8 +105,7 @@ async fn messages_come_oldest_first_with_their_chain_calls() {
     let second = chat_in(&env.app, &agent, "latest block on base", Some(&conversation)).await;
     let third = chat_in(&env.app, &agent, "thanks!", Some(&conversation)).await;
 
-    let messages = messages_of(&env.app, &agent, &conversation).await;
-    let messages = messages.as_array().unwrap();
+    let messages = env.app.messages(&agent, &conversation).await;
     assert_eq!(messages.len(), 6, "{messages:?}");
     let expected = [
         ("user", "what is my balance on base", json!([])),
@@ -189,8 +169,7 @@ async fn only_the_newest_500_messages_are_returned() {
     let took = started.elapsed();
     eprintln!("{TURNS} chat turns took {took:?}");
 
-    let messages = messages_of(&app, &agent, &conversation).await;
-    let messages = messages.as_array().unwrap();
+    let messages = app.messages(&agent, &conversation).await;
     assert_eq!(messages.len(), 500, "at most 500 messages");
     // 502 messages: the two oldest (turn 1) are left out, the rest come oldest first.
     let users: Vec<&str> = messages
@@ -204,8 +183,8 @@ async fn only_the_newest_500_messages_are_returned() {
         let role = if i % 2 == 0 { "user" } else { "assistant" };
         assert_eq!(message["role"], role, "message {i}: {message}");
     }
-    let listed = list(&app, &agent).await;
-    assert_eq!(listed[0]["message_count"], 2 * TURNS, "{listed}");
+    let listed = app.list_conversations(&agent).await;
+    assert_eq!(listed[0]["message_count"], 2 * TURNS, "{listed:?}");
 }
 
 #[tokio::test]
@@ -230,7 +209,7 @@ async fn a_deleted_conversation_and_its_messages_are_gone() {
     let response = app.request(Method::DELETE, &path, Some(&agent.token), None).await;
     assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
     assert_eq!(
-        ids(&list(&app, &agent).await),
+        ids(&app.list_conversations(&agent).await),
         [kept["conversation_id"].as_str().unwrap()]
     );
     // A chat turn cannot continue it.
@@ -248,8 +227,8 @@ async fn a_deleted_conversation_and_its_messages_are_gone() {
         "conversation_not_found",
     );
     // The other conversation is untouched.
-    let messages = messages_of(&app, &agent, kept["conversation_id"].as_str().unwrap()).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2);
+    let messages = app.messages(&agent, kept["conversation_id"].as_str().unwrap()).await;
+    assert_eq!(messages.len(), 2);
 }
 
 #[tokio::test]
@@ -273,32 +252,21 @@ async fn a_conversation_is_only_visible_to_its_agent() {
     let response = app.request(Method::DELETE, &path, None, None).await;
     assert_error(&response, StatusCode::UNAUTHORIZED, "missing_token");
     // Still there for its owner.
-    let messages = messages_of(&app, &owner, &id).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2);
+    let messages = app.messages(&owner, &id).await;
+    assert_eq!(messages.len(), 2);
 
     for bad in [
         uuid::Uuid::new_v4().to_string(),
         "not-a-uuid".to_string(),
         "123".to_string(),
     ] {
-        let response = app
-            .request(
-                Method::GET,
-                &format!("/api/conversations/{bad}/messages"),
-                Some(&owner.token),
-                None,
-            )
-            .await;
-        assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
-        let response = app
-            .request(
-                Method::DELETE,
-                &format!("/api/conversations/{bad}"),
-                Some(&owner.token),
-                None,
-            )
-            .await;
-        assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
+        for (method, path) in [
+            (Method::GET, format!("/api/conversations/{bad}/messages")),
+            (Method::DELETE, format!("/api/conversations/{bad}")),
+        ] {
+            let response = app.request(method, &path, Some(&owner.token), None).await;
+            assert_error(&response, StatusCode::NOT_FOUND, "conversation_not_found");
+        }
     }
 
     // A deleted agent's conversations answer 410.

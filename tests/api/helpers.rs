@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
+pub mod chain;
+pub mod chat;
 pub mod llm_server;
 mod process;
 pub mod sse;
@@ -326,6 +328,26 @@ impl TestApp {
     pub async fn export_key(&self, id: &str, token: &str, body: Value) -> (StatusCode, Value) {
         let path = format!("/api/agents/{id}/export-key");
         self.request(Method::POST, &path, Some(token), Some(body)).await
+    }
+
+    /// `GET /api/conversations?agent_id=…` as the agent; insists on a 200 with an array, newest first.
+    pub async fn list_conversations(&self, agent: &CreatedAgent) -> Vec<Value> {
+        let path = format!("/api/conversations?agent_id={}", agent.id);
+        let (status, body) = self.request(Method::GET, &path, Some(&agent.token), None).await;
+        assert_eq!(status, StatusCode::OK, "listing conversations: {body}");
+        body.as_array()
+            .unwrap_or_else(|| panic!("an array of conversations: {body}"))
+            .clone()
+    }
+
+    /// `GET /api/conversations/{id}/messages` as the agent; insists on a 200 with an array, oldest first.
+    pub async fn messages(&self, agent: &CreatedAgent, conversation_id: &str) -> Vec<Value> {
+        let path = format!("/api/conversations/{conversation_id}/messages");
+        let (status, body) = self.request(Method::GET, &path, Some(&agent.token), None).await;
+        assert_eq!(status, StatusCode::OK, "messages: {body}");
+        body.as_array()
+            .unwrap_or_else(|| panic!("an array of messages: {body}"))
+            .clone()
     }
 
     /// Exports the agent's key on `chain` and insists on a 200.

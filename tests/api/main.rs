@@ -14,6 +14,7 @@ mod export_key;
 mod health;
 mod helpers;
 mod mcp;
+mod metrics;
 mod openai_chat;
 mod openapi;
 mod reissue;

@@ -14,11 +14,10 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp, spawn_app};
-use crate::transfers::{
-    BASE_CHAIN_ID, ONE_ETH, fresh_address, sending_agent, transactions, transfer_app, wait_for_transactions, wallet,
-    wei,
+use crate::helpers::chain::{
+    BASE_CHAIN_ID, ONE_ETH, fresh_address, funded_agent, transactions, transfer_app, wait_for_transactions, wallet, wei,
 };
+use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp, spawn_app};
 
 const READ_TOOLS: [&str; 4] = ["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
 
@@ -90,12 +89,21 @@ fn call(out: &Value, i: usize) -> &Value {
     &out["calls"][i]
 }
 
+/// The `tools/call` result of call `i`, checked to be a tool error (or not) whose text content is its structured
+/// content.
 #[track_caller]
-fn tool_error_code(out: &Value, i: usize) -> String {
+fn tool_result(out: &Value, i: usize, is_error: bool) -> &Value {
     let result = &call(out, i)["result"];
-    assert_eq!(result["isError"], true, "call {i} is a tool error: {out:#}");
+    let expected = if is_error { "is a tool error" } else { "succeeded" };
+    assert_eq!(result["isError"], is_error, "call {i} {expected}: {out:#}");
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).unwrap();
     assert_eq!(text, result["structuredContent"], "text and structured content agree");
+    result
+}
+
+#[track_caller]
+fn tool_error_code(out: &Value, i: usize) -> String {
+    let result = tool_result(out, i, true);
     result["structuredContent"]["error"]["code"]
         .as_str()
         .unwrap_or_else(|| panic!("an error code: {result}"))
@@ -104,11 +112,7 @@ fn tool_error_code(out: &Value, i: usize) -> String {
 
 #[track_caller]
 fn tool_ok(out: &Value, i: usize) -> Value {
-    let result = &call(out, i)["result"];
-    assert_eq!(result["isError"], false, "call {i} succeeded: {out:#}");
-    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).unwrap();
-    assert_eq!(text, result["structuredContent"], "text and structured content agree");
-    result["structuredContent"].clone()
+    tool_result(out, i, false)["structuredContent"].clone()
 }
 
 fn tool<'a>(out: &'a Value, name: &str) -> Option<&'a Value> {
@@ -234,9 +238,8 @@ async fn a_read_only_agent_sees_read_tools_and_reads_exact_balances() {
 async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let app = transfer_app(&anvil, &[]).await;
-    let agent = sending_agent(&app, Some(0.01)).await;
+    let agent = funded_agent(&app, &anvil, Some(0.01)).await;
     let from = wallet(&agent);
-    anvil.set_balance(from, wei(ONE_ETH)).await;
     let to = fresh_address();
     let milli = ONE_ETH / 1000;
 

@@ -6,12 +6,13 @@
 use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, U256};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_turn_shape, messages_of, post_chat};
-use crate::chat_stream::{assert_complete_stream, open_stream};
+use crate::chat_stream::{assert_complete_stream, stream_events};
+use crate::helpers::chain::transactions;
+use crate::helpers::chat::{ALL_CAPABILITIES, BASE_ID, address, agent_with, assert_turn_shape, post_chat, post_turn};
 use crate::helpers::llm_server::{LlmServer, Recorded, Reply};
 use crate::helpers::{
     CreatedAgent, ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, TestApp, assert_error_shape, spawn_app_with, sqlite_url,
@@ -42,16 +43,22 @@ async fn openai_env(script: Vec<Reply>, extra: &[(&str, &str)]) -> Env {
     let base = Anvil::start(BASE_ID);
     let llm = LlmServer::start(script).await;
     let key = format!("sk-test-{}", uuid::Uuid::new_v4().simple());
-    let mut vars = vec![
-        ("LLM_PROVIDER", "openai"),
-        ("LLM_BASE_URL", llm.base_url.as_str()),
-        ("LLM_API_KEY", key.as_str()),
-        ("LLM_MODEL", "test-model"),
-        ("RPC_URL_BASE", base.url()),
-    ];
+    let mut vars = llm.app_vars(&key);
+    vars.push(("RPC_URL_BASE", base.url()));
     vars.extend_from_slice(extra);
     let app = spawn_app_with(&vars).await;
     Env { app, llm, base, key }
+}
+
+/// An app scripted with `balance_script(answer)` and an agent ("Oracle", `read` and `compare`) holding 0.75 ETH on
+/// base.
+async fn balance_env(answer: &[&str]) -> (Env, CreatedAgent) {
+    let env = openai_env(balance_script(answer), &[]).await;
+    let agent = agent_with(&env.app, "Oracle", &["read", "compare"]).await;
+    env.base
+        .set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128))
+        .await;
+    (env, agent)
 }
 
 /// The script of a balance question: a tool call streamed in fragments, then the answer in pieces.
@@ -127,11 +134,7 @@ fn check_balance_requests(env: &Env, agent: &CreatedAgent, requests: &[Recorded]
 
 #[tokio::test]
 async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
-    let env = openai_env(balance_script(&["You have ", "0.75 ETH ", "on base."]), &[]).await;
-    let agent = agent_with(&env.app, "Oracle", &["read", "compare"]).await;
-    env.base
-        .set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128))
-        .await;
+    let (env, agent) = balance_env(&["You have ", "0.75 ETH ", "on base."]).await;
     let connected = Address::repeat_byte(0xab).to_checksum(None);
 
     let response = post_chat(
@@ -172,20 +175,15 @@ async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
 
 #[tokio::test]
 async fn the_stream_endpoint_runs_the_same_loop_and_counts_the_same_tokens() {
-    let env = openai_env(balance_script(&["You ", "have 0.75 ", "ETH", " on base."]), &[]).await;
-    let agent = agent_with(&env.app, "Oracle", &["read", "compare"]).await;
-    env.base
-        .set_balance(address(&agent, "base"), U256::from(750_000_000_000_000_000u128))
-        .await;
+    let (env, agent) = balance_env(&["You ", "have 0.75 ", "ETH", " on base."]).await;
     let connected = Address::repeat_byte(0xcd).to_checksum(None);
 
-    let mut reader = open_stream(
+    let events = stream_events(
         &env.app,
         &agent,
         json!({"agent_id": agent.id, "message": "how much ETH do I have on base?", "connected_wallet_address": connected}),
     )
     .await;
-    let events = reader.events(Duration::from_secs(30)).await;
 
     let final_data = assert_complete_stream(&events);
     assert_no_key(
@@ -305,13 +303,7 @@ async fn tools_are_offered_and_enforced_by_capability() {
     let dev: Address = Anvil::DEV_ADDRESS.parse().unwrap();
     let dev_before = env.base.balance(dev).await;
 
-    let response = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&reader.token),
-        json!({"agent_id": reader.id, "message": "compare gas and send 0.5 ETH to the dev account"}),
-    )
-    .await;
+    let response = post_turn(&env.app, &reader, "compare gas and send 0.5 ETH to the dev account").await;
 
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     let turn = &response.body;
@@ -344,45 +336,21 @@ async fn tools_are_offered_and_enforced_by_capability() {
     // Nothing happened on chain and nothing was recorded.
     assert_eq!(env.base.nonce(wallet).await, 0);
     assert_eq!(env.base.balance(dev).await, dev_before);
-    let (status, txs) = env
-        .app
-        .request(
-            Method::GET,
-            &format!("/api/agents/{}/transactions", reader.id),
-            Some(&reader.token),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{txs}");
-    assert_eq!(txs, json!([]));
+    assert_eq!(transactions(&env.app, &reader).await, Vec::<Value>::new());
 
     // An agent with every capability is offered every tool.
     env.llm.push([Reply::text(&["ok"], 1, 1)]);
     let full = agent_with(&env.app, "Full", ALL_CAPABILITIES).await;
-    let response = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&full.token),
-        json!({"agent_id": full.id, "message": "hello"}),
-    )
-    .await;
+    let response = post_turn(&env.app, &full, "hello").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(env.llm.requests()[2].tool_names(), ALL_TOOLS);
 }
 
 /// The single conversation of `agent` and its messages.
-async fn only_conversation(app: &TestApp, agent: &CreatedAgent) -> (Value, Value) {
-    let (status, list) = app
-        .request(
-            Method::GET,
-            &format!("/api/conversations?agent_id={}", agent.id),
-            Some(&agent.token),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
-    let messages = messages_of(app, agent, list[0]["id"].as_str().unwrap()).await;
+async fn only_conversation(app: &TestApp, agent: &CreatedAgent) -> (Value, Vec<Value>) {
+    let list = app.list_conversations(agent).await;
+    assert_eq!(list.len(), 1, "{list:?}");
+    let messages = app.messages(agent, list[0]["id"].as_str().unwrap()).await;
     (list[0].clone(), messages)
 }
 
@@ -398,13 +366,7 @@ async fn an_upstream_error_is_a_502_or_503_with_an_upstream_code() {
     .await;
     let agent = agent_with(&env.app, "Unlucky", &["read"]).await;
 
-    let response = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": "hello"}),
-    )
-    .await;
+    let response = post_turn(&env.app, &agent, "hello").await;
 
     assert!(
         [StatusCode::BAD_GATEWAY, StatusCode::SERVICE_UNAVAILABLE].contains(&response.status),
@@ -431,17 +393,11 @@ async fn an_upstream_error_is_a_502_or_503_with_an_upstream_code() {
             .unwrap()
             .to_lowercase()
             .contains("error"),
-        "{messages}"
+        "{messages:?}"
     );
 
     // A refused key (4xx upstream) is an upstream error too, never a client error of the caller.
-    let response = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": "hello again"}),
-    )
-    .await;
+    let response = post_turn(&env.app, &agent, "hello again").await;
     assert!(
         response.status.is_server_error()
             && response.body["error"]["code"]
@@ -467,57 +423,32 @@ async fn a_key_echoed_by_the_upstream_never_reaches_a_response() {
         Reply::error(500, "server_error", &format!("upstream broke while using {key}")),
     ])
     .await;
-    let app = spawn_app_with(&[
-        ("LLM_PROVIDER", "openai"),
-        ("LLM_BASE_URL", &llm.base_url),
-        ("LLM_API_KEY", &key),
-        ("LLM_MODEL", "test-model"),
-        ("RPC_URL_BASE", base.url()),
-    ])
-    .await;
+    let mut vars = llm.app_vars(&key);
+    vars.push(("RPC_URL_BASE", base.url()));
+    let app = spawn_app_with(&vars).await;
     let agent = agent_with(&app, "Keyed", &["read"]).await;
 
-    let sync = post_chat(
-        &app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": "hi"}),
-    )
-    .await;
+    let sync = post_turn(&app, &agent, "hi").await;
     assert!(sync.status.is_server_error(), "{} {}", sync.status, sync.text);
     assert_error_shape(&sync.body);
     assert!(!sync.text.contains(&key), "{}", sync.text);
 
-    let mut reader = open_stream(&app, &agent, json!({"agent_id": agent.id, "message": "hi"})).await;
-    let events = reader.events(Duration::from_secs(30)).await;
+    let events = stream_events(&app, &agent, json!({"agent_id": agent.id, "message": "hi"})).await;
     assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("error"), "{events:?}");
     for (_, data) in &events {
         assert!(!data.to_string().contains(&key), "{data}");
     }
 
-    let (list, _) = only_or_all(&app, &agent).await;
-    assert!(!list.to_string().contains(&key), "{list}");
-    for conversation in list.as_array().unwrap() {
-        let messages = messages_of(&app, &agent, conversation["id"].as_str().unwrap()).await;
-        assert!(!messages.to_string().contains(&key), "{messages}");
+    let list = app.list_conversations(&agent).await;
+    assert!(!json!(list).to_string().contains(&key), "{list:?}");
+    for conversation in &list {
+        let messages = app.messages(&agent, conversation["id"].as_str().unwrap()).await;
+        assert!(!json!(messages).to_string().contains(&key), "{messages:?}");
     }
     // The key was used, though.
     for request in llm.requests() {
         assert_eq!(request.header("authorization"), Some(format!("Bearer {key}").as_str()));
     }
-}
-
-async fn only_or_all(app: &TestApp, agent: &CreatedAgent) -> (Value, StatusCode) {
-    let (status, list) = app
-        .request(
-            Method::GET,
-            &format!("/api/conversations?agent_id={}", agent.id),
-            Some(&agent.token),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    (list, status)
 }
 
 #[tokio::test]
@@ -530,13 +461,7 @@ async fn an_upstream_that_hangs_is_a_504_after_the_timeout() {
     let agent = agent_with(&env.app, "Hurried", &["read"]).await;
 
     let started = Instant::now();
-    let response = post_chat(
-        &env.app,
-        "/api/chat",
-        Some(&agent.token),
-        json!({"agent_id": agent.id, "message": "hello"}),
-    )
-    .await;
+    let response = post_turn(&env.app, &agent, "hello").await;
 
     assert_eq!(response.status, StatusCode::GATEWAY_TIMEOUT, "{}", response.text);
     assert_error_shape(&response.body);
@@ -547,7 +472,7 @@ async fn an_upstream_that_hangs_is_a_504_after_the_timeout() {
         started.elapsed()
     );
     let (_, messages) = only_conversation(&env.app, &agent).await;
-    assert_eq!(messages.as_array().unwrap().len(), 2, "{messages}");
+    assert_eq!(messages.len(), 2, "{messages:?}");
 }
 
 /// A small client for the subprocess.
@@ -584,20 +509,15 @@ async fn the_api_key_never_reaches_the_logs() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(dir.path());
-    let server = ServerProcess::start(
-        &[
-            ("DATABASE_URL", &db),
-            ("BIND_ADDR", "127.0.0.1:0"),
-            ("ENCRYPTION_KEY", ENCRYPTION_KEY),
-            ("RUST_LOG", "trace"),
-            ("LLM_PROVIDER", "openai"),
-            ("LLM_BASE_URL", &llm.base_url),
-            ("LLM_API_KEY", &key),
-            ("LLM_MODEL", "test-model"),
-            ("RPC_URL_BASE", base.url()),
-        ],
-        dir.path(),
-    );
+    let mut vars = vec![
+        ("DATABASE_URL", db.as_str()),
+        ("BIND_ADDR", "127.0.0.1:0"),
+        ("ENCRYPTION_KEY", ENCRYPTION_KEY),
+        ("RUST_LOG", "trace"),
+    ];
+    vars.extend(llm.app_vars(&key));
+    vars.push(("RPC_URL_BASE", base.url()));
+    let server = ServerProcess::start(&vars, dir.path());
     let client = reqwest::Client::new();
     let url = server.base_url();
     let (status, agent) = remote(

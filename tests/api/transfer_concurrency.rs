@@ -1,19 +1,18 @@
 //! Concurrent sends from one agent: the spending cap is never passed, nonces are neither reused nor skipped, and
 //! `spent` settles to the node's actual costs; on one instance, and on two instances sharing one PostgreSQL database.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use alloy::primitives::{Address, TxHash, U256};
 use futures::future::join_all;
-use reqwest::Method;
 use serde_json::Value;
 
 use crate::anvil::Anvil;
-use crate::helpers::{CreatedAgent, TestApp};
-use crate::transfers::{
-    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, SETTLE_TIMEOUT, chat, fresh_address, node_cost, send_call, sending_agent,
-    spent_on_base, transactions, transfer_app, wallet, wei,
+use crate::helpers::chain::{
+    BASE_CHAIN_ID, CENT_ETH, ONE_ETH, chat, confirmation_messages, fresh_address, funded_agent, node_cost, send_call,
+    spent_on_base, transactions, transfer_app, wait_for_transactions, wallet, wei,
 };
+use crate::helpers::{CreatedAgent, TestApp};
 
 /// A second app instance on the database of `first` (same variables otherwise). Dropping it leaves the database
 /// to `first`, which drops it at the end of the test.
@@ -91,18 +90,7 @@ async fn check_burst(
     );
 
     // Every instance sees the same stored transfers, all confirmed, with the same nonces.
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    let txs = loop {
-        let txs = transactions(apps[0], agent).await;
-        if txs.len() == n && txs.iter().all(|tx| tx["status"] == "confirmed") {
-            break txs;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "expected {n} confirmed transfers, have {txs:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let txs = wait_for_transactions(apps[0], agent, n, "confirmed").await;
     let mut stored_nonces: Vec<u64> = txs.iter().map(|tx| tx["nonce"].as_u64().expect("nonce")).collect();
     stored_nonces.sort_unstable();
     assert_eq!(stored_nonces, nonces, "the stored nonces are the reported ones");
@@ -145,15 +133,12 @@ async fn check_burst(
 
     // Each confirmation was processed once: one confirmation message in each sending conversation.
     for outcome in &sent {
-        let path = format!("/api/conversations/{}/messages", outcome.conversation_id);
-        let (_, messages) = apps[0].request(Method::GET, &path, Some(&agent.token), None).await;
-        let confirmations = messages
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter(|m| m["content"].as_str().unwrap_or_default().contains("is confirmed"))
-            .count();
-        assert_eq!(confirmations, 1, "one confirmation message: {messages:#}");
+        let messages = apps[0].messages(agent, &outcome.conversation_id).await;
+        assert_eq!(
+            confirmation_messages(&messages),
+            1,
+            "one confirmation message: {messages:#?}"
+        );
     }
 }
 
@@ -161,8 +146,7 @@ async fn check_burst(
 async fn concurrent_sends_never_pass_the_cap_nor_reuse_a_nonce() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let app = transfer_app(&anvil, &[]).await;
-    let agent = sending_agent(&app, Some(0.1)).await;
-    anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    let agent = funded_agent(&app, &anvil, Some(0.1)).await;
     let to = fresh_address();
 
     let started = Instant::now();
@@ -177,8 +161,7 @@ async fn concurrent_sends_through_two_instances_on_one_postgres_database() {
         let anvil = Anvil::start(BASE_CHAIN_ID);
         let first = transfer_app(&anvil, &[]).await;
         let second = second_instance(&first, &anvil).await;
-        let agent = sending_agent(&first, Some(0.1)).await;
-        anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+        let agent = funded_agent(&first, &anvil, Some(0.1)).await;
         let to = fresh_address();
 
         let started = Instant::now();

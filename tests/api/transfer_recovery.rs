@@ -11,8 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
+use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, node_cost, wei};
 use crate::helpers::{ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, run_to_exit, sqlite_url};
-use crate::transfers::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, node_cost, wei};
 
 const FAULT_EXIT_CODE: i32 = 86;
 const LOG_REBROADCAST: &str = "re-broadcast a stored transaction";

@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::chat::{BASE_ID, ETHEREUM_ID, address, two_chains};
+use crate::helpers::chat::{BASE_ID, ETHEREUM_ID, address, two_chains};
 use crate::helpers::{CreatedAgent, TestApp, assert_checksummed, assert_error, spawn_app, spawn_app_with};
 
 /// A port on which nothing listens (bound once to find it free, then released).

@@ -152,6 +152,16 @@ pub struct LlmServer {
 }
 
 impl LlmServer {
+    /// The variables that make an agentd app use this server as its model (`test-model`), with `key` as the API key.
+    pub fn app_vars<'a>(&'a self, key: &'a str) -> Vec<(&'a str, &'a str)> {
+        vec![
+            ("LLM_PROVIDER", "openai"),
+            ("LLM_BASE_URL", &self.base_url),
+            ("LLM_API_KEY", key),
+            ("LLM_MODEL", "test-model"),
+        ]
+    }
+
     /// Starts the server with `script`; replies are taken in order, one per request.
     pub async fn start(script: Vec<Reply>) -> LlmServer {
         let shared = Arc::new(Shared {

@@ -1,5 +1,6 @@
-//! A small server-sent-events client for the tests: reads a `text/event-stream` response chunk by chunk
-//! (`bytes_stream()`), parses `event:`, `id:` and `data:` lines into events, and waits with deadlines.
+//! The server-sent-events client of the tests: reads a `text/event-stream` response chunk by chunk
+//! (`bytes_stream()`), parses `event:`, `id:` and `data:` lines (LF or CRLF, split anywhere between chunks) into
+//! events, keeps comment lines (`: keepalive`) for the tests that look for them, and waits with deadlines.
 #![allow(dead_code)] // Each test file uses a different part of this helper.
 
 use std::collections::VecDeque;
@@ -39,6 +40,13 @@ impl SseEvent {
     }
 }
 
+/// What the stream carries: an event, or a comment line (`: text`, the text without the colon and one space).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseItem {
+    Event(SseEvent),
+    Comment(String),
+}
+
 /// An open event stream.
 pub struct SseStream {
     pub status: StatusCode,
@@ -46,7 +54,7 @@ pub struct SseStream {
     body: BoxStream<'static, reqwest::Result<Vec<u8>>>,
     buffer: Vec<u8>,
     pending: PendingEvent,
-    ready: VecDeque<SseEvent>,
+    ready: VecDeque<SseItem>,
     ended: bool,
 }
 
@@ -56,6 +64,14 @@ struct PendingEvent {
     event: Option<String>,
     id: Option<String>,
     data: Option<String>,
+}
+
+/// The outcome of one wait for the next item.
+enum Read {
+    Item(SseItem),
+    /// The server closed the stream (or the read failed; `Some` holds why).
+    Ended(Option<String>),
+    TimedOut,
 }
 
 impl SseStream {
@@ -76,10 +92,18 @@ impl SseStream {
             content_type.starts_with("text/event-stream"),
             "content type of an event stream: {content_type}"
         );
+        SseStream::from_body(
+            status,
+            headers,
+            response.bytes_stream().map(|chunk| chunk.map(|b| b.to_vec())).boxed(),
+        )
+    }
+
+    fn from_body(status: StatusCode, headers: HeaderMap, body: BoxStream<'static, reqwest::Result<Vec<u8>>>) -> Self {
         SseStream {
             status,
             headers,
-            body: response.bytes_stream().map(|chunk| chunk.map(|b| b.to_vec())).boxed(),
+            body,
             buffer: Vec::new(),
             pending: PendingEvent::default(),
             ready: VecDeque::new(),
@@ -87,27 +111,14 @@ impl SseStream {
         }
     }
 
-    /// The next event, or `None` when `timeout` passes first or the stream ends.
+    /// The next event, or `None` when `timeout` passes first or the stream ends (comments are skipped).
     pub async fn next_event(&mut self, timeout: Duration) -> Option<SseEvent> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(event) = self.ready.pop_front() {
-                return Some(event);
-            }
-            if self.ended {
-                return None;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            match tokio::time::timeout(left, self.body.next()).await {
-                Err(_) => return None,
-                Ok(None) | Ok(Some(Err(_))) => {
-                    self.ended = true;
-                    self.feed(b"\n\n");
-                }
-                Ok(Some(Ok(chunk))) => self.feed(&chunk),
+            match self.read(deadline).await {
+                Read::Item(SseItem::Event(event)) => return Some(event),
+                Read::Item(SseItem::Comment(_)) => {}
+                Read::Ended(_) | Read::TimedOut => return None,
             }
         }
     }
@@ -137,9 +148,64 @@ impl SseStream {
         events
     }
 
+    /// The next event or comment; `None` when the server closed the stream. Panics when nothing comes within
+    /// `within` or reading the stream fails.
+    pub async fn next_item(&mut self, within: Duration) -> Option<SseItem> {
+        match self.read(Instant::now() + within).await {
+            Read::Item(item) => Some(item),
+            Read::Ended(None) => None,
+            Read::Ended(Some(error)) => panic!("read the event stream: {error}"),
+            Read::TimedOut => panic!("no server-sent event within {within:?}"),
+        }
+    }
+
+    /// Every event until the server closes the stream (comments dropped), each within `within` of the previous
+    /// one, as `(name, data parsed as JSON)`; panics on a longer silence, a failed read or data that is not JSON.
+    pub async fn json_events(&mut self, within: Duration) -> Vec<(String, Value)> {
+        let mut events = Vec::new();
+        while let Some(item) = self.next_item(within).await {
+            if let SseItem::Event(event) = item {
+                let data = event.json();
+                events.push((event.event, data));
+            }
+        }
+        events
+    }
+
     /// Whether the server closed the stream.
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    async fn read(&mut self, deadline: Instant) -> Read {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Read::Item(item);
+            }
+            if self.ended {
+                return Read::Ended(None);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Read::TimedOut;
+            }
+            match tokio::time::timeout(left, self.body.next()).await {
+                Err(_) => return Read::TimedOut,
+                Ok(None) => self.end(),
+                Ok(Some(Err(error))) => {
+                    self.end();
+                    return Read::Ended(Some(error.to_string()));
+                }
+                Ok(Some(Ok(chunk))) => self.feed(&chunk),
+            }
+        }
+    }
+
+    /// The end of the stream: an event not closed by a blank line is not dispatched (as in the specification).
+    fn end(&mut self) {
+        self.ended = true;
+        self.buffer.clear();
+        self.pending = PendingEvent::default();
     }
 
     fn feed(&mut self, chunk: &[u8]) {
@@ -156,16 +222,18 @@ impl SseStream {
         if line.is_empty() {
             let pending = std::mem::take(&mut self.pending);
             if pending.event.is_some() || pending.id.is_some() || pending.data.is_some() {
-                self.ready.push_back(SseEvent {
+                self.ready.push_back(SseItem::Event(SseEvent {
                     event: pending.event.unwrap_or_else(|| "message".into()),
                     id: pending.id,
                     data: pending.data.unwrap_or_default(),
-                });
+                }));
             }
             return;
         }
-        if line.starts_with(':') {
-            return; // a comment (keep-alive)
+        if let Some(comment) = line.strip_prefix(':') {
+            let comment = comment.strip_prefix(' ').unwrap_or(comment);
+            self.ready.push_back(SseItem::Comment(comment.to_string()));
+            return;
         }
         let (field, value) = match line.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
@@ -188,36 +256,31 @@ impl SseStream {
 
 #[test]
 fn events_are_parsed_across_chunks_and_line_endings() {
-    let mut stream = SseStream {
-        status: StatusCode::OK,
-        headers: HeaderMap::new(),
-        body: futures::stream::empty().boxed(),
-        buffer: Vec::new(),
-        pending: PendingEvent::default(),
-        ready: VecDeque::new(),
-        ended: false,
-    };
+    let mut stream = SseStream::from_body(StatusCode::OK, HeaderMap::new(), futures::stream::empty().boxed());
     stream.feed(b"event: ping\ndata: {}\n\n: keepalive\n\nevent: tx_conf");
-    stream.feed(b"irmation\r\nid: 7\r\ndata: {\"a\":1}\r\ndata:2\r\n\r\ndata: plain\n\n");
-    let events: Vec<SseEvent> = stream.ready.drain(..).collect();
+    stream.feed(b"irmation\r\nid: 7\r\ndata: {\"a\":1}\r\ndata:2\r");
+    stream.feed(b"\n\r\ndata: plain\n\ndata: cut off");
+    stream.end();
+    let items: Vec<SseItem> = stream.ready.drain(..).collect();
     assert_eq!(
-        events,
+        items,
         vec![
-            SseEvent {
+            SseItem::Event(SseEvent {
                 event: "ping".into(),
                 id: None,
                 data: "{}".into()
-            },
-            SseEvent {
+            }),
+            SseItem::Comment("keepalive".into()),
+            SseItem::Event(SseEvent {
                 event: "tx_confirmation".into(),
                 id: Some("7".into()),
                 data: "{\"a\":1}\n2".into()
-            },
-            SseEvent {
+            }),
+            SseItem::Event(SseEvent {
                 event: "message".into(),
                 id: None,
                 data: "plain".into()
-            },
+            }),
         ]
     );
 }
