@@ -54,6 +54,8 @@ pub struct Agent {
     pub owner_addresses: BTreeMap<String, Address>,
     /// The agent's own custodial addresses by chain.
     pub wallet_addresses: BTreeMap<String, Address>,
+    /// What counts against the cap per chain, in wei (as stored when the agent was read).
+    pub spent_wei: BTreeMap<String, U256>,
     pub is_active: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

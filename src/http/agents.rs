@@ -155,6 +155,7 @@ async fn create_agent(
         spending_cap_wei: cap,
         owner_addresses: owners,
         wallet_addresses,
+        spent_wei: BTreeMap::new(),
         is_active: true,
         created_at: now,
         updated_at: now,
@@ -168,7 +169,7 @@ async fn create_agent(
         })
         .await?;
     tracing::info!(agent_id = %id, "agent created");
-    let mut body = agent_json(&agent, &BTreeMap::new());
+    let mut body = agent_json(&agent);
     body["access_token"] = Value::String(issued.expose().to_string());
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -206,8 +207,8 @@ async fn list_agents(
     security(("agent_token" = [])),
     responses((status = 200, description = "The agent (also when inactive)", body = schemas::AgentDetail),
         (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody)))]
-async fn get_agent(State(state): State<AppState>, AnyAgent(agent): AnyAgent) -> Result<Json<Value>> {
-    Ok(Json(agent_detail(&state, &agent).await?))
+async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<Value> {
+    Json(agent_json(&agent))
 }
 
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
@@ -250,7 +251,7 @@ async fn update_agent(
     let wallet = state.store.wallet_key(agent.id).await?.address;
     let updated = state.store.update_agent(agent.id, &update, wallet).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
-    Ok(Json(agent_detail(&state, &updated).await?))
+    Ok(Json(agent_json(&updated)))
 }
 
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
@@ -314,14 +315,8 @@ async fn export_key(
     ))
 }
 
-/// The detail representation with what has been spent per chain.
-pub async fn agent_detail(state: &AppState, agent: &Agent) -> Result<Value> {
-    let spent = state.store.spent_by_chain(agent.id).await?;
-    Ok(agent_json(agent, &spent))
-}
-
-/// The detail representation (never keys, ciphertexts or token hashes). `spent` is in wei per chain.
-pub fn agent_json(agent: &Agent, spent: &BTreeMap<String, U256>) -> Value {
+/// The detail representation (never keys, ciphertexts or token hashes).
+pub fn agent_json(agent: &Agent) -> Value {
     let addresses = |map: &BTreeMap<String, alloy::primitives::Address>| -> Value {
         map.iter()
             .map(|(chain, a)| (chain.clone(), Value::String(a.to_checksum(None))))
@@ -334,7 +329,10 @@ pub fn agent_json(agent: &Agent, spent: &BTreeMap<String, U256>) -> Value {
         .map(|c| {
             (
                 c.clone(),
-                Value::String(amount::format_units(spent.get(c).copied().unwrap_or_default(), 18)),
+                Value::String(amount::format_units(
+                    agent.spent_wei.get(c).copied().unwrap_or_default(),
+                    18,
+                )),
             )
         })
         .collect();

@@ -14,7 +14,7 @@ use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agents::agent_detail;
+use super::agents::agent_json;
 use super::auth::{ensure_active, parse_id};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
@@ -147,7 +147,7 @@ async fn reissue_token(
     state.store.insert_audit(&event).await?;
     tracing::info!(agent_id = %agent.id, "access token reissued");
     Ok(Json(
-        json!({ "access_token": issued.expose(), "agent": agent_detail(&state, &agent).await? }),
+        json!({ "access_token": issued.expose(), "agent": agent_json(&agent) }),
     ))
 }
 

@@ -33,6 +33,7 @@ macro_rules! impl_store {
                 spending_cap_wei: rows::wei_from_text(&row.try_get::<String, _>("spending_cap_wei")?, "spending_cap_wei")?,
                 owner_addresses: __BTreeMap::new(),
                 wallet_addresses: __BTreeMap::new(),
+                spent_wei: __BTreeMap::new(),
                 is_active: row.try_get("is_active")?,
                 created_at: row.try_get("created_at")?,
                 updated_at: row.try_get("updated_at")?,
@@ -98,15 +99,21 @@ macro_rules! impl_store {
             .ok_or(StoreError::AgentNotFound)?;
             let mut agent = agent_from_row(&row)?;
             let token_owner: Option<__Uuid> = row.try_get("token_owner")?;
-            let addresses: Vec<(String, String, String)> = sqlx::query_as(
+            let per_chain: Vec<(String, String, String)> = sqlx::query_as(
                 "SELECT 'wallet', chain, address FROM wallet_addresses WHERE agent_id = $1 \
-                 UNION ALL SELECT 'owner', chain, address FROM owner_addresses WHERE agent_id = $1",
+                 UNION ALL SELECT 'owner', chain, address FROM owner_addresses WHERE agent_id = $1 \
+                 UNION ALL SELECT 'spent', chain, spent_wei FROM spending WHERE agent_id = $1",
             )
             .bind(id)
             .fetch_all(&mut *conn)
             .await?;
-            let (wallets, owners): (Vec<_>, Vec<_>) = addresses.into_iter().partition(|(kind, _, _)| kind == "wallet");
+            let (wallets, rest): (Vec<_>, Vec<_>) = per_chain.into_iter().partition(|(kind, _, _)| kind == "wallet");
+            let (owners, spent): (Vec<_>, Vec<_>) = rest.into_iter().partition(|(kind, _, _)| kind == "owner");
             let pairs = |v: Vec<(String, String, String)>| v.into_iter().map(|(_, c, a)| (c, a)).collect::<Vec<_>>();
+            agent.spent_wei = pairs(spent)
+                .into_iter()
+                .map(|(chain, wei)| Ok((chain, rows::wei_from_text(&wei, "spending.spent_wei")?)))
+                .collect::<StoreResult<_>>()?;
             // Addresses of chains the agent has since dropped stay stored but are not the agent's any more.
             agent.wallet_addresses = rows::address_map(pairs(wallets))?;
             agent.wallet_addresses.retain(|chain, _| agent.chains.contains(chain));
