@@ -34,6 +34,10 @@ pub async fn run() {
     let agent_url = format!("{}/api/agents/{}", app.address, agent.id);
 
     let bare_load = load(&bare, None).await;
+    // Two rungs between the bare handler and the authenticated read, to show where the time goes: the app's
+    // middleware alone (no database), then one trivial query.
+    let chains_load = load(&format!("{}/api/chains", app.address), None).await;
+    let health_load = load(&format!("{}/health", app.address), None).await;
     let app_load = load(&agent_url, Some(&agent.token)).await;
 
     let row = |name: &str, l: &Load| {
@@ -55,6 +59,8 @@ pub async fn run() {
         &["endpoint", "req/s", "p50 ms", "p99 ms", "requests", "errors"],
         &[
             row("bare axum {\"ok\":true}", &bare_load),
+            row("GET /api/chains (no database)", &chains_load),
+            row("GET /health (SELECT 1)", &health_load),
             row("GET /api/agents/{id} (token)", &app_load),
         ],
     );
