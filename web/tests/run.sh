@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the console's browser tests in headless Chromium against the real agentd debug binary and anvil.
 # Needs: the binary (the caller builds it: cargo build), anvil (npm ci --prefix test-tools), /usr/bin/chromium
-# (web/tests/setup.sh). Screenshots go to $CARGO_TARGET_DIR/browser-artifacts/ (BROWSER_ARTIFACTS overrides).
+# (web/tests/setup.sh). Screenshots go to target/browser-artifacts/ in the checkout (BROWSER_ARTIFACTS overrides);
+# target/ is git-ignored, so CI keeps them as artifacts without committing them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
@@ -23,5 +24,6 @@ fi
 if [ ! -d node_modules/playwright-core ]; then
   npm ci --no-audit --no-fund
 fi
-echo "==> browser tests (screenshots in ${BROWSER_ARTIFACTS:-$CARGO_TARGET_DIR/browser-artifacts})"
+export BROWSER_ARTIFACTS="${BROWSER_ARTIFACTS:-$(cd .. && pwd)/target/browser-artifacts}"
+echo "==> browser tests (screenshots in $BROWSER_ARTIFACTS)"
 exec node --test --test-concurrency=1 tests/console.test.mjs
