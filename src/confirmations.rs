@@ -17,11 +17,21 @@ use crate::store::{Message, Role, Settlement};
 pub struct Watcher {
     state: AppState,
     chain: &'static str,
+    /// Transfers stored before this moment were left by an earlier process (a crash): they are sent again at once.
+    started_at: chrono::DateTime<chrono::Utc>,
 }
+
+/// How long a transfer stored by a running process is left to its sender before the watcher broadcasts it again:
+/// the sender may be between storing and broadcasting, and two broadcasts of one transaction race for nothing.
+const SENDER_GRACE: Duration = Duration::from_secs(5);
 
 impl Watcher {
     pub fn new(state: AppState, chain: &'static str) -> Self {
-        Watcher { state, chain }
+        Watcher {
+            state,
+            chain,
+            started_at: crate::domain::now(),
+        }
     }
 
     /// Polls until `stop` turns true.
@@ -88,6 +98,10 @@ impl Watcher {
             return self.settle(tx, &settlement, confirmations).await;
         }
         if tx.status == TxState::Signed {
+            let age = (crate::domain::now() - tx.created_at).to_std().unwrap_or_default();
+            if tx.created_at >= self.started_at && age < SENDER_GRACE {
+                return Ok(false);
+            }
             // Stored but never accepted (a crash or a lost broadcast): send the same bytes again, exactly once on chain.
             return match crate::transfers::rebroadcast(client, tx).await {
                 Ok(true) => {

@@ -128,8 +128,15 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
             tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signed transfer");
             std::process::exit(86);
         }
-        match client.send_raw(&tx.raw_tx).await {
-            Ok(_) => {
+        let sent = client.send_raw(&tx.raw_tx).await;
+        // A refusal can follow our own earlier attempt that did land (the client retries once after a lost
+        // answer; the node then calls the nonce used). A transaction the node knows is never discarded.
+        let sent = match sent {
+            Err(e) if !e.is_transport() && node_knows(client, &tx).await => Ok(()),
+            other => other.map(|_| ()),
+        };
+        match sent {
+            Ok(()) => {
                 state.store.mark_broadcast(tx.id).await.map_err(store_error)?;
                 return Ok(result_json(chain, &tx, "pending"));
             }
@@ -236,6 +243,19 @@ fn result_json(chain: &ChainInfo, tx: &StoredTx, status: &str) -> Value {
         "reserved": format_units(tx.reserved_wei, chain.decimals),
         "explorer_url": chain.tx_url(&tx.tx_hash),
     })
+}
+
+/// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then
+/// `true`, so that nothing that may be on chain is ever discarded; the watcher settles it later.
+async fn node_knows(client: &ChainClient, tx: &StoredTx) -> bool {
+    let Ok(hash) = tx.tx_hash.parse() else { return false };
+    match client.transaction(hash).await {
+        Ok(found) => found.is_some(),
+        Err(e) => {
+            tracing::warn!(tx_id = %tx.id, error = %e, "cannot tell whether the node has the transaction; keeping it");
+            true
+        }
+    }
 }
 
 /// Broadcasts a stored transaction again (after a restart or a lost broadcast). `Ok(true)` when a node has it.
