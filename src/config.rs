@@ -85,6 +85,9 @@ pub struct Config {
     pub tx_drop_after: Duration,
     /// Fault injection for crash-safety tests: exit right after a transfer is stored, before its broadcast.
     pub fault_exit_before_broadcast: bool,
+    /// Fault injection: every broadcast is sent once more beforehand with its answer dropped, as when a node's reply
+    /// is lost and the client tries again.
+    pub fault_lost_broadcast_answer: bool,
 }
 
 impl Config {
@@ -138,9 +141,10 @@ impl Config {
             }
         }
         let fault_exit_before_broadcast = vars.flag("FAULT_EXIT_BEFORE_BROADCAST", false)?;
-        if fault_exit_before_broadcast && app_env == AppEnv::Production {
+        let fault_lost_broadcast_answer = vars.flag("FAULT_LOST_BROADCAST_ANSWER", false)?;
+        if (fault_exit_before_broadcast || fault_lost_broadcast_answer) && app_env == AppEnv::Production {
             return Err(ConfigError::Refused(
-                "FAULT_EXIT_BEFORE_BROADCAST is a test switch and is refused in production",
+                "FAULT_* switches are for tests and are refused in production",
             ));
         }
         let mut rpc_urls = Vec::new();
@@ -217,6 +221,7 @@ impl Config {
             watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
             fault_exit_before_broadcast,
+            fault_lost_broadcast_answer,
         })
     }
 

@@ -128,6 +128,9 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
             tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signed transfer");
             std::process::exit(86);
         }
+        if state.config.fault_lost_broadcast_answer {
+            let _ = client.send_raw(&tx.raw_tx).await;
+        }
         let sent = client.send_raw(&tx.raw_tx).await;
         // A refusal can follow our own earlier attempt that did land (the client retries once after a lost
         // answer; the node then calls the nonce used). A transaction the node knows is never discarded.

@@ -172,3 +172,35 @@ async fn concurrent_sends_through_two_instances_on_one_postgres_database() {
         println!("skipped: two instances share a database only on PostgreSQL (set TEST_POSTGRES_URL)");
     }
 }
+
+/// A broadcast whose answer was lost and that is sent again meets "nonce too low" for its own, already mined
+/// transaction: that is no refusal, and the transfer must neither be sent a second time nor be forgotten.
+#[tokio::test]
+async fn a_repeated_broadcast_of_a_landed_transfer_never_sends_it_twice() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[("FAULT_LOST_BROADCAST_ANSWER", "true")]).await;
+    let agent = funded_agent(&app, &anvil, Some(1.0)).await;
+    let to = fresh_address();
+    for round in 1..=3u128 {
+        let body = chat(&app, &agent, &format!("send 0.01 ETH to {to} on base")).await;
+        let call = send_call(&body);
+        assert!(call.get("error").is_none_or(Value::is_null), "{call}");
+        assert_eq!(
+            anvil.balance(to).await,
+            wei(round * CENT_ETH),
+            "transfer {round} landed exactly once"
+        );
+    }
+    let settled = wait_for_transactions(&app, &agent, 3, "confirmed").await;
+    assert_eq!(settled.len(), 3);
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 3);
+    let (status, detail) = app.get_agent(&agent.id, &agent.token).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let mut cost = U256::ZERO;
+    for tx in &settled {
+        cost += node_cost(&anvil, tx["tx_hash"].as_str().unwrap().parse().unwrap())
+            .await
+            .0;
+    }
+    assert_eq!(detail["spent"]["base"], agentd::domain::amount::format_units(cost, 18));
+}
