@@ -99,7 +99,7 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
     match number.as_f64() {
         Some(f) if !f.is_finite() => return Err("must be a finite number".into()),
         // `-0` is zero, not a negative cap.
-        Some(f) if f == 0.0 => return Ok(U256::ZERO),
+        Some(0.0) => return Ok(U256::ZERO),
         _ => {}
     }
     amount::from_json_number(number, 18).map_err(|e| e.to_string())
