@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentd::chain::registry;
+use agentd::domain::chain as registry;
 use agentd::transfers::{TransferOrder, send_native};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;

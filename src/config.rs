@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretBox, SecretString};
 
-use crate::chain::registry::{self, CHAINS};
+use crate::domain::chain::{self as registry, CHAINS};
 
 /// Why the configuration was refused. Messages name the variable, never its secret value.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,8 @@ use alloy::primitives::{TxHash, U256};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, registry};
+use crate::chain::{ChainClient, ChainError};
+use crate::domain::chain as registry;
 use crate::domain::amount::format_units;
 use crate::domain::transaction::{StoredTx, TxState};
 use crate::state::AppState;

@@ -9,7 +9,8 @@ use alloy::primitives::{Address, TxKind, U256};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, ChainInfo, format_gwei};
+use crate::chain::{ChainClient, ChainError, format_gwei};
+use crate::domain::chain::ChainInfo;
 use crate::chat::tools::ToolError;
 use crate::domain::agent::Agent;
 use crate::domain::amount::{format_units, parse_units};

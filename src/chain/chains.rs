@@ -6,7 +6,7 @@ use alloy::transports::http::reqwest;
 
 use super::client::ChainClient;
 use super::error::ChainError;
-use super::registry::{self, CHAINS};
+use crate::domain::chain::{self as registry, CHAINS};
 
 /// Idle connections to a node are kept this long for reuse across calls.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);

@@ -15,7 +15,7 @@ use alloy::transports::http::{Http, reqwest};
 
 use super::error::{ChainError, classify};
 use super::fees::{FALLBACK_PRIORITY_FEE, Fees};
-use super::registry::ChainInfo;
+use crate::domain::chain::ChainInfo;
 use super::tx::{ReceiptInfo, TxInfo, raw_tx_hash};
 
 /// The per-call timeout when none is configured.

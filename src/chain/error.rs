@@ -6,7 +6,7 @@
 use alloy::transports::http::reqwest;
 use alloy::transports::{RpcError, TransportError, TransportErrorKind};
 
-use super::registry;
+use crate::domain::chain as registry;
 
 /// The longest node error message passed on to callers; a node could answer with a whole page.
 const MAX_RPC_MESSAGE: usize = 300;

@@ -9,12 +9,11 @@ pub mod chains;
 pub mod client;
 pub mod error;
 pub mod fees;
-pub mod registry;
 pub mod tx;
 
 pub use chains::Chains;
 pub use client::{ChainClient, DEFAULT_TIMEOUT};
 pub use error::ChainError;
 pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
-pub use registry::{CHAINS, ChainInfo};
+
 pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

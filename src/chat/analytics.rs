@@ -4,7 +4,7 @@ use alloy::primitives::U256;
 use serde_json::{Value, json};
 
 use super::tools::ToolError;
-use crate::chain::{ChainInfo, registry};
+use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::state::AppState;

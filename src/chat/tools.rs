@@ -6,7 +6,8 @@ use alloy::primitives::{Address, TxHash, U256};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::chain::{ChainError, ChainInfo, TRANSFER_GAS, format_gwei, registry};
+use crate::chain::{ChainError, TRANSFER_GAS, format_gwei};
+use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::agent::{Agent, Capability, parse_address};
 use crate::domain::amount::{format_units, parse_units};
 use crate::llm::ToolSpec;

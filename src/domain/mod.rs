@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod amount;
+pub mod chain;
 pub mod challenge;
 pub mod token;
 pub mod transaction;

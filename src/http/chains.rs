@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::error::Result;
 use super::schemas;
-use crate::chain::registry::CHAINS;
+use crate::domain::chain::CHAINS;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

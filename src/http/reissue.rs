@@ -19,7 +19,7 @@ use super::auth::{ensure_active, parse_id};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::schemas;
-use crate::chain::registry;
+use crate::domain::chain as registry;
 use crate::domain::agent::Agent;
 use crate::domain::{challenge, token};
 use crate::state::AppState;

@@ -16,7 +16,7 @@ use super::auth::ActiveAgent;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
 use super::schemas;
-use crate::chain::registry;
+use crate::domain::chain as registry;
 use crate::chat::tools::balance_json;
 use crate::domain::amount::parse_units;
 use crate::state::AppState;
