@@ -85,7 +85,9 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     let chains = build_chains(&config)?;
     let llm = build_llm(&config)?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let auth = crate::auth::Authenticator::new(store.clone(), config.disable_agent_auth, config.admin_token.clone());
     let state = AppState {
+        auth,
         store,
         vault: Arc::new(vault),
         config: Arc::new(config),

@@ -1,6 +1,8 @@
 //! agentd: a self-hostable service that gives AI agents their own crypto wallets and lets people chat with them.
 #![forbid(unsafe_code)]
 
+/// Authentication: agent tokens, sessions and the admin token, checked in one place.
+pub mod auth;
 /// Startup: open the store, build the state, bind the listener, run until a shutdown signal.
 pub mod app;
 /// Chain registry and JSON-RPC access.

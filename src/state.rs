@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::auth::Authenticator;
 use crate::chain::Chains;
 use crate::config::Config;
 use crate::events::EventBus;
@@ -12,6 +13,8 @@ use crate::vault::Vault;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// Who is calling: the one place that checks tokens.
+    pub auth: Authenticator,
     pub store: Arc<dyn Store>,
     pub vault: Arc<Vault>,
     pub config: Arc<Config>,
@@ -22,4 +25,10 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Turns true when the service is shutting down; long-lived streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl axum::extract::FromRef<AppState> for Authenticator {
+    fn from_ref(state: &AppState) -> Self {
+        state.auth.clone()
+    }
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use utoipa::ToSchema;
@@ -18,10 +17,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::auth::{authorize, ensure_active, header_token};
+use super::auth::AgentToken;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::schemas;
+use crate::auth::AgentAccess;
 use crate::chat::runner::{self, Turn};
 use crate::chat::{ChatEvent, TurnResult};
 use crate::domain::agent::parse_address;
@@ -40,24 +40,12 @@ struct ChatRequest {
     connected_wallet_address: Option<String>,
 }
 
-/// The token header, required before the body is read (the agent id is in the body).
-pub struct ChatToken(Option<String>);
-
-impl axum::extract::FromRequestParts<AppState> for ChatToken {
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
-        let token = header_token(parts);
-        if token.is_none() && !state.config.disable_agent_auth {
-            return Err(AppError::MissingToken);
-        }
-        Ok(ChatToken(token))
-    }
-}
-
 /// Authorises and validates a chat request; every failure here is a plain HTTP error.
-async fn prepare(state: &AppState, token: ChatToken, body: ChatRequest) -> Result<Turn> {
-    let agent = ensure_active(authorize(state, Some(body.agent_id), token.0.as_deref()).await?)?;
+async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Result<Turn> {
+    let agent = state
+        .auth
+        .agent(Some(body.agent_id), token.0.as_deref(), AgentAccess::Active)
+        .await?;
     let length = body.message.trim().chars().count();
     if length == 0 || body.message.chars().count() > 8000 {
         return Err(AppError::field("message", "must be 1 to 8000 characters"));
@@ -82,7 +70,7 @@ async fn prepare(state: &AppState, token: ChatToken, body: ChatRequest) -> Resul
         (status = 504, body = schemas::ErrorBody)))]
 async fn chat(
     State(state): State<AppState>,
-    token: ChatToken,
+    token: AgentToken,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Json<TurnResult>> {
     let turn = prepare(&state, token, body).await?;
@@ -101,7 +89,7 @@ async fn chat(
         (status = 400, body = schemas::ErrorBody), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
 async fn chat_stream(
     State(state): State<AppState>,
-    token: ChatToken,
+    token: AgentToken,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Response> {
     let turn = prepare(&state, token, body).await?;

@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::http::request::Parts;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -11,7 +10,8 @@ use utoipa_axum::routes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::{authorize, ensure_active, header_token, parse_id};
+use super::auth::{AgentToken, parse_id};
+use crate::auth::AgentAccess;
 use super::error::{AppError, Result};
 use super::schemas;
 use crate::state::AppState;
@@ -27,25 +27,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_messages))
 }
 
-/// The token header as given (presence is checked by `authorize`).
-pub struct MaybeToken(pub Option<String>);
-
-impl axum::extract::FromRequestParts<AppState> for MaybeToken {
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self> {
-        Ok(MaybeToken(header_token(parts)))
-    }
-}
-
 /// Loads a conversation the token may see: token present -> conversation exists -> token is its agent's -> active.
 pub async fn authorized_conversation(state: &AppState, id: &str, token: Option<&str>) -> Result<Conversation> {
-    if token.is_none() && !state.config.disable_agent_auth {
-        return Err(AppError::MissingToken);
-    }
+    state.auth.require_token(token)?;
     let id = parse_id(id).ok_or(AppError::ConversationNotFound)?;
     let conversation = state.store.get_conversation(id).await?;
-    ensure_active(authorize(state, Some(conversation.agent_id), token).await?)?;
+    state
+        .auth
+        .agent(Some(conversation.agent_id), token, AgentAccess::Active)
+        .await?;
     Ok(conversation)
 }
 
@@ -60,17 +50,17 @@ struct ListParams {
         (status = 422, body = schemas::ErrorBody)))]
 async fn list_conversations(
     State(state): State<AppState>,
-    MaybeToken(token): MaybeToken,
+    AgentToken(token): AgentToken,
     Query(params): Query<ListParams>,
 ) -> Result<Json<Value>> {
-    if token.is_none() && !state.config.disable_agent_auth {
-        return Err(AppError::MissingToken);
-    }
     let agent_id = params
         .agent_id
         .filter(|a| !a.is_empty())
         .ok_or_else(|| AppError::field("agent_id", "is required"))?;
-    let agent = ensure_active(authorize(&state, parse_id(&agent_id), token.as_deref()).await?)?;
+    let agent = state
+        .auth
+        .agent(parse_id(&agent_id), token.as_deref(), AgentAccess::Active)
+        .await?;
     let conversations = state.store.list_conversations(agent.id).await?;
     Ok(Json(Value::Array(
         conversations.iter().map(conversation_json).collect(),
@@ -82,7 +72,7 @@ async fn list_conversations(
     responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<schemas::MessageBody>), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn list_messages(
     State(state): State<AppState>,
-    MaybeToken(token): MaybeToken,
+    AgentToken(token): AgentToken,
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
     let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;
@@ -95,7 +85,7 @@ async fn list_messages(
     responses((status = 204, description = "Deleted with its messages"), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
 async fn delete_conversation(
     State(state): State<AppState>,
-    MaybeToken(token): MaybeToken,
+    AgentToken(token): AgentToken,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
     let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;

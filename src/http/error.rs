@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::auth::AuthError;
 use crate::store::StoreError;
 
 /// Handler result type.
@@ -158,6 +159,20 @@ impl From<StoreError> for AppError {
             StoreError::AgentNotFound => AppError::AgentNotFound,
             StoreError::ConversationNotFound => AppError::ConversationNotFound,
             other => AppError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<AuthError> for AppError {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::MissingToken => AppError::MissingToken,
+            AuthError::InvalidToken => AppError::InvalidToken,
+            AuthError::Forbidden => AppError::Forbidden,
+            AuthError::AdminRequired => AppError::AdminRequired,
+            AuthError::AgentNotFound => AppError::AgentNotFound,
+            AuthError::AgentInactive => AppError::AgentInactive,
+            AuthError::Store(e) => AppError::from(e),
         }
     }
 }

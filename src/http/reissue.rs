@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agents::agent_json;
-use super::auth::{ensure_active, parse_id};
+use super::auth::parse_id;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::schemas;
@@ -43,7 +43,11 @@ async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: Socke
         return Err(AppError::RateLimited { retry_after_secs });
     }
     let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
-    ensure_active(state.store.get_agent(id).await?)
+    let agent = state.store.get_agent(id).await?;
+    if !agent.is_active {
+        return Err(AppError::AgentInactive);
+    }
+    Ok(agent)
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
