@@ -40,8 +40,8 @@ pub struct OpenedStore {
 
 /// Opens the configured database and applies the embedded migrations.
 pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
-    let url = config.database_url.expose_secret();
-    Ok(match &config.database {
+    let url = config.database.url.expose_secret();
+    Ok(match &config.database.kind {
         DatabaseKind::Sqlite(path) => {
             let store = SqliteStore::connect(url, path)
                 .await
@@ -78,14 +78,18 @@ pub struct BuiltState {
 /// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
 pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     let OpenedStore { store, pg_pool } = open_store(&config).await?;
-    let vault = match &config.encryption_key {
+    let vault = match &config.security.encryption_key {
         Some(key) => Vault::new(key),
-        None => Vault::new(&vault::load_or_create_key_file(&config.data_dir)?),
+        None => Vault::new(&vault::load_or_create_key_file(&config.database.data_dir)?),
     };
     let chains = build_chains(&config)?;
     let llm = build_llm(&config)?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let auth = crate::auth::Authenticator::new(store.clone(), config.disable_agent_auth, config.admin_token.clone());
+    let auth = crate::auth::Authenticator::new(
+        store.clone(),
+        config.security.disable_agent_auth,
+        config.security.admin_token.clone(),
+    );
     let state = AppState {
         auth,
         store,
@@ -105,7 +109,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
-        let bind_addr = config.bind_addr;
+        let bind_addr = config.server.bind_addr;
         let BuiltState { state, pg_pool, stop } = build_state(config).await?;
         let listener = TcpListener::bind(bind_addr)
             .await
@@ -179,28 +183,30 @@ impl App {
 
 fn build_chains(config: &Config) -> anyhow::Result<Chains> {
     let urls = config
+        .chains
         .rpc_urls
         .iter()
         .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
         .collect();
-    let mut chains = Chains::new(urls, config.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
-    for (name, _) in &config.rpc_urls {
+    let mut chains =
+        Chains::new(urls, config.chains.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
+    for (name, _) in &config.chains.rpc_urls {
         chains
-            .set_confirmations(name, config.confirmations_for(name))
+            .set_confirmations(name, config.chains.confirmations_for(name))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(chains)
 }
 
 fn build_llm(config: &Config) -> anyhow::Result<Arc<dyn LlmProvider>> {
-    Ok(match config.llm_provider {
+    Ok(match config.llm.provider {
         LlmProviderKind::Builtin => Arc::new(BuiltinProvider::new()),
         LlmProviderKind::OpenAi => Arc::new(
             OpenAiProvider::new(OpenAiConfig {
-                base_url: config.llm_base_url.clone().unwrap_or_default(),
-                api_key: config.llm_api_key.clone(),
-                model: config.llm_model.clone(),
-                timeout: config.llm_timeout,
+                base_url: config.llm.base_url.clone().unwrap_or_default(),
+                api_key: config.llm.api_key.clone(),
+                model: config.llm.model.clone(),
+                timeout: config.llm.timeout,
             })
             .map_err(|e| anyhow::anyhow!("LLM provider: {e}"))?,
         ),

@@ -51,43 +51,80 @@ pub enum DatabaseKind {
 /// The 32-byte master key that encrypts wallet keys at rest.
 pub type EncryptionKey = SecretBox<[u8; 32]>;
 
-/// The whole configuration of one service instance.
+/// The whole configuration of one service instance, in sections, each read by its own function.
 #[derive(Debug)]
 pub struct Config {
-    pub bind_addr: SocketAddr,
-    pub database_url: SecretString,
-    pub database: DatabaseKind,
-    /// `None` in development means "generate or reuse the key file in `data_dir`".
-    pub encryption_key: Option<EncryptionKey>,
-    pub data_dir: PathBuf,
     pub app_env: AppEnv,
-    pub disable_agent_auth: bool,
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub chains: ChainsConfig,
+    pub llm: LlmConfig,
+    pub security: SecurityConfig,
+    pub faults: Faults,
+}
+
+/// The listener and the request pipeline.
+#[derive(Debug)]
+pub struct ServerConfig {
+    pub bind_addr: SocketAddr,
+    pub max_body_bytes: usize,
+    pub json_logs: bool,
+}
+
+/// Where data lives.
+#[derive(Debug)]
+pub struct DatabaseConfig {
+    pub url: SecretString,
+    pub kind: DatabaseKind,
+    /// The SQLite file's directory by default; holds the development key file.
+    pub data_dir: PathBuf,
+}
+
+/// The chain nodes and how transfers on them are watched.
+#[derive(Debug)]
+pub struct ChainsConfig {
     /// `(chain name, url)` for each chain with an RPC URL.
     pub rpc_urls: Vec<(String, SecretString)>,
     /// Blocks on top of the including block (1 = included), per chain name.
     pub confirmations: HashMap<String, u64>,
     pub rpc_timeout: Duration,
-    pub llm_provider: LlmProviderKind,
-    pub llm_base_url: Option<String>,
-    pub llm_api_key: Option<SecretString>,
-    pub llm_model: String,
-    pub llm_timeout: Duration,
-    pub challenge_prefix: String,
-    pub admin_token: Option<SecretString>,
-    pub allow_key_export: bool,
-    pub reissue_limit_per_agent: u32,
-    pub reissue_limit_per_ip: u32,
-    pub json_logs: bool,
-    pub max_body_bytes: usize,
     /// Pause between confirmation-watcher rounds.
     pub watcher_interval: Duration,
     /// How long a broadcast transfer may be unknown to the node before it counts as dropped.
     pub tx_drop_after: Duration,
-    /// Fault injection for crash-safety tests: exit right after a transfer is stored, before its broadcast.
-    pub fault_exit_before_broadcast: bool,
-    /// Fault injection: every broadcast is sent once more beforehand with its answer dropped, as when a node's reply
-    /// is lost and the client tries again.
-    pub fault_lost_broadcast_answer: bool,
+}
+
+/// The chat engine.
+#[derive(Debug)]
+pub struct LlmConfig {
+    pub provider: LlmProviderKind,
+    pub base_url: Option<String>,
+    pub api_key: Option<SecretString>,
+    pub model: String,
+    pub timeout: Duration,
+}
+
+/// Keys, tokens and the limits around them.
+#[derive(Debug)]
+pub struct SecurityConfig {
+    /// `None` in development means "generate or reuse the key file in `data_dir`".
+    pub encryption_key: Option<EncryptionKey>,
+    pub disable_agent_auth: bool,
+    pub admin_token: Option<SecretString>,
+    pub allow_key_export: bool,
+    pub challenge_prefix: String,
+    pub reissue_limit_per_agent: u32,
+    pub reissue_limit_per_ip: u32,
+}
+
+/// Fault injection for crash-safety tests; refused in production.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Faults {
+    /// Exit right after a transfer is stored, before its broadcast.
+    pub exit_before_broadcast: bool,
+    /// Every broadcast is sent once more beforehand with its answer dropped, as when a node's reply is lost and the
+    /// client tries again.
+    pub lost_broadcast_answer: bool,
 }
 
 impl Config {
@@ -105,16 +142,40 @@ impl Config {
             Some("production") | Some("prod") => AppEnv::Production,
             Some(_) => return Err(invalid("APP_ENV", "must be development or production")),
         };
+        Ok(Config {
+            app_env,
+            server: ServerConfig::read(&vars)?,
+            database: DatabaseConfig::read(&vars)?,
+            chains: ChainsConfig::read(&vars)?,
+            llm: LlmConfig::read(&vars)?,
+            security: SecurityConfig::read(&vars, app_env)?,
+            faults: Faults::read(&vars, app_env)?,
+        })
+    }
+}
+
+impl ServerConfig {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
         let bind_addr = vars
             .get("BIND_ADDR")
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
             .map_err(|_| invalid("BIND_ADDR", "must be host:port, e.g. 127.0.0.1:8080"))?;
-        let database_url = vars
+        Ok(ServerConfig {
+            bind_addr,
+            max_body_bytes: vars.number("MAX_BODY_BYTES", 64 * 1024)?,
+            json_logs: vars.get("LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("json")),
+        })
+    }
+}
+
+impl DatabaseConfig {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
+        let url = vars
             .get("DATABASE_URL")
             .unwrap_or_else(|| "sqlite://./data/agentd.db".into());
-        let database = parse_database_url(&database_url)?;
-        let data_dir = match (&database, vars.get("DATA_DIR")) {
+        let kind = parse_database_url(&url)?;
+        let data_dir = match (&kind, vars.get("DATA_DIR")) {
             (_, Some(dir)) => PathBuf::from(dir),
             (DatabaseKind::Sqlite(path), None) => path
                 .parent()
@@ -123,30 +184,16 @@ impl Config {
                 .to_path_buf(),
             (DatabaseKind::Postgres, None) => PathBuf::from("./data"),
         };
-        let encryption_key = vars
-            .secret("ENCRYPTION_KEY")?
-            .map(|k| parse_encryption_key(k.expose_secret()))
-            .transpose()?;
-        let disable_agent_auth = vars.flag("DISABLE_AGENT_AUTH", false)?;
-        if app_env == AppEnv::Production {
-            if encryption_key.is_none() {
-                return Err(ConfigError::Refused(
-                    "ENCRYPTION_KEY is required when APP_ENV=production",
-                ));
-            }
-            if disable_agent_auth {
-                return Err(ConfigError::Refused(
-                    "DISABLE_AGENT_AUTH=true is refused when APP_ENV=production",
-                ));
-            }
-        }
-        let fault_exit_before_broadcast = vars.flag("FAULT_EXIT_BEFORE_BROADCAST", false)?;
-        let fault_lost_broadcast_answer = vars.flag("FAULT_LOST_BROADCAST_ANSWER", false)?;
-        if (fault_exit_before_broadcast || fault_lost_broadcast_answer) && app_env == AppEnv::Production {
-            return Err(ConfigError::Refused(
-                "FAULT_* switches are for tests and are refused in production",
-            ));
-        }
+        Ok(DatabaseConfig {
+            url: SecretString::from(url),
+            kind,
+            data_dir,
+        })
+    }
+}
+
+impl ChainsConfig {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
         let mut rpc_urls = Vec::new();
         let mut confirmations = HashMap::new();
         for chain in CHAINS {
@@ -174,7 +221,24 @@ impl Config {
             };
             confirmations.insert(chain.name.to_string(), blocks);
         }
-        let llm_provider = match vars
+        Ok(ChainsConfig {
+            rpc_urls,
+            confirmations,
+            rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
+            watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
+            tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
+        })
+    }
+
+    /// Confirmation depth for a chain (1 = included).
+    pub fn confirmations_for(&self, chain: &str) -> u64 {
+        self.confirmations.get(chain).copied().unwrap_or(1)
+    }
+}
+
+impl LlmConfig {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
+        let provider = match vars
             .get("LLM_PROVIDER")
             .as_deref()
             .map(str::to_ascii_lowercase)
@@ -184,9 +248,38 @@ impl Config {
             Some("openai") => LlmProviderKind::OpenAi,
             Some(_) => return Err(invalid("LLM_PROVIDER", "must be builtin or openai")),
         };
-        let llm_base_url = vars.get("LLM_BASE_URL");
-        if llm_provider == LlmProviderKind::OpenAi && llm_base_url.is_none() {
+        let base_url = vars.get("LLM_BASE_URL");
+        if provider == LlmProviderKind::OpenAi && base_url.is_none() {
             return Err(invalid("LLM_BASE_URL", "is required when LLM_PROVIDER=openai"));
+        }
+        Ok(LlmConfig {
+            provider,
+            base_url,
+            api_key: vars.secret("LLM_API_KEY")?,
+            model: vars.get("LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+            timeout: Duration::from_millis(vars.number("LLM_TIMEOUT_MS", 60_000)?),
+        })
+    }
+}
+
+impl SecurityConfig {
+    fn read(vars: &Vars, app_env: AppEnv) -> Result<Self, ConfigError> {
+        let encryption_key = vars
+            .secret("ENCRYPTION_KEY")?
+            .map(|k| parse_encryption_key(k.expose_secret()))
+            .transpose()?;
+        let disable_agent_auth = vars.flag("DISABLE_AGENT_AUTH", false)?;
+        if app_env == AppEnv::Production {
+            if encryption_key.is_none() {
+                return Err(ConfigError::Refused(
+                    "ENCRYPTION_KEY is required when APP_ENV=production",
+                ));
+            }
+            if disable_agent_auth {
+                return Err(ConfigError::Refused(
+                    "DISABLE_AGENT_AUTH=true is refused when APP_ENV=production",
+                ));
+            }
         }
         let challenge_prefix = vars.get("CHALLENGE_PREFIX").unwrap_or_else(|| "agentd".into());
         if challenge_prefix.contains(':') || challenge_prefix.len() > 64 {
@@ -195,39 +288,30 @@ impl Config {
                 "must not contain ':' and be at most 64 characters",
             ));
         }
-        Ok(Config {
-            bind_addr,
-            database_url: SecretString::from(database_url),
-            database,
+        Ok(SecurityConfig {
             encryption_key,
-            data_dir,
-            app_env,
             disable_agent_auth,
-            rpc_urls,
-            confirmations,
-            rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
-            llm_provider,
-            llm_base_url,
-            llm_api_key: vars.secret("LLM_API_KEY")?,
-            llm_model: vars.get("LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
-            llm_timeout: Duration::from_millis(vars.number("LLM_TIMEOUT_MS", 60_000)?),
-            challenge_prefix,
             admin_token: vars.secret("ADMIN_TOKEN")?,
             allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
+            challenge_prefix,
             reissue_limit_per_agent: vars.number("REISSUE_LIMIT_PER_AGENT", 10)?,
             reissue_limit_per_ip: vars.number("REISSUE_LIMIT_PER_IP", 100)?,
-            json_logs: vars.get("LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("json")),
-            max_body_bytes: vars.number("MAX_BODY_BYTES", 64 * 1024)?,
-            watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
-            tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
-            fault_exit_before_broadcast,
-            fault_lost_broadcast_answer,
         })
     }
+}
 
-    /// Confirmation depth for a chain (1 = included).
-    pub fn confirmations_for(&self, chain: &str) -> u64 {
-        self.confirmations.get(chain).copied().unwrap_or(1)
+impl Faults {
+    fn read(vars: &Vars, app_env: AppEnv) -> Result<Self, ConfigError> {
+        let faults = Faults {
+            exit_before_broadcast: vars.flag("FAULT_EXIT_BEFORE_BROADCAST", false)?,
+            lost_broadcast_answer: vars.flag("FAULT_LOST_BROADCAST_ANSWER", false)?,
+        };
+        if (faults.exit_before_broadcast || faults.lost_broadcast_answer) && app_env == AppEnv::Production {
+            return Err(ConfigError::Refused(
+                "FAULT_* switches are for tests and are refused in production",
+            ));
+        }
+        Ok(faults)
     }
 }
 
@@ -321,11 +405,11 @@ mod tests {
     #[test]
     fn defaults_apply_when_nothing_is_set() {
         let c = Config::from_vars(vars(&[])).unwrap();
-        assert_eq!(c.bind_addr.to_string(), "127.0.0.1:8080");
-        assert_eq!(c.database, DatabaseKind::Sqlite(PathBuf::from("./data/agentd.db")));
-        assert_eq!(c.data_dir, PathBuf::from("./data"));
-        assert!(c.allow_key_export && !c.disable_agent_auth);
-        assert_eq!(c.challenge_prefix, "agentd");
+        assert_eq!(c.server.bind_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database.kind, DatabaseKind::Sqlite(PathBuf::from("./data/agentd.db")));
+        assert_eq!(c.database.data_dir, PathBuf::from("./data"));
+        assert!(c.security.allow_key_export && !c.security.disable_agent_auth);
+        assert_eq!(c.security.challenge_prefix, "agentd");
     }
 
     #[test]
@@ -357,8 +441,8 @@ mod tests {
             ("CONFIRMATIONS_BASE", "3"),
         ]))
         .unwrap();
-        assert_eq!(c.rpc_urls[0].0, "base-sepolia");
-        assert_eq!(c.confirmations_for("base"), 3);
+        assert_eq!(c.chains.rpc_urls[0].0, "base-sepolia");
+        assert_eq!(c.chains.confirmations_for("base"), 3);
         assert!(Config::from_vars(vars(&[("CONFIRMATIONS_BASE", "0")])).is_err());
         assert!(Config::from_vars(vars(&[("RPC_URL_BASE", "ftp://x")])).is_err());
     }

@@ -8,8 +8,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError};
-use crate::domain::chain as registry;
 use crate::domain::amount::format_units;
+use crate::domain::chain as registry;
 use crate::domain::transaction::{StoredTx, TxState};
 use crate::state::AppState;
 use crate::store::{Message, Role, Settlement};
@@ -37,7 +37,7 @@ impl Watcher {
 
     /// Polls until `stop` turns true.
     pub async fn run_until_stopped(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let interval = self.state.config.watcher_interval;
+        let interval = self.state.config.chains.watcher_interval;
         loop {
             if let Err(e) = self.poll_once().await {
                 tracing::warn!(chain = self.chain, error = %e, "confirmation watcher round failed");
@@ -119,7 +119,7 @@ impl Watcher {
             };
         }
         let age = crate::domain::now() - tx.updated_at;
-        if age.to_std().unwrap_or_default() < self.state.config.tx_drop_after {
+        if age.to_std().unwrap_or_default() < self.state.config.chains.tx_drop_after {
             return Ok(false);
         }
         match crate::transfers::rebroadcast(client, tx).await {

@@ -1,10 +1,12 @@
 //! agentd: a self-hostable service that gives AI agents their own crypto wallets and lets people chat with them.
 #![forbid(unsafe_code)]
+// Standard output carries the MCP stdio protocol: nothing in the library may print to it.
+#![deny(clippy::print_stdout)]
 
-/// Authentication: agent tokens, sessions and the admin token, checked in one place.
-pub mod auth;
 /// Startup: open the store, build the state, bind the listener, run until a shutdown signal.
 pub mod app;
+/// Authentication: agent tokens, sessions and the admin token, checked in one place.
+pub mod auth;
 /// Chain registry and JSON-RPC access.
 pub mod chain;
 /// The chat engine: turn runner and tools.

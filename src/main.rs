@@ -42,9 +42,9 @@ fn main() -> ExitCode {
     };
     if matches!(cli.command, Some(Command::Mcp)) {
         // stdout carries only MCP messages.
-        agentd::mcp::init_logging(config.json_logs);
+        agentd::mcp::init_logging(config.server.json_logs);
     } else {
-        agentd::telemetry::init(config.json_logs);
+        agentd::telemetry::init(config.server.json_logs);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, format_gwei};
-use crate::domain::chain::ChainInfo;
 use crate::chat::tools::ToolError;
 use crate::domain::agent::Agent;
 use crate::domain::amount::{format_units, parse_units};
+use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::StoredTx;
 use crate::state::AppState;
 use crate::store::{Reservation, SignedTx, StoreError, TransferRequest};
@@ -125,11 +125,11 @@ pub async fn send_native(state: &AppState, order: TransferOrder<'_>) -> Result<V
     };
     for attempt in 0..2 {
         let tx = reserve(state, &request, chain, fees.max_priority_fee_per_gas).await?;
-        if state.config.fault_exit_before_broadcast {
+        if state.config.faults.exit_before_broadcast {
             tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signed transfer");
             std::process::exit(86);
         }
-        if state.config.fault_lost_broadcast_answer {
+        if state.config.faults.lost_broadcast_answer {
             let _ = client.send_raw(&tx.raw_tx).await;
         }
         let sent = client.send_raw(&tx.raw_tx).await;

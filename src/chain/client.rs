@@ -15,8 +15,8 @@ use alloy::transports::http::{Http, reqwest};
 
 use super::error::{ChainError, classify};
 use super::fees::{FALLBACK_PRIORITY_FEE, Fees};
-use crate::domain::chain::ChainInfo;
 use super::tx::{ReceiptInfo, TxInfo, raw_tx_hash};
+use crate::domain::chain::ChainInfo;
 
 /// The per-call timeout when none is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -4,9 +4,9 @@ use alloy::primitives::U256;
 use serde_json::{Value, json};
 
 use super::tools::ToolError;
-use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
+use crate::domain::chain::{self as registry, ChainInfo};
 use crate::state::AppState;
 
 /// Cap, spent and remaining per chain of the agent, in native units.

@@ -7,9 +7,9 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::chain::{ChainError, TRANSFER_GAS, format_gwei};
-use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::agent::{Agent, Capability, parse_address};
 use crate::domain::amount::{format_units, parse_units};
+use crate::domain::chain::{self as registry, ChainInfo};
 use crate::llm::ToolSpec;
 use crate::state::AppState;
 

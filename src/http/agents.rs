@@ -288,7 +288,7 @@ async fn export_key(
     ActiveAgent(agent): ActiveAgent,
     ApiJson(body): ApiJson<ExportKey>,
 ) -> Result<Json<Value>> {
-    if !state.config.allow_key_export {
+    if !state.config.security.allow_key_export {
         return Err(AppError::Denied {
             code: "export_disabled",
             message: "key export is disabled on this server".into(),

@@ -23,7 +23,7 @@ async fn list_chains(State(state): State<AppState>) -> Json<Value> {
     let chains = CHAINS
         .iter()
         .map(|c| {
-            let configured = state.config.rpc_urls.iter().any(|(name, _)| name == c.name);
+            let configured = state.config.chains.rpc_urls.iter().any(|(name, _)| name == c.name);
             json!({
                 "name": c.name,
                 "chain_id": c.chain_id,

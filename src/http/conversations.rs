@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{AgentToken, parse_id};
-use crate::auth::AgentAccess;
 use super::error::{AppError, Result};
 use super::schemas;
+use crate::auth::AgentAccess;
 use crate::state::AppState;
 use crate::store::{Conversation, Message};
 

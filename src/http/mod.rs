@@ -97,7 +97,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.max_body_bytes;
+    let body_limit = state.config.server.max_body_bytes;
     let (api_router, document) = api().split_for_parts();
     api_router
         .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))

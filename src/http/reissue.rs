@@ -19,8 +19,8 @@ use super::auth::parse_id;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::schemas;
-use crate::domain::chain as registry;
 use crate::domain::agent::Agent;
+use crate::domain::chain as registry;
 use crate::domain::{challenge, token};
 use crate::state::AppState;
 use crate::store::{AuditEvent, Challenge, ReissueProof};
@@ -34,10 +34,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Applies both limits of one endpoint, then loads the active agent (404, 410).
 async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: SocketAddr) -> Result<Agent> {
     let limits = &state.reissue_limits;
-    let per_agent = limits.check(&format!("{endpoint}:agent:{id}"), state.config.reissue_limit_per_agent);
+    let per_agent = limits.check(
+        &format!("{endpoint}:agent:{id}"),
+        state.config.security.reissue_limit_per_agent,
+    );
     let per_ip = limits.check(
         &format!("{endpoint}:ip:{}", client.ip()),
-        state.config.reissue_limit_per_ip,
+        state.config.security.reissue_limit_per_ip,
     );
     if let Err(retry_after_secs) = per_agent.and(per_ip) {
         return Err(AppError::RateLimited { retry_after_secs });
@@ -63,7 +66,12 @@ async fn issue_challenge(
     OsRng.fill_bytes(&mut bytes);
     let nonce = alloy::hex::encode(bytes);
     let expires_at = crate::domain::now() + chrono::Duration::seconds(challenge::LIFETIME_SECS);
-    let message = challenge::message(&state.config.challenge_prefix, agent.id, &nonce, expires_at.timestamp());
+    let message = challenge::message(
+        &state.config.security.challenge_prefix,
+        agent.id,
+        &nonce,
+        expires_at.timestamp(),
+    );
     let record = Challenge {
         nonce: nonce.clone(),
         agent_id: agent.id,
@@ -167,13 +175,14 @@ async fn verify_wallet_proof(
     if registry::find(chain).is_none() {
         return Err(AppError::field("proof.chain", "unknown chain"));
     }
-    let parsed = challenge::parse(&state.config.challenge_prefix, message).ok_or_else(|| AppError::BadRequest {
-        code: "malformed_challenge",
-        message: format!(
-            "the message must have the form {}:reissue:<agent_id>:<nonce>:<expires_at>",
-            state.config.challenge_prefix
-        ),
-    })?;
+    let parsed =
+        challenge::parse(&state.config.security.challenge_prefix, message).ok_or_else(|| AppError::BadRequest {
+            code: "malformed_challenge",
+            message: format!(
+                "the message must have the form {}:reissue:<agent_id>:<nonce>:<expires_at>",
+                state.config.security.challenge_prefix
+            ),
+        })?;
     if parsed.agent_id != agent.id {
         return Err(AppError::InvalidProof);
     }

@@ -16,9 +16,9 @@ use super::auth::ActiveAgent;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
 use super::schemas;
-use crate::domain::chain as registry;
 use crate::chat::tools::balance_json;
 use crate::domain::amount::parse_units;
+use crate::domain::chain as registry;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -4,8 +4,8 @@
 
 use uuid::Uuid;
 
-pub use crate::auth::AuthError as SessionError;
 use crate::auth::AgentSession;
+pub use crate::auth::AuthError as SessionError;
 use crate::domain::agent::Agent;
 use crate::state::AppState;
 
