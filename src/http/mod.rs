@@ -9,6 +9,7 @@ pub mod console;
 pub mod conversations;
 pub mod error;
 pub mod json;
+pub mod mcp;
 pub mod metrics;
 pub mod reissue;
 pub mod schemas;
@@ -102,7 +103,7 @@ pub fn router(state: AppState) -> Router {
     api_router
         .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))
         .merge(console::router())
-        .merge(crate::mcp::http::router())
+        .merge(mcp::router())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

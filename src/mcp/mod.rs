@@ -8,9 +8,8 @@
 //! This process runs no confirmation watcher: a transfer it sends is stored as `pending` in the shared database and
 //! settled by the watcher of the `agentd serve` instance using the same database.
 //!
-//! `POST /mcp` on the HTTP server (see `http`) answers the same requests, one JSON-RPC message per request.
+//! `POST /mcp` on the HTTP server (route `http::mcp`) answers the same requests, one JSON-RPC message per request.
 
-pub mod http;
 pub mod protocol;
 pub mod session;
 

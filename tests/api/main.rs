@@ -2,6 +2,7 @@
 
 mod agents;
 mod anvil;
+mod architecture;
 mod auth;
 mod chain_client;
 mod chains;

@@ -1,4 +1,4 @@
-//! `POST /mcp`: the Streamable HTTP transport in its simplest form. One JSON-RPC message (or batch) per request,
+//! `POST /mcp`: the MCP server's Streamable HTTP transport in its simplest form. One JSON-RPC message (or batch) per request,
 //! authenticated by `X-Agent-Access-Token`; requests get an `application/json` reply, notifications `202 Accepted`.
 //! The server keeps no session and opens no SSE stream (`GET /mcp` answers 405, as the specification allows).
 
@@ -9,10 +9,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use super::protocol::Dispatcher;
-use super::session::Session;
-use crate::http::auth::TOKEN_HEADER;
-use crate::http::error::AppError;
+use super::auth::TOKEN_HEADER;
+use super::error::AppError;
+use crate::mcp::{Dispatcher, Session};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {

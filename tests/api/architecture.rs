@@ -1,0 +1,160 @@
+//! The module layering (README, "Architecture"): each top-level module of the library imports only modules of its
+//! own layer or below, and the graph of top-level modules has no cycle. Read from the sources, so a new upward
+//! import fails here rather than in a review.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Top-level modules by layer, lowest first. A module may import from its own layer (without a cycle) and below.
+const LAYERS: &[&[&str]] = &[
+    &["domain"],
+    &["config", "telemetry"],
+    &["store", "chain", "vault", "llm", "events", "metrics", "rate_limit"],
+    &["auth", "transfers", "tools"],
+    &["chat", "confirmations"],
+    &["state", "http", "mcp"],
+    &["app"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// The top-level module a source file belongs to (`src/chat/runner.rs` -> `chat`).
+fn module_of(relative: &Path) -> Option<String> {
+    let first = relative.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "lib" && name != "main").then(|| name.to_string())
+}
+
+/// Every `crate::<module>` a source text names outside comments, also inside `use crate::{a, b::c}` groups.
+fn imports(text: &str) -> BTreeSet<String> {
+    let code: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    found.insert(name);
+                }
+            }
+        } else {
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            found.insert(name);
+        }
+    }
+    found
+}
+
+fn source_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `module -> modules it imports`, over the library's sources.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let Some(module) = module_of(file.strip_prefix(&src).expect("under src")) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        let edges = graph.entry(module.clone()).or_default();
+        edges.extend(imports(&text).into_iter().filter(|m| *m != module));
+    }
+    graph
+}
+
+#[test]
+fn every_module_has_a_layer_and_imports_only_its_own_layer_or_below() {
+    let graph = module_graph();
+    let mut violations = Vec::new();
+    for (module, imported) in &graph {
+        let Some(own) = layer_of(module) else {
+            violations.push(format!("{module} is in no layer: add it to LAYERS and the README"));
+            continue;
+        };
+        for target in imported {
+            match layer_of(target) {
+                Some(layer) if layer <= own => {}
+                Some(_) => violations.push(format!("{module} (layer {own}) imports {target}, a higher layer")),
+                None => violations.push(format!("{module} imports {target}, which is in no layer")),
+            }
+        }
+    }
+    assert!(violations.is_empty(), "layering violations:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn the_module_graph_has_no_cycle() {
+    let graph = module_graph();
+    // Depth-first search with colours: grey on the path, black when done.
+    fn visit<'a>(
+        node: &'a str,
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<&'a str, bool>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match state.get(node) {
+            Some(true) => return None,
+            Some(false) => {
+                let start = path.iter().position(|n| *n == node).unwrap_or(0);
+                let mut cycle: Vec<String> = path[start..].iter().map(|s| s.to_string()).collect();
+                cycle.push(node.to_string());
+                return Some(cycle);
+            }
+            None => {}
+        }
+        state.insert(node, false);
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, state, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        state.insert(node, true);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, &graph, &mut state, &mut Vec::new()) {
+            panic!("module cycle: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_import_scanner_reads_paths_and_groups() {
+    let found = imports(
+        "use crate::chain::Chains;\n// see crate::app\nuse crate::{domain::agent::Agent, store};\nx = crate::http::error;",
+    );
+    assert_eq!(
+        found,
+        ["chain", "domain", "http", "store"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>()
+    );
+}
