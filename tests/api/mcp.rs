@@ -534,8 +534,32 @@ async fn post_mcp_serves_the_same_tools_over_http() {
         .send(app.build(Method::POST, "/mcp", Some(&agent.token), Some(notification.clone())))
         .await;
     assert_eq!(response.status, StatusCode::ACCEPTED);
-    let (status, body) = app.request(Method::POST, "/mcp", None, Some(notification)).await;
+    let (status, body) = app
+        .request(Method::POST, "/mcp", None, Some(notification.clone()))
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    let (status, _) = app.request(Method::GET, "/mcp", Some(&agent.token), None).await;
+    assert_eq!(body["jsonrpc"], "2.0", "a JSON-RPC error body: {body}");
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    assert_eq!(body["error"]["data"]["code"], "missing_token", "{body}");
+    let unknown = format!("agt_{}", "C".repeat(43));
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&unknown), Some(notification.clone()))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["error"]["data"]["code"], "invalid_token", "{body}");
+    app.request(
+        Method::DELETE,
+        &format!("/api/agents/{}", agent.id),
+        Some(&agent.token),
+        None,
+    )
+    .await;
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(notification))
+        .await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    assert_eq!(body["error"]["data"]["code"], "agent_inactive", "{body}");
+    let (status, _) = app.request(Method::GET, "/mcp", None, None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "no SSE stream is offered");
 }
