@@ -73,7 +73,7 @@ async fn prepare(state: &AppState, token: ChatToken, body: ChatRequest) -> Resul
         ),
         None => None,
     };
-    runner::prepare(state, agent, body.conversation_id, body.message, connected).await
+    Ok(runner::prepare(state, agent, body.conversation_id, body.message, connected).await?)
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),

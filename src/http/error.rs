@@ -6,6 +6,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::chat::ChatError;
+use crate::llm::LlmError;
 use crate::store::StoreError;
 
 /// Handler result type.
@@ -158,6 +160,24 @@ impl From<StoreError> for AppError {
             StoreError::AgentNotFound => AppError::AgentNotFound,
             StoreError::ConversationNotFound => AppError::ConversationNotFound,
             other => AppError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<ChatError> for AppError {
+    fn from(err: ChatError) -> Self {
+        let status = match err {
+            ChatError::ConversationNotFound => return AppError::ConversationNotFound,
+            ChatError::ForeignConversation => return AppError::Forbidden,
+            ChatError::Store(e) => return AppError::from(e),
+            ChatError::Llm(LlmError::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            ChatError::Llm(LlmError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            ChatError::Llm(LlmError::BadResponse(_)) => StatusCode::BAD_GATEWAY,
+        };
+        AppError::Upstream {
+            status,
+            code: err.code(),
+            message: err.to_string(),
         }
     }
 }

@@ -17,9 +17,9 @@ use super::error::{AppError, Result};
 use super::json::parse_optional_body;
 use super::schemas;
 use crate::domain::chain as registry;
-use crate::chat::tools::balance_json;
 use crate::domain::amount::parse_units;
 use crate::state::AppState;
+use crate::tools::balance_json;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
