@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use agentd::domain::chain as registry;
-use agentd::transfers::{TransferOrder, send_native};
+use agentd::transfers::{BroadcastStatus, TransferOrder, Transfers};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
@@ -69,6 +69,13 @@ pub async fn run() {
         errors: 0,
         first_error: None,
     };
+    let state = &app.state;
+    let transfers = Transfers::new(
+        state.store.clone(),
+        state.chains.clone(),
+        state.vault.clone(),
+        state.config.faults,
+    );
     let started = Instant::now();
     for _ in 0..N {
         let sent = Instant::now();
@@ -79,12 +86,12 @@ pub async fn run() {
             amount: AMOUNT,
             conversation_id: None,
         };
-        let outcome = send_native(&app.state, order).await;
+        let outcome = transfers.send_native(order).await;
         agentd.latencies.push(sent.elapsed());
         let problem = match outcome {
-            Ok(result) if result["status"] == "pending" => None,
-            Ok(result) => Some(format!("status {}", result["status"])),
-            Err(e) => Some(format!("{}: {}", e.code, e.message)),
+            Ok(sent) if sent.status == BroadcastStatus::Pending => None,
+            Ok(sent) => Some(format!("status {}", sent.status.as_str())),
+            Err(e) => Some(format!("{}: {e}", e.code())),
         };
         if let Some(problem) = problem {
             agentd.errors += 1;

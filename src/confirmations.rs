@@ -124,7 +124,7 @@ impl Watcher {
         }
         match crate::transfers::rebroadcast(client, tx).await {
             Ok(true) => Ok(false),
-            Ok(false) | Err(ChainError::Rpc { .. }) => self.drop_if_unknown(client, tx, hash).await,
+            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, hash).await,
             Err(_) => Ok(false),
         }
     }

@@ -9,7 +9,7 @@ pub mod app;
 pub mod auth;
 /// Chain registry and JSON-RPC access.
 pub mod chain;
-/// The chat engine: turn runner and tools.
+/// The chat engine: the turn runner.
 pub mod chat;
 /// Typed configuration from the environment.
 pub mod config;
@@ -35,7 +35,9 @@ pub mod state;
 pub mod store;
 /// Logging setup.
 pub mod telemetry;
-/// Native transfers: cap, nonce, sign, store, broadcast.
+/// The tool registry shared by chat and MCP: definitions, schemas, capability checks, handlers.
+pub mod tools;
+/// The transfer service: cap, nonce, sign, store, broadcast.
 pub mod transfers;
 /// Wallet key custody.
 pub mod vault;

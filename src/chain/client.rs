@@ -13,7 +13,7 @@ use alloy::rpc::types::TransactionRequest;
 use alloy::transports::TransportResult;
 use alloy::transports::http::{Http, reqwest};
 
-use super::error::{ChainError, classify};
+use super::error::{ChainError, RefusalKind, classify};
 use super::fees::{FALLBACK_PRIORITY_FEE, Fees};
 use super::tx::{ReceiptInfo, TxInfo, raw_tx_hash};
 use crate::domain::chain::ChainInfo;
@@ -170,7 +170,7 @@ impl ChainClient {
         let tip = match tip {
             Ok(tip) => tip,
             // A node without `eth_maxPriorityFeePerGas` answers with a JSON-RPC error.
-            Err(ChainError::Rpc { .. }) => FALLBACK_PRIORITY_FEE,
+            Err(ChainError::Refused { .. }) => FALLBACK_PRIORITY_FEE,
             Err(e) => return Err(e),
         };
         Ok(Fees::from_parts(base_fee, tip, gas_price?))
@@ -221,7 +221,7 @@ impl ChainClient {
     }
 
     /// Gas for sending `value` wei from `from` to `to` with no data (`eth_estimateGas`). The node
-    /// refuses (`ChainError::Rpc`, e.g. insufficient funds) when `from` cannot pay `value`.
+    /// refuses (`ChainError::Refused`, e.g. insufficient funds) when `from` cannot pay `value`.
     pub async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
         let p = &self.inner.provider;
         let request = TransactionRequest::default().from(from).to(to).value(value);
@@ -236,7 +236,7 @@ impl ChainClient {
 
     /// Broadcasts a signed, EIP-2718-encoded transaction and returns its hash. Node refusals
     /// (`nonce too low`, `insufficient funds for gas * price + value`, ...) come back as
-    /// `ChainError::Rpc` with the node's message. On `Timeout`/`Unavailable` the transaction may
+    /// `ChainError::Refused`, classified, with the node's message. On `Timeout`/`Unavailable` the transaction may
     /// or may not have reached the node: track it by `tx::raw_tx_hash(raw)`.
     pub async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError> {
         let p = &self.inner.provider;
@@ -251,7 +251,10 @@ impl ChainClient {
             Ok(sent) => Ok(sent),
             // After a retry the first attempt may already have been accepted: the node then
             // reports the transaction as known, which is a success for the caller.
-            Err(ChainError::Rpc { message, .. }) if is_already_known(&message) => Ok(hash),
+            Err(ChainError::Refused {
+                reason: RefusalKind::AlreadyKnown,
+                ..
+            }) => Ok(hash),
             Err(e) => Err(e),
         }
     }
@@ -372,24 +375,5 @@ impl ChainClient {
             expected: self.info.chain_id,
             actual,
         }
-    }
-}
-
-/// Whether a node's refusal of a broadcast means it already has this very transaction
-/// (geth: `already known`; others: `known transaction`, `transaction already imported`).
-fn is_already_known(message: &str) -> bool {
-    let message = message.to_ascii_lowercase();
-    message.contains("already known") || message.contains("known transaction") || message.contains("already imported")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recognises_duplicate_broadcasts() {
-        assert!(is_already_known("already known"));
-        assert!(is_already_known("Known transaction: 0xabc"));
-        assert!(!is_already_known("nonce too low"));
     }
 }

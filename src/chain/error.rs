@@ -29,9 +29,13 @@ pub enum ChainError {
     /// The node could not be reached or answered with a transport-level failure (after one retry).
     #[error("the {chain} node is unavailable: {reason}")]
     Unavailable { chain: String, reason: String },
-    /// The node answered with a JSON-RPC error, e.g. `nonce too low` or `insufficient funds`.
+    /// The node answered with a JSON-RPC error, classified once here so callers match `reason`, never the text.
     #[error("the {chain} node refused the request: {message}")]
-    Rpc { chain: String, message: String },
+    Refused {
+        chain: String,
+        reason: RefusalKind,
+        message: String,
+    },
     /// The name is not in the chain registry.
     #[error("unknown chain {chain}")]
     UnknownChain { chain: String },
@@ -46,7 +50,7 @@ impl ChainError {
             Self::WrongChainId { .. } => "wrong_chain_id",
             Self::Timeout { .. } => "upstream_timeout",
             Self::Unavailable { .. } => "upstream_unavailable",
-            Self::Rpc { .. } => "rpc_error",
+            Self::Refused { .. } => "rpc_error",
             Self::UnknownChain { .. } => "unknown_chain",
         }
     }
@@ -55,7 +59,7 @@ impl ChainError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::NotConfigured { .. } | Self::InvalidUrl { .. } => 503,
-            Self::WrongChainId { .. } | Self::Unavailable { .. } | Self::Rpc { .. } => 502,
+            Self::WrongChainId { .. } | Self::Unavailable { .. } | Self::Refused { .. } => 502,
             Self::Timeout { .. } => 504,
             Self::UnknownChain { .. } => 422,
         }
@@ -65,6 +69,49 @@ impl ChainError {
     /// client verify the chain id again once the node is back.
     pub fn is_transport(&self) -> bool {
         matches!(self, Self::Timeout { .. } | Self::Unavailable { .. })
+    }
+
+    /// Why the node refused, when it answered with a refusal.
+    pub fn refusal(&self) -> Option<RefusalKind> {
+        match self {
+            Self::Refused { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+}
+
+/// What a node's JSON-RPC refusal means. Nodes word these differently (geth, reth, anvil, hosted
+/// providers), so the wording is read once, here, when the answer arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The nonce was already used by a mined (or replaced) transaction of the sender.
+    NonceTooLow,
+    /// The sender cannot pay value plus maximum fee.
+    InsufficientFunds,
+    /// The node already has this exact transaction in its pool.
+    AlreadyKnown,
+    /// The fee is too low to be accepted or to replace a pending transaction.
+    Underpriced,
+    /// Any other refusal: an unsupported method, an invalid parameter, a revert.
+    Other,
+}
+
+impl RefusalKind {
+    /// Classifies a node's error message.
+    pub fn classify(message: &str) -> Self {
+        let m = message.to_ascii_lowercase();
+        // "Known transaction" is checked first: some nodes word a duplicate as "known transaction: nonce too low".
+        if m.contains("already known") || m.contains("known transaction") || m.contains("already imported") {
+            Self::AlreadyKnown
+        } else if m.contains("nonce too low") || m.contains("nonce is too low") || m.contains("already been used") {
+            Self::NonceTooLow
+        } else if m.contains("insufficient funds") {
+            Self::InsufficientFunds
+        } else if m.contains("underpriced") || m.contains("fee too low") {
+            Self::Underpriced
+        } else {
+            Self::Other
+        }
     }
 }
 
@@ -91,8 +138,10 @@ pub(crate) fn classify(chain: &str, err: &TransportError) -> Failure {
             unavailable("the node is rate limiting requests", true)
         }
         RpcError::ErrorResp(payload) => Failure {
-            error: ChainError::Rpc {
+            error: ChainError::Refused {
                 chain: chain.to_owned(),
+                // Classified on the whole message, before it is cut for display.
+                reason: RefusalKind::classify(&payload.message),
                 message: short_message(&payload.message),
             },
             transient: false,
@@ -170,12 +219,33 @@ mod tests {
         assert!(!failure.transient);
         assert_eq!(
             failure.error,
-            ChainError::Rpc {
+            ChainError::Refused {
                 chain: "base".into(),
+                reason: RefusalKind::NonceTooLow,
                 message: "nonce too low".into()
             }
         );
         assert_eq!(failure.error.code(), "rpc_error");
+    }
+
+    #[test]
+    fn refusals_are_classified_by_their_wording() {
+        let cases = [
+            ("nonce too low: next nonce 5, tx nonce 4", RefusalKind::NonceTooLow),
+            ("Nonce is too low", RefusalKind::NonceTooLow),
+            ("the nonce has already been used", RefusalKind::NonceTooLow),
+            (
+                "insufficient funds for gas * price + value",
+                RefusalKind::InsufficientFunds,
+            ),
+            ("already known", RefusalKind::AlreadyKnown),
+            ("Known transaction: 0xabc", RefusalKind::AlreadyKnown),
+            ("replacement transaction underpriced", RefusalKind::Underpriced),
+            ("method not found", RefusalKind::Other),
+        ];
+        for (message, kind) in cases {
+            assert_eq!(RefusalKind::classify(message), kind, "{message}");
+        }
     }
 
     #[test]

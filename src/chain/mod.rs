@@ -13,7 +13,7 @@ pub mod tx;
 
 pub use chains::Chains;
 pub use client::{ChainClient, DEFAULT_TIMEOUT};
-pub use error::ChainError;
+pub use error::{ChainError, RefusalKind};
 pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
 
 pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

@@ -1,9 +1,11 @@
-//! The chat engine: one turn runner shared by the sync and streaming endpoints, and the tools it may call.
+//! The chat engine: one turn runner shared by the sync and streaming endpoints; the tools it offers come from
+//! `crate::tools`.
 
-pub mod analytics;
+mod error;
 mod prompt;
 pub mod runner;
-pub mod tools;
+
+pub use error::ChatError;
 
 use serde::Serialize;
 use serde_json::Value;

@@ -18,6 +18,7 @@ pub fn context(agent: &Agent, connected_wallet: Option<String>) -> TurnContext {
             .map(|(c, a)| (c.clone(), a.to_checksum(None)))
             .collect(),
         connected_wallet,
+        tool_capabilities: crate::tools::capabilities(),
     }
 }
 

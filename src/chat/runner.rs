@@ -3,18 +3,16 @@
 //! never leaves a half-written turn.
 
 use alloy::primitives::Address;
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::tools::{self, Toolbox};
-use super::{ChainCall, ChatEvent, TurnResult, prompt};
+use super::{ChainCall, ChatError, ChatEvent, TurnResult, prompt};
 use crate::domain::agent::Agent;
-use crate::http::error::AppError;
 use crate::llm::{LlmError, LlmMessage, LlmRequest, Usage};
 use crate::state::AppState;
 use crate::store::{Conversation, Message, Role};
+use crate::tools::{self, ToolContext, ToolServices};
 
 /// Tool rounds before the model must answer in text.
 pub const MAX_TOOL_ROUNDS: usize = 5;
@@ -28,19 +26,19 @@ pub struct Turn {
     pub connected_wallet: Option<Address>,
 }
 
-/// The checks that fail before a stream starts: the conversation exists (404) and is the agent's (403).
+/// The checks that fail before a stream starts: the conversation exists and is the agent's.
 pub async fn prepare(
     state: &AppState,
     agent: Agent,
     conversation_id: Option<Uuid>,
     message: String,
     connected_wallet: Option<Address>,
-) -> Result<Turn, AppError> {
+) -> Result<Turn, ChatError> {
     let (conversation, is_new_conversation) = match conversation_id {
         Some(id) => {
             let conversation = state.store.get_conversation(id).await?;
             if conversation.agent_id != agent.id {
-                return Err(AppError::Forbidden);
+                return Err(ChatError::ForeignConversation);
             }
             (conversation, false)
         }
@@ -67,21 +65,8 @@ pub async fn prepare(
     })
 }
 
-fn upstream(err: &LlmError) -> AppError {
-    let (status, code) = match err {
-        LlmError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
-        LlmError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable"),
-        LlmError::BadResponse(_) => (StatusCode::BAD_GATEWAY, "upstream_bad_response"),
-    };
-    AppError::Upstream {
-        status,
-        code,
-        message: err.to_string(),
-    }
-}
-
 /// Runs the turn to the end, sending events as it goes. A closed event channel does not stop it.
-pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEvent>) -> Result<TurnResult, AppError> {
+pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEvent>) -> Result<TurnResult, ChatError> {
     let conversation_id = turn.conversation.id;
     let earlier = if turn.is_new_conversation {
         state.store.create_conversation(&turn.conversation).await?;
@@ -138,7 +123,7 @@ pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEven
             Ok(result)
         }
         Err(err) => {
-            let error = upstream(&err);
+            let error = ChatError::Llm(err);
             let _ = events
                 .send(ChatEvent::Error {
                     code: error.code().to_string(),
@@ -168,8 +153,14 @@ async fn converse(
     let context = prompt::context(&turn.agent, turn.connected_wallet.map(|a| a.to_checksum(None)));
     let mut messages = prompt::history(&earlier);
     messages.push(LlmMessage::User(turn.message.clone()));
-    let toolbox = Toolbox {
-        state,
+    let services = ToolServices::new(
+        state.store.clone(),
+        state.chains.clone(),
+        state.vault.clone(),
+        state.config.faults,
+    );
+    let toolbox = ToolContext {
+        services: &services,
         agent: &turn.agent,
         connected_wallet: turn.connected_wallet,
         conversation_id: Some(turn.conversation.id),

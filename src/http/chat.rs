@@ -61,7 +61,7 @@ async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Resu
         ),
         None => None,
     };
-    runner::prepare(state, agent, body.conversation_id, body.message, connected).await
+    Ok(runner::prepare(state, agent, body.conversation_id, body.message, connected).await?)
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),

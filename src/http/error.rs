@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::auth::AuthError;
+use crate::chat::ChatError;
+use crate::llm::LlmError;
 use crate::store::StoreError;
 
 /// Handler result type.
@@ -173,6 +175,24 @@ impl From<AuthError> for AppError {
             AuthError::AgentNotFound => AppError::AgentNotFound,
             AuthError::AgentInactive => AppError::AgentInactive,
             AuthError::Store(e) => AppError::from(e),
+        }
+    }
+}
+
+impl From<ChatError> for AppError {
+    fn from(err: ChatError) -> Self {
+        let status = match err {
+            ChatError::ConversationNotFound => return AppError::ConversationNotFound,
+            ChatError::ForeignConversation => return AppError::Forbidden,
+            ChatError::Store(e) => return AppError::from(e),
+            ChatError::Llm(LlmError::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            ChatError::Llm(LlmError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            ChatError::Llm(LlmError::BadResponse(_)) => StatusCode::BAD_GATEWAY,
+        };
+        AppError::Upstream {
+            status,
+            code: err.code(),
+            message: err.to_string(),
         }
     }
 }

@@ -16,10 +16,10 @@ use super::auth::ActiveAgent;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
 use super::schemas;
-use crate::chat::tools::balance_json;
 use crate::domain::amount::parse_units;
 use crate::domain::chain as registry;
 use crate::state::AppState;
+use crate::tools::balance_json;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

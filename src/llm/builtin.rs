@@ -8,9 +8,9 @@ mod scan;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-pub use intent::{Intent, PlannedCall, capability_of, parse_intent};
+pub use intent::{Intent, PlannedCall, parse_intent};
 
-use super::{LlmError, LlmMessage, LlmProvider, LlmRequest, LlmResponse, ToolCall, Usage};
+use super::{LlmError, LlmMessage, LlmProvider, LlmRequest, LlmResponse, ToolCall, TurnContext, Usage};
 
 /// The builtin engine. Needs no key and no network; the same request always gives the same answer.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,14 +40,14 @@ impl BuiltinProvider {
                 }
                 other => (reply::reply(&other, &request.context), Vec::new()),
             },
-            Some(LlmMessage::Tool { .. }) => (answer_from_results(&request.messages), Vec::new()),
+            Some(LlmMessage::Tool { .. }) => (answer_from_results(&request.messages, &request.context), Vec::new()),
             _ => (reply::help(&request.context), Vec::new()),
         }
     }
 }
 
 /// Phrases the results that follow the last assistant message with tool calls.
-fn answer_from_results(messages: &[LlmMessage]) -> String {
+fn answer_from_results(messages: &[LlmMessage], context: &TurnContext) -> String {
     let Some(start) = messages
         .iter()
         .rposition(|m| matches!(m, LlmMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
@@ -66,7 +66,28 @@ fn answer_from_results(messages: &[LlmMessage]) -> String {
             })
         })
         .collect();
-    answer::compose(tool_calls, &results)
+    answer::compose(tool_calls, &results, context)
+}
+
+/// The contract's tools and their capabilities (§6), as the service's registry hands them to the engine.
+#[cfg(test)]
+pub(crate) fn test_tool_capabilities() -> Vec<(String, crate::domain::agent::Capability)> {
+    use crate::domain::agent::Capability::*;
+    [
+        ("get_balance", Read),
+        ("get_gas_price", Read),
+        ("get_block_number", Read),
+        ("get_transaction", Read),
+        ("compare_gas", Compare),
+        ("compare_balances", Compare),
+        ("estimate_transfer_cost", Compare),
+        ("send_native", Transact),
+        ("spending_summary", Analytics),
+        ("transaction_history", Analytics),
+    ]
+    .into_iter()
+    .map(|(name, capability)| (name.to_string(), capability))
+    .collect()
 }
 
 /// Roughly four characters per token, at least one for non-empty text.
@@ -157,6 +178,7 @@ mod tests {
             capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
             wallet_addresses: vec![("ethereum".into(), ADDR.into()), ("base".into(), ADDR.into())],
             connected_wallet: None,
+            tool_capabilities: test_tool_capabilities(),
         }
     }
 
@@ -170,6 +192,7 @@ mod tests {
                     name: t.to_string(),
                     description: String::new(),
                     parameters: json!({"type": "object"}),
+                    capability: crate::domain::agent::Capability::Read,
                 })
                 .collect(),
             context: context(capabilities),

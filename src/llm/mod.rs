@@ -7,6 +7,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::domain::agent::Capability;
+
 /// A tool the model may call, with its JSON schema.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolSpec {
@@ -14,6 +16,9 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON schema of the arguments object.
     pub parameters: serde_json::Value,
+    /// The capability that grants the tool (not sent to providers).
+    #[serde(skip)]
+    pub capability: Capability,
 }
 
 /// A tool call the model asked for.
@@ -50,6 +55,19 @@ pub struct TurnContext {
     /// `chain -> 0x address` of the agent's own wallets.
     pub wallet_addresses: Vec<(String, String)>,
     pub connected_wallet: Option<String>,
+    /// Every tool the service has, offered or not, with the capability that grants it.
+    pub tool_capabilities: Vec<(String, Capability)>,
+}
+
+impl TurnContext {
+    /// The capability that grants `tool` (`read` for a name the service does not know).
+    pub fn capability_of(&self, tool: &str) -> &'static str {
+        self.tool_capabilities
+            .iter()
+            .find(|(name, _)| name == tool)
+            .map_or(Capability::Read, |(_, capability)| *capability)
+            .as_str()
+    }
 }
 
 /// Everything a provider needs for one completion.

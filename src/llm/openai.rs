@@ -330,6 +330,7 @@ mod tests {
                 name: "get_gas_price".into(),
                 description: "Gas".into(),
                 parameters: json!({"type": "object"}),
+                capability: crate::domain::agent::Capability::Read,
             }],
             context: TurnContext::default(),
         }

@@ -4,10 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::session::{Session, SessionError};
-use crate::chat::tools::{self, ToolError, Toolbox};
-use crate::domain::agent::{Agent, Capability};
+use crate::domain::agent::Agent;
 use crate::state::AppState;
 use crate::store::AuditEvent;
+use crate::tools::{self, Effect, ToolContext, ToolError, ToolServices};
 
 /// Protocol versions this server speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
@@ -219,7 +219,7 @@ impl Dispatcher {
             Some(args @ Value::Object(_)) => args.clone(),
             Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
         };
-        if tools::required_capability(name).is_none() {
+        if tools::find(name).is_none() {
             return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
         }
         let agent = match self.session.agent(&self.state).await {
@@ -229,8 +229,14 @@ impl Dispatcher {
                 return Err(e.into());
             }
         };
-        let toolbox = Toolbox {
-            state: &self.state,
+        let services = ToolServices::new(
+            self.state.store.clone(),
+            self.state.chains.clone(),
+            self.state.vault.clone(),
+            self.state.config.faults,
+        );
+        let toolbox = ToolContext {
+            services: &services,
             agent: &agent,
             connected_wallet: None,
             conversation_id: None,
@@ -240,7 +246,7 @@ impl Dispatcher {
             .as_ref()
             .ok()
             .and_then(|r| r.get("tx_hash"))
-            .filter(|_| name == "send_native")
+            .filter(|_| tools::find(name).is_some_and(|tool| tool.effect == Effect::MovesFunds))
             .cloned();
         let outcome = result.as_ref().map(|_| ()).map_err(|e| e.code);
         self.audit(name, &arguments, outcome, duration_ms, tx_hash).await;
@@ -294,16 +300,16 @@ pub fn call_result(result: Result<Value, ToolError>) -> Value {
     })
 }
 
-/// The argument keys the tools take (chains, addresses, amounts, hashes, limits: nothing secret). Anything else a
-/// client adds is left out of the audit record, and long values are cut.
+/// Only the argument names the registry's tools declare are kept (chains, addresses, amounts, hashes, limits:
+/// nothing secret). Anything else a client adds is left out of the audit record, and long values are cut.
 fn audited_arguments(arguments: &Value) -> Value {
-    const KEYS: &[&str] = &["chain", "chains", "address", "to", "amount", "tx_hash", "limit"];
     let Some(object) = arguments.as_object() else {
         return json!({});
     };
+    let keys = tools::argument_names();
     let kept = object
         .iter()
-        .filter(|(key, _)| KEYS.contains(&key.as_str()))
+        .filter(|(key, _)| keys.contains(key))
         .map(|(key, value)| {
             let text = value.to_string();
             let value = if text.len() > 200 {
@@ -319,37 +325,33 @@ fn audited_arguments(arguments: &Value) -> Value {
 
 /// The `tools/list` entries for the agent: only the tools its capabilities allow, with behaviour hints.
 pub fn tool_list(agent: &Agent) -> Vec<Value> {
-    tools::specs(agent)
-        .into_iter()
-        .map(|spec| {
-            let capability = tools::required_capability(&spec.name).unwrap_or(Capability::Read);
-            let title = title(&spec.name);
+    tools::offered(agent)
+        .map(|tool| {
+            let title = title(tool.name);
             json!({
-                "name": spec.name,
+                "name": tool.name,
                 "title": title,
-                "description": spec.description,
-                "inputSchema": spec.parameters,
-                "annotations": annotations(capability, &title),
+                "description": tool.description,
+                "inputSchema": tool.schema(&agent.chains),
+                "annotations": annotations(tool.effect, &title),
             })
         })
         .collect()
 }
 
-/// Hints per capability: reads change nothing; analytics reads only the service's own records (closed world);
-/// `send_native` moves funds irreversibly and is not idempotent.
-fn annotations(capability: Capability, title: &str) -> Value {
-    match capability {
-        Capability::Transact => json!({
+/// Hints per effect: reads change nothing; reading the service's own records is a closed world; moving funds is
+/// irreversible and not idempotent.
+fn annotations(effect: Effect, title: &str) -> Value {
+    match effect {
+        Effect::MovesFunds => json!({
             "title": title,
             "readOnlyHint": false,
             "destructiveHint": true,
             "idempotentHint": false,
             "openWorldHint": true,
         }),
-        Capability::Analytics => json!({ "title": title, "readOnlyHint": true, "openWorldHint": false }),
-        Capability::Read | Capability::Compare => {
-            json!({ "title": title, "readOnlyHint": true, "openWorldHint": true })
-        }
+        Effect::ReadsRecords => json!({ "title": title, "readOnlyHint": true, "openWorldHint": false }),
+        Effect::ReadsChain => json!({ "title": title, "readOnlyHint": true, "openWorldHint": true }),
     }
 }
 
@@ -400,11 +402,11 @@ mod tests {
     }
 
     #[test]
-    fn hints_follow_capabilities() {
-        assert_eq!(annotations(Capability::Read, "t")["readOnlyHint"], true);
-        assert_eq!(annotations(Capability::Compare, "t")["readOnlyHint"], true);
-        assert_eq!(annotations(Capability::Analytics, "t")["readOnlyHint"], true);
-        let send = annotations(Capability::Transact, "t");
+    fn hints_follow_effects() {
+        assert_eq!(annotations(Effect::ReadsChain, "t")["readOnlyHint"], true);
+        assert_eq!(annotations(Effect::ReadsRecords, "t")["readOnlyHint"], true);
+        assert_eq!(annotations(Effect::ReadsRecords, "t")["openWorldHint"], false);
+        let send = annotations(Effect::MovesFunds, "t");
         assert_eq!(send["readOnlyHint"], false);
         assert_eq!(send["destructiveHint"], true);
         assert_eq!(title("send_native"), "Send native");

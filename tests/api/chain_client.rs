@@ -224,7 +224,7 @@ async fn a_signed_transfer_is_broadcast_and_confirmed() {
     // The node's refusal comes back with its own words.
     let stale = signed_transfer(&signer, 0, recipient, U256::from(1u8), &fees, gas);
     match client.send_raw(&stale).await.unwrap_err() {
-        ChainError::Rpc { chain, message } => {
+        ChainError::Refused { chain, message, .. } => {
             assert_eq!(chain, "base");
             assert!(message.to_lowercase().contains("nonce"), "{message}");
         }

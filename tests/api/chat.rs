@@ -242,6 +242,10 @@ async fn transactions_are_listed_after_a_transfer() {
     assert_eq!(result["transactions"][0]["value_wei"], "10000000000000000", "{result}");
     assert_contains(&listed["response"], &hash);
     assert_contains(&listed["response"], "10000000000000000 wei");
+    // The tool lists a transfer in the shape of the transactions endpoint.
+    let keys = |entry: &Value| entry.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+    let endpoint = crate::helpers::chain::transactions(&env.app, &agent).await;
+    assert_eq!(keys(&result["transactions"][0]), keys(&endpoint[0]), "{result}");
 }
 
 /// Sends 0.25 ETH from anvil's first development account and returns the transaction hash.

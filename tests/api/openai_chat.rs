@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use agentd::domain::agent::Capability;
 use alloy::primitives::{Address, U256};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -19,18 +20,14 @@ use crate::helpers::{
 };
 
 const READ_TOOLS: &[&str] = &["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
-const ALL_TOOLS: &[&str] = &[
-    "get_balance",
-    "get_gas_price",
-    "get_block_number",
-    "get_transaction",
-    "compare_gas",
-    "compare_balances",
-    "estimate_transfer_cost",
-    "send_native",
-    "spending_summary",
-    "transaction_history",
-];
+
+/// Every tool of the registry whose capability is one of `capabilities`, in the order offered to models.
+fn registry_tools(capabilities: &[Capability]) -> Vec<String> {
+    agentd::tools::all()
+        .filter(|tool| capabilities.contains(&tool.capability))
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
 
 struct Env {
     app: TestApp,
@@ -168,7 +165,11 @@ async fn the_tool_loop_runs_a_fragmented_tool_call_against_the_node() {
     let requests = env.llm.requests();
     check_balance_requests(&env, &agent, &requests, &connected);
     let offered = requests[0].tool_names();
-    assert_eq!(offered, ALL_TOOLS[..7], "read and compare tools only");
+    assert_eq!(
+        offered,
+        registry_tools(&[Capability::Read, Capability::Compare]),
+        "read and compare tools only"
+    );
     // The last round offers tools too (the model may still call one); the answer came as text.
     assert_eq!(env.llm.remaining(), 0);
 }
@@ -343,7 +344,7 @@ async fn tools_are_offered_and_enforced_by_capability() {
     let full = agent_with(&env.app, "Full", ALL_CAPABILITIES).await;
     let response = post_turn(&env.app, &full, "hello").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(env.llm.requests()[2].tool_names(), ALL_TOOLS);
+    assert_eq!(env.llm.requests()[2].tool_names(), registry_tools(&Capability::ALL));
 }
 
 /// The single conversation of `agent` and its messages.

@@ -2,18 +2,17 @@
 
 use serde_json::Value;
 
-use super::intent::capability_of;
-use crate::llm::ToolCall;
+use crate::llm::{ToolCall, TurnContext};
 
 /// The final answer after tools ran: one paragraph per call, in call order.
-pub fn compose(calls: &[ToolCall], results: &[Option<&str>]) -> String {
+pub fn compose(calls: &[ToolCall], results: &[Option<&str>], context: &TurnContext) -> String {
     let parts: Vec<String> = calls
         .iter()
         .zip(results.iter().chain(std::iter::repeat(&None)))
         .map(|(call, result)| match result {
             None => format!("{} gave no result.", call.name),
             Some(text) => match serde_json::from_str::<Value>(text) {
-                Ok(value) => describe(call, &value),
+                Ok(value) => describe(call, &value, context),
                 Err(_) => format!("{}: {}", call.name, text.trim()),
             },
         })
@@ -42,12 +41,12 @@ fn chain_of(call: &ToolCall, value: &Value) -> String {
 }
 
 /// Describes one tool result, falling back to compact JSON for shapes it does not know.
-pub fn describe(call: &ToolCall, value: &Value) -> String {
+pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String {
     if let Some(error) = value
         .get("error")
         .filter(|_| value.get("chains").is_none() && value.get("balances").is_none())
     {
-        return describe_error(call, value, error);
+        return describe_error(call, value, error, context);
     }
     let chain = chain_of(call, value);
     let known = match call.name.as_str() {
@@ -307,7 +306,7 @@ fn history(rows: &[Value]) -> String {
 }
 
 /// What a failed tool call means, in words.
-fn describe_error(call: &ToolCall, value: &Value, error: &Value) -> String {
+fn describe_error(call: &ToolCall, value: &Value, error: &Value, context: &TurnContext) -> String {
     let (code, message) = match error {
         Value::String(message) => (None, Some(message.clone())),
         other => (field(other, "code"), field(other, "message")),
@@ -332,14 +331,18 @@ fn describe_error(call: &ToolCall, value: &Value, error: &Value) -> String {
         line.push_str(&format!(": {}", message.trim_end_matches('.')));
     }
     if let Some(code) = code {
-        line.push_str(&format!(" ({code}: {})", code_meaning(&code, &call.name)));
+        line.push_str(&format!(
+            " ({code}: {})",
+            code_meaning(&code, context.capability_of(&call.name))
+        ));
     }
     line + "."
 }
 
-fn code_meaning(code: &str, tool: &str) -> String {
+/// `capability` is the one the called tool needs.
+fn code_meaning(code: &str, capability: &str) -> String {
     match code {
-        "capability_denied" => format!("this agent lacks the {} capability this needs", capability_of(tool)),
+        "capability_denied" => format!("this agent lacks the {capability} capability this needs"),
         "spending_cap_exceeded" => {
             "the transfer plus its maximum fee would exceed the agent's spending cap on this chain".into()
         }
@@ -368,6 +371,18 @@ mod tests {
     use super::*;
 
     const ADDR: &str = "0x52908400098527886E0F7030069857D2E4169EE7";
+
+    fn describe(call: &ToolCall, value: &Value) -> String {
+        let context = TurnContext {
+            tool_capabilities: crate::llm::builtin::test_tool_capabilities(),
+            ..TurnContext::default()
+        };
+        super::describe(call, value, &context)
+    }
+
+    fn compose(calls: &[ToolCall], results: &[Option<&str>]) -> String {
+        super::compose(calls, results, &TurnContext::default())
+    }
 
     fn call(name: &str, args: Value) -> ToolCall {
         ToolCall {

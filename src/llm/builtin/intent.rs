@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::scan::Scan;
+use crate::domain::chain as registry;
 use crate::llm::TurnContext;
 
 /// One tool call the builtin engine wants to make.
@@ -38,16 +39,6 @@ pub enum Intent {
     Addresses,
     /// Nothing recognised: answer with what the agent can do.
     Help,
-}
-
-/// The capability that grants a tool (contract §6).
-pub fn capability_of(tool: &str) -> &'static str {
-    match tool {
-        "compare_gas" | "compare_balances" | "estimate_transfer_cost" => "compare",
-        "send_native" => "transact",
-        "spending_summary" | "transaction_history" => "analytics",
-        _ => "read",
-    }
 }
 
 const SEND: &[&str] = &["send", "transfer", "pay", "sending", "transferring", "withdraw"];
@@ -186,7 +177,7 @@ impl Planner<'_> {
     fn lacks(&self, tool: &'static str) -> Intent {
         Intent::Lacks {
             tool,
-            capability: capability_of(tool),
+            capability: self.context.capability_of(tool),
         }
     }
 
@@ -200,10 +191,14 @@ impl Planner<'_> {
 
     /// The chain a single-chain request is about: the named one, else the one implied by the symbol, else the first.
     fn chain(&self) -> Result<String, Intent> {
-        let implied = match self.scan.amount.as_ref().and_then(|a| a.symbol) {
-            Some("POL") => Some("polygon"),
-            _ => None,
-        };
+        // A symbol implies the chain when exactly one registry chain uses it (POL: polygon; ETH: many).
+        let implied = self.scan.amount.as_ref().and_then(|a| a.symbol).and_then(|symbol| {
+            let mut chains = registry::CHAINS.iter().filter(|c| c.native_symbol == symbol);
+            match (chains.next(), chains.next()) {
+                (Some(only), None) => Some(only.name),
+                _ => None,
+            }
+        });
         match self.scan.chains.first().copied().or(implied) {
             Some(chain) => self.foreign_chain(&[chain]).map_or(Ok(chain.to_string()), Err),
             None => self.context.chains.first().cloned().ok_or(Intent::NoChains),
@@ -394,6 +389,7 @@ mod tests {
             capabilities: vec!["read".into(), "compare".into(), "transact".into(), "analytics".into()],
             wallet_addresses: vec![("ethereum".into(), ADDR.into())],
             connected_wallet: Some("0x00000000000000000000000000000000000000aA".into()),
+            tool_capabilities: crate::llm::builtin::test_tool_capabilities(),
         }
     }
 

@@ -97,6 +97,7 @@ mod tests {
             agent_name: "Scout".into(),
             chains: vec!["ethereum".into(), "base".into()],
             capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+            tool_capabilities: crate::llm::builtin::test_tool_capabilities(),
             ..Default::default()
         }
     }

@@ -1,4 +1,7 @@
 //! Lexical scanning of a chat message: words, chain names and aliases, amounts, addresses and transaction hashes.
+//! Chain names come from the registry (`crate::domain::chain::CHAINS`), so a new registry line is understood at once.
+
+use crate::domain::chain as registry;
 
 /// What a message mentions, independent of what the user wants done with it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,6 +26,14 @@ pub struct Amount {
     pub value: String,
     /// `ETH` or `POL` when a symbol followed the number.
     pub symbol: Option<&'static str>,
+}
+
+/// Registry names that mean something else before these words (`base fee` is a fee, not the chain).
+const NOT_A_CHAIN_BEFORE: &[(&str, &[&str])] = &[("base", &["fee", "fees"])];
+
+/// The registry's own spelling of an alias target; `None` if the registry no longer has that chain.
+fn registry_name(name: &str) -> Option<&'static str> {
+    registry::find(name).map(|chain| chain.name)
 }
 
 /// Words after which `eth` names the chain rather than the coin.
@@ -81,13 +92,16 @@ impl Scan {
         }
     }
 
-    /// The chain named at word `i`, if any, and how many words the name takes.
+    /// The chain named at word `i`, if any, and how many words the name takes. Registry names are recognised as
+    /// written (`base-sepolia` also as `base sepolia` or `basesepolia`); the aliases below map onto them.
     fn chain_at(&self, i: usize) -> (Option<&'static str>, usize) {
         let (word, next) = (self.word(i), self.word(i + 1));
         let previous = if i == 0 { "" } else { self.word(i - 1) };
         let after_number = parse_number(previous).is_some();
+        if let Some((chain, used)) = self.multi_word_chain_at(i) {
+            return (Some(chain), used);
+        }
         let two = match (word, next) {
-            ("base", "sepolia") => Some("base-sepolia"),
             ("eth" | "ethereum", "mainnet") => Some("ethereum"),
             ("op" | "optimism", "mainnet") => Some("optimism"),
             ("arbitrum", "one") | ("arb", "one") => Some("arbitrum"),
@@ -96,23 +110,41 @@ impl Scan {
             _ => None,
         };
         if two.is_some() {
-            return (two, 2);
+            return (two.and_then(registry_name), 2);
+        }
+        if let Some(chain) = registry::CHAINS
+            .iter()
+            .find(|c| c.name == word || c.name.replace('-', "") == word)
+        {
+            let other_meaning = NOT_A_CHAIN_BEFORE
+                .iter()
+                .any(|(name, followers)| *name == chain.name && followers.contains(&next));
+            return (if other_meaning { None } else { Some(chain.name) }, 1);
         }
         let one = match word {
-            "basesepolia" => Some("base-sepolia"),
-            "ethereum" | "mainnet" => Some("ethereum"),
-            "base" if !matches!(next, "fee" | "fees") => Some("base"),
-            "optimism" | "op" => Some("optimism"),
-            "arbitrum" | "arb" => Some("arbitrum"),
-            "polygon" => Some("polygon"),
+            "mainnet" => Some("ethereum"),
+            "op" => Some("optimism"),
+            "arb" => Some("arbitrum"),
             "matic" | "pol" if !after_number => Some("polygon"),
-            "sepolia" => Some("sepolia"),
             "eth" if CHAIN_PREPOSITIONS.contains(&previous) || matches!(next, "chain" | "network" | "l1") => {
                 Some("ethereum")
             }
             _ => None,
         };
-        (one, 1)
+        (one.and_then(registry_name), 1)
+    }
+
+    /// A registry name of several dash-separated words (the tokenizer splits on dashes) starting at word `i`, the
+    /// longest that matches.
+    fn multi_word_chain_at(&self, i: usize) -> Option<(&'static str, usize)> {
+        registry::CHAINS
+            .iter()
+            .filter_map(|chain| {
+                let parts: Vec<&str> = chain.name.split('-').collect();
+                let matches = parts.len() > 1 && parts.iter().enumerate().all(|(k, part)| self.word(i + k) == *part);
+                matches.then_some((chain.name, parts.len()))
+            })
+            .max_by_key(|(_, used)| *used)
     }
 
     fn find_numbers(&mut self) {
@@ -206,6 +238,14 @@ mod tests {
 
     fn chains(text: &str) -> Vec<&'static str> {
         Scan::new(text).chains
+    }
+
+    #[test]
+    fn every_registry_chain_is_recognised_by_name() {
+        for chain in registry::CHAINS {
+            assert_eq!(chains(&format!("balance on {}", chain.name)), [chain.name]);
+            assert_eq!(chains(&format!("on {}", chain.name.replace('-', " "))), [chain.name]);
+        }
     }
 
     #[test]

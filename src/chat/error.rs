@@ -1,0 +1,41 @@
+//! Why a chat turn failed, in the chat engine's own terms; the HTTP status of each is decided in `http::error`.
+
+use crate::llm::LlmError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("conversation not found")]
+    ConversationNotFound,
+    /// The conversation exists but belongs to another agent.
+    #[error("the conversation belongs to another agent")]
+    ForeignConversation,
+    /// The language model failed; its kind (timeout, unavailable, bad response) keeps its own code.
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("the conversation could not be read or saved")]
+    Store(#[source] StoreError),
+}
+
+impl From<StoreError> for ChatError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::ConversationNotFound => ChatError::ConversationNotFound,
+            other => ChatError::Store(other),
+        }
+    }
+}
+
+impl ChatError {
+    /// The snake_case code clients see (stream `error` events and API errors).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ConversationNotFound => "conversation_not_found",
+            Self::ForeignConversation => "forbidden",
+            Self::Llm(LlmError::Timeout) => "upstream_timeout",
+            Self::Llm(LlmError::Unavailable(_)) => "upstream_unavailable",
+            Self::Llm(LlmError::BadResponse(_)) => "upstream_bad_response",
+            Self::Store(_) => "internal_error",
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The read tools (capability `read`): one chain, one question: balance, gas price, latest block, a transaction.
+
+use futures::future::BoxFuture;
+use serde_json::json;
+
+use super::{Args, Effect, Tool, ToolContext, ToolResult, balance_json};
+use crate::chain::format_gwei;
+use crate::domain::agent::Capability;
+use crate::domain::amount::format_units;
+
+pub const TOOLS: &[Tool] = &[
+    Tool {
+        name: "get_balance",
+        capability: Capability::Read,
+        effect: Effect::ReadsChain,
+        description: "Native balance of an address (default: the agent's wallet) on a chain.",
+        arguments: |f| json!({ "chain": f.chain, "address": f.address }),
+        required: &["chain"],
+        run: get_balance,
+    },
+    Tool {
+        name: "get_gas_price",
+        capability: Capability::Read,
+        effect: Effect::ReadsChain,
+        description: "Current EIP-1559 base fee and priority fee of a chain, in gwei.",
+        arguments: |f| json!({ "chain": f.chain }),
+        required: &["chain"],
+        run: get_gas_price,
+    },
+    Tool {
+        name: "get_block_number",
+        capability: Capability::Read,
+        effect: Effect::ReadsChain,
+        description: "Latest block number of a chain.",
+        arguments: |f| json!({ "chain": f.chain }),
+        required: &["chain"],
+        run: get_block_number,
+    },
+    Tool {
+        name: "get_transaction",
+        capability: Capability::Read,
+        effect: Effect::ReadsChain,
+        description: "Status and details of a transaction by hash on a chain.",
+        arguments: |f| json!({ "chain": f.chain, "tx_hash": { "type": "string", "pattern": "^0x[0-9a-fA-F]{64}$" } }),
+        required: &["chain", "tx_hash"],
+        run: get_transaction,
+    },
+];
+
+fn get_balance<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let address = match args.address("address")? {
+            Some(a) => a,
+            None => cx.wallet(chain)?,
+        };
+        let wei = cx.services.chains.get(chain.name)?.balance(address).await?;
+        Ok(balance_json(chain, address, wei))
+    })
+}
+
+fn get_gas_price<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let fees = cx.services.chains.get(chain.name)?.fees().await?;
+        Ok(json!({
+            "chain": chain.name,
+            "base_fee_gwei": format_gwei(fees.base_fee_per_gas),
+            "priority_fee_gwei": format_gwei(fees.max_priority_fee_per_gas),
+            "max_fee_gwei": format_gwei(fees.max_fee_per_gas),
+            "gas_price_gwei": format_gwei(fees.base_fee_per_gas.saturating_add(fees.max_priority_fee_per_gas)),
+        }))
+    })
+}
+
+fn get_block_number<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let block = cx.services.chains.get(chain.name)?.block_number().await?;
+        Ok(json!({ "chain": chain.name, "block_number": block }))
+    })
+}
+
+fn get_transaction<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let hash = args.tx_hash()?;
+        let tx = cx.services.chains.get(chain.name)?.transaction(hash).await?;
+        let Some(tx) = tx else {
+            return Ok(json!({ "chain": chain.name, "tx_hash": hash.to_string(), "status": "not_found" }));
+        };
+        Ok(json!({
+            "chain": chain.name,
+            "tx_hash": hash.to_string(),
+            "status": tx.status.as_str(),
+            "block_number": tx.block_number,
+            "confirmations": tx.confirmations,
+            "from": tx.from.to_checksum(None),
+            "to": tx.to.map(|a| a.to_checksum(None)),
+            "value_wei": tx.value.to_string(),
+            "value": format_units(tx.value, chain.decimals),
+            "symbol": chain.native_symbol,
+            "gas_used": tx.gas_used,
+            "explorer_url": chain.tx_url(&hash.to_string()),
+        }))
+    })
+}

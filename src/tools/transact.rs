@@ -1,0 +1,59 @@
+//! The transact tool (capability `transact`): `send_native`, through the transfer service; its typed outcome
+//! becomes the tool's JSON here.
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
+use crate::chain::format_gwei;
+use crate::domain::agent::Capability;
+use crate::domain::amount::format_units;
+use crate::transfers::{TransferOrder, TransferOutcome};
+
+pub const TOOLS: &[Tool] = &[Tool {
+    name: "send_native",
+    capability: Capability::Transact,
+    effect: Effect::MovesFunds,
+    description: "Send native tokens from the agent's wallet to an address (signed by the service, within the spending cap).",
+    arguments: |f| json!({ "chain": f.chain, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": f.amount }),
+    required: &["chain", "to", "amount"],
+    run: send_native,
+}];
+
+fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let to = args
+            .address("to")?
+            .ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
+        let amount = args.amount()?;
+        let order = TransferOrder {
+            agent: cx.agent,
+            chain,
+            to,
+            amount: &amount,
+            conversation_id: cx.conversation_id,
+        };
+        let outcome = cx.services.transfers.send_native(order).await?;
+        Ok(outcome_json(&outcome))
+    })
+}
+
+fn outcome_json(outcome: &TransferOutcome) -> Value {
+    let (chain, tx) = (outcome.chain, &outcome.tx);
+    json!({
+        "chain": chain.name,
+        "tx_hash": tx.tx_hash,
+        "status": outcome.status.as_str(),
+        "from": tx.from.to_checksum(None),
+        "to": tx.to.to_checksum(None),
+        "amount": format_units(tx.value_wei, chain.decimals),
+        "amount_wei": tx.value_wei.to_string(),
+        "symbol": chain.native_symbol,
+        "nonce": tx.nonce,
+        "gas_limit": tx.gas_limit,
+        "max_fee_per_gas_gwei": format_gwei(tx.max_fee_per_gas),
+        "reserved": format_units(tx.reserved_wei, chain.decimals),
+        "explorer_url": chain.tx_url(&tx.tx_hash),
+    })
+}

@@ -1,0 +1,87 @@
+//! Why a transfer was not made, in the transfer service's terms; callers choose how to show it.
+
+use alloy::primitives::U256;
+
+use crate::chain::ChainError;
+use crate::domain::amount::format_units;
+use crate::domain::chain::ChainInfo;
+use crate::store::StoreError;
+
+/// Why a transfer was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("amount {0}")]
+    InvalidAmount(String),
+    #[error("amount must be greater than zero")]
+    ZeroAmount,
+    #[error("no wallet on this chain")]
+    NoWallet,
+    #[error("{}", insufficient_message(.chain, *.needed, *.balance))]
+    InsufficientFunds {
+        chain: &'static ChainInfo,
+        /// Amount plus maximum fee.
+        needed: U256,
+        balance: Option<U256>,
+    },
+    #[error("{}", cap_message(.chain, *.reserved, *.cap, *.spent))]
+    CapExceeded {
+        chain: &'static ChainInfo,
+        reserved: U256,
+        cap: U256,
+        spent: U256,
+    },
+    /// The node refused the signed transaction; its nonce was given back.
+    #[error("the node refused the transaction: {0}")]
+    Rejected(ChainError),
+    /// The node called the nonce used again right after a resynchronisation.
+    #[error("the node kept refusing the nonce; nothing was sent")]
+    NonceKeptRefused,
+    /// The node could not be asked (before anything was signed).
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error("the transfer could not be recorded; nothing was sent")]
+    Store(#[source] StoreError),
+    #[error("the wallet key could not be opened; nothing was sent")]
+    KeyUnavailable,
+}
+
+impl TransferError {
+    /// The snake_case code callers report (tool results, API errors).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidAmount(_) | Self::ZeroAmount | Self::NoWallet => "invalid_arguments",
+            Self::InsufficientFunds { .. } => "insufficient_funds",
+            Self::CapExceeded { .. } => "spending_cap_exceeded",
+            Self::Rejected(_) | Self::NonceKeptRefused => "broadcast_rejected",
+            Self::Chain(e) => e.code(),
+            Self::Store(_) | Self::KeyUnavailable => "internal_error",
+        }
+    }
+}
+
+fn insufficient_message(chain: &ChainInfo, needed: U256, balance: Option<U256>) -> String {
+    let have = balance.map(|b| {
+        format!(
+            ", the wallet holds {} {}",
+            format_units(b, chain.decimals),
+            chain.native_symbol
+        )
+    });
+    format!(
+        "the wallet cannot pay {} {} (amount plus maximum fee){}",
+        format_units(needed, chain.decimals),
+        chain.native_symbol,
+        have.unwrap_or_default()
+    )
+}
+
+fn cap_message(chain: &ChainInfo, reserved: U256, cap: U256, spent: U256) -> String {
+    format!(
+        "this transfer needs up to {} {sym} (amount plus maximum fee) but the spending cap on {} is {} {sym} with {} {sym} already counted",
+        format_units(reserved, chain.decimals),
+        chain.name,
+        format_units(cap, chain.decimals),
+        format_units(spent, chain.decimals),
+        sym = chain.native_symbol,
+    )
+}
