@@ -2,11 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use super::views::{ErrorBody, ErrorDetail, FieldErrors};
+use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
-
-use crate::store::StoreError;
 
 /// Handler result type.
 pub type Result<T, E = AppError> = std::result::Result<T, E>;
@@ -127,13 +126,24 @@ impl AppError {
         }
     }
 
-    /// The JSON error body (also used for `error` events on streams).
-    pub fn body(&self) -> serde_json::Value {
-        let mut error = json!({ "code": self.code(), "message": self.to_string() });
-        if let AppError::Validation { fields, .. } = self {
-            error["details"] = json!({ "fields": fields });
+    /// The error body: `{"error": {"code", "message", "details?"}}`.
+    pub fn view(&self) -> ErrorBody {
+        let details = match self {
+            AppError::Validation { fields, .. } => Some(FieldErrors { fields: fields.clone() }),
+            _ => None,
+        };
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message: self.to_string(),
+                details,
+            },
         }
-        json!({ "error": error })
+    }
+
+    /// The error body as JSON (for `error` events on streams).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(self.view()).unwrap_or_default()
     }
 }
 
@@ -142,7 +152,7 @@ impl IntoResponse for AppError {
         if let AppError::Internal(cause) = &self {
             tracing::error!(error = format!("{cause:#}"), "internal error");
         }
-        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        let mut response = (self.status(), axum::Json(self.view())).into_response();
         if let AppError::RateLimited { retry_after_secs } = self {
             response
                 .headers_mut()

@@ -11,9 +11,9 @@ pub mod error;
 pub mod json;
 pub mod metrics;
 pub mod reissue;
-pub mod schemas;
 pub mod streams;
 pub mod transactions;
+pub mod views;
 pub mod wallets;
 
 use std::time::Duration;
