@@ -2,15 +2,13 @@
 //! documented, real responses of every route validate against the document, the console's copy of the document
 //! is current, and the reference page loads nothing from the internet.
 
-use std::collections::BTreeSet;
-
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wait_for_transactions, wallet, wei};
-use crate::helpers::openapi::{Document, Documented};
+use crate::helpers::openapi::{Oracle, final_event};
 use crate::helpers::{CreatedAgent, TestApp, TestResponse, spawn_app, token_proof};
 
 /// Routes served outside the document on purpose: the document itself, the reference page and the console.
@@ -133,79 +131,8 @@ async fn the_reference_page_loads_nothing_from_the_internet() {
     }
 }
 
-/// Checks real responses against the document and remembers which routes answered with a success.
-struct Oracle {
-    doc: Document,
-    succeeded: BTreeSet<(String, String)>,
-}
-
-impl Oracle {
-    async fn new(app: &TestApp) -> Oracle {
-        let (status, doc) = app.request(Method::GET, "/api/openapi.json", None, None).await;
-        assert_eq!(status, StatusCode::OK);
-        Oracle {
-            doc: Document(doc),
-            succeeded: BTreeSet::new(),
-        }
-    }
-
-    /// The status must be documented for the route, the media type too, and a JSON body must fit its schema.
-    #[track_caller]
-    fn check(&mut self, method: &str, template: &str, response: &TestResponse) {
-        let status = response.status.as_u16();
-        let media = response
-            .headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|v| v.trim().to_ascii_lowercase());
-        self.check_parts(method, template, status, media.as_deref(), &response.body);
-    }
-
-    #[track_caller]
-    fn check_parts(&mut self, method: &str, template: &str, status: u16, media: Option<&str>, body: &Value) {
-        let what = format!("{method} {template} -> {status}");
-        match self
-            .doc
-            .response(method, template, status)
-            .unwrap_or_else(|e| panic!("{e}: {body}"))
-        {
-            Documented::Empty => assert!(body.is_null(), "{what} documents no body, got {body}"),
-            Documented::Content(content) => {
-                let media = media.unwrap_or_else(|| panic!("{what} has no Content-Type"));
-                let (_, schema) = content
-                    .iter()
-                    .find(|(documented, _)| *documented == media)
-                    .unwrap_or_else(|| panic!("{what} answered {media}, the document says {:?}", content));
-                if media == "application/json" {
-                    let schema = schema.unwrap_or_else(|| panic!("{what} documents JSON without a schema"));
-                    let problems = self.doc.validate(schema, body);
-                    assert!(
-                        problems.is_empty(),
-                        "{what} disagrees with the document:\n{}\nbody: {body:#}",
-                        problems.join("\n")
-                    );
-                }
-            }
-        }
-        if (200..300).contains(&status) {
-            self.succeeded.insert((method.to_string(), template.to_string()));
-        }
-    }
-}
-
 async fn send(app: &TestApp, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> TestResponse {
     app.send(app.build(method, path, token, body)).await
-}
-
-/// The JSON `data` of the stream's `final` event.
-fn final_event(text: &str) -> Value {
-    let block = text
-        .split("\n\n")
-        .find(|block| block.lines().any(|l| l == "event: final"))
-        .unwrap_or_else(|| panic!("a final event in {text}"));
-    let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-    serde_json::from_str(&data.join("\n")).expect("final data is JSON")
 }
 
 /// Agents, reissue, key export, funding and the errors around them (the agent returned is funded on base).

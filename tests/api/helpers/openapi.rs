@@ -1,5 +1,5 @@
-//! The OpenAPI document as a test oracle: finds the documented response of a method, path and status, and
-//! validates a JSON body against its schema. The validator covers the subset utoipa emits (`$ref`, `type` including
+//! The OpenAPI document as a test oracle: finds the documented response of a method, path and status, validates a
+//! JSON body against its schema, and (`Oracle`) checks whole responses while recording the routes that answered. The validator covers the subset utoipa emits (`$ref`, `type` including
 //! lists with `null`, `properties`, `required`, `additionalProperties`, `items`, `enum`, `oneOf`/`anyOf`/`allOf`,
 //! `minimum`; `format` is ignored) and is stricter than JSON Schema in one way on purpose: an object schema that
 //! lists `properties` and says nothing of `additionalProperties` is closed, so a field sent but not documented fails
@@ -8,7 +8,11 @@
 
 use std::collections::BTreeSet;
 
+use reqwest::header::CONTENT_TYPE;
+use reqwest::{Method, StatusCode};
 use serde_json::Value;
+
+use crate::helpers::{TestApp, TestResponse};
 
 /// The document served at `/api/openapi.json`.
 pub struct Document(pub Value);
@@ -190,6 +194,77 @@ impl Document {
         }
         Some(known)
     }
+}
+
+/// Checks real responses against the document and remembers which routes answered with a success.
+pub struct Oracle {
+    pub doc: Document,
+    pub succeeded: BTreeSet<(String, String)>,
+}
+
+impl Oracle {
+    pub async fn new(app: &TestApp) -> Oracle {
+        let (status, doc) = app.request(Method::GET, "/api/openapi.json", None, None).await;
+        assert_eq!(status, StatusCode::OK);
+        Oracle {
+            doc: Document(doc),
+            succeeded: BTreeSet::new(),
+        }
+    }
+
+    /// The status must be documented for the route, the media type too, and a JSON body must fit its schema.
+    #[track_caller]
+    pub fn check(&mut self, method: &str, template: &str, response: &TestResponse) {
+        let status = response.status.as_u16();
+        let media = response
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase());
+        self.check_parts(method, template, status, media.as_deref(), &response.body);
+    }
+
+    #[track_caller]
+    pub fn check_parts(&mut self, method: &str, template: &str, status: u16, media: Option<&str>, body: &Value) {
+        let what = format!("{method} {template} -> {status}");
+        match self
+            .doc
+            .response(method, template, status)
+            .unwrap_or_else(|e| panic!("{e}: {body}"))
+        {
+            Documented::Empty => assert!(body.is_null(), "{what} documents no body, got {body}"),
+            Documented::Content(content) => {
+                let media = media.unwrap_or_else(|| panic!("{what} has no Content-Type"));
+                let (_, schema) = content
+                    .iter()
+                    .find(|(documented, _)| *documented == media)
+                    .unwrap_or_else(|| panic!("{what} answered {media}, the document says {:?}", content));
+                if media == "application/json" {
+                    let schema = schema.unwrap_or_else(|| panic!("{what} documents JSON without a schema"));
+                    let problems = self.doc.validate(schema, body);
+                    assert!(
+                        problems.is_empty(),
+                        "{what} disagrees with the document:\n{}\nbody: {body:#}",
+                        problems.join("\n")
+                    );
+                }
+            }
+        }
+        if (200..300).contains(&status) {
+            self.succeeded.insert((method.to_string(), template.to_string()));
+        }
+    }
+}
+
+/// The JSON `data` of the stream's `final` event.
+pub fn final_event(text: &str) -> Value {
+    let block = text
+        .split("\n\n")
+        .find(|block| block.lines().any(|l| l == "event: final"))
+        .unwrap_or_else(|| panic!("a final event in {text}"));
+    let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    serde_json::from_str(&data.join("\n")).expect("final data is JSON")
 }
 
 fn has_type(value: &Value, name: &str) -> bool {
