@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::views::{ErrorBody, ErrorDetail, FieldErrors};
-use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+use super::views::{ErrorBody, ErrorDetail, FieldErrors};
+use crate::store::StoreError;
 
 /// Handler result type.
 pub type Result<T, E = AppError> = std::result::Result<T, E>;
