@@ -1,5 +1,5 @@
 //! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations, `mcp` serves
-//! one agent's tools over the Model Context Protocol on stdio.
+//! one agent's tools over the Model Context Protocol on stdio, `openapi` prints the OpenAPI document.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -29,10 +29,15 @@ enum Command {
     Migrate,
     /// Serve the agent's tools over MCP on stdin/stdout (token in AGENTD_ACCESS_TOKEN; logs on stderr).
     Mcp,
+    /// Print the OpenAPI document (as served at /api/openapi.json) and exit; needs no configuration.
+    Openapi,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Some(Command::Openapi)) {
+        return print_openapi();
+    }
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(e) => {
@@ -56,6 +61,7 @@ fn main() -> ExitCode {
                 .await
                 .map(|_| tracing::info!("migrations applied")),
             Command::Mcp => agentd::mcp::run_stdio(config).await,
+            Command::Openapi => unreachable!("answered before the configuration is loaded"),
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
         }
     });
@@ -65,6 +71,20 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("agentd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The document `web/openapi.json` is a copy of (the console's TypeScript types are generated from it).
+fn print_openapi() -> ExitCode {
+    match agentd::http::openapi().to_pretty_json() {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("agentd: cannot render the OpenAPI document: {e}");
             ExitCode::FAILURE
         }
     }

@@ -6,9 +6,8 @@ use alloy::primitives::U256;
 use axum::Json;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use serde::{Deserialize, Deserializer};
-use serde_json::{Value, json};
+use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -18,7 +17,7 @@ use zeroize::Zeroizing;
 use super::auth::{ActiveAgent, AdminGuard, AnyAgent};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::schemas;
+use super::views::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ErrorBody, ExportedKeyView};
 use crate::domain::agent::{self, Agent};
 use crate::domain::{amount, token};
 use crate::state::AppState;
@@ -39,11 +38,19 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> std::result:
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateAgent {
+    /// 1 to 100 characters after trimming.
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(max_length = 1000)]
     description: Option<String>,
+    /// Registry chain names; absent: `["ethereum", "base"]`.
+    #[schema(min_items = 1)]
     chains: Option<Vec<String>>,
+    /// Absent or empty: `["read"]`.
+    #[schema(value_type = Option<Vec<CapabilityView>>)]
     capabilities: Option<Vec<String>>,
-    #[schema(value_type = Option<f64>)]
+    /// Native units per chain; default 0 (no spending).
+    #[schema(value_type = Option<f64>, minimum = 0)]
     spending_cap: Option<serde_json::Number>,
     owner_addresses: Option<BTreeMap<String, String>>,
 }
@@ -59,9 +66,10 @@ struct UpdateAgent {
     #[serde(default, deserialize_with = "present")]
     chains: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<CapabilityView>>)]
     capabilities: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>)]
+    #[schema(value_type = Option<f64>, minimum = 0)]
     spending_cap: Option<Option<serde_json::Number>>,
     #[serde(default, deserialize_with = "present")]
     owner_addresses: Option<Option<BTreeMap<String, String>>>,
@@ -107,14 +115,14 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
 
 #[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = CreateAgent,
     security((), ("admin_token" = [])),
-    responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = schemas::AgentCreated),
-        (status = 400, body = schemas::ErrorBody), (status = 401, description = "ADMIN_TOKEN set and not given", body = schemas::ErrorBody),
-        (status = 413, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+    responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = AgentCreatedView),
+        (status = 400, body = ErrorBody), (status = 401, description = "ADMIN_TOKEN set and not given", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn create_agent(
     State(state): State<AppState>,
     _: AdminGuard,
     ApiJson(body): ApiJson<CreateAgent>,
-) -> Result<impl IntoResponse> {
+) -> Result<(StatusCode, Json<AgentCreatedView>)> {
     let mut checks = Checks::default();
     let name = checks.run("name", agent::validate_name(&body.name));
     let description = match &body.description {
@@ -172,9 +180,11 @@ async fn create_agent(
         })
         .await?;
     tracing::info!(agent_id = %id, "agent created");
-    let mut body = agent_json(&agent);
-    body["access_token"] = Value::String(issued.expose().to_string());
-    Ok((StatusCode::CREATED, Json(body)))
+    let created = AgentCreatedView {
+        agent: AgentDetailView::from(&agent),
+        access_token: issued.expose().to_string(),
+    };
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -186,13 +196,13 @@ struct ListParams {
 }
 
 #[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListParams), security((), ("admin_token" = [])),
-    responses((status = 200, description = "Summaries, newest first", body = Vec<schemas::AgentSummary>),
-        (status = 401, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+    responses((status = 200, description = "Summaries, newest first", body = Vec<AgentSummaryView>),
+        (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_agents(
     State(state): State<AppState>,
     _: AdminGuard,
     params: std::result::Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Vec<AgentSummaryView>>> {
     let Query(params) = params.map_err(|_| AppError::field("limit", "limit and offset must be integers"))?;
     let limit = params.limit.unwrap_or(100);
     let offset = params.offset.unwrap_or(0);
@@ -203,27 +213,27 @@ async fn list_agents(
         return Err(AppError::field("offset", "must not be negative"));
     }
     let agents = state.store.list_agents(limit.min(500), offset).await?;
-    Ok(Json(Value::Array(agents.iter().map(summary_json).collect())))
+    Ok(Json(agents.iter().map(AgentSummaryView::from).collect()))
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
-    responses((status = 200, description = "The agent (also when inactive)", body = schemas::AgentDetail),
-        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody)))]
-async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<Value> {
-    Json(agent_json(&agent))
+    responses((status = 200, description = "The agent (also when inactive)", body = AgentDetailView),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<AgentDetailView> {
+    Json(AgentDetailView::from(&agent))
 }
 
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     request_body = UpdateAgent, security(("agent_token" = [])),
-    responses((status = 200, body = schemas::AgentDetail), (status = 400, body = schemas::ErrorBody),
-        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody),
-        (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+    responses((status = 200, body = AgentDetailView), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn update_agent(
     State(state): State<AppState>,
     ActiveAgent(agent): ActiveAgent,
     ApiJson(body): ApiJson<UpdateAgent>,
-) -> Result<Json<Value>> {
+) -> Result<Json<AgentDetailView>> {
     let mut checks = Checks::default();
     let update = AgentUpdate {
         name: checks
@@ -254,13 +264,13 @@ async fn update_agent(
     let wallet = state.store.wallet_key(agent.id).await?.address;
     let updated = state.store.update_agent(agent.id, &update, wallet).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
-    Ok(Json(agent_json(&updated)))
+    Ok(Json(AgentDetailView::from(&updated)))
 }
 
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
-    responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = schemas::ErrorBody),
-        (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
+    responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
 async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
     if !state.store.deactivate_agent(agent.id).await? {
         return Err(AppError::AgentInactive);
@@ -279,15 +289,15 @@ struct ExportKey {
 
 #[utoipa::path(post, path = "/api/agents/{id}/export-key", tag = "agents", params(("id" = String, Path, format = "uuid")),
     request_body = ExportKey, security(("agent_token" = [])),
-    responses((status = 200, description = "The private key (audited)", body = schemas::ExportedKey),
-        (status = 401, body = schemas::ErrorBody), (status = 403, description = "forbidden or export_disabled", body = schemas::ErrorBody),
-        (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+    responses((status = 200, description = "The private key (audited)", body = ExportedKeyView),
+        (status = 401, body = ErrorBody), (status = 403, description = "forbidden or export_disabled", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn export_key(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,
     ActiveAgent(agent): ActiveAgent,
     ApiJson(body): ApiJson<ExportKey>,
-) -> Result<Json<Value>> {
+) -> Result<Json<ExportedKeyView>> {
     if !state.config.security.allow_key_export {
         return Err(AppError::Denied {
             code: "export_disabled",
@@ -313,56 +323,9 @@ async fn export_key(
     };
     state.store.insert_audit(&event).await?;
     tracing::warn!(agent_id = %agent.id, chain = %body.chain, "private key exported");
-    Ok(Json(
-        json!({ "chain": body.chain, "address": address.to_checksum(None), "private_key": secret.as_str() }),
-    ))
-}
-
-/// The detail representation (never keys, ciphertexts or token hashes).
-pub fn agent_json(agent: &Agent) -> Value {
-    let addresses = |map: &BTreeMap<String, alloy::primitives::Address>| -> Value {
-        map.iter()
-            .map(|(chain, a)| (chain.clone(), Value::String(a.to_checksum(None))))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let spent: serde_json::Map<String, Value> = agent
-        .chains
-        .iter()
-        .map(|c| {
-            (
-                c.clone(),
-                Value::String(amount::format_units(
-                    agent.spent_wei.get(c).copied().unwrap_or_default(),
-                    18,
-                )),
-            )
-        })
-        .collect();
-    json!({
-        "id": agent.id,
-        "name": agent.name,
-        "description": agent.description,
-        "chains": agent.chains,
-        "capabilities": agent.capabilities,
-        "spending_cap": amount::to_json_number(agent.spending_cap_wei, 18),
-        "wallet_addresses": addresses(&agent.wallet_addresses),
-        "owner_addresses": addresses(&agent.owner_addresses),
-        "spent": spent,
-        "is_active": agent.is_active,
-        "created_at": agent.created_at,
-        "updated_at": agent.updated_at,
-    })
-}
-
-fn summary_json(agent: &Agent) -> Value {
-    json!({
-        "id": agent.id,
-        "name": agent.name,
-        "description": agent.description,
-        "chains": agent.chains,
-        "capabilities": agent.capabilities,
-        "is_active": agent.is_active,
-        "created_at": agent.created_at,
-    })
+    Ok(Json(ExportedKeyView {
+        chain: body.chain,
+        address: address.to_checksum(None),
+        private_key: secret,
+    }))
 }

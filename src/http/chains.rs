@@ -5,10 +5,8 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use serde_json::{Value, json};
-
 use super::error::Result;
-use super::schemas;
+use super::views::{ChainView, ErrorBody, HealthView};
 use crate::domain::chain::CHAINS;
 use crate::state::AppState;
 
@@ -18,29 +16,18 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
 }
 
-#[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<schemas::ChainEntry>)))]
-async fn list_chains(State(state): State<AppState>) -> Json<Value> {
-    let chains = CHAINS
-        .iter()
-        .map(|c| {
-            let configured = state.config.chains.rpc_urls.iter().any(|(name, _)| name == c.name);
-            json!({
-                "name": c.name,
-                "chain_id": c.chain_id,
-                "native_symbol": c.native_symbol,
-                "decimals": c.decimals,
-                "explorer_url": c.explorer_url,
-                "configured": configured,
-            })
-        })
-        .collect();
-    Json(Value::Array(chains))
+#[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
+async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
+    let configured = |name: &str| state.config.chains.rpc_urls.iter().any(|(n, _)| n == name);
+    Json(CHAINS.iter().map(|c| ChainView::new(c, configured(c.name))).collect())
 }
 
-#[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = schemas::Health), (status = 500, body = schemas::ErrorBody)))]
-async fn health(State(state): State<AppState>) -> Result<Json<Value>> {
+#[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = HealthView), (status = 500, body = ErrorBody)))]
+async fn health(State(state): State<AppState>) -> Result<Json<HealthView>> {
     state.store.ping().await?;
-    Ok(Json(
-        json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION"), "database": "ok" }),
-    ))
+    Ok(Json(HealthView {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        database: "ok",
+    }))
 }

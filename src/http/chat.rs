@@ -20,10 +20,10 @@ use uuid::Uuid;
 use super::auth::AgentToken;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::schemas;
+use super::views::{ChatResponseView, ErrorBody};
 use crate::auth::AgentAccess;
+use crate::chat::ChatEvent;
 use crate::chat::runner::{self, Turn};
-use crate::chat::{ChatEvent, TurnResult};
 use crate::domain::agent::parse_address;
 use crate::state::AppState;
 
@@ -35,7 +35,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct ChatRequest {
     agent_id: Uuid,
+    /// 1 to 8000 characters, not only blanks.
+    #[schema(min_length = 1, max_length = 8000)]
     message: String,
+    /// Absent or null: a new conversation.
     conversation_id: Option<Uuid>,
     connected_wallet_address: Option<String>,
 }
@@ -65,20 +68,20 @@ async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Resu
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
-    responses((status = 200, body = schemas::ChatResponse), (status = 400, body = schemas::ErrorBody), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
-        (status = 422, body = schemas::ErrorBody), (status = 502, body = schemas::ErrorBody), (status = 503, body = schemas::ErrorBody),
-        (status = 504, body = schemas::ErrorBody)))]
+    responses((status = 200, body = ChatResponseView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody), (status = 502, body = ErrorBody), (status = 503, body = ErrorBody),
+        (status = 504, body = ErrorBody)))]
 async fn chat(
     State(state): State<AppState>,
     token: AgentToken,
     ApiJson(body): ApiJson<ChatRequest>,
-) -> Result<Json<TurnResult>> {
+) -> Result<Json<ChatResponseView>> {
     let turn = prepare(&state, token, body).await?;
     let (events, _) = mpsc::channel(1);
     // Spawned so that a client hanging up does not cancel the turn half-way.
     let task = tokio::spawn(runner::run_turn(state, turn, events));
     let result = task.await.map_err(AppError::internal)??;
-    Ok(Json(result))
+    Ok(Json(result.into()))
 }
 
 #[utoipa::path(post, path = "/api/chat/stream", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
@@ -86,7 +89,7 @@ async fn chat(
         description = "Server-sent events: `start {conversation_id}`, `text_delta {text}`, `tool_call {id, tool, args}`, \
         `tool_result {id, tool, result | error}`, `final {response, conversation_id, chain_calls, tokens_used, message_id}`, \
         `error {code, message}`; `: keepalive` comments while waiting"),
-        (status = 400, body = schemas::ErrorBody), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn chat_stream(
     State(state): State<AppState>,
     token: AgentToken,

@@ -8,14 +8,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::auth::{AgentToken, parse_id};
 use super::error::{AppError, Result};
-use super::schemas;
+use super::views::{ConversationView, ErrorBody, MessageView};
 use crate::auth::AgentAccess;
 use crate::state::AppState;
-use crate::store::{Conversation, Message};
+use crate::store::Conversation;
 
 /// Messages returned by the messages endpoint at most.
 pub const MAX_MESSAGES: i64 = 500;
@@ -46,13 +45,13 @@ struct ListParams {
 }
 
 #[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListParams), security(("agent_token" = [])),
-    responses((status = 200, description = "Newest first", body = Vec<schemas::ConversationSummary>), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
-        (status = 422, body = schemas::ErrorBody)))]
+    responses((status = 200, description = "Newest first", body = Vec<ConversationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list_conversations(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
     Query(params): Query<ListParams>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Vec<ConversationView>>> {
     let agent_id = params
         .agent_id
         .filter(|a| !a.is_empty())
@@ -62,27 +61,25 @@ async fn list_conversations(
         .agent(parse_id(&agent_id), token.as_deref(), AgentAccess::Active)
         .await?;
     let conversations = state.store.list_conversations(agent.id).await?;
-    Ok(Json(Value::Array(
-        conversations.iter().map(conversation_json).collect(),
-    )))
+    Ok(Json(conversations.iter().map(ConversationView::from).collect()))
 }
 
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
-    responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<schemas::MessageBody>), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
+    responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<MessageView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
 async fn list_messages(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
     Path(id): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Vec<MessageView>>> {
     let conversation = authorized_conversation(&state, &id, token.as_deref()).await?;
     let messages = state.store.recent_messages(conversation.id, MAX_MESSAGES).await?;
-    Ok(Json(Value::Array(messages.iter().map(message_json).collect())))
+    Ok(Json(messages.iter().map(MessageView::from).collect()))
 }
 
 #[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
-    responses((status = 204, description = "Deleted with its messages"), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
+    responses((status = 204, description = "Deleted with its messages"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
 async fn delete_conversation(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
@@ -93,25 +90,4 @@ async fn delete_conversation(
         return Err(AppError::ConversationNotFound);
     }
     Ok(StatusCode::NO_CONTENT)
-}
-
-fn conversation_json(c: &Conversation) -> Value {
-    json!({
-        "id": c.id,
-        "agent_id": c.agent_id,
-        "title": c.title,
-        "created_at": c.created_at,
-        "updated_at": c.updated_at,
-        "message_count": c.message_count,
-    })
-}
-
-fn message_json(m: &Message) -> Value {
-    json!({
-        "id": m.id,
-        "role": m.role,
-        "content": m.content,
-        "chain_calls": m.chain_calls,
-        "created_at": m.created_at,
-    })
 }

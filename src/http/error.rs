@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
+use super::views::{ErrorBody, ErrorDetail, FieldErrors};
 use crate::auth::AuthError;
 use crate::chat::ChatError;
 use crate::llm::LlmError;
@@ -130,13 +130,24 @@ impl AppError {
         }
     }
 
-    /// The JSON error body (also used for `error` events on streams).
-    pub fn body(&self) -> serde_json::Value {
-        let mut error = json!({ "code": self.code(), "message": self.to_string() });
-        if let AppError::Validation { fields, .. } = self {
-            error["details"] = json!({ "fields": fields });
+    /// The error body: `{"error": {"code", "message", "details?"}}`.
+    pub fn view(&self) -> ErrorBody {
+        let details = match self {
+            AppError::Validation { fields, .. } => Some(FieldErrors { fields: fields.clone() }),
+            _ => None,
+        };
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message: self.to_string(),
+                details,
+            },
         }
-        json!({ "error": error })
+    }
+
+    /// The error body as JSON (for `error` events on streams).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(self.view()).unwrap_or_default()
     }
 }
 
@@ -145,7 +156,7 @@ impl IntoResponse for AppError {
         if let AppError::Internal(cause) = &self {
             tracing::error!(error = format!("{cause:#}"), "internal error");
         }
-        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        let mut response = (self.status(), axum::Json(self.view())).into_response();
         if let AppError::RateLimited { retry_after_secs } = self {
             response
                 .headers_mut()

@@ -12,9 +12,9 @@ pub mod json;
 pub mod mcp;
 pub mod metrics;
 pub mod reissue;
-pub mod schemas;
 pub mod streams;
 pub mod transactions;
+pub mod views;
 pub mod wallets;
 
 use std::time::Duration;

@@ -12,13 +12,12 @@ use utoipa_axum::routes;
 use chrono::{TimeZone, Utc};
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::agents::agent_json;
 use super::auth::parse_id;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::schemas;
+use super::views::{AgentDetailView, ChallengeView, ErrorBody, ReissuedView};
 use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::{challenge, token};
@@ -54,13 +53,13 @@ async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: Socke
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
-    responses((status = 200, description = "A single-use challenge, valid 5 minutes", body = schemas::ChallengeBody),
-        (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 429, description = "rate_limited, with Retry-After", body = schemas::ErrorBody)))]
+    responses((status = 200, description = "A single-use challenge, valid 5 minutes", body = ChallengeView),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 429, description = "rate_limited, with Retry-After", body = ErrorBody)))]
 async fn issue_challenge(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<ChallengeView>> {
     let agent = limited_agent(&state, "challenge", &id, client).await?;
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
@@ -80,9 +79,11 @@ async fn issue_challenge(
         used: false,
     };
     state.store.insert_challenge(&record).await?;
-    Ok(Json(
-        json!({ "message": message, "nonce": nonce, "expires_at": expires_at }),
-    ))
+    Ok(Json(ChallengeView {
+        message,
+        nonce,
+        expires_at,
+    }))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -108,17 +109,17 @@ enum Proof {
 
 #[utoipa::path(post, path = "/api/agents/{id}/reissue-token", tag = "reissue", params(("id" = String, Path, format = "uuid")),
     request_body = ReissueRequest,
-    responses((status = 200, description = "A new token; the previous one is dead", body = schemas::ReissuedToken),
-        (status = 400, description = "invalid_json or malformed_challenge", body = schemas::ErrorBody),
-        (status = 401, description = "invalid_proof", body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody),
-        (status = 410, body = schemas::ErrorBody), (status = 422, description = "validation_failed or challenge_expired", body = schemas::ErrorBody),
-        (status = 429, body = schemas::ErrorBody)))]
+    responses((status = 200, description = "A new token; the previous one is dead", body = ReissuedView),
+        (status = 400, description = "invalid_json or malformed_challenge", body = ErrorBody),
+        (status = 401, description = "invalid_proof", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 410, body = ErrorBody), (status = 422, description = "validation_failed or challenge_expired", body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
 async fn reissue_token(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     body: Result<ApiJson<ReissueRequest>>,
-) -> Result<Json<Value>> {
+) -> Result<Json<ReissuedView>> {
     let agent = limited_agent(&state, "reissue", &id, client).await?;
     let ApiJson(body) = body?;
     let issued = token::issue();
@@ -158,9 +159,10 @@ async fn reissue_token(
     };
     state.store.insert_audit(&event).await?;
     tracing::info!(agent_id = %agent.id, "access token reissued");
-    Ok(Json(
-        json!({ "access_token": issued.expose(), "agent": agent_json(&agent) }),
-    ))
+    Ok(Json(ReissuedView {
+        access_token: issued.expose().to_string(),
+        agent: AgentDetailView::from(&agent),
+    }))
 }
 
 /// Checks a wallet-signature proof without consuming its challenge; returns the nonce and the signer.

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::auth::TOKEN_HEADER;
 use super::conversations::authorized_conversation;
 use super::error::{AppError, Result};
-use super::schemas;
+use super::views::ErrorBody;
 use crate::state::AppState;
 use crate::store::EventRecord;
 
@@ -46,7 +46,7 @@ struct StreamParams {
     responses((status = 200, content_type = "text/event-stream", body = String,
         description = "`event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, \
         block_number, gas_used, confirmations, explorer_url}`; `event: ping` on connect and after 15 s of silence"),
-        (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody), (status = 422, body = schemas::ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn stream_conversation(
     State(state): State<AppState>,
     headers: HeaderMap,

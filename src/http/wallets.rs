@@ -10,16 +10,17 @@ use utoipa_axum::routes;
 
 use futures::future::join_all;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::auth::ActiveAgent;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
-use super::schemas;
+use super::views::{
+    BalanceEntryView, BalanceView, BalancesView, DepositView, ErrorBody, FailedBalanceView, FailureView, FundingView,
+};
 use crate::domain::amount::parse_units;
 use crate::domain::chain as registry;
 use crate::state::AppState;
-use crate::tools::balance_json;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -29,29 +30,36 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
-    responses((status = 200, description = "Per chain a balance or an error entry", body = schemas::Balances), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody)))]
-async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<Value> {
+    responses((status = 200, description = "Per chain a balance or an error entry", body = BalancesView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<BalancesView> {
     let lookups = agent.wallet_addresses.iter().map(|(name, address)| {
         let state = &state;
         async move {
-            let address_text = address.to_checksum(None);
             let result = match (registry::find(name), state.chains.get(name)) {
-                (Some(chain), Ok(client)) => client.balance(*address).await.map(|wei| {
-                    let mut entry = balance_json(chain, *address, wei);
-                    entry.as_object_mut().map(|o| o.remove("chain"));
-                    entry
-                }),
+                (Some(chain), Ok(client)) => client
+                    .balance(*address)
+                    .await
+                    .map(|wei| BalanceView::new(chain, *address, wei)),
                 (_, Err(e)) => Err(e),
                 (None, Ok(_)) => unreachable!("configured chains are registry chains"),
             };
-            let entry = result.unwrap_or_else(
-                |e| json!({ "address": address_text, "error": { "code": e.code(), "message": e.to_string() } }),
-            );
+            let entry = match result {
+                Ok(balance) => BalanceEntryView::Balance(balance),
+                Err(e) => BalanceEntryView::Failed(FailedBalanceView {
+                    address: address.to_checksum(None),
+                    error: FailureView {
+                        code: e.code().to_string(),
+                        message: e.to_string(),
+                    },
+                }),
+            };
             (name.clone(), entry)
         }
     });
-    let balances: serde_json::Map<String, Value> = join_all(lookups).await.into_iter().collect();
-    Json(json!({ "agent_id": agent.id, "balances": balances }))
+    Json(BalancesView {
+        agent_id: agent.id,
+        balances: join_all(lookups).await.into_iter().collect(),
+    })
 }
 
 /// Optional body: one chain, and an amount (decimal string in native units) for the payment URI.
@@ -65,9 +73,13 @@ struct FundRequest {
 
 #[utoipa::path(post, path = "/api/agents/{id}/fund", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     request_body(content = Option<FundRequest>), security(("agent_token" = [])),
-    responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = schemas::FundInstructions), (status = 401, body = schemas::ErrorBody), (status = 403, body = schemas::ErrorBody), (status = 404, body = schemas::ErrorBody), (status = 410, body = schemas::ErrorBody),
-        (status = 422, body = schemas::ErrorBody)))]
-async fn fund_agent(State(_): State<AppState>, ActiveAgent(agent): ActiveAgent, body: Bytes) -> Result<Json<Value>> {
+    responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = FundingView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn fund_agent(
+    State(_): State<AppState>,
+    ActiveAgent(agent): ActiveAgent,
+    body: Bytes,
+) -> Result<Json<FundingView>> {
     let request: FundRequest = parse_optional_body(&body)?;
     let chains: Vec<&String> = match &request.chain {
         Some(chain) if agent.has_chain(chain) => vec![chain],
@@ -99,23 +111,25 @@ async fn fund_agent(State(_): State<AppState>, ActiveAgent(agent): ActiveAgent, 
         if let Some(wei) = wei {
             payment_uri.push_str(&format!("?value={wei}"));
         }
-        deposits.push(json!({
-            "chain": chain.name,
-            "chain_id": chain.chain_id,
-            "address": address,
-            "symbol": chain.native_symbol,
-            "amount": amount,
-            "amount_wei": wei.map(|w| w.to_string()),
-            "payment_uri": payment_uri,
-            "explorer_url": chain.address_url(&address),
-        }));
+        deposits.push(DepositView {
+            chain: chain.name,
+            chain_id: chain.chain_id,
+            explorer_url: chain.address_url(&address),
+            address,
+            symbol: chain.native_symbol,
+            amount: amount.clone(),
+            amount_wei: wei.map(|w| w.to_string()),
+            payment_uri,
+        });
     }
     let instructions = format!(
         "Send native tokens to the address of the chain you choose (the same address on every EVM chain of this agent). \
          Use the payment URI with a wallet that supports EIP-681 or scan it as a QR code. Only send on the chain named: {}.",
         agent.chains.join(", ")
     );
-    Ok(Json(
-        json!({ "agent_id": agent.id, "deposits": deposits, "instructions": instructions }),
-    ))
+    Ok(Json(FundingView {
+        agent_id: agent.id,
+        deposits,
+        instructions,
+    }))
 }

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 pub mod chain;
 pub mod chat;
 pub mod llm_server;
+pub mod openapi;
 mod process;
 pub mod sse;
 pub use process::{ServerProcess, run_to_exit};

@@ -1,9 +1,15 @@
 //! The OpenAPI document and the API reference page: every documented route is served, every served API route is
-//! documented, and the reference page loads nothing from the internet.
+//! documented, real responses of every route validate against the document, the console's copy of the document
+//! is current, and the reference page loads nothing from the internet.
 
+use reqwest::header::CONTENT_TYPE;
 use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 
-use crate::helpers::spawn_app;
+use crate::anvil::Anvil;
+use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wait_for_transactions, wallet, wei};
+use crate::helpers::openapi::{Oracle, final_event};
+use crate::helpers::{CreatedAgent, TestApp, TestResponse, spawn_app, token_proof};
 
 /// Routes served outside the document on purpose: the document itself, the reference page and the console.
 const UNDOCUMENTED: &[&str] = &["/api/openapi.json", "/docs", "/"];
@@ -123,4 +129,265 @@ async fn the_reference_page_loads_nothing_from_the_internet() {
             "{asset}"
         );
     }
+}
+
+async fn send(app: &TestApp, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> TestResponse {
+    app.send(app.build(method, path, token, body)).await
+}
+
+/// Agents, reissue, key export, funding and the errors around them (the agent returned is funded on base).
+async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> CreatedAgent {
+    let body = json!({"name": "Checked", "chains": ["base", "optimism"], "capabilities": ["read", "compare", "transact", "analytics"],
+        "spending_cap": 0.5, "owner_addresses": {"base": fresh_address().to_checksum(None)}});
+    let created = send(app, Method::POST, "/api/agents", None, Some(body)).await;
+    oracle.check("POST", "/api/agents", &created);
+    let mut agent = CreatedAgent {
+        id: created.body["id"].as_str().unwrap().to_string(),
+        token: created.body["access_token"].as_str().unwrap().to_string(),
+        body: created.body.clone(),
+    };
+    let refused = send(app, Method::POST, "/api/agents", None, Some(json!({"name": " "}))).await;
+    oracle.check("POST", "/api/agents", &refused);
+    let raw = app
+        .client
+        .post(app.url("/api/agents"))
+        .header(CONTENT_TYPE, "application/json")
+        .body("{");
+    oracle.check("POST", "/api/agents", &app.send(raw).await);
+    oracle.check(
+        "GET",
+        "/api/agents",
+        &send(app, Method::GET, "/api/agents", None, None).await,
+    );
+    oracle.check(
+        "GET",
+        "/api/agents",
+        &send(app, Method::GET, "/api/agents?limit=0", None, None).await,
+    );
+
+    let path = format!("/api/agents/{}", agent.id);
+    oracle.check(
+        "GET",
+        "/api/agents/{id}",
+        &send(app, Method::GET, &path, Some(&agent.token), None).await,
+    );
+    oracle.check(
+        "GET",
+        "/api/agents/{id}",
+        &send(app, Method::GET, &path, None, None).await,
+    );
+    let unknown = format!("/api/agents/{}", uuid::Uuid::new_v4());
+    oracle.check(
+        "GET",
+        "/api/agents/{id}",
+        &send(app, Method::GET, &unknown, Some(&agent.token), None).await,
+    );
+    let update = json!({"description": null, "spending_cap": 1});
+    oracle.check(
+        "PUT",
+        "/api/agents/{id}",
+        &send(app, Method::PUT, &path, Some(&agent.token), Some(update)).await,
+    );
+
+    let challenge = send(app, Method::GET, &format!("{path}/reissue-challenge"), None, None).await;
+    oracle.check("GET", "/api/agents/{id}/reissue-challenge", &challenge);
+    let reissue = format!("{path}/reissue-token");
+    let failed = send(app, Method::POST, &reissue, None, Some(token_proof("agt_wrong"))).await;
+    oracle.check("POST", "/api/agents/{id}/reissue-token", &failed);
+    let reissued = send(app, Method::POST, &reissue, None, Some(token_proof(&agent.token))).await;
+    oracle.check("POST", "/api/agents/{id}/reissue-token", &reissued);
+    agent.token = reissued.body["access_token"].as_str().unwrap().to_string();
+
+    let export = json!({"chain": "base", "confirm": true});
+    let exported = send(
+        app,
+        Method::POST,
+        &format!("{path}/export-key"),
+        Some(&agent.token),
+        Some(export),
+    )
+    .await;
+    oracle.check("POST", "/api/agents/{id}/export-key", &exported);
+
+    anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    // base answers from the node, optimism has no RPC URL: one entry of each shape.
+    let balances = send(app, Method::GET, &format!("{path}/balances"), Some(&agent.token), None).await;
+    assert!(
+        balances.body["balances"]["optimism"]["error"].is_object(),
+        "{}",
+        balances.body
+    );
+    oracle.check("GET", "/api/agents/{id}/balances", &balances);
+    let fund = format!("{path}/fund");
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/fund",
+        &send(app, Method::POST, &fund, Some(&agent.token), None).await,
+    );
+    let one = json!({"chain": "base", "amount": "0.05"});
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/fund",
+        &send(app, Method::POST, &fund, Some(&agent.token), Some(one)).await,
+    );
+    let foreign = json!({"chain": "ethereum"});
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/fund",
+        &send(app, Method::POST, &fund, Some(&agent.token), Some(foreign)).await,
+    );
+    agent
+}
+
+#[tokio::test]
+async fn real_responses_of_every_route_validate_against_the_document() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let mut oracle = Oracle::new(&app).await;
+    oracle.check(
+        "GET",
+        "/api/chains",
+        &send(&app, Method::GET, "/api/chains", None, None).await,
+    );
+    oracle.check("GET", "/health", &send(&app, Method::GET, "/health", None, None).await);
+    oracle.check(
+        "GET",
+        "/metrics",
+        &send(&app, Method::GET, "/metrics", None, None).await,
+    );
+
+    let agent = drive_agents(&app, &anvil, &mut oracle).await;
+    let token = Some(agent.token.as_str());
+    let turn = |message: String| Some(json!({"agent_id": agent.id, "message": message}));
+    let sent = send(
+        &app,
+        Method::POST,
+        "/api/chat",
+        token,
+        turn(format!("send 0.01 ETH to {} on base", fresh_address())),
+    )
+    .await;
+    oracle.check("POST", "/api/chat", &sent);
+    oracle.check(
+        "POST",
+        "/api/chat",
+        &send(&app, Method::POST, "/api/chat", token, turn("balances".into())).await,
+    );
+    oracle.check(
+        "POST",
+        "/api/chat",
+        &send(&app, Method::POST, "/api/chat", token, turn(String::new())).await,
+    );
+    let streamed = send(
+        &app,
+        Method::POST,
+        "/api/chat/stream",
+        token,
+        turn("what is my balance on base".into()),
+    )
+    .await;
+    oracle.check("POST", "/api/chat/stream", &streamed);
+    let final_data = final_event(&streamed.text);
+    let problems = oracle
+        .doc
+        .validate(oracle.doc.component("ChatResponseView"), &final_data);
+    assert!(
+        problems.is_empty(),
+        "the final event is a ChatResponseView: {problems:?}"
+    );
+
+    wait_for_transactions(&app, &agent, 1, "confirmed").await;
+    let transactions = format!("/api/agents/{}/transactions", agent.id);
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/transactions",
+        &send(&app, Method::GET, &transactions, token, None).await,
+    );
+
+    let list = format!("/api/conversations?agent_id={}", agent.id);
+    oracle.check(
+        "GET",
+        "/api/conversations",
+        &send(&app, Method::GET, &list, token, None).await,
+    );
+    oracle.check(
+        "GET",
+        "/api/conversations",
+        &send(&app, Method::GET, "/api/conversations", token, None).await,
+    );
+    let conversation = sent.body["conversation_id"].as_str().unwrap();
+    let messages = format!("/api/conversations/{conversation}/messages");
+    oracle.check(
+        "GET",
+        "/api/conversations/{id}/messages",
+        &send(&app, Method::GET, &messages, token, None).await,
+    );
+    // The stream never ends on its own: its status and media type are what can be checked.
+    let stream = app.build(
+        Method::GET,
+        &format!("/api/conversations/{conversation}/stream"),
+        token,
+        None,
+    );
+    let stream = stream.send().await.expect("the stream answers");
+    let media = stream
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.to_string());
+    oracle.check_parts(
+        "GET",
+        "/api/conversations/{id}/stream",
+        stream.status().as_u16(),
+        media.as_deref(),
+        &Value::Null,
+    );
+    drop(stream);
+
+    let other = app.create_default_agent().await;
+    let agent_path = format!("/api/agents/{}", agent.id);
+    oracle.check(
+        "GET",
+        "/api/agents/{id}",
+        &send(&app, Method::GET, &agent_path, Some(&other.token), None).await,
+    );
+    let conversation_path = format!("/api/conversations/{conversation}");
+    oracle.check(
+        "DELETE",
+        "/api/conversations/{id}",
+        &send(&app, Method::DELETE, &conversation_path, token, None).await,
+    );
+    oracle.check(
+        "GET",
+        "/api/conversations/{id}/messages",
+        &send(&app, Method::GET, &messages, token, None).await,
+    );
+    oracle.check(
+        "DELETE",
+        "/api/agents/{id}",
+        &send(&app, Method::DELETE, &agent_path, token, None).await,
+    );
+    oracle.check(
+        "DELETE",
+        "/api/agents/{id}",
+        &send(&app, Method::DELETE, &agent_path, token, None).await,
+    );
+
+    let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
+    assert_eq!(
+        succeeded,
+        documented(&oracle.doc.0),
+        "every documented route was checked with a success"
+    );
+}
+
+#[test]
+fn the_consoles_copy_of_the_document_is_current() {
+    let current = agentd::http::openapi().to_pretty_json().expect("the document renders");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/web/openapi.json");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed.trim_end() == current.trim_end(),
+        "web/openapi.json is stale: run `cargo run -- openapi > web/openapi.json`, then web/build.sh"
+    );
 }

@@ -6,6 +6,8 @@ import {
   headers,
   type AgentDetail,
   type ChainCall,
+  type ChatRequest,
+  type ChatResponse,
   type Conversation,
   type Message,
   type TxConfirmation,
@@ -346,7 +348,7 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
       const response = await fetch('/api/chat/stream', {
         method: 'POST',
         headers: headers({ token, body: {} }),
-        body: JSON.stringify({ agent_id: agent.id, message: text, conversation_id: current }),
+        body: JSON.stringify({ agent_id: agent.id, message: text, conversation_id: current } satisfies ChatRequest),
       });
       if (!response.ok) throw await errorOf(response);
       await readSse(response, (event) => {
@@ -386,11 +388,14 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
             card.finish(data as { result?: unknown; error?: unknown; duration_ms?: number });
             break;
           }
-          case 'final':
-            if (typeof data.response === 'string' && data.response !== text_) reply.body.textContent = data.response;
+          case 'final': {
+            // The same body as POST /api/chat answers.
+            const turn = data as unknown as ChatResponse;
+            if (typeof turn.response === 'string' && turn.response !== text_) reply.body.textContent = turn.response;
             reply.el.dataset.state = 'done';
-            reply.foot.textContent = `${data.tokens_used ?? 0} tokens`;
+            reply.foot.textContent = `${turn.tokens_used ?? 0} tokens`;
             break;
+          }
           case 'error':
             reply.el.dataset.state = 'error';
             reply.foot.textContent = '';

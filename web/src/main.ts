@@ -1,6 +1,6 @@
 // agentd web console: agents, their tokens, wallets, settings and chat, on the service's own API.
 import './style.css';
-import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type ChainInfo } from './api';
+import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { deleteSection, editForm, reissueSection, walletReissue, type SettingsHooks } from './settings';
@@ -146,7 +146,8 @@ function showCreate(): void {
         name: name.value.trim(),
         description: description.value.trim() || null,
         chains: chains.value(),
-        capabilities: caps.value(),
+        // The boxes are the capability names, so their values are capabilities.
+        capabilities: caps.value() as Capability[],
         spending_cap: Number(cap.value),
       });
       await loadAgents();

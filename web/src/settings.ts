@@ -1,5 +1,5 @@
 // The settings tab: edit (PUT), reissue the token (current token or wallet signature), soft delete.
-import { api, ApiError, type AgentDetail, type ChainInfo } from './api';
+import { api, ApiError, type AgentDetail, type Capability, type ChainInfo, type UpdateAgentBody } from './api';
 import { field, h, uid } from './dom';
 import { getToken } from './tokens';
 import { capabilityPicker, chainPicker, errorLine, notify } from './ui';
@@ -51,11 +51,12 @@ export function editForm(agent: AgentDetail, token: string, chains: ChainInfo[],
     error.clear();
     const selectedChains = chainBoxes.value();
     const ownerAddress = owner.value.trim();
-    const body: Record<string, unknown> = {
+    const body: UpdateAgentBody = {
       name: name.value.trim(),
       description: description.value.trim() || null,
       chains: selectedChains,
-      capabilities: caps.value(),
+      // The boxes are the capability names, so their values are capabilities.
+      capabilities: caps.value() as Capability[],
       spending_cap: Number(cap.value),
       owner_addresses: ownerAddress ? Object.fromEntries(selectedChains.map((c) => [c, ownerAddress])) : null,
     };

@@ -76,7 +76,7 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
     if (!entry) {
       el.textContent = 'No answer for this chain';
       el.classList.add('error');
-    } else if (entry.error) {
+    } else if ('error' in entry) {
       el.textContent = `Unavailable: ${entry.error.message} (${entry.error.code})`;
       el.classList.add('error');
     } else {

@@ -1,0 +1,40 @@
+//! Views of the chain registry and the health check.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::chain::ChainInfo;
+
+/// A registry chain and whether this server has an RPC URL for it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainView {
+    pub name: &'static str,
+    pub chain_id: u64,
+    pub native_symbol: &'static str,
+    pub decimals: u8,
+    pub explorer_url: &'static str,
+    /// An RPC URL is set for this chain.
+    pub configured: bool,
+}
+
+impl ChainView {
+    pub fn new(chain: &ChainInfo, configured: bool) -> Self {
+        Self {
+            name: chain.name,
+            chain_id: chain.chain_id,
+            native_symbol: chain.native_symbol,
+            decimals: chain.decimals,
+            explorer_url: chain.explorer_url,
+            configured,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthView {
+    /// `ok`.
+    pub status: &'static str,
+    pub version: &'static str,
+    /// `ok`: the database answered.
+    pub database: &'static str,
+}

@@ -1,0 +1,21 @@
+//! The response bodies of the API, one type per body: handlers answer with them and the OpenAPI document is
+//! derived from them, so what is documented is what is sent. One file per resource; each view converts from the
+//! domain or store type it shows.
+
+pub mod agents;
+pub mod chains;
+pub mod chat;
+pub mod conversations;
+pub mod error;
+pub mod reissue;
+pub mod transactions;
+pub mod wallets;
+
+pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
+pub use chains::{ChainView, HealthView};
+pub use chat::{ChainCallView, ChatResponseView};
+pub use conversations::{ConversationView, MessageView, RoleView};
+pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
+pub use reissue::{ChallengeView, ReissuedView};
+pub use transactions::{TransactionView, TxStatusView};
+pub use wallets::{BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FundingView};

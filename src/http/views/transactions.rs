@@ -1,0 +1,77 @@
+//! The view of a stored transfer (also what the `transaction_history` tool returns).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::amount::format_units;
+use crate::domain::transaction::{StoredTx, TxState};
+
+/// Where a transfer stands, as clients see it.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TxStatusView {
+    Pending,
+    Confirmed,
+    Reverted,
+    Dropped,
+}
+
+impl From<TxState> for TxStatusView {
+    fn from(state: TxState) -> Self {
+        match state {
+            // Stored-but-not-yet-accepted transfers are still on their way: to clients they are pending.
+            TxState::Signed | TxState::Pending => Self::Pending,
+            TxState::Confirmed => Self::Confirmed,
+            TxState::Reverted => Self::Reverted,
+            TxState::Dropped => Self::Dropped,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransactionView {
+    pub id: Uuid,
+    pub chain: String,
+    pub tx_hash: String,
+    /// EIP-55 address.
+    pub from: String,
+    /// EIP-55 address.
+    pub to: String,
+    /// Decimal string.
+    pub value_wei: String,
+    /// Decimal string in native units.
+    pub value: String,
+    pub nonce: u64,
+    pub status: TxStatusView,
+    #[schema(required = true)]
+    pub block_number: Option<u64>,
+    #[schema(required = true)]
+    pub gas_used: Option<u64>,
+    #[schema(required = true)]
+    pub conversation_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&StoredTx> for TransactionView {
+    fn from(tx: &StoredTx) -> Self {
+        Self {
+            id: tx.id,
+            chain: tx.chain.clone(),
+            tx_hash: tx.tx_hash.clone(),
+            from: tx.from.to_checksum(None),
+            to: tx.to.to_checksum(None),
+            value_wei: tx.value_wei.to_string(),
+            value: format_units(tx.value_wei, 18),
+            nonce: tx.nonce,
+            status: tx.status.into(),
+            block_number: tx.block_number,
+            gas_used: tx.gas_used,
+            conversation_id: tx.conversation_id,
+            created_at: tx.created_at,
+            updated_at: tx.updated_at,
+        }
+    }
+}
