@@ -88,7 +88,7 @@ async fn measure_turns(state: &AppState, agent: &Agent, message: &str, tool_call
 }
 
 async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<TurnResult> {
-    let turn = runner::prepare(state, agent.clone(), None, message.to_string(), None)
+    let turn = runner::prepare(&state.chat_services(), agent.clone(), None, message.to_string(), None)
         .await
         .ok()?;
     let (events, mut receiver) = mpsc::channel::<ChatEvent>(256);
@@ -99,6 +99,6 @@ async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<Turn
         }
         count
     };
-    let (result, _events): (_, usize) = tokio::join!(runner::run_turn(state.clone(), turn, events), drain);
+    let (result, _events): (_, usize) = tokio::join!(runner::run_turn(state.chat_services(), turn, events), drain);
     result.ok()
 }

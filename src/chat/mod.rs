@@ -7,6 +7,22 @@ pub mod runner;
 
 pub use error::ChatError;
 
+use std::sync::Arc;
+
+use crate::llm::LlmProvider;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::tools::ToolServices;
+
+/// What a chat turn uses: the conversation store, the model, the tools, the turn metrics.
+#[derive(Clone)]
+pub struct ChatServices {
+    pub store: Arc<dyn Store>,
+    pub llm: Arc<dyn LlmProvider>,
+    pub tools: ToolServices,
+    pub metrics: Arc<Metrics>,
+}
+
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;

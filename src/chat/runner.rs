@@ -7,12 +7,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::{ChainCall, ChatError, ChatEvent, TurnResult, prompt};
+use super::{ChainCall, ChatError, ChatEvent, ChatServices, TurnResult, prompt};
 use crate::domain::agent::Agent;
 use crate::llm::{LlmError, LlmMessage, LlmRequest, Usage};
-use crate::state::AppState;
 use crate::store::{Conversation, Message, Role};
-use crate::tools::{self, ToolContext, ToolServices};
+use crate::tools::{self, ToolContext};
 
 /// Tool rounds before the model must answer in text.
 pub const MAX_TOOL_ROUNDS: usize = 5;
@@ -28,7 +27,7 @@ pub struct Turn {
 
 /// The checks that fail before a stream starts: the conversation exists and is the agent's.
 pub async fn prepare(
-    state: &AppState,
+    chat: &ChatServices,
     agent: Agent,
     conversation_id: Option<Uuid>,
     message: String,
@@ -36,7 +35,7 @@ pub async fn prepare(
 ) -> Result<Turn, ChatError> {
     let (conversation, is_new_conversation) = match conversation_id {
         Some(id) => {
-            let conversation = state.store.get_conversation(id).await?;
+            let conversation = chat.store.get_conversation(id).await?;
             if conversation.agent_id != agent.id {
                 return Err(ChatError::ForeignConversation);
             }
@@ -66,14 +65,17 @@ pub async fn prepare(
 }
 
 /// Runs the turn to the end, sending events as it goes. A closed event channel does not stop it.
-pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEvent>) -> Result<TurnResult, ChatError> {
+pub async fn run_turn(
+    chat: ChatServices,
+    turn: Turn,
+    events: mpsc::Sender<ChatEvent>,
+) -> Result<TurnResult, ChatError> {
     let conversation_id = turn.conversation.id;
     let earlier = if turn.is_new_conversation {
-        state.store.create_conversation(&turn.conversation).await?;
+        chat.store.create_conversation(&turn.conversation).await?;
         Vec::new()
     } else {
-        state
-            .store
+        chat.store
             .recent_messages(conversation_id, prompt::HISTORY_MESSAGES)
             .await?
     };
@@ -86,11 +88,11 @@ pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEven
         tokens_used: 0,
         created_at: crate::domain::now(),
     };
-    state.store.insert_message(&user_message).await?;
+    chat.store.insert_message(&user_message).await?;
     let _ = events.send(ChatEvent::Start { conversation_id }).await;
 
     let mut transcript = TurnTranscript::default();
-    let outcome = converse(&state, &turn, earlier, &events, &mut transcript).await;
+    let outcome = converse(&chat, &turn, earlier, &events, &mut transcript).await;
     let mut content = transcript.text.clone();
     if let Err(err) = &outcome {
         tracing::warn!(agent_id = %turn.agent.id, error = %err, "chat turn failed upstream");
@@ -108,8 +110,8 @@ pub async fn run_turn(state: AppState, turn: Turn, events: mpsc::Sender<ChatEven
         tokens_used: transcript.usage.total() as i64,
         created_at: crate::domain::now().max(user_message.created_at + chrono::Duration::microseconds(1)),
     };
-    state.store.insert_message(&assistant).await?;
-    state.metrics.record_turn(if outcome.is_ok() { "ok" } else { "error" });
+    chat.store.insert_message(&assistant).await?;
+    chat.metrics.record_turn(if outcome.is_ok() { "ok" } else { "error" });
     match outcome {
         Ok(()) => {
             let result = TurnResult {
@@ -144,7 +146,7 @@ struct TurnTranscript {
 }
 
 async fn converse(
-    state: &AppState,
+    chat: &ChatServices,
     turn: &Turn,
     earlier: Vec<Message>,
     events: &mpsc::Sender<ChatEvent>,
@@ -153,14 +155,8 @@ async fn converse(
     let context = prompt::context(&turn.agent, turn.connected_wallet.map(|a| a.to_checksum(None)));
     let mut messages = prompt::history(&earlier);
     messages.push(LlmMessage::User(turn.message.clone()));
-    let services = ToolServices::new(
-        state.store.clone(),
-        state.chains.clone(),
-        state.vault.clone(),
-        state.config.faults,
-    );
     let toolbox = ToolContext {
-        services: &services,
+        services: &chat.tools,
         agent: &turn.agent,
         connected_wallet: turn.connected_wallet,
         conversation_id: Some(turn.conversation.id),
@@ -178,7 +174,7 @@ async fn converse(
             tools,
             context: context.clone(),
         };
-        let response = complete_streaming(state, &request, events, &mut transcript.text).await?;
+        let response = complete_streaming(chat, &request, events, &mut transcript.text).await?;
         transcript.usage.prompt_tokens += response.usage.prompt_tokens;
         transcript.usage.completion_tokens += response.usage.completion_tokens;
         if response.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
@@ -199,8 +195,7 @@ async fn converse(
                 })
                 .await;
             let (result, duration_ms) = toolbox.execute(&call.name, &call.arguments).await;
-            state
-                .metrics
+            chat.metrics
                 .record_tool_call(&call.name, result.as_ref().map_or_else(|e| e.code, |_| "ok"));
             let (result, error) = match result {
                 Ok(value) => (value, None),
@@ -236,7 +231,7 @@ async fn converse(
 
 /// One provider call; its text deltas go out as `text_delta` events and into `text` as they arrive.
 async fn complete_streaming(
-    state: &AppState,
+    chat: &ChatServices,
     request: &LlmRequest,
     events: &mpsc::Sender<ChatEvent>,
     text: &mut String,
@@ -244,7 +239,7 @@ async fn complete_streaming(
     let streamed_before = text.len();
     let (tx, mut rx) = mpsc::channel::<String>(64);
     let completion = async move {
-        let result = state.llm.complete(request, &tx).await;
+        let result = chat.llm.complete(request, &tx).await;
         drop(tx);
         result
     };

@@ -64,7 +64,14 @@ async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Resu
         ),
         None => None,
     };
-    Ok(runner::prepare(state, agent, body.conversation_id, body.message, connected).await?)
+    Ok(runner::prepare(
+        &state.chat_services(),
+        agent,
+        body.conversation_id,
+        body.message,
+        connected,
+    )
+    .await?)
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
@@ -79,7 +86,7 @@ async fn chat(
     let turn = prepare(&state, token, body).await?;
     let (events, _) = mpsc::channel(1);
     // Spawned so that a client hanging up does not cancel the turn half-way.
-    let task = tokio::spawn(runner::run_turn(state, turn, events));
+    let task = tokio::spawn(runner::run_turn(state.chat_services(), turn, events));
     let result = task.await.map_err(AppError::internal)??;
     Ok(Json(result.into()))
 }
@@ -98,7 +105,7 @@ async fn chat_stream(
     let turn = prepare(&state, token, body).await?;
     let (events, receiver) = mpsc::channel(256);
     let open = state.metrics.chat_stream_opened();
-    tokio::spawn(runner::run_turn(state, turn, events));
+    tokio::spawn(runner::run_turn(state.chat_services(), turn, events));
     let stream = ReceiverStream::new(receiver).map(move |event: ChatEvent| {
         let _open = &open;
         let (name, data) = event.to_sse();

@@ -5,7 +5,6 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-
 use super::auth::ActiveAgent;
 use super::error::Result;
 use super::views::{ErrorBody, TransactionView};

@@ -7,7 +7,7 @@ use super::session::{Session, SessionError};
 use crate::domain::agent::Agent;
 use crate::state::AppState;
 use crate::store::AuditEvent;
-use crate::tools::{self, Effect, ToolContext, ToolError, ToolServices};
+use crate::tools::{self, Effect, ToolContext, ToolError};
 
 /// Protocol versions this server speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
@@ -229,12 +229,7 @@ impl Dispatcher {
                 return Err(e.into());
             }
         };
-        let services = ToolServices::new(
-            self.state.store.clone(),
-            self.state.chains.clone(),
-            self.state.vault.clone(),
-            self.state.config.faults,
-        );
+        let services = self.state.tool_services();
         let toolbox = ToolContext {
             services: &services,
             agent: &agent,
