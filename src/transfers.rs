@@ -98,6 +98,7 @@ impl Transfers {
     }
 
     /// Sends native tokens. Refusals create no transaction.
+    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn send_native(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let (from, value) = validate(&order)?;
         let client = self.chains.get(order.chain.name)?;

@@ -65,6 +65,7 @@ pub async fn prepare(
 }
 
 /// Runs the turn to the end, sending events as it goes. A closed event channel does not stop it.
+#[tracing::instrument(skip_all, fields(agent_id = %turn.agent.id, conversation_id = %turn.conversation.id))]
 pub async fn run_turn(
     chat: ChatServices,
     turn: Turn,

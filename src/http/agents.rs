@@ -118,6 +118,7 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
     responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = AgentCreatedView),
         (status = 400, body = ErrorBody), (status = 401, description = "ADMIN_TOKEN set and not given", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn create_agent(
     State(state): State<AppState>,
     _: AdminGuard,
@@ -198,6 +199,7 @@ struct ListParams {
 #[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListParams), security((), ("admin_token" = [])),
     responses((status = 200, description = "Summaries, newest first", body = Vec<AgentSummaryView>),
         (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn list_agents(
     State(state): State<AppState>,
     _: AdminGuard,
@@ -220,6 +222,7 @@ async fn list_agents(
     security(("agent_token" = [])),
     responses((status = 200, description = "The agent (also when inactive)", body = AgentDetailView),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<AgentDetailView> {
     Json(AgentDetailView::from(&agent))
 }
@@ -229,6 +232,7 @@ async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<AgentDetailView> {
     responses((status = 200, body = AgentDetailView), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn update_agent(
     State(state): State<AppState>,
     ActiveAgent(agent): ActiveAgent,
@@ -271,6 +275,7 @@ async fn update_agent(
     security(("agent_token" = [])),
     responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
     if !state.store.deactivate_agent(agent.id).await? {
         return Err(AppError::AgentInactive);
@@ -292,6 +297,7 @@ struct ExportKey {
     responses((status = 200, description = "The private key (audited)", body = ExportedKeyView),
         (status = 401, body = ErrorBody), (status = 403, description = "forbidden or export_disabled", body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn export_key(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,

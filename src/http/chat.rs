@@ -78,6 +78,7 @@ async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Resu
     responses((status = 200, body = ChatResponseView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody), (status = 502, body = ErrorBody), (status = 503, body = ErrorBody),
         (status = 504, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn chat(
     State(state): State<AppState>,
     token: AgentToken,
@@ -97,6 +98,7 @@ async fn chat(
         `tool_result {id, tool, result | error}`, `final {response, conversation_id, chain_calls, tokens_used, message_id}`, \
         `error {code, message}`; `: keepalive` comments while waiting"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn chat_stream(
     State(state): State<AppState>,
     token: AgentToken,

@@ -47,6 +47,7 @@ struct ListParams {
 #[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListParams), security(("agent_token" = [])),
     responses((status = 200, description = "Newest first", body = Vec<ConversationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn list_conversations(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
@@ -67,6 +68,7 @@ async fn list_conversations(
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<MessageView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn list_messages(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
@@ -80,6 +82,7 @@ async fn list_messages(
 #[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 204, description = "Deleted with its messages"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn delete_conversation(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,

@@ -55,6 +55,7 @@ async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: Socke
 #[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
     responses((status = 200, description = "A single-use challenge, valid 5 minutes", body = ChallengeView),
         (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 429, description = "rate_limited, with Retry-After", body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn issue_challenge(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -114,6 +115,7 @@ enum Proof {
         (status = 401, description = "invalid_proof", body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 410, body = ErrorBody), (status = 422, description = "validation_failed or challenge_expired", body = ErrorBody),
         (status = 429, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn reissue_token(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,

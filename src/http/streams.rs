@@ -47,6 +47,7 @@ struct StreamParams {
         description = "`event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, \
         block_number, gas_used, confirmations, explorer_url}`; `event: ping` on connect and after 15 s of silence"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
 async fn stream_conversation(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -17,6 +17,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/agents/{id}/transactions", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 200, description = "Transfers, newest first", body = Vec<TransactionView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn list_transactions(
     State(state): State<AppState>,
     ActiveAgent(agent): ActiveAgent,

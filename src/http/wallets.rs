@@ -31,6 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 200, description = "Per chain a balance or an error entry", body = BalancesView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<BalancesView> {
     let lookups = agent.wallet_addresses.iter().map(|(name, address)| {
         let state = &state;
@@ -75,6 +76,7 @@ struct FundRequest {
     request_body(content = Option<FundRequest>), security(("agent_token" = [])),
     responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = FundingView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn fund_agent(
     State(_): State<AppState>,
     ActiveAgent(agent): ActiveAgent,
