@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::chain::Chains;
 use crate::config::{Config, DatabaseKind, LlmProviderKind};
-use crate::confirmations::Watcher;
+use crate::confirmations::{Watcher, WatcherState};
 use crate::events::EventBus;
 use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
@@ -28,18 +28,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
 pub struct App {
     listener: TcpListener,
     state: AppState,
-    pg_pool: Option<sqlx::PgPool>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
-/// An opened store, with the PostgreSQL pool when there is one (for `LISTEN`).
-pub struct OpenedStore {
-    pub store: Arc<dyn Store>,
-    pub pg_pool: Option<sqlx::PgPool>,
-}
-
 /// Opens the configured database and applies the embedded migrations.
-pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.database.url.expose_secret();
     Ok(match &config.database.kind {
         DatabaseKind::Sqlite(path) => {
@@ -47,10 +40,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
                 .await
                 .context("cannot open the SQLite database")?;
             store.migrate().await.context("cannot migrate the SQLite database")?;
-            OpenedStore {
-                store: Arc::new(store),
-                pg_pool: None,
-            }
+            Arc::new(store)
         }
         DatabaseKind::Postgres => {
             let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
@@ -58,26 +48,21 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
                 .migrate()
                 .await
                 .context("cannot migrate the PostgreSQL database")?;
-            OpenedStore {
-                pg_pool: Some(store.pool().clone()),
-                store: Arc::new(store),
-            }
+            Arc::new(store)
         }
     })
 }
 
-/// The shared state of a service process, with what owns its lifetime: the shutdown sender and, on PostgreSQL,
-/// the pool the event listener uses.
+/// The shared state of a service process, with what owns its lifetime: the shutdown sender.
 pub struct BuiltState {
     pub state: AppState,
-    pub pg_pool: Option<sqlx::PgPool>,
     /// Sending `true` ends streams and workers; keep it alive as long as the state is used.
     pub stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
 pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
-    let OpenedStore { store, pg_pool } = open_store(&config).await?;
+    let store = open_store(&config).await?;
     let vault = match &config.security.encryption_key {
         Some(key) => Vault::new(key),
         None => Vault::new(&vault::load_or_create_key_file(&config.database.data_dir)?),
@@ -104,22 +89,17 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     };
     // Checks each node's chain id in the background: a node that is down never delays the start.
     state.chains.verify_at_start();
-    Ok(BuiltState { state, pg_pool, stop })
+    Ok(BuiltState { state, stop })
 }
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         let bind_addr = config.server.bind_addr;
-        let BuiltState { state, pg_pool, stop } = build_state(config).await?;
+        let BuiltState { state, stop } = build_state(config).await?;
         let listener = TcpListener::bind(bind_addr)
             .await
             .with_context(|| format!("cannot listen on {bind_addr}"))?;
-        Ok(App {
-            listener,
-            state,
-            pg_pool,
-            stop,
-        })
+        Ok(App { listener, state, stop })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -133,7 +113,7 @@ impl App {
     /// Serves until `shutdown` completes: then stops the watchers, ends the streams and finishes in-flight requests.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         tracing::info!("listening on {}", self.local_addr());
-        self.spawn_workers();
+        self.spawn_workers().await;
         let stop = self.stop;
         let mut stopping = stop.subscribe();
         let shutdown = async move {
@@ -163,20 +143,24 @@ impl App {
 }
 
 impl App {
-    /// Starts one confirmation watcher per configured chain and, on PostgreSQL, the event listener.
-    fn spawn_workers(&self) {
+    /// Starts the event feed into the bus, then one confirmation watcher per configured chain (the feed first, so
+    /// that no settlement is committed before it follows).
+    async fn spawn_workers(&self) {
+        let feed = self.state.store.event_feed().await;
+        tokio::spawn(crate::events::forward(
+            feed,
+            self.state.events.clone(),
+            self.state.shutdown.clone(),
+        ));
+        let watching = WatcherState {
+            store: self.state.store.clone(),
+            chains: self.state.chains.clone(),
+            interval: self.state.config.chains.watcher_interval,
+            drop_after: self.state.config.chains.tx_drop_after,
+        };
         for chain in self.state.chains.configured_names() {
-            let watcher = Watcher::new(self.state.clone(), chain);
+            let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
-        }
-        if let Some(pool) = &self.pg_pool {
-            let (store, bus) = (self.state.store.clone(), self.state.events.clone());
-            tokio::spawn(crate::events::listen_postgres(
-                pool.clone(),
-                store,
-                bus,
-                self.state.shutdown.clone(),
-            ));
         }
     }
 }

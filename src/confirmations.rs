@@ -1,22 +1,35 @@
 //! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`), re-broadcasts
-//! those that never reached a node, stores an event and a conversation message per change, and publishes it.
+//! those that never reached a node, and stores an event and a conversation message per change (the store's event
+//! feed announces the event once committed).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use alloy::primitives::{TxHash, U256};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError};
+use crate::chain::{ChainClient, ChainError, Chains};
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::transaction::{StoredTx, TxState};
-use crate::state::AppState;
+use crate::store::Store;
 use crate::store::{Message, Role, Settlement};
+
+/// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
+#[derive(Clone)]
+pub struct WatcherState {
+    pub store: Arc<dyn Store>,
+    pub chains: Arc<Chains>,
+    /// The pause between rounds.
+    pub interval: Duration,
+    /// How long a broadcast transfer may stay unseen before it is sent again or dropped.
+    pub drop_after: Duration,
+}
 
 /// Watches one chain.
 pub struct Watcher {
-    state: AppState,
+    state: WatcherState,
     chain: &'static str,
     /// Transfers stored before this moment were left by an earlier process (a crash): they are sent again at once.
     started_at: chrono::DateTime<chrono::Utc>,
@@ -27,7 +40,7 @@ pub struct Watcher {
 const SENDER_GRACE: Duration = Duration::from_secs(5);
 
 impl Watcher {
-    pub fn new(state: AppState, chain: &'static str) -> Self {
+    pub fn new(state: WatcherState, chain: &'static str) -> Self {
         Watcher {
             state,
             chain,
@@ -37,7 +50,7 @@ impl Watcher {
 
     /// Polls until `stop` turns true.
     pub async fn run_until_stopped(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let interval = self.state.config.chains.watcher_interval;
+        let interval = self.state.interval;
         loop {
             if let Err(e) = self.poll_once().await {
                 tracing::warn!(chain = self.chain, error = %e, "confirmation watcher round failed");
@@ -119,7 +132,7 @@ impl Watcher {
             };
         }
         let age = crate::domain::now() - tx.updated_at;
-        if age.to_std().unwrap_or_default() < self.state.config.chains.tx_drop_after {
+        if age.to_std().unwrap_or_default() < self.state.drop_after {
             return Ok(false);
         }
         match crate::transfers::rebroadcast(client, tx).await {
@@ -193,9 +206,8 @@ impl Watcher {
             .settle_transaction(tx.id, s, event, message.as_ref())
             .await?
         {
-            Some(record) => {
+            Some(_) => {
                 tracing::info!(tx_id = %tx.id, chain = self.chain, status = s.status.as_str(), "transfer settled");
-                self.state.events.publish(record);
                 Ok(true)
             }
             None => Ok(false),

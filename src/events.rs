@@ -1,11 +1,13 @@
-//! The event bus: stored events (confirmations) fanned out to stream subscribers on this instance, and, on
-//! PostgreSQL, woken by `LISTEN/NOTIFY` so that events produced by any instance reach every instance.
+//! The event bus: stored events (confirmations) fanned out to stream subscribers on this instance. What reaches
+//! it comes from the store's event feed (`EventStore::event_feed`), which on PostgreSQL also carries the events
+//! of other instances.
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use tokio::sync::broadcast;
 
-use crate::store::{EventRecord, Store};
+use crate::store::{EventFeed, EventRecord};
 
 /// Live events of this instance. Subscribers filter by conversation and skip ids they already sent.
 #[derive(Debug, Clone)]
@@ -36,42 +38,16 @@ impl EventBus {
     }
 }
 
-/// Follows `NOTIFY agentd_events` and publishes each event it names, read back from the store.
-pub async fn listen_postgres(
-    pool: sqlx::PgPool,
-    store: Arc<dyn Store>,
-    bus: EventBus,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for events; streams will only see this instance's events");
-            return;
-        }
-    };
-    if let Err(e) = listener.listen(crate::store::EVENTS_CHANNEL).await {
-        tracing::error!(error = %e, "cannot listen for events");
-        return;
-    }
+/// Publishes what the store's event feed delivers (events committed by any instance) until `stop` turns true.
+pub async fn forward(mut feed: EventFeed, bus: EventBus, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
-        let notification = tokio::select! {
-            n = listener.recv() => n,
-            _ = stop.changed() => return,
+        let next = tokio::select! {
+            next = feed.next() => next,
+            _ = stop.wait_for(|stopped| *stopped) => return,
         };
-        match notification {
-            Ok(n) => {
-                let Ok(id) = n.payload().parse::<i64>() else { continue };
-                match store.event_by_id(id).await {
-                    Ok(Some(event)) => bus.publish(event),
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(error = %e, "cannot read a notified event"),
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "event listener interrupted; reconnecting");
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            }
+        match next {
+            Some(event) => bus.publish(event),
+            None => return,
         }
     }
 }

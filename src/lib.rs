@@ -17,7 +17,7 @@ pub mod config;
 pub mod confirmations;
 /// Plain domain types and rules.
 pub mod domain;
-/// The live event bus (and PostgreSQL LISTEN/NOTIFY).
+/// The live event bus, fed by the store.
 pub mod events;
 /// The HTTP API.
 pub mod http;

@@ -1,22 +1,29 @@
-//! Persistence behind one `Store` trait, with SQLite and PostgreSQL implementations chosen by URL scheme.
+//! Persistence behind small traits, one per aggregate, with a SQLite and a PostgreSQL implementation chosen by
+//! URL scheme. `Store` is all of them together, so callers hold one `Arc<dyn Store>`; bring the methods into scope
+//! with `use crate::store::prelude::*;`.
 
+mod feed;
 mod locks;
+mod model;
 mod postgres;
-mod rows;
-mod sql;
+mod shared;
 mod sqlite;
 
 use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-pub use postgres::{EVENTS_CHANNEL, PgStore};
+pub use feed::EventFeed;
+pub use model::{
+    AgentUpdate, AuditEvent, Challenge, Conversation, EventRecord, Message, NewAgent, ReissueProof, Reservation, Role,
+    Settlement, SignFn, SignedTx, TransferRequest,
+};
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
-use crate::domain::agent::{Agent, Capability};
+use crate::domain::agent::Agent;
 use crate::domain::transaction::StoredTx;
 use crate::vault::EncryptedKey;
 
@@ -39,156 +46,38 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Everything written when an agent is created, in one transaction.
-#[derive(Debug)]
-pub struct NewAgent {
-    pub agent: Agent,
-    pub key: EncryptedKey,
-    pub token_hash: String,
-}
-
-/// A partial update; `None` leaves the field as it is.
-#[derive(Debug, Default)]
-pub struct AgentUpdate {
-    pub name: Option<String>,
-    pub description: Option<Option<String>>,
-    pub chains: Option<Vec<String>>,
-    pub capabilities: Option<Vec<Capability>>,
-    pub spending_cap_wei: Option<U256>,
-    pub owner_addresses: Option<BTreeMap<String, Address>>,
-}
-
-/// A stored reissue challenge.
-#[derive(Debug, Clone)]
-pub struct Challenge {
-    pub nonce: String,
-    pub agent_id: Uuid,
-    pub message: String,
-    pub expires_at: DateTime<Utc>,
-    pub used: bool,
-}
-
-/// How a reissue proves ownership; checked and consumed inside the same transaction as the token swap.
-#[derive(Debug)]
-pub enum ReissueProof<'a> {
-    /// The hash of the current token, which must be live and belong to the agent.
-    CurrentToken { token_hash: &'a str },
-    /// A challenge nonce, which must be unused.
-    Challenge { nonce: &'a str },
-}
-
-/// An audit record: who did what to which agent (never secrets).
-#[derive(Debug, Clone)]
-pub struct AuditEvent {
-    pub agent_id: Uuid,
-    pub action: &'static str,
-    pub actor: String,
-    pub detail: serde_json::Value,
-}
-
-/// A conversation summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Conversation {
-    pub id: Uuid,
-    pub agent_id: Uuid,
-    pub title: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub message_count: i64,
-}
-
-/// One stored message. `chain_calls` is the JSON array of the turn's tool calls (empty for user messages).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    pub id: Uuid,
-    pub conversation_id: Uuid,
-    pub role: Role,
-    pub content: String,
-    pub chain_calls: serde_json::Value,
-    pub tokens_used: i64,
-    pub created_at: DateTime<Utc>,
-}
-
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-}
-
-/// A transfer to reserve: the cap check, nonce allocation and insert happen in one database transaction.
-#[derive(Debug, Clone)]
-pub struct TransferRequest {
-    pub id: Uuid,
-    pub agent_id: Uuid,
-    pub chain: String,
-    pub conversation_id: Option<Uuid>,
-    pub from: Address,
-    pub to: Address,
-    pub value_wei: U256,
-    pub gas_limit: u64,
-    pub max_fee_per_gas: u128,
-    /// `value + gas_limit * max_fee_per_gas`.
-    pub reserved_wei: U256,
-    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
-    pub node_nonce: Option<u64>,
-}
-
-/// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
-#[derive(Clone)]
-pub struct SignedTx {
-    pub raw: Vec<u8>,
-    pub hash: String,
-}
-
-/// Signs the transfer for a nonce, inside the reserving transaction.
-pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync);
-
-/// The outcome of a reservation.
-#[derive(Debug)]
-pub enum Reservation {
-    Reserved(Box<StoredTx>),
-    CapExceeded { cap: U256, spent: U256 },
-}
-
-/// How a transfer ended, as the watcher saw it.
-#[derive(Debug, Clone)]
-pub struct Settlement {
-    pub status: crate::domain::transaction::TxState,
-    pub block_number: Option<u64>,
-    pub gas_used: Option<u64>,
-    pub actual_cost_wei: Option<U256>,
-}
-
-/// A stored event (a confirmation), with its increasing id.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventRecord {
-    pub id: i64,
-    pub conversation_id: Option<Uuid>,
-    pub agent_id: Uuid,
-    pub kind: String,
-    pub payload: serde_json::Value,
-}
-
 /// Held while one (agent, chain) sends: reserve -> sign -> store -> broadcast is not interleaved with another send,
 /// so a refused broadcast can give its nonce back without leaving a gap. Dropping it releases the lock.
 pub trait SendGuard: Send {}
 
-/// The persistence operations of the service.
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    async fn ping(&self) -> StoreResult<()>;
+/// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
+pub mod prelude {
+    pub use super::{
+        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, Store, TokenStore, TransferStore,
+    };
+}
 
+/// Every aggregate's operations: what the service holds as `Arc<dyn Store>`.
+pub trait Store:
+    HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore
+{
+}
+
+impl<T> Store for T where
+    T: HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore
+{
+}
+
+/// Whether the database answers.
+#[async_trait]
+pub trait HealthStore: Send + Sync + 'static {
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Agents with their wallet keys, wallet and owner addresses.
+#[async_trait]
+pub trait AgentStore: Send + Sync + 'static {
+    /// The agent, its key, addresses and first token, in one transaction.
     async fn create_agent(&self, new: &NewAgent) -> StoreResult<()>;
     /// Newest first; without wallet and owner addresses.
     async fn list_agents(&self, limit: i64, offset: i64) -> StoreResult<Vec<Agent>>;
@@ -199,19 +88,24 @@ pub trait Store: Send + Sync + 'static {
     async fn update_agent(&self, id: Uuid, update: &AgentUpdate, wallet_address: Address) -> StoreResult<Agent>;
     /// Soft delete; `false` when it was already inactive.
     async fn deactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
+    async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey>;
+}
 
+/// Access tokens (hashes only) and reissue challenges.
+#[async_trait]
+pub trait TokenStore: Send + Sync + 'static {
     /// The agent owning a live token with this hash.
     async fn agent_for_token(&self, token_hash: &str) -> StoreResult<Option<Uuid>>;
-    async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey>;
-
     async fn insert_challenge(&self, challenge: &Challenge) -> StoreResult<()>;
     async fn get_challenge(&self, nonce: &str) -> StoreResult<Option<Challenge>>;
     /// Atomically consumes the proof, revokes every live token of the agent and stores the new hash.
     /// `false` when the proof was no longer valid (token superseded, challenge used meanwhile).
     async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool>;
+}
 
-    async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
-
+/// Conversations and their messages.
+#[async_trait]
+pub trait ConversationStore: Send + Sync + 'static {
     async fn create_conversation(&self, conversation: &Conversation) -> StoreResult<()>;
     async fn get_conversation(&self, id: Uuid) -> StoreResult<Conversation>;
     /// Newest first.
@@ -222,12 +116,15 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_message(&self, message: &Message) -> StoreResult<()>;
     /// The newest `limit` messages, returned oldest first.
     async fn recent_messages(&self, conversation_id: Uuid, limit: i64) -> StoreResult<Vec<Message>>;
+}
 
+/// Outgoing transfers: reservations under the cap, nonces, send and watcher locks, settlement.
+#[async_trait]
+pub trait TransferStore: Send + Sync + 'static {
     /// Newest first, optionally for one chain.
     async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>>;
     /// What counts against the cap per chain (actual costs, reservations of open transfers).
     async fn spent_by_chain(&self, agent_id: Uuid) -> StoreResult<BTreeMap<String, U256>>;
-
     /// Stored transfers per status (for metrics).
     async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>>;
     /// Serialises sends of one (agent, chain), across instances on PostgreSQL.
@@ -243,8 +140,8 @@ pub trait Store: Send + Sync + 'static {
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()>;
     /// Transfers still `signed` or `pending` on a chain, by nonce.
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
-    /// Settles an open transfer, storing its event and conversation message in the same transaction.
-    /// `None` when it was no longer open (settled elsewhere).
+    /// Settles an open transfer, storing its event and conversation message in the same transaction, and hands
+    /// the event to the event feed once committed. `None` when it was no longer open (settled elsewhere).
     async fn settle_transaction(
         &self,
         id: Uuid,
@@ -252,9 +149,24 @@ pub trait Store: Send + Sync + 'static {
         event: serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>>;
+    /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
+    async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
+}
+
+/// Stored events (confirmations) and the live feed of new ones.
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
     /// Events of a conversation after `after_id`, oldest first.
     async fn events_after(&self, conversation_id: Uuid, after_id: i64, limit: i64) -> StoreResult<Vec<EventRecord>>;
     async fn event_by_id(&self, id: i64) -> StoreResult<Option<EventRecord>>;
-    /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
-    async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
+    /// Events stored from now on by any instance sharing the database, as they commit. SQLite serves it in-process
+    /// (one instance per file); PostgreSQL adds `LISTEN/NOTIFY`, and falls back to this instance's events (with an
+    /// error in the log) when it cannot listen. The feed may repeat an event; consumers skip ids they have seen.
+    async fn event_feed(&self) -> EventFeed;
+}
+
+/// Who did what to which agent.
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
+    async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
 }

@@ -160,26 +160,65 @@ async fn create_postgres_database(admin_url: &str) -> String {
 impl Drop for TestApp {
     /// Drops the test's PostgreSQL database (a few MB each) so that test runs do not pile them up.
     fn drop(&mut self) {
-        let Some((admin_url, name)) = self.postgres_database.take() else {
-            return;
-        };
-        // The test's runtime is busy dropping us: use a runtime of our own on another thread.
-        let dropped = std::thread::spawn(move || {
-            use sqlx::{Connection, Executor};
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
-                // FORCE closes the connections the app's pool still holds.
-                let sql = format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#);
-                conn.execute(sqlx::AssertSqlSafe(sql)).await.ok()?;
-                conn.close().await.ok()
-            })
-        });
-        let _ = dropped.join();
+        if let Some((admin_url, name)) = self.postgres_database.take() {
+            drop_postgres_database(admin_url, name);
+        }
     }
+}
+
+/// A fresh database for tests that open the store themselves, as the app does: a SQLite file in `dir`, or a new
+/// PostgreSQL database when `TEST_POSTGRES_URL` is set (dropped with this value).
+pub struct TestDatabase {
+    /// The harness configuration pointing at this database.
+    pub config: Config,
+    /// Holds the SQLite file; removed when the test ends.
+    _dir: TempDir,
+    postgres_database: Option<(String, String)>,
+}
+
+pub async fn test_database() -> TestDatabase {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let mut vars = base_vars(&dir);
+    let mut postgres_database = None;
+    if let Some(admin_url) = postgres_admin_url() {
+        let name = create_postgres_database(&admin_url).await;
+        vars.insert("DATABASE_URL".into(), with_database_name(&admin_url, &name));
+        postgres_database = Some((admin_url, name));
+    }
+    let config = Config::from_vars(vars).expect("the test configuration is valid");
+    TestDatabase {
+        config,
+        _dir: dir,
+        postgres_database,
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if let Some((admin_url, name)) = self.postgres_database.take() {
+            drop_postgres_database(admin_url, name);
+        }
+    }
+}
+
+/// Drops a test's PostgreSQL database (a few MB each) so that test runs do not pile them up.
+fn drop_postgres_database(admin_url: String, name: String) {
+    // The test's runtime is busy dropping us: use a runtime of our own on another thread.
+    let dropped = std::thread::spawn(move || {
+        use sqlx::{Connection, Executor};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
+            // FORCE closes the connections the app's pool still holds.
+            let sql = format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#);
+            conn.execute(sqlx::AssertSqlSafe(sql)).await.ok()?;
+            conn.close().await.ok()
+        })
+    });
+    let _ = dropped.join();
 }
 
 /// Replaces the database name (the path) of a `postgres://` URL, keeping its query string.

@@ -20,6 +20,7 @@ mod openai_chat;
 mod openapi;
 mod reissue;
 mod secrets;
+mod store;
 mod transfer_concurrency;
 mod transfer_recovery;
 mod transfers;

@@ -1,22 +1,34 @@
-//! The PostgreSQL backend: a connection pool; row locks where read-then-write must not interleave.
+//! The PostgreSQL backend: a connection pool; row locks where read-then-write must not interleave; advisory locks
+//! and `LISTEN/NOTIFY` so that several instances can share one database.
+
+mod agents;
+mod conversations;
+mod events;
+mod listener;
+mod tokens;
+mod transfers;
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 
+use super::feed::LocalFeed;
 use super::locks::LocalLocks;
-use super::sql::impl_store;
+use super::{HealthStore, SendGuard, StoreResult};
 
 /// PostgreSQL-backed store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
     locks: LocalLocks,
+    /// Events this instance committed; other instances' arrive by `LISTEN` (see `listener`).
+    feed: LocalFeed,
 }
 
 impl PgStore {
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
@@ -25,19 +37,16 @@ impl PgStore {
         Ok(PgStore {
             pool,
             locks: LocalLocks::default(),
+            feed: LocalFeed::default(),
         })
     }
 
-    pub async fn migrate(&self) -> Result<(), StoreError> {
+    pub async fn migrate(&self) -> StoreResult<()> {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
         Ok(())
     }
 
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
+    async fn send_lock(&self, name: &str) -> StoreResult<Box<dyn SendGuard>> {
         // First the instance's own lock, so that waiting tasks do not each hold a pooled connection.
         let local = self.locks.lock(name).await;
         let mut conn = self.pool.acquire().await?;
@@ -53,7 +62,7 @@ impl PgStore {
         }))
     }
 
-    async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
+    async fn try_lock(&self, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         let Some(local) = self.locks.try_lock(name) else {
             return Ok(None);
         };
@@ -68,13 +77,21 @@ impl PgStore {
                 conn: Some(conn),
                 key,
                 _local: local,
-            }) as Box<dyn super::SendGuard>
+            }) as Box<dyn SendGuard>
         }))
     }
 
     /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         self.pool.begin().await
+    }
+}
+
+#[async_trait]
+impl HealthStore for PgStore {
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 }
 
@@ -98,7 +115,7 @@ async fn notify_event(conn: &mut sqlx::PgConnection, id: i64) -> Result<(), sqlx
 }
 
 /// The `LISTEN/NOTIFY` channel that carries new event ids.
-pub const EVENTS_CHANNEL: &str = "agentd_events";
+const EVENTS_CHANNEL: &str = "agentd_events";
 
 fn lock_key(name: &str) -> i64 {
     use sha2::{Digest, Sha256};
@@ -113,7 +130,7 @@ struct AdvisoryLock {
     _local: tokio::sync::OwnedMutexGuard<()>,
 }
 
-impl super::SendGuard for AdvisoryLock {}
+impl SendGuard for AdvisoryLock {}
 
 impl Drop for AdvisoryLock {
     fn drop(&mut self) {
@@ -131,5 +148,3 @@ impl Drop for AdvisoryLock {
         });
     }
 }
-
-impl_store!(PgStore, Postgres);

@@ -1,14 +1,23 @@
-//! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`).
+//! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`). One
+//! instance serves a file, so its locks and its event feed are in-process.
+
+mod agents;
+mod conversations;
+mod events;
+mod tokens;
+mod transfers;
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use super::feed::LocalFeed;
 use super::locks::LocalLocks;
-use super::sql::impl_store;
+use super::{HealthStore, SendGuard, StoreError, StoreResult};
 
 /// SQLite-backed store.
 #[derive(Debug, Clone)]
@@ -16,11 +25,13 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// In-process locks by name: one SQLite file is served by one instance.
     locks: LocalLocks,
+    /// Committed events, announced to this instance's feeds.
+    feed: LocalFeed,
 }
 
 impl SqliteStore {
     /// Opens (creating the file and its directory if needed) and migrates the database.
-    pub async fn connect(url: &str, path: &Path) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str, path: &Path) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", dir.display())))?;
@@ -38,40 +49,34 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             locks: LocalLocks::default(),
+            feed: LocalFeed::default(),
         })
     }
 
-    pub async fn migrate(&self) -> Result<(), StoreError> {
+    pub async fn migrate(&self) -> StoreResult<()> {
         sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
         Ok(())
     }
 
-    /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
-    /// sequences (caps, nonces, single-use challenges) cannot interleave.
-    async fn send_lock(&self, name: &str) -> Result<Box<dyn super::SendGuard>, StoreError> {
+    async fn send_lock(&self, name: &str) -> StoreResult<Box<dyn SendGuard>> {
         Ok(Box::new(self.locks.lock(name).await))
     }
 
-    async fn try_lock(&self, name: &str) -> Result<Option<Box<dyn super::SendGuard>>, StoreError> {
-        Ok(self
-            .locks
-            .try_lock(name)
-            .map(|g| Box::new(g) as Box<dyn super::SendGuard>))
+    fn try_lock(&self, name: &str) -> Option<Box<dyn SendGuard>> {
+        self.locks.try_lock(name).map(|g| Box::new(g) as Box<dyn SendGuard>)
     }
 
+    /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
+    /// sequences (caps, nonces, single-use challenges) cannot interleave and no row lock is needed.
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
         self.pool.begin_with("BEGIN IMMEDIATE").await
     }
 }
 
-/// SQLite has one writer at a time and `begin_write` already holds it: no row lock is needed.
-async fn lock_agent(_conn: &mut sqlx::SqliteConnection, _id: uuid::Uuid) -> Result<(), sqlx::Error> {
-    Ok(())
+#[async_trait]
+impl HealthStore for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
 }
-
-/// Events reach subscribers of this instance directly; there is no other instance to tell.
-async fn notify_event(_conn: &mut sqlx::SqliteConnection, _id: i64) -> Result<(), sqlx::Error> {
-    Ok(())
-}
-
-impl_store!(SqliteStore, Sqlite);

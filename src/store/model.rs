@@ -1,0 +1,174 @@
+//! The values the store reads and writes: what callers hand in (`NewAgent`, `TransferRequest`, ...) and the
+//! records they get back (`Conversation`, `Message`, `EventRecord`, ...). Plain data, no I/O.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::{Address, U256};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::domain::agent::{Agent, Capability};
+use crate::domain::transaction::StoredTx;
+use crate::vault::EncryptedKey;
+
+/// Everything written when an agent is created, in one transaction.
+#[derive(Debug)]
+pub struct NewAgent {
+    pub agent: Agent,
+    pub key: EncryptedKey,
+    pub token_hash: String,
+}
+
+/// A partial update; `None` leaves the field as it is.
+#[derive(Debug, Default)]
+pub struct AgentUpdate {
+    pub name: Option<String>,
+    pub description: Option<Option<String>>,
+    pub chains: Option<Vec<String>>,
+    pub capabilities: Option<Vec<Capability>>,
+    pub spending_cap_wei: Option<U256>,
+    pub owner_addresses: Option<BTreeMap<String, Address>>,
+}
+
+impl AgentUpdate {
+    /// Sets the agent's own columns that the update names (addresses live in their own tables).
+    pub fn apply_to(&self, agent: &mut Agent) {
+        if let Some(name) = &self.name {
+            agent.name = name.clone();
+        }
+        if let Some(description) = &self.description {
+            agent.description = description.clone();
+        }
+        if let Some(chains) = &self.chains {
+            agent.chains = chains.clone();
+        }
+        if let Some(capabilities) = &self.capabilities {
+            agent.capabilities = capabilities.clone();
+        }
+        if let Some(cap) = self.spending_cap_wei {
+            agent.spending_cap_wei = cap;
+        }
+    }
+}
+
+/// A stored reissue challenge.
+#[derive(Debug, Clone)]
+pub struct Challenge {
+    pub nonce: String,
+    pub agent_id: Uuid,
+    pub message: String,
+    pub expires_at: DateTime<Utc>,
+    pub used: bool,
+}
+
+/// How a reissue proves ownership; checked and consumed inside the same transaction as the token swap.
+#[derive(Debug)]
+pub enum ReissueProof<'a> {
+    /// The hash of the current token, which must be live and belong to the agent.
+    CurrentToken { token_hash: &'a str },
+    /// A challenge nonce, which must be unused.
+    Challenge { nonce: &'a str },
+}
+
+/// An audit record: who did what to which agent (never secrets).
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    pub agent_id: Uuid,
+    pub action: &'static str,
+    pub actor: String,
+    pub detail: serde_json::Value,
+}
+
+/// A conversation summary (read straight from its row).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Conversation {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub title: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub message_count: i64,
+}
+
+/// One stored message. `chain_calls` is the JSON array of the turn's tool calls (empty for user messages).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub role: Role,
+    pub content: String,
+    pub chain_calls: serde_json::Value,
+    pub tokens_used: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// A transfer to reserve: the cap check, nonce allocation and insert happen in one database transaction.
+#[derive(Debug, Clone)]
+pub struct TransferRequest {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: String,
+    pub conversation_id: Option<Uuid>,
+    pub from: Address,
+    pub to: Address,
+    pub value_wei: U256,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    /// `value + gas_limit * max_fee_per_gas`.
+    pub reserved_wei: U256,
+    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
+    pub node_nonce: Option<u64>,
+}
+
+/// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
+#[derive(Clone)]
+pub struct SignedTx {
+    pub raw: Vec<u8>,
+    pub hash: String,
+}
+
+/// Signs the transfer for a nonce, inside the reserving transaction.
+pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync);
+
+/// The outcome of a reservation.
+#[derive(Debug)]
+pub enum Reservation {
+    Reserved(Box<StoredTx>),
+    CapExceeded { cap: U256, spent: U256 },
+}
+
+/// How a transfer ended, as the watcher saw it.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    pub status: crate::domain::transaction::TxState,
+    pub block_number: Option<u64>,
+    pub gas_used: Option<u64>,
+    pub actual_cost_wei: Option<U256>,
+}
+
+/// A stored event (a confirmation), with its increasing id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub conversation_id: Option<Uuid>,
+    pub agent_id: Uuid,
+    pub kind: String,
+    pub payload: serde_json::Value,
+}

@@ -1,0 +1,101 @@
+//! PostgreSQL: conversations and their messages.
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::store::shared::{self, CONVERSATION_SELECT, MESSAGE_COLUMNS, MessageRow};
+use crate::store::{Conversation, ConversationStore, Message, StoreError, StoreResult};
+
+#[async_trait]
+impl ConversationStore for PgStore {
+    async fn create_conversation(&self, c: &Conversation) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(c.id)
+        .bind(c.agent_id)
+        .bind(&c.title)
+        .bind(c.created_at)
+        .bind(c.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn get_conversation(&self, id: Uuid) -> StoreResult<Conversation> {
+        let row: Option<Conversation> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("{CONVERSATION_SELECT} WHERE c.id = $1")))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.ok_or(StoreError::ConversationNotFound)
+    }
+
+    async fn list_conversations(&self, agent_id: Uuid) -> StoreResult<Vec<Conversation>> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{CONVERSATION_SELECT} WHERE c.agent_id = $1 ORDER BY c.created_at DESC, c.id DESC"
+        )))
+        .bind(agent_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM messages WHERE conversation_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query("DELETE FROM conversations WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_message(&self, m: &Message) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        insert_message_in(&mut tx, m).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn recent_messages(&self, conversation_id: Uuid, limit: i64) -> StoreResult<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 \
+             ORDER BY created_at DESC, role ASC LIMIT $2"
+        )))
+        .bind(conversation_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut messages = shared::convert(rows, MessageRow::into_message)?;
+        messages.reverse();
+        Ok(messages)
+    }
+}
+
+/// Appends a message inside the caller's transaction and marks its conversation as updated.
+pub(super) async fn insert_message_in(conn: &mut PgConnection, m: &Message) -> StoreResult<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    )))
+    .bind(m.id)
+    .bind(m.conversation_id)
+    .bind(m.role.as_str())
+    .bind(&m.content)
+    .bind(m.chain_calls.to_string())
+    .bind(m.tokens_used)
+    .bind(m.created_at)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
+        .bind(m.created_at)
+        .bind(m.conversation_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! The PostgreSQL event feed: this instance's committed events, merged with the ids other instances announce by
+//! `NOTIFY` (read back from the table), each event once.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::StreamExt;
+use sqlx::postgres::{PgListener, PgNotification};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::{EVENTS_CHANNEL, PgStore};
+use crate::store::{EventFeed, EventRecord, EventStore};
+
+/// How many recent ids a feed remembers to drop the second copy (local announce and notification) of an event.
+const REMEMBERED: usize = 256;
+
+/// Listens on its own connection. Without one, the feed carries this instance's events only (and says so in the log).
+pub(super) async fn event_feed(store: &PgStore) -> EventFeed {
+    // Follow the local side before listening, so nothing committed in between is missed.
+    let local = store.feed.receiver();
+    let listener = match listen(store).await {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for events; streams will only see this instance's events");
+            None
+        }
+    };
+    let follower = Follower {
+        store: store.clone(),
+        local,
+        listener,
+        seen: VecDeque::with_capacity(REMEMBERED),
+    };
+    futures::stream::unfold(follower, |mut f| async move { f.next().await.map(|e| (e, f)) }).boxed()
+}
+
+async fn listen(store: &PgStore) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(&store.pool).await?;
+    listener.listen(EVENTS_CHANNEL).await?;
+    Ok(listener)
+}
+
+struct Follower {
+    store: PgStore,
+    local: broadcast::Receiver<EventRecord>,
+    listener: Option<PgListener>,
+    seen: VecDeque<i64>,
+}
+
+enum Heard {
+    Local(Result<EventRecord, RecvError>),
+    Notified(Result<PgNotification, sqlx::Error>),
+}
+
+impl Follower {
+    /// The next event not sent before; `None` only when the store is gone.
+    async fn next(&mut self) -> Option<EventRecord> {
+        loop {
+            let heard = match self.listener.as_mut() {
+                Some(listener) => tokio::select! {
+                    local = self.local.recv() => Heard::Local(local),
+                    notified = listener.recv() => Heard::Notified(notified),
+                },
+                None => Heard::Local(self.local.recv().await),
+            };
+            let event = match heard {
+                Heard::Local(Ok(event)) => event,
+                Heard::Local(Err(RecvError::Lagged(missed))) => {
+                    tracing::warn!(missed, "the event feed fell behind; some live events were skipped");
+                    continue;
+                }
+                Heard::Local(Err(RecvError::Closed)) => return None,
+                Heard::Notified(Ok(notification)) => match self.notified(&notification).await {
+                    Some(event) => event,
+                    None => continue,
+                },
+                Heard::Notified(Err(e)) => {
+                    // `recv` reconnects by itself on the next call; this pause keeps a dead server from spinning us.
+                    tracing::warn!(error = %e, "event listener interrupted; reconnecting");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            if self.seen.contains(&event.id) {
+                continue;
+            }
+            if self.seen.len() == REMEMBERED {
+                self.seen.pop_front();
+            }
+            self.seen.push_back(event.id);
+            return Some(event);
+        }
+    }
+
+    /// The event a notification names, unless it was already sent (this instance's own) or cannot be read.
+    async fn notified(&self, notification: &PgNotification) -> Option<EventRecord> {
+        let id = notification.payload().parse::<i64>().ok()?;
+        if self.seen.contains(&id) {
+            return None;
+        }
+        match self.store.event_by_id(id).await {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a notified event");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! PostgreSQL: transfers — the cap check, nonce allocation and insert in one write transaction; broadcast marks,
+//! discards, settlement with its event and message; send and watcher locks.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::U256;
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::conversations::insert_message_in;
+use super::{PgStore, lock_agent, notify_event};
+use crate::domain::transaction::StoredTx;
+use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
+use crate::store::{
+    EventRecord, Message, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult, TransferRequest,
+    TransferStore,
+};
+
+#[async_trait]
+impl TransferStore for PgStore {
+    async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>> {
+        let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL OR chain = $2) \
+             ORDER BY created_at DESC, nonce DESC LIMIT $3"
+        )))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, TxRow::into_tx)
+    }
+
+    async fn spent_by_chain(&self, agent_id: Uuid) -> StoreResult<BTreeMap<String, U256>> {
+        let rows: Vec<(String, String)> = sqlx::query_as("SELECT chain, spent_wei FROM spending WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|(chain, wei)| Ok((chain, shared::wei_from_text(&wei, "spending.spent_wei")?)))
+            .collect()
+    }
+
+    async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
+        Ok(
+            sqlx::query_as("SELECT status, COUNT(*) FROM transactions GROUP BY status ORDER BY status")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>> {
+        self.send_lock(&format!("send:{agent_id}:{chain}")).await
+    }
+
+    async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
+        let mut conn = self.pool.acquire().await?;
+        stored_nonce(&mut conn, agent_id, chain).await
+    }
+
+    async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
+        let mut tx = self.begin_write().await?;
+        // The agent's row lock keeps the cap, the spending and the nonce still until this commits.
+        lock_agent(&mut tx, r.agent_id).await?;
+        let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
+            .bind(r.agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
+        let spent = spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+        if spent.saturating_add(r.reserved_wei) > cap {
+            return Ok(Reservation::CapExceeded { cap, spent });
+        }
+        let stored = stored_nonce(&mut tx, r.agent_id, &r.chain).await?;
+        let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
+        let signed = sign(nonce).map_err(StoreError::Signing)?;
+        let record = shared::new_transfer(r, nonce, signed);
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO transactions ({TX_COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        )))
+        .bind(record.id)
+        .bind(record.agent_id)
+        .bind(&record.chain)
+        .bind(record.conversation_id)
+        .bind(nonce as i64)
+        .bind(record.from.to_checksum(None))
+        .bind(record.to.to_checksum(None))
+        .bind(record.value_wei.to_string())
+        .bind(record.gas_limit as i64)
+        .bind(record.max_fee_per_gas.to_string())
+        .bind(record.reserved_wei.to_string())
+        .bind(Option::<String>::None)
+        .bind(&record.raw_tx)
+        .bind(&record.tx_hash)
+        .bind(record.status.as_str())
+        .bind(Option::<i64>::None)
+        .bind(Option::<i64>::None)
+        .bind(record.created_at)
+        .bind(record.updated_at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+        )
+        .bind(r.agent_id)
+        .bind(&r.chain)
+        .bind(nonce as i64 + 1)
+        .execute(&mut *tx)
+        .await?;
+        adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, U256::ZERO).await?;
+        tx.commit().await?;
+        Ok(Reservation::Reserved(Box::new(record)))
+    }
+
+    async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()> {
+        sqlx::query("UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'")
+            .bind(crate::domain::now())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let row: Option<(Uuid, String, i64, String)> =
+            sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei FROM transactions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((agent_id, chain, nonce, reserved)) = row else {
+            return Ok(());
+        };
+        lock_agent(&mut tx, agent_id).await?;
+        sqlx::query("DELETE FROM transactions WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
+        adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
+        // Give the nonce back only if nothing was allocated after it.
+        sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
+            .bind(nonce)
+            .bind(agent_id)
+            .bind(&chain)
+            .bind(nonce + 1)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(next) = resync_to {
+            sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce < $1")
+                .bind(next as i64)
+                .bind(agent_id)
+                .bind(&chain)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
+        let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
+             ORDER BY agent_id, nonce"
+        )))
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, TxRow::into_tx)
+    }
+
+    async fn settle_transaction(
+        &self,
+        id: Uuid,
+        s: &Settlement,
+        event: serde_json::Value,
+        message: Option<&Message>,
+    ) -> StoreResult<Option<EventRecord>> {
+        let mut tx = self.begin_write().await?;
+        let now = crate::domain::now();
+        let row: Option<(Uuid, Option<Uuid>, String, String)> =
+            sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((agent_id, conversation_id, chain, reserved)) = row else {
+            return Ok(None);
+        };
+        // The agent first, as reservations do, so the spending row changes under one lock.
+        lock_agent(&mut tx, agent_id).await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
+             updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
+        )
+        .bind(s.status.as_str())
+        .bind(s.block_number.map(|n| n as i64))
+        .bind(s.gas_used.map(|n| n as i64))
+        .bind(s.actual_cost_wei.map(|w| w.to_string()))
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
+        let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
+        adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
+        let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
+             RETURNING {EVENT_COLUMNS}"
+        )))
+        .bind(conversation_id)
+        .bind(agent_id)
+        .bind("tx_confirmation")
+        .bind(event.to_string())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let record = row.into_event()?;
+        if let Some(message) = message {
+            // The conversation may have been deleted meanwhile; the event is stored all the same.
+            let exists: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")
+                .bind(message.conversation_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                insert_message_in(&mut tx, message).await?;
+            }
+        }
+        notify_event(&mut tx, record.id).await?;
+        tx.commit().await?;
+        // Announced only once committed: a follower reading the store after it will find the event there.
+        // Other instances hear of it through the notification.
+        self.feed.announce(&record);
+        Ok(Some(record))
+    }
+
+    async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
+        self.try_lock(&format!("watch:{chain}")).await
+    }
+}
+
+async fn stored_nonce(conn: &mut PgConnection, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
+    let row: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
+}
+
+async fn spent_on_chain(conn: &mut PgConnection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map_or(Ok(U256::ZERO), |(w,)| shared::wei_from_text(&w, "spending.spent_wei"))
+}
+
+/// Moves what counts against the cap on (agent, chain): `+ add - sub`. Callers hold the agent's row lock.
+async fn adjust_spent(conn: &mut PgConnection, agent_id: Uuid, chain: &str, add: U256, sub: U256) -> StoreResult<()> {
+    let current = spent_on_chain(&mut *conn, agent_id, chain).await?;
+    let next = current.saturating_add(add).saturating_sub(sub);
+    sqlx::query(
+        "INSERT INTO spending (agent_id, chain, spent_wei) VALUES ($1, $2, $3) \
+         ON CONFLICT (agent_id, chain) DO UPDATE SET spent_wei = $3",
+    )
+    .bind(agent_id)
+    .bind(chain)
+    .bind(next.to_string())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

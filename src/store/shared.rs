@@ -1,0 +1,301 @@
+//! What both backends share: column lists, rows as read (`sqlx::FromRow`, generic over the database) and their
+//! conversion into domain values, and the text encodings of lists and amounts.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::{Address, U256};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Challenge, EventRecord, Message, Role, StoreError, StoreResult};
+use crate::domain::agent::{Agent, Capability};
+use crate::domain::transaction::{StoredTx, TxState};
+use crate::vault::EncryptedKey;
+
+pub const AGENT_COLUMNS: &str =
+    "id, name, description, chains, capabilities, spending_cap_wei, is_active, created_at, updated_at";
+
+pub const CONVERSATION_SELECT: &str = "SELECT c.id, c.agent_id, c.title, c.created_at, c.updated_at, \
+     (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count FROM conversations c";
+
+pub const MESSAGE_COLUMNS: &str = "id, conversation_id, role, content, chain_calls, tokens_used, created_at";
+
+pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
+     gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
+     created_at, updated_at";
+
+pub const EVENT_COLUMNS: &str = "id, conversation_id, agent_id, kind, payload";
+
+/// An `agents` row; addresses and spending are read separately.
+#[derive(sqlx::FromRow)]
+pub struct AgentRow {
+    id: Uuid,
+    name: String,
+    description: Option<String>,
+    chains: String,
+    capabilities: String,
+    spending_cap_wei: String,
+    is_active: bool,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl AgentRow {
+    pub fn into_agent(self) -> StoreResult<Agent> {
+        Ok(Agent {
+            id: self.id,
+            name: self.name,
+            description: self.description,
+            chains: chains_from_text(&self.chains)?,
+            capabilities: capabilities_from_text(&self.capabilities)?,
+            spending_cap_wei: wei_from_text(&self.spending_cap_wei, "spending_cap_wei")?,
+            owner_addresses: BTreeMap::new(),
+            wallet_addresses: BTreeMap::new(),
+            spent_wei: BTreeMap::new(),
+            is_active: self.is_active,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// An agent row with the owner of a token looked up in the same query.
+#[derive(sqlx::FromRow)]
+pub struct AgentTokenRow {
+    #[sqlx(flatten)]
+    pub agent: AgentRow,
+    pub token_owner: Option<Uuid>,
+}
+
+/// One per-chain value of an agent: `kind` is `wallet`, `owner` or `spent`.
+pub type PerChainRow = (String, String, String);
+
+/// Puts the per-chain rows (wallet and owner addresses, spending) into the agent.
+pub fn fill_per_chain(agent: &mut Agent, per_chain: Vec<PerChainRow>) -> StoreResult<()> {
+    let (wallets, rest): (Vec<_>, Vec<_>) = per_chain.into_iter().partition(|(kind, _, _)| kind == "wallet");
+    let (owners, spent): (Vec<_>, Vec<_>) = rest.into_iter().partition(|(kind, _, _)| kind == "owner");
+    let pairs = |v: Vec<PerChainRow>| v.into_iter().map(|(_, c, a)| (c, a)).collect::<Vec<_>>();
+    agent.spent_wei = pairs(spent)
+        .into_iter()
+        .map(|(chain, wei)| Ok((chain, wei_from_text(&wei, "spending.spent_wei")?)))
+        .collect::<StoreResult<_>>()?;
+    // Addresses of chains the agent has since dropped stay stored but are not the agent's any more.
+    agent.wallet_addresses = address_map(pairs(wallets))?;
+    agent.wallet_addresses.retain(|chain, _| agent.chains.contains(chain));
+    agent.owner_addresses = address_map(pairs(owners))?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+pub struct KeyRow {
+    address: String,
+    ciphertext: Vec<u8>,
+    nonce: Vec<u8>,
+    key_version: i32,
+}
+
+impl KeyRow {
+    pub fn into_key(self) -> StoreResult<EncryptedKey> {
+        Ok(EncryptedKey {
+            address: address_from_text(&self.address)?,
+            ciphertext: self.ciphertext,
+            nonce: self.nonce,
+            key_version: self.key_version,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct ChallengeRow {
+    nonce: String,
+    agent_id: Uuid,
+    message: String,
+    expires_at: DateTime<Utc>,
+    used_at: Option<DateTime<Utc>>,
+}
+
+impl From<ChallengeRow> for Challenge {
+    fn from(row: ChallengeRow) -> Self {
+        Challenge {
+            nonce: row.nonce,
+            agent_id: row.agent_id,
+            message: row.message,
+            expires_at: row.expires_at,
+            used: row.used_at.is_some(),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct MessageRow {
+    id: Uuid,
+    conversation_id: Uuid,
+    role: String,
+    content: String,
+    chain_calls: String,
+    tokens_used: i64,
+    created_at: DateTime<Utc>,
+}
+
+impl MessageRow {
+    pub fn into_message(self) -> StoreResult<Message> {
+        let role = match self.role.as_str() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            other => return Err(StoreError::Corrupt(format!("messages.role {other}"))),
+        };
+        Ok(Message {
+            id: self.id,
+            conversation_id: self.conversation_id,
+            role,
+            content: self.content,
+            chain_calls: serde_json::from_str(&self.chain_calls)
+                .map_err(|_| StoreError::Corrupt("messages.chain_calls".into()))?,
+            tokens_used: self.tokens_used,
+            created_at: self.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct TxRow {
+    id: Uuid,
+    agent_id: Uuid,
+    chain: String,
+    conversation_id: Option<Uuid>,
+    nonce: i64,
+    from_address: String,
+    to_address: String,
+    value_wei: String,
+    gas_limit: i64,
+    max_fee_per_gas: String,
+    reserved_wei: String,
+    actual_cost_wei: Option<String>,
+    raw_tx: Vec<u8>,
+    tx_hash: String,
+    status: String,
+    block_number: Option<i64>,
+    gas_used: Option<i64>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TxRow {
+    pub fn into_tx(self) -> StoreResult<StoredTx> {
+        Ok(StoredTx {
+            id: self.id,
+            agent_id: self.agent_id,
+            chain: self.chain,
+            conversation_id: self.conversation_id,
+            nonce: u64_from(self.nonce, "nonce")?,
+            from: address_from_text(&self.from_address)?,
+            to: address_from_text(&self.to_address)?,
+            value_wei: wei_from_text(&self.value_wei, "value_wei")?,
+            gas_limit: u64_from(self.gas_limit, "gas_limit")?,
+            max_fee_per_gas: self
+                .max_fee_per_gas
+                .parse()
+                .map_err(|_| StoreError::Corrupt("max_fee_per_gas".into()))?,
+            reserved_wei: wei_from_text(&self.reserved_wei, "reserved_wei")?,
+            actual_cost_wei: opt_wei_from_text(self.actual_cost_wei, "actual_cost_wei")?,
+            raw_tx: self.raw_tx,
+            tx_hash: self.tx_hash,
+            status: TxState::parse(&self.status)
+                .ok_or_else(|| StoreError::Corrupt(format!("transactions.status {}", self.status)))?,
+            block_number: self.block_number.map(|n| n as u64),
+            gas_used: self.gas_used.map(|n| n as u64),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// A transfer as the store will insert it once signed: status `signed`, nothing settled yet.
+pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super::SignedTx) -> StoredTx {
+    let now = crate::domain::now();
+    StoredTx {
+        id: request.id,
+        agent_id: request.agent_id,
+        chain: request.chain.clone(),
+        conversation_id: request.conversation_id,
+        nonce,
+        from: request.from,
+        to: request.to,
+        value_wei: request.value_wei,
+        gas_limit: request.gas_limit,
+        max_fee_per_gas: request.max_fee_per_gas,
+        reserved_wei: request.reserved_wei,
+        actual_cost_wei: None,
+        raw_tx: signed.raw,
+        tx_hash: signed.hash,
+        status: TxState::Signed,
+        block_number: None,
+        gas_used: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct EventRow {
+    id: i64,
+    conversation_id: Option<Uuid>,
+    agent_id: Uuid,
+    kind: String,
+    payload: String,
+}
+
+impl EventRow {
+    pub fn into_event(self) -> StoreResult<EventRecord> {
+        Ok(EventRecord {
+            id: self.id,
+            conversation_id: self.conversation_id,
+            agent_id: self.agent_id,
+            kind: self.kind,
+            payload: serde_json::from_str(&self.payload).map_err(|_| StoreError::Corrupt("events.payload".into()))?,
+        })
+    }
+}
+
+/// Rows in, domain values out; the first bad row fails the lot.
+pub fn convert<R, T>(rows: Vec<R>, into: impl Fn(R) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+    rows.into_iter().map(into).collect()
+}
+
+pub fn chains_to_text(chains: &[String]) -> String {
+    serde_json::to_string(chains).expect("a list of strings serialises")
+}
+
+pub fn chains_from_text(text: &str) -> StoreResult<Vec<String>> {
+    serde_json::from_str(text).map_err(|_| StoreError::Corrupt("agents.chains".into()))
+}
+
+pub fn capabilities_to_text(capabilities: &[Capability]) -> String {
+    serde_json::to_string(capabilities).expect("capabilities serialise")
+}
+
+pub fn capabilities_from_text(text: &str) -> StoreResult<Vec<Capability>> {
+    serde_json::from_str(text).map_err(|_| StoreError::Corrupt("agents.capabilities".into()))
+}
+
+pub fn wei_from_text(text: &str, column: &str) -> StoreResult<U256> {
+    U256::from_str_radix(text, 10).map_err(|_| StoreError::Corrupt(column.into()))
+}
+
+pub fn address_from_text(text: &str) -> StoreResult<Address> {
+    text.parse().map_err(|_| StoreError::Corrupt("address".into()))
+}
+
+pub fn address_map(rows: Vec<(String, String)>) -> StoreResult<BTreeMap<String, Address>> {
+    rows.into_iter()
+        .map(|(chain, address)| Ok((chain, address_from_text(&address)?)))
+        .collect()
+}
+
+pub fn opt_wei_from_text(text: Option<String>, column: &str) -> StoreResult<Option<U256>> {
+    text.map(|t| wei_from_text(&t, column)).transpose()
+}
+
+pub fn u64_from(value: i64, column: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(column.into()))
+}

@@ -1,0 +1,454 @@
+//! The store's contract, checked directly on the backend the app would open: a SQLite file, or a fresh PostgreSQL
+//! database when `TEST_POSTGRES_URL` is set (CI runs both). One test per promise of an aggregate trait.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd::config::DatabaseKind;
+use agentd::domain::agent::{Agent, Capability};
+use agentd::domain::transaction::TxState;
+use agentd::store::{
+    AgentUpdate, AuditEvent, Challenge, Conversation, Message, NewAgent, ReissueProof, Reservation, Role, Settlement,
+    SignedTx, Store, StoreError, TransferRequest,
+};
+use agentd::vault::EncryptedKey;
+use alloy::primitives::{Address, U256};
+use futures::StreamExt;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::helpers::{TestDatabase, test_database};
+
+const CHAIN: &str = "ethereum";
+
+/// A migrated store on a fresh database, opened as the app opens it.
+async fn open() -> (TestDatabase, Arc<dyn Store>) {
+    let db = test_database().await;
+    let store = agentd::app::open_store(&db.config).await.expect("the store opens");
+    (db, store)
+}
+
+fn wallet() -> Address {
+    Address::repeat_byte(0x11)
+}
+
+/// Stores an agent with `cap` wei to spend per chain; returns it with the hash of its first token.
+async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String) {
+    let now = agentd::domain::now();
+    let agent = Agent {
+        id: Uuid::new_v4(),
+        name: "Keeper".into(),
+        description: Some("checks the store".into()),
+        chains: vec![CHAIN.into(), "base".into()],
+        capabilities: vec![Capability::Read, Capability::Transact],
+        spending_cap_wei: U256::from(cap),
+        owner_addresses: BTreeMap::from([(CHAIN.to_string(), Address::repeat_byte(0x22))]),
+        wallet_addresses: BTreeMap::new(),
+        spent_wei: BTreeMap::new(),
+        is_active: true,
+        created_at: now,
+        updated_at: now,
+    };
+    let token_hash = format!("hash-{}", Uuid::new_v4());
+    let key = EncryptedKey {
+        address: wallet(),
+        ciphertext: vec![7; 48],
+        nonce: vec![9; 12],
+        key_version: 1,
+    };
+    store
+        .create_agent(&NewAgent {
+            agent: agent.clone(),
+            key,
+            token_hash: token_hash.clone(),
+        })
+        .await
+        .expect("the agent is stored");
+    (agent, token_hash)
+}
+
+fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> TransferRequest {
+    TransferRequest {
+        id: Uuid::new_v4(),
+        agent_id: agent.id,
+        chain: CHAIN.into(),
+        conversation_id,
+        from: wallet(),
+        to: Address::repeat_byte(0x33),
+        value_wei: U256::from(value),
+        gas_limit: 21_000,
+        max_fee_per_gas: 1,
+        reserved_wei: U256::from(value + 21_000),
+        node_nonce: None,
+    }
+}
+
+/// Reserves a transfer, "signing" it with bytes and a hash unique to the transfer and nonce.
+async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
+    let id = request.id;
+    let sign = move |nonce: u64| {
+        Ok(SignedTx {
+            raw: nonce.to_be_bytes().to_vec(),
+            hash: format!("0x{}{:032x}", id.simple(), nonce),
+        })
+    };
+    store
+        .reserve_transfer(request, &sign)
+        .await
+        .expect("the reservation runs")
+}
+
+async fn reserved_nonce(store: &dyn Store, request: &TransferRequest) -> u64 {
+    match reserve(store, request).await {
+        Reservation::Reserved(tx) => tx.nonce,
+        Reservation::CapExceeded { cap, spent } => panic!("refused under the cap: cap {cap}, spent {spent}"),
+    }
+}
+
+async fn conversation(store: &dyn Store, agent: &Agent) -> Conversation {
+    let now = agentd::domain::now();
+    let conversation = Conversation {
+        id: Uuid::new_v4(),
+        agent_id: agent.id,
+        title: "Payments".into(),
+        created_at: now,
+        updated_at: now,
+        message_count: 0,
+    };
+    store
+        .create_conversation(&conversation)
+        .await
+        .expect("the conversation is stored");
+    conversation
+}
+
+fn confirmed(cost: u64) -> Settlement {
+    Settlement {
+        status: TxState::Confirmed,
+        block_number: Some(7),
+        gas_used: Some(21_000),
+        actual_cost_wei: Some(U256::from(cost)),
+    }
+}
+
+#[tokio::test]
+async fn an_agent_is_created_read_updated_and_deactivated() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 1_000_000).await;
+
+    let read = store.get_agent(agent.id).await.unwrap();
+    assert_eq!(read.name, "Keeper");
+    assert_eq!(read.wallet_addresses.get(CHAIN), Some(&wallet()));
+    assert_eq!(read.owner_addresses, agent.owner_addresses);
+    assert_eq!(store.wallet_key(agent.id).await.unwrap().address, wallet());
+    assert_eq!(store.list_agents(10, 0).await.unwrap().len(), 1);
+
+    let update = AgentUpdate {
+        name: Some("Renamed".into()),
+        chains: Some(vec!["base".into()]),
+        spending_cap_wei: Some(U256::from(5u64)),
+        owner_addresses: Some(BTreeMap::new()),
+        ..AgentUpdate::default()
+    };
+    let updated = store.update_agent(agent.id, &update, wallet()).await.unwrap();
+    assert_eq!(updated.name, "Renamed");
+    assert_eq!(
+        updated.description, agent.description,
+        "fields not named stay as they were"
+    );
+    assert_eq!(updated.spending_cap_wei, U256::from(5u64));
+    assert!(
+        !updated.wallet_addresses.contains_key(CHAIN),
+        "a dropped chain's address is not the agent's"
+    );
+    assert!(updated.owner_addresses.is_empty());
+    assert_eq!(store.get_agent(agent.id).await.unwrap(), updated);
+
+    assert!(store.deactivate_agent(agent.id).await.unwrap());
+    assert!(!store.deactivate_agent(agent.id).await.unwrap(), "already inactive");
+    assert!(!store.get_agent(agent.id).await.unwrap().is_active);
+    assert!(matches!(
+        store.get_agent(Uuid::new_v4()).await,
+        Err(StoreError::AgentNotFound)
+    ));
+}
+
+#[tokio::test]
+async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
+    let (_db, store) = open().await;
+    let (agent, first) = stored_agent(store.as_ref(), 0).await;
+    assert_eq!(store.agent_for_token(&first).await.unwrap(), Some(agent.id));
+    let (_, owner) = store.get_agent_for_token(agent.id, &first).await.unwrap();
+    assert_eq!(owner, Some(agent.id));
+
+    let proof = ReissueProof::CurrentToken { token_hash: &first };
+    assert!(store.reissue_token(agent.id, proof, "second").await.unwrap());
+    assert_eq!(
+        store.agent_for_token(&first).await.unwrap(),
+        None,
+        "the old token is revoked"
+    );
+    assert_eq!(store.agent_for_token("second").await.unwrap(), Some(agent.id));
+    let stale = ReissueProof::CurrentToken { token_hash: &first };
+    assert!(!store.reissue_token(agent.id, stale, "never").await.unwrap());
+
+    let challenge = Challenge {
+        nonce: format!("nonce-{}", Uuid::new_v4()),
+        agent_id: agent.id,
+        message: "sign this".into(),
+        expires_at: agentd::domain::now() + chrono::Duration::minutes(5),
+        used: false,
+    };
+    store.insert_challenge(&challenge).await.unwrap();
+    let proof = ReissueProof::Challenge {
+        nonce: &challenge.nonce,
+    };
+    assert!(store.reissue_token(agent.id, proof, "third").await.unwrap());
+    assert!(store.get_challenge(&challenge.nonce).await.unwrap().unwrap().used);
+    assert_eq!(store.agent_for_token("second").await.unwrap(), None);
+    assert_eq!(store.agent_for_token("third").await.unwrap(), Some(agent.id));
+
+    let used = ReissueProof::Challenge {
+        nonce: &challenge.nonce,
+    };
+    assert!(
+        !store.reissue_token(agent.id, used, "fourth").await.unwrap(),
+        "a used challenge is refused"
+    );
+    assert_eq!(store.agent_for_token("fourth").await.unwrap(), None);
+    assert_eq!(store.agent_for_token("third").await.unwrap(), Some(agent.id));
+}
+
+#[tokio::test]
+async fn messages_come_back_in_order_and_are_counted() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 0).await;
+    let conversation = conversation(store.as_ref(), &agent).await;
+    let start = agentd::domain::now();
+    for (i, role) in [Role::User, Role::Assistant, Role::User].into_iter().enumerate() {
+        let message = Message {
+            id: Uuid::new_v4(),
+            conversation_id: conversation.id,
+            role,
+            content: format!("message {i}"),
+            chain_calls: json!([]),
+            tokens_used: i as i64,
+            created_at: start + chrono::Duration::seconds(i as i64),
+        };
+        store.insert_message(&message).await.unwrap();
+    }
+
+    let read = store.get_conversation(conversation.id).await.unwrap();
+    assert_eq!(read.message_count, 3);
+    assert_eq!(read.updated_at, start + chrono::Duration::seconds(2));
+    let recent = store.recent_messages(conversation.id, 2).await.unwrap();
+    let contents: Vec<_> = recent.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, ["message 1", "message 2"], "the newest two, oldest first");
+    assert_eq!(store.list_conversations(agent.id).await.unwrap(), vec![read]);
+
+    assert!(store.delete_conversation(conversation.id).await.unwrap());
+    assert!(!store.delete_conversation(conversation.id).await.unwrap());
+    assert!(matches!(
+        store.get_conversation(conversation.id).await,
+        Err(StoreError::ConversationNotFound)
+    ));
+}
+
+#[tokio::test]
+async fn a_reservation_under_the_cap_is_kept_and_one_over_it_refused() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 100_000).await;
+    let first = transfer(&agent, 50_000, None);
+    assert!(matches!(
+        reserve(store.as_ref(), &first).await,
+        Reservation::Reserved(_)
+    ));
+    assert_eq!(store.spent_by_chain(agent.id).await.unwrap()[CHAIN], first.reserved_wei);
+
+    match reserve(store.as_ref(), &transfer(&agent, 50_000, None)).await {
+        Reservation::CapExceeded { cap, spent } => {
+            assert_eq!(cap, U256::from(100_000u64));
+            assert_eq!(spent, first.reserved_wei);
+        }
+        Reservation::Reserved(_) => panic!("a reservation over the cap was kept"),
+    }
+    let stored = store.list_transactions(agent.id, Some(CHAIN), 10).await.unwrap();
+    assert_eq!(stored.len(), 1, "nothing is stored for the refused transfer");
+    assert_eq!(stored[0].status, TxState::Signed);
+}
+
+#[tokio::test]
+async fn nonces_are_allocated_in_sequence_and_a_discard_gives_the_last_back() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    assert_eq!(store.next_nonce(agent.id, CHAIN).await.unwrap(), None);
+
+    let mut nonces = Vec::new();
+    let mut last = None;
+    for _ in 0..3 {
+        let request = transfer(&agent, 1, None);
+        nonces.push(reserved_nonce(store.as_ref(), &request).await);
+        last = Some(request);
+    }
+    assert_eq!(nonces, [0, 1, 2]);
+    assert_eq!(store.next_nonce(agent.id, CHAIN).await.unwrap(), Some(3));
+
+    let last = last.expect("three transfers were reserved");
+    let _guard = store.lock_sender(agent.id, CHAIN).await.unwrap();
+    store.discard_transfer(last.id, None).await.unwrap();
+    assert_eq!(
+        store.next_nonce(agent.id, CHAIN).await.unwrap(),
+        Some(2),
+        "the nonce is given back"
+    );
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        U256::from(2 * 21_001u64)
+    );
+    assert_eq!(store.open_transactions(CHAIN).await.unwrap().len(), 2);
+
+    let next = transfer(&agent, 1, None);
+    assert_eq!(
+        reserved_nonce(store.as_ref(), &next).await,
+        2,
+        "the given-back nonce is used again"
+    );
+    store.discard_transfer(next.id, Some(9)).await.unwrap();
+    assert_eq!(
+        store.next_nonce(agent.id, CHAIN).await.unwrap(),
+        Some(9),
+        "resynced to the node's count"
+    );
+}
+
+#[tokio::test]
+async fn a_transfer_settles_once_with_its_event_and_message() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let conversation = conversation(store.as_ref(), &agent).await;
+    let request = transfer(&agent, 1_000, Some(conversation.id));
+    reserve(store.as_ref(), &request).await;
+    store.mark_broadcast(request.id).await.unwrap();
+    assert_eq!(
+        store.open_transactions(CHAIN).await.unwrap()[0].status,
+        TxState::Pending
+    );
+
+    let cost = confirmed(22_000);
+    let message = Message {
+        id: Uuid::new_v4(),
+        conversation_id: conversation.id,
+        role: Role::Assistant,
+        content: "confirmed".into(),
+        chain_calls: json!([]),
+        tokens_used: 0,
+        created_at: agentd::domain::now(),
+    };
+    let settled = store
+        .settle_transaction(request.id, &cost, json!({"n": 1}), Some(&message))
+        .await
+        .unwrap()
+        .expect("an open transfer settles");
+    assert_eq!(settled.conversation_id, Some(conversation.id));
+    assert_eq!(settled.payload, json!({"n": 1}));
+    let again = store.settle_transaction(request.id, &cost, json!({"n": 2}), None);
+    assert!(
+        again.await.unwrap().is_none(),
+        "a settled transfer does not settle twice"
+    );
+
+    assert!(store.open_transactions(CHAIN).await.unwrap().is_empty());
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        U256::from(22_000u64)
+    );
+    assert_eq!(store.get_conversation(conversation.id).await.unwrap().message_count, 1);
+    assert_eq!(store.event_by_id(settled.id).await.unwrap(), Some(settled));
+    let counts = store.count_transactions_by_status().await.unwrap();
+    assert_eq!(counts, vec![("confirmed".to_string(), 1)]);
+}
+
+#[tokio::test]
+async fn events_after_an_id_come_oldest_first() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let conversation = conversation(store.as_ref(), &agent).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let request = transfer(&agent, 1, Some(conversation.id));
+        reserve(store.as_ref(), &request).await;
+        let settled = store
+            .settle_transaction(request.id, &confirmed(1), json!({"n": n}), None)
+            .await;
+        ids.push(settled.unwrap().expect("settled").id);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+
+    let all = store.events_after(conversation.id, 0, 10).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    assert_eq!(all[0].payload, json!({"n": 0}));
+    let later = store.events_after(conversation.id, ids[0], 1).await.unwrap();
+    assert_eq!(later.iter().map(|e| e.id).collect::<Vec<_>>(), [ids[1]]);
+    assert!(store.events_after(Uuid::new_v4(), 0, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_event_feed_delivers_a_settled_event() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let mut feed = store.event_feed().await;
+    let request = transfer(&agent, 1, None);
+    reserve(store.as_ref(), &request).await;
+    let settled = store
+        .settle_transaction(request.id, &confirmed(1), json!({}), None)
+        .await;
+    let settled = settled.unwrap().expect("settled");
+
+    let delivered = tokio::time::timeout(Duration::from_secs(10), feed.next()).await;
+    assert_eq!(delivered.expect("the feed delivers in time"), Some(settled));
+}
+
+#[tokio::test]
+async fn the_event_feed_of_another_instance_delivers_a_settled_event_on_postgres() {
+    let (db, store) = open().await;
+    if matches!(db.config.database.kind, DatabaseKind::Sqlite(_)) {
+        // One instance serves a SQLite file: there is no other instance to tell.
+        return;
+    }
+    let other = agentd::app::open_store(&db.config)
+        .await
+        .expect("a second instance opens the store");
+    let mut feed = other.event_feed().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let request = transfer(&agent, 1, None);
+    reserve(store.as_ref(), &request).await;
+    let settled = store
+        .settle_transaction(request.id, &confirmed(1), json!({}), None)
+        .await;
+    let settled = settled.unwrap().expect("settled");
+
+    let delivered = tokio::time::timeout(Duration::from_secs(10), feed.next()).await;
+    assert_eq!(delivered.expect("the other instance hears in time"), Some(settled));
+}
+
+#[tokio::test]
+async fn an_audit_event_is_stored() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 0).await;
+    let event = AuditEvent {
+        agent_id: agent.id,
+        action: "token_reissued",
+        actor: "owner".into(),
+        detail: json!({"proof": "challenge"}),
+    };
+    store.insert_audit(&event).await.expect("the audit event is stored");
+    let unknown = AuditEvent {
+        agent_id: Uuid::new_v4(),
+        ..event
+    };
+    assert!(
+        store.insert_audit(&unknown).await.is_err(),
+        "audit rows belong to a stored agent"
+    );
+}
