@@ -1,25 +1,15 @@
-//! Startup: open the store by URL scheme, migrate, build the state, bind the listener, serve until stopped.
+//! Startup: build the state, bind the listener, start the workers (event feed, watchers), serve until stopped.
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
-use crate::chain::Chains;
-use crate::config::{Config, DatabaseKind, LlmProviderKind};
+use crate::config::Config;
 use crate::confirmations::{Watcher, WatcherState};
-use crate::events::EventBus;
-use crate::llm::LlmProvider;
-use crate::llm::builtin::BuiltinProvider;
-use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
-use crate::rate_limit::RateLimiter;
-use crate::state::AppState;
-use crate::store::{PgStore, SqliteStore, Store};
-use crate::vault::{self, Vault};
+use crate::state::{AppState, BuiltState};
 
 /// How long in-flight requests may run on after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
@@ -31,71 +21,10 @@ pub struct App {
     stop: tokio::sync::watch::Sender<bool>,
 }
 
-/// Opens the configured database and applies the embedded migrations.
-pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
-    let url = config.database.url.expose_secret();
-    Ok(match &config.database.kind {
-        DatabaseKind::Sqlite(path) => {
-            let store = SqliteStore::connect(url, path)
-                .await
-                .context("cannot open the SQLite database")?;
-            store.migrate().await.context("cannot migrate the SQLite database")?;
-            Arc::new(store)
-        }
-        DatabaseKind::Postgres => {
-            let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
-            store
-                .migrate()
-                .await
-                .context("cannot migrate the PostgreSQL database")?;
-            Arc::new(store)
-        }
-    })
-}
-
-/// The shared state of a service process, with what owns its lifetime: the shutdown sender.
-pub struct BuiltState {
-    pub state: AppState,
-    /// Sending `true` ends streams and workers; keep it alive as long as the state is used.
-    pub stop: tokio::sync::watch::Sender<bool>,
-}
-
-/// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
-pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
-    let store = open_store(&config).await?;
-    let vault = match &config.security.encryption_key {
-        Some(key) => Vault::new(key),
-        None => Vault::new(&vault::load_or_create_key_file(&config.database.data_dir)?),
-    };
-    let chains = build_chains(&config)?;
-    let llm = build_llm(&config)?;
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let auth = crate::auth::Authenticator::new(
-        store.clone(),
-        config.security.disable_agent_auth,
-        config.security.admin_token.clone(),
-    );
-    let state = AppState {
-        auth,
-        store,
-        vault: Arc::new(vault),
-        config: Arc::new(config),
-        reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
-        chains: Arc::new(chains),
-        llm,
-        events: EventBus::default(),
-        metrics: Arc::default(),
-        shutdown,
-    };
-    // Checks each node's chain id in the background: a node that is down never delays the start.
-    state.chains.verify_at_start();
-    Ok(BuiltState { state, stop })
-}
-
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         let bind_addr = config.server.bind_addr;
-        let BuiltState { state, stop } = build_state(config).await?;
+        let BuiltState { state, stop } = crate::state::build_state(config).await?;
         let listener = TcpListener::bind(bind_addr)
             .await
             .with_context(|| format!("cannot listen on {bind_addr}"))?;
@@ -163,36 +92,4 @@ impl App {
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
         }
     }
-}
-
-fn build_chains(config: &Config) -> anyhow::Result<Chains> {
-    let urls = config
-        .chains
-        .rpc_urls
-        .iter()
-        .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
-        .collect();
-    let mut chains =
-        Chains::new(urls, config.chains.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
-    for (name, _) in &config.chains.rpc_urls {
-        chains
-            .set_confirmations(name, config.chains.confirmations_for(name))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    Ok(chains)
-}
-
-fn build_llm(config: &Config) -> anyhow::Result<Arc<dyn LlmProvider>> {
-    Ok(match config.llm.provider {
-        LlmProviderKind::Builtin => Arc::new(BuiltinProvider::new()),
-        LlmProviderKind::OpenAi => Arc::new(
-            OpenAiProvider::new(OpenAiConfig {
-                base_url: config.llm.base_url.clone().unwrap_or_default(),
-                api_key: config.llm.api_key.clone(),
-                model: config.llm.model.clone(),
-                timeout: config.llm.timeout,
-            })
-            .map_err(|e| anyhow::anyhow!("LLM provider: {e}"))?,
-        ),
-    })
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use agentd::app::{self, App};
+use agentd::app::App;
 use agentd::config::Config;
 
 /// Gives AI agents their own crypto wallets and lets people chat with them.
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     let result = runtime.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
-            Command::Migrate => app::open_store(&config)
+            Command::Migrate => agentd::store::open(&config)
                 .await
                 .map(|_| tracing::info!("migrations applied")),
             Command::Mcp => agentd::mcp::run_stdio(config).await,

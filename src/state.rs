@@ -1,19 +1,24 @@
-//! The shared application state handed to every handler: cheap to clone, all `Arc`s.
+//! The shared application state handed to every handler (cheap to clone, all `Arc`s), how it is built from the
+//! configuration, and the service views handed to what needs less than all of it.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRef;
+use secrecy::ExposeSecret;
 
 use crate::auth::Authenticator;
-use axum::extract::FromRef;
-
 use crate::chain::Chains;
 use crate::chat::ChatServices;
-use crate::config::Config;
+use crate::config::{Config, LlmProviderKind};
 use crate::events::EventBus;
 use crate::llm::LlmProvider;
+use crate::llm::builtin::BuiltinProvider;
+use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::rate_limit::RateLimiter;
 use crate::store::Store;
 use crate::tools::ToolServices;
-use crate::vault::Vault;
+use crate::vault::{self, Vault};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -63,4 +68,75 @@ impl FromRef<AppState> for ChatServices {
     fn from_ref(state: &AppState) -> Self {
         state.chat_services()
     }
+}
+
+/// The shared state of a service process, with what owns its lifetime: the shutdown sender.
+pub struct BuiltState {
+    pub state: AppState,
+    /// Sending `true` ends streams and workers; keep it alive as long as the state is used.
+    pub stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
+pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
+    let store = crate::store::open(&config).await?;
+    let vault = match &config.security.encryption_key {
+        Some(key) => Vault::new(key),
+        None => Vault::new(&vault::load_or_create_key_file(&config.database.data_dir)?),
+    };
+    let chains = build_chains(&config)?;
+    let llm = build_llm(&config)?;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let auth = crate::auth::Authenticator::new(
+        store.clone(),
+        config.security.disable_agent_auth,
+        config.security.admin_token.clone(),
+    );
+    let state = AppState {
+        auth,
+        store,
+        vault: Arc::new(vault),
+        config: Arc::new(config),
+        reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
+        chains: Arc::new(chains),
+        llm,
+        events: EventBus::default(),
+        metrics: Arc::default(),
+        shutdown,
+    };
+    // Checks each node's chain id in the background: a node that is down never delays the start.
+    state.chains.verify_at_start();
+    Ok(BuiltState { state, stop })
+}
+
+fn build_chains(config: &Config) -> anyhow::Result<Chains> {
+    let urls = config
+        .chains
+        .rpc_urls
+        .iter()
+        .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
+        .collect();
+    let mut chains =
+        Chains::new(urls, config.chains.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
+    for (name, _) in &config.chains.rpc_urls {
+        chains
+            .set_confirmations(name, config.chains.confirmations_for(name))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(chains)
+}
+
+fn build_llm(config: &Config) -> anyhow::Result<Arc<dyn LlmProvider>> {
+    Ok(match config.llm.provider {
+        LlmProviderKind::Builtin => Arc::new(BuiltinProvider::new()),
+        LlmProviderKind::OpenAi => Arc::new(
+            OpenAiProvider::new(OpenAiConfig {
+                base_url: config.llm.base_url.clone().unwrap_or_default(),
+                api_key: config.llm.api_key.clone(),
+                model: config.llm.model.clone(),
+                timeout: config.llm.timeout,
+            })
+            .map_err(|e| anyhow::anyhow!("LLM provider: {e}"))?,
+        ),
+    })
 }

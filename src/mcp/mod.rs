@@ -67,7 +67,7 @@ pub async fn run_stdio(config: Config) -> anyhow::Result<()> {
 
 /// The state the tools need, without a listener or workers. The sender keeps `state.shutdown` open.
 async fn build_state(config: Config) -> anyhow::Result<(AppState, tokio::sync::watch::Sender<bool>)> {
-    let built = crate::app::build_state(config).await?;
+    let built = crate::state::build_state(config).await?;
     Ok((built.state, built.stop))
 }
 

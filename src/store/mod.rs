@@ -10,9 +10,12 @@ mod shared;
 mod sqlite;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use alloy::primitives::{Address, U256};
+use anyhow::Context;
 use async_trait::async_trait;
+use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 pub use feed::EventFeed;
@@ -23,6 +26,7 @@ pub use model::{
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
+use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
 use crate::domain::transaction::StoredTx;
 use crate::vault::EncryptedKey;
@@ -169,4 +173,26 @@ pub trait EventStore: Send + Sync + 'static {
 #[async_trait]
 pub trait AuditStore: Send + Sync + 'static {
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
+}
+
+/// Opens the configured database and applies the embedded migrations.
+pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.database.url.expose_secret();
+    Ok(match &config.database.kind {
+        DatabaseKind::Sqlite(path) => {
+            let store = SqliteStore::connect(url, path)
+                .await
+                .context("cannot open the SQLite database")?;
+            store.migrate().await.context("cannot migrate the SQLite database")?;
+            Arc::new(store)
+        }
+        DatabaseKind::Postgres => {
+            let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
+            store
+                .migrate()
+                .await
+                .context("cannot migrate the PostgreSQL database")?;
+            Arc::new(store)
+        }
+    })
 }

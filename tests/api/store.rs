@@ -25,7 +25,7 @@ const CHAIN: &str = "ethereum";
 /// A migrated store on a fresh database, opened as the app opens it.
 async fn open() -> (TestDatabase, Arc<dyn Store>) {
     let db = test_database().await;
-    let store = agentd::app::open_store(&db.config).await.expect("the store opens");
+    let store = agentd::store::open(&db.config).await.expect("the store opens");
     (db, store)
 }
 
@@ -416,7 +416,7 @@ async fn the_event_feed_of_another_instance_delivers_a_settled_event_on_postgres
         // One instance serves a SQLite file: there is no other instance to tell.
         return;
     }
-    let other = agentd::app::open_store(&db.config)
+    let other = agentd::store::open(&db.config)
         .await
         .expect("a second instance opens the store");
     let mut feed = other.event_feed().await;
