@@ -55,7 +55,7 @@ impl ChainError {
         }
     }
 
-    /// A suggested HTTP status when the error ends a whole request (CONTRACT §2: 502/503/504 upstream).
+    /// A suggested HTTP status when the error ends a whole request (docs/api.md §2: 502/503/504 upstream).
     pub fn http_status(&self) -> u16 {
         match self {
             Self::NotConfigured { .. } | Self::InvalidUrl { .. } => 503,

@@ -1,8 +1,8 @@
-//! A Model Context Protocol server exposing the chat engine's tools for one agent.
+//! A Model Context Protocol server exposing the tool registry (`crate::tools`) for one agent.
 //!
 //! `agentd mcp` speaks MCP over stdio: newline-delimited JSON-RPC 2.0 on stdin/stdout, logs on stderr only. The
 //! agent is the one whose access token is in `AGENTD_ACCESS_TOKEN`; the process refuses to start without a live
-//! token of an active agent. Tool calls run through the chat engine's `Toolbox`, so the capability checks and the
+//! token of an active agent. Tool calls run through the same tool registry as chat, so the capability checks and the
 //! spending cap are the same as in chat, and each call is written to the audit table (`mcp_tool_call`).
 //!
 //! This process runs no confirmation watcher: a transfer it sends is stored as `pending` in the shared database and

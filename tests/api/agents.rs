@@ -1,4 +1,4 @@
-//! Agents (CONTRACT §3): creation with its defaults and validation, listing, detail, partial update, soft delete,
+//! Agents (docs/api.md §3): creation with its defaults and validation, listing, detail, partial update, soft delete,
 //! and the optional admin token on creation and listing.
 
 use reqwest::{Method, StatusCode};

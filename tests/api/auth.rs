@@ -1,4 +1,4 @@
-//! Access-token checks on agent-scoped calls (CONTRACT §2 order: token present → agent exists → token belongs to it →
+//! Access-token checks on agent-scoped calls (docs/api.md §2 order: token present → agent exists → token belongs to it →
 //! agent active → body), `DISABLE_AGENT_AUTH`, and the configurations the service must refuse to start with.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The chain registry (CONTRACT §5): the seven EVM chains and whether each has a node configured.
+//! The chain registry (docs/api.md §5): the seven EVM chains and whether each has a node configured.
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! `POST /api/chat` with the builtin engine against real nodes (CONTRACT §6): each request form, with the figures in
+//! `POST /api/chat` with the builtin engine against real nodes (docs/api.md §6): each request form, with the figures in
 //! the answer checked against what the node holds; the response shape; conversations; validation; auth order; and
 //! the capability limits of the engine.
 

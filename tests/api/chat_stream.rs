@@ -1,4 +1,4 @@
-//! `POST /api/chat/stream` (CONTRACT §6): event order, text deltas adding up to `final.response`, plain HTTP errors
+//! `POST /api/chat/stream` (docs/api.md §6): event order, text deltas adding up to `final.response`, plain HTTP errors
 //! before `start`, an `error` event after it, turns completed when the client leaves, and keepalive comments.
 
 use std::time::{Duration, Instant};

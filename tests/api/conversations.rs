@@ -1,4 +1,4 @@
-//! Conversations (CONTRACT §7): listing per agent, messages oldest first (the newest 500 at most), deletion, and
+//! Conversations (docs/api.md §7): listing per agent, messages oldest first (the newest 500 at most), deletion, and
 //! who may see them.
 
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! The error envelope (CONTRACT §2): malformed bodies, content types, the body limit, unknown routes, and the
+//! The error envelope (docs/api.md §2): malformed bodies, content types, the body limit, unknown routes, and the
 //! `{"error": {"code", "message"}}` shape of every error.
 
 use reqwest::{Method, StatusCode};

@@ -1,4 +1,4 @@
-//! Key export (CONTRACT §4): the key derives the wallet address, needs confirmation and the token, and can be
+//! Key export (docs/api.md §4): the key derives the wallet address, needs confirmation and the token, and can be
 //! switched off with `ALLOW_KEY_EXPORT=false`.
 
 use reqwest::{Method, StatusCode};

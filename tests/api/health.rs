@@ -1,4 +1,4 @@
-//! Readiness (CONTRACT §1): `/health` answers at once, even when a chain node is unreachable.
+//! Readiness (docs/api.md §1): `/health` answers at once, even when a chain node is unreachable.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The OpenAI-compatible provider (CONTRACT §6) against a scripted server in the test process: the real HTTP client
+//! The OpenAI-compatible provider (docs/api.md §6) against a scripted server in the test process: the real HTTP client
 //! streams tool-call fragments and text, the tool loop runs against a real node, tokens are counted from the
 //! provider's usage, history and capabilities shape the requests, upstream failures map to 502/503/504, and the API
 //! key never leaves the service except in the `Authorization` header.

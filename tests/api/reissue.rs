@@ -1,4 +1,4 @@
-//! Token reissue (CONTRACT §4): challenges, the two proof types, every way a proof is refused, and the rate limits.
+//! Token reissue (docs/api.md §4): challenges, the two proof types, every way a proof is refused, and the rate limits.
 
 use alloy::signers::local::PrivateKeySigner;
 use reqwest::{Method, StatusCode};

@@ -1,4 +1,4 @@
-//! Secrets at rest and in logs (CONTRACT §1, §4): the real binary never writes a plaintext token, an exported key or
+//! Secrets at rest and in logs (docs/api.md §1, §4): the real binary never writes a plaintext token, an exported key or
 //! the encryption key to its database files or its output, shuts down cleanly on SIGTERM, and in development
 //! generates a key file once and reuses it.
 

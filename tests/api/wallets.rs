@@ -1,4 +1,4 @@
-//! The agent's wallets (CONTRACT §5): balances read from real nodes, per-chain errors, and funding instructions.
+//! The agent's wallets (docs/api.md §5): balances read from real nodes, per-chain errors, and funding instructions.
 
 use std::net::TcpListener;
 

@@ -1,4 +1,4 @@
-// The agentd HTTP API (see CONTRACT.md): typed calls, JSON errors turned into ApiError.
+// The agentd HTTP API (see docs/api.md): typed calls, JSON errors turned into ApiError.
 
 import type { components } from './api-types';
 
