@@ -31,6 +31,10 @@ pub enum AuthError {
     AgentNotFound,
     #[error("the agent is inactive (deleted)")]
     AgentInactive,
+    #[error("the owner token is unknown or expired")]
+    InvalidOwnerToken,
+    #[error("this change needs the owner's authority (the admin token or an owner session)")]
+    OwnerRequired,
     #[error("storage error: {0}")]
     Store(StoreError),
 }
@@ -45,6 +49,8 @@ impl AuthError {
             AuthError::AdminRequired => "unauthorized",
             AuthError::AgentNotFound => "agent_not_found",
             AuthError::AgentInactive => "agent_inactive",
+            AuthError::InvalidOwnerToken => "invalid_owner_token",
+            AuthError::OwnerRequired => "owner_required",
             AuthError::Store(_) => "internal_error",
         }
     }
@@ -66,6 +72,102 @@ pub enum AgentAccess {
     Active,
     /// Agent detail: inactive agents are shown too.
     AnyState,
+}
+
+/// Who did something, as the audit log records it (docs/api.md §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Agent,
+    Owner,
+    Admin,
+    Mcp,
+    System,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Agent => "agent",
+            Actor::Owner => "owner",
+            Actor::Admin => "admin",
+            Actor::Mcp => "mcp",
+            Actor::System => "system",
+        }
+    }
+}
+
+/// Owner authority a request proved: the operator's admin token, or a session of one of the agent's owners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerAuthority {
+    Admin,
+    Owner { address: alloy::primitives::Address },
+}
+
+/// A live owner session (`X-Owner-Token`), as the store keeps it (by the token's hash).
+#[derive(Debug, Clone)]
+pub struct OwnerSession {
+    pub agent_id: Uuid,
+    pub address: alloy::primitives::Address,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The credentials a request carried, as given (checked by `Authenticator::caller`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// `X-Agent-Access-Token`.
+    pub agent_token: Option<&'a str>,
+    /// `Authorization: Bearer …` (the admin token).
+    pub bearer: Option<&'a str>,
+    /// `X-Owner-Token` (an owner session).
+    pub owner_token: Option<&'a str>,
+}
+
+/// The caller of an agent-scoped endpoint: the agent, and which credentials proved the right to act on it.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub agent: Agent,
+    /// The agent's own live token was presented (or agent auth is disabled in development).
+    pub agent_token: bool,
+    /// Owner authority, when the request proved it.
+    pub owner: Option<OwnerAuthority>,
+    /// Guarded agents refuse loosenings made with the agent token alone (docs/api.md §10).
+    pub guarded: bool,
+}
+
+impl Caller {
+    /// Who acts, for the audit log: the owner's authority wins over the agent token presented beside it.
+    pub fn actor(&self) -> Actor {
+        match self.owner {
+            Some(OwnerAuthority::Admin) => Actor::Admin,
+            Some(OwnerAuthority::Owner { .. }) => Actor::Owner,
+            None => Actor::Agent,
+        }
+    }
+
+    /// A loosening of the agent's guardrails: on a guarded agent only its owner's authority may make it.
+    pub fn require_owner_if_guarded(&self) -> Result<(), AuthError> {
+        if self.guarded && self.owner.is_none() {
+            return Err(AuthError::OwnerRequired);
+        }
+        Ok(())
+    }
+
+    /// Owner authority, whether or not the agent is guarded (approvals, reactivation of a guarded agent …).
+    pub fn require_owner(&self) -> Result<(), AuthError> {
+        if self.owner.is_none() {
+            return Err(AuthError::OwnerRequired);
+        }
+        Ok(())
+    }
+
+    /// Endpoints that act as the agent (chat, transfers, conversations) take its token: owner authority alone is
+    /// not enough there.
+    pub fn require_agent_token(&self) -> Result<(), AuthError> {
+        if !self.agent_token {
+            return Err(AuthError::MissingToken);
+        }
+        Ok(())
+    }
 }
 
 /// A proven agent token, kept as its hash: a session (MCP) re-checks it on every call, so a reissue or a deletion
@@ -169,6 +271,76 @@ impl Authenticator {
             return Err(AuthError::AgentInactive);
         }
         Ok(agent)
+    }
+
+    /// Whether the agent is guarded: an admin token is configured, or the agent has owner addresses.
+    pub fn is_guarded(&self, agent: &Agent) -> bool {
+        self.admin_token.is_some() || !agent.owner_addresses.is_empty()
+    }
+
+    /// Checks an agent-scoped call that may carry the agent token, owner authority, or both, in the contract's
+    /// order: some credential present -> agent exists (404) -> each credential presented belongs to it (401/403)
+    /// -> active (410, unless `access` allows inactive agents). A credential that is presented must be valid: a
+    /// wrong one is refused even beside a good one.
+    pub async fn caller(
+        &self,
+        agent_id: Option<Uuid>,
+        credentials: Credentials<'_>,
+        access: AgentAccess,
+    ) -> Result<Caller, AuthError> {
+        // Without a configured admin token a bearer proves nothing, so it does not count as a credential.
+        let bearer = credentials.bearer.filter(|_| self.admin_token.is_some());
+        if credentials.agent_token.is_none() && bearer.is_none() && credentials.owner_token.is_none() {
+            self.require_token(None)?;
+        }
+        let agent_id = agent_id.ok_or(AuthError::AgentNotFound)?;
+        let token_hash = credentials
+            .agent_token
+            .filter(|t| token::is_well_formed(t))
+            .map(token::hash)
+            .unwrap_or_default();
+        let (agent, token_owner) = self.store.get_agent_for_token(agent_id, &token_hash).await?;
+        let mut owner = None;
+        if let Some(bearer) = bearer {
+            self.admin(Some(bearer))?;
+            owner = Some(OwnerAuthority::Admin);
+        }
+        if let Some(owner_token) = credentials.owner_token {
+            let session = self.owner_session(owner_token).await?;
+            if session.agent_id != agent.id {
+                return Err(AuthError::Forbidden);
+            }
+            owner.get_or_insert(OwnerAuthority::Owner {
+                address: session.address,
+            });
+        }
+        let agent_token = match credentials.agent_token {
+            _ if self.agent_auth_disabled => true,
+            None => false,
+            Some(_) => match token_owner {
+                None => return Err(AuthError::InvalidToken),
+                Some(owner_id) if owner_id != agent.id => return Err(AuthError::Forbidden),
+                Some(_) => true,
+            },
+        };
+        if access == AgentAccess::Active && !agent.is_active {
+            return Err(AuthError::AgentInactive);
+        }
+        let guarded = self.is_guarded(&agent);
+        Ok(Caller {
+            agent,
+            agent_token,
+            owner,
+            guarded,
+        })
+    }
+
+    /// The live owner session behind an `X-Owner-Token`.
+    pub async fn owner_session(&self, owner_token: &str) -> Result<OwnerSession, AuthError> {
+        // Owner sessions are issued by `POST /api/agents/{id}/owner-session` (Sign-In with Ethereum); until that
+        // endpoint exists no owner token is valid.
+        let _ = owner_token;
+        Err(AuthError::InvalidOwnerToken)
     }
 
     /// Operator calls (creating and listing agents): open when no `ADMIN_TOKEN` is set, else its bearer token.

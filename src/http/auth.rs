@@ -6,10 +6,11 @@ use axum::http::request::Parts;
 use uuid::Uuid;
 
 use super::error::AppError;
-use crate::auth::{AgentAccess, Authenticator};
+use crate::auth::{AgentAccess, Authenticator, Caller, Credentials};
 use crate::domain::agent::Agent;
 
 pub const TOKEN_HEADER: &str = "x-agent-access-token";
+pub const OWNER_TOKEN_HEADER: &str = "x-owner-token";
 
 /// An active agent whose token the caller presented (every agent-scoped call).
 pub struct ActiveAgent(pub Agent);
@@ -21,23 +22,86 @@ pub struct AnyAgent(pub Agent);
 /// another resource (chat, conversations), which authenticate once they know it.
 pub struct AgentToken(pub Option<String>);
 
+/// The caller of an agent-scoped endpoint that accepts the agent token, owner authority, or both (docs/api.md
+/// §10), for an active agent. Handlers decide what the caller may do (`Caller::require_owner_if_guarded` …).
+pub struct ActiveCaller(pub Caller);
+
+/// As `ActiveCaller`, also for an inactive agent (reactivation, export and audit with owner authority).
+pub struct AnyCaller(pub Caller);
+
 /// Guards agent creation and listing when `ADMIN_TOKEN` is set (`Authorization: Bearer <token>`).
 pub struct AdminGuard;
 
 /// The token from the `X-Agent-Access-Token` header, if any.
 pub fn header_token(parts: &Parts) -> Option<String> {
-    parts
-        .headers
-        .get(TOKEN_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
+    header(parts, TOKEN_HEADER).map(String::from)
 }
 
 /// Parses the `{id}` path segment; a malformed uuid is an unknown agent (404).
 pub fn parse_id(text: &str) -> Option<Uuid> {
     Uuid::parse_str(text).ok()
+}
+
+fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    header(parts, axum::http::header::AUTHORIZATION.as_str()).and_then(|v| v.strip_prefix("Bearer "))
+}
+
+async fn path_id<S: Send + Sync>(parts: &mut Parts, state: &S) -> Option<Uuid> {
+    match Path::<Vec<(String, String)>>::from_request_parts(parts, state).await {
+        Ok(Path(params)) => params
+            .into_iter()
+            .find(|(k, _)| k == "id")
+            .and_then(|(_, v)| parse_id(&v)),
+        Err(_) => None,
+    }
+}
+
+async fn path_caller<S>(parts: &mut Parts, state: &S, access: AgentAccess) -> Result<Caller, AppError>
+where
+    S: Send + Sync,
+    Authenticator: FromRef<S>,
+{
+    let id = path_id(parts, state).await;
+    let credentials = Credentials {
+        agent_token: header(parts, TOKEN_HEADER),
+        bearer: bearer(parts),
+        owner_token: header(parts, OWNER_TOKEN_HEADER),
+    };
+    let auth = Authenticator::from_ref(state);
+    Ok(auth.caller(id, credentials, access).await?)
+}
+
+impl<S> FromRequestParts<S> for ActiveCaller
+where
+    S: Send + Sync,
+    Authenticator: FromRef<S>,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_caller(parts, state, AgentAccess::Active).await.map(ActiveCaller)
+    }
+}
+
+impl<S> FromRequestParts<S> for AnyCaller
+where
+    S: Send + Sync,
+    Authenticator: FromRef<S>,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_caller(parts, state, AgentAccess::AnyState).await.map(AnyCaller)
+    }
 }
 
 async fn path_agent<S>(parts: &mut Parts, state: &S, access: AgentAccess) -> Result<Agent, AppError>
@@ -46,13 +110,7 @@ where
     Authenticator: FromRef<S>,
 {
     let token = header_token(parts);
-    let id = match Path::<Vec<(String, String)>>::from_request_parts(parts, state).await {
-        Ok(Path(params)) => params
-            .into_iter()
-            .find(|(k, _)| k == "id")
-            .and_then(|(_, v)| parse_id(&v)),
-        Err(_) => None,
-    };
+    let id = path_id(parts, state).await;
     let auth = Authenticator::from_ref(state);
     Ok(auth.agent(id, token.as_deref(), access).await?)
 }
@@ -104,12 +162,7 @@ where
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let bearer = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        Authenticator::from_ref(state).admin(bearer)?;
+        Authenticator::from_ref(state).admin(bearer(parts))?;
         Ok(AdminGuard)
     }
 }

@@ -29,6 +29,8 @@ pub enum AppError {
     AdminRequired,
     #[error("the proof of ownership was not accepted")]
     InvalidProof,
+    #[error("the owner token is unknown or expired")]
+    InvalidOwnerToken,
     #[error("this token does not belong to the requested resource")]
     Forbidden,
     #[error("{message}")]
@@ -94,7 +96,7 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
-            MissingToken | InvalidToken | AdminRequired | InvalidProof => StatusCode::UNAUTHORIZED,
+            MissingToken | InvalidToken | AdminRequired | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } => StatusCode::FORBIDDEN,
             AgentNotFound | ConversationNotFound | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -116,6 +118,7 @@ impl AppError {
             InvalidToken => "invalid_token",
             AdminRequired => "unauthorized",
             InvalidProof => "invalid_proof",
+            InvalidOwnerToken => "invalid_owner_token",
             Forbidden => "forbidden",
             AgentNotFound => "agent_not_found",
             ConversationNotFound => "conversation_not_found",
@@ -185,6 +188,11 @@ impl From<AuthError> for AppError {
             AuthError::AdminRequired => AppError::AdminRequired,
             AuthError::AgentNotFound => AppError::AgentNotFound,
             AuthError::AgentInactive => AppError::AgentInactive,
+            AuthError::InvalidOwnerToken => AppError::InvalidOwnerToken,
+            AuthError::OwnerRequired => AppError::Denied {
+                code: "owner_required",
+                message: AuthError::OwnerRequired.to_string(),
+            },
             AuthError::Store(e) => AppError::from(e),
         }
     }
