@@ -177,16 +177,12 @@ impl<B> SqlStore<B>
 where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    // Bound and read: ids, text, flags, times, key bytes and version; tuples are read by index, rows by name.
+    // Agent rows are read by name, per-chain values as tuples by index; addresses are bound as text.
     for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
-    for<'r> Option<String>: Encode<'r, B>,
-    for<'r> bool: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> i64: Encode<'r, B> + Type<B>,
+    for<'r> bool: Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {

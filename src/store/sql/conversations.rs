@@ -94,13 +94,12 @@ impl<B> SqlStore<B>
 where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    // Conversations and messages are read by column name: ids, text, counts, times.
-    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    // Writes only: ids, text, the token count and times are bound.
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
-    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> &'r str: ColumnIndex<B::Row>,
+    for<'r> i64: Encode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
 {
     /// Appends a message inside the caller's transaction and marks its conversation as updated.
     pub(super) async fn insert_message_in(conn: &mut B::Connection, m: &Message) -> StoreResult<()> {

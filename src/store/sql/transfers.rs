@@ -28,7 +28,6 @@ where
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> bool: Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Option<Uuid>: Encode<'r, B>,
