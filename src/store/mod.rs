@@ -1,12 +1,13 @@
-//! Persistence behind small traits, one per aggregate, with a SQLite and a PostgreSQL implementation chosen by
-//! URL scheme. `Store` is all of them together, so callers hold one `Arc<dyn Store>`; bring the methods into scope
-//! with `use crate::store::prelude::*;`.
+//! Persistence behind small traits, one per aggregate, implemented once in SQL (`sql::SqlStore`) over a SQLite or a
+//! PostgreSQL `Backend` chosen by URL scheme. `Store` is all of them together, so callers hold one
+//! `Arc<dyn Store>`; bring the methods into scope with `use crate::store::prelude::*;`.
 
 mod feed;
 mod locks;
 mod model;
 mod postgres;
 mod shared;
+mod sql;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ pub use model::{
     Settlement, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
+pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
 
 use crate::config::{Config, DatabaseKind};

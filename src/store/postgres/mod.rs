@@ -1,55 +1,68 @@
 //! The PostgreSQL backend: a connection pool; row locks where read-then-write must not interleave; advisory locks
 //! and `LISTEN/NOTIFY` so that several instances can share one database.
 
-mod agents;
-mod conversations;
-mod events;
 mod listener;
-mod tokens;
-mod transfers;
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use uuid::Uuid;
 
-use super::feed::LocalFeed;
-use super::locks::LocalLocks;
-use super::{HealthStore, SendGuard, StoreResult};
+use super::sql::{Backend, SqlStore};
+use super::{EventFeed, SendGuard, StoreResult};
 
 /// PostgreSQL-backed store.
-#[derive(Debug, Clone)]
-pub struct PgStore {
-    pool: PgPool,
-    locks: LocalLocks,
-    /// Events this instance committed; other instances' arrive by `LISTEN` (see `listener`).
-    feed: LocalFeed,
-}
+pub type PgStore = SqlStore<Postgres>;
 
-impl PgStore {
+impl SqlStore<Postgres> {
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await?;
-        Ok(PgStore {
-            pool,
-            locks: LocalLocks::default(),
-            feed: LocalFeed::default(),
-        })
+        Ok(SqlStore::with_pool(pool))
+    }
+}
+
+impl Backend for Postgres {
+    fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
+        done.rows_affected()
     }
 
-    pub async fn migrate(&self) -> StoreResult<()> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+    async fn migrate(pool: &PgPool) -> StoreResult<()> {
+        sqlx::migrate!("./migrations/postgres").run(pool).await?;
         Ok(())
     }
 
-    async fn send_lock(&self, name: &str) -> StoreResult<Box<dyn SendGuard>> {
+    /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
+    async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        pool.begin().await
+    }
+
+    async fn lock_agent(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Wakes the event listeners of every instance (delivered when the transaction commits).
+    async fn notify_event(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(EVENTS_CHANNEL)
+            .bind(id.to_string())
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn lock(store: &PgStore, name: &str) -> StoreResult<Box<dyn SendGuard>> {
         // First the instance's own lock, so that waiting tasks do not each hold a pooled connection.
-        let local = self.locks.lock(name).await;
-        let mut conn = self.pool.acquire().await?;
+        let local = store.locks.lock(name).await;
+        let mut conn = store.pool.acquire().await?;
         let key = lock_key(name);
         sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(key)
@@ -62,11 +75,11 @@ impl PgStore {
         }))
     }
 
-    async fn try_lock(&self, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
-        let Some(local) = self.locks.try_lock(name) else {
+    async fn try_lock(store: &PgStore, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
+        let Some(local) = store.locks.try_lock(name) else {
             return Ok(None);
         };
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = store.pool.acquire().await?;
         let key = lock_key(name);
         let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)")
             .bind(key)
@@ -81,37 +94,9 @@ impl PgStore {
         }))
     }
 
-    /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
-    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        self.pool.begin().await
+    async fn event_feed(store: &PgStore) -> EventFeed {
+        listener::event_feed(store).await
     }
-}
-
-#[async_trait]
-impl HealthStore for PgStore {
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-}
-
-/// Serialises writers of one agent (updates, spending, nonces) across connections and instances.
-async fn lock_agent(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Wakes the event listeners of every instance (delivered when the transaction commits).
-async fn notify_event(conn: &mut sqlx::PgConnection, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(EVENTS_CHANNEL)
-        .bind(id.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
 }
 
 /// The `LISTEN/NOTIFY` channel that carries new event ids.

@@ -1,35 +1,21 @@
 //! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`). One
 //! instance serves a file, so its locks and its event feed are in-process.
 
-mod agents;
-mod conversations;
-mod events;
-mod tokens;
-mod transfers;
-
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
+use uuid::Uuid;
 
-use super::feed::LocalFeed;
-use super::locks::LocalLocks;
-use super::{HealthStore, SendGuard, StoreError, StoreResult};
+use super::sql::{Backend, SqlStore};
+use super::{EventFeed, SendGuard, StoreError, StoreResult};
 
 /// SQLite-backed store.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-    /// In-process locks by name: one SQLite file is served by one instance.
-    locks: LocalLocks,
-    /// Committed events, announced to this instance's feeds.
-    feed: LocalFeed,
-}
+pub type SqliteStore = SqlStore<Sqlite>;
 
-impl SqliteStore {
+impl SqlStore<Sqlite> {
     /// Opens (creating the file and its directory if needed) and migrates the database.
     pub async fn connect(url: &str, path: &Path) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -46,37 +32,45 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        Ok(SqliteStore {
-            pool,
-            locks: LocalLocks::default(),
-            feed: LocalFeed::default(),
-        })
+        Ok(SqlStore::with_pool(pool))
+    }
+}
+
+impl Backend for Sqlite {
+    fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        done.rows_affected()
     }
 
-    pub async fn migrate(&self) -> StoreResult<()> {
-        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+    async fn migrate(pool: &SqlitePool) -> StoreResult<()> {
+        sqlx::migrate!("./migrations/sqlite").run(pool).await?;
         Ok(())
-    }
-
-    async fn send_lock(&self, name: &str) -> StoreResult<Box<dyn SendGuard>> {
-        Ok(Box::new(self.locks.lock(name).await))
-    }
-
-    fn try_lock(&self, name: &str) -> Option<Box<dyn SendGuard>> {
-        self.locks.try_lock(name).map(|g| Box::new(g) as Box<dyn SendGuard>)
     }
 
     /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
     /// sequences (caps, nonces, single-use challenges) cannot interleave and no row lock is needed.
-    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await
+    async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        pool.begin_with("BEGIN IMMEDIATE").await
     }
-}
 
-#[async_trait]
-impl HealthStore for SqliteStore {
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+    /// `BEGIN IMMEDIATE` already holds the only write lock.
+    async fn lock_agent(_conn: &mut SqliteConnection, _id: Uuid) -> Result<(), sqlx::Error> {
         Ok(())
+    }
+
+    /// One instance per file: nobody else to tell.
+    async fn notify_event(_conn: &mut SqliteConnection, _id: i64) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
+    async fn lock(store: &SqliteStore, name: &str) -> StoreResult<Box<dyn SendGuard>> {
+        Ok(Box::new(store.locks.lock(name).await))
+    }
+
+    async fn try_lock(store: &SqliteStore, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
+        Ok(store.locks.try_lock(name).map(|g| Box::new(g) as Box<dyn SendGuard>))
+    }
+
+    async fn event_feed(store: &SqliteStore) -> EventFeed {
+        store.feed.follow()
     }
 }

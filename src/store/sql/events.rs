@@ -1,14 +1,24 @@
-//! SQLite: stored events, and the feed of new ones (in-process: one instance serves the file).
+//! Stored events, and the feed of new ones (how other instances' events arrive is the backend's affair).
 
 use async_trait::async_trait;
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::SqliteStore;
+use super::{Backend, SqlStore};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{EventFeed, EventRecord, EventStore, StoreResult};
 
 #[async_trait]
-impl EventStore for SqliteStore {
+impl<B> EventStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Events are read by column name: integer id, ids, kind and payload as text.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Decode<'r, B> + Type<B>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
     async fn events_after(&self, conversation_id: Uuid, after_id: i64, limit: i64) -> StoreResult<Vec<EventRecord>> {
         let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3"
@@ -32,6 +42,6 @@ impl EventStore for SqliteStore {
     }
 
     async fn event_feed(&self) -> EventFeed {
-        self.feed.follow()
+        B::event_feed(self).await
     }
 }

@@ -1,15 +1,15 @@
-//! SQLite: transfers — the cap check, nonce allocation and insert in one write transaction; broadcast marks,
+//! Transfers — the cap check, nonce allocation and insert in one write transaction; broadcast marks,
 //! discards, settlement with its event and message; send and watcher locks.
 
 use std::collections::BTreeMap;
 
 use alloy::primitives::U256;
 use async_trait::async_trait;
-use sqlx::SqliteConnection;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::SqliteStore;
-use super::conversations::insert_message_in;
+use super::{Backend, SqlStore};
 use crate::domain::transaction::StoredTx;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
 use crate::store::{
@@ -18,7 +18,25 @@ use crate::store::{
 };
 
 #[async_trait]
-impl TransferStore for SqliteStore {
+impl<B> TransferStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Amounts and addresses are text, nonces and gas integers, raw transactions bytes; tuples are read by index,
+    // transfers and events by column name. Settlement appends a message (see `conversations`).
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
     async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL OR chain = $2) \
@@ -51,27 +69,29 @@ impl TransferStore for SqliteStore {
     }
 
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>> {
-        self.send_lock(&format!("send:{agent_id}:{chain}")).await
+        B::lock(self, &format!("send:{agent_id}:{chain}")).await
     }
 
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
         let mut conn = self.pool.acquire().await?;
-        stored_nonce(&mut conn, agent_id, chain).await
+        Self::stored_nonce(&mut conn, agent_id, chain).await
     }
 
     async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
-        // `BEGIN IMMEDIATE` holds the only write lock: the cap and the nonce cannot move under us.
-        let mut tx = self.begin_write().await?;
+        let mut tx = B::begin_write(&self.pool).await?;
+        // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending and the nonce
+        // stay still until this commits.
+        B::lock_agent(&mut tx, r.agent_id).await?;
         let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
             .bind(r.agent_id)
             .fetch_one(&mut *tx)
             .await?;
         let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
-        let spent = spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+        let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
         if spent.saturating_add(r.reserved_wei) > cap {
             return Ok(Reservation::CapExceeded { cap, spent });
         }
-        let stored = stored_nonce(&mut tx, r.agent_id, &r.chain).await?;
+        let stored = Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?;
         let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
@@ -109,7 +129,7 @@ impl TransferStore for SqliteStore {
         .bind(nonce as i64 + 1)
         .execute(&mut *tx)
         .await?;
-        adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, U256::ZERO).await?;
+        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, U256::ZERO).await?;
         tx.commit().await?;
         Ok(Reservation::Reserved(Box::new(record)))
     }
@@ -124,7 +144,7 @@ impl TransferStore for SqliteStore {
     }
 
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         let row: Option<(Uuid, String, i64, String)> =
             sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei FROM transactions WHERE id = $1")
                 .bind(id)
@@ -133,12 +153,13 @@ impl TransferStore for SqliteStore {
         let Some((agent_id, chain, nonce, reserved)) = row else {
             return Ok(());
         };
+        B::lock_agent(&mut tx, agent_id).await?;
         sqlx::query("DELETE FROM transactions WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
-        adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
+        Self::adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
         // Give the nonce back only if nothing was allocated after it.
         sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
             .bind(nonce)
@@ -177,7 +198,7 @@ impl TransferStore for SqliteStore {
         event: serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         let now = crate::domain::now();
         let row: Option<(Uuid, Option<Uuid>, String, String)> =
             sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
@@ -187,6 +208,8 @@ impl TransferStore for SqliteStore {
         let Some((agent_id, conversation_id, chain, reserved)) = row else {
             return Ok(None);
         };
+        // The agent first, as reservations do, so the spending row changes under one lock.
+        B::lock_agent(&mut tx, agent_id).await?;
         let done = sqlx::query(
             "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
              updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
@@ -199,12 +222,12 @@ impl TransferStore for SqliteStore {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        if done.rows_affected() != 1 {
+        if B::rows_affected(&done) != 1 {
             return Ok(None);
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
-        adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
+        Self::adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
         let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
              RETURNING {EVENT_COLUMNS}"
@@ -224,56 +247,71 @@ impl TransferStore for SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await?;
             if exists.is_some() {
-                insert_message_in(&mut tx, message).await?;
+                Self::insert_message_in(&mut tx, message).await?;
             }
         }
+        B::notify_event(&mut tx, record.id).await?;
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it will find the event there.
+        // Other instances hear of it through the notification (PostgreSQL).
         self.feed.announce(&record);
         Ok(Some(record))
     }
 
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
-        Ok(self.try_lock(&format!("watch:{chain}")))
+        B::try_lock(self, &format!("watch:{chain}")).await
     }
 }
 
-async fn stored_nonce(conn: &mut SqliteConnection, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
-    let row: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
+/// Nonce and spending rows, inside the caller's transaction.
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+{
+    async fn stored_nonce(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
+        let row: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
+            .bind(agent_id)
+            .bind(chain)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
+    }
+
+    async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
+                .bind(agent_id)
+                .bind(chain)
+                .fetch_optional(&mut *conn)
+                .await?;
+        row.map_or(Ok(U256::ZERO), |(w,)| shared::wei_from_text(&w, "spending.spent_wei"))
+    }
+
+    /// Moves what counts against the cap on (agent, chain): `+ add - sub`. Callers hold the agent's write lock.
+    async fn adjust_spent(
+        conn: &mut B::Connection,
+        agent_id: Uuid,
+        chain: &str,
+        add: U256,
+        sub: U256,
+    ) -> StoreResult<()> {
+        let current = Self::spent_on_chain(&mut *conn, agent_id, chain).await?;
+        let next = current.saturating_add(add).saturating_sub(sub);
+        sqlx::query(
+            "INSERT INTO spending (agent_id, chain, spent_wei) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent_id, chain) DO UPDATE SET spent_wei = $3",
+        )
         .bind(agent_id)
         .bind(chain)
-        .fetch_optional(&mut *conn)
+        .bind(next.to_string())
+        .execute(&mut *conn)
         .await?;
-    row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
-}
-
-async fn spent_on_chain(conn: &mut SqliteConnection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
-    let row: Option<(String,)> = sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
-        .bind(agent_id)
-        .bind(chain)
-        .fetch_optional(&mut *conn)
-        .await?;
-    row.map_or(Ok(U256::ZERO), |(w,)| shared::wei_from_text(&w, "spending.spent_wei"))
-}
-
-/// Moves what counts against the cap on (agent, chain): `+ add - sub`. Callers hold the write lock.
-async fn adjust_spent(
-    conn: &mut SqliteConnection,
-    agent_id: Uuid,
-    chain: &str,
-    add: U256,
-    sub: U256,
-) -> StoreResult<()> {
-    let current = spent_on_chain(&mut *conn, agent_id, chain).await?;
-    let next = current.saturating_add(add).saturating_sub(sub);
-    sqlx::query(
-        "INSERT INTO spending (agent_id, chain, spent_wei) VALUES ($1, $2, $3) \
-         ON CONFLICT (agent_id, chain) DO UPDATE SET spent_wei = $3",
-    )
-    .bind(agent_id)
-    .bind(chain)
-    .bind(next.to_string())
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+        Ok(())
+    }
 }

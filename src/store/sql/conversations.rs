@@ -1,15 +1,27 @@
-//! PostgreSQL: conversations and their messages.
+//! Conversations and their messages.
 
 use async_trait::async_trait;
-use sqlx::PgConnection;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::PgStore;
+use super::{Backend, SqlStore};
 use crate::store::shared::{self, CONVERSATION_SELECT, MESSAGE_COLUMNS, MessageRow};
 use crate::store::{Conversation, ConversationStore, Message, StoreError, StoreResult};
 
 #[async_trait]
-impl ConversationStore for PgStore {
+impl<B> ConversationStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Conversations and messages are read by column name: ids, text, counts, times.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
     async fn create_conversation(&self, c: &Conversation) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
@@ -43,7 +55,7 @@ impl ConversationStore for PgStore {
     }
 
     async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         sqlx::query("DELETE FROM messages WHERE conversation_id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -53,12 +65,12 @@ impl ConversationStore for PgStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(done.rows_affected() == 1)
+        Ok(B::rows_affected(&done) == 1)
     }
 
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
-        insert_message_in(&mut tx, m).await?;
+        let mut tx = B::begin_write(&self.pool).await?;
+        Self::insert_message_in(&mut tx, m).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -78,24 +90,36 @@ impl ConversationStore for PgStore {
     }
 }
 
-/// Appends a message inside the caller's transaction and marks its conversation as updated.
-pub(super) async fn insert_message_in(conn: &mut PgConnection, m: &Message) -> StoreResult<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-    )))
-    .bind(m.id)
-    .bind(m.conversation_id)
-    .bind(m.role.as_str())
-    .bind(&m.content)
-    .bind(m.chain_calls.to_string())
-    .bind(m.tokens_used)
-    .bind(m.created_at)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
-        .bind(m.created_at)
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Writes only: ids, text, the token count and times are bound.
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+{
+    /// Appends a message inside the caller's transaction and marks its conversation as updated.
+    pub(super) async fn insert_message_in(conn: &mut B::Connection, m: &Message) -> StoreResult<()> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        )))
+        .bind(m.id)
         .bind(m.conversation_id)
+        .bind(m.role.as_str())
+        .bind(&m.content)
+        .bind(m.chain_calls.to_string())
+        .bind(m.tokens_used)
+        .bind(m.created_at)
         .execute(&mut *conn)
         .await?;
-    Ok(())
+        sqlx::query("UPDATE conversations SET updated_at = $1 WHERE id = $2")
+            .bind(m.created_at)
+            .bind(m.conversation_id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
 }

@@ -1,14 +1,27 @@
-//! PostgreSQL: access tokens (hashes only) and reissue challenges.
+//! Access tokens (hashes only) and reissue challenges.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::PgStore;
+use super::{Backend, SqlStore};
 use crate::store::shared::ChallengeRow;
 use crate::store::{Challenge, ReissueProof, StoreResult, TokenStore};
 
 #[async_trait]
-impl TokenStore for PgStore {
+impl<B> TokenStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Hashes, nonces and messages as text; ids; times. Challenges are read by column name.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
     async fn agent_for_token(&self, token_hash: &str) -> StoreResult<Option<Uuid>> {
         let row: Option<(Uuid,)> =
             sqlx::query_as("SELECT agent_id FROM access_tokens WHERE token_hash = $1 AND revoked_at IS NULL")
@@ -45,7 +58,7 @@ impl TokenStore for PgStore {
 
     async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool> {
         let now = crate::domain::now();
-        let mut tx = self.begin_write().await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         let consumed = match proof {
             ReissueProof::CurrentToken { token_hash } => sqlx::query(
                 "UPDATE access_tokens SET revoked_at = $1 \
@@ -64,7 +77,7 @@ impl TokenStore for PgStore {
         }
         .execute(&mut *tx)
         .await?;
-        if consumed.rows_affected() != 1 {
+        if B::rows_affected(&consumed) != 1 {
             return Ok(false);
         }
         sqlx::query("UPDATE access_tokens SET revoked_at = $1 WHERE agent_id = $2 AND revoked_at IS NULL")

@@ -1,0 +1,113 @@
+//! The one SQL implementation of the store traits, generic over the database: `SqlStore<B>` holds a pool of `B`,
+//! the in-process named locks and the local event feed; `Backend` names the few things the dialects really do
+//! differently (how a write transaction begins, row locks, named locks across instances, announcing events,
+//! migrations). The SQL of each aggregate lives once, in this module's files.
+//!
+//! Each `impl` block states the sqlx bounds its queries need: `&mut B::Connection` as an executor, and for every
+//! Rust type it binds or reads, `Encode`/`Decode`/`Type` for `B`. Rust does not imply such bounds from a trait's
+//! `where` clause, so they cannot live on `Backend` once; both `Sqlite` and `Postgres` meet all of them.
+
+mod agents;
+mod conversations;
+mod events;
+mod tokens;
+mod transfers;
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use sqlx::{Database, Executor, IntoArguments, Pool, Transaction};
+use uuid::Uuid;
+
+use super::feed::LocalFeed;
+use super::locks::LocalLocks;
+use super::{EventFeed, HealthStore, SendGuard, StoreResult};
+
+/// What differs between the SQL dialects the store runs on. Everything else is the same SQL (`$n` placeholders work
+/// on both).
+pub trait Backend: Database<Arguments: IntoArguments<Self>> {
+    /// How many rows a statement changed (each driver has its own result type).
+    fn rows_affected(done: &Self::QueryResult) -> u64;
+
+    /// Applies the embedded migrations of this dialect.
+    fn migrate(pool: &Pool<Self>) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Begins a transaction whose read-then-write sequences (caps, nonces, single-use challenges) cannot interleave
+    /// with another writer's, together with `lock_agent`.
+    fn begin_write(pool: &Pool<Self>) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
+
+    /// Serialises writers of one agent (updates, spending, nonces) inside a write transaction, where the
+    /// transaction alone does not.
+    fn lock_agent(conn: &mut Self::Connection, id: Uuid) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Tells other instances, once the transaction commits, that event `id` was stored.
+    fn notify_event(conn: &mut Self::Connection, id: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Waits for the named lock (sends of one agent and chain).
+    fn lock(store: &SqlStore<Self>, name: &str) -> impl Future<Output = StoreResult<Box<dyn SendGuard>>> + Send;
+
+    /// The named lock if nobody holds it (one watcher per chain).
+    fn try_lock(
+        store: &SqlStore<Self>,
+        name: &str,
+    ) -> impl Future<Output = StoreResult<Option<Box<dyn SendGuard>>>> + Send;
+
+    /// Events stored from now on, by this instance and (where the database can tell) by others.
+    fn event_feed(store: &SqlStore<Self>) -> impl Future<Output = EventFeed> + Send;
+}
+
+/// The store over a pool of `B`. Cheap to clone; clones share the pool, the locks and the feed.
+pub struct SqlStore<B: Database> {
+    pub(in crate::store) pool: Pool<B>,
+    /// In-process locks by name, taken before any database-wide one.
+    pub(in crate::store) locks: LocalLocks,
+    /// Events this instance committed, announced to this instance's feeds.
+    pub(in crate::store) feed: LocalFeed,
+}
+
+impl<B: Database> SqlStore<B> {
+    pub(in crate::store) fn with_pool(pool: Pool<B>) -> Self {
+        SqlStore {
+            pool,
+            locks: LocalLocks::default(),
+            feed: LocalFeed::default(),
+        }
+    }
+}
+
+// By hand: a derive would ask `B: Clone` and `B: Debug` of the marker type.
+impl<B: Database> Clone for SqlStore<B> {
+    fn clone(&self) -> Self {
+        SqlStore {
+            pool: self.pool.clone(),
+            locks: self.locks.clone(),
+            feed: self.feed.clone(),
+        }
+    }
+}
+
+impl<B: Database> std::fmt::Debug for SqlStore<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("backend", &B::NAME)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    pub async fn migrate(&self) -> StoreResult<()> {
+        B::migrate(&self.pool).await
+    }
+}
+
+#[async_trait]
+impl<B> HealthStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+{
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
