@@ -210,34 +210,19 @@ impl Authenticator {
         Ok(())
     }
 
-    /// Loads the agent `agent_id` (`None`: a malformed id, i.e. unknown) and checks that `token` is its live token.
+    /// Loads the agent `agent_id` (`None`: a malformed id, i.e. unknown) and checks that `token` is its live token:
+    /// `caller` with the agent token as the only credential.
     pub async fn agent(
         &self,
         agent_id: Option<Uuid>,
         token: Option<&str>,
         access: AgentAccess,
     ) -> Result<Agent, AuthError> {
-        self.require_token(token)?;
-        let agent_id = agent_id.ok_or(AuthError::AgentNotFound)?;
-        let agent = if self.agent_auth_disabled {
-            self.store.get_agent(agent_id).await?
-        } else {
-            // A malformed token is looked up as no token: the agent's existence (404) is still checked first.
-            let hash = token
-                .filter(|t| token::is_well_formed(t))
-                .map(token::hash)
-                .unwrap_or_default();
-            let (agent, owner) = self.store.get_agent_for_token(agent_id, &hash).await?;
-            match owner {
-                None => return Err(AuthError::InvalidToken),
-                Some(owner) if owner != agent.id => return Err(AuthError::Forbidden),
-                Some(_) => agent,
-            }
+        let credentials = Credentials {
+            agent_token: token,
+            ..Credentials::default()
         };
-        if access == AgentAccess::Active && !agent.is_active {
-            return Err(AuthError::AgentInactive);
-        }
-        Ok(agent)
+        Ok(self.caller(agent_id, credentials, access).await?.agent)
     }
 
     /// Opens a session from a token alone (MCP): the token must be live and its agent active.

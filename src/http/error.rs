@@ -147,11 +147,6 @@ impl AppError {
             },
         }
     }
-
-    /// The error body as JSON (for `error` events on streams).
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::to_value(self.view()).unwrap_or_default()
-    }
 }
 
 impl IntoResponse for AppError {
