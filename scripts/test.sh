@@ -12,6 +12,11 @@ if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules
   npm ci --prefix test-tools --no-audit --no-fund
 fi
 
+if ! command -v sqlite3 >/dev/null; then
+  echo "==> installing the sqlite3 CLI (the audit tests edit a row with it)"
+  apt-get install -y sqlite3 || { apt-get update && apt-get install -y sqlite3; }
+fi
+
 pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
 if ! pg_up && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
   echo "==> starting the local PostgreSQL"

@@ -321,11 +321,23 @@ impl Authenticator {
     }
 
     /// The live owner session behind an `X-Owner-Token`.
+    /// Sessions are issued by `POST /api/agents/{id}/owner-session` (Sign-In with Ethereum) and looked up by the
+    /// token's SHA-256; an unknown, malformed or expired token proves nothing.
     pub async fn owner_session(&self, owner_token: &str) -> Result<OwnerSession, AuthError> {
-        // Owner sessions are issued by `POST /api/agents/{id}/owner-session` (Sign-In with Ethereum); until that
-        // endpoint exists no owner token is valid.
-        let _ = owner_token;
-        Err(AuthError::InvalidOwnerToken)
+        if !token::is_well_formed_prefixed(owner_token, token::OWNER_PREFIX) {
+            return Err(AuthError::InvalidOwnerToken);
+        }
+        let session = self
+            .store
+            .owner_session(&token::hash(owner_token))
+            .await?
+            .filter(|s| s.expires_at > crate::domain::now())
+            .ok_or(AuthError::InvalidOwnerToken)?;
+        Ok(OwnerSession {
+            agent_id: session.agent_id,
+            address: session.address,
+            expires_at: session.expires_at,
+        })
     }
 
     /// Operator calls (creating and listing agents): open when no `ADMIN_TOKEN` is set, else its bearer token.

@@ -113,8 +113,40 @@ pub struct SecurityConfig {
     pub admin_token: Option<SecretString>,
     pub allow_key_export: bool,
     pub challenge_prefix: String,
+    /// `PUBLIC_URL`: the service's public origin; its host is the Sign-In with Ethereum domain of owner challenges.
+    pub public_url: Option<PublicUrl>,
     pub reissue_limit_per_agent: u32,
     pub reissue_limit_per_ip: u32,
+}
+
+/// The service's public origin (`PUBLIC_URL`), split into what Sign-In with Ethereum messages name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl {
+    /// `scheme://authority`, without a trailing slash.
+    pub origin: String,
+    /// The authority (host, and port when not the scheme's default): the EIP-4361 `domain`.
+    pub host: String,
+}
+
+impl PublicUrl {
+    fn parse(text: &str) -> Result<Self, ConfigError> {
+        let url = reqwest::Url::parse(text.trim()).map_err(|e| invalid("PUBLIC_URL", e.to_string()))?;
+        let host = match (url.host_str(), url.scheme()) {
+            (Some(host), "http" | "https") => host,
+            _ => return Err(invalid("PUBLIC_URL", "must be an http or https URL with a host")),
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid("PUBLIC_URL", "must not hold credentials"));
+        }
+        let host = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        Ok(PublicUrl {
+            origin: format!("{}://{host}", url.scheme()),
+            host,
+        })
+    }
 }
 
 /// Fault injection for crash-safety tests; refused in production.
@@ -294,6 +326,7 @@ impl SecurityConfig {
             admin_token: vars.secret("ADMIN_TOKEN")?,
             allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
             challenge_prefix,
+            public_url: vars.get("PUBLIC_URL").map(|u| PublicUrl::parse(&u)).transpose()?,
             reissue_limit_per_agent: vars.number("REISSUE_LIMIT_PER_AGENT", 10)?,
             reissue_limit_per_ip: vars.number("REISSUE_LIMIT_PER_IP", 100)?,
         })
@@ -410,6 +443,17 @@ mod tests {
         assert_eq!(c.database.data_dir, PathBuf::from("./data"));
         assert!(c.security.allow_key_export && !c.security.disable_agent_auth);
         assert_eq!(c.security.challenge_prefix, "agentd");
+        assert_eq!(c.security.public_url, None);
+    }
+
+    #[test]
+    fn public_url_gives_the_sign_in_domain() {
+        let c = Config::from_vars(vars(&[("PUBLIC_URL", "https://Wallet.example.com:8443/app/")])).unwrap();
+        let public = c.security.public_url.unwrap();
+        assert_eq!(public.host, "wallet.example.com:8443");
+        assert_eq!(public.origin, "https://wallet.example.com:8443");
+        assert!(Config::from_vars(vars(&[("PUBLIC_URL", "ftp://example.com")])).is_err());
+        assert!(Config::from_vars(vars(&[("PUBLIC_URL", "not a url")])).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations, `mcp` serves
-//! one agent's tools over the Model Context Protocol on stdio, `openapi` prints the OpenAPI document.
+//! one agent's tools over the Model Context Protocol on stdio, `openapi` prints the OpenAPI document, `audit verify`
+//! checks the audit log's hash chain.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -31,6 +32,17 @@ enum Command {
     Mcp,
     /// Print the OpenAPI document (as served at /api/openapi.json) and exit; needs no configuration.
     Openapi,
+    /// The audit log in DATABASE_URL.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the log's hash chain and head: exit 0 when intact, 1 naming the first bad entry.
+    Verify,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +73,9 @@ fn main() -> ExitCode {
                 .await
                 .map(|_| tracing::info!("migrations applied")),
             Command::Mcp => agentd::mcp::run_stdio(config).await,
+            Command::Audit {
+                command: AuditCommand::Verify,
+            } => verify_audit(&config).await,
             Command::Openapi => unreachable!("answered before the configuration is loaded"),
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
         }
@@ -87,6 +102,18 @@ fn print_openapi() -> ExitCode {
             eprintln!("agentd: cannot render the OpenAPI document: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `agentd audit verify`: a broken chain is an error naming the first bad entry (non-zero exit).
+async fn verify_audit(config: &Config) -> anyhow::Result<()> {
+    let store = agentd::store::open(config).await?;
+    match agentd::store::verify_audit(store.as_ref()).await? {
+        Ok(entries) => {
+            println!("audit log intact: {entries} entries");
+            Ok(())
+        }
+        Err(broken) => anyhow::bail!("audit log broken: {broken}"),
     }
 }
 

@@ -2,8 +2,10 @@
 
 pub mod agent;
 pub mod amount;
+pub mod audit;
 pub mod chain;
 pub mod challenge;
+pub mod siwe;
 pub mod token;
 pub mod transaction;
 

@@ -1,4 +1,5 @@
-//! Access tokens: `agt_` + 32 random bytes in base64url; only their SHA-256 is ever stored.
+//! Access tokens: `agt_` + 32 random bytes in base64url (owner session tokens the same with `own_`); only their
+//! SHA-256 is ever stored.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -7,6 +8,8 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 
 const PREFIX: &str = "agt_";
+/// Owner session tokens (`X-Owner-Token`).
+pub const OWNER_PREFIX: &str = "own_";
 
 /// A freshly minted token (plaintext, shown once) and the hash that is stored.
 pub struct IssuedToken {
@@ -16,9 +19,14 @@ pub struct IssuedToken {
 
 /// Mints a token from 32 bytes of the OS random number generator.
 pub fn issue() -> IssuedToken {
+    issue_prefixed(PREFIX)
+}
+
+/// Mints a token with another prefix (owner sessions).
+pub fn issue_prefixed(prefix: &str) -> IssuedToken {
     let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
     OsRng.fill_bytes(bytes.as_mut());
-    let plaintext = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes.as_ref()));
+    let plaintext = format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes.as_ref()));
     let hash = hash(&plaintext);
     IssuedToken {
         plaintext: SecretString::from(plaintext),
@@ -33,7 +41,12 @@ pub fn hash(token: &str) -> String {
 
 /// Whether a string has the shape of an access token (cheap pre-check before any lookup).
 pub fn is_well_formed(token: &str) -> bool {
-    token.strip_prefix(PREFIX).is_some_and(|rest| {
+    is_well_formed_prefixed(token, PREFIX)
+}
+
+/// As `is_well_formed`, for a token with another prefix.
+pub fn is_well_formed_prefixed(token: &str, prefix: &str) -> bool {
+    token.strip_prefix(prefix).is_some_and(|rest| {
         rest.len() >= 43
             && rest.len() <= 128
             && rest

@@ -1,10 +1,11 @@
-//! Agents: create, list, detail, partial update, soft delete and key export.
+//! Agents: create, list, detail, partial update, soft delete and key export. On a guarded agent the agent's own
+//! token may tighten its guardrails but not loosen them (docs/api.md §10); every change is audited with its actor.
 
 use std::collections::BTreeMap;
 
 use alloy::primitives::U256;
 use axum::Json;
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
@@ -14,10 +15,11 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
-use super::auth::{ActiveAgent, AdminGuard, AnyAgent};
+use super::auth::{ActiveCaller, AdminGuard, AnyCaller};
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ErrorBody, ExportedKeyView};
+use crate::auth::{Actor, AuthError};
 use crate::domain::agent::{self, Agent};
 use crate::domain::{amount, token};
 use crate::state::AppState;
@@ -180,9 +182,18 @@ async fn create_agent(
             token_hash: issued.hash.clone(),
         })
         .await?;
+    let detail = json!({
+        "name": agent.name,
+        "chains": agent.chains,
+        "capabilities": agent.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "spending_cap": amount::format_units(agent.spending_cap_wei, 18),
+        "owner_addresses": checksummed(&agent.owner_addresses),
+    });
+    // Whoever may create agents is the operator: with ADMIN_TOKEN its bearer, without it the open endpoint.
+    audit(&state, id, Actor::Admin, "agent_created", detail).await?;
     tracing::info!(agent_id = %id, "agent created");
     let created = AgentCreatedView {
-        agent: AgentDetailView::from(&agent),
+        agent: AgentDetailView::new(&agent, state.auth.is_guarded(&agent)),
         access_token: issued.expose().to_string(),
     };
     Ok((StatusCode::CREATED, Json(created)))
@@ -219,23 +230,24 @@ async fn list_agents(
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    security(("agent_token" = [])),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "The agent (also when inactive)", body = AgentDetailView),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
-async fn get_agent(AnyAgent(agent): AnyAgent) -> Json<AgentDetailView> {
-    Json(AgentDetailView::from(&agent))
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn get_agent(AnyCaller(caller): AnyCaller) -> Json<AgentDetailView> {
+    Json(AgentDetailView::new(&caller.agent, caller.guarded))
 }
 
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    request_body = UpdateAgent, security(("agent_token" = [])),
+    request_body = UpdateAgent, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = AgentDetailView), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "forbidden, or owner_required for a loosening of a guarded agent", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn update_agent(
     State(state): State<AppState>,
-    ActiveAgent(agent): ActiveAgent,
+    ActiveCaller(caller): ActiveCaller,
     ApiJson(body): ApiJson<UpdateAgent>,
 ) -> Result<Json<AgentDetailView>> {
     let mut checks = Checks::default();
@@ -265,21 +277,105 @@ async fn update_agent(
         },
     };
     checks.finish()?;
+    let agent = &caller.agent;
+    if loosens(agent, &update) {
+        caller.require_owner_if_guarded()?;
+    }
     let wallet = state.store.wallet_key(agent.id).await?.address;
     let updated = state.store.update_agent(agent.id, &update, wallet).await?;
+    let detail = changes(agent, &updated);
+    if detail["fields"].as_array().is_some_and(|f| !f.is_empty()) {
+        audit(&state, agent.id, caller.actor(), "agent_updated", detail).await?;
+    }
     tracing::info!(agent_id = %agent.id, "agent updated");
-    Ok(Json(AgentDetailView::from(&updated)))
+    Ok(Json(AgentDetailView::new(&updated, state.auth.is_guarded(&updated))))
+}
+
+/// Whether the update loosens the agent's guardrails: a higher cap, a new capability or chain, or any change of
+/// its owners (which would hand the guard to someone else, or drop it).
+fn loosens(agent: &Agent, update: &AgentUpdate) -> bool {
+    let raises_cap = update.spending_cap_wei.is_some_and(|cap| cap > agent.spending_cap_wei);
+    let adds_capability = update
+        .capabilities
+        .as_ref()
+        .is_some_and(|caps| caps.iter().any(|c| !agent.capabilities.contains(c)));
+    let adds_chain = update
+        .chains
+        .as_ref()
+        .is_some_and(|chains| chains.iter().any(|c| !agent.chains.contains(c)));
+    let changes_owners = update
+        .owner_addresses
+        .as_ref()
+        .is_some_and(|owners| *owners != agent.owner_addresses);
+    raises_cap || adds_capability || adds_chain || changes_owners
+}
+
+/// The audit detail of an update: the names of the fields that changed and their new values (no secrets live in
+/// an agent's fields; the description is named only, as it may be long).
+fn changes(before: &Agent, after: &Agent) -> serde_json::Value {
+    let mut fields = Vec::new();
+    let mut to = serde_json::Map::new();
+    if before.name != after.name {
+        fields.push("name");
+        to.insert("name".into(), json!(after.name));
+    }
+    if before.description != after.description {
+        fields.push("description");
+    }
+    if before.chains != after.chains {
+        fields.push("chains");
+        to.insert("chains".into(), json!(after.chains));
+    }
+    if before.capabilities != after.capabilities {
+        fields.push("capabilities");
+        let caps: Vec<_> = after.capabilities.iter().map(|c| c.as_str()).collect();
+        to.insert("capabilities".into(), json!(caps));
+    }
+    if before.spending_cap_wei != after.spending_cap_wei {
+        fields.push("spending_cap");
+        let cap = |wei| amount::format_units(wei, 18);
+        to.insert("spending_cap".into(), json!(cap(after.spending_cap_wei)));
+        to.insert("spending_cap_before".into(), json!(cap(before.spending_cap_wei)));
+    }
+    if before.owner_addresses != after.owner_addresses {
+        fields.push("owner_addresses");
+        to.insert("owner_addresses".into(), json!(checksummed(&after.owner_addresses)));
+    }
+    json!({ "fields": fields, "to": to })
+}
+
+fn checksummed(map: &BTreeMap<String, alloy::primitives::Address>) -> BTreeMap<String, String> {
+    map.iter().map(|(c, a)| (c.clone(), a.to_checksum(None))).collect()
+}
+
+/// Appends to the audit chain (docs/api.md §10).
+pub(super) async fn audit(
+    state: &AppState,
+    agent_id: Uuid,
+    actor: Actor,
+    action: &'static str,
+    detail: serde_json::Value,
+) -> Result<()> {
+    let event = AuditEvent {
+        agent_id,
+        action,
+        actor: actor.as_str().to_string(),
+        detail,
+    };
+    Ok(state.store.insert_audit(&event).await?)
 }
 
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    security(("agent_token" = [])),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
-async fn delete_agent(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Result<StatusCode> {
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<StatusCode> {
+    let agent = &caller.agent;
     if !state.store.deactivate_agent(agent.id).await? {
         return Err(AppError::AgentInactive);
     }
+    audit(&state, agent.id, caller.actor(), "agent_deleted", json!({})).await?;
     tracing::info!(agent_id = %agent.id, "agent deactivated");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -293,17 +389,25 @@ struct ExportKey {
 }
 
 #[utoipa::path(post, path = "/api/agents/{id}/export-key", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    request_body = ExportKey, security(("agent_token" = [])),
+    request_body = ExportKey, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "The private key (audited)", body = ExportedKeyView),
-        (status = 401, body = ErrorBody), (status = 403, description = "forbidden or export_disabled", body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "forbidden, export_disabled, or owner_required on a guarded agent", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, description = "inactive, without owner authority", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn export_key(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,
-    ActiveAgent(agent): ActiveAgent,
-    ApiJson(body): ApiJson<ExportKey>,
+    AnyCaller(caller): AnyCaller,
+    body: Result<ApiJson<ExportKey>>,
 ) -> Result<Json<ExportedKeyView>> {
+    // The owner may take the key of a deleted agent, so its funds are never stranded; its token may not.
+    if !caller.agent.is_active && caller.owner.is_none() {
+        return Err(AuthError::AgentInactive.into());
+    }
+    caller.require_owner_if_guarded()?;
+    let ApiJson(body) = body?;
+    let agent = &caller.agent;
     if !state.config.security.allow_key_export {
         return Err(AppError::Denied {
             code: "export_disabled",
@@ -321,13 +425,8 @@ async fn export_key(
         .open(agent.id, &state.store.wallet_key(agent.id).await?)
         .map_err(AppError::internal)?;
     let secret = Zeroizing::new(format!("0x{}", alloy::hex::encode(signer.credential().to_bytes())));
-    let event = AuditEvent {
-        agent_id: agent.id,
-        action: "key_exported",
-        actor: format!("access_token@{}", client.ip()),
-        detail: json!({ "chain": body.chain, "address": address.to_checksum(None) }),
-    };
-    state.store.insert_audit(&event).await?;
+    let detail = json!({ "chain": body.chain, "address": address.to_checksum(None) });
+    audit(&state, agent.id, caller.actor(), "key_exported", detail).await?;
     tracing::warn!(agent_id = %agent.id, chain = %body.chain, "private key exported");
     Ok(Json(ExportedKeyView {
         chain: body.chain,

@@ -2,6 +2,7 @@
 //! body limits and CORS.
 
 pub mod agents;
+pub mod audit;
 pub mod auth;
 pub mod chains;
 pub mod chat;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod json;
 pub mod mcp;
 pub mod metrics;
+pub mod owners;
 pub mod reissue;
 pub mod streams;
 pub mod transactions;
@@ -45,6 +47,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
     tags(
         (name = "agents", description = "Create, read, update, soft-delete agents; export a wallet key"),
         (name = "reissue", description = "Reissue a lost access token with a proof"),
+        (name = "owners", description = "Owner authority: Sign-In with Ethereum sessions, reactivation"),
         (name = "wallets", description = "Balances, funding instructions, transfers"),
         (name = "chat", description = "Chat turns, whole or streamed"),
         (name = "conversations", description = "Stored conversations and the confirmation stream"),
@@ -75,6 +78,13 @@ impl Modify for SecuritySchemes {
                     .build(),
             ),
         );
+        components.add_security_scheme(
+            "owner_token",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Owner-Token",
+                "An owner session (`own_...`) from POST /api/agents/{id}/owner-session",
+            ))),
+        );
     }
 }
 
@@ -83,6 +93,8 @@ pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(agents::router())
         .merge(reissue::router())
+        .merge(owners::router())
+        .merge(audit::router())
         .merge(chains::router())
         .merge(wallets::router())
         .merge(transactions::router())

@@ -13,11 +13,13 @@ use chrono::{TimeZone, Utc};
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
 use serde_json::json;
+use uuid::Uuid;
 
 use super::auth::parse_id;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{AgentDetailView, ChallengeView, ErrorBody, ReissuedView};
+use crate::auth::Actor;
 use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::{challenge, token};
@@ -30,26 +32,62 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reissue_token))
 }
 
-/// Applies both limits of one endpoint, then loads the active agent (404, 410).
-async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: SocketAddr) -> Result<Agent> {
+/// Applies the per-client limit of one endpoint, parses the id (404), then (`per_agent`) the per-agent limit of
+/// every request, keyed on the canonical id so spellings of one id share a count.
+pub(super) async fn limited_agent_any_state(
+    state: &AppState,
+    endpoint: &str,
+    id: &str,
+    client: SocketAddr,
+    per_agent: bool,
+) -> Result<Agent> {
     let limits = &state.reissue_limits;
-    let per_agent = limits.check(
-        &format!("{endpoint}:agent:{id}"),
-        state.config.security.reissue_limit_per_agent,
-    );
-    let per_ip = limits.check(
-        &format!("{endpoint}:ip:{}", client.ip()),
-        state.config.security.reissue_limit_per_ip,
-    );
-    if let Err(retry_after_secs) = per_agent.and(per_ip) {
-        return Err(AppError::RateLimited { retry_after_secs });
-    }
+    let security = &state.config.security;
+    limits
+        .check(&format!("{endpoint}:ip:{}", client.ip()), security.reissue_limit_per_ip)
+        .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
     let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
-    let agent = state.store.get_agent(id).await?;
+    if per_agent {
+        limits
+            .check(&format!("{endpoint}:agent:{id}"), security.reissue_limit_per_agent)
+            .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
+    }
+    Ok(state.store.get_agent(id).await?)
+}
+
+/// As `limited_agent_any_state`, for an active agent (410 otherwise).
+async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: SocketAddr) -> Result<Agent> {
+    let agent = limited_agent_any_state(state, endpoint, id, client, true).await?;
     if !agent.is_active {
         return Err(AppError::AgentInactive);
     }
     Ok(agent)
+}
+
+/// Counts a failed proof of ownership (reissue or owner session: one count per agent, docs/api.md §10). Past
+/// `REISSUE_LIMIT_PER_AGENT` failures a minute the failure answers 429 instead; a valid proof is never counted,
+/// so strangers' failures do not lock the owner out of owner sessions.
+pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError) -> AppError {
+    let failed_proof = matches!(
+        error,
+        AppError::InvalidProof
+            | AppError::ChallengeExpired
+            | AppError::BadRequest {
+                code: "malformed_challenge",
+                ..
+            }
+    );
+    if !failed_proof {
+        return error;
+    }
+    let limit = state.config.security.reissue_limit_per_agent;
+    match state
+        .reissue_limits
+        .check(&format!("failed-proof:agent:{agent_id}"), limit)
+    {
+        Ok(()) => error,
+        Err(retry_after_secs) => AppError::RateLimited { retry_after_secs },
+    }
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
@@ -125,14 +163,33 @@ async fn reissue_token(
     let agent = limited_agent(&state, "reissue", &id, client).await?;
     let ApiJson(body) = body?;
     let issued = token::issue();
-    let (accepted, actor) = match body.proof {
+    let (actor, mut detail) = prove(&state, &agent, body.proof, &issued.hash)
+        .await
+        .map_err(|e| counted_failure(&state, agent.id, e))?;
+    detail["client"] = json!(client.ip().to_string());
+    let event = AuditEvent {
+        agent_id: agent.id,
+        action: "token_reissued",
+        actor: actor.as_str().to_string(),
+        detail,
+    };
+    state.store.insert_audit(&event).await?;
+    tracing::info!(agent_id = %agent.id, "access token reissued");
+    Ok(Json(ReissuedView {
+        access_token: issued.expose().to_string(),
+        agent: AgentDetailView::new(&agent, state.auth.is_guarded(&agent)),
+    }))
+}
+
+/// Checks the proof and swaps the token; answers who proved it (the agent's token or wallet, or an owner wallet)
+/// and the audit detail.
+async fn prove(state: &AppState, agent: &Agent, proof: Proof, new_hash: &str) -> Result<(Actor, serde_json::Value)> {
+    let (accepted, actor, detail) = match proof {
         Proof::CurrentToken { token } => {
             let hash = token::hash(&token);
-            let ok = state
-                .store
-                .reissue_token(agent.id, ReissueProof::CurrentToken { token_hash: &hash }, &issued.hash)
-                .await?;
-            (ok, "current_token".to_string())
+            let proof = ReissueProof::CurrentToken { token_hash: &hash };
+            let ok = state.store.reissue_token(agent.id, proof, new_hash).await?;
+            (ok, Actor::Agent, json!({ "proof": "current_token" }))
         }
         Proof::WalletSignature {
             chain,
@@ -140,31 +197,23 @@ async fn reissue_token(
             signature,
             public_key,
         } => {
-            let nonce =
-                verify_wallet_proof(&state, &agent, &chain, &message, &signature, public_key.as_deref()).await?;
-            let signer = nonce.1;
-            let ok = state
-                .store
-                .reissue_token(agent.id, ReissueProof::Challenge { nonce: &nonce.0 }, &issued.hash)
-                .await?;
-            (ok, format!("wallet_signature:{chain}:{}", signer.to_checksum(None)))
+            let (nonce, signer) =
+                verify_wallet_proof(state, agent, &chain, &message, &signature, public_key.as_deref()).await?;
+            let proof = ReissueProof::Challenge { nonce: &nonce };
+            let ok = state.store.reissue_token(agent.id, proof, new_hash).await?;
+            let actor = if agent.wallet_addresses.get(&chain) == Some(&signer) {
+                Actor::Agent
+            } else {
+                Actor::Owner
+            };
+            let detail = json!({ "proof": "wallet_signature", "chain": chain, "signer": signer.to_checksum(None) });
+            (ok, actor, detail)
         }
     };
     if !accepted {
         return Err(AppError::InvalidProof);
     }
-    let event = AuditEvent {
-        agent_id: agent.id,
-        action: "token_reissued",
-        actor,
-        detail: json!({ "client": client.ip().to_string() }),
-    };
-    state.store.insert_audit(&event).await?;
-    tracing::info!(agent_id = %agent.id, "access token reissued");
-    Ok(Json(ReissuedView {
-        access_token: issued.expose().to_string(),
-        agent: AgentDetailView::from(&agent),
-    }))
+    Ok((actor, detail))
 }
 
 /// Checks a wallet-signature proof without consuming its challenge; returns the nonce and the signer.
@@ -221,7 +270,7 @@ async fn verify_wallet_proof(
 }
 
 /// Recovers the EIP-191 signer; a non-empty public key must belong to that signer.
-fn recover_signer(message: &str, signature: &str, public_key: Option<&str>) -> Option<Address> {
+pub(super) fn recover_signer(message: &str, signature: &str, public_key: Option<&str>) -> Option<Address> {
     let bytes = alloy::hex::decode(signature.trim()).ok()?;
     if bytes.len() != 65 {
         return None;

@@ -12,12 +12,13 @@ use futures::future::join_all;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::auth::ActiveAgent;
+use super::auth::ActiveCaller;
 use super::error::{AppError, Result};
 use super::json::parse_optional_body;
 use super::views::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, ErrorBody, FailedBalanceView, FailureView, FundingView,
 };
+use crate::auth::Caller;
 use crate::domain::amount::parse_units;
 use crate::domain::chain as registry;
 use crate::state::AppState;
@@ -29,10 +30,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),
-    security(("agent_token" = [])),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "Per chain a balance or an error entry", body = BalancesView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
-async fn get_balances(State(state): State<AppState>, ActiveAgent(agent): ActiveAgent) -> Json<BalancesView> {
+async fn get_balances(
+    State(state): State<AppState>,
+    ActiveCaller(Caller { agent, .. }): ActiveCaller,
+) -> Json<BalancesView> {
     let lookups = agent.wallet_addresses.iter().map(|(name, address)| {
         let state = &state;
         async move {
@@ -73,13 +77,13 @@ struct FundRequest {
 }
 
 #[utoipa::path(post, path = "/api/agents/{id}/fund", tag = "wallets", params(("id" = String, Path, format = "uuid")),
-    request_body(content = Option<FundRequest>), security(("agent_token" = [])),
+    request_body(content = Option<FundRequest>), security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = FundingView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn fund_agent(
     State(_): State<AppState>,
-    ActiveAgent(agent): ActiveAgent,
+    ActiveCaller(Caller { agent, .. }): ActiveCaller,
     body: Bytes,
 ) -> Result<Json<FundingView>> {
     let request: FundRequest = parse_optional_body(&body)?;

@@ -273,7 +273,7 @@ impl Dispatcher {
         let event = AuditEvent {
             agent_id: self.session.agent_id(),
             action: "mcp_tool_call",
-            actor: "mcp".into(),
+            actor: crate::auth::Actor::Mcp.as_str().into(),
             detail,
         };
         if let Err(e) = self.state.store.insert_audit(&event).await {

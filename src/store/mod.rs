@@ -2,6 +2,7 @@
 //! PostgreSQL `Backend` chosen by URL scheme. `Store` is all of them together, so callers hold one
 //! `Arc<dyn Store>`; bring the methods into scope with `use crate::store::prelude::*;`.
 
+mod audit;
 mod feed;
 mod locks;
 mod model;
@@ -19,10 +20,11 @@ use async_trait::async_trait;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
 
+pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use model::{
-    AgentUpdate, AuditEvent, Challenge, Conversation, EventRecord, Message, NewAgent, ReissueProof, Reservation, Role,
-    Settlement, SignFn, SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Challenge, Conversation, EventRecord, Message, NewAgent, OwnerChallenge,
+    OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -30,6 +32,7 @@ pub use sqlite::SqliteStore;
 
 use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
+use crate::domain::audit::AuditEntry;
 use crate::domain::transaction::StoredTx;
 use crate::vault::EncryptedKey;
 
@@ -59,18 +62,19 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, Store, TokenStore, TransferStore,
+        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, OwnerStore, Store, TokenStore,
+        TransferStore,
     };
 }
 
 /// Every aggregate's operations: what the service holds as `Arc<dyn Store>`.
 pub trait Store:
-    HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore
+    HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore + OwnerStore
 {
 }
 
 impl<T> Store for T where
-    T: HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore
+    T: HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore + OwnerStore
 {
 }
 
@@ -171,10 +175,33 @@ pub trait EventStore: Send + Sync + 'static {
     async fn event_feed(&self) -> EventFeed;
 }
 
-/// Who did what to which agent.
+/// Who did what to which agent: one hash chain across all agents (`crate::domain::audit`).
 #[async_trait]
 pub trait AuditStore: Send + Sync + 'static {
+    /// Appends the event to the chain and moves the head, in one transaction serialised with every other append
+    /// (SQLite's write lock; PostgreSQL: the head row `FOR UPDATE`).
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
+    /// The agent's entries newest first, older than the entry `before` when given.
+    async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>>;
+    /// Every agent's entries with an id above `after_id`, oldest first (for `agentd audit verify`). Rows written
+    /// before the chain began have an empty hash.
+    async fn audit_entries_after(&self, after_id: i64, limit: i64) -> StoreResult<Vec<AuditEntry>>;
+    /// The chain's head: the newest entry's id and hash (`0` and the genesis hash for an empty chain).
+    async fn audit_head(&self) -> StoreResult<(i64, String)>;
+}
+
+/// Owner authority: Sign-In with Ethereum challenges, owner sessions (token hashes only), and reactivation.
+#[async_trait]
+pub trait OwnerStore: Send + Sync + 'static {
+    async fn insert_owner_challenge(&self, challenge: &OwnerChallenge) -> StoreResult<()>;
+    async fn get_owner_challenge(&self, nonce: &str) -> StoreResult<Option<OwnerChallenge>>;
+    /// Atomically uses the challenge (still unused and unexpired) and stores the session; `false` when the
+    /// challenge was no longer usable (used meanwhile).
+    async fn open_owner_session(&self, nonce: &str, session: &OwnerSessionRecord) -> StoreResult<bool>;
+    /// The session with this token hash, if it was ever issued (expired ones included: the caller checks).
+    async fn owner_session(&self, token_hash: &str) -> StoreResult<Option<OwnerSessionRecord>>;
+    /// Marks the agent active again; `false` when it already was.
+    async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
 }
 
 /// Opens the configured database and applies the embedded migrations.

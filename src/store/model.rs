@@ -70,7 +70,30 @@ pub enum ReissueProof<'a> {
     Challenge { nonce: &'a str },
 }
 
-/// An audit record: who did what to which agent (never secrets).
+/// A stored Sign-In with Ethereum challenge for an owner session (single use).
+#[derive(Debug, Clone)]
+pub struct OwnerChallenge {
+    pub nonce: String,
+    pub agent_id: Uuid,
+    pub chain: String,
+    /// The address the message names.
+    pub address: Address,
+    pub message: String,
+    pub expires_at: DateTime<Utc>,
+    pub used: bool,
+}
+
+/// An owner session, stored by the hash of its `own_` token only.
+#[derive(Debug, Clone)]
+pub struct OwnerSessionRecord {
+    pub token_hash: String,
+    pub agent_id: Uuid,
+    pub address: Address,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// An audit record to append: who did what to which agent (never secrets). `actor` is one of `agent`, `owner`,
+/// `admin`, `mcp`, `system`.
 #[derive(Debug, Clone)]
 pub struct AuditEvent {
     pub agent_id: Uuid,

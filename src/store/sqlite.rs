@@ -37,6 +37,8 @@ impl SqlStore<Sqlite> {
 }
 
 impl Backend for Sqlite {
+    const ROW_LOCK: &'static str = "";
+
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()
     }

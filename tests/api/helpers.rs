@@ -22,7 +22,7 @@ pub mod llm_server;
 pub mod openapi;
 mod process;
 pub mod sse;
-pub use process::{ServerProcess, run_to_exit};
+pub use process::{ServerProcess, run_subcommand, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).
 pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";

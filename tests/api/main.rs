@@ -3,6 +3,7 @@
 mod agents;
 mod anvil;
 mod architecture;
+mod audit;
 mod auth;
 mod chain_client;
 mod chains;
@@ -18,6 +19,7 @@ mod mcp;
 mod metrics;
 mod openai_chat;
 mod openapi;
+mod owners;
 mod reissue;
 mod secrets;
 mod store;

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wait_for_transactions, wallet, wei};
 use crate::helpers::openapi::{Oracle, final_event};
-use crate::helpers::{CreatedAgent, TestApp, TestResponse, spawn_app, token_proof};
+use crate::helpers::{CreatedAgent, TestApp, TestResponse, checksummed, sign, spawn_app, token_proof};
+use alloy::signers::local::PrivateKeySigner;
 
 /// Routes served outside the document on purpose: the document itself, the reference page and the console.
 const UNDOCUMENTED: &[&str] = &["/api/openapi.json", "/docs", "/"];
@@ -24,6 +25,10 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/export-key"),
     ("GET", "/api/agents/{id}/reissue-challenge"),
     ("POST", "/api/agents/{id}/reissue-token"),
+    ("GET", "/api/agents/{id}/owner-challenge"),
+    ("POST", "/api/agents/{id}/owner-session"),
+    ("POST", "/api/agents/{id}/reactivate"),
+    ("GET", "/api/agents/{id}/audit"),
     ("GET", "/api/agents/{id}/balances"),
     ("POST", "/api/agents/{id}/fund"),
     ("GET", "/api/agents/{id}/transactions"),
@@ -135,10 +140,58 @@ async fn send(app: &TestApp, method: Method, path: &str, token: Option<&str>, bo
     app.send(app.build(method, path, token, body)).await
 }
 
+const OWNER_HEADER: &str = "X-Owner-Token";
+
+/// The owner of the agent the document is checked with (a fixed key, so every step can sign as it).
+fn owner_signer() -> PrivateKeySigner {
+    PrivateKeySigner::from_bytes(&alloy::primitives::B256::repeat_byte(7)).unwrap()
+}
+
+/// Drives the owner challenge and session (a refused proof, then the owner's) and returns the owner token.
+async fn owner_token(app: &TestApp, agent_id: &str, oracle: &mut Oracle) -> String {
+    let owner = owner_signer();
+    let path = format!(
+        "/api/agents/{agent_id}/owner-challenge?chain=base&address={}",
+        checksummed(&owner)
+    );
+    let challenge = send(app, Method::GET, &path, None, None).await;
+    oracle.check("GET", "/api/agents/{id}/owner-challenge", &challenge);
+    let bad = send(
+        app,
+        Method::GET,
+        &format!("/api/agents/{agent_id}/owner-challenge?chain=x"),
+        None,
+        None,
+    )
+    .await;
+    oracle.check("GET", "/api/agents/{id}/owner-challenge", &bad);
+    let message = challenge.body["message"].as_str().unwrap();
+    let session = format!("/api/agents/{agent_id}/owner-session");
+    let stranger = PrivateKeySigner::random();
+    for signer in [&stranger, &owner] {
+        let body = json!({"chain": "base", "message": message, "signature": sign(signer, message)});
+        let answer = send(app, Method::POST, &session, None, Some(body)).await;
+        oracle.check("POST", "/api/agents/{id}/owner-session", &answer);
+    }
+    let body = json!({"chain": "base", "message": "hello", "signature": sign(&owner, "hello")});
+    let malformed = send(app, Method::POST, &session, None, Some(body)).await;
+    oracle.check("POST", "/api/agents/{id}/owner-session", &malformed);
+    let body = json!({"chain": "base", "message": message, "signature": sign(&owner, message)});
+    let replayed = send(app, Method::POST, &session, None, Some(body)).await;
+    oracle.check("POST", "/api/agents/{id}/owner-session", &replayed);
+    // The successful answer was the second: open one more to return its token.
+    let challenge = send(app, Method::GET, &path, None, None).await;
+    let message = challenge.body["message"].as_str().unwrap();
+    let body = json!({"chain": "base", "message": message, "signature": sign(&owner, message)});
+    let opened = send(app, Method::POST, &session, None, Some(body)).await;
+    oracle.check("POST", "/api/agents/{id}/owner-session", &opened);
+    opened.body["owner_token"].as_str().unwrap().to_string()
+}
+
 /// Agents, reissue, key export, funding and the errors around them (the agent returned is funded on base).
 async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> CreatedAgent {
     let body = json!({"name": "Checked", "chains": ["base", "optimism"], "capabilities": ["read", "compare", "transact", "analytics"],
-        "spending_cap": 0.5, "owner_addresses": {"base": fresh_address().to_checksum(None)}});
+        "spending_cap": 0.5, "owner_addresses": {"base": checksummed(&owner_signer())}});
     let created = send(app, Method::POST, "/api/agents", None, Some(body)).await;
     oracle.check("POST", "/api/agents", &created);
     let mut agent = CreatedAgent {
@@ -183,11 +236,13 @@ async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> Crea
         &send(app, Method::GET, &unknown, Some(&agent.token), None).await,
     );
     let update = json!({"description": null, "spending_cap": 1});
-    oracle.check(
-        "PUT",
-        "/api/agents/{id}",
-        &send(app, Method::PUT, &path, Some(&agent.token), Some(update)).await,
-    );
+    let refused = send(app, Method::PUT, &path, Some(&agent.token), Some(update.clone())).await;
+    oracle.check("PUT", "/api/agents/{id}", &refused);
+    let owner = owner_token(app, &agent.id, oracle).await;
+    let as_owner = app
+        .build(Method::PUT, &path, None, Some(update))
+        .header(OWNER_HEADER, &owner);
+    oracle.check("PUT", "/api/agents/{id}", &app.send(as_owner).await);
 
     let challenge = send(app, Method::GET, &format!("{path}/reissue-challenge"), None, None).await;
     oracle.check("GET", "/api/agents/{id}/reissue-challenge", &challenge);
@@ -199,15 +254,30 @@ async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> Crea
     agent.token = reissued.body["access_token"].as_str().unwrap().to_string();
 
     let export = json!({"chain": "base", "confirm": true});
-    let exported = send(
+    let refused = send(
         app,
         Method::POST,
         &format!("{path}/export-key"),
         Some(&agent.token),
-        Some(export),
+        Some(export.clone()),
     )
     .await;
+    oracle.check("POST", "/api/agents/{id}/export-key", &refused);
+    let exported = app.build(Method::POST, &format!("{path}/export-key"), None, Some(export));
+    let exported = app.send(exported.header(OWNER_HEADER, &owner)).await;
     oracle.check("POST", "/api/agents/{id}/export-key", &exported);
+    let audit = format!("{path}/audit");
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/audit",
+        &send(app, Method::GET, &audit, Some(&agent.token), None).await,
+    );
+    let audit = format!("{path}/audit?limit=0");
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/audit",
+        &send(app, Method::GET, &audit, Some(&agent.token), None).await,
+    );
 
     anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
     // base answers from the node, optimism has no RPC URL: one entry of each shape.
@@ -372,6 +442,18 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         "/api/agents/{id}",
         &send(&app, Method::DELETE, &agent_path, token, None).await,
     );
+
+    let reactivate = format!("{agent_path}/reactivate");
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/reactivate",
+        &send(&app, Method::POST, &reactivate, token, None).await,
+    );
+    let owner = owner_token(&app, &agent.id, &mut oracle).await;
+    let as_owner = app
+        .build(Method::POST, &reactivate, None, None)
+        .header(OWNER_HEADER, &owner);
+    oracle.check("POST", "/api/agents/{id}/reactivate", &app.send(as_owner).await);
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(

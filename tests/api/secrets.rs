@@ -81,6 +81,37 @@ impl Remote {
         body["access_token"].as_str().unwrap().to_string()
     }
 
+    /// Opens an owner session by signing the agent's Sign-In with Ethereum challenge.
+    async fn owner_session(&self, id: &str, owner: &PrivateKeySigner) -> String {
+        let path = format!(
+            "/api/agents/{id}/owner-challenge?chain=ethereum&address={}",
+            checksummed(owner)
+        );
+        let (status, body) = self.call(reqwest::Method::GET, &path, None, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let message = body["message"].as_str().unwrap();
+        let proof = json!({"chain": "ethereum", "message": message, "signature": sign(owner, message)});
+        let path = format!("/api/agents/{id}/owner-session");
+        let (status, body) = self.call(reqwest::Method::POST, &path, None, Some(proof)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["owner_token"].as_str().unwrap().to_string()
+    }
+
+    /// Exports a guarded agent's key with owner authority.
+    async fn export_as_owner(&self, id: &str, owner_token: &str, chain: &str) -> String {
+        let response = self
+            .client
+            .post(format!("{}/api/agents/{id}/export-key", self.base))
+            .header("X-Owner-Token", owner_token)
+            .json(&json!({"chain": chain, "confirm": true}))
+            .send()
+            .await
+            .expect("agentd answers");
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        body["private_key"].as_str().unwrap().to_string()
+    }
+
     async fn challenge(&self, id: &str) -> String {
         let path = format!("/api/agents/{id}/reissue-challenge");
         let (status, body) = self.call(reqwest::Method::GET, &path, None, None).await;
@@ -101,7 +132,7 @@ fn spellings(secret: &str) -> Vec<Vec<u8>> {
     out.push(bare.as_bytes().to_vec());
     out.push(bare.to_lowercase().into_bytes());
     out.push(bare.to_uppercase().into_bytes());
-    if let Some(random) = secret.strip_prefix("agt_") {
+    if let Some(random) = secret.strip_prefix("agt_").or_else(|| secret.strip_prefix("own_")) {
         out.push(random.as_bytes().to_vec());
     }
     if let Ok(raw) = alloy::hex::decode(bare)
@@ -164,7 +195,10 @@ async fn the_binary_keeps_tokens_and_keys_out_of_its_database_and_logs() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
-    let a_key = remote.export(&a_id, &a_token, "ethereum").await;
+    // Agent a has an owner, so it is guarded: its key is exported with the owner's session, not its token.
+    let owner_token = remote.owner_session(&a_id, &owner).await;
+    secrets.push(owner_token.clone());
+    let a_key = remote.export_as_owner(&a_id, &owner_token, "ethereum").await;
     let b_key = remote.export(&b_id, &b_token, "base").await;
     secrets.extend([a_key.clone(), b_key.clone()]);
 

@@ -54,6 +54,10 @@ pub struct AgentDetailView {
     /// Chain name -> amount counted against the cap there (decimal string, native units).
     pub spent: BTreeMap<String, String>,
     pub is_active: bool,
+    /// Whether the agent's own token is kept from loosening its guardrails (`ADMIN_TOKEN` set, or owner addresses
+    /// present): raising the cap, adding capabilities or chains, changing owners and key export then need owner
+    /// authority.
+    pub guarded: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -64,8 +68,9 @@ fn checksummed(map: &BTreeMap<String, Address>) -> BTreeMap<String, String> {
         .collect()
 }
 
-impl From<&Agent> for AgentDetailView {
-    fn from(agent: &Agent) -> Self {
+impl AgentDetailView {
+    /// The detail of `agent`; `guarded` comes from the authentication service (`Authenticator::is_guarded`).
+    pub fn new(agent: &Agent, guarded: bool) -> Self {
         let spent = agent
             .chains
             .iter()
@@ -85,6 +90,7 @@ impl From<&Agent> for AgentDetailView {
             owner_addresses: checksummed(&agent.owner_addresses),
             spent,
             is_active: agent.is_active,
+            guarded,
             created_at: agent.created_at,
             updated_at: agent.updated_at,
         }

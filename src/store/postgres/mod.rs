@@ -27,6 +27,8 @@ impl SqlStore<Postgres> {
 }
 
 impl Backend for Postgres {
+    const ROW_LOCK: &'static str = " FOR UPDATE";
+
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()
     }

@@ -1,4 +1,4 @@
-//! Agents with their keys and addresses, and the audit trail.
+//! Agents with their keys and addresses.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::agent::Agent;
 use crate::store::shared::{self, AGENT_COLUMNS, AgentRow, AgentTokenRow, KeyRow, PerChainRow};
-use crate::store::{AgentStore, AgentUpdate, AuditEvent, AuditStore, NewAgent, StoreError, StoreResult};
+use crate::store::{AgentStore, AgentUpdate, NewAgent, StoreError, StoreResult};
 use crate::vault::EncryptedKey;
 
 #[async_trait]
@@ -144,31 +144,6 @@ where
                 .await?
                 .ok_or(StoreError::AgentNotFound)?;
         row.into_key()
-    }
-}
-
-#[async_trait]
-impl<B> AuditStore for SqlStore<B>
-where
-    B: Backend,
-    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    for<'r> Uuid: Encode<'r, B> + Type<B>,
-    for<'r> String: Encode<'r, B> + Type<B>,
-    for<'r> &'r str: Encode<'r, B> + Type<B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
-{
-    async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(event.agent_id)
-        .bind(event.action)
-        .bind(&event.actor)
-        .bind(event.detail.to_string())
-        .bind(crate::domain::now())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 }
 

@@ -8,8 +8,10 @@
 //! `where` clause, so they cannot live on `Backend` once; both `Sqlite` and `Postgres` meet all of them.
 
 mod agents;
+mod audit;
 mod conversations;
 mod events;
+mod owners;
 mod tokens;
 mod transfers;
 
@@ -26,6 +28,10 @@ use super::{EventFeed, HealthStore, SendGuard, StoreResult};
 /// What differs between the SQL dialects the store runs on. Everything else is the same SQL (`$n` placeholders work
 /// on both).
 pub trait Backend: Database<Arguments: IntoArguments<Self>> {
+    /// What a `SELECT` inside a write transaction appends to lock the rows it read until the commit: nothing where
+    /// the transaction already holds the only write lock (SQLite's `BEGIN IMMEDIATE`).
+    const ROW_LOCK: &'static str;
+
     /// How many rows a statement changed (each driver has its own result type).
     fn rows_affected(done: &Self::QueryResult) -> u64;
 

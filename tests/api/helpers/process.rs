@@ -178,7 +178,15 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus>
 
 /// Runs the binary expecting it to stop on its own (a refused configuration); kills it after `timeout`.
 pub fn run_to_exit(env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ProcessOutcome {
-    let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
+    run_subcommand(&[], env, cwd, timeout)
+}
+
+/// Runs `agentd <args>` (a one-shot subcommand such as `audit verify`) to its exit; kills it after `timeout`.
+pub fn run_subcommand(args: &[&str], env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ProcessOutcome {
+    let mut child = agentd_command(env, cwd)
+        .args(args)
+        .spawn()
+        .expect("spawn the agentd binary");
     let logs = Arc::new(Mutex::new(String::new()));
     let (addr_tx, _addr_rx) = mpsc::channel();
     let readers = collect_output(&mut child, &logs, addr_tx);

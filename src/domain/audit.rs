@@ -1,0 +1,264 @@
+//! The audit log's hash chain: the canonical form of an entry, its hash, and the check of a whole log.
+//!
+//! Every entry's `hash` is the SHA-256 of its canonical JSON (keys sorted, no spaces), which holds its id, time,
+//! agent, actor, action, detail and the previous entry's hash (`prev`), so altering, removing or reordering a row
+//! breaks the chain from there on. The store also keeps the head (the newest entry's id and hash): removing the
+//! newest entries, which would leave a shorter chain that is valid in itself, is detected against it.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The `prev` of the first entry.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One stored entry of the log, as hashed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub agent_id: Uuid,
+    pub actor: String,
+    pub action: String,
+    /// The detail as stored: canonical JSON text.
+    pub detail: String,
+    /// The previous entry's hash (`GENESIS` for the first).
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// JSON text with object keys sorted and no insignificant whitespace, whatever order the value was built in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// The time as hashed: RFC 3339, UTC, microseconds (the precision both databases keep).
+pub fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// The hash of an entry given its fields and the previous hash; `detail` is its canonical JSON text.
+pub fn entry_hash(
+    id: i64,
+    at: DateTime<Utc>,
+    agent_id: Uuid,
+    actor: &str,
+    action: &str,
+    detail: &str,
+    prev_hash: &str,
+) -> String {
+    // `detail` is embedded as stored: a row whose text was edited, even into equivalent JSON, no longer matches.
+    let text = format!(
+        "{{\"action\":{},\"actor\":{},\"agent_id\":{},\"at\":{},\"detail\":{detail},\"id\":{id},\"prev\":{}}}",
+        Value::from(action),
+        Value::from(actor),
+        Value::from(agent_id.to_string()),
+        Value::from(timestamp(at)),
+        Value::from(prev_hash),
+    );
+    alloy::hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+impl AuditEntry {
+    /// The hash this entry's stored fields give.
+    pub fn computed_hash(&self) -> String {
+        entry_hash(
+            self.id,
+            self.at,
+            self.agent_id,
+            &self.actor,
+            &self.action,
+            &self.detail,
+            &self.prev_hash,
+        )
+    }
+}
+
+/// Where the log stops being trustworthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditBreak {
+    /// The entry's stored fields do not give its stored hash.
+    Altered { id: i64 },
+    /// The entry does not follow the one stored before it: something between them was removed (or that one
+    /// was rewritten along with its hash).
+    Gap { id: i64, after: i64 },
+    /// The newest entries are missing: the head names an entry the log does not end with.
+    MissingTail { head_id: i64 },
+}
+
+impl fmt::Display for AuditBreak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditBreak::Altered { id } => write!(f, "entry {id} was altered: its hash does not match its contents"),
+            AuditBreak::Gap { id, after: 0 } => {
+                write!(
+                    f,
+                    "entry {id} does not follow the start of the log: an entry before it was removed"
+                )
+            }
+            AuditBreak::Gap { id, after } => write!(
+                f,
+                "entry {id} does not follow entry {after}: an entry between them was removed or entry {after} was rewritten"
+            ),
+            AuditBreak::MissingTail { head_id } => write!(
+                f,
+                "entry {head_id} is missing: the log's head names it as the newest entry (removed at the tail)"
+            ),
+        }
+    }
+}
+
+/// Checks a log fed entry by entry, in id order, against the head at the end.
+#[derive(Debug)]
+pub struct ChainCheck {
+    last_id: i64,
+    last_hash: String,
+    checked: u64,
+}
+
+impl Default for ChainCheck {
+    fn default() -> Self {
+        ChainCheck {
+            last_id: 0,
+            last_hash: GENESIS.to_string(),
+            checked: 0,
+        }
+    }
+}
+
+impl ChainCheck {
+    /// The next entry of the log.
+    pub fn push(&mut self, entry: &AuditEntry) -> Result<(), AuditBreak> {
+        if entry.computed_hash() != entry.hash {
+            return Err(AuditBreak::Altered { id: entry.id });
+        }
+        if entry.prev_hash != self.last_hash {
+            return Err(AuditBreak::Gap {
+                id: entry.id,
+                after: self.last_id,
+            });
+        }
+        self.last_id = entry.id;
+        self.last_hash = entry.hash.clone();
+        self.checked += 1;
+        Ok(())
+    }
+
+    /// After the last entry: the head must name it. Returns how many entries were checked.
+    pub fn finish(self, head_id: i64, head_hash: &str) -> Result<u64, AuditBreak> {
+        if head_id != self.last_id || head_hash != self.last_hash {
+            return Err(AuditBreak::MissingTail { head_id });
+        }
+        Ok(self.checked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chain(n: i64) -> Vec<AuditEntry> {
+        let agent_id = Uuid::new_v4();
+        let mut prev = GENESIS.to_string();
+        (1..=n)
+            .map(|id| {
+                let mut entry = AuditEntry {
+                    id,
+                    at: crate::domain::now(),
+                    agent_id,
+                    actor: "admin".into(),
+                    action: "agent_updated".into(),
+                    detail: canonical_json(&json!({"fields": ["name"], "n": id})),
+                    prev_hash: prev.clone(),
+                    hash: String::new(),
+                };
+                entry.hash = entry.computed_hash();
+                prev = entry.hash.clone();
+                entry
+            })
+            .collect()
+    }
+
+    fn check(entries: &[AuditEntry], head: (i64, &str)) -> Result<u64, AuditBreak> {
+        let mut check = ChainCheck::default();
+        for entry in entries {
+            check.push(entry)?;
+        }
+        check.finish(head.0, head.1)
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let value = json!({"b": 1, "a": {"d": [true, null], "c": "x"}});
+        assert_eq!(canonical_json(&value), r#"{"a":{"c":"x","d":[true,null]},"b":1}"#);
+    }
+
+    #[test]
+    fn an_intact_chain_passes() {
+        let entries = chain(3);
+        assert_eq!(check(&entries, (3, &entries[2].hash)), Ok(3));
+        assert_eq!(check(&[], (0, GENESIS)), Ok(0));
+    }
+
+    #[test]
+    fn an_altered_entry_is_named() {
+        let mut entries = chain(3);
+        entries[1].actor = "agent".into();
+        assert_eq!(
+            check(&entries, (3, &entries[2].hash.clone())),
+            Err(AuditBreak::Altered { id: 2 })
+        );
+    }
+
+    #[test]
+    fn a_removed_middle_entry_is_named_by_its_successor() {
+        let mut entries = chain(3);
+        let head = entries[2].hash.clone();
+        entries.remove(1);
+        assert_eq!(check(&entries, (3, &head)), Err(AuditBreak::Gap { id: 3, after: 1 }));
+    }
+
+    #[test]
+    fn a_removed_newest_entry_is_found_through_the_head() {
+        let mut entries = chain(3);
+        let head = entries[2].hash.clone();
+        entries.pop();
+        assert_eq!(check(&entries, (3, &head)), Err(AuditBreak::MissingTail { head_id: 3 }));
+    }
+}

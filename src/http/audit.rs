@@ -1,0 +1,54 @@
+//! The audit log of one agent (docs/api.md §10): newest first, paged by entry id.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::auth::AnyCaller;
+use super::error::{AppError, Result};
+use super::views::{AuditEntryView, ErrorBody};
+use crate::auth::AuthError;
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_audit))
+}
+
+#[derive(Deserialize, IntoParams)]
+struct AuditParams {
+    /// 1..500, default 100.
+    limit: Option<i64>,
+    /// Only entries older than this entry id (the `id` of the last entry of the previous page).
+    before: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/agents/{id}/audit", tag = "agents",
+    params(("id" = String, Path, format = "uuid"), AuditParams),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, description = "Entries, newest first", body = Vec<AuditEntryView>),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 410, description = "inactive, without owner authority", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn list_audit(
+    State(state): State<AppState>,
+    AnyCaller(caller): AnyCaller,
+    params: std::result::Result<Query<AuditParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<AuditEntryView>>> {
+    if !caller.agent.is_active && caller.owner.is_none() {
+        return Err(AuthError::AgentInactive.into());
+    }
+    let Query(params) = params.map_err(|_| AppError::field("limit", "limit and before must be integers"))?;
+    let limit = params.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(AppError::field("limit", "must be between 1 and 500"));
+    }
+    if params.before.is_some_and(|b| b < 1) {
+        return Err(AppError::field("before", "must be an entry id"));
+    }
+    let entries = state.store.list_audit(caller.agent.id, params.before, limit).await?;
+    Ok(Json(entries.iter().map(AuditEntryView::from).collect()))
+}

@@ -1,0 +1,225 @@
+//! Owner authority (docs/api.md §10): Sign-In with Ethereum challenges, owner sessions opened by a signature of one
+//! of the agent's `owner_addresses`, and reactivation of a deleted agent.
+//!
+//! An owner address is an EVM account, the same key on every chain: a signature by the address listed for any of
+//! the agent's chains proves ownership; the `chain` only sets the message's Chain ID, and must match it.
+
+use std::net::SocketAddr;
+
+use alloy::primitives::Address;
+use axum::Json;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, header};
+use rand_core::{OsRng, RngCore};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::agents::audit;
+use super::auth::AnyCaller;
+use super::error::{AppError, Result};
+use super::json::ApiJson;
+use super::reissue::{counted_failure, limited_agent_any_state, recover_signer};
+use super::views::{AgentDetailView, ErrorBody, OwnerChallengeView, OwnerSessionView};
+use crate::auth::Actor;
+use crate::domain::agent::Agent;
+use crate::domain::chain as registry;
+use crate::domain::siwe::{self, SiweMessage};
+use crate::domain::token;
+use crate::state::AppState;
+use crate::store::{OwnerChallenge, OwnerSessionRecord};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(owner_challenge))
+        .routes(routes!(owner_session))
+        .routes(routes!(reactivate_agent))
+}
+
+#[derive(Deserialize, IntoParams)]
+struct ChallengeParams {
+    /// A registry chain: its id is the message's Chain ID.
+    chain: Option<String>,
+    /// The owner address that will sign.
+    address: Option<String>,
+}
+
+/// The domain and origin the message names: `PUBLIC_URL` when set, else the request's `Host`.
+fn sign_in_origin(state: &AppState, headers: &HeaderMap) -> Result<(String, String)> {
+    if let Some(public) = &state.config.security.public_url {
+        return Ok((public.host.clone(), public.origin.clone()));
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty() && h.len() <= 255 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+        })
+        .ok_or_else(|| AppError::field("host", "the request needs a Host header (or set PUBLIC_URL)"))?;
+    Ok((host.to_string(), format!("http://{host}")))
+}
+
+#[utoipa::path(get, path = "/api/agents/{id}/owner-challenge", tag = "owners",
+    params(("id" = String, Path, format = "uuid"), ChallengeParams),
+    responses((status = 200, description = "An EIP-4361 message to sign; single use, 5 minutes", body = OwnerChallengeView),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 429, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
+async fn owner_challenge(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    Query(params): Query<ChallengeParams>,
+    headers: HeaderMap,
+) -> Result<Json<OwnerChallengeView>> {
+    let agent = limited_agent_any_state(&state, "owner-challenge", &id, client, true).await?;
+    let chain = params.chain.unwrap_or_default();
+    let chain_id = registry::find(&chain)
+        .map(|c| c.chain_id)
+        .ok_or_else(|| AppError::field("chain", "must be a registry chain"))?;
+    let address: Address = params
+        .address
+        .and_then(|a| a.trim().parse().ok())
+        .ok_or_else(|| AppError::field("address", "must be a 0x address"))?;
+    let (domain, origin) = sign_in_origin(&state, &headers)?;
+    let mut bytes = [0u8; 16];
+    OsRng.fill_bytes(&mut bytes);
+    let nonce = alloy::hex::encode(bytes);
+    let issued_at = crate::domain::now();
+    let expires_at = issued_at + chrono::Duration::seconds(siwe::CHALLENGE_LIFETIME_SECS);
+    let message = SiweMessage {
+        domain,
+        address,
+        statement: Some(format!("Sign in as an owner of agentd agent {}.", agent.id)),
+        uri: format!("{origin}/api/agents/{}", agent.id),
+        chain_id,
+        nonce: nonce.clone(),
+        issued_at,
+        expiration_time: Some(expires_at),
+    }
+    .to_text();
+    let challenge = OwnerChallenge {
+        nonce: nonce.clone(),
+        agent_id: agent.id,
+        chain,
+        address,
+        message: message.clone(),
+        expires_at,
+        used: false,
+    };
+    state.store.insert_owner_challenge(&challenge).await?;
+    Ok(Json(OwnerChallengeView {
+        message,
+        nonce,
+        expires_at,
+    }))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct OpenSession {
+    chain: String,
+    /// The challenge message exactly as issued.
+    message: String,
+    /// EIP-191 `personal_sign` signature, 0x + 65 bytes hex.
+    signature: String,
+}
+
+#[utoipa::path(post, path = "/api/agents/{id}/owner-session", tag = "owners",
+    params(("id" = String, Path, format = "uuid")), request_body = OpenSession,
+    responses((status = 200, description = "An owner session (15 minutes), for X-Owner-Token", body = OwnerSessionView),
+        (status = 400, description = "invalid_json or malformed_challenge", body = ErrorBody),
+        (status = 401, description = "invalid_proof", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, description = "validation_failed or challenge_expired", body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
+async fn owner_session(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    body: Result<ApiJson<OpenSession>>,
+) -> Result<Json<OwnerSessionView>> {
+    // Only failed proofs count per agent (below), so strangers cannot lock the owner out.
+    let agent = limited_agent_any_state(&state, "owner-session", &id, client, false).await?;
+    let ApiJson(body) = body?;
+    if registry::find(&body.chain).is_none() {
+        return Err(AppError::field("chain", "must be a registry chain"));
+    }
+    let issued = token::issue_prefixed(token::OWNER_PREFIX);
+    let session = prove_owner(&state, &agent, &body, issued.hash.clone())
+        .await
+        .map_err(|e| counted_failure(&state, agent.id, e))?;
+    let detail = json!({ "address": session.address.to_checksum(None), "chain": body.chain,
+        "expires_at": session.expires_at, "client": client.ip().to_string() });
+    audit(&state, agent.id, Actor::Owner, "owner_session_opened", detail).await?;
+    tracing::info!(agent_id = %agent.id, "owner session opened");
+    Ok(Json(OwnerSessionView {
+        owner_token: issued.expose().to_string(),
+        expires_at: session.expires_at,
+    }))
+}
+
+/// Checks the signed challenge and, when it holds, uses it up and stores the session in one step. A failing proof
+/// leaves the challenge unused.
+async fn prove_owner(
+    state: &AppState,
+    agent: &Agent,
+    body: &OpenSession,
+    token_hash: String,
+) -> Result<OwnerSessionRecord> {
+    let parsed = SiweMessage::parse(&body.message).ok_or_else(|| AppError::BadRequest {
+        code: "malformed_challenge",
+        message: "the message must be the Sign-In with Ethereum (EIP-4361) message of an owner challenge".into(),
+    })?;
+    let stored = state
+        .store
+        .get_owner_challenge(&parsed.nonce)
+        .await?
+        .filter(|c| c.agent_id == agent.id && c.message == body.message && c.chain == body.chain)
+        .ok_or(AppError::InvalidProof)?;
+    let now = crate::domain::now();
+    if stored.expires_at <= now {
+        return Err(AppError::ChallengeExpired);
+    }
+    if stored.used {
+        return Err(AppError::InvalidProof);
+    }
+    let signer = recover_signer(&body.message, &body.signature, None).ok_or(AppError::InvalidProof)?;
+    if signer != stored.address || !agent.owner_addresses.values().any(|owner| *owner == signer) {
+        return Err(AppError::InvalidProof);
+    }
+    let session = OwnerSessionRecord {
+        token_hash,
+        agent_id: agent.id,
+        address: signer,
+        expires_at: now + chrono::Duration::seconds(siwe::SESSION_LIFETIME_SECS),
+    };
+    if !state.store.open_owner_session(&stored.nonce, &session).await? {
+        return Err(AppError::InvalidProof);
+    }
+    Ok(session)
+}
+
+#[utoipa::path(post, path = "/api/agents/{id}/reactivate", tag = "owners",
+    params(("id" = String, Path, format = "uuid")),
+    security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
+    responses((status = 200, description = "The agent, active again", body = AgentDetailView),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "forbidden, or owner_required on a guarded agent", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn reactivate_agent(
+    State(state): State<AppState>,
+    AnyCaller(caller): AnyCaller,
+) -> Result<Json<AgentDetailView>> {
+    // Guarded: only the owner (a deleted agent's token must not bring it back); unguarded: its token may too.
+    caller.require_owner_if_guarded()?;
+    let agent = &caller.agent;
+    if state.store.reactivate_agent(agent.id).await? {
+        audit(&state, agent.id, caller.actor(), "agent_reactivated", json!({})).await?;
+        tracing::info!(agent_id = %agent.id, "agent reactivated");
+    }
+    let agent = state.store.get_agent(agent.id).await?;
+    Ok(Json(AgentDetailView::new(&agent, caller.guarded)))
+}

@@ -1,0 +1,90 @@
+//! The hash-chained audit log. An append reads the chain's head and moves it in one write transaction: under
+//! SQLite's single write lock, or with the head row locked (`FOR UPDATE`) on PostgreSQL, so appends of every instance
+//! sharing the database are serialised and never read the same head.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use uuid::Uuid;
+
+use super::{Backend, SqlStore};
+use crate::domain::audit::{self, AuditEntry};
+use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
+use crate::store::{AuditEvent, AuditStore, StoreResult};
+
+#[async_trait]
+impl<B> AuditStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Ids and entry ids, text (actor, action, canonical detail, hashes) and times; rows read by name, the head by index.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
+        let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *tx).await?;
+        let at = crate::domain::now();
+        let detail = audit::canonical_json(&event.detail);
+        let (id,): (i64,) = sqlx::query_as(
+            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(event.agent_id)
+        .bind(event.action)
+        .bind(&event.actor)
+        .bind(&detail)
+        .bind(at)
+        .bind(&prev_hash)
+        .fetch_one(&mut *tx)
+        .await?;
+        let hash = audit::entry_hash(id, at, event.agent_id, &event.actor, event.action, &detail, &prev_hash);
+        sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
+            .bind(&hash)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE audit_head SET entry_id = $1, hash = $2 WHERE id = 1")
+            .bind(id)
+            .bind(&hash)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_events WHERE agent_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+        );
+        let rows: Vec<AuditRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(agent_id)
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+
+    async fn audit_entries_after(&self, after_id: i64, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM audit_events WHERE id > $1 ORDER BY id LIMIT $2");
+        let rows: Vec<AuditRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+
+    async fn audit_head(&self) -> StoreResult<(i64, String)> {
+        Ok(sqlx::query_as("SELECT entry_id, hash FROM audit_head WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+}

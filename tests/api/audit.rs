@@ -1,0 +1,199 @@
+//! The audit log (docs/api.md §10): every change with its actor, newest first and paged, one hash chain across
+//! all agents, and `agentd audit verify` (the real binary) naming the first bad entry after a row is edited or
+//! removed.
+
+use std::time::Duration;
+
+use alloy::signers::local::PrivateKeySigner;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_error, run_subcommand, spawn_app, spawn_app_with};
+use crate::owners::{As, call, execute, guarded_agent, owner_session};
+
+async fn audit(app: &TestApp, agent_id: &str, who: As<'_>, query: &str) -> (StatusCode, Value) {
+    let path = format!("/api/agents/{agent_id}/audit{query}");
+    call(app, Method::GET, &path, who, None).await
+}
+
+/// `(action, actor)` of each entry, in the order given.
+fn actions(entries: &Value) -> Vec<(String, String)> {
+    entries
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().into(),
+                e["actor"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[tokio::test]
+async fn the_audit_log_lists_each_change_with_its_actor_newest_first() {
+    let app = spawn_app().await;
+    let owner = PrivateKeySigner::random();
+    let agent = guarded_agent(&app, &owner).await;
+    let as_agent = As {
+        agent: Some(&agent.token),
+        ..As::default()
+    };
+    app.put_agent(&agent.id, &agent.token, json!({"name": "renamed"})).await;
+    let session = owner_session(&app, &agent.id, &owner).await;
+    let as_owner = As {
+        owner: Some(&session),
+        ..As::default()
+    };
+    let path = format!("/api/agents/{}", agent.id);
+    call(&app, Method::PUT, &path, as_owner, Some(json!({"spending_cap": 2}))).await;
+    let export = Some(json!({"chain": "base", "confirm": true}));
+    call(&app, Method::POST, &format!("{path}/export-key"), as_owner, export).await;
+    app.delete_agent(&agent.id, &agent.token).await;
+
+    // Inactive: the agent's token no longer reads the log, its owner does.
+    assert_error(
+        &audit(&app, &agent.id, as_agent, "").await,
+        StatusCode::GONE,
+        "agent_inactive",
+    );
+    call(&app, Method::POST, &format!("{path}/reactivate"), as_owner, None).await;
+
+    let (status, entries) = audit(&app, &agent.id, as_agent, "").await;
+    assert_eq!(status, StatusCode::OK, "{entries}");
+    let expected = pairs(&[
+        ("agent_reactivated", "owner"),
+        ("agent_deleted", "agent"),
+        ("key_exported", "owner"),
+        ("agent_updated", "owner"),
+        ("owner_session_opened", "owner"),
+        ("agent_updated", "agent"),
+        ("agent_created", "admin"),
+    ]);
+    assert_eq!(actions(&entries), expected);
+    let cap_change = &entries[3]["detail"];
+    assert_eq!(cap_change["fields"], json!(["spending_cap"]), "{cap_change}");
+    let text = entries.to_string();
+    assert!(
+        !text.contains(&agent.token) && !text.contains(&session),
+        "no secret in the log"
+    );
+    assert!(
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["hash"].as_str().unwrap().len() == 64)
+    );
+}
+
+#[tokio::test]
+async fn the_audit_log_pages_with_limit_and_before() {
+    let app = spawn_app().await;
+    let agent = app.create_default_agent().await;
+    for name in ["b", "c", "d"] {
+        app.put_agent(&agent.id, &agent.token, json!({"name": name})).await;
+    }
+    let as_agent = As {
+        agent: Some(&agent.token),
+        ..As::default()
+    };
+    let (_, first) = audit(&app, &agent.id, as_agent, "?limit=2").await;
+    assert_eq!(first.as_array().unwrap().len(), 2);
+    assert_eq!(first[0]["detail"]["to"]["name"], "d");
+    let before = first[1]["id"].as_i64().unwrap();
+    let (_, second) = audit(&app, &agent.id, as_agent, &format!("?limit=2&before={before}")).await;
+    assert_eq!(
+        actions(&second),
+        pairs(&[("agent_updated", "agent"), ("agent_created", "admin")])
+    );
+    assert!(second[0]["id"].as_i64().unwrap() < before);
+
+    let response = audit(&app, &agent.id, as_agent, "?limit=0").await;
+    assert_error(&response, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    let response = audit(&app, &agent.id, As::default(), "").await;
+    assert_error(&response, StatusCode::UNAUTHORIZED, "missing_token");
+}
+
+#[tokio::test]
+async fn the_admin_reads_any_agents_log_and_creation_is_the_admins() {
+    let app = spawn_app_with(&[("ADMIN_TOKEN", "operator-secret")]).await;
+    let agent = app.create_default_agent().await;
+    let admin = As {
+        admin: Some("operator-secret"),
+        ..As::default()
+    };
+    let (status, entries) = audit(&app, &agent.id, admin, "").await;
+    assert_eq!(status, StatusCode::OK, "{entries}");
+    assert_eq!(actions(&entries), pairs(&[("agent_created", "admin")]));
+}
+
+/// Runs `agentd audit verify` (the real binary) on the app's database: whether it exited 0, and its output.
+fn verify(app: &TestApp) -> (bool, String) {
+    let env = [
+        ("DATABASE_URL", app.db_url.as_str()),
+        ("ENCRYPTION_KEY", crate::helpers::ENCRYPTION_KEY),
+        ("APP_ENV", "development"),
+    ];
+    let outcome = run_subcommand(&["audit", "verify"], &env, app.dir.path(), Duration::from_secs(30));
+    let status = outcome.status.expect("agentd audit verify exits by itself");
+    (status.success(), outcome.logs)
+}
+
+/// Edits the database: with the `sqlite3` CLI on SQLite (as an operator would), with SQL on PostgreSQL.
+async fn tamper(app: &TestApp, sql: &str) {
+    if let Some(path) = app.db_url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap();
+        let status = std::process::Command::new("sqlite3")
+            .arg(path)
+            .arg(sql)
+            .status()
+            .expect("the sqlite3 CLI runs (apt-get install -y sqlite3)");
+        assert!(status.success());
+    } else {
+        execute(app, sql).await;
+    }
+}
+
+/// Three agents' entries, interleaved in one chain.
+async fn app_with_a_log() -> TestApp {
+    let app = spawn_app().await;
+    let a = app.create_default_agent().await;
+    let b = app.create_default_agent().await;
+    app.put_agent(&a.id, &a.token, json!({"name": "a2"})).await;
+    app.put_agent(&b.id, &b.token, json!({"name": "b2"})).await;
+    app.put_agent(&a.id, &a.token, json!({"name": "a3"})).await;
+    app
+}
+
+#[tokio::test]
+async fn audit_verify_passes_on_an_intact_log_then_names_an_edited_row() {
+    let app = app_with_a_log().await;
+    let (ok, output) = verify(&app);
+    assert!(ok, "{output}");
+    assert!(output.contains("intact: 5 entries"), "{output}");
+
+    tamper(&app, "UPDATE audit_events SET actor = 'owner' WHERE id = 3").await;
+    let (ok, output) = verify(&app);
+    assert!(!ok, "{output}");
+    assert!(output.contains("entry 3 was altered"), "{output}");
+}
+
+#[tokio::test]
+async fn audit_verify_names_a_removed_middle_row_and_a_removed_newest_row() {
+    let app = app_with_a_log().await;
+    tamper(&app, "DELETE FROM audit_events WHERE id = 5").await;
+    let (ok, output) = verify(&app);
+    assert!(!ok, "{output}");
+    assert!(output.contains("entry 5 is missing"), "{output}");
+
+    tamper(&app, "DELETE FROM audit_events WHERE id = 2").await;
+    let (ok, output) = verify(&app);
+    assert!(!ok, "{output}");
+    assert!(output.contains("entry 3 does not follow entry 1"), "{output}");
+}
