@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use agentd::domain::chain as registry;
-use agentd::transfers::{BroadcastStatus, TransferOrder, Transfers};
+use agentd::transfers::{BroadcastStatus, TransferOrder, TransferOutcome, Transfers};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
@@ -89,8 +89,12 @@ pub async fn run() {
         let outcome = transfers.send_native(order).await;
         agentd.latencies.push(sent.elapsed());
         let problem = match outcome {
-            Ok(sent) if sent.status == BroadcastStatus::Pending => None,
-            Ok(sent) => Some(format!("status {}", sent.status.as_str())),
+            Ok(TransferOutcome::Sent {
+                status: BroadcastStatus::Pending,
+                ..
+            }) => None,
+            Ok(TransferOutcome::Sent { status, .. }) => Some(format!("status {}", status.as_str())),
+            Ok(TransferOutcome::AwaitingApproval { .. }) => Some("awaiting approval".into()),
             Err(e) => Some(format!("{}: {e}", e.code())),
         };
         if let Some(problem) = problem {

@@ -1,6 +1,6 @@
 //! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`), re-broadcasts
 //! those that never reached a node, and stores an event and a conversation message per change (the store's event
-//! feed announces the event once committed).
+//! feed announces the event once committed); expires transfers that waited for approval too long.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +12,10 @@ use uuid::Uuid;
 use crate::chain::{ChainClient, ChainError, Chains};
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
+use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, TxState};
 use crate::store::Store;
-use crate::store::{Message, Role, Settlement};
+use crate::store::{AuditEvent, Closing, Message, Role, Settlement};
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
 #[derive(Clone)]
@@ -62,11 +63,33 @@ impl Watcher {
         }
     }
 
+    /// Transfers of this chain still awaiting approval past their `expires_at` become `expired`, releasing their
+    /// reservations (the store announces `approval_resolved`); audited as the system's doing.
+    async fn expire_approvals(&self) -> anyhow::Result<()> {
+        let store = &self.state.store;
+        for due in store.due_approvals(self.chain, crate::domain::now()).await? {
+            // Approved or rejected meanwhile: nothing to do.
+            let Closing::Closed(approval, _) = store.close_approval(due.id, ApprovalStatus::Expired).await? else {
+                continue;
+            };
+            let event = AuditEvent {
+                agent_id: approval.agent_id,
+                action: "transfer_expired",
+                actor: "system".into(),
+                detail: json!({"transfer_id": approval.id, "chain": approval.chain, "asset": approval.asset,
+                    "to": approval.to.to_checksum(None), "amount": approval.amount()}),
+            };
+            store.insert_audit(&event).await?;
+        }
+        Ok(())
+    }
+
     /// One round over the chain's open transfers. Returns how many were settled.
     pub async fn poll_once(&self) -> anyhow::Result<usize> {
         let Some(_guard) = self.state.store.try_lock_watcher(self.chain).await? else {
             return Ok(0);
         };
+        self.expire_approvals().await?;
         let open = self.state.store.open_transactions(self.chain).await?;
         if open.is_empty() {
             return Ok(0);

@@ -1,5 +1,6 @@
 //! Native transfers: validate -> quote -> reserve-and-sign (one DB transaction: cap, nonce, sign, store) ->
-//! broadcast. Sends of one (agent, chain) are serialised by a store lock, so a refused broadcast gives its nonce back
+//! broadcast. The agent's policy is evaluated in that same transaction: a refusal names its rule, and a transfer
+//! that needs an owner's approval is stored waiting instead of signed (`approvals` approves and rejects). Sends of one (agent, chain) are serialised by a store lock, so a refused broadcast gives its nonce back
 //! and no nonce is ever reused or skipped. The service answers with a typed outcome or a `TransferError`; what a
 //! caller shows of them (a tool result, an HTTP body) is decided at that caller.
 
@@ -16,9 +17,10 @@ use crate::domain::agent::Agent;
 use crate::domain::amount::parse_units;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::StoredTx;
-use crate::store::{Reservation, SignedTx, Store, StoreError, TransferRequest};
+use crate::store::{Approval, AuditEvent, Authorization, Reservation, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
+mod approvals;
 mod error;
 
 pub use error::TransferError;
@@ -66,12 +68,26 @@ impl BroadcastStatus {
     }
 }
 
-/// A transfer that was signed, stored and handed to the node.
+/// What became of a transfer the service accepted.
 #[derive(Debug, Clone)]
-pub struct TransferOutcome {
-    pub chain: &'static ChainInfo,
-    pub tx: StoredTx,
-    pub status: BroadcastStatus,
+pub enum TransferOutcome {
+    /// Signed, stored and handed to the node.
+    Sent {
+        chain: &'static ChainInfo,
+        tx: StoredTx,
+        status: BroadcastStatus,
+    },
+    /// Stored waiting for an owner's approval (holding its reservation; no nonce, no signature).
+    AwaitingApproval {
+        chain: &'static ChainInfo,
+        approval: Approval,
+    },
+}
+
+/// What a reservation produced.
+enum Reserved {
+    Signed(StoredTx),
+    Held(Approval),
 }
 
 fn store_error(err: StoreError) -> TransferError {
@@ -107,16 +123,8 @@ impl Transfers {
             .lock_sender(order.agent.id, order.chain.name)
             .await
             .map_err(store_error)?;
-        let quote = quote(client, &order, from, value).await?;
-        let node_nonce = match self
-            .store
-            .next_nonce(order.agent.id, order.chain.name)
-            .await
-            .map_err(store_error)?
-        {
-            Some(_) => None,
-            None => Some(client.pending_nonce(from).await?),
-        };
+        let quote = quote(client, order.chain, from, order.to, value).await?;
+        let node_nonce = self.node_nonce(client, order.agent.id, order.chain, from).await?;
         let request = TransferRequest {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
@@ -129,9 +137,45 @@ impl Transfers {
             max_fee_per_gas: quote.fees.max_fee_per_gas,
             reserved_wei: quote.reserved,
             node_nonce,
+            asset: order.chain.native_symbol.to_string(),
+            authorization: Authorization::Policy,
         };
-        self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
-            .await
+        let outcome = self
+            .sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
+            .await;
+        if let Err(TransferError::PolicyDenied(rule)) = &outcome {
+            let detail = serde_json::json!({"code": "policy_denied", "rule": rule.as_str(), "chain": order.chain.name,
+                "to": order.to.to_checksum(None), "amount": order.amount});
+            self.audit(order.agent.id, "transfer_refused", "agent", detail).await;
+        }
+        outcome
+    }
+
+    /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
+    async fn node_nonce(
+        &self,
+        client: &ChainClient,
+        agent_id: Uuid,
+        chain: &ChainInfo,
+        from: Address,
+    ) -> Result<Option<u64>, TransferError> {
+        match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
+            Some(_) => Ok(None),
+            None => Ok(Some(client.pending_nonce(from).await?)),
+        }
+    }
+
+    /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
+    async fn audit(&self, agent_id: Uuid, action: &'static str, actor: &str, detail: serde_json::Value) {
+        let event = AuditEvent {
+            agent_id,
+            action,
+            actor: actor.to_string(),
+            detail,
+        };
+        if let Err(e) = self.store.insert_audit(&event).await {
+            tracing::error!(%agent_id, action, error = %e, "audit entry not recorded");
+        }
     }
 
     /// Reserves, signs and broadcasts; a `nonce too low` answer resynchronises from the node and tries once more.
@@ -143,8 +187,11 @@ impl Transfers {
         priority_fee: u128,
     ) -> Result<TransferOutcome, TransferError> {
         for attempt in 0..2 {
-            let tx = self.reserve(&request, chain, priority_fee).await?;
-            let outcome = |status| TransferOutcome {
+            let tx = match self.reserve(&request, chain, priority_fee).await? {
+                Reserved::Signed(tx) => tx,
+                Reserved::Held(approval) => return Ok(TransferOutcome::AwaitingApproval { chain, approval }),
+            };
+            let outcome = |status| TransferOutcome::Sent {
                 chain,
                 tx: tx.clone(),
                 status,
@@ -166,7 +213,12 @@ impl Transfers {
                         .discard_transfer(tx.id, Some(pending))
                         .await
                         .map_err(store_error)?;
-                    request.id = Uuid::new_v4();
+                    // An approved transfer keeps its id (the discarded row is gone) and its approval.
+                    if request.authorization == Authorization::Approval {
+                        request.authorization = Authorization::Decided;
+                    } else {
+                        request.id = Uuid::new_v4();
+                    }
                     request.node_nonce = Some(pending);
                 }
                 Err(e) => return Err(self.refused(client, chain, &tx, e).await),
@@ -220,7 +272,7 @@ impl Transfers {
         request: &TransferRequest,
         chain: &'static ChainInfo,
         priority_fee: u128,
-    ) -> Result<StoredTx, TransferError> {
+    ) -> Result<Reserved, TransferError> {
         let key = self.store.wallet_key(request.agent_id).await.map_err(store_error)?;
         let signer = self.vault.open(request.agent_id, &key).map_err(|e| {
             tracing::error!(agent_id = %request.agent_id, error = %e, "wallet key could not be opened");
@@ -245,13 +297,16 @@ impl Transfers {
             })
         };
         match self.store.reserve_transfer(request, &sign).await.map_err(store_error)? {
-            Reservation::Reserved(tx) => Ok(*tx),
+            Reservation::Reserved(tx) => Ok(Reserved::Signed(*tx)),
+            Reservation::AwaitingApproval(approval) => Ok(Reserved::Held(*approval)),
             Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
                 chain,
                 reserved: request.reserved_wei,
                 cap,
                 spent,
             }),
+            Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
+            Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
         }
     }
 }
@@ -275,13 +330,13 @@ fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError>
 /// wallet cannot pay the amount plus the maximum fee.
 async fn quote(
     client: &ChainClient,
-    order: &TransferOrder<'_>,
+    chain: &'static ChainInfo,
     from: Address,
+    to: Address,
     value: U256,
 ) -> Result<Quote, TransferError> {
-    let chain = order.chain;
     let (gas_limit, fees, balance) = tokio::join!(
-        client.estimate_transfer_gas(from, order.to, value),
+        client.estimate_transfer_gas(from, to, value),
         client.recent_fees(FEE_MAX_AGE),
         client.balance(from),
     );

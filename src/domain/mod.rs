@@ -2,9 +2,11 @@
 
 pub mod agent;
 pub mod amount;
+pub mod asset;
 pub mod audit;
 pub mod chain;
 pub mod challenge;
+pub mod policy;
 pub mod siwe;
 pub mod token;
 pub mod transaction;

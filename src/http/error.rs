@@ -10,6 +10,7 @@ use crate::auth::AuthError;
 use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
+use crate::transfers::TransferError;
 
 /// Handler result type.
 pub type Result<T, E = AppError> = std::result::Result<T, E>;
@@ -62,6 +63,12 @@ pub enum AppError {
         code: &'static str,
         message: String,
     },
+    /// A transfer the agent's policy refuses: 403 `policy_denied` with `details.rule`.
+    #[error("{message}")]
+    PolicyDenied { rule: &'static str, message: String },
+    /// The resource's state forbids the request (409).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -97,7 +104,8 @@ impl AppError {
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
             MissingToken | InvalidToken | AdminRequired | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
-            Forbidden | Denied { .. } => StatusCode::FORBIDDEN,
+            Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
+            Conflict { .. } => StatusCode::CONFLICT,
             AgentNotFound | ConversationNotFound | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
@@ -113,7 +121,8 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) => "invalid_json",
-            BadRequest { code, .. } | Denied { code, .. } | Upstream { code, .. } => code,
+            BadRequest { code, .. } | Denied { code, .. } | Upstream { code, .. } | Conflict { code, .. } => code,
+            PolicyDenied { .. } => "policy_denied",
             MissingToken => "missing_token",
             InvalidToken => "invalid_token",
             AdminRequired => "unauthorized",
@@ -136,7 +145,14 @@ impl AppError {
     /// The error body: `{"error": {"code", "message", "details?"}}`.
     pub fn view(&self) -> ErrorBody {
         let details = match self {
-            AppError::Validation { fields, .. } => Some(FieldErrors { fields: fields.clone() }),
+            AppError::Validation { fields, .. } => Some(FieldErrors {
+                fields: Some(fields.clone()),
+                rule: None,
+            }),
+            AppError::PolicyDenied { rule, .. } => Some(FieldErrors {
+                fields: None,
+                rule: Some(rule.to_string()),
+            }),
             _ => None,
         };
         ErrorBody {
@@ -207,6 +223,39 @@ impl From<ChatError> for AppError {
             status,
             code: err.code(),
             message: err.to_string(),
+        }
+    }
+}
+
+impl From<TransferError> for AppError {
+    fn from(err: TransferError) -> Self {
+        let message = err.to_string();
+        let code = err.code();
+        match err {
+            TransferError::PolicyDenied(rule) => AppError::PolicyDenied {
+                rule: rule.as_str(),
+                message,
+            },
+            TransferError::InvalidAmount(_) | TransferError::ZeroAmount | TransferError::NoWallet => {
+                AppError::field("amount", message)
+            }
+            TransferError::CapExceeded { .. } | TransferError::InsufficientFunds { .. } => {
+                AppError::Denied { code, message }
+            }
+            TransferError::TransferNotFound => AppError::NotFound,
+            TransferError::NotAwaiting(_) => AppError::Conflict { code, message },
+            TransferError::Rejected(_) | TransferError::NonceKeptRefused => AppError::Upstream {
+                status: StatusCode::BAD_GATEWAY,
+                code,
+                message,
+            },
+            TransferError::Chain(e) => AppError::Upstream {
+                status: StatusCode::BAD_GATEWAY,
+                code: e.code(),
+                message,
+            },
+            TransferError::Store(e) => AppError::from(e),
+            TransferError::KeyUnavailable => AppError::internal(anyhow::anyhow!("wallet key unavailable")),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! body limits and CORS.
 
 pub mod agents;
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod chains;
@@ -13,6 +14,7 @@ pub mod json;
 pub mod mcp;
 pub mod metrics;
 pub mod owners;
+pub mod policy;
 pub mod reissue;
 pub mod streams;
 pub mod transactions;
@@ -102,6 +104,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(conversations::router())
         .merge(streams::router())
         .merge(metrics::router())
+        .merge(policy::router())
+        .merge(approvals::router())
 }
 
 /// The OpenAPI document served at `/api/openapi.json`.

@@ -2,6 +2,7 @@
 //! PostgreSQL `Backend` chosen by URL scheme. `Store` is all of them together, so callers hold one
 //! `Arc<dyn Store>`; bring the methods into scope with `use crate::store::prelude::*;`.
 
+mod approvals;
 mod audit;
 mod feed;
 mod locks;
@@ -20,10 +21,11 @@ use async_trait::async_trait;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
 
+pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use model::{
-    AgentUpdate, AuditEvent, Challenge, Conversation, EventRecord, Message, NewAgent, OwnerChallenge,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, OwnerChallenge,
     OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
@@ -62,19 +64,35 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, OwnerStore, Store, TokenStore,
+        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, OwnerStore, PolicyStore, Store, TokenStore,
         TransferStore,
     };
 }
 
 /// Every aggregate's operations: what the service holds as `Arc<dyn Store>`.
 pub trait Store:
-    HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore + OwnerStore
+    HealthStore
+    + AgentStore
+    + TokenStore
+    + ConversationStore
+    + TransferStore
+    + EventStore
+    + AuditStore
+    + OwnerStore
+    + PolicyStore
 {
 }
 
 impl<T> Store for T where
-    T: HealthStore + AgentStore + TokenStore + ConversationStore + TransferStore + EventStore + AuditStore + OwnerStore
+    T: HealthStore
+        + AgentStore
+        + TokenStore
+        + ConversationStore
+        + TransferStore
+        + EventStore
+        + AuditStore
+        + OwnerStore
+        + PolicyStore
 {
 }
 
@@ -202,6 +220,23 @@ pub trait OwnerStore: Send + Sync + 'static {
     async fn owner_session(&self, token_hash: &str) -> StoreResult<Option<OwnerSessionRecord>>;
     /// Marks the agent active again; `false` when it already was.
     async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
+}
+
+/// Transfer policies and the transfers held for an owner's approval. Holding and approving happen inside
+/// `TransferStore::reserve_transfer` (the same transaction as the cap); these are the reads and the closings.
+#[async_trait]
+pub trait PolicyStore: Send + Sync + 'static {
+    /// The agent's policy (the default when none was set).
+    async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
+    async fn put_policy(&self, agent_id: Uuid, policy: &crate::domain::policy::Policy) -> StoreResult<()>;
+    async fn get_approval(&self, id: Uuid) -> StoreResult<Option<Approval>>;
+    /// The agent's transfers still awaiting approval, oldest first.
+    async fn waiting_approvals(&self, agent_id: Uuid) -> StoreResult<Vec<Approval>>;
+    /// Waiting transfers on `chain` whose `expires_at` has passed at `now`.
+    async fn due_approvals(&self, chain: &str, now: chrono::DateTime<chrono::Utc>) -> StoreResult<Vec<Approval>>;
+    /// `awaiting_approval` -> `status` (rejected or expired): releases the reservation and stores the
+    /// `approval_resolved` event in one transaction, then announces the event.
+    async fn close_approval(&self, id: Uuid, status: crate::domain::policy::ApprovalStatus) -> StoreResult<Closing>;
 }
 
 /// Opens the configured database and applies the embedded migrations.

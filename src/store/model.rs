@@ -158,6 +158,22 @@ pub struct TransferRequest {
     pub reserved_wei: U256,
     /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
     pub node_nonce: Option<u64>,
+    /// The asset symbol (`ETH`); with `chain`, the policy's asset key.
+    pub asset: String,
+    /// What besides the cap the reservation checks.
+    pub authorization: Authorization,
+}
+
+/// What a reservation checks besides the cap, in the same transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authorization {
+    /// The agent's policy: a refusal, or a transfer held for approval instead of signed.
+    Policy,
+    /// An owner approved the waiting transfer with the request's id: it must still be waiting and unexpired; its
+    /// held reservation is released as this one is taken.
+    Approval,
+    /// Already decided (the retry of an approved transfer after a nonce resynchronisation).
+    Decided,
 }
 
 /// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
@@ -174,7 +190,16 @@ pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync
 #[derive(Debug)]
 pub enum Reservation {
     Reserved(Box<StoredTx>),
-    CapExceeded { cap: U256, spent: U256 },
+    CapExceeded {
+        cap: U256,
+        spent: U256,
+    },
+    /// The policy refused it; nothing was stored.
+    PolicyDenied(crate::domain::policy::PolicyRule),
+    /// Stored as waiting for an owner's approval, holding its reservation; no nonce, no signature.
+    AwaitingApproval(Box<super::Approval>),
+    /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).
+    NotAwaiting(crate::domain::policy::ApprovalStatus),
 }
 
 /// How a transfer ended, as the watcher saw it.

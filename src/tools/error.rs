@@ -11,6 +11,8 @@ use crate::transfers::TransferError;
 pub struct ToolError {
     pub code: &'static str,
     pub message: String,
+    /// Machine-readable specifics beside the code (`{"rule": "per_day"}` for `policy_denied`).
+    pub details: Option<Value>,
 }
 
 impl ToolError {
@@ -18,6 +20,7 @@ impl ToolError {
         ToolError {
             code,
             message: message.into(),
+            details: None,
         }
     }
 
@@ -30,7 +33,10 @@ impl ToolError {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({ "code": self.code, "message": self.message })
+        match &self.details {
+            Some(details) => json!({ "code": self.code, "message": self.message, "details": details }),
+            None => json!({ "code": self.code, "message": self.message }),
+        }
     }
 }
 
@@ -42,7 +48,11 @@ impl From<ChainError> for ToolError {
 
 impl From<TransferError> for ToolError {
     fn from(err: TransferError) -> Self {
-        ToolError::new(err.code(), err.to_string())
+        let mut tool_error = ToolError::new(err.code(), err.to_string());
+        if let TransferError::PolicyDenied(rule) = err {
+            tool_error.details = Some(json!({ "rule": rule.as_str() }));
+        }
+        tool_error
     }
 }
 

@@ -1,5 +1,5 @@
 //! The transact tool (capability `transact`): `send_native`, through the transfer service; its typed outcome
-//! becomes the tool's JSON here.
+//! becomes the tool's JSON here (a transfer held for approval answers `{transfer_id, status, expires_at}`).
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -40,11 +40,21 @@ fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Too
 }
 
 fn outcome_json(outcome: &TransferOutcome) -> Value {
-    let (chain, tx) = (outcome.chain, &outcome.tx);
+    let (chain, tx, status) = match outcome {
+        TransferOutcome::Sent { chain, tx, status } => (*chain, tx, status),
+        // Nothing is signed yet: what the model can tell the user is that an owner has to approve it.
+        TransferOutcome::AwaitingApproval { approval, .. } => {
+            return json!({
+                "transfer_id": approval.id,
+                "status": "awaiting_approval",
+                "expires_at": approval.expires_at,
+            });
+        }
+    };
     json!({
         "chain": chain.name,
         "tx_hash": tx.tx_hash,
-        "status": outcome.status.as_str(),
+        "status": status.as_str(),
         "from": tx.from.to_checksum(None),
         "to": tx.to.to_checksum(None),
         "amount": format_units(tx.value_wei, chain.decimals),

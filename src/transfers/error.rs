@@ -5,6 +5,7 @@ use alloy::primitives::U256;
 use crate::chain::ChainError;
 use crate::domain::amount::format_units;
 use crate::domain::chain::ChainInfo;
+use crate::domain::policy::{ApprovalStatus, PolicyRule};
 use crate::store::StoreError;
 
 /// Why a transfer was not made.
@@ -43,6 +44,15 @@ pub enum TransferError {
     Store(#[source] StoreError),
     #[error("the wallet key could not be opened; nothing was sent")]
     KeyUnavailable,
+    /// The agent's policy refused it (nothing stored, nothing sent).
+    #[error("the agent's policy refuses this transfer (rule {})", .0.as_str())]
+    PolicyDenied(PolicyRule),
+    /// No transfer of this agent with that id waits for approval.
+    #[error("transfer not found")]
+    TransferNotFound,
+    /// An approve or reject of a transfer that no longer waits (or whose approval window has passed).
+    #[error("{}", not_awaiting_message(*.0))]
+    NotAwaiting(ApprovalStatus),
 }
 
 impl TransferError {
@@ -55,7 +65,18 @@ impl TransferError {
             Self::Rejected(_) | Self::NonceKeptRefused => "broadcast_rejected",
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
+            Self::PolicyDenied(_) => "policy_denied",
+            Self::TransferNotFound => "transfer_not_found",
+            Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
+            Self::NotAwaiting(_) => "transfer_not_pending",
         }
+    }
+}
+
+fn not_awaiting_message(status: ApprovalStatus) -> String {
+    match status {
+        ApprovalStatus::Expired => "the transfer's approval window has passed; it was not sent".to_string(),
+        other => format!("the transfer is no longer awaiting approval (it is {})", other.as_str()),
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod agents;
 mod anvil;
+mod approvals;
 mod architecture;
 mod audit;
 mod auth;
@@ -20,6 +21,7 @@ mod metrics;
 mod openai_chat;
 mod openapi;
 mod owners;
+mod policy;
 mod reissue;
 mod secrets;
 mod store;

@@ -32,6 +32,11 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/agents/{id}/balances"),
     ("POST", "/api/agents/{id}/fund"),
     ("GET", "/api/agents/{id}/transactions"),
+    ("GET", "/api/agents/{id}/policy"),
+    ("PUT", "/api/agents/{id}/policy"),
+    ("GET", "/api/agents/{id}/approvals"),
+    ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
+    ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
     ("POST", "/api/chat/stream"),
@@ -454,6 +459,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         .build(Method::POST, &reactivate, None, None)
         .header(OWNER_HEADER, &owner);
     oracle.check("POST", "/api/agents/{id}/reactivate", &app.send(as_owner).await);
+    drive_policy_and_approvals(&anvil, &mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(
@@ -472,4 +478,54 @@ fn the_consoles_copy_of_the_document_is_current() {
         committed.trim_end() == current.trim_end(),
         "web/openapi.json is stale: run `cargo run -- openapi > web/openapi.json`, then web/build.sh"
     );
+}
+
+/// Policy and approval routes, on an app with an operator token (approving needs owner authority).
+async fn drive_policy_and_approvals(anvil: &Anvil, oracle: &mut Oracle) {
+    let app = crate::policy::admin_app(anvil).await;
+    let agent = crate::helpers::chain::funded_agent(&app, anvil, Some(0.5)).await;
+    let owner = |method: Method, path: &str, body: Option<Value>| {
+        app.build(method, path, Some(&agent.token), body)
+            .bearer_auth(crate::policy::ADMIN)
+    };
+    let policy = format!("/api/agents/{}/policy", agent.id);
+    let rules = json!({"limits": {"base:ETH": {"per_transfer": "0.5", "approval_above": "0.005"}}});
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/policy",
+        &send(&app, Method::GET, &policy, Some(&agent.token), None).await,
+    );
+    let refused = send(&app, Method::PUT, &policy, Some(&agent.token), Some(rules.clone())).await;
+    oracle.check("PUT", "/api/agents/{id}/policy", &refused);
+    let invalid = app
+        .send(owner(Method::PUT, &policy, Some(json!({"limits": {"base:DOGE": {}}}))))
+        .await;
+    oracle.check("PUT", "/api/agents/{id}/policy", &invalid);
+    oracle.check(
+        "PUT",
+        "/api/agents/{id}/policy",
+        &app.send(owner(Method::PUT, &policy, Some(rules))).await,
+    );
+
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (_, call) = crate::helpers::chain::send_via_chat(&app, &agent, "0.01", fresh_address()).await;
+        held.push(
+            call["result"]["transfer_id"]
+                .as_str()
+                .expect("a held transfer")
+                .to_string(),
+        );
+    }
+    let approvals = format!("/api/agents/{}/approvals", agent.id);
+    let listed = send(&app, Method::GET, &approvals, Some(&agent.token), None).await;
+    oracle.check("GET", "/api/agents/{id}/approvals", &listed);
+    for (id, decision) in held.iter().zip(["approve", "reject"]) {
+        let path = format!("/api/agents/{}/transfers/{id}/{decision}", agent.id);
+        let template = format!("/api/agents/{{id}}/transfers/{{transfer_id}}/{decision}");
+        let by_agent = send(&app, Method::POST, &path, Some(&agent.token), None).await;
+        oracle.check("POST", &template, &by_agent);
+        oracle.check("POST", &template, &app.send(owner(Method::POST, &path, None)).await);
+        oracle.check("POST", &template, &app.send(owner(Method::POST, &path, None)).await);
+    }
 }

@@ -9,8 +9,8 @@ use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::transaction::TxState;
 use agentd::store::{
-    AgentUpdate, AuditEvent, Challenge, Conversation, Message, NewAgent, ReissueProof, Reservation, Role, Settlement,
-    SignedTx, Store, StoreError, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, ReissueProof, Reservation,
+    Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
@@ -81,6 +81,8 @@ fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> Transfe
         max_fee_per_gas: 1,
         reserved_wei: U256::from(value + 21_000),
         node_nonce: None,
+        asset: "ETH".into(),
+        authorization: Authorization::Policy,
     }
 }
 
@@ -103,6 +105,7 @@ async fn reserved_nonce(store: &dyn Store, request: &TransferRequest) -> u64 {
     match reserve(store, request).await {
         Reservation::Reserved(tx) => tx.nonce,
         Reservation::CapExceeded { cap, spent } => panic!("refused under the cap: cap {cap}, spent {spent}"),
+        other => panic!("not reserved: {other:?}"),
     }
 }
 
@@ -271,7 +274,7 @@ async fn a_reservation_under_the_cap_is_kept_and_one_over_it_refused() {
             assert_eq!(cap, U256::from(100_000u64));
             assert_eq!(spent, first.reserved_wei);
         }
-        Reservation::Reserved(_) => panic!("a reservation over the cap was kept"),
+        other => panic!("a reservation over the cap was not refused for the cap: {other:?}"),
     }
     let stored = store.list_transactions(agent.id, Some(CHAIN), 10).await.unwrap();
     assert_eq!(stored.len(), 1, "nothing is stored for the refused transfer");

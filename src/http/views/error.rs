@@ -17,16 +17,23 @@ pub struct ErrorDetail {
     /// snake_case, e.g. `validation_failed`, `agent_not_found`, `rate_limited`.
     pub code: String,
     pub message: String,
-    /// Only on 422 `validation_failed`: which fields failed and why.
+    /// On 422 `validation_failed` (which fields failed and why) and 403 `policy_denied` (which rule).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub details: Option<FieldErrors>,
 }
 
-/// `{"fields": {"<field>": "<problem>"}}`.
+/// `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FieldErrors {
-    pub fields: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub fields: Option<BTreeMap<String, String>>,
+    /// The policy rule a refused transfer broke (`per_transfer`, `per_day`, `per_week`, `asset_not_allowed`,
+    /// `recipient_not_allowed`, `recipient_blocked`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub rule: Option<String>,
 }
 
 /// A failure reported inside a successful body: `{code, message}`.

@@ -3,23 +3,27 @@
 //! domain or store type it shows.
 
 pub mod agents;
+pub mod approvals;
 pub mod audit;
 pub mod chains;
 pub mod chat;
 pub mod conversations;
 pub mod error;
 pub mod owners;
+pub mod policy;
 pub mod reissue;
 pub mod transactions;
 pub mod wallets;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
+pub use approvals::ApprovalTransferView;
 pub use audit::{ActorView, AuditEntryView};
 pub use chains::{ChainView, HealthView};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
 pub use owners::{OwnerChallengeView, OwnerSessionView};
+pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use wallets::{BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FundingView};

@@ -12,6 +12,7 @@ mod audit;
 mod conversations;
 mod events;
 mod owners;
+mod policies;
 mod tokens;
 mod transfers;
 

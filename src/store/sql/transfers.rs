@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
+use super::policies::Step;
 use super::{Backend, SqlStore};
 use crate::domain::transaction::StoredTx;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
@@ -88,6 +89,17 @@ where
             .await?;
         let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
         let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+        let (held, event) = match Self::authorize_in(&mut tx, r, cap, spent).await? {
+            Step::Proceed { held, event } => (held, event),
+            Step::Refuse(reservation) => return Ok(reservation),
+            Step::Commit(reservation, event) => {
+                tx.commit().await?;
+                self.feed.announce(&event);
+                return Ok(reservation);
+            }
+        };
+        // An approved transfer gives back what it held while waiting as it takes its reservation at today's fees.
+        let spent = spent.saturating_sub(held);
         if spent.saturating_add(r.reserved_wei) > cap {
             return Ok(Reservation::CapExceeded { cap, spent });
         }
@@ -96,8 +108,8 @@ where
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO transactions ({TX_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+            "INSERT INTO transactions ({TX_COLUMNS}, asset) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
@@ -118,6 +130,7 @@ where
         .bind(Option::<i64>::None)
         .bind(record.created_at)
         .bind(record.updated_at)
+        .bind(&r.asset)
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -129,8 +142,11 @@ where
         .bind(nonce as i64 + 1)
         .execute(&mut *tx)
         .await?;
-        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, U256::ZERO).await?;
+        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, held).await?;
         tx.commit().await?;
+        if let Some(event) = &event {
+            self.feed.announce(event);
+        }
         Ok(Reservation::Reserved(Box::new(record)))
     }
 
@@ -294,7 +310,7 @@ where
     }
 
     /// Moves what counts against the cap on (agent, chain): `+ add - sub`. Callers hold the agent's write lock.
-    async fn adjust_spent(
+    pub(super) async fn adjust_spent(
         conn: &mut B::Connection,
         agent_id: Uuid,
         chain: &str,

@@ -1,0 +1,336 @@
+//! Transfer policies (docs/api.md §11) and their pure evaluation: per-asset limits, recipient lists, and when a
+//! transfer waits for an owner's approval. The store gathers the facts (window totals, whether the recipient was
+//! paid before) inside the reserving transaction and asks `Policy::evaluate`; nothing here does I/O.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::{Address, U256};
+use serde::{Deserialize, Serialize};
+
+/// How long an approval waits when the policy does not say.
+pub const DEFAULT_APPROVAL_TTL_SECS: u64 = 900;
+
+/// Limits on one asset, in its base units; `None` is no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetLimits {
+    pub per_transfer: Option<U256>,
+    pub per_day: Option<U256>,
+    pub per_week: Option<U256>,
+    /// A transfer of strictly more than this waits for approval.
+    pub approval_above: Option<U256>,
+}
+
+/// An agent's policy. The default allows everything (the spending cap still applies).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Keyed by asset key (`base:ETH`). Once any asset is named, unnamed assets are refused.
+    pub limits: BTreeMap<String, AssetLimits>,
+    /// `None`: any recipient.
+    pub allowed_recipients: Option<Vec<Address>>,
+    pub blocked_recipients: Vec<Address>,
+    pub approve_new_recipients: bool,
+    pub approval_ttl_secs: u64,
+    /// x402 hosts (`host` or `host:port`); stored, read by the x402 client.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            limits: BTreeMap::new(),
+            allowed_recipients: None,
+            blocked_recipients: Vec::new(),
+            approve_new_recipients: false,
+            approval_ttl_secs: DEFAULT_APPROVAL_TTL_SECS,
+            allowed_hosts: None,
+        }
+    }
+}
+
+/// The rule a refused transfer broke (`details.rule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyRule {
+    PerTransfer,
+    PerDay,
+    PerWeek,
+    AssetNotAllowed,
+    RecipientNotAllowed,
+    RecipientBlocked,
+}
+
+impl PolicyRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyRule::PerTransfer => "per_transfer",
+            PolicyRule::PerDay => "per_day",
+            PolicyRule::PerWeek => "per_week",
+            PolicyRule::AssetNotAllowed => "asset_not_allowed",
+            PolicyRule::RecipientNotAllowed => "recipient_not_allowed",
+            PolicyRule::RecipientBlocked => "recipient_blocked",
+        }
+    }
+}
+
+/// A transfer as the policy sees it, with what the store counted in the same transaction.
+#[derive(Debug, Clone)]
+pub struct Proposed<'a> {
+    pub asset_key: &'a str,
+    pub to: Address,
+    pub value: U256,
+    /// Value of this asset's transfers awaiting approval, pending or confirmed in the last 24 h (this one excluded).
+    pub day_total: U256,
+    /// The same over the last 7 days.
+    pub week_total: U256,
+    /// Whether a pending or confirmed transfer already went to `to` (any chain).
+    pub paid_before: bool,
+}
+
+/// What the policy says about a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Allowed once an owner approves it.
+    NeedsApproval,
+    Deny(PolicyRule),
+}
+
+impl Policy {
+    /// Whether any rule needs an owner to approve transfers (refused on unguarded agents: nobody could).
+    pub fn has_approval_rules(&self) -> bool {
+        self.approve_new_recipients || self.limits.values().any(|l| l.approval_above.is_some())
+    }
+
+    /// Whether `evaluate` needs the window totals of `asset_key` (so the store can skip counting them).
+    pub fn counts_windows(&self, asset_key: &str) -> bool {
+        self.limits
+            .get(asset_key)
+            .is_some_and(|l| l.per_day.is_some() || l.per_week.is_some())
+    }
+
+    /// Refusals first (recipients, asset, limits), then whether it waits for approval. Limits are inclusive
+    /// (a total equal to the limit passes); `approval_above` is strict.
+    pub fn evaluate(&self, t: &Proposed<'_>) -> Verdict {
+        if self.blocked_recipients.contains(&t.to) {
+            return Verdict::Deny(PolicyRule::RecipientBlocked);
+        }
+        if self
+            .allowed_recipients
+            .as_ref()
+            .is_some_and(|list| !list.contains(&t.to))
+        {
+            return Verdict::Deny(PolicyRule::RecipientNotAllowed);
+        }
+        let limits = match self.limits.get(t.asset_key) {
+            Some(limits) => limits,
+            None if self.limits.is_empty() => &AssetLimits::default(),
+            None => return Verdict::Deny(PolicyRule::AssetNotAllowed),
+        };
+        let over = |limit: Option<U256>, total: U256| limit.is_some_and(|l| total.saturating_add(t.value) > l);
+        if over(limits.per_transfer, U256::ZERO) {
+            return Verdict::Deny(PolicyRule::PerTransfer);
+        }
+        if over(limits.per_day, t.day_total) {
+            return Verdict::Deny(PolicyRule::PerDay);
+        }
+        if over(limits.per_week, t.week_total) {
+            return Verdict::Deny(PolicyRule::PerWeek);
+        }
+        let large = limits.approval_above.is_some_and(|a| t.value > a);
+        if large || (self.approve_new_recipients && !t.paid_before) {
+            return Verdict::NeedsApproval;
+        }
+        Verdict::Allow
+    }
+}
+
+/// Where a transfer held for approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalStatus {
+    AwaitingApproval,
+    /// Moved to the transfers (signed and sent under the same id).
+    Approved,
+    Rejected,
+    Expired,
+}
+
+impl ApprovalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::AwaitingApproval => "awaiting_approval",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Rejected => "rejected",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::AwaitingApproval, Self::Approved, Self::Rejected, Self::Expired]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+
+    /// The `decision` of the `approval_resolved` event.
+    pub fn decision(self) -> &'static str {
+        match self {
+            ApprovalStatus::AwaitingApproval => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Rejected => "rejected",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "base:ETH";
+
+    fn addr(byte: u8) -> Address {
+        Address::repeat_byte(byte)
+    }
+
+    fn wei(n: u64) -> U256 {
+        U256::from(n)
+    }
+
+    fn proposed(value: u64) -> Proposed<'static> {
+        Proposed {
+            asset_key: KEY,
+            to: addr(1),
+            value: wei(value),
+            day_total: U256::ZERO,
+            week_total: U256::ZERO,
+            paid_before: true,
+        }
+    }
+
+    fn limited(limits: AssetLimits) -> Policy {
+        Policy {
+            limits: BTreeMap::from([(KEY.to_string(), limits)]),
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn the_default_policy_allows_anything() {
+        assert_eq!(Policy::default().evaluate(&proposed(u64::MAX)), Verdict::Allow);
+    }
+
+    #[test]
+    fn limits_are_inclusive() {
+        let policy = limited(AssetLimits {
+            per_transfer: Some(wei(10)),
+            per_day: Some(wei(30)),
+            per_week: Some(wei(50)),
+            approval_above: None,
+        });
+        assert_eq!(policy.evaluate(&proposed(10)), Verdict::Allow);
+        assert_eq!(policy.evaluate(&proposed(11)), Verdict::Deny(PolicyRule::PerTransfer));
+        let day = |total| Proposed {
+            day_total: wei(total),
+            week_total: wei(total),
+            ..proposed(10)
+        };
+        assert_eq!(policy.evaluate(&day(20)), Verdict::Allow);
+        assert_eq!(policy.evaluate(&day(21)), Verdict::Deny(PolicyRule::PerDay));
+        let week = |total| Proposed {
+            week_total: wei(total),
+            ..proposed(10)
+        };
+        assert_eq!(policy.evaluate(&week(40)), Verdict::Allow);
+        assert_eq!(policy.evaluate(&week(41)), Verdict::Deny(PolicyRule::PerWeek));
+    }
+
+    #[test]
+    fn approval_above_is_strictly_greater() {
+        let policy = limited(AssetLimits {
+            approval_above: Some(wei(5)),
+            ..AssetLimits::default()
+        });
+        assert_eq!(policy.evaluate(&proposed(5)), Verdict::Allow);
+        assert_eq!(policy.evaluate(&proposed(6)), Verdict::NeedsApproval);
+        assert!(policy.has_approval_rules());
+    }
+
+    #[test]
+    fn a_named_asset_excludes_the_others_and_an_empty_entry_allows_it() {
+        let policy = limited(AssetLimits::default());
+        assert_eq!(policy.evaluate(&proposed(1)), Verdict::Allow);
+        let other = Proposed {
+            asset_key: "ethereum:ETH",
+            ..proposed(1)
+        };
+        assert_eq!(policy.evaluate(&other), Verdict::Deny(PolicyRule::AssetNotAllowed));
+    }
+
+    #[test]
+    fn recipients_are_blocked_or_allowed_by_address() {
+        // Addresses are parsed values: the spelling (case) of the text they came from does not matter.
+        let lower: Address = "0xabcdefabcdefabcdefabcdefabcdefabcdefabcd".parse().expect("address");
+        let upper: Address = "0xABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCD".parse().expect("address");
+        let blocked = Policy {
+            blocked_recipients: vec![lower],
+            ..Policy::default()
+        };
+        let to_upper = Proposed {
+            to: upper,
+            ..proposed(1)
+        };
+        assert_eq!(blocked.evaluate(&to_upper), Verdict::Deny(PolicyRule::RecipientBlocked));
+        let allowed = Policy {
+            allowed_recipients: Some(vec![lower]),
+            ..Policy::default()
+        };
+        assert_eq!(allowed.evaluate(&to_upper), Verdict::Allow);
+        assert_eq!(
+            allowed.evaluate(&proposed(1)),
+            Verdict::Deny(PolicyRule::RecipientNotAllowed)
+        );
+    }
+
+    #[test]
+    fn new_recipients_wait_for_approval_when_asked() {
+        let policy = Policy {
+            approve_new_recipients: true,
+            ..Policy::default()
+        };
+        let new = Proposed {
+            paid_before: false,
+            ..proposed(1)
+        };
+        assert_eq!(policy.evaluate(&new), Verdict::NeedsApproval);
+        assert_eq!(policy.evaluate(&proposed(1)), Verdict::Allow);
+    }
+
+    #[test]
+    fn refusals_come_before_approval() {
+        let policy = Policy {
+            approve_new_recipients: true,
+            blocked_recipients: vec![addr(1)],
+            ..Policy::default()
+        };
+        let new = Proposed {
+            paid_before: false,
+            ..proposed(1)
+        };
+        assert_eq!(policy.evaluate(&new), Verdict::Deny(PolicyRule::RecipientBlocked));
+    }
+
+    #[test]
+    fn windows_count_only_the_asset_value() {
+        // The window totals the store hands in are values; fees never enter them, so a transfer that exactly
+        // fills the day passes whatever its fee.
+        let policy = limited(AssetLimits {
+            per_day: Some(wei(100)),
+            ..AssetLimits::default()
+        });
+        let fill = Proposed {
+            day_total: wei(90),
+            ..proposed(10)
+        };
+        assert_eq!(policy.evaluate(&fill), Verdict::Allow);
+        assert!(policy.counts_windows(KEY));
+        assert!(!policy.counts_windows("ethereum:ETH"));
+    }
+}

@@ -1,0 +1,178 @@
+//! `GET/PUT /api/agents/{id}/policy` (docs/api.md §11): read the policy; replace it whole, validated, with owner
+//! authority on a guarded agent, audited.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::Address;
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::auth::ActiveCaller;
+use super::error::{AppError, Result};
+use super::json::ApiJson;
+use super::views::{ErrorBody, PolicyView};
+use crate::domain::amount::parse_units;
+use crate::domain::asset;
+use crate::domain::policy::{AssetLimits, DEFAULT_APPROVAL_TTL_SECS, Policy};
+use crate::state::AppState;
+use crate::store::AuditEvent;
+
+/// The longest an approval may wait (a week): past that a held reservation would block the cap for no one.
+const MAX_APPROVAL_TTL_SECS: u64 = 7 * 24 * 3600;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_policy, put_policy))
+}
+
+/// Limits on one asset, decimal strings in whole units.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct AssetLimitsBody {
+    per_transfer: Option<String>,
+    per_day: Option<String>,
+    per_week: Option<String>,
+    approval_above: Option<String>,
+}
+
+/// The whole policy; absent fields take their defaults.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct PolicyBody {
+    #[serde(default)]
+    limits: BTreeMap<String, AssetLimitsBody>,
+    allowed_recipients: Option<Vec<String>>,
+    #[serde(default)]
+    blocked_recipients: Vec<String>,
+    #[serde(default)]
+    approve_new_recipients: bool,
+    approval_ttl_secs: Option<u64>,
+    allowed_hosts: Option<Vec<String>>,
+}
+
+#[utoipa::path(get, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = []), ("admin_token" = [])),
+    responses((status = 200, body = PolicyView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<Json<PolicyView>> {
+    let policy = state.store.get_policy(caller.agent.id).await?;
+    Ok(Json(PolicyView::from(&policy)))
+}
+
+#[utoipa::path(put, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    request_body = PolicyBody, security(("agent_token" = []), ("admin_token" = [])),
+    responses((status = 200, body = PolicyView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn put_policy(
+    State(state): State<AppState>,
+    ActiveCaller(caller): ActiveCaller,
+    ApiJson(body): ApiJson<PolicyBody>,
+) -> Result<Json<PolicyView>> {
+    caller.require_owner_if_guarded()?;
+    let policy = validate(body)?;
+    if policy.has_approval_rules() && !caller.guarded {
+        return Err(AppError::field(
+            "approve_new_recipients",
+            "approval rules need an owner to approve: set owner_addresses (or ADMIN_TOKEN) first",
+        ));
+    }
+    state.store.put_policy(caller.agent.id, &policy).await?;
+    let view = PolicyView::from(&policy);
+    let event = AuditEvent {
+        agent_id: caller.agent.id,
+        action: "policy_updated",
+        actor: caller.actor().as_str().to_string(),
+        detail: json!({ "policy": view }),
+    };
+    state.store.insert_audit(&event).await?;
+    Ok(Json(view))
+}
+
+/// Every field checked; all problems reported at once.
+fn validate(body: PolicyBody) -> Result<Policy> {
+    let mut errors = BTreeMap::new();
+    let mut limits = BTreeMap::new();
+    for (key, raw) in body.limits {
+        let Some(asset) = asset::resolve(&key) else {
+            errors.insert(
+                format!("limits.{key}"),
+                "unknown asset (expected <chain>:<SYMBOL>, e.g. base:ETH)".into(),
+            );
+            continue;
+        };
+        let mut amount = |name: &str, text: Option<String>| {
+            let parsed = text.map(|t| parse_units(&t, asset.decimals)).transpose();
+            parsed.unwrap_or_else(|e| {
+                errors.insert(format!("limits.{key}.{name}"), format!("amount {e}"));
+                None
+            })
+        };
+        let parsed = AssetLimits {
+            per_transfer: amount("per_transfer", raw.per_transfer),
+            per_day: amount("per_day", raw.per_day),
+            per_week: amount("per_week", raw.per_week),
+            approval_above: amount("approval_above", raw.approval_above),
+        };
+        limits.insert(asset.key(), parsed);
+    }
+    let mut addresses = |field: &str, list: Vec<String>| -> Vec<Address> {
+        let mut out = Vec::new();
+        for (i, text) in list.iter().enumerate() {
+            match text.trim().parse::<Address>() {
+                Ok(address) => out.push(address),
+                Err(_) => {
+                    errors.insert(format!("{field}[{i}]"), "must be a 0x address of 20 bytes".into());
+                }
+            }
+        }
+        out
+    };
+    let allowed_recipients = body.allowed_recipients.map(|l| addresses("allowed_recipients", l));
+    let blocked_recipients = addresses("blocked_recipients", body.blocked_recipients);
+    let ttl = body.approval_ttl_secs.unwrap_or(DEFAULT_APPROVAL_TTL_SECS);
+    if ttl == 0 || ttl > MAX_APPROVAL_TTL_SECS {
+        errors.insert(
+            "approval_ttl_secs".into(),
+            format!("must be between 1 and {MAX_APPROVAL_TTL_SECS}"),
+        );
+    }
+    if let Some(hosts) = &body.allowed_hosts {
+        for (i, host) in hosts.iter().enumerate() {
+            if !valid_host(host) {
+                errors.insert(format!("allowed_hosts[{i}]"), "must be a host name or host:port".into());
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(AppError::fields(errors));
+    }
+    Ok(Policy {
+        limits,
+        allowed_recipients,
+        blocked_recipients,
+        approve_new_recipients: body.approve_new_recipients,
+        approval_ttl_secs: ttl,
+        allowed_hosts: body
+            .allowed_hosts
+            .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
+    })
+}
+
+/// `host` or `host:port`: letters, digits, dots and dashes, an optional port in range.
+fn valid_host(text: &str) -> bool {
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (text, None),
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    host_ok && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0))
+}

@@ -1,0 +1,168 @@
+//! What both backends share for policies and approvals: the approval row and its conversion, the column list,
+//! the events a waiting transfer produces, and how a request becomes a waiting transfer.
+
+use alloy::primitives::U256;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::shared::{address_from_text, u64_from, wei_from_text};
+use super::{StoreError, StoreResult, TransferRequest};
+use crate::domain::amount::format_units;
+use crate::domain::chain;
+use crate::domain::policy::ApprovalStatus;
+
+pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at";
+
+/// A transfer held for an owner's approval: no nonce, no signature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: String,
+    /// The asset symbol (`ETH`).
+    pub asset: String,
+    pub conversation_id: Option<Uuid>,
+    pub from: alloy::primitives::Address,
+    pub to: alloy::primitives::Address,
+    pub value_wei: U256,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    /// What it holds against the cap while it waits (value plus the fee estimate of its request).
+    pub reserved_wei: U256,
+    pub status: ApprovalStatus,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// How an approval claim or close went.
+#[derive(Debug)]
+pub enum Closing {
+    /// It was waiting and is now closed with the requested status; the event was stored.
+    Closed(Box<Approval>, super::EventRecord),
+    /// It was no longer waiting (or past `expires_at` when approved): its status as found.
+    NotWaiting(ApprovalStatus),
+    NotFound,
+}
+
+impl Approval {
+    /// The waiting transfer a request becomes, expiring `ttl_secs` from now.
+    pub fn from_request(r: &TransferRequest, ttl_secs: u64) -> Approval {
+        let now = crate::domain::now();
+        let ttl = chrono::Duration::seconds(i64::try_from(ttl_secs).unwrap_or(i64::MAX / 1000).min(i64::MAX / 1000));
+        Approval {
+            id: r.id,
+            agent_id: r.agent_id,
+            chain: r.chain.clone(),
+            asset: r.asset.clone(),
+            conversation_id: r.conversation_id,
+            from: r.from,
+            to: r.to,
+            value_wei: r.value_wei,
+            gas_limit: r.gas_limit,
+            max_fee_per_gas: r.max_fee_per_gas,
+            reserved_wei: r.reserved_wei,
+            status: ApprovalStatus::AwaitingApproval,
+            expires_at: now.checked_add_signed(ttl).unwrap_or(DateTime::<Utc>::MAX_UTC),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The amount in whole units of its asset.
+    pub fn amount(&self) -> String {
+        let decimals = chain::find(&self.chain).map_or(18, |c| c.decimals);
+        format_units(self.value_wei, decimals)
+    }
+
+    /// Whether it can still be approved at `now`.
+    pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
+        now >= self.expires_at
+    }
+
+    /// `event: approval_required`.
+    pub fn required_event(&self) -> Value {
+        json!({
+            "type": "approval_required",
+            "transfer_id": self.id,
+            "conversation_id": self.conversation_id,
+            "agent_id": self.agent_id,
+            "chain": self.chain,
+            "asset": self.asset,
+            "to": self.to.to_checksum(None),
+            "amount": self.amount(),
+            "expires_at": self.expires_at,
+        })
+    }
+
+    /// `event: approval_resolved`.
+    pub fn resolved_event(&self) -> Value {
+        json!({"type": "approval_resolved", "transfer_id": self.id, "decision": self.status.decision()})
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct ApprovalRow {
+    id: Uuid,
+    agent_id: Uuid,
+    chain: String,
+    asset: String,
+    conversation_id: Option<Uuid>,
+    from_address: String,
+    to_address: String,
+    value_wei: String,
+    gas_limit: i64,
+    max_fee_per_gas: String,
+    reserved_wei: String,
+    status: String,
+    expires_at: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl ApprovalRow {
+    pub fn into_approval(self) -> StoreResult<Approval> {
+        Ok(Approval {
+            id: self.id,
+            agent_id: self.agent_id,
+            chain: self.chain,
+            asset: self.asset,
+            conversation_id: self.conversation_id,
+            from: address_from_text(&self.from_address)?,
+            to: address_from_text(&self.to_address)?,
+            value_wei: wei_from_text(&self.value_wei, "approvals.value_wei")?,
+            gas_limit: u64_from(self.gas_limit, "approvals.gas_limit")?,
+            max_fee_per_gas: self
+                .max_fee_per_gas
+                .parse()
+                .map_err(|_| StoreError::Corrupt("approvals.max_fee_per_gas".into()))?,
+            reserved_wei: wei_from_text(&self.reserved_wei, "approvals.reserved_wei")?,
+            status: ApprovalStatus::parse(&self.status)
+                .ok_or_else(|| StoreError::Corrupt(format!("approvals.status {}", self.status)))?,
+            expires_at: self.expires_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Sums `(value, created_at)` rows into the day and week windows ending at `now`.
+pub fn window_totals(rows: &[(String, DateTime<Utc>)], now: DateTime<Utc>) -> StoreResult<(U256, U256)> {
+    let day_ago = now - chrono::Duration::hours(24);
+    let mut totals = (U256::ZERO, U256::ZERO);
+    for (value, at) in rows.iter().filter(|(_, at)| *at > week_ago(now)) {
+        let value = wei_from_text(value, "value_wei")?;
+        totals.1 = totals.1.saturating_add(value);
+        if *at > day_ago {
+            totals.0 = totals.0.saturating_add(value);
+        }
+    }
+    Ok(totals)
+}
+
+/// The start of the week window ending at `now`.
+pub fn week_ago(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - chrono::Duration::days(7)
+}

@@ -1,0 +1,337 @@
+//! Policies and transfers held for approval. `authorize_in` (with `check_in`, `hold_in` and `close_in`) runs
+//! inside the reserving transaction of `transfers.rs`, under the agent's write lock, so the policy sees every
+//! earlier transfer of that agent, on one instance and across instances sharing a PostgreSQL database.
+
+use alloy::primitives::{Address, U256};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use uuid::Uuid;
+
+use super::{Backend, SqlStore};
+use crate::domain::asset;
+use crate::domain::policy::{ApprovalStatus, Policy, Proposed, Verdict};
+use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow, week_ago, window_totals};
+use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
+use crate::store::{
+    Approval, Authorization, Closing, EventRecord, PolicyStore, Reservation, StoreError, StoreResult, TransferRequest,
+};
+
+#[async_trait]
+impl<B> PolicyStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Policies are JSON text; approvals carry ids, text amounts and addresses, gas as an integer and times; rows
+    // are read by name, single values by index.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn get_policy(&self, agent_id: Uuid) -> StoreResult<Policy> {
+        let mut conn = self.pool.acquire().await?;
+        Self::policy_in(&mut conn, agent_id).await
+    }
+
+    async fn put_policy(&self, agent_id: Uuid, policy: &Policy) -> StoreResult<()> {
+        let text = serde_json::to_string(policy).map_err(|e| StoreError::Corrupt(format!("policy: {e}")))?;
+        sqlx::query(
+            "INSERT INTO policies (agent_id, policy, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent_id) DO UPDATE SET policy = $2, updated_at = $3",
+        )
+        .bind(agent_id)
+        .bind(text)
+        .bind(crate::domain::now())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn get_approval(&self, id: Uuid) -> StoreResult<Option<Approval>> {
+        let mut conn = self.pool.acquire().await?;
+        Self::approval_in(&mut conn, id).await
+    }
+
+    async fn waiting_approvals(&self, agent_id: Uuid) -> StoreResult<Vec<Approval>> {
+        let rows: Vec<ApprovalRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE agent_id = $1 AND status = 'awaiting_approval' \
+             ORDER BY created_at, id"
+        )))
+        .bind(agent_id)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, ApprovalRow::into_approval)
+    }
+
+    async fn due_approvals(&self, chain: &str, now: DateTime<Utc>) -> StoreResult<Vec<Approval>> {
+        let rows: Vec<ApprovalRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE chain = $1 AND status = 'awaiting_approval'"
+        )))
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        let all = shared::convert(rows, ApprovalRow::into_approval)?;
+        Ok(all.into_iter().filter(|a| a.is_expired_at(now)).collect())
+    }
+
+    async fn close_approval(&self, id: Uuid, status: ApprovalStatus) -> StoreResult<Closing> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        // The agent first, as reservations do, so that spending changes under one lock.
+        let agent: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM approvals WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some((agent_id,)) = agent else {
+            return Ok(Closing::NotFound);
+        };
+        B::lock_agent(&mut tx, agent_id).await?;
+        let closing = Self::close_in(&mut tx, id, status, true).await?;
+        tx.commit().await?;
+        if let Closing::Closed(_, event) = &closing {
+            self.feed.announce(event);
+        }
+        Ok(closing)
+    }
+}
+
+/// What the reservation does after the policy and approval checks.
+pub(super) enum Step {
+    /// Go on under the cap; `held` is a waiting reservation this one replaces, `event` to announce on commit.
+    Proceed { held: U256, event: Option<EventRecord> },
+    /// Commit (a transfer now waiting for approval) and announce its event.
+    Commit(Reservation, EventRecord),
+    /// Roll back and answer this.
+    Refuse(Reservation),
+}
+
+/// The policy and approval steps, inside the caller's write transaction (the agent locked).
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn policy_in(conn: &mut B::Connection, agent_id: Uuid) -> StoreResult<Policy> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT policy FROM policies WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        match row {
+            Some((text,)) => serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("policies.policy".into())),
+            None => Ok(Policy::default()),
+        }
+    }
+
+    async fn approval_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<Option<Approval>> {
+        let row: Option<ApprovalRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        row.map(ApprovalRow::into_approval).transpose()
+    }
+
+    /// The checks besides the cap: the policy for a new transfer, the waiting transfer for an approval. `cap` and
+    /// `spent` are the chain's, as this transaction reads them.
+    pub(super) async fn authorize_in(
+        conn: &mut B::Connection,
+        r: &TransferRequest,
+        cap: U256,
+        spent: U256,
+    ) -> StoreResult<Step> {
+        let proceed = |held, event| Ok(Step::Proceed { held, event });
+        match r.authorization {
+            Authorization::Decided => proceed(U256::ZERO, None),
+            Authorization::Approval => match Self::close_in(conn, r.id, ApprovalStatus::Approved, false).await? {
+                Closing::Closed(approval, event) => proceed(approval.reserved_wei, Some(event)),
+                Closing::NotWaiting(status) => Ok(Step::Refuse(Reservation::NotAwaiting(status))),
+                Closing::NotFound => Err(StoreError::Corrupt("approval to reserve is missing".into())),
+            },
+            Authorization::Policy => match Self::check_in(conn, r).await? {
+                (Verdict::Allow, _) => proceed(U256::ZERO, None),
+                (Verdict::Deny(rule), _) => Ok(Step::Refuse(Reservation::PolicyDenied(rule))),
+                (Verdict::NeedsApproval, _) if spent.saturating_add(r.reserved_wei) > cap => {
+                    Ok(Step::Refuse(Reservation::CapExceeded { cap, spent }))
+                }
+                (Verdict::NeedsApproval, ttl) => {
+                    let (approval, event) = Self::hold_in(conn, r, ttl).await?;
+                    Ok(Step::Commit(Reservation::AwaitingApproval(Box::new(approval)), event))
+                }
+            },
+        }
+    }
+
+    /// Evaluates the agent's policy for `r` with the windows and recipient history as this transaction sees them.
+    /// Returns the verdict and how long an approval would wait.
+    async fn check_in(conn: &mut B::Connection, r: &TransferRequest) -> StoreResult<(Verdict, u64)> {
+        let policy = Self::policy_in(conn, r.agent_id).await?;
+        let key = asset::key(&r.chain, &r.asset);
+        let now = crate::domain::now();
+        let (day_total, week_total) = if policy.counts_windows(&key) {
+            window_totals(&Self::window_rows(conn, r, now).await?, now)?
+        } else {
+            (U256::ZERO, U256::ZERO)
+        };
+        let paid_before = !policy.approve_new_recipients || Self::paid_before(conn, r.agent_id, r.to).await?;
+        let proposed = Proposed {
+            asset_key: &key,
+            to: r.to,
+            value: r.value_wei,
+            day_total,
+            week_total,
+            paid_before,
+        };
+        Ok((policy.evaluate(&proposed), policy.approval_ttl_secs))
+    }
+
+    /// Values and times of this asset's transfers in the week window: sent ones, and waiting ones not yet expired.
+    async fn window_rows(
+        conn: &mut B::Connection,
+        r: &TransferRequest,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<(String, DateTime<Utc>)>> {
+        let mut rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT value_wei, created_at FROM transactions WHERE agent_id = $1 AND chain = $2 AND asset = $3 \
+             AND status IN ('signed', 'pending', 'confirmed') AND created_at >= $4",
+        )
+        .bind(r.agent_id)
+        .bind(&r.chain)
+        .bind(&r.asset)
+        .bind(week_ago(now))
+        .fetch_all(&mut *conn)
+        .await?;
+        let waiting: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT value_wei, created_at, expires_at FROM approvals WHERE agent_id = $1 AND chain = $2 \
+             AND asset = $3 AND status = 'awaiting_approval'",
+        )
+        .bind(r.agent_id)
+        .bind(&r.chain)
+        .bind(&r.asset)
+        .fetch_all(&mut *conn)
+        .await?;
+        rows.extend(
+            waiting
+                .into_iter()
+                .filter(|(_, _, expires)| *expires > now)
+                .map(|(v, at, _)| (v, at)),
+        );
+        Ok(rows)
+    }
+
+    /// Whether the agent has a sent (signed, pending or confirmed) transfer to `to` on any chain. Addresses are
+    /// stored checksummed; `lower` makes the comparison independent of case.
+    async fn paid_before(conn: &mut B::Connection, agent_id: Uuid, to: Address) -> StoreResult<bool> {
+        let row: Option<(Uuid,)> = sqlx::query_as(
+            "SELECT id FROM transactions WHERE agent_id = $1 AND lower(to_address) = $2 \
+             AND status IN ('signed', 'pending', 'confirmed') LIMIT 1",
+        )
+        .bind(agent_id)
+        .bind(to.to_string().to_lowercase())
+        .fetch_optional(&mut *conn)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// Stores `r` as waiting for approval with its `approval_required` event, and counts its reservation.
+    async fn hold_in(
+        conn: &mut B::Connection,
+        r: &TransferRequest,
+        ttl_secs: u64,
+    ) -> StoreResult<(Approval, EventRecord)> {
+        let a = Approval::from_request(r, ttl_secs);
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        )))
+        .bind(a.id)
+        .bind(a.agent_id)
+        .bind(&a.chain)
+        .bind(&a.asset)
+        .bind(a.conversation_id)
+        .bind(a.from.to_checksum(None))
+        .bind(a.to.to_checksum(None))
+        .bind(a.value_wei.to_string())
+        .bind(a.gas_limit as i64)
+        .bind(a.max_fee_per_gas.to_string())
+        .bind(a.reserved_wei.to_string())
+        .bind(a.status.as_str())
+        .bind(a.expires_at)
+        .bind(a.created_at)
+        .bind(a.updated_at)
+        .execute(&mut *conn)
+        .await?;
+        Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
+        let event = Self::approval_event_in(conn, &a, "approval_required", a.required_event()).await?;
+        Ok((a, event))
+    }
+
+    /// Closes a waiting transfer with `status` and stores its `approval_resolved` event. `release` gives its
+    /// reservation back (rejected, expired); an approval keeps it for the caller to exchange. An approval past
+    /// `expires_at` is refused as `expired` (the caller then closes it as such).
+    async fn close_in(
+        conn: &mut B::Connection,
+        id: Uuid,
+        status: ApprovalStatus,
+        release: bool,
+    ) -> StoreResult<Closing> {
+        let Some(mut a) = Self::approval_in(conn, id).await? else {
+            return Ok(Closing::NotFound);
+        };
+        let now = crate::domain::now();
+        if a.status != ApprovalStatus::AwaitingApproval {
+            return Ok(Closing::NotWaiting(a.status));
+        }
+        if status == ApprovalStatus::Approved && a.is_expired_at(now) {
+            return Ok(Closing::NotWaiting(ApprovalStatus::Expired));
+        }
+        sqlx::query("UPDATE approvals SET status = $1, updated_at = $2 WHERE id = $3 AND status = 'awaiting_approval'")
+            .bind(status.as_str())
+            .bind(now)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        if release {
+            Self::adjust_spent(conn, a.agent_id, &a.chain, U256::ZERO, a.reserved_wei).await?;
+        }
+        a.status = status;
+        a.updated_at = now;
+        let event = Self::approval_event_in(conn, &a, "approval_resolved", a.resolved_event()).await?;
+        Ok(Closing::Closed(Box::new(a), event))
+    }
+
+    /// Stores an approval event; it is announced to other instances once the transaction commits.
+    async fn approval_event_in(
+        conn: &mut B::Connection,
+        a: &Approval,
+        kind: &str,
+        payload: serde_json::Value,
+    ) -> StoreResult<EventRecord> {
+        let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
+             RETURNING {EVENT_COLUMNS}"
+        )))
+        .bind(a.conversation_id)
+        .bind(a.agent_id)
+        .bind(kind)
+        .bind(payload.to_string())
+        .bind(crate::domain::now())
+        .fetch_one(&mut *conn)
+        .await?;
+        let record = row.into_event()?;
+        B::notify_event(conn, record.id).await?;
+        Ok(record)
+    }
+}

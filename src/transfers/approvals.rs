@@ -1,0 +1,90 @@
+//! Transfers held for an owner's approval: approving signs and sends one through the same reservation path as any
+//! transfer (at the fees of that moment); rejecting and expiring release what it held. Who decided is recorded by
+//! the caller that knows it (the HTTP edge); expiry is the system's.
+
+use uuid::Uuid;
+
+use super::{TransferError, TransferOutcome, Transfers, quote, store_error};
+use crate::domain::agent::Agent;
+use crate::domain::chain as registry;
+use crate::domain::policy::ApprovalStatus;
+use crate::store::{Approval, Authorization, Closing, TransferRequest};
+
+impl Transfers {
+    /// The agent's transfer `id` if it still waits; one past `expires_at` is expired on the spot (releasing its
+    /// reservation) and answered as such.
+    pub async fn waiting(&self, agent: &Agent, id: Uuid) -> Result<Approval, TransferError> {
+        let approval = self
+            .store
+            .get_approval(id)
+            .await
+            .map_err(store_error)?
+            .filter(|a| a.agent_id == agent.id)
+            .ok_or(TransferError::TransferNotFound)?;
+        if approval.status != ApprovalStatus::AwaitingApproval {
+            return Err(TransferError::NotAwaiting(approval.status));
+        }
+        if approval.is_expired_at(crate::domain::now()) {
+            self.expire(id).await?;
+            return Err(TransferError::NotAwaiting(ApprovalStatus::Expired));
+        }
+        Ok(approval)
+    }
+
+    /// Signs and sends a waiting transfer. Its reservation is taken again at today's fees; when that no longer
+    /// fits the cap it stays waiting (`CapExceeded`).
+    #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
+    pub async fn approve(&self, agent: &Agent, id: Uuid) -> Result<TransferOutcome, TransferError> {
+        let approval = self.waiting(agent, id).await?;
+        let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
+        let client = self.chains.get(chain.name)?;
+        let _guard = self
+            .store
+            .lock_sender(agent.id, chain.name)
+            .await
+            .map_err(store_error)?;
+        let quote = quote(client, chain, approval.from, approval.to, approval.value_wei).await?;
+        let node_nonce = self.node_nonce(client, agent.id, chain, approval.from).await?;
+        let request = TransferRequest {
+            id: approval.id,
+            agent_id: agent.id,
+            chain: chain.name.to_string(),
+            conversation_id: approval.conversation_id,
+            from: approval.from,
+            to: approval.to,
+            value_wei: approval.value_wei,
+            gas_limit: quote.gas_limit,
+            max_fee_per_gas: quote.fees.max_fee_per_gas,
+            reserved_wei: quote.reserved,
+            node_nonce,
+            asset: approval.asset.clone(),
+            authorization: Authorization::Approval,
+        };
+        self.sign_and_broadcast(client, chain, request, quote.fees.max_priority_fee_per_gas)
+            .await
+    }
+
+    /// Rejects a waiting transfer, releasing its reservation.
+    #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
+    pub async fn reject(&self, agent: &Agent, id: Uuid) -> Result<Approval, TransferError> {
+        self.waiting(agent, id).await?;
+        self.close(id, ApprovalStatus::Rejected).await
+    }
+
+    async fn expire(&self, id: Uuid) -> Result<(), TransferError> {
+        let approval = self.close(id, ApprovalStatus::Expired).await?;
+        let detail = serde_json::json!({"transfer_id": id, "chain": approval.chain, "asset": approval.asset,
+            "to": approval.to.to_checksum(None), "amount": approval.amount()});
+        self.audit(approval.agent_id, "transfer_expired", "system", detail)
+            .await;
+        Ok(())
+    }
+
+    async fn close(&self, id: Uuid, status: ApprovalStatus) -> Result<Approval, TransferError> {
+        match self.store.close_approval(id, status).await.map_err(store_error)? {
+            Closing::Closed(approval, _) => Ok(*approval),
+            Closing::NotWaiting(status) => Err(TransferError::NotAwaiting(status)),
+            Closing::NotFound => Err(TransferError::TransferNotFound),
+        }
+    }
+}
