@@ -20,6 +20,10 @@ pub enum ConfigError {
     File { var: &'static str, source: std::io::Error },
 }
 
+/// The HTTP layer's limit on one request: every deadline below it (the chat turn's) must be shorter, so that a client
+/// never gets the timeout layer's bare 504 while its request goes on moving money.
+pub const HTTP_REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+
 fn invalid(var: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         var,
@@ -101,7 +105,10 @@ pub struct LlmConfig {
     pub base_url: Option<String>,
     pub api_key: Option<SecretString>,
     pub model: String,
+    /// One provider call.
     pub timeout: Duration,
+    /// A whole chat turn, model calls and tools together (`LLM_TURN_TIMEOUT_MS`); below `HTTP_REQUEST_TIMEOUT`.
+    pub turn_timeout: Duration,
 }
 
 /// Keys, tokens and the limits around them.
@@ -284,12 +291,23 @@ impl LlmConfig {
         if provider == LlmProviderKind::OpenAi && base_url.is_none() {
             return Err(invalid("LLM_BASE_URL", "is required when LLM_PROVIDER=openai"));
         }
+        let turn_timeout = Duration::from_millis(vars.number("LLM_TURN_TIMEOUT_MS", 120_000u64)?);
+        if turn_timeout.is_zero() || turn_timeout >= HTTP_REQUEST_TIMEOUT {
+            return Err(invalid(
+                "LLM_TURN_TIMEOUT_MS",
+                format!(
+                    "must be above 0 and below the HTTP timeout ({} ms)",
+                    HTTP_REQUEST_TIMEOUT.as_millis()
+                ),
+            ));
+        }
         Ok(LlmConfig {
             provider,
             base_url,
             api_key: vars.secret("LLM_API_KEY")?,
             model: vars.get("LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
             timeout: Duration::from_millis(vars.number("LLM_TIMEOUT_MS", 60_000)?),
+            turn_timeout,
         })
     }
 }

@@ -60,6 +60,7 @@ impl AppState {
             llm: self.llm.clone(),
             tools: self.tool_services(),
             metrics: self.metrics.clone(),
+            turn_timeout: self.config.llm.turn_timeout,
         }
     }
 }

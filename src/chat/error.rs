@@ -13,6 +13,9 @@ pub enum ChatError {
     /// The language model failed; its kind (timeout, unavailable, bad response) keeps its own code.
     #[error(transparent)]
     Llm(#[from] LlmError),
+    /// The turn ran past `LLM_TURN_TIMEOUT_MS`; what it had done is stored with the error.
+    #[error("the chat turn did not finish within its deadline; what it did so far is recorded in the conversation")]
+    Deadline,
     #[error("the conversation could not be read or saved")]
     Store(#[source] StoreError),
 }
@@ -32,7 +35,7 @@ impl ChatError {
         match self {
             Self::ConversationNotFound => "conversation_not_found",
             Self::ForeignConversation => "forbidden",
-            Self::Llm(LlmError::Timeout) => "upstream_timeout",
+            Self::Llm(LlmError::Timeout) | Self::Deadline => "upstream_timeout",
             Self::Llm(LlmError::Unavailable(_)) => "upstream_unavailable",
             Self::Llm(LlmError::BadResponse(_)) => "upstream_bad_response",
             Self::Store(_) => "internal_error",

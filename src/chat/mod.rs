@@ -21,6 +21,8 @@ pub struct ChatServices {
     pub llm: Arc<dyn LlmProvider>,
     pub tools: ToolServices,
     pub metrics: Arc<Metrics>,
+    /// The whole turn's deadline (`LLM_TURN_TIMEOUT_MS`).
+    pub turn_timeout: std::time::Duration,
 }
 
 use serde::Serialize;

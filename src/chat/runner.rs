@@ -1,10 +1,13 @@
 //! `run_turn`: persist the user message, run the provider with the agent's tools (at most five tool rounds),
 //! persist the answer, and report every step as a `ChatEvent`. Runs as its own task, so a client that goes away
-//! never leaves a half-written turn.
+//! never leaves a half-written turn. The whole turn has a deadline (`LLM_TURN_TIMEOUT_MS`, below the HTTP
+//! timeout): past it the turn is stored as failed with what it did, and a tool still running is left to finish in
+//! its own task, never cut half-way through a transfer.
 
 use alloy::primitives::Address;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout_at};
 use uuid::Uuid;
 
 use super::{ChainCall, ChatError, ChatEvent, ChatServices, TurnResult, prompt};
@@ -93,7 +96,8 @@ pub async fn run_turn(
     let _ = events.send(ChatEvent::Start { conversation_id }).await;
 
     let mut transcript = TurnTranscript::default();
-    let outcome = converse(&chat, &turn, earlier, &events, &mut transcript).await;
+    let deadline = Instant::now() + chat.turn_timeout;
+    let outcome = converse(&chat, &turn, earlier, &events, &mut transcript, deadline).await;
     let mut content = transcript.text.clone();
     if let Err(err) = &outcome {
         tracing::warn!(agent_id = %turn.agent.id, error = %err, "chat turn failed upstream");
@@ -125,8 +129,7 @@ pub async fn run_turn(
             let _ = events.send(ChatEvent::Final(result.clone())).await;
             Ok(result)
         }
-        Err(err) => {
-            let error = ChatError::Llm(err);
+        Err(error) => {
             let _ = events
                 .send(ChatEvent::Error {
                     code: error.code().to_string(),
@@ -152,16 +155,11 @@ async fn converse(
     earlier: Vec<Message>,
     events: &mpsc::Sender<ChatEvent>,
     transcript: &mut TurnTranscript,
-) -> Result<(), LlmError> {
+    deadline: Instant,
+) -> Result<(), ChatError> {
     let context = prompt::context(&turn.agent, turn.connected_wallet.map(|a| a.to_checksum(None)));
     let mut messages = prompt::history(&earlier);
     messages.push(LlmMessage::User(turn.message.clone()));
-    let toolbox = ToolContext {
-        services: &chat.tools,
-        agent: &turn.agent,
-        connected_wallet: turn.connected_wallet,
-        conversation_id: Some(turn.conversation.id),
-    };
     let specs = tools::specs(&turn.agent);
     for round in 0..=MAX_TOOL_ROUNDS {
         let tools = if round < MAX_TOOL_ROUNDS {
@@ -175,7 +173,12 @@ async fn converse(
             tools,
             context: context.clone(),
         };
-        let response = complete_streaming(chat, &request, events, &mut transcript.text).await?;
+        let response = timeout_at(
+            deadline,
+            complete_streaming(chat, &request, events, &mut transcript.text),
+        )
+        .await
+        .map_err(|_| ChatError::Deadline)??;
         transcript.usage.prompt_tokens += response.usage.prompt_tokens;
         transcript.usage.completion_tokens += response.usage.completion_tokens;
         if response.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
@@ -195,7 +198,13 @@ async fn converse(
                     args: call.arguments.clone(),
                 })
                 .await;
-            let (result, duration_ms) = toolbox.execute(&call.name, &call.arguments).await;
+            let (result, duration_ms) = match run_tool(chat, turn, &call.name, &call.arguments, deadline).await {
+                Some(done) => done,
+                None => {
+                    transcript.calls.push(unfinished_call(id, call));
+                    return Err(ChatError::Deadline);
+                }
+            };
             chat.metrics
                 .record_tool_call(&call.name, result.as_ref().map_or_else(|e| e.code, |_| "ok"));
             let (result, error) = match result {
@@ -228,6 +237,55 @@ async fn converse(
         messages.extend(results);
     }
     Ok(())
+}
+
+/// Runs one tool in a task of its own, waiting for it until the turn's deadline. `None` when the deadline came
+/// first: the task goes on (a transfer is never cut between signing and broadcast) and its transfer, if any, is
+/// recorded by the transfer service as usual.
+async fn run_tool(
+    chat: &ChatServices,
+    turn: &Turn,
+    name: &str,
+    args: &Value,
+    deadline: Instant,
+) -> Option<(tools::ToolResult, u64)> {
+    let (services, agent, name, args) = (chat.tools.clone(), turn.agent.clone(), name.to_string(), args.clone());
+    let (connected_wallet, conversation_id) = (turn.connected_wallet, Some(turn.conversation.id));
+    let task = tokio::spawn(async move {
+        let toolbox = ToolContext {
+            services: &services,
+            agent: &agent,
+            connected_wallet,
+            conversation_id,
+        };
+        toolbox.execute(&name, &args).await
+    });
+    match timeout_at(deadline, task).await {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(join)) => {
+            tracing::error!(error = %join, "a tool task failed");
+            let failure = tools::ToolError::new("internal_error", "the tool failed unexpectedly");
+            Some((Err(failure), 0))
+        }
+        Err(_) => None,
+    }
+}
+
+/// The chain call of a tool still running when the turn's deadline passed: its outcome is not known to the turn.
+fn unfinished_call(id: String, call: &crate::llm::ToolCall) -> ChainCall {
+    let error = tools::ToolError::new(
+        "upstream_timeout",
+        "the turn's deadline passed while this call was still running; it finishes on its own, and a transfer it \
+         made appears in the agent's transactions",
+    );
+    ChainCall {
+        id,
+        tool: call.name.clone(),
+        args: call.arguments.clone(),
+        result: Value::Null,
+        error: Some(error.to_json()),
+        duration_ms: 0,
+    }
 }
 
 /// One provider call; its text deltas go out as `text_delta` events and into `text` as they arrive.

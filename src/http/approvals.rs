@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
-use super::views::{ApprovalTransferView, ErrorBody};
+use super::views::{TransferView, ErrorBody};
 use crate::auth::Caller;
 use crate::state::AppState;
 use crate::store::AuditEvent;
@@ -24,23 +24,23 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/approvals", tag = "wallets", params(("id" = String, Path, format = "uuid")),
-    security(("agent_token" = []), ("admin_token" = [])),
-    responses((status = 200, body = Vec<ApprovalTransferView>, description = "Transfers awaiting approval, oldest first"),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = Vec<TransferView>, description = "Transfers awaiting approval, oldest first"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 410, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn list_approvals(
     State(state): State<AppState>,
     ActiveCaller(caller): ActiveCaller,
-) -> Result<Json<Vec<ApprovalTransferView>>> {
+) -> Result<Json<Vec<TransferView>>> {
     let waiting = state.store.waiting_approvals(caller.agent.id).await?;
-    Ok(Json(waiting.iter().map(ApprovalTransferView::from).collect()))
+    Ok(Json(waiting.iter().map(TransferView::from).collect()))
 }
 
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/approve", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
-    security(("admin_token" = [])),
-    responses((status = 200, body = ApprovalTransferView, description = "Approved: signed and sent"),
+    security(("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = TransferView, description = "Approved: signed and sent"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 410, body = ErrorBody), (status = 502, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
@@ -48,20 +48,19 @@ async fn approve_transfer(
     State(state): State<AppState>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
-) -> Result<Json<ApprovalTransferView>> {
+) -> Result<Json<TransferView>> {
     caller.require_owner()?;
     let (transfers, id) = (transfers(&state), transfer_uuid(&transfer_id)?);
-    let approval = transfers.waiting(&caller.agent, id).await?;
     let outcome = transfers.approve(&caller.agent, id).await?;
-    let view = ApprovalTransferView::sent(&approval, &outcome);
+    let view = TransferView::from(&outcome);
     audit(&state, &caller, "transfer_approved", &view).await?;
     Ok(Json(view))
 }
 
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/reject", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
-    security(("admin_token" = [])),
-    responses((status = 200, body = ApprovalTransferView, description = "Rejected: its reservation released"),
+    security(("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = TransferView, description = "Rejected: its reservation released"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 410, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
@@ -69,23 +68,18 @@ async fn reject_transfer(
     State(state): State<AppState>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
-) -> Result<Json<ApprovalTransferView>> {
+) -> Result<Json<TransferView>> {
     caller.require_owner()?;
     let rejected = transfers(&state)
         .reject(&caller.agent, transfer_uuid(&transfer_id)?)
         .await?;
-    let view = ApprovalTransferView::from(&rejected);
+    let view = TransferView::from(&rejected);
     audit(&state, &caller, "transfer_rejected", &view).await?;
     Ok(Json(view))
 }
 
 fn transfers(state: &AppState) -> Transfers {
-    Transfers::new(
-        state.store.clone(),
-        state.chains.clone(),
-        state.vault.clone(),
-        state.config.faults,
-    )
+    state.tool_services().transfers
 }
 
 /// A malformed id names no transfer: 404, like an unknown one.
@@ -93,7 +87,7 @@ fn transfer_uuid(text: &str) -> Result<Uuid> {
     parse_id(text).ok_or(AppError::NotFound)
 }
 
-async fn audit(state: &AppState, caller: &Caller, action: &'static str, view: &ApprovalTransferView) -> Result<()> {
+async fn audit(state: &AppState, caller: &Caller, action: &'static str, view: &TransferView) -> Result<()> {
     let event = AuditEvent {
         agent_id: caller.agent.id,
         action,

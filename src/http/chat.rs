@@ -1,10 +1,11 @@
-//! `POST /api/chat` and `POST /api/chat/stream`: one turn runner, answered whole or as server-sent events.
+//! `POST /api/chat` and `POST /api/chat/stream`: one turn runner, answered whole or as server-sent events. The
+//! whole answer honours `Idempotency-Key` (docs/api.md §12); the stream ignores it.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use utoipa::ToSchema;
@@ -13,18 +14,20 @@ use utoipa_axum::routes;
 
 use futures::StreamExt;
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::auth::AgentToken;
 use super::error::{AppError, Result};
-use super::json::ApiJson;
+use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
+use super::json::{ApiJson, shape};
 use super::views::{ChatResponseView, ErrorBody};
 use crate::auth::AgentAccess;
 use crate::chat::ChatEvent;
 use crate::chat::runner::{self, Turn};
-use crate::domain::agent::parse_address;
+use crate::domain::agent::{Agent, parse_address};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -43,12 +46,16 @@ struct ChatRequest {
     connected_wallet_address: Option<String>,
 }
 
-/// Authorises and validates a chat request; every failure here is a plain HTTP error.
-async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Result<Turn> {
-    let agent = state
+/// The agent the token speaks for, which must be the request's `agent_id`.
+async fn authenticate(state: &AppState, token: &AgentToken, body: &ChatRequest) -> Result<Agent> {
+    Ok(state
         .auth
         .agent(Some(body.agent_id), token.0.as_deref(), AgentAccess::Active)
-        .await?;
+        .await?)
+}
+
+/// Validates a chat request of an authenticated agent; every failure here is a plain HTTP error.
+async fn prepare(state: &AppState, agent: Agent, body: ChatRequest) -> Result<Turn> {
     let length = body.message.trim().chars().count();
     if length == 0 || body.message.chars().count() > 8000 {
         return Err(AppError::field("message", "must be 1 to 8000 characters"));
@@ -75,21 +82,28 @@ async fn prepare(state: &AppState, token: AgentToken, body: ChatRequest) -> Resu
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
-    responses((status = 200, body = ChatResponseView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
+    responses((status = 200, body = ChatResponseView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody), (status = 502, body = ErrorBody), (status = 503, body = ErrorBody),
         (status = 504, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn chat(
     State(state): State<AppState>,
     token: AgentToken,
-    ApiJson(body): ApiJson<ChatRequest>,
-) -> Result<Json<ChatResponseView>> {
-    let turn = prepare(&state, token, body).await?;
-    let (events, _) = mpsc::channel(1);
-    // Spawned so that a client hanging up does not cancel the turn half-way.
-    let task = tokio::spawn(runner::run_turn(state.chat_services(), turn, events));
-    let result = task.await.map_err(AppError::internal)??;
-    Ok(Json(result.into()))
+    key: IdempotencyHeader,
+    ApiJson(raw): ApiJson<Value>,
+) -> Result<Response> {
+    let body: ChatRequest = shape(raw.clone())?;
+    let agent = authenticate(&state, &token, &body).await?;
+    let request = Idempotent::new(key.key()?, agent.id, "POST", "/api/chat", &raw);
+    // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way.
+    run_once(state.store.clone(), request, async move {
+        let turn = prepare(&state, agent, body).await?;
+        let (events, _) = mpsc::channel(1);
+        let result = runner::run_turn(state.chat_services(), turn, events).await?;
+        Answer::new(StatusCode::OK, &ChatResponseView::from(result))
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/api/chat/stream", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
@@ -104,7 +118,8 @@ async fn chat_stream(
     token: AgentToken,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Response> {
-    let turn = prepare(&state, token, body).await?;
+    let agent = authenticate(&state, &token, &body).await?;
+    let turn = prepare(&state, agent, body).await?;
     let (events, receiver) = mpsc::channel(256);
     let open = state.metrics.chat_stream_opened();
     tokio::spawn(runner::run_turn(state.chat_services(), turn, events));

@@ -40,10 +40,18 @@ pub enum AppError {
     AgentNotFound,
     #[error("conversation not found")]
     ConversationNotFound,
+    #[error("transfer not found")]
+    TransferNotFound,
     #[error("not found")]
     NotFound,
     #[error("this method is not allowed on this path")]
     MethodNotAllowed,
+    /// A conflict with the state of the resource or of an earlier request (409).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// A well-formed request the service cannot carry out as asked (422, with its own code).
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
     #[error("the agent is inactive (deleted)")]
     AgentInactive,
     #[error("the request body is larger than the limit")]
@@ -66,9 +74,6 @@ pub enum AppError {
     /// A transfer the agent's policy refuses: 403 `policy_denied` with `details.rule`.
     #[error("{message}")]
     PolicyDenied { rule: &'static str, message: String },
-    /// The resource's state forbids the request (409).
-    #[error("{message}")]
-    Conflict { code: &'static str, message: String },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -105,10 +110,11 @@ impl AppError {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
             MissingToken | InvalidToken | AdminRequired | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
-            Conflict { .. } => StatusCode::CONFLICT,
-            AgentNotFound | ConversationNotFound | NotFound => StatusCode::NOT_FOUND,
+            AgentNotFound | ConversationNotFound | TransferNotFound | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
+            Conflict { .. } => StatusCode::CONFLICT,
+            Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -121,7 +127,11 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) => "invalid_json",
-            BadRequest { code, .. } | Denied { code, .. } | Upstream { code, .. } | Conflict { code, .. } => code,
+            BadRequest { code, .. }
+            | Denied { code, .. }
+            | Upstream { code, .. }
+            | Conflict { code, .. }
+            | Unprocessable { code, .. } => code,
             PolicyDenied { .. } => "policy_denied",
             MissingToken => "missing_token",
             InvalidToken => "invalid_token",
@@ -131,6 +141,7 @@ impl AppError {
             Forbidden => "forbidden",
             AgentNotFound => "agent_not_found",
             ConversationNotFound => "conversation_not_found",
+            TransferNotFound => "transfer_not_found",
             NotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             AgentInactive => "agent_inactive",
@@ -162,6 +173,13 @@ impl AppError {
                 details,
             },
         }
+    }
+}
+
+impl AppError {
+    /// The error body as JSON (stored for idempotent replays, sent on streams).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(self.view()).unwrap_or_default()
     }
 }
 
@@ -215,7 +233,7 @@ impl From<ChatError> for AppError {
             ChatError::ConversationNotFound => return AppError::ConversationNotFound,
             ChatError::ForeignConversation => return AppError::Forbidden,
             ChatError::Store(e) => return AppError::from(e),
-            ChatError::Llm(LlmError::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            ChatError::Llm(LlmError::Timeout) | ChatError::Deadline => StatusCode::GATEWAY_TIMEOUT,
             ChatError::Llm(LlmError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             ChatError::Llm(LlmError::BadResponse(_)) => StatusCode::BAD_GATEWAY,
         };
@@ -227,6 +245,7 @@ impl From<ChatError> for AppError {
     }
 }
 
+/// The same codes as the chat tools' refusals (docs/api.md §12), with the HTTP status of each.
 impl From<TransferError> for AppError {
     fn from(err: TransferError) -> Self {
         let message = err.to_string();
@@ -236,13 +255,11 @@ impl From<TransferError> for AppError {
                 rule: rule.as_str(),
                 message,
             },
-            TransferError::InvalidAmount(_) | TransferError::ZeroAmount | TransferError::NoWallet => {
-                AppError::field("amount", message)
-            }
-            TransferError::CapExceeded { .. } | TransferError::InsufficientFunds { .. } => {
-                AppError::Denied { code, message }
-            }
-            TransferError::TransferNotFound => AppError::NotFound,
+            TransferError::InvalidAmount(_) | TransferError::ZeroAmount => AppError::field("amount", message),
+            TransferError::NoWallet => AppError::field("chain", message),
+            TransferError::InsufficientFunds { .. } => AppError::Unprocessable { code, message },
+            TransferError::CapExceeded { .. } => AppError::Denied { code, message },
+            TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::NotAwaiting(_) => AppError::Conflict { code, message },
             TransferError::Rejected(_) | TransferError::NonceKeptRefused => AppError::Upstream {
                 status: StatusCode::BAD_GATEWAY,
@@ -250,12 +267,12 @@ impl From<TransferError> for AppError {
                 message,
             },
             TransferError::Chain(e) => AppError::Upstream {
-                status: StatusCode::BAD_GATEWAY,
+                status: StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_GATEWAY),
                 code: e.code(),
                 message,
             },
             TransferError::Store(e) => AppError::from(e),
-            TransferError::KeyUnavailable => AppError::internal(anyhow::anyhow!("wallet key unavailable")),
+            TransferError::KeyUnavailable => AppError::internal(TransferError::KeyUnavailable),
         }
     }
 }

@@ -47,6 +47,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, AppError> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|_| AppError::InvalidJson("check the syntax".into()))?;
+    shape(value)
+}
+
+/// Maps a parsed JSON value onto `T`; shape errors are 422, naming the field. For handlers that keep the value
+/// itself (idempotency compares bodies as JSON values).
+pub fn shape<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, AppError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path.is_empty() || path == "." {

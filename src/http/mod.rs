@@ -10,6 +10,7 @@ pub mod chat;
 pub mod console;
 pub mod conversations;
 pub mod error;
+pub mod idempotency;
 pub mod json;
 pub mod mcp;
 pub mod metrics;
@@ -18,10 +19,9 @@ pub mod policy;
 pub mod reissue;
 pub mod streams;
 pub mod transactions;
+pub mod transfers;
 pub mod views;
 pub mod wallets;
-
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -36,6 +36,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::config::HTTP_REQUEST_TIMEOUT;
 use crate::state::AppState;
 use error::AppError;
 
@@ -100,6 +101,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(chains::router())
         .merge(wallets::router())
         .merge(transactions::router())
+        .merge(transfers::router())
         .merge(chat::router())
         .merge(conversations::router())
         .merge(streams::router())
@@ -127,7 +129,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
-            Duration::from_secs(180),
+            HTTP_REQUEST_TIMEOUT,
         ))
         .layer(
             CorsLayer::new()

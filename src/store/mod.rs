@@ -5,6 +5,7 @@
 mod approvals;
 mod audit;
 mod feed;
+mod idempotency;
 mod locks;
 mod model;
 mod postgres;
@@ -24,6 +25,7 @@ use uuid::Uuid;
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
 pub use feed::EventFeed;
+pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, OwnerChallenge,
     OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
@@ -64,8 +66,8 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, OwnerStore, PolicyStore, Store, TokenStore,
-        TransferStore,
+        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, OwnerStore, PolicyStore,
+        Store, TokenStore, TransferStore,
     };
 }
 
@@ -80,6 +82,7 @@ pub trait Store:
     + AuditStore
     + OwnerStore
     + PolicyStore
+    + IdempotencyStore
 {
 }
 
@@ -93,6 +96,7 @@ impl<T> Store for T where
         + AuditStore
         + OwnerStore
         + PolicyStore
+        + IdempotencyStore
 {
 }
 
@@ -179,6 +183,16 @@ pub trait TransferStore: Send + Sync + 'static {
     ) -> StoreResult<Option<EventRecord>>;
     /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
+    /// One of the agent's transfers (`None` for an unknown id or another agent's).
+    async fn get_transaction(&self, agent_id: Uuid, id: Uuid) -> StoreResult<Option<StoredTx>>;
+    /// A page of the agent's transfers, newest first, after the transfer `before` (`None` when `before` is not one
+    /// of the agent's transfers).
+    async fn transaction_page(
+        &self,
+        agent_id: Uuid,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<StoredTx>>>;
 }
 
 /// Stored events (confirmations) and the live feed of new ones.

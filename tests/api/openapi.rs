@@ -37,6 +37,8 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/agents/{id}/approvals"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
+    ("POST", "/api/agents/{id}/transfers"),
+    ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
     ("POST", "/api/chat/stream"),
@@ -314,6 +316,48 @@ async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> Crea
     agent
 }
 
+/// The transfers API: a transfer made, a refusal, a repeat under its key, the transfer read back, a page.
+async fn drive_transfers(app: &TestApp, agent: &CreatedAgent, oracle: &mut Oracle) {
+    let create = format!("/api/agents/{}/transfers", agent.id);
+    let order = json!({"chain": "base", "to": fresh_address().to_checksum(None), "amount": "0.001"});
+    let keyed = || {
+        app.build(Method::POST, &create, Some(&agent.token), Some(order.clone()))
+            .header("Idempotency-Key", "openapi-1")
+    };
+    let made = app.send(keyed()).await;
+    oracle.check("POST", "/api/agents/{id}/transfers", &made);
+    oracle.check("POST", "/api/agents/{id}/transfers", &app.send(keyed()).await);
+    let bad = json!({"chain": "base", "to": "0x1234", "amount": "0.001"});
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/transfers",
+        &send(app, Method::POST, &create, Some(&agent.token), Some(bad)).await,
+    );
+    let one = format!("{create}/{}", made.body["id"].as_str().unwrap());
+    let template = "/api/agents/{id}/transfers/{transfer_id}";
+    oracle.check(
+        "GET",
+        template,
+        &send(app, Method::GET, &one, Some(&agent.token), None).await,
+    );
+    let unknown = format!("{create}/{}", uuid::Uuid::new_v4());
+    oracle.check(
+        "GET",
+        template,
+        &send(app, Method::GET, &unknown, Some(&agent.token), None).await,
+    );
+    let page = format!(
+        "/api/agents/{}/transactions?limit=1&before={}",
+        agent.id,
+        uuid::Uuid::new_v4()
+    );
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/transactions",
+        &send(app, Method::GET, &page, Some(&agent.token), None).await,
+    );
+}
+
 #[tokio::test]
 async fn real_responses_of_every_route_validate_against_the_document() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
@@ -378,6 +422,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         "/api/agents/{id}/transactions",
         &send(&app, Method::GET, &transactions, token, None).await,
     );
+    drive_transfers(&app, &agent, &mut oracle).await;
 
     let list = format!("/api/conversations?agent_id={}", agent.id);
     oracle.check(

@@ -3,7 +3,6 @@
 //! domain or store type it shows.
 
 pub mod agents;
-pub mod approvals;
 pub mod audit;
 pub mod chains;
 pub mod chat;
@@ -13,10 +12,10 @@ pub mod owners;
 pub mod policy;
 pub mod reissue;
 pub mod transactions;
+pub mod transfers;
 pub mod wallets;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
-pub use approvals::ApprovalTransferView;
 pub use audit::{ActorView, AuditEntryView};
 pub use chains::{ChainView, HealthView};
 pub use chat::{ChainCallView, ChatResponseView};
@@ -26,4 +25,5 @@ pub use owners::{OwnerChallengeView, OwnerSessionView};
 pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
+pub use transfers::{TransferStatusView, TransferView};
 pub use wallets::{BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FundingView};

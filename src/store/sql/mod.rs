@@ -11,6 +11,7 @@ mod agents;
 mod audit;
 mod conversations;
 mod events;
+mod idempotency;
 mod owners;
 mod policies;
 mod tokens;

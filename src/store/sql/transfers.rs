@@ -277,6 +277,43 @@ where
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         B::try_lock(self, &format!("watch:{chain}")).await
     }
+
+    async fn get_transaction(&self, agent_id: Uuid, id: Uuid) -> StoreResult<Option<StoredTx>> {
+        let row: Option<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2"
+        )))
+        .bind(id)
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(TxRow::into_tx).transpose()
+    }
+
+    async fn transaction_page(
+        &self,
+        agent_id: Uuid,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<StoredTx>>> {
+        if let Some(cursor) = before
+            && self.get_transaction(agent_id, cursor).await?.is_none()
+        {
+            return Ok(None);
+        }
+        // (created_at, id) orders the page totally, so a cursor never skips or repeats a transfer of the same instant.
+        let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL \
+               OR created_at < (SELECT created_at FROM transactions WHERE id = $2) \
+               OR (created_at = (SELECT created_at FROM transactions WHERE id = $2) AND id < $2)) \
+             ORDER BY created_at DESC, id DESC LIMIT $3"
+        )))
+        .bind(agent_id)
+        .bind(before)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, TxRow::into_tx).map(Some)
+    }
 }
 
 /// Nonce and spending rows, inside the caller's transaction.

@@ -1,0 +1,137 @@
+//! The transfers API (docs/api.md §12): `POST /api/agents/{id}/transfers` sends without the LLM, through the same
+//! transfer service as the `send_native` tool (cap, nonce, sign, store, broadcast), with `Idempotency-Key`;
+//! `GET /api/agents/{id}/transfers/{transfer_id}` reads one back.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::auth::{ActiveCaller, parse_id};
+use super::error::{AppError, Result};
+use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
+use super::json::{ApiJson, shape};
+use super::views::{ErrorBody, TransferView};
+use crate::domain::agent::{Agent, Capability, parse_address};
+use crate::domain::amount::parse_units;
+use crate::domain::chain as registry;
+use crate::state::AppState;
+use crate::transfers::{TransferOrder, Transfers};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_transfer))
+        .routes(routes!(get_transfer))
+}
+
+/// A transfer to make.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct NewTransfer {
+    /// One of the agent's chains.
+    chain: String,
+    /// The recipient, a 0x address.
+    to: String,
+    /// Decimal string in whole units of the asset, e.g. "0.01".
+    amount: String,
+    /// The asset's symbol; absent: the chain's native asset (the only one for now).
+    asset: Option<String>,
+}
+
+#[utoipa::path(post, path = "/api/agents/{id}/transfers", tag = "wallets", request_body = NewTransfer,
+    params(("id" = String, Path, format = "uuid"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
+    security(("agent_token" = [])),
+    responses((status = 201, description = "Signed, stored and handed to the node (`pending`), or held for an owner's approval (`awaiting_approval`)", body = TransferView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody), (status = 502, body = ErrorBody), (status = 503, body = ErrorBody),
+        (status = 504, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn create_transfer(
+    State(state): State<AppState>,
+    ActiveCaller(caller): ActiveCaller,
+    key: IdempotencyHeader,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response> {
+    // Sending acts as the agent: owner authority alone does not send (docs/api.md §10).
+    caller.require_agent_token()?;
+    let agent = caller.agent;
+    let path = format!("/api/agents/{}/transfers", agent.id);
+    let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
+    let transfers = state.tool_services().transfers;
+    run_once(state.store.clone(), request, async move {
+        send(&transfers, &agent, body).await
+    })
+    .await
+}
+
+/// The capability, the request's fields, then the transfer service.
+async fn send(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answer> {
+    if !agent.has(Capability::Transact) {
+        return Err(AppError::Denied {
+            code: "capability_denied",
+            message: "sending needs the 'transact' capability, which this agent does not have".into(),
+        });
+    }
+    let request: NewTransfer = shape(body)?;
+    let chain = registry::find(request.chain.trim())
+        .filter(|c| agent.has_chain(c.name))
+        .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
+    if let Some(asset) = request.asset.as_deref().map(str::trim)
+        && !asset.eq_ignore_ascii_case(chain.native_symbol)
+    {
+        return Err(AppError::field(
+            "asset",
+            format!(
+                "only the native asset ({}) can be sent on {} for now",
+                chain.native_symbol, chain.name
+            ),
+        ));
+    }
+    let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
+    let amount = request.amount.trim();
+    match parse_units(amount, chain.decimals) {
+        Ok(value) if !value.is_zero() => {}
+        _ => return Err(AppError::field("amount", "must be a decimal amount greater than zero")),
+    }
+    let order = TransferOrder {
+        agent,
+        chain,
+        to,
+        amount,
+        conversation_id: None,
+    };
+    let outcome = transfers.send_native(order).await?;
+    Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
+}
+
+#[utoipa::path(get, path = "/api/agents/{id}/transfers/{transfer_id}", tag = "wallets",
+    params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = TransferView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn get_transfer(
+    State(state): State<AppState>,
+    ActiveCaller(caller): ActiveCaller,
+    Path((_, transfer_id)): Path<(String, String)>,
+) -> Result<Json<TransferView>> {
+    let id = parse_id(&transfer_id).ok_or(AppError::TransferNotFound)?;
+    // A transfer that waits (or waited and was never sent) lives with the approvals; a sent one with the transactions.
+    if let Some(tx) = state.store.get_transaction(caller.agent.id, id).await? {
+        return Ok(Json(TransferView::from(&tx)));
+    }
+    let approval = state
+        .store
+        .get_approval(id)
+        .await?
+        .filter(|a| a.agent_id == caller.agent.id)
+        .ok_or(AppError::TransferNotFound)?;
+    Ok(Json(TransferView::from(&approval)))
+}

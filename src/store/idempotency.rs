@@ -1,0 +1,86 @@
+//! Idempotency keys (docs/api.md §12): the trait both backends implement and the types of a claim. A request claims
+//! its key in a transaction of its own before doing anything, and stores its answer once it has one, so a repeat
+//! reaching any instance sharing the database sees the first request running or its answer.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::StoreResult;
+
+/// What a request asks for when it claims a key.
+#[derive(Debug, Clone)]
+pub struct KeyClaim<'a> {
+    pub agent_id: Uuid,
+    pub key: &'a str,
+    /// Hash of the method, the path and the canonical JSON body.
+    pub fingerprint: &'a str,
+    pub now: DateTime<Utc>,
+    /// Keys created before this are forgotten (the 24 h window).
+    pub expired_before: DateTime<Utc>,
+    /// Claims still unanswered and created before this belong to a process that died: they may be taken over.
+    pub stale_before: DateTime<Utc>,
+}
+
+/// The store's answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The key is this request's: do the work, then `answer_key` or `release_key` with this claim id.
+    Claimed(Uuid),
+    /// The first request with this key and body answered this.
+    Answered { status: u16, body: String },
+    /// The first request with this key is still running.
+    InProgress,
+    /// The key was used with another request.
+    Reused,
+}
+
+/// A stored key as read back inside a claim.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct KeyRow {
+    pub fingerprint: String,
+    pub status_code: Option<i32>,
+    pub body: Option<String>,
+}
+
+impl KeyRow {
+    /// What a request with `fingerprint` is told when it finds this row holding its key.
+    pub(super) fn outcome(self, fingerprint: &str) -> ClaimOutcome {
+        if self.fingerprint != fingerprint {
+            return ClaimOutcome::Reused;
+        }
+        match (self.status_code, self.body) {
+            (Some(status), Some(body)) => match u16::try_from(status) {
+                Ok(status) => ClaimOutcome::Answered { status, body },
+                Err(_) => ClaimOutcome::InProgress,
+            },
+            _ => ClaimOutcome::InProgress,
+        }
+    }
+}
+
+/// The SQL both dialects share (`$n` placeholders work on both).
+pub(super) mod sql {
+    /// Forgets the agent's expired keys and this key's stale claim.
+    pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE agent_id = $1 \
+        AND (created_at < $2 OR (idem_key = $3 AND status_code IS NULL AND created_at < $4))";
+    pub const INSERT: &str = "INSERT INTO idempotency_keys (agent_id, idem_key, fingerprint, claim_id, created_at) \
+        VALUES ($1, $2, $3, $4, $5) ON CONFLICT (agent_id, idem_key) DO NOTHING";
+    pub const SELECT: &str =
+        "SELECT fingerprint, status_code, body FROM idempotency_keys WHERE agent_id = $1 AND idem_key = $2";
+    pub const ANSWER: &str = "UPDATE idempotency_keys SET status_code = $1, body = $2 \
+        WHERE agent_id = $3 AND idem_key = $4 AND claim_id = $5 AND status_code IS NULL";
+    pub const RELEASE: &str = "DELETE FROM idempotency_keys \
+        WHERE agent_id = $1 AND idem_key = $2 AND claim_id = $3 AND status_code IS NULL";
+}
+
+/// Idempotency keys per agent.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync + 'static {
+    /// In one transaction: forget expired keys and a stale claim of this key, then claim it or report who holds it.
+    async fn claim_key(&self, claim: &KeyClaim<'_>) -> StoreResult<ClaimOutcome>;
+    /// Stores the answer of a claim (nothing when the claim was taken over meanwhile).
+    async fn answer_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid, status: u16, body: &str) -> StoreResult<()>;
+    /// Gives up an unanswered claim, so that the key can be used again.
+    async fn release_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid) -> StoreResult<()>;
+}
