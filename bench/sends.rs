@@ -85,6 +85,7 @@ pub async fn run() {
             to,
             amount: AMOUNT,
             conversation_id: None,
+            actor: agentd::auth::Actor::Agent,
         };
         let outcome = transfers.send_native(order).await;
         agentd.latencies.push(sent.elapsed());

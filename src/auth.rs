@@ -16,6 +16,8 @@ use crate::domain::agent::Agent;
 use crate::domain::token;
 use crate::store::{Store, StoreError};
 
+pub use crate::domain::audit::Actor;
+
 /// Why a caller is not let through. Each maps to one API error code.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -72,28 +74,6 @@ pub enum AgentAccess {
     Active,
     /// Agent detail: inactive agents are shown too.
     AnyState,
-}
-
-/// Who did something, as the audit log records it (docs/api.md §10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Actor {
-    Agent,
-    Owner,
-    Admin,
-    Mcp,
-    System,
-}
-
-impl Actor {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Actor::Agent => "agent",
-            Actor::Owner => "owner",
-            Actor::Admin => "admin",
-            Actor::Mcp => "mcp",
-            Actor::System => "system",
-        }
-    }
 }
 
 /// Owner authority a request proved: the operator's admin token, or a session of one of the agent's owners.

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::chain::{ChainClient, ChainError, Chains, Fees, RefusalKind};
 use crate::domain::agent::Agent;
 use crate::domain::amount::parse_units;
+use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::StoredTx;
 use crate::store::{Approval, AuditEvent, Authorization, Reservation, SignedTx, Store, StoreError, TransferRequest};
@@ -48,6 +49,8 @@ pub struct TransferOrder<'a> {
     /// Decimal amount in whole native units, as the caller wrote it.
     pub amount: &'a str,
     pub conversation_id: Option<Uuid>,
+    /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
+    pub actor: Actor,
 }
 
 /// Where a stored transfer stands when `send_native` returns.
@@ -99,7 +102,7 @@ fn store_error(err: StoreError) -> TransferError {
 struct Quote {
     gas_limit: u64,
     fees: Fees,
-    /// Amount plus maximum fee: what the cap and the balance must cover.
+    /// Amount plus twice the maximum fee: what the transfer holds against the cap until it settles.
     reserved: U256,
 }
 
@@ -116,7 +119,13 @@ impl Transfers {
     /// Sends native tokens. Refusals create no transaction.
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn send_native(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let (from, value) = validate(&order)?;
+        let outcome = self.try_send_native(&order).await;
+        self.audit_order(&order, &outcome).await;
+        outcome
+    }
+
+    async fn try_send_native(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let (from, value) = validate(order)?;
         let client = self.chains.get(order.chain.name)?;
         let _guard = self
             .store
@@ -140,15 +149,35 @@ impl Transfers {
             asset: order.chain.native_symbol.to_string(),
             authorization: Authorization::Policy,
         };
-        let outcome = self
-            .sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
-            .await;
-        if let Err(TransferError::PolicyDenied(rule)) = &outcome {
-            let detail = serde_json::json!({"code": "policy_denied", "rule": rule.as_str(), "chain": order.chain.name,
-                "to": order.to.to_checksum(None), "amount": order.amount});
-            self.audit(order.agent.id, "transfer_refused", "agent", detail).await;
-        }
-        outcome
+        self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
+            .await
+    }
+
+    /// Records what became of an order: accepted (sent or held for approval) or refused with its code.
+    async fn audit_order(&self, order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, TransferError>) {
+        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": order.chain.native_symbol,
+            "to": order.to.to_checksum(None), "amount": order.amount});
+        let action = match outcome {
+            Ok(TransferOutcome::Sent { tx, status, .. }) => {
+                detail["transfer_id"] = serde_json::json!(tx.id);
+                detail["status"] = serde_json::json!(status.as_str());
+                detail["tx_hash"] = serde_json::json!(tx.tx_hash);
+                "transfer_accepted"
+            }
+            Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
+                detail["transfer_id"] = serde_json::json!(approval.id);
+                detail["status"] = serde_json::json!("awaiting_approval");
+                "transfer_accepted"
+            }
+            Err(e) => {
+                detail["code"] = serde_json::json!(e.code());
+                if let TransferError::PolicyDenied(rule) = e {
+                    detail["rule"] = serde_json::json!(rule.as_str());
+                }
+                "transfer_refused"
+            }
+        };
+        self.audit(order.agent.id, action, order.actor.as_str(), detail).await;
     }
 
     /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
@@ -352,14 +381,17 @@ async fn quote(
         Err(e) => return Err(e.into()),
     };
     let (fees, balance) = (fees?, balance?);
-    let reserved = value + fees.max_cost(gas_limit);
-    if balance < reserved {
+    let max_fee = fees.max_cost(gas_limit);
+    // The wallet must pay the amount and one maximum fee; the cap holds twice the fee, room for fee bumps (§8).
+    let needed = value.saturating_add(max_fee);
+    if balance < needed {
         return Err(TransferError::InsufficientFunds {
             chain,
-            needed: reserved,
+            needed,
             balance: Some(balance),
         });
     }
+    let reserved = needed.saturating_add(max_fee);
     Ok(Quote {
         gas_limit,
         fees,

@@ -257,6 +257,7 @@ async fn run_tool(
             agent: &agent,
             connected_wallet,
             conversation_id,
+            actor: crate::domain::audit::Actor::Agent,
         };
         toolbox.execute(&name, &args).await
     });

@@ -12,6 +12,28 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+/// Who did something, as the audit log records it (docs/api.md §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Agent,
+    Owner,
+    Admin,
+    Mcp,
+    System,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Agent => "agent",
+            Actor::Owner => "owner",
+            Actor::Admin => "admin",
+            Actor::Mcp => "mcp",
+            Actor::System => "system",
+        }
+    }
+}
+
 /// The `prev` of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 

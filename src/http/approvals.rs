@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
-use super::views::{TransferView, ErrorBody};
+use super::views::{ErrorBody, TransferView};
 use crate::auth::Caller;
 use crate::state::AppState;
 use crate::store::AuditEvent;

@@ -17,6 +17,7 @@ use super::error::{AppError, Result};
 use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::{ErrorBody, TransferView};
+use crate::auth::Actor;
 use crate::domain::agent::{Agent, Capability, parse_address};
 use crate::domain::amount::parse_units;
 use crate::domain::chain as registry;
@@ -106,6 +107,7 @@ async fn send(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answe
         to,
         amount,
         conversation_id: None,
+        actor: Actor::Agent,
     };
     let outcome = transfers.send_native(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))

@@ -235,6 +235,7 @@ impl Dispatcher {
             agent: &agent,
             connected_wallet: None,
             conversation_id: None,
+            actor: crate::auth::Actor::Mcp,
         };
         let (result, duration_ms) = toolbox.execute(name, &arguments).await;
         let tx_hash = result

@@ -24,6 +24,7 @@ pub use error::{ToolError, ToolResult};
 use crate::chain::Chains;
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::format_units;
+use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::llm::ToolSpec;
 use crate::store::Store;
@@ -142,6 +143,8 @@ pub struct ToolContext<'a> {
     pub connected_wallet: Option<Address>,
     /// The conversation whose turn this is; transfers report their confirmations there.
     pub conversation_id: Option<Uuid>,
+    /// Who runs the tool, as the audit log records its transfers: the agent (chat) or an MCP client.
+    pub actor: Actor,
 }
 
 impl ToolContext<'_> {

@@ -33,6 +33,7 @@ fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Too
             to,
             amount: &amount,
             conversation_id: cx.conversation_id,
+            actor: cx.actor,
         };
         let outcome = cx.services.transfers.send_native(order).await?;
         Ok(outcome_json(&outcome))

@@ -289,6 +289,19 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
     assert_eq!(audit[0]["arguments"]["amount"], "0.001");
     assert_eq!(audit[1]["error_code"], "spending_cap_exceeded");
     assert_eq!(audit[2]["tool"], "get_balance");
+
+    // The transfers themselves are audited as the MCP client's: the accepted one and the refused one with its code.
+    let transfers: Vec<(String, String, Value)> = audit_rows(&app, &agent.id)
+        .await
+        .into_iter()
+        .filter(|(action, _, _)| action.starts_with("transfer_"))
+        .collect();
+    assert_eq!(transfers.len(), 2, "{transfers:#?}");
+    let (accepted, refused) = (&transfers[0], &transfers[1]);
+    assert_eq!((accepted.0.as_str(), accepted.1.as_str()), ("transfer_accepted", "mcp"));
+    assert_eq!(accepted.2["tx_hash"], hash);
+    assert_eq!((refused.0.as_str(), refused.1.as_str()), ("transfer_refused", "mcp"));
+    assert_eq!(refused.2["code"], "spending_cap_exceeded");
 }
 
 #[tokio::test]

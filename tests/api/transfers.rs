@@ -3,6 +3,7 @@
 //! The helpers these tests share with the other transfer tests are in `helpers::chain`.
 
 use alloy::primitives::U256;
+use alloy::providers::Provider;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -148,4 +149,69 @@ async fn an_unfunded_wallet_is_refused_with_insufficient_funds() {
     let (_, call) = send_via_chat(&app, &agent, "0.01", fresh_address()).await;
     assert_eq!(refusal_code(&call), "insufficient_funds", "{call}");
     assert_nothing_sent(&anvil, &app, &agent).await;
+}
+
+#[tokio::test]
+async fn a_pending_transfer_holds_its_value_and_twice_its_maximum_fee_then_its_actual_cost() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    anvil.set_automine(false).await;
+
+    let (_, call) = send_via_chat(&app, &agent, "0.01", fresh_address()).await;
+    let hash = sent_hash(&call);
+    // What the node holds: the signed gas limit and maximum fee per gas of the pending transaction.
+    let tx = anvil
+        .provider()
+        .get_transaction_by_hash(hash)
+        .await
+        .expect("eth_getTransactionByHash")
+        .expect("the node has the pending transaction");
+    let gas = U256::from(alloy::consensus::Transaction::gas_limit(&tx));
+    let max_fee = U256::from(alloy::consensus::Transaction::max_fee_per_gas(&tx));
+    assert_eq!(
+        spent_on_base(&app, &agent).await,
+        wei(CENT_ETH) + U256::from(2) * gas * max_fee,
+        "the reservation leaves room for a fee bump (§8)"
+    );
+
+    anvil.set_automine(true).await;
+    anvil.mine(1).await;
+    wait_for_transactions(&app, &agent, 1, "confirmed").await;
+    assert_eq!(spent_on_base(&app, &agent).await, node_cost(&anvil, hash).await.0);
+}
+
+#[tokio::test]
+async fn transfers_are_audited_with_their_actor_accepted_and_refused_with_the_code() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.02)).await;
+    let to = fresh_address();
+
+    let (_, call) = send_via_chat(&app, &agent, "0.01", to).await;
+    let hash = sent_hash(&call);
+    let (_, call) = send_via_chat(&app, &agent, "0.015", to).await;
+    assert_eq!(refusal_code(&call), "spending_cap_exceeded", "{call}");
+
+    let path = format!("/api/agents/{}/audit", agent.id);
+    let (status, entries) = app
+        .request(reqwest::Method::GET, &path, Some(&agent.token), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{entries}");
+    let transfers: Vec<&serde_json::Value> = entries
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|e| e["action"].as_str().is_some_and(|a| a.starts_with("transfer_")))
+        .collect();
+    assert_eq!(transfers.len(), 2, "{entries:#}");
+    let (refused, accepted) = (transfers[0], transfers[1]);
+    assert_eq!(refused["action"], "transfer_refused");
+    assert_eq!(refused["actor"], "agent");
+    assert_eq!(refused["detail"]["code"], "spending_cap_exceeded");
+    assert_eq!(refused["detail"]["amount"], "0.015");
+    assert_eq!(accepted["action"], "transfer_accepted");
+    assert_eq!(accepted["actor"], "agent");
+    assert_eq!(accepted["detail"]["tx_hash"], hash.to_string());
+    assert_eq!(accepted["detail"]["to"], to.to_checksum(None));
 }
