@@ -215,6 +215,7 @@ impl Transfers {
         mut request: TransferRequest,
         priority_fee: u128,
     ) -> Result<TransferOutcome, TransferError> {
+        let from_approval = request.authorization == Authorization::Approval;
         for attempt in 0..2 {
             let tx = match self.reserve(&request, chain, priority_fee).await? {
                 Reserved::Signed(tx) => tx,
@@ -250,7 +251,14 @@ impl Transfers {
                     }
                     request.node_nonce = Some(pending);
                 }
-                Err(e) => return Err(self.refused(client, chain, &tx, e).await),
+                Err(e) => {
+                    let refusal = self.refused(client, chain, &tx, e).await;
+                    if from_approval {
+                        // Nothing was sent: the owner's approval stands and the transfer waits again (§11).
+                        self.store.reopen_approval(tx.id).await.map_err(store_error)?;
+                    }
+                    return Err(refusal);
+                }
             }
         }
         Err(TransferError::NonceKeptRefused)

@@ -251,6 +251,10 @@ pub trait PolicyStore: Send + Sync + 'static {
     /// `awaiting_approval` -> `status` (rejected or expired): releases the reservation and stores the
     /// `approval_resolved` event in one transaction, then announces the event.
     async fn close_approval(&self, id: Uuid, status: crate::domain::policy::ApprovalStatus) -> StoreResult<Closing>;
+    /// `approved` -> `awaiting_approval` again, for an approved transfer the node refused (its sent record was
+    /// discarded): it holds its reservation again and a new `approval_required` event is stored and announced.
+    /// `false` when it was not approved.
+    async fn reopen_approval(&self, id: Uuid) -> StoreResult<bool>;
 }
 
 /// Opens the configured database and applies the embedded migrations.

@@ -455,3 +455,57 @@ async fn an_audit_event_is_stored() {
         "audit rows belong to a stored agent"
     );
 }
+
+#[tokio::test]
+async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservation() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let policy = agentd::domain::policy::Policy {
+        approve_new_recipients: true,
+        ..Default::default()
+    };
+    store.put_policy(agent.id, &policy).await.unwrap();
+    let request = transfer(&agent, 1_000, None);
+    let Reservation::AwaitingApproval(held) = reserve(store.as_ref(), &request).await else {
+        panic!("a new recipient waits for approval");
+    };
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        request.reserved_wei
+    );
+
+    // Approved: the sent record replaces the waiting one's reservation; then the node refuses and it is discarded.
+    let approved = TransferRequest {
+        authorization: Authorization::Approval,
+        ..request.clone()
+    };
+    assert!(matches!(
+        reserve(store.as_ref(), &approved).await,
+        Reservation::Reserved(_)
+    ));
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        request.reserved_wei
+    );
+    store.discard_transfer(held.id, None).await.unwrap();
+    assert_eq!(store.spent_by_chain(agent.id).await.unwrap()[CHAIN], U256::ZERO);
+
+    assert!(store.reopen_approval(held.id).await.unwrap());
+    let waiting = store.waiting_approvals(agent.id).await.unwrap();
+    assert_eq!(waiting.len(), 1, "it waits again");
+    assert_eq!(waiting[0].id, held.id);
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        request.reserved_wei,
+        "holding its reservation again"
+    );
+    assert!(
+        !store.reopen_approval(held.id).await.unwrap(),
+        "only an approved transfer reopens"
+    );
+    assert_eq!(
+        store.next_nonce(agent.id, CHAIN).await.unwrap(),
+        Some(0),
+        "its nonce was given back"
+    );
+}

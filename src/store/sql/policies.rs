@@ -97,6 +97,32 @@ where
         }
         Ok(closing)
     }
+
+    async fn reopen_approval(&self, id: Uuid) -> StoreResult<bool> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let Some(mut a) = Self::approval_in(&mut tx, id).await? else {
+            return Ok(false);
+        };
+        B::lock_agent(&mut tx, a.agent_id).await?;
+        let now = crate::domain::now();
+        let done = sqlx::query(
+            "UPDATE approvals SET status = 'awaiting_approval', updated_at = $1 WHERE id = $2 AND status = 'approved'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&done) != 1 {
+            return Ok(false);
+        }
+        Self::adjust_spent(&mut tx, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
+        a.status = ApprovalStatus::AwaitingApproval;
+        a.updated_at = now;
+        let event = Self::approval_event_in(&mut tx, &a, "approval_required", a.required_event()).await?;
+        tx.commit().await?;
+        self.feed.announce(&event);
+        Ok(true)
+    }
 }
 
 /// What the reservation does after the policy and approval checks.
