@@ -325,7 +325,12 @@ export function ownerSection(agent: AgentDetail): HTMLElement {
           'This agent is guarded: with its own token alone it cannot raise its cap, add capabilities or chains, ',
           'change owners or its policy, export its key or approve transfers. Those need the admin token or an owner session.',
         )
-      : unguardedWarning(),
+      : h(
+          'p',
+          { class: 'warning' },
+          'This agent is not guarded: its own token may change everything here, including its limits. Enter an ',
+          'admin token only if the server sets ADMIN_TOKEN; set an owner address above to guard the agent.',
+        ),
     status,
     h('h3', {}, 'Admin token'),
     adminForm,
