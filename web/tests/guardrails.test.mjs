@@ -102,7 +102,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     assert.equal(await page.getByTestId('unguarded-warning').count(), 0, 'a guarded agent shows no warning');
 
     await page.getByLabel('Message', { exact: true }).fill(`send 0.02 ETH to ${RECIPIENT} on base`);
-    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
     const answer = page.locator('[data-testid="message"][data-role="assistant"][data-state="done"]').last();
     await answer.waitFor();
     const card = answer.locator('[data-testid="chain-call"][data-tool="send_native"]');
@@ -155,6 +155,39 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     await page.locator(`[data-testid="tx-confirmation"][data-tx-hash="${transfer.body.tx_hash}"]`).waitFor();
     assert.equal(BigInt(await stack.rpc('eth_getBalance', [RECIPIENT, 'latest'])), 2n * 10n ** 16n);
     await shot('g05-card-confirmed');
+  });
+
+  it('follows transfers decided elsewhere (through the API) live: one approved to confirmed, one rejected', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    await page.getByRole('tab', { name: 'Chat' }).click();
+    const cards = [];
+    for (const amount of ['0.03', '0.04']) {
+      const waiting = page.locator('[data-testid="chain-call"][data-tool="send_native"][data-transfer-status="awaiting_approval"]');
+      const before = await waiting.count();
+      await page.getByLabel('Message', { exact: true }).fill(`send ${amount} ETH to ${RECIPIENT} on base`);
+      await page.getByRole('button', { name: 'Send', exact: true }).click();
+      const card = waiting.nth(before);
+      await card.waitFor();
+      const id = await card.getAttribute('data-transfer-id');
+      cards.push({ id, card: page.locator(`[data-testid="chain-call"][data-transfer-id="${id}"]`) });
+    }
+    await page.getByTestId('approval-count').filter({ hasText: '2' }).waitFor();
+
+    const [approved, rejected] = cards;
+    assert.notEqual(approved.id, rejected.id);
+    const approve = await api('POST', `/api/agents/${agentId}/transfers/${approved.id}/approve`, undefined, asAdmin);
+    assert.equal(approve.status, 200, JSON.stringify(approve.body));
+    const reject = await api('POST', `/api/agents/${agentId}/transfers/${rejected.id}/reject`, undefined, asAdmin);
+    assert.equal(reject.status, 200, JSON.stringify(reject.body));
+
+    // Only the conversation's stream tells the page: approval_resolved, then tx_confirmation for the approved one.
+    await page.locator(`[data-transfer-id="${approved.id}"][data-transfer-status="confirmed"]`).waitFor();
+    await page.locator(`[data-transfer-id="${rejected.id}"][data-transfer-status="rejected"]`).waitFor();
+    assert.match(await rejected.card.locator('summary').textContent(), /rejected/);
+    await page.locator(`[data-testid="tx-confirmation"][data-tx-hash="${approve.body.tx_hash}"]`).waitFor();
+    await page.getByTestId('approval-count').filter({ hasText: /^$/ }).waitFor({ state: 'attached' });
+    assert.equal(await page.getByTestId('approval-count').textContent(), '');
+    await shot('g05b-decided-elsewhere');
   });
 
   it('edits the policy: a field error shows next to its field, then a daily limit is saved', async () => {
