@@ -359,7 +359,8 @@ async function renderAgent(id: string): Promise<void> {
     (transfer) => chat.transferUpdated(transfer),
     (count) => {
       approvalCount.textContent = count ? String(count) : '';
-      approvalCount.setAttribute('aria-label', `${count} waiting`);
+      if (count) approvalCount.setAttribute('aria-label', `${count} waiting`);
+      else approvalCount.removeAttribute('aria-label');
     },
   );
   const chat = chatPanel(
