@@ -36,6 +36,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_approvals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/balances": {
         parameters: {
             query?: never;
@@ -84,6 +116,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/owner-challenge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["owner_challenge"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/owner-session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["owner_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_policy"];
+        put: operations["put_policy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/reactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["reactivate_agent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/reissue-challenge": {
         parameters: {
             query?: never;
@@ -126,6 +222,70 @@ export interface paths {
         get: operations["list_transactions"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["create_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/transfers/{transfer_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_transfer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/transfers/{transfer_id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["approve_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/transfers/{transfer_id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["reject_transfer"];
         delete?: never;
         options?: never;
         head?: never;
@@ -280,6 +440,11 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description Who acted: the agent's token, its owner, the operator, an MCP client, or the service itself.
+         * @enum {string}
+         */
+        ActorView: "agent" | "owner" | "admin" | "mcp" | "system";
         /** @description The creation answer: the detail plus the access token, shown this once. */
         AgentCreatedView: components["schemas"]["AgentDetailView"] & {
             /** @description `agt_` + 43 base64url characters. Store it: it cannot be shown again. */
@@ -317,6 +482,12 @@ export interface components {
                 [key: string]: string;
             };
             is_active: boolean;
+            /**
+             * @description Whether the agent's own token is kept from loosening its guardrails (`ADMIN_TOKEN` set, or owner addresses
+             *     present): raising the cap, adding capabilities or chains, changing owners and key export then need owner
+             *     authority.
+             */
+            guarded: boolean;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -333,6 +504,41 @@ export interface components {
             is_active: boolean;
             /** Format: date-time */
             created_at: string;
+        };
+        /** @description Limits on one asset, decimal strings in whole units. */
+        AssetLimitsBody: {
+            per_transfer?: string | null;
+            per_day?: string | null;
+            per_week?: string | null;
+            approval_above?: string | null;
+        };
+        /** @description Limits on one asset; an absent field is no limit. */
+        AssetLimitsView: {
+            /** @example 0.05 */
+            per_transfer?: string;
+            per_day?: string;
+            per_week?: string;
+            approval_above?: string;
+        };
+        /** @description One entry of the audit log (one hash chain across all agents). */
+        AuditEntryView: {
+            /**
+             * Format: int64
+             * @description Increasing across all agents; pass it as `before` for the next page.
+             */
+            id: number;
+            /** Format: date-time */
+            at: string;
+            actor: components["schemas"]["ActorView"];
+            /**
+             * @description `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
+             *     `owner_session_opened`, `key_exported`, `mcp_tool_call` …
+             */
+            action: string;
+            /** @description What changed (never secrets). */
+            detail: Record<string, never>;
+            /** @description SHA-256 (hex) over the entry and the previous entry's hash. */
+            hash: string;
         };
         /** @description One chain's entry: a balance, or an error for that chain only. */
         BalanceEntryView: components["schemas"]["BalanceView"] | components["schemas"]["FailedBalanceView"];
@@ -474,7 +680,7 @@ export interface components {
             /** @description snake_case, e.g. `validation_failed`, `agent_not_found`, `rate_limited`. */
             code: string;
             message: string;
-            /** @description Only on 422 `validation_failed`: which fields failed and why. */
+            /** @description On 422 `validation_failed` (which fields failed and why) and 403 `policy_denied` (which rule). */
             details?: components["schemas"]["FieldErrors"];
         };
         ExportKey: {
@@ -500,11 +706,16 @@ export interface components {
             code: string;
             message: string;
         };
-        /** @description `{"fields": {"<field>": "<problem>"}}`. */
+        /** @description `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`. */
         FieldErrors: {
-            fields: {
+            fields?: {
                 [key: string]: string;
             };
+            /**
+             * @description The policy rule a refused transfer broke (`per_transfer`, `per_day`, `per_week`, `asset_not_allowed`,
+             *     `recipient_not_allowed`, `recipient_blocked`).
+             */
+            rule?: string;
         };
         /** @description Optional body: one chain, and an amount (decimal string in native units) for the payment URI. */
         FundRequest: {
@@ -534,6 +745,65 @@ export interface components {
             chain_calls: components["schemas"]["ChainCallView"][];
             /** Format: date-time */
             created_at: string;
+        };
+        /** @description A transfer to make. */
+        NewTransfer: {
+            /** @description One of the agent's chains. */
+            chain: string;
+            /** @description The recipient, a 0x address. */
+            to: string;
+            /** @description Decimal string in whole units of the asset, e.g. "0.01". */
+            amount: string;
+            /** @description The asset's symbol; absent: the chain's native asset (the only one for now). */
+            asset?: string | null;
+        };
+        OpenSession: {
+            chain: string;
+            /** @description The challenge message exactly as issued. */
+            message: string;
+            /** @description EIP-191 `personal_sign` signature, 0x + 65 bytes hex. */
+            signature: string;
+        };
+        /** @description An EIP-4361 message to sign with an owner wallet (single use, 5 minutes). */
+        OwnerChallengeView: {
+            /** @description The exact text to sign (EIP-191 `personal_sign`). */
+            message: string;
+            nonce: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        /** @description An owner session: send `owner_token` as `X-Owner-Token` (15 minutes). */
+        OwnerSessionView: {
+            /** @description `own_` + 43 base64url characters; shown once, only its hash is stored. */
+            owner_token: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        /** @description The whole policy; absent fields take their defaults. */
+        PolicyBody: {
+            limits?: {
+                [key: string]: components["schemas"]["AssetLimitsBody"];
+            };
+            allowed_recipients?: string[] | null;
+            blocked_recipients?: string[];
+            approve_new_recipients?: boolean;
+            /** Format: int64 */
+            approval_ttl_secs?: number | null;
+            allowed_hosts?: string[] | null;
+        };
+        PolicyView: {
+            /** @description Keyed by asset (`<chain>:<SYMBOL>`, e.g. `base:ETH`). */
+            limits: {
+                [key: string]: components["schemas"]["AssetLimitsView"];
+            };
+            /** @description EIP-55 addresses; null: any recipient. */
+            allowed_recipients?: string[] | null;
+            blocked_recipients: string[];
+            approve_new_recipients: boolean;
+            /** Format: int64 */
+            approval_ttl_secs: number;
+            /** @description x402 hosts (`host` or `host:port`); null: any. */
+            allowed_hosts?: string[] | null;
         };
         /** @description `current_token`, or an EIP-191 `wallet_signature` of a challenge by one of the agent's or owner's addresses. */
         Proof: {
@@ -583,6 +853,54 @@ export interface components {
             gas_used: number | null;
             /** Format: uuid */
             conversation_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
+         * @description Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
+         *     `pending` → `confirmed` | `reverted` | `dropped`.
+         * @enum {string}
+         */
+        TransferStatusView: "awaiting_approval" | "pending" | "confirmed" | "reverted" | "dropped" | "rejected" | "expired";
+        TransferView: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The same as `id`, under the name the approval endpoints use.
+             */
+            transfer_id: string;
+            chain: string;
+            /** @description The asset's symbol (the chain's native symbol for native transfers). */
+            asset: string;
+            /** @description EIP-55 address of the agent's wallet. */
+            from: string;
+            /** @description EIP-55 address. */
+            to: string;
+            /** @description Decimal string in whole units of the asset. */
+            amount: string;
+            /** @description The amount in the asset's smallest unit, as a decimal string. */
+            amount_wei: string;
+            status: components["schemas"]["TransferStatusView"];
+            /** @description Null while the transfer has not been signed. */
+            tx_hash: string | null;
+            /**
+             * Format: int64
+             * @description Null while the transfer has not been signed.
+             */
+            nonce: number | null;
+            /** Format: int64 */
+            block_number: number | null;
+            /** Format: uuid */
+            conversation_id: string | null;
+            explorer_url: string | null;
+            /**
+             * Format: date-time
+             * @description When a transfer awaiting approval expires; null for transfers that never waited.
+             */
+            expires_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -797,6 +1115,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description forbidden, or owner_required for a loosening of a guarded agent */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -874,6 +1193,127 @@ export interface operations {
                 };
             };
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_approvals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Transfers awaiting approval, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_audit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                /** @description 1..500, default 100. */
+                limit: number | null;
+                /** @description Only entries older than this entry id (the `id` of the last entry of the previous page). */
+                before: number | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Entries, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEntryView"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description inactive, without owner authority */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -969,7 +1409,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description forbidden or export_disabled */
+            /** @description forbidden, export_disabled, or owner_required on a guarded agent */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -986,6 +1426,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description inactive, without owner authority */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1061,6 +1502,298 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    owner_challenge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                /** @description A registry chain: its id is the message's Chain ID. */
+                chain: string | null;
+                /** @description The owner address that will sign. */
+                address: string | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An EIP-4361 message to sign; single use, 5 minutes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerChallengeView"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    owner_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpenSession"];
+            };
+        };
+        responses: {
+            /** @description An owner session (15 minutes), for X-Owner-Token */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSessionView"];
+                };
+            };
+            /** @description invalid_json or malformed_challenge */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_proof */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed or challenge_expired */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reactivate_agent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent, active again */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentDetailView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden, or owner_required on a guarded agent */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1196,7 +1929,12 @@ export interface operations {
     };
     list_transactions: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description 1 to 500 (larger values are cut to 500); default 100. */
+                limit?: number;
+                /** @description The id of the last transfer of the previous page: this page starts with the next older one. */
+                before?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -1246,6 +1984,311 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_transfer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewTransfer"];
+            };
+        };
+        responses: {
+            /** @description Signed, stored and handed to the node (`pending`), or held for an owner's approval (`awaiting_approval`) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                transfer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    approve_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                transfer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Approved: signed and sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reject_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                transfer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Rejected: its reservation released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_chains: {
@@ -1271,7 +2314,10 @@ export interface operations {
     chat: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1314,6 +2360,14 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,15 +1,18 @@
 // The chat tab: conversations, history, a composer; answers stream from POST /api/chat/stream; confirmations of
-// transfers arrive live from the conversation's event stream.
+// transfers, and the approvals of transfers that wait for the owner, arrive live from the conversation's event
+// stream and update the chain-call card of their transfer.
 import {
   api,
   errorOf,
   headers,
   type AgentDetail,
+  type ApprovalResolved,
   type ChainCall,
   type ChatRequest,
   type ChatResponse,
   type Conversation,
   type Message,
+  type Transfer,
   type TxConfirmation,
 } from './api';
 import { clear, formatTime, h, shortHex, uid } from './dom';
@@ -21,7 +24,45 @@ export interface ChatPanel {
   el: HTMLElement;
   load(): void;
   close(): void;
+  /** A transfer's new state learnt elsewhere (the approvals tab): its card follows. */
+  transferUpdated(transfer: Transfer): void;
 }
+
+/** Where a transfer of a chain-call card stands, as the card shows it. */
+type TransferState =
+  | 'awaiting_approval'
+  | 'approved'
+  | 'pending'
+  | 'confirmed'
+  | 'reverted'
+  | 'dropped'
+  | 'cancelled'
+  | 'rejected'
+  | 'expired';
+
+const FINAL = new Set<TransferState>(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
+const STATE_LABEL: Record<TransferState, string> = {
+  awaiting_approval: 'awaiting approval',
+  approved: 'approved · sending',
+  pending: 'sent · pending',
+  confirmed: 'confirmed',
+  reverted: 'reverted',
+  dropped: 'dropped',
+  cancelled: 'cancelled',
+  rejected: 'rejected',
+  expired: 'expired',
+};
+const STATE_CLASS: Record<TransferState, string> = {
+  awaiting_approval: 'waiting',
+  approved: 'pending',
+  pending: 'pending',
+  confirmed: 'good',
+  reverted: 'bad',
+  dropped: 'bad',
+  cancelled: 'bad',
+  rejected: 'bad',
+  expired: 'bad',
+};
 
 const SUGGESTIONS: Record<string, string[]> = {
   read: ['What is my balance on {chain}', 'Gas price on {chain}', 'Latest block on {chain}'],
@@ -35,18 +76,23 @@ function json(value: unknown): string {
 }
 
 /** A collapsible card for one chain call: tool, arguments, result (or error), duration. */
-function callCard(call: Partial<ChainCall> & { tool: string }): {
+interface CallCard {
   el: HTMLDetailsElement;
   finish(result: { result?: unknown; error?: unknown; duration_ms?: number }): void;
-} {
+  /** Shows where the card's transfer stands (`data-transfer-status`), with an optional note. */
+  transfer(state: TransferState, note?: string): void;
+}
+
+function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
   const status = h('span', { class: 'call-status' });
+  const note = h('span', { class: 'muted small transfer-note', 'data-testid': 'transfer-note' });
   const duration = h('span', { class: 'muted small' });
   const resultBlock = h('pre', { class: 'mono small', 'data-testid': 'chain-call-result' });
   const resultLabel = h('h4', {}, 'Result');
   const el = h(
     'details',
     { class: 'call', 'data-testid': 'chain-call', 'data-tool': call.tool },
-    h('summary', {}, h('span', { class: 'call-tool mono' }, call.tool), status, duration),
+    h('summary', {}, h('span', { class: 'call-tool mono' }, call.tool), status, note, duration),
     h('h4', {}, 'Arguments'),
     h('pre', { class: 'mono small', 'data-testid': 'chain-call-args' }, json(call.args ?? {})),
     resultLabel,
@@ -61,6 +107,12 @@ function callCard(call: Partial<ChainCall> & { tool: string }): {
     resultBlock.textContent = json(failed ? r.error : (r.result ?? null));
     duration.textContent = r.duration_ms !== undefined ? `${r.duration_ms} ms` : '';
   }
+  function transfer(state: TransferState, text?: string): void {
+    status.textContent = STATE_LABEL[state];
+    status.className = `call-status ${STATE_CLASS[state]}`;
+    el.dataset.transferStatus = state;
+    note.textContent = text ?? '';
+  }
   if (call.result !== undefined || call.error !== undefined) finish(call);
   else {
     status.textContent = 'running…';
@@ -68,7 +120,19 @@ function callCard(call: Partial<ChainCall> & { tool: string }): {
     el.dataset.state = 'running';
     resultBlock.textContent = '…';
   }
-  return { el, finish };
+  return { el, finish, transfer };
+}
+
+/** A transfer a card follows: by its id while it waits for approval, by its hash once sent. */
+interface Tracked {
+  card: CallCard;
+  transferId: string | null;
+  txHash: string | null;
+  state: TransferState;
+}
+
+function record(value: unknown): Record<string, unknown> | null {
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 
 function messageEl(role: string, time: string | null): {
@@ -91,11 +155,20 @@ function messageEl(role: string, time: string | null): {
   return { el, calls, body, foot };
 }
 
-export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () => void): ChatPanel {
+export function chatPanel(
+  agent: AgentDetail,
+  token: string,
+  onConfirmation: () => void,
+  onApprovalEvent: () => void = () => {},
+): ChatPanel {
   let conversations: Conversation[] = [];
   let current: string | null = null;
   let source: EventSource | null = null;
   let busy = false;
+  const byTransfer = new Map<string, Tracked>();
+  const byHash = new Map<string, Tracked>();
+  // Confirmations seen on the stream, by hash: one may arrive before its card learns the hash of an approved transfer.
+  const confirmed = new Map<string, TxConfirmation>();
 
   const list = h('ul', { class: 'conversations', 'aria-label': 'Conversations' });
   const thread = h('div', { class: 'thread', role: 'log', 'aria-label': 'Messages', 'aria-live': 'polite' });
@@ -214,9 +287,86 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
     }
   }
 
+  /** Moves a card's transfer to `state` unless it is already further on (events may arrive out of order). */
+  function advance(t: Tracked, state: TransferState, note?: string): void {
+    if (FINAL.has(t.state) && !FINAL.has(state)) return;
+    if (t.state === 'pending' && (state === 'approved' || state === 'awaiting_approval')) return;
+    t.state = state;
+    t.card.transfer(state, note);
+  }
+
+  function learnHash(t: Tracked, hash: string | null | undefined): void {
+    if (!hash || t.txHash === hash) return;
+    t.txHash = hash;
+    byHash.set(hash.toLowerCase(), t);
+    const seen = confirmed.get(hash.toLowerCase());
+    if (seen) applyConfirmation(t, seen);
+  }
+
+  function applyConfirmation(t: Tracked, tx: TxConfirmation): void {
+    const facts = tx.block_number !== null && tx.block_number !== undefined ? `block ${tx.block_number}` : '';
+    advance(t, tx.status, facts);
+  }
+
+  /** The API's view of a transfer (GET …/transfers/{id}, or the answer of approve/reject) onto its card. */
+  function applyTransfer(t: Tracked, view: Transfer): void {
+    learnHash(t, view.tx_hash);
+    if (view.status === 'awaiting_approval') {
+      advance(t, 'awaiting_approval', view.expires_at ? `until ${formatTime(view.expires_at)}` : undefined);
+    } else if (view.status === 'pending') {
+      advance(t, 'pending', view.tx_hash ? shortHex(view.tx_hash, 10, 8) : undefined);
+    } else {
+      advance(t, view.status, view.block_number ? `block ${view.block_number}` : undefined);
+    }
+  }
+
+  /** Asks the API where the card's transfer stands; retried a few times while an approved one has no hash yet. */
+  async function refreshTransfer(t: Tracked, attempts = 1): Promise<void> {
+    if (!t.transferId) return;
+    for (let i = 0; i < attempts; i++) {
+      try {
+        const view = await api.transfer(agent.id, token, t.transferId);
+        applyTransfer(t, view);
+        if (view.tx_hash || FINAL.has(t.state) || view.status === 'awaiting_approval') return;
+      } catch {
+        // keep what the card shows; a later event may still move it
+      }
+      await new Promise((r) => setTimeout(r, 500 * (i + 1)));
+    }
+  }
+
+  /**
+   * Follows the transfer of a chain call's result, if it made one: `{transfer_id, status: "awaiting_approval",
+   * expires_at}` waits for the owner; `{tx_hash, status: "pending", …}` was sent. `live`: the result just arrived
+   * (a result from history only shows a state the API confirms).
+   */
+  function track(card: CallCard, result: unknown, live: boolean): void {
+    const r = record(result);
+    if (!r) return;
+    const transferId = typeof r.transfer_id === 'string' ? r.transfer_id : null;
+    const txHash = typeof r.tx_hash === 'string' ? r.tx_hash : null;
+    if (!transferId && !txHash) return;
+    const t: Tracked = { card, transferId, txHash: null, state: 'pending' };
+    if (transferId) {
+      byTransfer.set(transferId, t);
+      card.el.dataset.transferId = transferId;
+    }
+    if (r.status === 'awaiting_approval') {
+      t.state = 'awaiting_approval';
+      const until = typeof r.expires_at === 'string' ? `until ${formatTime(r.expires_at)}` : undefined;
+      card.transfer('awaiting_approval', until);
+      if (!live) void refreshTransfer(t);
+    } else if (live) card.transfer('pending', txHash ? shortHex(txHash, 10, 8) : undefined);
+    learnHash(t, txHash);
+  }
+
   function renderMessage(m: Message): void {
     const view = messageEl(m.role, m.created_at);
-    for (const call of m.chain_calls ?? []) view.calls.append(callCard(call).el);
+    for (const call of m.chain_calls ?? []) {
+      const card = callCard(call);
+      view.calls.append(card.el);
+      if (!call.error) track(card, call.result, false);
+    }
     view.body.textContent = m.content;
     thread.append(view.el);
   }
@@ -281,11 +431,42 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
       if (message.lastEventId) setLastEventId(conversationId, message.lastEventId);
       if (source !== es || current !== conversationId) return;
       try {
-        showConfirmation(JSON.parse(message.data) as TxConfirmation);
+        const tx = JSON.parse(message.data) as TxConfirmation;
+        showConfirmation(tx);
+        confirmed.set(tx.tx_hash.toLowerCase(), tx);
+        const t = byHash.get(tx.tx_hash.toLowerCase());
+        if (t) applyConfirmation(t, tx);
       } catch {
         // a malformed event is skipped
       }
       onConfirmation();
+    });
+    es.addEventListener('approval_required', (event) => {
+      const message = event as MessageEvent<string>;
+      if (message.lastEventId) setLastEventId(conversationId, message.lastEventId);
+      if (source !== es || current !== conversationId) return;
+      onApprovalEvent();
+    });
+    es.addEventListener('approval_resolved', (event) => {
+      const message = event as MessageEvent<string>;
+      if (message.lastEventId) setLastEventId(conversationId, message.lastEventId);
+      if (source !== es || current !== conversationId) return;
+      try {
+        const resolved = JSON.parse(message.data) as ApprovalResolved;
+        const t = byTransfer.get(resolved.transfer_id);
+        if (t) {
+          if (resolved.decision === 'approved') {
+            advance(t, 'approved');
+            // The approved transfer keeps its id and gets a hash: ask for it (its confirmation follows on this stream).
+            void refreshTransfer(t, 5);
+          } else if (resolved.decision === 'rejected' || resolved.decision === 'expired') {
+            advance(t, resolved.decision);
+          }
+        }
+      } catch {
+        // a malformed event is skipped
+      }
+      onApprovalEvent();
     });
   }
 
@@ -295,7 +476,9 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
         ? `Transaction confirmed on ${tx.chain}`
         : tx.status === 'reverted'
           ? `Transaction reverted on ${tx.chain}`
-          : `Transaction dropped on ${tx.chain}`;
+          : tx.status === 'cancelled'
+            ? `Transaction cancelled on ${tx.chain}`
+            : `Transaction dropped on ${tx.chain}`;
     const hash = tx.explorer_url
       ? h('a', { href: tx.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, shortHex(tx.tx_hash, 10, 8))
       : h('code', { class: 'mono' }, shortHex(tx.tx_hash, 10, 8));
@@ -341,7 +524,7 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
     reply.body.classList.add('streaming');
     thread.append(reply.el);
     scrollDown();
-    const cards = new Map<string, ReturnType<typeof callCard>>();
+    const cards = new Map<string, CallCard>();
     let text_ = '';
     const isNew = current === null;
     try {
@@ -386,6 +569,7 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
               reply.calls.append(card.el);
             }
             card.finish(data as { result?: unknown; error?: unknown; duration_ms?: number });
+            if (data.error === undefined || data.error === null) track(card, data.result, true);
             break;
           }
           case 'final': {
@@ -442,5 +626,9 @@ export function chatPanel(agent: AgentDetail, token: string, onConfirmation: () 
       void refreshList();
     },
     close: stopFollowing,
+    transferUpdated(transfer: Transfer) {
+      const t = byTransfer.get(transfer.id);
+      if (t) applyTransfer(t, transfer);
+    },
   };
 }

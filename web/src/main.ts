@@ -1,17 +1,33 @@
-// agentd web console: agents, their tokens, wallets, settings and chat, on the service's own API.
+// agentd web console: agents, their tokens, wallets, chat, approvals, policy, audit log and settings, on the
+// service's own API.
 import './style.css';
 import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
+import { approvalsPanel } from './approvals';
+import { auditPanel } from './audit';
+import { onAuthorityChange } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
-import { deleteSection, editForm, reissueSection, walletReissue, type SettingsHooks } from './settings';
+import { policyPanel } from './policy';
+import {
+  deleteSection,
+  editForm,
+  ownerSection,
+  reissueSection,
+  unguardedWarning,
+  walletReissue,
+  type SettingsHooks,
+} from './settings';
 import { forgetToken, getToken, isRemembered, setToken } from './tokens';
 import { capabilityPicker, chainPicker, errorLine, errorText, notify, setToastRegion, tokenReveal } from './ui';
 import { walletPanel } from './wallet';
 
-type Tab = 'chat' | 'wallet' | 'settings';
+type Tab = 'chat' | 'wallet' | 'approvals' | 'policy' | 'audit' | 'settings';
 const TABS: { id: Tab; label: string }[] = [
   { id: 'chat', label: 'Chat' },
   { id: 'wallet', label: 'Wallet' },
+  { id: 'approvals', label: 'Approvals' },
+  { id: 'policy', label: 'Policy' },
+  { id: 'audit', label: 'Audit' },
   { id: 'settings', label: 'Settings' },
 ];
 
@@ -29,7 +45,7 @@ const listError = errorLine();
 const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
-  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|settings))?/.exec(location.hash);
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|approvals|policy|audit|settings))?/.exec(location.hash);
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'chat' };
 }
 
@@ -88,6 +104,15 @@ function renderAgentList(): void {
 }
 
 const adminInput = h('input', { type: 'password', autocomplete: 'off', value: adminToken() ?? '' });
+// The same token can be entered in an agent's settings (Owner authority): keep this field and the list in step.
+let listedWith = adminToken();
+onAuthorityChange(adminInput, () => {
+  adminInput.value = adminToken() ?? '';
+  if (adminToken() !== listedWith) {
+    listedWith = adminToken();
+    void loadAgents();
+  }
+});
 const adminDetails = h(
   'details',
   { class: 'admin' },
@@ -97,8 +122,9 @@ const adminDetails = h(
     {
       onsubmit: (event: Event) => {
         event.preventDefault();
-        setAdminToken(adminInput.value.trim() || null);
-        notify(adminInput.value.trim() ? 'Admin token saved in this browser.' : 'Admin token removed.');
+        listedWith = adminInput.value.trim() || null;
+        setAdminToken(listedWith);
+        notify(listedWith ? 'Admin token saved in this browser.' : 'Admin token removed.');
         void loadAgents();
       },
     },
@@ -297,6 +323,7 @@ async function renderAgent(id: string): Promise<void> {
       `Chains: ${agent.chains.join(', ')} · Capabilities: ${agent.capabilities.join(', ')} · Spending cap: ${agent.spending_cap} per chain`,
     ),
   );
+  if (agent.is_active && !agent.guarded) main.append(unguardedWarning());
   if (!agent.is_active) {
     main.append(
       h(
@@ -325,18 +352,38 @@ async function renderAgent(id: string): Promise<void> {
     },
   };
   const wallet = walletPanel(agent, token, state.chains);
-  const chat = chatPanel(agent, token, () => void wallet.refreshBalances());
+  const approvalCount = h('span', { class: 'count', 'data-testid': 'approval-count' });
+  const approvals = approvalsPanel(
+    agent,
+    token,
+    (transfer) => chat.transferUpdated(transfer),
+    (count) => {
+      approvalCount.textContent = count ? String(count) : '';
+      if (count) approvalCount.setAttribute('aria-label', `${count} waiting`);
+      else approvalCount.removeAttribute('aria-label');
+    },
+  );
+  const chat = chatPanel(
+    agent,
+    token,
+    () => void wallet.refreshBalances(),
+    () => void approvals.refresh(),
+  );
   activeChat = chat;
   const settings = h(
     'div',
     { class: 'stack' },
     editForm(agent, token, state.chains, hooks),
+    ownerSection(agent),
     reissueSection(agent, hooks),
     deleteSection(agent, token, hooks),
   );
   const panels: Record<Tab, { el: HTMLElement; load(): void }> = {
     chat,
     wallet,
+    approvals,
+    policy: policyPanel(agent, token, state.chains),
+    audit: auditPanel(agent, token),
     settings: { el: settings, load() {} },
   };
   const tabButtons = new Map<Tab, HTMLButtonElement>();
@@ -345,7 +392,12 @@ async function renderAgent(id: string): Promise<void> {
   for (const t of TABS) {
     const tabId = uid('tab');
     const panelId = uid('panel');
-    const button = h('button', { type: 'button', role: 'tab', id: tabId, 'aria-controls': panelId }, t.label);
+    const button = h(
+      'button',
+      { type: 'button', role: 'tab', id: tabId, 'aria-controls': panelId },
+      t.label,
+      t.id === 'approvals' ? approvalCount : null,
+    );
     button.addEventListener('click', () => show(t.id));
     button.addEventListener('keydown', (event) => {
       const i = TABS.findIndex((x) => x.id === t.id);
@@ -373,6 +425,8 @@ async function renderAgent(id: string): Promise<void> {
   }
   main.append(tablist, ...panelEls.values());
   show(state.tab);
+  // The count of waiting transfers shows on the tab from the start.
+  approvals.load();
 }
 
 // ---------------------------------------------------------------- start

@@ -1,9 +1,19 @@
 // The settings tab: edit (PUT), reissue the token (current token or wallet signature), soft delete.
 import { api, ApiError, type AgentDetail, type Capability, type ChainInfo, type UpdateAgentBody } from './api';
+import {
+  adminToken,
+  authorityText,
+  clearOwnerSession,
+  isAdminRemembered,
+  onAuthorityChange,
+  ownerSession,
+  setAdminToken,
+  setOwnerSession,
+} from './authority';
 import { field, h, uid } from './dom';
 import { getToken } from './tokens';
 import { capabilityPicker, chainPicker, errorLine, notify } from './ui';
-import { injectedWallet, signWithWallet } from './wallet-provider';
+import { injectedWallet, personalSign, signWithWallet, walletAccount } from './wallet-provider';
 
 export interface SettingsHooks {
   onUpdated(agent: AgentDetail): void;
@@ -202,3 +212,140 @@ export function deleteSection(agent: AgentDetail, token: string, hooks: Settings
   );
 }
 
+
+/** The warning shown on an agent whose own token can lift its limits (docs/api.md §10). */
+export function unguardedWarning(): HTMLElement {
+  return h(
+    'p',
+    { class: 'warning', role: 'note', 'data-testid': 'unguarded-warning' },
+    h('strong', {}, 'This agent is not guarded: '),
+    'its own access token can lift its limits (raise the spending cap, add capabilities, change its policy). ',
+    'Anyone or anything holding the token, such as the LLM loop that runs the agent, can loosen its guardrails. ',
+    'Set ADMIN_TOKEN on the server, or give the agent an owner address in Settings, so that such changes need the owner.',
+  );
+}
+
+/**
+ * Owner authority over the agent: the admin token (Authorization: Bearer), or an owner session opened by signing a
+ * Sign-In with Ethereum message with an owner wallet (X-Owner-Token, 15 minutes).
+ */
+export function ownerSection(agent: AgentDetail): HTMLElement {
+  const status = h('p', { class: 'authority-status', 'data-testid': 'authority-status', role: 'status' });
+  const owners = agent.owner_addresses ?? {};
+
+  // ----- the admin token
+  const adminInput = h('input', {
+    type: 'password',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    value: adminToken() ?? '',
+  });
+  const remember = h('input', { type: 'checkbox', id: uid('remember-admin'), checked: adminToken() ? isAdminRemembered() : true });
+  const adminForm = h(
+    'form',
+    { class: 'stack' },
+    field('Admin token', adminInput, 'The server\u2019s ADMIN_TOKEN: owner authority over every agent.'),
+    h('label', { class: 'check', for: remember.id }, remember, h('span', {}, 'Remember it in this browser (local storage)')),
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'submit', class: 'secondary' }, 'Use admin token'),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'secondary',
+          onclick: () => {
+            adminInput.value = '';
+            setAdminToken(null);
+            notify('The admin token was removed from this browser.');
+          },
+        },
+        'Forget admin token',
+      ),
+    ),
+  );
+  adminForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const value = adminInput.value.trim();
+    setAdminToken(value || null, remember.checked);
+    notify(value ? 'Admin token saved.' : 'Admin token removed.');
+  });
+
+  // ----- an owner session signed with a wallet
+  const ownerChains = agent.chains.filter((c) => owners[c]);
+  const chain = h(
+    'select',
+    {},
+    (ownerChains.length ? ownerChains : agent.chains).map((c) => h('option', { value: c }, c)),
+  );
+  const signIn = h('button', { type: 'button', class: 'secondary' }, 'Sign in with browser wallet');
+  const signOut = h('button', { type: 'button', class: 'secondary' }, 'Sign out');
+  const error = errorLine();
+  const wallet = injectedWallet();
+  signIn.disabled = !wallet;
+  signIn.addEventListener('click', async () => {
+    error.clear();
+    signIn.disabled = true;
+    let signer = '';
+    try {
+      signer = await walletAccount();
+      const challenge = await api.ownerChallenge(agent.id, chain.value, signer);
+      const signature = await personalSign(challenge.message, signer);
+      const session = await api.ownerSession(agent.id, { chain: chain.value, message: challenge.message, signature });
+      setOwnerSession(agent.id, { token: session.owner_token, expires_at: session.expires_at, address: signer });
+      notify('Signed in as owner for 15 minutes.');
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'invalid_proof' && signer) {
+        error.show(new Error(`${signer} is not an owner address of this agent on ${chain.value} (${e.code}).`));
+      } else error.show(e);
+    } finally {
+      signIn.disabled = !wallet;
+    }
+  });
+  signOut.addEventListener('click', () => {
+    clearOwnerSession(agent.id);
+    notify('Signed out: the owner session is no longer used by this tab.');
+  });
+
+  function render(): void {
+    status.textContent = authorityText(agent.id);
+    signOut.hidden = ownerSession(agent.id) === null;
+  }
+  render();
+  const heading = uid('owner');
+  const el = h(
+    'section',
+    { class: 'card', 'aria-labelledby': heading, 'data-testid': 'owner-authority' },
+    h('h2', { id: heading }, 'Owner authority'),
+    agent.guarded
+      ? h(
+          'p',
+          { class: 'muted' },
+          'This agent is guarded: with its own token alone it cannot raise its cap, add capabilities or chains, ',
+          'change owners or its policy, export its key or approve transfers. Those need the admin token or an owner session.',
+        )
+      : h(
+          'p',
+          { class: 'warning' },
+          'This agent is not guarded: its own token may change everything here, including its limits. Enter an ',
+          'admin token only if the server sets ADMIN_TOKEN; set an owner address above to guard the agent.',
+        ),
+    status,
+    h('h3', {}, 'Admin token'),
+    adminForm,
+    h('h3', {}, 'Sign in as owner'),
+    h(
+      'p',
+      { class: 'muted small' },
+      ownerChains.length
+        ? `Your wallet signs a Sign-In with Ethereum message (personal_sign); the session lasts 15 minutes and is kept for this tab only. Owner: ${Object.values(owners)[0]}.`
+        : 'This agent has no owner address yet: set one in the agent settings above, then sign in with that wallet.',
+      wallet ? '' : ' No browser wallet (window.ethereum) was found.',
+    ),
+    h('div', { class: 'inline-form' }, field('Chain of the owner address', chain), signIn, signOut),
+    error.el,
+  );
+  onAuthorityChange(el, render);
+  return el;
+}

@@ -10,10 +10,21 @@ export const CAPABILITIES: { name: string; label: string }[] = [
   { name: 'analytics', label: 'analytics: spending and history' },
 ];
 
+/** What to do about errors of owner authority, in the console's words. */
+const ADVICE: Record<string, string> = {
+  owner_required: 'Sign in as owner or enter the admin token (Settings → Owner authority).',
+  invalid_owner_token: 'The owner session has expired: sign in as owner again (Settings → Owner authority).',
+  unauthorized: 'The admin token is missing or wrong: check it in Settings → Owner authority.',
+  transfer_expired: 'It waited past its expiry and can no longer be approved.',
+  transfer_not_pending: 'It was already decided: refresh the list.',
+};
+
 export function errorText(e: unknown): string {
   if (e instanceof ApiError) {
     const retry = e.retryAfter ? ` Try again in ${e.retryAfter} s.` : '';
-    return `${e.message} (${e.code})${retry}`;
+    const advice = ADVICE[e.code] ? ` — ${ADVICE[e.code]}` : '';
+    const rule = e.details?.rule ? `, rule ${e.details.rule}` : '';
+    return `${e.message} (${e.code}${rule})${advice}${retry}`;
   }
   return e instanceof Error ? e.message : String(e);
 }

@@ -15,14 +15,27 @@ function utf8Hex(text: string): string {
   return hex;
 }
 
-/** Asks the wallet for an account and an EIP-191 personal_sign signature of `message`. */
-export async function signWithWallet(message: string): Promise<{ address: string; signature: string }> {
+/** Asks the wallet for its (first) account. */
+export async function walletAccount(): Promise<string> {
   const wallet = injectedWallet();
   if (!wallet) throw new Error('No browser wallet was found.');
   const accounts = (await wallet.request({ method: 'eth_requestAccounts' })) as string[];
   const address = accounts?.[0];
   if (!address) throw new Error('The wallet shared no account.');
+  return address;
+}
+
+/** An EIP-191 personal_sign signature of `message` by `address`. */
+export async function personalSign(message: string, address: string): Promise<string> {
+  const wallet = injectedWallet();
+  if (!wallet) throw new Error('No browser wallet was found.');
   const signature = (await wallet.request({ method: 'personal_sign', params: [utf8Hex(message), address] })) as string;
   if (typeof signature !== 'string' || !signature.startsWith('0x')) throw new Error('The wallet returned no signature.');
-  return { address, signature };
+  return signature;
+}
+
+/** Asks the wallet for an account and an EIP-191 personal_sign signature of `message`. */
+export async function signWithWallet(message: string): Promise<{ address: string; signature: string }> {
+  const address = await walletAccount();
+  return { address, signature: await personalSign(message, address) };
 }

@@ -82,6 +82,8 @@ describe('web console', { timeout: 180000 }, () => {
     await page.getByTestId('balance-base').filter({ hasText: 'ETH' }).waitFor();
     assert.match(await page.getByTestId('balance-base').textContent(), /^0(\.0+)? ETH$/);
     await page.getByRole('listitem').filter({ hasText: 'Browser test agent' }).waitFor();
+    // No ADMIN_TOKEN and no owner address: the console says the agent's own token can lift its limits.
+    await page.getByTestId('unguarded-warning').filter({ hasText: /its own access token can lift its limits/ }).waitFor();
     await shot('03-wallet');
   });
 

@@ -63,7 +63,11 @@ function startAndWait(cmd, args, options, pattern, what, timeoutMs = 30000) {
   });
 }
 
-export async function startStack() {
+/**
+ * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
+ * not needed here: each test file opens its own context.
+ */
+export async function startStack({ env = {} } = {}) {
   for (const [path, hint] of [
     [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],
     [anvilBin, 'install it: npm ci --prefix test-tools'],
@@ -100,6 +104,7 @@ export async function startStack() {
         ENCRYPTION_KEY: randomBytes(32).toString('hex'),
         RUST_LOG: 'info',
         NO_COLOR: '1',
+        ...env,
       },
     },
     /listening on ([\d.]+:\d+)/,
