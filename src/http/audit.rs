@@ -18,6 +18,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct AuditParams {
     /// 1..500, default 100.
     limit: Option<i64>,

@@ -39,6 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ChallengeParams {
     /// A registry chain: its id is the message's Chain ID.
     chain: Option<String>,

@@ -55,7 +55,7 @@ struct PolicyBody {
 }
 
 #[utoipa::path(get, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    security(("agent_token" = []), ("admin_token" = [])),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = PolicyView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
@@ -65,7 +65,7 @@ async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveC
 }
 
 #[utoipa::path(put, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
-    request_body = PolicyBody, security(("agent_token" = []), ("admin_token" = [])),
+    request_body = PolicyBody, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = PolicyView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]

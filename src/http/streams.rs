@@ -45,7 +45,9 @@ struct StreamParams {
     security(("agent_token" = [])),
     responses((status = 200, content_type = "text/event-stream", body = String,
         description = "`event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, \
-        block_number, gas_used, confirmations, explorer_url}`; `event: ping` on connect and after 15 s of silence"),
+        block_number, gas_used, confirmations, explorer_url}`; `event: approval_required` `{type, transfer_id, conversation_id, \
+        agent_id, chain, asset, to, amount, expires_at}` and `event: approval_resolved` `{type, transfer_id, decision}`; \
+        `event: ping` on connect and after 15 s of silence"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn stream_conversation(

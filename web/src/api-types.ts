@@ -532,7 +532,8 @@ export interface components {
             actor: components["schemas"]["ActorView"];
             /**
              * @description `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
-             *     `owner_session_opened`, `key_exported`, `mcp_tool_call` …
+             *     `owner_session_opened`, `key_exported`, `policy_updated`, `transfer_accepted`, `transfer_refused`,
+             *     `transfer_approved`, `transfer_rejected`, `transfer_expired`, `mcp_tool_call`.
              */
             action: string;
             /** @description What changed (never secrets). */
@@ -1258,14 +1259,15 @@ export interface operations {
     };
     list_audit: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description 1..500, default 100. */
+                limit?: number;
+                /** @description Only entries older than this entry id (the `id` of the last entry of the previous page). */
+                before?: number;
+            };
             header?: never;
             path: {
                 id: string;
-                /** @description 1..500, default 100. */
-                limit: number | null;
-                /** @description Only entries older than this entry id (the `id` of the last entry of the previous page). */
-                before: number | null;
             };
             cookie?: never;
         };
@@ -1513,14 +1515,15 @@ export interface operations {
     };
     owner_challenge: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description A registry chain: its id is the message's Chain ID. */
+                chain?: string;
+                /** @description The owner address that will sign. */
+                address?: string;
+            };
             header?: never;
             path: {
                 id: string;
-                /** @description A registry chain: its id is the message's Chain ID. */
-                chain: string | null;
-                /** @description The owner address that will sign. */
-                address: string | null;
             };
             cookie?: never;
         };
@@ -2675,7 +2678,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, block_number, gas_used, confirmations, explorer_url}`; `event: ping` on connect and after 15 s of silence */
+            /** @description `event: tx_confirmation` with `id:` and data `{type, conversation_id, agent_id, chain, tx_hash, status, block_number, gas_used, confirmations, explorer_url}`; `event: approval_required` `{type, transfer_id, conversation_id, agent_id, chain, asset, to, amount, expires_at}` and `event: approval_resolved` `{type, transfer_id, decision}`; `event: ping` on connect and after 15 s of silence */
             200: {
                 headers: {
                     [name: string]: unknown;

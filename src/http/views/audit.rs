@@ -26,7 +26,8 @@ pub struct AuditEntryView {
     #[schema(value_type = ActorView)]
     pub actor: String,
     /// `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
-    /// `owner_session_opened`, `key_exported`, `mcp_tool_call` …
+    /// `owner_session_opened`, `key_exported`, `policy_updated`, `transfer_accepted`, `transfer_refused`,
+    /// `transfer_approved`, `transfer_rejected`, `transfer_expired`, `mcp_tool_call`.
     pub action: String,
     /// What changed (never secrets).
     #[schema(value_type = Object)]
