@@ -69,6 +69,7 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
             .and_then(Value::as_array)
             .map(|rows| compare_balances(value, rows)),
         "estimate_transfer_cost" => field(value, "fee").map(|fee| estimate(&chain, value, &fee)),
+        "send_native" if field(value, "status").as_deref() == Some("awaiting_approval") => Some(awaiting(value)),
         "send_native" => field(value, "tx_hash").map(|hash| sent(&chain, value, &hash)),
         "spending_summary" => value.get("chains").and_then(Value::as_array).map(|rows| spending(rows)),
         "transaction_history" => value
@@ -78,6 +79,16 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
         _ => None,
     };
     known.unwrap_or_else(|| format!("{} returned: {}", call.name, compact(value)))
+}
+
+/// A transfer held for an owner's approval: nothing is signed yet.
+fn awaiting(value: &Value) -> String {
+    let id = field(value, "transfer_id").unwrap_or_else(|| "the transfer".into());
+    let mut line = format!("Transfer {id} waits for an owner's approval; nothing is signed or sent until then");
+    if let Some(expires) = field(value, "expires_at") {
+        line.push_str(&format!(" (it expires at {expires} if nobody approves it)"));
+    }
+    line + "."
 }
 
 fn chains(count: usize) -> String {
@@ -469,6 +480,15 @@ mod tests {
         assert_eq!(
             describe(&call("transaction_history", json!({})), &json!({"transactions": []})),
             "No transactions yet."
+        );
+        let waiting = describe(
+            &call("send_native", json!({"chain": "base"})),
+            &json!({"transfer_id": "t-1", "status": "awaiting_approval", "expires_at": "2026-11-23T12:00:00Z"}),
+        );
+        assert_eq!(
+            waiting,
+            "Transfer t-1 waits for an owner's approval; nothing is signed or sent until then (it expires at \
+             2026-11-23T12:00:00Z if nobody approves it)."
         );
         let unknown = describe(&call("mystery", json!({})), &json!({"x": 1}));
         assert_eq!(unknown, "mystery returned: {\"x\":1}");
