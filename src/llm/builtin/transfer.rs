@@ -200,7 +200,7 @@ impl Planner<'_> {
                 .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()))
     }
 
-    /// Index of the imperative verb: the first word after any `please`/`now`/`ok`.
+    /// Whether the first word after any `please`/`now`/`ok` is `send`, `transfer` or `pay`.
     fn imperative(&self) -> bool {
         self.scan
             .words
