@@ -348,7 +348,8 @@ impl Transfers {
     }
 }
 
-/// The amount in wei and the sending wallet, before anything is asked of the node.
+/// The amount in wei and the sending wallet, before anything is asked of the node; a recipient that is the zero
+/// address (funds burnt) or the sending wallet itself (only fees spent) is refused (§15).
 fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError> {
     let value =
         parse_units(order.amount, order.chain.decimals).map_err(|e| TransferError::InvalidAmount(e.to_string()))?;
@@ -360,6 +361,12 @@ fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError>
         .wallet_addresses
         .get(order.chain.name)
         .ok_or(TransferError::NoWallet)?;
+    if order.to == Address::ZERO {
+        return Err(TransferError::InvalidRecipient("the zero address"));
+    }
+    if order.to == from {
+        return Err(TransferError::InvalidRecipient("the agent's own wallet"));
+    }
     Ok((from, value))
 }
 

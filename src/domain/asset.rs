@@ -37,8 +37,14 @@ pub fn key(chain: &str, symbol: &str) -> String {
 pub fn resolve(key: &str) -> Option<Asset> {
     let (chain_name, symbol) = key.split_once(':')?;
     let chain = chain::find(chain_name)?;
-    let native = Asset::native(chain);
-    native.symbol.eq_ignore_ascii_case(symbol).then_some(native)
+    on_chain(chain)
+        .into_iter()
+        .find(|a| a.symbol.eq_ignore_ascii_case(symbol))
+}
+
+/// The assets the registry knows on `chain` (today its native coin; the token registry adds to it).
+pub fn on_chain(chain: &'static ChainInfo) -> Vec<Asset> {
+    vec![Asset::native(chain)]
 }
 
 #[cfg(test)]

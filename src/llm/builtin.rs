@@ -4,6 +4,7 @@ mod answer;
 mod intent;
 mod reply;
 mod scan;
+mod transfer;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;

@@ -17,6 +17,9 @@ pub enum TransferError {
     ZeroAmount,
     #[error("no wallet on this chain")]
     NoWallet,
+    /// The zero address or the agent's own wallet (§15): refused before anything is reserved or signed.
+    #[error("{0} cannot be the recipient")]
+    InvalidRecipient(&'static str),
     #[error("{}", insufficient_message(.chain, *.needed, *.balance))]
     InsufficientFunds {
         chain: &'static ChainInfo,
@@ -60,6 +63,7 @@ impl TransferError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidAmount(_) | Self::ZeroAmount | Self::NoWallet => "invalid_arguments",
+            Self::InvalidRecipient(_) => "invalid_recipient",
             Self::InsufficientFunds { .. } => "insufficient_funds",
             Self::CapExceeded { .. } => "spending_cap_exceeded",
             Self::Rejected(_) | Self::NonceKeptRefused => "broadcast_rejected",

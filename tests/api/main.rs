@@ -9,6 +9,7 @@ mod auth;
 mod chain_client;
 mod chains;
 mod chat;
+mod chat_intent;
 mod chat_stream;
 mod confirmations;
 mod conversations;

@@ -223,3 +223,27 @@ async fn transactions_page_newest_first_with_limit_and_before() {
     let foreign = page(&app, &other, &format!("?before={}", made[0])).await;
     assert_error(&foreign, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
 }
+
+/// §15: the zero address and the agent's own address (in any spelling) are no recipients; the service refuses them
+/// before anything is reserved or signed, and the refusal is audited with its code.
+#[tokio::test]
+async fn the_zero_address_and_the_agents_own_are_refused_as_recipients() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    let own = agent.address("base");
+    for to in [
+        "0x0000000000000000000000000000000000000000".to_string(),
+        own.clone(),
+        own.to_lowercase(),
+    ] {
+        let refused = post_transfer(&app, &agent, order(&to, "0.01")).await;
+        assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_recipient");
+    }
+    // No nonce taken, nothing stored, nothing reserved against the cap.
+    assert_nothing_sent(&anvil, &app, &agent).await;
+
+    let (status, transfer) = post_transfer(&app, &agent, order(fresh_address(), "0.01")).await;
+    assert_eq!(status, StatusCode::CREATED, "a real recipient still works: {transfer}");
+    assert_eq!(transfer["nonce"], 0, "the refusals used no nonce: {transfer}");
+}

@@ -246,7 +246,8 @@ fn estimate(chain: &str, value: &Value, fee: &str) -> String {
             line.push_str(&format!(" ({wei} wei)"));
         }
     }
-    line + "."
+    // An estimate often answers a question about sending: say plainly that it moved nothing.
+    line + ". This is an estimate: nothing was sent."
 }
 
 fn sent(chain: &str, value: &Value, hash: &str) -> String {
@@ -356,6 +357,9 @@ fn code_meaning(code: &str, capability: &str) -> String {
         "capability_denied" => format!("this agent lacks the {capability} capability this needs"),
         "spending_cap_exceeded" => {
             "the transfer plus its maximum fee would exceed the agent's spending cap on this chain".into()
+        }
+        "invalid_recipient" => {
+            "the recipient is the zero address or the agent's own wallet, so nothing was sent".into()
         }
         "insufficient_funds" => "the wallet does not hold enough to cover the amount plus fees".into(),
         "upstream_unavailable" => "the chain node is unavailable right now".into(),

@@ -3,6 +3,8 @@
 use serde_json::{Map, Value, json};
 
 use super::scan::Scan;
+use super::transfer::{Declined, PAST_VERBS, SEND_VERBS};
+use crate::domain::asset;
 use crate::domain::chain as registry;
 use crate::llm::TurnContext;
 
@@ -37,12 +39,13 @@ pub enum Intent {
     NeedTxHash,
     /// The user asked for the agent's own addresses.
     Addresses,
+    /// A message about moving money that moves none (§15): the reason, to explain or to ask back.
+    Declined(Declined),
     /// Nothing recognised: answer with what the agent can do.
     Help,
 }
 
-const SEND: &[&str] = &["send", "transfer", "pay", "sending", "transferring", "withdraw"];
-const COST: &[&str] = &[
+pub(super) const COST: &[&str] = &[
     "cost",
     "costs",
     "fee",
@@ -80,15 +83,6 @@ const ALL: &[&str] = &[
     "compare",
     "total",
 ];
-const CONNECTED: &[&str] = &[
-    "my wallet",
-    "connected wallet",
-    "my connected wallet",
-    "my address",
-    "me",
-    "myself",
-];
-
 /// Reads `text` against the agent's facts; only tools named in `offered_tools` are ever planned.
 pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Intent {
     let scan = Scan::new(text);
@@ -100,9 +94,9 @@ pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -
     planner.plan()
 }
 
-struct Planner<'a> {
-    scan: &'a Scan,
-    context: &'a TurnContext,
+pub(super) struct Planner<'a> {
+    pub(super) scan: &'a Scan,
+    pub(super) context: &'a TurnContext,
     offered: &'a [&'a str],
 }
 
@@ -113,12 +107,9 @@ impl Planner<'_> {
         if let Some(hash) = &s.tx_hash {
             return self.single("get_transaction", json!({"tx_hash": hash}));
         }
-        if s.has(SEND) && !s.has(HISTORY) {
-            return if s.has(COST) || how_much {
-                self.estimate()
-            } else {
-                self.send()
-            };
+        let past_payment = s.has(PAST_VERBS) && !s.amounts.is_empty();
+        if (s.has(SEND_VERBS) || past_payment) && !s.has(HISTORY) {
+            return self.transfer();
         }
         if s.has(SPENDING) {
             return self.simple("spending_summary", json!({}));
@@ -170,11 +161,11 @@ impl Planner<'_> {
         Intent::Help
     }
 
-    fn offered(&self, tool: &str) -> bool {
+    pub(super) fn offered(&self, tool: &str) -> bool {
         self.offered.contains(&tool)
     }
 
-    fn lacks(&self, tool: &'static str) -> Intent {
+    pub(super) fn lacks(&self, tool: &'static str) -> Intent {
         Intent::Lacks {
             tool,
             capability: self.context.capability_of(tool),
@@ -189,11 +180,19 @@ impl Planner<'_> {
             .map(|c| Intent::NotOnChain(c.to_string()))
     }
 
-    /// The chain a single-chain request is about: the named one, else the one implied by the symbol, else the first.
+    /// The chain a single-chain request is about.
     fn chain(&self) -> Result<String, Intent> {
-        // A symbol implies the chain when exactly one registry chain uses it (POL: polygon; ETH: many).
-        let implied = self.scan.amount.as_ref().and_then(|a| a.symbol).and_then(|symbol| {
-            let mut chains = registry::CHAINS.iter().filter(|c| c.native_symbol == symbol);
+        let symbol = self.scan.amounts.first().and_then(|a| a.symbol());
+        self.chain_for(symbol.as_deref())
+    }
+
+    /// The named chain, else the only registry chain that knows `symbol` (POL: polygon; ETH: many), else the
+    /// agent's first chain; a named or implied chain the agent is not on is refused.
+    pub(super) fn chain_for(&self, symbol: Option<&str>) -> Result<String, Intent> {
+        let implied = symbol.and_then(|symbol| {
+            let mut chains = registry::CHAINS
+                .iter()
+                .filter(|c| asset::resolve(&asset::key(c.name, symbol)).is_some());
             match (chains.next(), chains.next()) {
                 (Some(only), None) => Some(only.name),
                 _ => None,
@@ -312,41 +311,6 @@ impl Planner<'_> {
             args = with(args, "limit", json!(count));
         }
         self.simple("transaction_history", args)
-    }
-
-    fn estimate(&self) -> Intent {
-        let tool = "estimate_transfer_cost";
-        if !self.offered(tool) {
-            return self.lacks(tool);
-        }
-        let Some(amount) = &self.scan.amount else {
-            return Intent::NeedAmount { tool };
-        };
-        self.single(tool, json!({"amount": amount.value}))
-    }
-
-    fn send(&self) -> Intent {
-        let tool = "send_native";
-        if !self.offered(tool) {
-            return self.lacks(tool);
-        }
-        let chain = match self.chain() {
-            Ok(chain) => chain,
-            Err(intent) => return intent,
-        };
-        let Some(amount) = &self.scan.amount else {
-            return Intent::NeedAmount { tool };
-        };
-        let to = match (&self.scan.address, &self.context.connected_wallet) {
-            (Some(address), _) => address.clone(),
-            (None, Some(wallet)) if CONNECTED.iter().any(|p| self.scan.has_phrase(p)) => wallet.clone(),
-            (None, None) if CONNECTED.iter().any(|p| self.scan.has_phrase(p)) => return Intent::NoConnectedWallet,
-            (None, _) => return Intent::NeedRecipient,
-        };
-        Intent::Call(vec![PlannedCall {
-            tool,
-            args: json!({"chain": chain, "to": to, "amount": amount.value}),
-        }])
     }
 }
 
@@ -470,7 +434,7 @@ mod tests {
                 json!({"chain": "ethereum", "to": "0x00000000000000000000000000000000000000aA", "amount": "1"}),
             ),
             (
-                format!("I would like to transfer 2 MATIC to {ADDR}"),
+                format!("transfer 2 MATIC to {ADDR}"),
                 "send_native",
                 json!({"chain": "polygon", "to": ADDR, "amount": "2"}),
             ),
@@ -572,9 +536,12 @@ mod tests {
             parse_intent("send to 0x1 on base", &ctx(), ALL_TOOLS),
             Intent::NeedAmount { tool: "send_native" }
         );
-        assert_eq!(parse_intent("send 0.1 eth", &ctx(), ALL_TOOLS), Intent::NeedRecipient);
         let mut no_wallet = ctx();
         no_wallet.connected_wallet = None;
+        assert_eq!(
+            parse_intent("send 0.1 eth", &no_wallet, ALL_TOOLS),
+            Intent::NeedRecipient
+        );
         assert_eq!(
             parse_intent("send 0.1 eth to my wallet", &no_wallet, ALL_TOOLS),
             Intent::NoConnectedWallet

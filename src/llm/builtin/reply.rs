@@ -29,6 +29,7 @@ pub fn reply(intent: &Intent, context: &TurnContext) -> String {
         Intent::NoConnectedWallet => "No wallet is connected to this chat. Give the 0x address instead.".into(),
         Intent::NeedTxHash => "Which transaction? Give its hash, e.g. \"status of 0x… on base\".".into(),
         Intent::Addresses => addresses(context),
+        Intent::Declined(declined) => declined.explain(),
     }
 }
 

@@ -12,21 +12,84 @@ pub struct Scan {
     pub chains: Vec<&'static str>,
     /// The first `0x` + 40 hex address, as written.
     pub address: Option<String>,
+    /// Every `0x` + 40 hex address, as written and in order, with where it stands among `words`.
+    pub addresses: Vec<Mention>,
+    /// `0x…` tokens that are neither an address nor a hash (a mistyped address).
+    pub malformed_hex: Vec<String>,
     /// The first `0x` + 64 hex transaction hash, as written.
     pub tx_hash: Option<String>,
-    /// The amount: the first number followed by a native symbol, else the first number.
-    pub amount: Option<Amount>,
+    /// Every number, in order, with the unit written after it (or glued to it).
+    pub amounts: Vec<Amount>,
+    /// Words that start like a number but are not one (`-0.01`, `1e18`, `2nd`).
+    pub unreadable: Vec<String>,
+    /// Words that may name an asset without being an amount's unit: currency words and upper-case tickers.
+    pub asset_words: Vec<String>,
     /// The first whole number (e.g. "last 5 transactions").
     pub count: Option<u32>,
+    /// Whether the text holds a question mark anywhere.
+    pub question_mark: bool,
+}
+
+/// A `0x` address in the text; `at` is the number of words before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    pub text: String,
+    pub at: usize,
 }
 
 /// A decimal amount kept exactly as the user wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Amount {
     pub value: String,
-    /// `ETH` or `POL` when a symbol followed the number.
-    pub symbol: Option<&'static str>,
+    /// The lower-cased word after the number (or glued to it: `0.01eth`), when it can be a unit; `usd` for `$5`.
+    pub unit: Option<String>,
 }
+
+impl Amount {
+    /// The canonical symbol the unit names (`ether` and `eth` are `ETH`, `matic` is `POL`), upper-cased otherwise.
+    pub fn symbol(&self) -> Option<String> {
+        self.unit.as_deref().map(symbol_of)
+    }
+
+    /// Whether the unit is a fraction of a coin (wei, gwei), which the engine does not take as an amount.
+    pub fn is_subunit(&self) -> bool {
+        matches!(self.unit.as_deref(), Some("wei" | "gwei"))
+    }
+}
+
+/// Words after a number that are not its unit.
+const NOT_A_UNIT: &[&str] = &[
+    "to", "on", "in", "at", "for", "from", "of", "via", "using", "please", "now", "and", "or", "then", "with", "into",
+    "onto", "over", "across", "the", "a", "an", "my", "me", "your", "it", "this", "that", "each", "per", "back", "as",
+    "by", "if", "so", "but", "right", "today", "again", "only", "just", "ok", "okay",
+];
+
+/// Words that name a currency or token anywhere in a message (in any case).
+const CURRENCY_WORDS: &[&str] = &[
+    "usd",
+    "usdc",
+    "usdt",
+    "dai",
+    "weth",
+    "wbtc",
+    "btc",
+    "bitcoin",
+    "dollar",
+    "dollars",
+    "euro",
+    "euros",
+    "eur",
+    "token",
+    "tokens",
+    "stablecoin",
+    "stablecoins",
+];
+
+/// Upper-case words that are not tickers (a shouted "OK" or "NOT").
+const NOT_A_TICKER: &[&str] = &[
+    "ok", "okay", "now", "please", "pls", "send", "transfer", "pay", "to", "on", "in", "not", "do", "dont", "never",
+    "no", "me", "my", "i", "it", "and", "or", "the", "asap", "fyi", "btw", "thx", "hi", "hey", "id", "tx",
+];
 
 /// Registry names that mean something else before these words (`base fee` is a fee, not the chain).
 const NOT_A_CHAIN_BEFORE: &[(&str, &[&str])] = &[("base", &["fee", "fees"])];
@@ -41,24 +104,35 @@ const CHAIN_PREPOSITIONS: &[&str] = &["on", "in", "at", "for", "from", "over", "
 
 impl Scan {
     pub fn new(text: &str) -> Self {
-        let mut scan = Scan::default();
-        let mut rest = String::with_capacity(text.len());
+        let mut scan = Scan {
+            question_mark: text.contains('?'),
+            ..Scan::default()
+        };
+        let mut raw_words = Vec::new();
         let mut last = 0;
         for (start, end) in hex_spans(text) {
+            raw_words.extend(tokenize(&text[last..start]));
             let token = &text[start..end];
             match end - start - 2 {
-                40 if scan.address.is_none() => scan.address = Some(token.to_string()),
+                40 => scan.addresses.push(Mention {
+                    text: token.to_string(),
+                    at: raw_words.len(),
+                }),
                 64 if scan.tx_hash.is_none() => scan.tx_hash = Some(token.to_string()),
-                _ => {}
+                64 => {}
+                _ => scan.malformed_hex.push(token.to_string()),
             }
-            rest.push_str(&text[last..start]);
-            rest.push(' ');
             last = end;
         }
-        rest.push_str(&text[last..]);
-        scan.words = tokenize(&rest.to_lowercase());
+        raw_words.extend(tokenize(&text[last..]));
+        scan.address = scan.addresses.first().map(|m| m.text.clone());
+        scan.words = raw_words.iter().map(|w| w.to_lowercase()).collect();
+        // A glued or prefixed `0x…` that `hex_spans` did not take is a mistyped address, not a word.
+        scan.malformed_hex
+            .extend(scan.words.iter().filter(|w| glued_hex(w)).cloned());
         scan.find_chains();
         scan.find_numbers();
+        scan.find_asset_words(&raw_words);
         scan
     }
 
@@ -148,49 +222,94 @@ impl Scan {
     }
 
     fn find_numbers(&mut self) {
-        let mut first_plain = None;
         for (i, word) in self.words.iter().enumerate() {
-            let (number, glued) = split_symbol(word);
-            let Some(value) = parse_number(number) else { continue };
+            let starts_like_number = word
+                .trim_start_matches(['-', '+', '$', '.'])
+                .starts_with(|c: char| c.is_ascii_digit());
+            if !starts_like_number {
+                continue;
+            }
+            let Some((value, glued)) = split_unit(word) else {
+                self.unreadable.push(word.clone());
+                continue;
+            };
             if self.count.is_none() && !value.contains('.') {
                 self.count = value.parse().ok();
             }
-            let symbol = glued.or_else(|| symbol_of(self.word(i + 1)));
-            if matches!(self.word(i + 1), "wei" | "gwei") {
+            let next = self.word(i + 1);
+            let unit = glued.or_else(|| is_unit_word(next).then(|| next.to_string()));
+            self.amounts.push(Amount {
+                value: value.to_string(),
+                unit,
+            });
+        }
+    }
+
+    /// Currency words anywhere, and upper-case tickers in a message that is not shouted as a whole.
+    fn find_asset_words(&mut self, raw_words: &[String]) {
+        let units: Vec<usize> = (0..self.words.len())
+            .filter(|&i| i > 0 && split_unit(self.word(i - 1)).is_some_and(|(_, glued)| glued.is_none()))
+            .filter(|&i| is_unit_word(self.word(i)))
+            .collect();
+        let shouted = !raw_words.iter().any(|w| w.chars().any(|c| c.is_lowercase()));
+        for (i, (raw, word)) in raw_words.iter().zip(&self.words).enumerate() {
+            if units.contains(&i) {
                 continue;
             }
-            if symbol.is_some() {
-                self.amount = Some(Amount {
-                    value: value.to_string(),
-                    symbol,
-                });
-                return;
+            let ticker = !shouted
+                && (2..=10).contains(&raw.len())
+                && raw.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+                && raw.chars().any(|c| c.is_ascii_uppercase())
+                && !NOT_A_TICKER.contains(&word.as_str())
+                && registry::find(word).is_none();
+            if ticker || CURRENCY_WORDS.contains(&word.as_str()) {
+                self.asset_words.push(word.clone());
             }
-            first_plain.get_or_insert_with(|| value.to_string());
         }
-        self.amount = first_plain.map(|value| Amount { value, symbol: None });
     }
 }
 
-/// Native symbols a user may write after an amount.
-fn symbol_of(word: &str) -> Option<&'static str> {
+/// Whether a word holds `0x` and a hex digit (`x0x5290…`, `0x5290…z`): what is left of a mistyped address.
+fn glued_hex(word: &str) -> bool {
+    word.match_indices("0x")
+        .any(|(i, _)| word[i + 2..].starts_with(|c: char| c.is_ascii_hexdigit()))
+}
+
+/// Whether the word after a number can be its unit: a short word with a letter that is no preposition or filler.
+fn is_unit_word(word: &str) -> bool {
+    (1..=11).contains(&word.len())
+        && word.chars().all(|c| c.is_ascii_alphanumeric())
+        && word.chars().any(|c| c.is_ascii_alphabetic())
+        && !NOT_A_UNIT.contains(&word)
+}
+
+/// The canonical symbol of a unit or currency word: aliases of the native coins, `$` words as `USD`, any other
+/// word upper-cased (an unknown symbol stays unknown: the asset registry decides).
+pub fn symbol_of(word: &str) -> String {
     match word {
-        "eth" | "ether" | "ethers" => Some("ETH"),
-        "pol" | "matic" => Some("POL"),
+        "eth" | "ether" | "ethers" => "ETH".into(),
+        "pol" | "matic" => "POL".into(),
+        "usd" | "dollar" | "dollars" => "USD".into(),
+        "euro" | "euros" | "eur" => "EUR".into(),
+        other => other.to_ascii_uppercase(),
+    }
+}
+
+/// `0.01` -> (`0.01`, None); `0.01eth` -> (`0.01`, `eth`); `$5` -> (`5`, `usd`); `None` when it is no number.
+fn split_unit(word: &str) -> Option<(&str, Option<String>)> {
+    if let Some(rest) = word.strip_prefix('$').or_else(|| word.strip_suffix('$')) {
+        return parse_number(rest).map(|n| (n, Some("usd".to_string())));
+    }
+    let digits = word
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(word.len());
+    let (number, suffix) = word.split_at(digits);
+    let number = parse_number(number)?;
+    match suffix {
+        "" => Some((number, None)),
+        unit if unit.chars().all(|c| c.is_ascii_alphabetic()) => Some((number, Some(unit.to_string()))),
         _ => None,
     }
-}
-
-/// `0.01eth` -> (`0.01`, ETH); anything else unchanged.
-fn split_symbol(word: &str) -> (&str, Option<&'static str>) {
-    for suffix in ["ethers", "ether", "eth", "matic", "pol"] {
-        if let Some(number) = word.strip_suffix(suffix)
-            && parse_number(number).is_some()
-        {
-            return (number, symbol_of(suffix));
-        }
-    }
-    (word, None)
 }
 
 /// A plain non-negative decimal: `1`, `0.01`, `.5`.
@@ -222,10 +341,26 @@ fn hex_spans(text: &str) -> Vec<(usize, usize)> {
     spans
 }
 
-/// Splits lower-cased text into words: separators are whitespace, punctuation, `-`, `_` and `/`;
-/// a trailing full stop is dropped, a leading one kept (`.5`).
+/// Splits text into words: separators are whitespace, punctuation, `-`, `_` and `/`, except that a `-` or `+` that
+/// starts a word before a digit stays (`-0.01` must not read as `0.01`); a trailing full stop is dropped, a leading
+/// one kept (`.5`).
 fn tokenize(text: &str) -> Vec<String> {
-    text.split(|c: char| c.is_whitespace() || ",;:!?()[]{}\"'`/_-".contains(c) || c == '\u{2019}')
+    let separator = |c: char| c.is_whitespace() || ",;:!?()[]{}\"'`/_-".contains(c) || c == '\u{2019}';
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let signed_number =
+            matches!(c, '-' | '+') && word.is_empty() && chars.peek().is_some_and(|n| n.is_ascii_digit() || *n == '.');
+        if separator(c) && !signed_number {
+            words.push(std::mem::take(&mut word));
+        } else {
+            word.push(c);
+        }
+    }
+    words.push(word);
+    words
+        .iter()
         .map(|w| w.trim_end_matches('.'))
         .filter(|w| !w.is_empty() && *w != ".")
         .map(str::to_string)
@@ -282,20 +417,74 @@ mod tests {
         assert_eq!(chains("send 0.01 eth on eth"), ["ethereum"]);
     }
 
+    fn amounts(text: &str) -> Vec<(String, Option<String>)> {
+        Scan::new(text)
+            .amounts
+            .into_iter()
+            .map(|a| {
+                let symbol = a.symbol();
+                (a.value, symbol)
+            })
+            .collect()
+    }
+
+    fn one(value: &str, symbol: Option<&str>) -> Vec<(String, Option<String>)> {
+        vec![(value.to_string(), symbol.map(str::to_string))]
+    }
+
     #[test]
-    fn amounts() {
-        let amount = |t: &str| Scan::new(t).amount.map(|a| (a.value, a.symbol));
-        assert_eq!(amount("send 0.01 ETH"), Some(("0.01".into(), Some("ETH"))));
-        assert_eq!(amount("send .5 eth to x"), Some((".5".into(), Some("ETH"))));
-        assert_eq!(amount("send 1 to bob"), Some(("1".into(), None)));
-        assert_eq!(amount("send 0.010eth"), Some(("0.010".into(), Some("ETH"))));
-        assert_eq!(amount("send 3 MATIC"), Some(("3".into(), Some("POL"))));
-        assert_eq!(amount("pay 2.5 pol."), Some(("2.5".into(), Some("POL"))));
-        assert_eq!(amount("in 2 days send 0.3 eth"), Some(("0.3".into(), Some("ETH"))));
-        assert_eq!(amount("send 1000 wei"), None);
-        assert_eq!(amount("send 1.2.3 eth"), None);
-        assert_eq!(amount("send eth"), None);
+    fn amounts_and_their_units() {
+        assert_eq!(amounts("send 0.01 ETH"), one("0.01", Some("ETH")));
+        assert_eq!(amounts("send .5 eth to x"), one(".5", Some("ETH")));
+        assert_eq!(amounts("send 1 to bob"), one("1", None));
+        assert_eq!(amounts("send 0.010eth"), one("0.010", Some("ETH")));
+        assert_eq!(amounts("send 3 MATIC"), one("3", Some("POL")));
+        assert_eq!(amounts("pay 2.5 pol."), one("2.5", Some("POL")));
+        assert_eq!(amounts("send 0.02 USDC to x"), one("0.02", Some("USDC")));
+        assert_eq!(amounts("send 2.5 TST"), one("2.5", Some("TST")));
+        assert_eq!(amounts("send $5 to x"), one("5", Some("USD")));
+        assert_eq!(amounts("send 0.1 on base"), one("0.1", None));
+        assert!(Scan::new("send 1000 wei").amounts[0].is_subunit());
+        assert_eq!(
+            amounts("in 2 days send 0.3 eth"),
+            [
+                ("2".to_string(), Some("DAYS".to_string())),
+                ("0.3".to_string(), Some("ETH".to_string()))
+            ]
+        );
+        assert_eq!(amounts("send eth"), []);
         assert_eq!(Scan::new("last 5 transactions").count, Some(5));
+    }
+
+    #[test]
+    fn numbers_that_are_not_plain_amounts_are_unreadable() {
+        for (text, word) in [
+            ("send 1.2.3 eth", "1.2.3"),
+            ("send -0.01 ETH", "-0.01"),
+            ("send +1 ETH", "+1"),
+            ("send 1e18 wei", "1e18"),
+            ("send 2x3 ETH", "2x3"),
+        ] {
+            let scan = Scan::new(text);
+            assert_eq!(scan.unreadable, [word], "{text}");
+            assert!(scan.amounts.is_empty(), "{text}");
+        }
+        // A dash between words or numbers still separates them.
+        assert_eq!(amounts("0.01-0.02").len(), 2);
+        assert_eq!(chains("on base-sepolia"), ["base-sepolia"]);
+    }
+
+    #[test]
+    fn asset_words_outside_amounts() {
+        assert_eq!(Scan::new("send 5 to x in USDC").asset_words, ["usdc"]);
+        assert_eq!(Scan::new("send 5 dollars").asset_words, Vec::<String>::new());
+        assert_eq!(Scan::new("send 5 to x, in dollars").asset_words, ["dollars"]);
+        assert_eq!(
+            Scan::new("OK send 0.1 ETH to x on base").asset_words,
+            Vec::<String>::new()
+        );
+        assert_eq!(Scan::new("send 0.1 to x, the ETH one").asset_words, ["eth"]);
+        assert_eq!(Scan::new("SEND 0.1 ETH TO X ON BASE").asset_words, Vec::<String>::new());
     }
 
     #[test]
@@ -306,13 +495,25 @@ mod tests {
         assert_eq!(scan.address.as_deref(), Some(addr));
         assert_eq!(scan.tx_hash.as_deref(), Some(hash.as_str()));
         assert!(!scan.words.iter().any(|w| w.starts_with("0x")));
-        assert_eq!(scan.amount.map(|a| a.value).as_deref(), Some("0.1"));
+        assert_eq!(scan.amounts[0].value, "0.1");
+        assert_eq!(
+            scan.addresses,
+            [Mention {
+                text: addr.into(),
+                at: 4
+            }]
+        );
         // Wrong lengths and glued tokens are not addresses.
         assert_eq!(
             Scan::new("0x1234 and 0x52908400098527886E0F7030069857D2E4169EE7Z").address,
             None
         );
         assert_eq!(Scan::new("x0x52908400098527886E0F7030069857D2E4169EE7").address, None);
+        let typo = Scan::new("send 1 ETH to 0x1234 or x0x52908400098527886E0F7030069857D2E4169EE7");
+        assert_eq!(
+            typo.malformed_hex,
+            ["0x1234", "x0x52908400098527886e0f7030069857d2e4169ee7"]
+        );
         assert_eq!(Scan::new(&format!("({addr})")).address.as_deref(), Some(addr));
     }
 }
