@@ -104,6 +104,10 @@ impl<T> Store for T where
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
+    /// Whether a commit is on stable storage before it returns (SQLite `synchronous` FULL or EXTRA, PostgreSQL
+    /// `synchronous_commit` not off), read from a pooled connection: a reservation must survive a power loss once
+    /// its transaction is broadcast.
+    async fn durable_commits(&self) -> StoreResult<bool>;
 }
 
 /// Agents with their wallet keys, wallet and owner addresses.

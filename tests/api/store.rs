@@ -135,6 +135,18 @@ fn confirmed(cost: u64) -> Settlement {
     }
 }
 
+/// A committed reservation must survive a power cut once its transaction is broadcast: every pooled connection
+/// commits to stable storage (SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit` on).
+#[tokio::test]
+async fn every_pooled_connection_commits_durably() {
+    let (_db, store) = open().await;
+    // Several at once, so the pool opens several connections and each is asked.
+    let answers = futures::future::join_all((0..6).map(|_| store.durable_commits())).await;
+    for answer in answers {
+        assert!(answer.expect("the setting is read"), "commits are durable");
+    }
+}
+
 #[tokio::test]
 async fn an_agent_is_created_read_updated_and_deactivated() {
     let (_db, store) = open().await;

@@ -96,6 +96,11 @@ impl Backend for Postgres {
         }))
     }
 
+    async fn durable_commits(pool: &PgPool) -> StoreResult<bool> {
+        let (setting,): (String,) = sqlx::query_as("SHOW synchronous_commit").fetch_one(pool).await?;
+        Ok(setting != "off")
+    }
+
     async fn event_feed(store: &PgStore) -> EventFeed {
         listener::event_feed(store).await
     }
