@@ -25,6 +25,7 @@ mod owners;
 mod policy;
 mod reissue;
 mod secrets;
+mod slow_node;
 mod store;
 mod transfer_concurrency;
 mod transfer_recovery;

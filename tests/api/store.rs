@@ -147,6 +147,42 @@ async fn every_pooled_connection_commits_durably() {
     }
 }
 
+/// Named locks hold across instances on PostgreSQL (lease rows; SQLite serves one instance per file): the watcher
+/// lock one store holds is refused to a second store on the same database until the first lets it go.
+#[tokio::test]
+async fn a_lock_held_by_one_instance_is_refused_to_another_until_released() {
+    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty()) {
+        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+        return;
+    }
+    let (db, first) = open().await;
+    let second = agentd::store::open(&db.config).await.expect("a second instance opens");
+    let held = first
+        .try_lock_watcher("base")
+        .await
+        .unwrap()
+        .expect("a free lock is taken");
+    assert!(
+        second.try_lock_watcher("base").await.unwrap().is_none(),
+        "held elsewhere"
+    );
+    assert!(first.try_lock_watcher("base").await.unwrap().is_none(), "held here");
+    assert!(
+        second.try_lock_watcher("ethereum").await.unwrap().is_some(),
+        "another name is free"
+    );
+    drop(held);
+    // The release is a short statement of its own, after the guard is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if second.try_lock_watcher("base").await.unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a released lock is free again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn an_agent_is_created_read_updated_and_deactivated() {
     let (_db, store) = open().await;
