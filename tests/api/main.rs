@@ -19,6 +19,7 @@ mod helpers;
 mod idempotency;
 mod mcp;
 mod metrics;
+mod nonce_gaps;
 mod openai_chat;
 mod openapi;
 mod owners;
