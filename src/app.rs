@@ -84,6 +84,12 @@ impl App {
         let watching = WatcherState {
             store: self.state.store.clone(),
             chains: self.state.chains.clone(),
+            transfers: crate::transfers::Transfers::new(
+                self.state.store.clone(),
+                self.state.chains.clone(),
+                self.state.vault.clone(),
+                self.state.config.faults,
+            ),
             interval: self.state.config.chains.watcher_interval,
             drop_after: self.state.config.chains.tx_drop_after,
         };

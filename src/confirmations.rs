@@ -1,5 +1,6 @@
 //! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`), re-broadcasts
-//! those that never reached a node, and stores an event and a conversation message per change (the store's event
+//! those that never reached a node, fills the nonce of one that can no longer land (so later ones do not wait
+//! behind it), and stores an event and a conversation message per change (the store's event
 //! feed announces the event once committed); expires transfers that waited for approval too long.
 
 use std::sync::Arc;
@@ -16,12 +17,15 @@ use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, TxState};
 use crate::store::Store;
 use crate::store::{AuditEvent, Closing, Message, Role, Settlement};
+use crate::transfers::Transfers;
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
 #[derive(Clone)]
 pub struct WatcherState {
     pub store: Arc<dyn Store>,
     pub chains: Arc<Chains>,
+    /// Fills the nonce of a transfer that can no longer land.
+    pub transfers: Transfers,
     /// The pause between rounds.
     pub interval: Duration,
     /// How long a broadcast transfer may stay unseen before it is sent again or dropped.
@@ -165,8 +169,15 @@ impl Watcher {
         }
     }
 
+    /// A transfer the node refused again and does not know: `dropped` once another transaction used its nonce;
+    /// while none has, later nonces of the wallet wait behind it, so its nonce is filled (`Transfers::fill_gap`) and
+    /// it stays open until either lands.
     async fn drop_if_unknown(&self, client: &ChainClient, tx: &StoredTx, hash: TxHash) -> anyhow::Result<bool> {
         if client.transaction(hash).await?.is_some() {
+            return Ok(false);
+        }
+        if client.mined_nonce(tx.from).await? <= tx.nonce {
+            self.state.transfers.fill_gap(client, tx).await?;
             return Ok(false);
         }
         let settlement = Settlement {

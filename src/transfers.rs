@@ -10,6 +10,7 @@ use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
 use alloy::primitives::{Address, TxKind, U256};
+use alloy::signers::local::PrivateKeySigner;
 use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, Chains, Fees, RefusalKind};
@@ -23,6 +24,7 @@ use crate::vault::Vault;
 
 mod approvals;
 mod error;
+mod gaps;
 
 pub use error::TransferError;
 
@@ -303,6 +305,15 @@ impl Transfers {
         TransferError::Rejected(e)
     }
 
+    /// The agent's wallet key, opened.
+    async fn signer(&self, agent_id: Uuid) -> Result<PrivateKeySigner, TransferError> {
+        let key = self.store.wallet_key(agent_id).await.map_err(store_error)?;
+        self.vault.open(agent_id, &key).map_err(|e| {
+            tracing::error!(%agent_id, error = %e, "wallet key could not be opened");
+            TransferError::KeyUnavailable
+        })
+    }
+
     /// Reserves the cap, allocates the nonce and stores the signed transaction, all in one database transaction.
     async fn reserve(
         &self,
@@ -310,29 +321,8 @@ impl Transfers {
         chain: &'static ChainInfo,
         priority_fee: u128,
     ) -> Result<Reserved, TransferError> {
-        let key = self.store.wallet_key(request.agent_id).await.map_err(store_error)?;
-        let signer = self.vault.open(request.agent_id, &key).map_err(|e| {
-            tracing::error!(agent_id = %request.agent_id, error = %e, "wallet key could not be opened");
-            TransferError::KeyUnavailable
-        })?;
-        let sign = |nonce: u64| -> Result<SignedTx, String> {
-            let mut tx = TxEip1559 {
-                chain_id: chain.chain_id,
-                nonce,
-                gas_limit: request.gas_limit,
-                max_fee_per_gas: request.max_fee_per_gas,
-                max_priority_fee_per_gas: priority_fee.min(request.max_fee_per_gas),
-                to: TxKind::Call(request.to),
-                value: request.value_wei,
-                ..Default::default()
-            };
-            let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
-            let envelope = TxEnvelope::from(tx.into_signed(signature));
-            Ok(SignedTx {
-                hash: envelope.tx_hash().to_string(),
-                raw: envelope.encoded_2718(),
-            })
-        };
+        let signer = self.signer(request.agent_id).await?;
+        let sign = |nonce: u64| sign_transfer(&signer, chain, request, priority_fee, nonce);
         match self.store.reserve_transfer(request, &sign).await.map_err(store_error)? {
             Reservation::Reserved(tx) => Ok(Reserved::Signed(*tx)),
             Reservation::AwaitingApproval(approval) => Ok(Reserved::Held(*approval)),
@@ -346,6 +336,32 @@ impl Transfers {
             Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
         }
     }
+}
+
+/// Signs `request` at `nonce` (EIP-1559 with the chain's id): the raw bytes and hash to store before broadcast.
+fn sign_transfer(
+    signer: &PrivateKeySigner,
+    chain: &ChainInfo,
+    request: &TransferRequest,
+    priority_fee: u128,
+    nonce: u64,
+) -> Result<SignedTx, String> {
+    let mut tx = TxEip1559 {
+        chain_id: chain.chain_id,
+        nonce,
+        gas_limit: request.gas_limit,
+        max_fee_per_gas: request.max_fee_per_gas,
+        max_priority_fee_per_gas: priority_fee.min(request.max_fee_per_gas),
+        to: TxKind::Call(request.to),
+        value: request.value_wei,
+        ..Default::default()
+    };
+    let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
+    let envelope = TxEnvelope::from(tx.into_signed(signature));
+    Ok(SignedTx {
+        hash: envelope.tx_hash().to_string(),
+        raw: envelope.encoded_2718(),
+    })
 }
 
 /// The amount in wei and the sending wallet, before anything is asked of the node; a recipient that is the zero

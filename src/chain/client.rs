@@ -234,6 +234,12 @@ impl ChainClient {
         self.call(|| p.get_transaction_count(address).pending()).await
     }
 
+    /// How many transactions of `address` are mined: every nonce below it is used for good.
+    pub async fn mined_nonce(&self, address: Address) -> Result<u64, ChainError> {
+        let p = &self.inner.provider;
+        self.call(|| p.get_transaction_count(address).latest()).await
+    }
+
     /// Broadcasts a signed, EIP-2718-encoded transaction and returns its hash. Node refusals
     /// (`nonce too low`, `insufficient funds for gas * price + value`, ...) come back as
     /// `ChainError::Refused`, classified, with the node's message. On `Timeout`/`Unavailable` the transaction may

@@ -1,5 +1,5 @@
 //! In-process named locks. SQLite relies on them alone (one instance per file); PostgreSQL takes one before its
-//! advisory lock, so that at most one task per instance holds a pooled connection while waiting.
+//! lease row, so that at most one task per instance polls the database for a name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

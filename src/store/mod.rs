@@ -27,8 +27,8 @@ pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, OwnerChallenge,
-    OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, NonceFill,
+    OwnerChallenge, OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -104,6 +104,10 @@ impl<T> Store for T where
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
+    /// Whether a commit is on stable storage before it returns (SQLite `synchronous` FULL or EXTRA, PostgreSQL
+    /// `synchronous_commit` not off), read from a pooled connection: a reservation must survive a power loss once
+    /// its transaction is broadcast.
+    async fn durable_commits(&self) -> StoreResult<bool>;
 }
 
 /// Agents with their wallet keys, wallet and owner addresses.
@@ -170,6 +174,10 @@ pub trait TransferStore: Send + Sync + 'static {
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
     /// `resync_to` moves the next nonce up to the node's count.
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()>;
+    /// Stores, signed in the same transaction, a zero-value send to the wallet itself at the nonce of the open
+    /// transfer `gap`, which can no longer land, so that later nonces do not wait behind it. Its fee is held out of
+    /// `gap`'s reservation (any excess against the cap); the two stay open until one of them lands.
+    async fn fill_nonce(&self, gap: Uuid, fill: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill>;
     /// Transfers still `signed` or `pending` on a chain, by nonce.
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
     /// Settles an open transfer, storing its event and conversation message in the same transaction, and hands

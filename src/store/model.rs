@@ -202,6 +202,17 @@ pub enum Reservation {
     NotAwaiting(crate::domain::policy::ApprovalStatus),
 }
 
+/// What became of a request to fill the nonce of a transfer that can no longer land.
+#[derive(Debug)]
+pub enum NonceFill {
+    /// The filling send, stored as `signed` at the transfer's nonce.
+    Stored(Box<StoredTx>),
+    /// Nothing to fill: the transfer is settled, or another open transfer already holds its nonce.
+    NotNeeded,
+    /// The filling send's fee, beyond what the transfer held, does not fit in the cap.
+    CapExceeded,
+}
+
 /// How a transfer ended, as the watcher saw it.
 #[derive(Debug, Clone)]
 pub struct Settlement {

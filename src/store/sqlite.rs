@@ -1,4 +1,5 @@
-//! The embedded SQLite backend: WAL, busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`). One
+//! The embedded SQLite backend: WAL with `synchronous=FULL` (a committed reservation is on disk before its
+//! transaction is broadcast; `NORMAL` could lose it to a power cut), busy timeout, foreign keys, one writer at a time (`BEGIN IMMEDIATE`). One
 //! instance serves a file, so its locks and its event feed are in-process.
 
 use std::path::Path;
@@ -25,7 +26,7 @@ impl SqlStore<Sqlite> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
@@ -70,6 +71,12 @@ impl Backend for Sqlite {
 
     async fn try_lock(store: &SqliteStore, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         Ok(store.locks.try_lock(name).map(|g| Box::new(g) as Box<dyn SendGuard>))
+    }
+
+    /// `PRAGMA synchronous`: 2 is FULL, 3 EXTRA; in WAL mode both sync the log at every commit.
+    async fn durable_commits(pool: &SqlitePool) -> StoreResult<bool> {
+        let (level,): (i64,) = sqlx::query_as("PRAGMA synchronous").fetch_one(pool).await?;
+        Ok(level >= 2)
     }
 
     async fn event_feed(store: &SqliteStore) -> EventFeed {

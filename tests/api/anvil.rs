@@ -132,6 +132,15 @@ impl Anvil {
             .expect("evm_setAutomine");
     }
 
+    /// Removes a pending transaction from the node's pool (anvil_dropTransaction): the node forgets it.
+    pub async fn drop_transaction(&self, hash: TxHash) {
+        let _: serde_json::Value = self
+            .provider
+            .raw_request("anvil_dropTransaction".into(), (hash,))
+            .await
+            .expect("anvil_dropTransaction");
+    }
+
     /// The native balance of `address` at the latest block.
     pub async fn balance(&self, address: Address) -> U256 {
         self.provider.get_balance(address).await.expect("eth_getBalance")

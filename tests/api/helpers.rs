@@ -21,6 +21,7 @@ pub mod chat;
 pub mod llm_server;
 pub mod openapi;
 mod process;
+pub mod slow_rpc;
 pub mod sse;
 pub use process::{ServerProcess, run_subcommand, run_to_exit};
 

@@ -9,8 +9,8 @@ use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::transaction::TxState;
 use agentd::store::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, ReissueProof, Reservation,
-    Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, ReissueProof,
+    Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
@@ -132,6 +132,54 @@ fn confirmed(cost: u64) -> Settlement {
         block_number: Some(7),
         gas_used: Some(21_000),
         actual_cost_wei: Some(U256::from(cost)),
+    }
+}
+
+/// A committed reservation must survive a power cut once its transaction is broadcast: every pooled connection
+/// commits to stable storage (SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit` on).
+#[tokio::test]
+async fn every_pooled_connection_commits_durably() {
+    let (_db, store) = open().await;
+    // Several at once, so the pool opens several connections and each is asked.
+    let answers = futures::future::join_all((0..6).map(|_| store.durable_commits())).await;
+    for answer in answers {
+        assert!(answer.expect("the setting is read"), "commits are durable");
+    }
+}
+
+/// Named locks hold across instances on PostgreSQL (lease rows; SQLite serves one instance per file): the watcher
+/// lock one store holds is refused to a second store on the same database until the first lets it go.
+#[tokio::test]
+async fn a_lock_held_by_one_instance_is_refused_to_another_until_released() {
+    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty()) {
+        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+        return;
+    }
+    let (db, first) = open().await;
+    let second = agentd::store::open(&db.config).await.expect("a second instance opens");
+    let held = first
+        .try_lock_watcher("base")
+        .await
+        .unwrap()
+        .expect("a free lock is taken");
+    assert!(
+        second.try_lock_watcher("base").await.unwrap().is_none(),
+        "held elsewhere"
+    );
+    assert!(first.try_lock_watcher("base").await.unwrap().is_none(), "held here");
+    assert!(
+        second.try_lock_watcher("ethereum").await.unwrap().is_some(),
+        "another name is free"
+    );
+    drop(held);
+    // The release is a short statement of its own, after the guard is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if second.try_lock_watcher("base").await.unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a released lock is free again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -322,6 +370,99 @@ async fn nonces_are_allocated_in_sequence_and_a_discard_gives_the_last_back() {
         store.next_nonce(agent.id, CHAIN).await.unwrap(),
         Some(9),
         "resynced to the node's count"
+    );
+}
+
+/// Fills the nonce of `gap` with `fill`, "signing" as `reserve` does.
+async fn fill(store: &dyn Store, gap: Uuid, fill: &TransferRequest) -> NonceFill {
+    let id = fill.id;
+    let sign = move |nonce: u64| {
+        Ok(SignedTx {
+            raw: nonce.to_be_bytes().to_vec(),
+            hash: format!("0x{}{:032x}", id.simple(), nonce),
+        })
+    };
+    store.fill_nonce(gap, fill, &sign).await.expect("the fill runs")
+}
+
+#[tokio::test]
+async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 200_000).await;
+    let gap = transfer(&agent, 100_000, None);
+    let later = transfer(&agent, 1, None);
+    assert_eq!(reserved_nonce(store.as_ref(), &gap).await, 0);
+    assert_eq!(reserved_nonce(store.as_ref(), &later).await, 1);
+    let before = store.spent_by_chain(agent.id).await.unwrap()[CHAIN];
+
+    let self_send = TransferRequest {
+        to: wallet(),
+        value_wei: U256::ZERO,
+        reserved_wei: U256::from(21_000u64),
+        ..transfer(&agent, 0, None)
+    };
+    let NonceFill::Stored(stored) = fill(store.as_ref(), gap.id, &self_send).await else {
+        panic!("the fill is stored");
+    };
+    assert_eq!(stored.nonce, 0, "the fill takes the transfer's nonce");
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        before,
+        "its fee comes out of the transfer's reservation"
+    );
+    assert_eq!(
+        store.next_nonce(agent.id, CHAIN).await.unwrap(),
+        Some(2),
+        "no nonce is allocated"
+    );
+    let open: Vec<u64> = store
+        .open_transactions(CHAIN)
+        .await
+        .unwrap()
+        .iter()
+        .map(|tx| tx.nonce)
+        .collect();
+    assert_eq!(open, [0, 0, 1], "the transfer and its fill both stay open");
+
+    let again = TransferRequest {
+        id: Uuid::new_v4(),
+        ..self_send.clone()
+    };
+    assert!(
+        matches!(fill(store.as_ref(), gap.id, &again).await, NonceFill::NotNeeded),
+        "filled once"
+    );
+    assert!(
+        matches!(fill(store.as_ref(), stored.id, &again).await, NonceFill::NotNeeded),
+        "a fill is not filled in turn"
+    );
+
+    // The fill lands, the transfer is dropped: only the fill's fee counts for nonce 0.
+    store
+        .settle_transaction(stored.id, &confirmed(20_000), json!({}), None)
+        .await
+        .unwrap();
+    let dropped = Settlement {
+        status: TxState::Dropped,
+        block_number: None,
+        gas_used: None,
+        actual_cost_wei: Some(U256::ZERO),
+    };
+    store
+        .settle_transaction(gap.id, &dropped, json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
+        U256::from(20_000u64) + later.reserved_wei
+    );
+    let late = TransferRequest {
+        id: Uuid::new_v4(),
+        ..self_send
+    };
+    assert!(
+        matches!(fill(store.as_ref(), gap.id, &late).await, NonceFill::NotNeeded),
+        "a settled one is not filled"
     );
 }
 

@@ -60,6 +60,9 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
         name: &str,
     ) -> impl Future<Output = StoreResult<Option<Box<dyn SendGuard>>>> + Send;
 
+    /// Whether commits on a pooled connection reach stable storage before they return.
+    fn durable_commits(pool: &Pool<Self>) -> impl Future<Output = StoreResult<bool>> + Send;
+
     /// Events stored from now on, by this instance and (where the database can tell) by others.
     fn event_feed(store: &SqlStore<Self>) -> impl Future<Output = EventFeed> + Send;
 }
@@ -117,5 +120,9 @@ where
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn durable_commits(&self) -> StoreResult<bool> {
+        B::durable_commits(&self.pool).await
     }
 }

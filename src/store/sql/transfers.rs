@@ -14,8 +14,8 @@ use super::{Backend, SqlStore};
 use crate::domain::transaction::StoredTx;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
 use crate::store::{
-    EventRecord, Message, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult, TransferRequest,
-    TransferStore,
+    EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
+    TransferRequest, TransferStore,
 };
 
 #[async_trait]
@@ -107,32 +107,7 @@ where
         let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO transactions ({TX_COLUMNS}, asset) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
-        )))
-        .bind(record.id)
-        .bind(record.agent_id)
-        .bind(&record.chain)
-        .bind(record.conversation_id)
-        .bind(nonce as i64)
-        .bind(record.from.to_checksum(None))
-        .bind(record.to.to_checksum(None))
-        .bind(record.value_wei.to_string())
-        .bind(record.gas_limit as i64)
-        .bind(record.max_fee_per_gas.to_string())
-        .bind(record.reserved_wei.to_string())
-        .bind(Option::<String>::None)
-        .bind(&record.raw_tx)
-        .bind(&record.tx_hash)
-        .bind(record.status.as_str())
-        .bind(Option::<i64>::None)
-        .bind(Option::<i64>::None)
-        .bind(record.created_at)
-        .bind(record.updated_at)
-        .bind(&r.asset)
-        .execute(&mut *tx)
-        .await?;
+        Self::insert_transfer(&mut tx, &record, &r.asset, None).await?;
         sqlx::query(
             "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
              ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
@@ -194,6 +169,63 @@ where
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn fill_nonce(&self, gap: Uuid, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        B::lock_agent(&mut tx, r.agent_id).await?;
+        let row: Option<(i64, String, String)> = sqlx::query_as(
+            "SELECT nonce, reserved_wei, status FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3",
+        )
+        .bind(gap)
+        .bind(r.agent_id)
+        .bind(&r.chain)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((nonce, held, _)) = row.filter(|(_, _, status)| status == "signed" || status == "pending") else {
+            return Ok(NonceFill::NotNeeded);
+        };
+        let (others,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM transactions WHERE agent_id = $1 AND chain = $2 AND nonce = $3 AND id <> $4 \
+             AND status IN ('signed', 'pending')",
+        )
+        .bind(r.agent_id)
+        .bind(&r.chain)
+        .bind(nonce)
+        .bind(gap)
+        .fetch_one(&mut *tx)
+        .await?;
+        if others > 0 {
+            return Ok(NonceFill::NotNeeded);
+        }
+        // The fill's fee comes out of what the transfer held (its value and fee room are not spent if it never
+        // lands); only the excess, if fees rose that much, is new against the cap.
+        let held = shared::wei_from_text(&held, "reserved_wei")?;
+        let moved = held.min(r.reserved_wei);
+        let extra = r.reserved_wei - moved;
+        if !extra.is_zero() {
+            let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
+                .bind(r.agent_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
+            let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+            if spent.saturating_add(extra) > cap {
+                return Ok(NonceFill::CapExceeded);
+            }
+        }
+        let nonce = shared::u64_from(nonce, "nonce")?;
+        let signed = sign(nonce).map_err(StoreError::Signing)?;
+        let record = shared::new_transfer(r, nonce, signed);
+        Self::insert_transfer(&mut tx, &record, &r.asset, Some(gap)).await?;
+        sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
+            .bind((held - moved).to_string())
+            .bind(gap)
+            .execute(&mut *tx)
+            .await?;
+        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, extra, U256::ZERO).await?;
+        tx.commit().await?;
+        Ok(NonceFill::Stored(Box::new(record)))
     }
 
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
@@ -313,6 +345,59 @@ where
         .fetch_all(&self.pool)
         .await?;
         shared::convert(rows, TxRow::into_tx).map(Some)
+    }
+}
+
+/// The insert of a transfer row, inside the caller's transaction.
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B>,
+{
+    /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
+    async fn insert_transfer(
+        conn: &mut B::Connection,
+        record: &StoredTx,
+        asset: &str,
+        fills: Option<Uuid>,
+    ) -> StoreResult<()> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO transactions ({TX_COLUMNS}, asset, fills) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+        )))
+        .bind(record.id)
+        .bind(record.agent_id)
+        .bind(&record.chain)
+        .bind(record.conversation_id)
+        .bind(record.nonce as i64)
+        .bind(record.from.to_checksum(None))
+        .bind(record.to.to_checksum(None))
+        .bind(record.value_wei.to_string())
+        .bind(record.gas_limit as i64)
+        .bind(record.max_fee_per_gas.to_string())
+        .bind(record.reserved_wei.to_string())
+        .bind(Option::<String>::None)
+        .bind(&record.raw_tx)
+        .bind(&record.tx_hash)
+        .bind(record.status.as_str())
+        .bind(Option::<i64>::None)
+        .bind(Option::<i64>::None)
+        .bind(record.created_at)
+        .bind(record.updated_at)
+        .bind(asset)
+        .bind(fills)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
     }
 }
 

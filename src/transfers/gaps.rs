@@ -1,0 +1,73 @@
+//! Nonce gaps. A transfer that can no longer land (the node refuses it again and does not know it, while nothing has
+//! used its nonce) would hold back every later transfer of its wallet, each keeping its reservation. Its nonce is
+//! filled with a zero-value send from the wallet to itself at today's fees: the later transfers then land at once,
+//! without waiting for another transfer to take the nonce over, and nothing already signed is re-signed. Both stay
+//! open until one of them lands at that nonce; the transfer is then `dropped` (§14: its nonce was used by a
+//! transaction that is none of its attempts) and gives its reservation back, and only the fill's fee counts.
+
+use alloy::primitives::U256;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{TransferError, Transfers, sign_transfer, store_error};
+use crate::chain::ChainClient;
+use crate::domain::transaction::StoredTx;
+use crate::store::{Authorization, NonceFill, TransferRequest};
+
+impl Transfers {
+    /// Fills the nonce of `gap`, an open transfer that can no longer land: stores the fill (its fee held out of the
+    /// transfer's reservation) and broadcasts it. `None` when there is nothing to fill (settled meanwhile, or its
+    /// nonce is already being filled) or the cap cannot hold the fee. A fill the node does not take now stays stored
+    /// as `signed`, and the watcher sends it again like any transfer.
+    pub async fn fill_gap(&self, client: &ChainClient, gap: &StoredTx) -> Result<Option<StoredTx>, TransferError> {
+        let chain = client.info();
+        let (gas_limit, fees) = tokio::join!(
+            client.estimate_transfer_gas(gap.from, gap.from, U256::ZERO),
+            client.fees()
+        );
+        let (gas_limit, fees) = (gas_limit?, fees?);
+        let request = TransferRequest {
+            id: Uuid::new_v4(),
+            agent_id: gap.agent_id,
+            chain: gap.chain.clone(),
+            conversation_id: None,
+            from: gap.from,
+            to: gap.from,
+            value_wei: U256::ZERO,
+            gas_limit,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            reserved_wei: fees.max_cost(gas_limit),
+            node_nonce: None,
+            asset: chain.native_symbol.to_string(),
+            authorization: Authorization::Decided,
+        };
+        let signer = self.signer(gap.agent_id).await?;
+        let sign = |nonce| sign_transfer(&signer, chain, &request, fees.max_priority_fee_per_gas, nonce);
+        let fill = match self
+            .store
+            .fill_nonce(gap.id, &request, &sign)
+            .await
+            .map_err(store_error)?
+        {
+            NonceFill::Stored(fill) => *fill,
+            NonceFill::NotNeeded => return Ok(None),
+            NonceFill::CapExceeded => {
+                tracing::warn!(tx_id = %gap.id, chain = chain.name, nonce = gap.nonce,
+                    "a transfer that cannot land holds back later nonces, and the cap cannot hold the fee to fill it");
+                return Ok(None);
+            }
+        };
+        tracing::warn!(tx_id = %gap.id, fill_id = %fill.id, chain = chain.name, nonce = gap.nonce,
+            "a transfer that cannot land held back later nonces; filling its nonce with a zero-value self-send");
+        let detail = json!({"transfer_id": gap.id, "fill_id": fill.id, "chain": chain.name, "nonce": gap.nonce,
+            "tx_hash": fill.tx_hash});
+        self.audit(gap.agent_id, "nonce_filled", "system", detail).await;
+        match client.send_raw(&fill.raw_tx).await {
+            Ok(_) => self.store.mark_broadcast(fill.id).await.map_err(store_error)?,
+            Err(e) => {
+                tracing::warn!(tx_id = %fill.id, error = %e, "the nonce fill was not accepted yet; it will be sent again")
+            }
+        }
+        Ok(Some(fill))
+    }
+}
