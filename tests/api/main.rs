@@ -12,6 +12,7 @@ mod chat;
 mod chat_stream;
 mod confirmations;
 mod conversations;
+mod cors;
 mod errors;
 mod export_key;
 mod health;
