@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::views::{ErrorBody, ErrorDetail, FieldErrors};
 use crate::auth::AuthError;
+use crate::auth::streams::TooManyStreams;
 use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
@@ -224,6 +225,13 @@ impl From<AuthError> for AppError {
             },
             AuthError::Store(e) => AppError::from(e),
         }
+    }
+}
+
+/// A slot frees when one of the agent's streams ends, which cannot be foreseen: the client is told to wait a little.
+impl From<TooManyStreams> for AppError {
+    fn from(_: TooManyStreams) -> Self {
+        AppError::RateLimited { retry_after_secs: 5 }
     }
 }
 

@@ -27,6 +27,7 @@ mod policy;
 mod reissue;
 mod secrets;
 mod store;
+mod stream_leases;
 mod transfer_concurrency;
 mod transfer_recovery;
 mod transfers;
