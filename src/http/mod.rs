@@ -82,6 +82,15 @@ impl Modify for SecuritySchemes {
             ),
         );
         components.add_security_scheme(
+            "metrics_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("METRICS_TOKEN, when the server sets one"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
             "owner_token",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "X-Owner-Token",
