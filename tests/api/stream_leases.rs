@@ -107,6 +107,15 @@ async fn a_chat_stream_waiting_on_the_model_ends_after_a_reissue() {
     assert!(!events.iter().any(|e| e == "final"), "{events:?}");
 }
 
+/// Sends a request expected to be refused; a stream opened instead fails the test without being read to its end.
+async fn refused(builder: reqwest::RequestBuilder) -> (StatusCode, reqwest::header::HeaderMap, serde_json::Value) {
+    let response = builder.send().await.expect("the request reaches the app");
+    let (status, headers) = (response.status(), response.headers().clone());
+    assert_ne!(status, StatusCode::OK, "a stream was opened past the limit");
+    let body = response.json().await.unwrap_or_default();
+    (status, headers, body)
+}
+
 #[tokio::test]
 async fn an_agent_holds_at_most_max_streams_per_agent_streams_and_a_closed_one_frees_its_slot() {
     let app = spawn_app_with(&[("MAX_STREAMS_PER_AGENT", "3")]).await;
@@ -118,23 +127,13 @@ async fn an_agent_holds_at_most_max_streams_per_agent_streams_and_a_closed_one_f
         open.push(open_conversation_stream(&app, &agent.token, &conversation_id).await);
     }
 
-    let refused = app.send(stream_request(&app, &agent.token, &conversation_id)).await;
-    assert_error(
-        &(refused.status, refused.body.clone()),
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-    );
-    assert!(refused.headers.contains_key("retry-after"), "{:?}", refused.headers);
+    let (status, headers, body) = refused(stream_request(&app, &agent.token, &conversation_id)).await;
+    assert_error(&(status, body), StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
     // Chat streams count against the same limit.
     let body = json!({"agent_id": agent.id, "message": "how much have I spent"});
-    let refused = app
-        .send(app.build(Method::POST, "/api/chat/stream", Some(&agent.token), Some(body)))
-        .await;
-    assert_error(
-        &(refused.status, refused.body),
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-    );
+    let (status, _, body) = refused(app.build(Method::POST, "/api/chat/stream", Some(&agent.token), Some(body))).await;
+    assert_error(&(status, body), StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     // Another agent is not affected.
     let others = conversation(&app, &other).await;
     let _other_stream = open_conversation_stream(&app, &other.token, &others).await;
