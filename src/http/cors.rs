@@ -34,7 +34,7 @@ impl AllowedOrigins {
     fn listed(&self, request: &Request) -> Option<HeaderValue> {
         let origin = request.headers().get(header::ORIGIN)?;
         let text = origin.to_str().ok()?.to_ascii_lowercase();
-        self.0.iter().any(|o| *o == text).then(|| origin.clone())
+        self.0.contains(&text).then(|| origin.clone())
     }
 }
 
