@@ -72,8 +72,8 @@ impl App {
 }
 
 impl App {
-    /// Starts the event feed into the bus, then one confirmation watcher per configured chain (the feed first, so
-    /// that no settlement is committed before it follows).
+    /// Starts the event feed into the bus, the re-check of open streams' credentials, then one confirmation watcher
+    /// per configured chain (the feed first, so that no settlement is committed before it follows).
     async fn spawn_workers(&self) {
         let feed = self.state.store.event_feed().await;
         tokio::spawn(crate::events::forward(
@@ -81,6 +81,12 @@ impl App {
             self.state.events.clone(),
             self.state.shutdown.clone(),
         ));
+        tokio::spawn(
+            self.state
+                .streams
+                .clone()
+                .run_until_stopped(self.state.shutdown.clone()),
+        );
         let watching = WatcherState {
             store: self.state.store.clone(),
             chains: self.state.chains.clone(),

@@ -6,6 +6,8 @@
 //! answers for inactive agents. Tokens are looked up by their SHA-256 only; the admin token is compared in
 //! constant time.
 
+pub mod streams;
+
 use std::sync::Arc;
 
 use secrecy::{ExposeSecret, SecretString};

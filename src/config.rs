@@ -73,6 +73,15 @@ pub struct ServerConfig {
     pub bind_addr: SocketAddr,
     pub max_body_bytes: usize,
     pub json_logs: bool,
+    /// `CORS_ORIGINS`: origins (`scheme://host[:port]`, as browsers send them) allowed to call the API from a page
+    /// of theirs. Empty: same-origin only.
+    pub cors_origins: Vec<String>,
+    /// `METRICS_TOKEN`: when set, `GET /metrics` needs `Authorization: Bearer <token>`.
+    pub metrics_token: Option<SecretString>,
+    /// `MAX_STREAMS_PER_AGENT`: open server-sent event streams (chat and conversation) per agent on this instance.
+    pub max_streams_per_agent: usize,
+    /// How often an open stream's token and agent are checked again (`STREAM_RECHECK_MS`).
+    pub stream_recheck: Duration,
 }
 
 /// Where data lives.
@@ -204,8 +213,46 @@ impl ServerConfig {
             bind_addr,
             max_body_bytes: vars.number("MAX_BODY_BYTES", 64 * 1024)?,
             json_logs: vars.get("LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("json")),
+            cors_origins: vars
+                .get("CORS_ORIGINS")
+                .map(|list| parse_origins(&list))
+                .transpose()?
+                .unwrap_or_default(),
+            metrics_token: vars.secret("METRICS_TOKEN")?,
+            max_streams_per_agent: match vars.number("MAX_STREAMS_PER_AGENT", 100usize)? {
+                0 => return Err(invalid("MAX_STREAMS_PER_AGENT", "must be at least 1")),
+                n => n,
+            },
+            stream_recheck: match vars.number("STREAM_RECHECK_MS", 2_000u64)? {
+                0 => return Err(invalid("STREAM_RECHECK_MS", "must be at least 1")),
+                ms => Duration::from_millis(ms),
+            },
         })
     }
+}
+
+/// `CORS_ORIGINS`: comma-separated `http(s)://host[:port]` origins, kept in the form browsers send in `Origin`
+/// (lower-case, default port left out). A wildcard is refused: the API's answers carry wallets and keys.
+fn parse_origins(list: &str) -> Result<Vec<String>, ConfigError> {
+    let mut origins = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let refuse = |reason: &str| invalid("CORS_ORIGINS", format!("{entry:?} {reason}"));
+        if entry == "*" {
+            return Err(refuse("is not allowed: list each origin"));
+        }
+        let url = reqwest::Url::parse(entry).map_err(|_| refuse("is not an origin such as https://app.example.com"))?;
+        let bare = url.path() == "/" && url.query().is_none() && url.fragment().is_none();
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !bare || !url.username().is_empty() {
+            return Err(refuse(
+                "must be scheme://host[:port] with http or https and nothing after",
+            ));
+        }
+        let origin = url.origin().ascii_serialization();
+        if !origins.contains(&origin) {
+            origins.push(origin);
+        }
+    }
+    Ok(origins)
 }
 
 impl DatabaseConfig {
@@ -462,6 +509,30 @@ mod tests {
         assert!(c.security.allow_key_export && !c.security.disable_agent_auth);
         assert_eq!(c.security.challenge_prefix, "agentd");
         assert_eq!(c.security.public_url, None);
+        assert!(c.server.cors_origins.is_empty() && c.server.metrics_token.is_none());
+        assert_eq!(c.server.max_streams_per_agent, 100);
+    }
+
+    #[test]
+    fn cors_origins_are_kept_as_browsers_send_them() {
+        let c = Config::from_vars(vars(&[(
+            "CORS_ORIGINS",
+            " https://App.Example.com , http://localhost:5173/,https://app.example.com:443",
+        )]))
+        .unwrap();
+        assert_eq!(
+            c.server.cors_origins,
+            ["https://app.example.com", "http://localhost:5173"]
+        );
+        for bad in [
+            "*",
+            "app.example.com",
+            "https://example.com/path",
+            "ftp://example.com",
+            "https://u@example.com",
+        ] {
+            assert!(Config::from_vars(vars(&[("CORS_ORIGINS", bad)])).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use axum::extract::FromRef;
 use secrecy::ExposeSecret;
 
 use crate::auth::Authenticator;
+use crate::auth::streams::OpenStreams;
 use crate::chain::Chains;
 use crate::chat::ChatServices;
 use crate::config::{Config, LlmProviderKind};
@@ -32,6 +33,8 @@ pub struct AppState {
     pub llm: Arc<dyn LlmProvider>,
     pub events: EventBus,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Open server-sent event streams per agent, ended when their token or agent stops holding.
+    pub streams: Arc<OpenStreams>,
     /// Turns true when the service is shutting down; long-lived streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -93,8 +96,14 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.security.disable_agent_auth,
         config.security.admin_token.clone(),
     );
+    let streams = OpenStreams::new(
+        auth.clone(),
+        config.server.max_streams_per_agent,
+        config.server.stream_recheck,
+    );
     let state = AppState {
         auth,
+        streams,
         store,
         vault: Arc::new(vault),
         config: Arc::new(config),

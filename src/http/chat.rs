@@ -111,7 +111,8 @@ async fn chat(
         description = "Server-sent events: `start {conversation_id}`, `text_delta {text}`, `tool_call {id, tool, args}`, \
         `tool_result {id, tool, result | error}`, `final {response, conversation_id, chain_calls, tokens_used, message_id}`, \
         `error {code, message}`; `: keepalive` comments while waiting"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 429, description = "The agent already holds MAX_STREAMS_PER_AGENT open streams on this instance", body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn chat_stream(
     State(state): State<AppState>,
@@ -119,15 +120,20 @@ async fn chat_stream(
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Response> {
     let agent = authenticate(&state, &token, &body).await?;
+    let lease = state.streams.open(agent.id, token.0.as_deref())?;
     let turn = prepare(&state, agent, body).await?;
     let (events, receiver) = mpsc::channel(256);
     let open = state.metrics.chat_stream_opened();
     tokio::spawn(runner::run_turn(state.chat_services(), turn, events));
-    let stream = ReceiverStream::new(receiver).map(move |event: ChatEvent| {
-        let _open = &open;
-        let (name, data) = event.to_sse();
-        Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
-    });
+    // The stream ends when the token is reissued or the agent deleted; the turn itself runs to its end and is stored.
+    let revoked = lease.revoked();
+    let stream = ReceiverStream::new(receiver)
+        .map(move |event: ChatEvent| {
+            let _held = (&open, &lease);
+            let (name, data) = event.to_sse();
+            Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
+        })
+        .take_until(revoked);
     let keep_alive = KeepAlive::new().interval(Duration::from_secs(10)).text("keepalive");
     Ok(Sse::new(stream).keep_alive(keep_alive).into_response())
 }

@@ -1,6 +1,7 @@
-//! Conversations: list per agent, messages (newest 500, oldest first), delete.
+//! Conversations: list per agent (newest first, paged with `limit` and `before`), messages (newest 500, oldest first), delete.
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use utoipa::IntoParams;
@@ -38,21 +39,31 @@ pub async fn authorized_conversation(state: &AppState, id: &str, token: Option<&
     Ok(conversation)
 }
 
+/// Conversations per page by default, and at most.
+const DEFAULT_PAGE: i64 = 100;
+const MAX_PAGE: i64 = 500;
+
 #[derive(Deserialize, IntoParams)]
 struct ListParams {
     /// Required.
     agent_id: Option<String>,
+    /// 1 to 500 (larger values are cut to 500); default 100.
+    limit: Option<i64>,
+    /// The id of the last conversation of the previous page: this page starts with the next older one.
+    #[param(format = "uuid")]
+    before: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListParams), security(("agent_token" = [])),
-    responses((status = 200, description = "Newest first", body = Vec<ConversationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
+    responses((status = 200, description = "Newest first, paged with `limit` and `before`", body = Vec<ConversationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn list_conversations(
     State(state): State<AppState>,
     AgentToken(token): AgentToken,
-    Query(params): Query<ListParams>,
+    params: std::result::Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<Vec<ConversationView>>> {
+    let Query(params) = params.map_err(|_| AppError::field("limit", "limit must be an integer"))?;
     let agent_id = params
         .agent_id
         .filter(|a| !a.is_empty())
@@ -61,7 +72,19 @@ async fn list_conversations(
         .auth
         .agent(parse_id(&agent_id), token.as_deref(), AgentAccess::Active)
         .await?;
-    let conversations = state.store.list_conversations(agent.id).await?;
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if limit < 1 {
+        return Err(AppError::field("limit", "must be at least 1"));
+    }
+    let before = match params.before.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        Some(text) => Some(parse_id(text).ok_or_else(|| AppError::field("before", "must be a conversation id"))?),
+        None => None,
+    };
+    let conversations = state
+        .store
+        .list_conversations(agent.id, before, limit.min(MAX_PAGE))
+        .await?
+        .ok_or_else(|| AppError::field("before", "is not one of this agent's conversations"))?;
     Ok(Json(conversations.iter().map(ConversationView::from).collect()))
 }
 

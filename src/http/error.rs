@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::views::{ErrorBody, ErrorDetail, FieldErrors};
 use crate::auth::AuthError;
+use crate::auth::streams::TooManyStreams;
 use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
@@ -28,6 +29,8 @@ pub enum AppError {
     InvalidToken,
     #[error("the admin token is missing or wrong")]
     AdminRequired,
+    #[error("the metrics token is missing or wrong")]
+    MetricsTokenRequired,
     #[error("the proof of ownership was not accepted")]
     InvalidProof,
     #[error("the owner token is unknown or expired")]
@@ -108,7 +111,9 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
-            MissingToken | InvalidToken | AdminRequired | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
+            MissingToken | InvalidToken | AdminRequired | MetricsTokenRequired | InvalidProof | InvalidOwnerToken => {
+                StatusCode::UNAUTHORIZED
+            }
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
             AgentNotFound | ConversationNotFound | TransferNotFound | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -135,7 +140,7 @@ impl AppError {
             PolicyDenied { .. } => "policy_denied",
             MissingToken => "missing_token",
             InvalidToken => "invalid_token",
-            AdminRequired => "unauthorized",
+            AdminRequired | MetricsTokenRequired => "unauthorized",
             InvalidProof => "invalid_proof",
             InvalidOwnerToken => "invalid_owner_token",
             Forbidden => "forbidden",
@@ -224,6 +229,13 @@ impl From<AuthError> for AppError {
             },
             AuthError::Store(e) => AppError::from(e),
         }
+    }
+}
+
+/// A slot frees when one of the agent's streams ends, which cannot be foreseen: the client is told to wait a little.
+impl From<TooManyStreams> for AppError {
+    fn from(_: TooManyStreams) -> Self {
+        AppError::RateLimited { retry_after_secs: 5 }
     }
 }
 

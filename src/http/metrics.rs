@@ -1,14 +1,18 @@
-//! `GET /metrics` (Prometheus text format) and the middleware that counts requests by matched route.
+//! `GET /metrics` (Prometheus text format; behind `METRICS_TOKEN` when it is set) and the middleware that counts requests by matched route.
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
+use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::AppError;
+use super::views::ErrorBody;
 use crate::metrics::ScrapeExtras;
 use crate::state::AppState;
 
@@ -32,9 +36,32 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
     response
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format")))]
-async fn scrape(State(state): State<AppState>) -> Response {
+/// With `METRICS_TOKEN` set, a scrape must carry it as a bearer token (compared in constant time); unset, `/metrics`
+/// is open.
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
+    let Some(expected) = &state.config.server.metrics_token else {
+        return Ok(());
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    if bool::from(presented.as_bytes().ct_eq(expected.expose_secret().as_bytes())) {
+        Ok(())
+    } else {
+        Err(AppError::MetricsTokenRequired)
+    }
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations", security((), ("metrics_token" = [])),
+    responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format"),
+        (status = 401, description = "METRICS_TOKEN is set and the request does not carry it as a bearer token", body = ErrorBody)))]
+async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = authorize(&state, &headers) {
+        return refused.into_response();
+    }
     let extras = ScrapeExtras {
         rpc: state
             .chains

@@ -9,6 +9,7 @@ pub mod chains;
 pub mod chat;
 pub mod console;
 pub mod conversations;
+pub mod cors;
 pub mod error;
 pub mod idempotency;
 pub mod json;
@@ -26,7 +27,6 @@ pub mod wallets;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, StatusCode};
-use tower_http::cors::{Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -82,6 +82,15 @@ impl Modify for SecuritySchemes {
             ),
         );
         components.add_security_scheme(
+            "metrics_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("METRICS_TOKEN, when the server sets one"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
             "owner_token",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "X-Owner-Token",
@@ -117,6 +126,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.server.max_body_bytes;
+    let origins = cors::AllowedOrigins::new(state.config.server.cors_origins.clone());
     let (api_router, document) = api().split_for_parts();
     api_router
         .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))
@@ -131,13 +141,7 @@ pub fn router(state: AppState) -> Router {
             StatusCode::GATEWAY_TIMEOUT,
             HTTP_REQUEST_TIMEOUT,
         ))
-        .layer(
-            CorsLayer::new()
-                .allow_origin(Any)
-                .allow_methods(Any)
-                .allow_headers(Any)
-                .expose_headers([REQUEST_ID]),
-        )
+        .layer(axum::middleware::from_fn_with_state(origins, cors::cors))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
             // Spans carry the path only: query strings may hold an access token.

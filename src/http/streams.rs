@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use super::auth::TOKEN_HEADER;
 use super::conversations::authorized_conversation;
 use super::error::{AppError, Result};
 use super::views::ErrorBody;
+use crate::auth::streams::StreamLease;
 use crate::state::AppState;
 use crate::store::EventRecord;
 
@@ -48,7 +50,8 @@ struct StreamParams {
         block_number, gas_used, confirmations, explorer_url}`; `event: approval_required` `{type, transfer_id, conversation_id, \
         agent_id, chain, asset, to, amount, expires_at}` and `event: approval_resolved` `{type, transfer_id, decision}`; \
         `event: ping` on connect and after 15 s of silence"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 429, description = "The agent already holds MAX_STREAMS_PER_AGENT open streams on this instance", body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn stream_conversation(
     State(state): State<AppState>,
@@ -77,8 +80,11 @@ async fn stream_conversation(
         ),
         None => None,
     };
+    let lease = state.streams.open(conversation.agent_id, token.as_deref())?;
     // Subscribe before replaying, so nothing committed in between is missed.
     let follower = Follower {
+        revoked: Box::pin(lease.revoked()),
+        _lease: lease,
         live: state.events.subscribe(),
         stop: state.shutdown.clone(),
         conversation_id: conversation.id,
@@ -113,6 +119,10 @@ struct Follower {
     conversation_id: Uuid,
     live: broadcast::Receiver<Arc<EventRecord>>,
     stop: tokio::sync::watch::Receiver<bool>,
+    /// Resolves when the token the stream was opened with is reissued or the agent deleted.
+    revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Holds one of the agent's stream slots while the stream is open.
+    _lease: StreamLease,
     last_sent: i64,
     /// Stored events after `last_sent` must be read before following live ones.
     replay: bool,
@@ -147,6 +157,7 @@ impl Follower {
                 next = self.live.recv() => next,
                 _ = tokio::time::sleep_until(self.last_write + PING_INTERVAL) => return Some(ping()),
                 _ = self.stop.wait_for(|stopped| *stopped) => return None,
+                _ = &mut self.revoked => return None,
             };
             match next {
                 Ok(record) if record.conversation_id == Some(self.conversation_id) && record.id > self.last_sent => {

@@ -20,7 +20,6 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -30,11 +29,11 @@ pub use session::{Session, SessionError};
 /// The environment variable holding the agent's access token.
 pub const TOKEN_VAR: &str = "AGENTD_ACCESS_TOKEN";
 
-/// Installs a log subscriber writing to stderr (stdout carries only protocol messages).
+/// Installs a log subscriber writing to stderr (stdout carries only protocol messages), with the filter of `serve`
+/// (RPC URLs, which may hold provider keys, stay out of the logs).
 pub fn init_logging(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(crate::telemetry::filter())
         .with_target(true)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));

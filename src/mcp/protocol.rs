@@ -17,6 +17,9 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// Messages one batch may carry: each may be a tool call that queries every chain, so a batch is bounded.
+pub const MAX_BATCH: usize = 20;
+
 /// Server-defined: the access token no longer authorizes the session (agent deleted, token revoked).
 pub const UNAUTHORIZED: i64 = -32001;
 
@@ -113,6 +116,13 @@ impl Dispatcher {
             Value::Array(batch) if batch.is_empty() => Some(response(
                 Value::Null,
                 Err(RpcError::new(INVALID_REQUEST, "Invalid Request: empty batch")),
+            )),
+            Value::Array(batch) if batch.len() > MAX_BATCH => Some(response(
+                Value::Null,
+                Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!("Invalid Request: a batch carries at most {MAX_BATCH} messages"),
+                )),
             )),
             Value::Array(batch) => {
                 let mut replies = Vec::new();

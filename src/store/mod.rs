@@ -144,8 +144,14 @@ pub trait TokenStore: Send + Sync + 'static {
 pub trait ConversationStore: Send + Sync + 'static {
     async fn create_conversation(&self, conversation: &Conversation) -> StoreResult<()>;
     async fn get_conversation(&self, id: Uuid) -> StoreResult<Conversation>;
-    /// Newest first.
-    async fn list_conversations(&self, agent_id: Uuid) -> StoreResult<Vec<Conversation>>;
+    /// Newest first, at most `limit`, starting after the conversation `before` (the last of the previous page);
+    /// `None` when `before` is not one of the agent's conversations.
+    async fn list_conversations(
+        &self,
+        agent_id: Uuid,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<Conversation>>>;
     /// Deletes the conversation and its messages; `false` when it did not exist.
     async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool>;
     /// Appends a message and marks the conversation as updated.

@@ -115,6 +115,11 @@ fn estimate_transfer_cost<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFut
         let fees = client.fees().await?;
         let fee = fees.expected_cost(gas_limit);
         let max_fee = fees.max_cost(gas_limit);
+        // U256 arithmetic wraps: an amount near 2^256 wei would show a tiny total. Such an amount is refused.
+        let total = value
+            .checked_add(fee)
+            .filter(|_| value.checked_add(max_fee).is_some())
+            .ok_or_else(|| ToolError::invalid("amount is too large: with the fee it exceeds what a chain can hold"))?;
         Ok(json!({
             "chain": chain.name,
             "amount": format_units(value, chain.decimals),
@@ -126,8 +131,8 @@ fn estimate_transfer_cost<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFut
             "fee_wei": fee.to_string(),
             "fee": format_units(fee, chain.decimals),
             "max_fee_wei": max_fee.to_string(),
-            "total_wei": (value + fee).to_string(),
-            "total": format_units(value + fee, chain.decimals),
+            "total_wei": total.to_string(),
+            "total": format_units(total, chain.decimals),
             "symbol": chain.native_symbol,
         }))
     })

@@ -382,3 +382,39 @@ async fn keepalive_comments_flow_while_the_model_is_silent() {
     assert_eq!(kinds.last().map(String::as_str), Some("final"), "{kinds:?}");
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn a_streamed_turn_whose_model_never_finishes_ends_at_the_turn_deadline() {
+    // Each piece arrives well within LLM_TIMEOUT_MS, but the whole answer would take 60 s.
+    let llm = LlmServer::start(vec![Reply::Trickle {
+        pieces: 240,
+        every: Duration::from_millis(250),
+    }])
+    .await;
+    let mut vars = llm.app_vars("sk-test-trickle");
+    vars.extend([("LLM_TIMEOUT_MS", "1000"), ("LLM_TURN_TIMEOUT_MS", "2000")]);
+    let app = spawn_app_with(&vars).await;
+    let agent = agent_with(&app, "Patient", &["read"]).await;
+
+    let started = Instant::now();
+    let mut stream = open_stream(
+        &app,
+        &agent,
+        json!({"agent_id": agent.id, "message": "tell me a long story"}),
+    )
+    .await;
+    let events = stream.json_events(Duration::from_secs(20)).await;
+
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the stream outlived LLM_TURN_TIMEOUT_MS: {:?}",
+        started.elapsed()
+    );
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"start"), "{names:?}");
+    assert_eq!(names.last(), Some(&"error"), "{names:?}");
+    assert_eq!(events.last().unwrap().1["code"], "upstream_timeout", "{events:?}");
+    let conversation = events[0].1["conversation_id"].as_str().unwrap();
+    let messages = app.messages(&agent, conversation).await;
+    assert_eq!(messages.len(), 2, "the turn is recorded: {messages:?}");
+}

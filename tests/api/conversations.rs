@@ -72,6 +72,73 @@ async fn conversations_are_listed_newest_first_with_title_and_message_count() {
     assert_eq!(app.list_conversations(&other).await, Vec::<Value>::new());
 }
 
+/// `GET /api/conversations?agent_id=…&<query>` as the agent.
+async fn list_page(
+    app: &crate::helpers::TestApp,
+    agent: &crate::helpers::CreatedAgent,
+    query: &str,
+) -> (StatusCode, Value) {
+    let path = format!("/api/conversations?agent_id={}&{query}", agent.id);
+    app.request(Method::GET, &path, Some(&agent.token), None).await
+}
+
+#[tokio::test]
+async fn conversations_are_paged_with_limit_and_before() {
+    let app = spawn_app().await;
+    let agent = agent_with(&app, "Paged", &["read"]).await;
+    let other = agent_with(&app, "Elsewhere", &["read"]).await;
+    let mut made = Vec::new();
+    for i in 0..5 {
+        let turn = chat(&app, &agent, &format!("conversation {i}")).await;
+        made.push(turn["conversation_id"].as_str().unwrap().to_string());
+    }
+    chat_in(&app, &agent, "one more", Some(&made[3])).await;
+    made.reverse();
+    let foreign = chat(&app, &other, "not yours").await["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (status, page) = list_page(&app, &agent, "limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let page = page.as_array().unwrap().clone();
+    assert_eq!(ids(&page), made[..2], "{page:?}");
+    let mut seen = ids(&page);
+    let mut counts: Vec<Value> = page.iter().map(|c| c["message_count"].clone()).collect();
+    while seen.len() < made.len() {
+        let last = seen.last().unwrap().clone();
+        let (status, next) = list_page(&app, &agent, &format!("limit=2&before={last}")).await;
+        assert_eq!(status, StatusCode::OK, "{next}");
+        let next = next.as_array().unwrap().clone();
+        assert!(!next.is_empty() && next.len() <= 2, "{next:?}");
+        counts.extend(next.iter().map(|c| c["message_count"].clone()));
+        seen.extend(ids(&next));
+    }
+    assert_eq!(seen, made, "every conversation once, newest first");
+    assert_eq!(
+        counts,
+        [json!(2), json!(4), json!(2), json!(2), json!(2)],
+        "counted per conversation"
+    );
+    let (_, after_last) = list_page(&app, &agent, &format!("before={}", made[4])).await;
+    assert_eq!(after_last, json!([]));
+
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=many", "limit"),
+        ("before=nope", "before"),
+        (&*format!("before={foreign}"), "before"),
+    ] {
+        let (status, body) = list_page(&app, &agent, query).await;
+        assert_error(
+            &(status, body.clone()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        );
+        assert!(body.to_string().contains(field), "{query}: {body}");
+    }
+}
+
 #[tokio::test]
 async fn listing_needs_an_agent_id_and_that_agents_token() {
     let app = spawn_app().await;

@@ -576,3 +576,116 @@ async fn post_mcp_serves_the_same_tools_over_http() {
     let (status, _) = app.request(Method::GET, "/mcp", None, None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "no SSE stream is offered");
 }
+
+#[tokio::test]
+async fn a_batch_of_more_than_twenty_messages_is_refused_whole() {
+    let app = spawn_app().await;
+    let agent = app
+        .create_agent_ok(json!({"name": "batched", "chains": ["base"], "capabilities": ["read", "analytics"]}))
+        .await;
+    let batch = |n: usize| {
+        let calls: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "spending_summary", "arguments": {}}})
+            })
+            .collect();
+        Value::Array(calls)
+    };
+
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(batch(21)))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(mcp_audit(&app, &agent).await.is_empty(), "no call of the batch ran");
+
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(batch(20)))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let replies = body.as_array().unwrap_or_else(|| panic!("a batch reply: {body}"));
+    assert_eq!(replies.len(), 20);
+    assert!(replies.iter().all(|r| r["result"]["isError"] == false), "{body}");
+    assert_eq!(mcp_audit(&app, &agent).await.len(), 20);
+}
+
+#[tokio::test]
+async fn estimating_a_transfer_of_an_amount_near_two_to_the_256_wei_is_refused_cleanly() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = app
+        .create_agent_ok(json!({"name": "estimator", "chains": ["base"], "capabilities": ["read", "compare"]}))
+        .await;
+    let estimate = |amount: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "estimate_transfer_cost", "arguments": {"chain": "base", "amount": amount}}})
+    };
+    // U256::MAX wei in ETH: the fee on top of it overflows 256 bits.
+    let huge = "115792089237316195423570985008687907853269984665640564039457.584007913129639935";
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(estimate(huge)))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let text = body["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let refusal: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("a JSON refusal: {body}"));
+    assert_eq!(refusal["error"]["code"], "invalid_arguments", "{refusal}");
+
+    let (status, body) = app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(estimate("0.5")))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["isError"], false, "the service goes on: {body}");
+}
+
+#[tokio::test]
+async fn agentd_mcp_at_debug_level_keeps_the_rpc_url_key_out_of_its_logs() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = spawn_app().await;
+    let agent = app
+        .create_agent_ok(json!({"name": "logged", "chains": ["base"], "capabilities": ["read"]}))
+        .await;
+    let key = "rpckey9f3c2a7d41b8e6";
+    let mut env = server_env(&app, None, &agent.token);
+    env.push(("RPC_URL_BASE".into(), format!("{}/?apikey={key}", anvil.url())));
+    env.push(("RUST_LOG".into(), "debug".into()));
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "get_balance", "arguments": {"chain": "base"}}}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let cwd = app.dir.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("mcp")
+            .env_clear()
+            .envs(env)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn agentd mcp");
+        // Closing stdin after the two requests ends the session once they are answered.
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().expect("agentd mcp exits")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let balance = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["id"] == 2)
+        .unwrap_or_else(|| panic!("no reply to the call: {stdout}\n{stderr}"));
+    assert_eq!(balance["result"]["isError"], false, "the node was reached: {balance}");
+    assert!(stderr.contains("DEBUG"), "the logs are at debug level: {stderr}");
+    assert!(!stderr.contains(key), "the RPC URL's key is in the logs:\n{stderr}");
+}

@@ -3,7 +3,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{assert_error, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_turns_and_tool_calls() {
@@ -43,4 +43,29 @@ async fn metrics_count_requests_by_route_turns_and_tool_calls() {
     }
     // Concrete ids never become label values.
     assert!(!text.contains(&agent.id));
+}
+
+#[tokio::test]
+async fn with_metrics_token_set_a_scrape_needs_it_as_a_bearer_token() {
+    let token = "scrape-secret-0123456789";
+    let app = spawn_app_with(&[("METRICS_TOKEN", token)]).await;
+    let scrape = |bearer: Option<&str>| {
+        let builder = app.build(Method::GET, "/metrics", None, None);
+        match bearer {
+            Some(bearer) => builder.bearer_auth(bearer),
+            None => builder,
+        }
+    };
+    for bearer in [None, Some("wrong"), Some("scrape-secret-012345678")] {
+        let response = app.send(scrape(bearer)).await;
+        assert_error(
+            &(response.status, response.body),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        );
+        assert!(!response.text.contains(token));
+    }
+    let response = app.send(scrape(Some(token))).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    assert!(response.text.contains("# TYPE agentd_http_requests_total counter"));
 }

@@ -9,7 +9,8 @@ use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::transaction::TxState;
 use agentd::store::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, ReissueProof,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
+    ReissueProof,
     Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
@@ -272,6 +273,61 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
 }
 
 #[tokio::test]
+async fn challenges_long_expired_are_purged_when_new_ones_are_stored() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 0).await;
+    let now = agentd::domain::now();
+    let challenge = |expires_at| Challenge {
+        nonce: format!("nonce-{}", Uuid::new_v4()),
+        agent_id: agent.id,
+        message: "sign this".into(),
+        expires_at,
+        used: false,
+    };
+    let owner_challenge = |expires_at| OwnerChallenge {
+        nonce: format!("owner-{}", Uuid::new_v4()),
+        agent_id: agent.id,
+        chain: CHAIN.into(),
+        address: Address::repeat_byte(0x22),
+        message: "sign in".into(),
+        expires_at,
+        used: false,
+    };
+    let (old, recent) = (
+        challenge(now - chrono::Duration::hours(2)),
+        challenge(now - chrono::Duration::minutes(1)),
+    );
+    let (old_owner, recent_owner) = (
+        owner_challenge(now - chrono::Duration::hours(2)),
+        owner_challenge(now - chrono::Duration::minutes(1)),
+    );
+    for c in [&old, &recent] {
+        store.insert_challenge(c).await.unwrap();
+    }
+    for c in [&old_owner, &recent_owner] {
+        store.insert_owner_challenge(c).await.unwrap();
+    }
+
+    let fresh = challenge(now + chrono::Duration::minutes(5));
+    store.insert_challenge(&fresh).await.unwrap();
+    let fresh_owner = owner_challenge(now + chrono::Duration::minutes(5));
+    store.insert_owner_challenge(&fresh_owner).await.unwrap();
+
+    assert!(store.get_challenge(&old.nonce).await.unwrap().is_none(), "purged");
+    assert!(
+        store.get_challenge(&recent.nonce).await.unwrap().is_some(),
+        "just expired: kept"
+    );
+    assert!(store.get_challenge(&fresh.nonce).await.unwrap().is_some());
+    assert!(
+        store.get_owner_challenge(&old_owner.nonce).await.unwrap().is_none(),
+        "purged"
+    );
+    assert!(store.get_owner_challenge(&recent_owner.nonce).await.unwrap().is_some());
+    assert!(store.get_owner_challenge(&fresh_owner.nonce).await.unwrap().is_some());
+}
+
+#[tokio::test]
 async fn messages_come_back_in_order_and_are_counted() {
     let (_db, store) = open().await;
     let (agent, _) = stored_agent(store.as_ref(), 0).await;
@@ -296,7 +352,10 @@ async fn messages_come_back_in_order_and_are_counted() {
     let recent = store.recent_messages(conversation.id, 2).await.unwrap();
     let contents: Vec<_> = recent.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, ["message 1", "message 2"], "the newest two, oldest first");
-    assert_eq!(store.list_conversations(agent.id).await.unwrap(), vec![read]);
+    assert_eq!(
+        store.list_conversations(agent.id, None, 100).await.unwrap(),
+        Some(vec![read])
+    );
 
     assert!(store.delete_conversation(conversation.id).await.unwrap());
     assert!(!store.delete_conversation(conversation.id).await.unwrap());

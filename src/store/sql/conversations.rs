@@ -16,6 +16,7 @@ where
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
     // Conversations and messages are read by column name: ids, text, counts, times.
     for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
@@ -45,13 +46,39 @@ where
         row.ok_or(StoreError::ConversationNotFound)
     }
 
-    async fn list_conversations(&self, agent_id: Uuid) -> StoreResult<Vec<Conversation>> {
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "{CONVERSATION_SELECT} WHERE c.agent_id = $1 ORDER BY c.created_at DESC, c.id DESC"
-        )))
-        .bind(agent_id)
-        .fetch_all(&self.pool)
-        .await?)
+    async fn list_conversations(
+        &self,
+        agent_id: Uuid,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<Conversation>>> {
+        if let Some(cursor) = before {
+            match self.get_conversation(cursor).await {
+                Ok(c) if c.agent_id == agent_id => {}
+                Ok(_) | Err(StoreError::ConversationNotFound) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        // The page is chosen first, then its messages are counted in one grouped join: no count per row.
+        // (created_at, id) orders the page totally, so a cursor never skips or repeats a conversation.
+        Ok(Some(
+            sqlx::query_as(
+                "SELECT c.id, c.agent_id, c.title, c.created_at, c.updated_at, COUNT(m.id) AS message_count \
+                 FROM (SELECT id, agent_id, title, created_at, updated_at FROM conversations \
+                       WHERE agent_id = $1 AND ($2 IS NULL \
+                         OR created_at < (SELECT created_at FROM conversations WHERE id = $2) \
+                         OR (created_at = (SELECT created_at FROM conversations WHERE id = $2) AND id < $2)) \
+                       ORDER BY created_at DESC, id DESC LIMIT $3) c \
+                 LEFT JOIN messages m ON m.conversation_id = c.id \
+                 GROUP BY c.id, c.agent_id, c.title, c.created_at, c.updated_at \
+                 ORDER BY c.created_at DESC, c.id DESC",
+            )
+            .bind(agent_id)
+            .bind(before)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?,
+        ))
     }
 
     async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool> {

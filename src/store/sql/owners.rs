@@ -24,6 +24,10 @@ where
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
     async fn insert_owner_challenge(&self, c: &OwnerChallenge) -> StoreResult<()> {
+        sqlx::query("DELETE FROM owner_challenges WHERE expires_at < $1")
+            .bind(crate::domain::now() - super::tokens::CHALLENGE_KEPT_AFTER_EXPIRY)
+            .execute(&self.pool)
+            .await?;
         sqlx::query(
             "INSERT INTO owner_challenges (nonce, agent_id, chain, address, message, expires_at, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",

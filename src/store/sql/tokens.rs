@@ -9,6 +9,9 @@ use super::{Backend, SqlStore};
 use crate::store::shared::ChallengeRow;
 use crate::store::{Challenge, ReissueProof, StoreResult, TokenStore};
 
+/// How long an expired challenge is kept (so that it is still refused as expired, not unknown, for a while).
+pub(super) const CHALLENGE_KEPT_AFTER_EXPIRY: chrono::Duration = chrono::Duration::minutes(10);
+
 #[async_trait]
 impl<B> TokenStore for SqlStore<B>
 where
@@ -32,6 +35,11 @@ where
     }
 
     async fn insert_challenge(&self, c: &Challenge) -> StoreResult<()> {
+        // Challenges long expired are useless: each new one clears them, so the table stays bounded.
+        sqlx::query("DELETE FROM reissue_challenges WHERE expires_at < $1")
+            .bind(crate::domain::now() - CHALLENGE_KEPT_AFTER_EXPIRY)
+            .execute(&self.pool)
+            .await?;
         sqlx::query(
             "INSERT INTO reissue_challenges (nonce, agent_id, message, expires_at, created_at) \
              VALUES ($1, $2, $3, $4, $5)",

@@ -15,6 +15,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -85,6 +86,9 @@ pub enum Reply {
     Status(u16, Value),
     /// The inner reply, after a delay (before the status line is sent).
     After(Duration, Box<Reply>),
+    /// A streamed answer that never finishes in time: `pieces` text chunks, one every `every` (each one well within
+    /// a per-read timeout), then the end.
+    Trickle { pieces: usize, every: Duration },
 }
 
 impl Reply {
@@ -257,8 +261,30 @@ async fn answer(mut reply: Reply, request: &Recorded) -> Response {
                 axum::Json(assemble(&deltas, usage)).into_response()
             }
         }
+        Reply::Trickle { pieces, every } => trickle(pieces, every),
         Reply::After(..) => unreachable!("unwrapped above"),
     }
+}
+
+fn trickle(pieces: usize, every: Duration) -> Response {
+    let chunks = futures::stream::iter(0..=pieces).then(move |i| async move {
+        tokio::time::sleep(every).await;
+        let event = if i < pieces {
+            chunk(
+                json!([{"index": 0, "delta": {"content": "."}, "finish_reason": null}]),
+                None,
+            )
+            .to_string()
+        } else {
+            "[DONE]".to_string()
+        };
+        Ok::<_, Infallible>(Bytes::from(format!("data: {event}\n\n")))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(chunks))
+        .expect("a valid response")
 }
 
 fn chunk(choices: Value, usage: Option<Value>) -> Value {
