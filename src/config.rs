@@ -387,10 +387,7 @@ struct Vars(HashMap<String, String>);
 
 impl Vars {
     fn get(&self, name: &str) -> Option<String> {
-        self.0
-            .get(name)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
+        self.0.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
     }
 
     /// A secret from `NAME`, or from the file named by `NAME_FILE`.
@@ -550,7 +547,11 @@ mod tests {
     fn production_refuses_missing_key_and_disabled_auth() {
         assert!(Config::from_vars(vars(&[("APP_ENV", "production")])).is_err());
         let key = "11".repeat(32);
-        let production = [("APP_ENV", "production"), ("ENCRYPTION_KEY", &key), ("ADMIN_TOKEN", "adm")];
+        let production = [
+            ("APP_ENV", "production"),
+            ("ENCRYPTION_KEY", &key),
+            ("ADMIN_TOKEN", "adm"),
+        ];
         assert!(Config::from_vars(vars(&production)).is_ok());
         let disabled = [&production[..], &[("DISABLE_AGENT_AUTH", "true")]].concat();
         assert!(Config::from_vars(vars(&disabled)).is_err());
@@ -616,7 +617,13 @@ mod tests {
         assert!(Config::from_vars(vars(&[("REISSUE_LIMIT_PER_AGENT", "0")])).is_err());
         assert!(Config::from_vars(vars(&[("REISSUE_LIMIT_PER_IP", "0")])).is_err());
         let c = Config::from_vars(vars(&[])).unwrap();
-        assert_eq!((c.security.reissue_limit_per_agent.get(), c.security.reissue_limit_per_ip.get()), (10, 100));
+        assert_eq!(
+            (
+                c.security.reissue_limit_per_agent.get(),
+                c.security.reissue_limit_per_ip.get()
+            ),
+            (10, 100)
+        );
     }
 
     #[test]

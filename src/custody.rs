@@ -49,7 +49,10 @@ async fn verified(store: &dyn Store, key: &EncryptionKey) -> Result<(Vault, KeyC
         Some((agent_id, wallet_key)) => {
             let vault = Vault::new(key, wallet_key.key_version);
             vault.open(agent_id, &wallet_key).map_err(|_| CustodyError::WrongKey)?;
-            tracing::info!(key_version = wallet_key.key_version, "a stored wallet key vouched for ENCRYPTION_KEY");
+            tracing::info!(
+                key_version = wallet_key.key_version,
+                "a stored wallet key vouched for ENCRYPTION_KEY"
+            );
             wallet_key.key_version
         }
         None => FIRST_KEY_VERSION,

@@ -142,7 +142,9 @@ async fn rotate_key(config: &Config, new_key: Option<&str>) -> anyhow::Result<()
     match agentd::custody::rotate_key(store.as_ref(), old, &new).await? {
         Rotation::Rotated { keys, key_version } => {
             tracing::info!(keys, key_version, "wallet keys re-encrypted under the new key");
-            println!("re-encrypted {keys} wallet keys (key version {key_version}); start agentd with the new ENCRYPTION_KEY");
+            println!(
+                "re-encrypted {keys} wallet keys (key version {key_version}); start agentd with the new ENCRYPTION_KEY"
+            );
         }
         Rotation::AlreadyDone { key_version } => {
             println!("the database is already under the new key (key version {key_version}); nothing to do");

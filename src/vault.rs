@@ -161,8 +161,12 @@ impl Vault {
 
     /// Whether `check` was written under this vault's key (for the check's version).
     pub fn opens(&self, check: &KeyCheck) -> bool {
-        self.decrypt(&check.ciphertext, &check.nonce, &check_associated_data(check.key_version))
-            .is_ok_and(|plain| plain.as_slice() == KEY_CHECK_TEXT)
+        self.decrypt(
+            &check.ciphertext,
+            &check.nonce,
+            &check_associated_data(check.key_version),
+        )
+        .is_ok_and(|plain| plain.as_slice() == KEY_CHECK_TEXT)
     }
 }
 
@@ -261,6 +265,9 @@ mod tests {
         assert_eq!(resealed.key_version, 2);
         assert_eq!(new.open(agent, &resealed).unwrap().address(), key.address);
         assert!(old.open(agent, &resealed).is_err());
-        assert!(new.reseal(&new, agent, &key).is_err(), "a key not under `from` is refused");
+        assert!(
+            new.reseal(&new, agent, &key).is_err(),
+            "a key not under `from` is refused"
+        );
     }
 }

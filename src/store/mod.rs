@@ -102,7 +102,7 @@ impl<T> Store for T where
         + OwnerStore
         + PolicyStore
         + IdempotencyStore
-    + KeyStore
+        + KeyStore
 {
 }
 

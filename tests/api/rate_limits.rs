@@ -143,7 +143,11 @@ async fn failed_proofs_count_per_agent_whatever_the_spelling_of_its_id() {
     }
     let upper = agent.id.to_uppercase();
     let (status, body) = app.reissue_token(&upper, token_proof(&agent.token)).await;
-    assert_eq!(status, StatusCode::OK, "a valid proof in any spelling is accepted: {body}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a valid proof in any spelling is accepted: {body}"
+    );
 }
 
 #[tokio::test]
@@ -154,8 +158,16 @@ async fn malformed_ids_answer_404_and_leave_no_entry_in_the_limiters() {
         let junk = format!("{n}-{}", "x".repeat(4_000));
         for (method, path, body) in [
             (Method::GET, format!("/api/agents/{junk}/reissue-challenge"), None),
-            (Method::POST, format!("/api/agents/{junk}/reissue-token"), Some(token_proof(&agent.token))),
-            (Method::GET, format!("/api/agents/{junk}/owner-challenge?chain=base&address=0x0"), None),
+            (
+                Method::POST,
+                format!("/api/agents/{junk}/reissue-token"),
+                Some(token_proof(&agent.token)),
+            ),
+            (
+                Method::GET,
+                format!("/api/agents/{junk}/owner-challenge?chain=base&address=0x0"),
+                None,
+            ),
             (
                 Method::POST,
                 format!("/api/agents/{junk}/owner-session"),
@@ -163,7 +175,11 @@ async fn malformed_ids_answer_404_and_leave_no_entry_in_the_limiters() {
             ),
         ] {
             let response = app.send(app.build(method, &path, None, body)).await;
-            assert_error(&(response.status, response.body), StatusCode::NOT_FOUND, "agent_not_found");
+            assert_error(
+                &(response.status, response.body),
+                StatusCode::NOT_FOUND,
+                "agent_not_found",
+            );
         }
     }
     assert_eq!(app.state.reissue_limits.sizes(), (0, 0), "junk ids are not keys");

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, wei};
 use crate::helpers::{
-    ENCRYPTION_KEY, ProcessOutcome, ServerProcess, TOKEN_HEADER, parse_private_key, run_subcommand, run_to_exit, sqlite_url,
-    test_database,
+    ENCRYPTION_KEY, ProcessOutcome, ServerProcess, TOKEN_HEADER, parse_private_key, run_subcommand, run_to_exit,
+    sqlite_url, test_database,
 };
 
 /// A second and a third key, neither the harness key.
@@ -30,10 +30,18 @@ fn assert_refused(outcome: &ProcessOutcome, names: &[&str], secrets: &[&str]) {
     assert!(!status.success(), "non-zero exit; output:\n{}", outcome.logs);
     assert!(!outcome.logs.contains("listening on"), "{}", outcome.logs);
     for name in names {
-        assert!(outcome.logs.contains(name), "the message names {name}:\n{}", outcome.logs);
+        assert!(
+            outcome.logs.contains(name),
+            "the message names {name}:\n{}",
+            outcome.logs
+        );
     }
     for secret in secrets {
-        assert!(!outcome.logs.contains(secret), "a secret in the output:\n{}", outcome.logs);
+        assert!(
+            !outcome.logs.contains(secret),
+            "a secret in the output:\n{}",
+            outcome.logs
+        );
     }
 }
 
@@ -79,7 +87,11 @@ fn an_empty_or_unreadable_admin_token_file_refuses_to_start() {
     let empty = dir.path().join("admin-token");
     std::fs::write(&empty, "\n").unwrap();
     let missing = dir.path().join("no-such-file");
-    for file in [empty.display().to_string(), missing.display().to_string(), String::new()] {
+    for file in [
+        empty.display().to_string(),
+        missing.display().to_string(),
+        String::new(),
+    ] {
         let env = dev_env(&db, &[("ADMIN_TOKEN_FILE", &file), ("APP_ENV", "production")]);
         let outcome = run_to_exit(&env, dir.path(), EXIT_TIMEOUT);
         assert_refused(&outcome, &["ADMIN_TOKEN_FILE"], &[ENCRYPTION_KEY]);
@@ -123,17 +135,24 @@ impl Remote {
 
     /// A sending agent on base: (id, token, wallet address).
     async fn create(&self) -> (String, String, Address) {
-        let body = json!({"name": "keeper", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.1});
+        let body =
+            json!({"name": "keeper", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.1});
         let (status, body) = self.post("/api/agents", None, body).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let id = body["id"].as_str().unwrap().to_string();
         let token = body["access_token"].as_str().unwrap().to_string();
-        (id, token, body["wallet_addresses"]["base"].as_str().unwrap().parse().unwrap())
+        (
+            id,
+            token,
+            body["wallet_addresses"]["base"].as_str().unwrap().parse().unwrap(),
+        )
     }
 
     async fn export(&self, id: &str, token: &str) -> String {
         let body = json!({"chain": "base", "confirm": true});
-        let (status, body) = self.post(&format!("/api/agents/{id}/export-key"), Some(token), body).await;
+        let (status, body) = self
+            .post(&format!("/api/agents/{id}/export-key"), Some(token), body)
+            .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["private_key"].as_str().unwrap().to_string()
     }
@@ -146,11 +165,15 @@ async fn sql(db: &str, statement: &str) -> Vec<String> {
     if db.starts_with("postgres") {
         let mut conn = sqlx::PgConnection::connect(db).await.unwrap();
         let rows = sqlx::query(statement).fetch_all(&mut conn).await.unwrap();
-        rows.iter().map(|r| r.try_get::<String, _>(0).unwrap_or_default()).collect()
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).unwrap_or_default())
+            .collect()
     } else {
         let mut conn = sqlx::SqliteConnection::connect(db).await.unwrap();
         let rows = sqlx::query(statement).fetch_all(&mut conn).await.unwrap();
-        rows.iter().map(|r| r.try_get::<String, _>(0).unwrap_or_default()).collect()
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).unwrap_or_default())
+            .collect()
     }
 }
 
@@ -176,7 +199,11 @@ async fn another_encryption_key_refuses_to_start_and_the_right_one_still_opens_t
     let exported = remote.export(&id, &token).await;
     stop(first);
 
-    let outcome = run_to_exit(&dev_env(&url, &[("ENCRYPTION_KEY", OTHER_KEY)]), dir.path(), EXIT_TIMEOUT);
+    let outcome = run_to_exit(
+        &dev_env(&url, &[("ENCRYPTION_KEY", OTHER_KEY)]),
+        dir.path(),
+        EXIT_TIMEOUT,
+    );
     assert_refused(&outcome, &["ENCRYPTION_KEY"], &[OTHER_KEY, ENCRYPTION_KEY]);
 
     let again = start(&url, ENCRYPTION_KEY, rpc, dir.path());
@@ -195,14 +222,25 @@ async fn a_database_written_before_the_key_check_is_vouched_for_by_its_wallet_ke
     stop(first);
     sql(&url, "DELETE FROM key_check").await;
 
-    let outcome = run_to_exit(&dev_env(&url, &[("ENCRYPTION_KEY", OTHER_KEY)]), dir.path(), EXIT_TIMEOUT);
+    let outcome = run_to_exit(
+        &dev_env(&url, &[("ENCRYPTION_KEY", OTHER_KEY)]),
+        dir.path(),
+        EXIT_TIMEOUT,
+    );
     assert_refused(&outcome, &["ENCRYPTION_KEY"], &[OTHER_KEY]);
-    assert!(sql(&url, "SELECT 'row' FROM key_check").await.is_empty(), "a refused key writes no check");
+    assert!(
+        sql(&url, "SELECT 'row' FROM key_check").await.is_empty(),
+        "a refused key writes no check"
+    );
 
     let again = start(&url, ENCRYPTION_KEY, rpc, dir.path());
     Remote::new(&again).export(&id, &token).await;
     stop(again);
-    assert_eq!(sql(&url, "SELECT 'row' FROM key_check").await.len(), 1, "the check is written once vouched for");
+    assert_eq!(
+        sql(&url, "SELECT 'row' FROM key_check").await.len(),
+        1,
+        "the check is written once vouched for"
+    );
 }
 
 #[tokio::test]
@@ -224,7 +262,11 @@ async fn rotate_key_moves_every_wallet_key_so_that_only_the_new_key_starts_and_s
     let rotated = run_subcommand(&["rotate-key"], &rotate_env, dir.path(), EXIT_TIMEOUT);
     assert!(rotated.status.is_some_and(|s| s.success()), "{}", rotated.logs);
     assert!(rotated.logs.contains("re-encrypted 2 wallet keys"), "{}", rotated.logs);
-    assert!(!rotated.logs.contains(OTHER_KEY) && !rotated.logs.contains(ENCRYPTION_KEY), "{}", rotated.logs);
+    assert!(
+        !rotated.logs.contains(OTHER_KEY) && !rotated.logs.contains(ENCRYPTION_KEY),
+        "{}",
+        rotated.logs
+    );
     let versions = sql(&url, "SELECT DISTINCT CAST(key_version AS TEXT) FROM wallet_keys").await;
     assert_eq!(versions, ["2"], "the key-version column moved");
 
@@ -244,9 +286,15 @@ async fn rotate_key_moves_every_wallet_key_so_that_only_the_new_key_starts_and_s
     anvil.set_balance(address, wei(ONE_ETH)).await;
     let to = fresh_address();
     let order = json!({"chain": "base", "to": to.to_string(), "amount": "0.01"});
-    let (status, body) = remote.post(&format!("/api/agents/{id}/transfers"), Some(&token), order).await;
+    let (status, body) = remote
+        .post(&format!("/api/agents/{id}/transfers"), Some(&token), order)
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    assert_eq!(anvil.balance(to).await, wei(CENT_ETH), "signed with the re-encrypted key");
+    assert_eq!(
+        anvil.balance(to).await,
+        wei(CENT_ETH),
+        "signed with the re-encrypted key"
+    );
     stop(after);
 }
 
@@ -260,15 +308,28 @@ async fn rotate_key_with_a_wrong_current_key_changes_nothing() {
     let (id, token, _) = Remote::new(&first).create().await;
     stop(first);
 
-    let env = dev_env(&url, &[("ENCRYPTION_KEY", THIRD_KEY), ("NEW_ENCRYPTION_KEY", OTHER_KEY)]);
+    let env = dev_env(
+        &url,
+        &[("ENCRYPTION_KEY", THIRD_KEY), ("NEW_ENCRYPTION_KEY", OTHER_KEY)],
+    );
     let outcome = run_subcommand(&["rotate-key"], &env, dir.path(), EXIT_TIMEOUT);
     assert_refused(&outcome, &["ENCRYPTION_KEY"], &[THIRD_KEY, OTHER_KEY]);
-    let same = run_subcommand(&["rotate-key", "--new-key", ENCRYPTION_KEY], &dev_env(&url, &[]), dir.path(), EXIT_TIMEOUT);
+    let same = run_subcommand(
+        &["rotate-key", "--new-key", ENCRYPTION_KEY],
+        &dev_env(&url, &[]),
+        dir.path(),
+        EXIT_TIMEOUT,
+    );
     assert_refused(&same, &["new key"], &[ENCRYPTION_KEY]);
 
     // Still under the first key; the flag works as the variable does.
     let flag_env = dev_env(&url, &[]);
-    let rotated = run_subcommand(&["rotate-key", "--new-key", THIRD_KEY], &flag_env, dir.path(), EXIT_TIMEOUT);
+    let rotated = run_subcommand(
+        &["rotate-key", "--new-key", THIRD_KEY],
+        &flag_env,
+        dir.path(),
+        EXIT_TIMEOUT,
+    );
     assert!(rotated.status.is_some_and(|s| s.success()), "{}", rotated.logs);
     let after = start(&url, THIRD_KEY, rpc, dir.path());
     Remote::new(&after).export(&id, &token).await;

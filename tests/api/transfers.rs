@@ -194,9 +194,7 @@ async fn transfers_are_audited_with_their_actor_accepted_and_refused_with_the_co
     assert_eq!(refusal_code(&call), "spending_cap_exceeded", "{call}");
 
     let path = format!("/api/agents/{}/audit", agent.id);
-    let (status, entries) = app
-        .request(reqwest::Method::GET, &path, Some(&agent.token), None)
-        .await;
+    let (status, entries) = app.request(reqwest::Method::GET, &path, Some(&agent.token), None).await;
     assert_eq!(status, StatusCode::OK, "{entries}");
     let transfers: Vec<&serde_json::Value> = entries
         .as_array()

@@ -35,10 +35,9 @@ where
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
     async fn key_check(&self) -> StoreResult<Option<KeyCheck>> {
-        let row: Option<CheckRow> =
-            sqlx::query_as("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1")
-                .fetch_optional(&self.pool)
-                .await?;
+        let row: Option<CheckRow> = sqlx::query_as("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(into_check))
     }
 
@@ -80,7 +79,10 @@ where
     /// the old version can be written while or after the keys move.
     async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>> {
         let mut tx = B::begin_write(&self.pool).await?;
-        let sql = format!("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}", B::ROW_LOCK);
+        let sql = format!(
+            "SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}",
+            B::ROW_LOCK
+        );
         let current: Option<CheckRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_optional(&mut *tx)
             .await?;
@@ -91,12 +93,11 @@ where
             .fetch_all(&mut *tx)
             .await?;
         for (agent_id,) in &ids {
-            let row: KeyRow = sqlx::query_as(
-                "SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1",
-            )
-            .bind(agent_id)
-            .fetch_one(&mut *tx)
-            .await?;
+            let row: KeyRow =
+                sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
             let key = reseal(*agent_id, &row.into_key()?).map_err(StoreError::Reseal)?;
             sqlx::query("UPDATE wallet_keys SET ciphertext = $1, nonce = $2, key_version = $3 WHERE agent_id = $4")
                 .bind(&key.ciphertext)
