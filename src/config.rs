@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -131,8 +132,10 @@ pub struct SecurityConfig {
     pub challenge_prefix: String,
     /// `PUBLIC_URL`: the service's public origin; its host is the Sign-In with Ethereum domain of owner challenges.
     pub public_url: Option<PublicUrl>,
-    pub reissue_limit_per_agent: u32,
-    pub reissue_limit_per_ip: u32,
+    /// Failed proofs a minute per agent, reissue and owner session together.
+    pub reissue_limit_per_agent: NonZeroU32,
+    /// Requests a minute per client address on each reissue and owner-session endpoint.
+    pub reissue_limit_per_ip: NonZeroU32,
 }
 
 /// The service's public origin (`PUBLIC_URL`), split into what Sign-In with Ethereum messages name.
@@ -184,13 +187,13 @@ impl Config {
 
     /// Builds and validates the configuration from a set of variables (the environment, or a test's map).
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        let vars = Vars(vars.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect());
+        let vars = Vars(vars.into_iter().collect());
         let app_env = match vars.get("APP_ENV").as_deref().map(str::to_ascii_lowercase).as_deref() {
             None | Some("development") | Some("dev") => AppEnv::Development,
             Some("production") | Some("prod") => AppEnv::Production,
             Some(_) => return Err(invalid("APP_ENV", "must be development or production")),
         };
-        Ok(Config {
+        let config = Config {
             app_env,
             server: ServerConfig::read(&vars)?,
             database: DatabaseConfig::read(&vars)?,
@@ -198,7 +201,14 @@ impl Config {
             llm: LlmConfig::read(&vars)?,
             security: SecurityConfig::read(&vars, app_env)?,
             faults: Faults::read(&vars, app_env)?,
-        })
+        };
+        // Without agent auth every wallet answers to anyone who can connect: only to this machine, then.
+        if config.security.disable_agent_auth && !config.server.bind_addr.ip().is_loopback() {
+            return Err(ConfigError::Refused(
+                "DISABLE_AGENT_AUTH=true is refused on a BIND_ADDR that is not a loopback address (127.0.0.1, ::1)",
+            ));
+        }
+        Ok(config)
     }
 }
 
@@ -378,6 +388,12 @@ impl SecurityConfig {
                 ));
             }
         }
+        let admin_token = vars.admin_token()?;
+        if app_env == AppEnv::Production && admin_token.is_none() {
+            return Err(ConfigError::Refused(
+                "ADMIN_TOKEN or ADMIN_TOKEN_FILE is required when APP_ENV=production",
+            ));
+        }
         let challenge_prefix = vars.get("CHALLENGE_PREFIX").unwrap_or_else(|| "agentd".into());
         if challenge_prefix.contains(':') || challenge_prefix.len() > 64 {
             return Err(invalid(
@@ -388,12 +404,12 @@ impl SecurityConfig {
         Ok(SecurityConfig {
             encryption_key,
             disable_agent_auth,
-            admin_token: vars.secret("ADMIN_TOKEN")?,
+            admin_token,
             allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
             challenge_prefix,
             public_url: vars.get("PUBLIC_URL").map(|u| PublicUrl::parse(&u)).transpose()?,
-            reissue_limit_per_agent: vars.number("REISSUE_LIMIT_PER_AGENT", 10)?,
-            reissue_limit_per_ip: vars.number("REISSUE_LIMIT_PER_IP", 100)?,
+            reissue_limit_per_agent: vars.positive("REISSUE_LIMIT_PER_AGENT", 10)?,
+            reissue_limit_per_ip: vars.positive("REISSUE_LIMIT_PER_IP", 100)?,
         })
     }
 }
@@ -413,24 +429,57 @@ impl Faults {
     }
 }
 
+/// The variables as given; a blank value counts as unset, except where a blank secret must be refused.
 struct Vars(HashMap<String, String>);
 
 impl Vars {
     fn get(&self, name: &str) -> Option<String> {
-        self.0.get(name).map(|v| v.trim().to_string())
+        self.0.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
     }
 
     /// A secret from `NAME`, or from the file named by `NAME_FILE`.
     fn secret(&self, name: &'static str) -> Result<Option<SecretString>, ConfigError> {
-        if let Some(v) = self.0.get(name) {
-            return Ok(Some(SecretString::from(v.trim().to_string())));
+        if let Some(v) = self.get(name) {
+            return Ok(Some(SecretString::from(v)));
         }
-        match self.0.get(&format!("{name}_FILE")) {
+        match self.get(&format!("{name}_FILE")) {
             Some(path) => std::fs::read_to_string(path.trim())
                 .map(|v| Some(SecretString::from(v.trim().to_string())))
                 .map_err(|source| ConfigError::File { var: name, source }),
             None => Ok(None),
         }
+    }
+
+    /// `ADMIN_TOKEN`, or the contents of `ADMIN_TOKEN_FILE` (`ADMIN_TOKEN` wins). Set but blank, or a blank or
+    /// unreadable file, is refused: read as unset it would silently open the admin endpoints.
+    fn admin_token(&self) -> Result<Option<SecretString>, ConfigError> {
+        let token = match (self.0.get("ADMIN_TOKEN"), self.0.get("ADMIN_TOKEN_FILE")) {
+            (Some(token), _) => {
+                if token.trim().is_empty() {
+                    return Err(ConfigError::Refused(
+                        "ADMIN_TOKEN is set but empty: set a token, or unset it (development only)",
+                    ));
+                }
+                token.trim().to_string()
+            }
+            (None, Some(path)) => {
+                let token = std::fs::read_to_string(path.trim()).map_err(|source| ConfigError::File {
+                    var: "ADMIN_TOKEN_FILE",
+                    source,
+                })?;
+                if token.trim().is_empty() {
+                    return Err(ConfigError::Refused("ADMIN_TOKEN_FILE is set but names an empty file"));
+                }
+                token.trim().to_string()
+            }
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(SecretString::from(token)))
+    }
+
+    fn positive(&self, name: &'static str, default: u32) -> Result<NonZeroU32, ConfigError> {
+        let n = self.number(name, default)?;
+        NonZeroU32::new(n).ok_or_else(|| invalid(name, "must be a positive integer"))
     }
 
     fn flag(&self, name: &'static str, default: bool) -> Result<bool, ConfigError> {
@@ -469,6 +518,26 @@ fn parse_database_url(url: &str) -> Result<DatabaseKind, ConfigError> {
 
 /// Accepts 64 hex characters or standard/url-safe base64 of exactly 32 bytes.
 pub fn parse_encryption_key(text: &str) -> Result<EncryptionKey, ConfigError> {
+    parse_key("ENCRYPTION_KEY", text)
+}
+
+/// The key `agentd rotate-key` moves the wallet keys to: `--new-key` when given, else `NEW_ENCRYPTION_KEY`, else the
+/// file named by `NEW_ENCRYPTION_KEY_FILE` (read from the environment and `.env`).
+pub fn new_encryption_key(flag: Option<&str>) -> Result<EncryptionKey, ConfigError> {
+    let _ = dotenvy::dotenv();
+    if let Some(text) = flag {
+        return parse_key("--new-key", text);
+    }
+    let vars = Vars(std::env::vars().collect());
+    match vars.secret("NEW_ENCRYPTION_KEY")? {
+        Some(text) => parse_key("NEW_ENCRYPTION_KEY", text.expose_secret()),
+        None => Err(ConfigError::Refused(
+            "rotate-key needs the new key in NEW_ENCRYPTION_KEY, NEW_ENCRYPTION_KEY_FILE or --new-key",
+        )),
+    }
+}
+
+fn parse_key(var: &'static str, text: &str) -> Result<EncryptionKey, ConfigError> {
     use base64::Engine;
     let text = text.trim();
     let text = text.strip_prefix("0x").unwrap_or(text);
@@ -485,7 +554,7 @@ pub fn parse_encryption_key(text: &str) -> Result<EncryptionKey, ConfigError> {
     };
     let mut bytes = bytes
         .filter(|b| b.len() == 32)
-        .ok_or_else(|| invalid("ENCRYPTION_KEY", "must be 32 bytes as 64 hex characters or base64"))?;
+        .ok_or_else(|| invalid(var, "must be 32 bytes as 64 hex characters or base64"))?;
     let mut key = [0u8; 32];
     key.copy_from_slice(&bytes);
     zeroize::Zeroize::zeroize(&mut bytes);
@@ -549,14 +618,82 @@ mod tests {
     fn production_refuses_missing_key_and_disabled_auth() {
         assert!(Config::from_vars(vars(&[("APP_ENV", "production")])).is_err());
         let key = "11".repeat(32);
-        assert!(Config::from_vars(vars(&[("APP_ENV", "production"), ("ENCRYPTION_KEY", &key)])).is_ok());
-        assert!(
-            Config::from_vars(vars(&[
-                ("APP_ENV", "production"),
-                ("ENCRYPTION_KEY", &key),
-                ("DISABLE_AGENT_AUTH", "true")
-            ]))
-            .is_err()
+        let production = [
+            ("APP_ENV", "production"),
+            ("ENCRYPTION_KEY", &key),
+            ("ADMIN_TOKEN", "adm"),
+        ];
+        assert!(Config::from_vars(vars(&production)).is_ok());
+        let disabled = [&production[..], &[("DISABLE_AGENT_AUTH", "true")]].concat();
+        assert!(Config::from_vars(vars(&disabled)).is_err());
+    }
+
+    #[test]
+    fn production_refuses_to_run_without_an_admin_token() {
+        let key = "11".repeat(32);
+        let err = Config::from_vars(vars(&[("APP_ENV", "production"), ("ENCRYPTION_KEY", &key)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ADMIN_TOKEN"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("admin-token");
+        std::fs::write(&file, "from-a-file\n").unwrap();
+        let file = file.display().to_string();
+        let c = Config::from_vars(vars(&[
+            ("APP_ENV", "production"),
+            ("ENCRYPTION_KEY", &key),
+            ("ADMIN_TOKEN_FILE", &file),
+        ]))
+        .unwrap();
+        assert_eq!(c.security.admin_token.unwrap().expose_secret(), "from-a-file");
+    }
+
+    #[test]
+    fn a_blank_admin_token_or_token_file_is_refused_not_read_as_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, " \n").unwrap();
+        let empty = empty.display().to_string();
+        let missing = dir.path().join("missing").display().to_string();
+        for set in [
+            [("ADMIN_TOKEN", "")],
+            [("ADMIN_TOKEN", "  ")],
+            [("ADMIN_TOKEN_FILE", "")],
+            [("ADMIN_TOKEN_FILE", empty.as_str())],
+            [("ADMIN_TOKEN_FILE", missing.as_str())],
+        ] {
+            let err = Config::from_vars(vars(&set)).unwrap_err().to_string();
+            assert!(err.contains("ADMIN_TOKEN"), "{set:?}: {err}");
+        }
+        let c = Config::from_vars(vars(&[("ADMIN_TOKEN", "a"), ("ADMIN_TOKEN_FILE", &missing)])).unwrap();
+        assert_eq!(c.security.admin_token.unwrap().expose_secret(), "a", "ADMIN_TOKEN wins");
+    }
+
+    #[test]
+    fn disabled_agent_auth_is_refused_off_loopback() {
+        for bind in ["0.0.0.0:8080", "192.0.2.1:80", "[::]:8080"] {
+            let err = Config::from_vars(vars(&[("DISABLE_AGENT_AUTH", "true"), ("BIND_ADDR", bind)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("DISABLE_AGENT_AUTH") && err.contains("BIND_ADDR"), "{err}");
+        }
+        for bind in ["127.0.0.1:0", "127.0.0.2:8080", "[::1]:8080"] {
+            assert!(Config::from_vars(vars(&[("DISABLE_AGENT_AUTH", "true"), ("BIND_ADDR", bind)])).is_ok());
+        }
+        assert!(Config::from_vars(vars(&[("BIND_ADDR", "0.0.0.0:8080")])).is_ok());
+    }
+
+    #[test]
+    fn reissue_limits_must_be_positive() {
+        assert!(Config::from_vars(vars(&[("REISSUE_LIMIT_PER_AGENT", "0")])).is_err());
+        assert!(Config::from_vars(vars(&[("REISSUE_LIMIT_PER_IP", "0")])).is_err());
+        let c = Config::from_vars(vars(&[])).unwrap();
+        assert_eq!(
+            (
+                c.security.reissue_limit_per_agent.get(),
+                c.security.reissue_limit_per_ip.get()
+            ),
+            (10, 100)
         );
     }
 

@@ -15,6 +15,8 @@ pub mod chat;
 pub mod config;
 /// The confirmation watcher.
 pub mod confirmations;
+/// The master-key check at start and key rotation.
+pub mod custody;
 /// Plain domain types and rules.
 pub mod domain;
 /// The live event bus, fed by the store.
@@ -27,7 +29,7 @@ pub mod llm;
 pub mod mcp;
 /// Prometheus metrics.
 pub mod metrics;
-/// Fixed-window rate limits.
+/// Rate limits in bounded tables, keyed by client address or agent id.
 pub mod rate_limit;
 /// Shared handler state.
 pub mod state;

@@ -1,6 +1,6 @@
 //! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations, `mcp` serves
 //! one agent's tools over the Model Context Protocol on stdio, `openapi` prints the OpenAPI document, `audit verify`
-//! checks the audit log's hash chain.
+//! checks the audit log's hash chain, `rotate-key` re-encrypts every wallet key under a new master key.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -32,6 +32,15 @@ enum Command {
     Mcp,
     /// Print the OpenAPI document (as served at /api/openapi.json) and exit; needs no configuration.
     Openapi,
+    /// Re-encrypt every wallet key under a new master key, in one transaction; afterwards only the new key starts
+    /// the service. The current key is ENCRYPTION_KEY; the new one NEW_ENCRYPTION_KEY (or NEW_ENCRYPTION_KEY_FILE, or
+    /// --new-key). Stop every instance first. Safe to run again: it changes all keys or none.
+    RotateKey {
+        /// The new key (32 bytes, hex or base64). Prefer NEW_ENCRYPTION_KEY(_FILE): a command line is visible to
+        /// other users of the machine.
+        #[arg(long, value_name = "KEY")]
+        new_key: Option<String>,
+    },
     /// The audit log in DATABASE_URL.
     Audit {
         #[command(subcommand)]
@@ -76,6 +85,7 @@ fn main() -> ExitCode {
             Command::Audit {
                 command: AuditCommand::Verify,
             } => verify_audit(&config).await,
+            Command::RotateKey { new_key } => rotate_key(&config, new_key.as_deref()).await,
             Command::Openapi => unreachable!("answered before the configuration is loaded"),
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
         }
@@ -115,6 +125,32 @@ async fn verify_audit(config: &Config) -> anyhow::Result<()> {
         }
         Err(broken) => anyhow::bail!("audit log broken: {broken}"),
     }
+}
+
+/// `agentd rotate-key`: the current key must be given explicitly (not the development key file, which would then
+/// hold a key the database no longer opens with).
+async fn rotate_key(config: &Config, new_key: Option<&str>) -> anyhow::Result<()> {
+    use agentd::custody::Rotation;
+    let Some(old) = &config.security.encryption_key else {
+        anyhow::bail!(
+            "rotate-key needs the current key in ENCRYPTION_KEY (in development, the contents of the data \
+             directory's encryption.key file)"
+        );
+    };
+    let new = agentd::config::new_encryption_key(new_key)?;
+    let store = agentd::store::open(config).await?;
+    match agentd::custody::rotate_key(store.as_ref(), old, &new).await? {
+        Rotation::Rotated { keys, key_version } => {
+            tracing::info!(keys, key_version, "wallet keys re-encrypted under the new key");
+            println!(
+                "re-encrypted {keys} wallet keys (key version {key_version}); start agentd with the new ENCRYPTION_KEY"
+            );
+        }
+        Rotation::AlreadyDone { key_version } => {
+            println!("the database is already under the new key (key version {key_version}); nothing to do");
+        }
+    }
+    Ok(())
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -2,7 +2,6 @@
 //! configuration, and the service views handed to what needs less than all of it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::FromRef;
 use secrecy::ExposeSecret;
@@ -16,7 +15,7 @@ use crate::events::EventBus;
 use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
-use crate::rate_limit::RateLimiter;
+use crate::rate_limit::ProofLimits;
 use crate::store::Store;
 use crate::tools::ToolServices;
 use crate::vault::{self, Vault};
@@ -28,7 +27,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub vault: Arc<Vault>,
     pub config: Arc<Config>,
-    pub reissue_limits: Arc<RateLimiter>,
+    /// Per-client and failed-proof limits of the reissue and owner-session endpoints.
+    pub reissue_limits: Arc<ProofLimits>,
     pub chains: Arc<Chains>,
     pub llm: Arc<dyn LlmProvider>,
     pub events: EventBus,
@@ -84,10 +84,16 @@ pub struct BuiltState {
 /// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
 pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     let store = crate::store::open(&config).await?;
-    let vault = match &config.security.encryption_key {
-        Some(key) => Vault::new(key),
-        None => Vault::new(&vault::load_or_create_key_file(&config.database.data_dir)?),
+    let generated;
+    let key = match &config.security.encryption_key {
+        Some(key) => key,
+        None => {
+            generated = vault::load_or_create_key_file(&config.database.data_dir)?;
+            &generated
+        }
     };
+    // Refuses a key the stored wallet keys were not written with, before anything is served or written.
+    let vault = crate::custody::open_vault(store.as_ref(), key).await?;
     let chains = build_chains(&config)?;
     let llm = build_llm(&config)?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -101,13 +107,17 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.server.max_streams_per_agent,
         config.server.stream_recheck,
     );
+    let reissue_limits = ProofLimits::new(
+        config.security.reissue_limit_per_ip,
+        config.security.reissue_limit_per_agent,
+    );
     let state = AppState {
         auth,
         streams,
         store,
         vault: Arc::new(vault),
         config: Arc::new(config),
-        reissue_limits: Arc::new(RateLimiter::new(Duration::from_secs(60))),
+        reissue_limits: Arc::new(reissue_limits),
         chains: Arc::new(chains),
         llm,
         events: EventBus::default(),

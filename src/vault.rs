@@ -1,4 +1,5 @@
-//! Key custody: secp256k1 keys generated from the OS RNG, kept only as AES-256-GCM ciphertext bound to their agent.
+//! Key custody: secp256k1 keys generated from the OS RNG, kept only as AES-256-GCM ciphertext bound to their agent,
+//! and the key check that tells whether a master key is the one the stored keys were written under.
 
 use std::path::Path;
 
@@ -13,9 +14,11 @@ use zeroize::Zeroizing;
 
 use crate::config::{EncryptionKey, parse_encryption_key};
 
-/// The version of the master key that new ciphertexts are written under.
-pub const CURRENT_KEY_VERSION: i32 = 1;
+/// The version of the first master key of a database; each `agentd rotate-key` moves to the next.
+pub const FIRST_KEY_VERSION: i32 = 1;
 const KEY_FILE: &str = "encryption.key";
+/// What the key check encrypts: any fixed text does, the AES-GCM tag is what proves the key.
+const KEY_CHECK_TEXT: &[u8] = b"agentd master key check";
 
 /// A wallet key as stored: ciphertext and nonce, never the plaintext.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,6 +38,15 @@ impl std::fmt::Debug for EncryptedKey {
     }
 }
 
+/// A short ciphertext under the master key of one version, stored beside the wallet keys: a key that opens it is
+/// the database's key. Holds nothing secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyCheck {
+    pub key_version: i32,
+    pub ciphertext: Vec<u8>,
+    pub nonce: Vec<u8>,
+}
+
 /// Why a key could not be produced or opened. Never carries key material.
 #[derive(Debug, thiserror::Error)]
 pub enum VaultError {
@@ -46,22 +58,30 @@ pub enum VaultError {
     KeyFile(String),
 }
 
-/// Encrypts and decrypts agents' wallet keys under the master key.
+/// Encrypts and decrypts agents' wallet keys under the master key of one key version.
 pub struct Vault {
     cipher: Aes256Gcm,
+    version: i32,
 }
 
 impl std::fmt::Debug for Vault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Vault(..)")
+        write!(f, "Vault(version {}, ..)", self.version)
     }
 }
 
 impl Vault {
-    pub fn new(key: &EncryptionKey) -> Self {
+    /// The vault of `key`, which is (or will be) the database's key of `version`.
+    pub fn new(key: &EncryptionKey, version: i32) -> Self {
         Vault {
             cipher: Aes256Gcm::new(key.expose_secret().into()),
+            version,
         }
+    }
+
+    /// The key version this vault writes and reads.
+    pub fn version(&self) -> i32 {
+        self.version
     }
 
     /// Generates a fresh key for an agent and returns its encrypted form.
@@ -71,53 +91,87 @@ impl Vault {
             OsRng.fill_bytes(secret.as_mut());
             // About 1 in 2^128 byte strings is not a valid scalar; draw again in that case.
             if let Ok(signer) = PrivateKeySigner::from_slice(secret.as_ref()) {
-                return self.seal(agent_id, signer.address(), &secret);
+                return self.seal(agent_id, signer.address(), secret.as_ref());
             }
         }
     }
 
-    fn seal(&self, agent_id: Uuid, address: Address, secret: &[u8; 32]) -> EncryptedKey {
-        let mut nonce = [0u8; 12];
-        OsRng.fill_bytes(&mut nonce);
-        let aad = associated_data(agent_id);
-        let ciphertext = self
-            .cipher
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: secret, aad: &aad })
-            .expect("AES-GCM encryption of 32 bytes cannot fail");
+    fn seal(&self, agent_id: Uuid, address: Address, secret: &[u8]) -> EncryptedKey {
+        let (ciphertext, nonce) = self.encrypt(secret, &associated_data(agent_id));
         EncryptedKey {
             address,
             ciphertext,
-            nonce: nonce.to_vec(),
-            key_version: CURRENT_KEY_VERSION,
+            nonce,
+            key_version: self.version,
         }
+    }
+
+    fn encrypt(&self, msg: &[u8], aad: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let mut nonce = [0u8; 12];
+        OsRng.fill_bytes(&mut nonce);
+        let ciphertext = self
+            .cipher
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg, aad })
+            .expect("AES-GCM encryption of a short message cannot fail");
+        (ciphertext, nonce.to_vec())
+    }
+
+    fn decrypt(&self, ciphertext: &[u8], nonce: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>, VaultError> {
+        if nonce.len() != 12 {
+            return Err(VaultError::Decrypt);
+        }
+        let payload = Payload { msg: ciphertext, aad };
+        let plain = self
+            .cipher
+            .decrypt(Nonce::from_slice(nonce), payload)
+            .map_err(|_| VaultError::Decrypt)?;
+        Ok(Zeroizing::new(plain))
     }
 
     /// Decrypts a key into zeroizing memory. Keep the result only as long as the signing takes.
     pub fn open(&self, agent_id: Uuid, key: &EncryptedKey) -> Result<PrivateKeySigner, VaultError> {
-        if key.key_version != CURRENT_KEY_VERSION {
+        if key.key_version != self.version {
             return Err(VaultError::UnknownVersion(key.key_version));
         }
-        if key.nonce.len() != 12 {
-            return Err(VaultError::Decrypt);
-        }
-        let aad = associated_data(agent_id);
-        let plain = Zeroizing::new(
-            self.cipher
-                .decrypt(
-                    Nonce::from_slice(&key.nonce),
-                    Payload {
-                        msg: &key.ciphertext,
-                        aad: &aad,
-                    },
-                )
-                .map_err(|_| VaultError::Decrypt)?,
-        );
+        let plain = self.decrypt(&key.ciphertext, &key.nonce, &associated_data(agent_id))?;
         let signer = PrivateKeySigner::from_slice(&plain).map_err(|_| VaultError::Decrypt)?;
         if signer.address() != key.address {
             return Err(VaultError::Decrypt);
         }
         Ok(signer)
     }
+
+    /// The same wallet key, opened by `from` (the previous master key) and sealed under this vault's key and version.
+    pub fn reseal(&self, from: &Vault, agent_id: Uuid, key: &EncryptedKey) -> Result<EncryptedKey, VaultError> {
+        // Opening checks the version and that the key still derives its address; then the plaintext moves over.
+        from.open(agent_id, key)?;
+        let secret = from.decrypt(&key.ciphertext, &key.nonce, &associated_data(agent_id))?;
+        Ok(self.seal(agent_id, key.address, &secret))
+    }
+
+    /// A new key check for this vault's key and version.
+    pub fn key_check(&self) -> KeyCheck {
+        let (ciphertext, nonce) = self.encrypt(KEY_CHECK_TEXT, &check_associated_data(self.version));
+        KeyCheck {
+            key_version: self.version,
+            ciphertext,
+            nonce,
+        }
+    }
+
+    /// Whether `check` was written under this vault's key (for the check's version).
+    pub fn opens(&self, check: &KeyCheck) -> bool {
+        self.decrypt(
+            &check.ciphertext,
+            &check.nonce,
+            &check_associated_data(check.key_version),
+        )
+        .is_ok_and(|plain| plain.as_slice() == KEY_CHECK_TEXT)
+    }
+}
+
+fn check_associated_data(version: i32) -> Vec<u8> {
+    format!("agentd:key-check:{version}").into_bytes()
 }
 
 fn associated_data(agent_id: Uuid) -> Vec<u8> {
@@ -166,7 +220,7 @@ mod tests {
     use secrecy::SecretBox;
 
     fn vault(byte: u8) -> Vault {
-        Vault::new(&SecretBox::new(Box::new([byte; 32])))
+        Vault::new(&SecretBox::new(Box::new([byte; 32])), FIRST_KEY_VERSION)
     }
 
     #[test]
@@ -190,5 +244,30 @@ mod tests {
         assert_ne!(a.nonce, b.nonce);
         assert_ne!(a.address, b.address);
         assert_eq!(a.ciphertext.len(), 32 + 16);
+    }
+
+    #[test]
+    fn a_key_check_opens_only_under_its_key_and_version() {
+        let check = vault(3).key_check();
+        assert!(vault(3).opens(&check));
+        assert!(!vault(4).opens(&check));
+        let mut relabelled = check.clone();
+        relabelled.key_version += 1;
+        assert!(!vault(3).opens(&relabelled), "the version is bound to the ciphertext");
+    }
+
+    #[test]
+    fn a_resealed_key_opens_under_the_new_key_and_version_only() {
+        let (old, new) = (vault(5), Vault::new(&SecretBox::new(Box::new([6; 32])), 2));
+        let agent = Uuid::new_v4();
+        let key = old.generate(agent);
+        let resealed = new.reseal(&old, agent, &key).unwrap();
+        assert_eq!(resealed.key_version, 2);
+        assert_eq!(new.open(agent, &resealed).unwrap().address(), key.address);
+        assert!(old.open(agent, &resealed).is_err());
+        assert!(
+            new.reseal(&new, agent, &key).is_err(),
+            "a key not under `from` is refused"
+        );
     }
 }

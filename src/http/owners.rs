@@ -28,6 +28,7 @@ use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::siwe::{self, SiweMessage};
 use crate::domain::token;
+use crate::rate_limit::ProofEndpoint;
 use crate::state::AppState;
 use crate::store::{OwnerChallenge, OwnerSessionRecord};
 
@@ -74,7 +75,7 @@ async fn owner_challenge(
     Query(params): Query<ChallengeParams>,
     headers: HeaderMap,
 ) -> Result<Json<OwnerChallengeView>> {
-    let agent = limited_agent_any_state(&state, "owner-challenge", &id, client, true).await?;
+    let agent = limited_agent_any_state(&state, ProofEndpoint::OwnerChallenge, &id, client).await?;
     let chain = params.chain.unwrap_or_default();
     let chain_id = registry::find(&chain)
         .map(|c| c.chain_id)
@@ -142,7 +143,7 @@ async fn owner_session(
     body: Result<ApiJson<OpenSession>>,
 ) -> Result<Json<OwnerSessionView>> {
     // Only failed proofs count per agent (below), so strangers cannot lock the owner out.
-    let agent = limited_agent_any_state(&state, "owner-session", &id, client, false).await?;
+    let agent = limited_agent_any_state(&state, ProofEndpoint::OwnerSession, &id, client).await?;
     let ApiJson(body) = body?;
     if registry::find(&body.chain).is_none() {
         return Err(AppError::field("chain", "must be a registry chain"));

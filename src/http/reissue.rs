@@ -23,6 +23,7 @@ use crate::auth::Actor;
 use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::{challenge, token};
+use crate::rate_limit::ProofEndpoint;
 use crate::state::AppState;
 use crate::store::{AuditEvent, Challenge, ReissueProof};
 
@@ -32,32 +33,25 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reissue_token))
 }
 
-/// Applies the per-client limit of one endpoint, parses the id (404), then (`per_agent`) the per-agent limit of
-/// every request, keyed on the canonical id so spellings of one id share a count.
+/// Parses the id (a malformed one is an unknown agent, 404, and touches no limiter), applies the per-client limit of
+/// `endpoint`, then loads the agent. Every spelling of an id parses to the one canonical id.
 pub(super) async fn limited_agent_any_state(
     state: &AppState,
-    endpoint: &str,
+    endpoint: ProofEndpoint,
     id: &str,
     client: SocketAddr,
-    per_agent: bool,
 ) -> Result<Agent> {
-    let limits = &state.reissue_limits;
-    let security = &state.config.security;
-    limits
-        .check(&format!("{endpoint}:ip:{}", client.ip()), security.reissue_limit_per_ip)
-        .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
     let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
-    if per_agent {
-        limits
-            .check(&format!("{endpoint}:agent:{id}"), security.reissue_limit_per_agent)
-            .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
-    }
+    state
+        .reissue_limits
+        .check_client(endpoint, client.ip())
+        .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
     Ok(state.store.get_agent(id).await?)
 }
 
 /// As `limited_agent_any_state`, for an active agent (410 otherwise).
-async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: SocketAddr) -> Result<Agent> {
-    let agent = limited_agent_any_state(state, endpoint, id, client, true).await?;
+async fn limited_agent(state: &AppState, endpoint: ProofEndpoint, id: &str, client: SocketAddr) -> Result<Agent> {
+    let agent = limited_agent_any_state(state, endpoint, id, client).await?;
     if !agent.is_active {
         return Err(AppError::AgentInactive);
     }
@@ -65,8 +59,8 @@ async fn limited_agent(state: &AppState, endpoint: &str, id: &str, client: Socke
 }
 
 /// Counts a failed proof of ownership (reissue or owner session: one count per agent, docs/api.md §10). Past
-/// `REISSUE_LIMIT_PER_AGENT` failures a minute the failure answers 429 instead; a valid proof is never counted,
-/// so strangers' failures do not lock the owner out of owner sessions.
+/// `REISSUE_LIMIT_PER_AGENT` failures a minute the failure answers 429 instead; a valid proof is never counted nor
+/// refused, so strangers' failures do not lock the owner out.
 pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError) -> AppError {
     let failed_proof = matches!(
         error,
@@ -80,11 +74,7 @@ pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError)
     if !failed_proof {
         return error;
     }
-    let limit = state.config.security.reissue_limit_per_agent;
-    match state
-        .reissue_limits
-        .check(&format!("failed-proof:agent:{agent_id}"), limit)
-    {
+    match state.reissue_limits.count_failed_proof(agent_id) {
         Ok(()) => error,
         Err(retry_after_secs) => AppError::RateLimited { retry_after_secs },
     }
@@ -99,7 +89,7 @@ async fn issue_challenge(
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
 ) -> Result<Json<ChallengeView>> {
-    let agent = limited_agent(&state, "challenge", &id, client).await?;
+    let agent = limited_agent(&state, ProofEndpoint::ReissueChallenge, &id, client).await?;
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
     let nonce = alloy::hex::encode(bytes);
@@ -160,7 +150,7 @@ async fn reissue_token(
     Path(id): Path<String>,
     body: Result<ApiJson<ReissueRequest>>,
 ) -> Result<Json<ReissuedView>> {
-    let agent = limited_agent(&state, "reissue", &id, client).await?;
+    let agent = limited_agent(&state, ProofEndpoint::ReissueToken, &id, client).await?;
     let ApiJson(body) = body?;
     let issued = token::issue();
     let (actor, mut detail) = prove(&state, &agent, body.proof, &issued.hash)

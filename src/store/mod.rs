@@ -28,7 +28,8 @@ pub use feed::EventFeed;
 pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, NonceFill,
-    OwnerChallenge, OwnerSessionRecord, ReissueProof, Reservation, Role, Settlement, SignFn, SignedTx, TransferRequest,
+    OwnerChallenge, OwnerSessionRecord, ReissueProof, ResealFn, Reservation, Role, Settlement, SignFn, SignedTx,
+    TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -38,7 +39,7 @@ use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
 use crate::domain::audit::AuditEntry;
 use crate::domain::transaction::StoredTx;
-use crate::vault::EncryptedKey;
+use crate::vault::{EncryptedKey, KeyCheck};
 
 /// Storage failures. The database's own message stays in the log.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("signing failed: {0}")]
     Signing(String),
+    #[error("a wallet key could not be re-encrypted: {0}")]
+    Reseal(String),
+    #[error("the database's master key was rotated: restart this instance with the new ENCRYPTION_KEY")]
+    KeyRotated,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -66,8 +71,8 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, OwnerStore, PolicyStore,
-        Store, TokenStore, TransferStore,
+        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore, OwnerStore,
+        PolicyStore, Store, TokenStore, TransferStore,
     };
 }
 
@@ -83,6 +88,7 @@ pub trait Store:
     + OwnerStore
     + PolicyStore
     + IdempotencyStore
+    + KeyStore
 {
 }
 
@@ -97,6 +103,7 @@ impl<T> Store for T where
         + OwnerStore
         + PolicyStore
         + IdempotencyStore
+        + KeyStore
 {
 }
 
@@ -269,6 +276,20 @@ pub trait PolicyStore: Send + Sync + 'static {
     /// discarded): it holds its reservation again and a new `approval_required` event is stored and announced.
     /// `false` when it was not approved.
     async fn reopen_approval(&self, id: Uuid) -> StoreResult<bool>;
+}
+
+/// The master-key check (`crate::vault::KeyCheck`) and the re-encryption of wallet keys under a new master key.
+#[async_trait]
+pub trait KeyStore: Send + Sync + 'static {
+    async fn key_check(&self) -> StoreResult<Option<KeyCheck>>;
+    /// Stores `check` unless a check is stored already; answers the stored one (this or an earlier one).
+    async fn init_key_check(&self, check: &KeyCheck) -> StoreResult<KeyCheck>;
+    /// One stored wallet key, if any (to vouch for a key in a database written before the check existed).
+    async fn any_wallet_key(&self) -> StoreResult<Option<(Uuid, EncryptedKey)>>;
+    /// In one transaction, while the stored check is still `from`: every wallet key through `reseal`, and the check
+    /// replaced by `to`. Answers how many keys moved, or `None` when the stored check was not `from` (nothing
+    /// changed); a failing `reseal` changes nothing either.
+    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>>;
 }
 
 /// Opens the configured database and applies the embedded migrations.

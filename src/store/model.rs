@@ -183,6 +183,9 @@ pub struct SignedTx {
     pub hash: String,
 }
 
+/// Re-encrypts one agent's wallet key under the new master key, inside the rotating transaction.
+pub type ResealFn<'a> = &'a (dyn Fn(Uuid, &EncryptedKey) -> Result<EncryptedKey, String> + Send + Sync);
+
 /// Signs the transfer for a nonce, inside the reserving transaction.
 pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync);
 

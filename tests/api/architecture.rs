@@ -10,7 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &["domain"],
     &["config", "telemetry"],
     &["store", "chain", "vault", "llm", "events", "metrics", "rate_limit"],
-    &["auth", "transfers", "tools"],
+    &["auth", "custody", "transfers", "tools"],
     &["chat", "confirmations"],
     &["state", "http", "mcp"],
     &["app"],

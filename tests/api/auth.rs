@@ -285,6 +285,7 @@ fn production_vars(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         ("BIND_ADDR".to_string(), "127.0.0.1:0".to_string()),
         ("APP_ENV".to_string(), "production".to_string()),
         ("DATABASE_URL".to_string(), sqlite_url(&dir)),
+        ("ADMIN_TOKEN".to_string(), "operator-token".to_string()),
     ];
     vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     vars

@@ -23,7 +23,7 @@ pub mod openapi;
 mod process;
 pub mod slow_rpc;
 pub mod sse;
-pub use process::{ServerProcess, run_subcommand, run_to_exit};
+pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).
 pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";
@@ -41,6 +41,8 @@ pub struct TestApp {
     pub admin_token: Option<String>,
     /// Holds the SQLite file (and anything else the app writes); removed when the test ends.
     pub dir: TempDir,
+    /// The running app's state, for the few tests that look inside (the rate limiters' sizes).
+    pub state: agentd::state::AppState,
     /// `(server URL, database name)` of the PostgreSQL database created for this test, dropped with it.
     postgres_database: Option<(String, String)>,
     // Dropping the sender resolves the shutdown future, so the server stops with the test.
@@ -104,6 +106,7 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
     let config = Config::from_vars(vars).expect("the test configuration is valid");
     let app = App::build(config).await.expect("the app builds");
     let addr = app.local_addr();
+    let state = app.state().clone();
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(app.run_until_stopped(async move {
         let _ = rx.await;
@@ -118,6 +121,7 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
         db_url,
         admin_token,
         dir,
+        state,
         postgres_database,
         _shutdown: tx,
     }

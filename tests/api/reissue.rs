@@ -1,7 +1,7 @@
 //! Token reissue (docs/api.md §4): challenges, the two proof types, every way a proof is refused, and the rate limits.
 
 use alloy::signers::local::PrivateKeySigner;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::helpers::{
@@ -430,76 +430,4 @@ async fn reissue_for_an_unknown_agent_answers_404() {
         .await;
 
     assert_error(&response, StatusCode::NOT_FOUND, "agent_not_found");
-}
-
-async fn assert_rate_limited(app: &TestApp, path: &str, body: Option<serde_json::Value>) {
-    let method = if body.is_some() { Method::POST } else { Method::GET };
-    let response = app.send(app.build(method, path, None, body)).await;
-    assert_error(
-        &(response.status, response.body.clone()),
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-    );
-    let retry_after = response
-        .headers
-        .get("retry-after")
-        .expect("a Retry-After header")
-        .to_str()
-        .unwrap();
-    let seconds: u64 = retry_after.parse().expect("Retry-After in seconds");
-    assert!((1..=60).contains(&seconds), "Retry-After {seconds}");
-}
-
-#[tokio::test]
-async fn the_eleventh_challenge_for_one_agent_within_a_minute_is_rate_limited() {
-    let app = spawn_app().await;
-    let agent = app.create_default_agent().await;
-    let other = app.create_default_agent().await;
-    for _ in 0..10 {
-        app.challenge(&agent.id).await;
-    }
-
-    assert_rate_limited(&app, &format!("/api/agents/{}/reissue-challenge", agent.id), None).await;
-    // The limit is per agent: another agent is not affected.
-    app.challenge(&other.id).await;
-}
-
-#[tokio::test]
-async fn the_eleventh_reissue_attempt_for_one_agent_within_a_minute_is_rate_limited() {
-    let app = spawn_app().await;
-    let agent = app.create_default_agent().await;
-    let forged = format!("agt_{}", "Q".repeat(43));
-    for _ in 0..10 {
-        let response = app.reissue_token(&agent.id, token_proof(&forged)).await;
-        assert_error(&response, StatusCode::UNAUTHORIZED, "invalid_proof");
-    }
-
-    let path = format!("/api/agents/{}/reissue-token", agent.id);
-    assert_rate_limited(&app, &path, Some(token_proof(&agent.token))).await;
-    let (status, _) = app.get_agent(&agent.id, &agent.token).await;
-    assert_eq!(status, StatusCode::OK, "a rate-limited proof reissued nothing");
-}
-
-#[tokio::test]
-async fn the_per_agent_limit_is_configurable() {
-    let app = spawn_app_with(&[("REISSUE_LIMIT_PER_AGENT", "2")]).await;
-    let agent = app.create_default_agent().await;
-    app.challenge(&agent.id).await;
-    app.challenge(&agent.id).await;
-
-    assert_rate_limited(&app, &format!("/api/agents/{}/reissue-challenge", agent.id), None).await;
-}
-
-#[tokio::test]
-async fn the_per_client_limit_applies_across_agents() {
-    let app = spawn_app_with(&[("REISSUE_LIMIT_PER_IP", "3")]).await;
-    let mut agents = Vec::new();
-    for _ in 0..4 {
-        agents.push(app.create_default_agent().await);
-    }
-    for agent in &agents[..3] {
-        app.challenge(&agent.id).await;
-    }
-
-    assert_rate_limited(&app, &format!("/api/agents/{}/reissue-challenge", agents[3].id), None).await;
 }

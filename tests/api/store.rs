@@ -10,8 +10,7 @@ use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::transaction::TxState;
 use agentd::store::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
-    ReissueProof,
-    Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
+    ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};

@@ -35,6 +35,7 @@ where
     async fn create_agent(&self, new: &NewAgent) -> StoreResult<()> {
         let a = &new.agent;
         let mut tx = B::begin_write(&self.pool).await?;
+        Self::check_key_version(&mut tx, new.key.key_version).await?;
         sqlx::query(
             "INSERT INTO agents (id, name, description, chains, capabilities, spending_cap_wei, is_active, \
              created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",

@@ -12,6 +12,7 @@ mod audit;
 mod conversations;
 mod events;
 mod idempotency;
+mod keys;
 mod owners;
 mod policies;
 mod tokens;

@@ -1,0 +1,103 @@
+//! The master key and the database agree: the key check at start (a key the wallet keys were not written under is
+//! refused, so a database never ends up split across two keys) and `agentd rotate-key`, which moves every wallet key
+//! to a new master key in one transaction.
+
+use secrecy::ExposeSecret;
+use subtle::ConstantTimeEq;
+
+use crate::config::EncryptionKey;
+use crate::store::{Store, StoreError};
+use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, Vault};
+
+/// Why the key was refused or the rotation did not happen. Never carries key material.
+#[derive(Debug, thiserror::Error)]
+pub enum CustodyError {
+    #[error(
+        "ENCRYPTION_KEY is not the key this database's wallet keys were written with; start with that key \
+         (after `agentd rotate-key`, the new one)"
+    )]
+    WrongKey,
+    #[error("the new key is the current key: nothing to rotate")]
+    SameKey,
+    #[error("the database's key check changed while rotating (another rotate-key?): nothing was changed; run it again")]
+    Changed,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `rotate_key` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// Every wallet key (`keys` of them) is now under the new key, as `key_version`.
+    Rotated { keys: usize, key_version: i32 },
+    /// The database was already under the new key (a run after a completed rotation): nothing to do.
+    AlreadyDone { key_version: i32 },
+}
+
+/// The vault of `key` if it is the database's key. A database without a key check gets one: written under `key`
+/// when the database holds no wallet key yet, or once a stored wallet key opens under `key` (databases written
+/// before the check existed).
+pub async fn open_vault(store: &dyn Store, key: &EncryptionKey) -> Result<Vault, CustodyError> {
+    Ok(verified(store, key).await?.0)
+}
+
+async fn verified(store: &dyn Store, key: &EncryptionKey) -> Result<(Vault, KeyCheck), CustodyError> {
+    if let Some(check) = store.key_check().await? {
+        return opened(key, check);
+    }
+    let version = match store.any_wallet_key().await? {
+        Some((agent_id, wallet_key)) => {
+            let vault = Vault::new(key, wallet_key.key_version);
+            vault.open(agent_id, &wallet_key).map_err(|_| CustodyError::WrongKey)?;
+            tracing::info!(
+                key_version = wallet_key.key_version,
+                "a stored wallet key vouched for ENCRYPTION_KEY"
+            );
+            wallet_key.key_version
+        }
+        None => FIRST_KEY_VERSION,
+    };
+    // Another instance starting at the same moment may have stored its check first: this key must open that one.
+    let stored = store.init_key_check(&Vault::new(key, version).key_check()).await?;
+    opened(key, stored)
+}
+
+fn opened(key: &EncryptionKey, check: KeyCheck) -> Result<(Vault, KeyCheck), CustodyError> {
+    let vault = Vault::new(key, check.key_version);
+    if vault.opens(&check) {
+        Ok((vault, check))
+    } else {
+        Err(CustodyError::WrongKey)
+    }
+}
+
+/// Re-encrypts every wallet key from `old` (the database's key) to `new` under the next key version, in one
+/// transaction with the key check, so that afterwards only `new` starts the service. Safe to run again: a crash
+/// leaves everything under `old` (run it again), a completed rotation answers `AlreadyDone`.
+pub async fn rotate_key(store: &dyn Store, old: &EncryptionKey, new: &EncryptionKey) -> Result<Rotation, CustodyError> {
+    if bool::from(old.expose_secret().ct_eq(new.expose_secret())) {
+        return Err(CustodyError::SameKey);
+    }
+    if let Some(check) = store.key_check().await?
+        && Vault::new(new, check.key_version).opens(&check)
+    {
+        return Ok(Rotation::AlreadyDone {
+            key_version: check.key_version,
+        });
+    }
+    let (old_vault, from) = verified(store, old).await?;
+    let new_vault = Vault::new(new, from.key_version + 1);
+    let to = new_vault.key_check();
+    let reseal = |agent_id, key: &EncryptedKey| {
+        new_vault
+            .reseal(&old_vault, agent_id, key)
+            .map_err(|e| format!("agent {agent_id}: {e}"))
+    };
+    match store.rotate_keys(&from, &to, &reseal).await? {
+        Some(keys) => Ok(Rotation::Rotated {
+            keys,
+            key_version: to.key_version,
+        }),
+        None => Err(CustodyError::Changed),
+    }
+}

@@ -1,0 +1,139 @@
+//! The master-key check and the re-encryption of every wallet key under a new master key.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use uuid::Uuid;
+
+use super::{Backend, SqlStore};
+use crate::store::shared::KeyRow;
+use crate::store::{KeyStore, ResealFn, StoreError, StoreResult};
+use crate::vault::{EncryptedKey, KeyCheck};
+
+type CheckRow = (i32, Vec<u8>, Vec<u8>);
+
+fn into_check((key_version, ciphertext, nonce): CheckRow) -> KeyCheck {
+    KeyCheck {
+        key_version,
+        ciphertext,
+        nonce,
+    }
+}
+
+#[async_trait]
+impl<B> KeyStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Ids, key bytes and versions, addresses as text, times; key rows are read by name, the check as a tuple.
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn key_check(&self) -> StoreResult<Option<KeyCheck>> {
+        let row: Option<CheckRow> = sqlx::query_as("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(into_check))
+    }
+
+    async fn init_key_check(&self, check: &KeyCheck) -> StoreResult<KeyCheck> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        sqlx::query(
+            "INSERT INTO key_check (id, key_version, ciphertext, nonce, updated_at) VALUES (1, $1, $2, $3, $4) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(check.key_version)
+        .bind(&check.ciphertext)
+        .bind(&check.nonce)
+        .bind(crate::domain::now())
+        .execute(&mut *tx)
+        .await?;
+        let stored: CheckRow = sqlx::query_as("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1")
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(into_check(stored))
+    }
+
+    async fn any_wallet_key(&self) -> StoreResult<Option<(Uuid, EncryptedKey)>> {
+        let row: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM wallet_keys ORDER BY created_at LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some((agent_id,)) = row else {
+            return Ok(None);
+        };
+        let row: KeyRow =
+            sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
+                .bind(agent_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Some((agent_id, row.into_key()?)))
+    }
+
+    /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
+    /// the old version can be written while or after the keys move.
+    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let sql = format!(
+            "SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}",
+            B::ROW_LOCK
+        );
+        let current: Option<CheckRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_optional(&mut *tx)
+            .await?;
+        if current.map(into_check).as_ref() != Some(from) {
+            return Ok(None);
+        }
+        let ids: Vec<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM wallet_keys ORDER BY agent_id")
+            .fetch_all(&mut *tx)
+            .await?;
+        for (agent_id,) in &ids {
+            let row: KeyRow =
+                sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let key = reseal(*agent_id, &row.into_key()?).map_err(StoreError::Reseal)?;
+            sqlx::query("UPDATE wallet_keys SET ciphertext = $1, nonce = $2, key_version = $3 WHERE agent_id = $4")
+                .bind(&key.ciphertext)
+                .bind(&key.nonce)
+                .bind(key.key_version)
+                .bind(agent_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE key_check SET key_version = $1, ciphertext = $2, nonce = $3, updated_at = $4 WHERE id = 1")
+            .bind(to.key_version)
+            .bind(&to.ciphertext)
+            .bind(&to.nonce)
+            .bind(crate::domain::now())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(ids.len()))
+    }
+}
+
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> i32: Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+{
+    /// Inside a write transaction: refuses a wallet key of another version than the database's (an instance still
+    /// running with the key `agentd rotate-key` replaced), holding the check row until the commit.
+    pub(super) async fn check_key_version(conn: &mut B::Connection, version: i32) -> StoreResult<()> {
+        let sql = format!("SELECT key_version FROM key_check WHERE id = 1{}", B::ROW_LOCK);
+        let stored: Option<(i32,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_optional(conn).await?;
+        match stored {
+            Some((stored,)) if stored != version => Err(StoreError::KeyRotated),
+            _ => Ok(()),
+        }
+    }
+}
