@@ -2490,6 +2490,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent already holds MAX_STREAMS_PER_AGENT open streams on this instance */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_conversations: {
@@ -2499,12 +2508,16 @@ export interface operations {
             path: {
                 /** @description Required. */
                 agent_id: string | null;
+                /** @description 1 to 500 (larger values are cut to 500); default 100. */
+                limit: number | null;
+                /** @description The id of the last conversation of the previous page: this page starts with the next older one. */
+                before: string | null;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Newest first */
+            /** @description Newest first, paged with `limit` and `before` */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2727,6 +2740,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent already holds MAX_STREAMS_PER_AGENT open streams on this instance */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     health: {
@@ -2772,6 +2794,15 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description METRICS_TOKEN is set and the request does not carry it as a bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
