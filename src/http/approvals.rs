@@ -14,7 +14,6 @@ use super::views::{ErrorBody, TransferView};
 use crate::auth::Caller;
 use crate::state::AppState;
 use crate::store::AuditEvent;
-use crate::transfers::Transfers;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -50,7 +49,7 @@ async fn approve_transfer(
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
-    let (transfers, id) = (transfers(&state), transfer_uuid(&transfer_id)?);
+    let (transfers, id) = (state.tool_services().transfers, transfer_uuid(&transfer_id)?);
     let outcome = transfers.approve(&caller.agent, id).await?;
     let view = TransferView::from(&outcome);
     audit(&state, &caller, "transfer_approved", &view).await?;
@@ -70,16 +69,14 @@ async fn reject_transfer(
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
-    let rejected = transfers(&state)
+    let rejected = state
+        .tool_services()
+        .transfers
         .reject(&caller.agent, transfer_uuid(&transfer_id)?)
         .await?;
     let view = TransferView::from(&rejected);
     audit(&state, &caller, "transfer_rejected", &view).await?;
     Ok(Json(view))
-}
-
-fn transfers(state: &AppState) -> Transfers {
-    state.tool_services().transfers
 }
 
 /// A malformed id names no transfer: 404, like an unknown one.
