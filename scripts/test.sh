@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules/@modelcontextprotocol/sdk/package.json ]; then
+if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules/@modelcontextprotocol/sdk/package.json ] || [ ! -f test-tools/node_modules/solc/package.json ]; then
   echo "==> installing the test tools: anvil, the MCP client SDK (npm ci in test-tools)"
   npm ci --prefix test-tools --no-audit --no-fund
 fi

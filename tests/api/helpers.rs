@@ -22,6 +22,7 @@ pub mod llm_server;
 pub mod openapi;
 mod process;
 pub mod slow_rpc;
+pub mod solidity;
 pub mod sse;
 pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 
