@@ -9,6 +9,7 @@ pub mod chains;
 pub mod client;
 pub mod error;
 pub mod fees;
+pub mod tokens;
 pub mod tx;
 
 pub use chains::Chains;
@@ -16,4 +17,5 @@ pub use client::{ChainClient, DEFAULT_TIMEOUT};
 pub use error::{ChainError, RefusalKind};
 pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
 
+pub use tokens::transfer_calldata;
 pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

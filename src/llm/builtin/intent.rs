@@ -4,7 +4,6 @@ use serde_json::{Map, Value, json};
 
 use super::scan::Scan;
 use super::transfer::{Declined, PAST_VERBS, SEND_VERBS};
-use crate::domain::asset;
 use crate::domain::chain as registry;
 use crate::llm::TurnContext;
 
@@ -192,7 +191,7 @@ impl Planner<'_> {
         let implied = symbol.and_then(|symbol| {
             let mut chains = registry::CHAINS
                 .iter()
-                .filter(|c| asset::resolve(&asset::key(c.name, symbol)).is_some());
+                .filter(|c| self.context.assets.find(c, symbol).is_some());
             match (chains.next(), chains.next()) {
                 (Some(only), None) => Some(only.name),
                 _ => None,

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::intent::{Intent, PlannedCall, Planner};
 use super::scan::{Amount, symbol_of};
-use crate::domain::asset::{self, Asset};
+use crate::domain::asset::Asset;
 use crate::domain::chain::{self as registry, ChainInfo};
 
 /// Words of a request to move money.
@@ -86,7 +86,7 @@ pub enum Declined {
     UnknownAsset {
         symbol: String,
         chain: &'static str,
-        known: Vec<&'static str>,
+        known: Vec<String>,
     },
     /// The amount's asset and another asset named elsewhere in the message.
     SeveralAssets(Vec<String>),
@@ -288,11 +288,17 @@ impl Planner<'_> {
         }
         let chain = self.chain_info(amount.symbol().as_deref())?;
         let symbol = amount.symbol().unwrap_or_else(|| chain.native_symbol.to_string());
-        let Some(asset) = asset::resolve(&asset::key(chain.name, &symbol)) else {
+        let Some(asset) = self.context.assets.find(chain, &symbol) else {
             return Err(Intent::Declined(Declined::UnknownAsset {
                 symbol,
                 chain: chain.name,
-                known: asset::on_chain(chain).iter().map(|a| a.symbol).collect(),
+                known: self
+                    .context
+                    .assets
+                    .on_chain(chain)
+                    .into_iter()
+                    .map(|a| a.symbol)
+                    .collect(),
             }));
         };
         let mut named = vec![asset.symbol.to_string()];
