@@ -76,8 +76,9 @@ impl ChainError {
             Self::WrongChainId { .. }
             | Self::Unavailable { .. }
             | Self::Refused { .. }
-            | Self::TokenDecimalsMismatch { .. }
             | Self::NotAToken { .. } => 502,
+            // The registry and the contract disagree: the service cannot use that token until it is reconfigured.
+            Self::TokenDecimalsMismatch { .. } => 503,
             Self::Timeout { .. } => 504,
             Self::UnknownChain { .. } => 422,
         }

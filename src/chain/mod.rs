@@ -17,5 +17,4 @@ pub use client::{ChainClient, DEFAULT_TIMEOUT};
 pub use error::{ChainError, RefusalKind};
 pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
 
-pub use tokens::transfer_calldata;
 pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

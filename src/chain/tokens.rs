@@ -1,6 +1,6 @@
 //! ERC-20 reads and calldata: balances of several tokens in one JSON-RPC batch of `eth_call`s (one round trip per
 //! chain, a failing token failing alone), each registry token's `decimals()` checked once per process against the
-//! registry, and the `transfer(address,uint256)` calldata of a token transfer.
+//! registry (the calls themselves are `domain::erc20`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -15,15 +15,7 @@ use alloy::sol_types::SolCall;
 use super::client::ChainClient;
 use super::error::{ChainError, classify};
 use crate::domain::asset::Asset;
-
-alloy::sol! {
-    /// The ERC-20 functions agentd calls.
-    interface IERC20 {
-        function balanceOf(address owner) external view returns (uint256);
-        function decimals() external view returns (uint8);
-        function transfer(address to, uint256 value) external returns (bool);
-    }
-}
+use crate::domain::erc20::IERC20;
 
 /// The decimals each token contract reported, by address: asked once per process, compared with the registry on
 /// every use.
@@ -45,11 +37,6 @@ impl DecimalsSeen {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(token, decimals);
     }
-}
-
-/// The calldata of `transfer(to, value)`.
-pub fn transfer_calldata(to: Address, value: U256) -> Bytes {
-    IERC20::transferCall { to, value }.abi_encode().into()
 }
 
 impl ChainClient {
@@ -86,6 +73,21 @@ impl ChainClient {
             }));
         }
         Ok(balances)
+    }
+
+    /// The native balance of `owner` and its balance in each of `tokens`, read concurrently (two round trips in
+    /// parallel: the native balance and one batch for the tokens). A token's failure is its own.
+    pub async fn balances_with_tokens(
+        &self,
+        owner: Address,
+        tokens: &[Asset],
+    ) -> (Result<U256, ChainError>, Vec<Result<U256, ChainError>>) {
+        let (native, in_tokens) = tokio::join!(self.balance(owner), self.token_balances(owner, tokens));
+        let in_tokens = match in_tokens {
+            Ok(balances) => balances,
+            Err(e) => tokens.iter().map(|_| Err(e.clone())).collect(),
+        };
+        (native, in_tokens)
     }
 
     /// The balance of `owner` in one token, its decimals checked.

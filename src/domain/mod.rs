@@ -5,6 +5,7 @@ pub mod amount;
 pub mod asset;
 pub mod audit;
 pub mod chain;
+pub mod erc20;
 pub mod challenge;
 pub mod policy;
 pub mod siwe;

@@ -269,7 +269,9 @@ impl From<TransferError> for AppError {
             },
             TransferError::InvalidAmount(_) | TransferError::ZeroAmount => AppError::field("amount", message),
             TransferError::NoWallet => AppError::field("chain", message),
-            TransferError::InsufficientFunds { .. } | TransferError::InvalidRecipient(_) => {
+            TransferError::InsufficientFunds { .. }
+            | TransferError::InsufficientTokenFunds { .. }
+            | TransferError::InvalidRecipient(_) => {
                 AppError::Unprocessable { code, message }
             }
             TransferError::CapExceeded { .. } => AppError::Denied { code, message },

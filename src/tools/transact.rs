@@ -31,11 +31,12 @@ fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Too
             agent: cx.agent,
             chain,
             to,
+            token: None,
             amount: &amount,
             conversation_id: cx.conversation_id,
             actor: cx.actor,
         };
-        let outcome = cx.services.transfers.send_native(order).await?;
+        let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome))
     })
 }
