@@ -375,7 +375,10 @@ fn sign_transfer(
 
 /// The symbol of the order's asset.
 fn symbol<'a>(order: &'a TransferOrder<'_>) -> &'a str {
-    order.token.as_ref().map_or(order.chain.native_symbol, |t| t.symbol.as_str())
+    order
+        .token
+        .as_ref()
+        .map_or(order.chain.native_symbol, |t| t.symbol.as_str())
 }
 
 /// What a transfer stores of its token.

@@ -73,10 +73,7 @@ impl ChainError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::NotConfigured { .. } | Self::InvalidUrl { .. } => 503,
-            Self::WrongChainId { .. }
-            | Self::Unavailable { .. }
-            | Self::Refused { .. }
-            | Self::NotAToken { .. } => 502,
+            Self::WrongChainId { .. } | Self::Unavailable { .. } | Self::Refused { .. } | Self::NotAToken { .. } => 502,
             // The registry and the contract disagree: the service cannot use that token until it is reconfigured.
             Self::TokenDecimalsMismatch { .. } => 503,
             Self::Timeout { .. } => 504,

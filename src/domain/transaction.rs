@@ -56,7 +56,11 @@ pub struct TokenRef {
 pub fn on_chain_call(to: Address, value: U256, token: Option<TokenRef>) -> (Address, U256, alloy::primitives::Bytes) {
     match token {
         None => (to, value, Default::default()),
-        Some(token) => (token.address, U256::ZERO, crate::domain::erc20::transfer_calldata(to, value)),
+        Some(token) => (
+            token.address,
+            U256::ZERO,
+            crate::domain::erc20::transfer_calldata(to, value),
+        ),
     }
 }
 
@@ -94,7 +98,11 @@ pub struct StoredTx {
 impl StoredTx {
     /// The native coin the transaction itself moves (none for a token transfer).
     pub fn native_value(&self) -> U256 {
-        if self.token.is_some() { U256::ZERO } else { self.value_wei }
+        if self.token.is_some() {
+            U256::ZERO
+        } else {
+            self.value_wei
+        }
     }
 
     /// The decimals of the transfer's asset.

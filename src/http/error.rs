@@ -271,9 +271,7 @@ impl From<TransferError> for AppError {
             TransferError::NoWallet => AppError::field("chain", message),
             TransferError::InsufficientFunds { .. }
             | TransferError::InsufficientTokenFunds { .. }
-            | TransferError::InvalidRecipient(_) => {
-                AppError::Unprocessable { code, message }
-            }
+            | TransferError::InvalidRecipient(_) => AppError::Unprocessable { code, message },
             TransferError::CapExceeded { .. } => AppError::Denied { code, message },
             TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::NotAwaiting(_) => AppError::Conflict { code, message },

@@ -5,8 +5,8 @@
 use uuid::Uuid;
 
 use super::{TransferError, TransferOutcome, Transfers, quote, quote_token, store_error};
-use crate::domain::asset::Asset;
 use crate::domain::agent::Agent;
+use crate::domain::asset::Asset;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::store::{Approval, Authorization, Closing, TransferRequest};

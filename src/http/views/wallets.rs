@@ -42,12 +42,7 @@ pub struct BalanceView {
 }
 
 impl BalanceView {
-    pub fn new(
-        chain: &ChainInfo,
-        address: Address,
-        wei: U256,
-        tokens: &[(Asset, Result<U256, ChainError>)],
-    ) -> Self {
+    pub fn new(chain: &ChainInfo, address: Address, wei: U256, tokens: &[(Asset, Result<U256, ChainError>)]) -> Self {
         Self {
             address: address.to_checksum(None),
             wei: wei.to_string(),

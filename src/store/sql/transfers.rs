@@ -364,11 +364,7 @@ where
     for<'r> Option<i64>: Encode<'r, B>,
 {
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
-    async fn insert_transfer(
-        conn: &mut B::Connection,
-        record: &StoredTx,
-        fills: Option<Uuid>,
-    ) -> StoreResult<()> {
+    async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
