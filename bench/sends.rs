@@ -83,11 +83,12 @@ pub async fn run() {
             agent: &agent,
             chain,
             to,
+            token: None,
             amount: AMOUNT,
             conversation_id: None,
             actor: agentd::auth::Actor::Agent,
         };
-        let outcome = transfers.send_native(order).await;
+        let outcome = transfers.send(order).await;
         agentd.latencies.push(sent.elapsed());
         let problem = match outcome {
             Ok(TransferOutcome::Sent {

@@ -106,6 +106,8 @@ pub struct ChainsConfig {
     pub watcher_interval: Duration,
     /// How long a broadcast transfer may be unknown to the node before it counts as dropped.
     pub tx_drop_after: Duration,
+    /// The ERC-20 token registry: the built-in tokens with `TOKENS_<CHAIN>` added or replaced.
+    pub tokens: crate::domain::asset::Registry,
 }
 
 /// The chat engine.
@@ -292,6 +294,7 @@ impl ChainsConfig {
     fn read(vars: &Vars) -> Result<Self, ConfigError> {
         let mut rpc_urls = Vec::new();
         let mut confirmations = HashMap::new();
+        let mut tokens = crate::domain::asset::Registry::default();
         for chain in CHAINS {
             let suffix = registry::env_suffix(chain.name);
             if let Some(url) = vars.get(&format!("RPC_URL_{suffix}")) {
@@ -316,10 +319,19 @@ impl ChainsConfig {
                 None => 1,
             };
             confirmations.insert(chain.name.to_string(), blocks);
+            if let Some(spec) = vars.get(&format!("TOKENS_{suffix}")) {
+                let extra =
+                    crate::domain::asset::Registry::parse_spec(chain, &spec).map_err(|e| ConfigError::Invalid {
+                        var: "TOKENS_<CHAIN>",
+                        reason: format!("TOKENS_{suffix}: {e}"),
+                    })?;
+                tokens = tokens.with(extra);
+            }
         }
         Ok(ChainsConfig {
             rpc_urls,
             confirmations,
+            tokens,
             rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
             watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
@@ -715,6 +727,19 @@ mod tests {
         assert_eq!(c.chains.confirmations_for("base"), 3);
         assert!(Config::from_vars(vars(&[("CONFIRMATIONS_BASE", "0")])).is_err());
         assert!(Config::from_vars(vars(&[("RPC_URL_BASE", "ftp://x")])).is_err());
+    }
+
+    #[test]
+    fn token_lists_add_tokens_per_chain_and_refuse_bad_entries() {
+        let c = Config::from_vars(vars(&[(
+            "TOKENS_BASE",
+            "USDC:0x0000000000000000000000000000000000000abc:18,FOO:0x0000000000000000000000000000000000000def:2",
+        )]))
+        .unwrap();
+        assert_eq!(c.chains.tokens.resolve("base:USDC").map(|a| a.decimals), Some(18));
+        assert_eq!(c.chains.tokens.resolve("base:FOO").map(|a| a.decimals), Some(2));
+        let err = Config::from_vars(vars(&[("TOKENS_BASE_SEPOLIA", "USDC:0xnope:6")])).unwrap_err();
+        assert!(err.to_string().contains("TOKENS_BASE_SEPOLIA"), "{err}");
     }
 
     #[test]

@@ -125,7 +125,8 @@ impl Watcher {
                 return Ok(false);
             }
             let (status, cost) = if receipt.success {
-                (TxState::Confirmed, tx.value_wei + receipt.fee_paid())
+                // A token transfer moves no native coin: only its fee counts against the cap.
+                (TxState::Confirmed, tx.native_value() + receipt.fee_paid())
             } else {
                 // A reverted transfer moves no value; only its fee is spent.
                 (TxState::Reverted, receipt.fee_paid())
@@ -203,8 +204,10 @@ impl Watcher {
             "gas_used": s.gas_used,
             "confirmations": confirmations,
             "explorer_url": explorer_url,
+            "asset": tx.asset,
+            "amount": format_units(tx.value_wei, tx.decimals()),
         });
-        let amount = format!("{} {}", format_units(tx.value_wei, chain.decimals), chain.native_symbol);
+        let amount = format!("{} {}", format_units(tx.value_wei, tx.decimals()), tx.asset);
         let content = match s.status {
             TxState::Confirmed => format!(
                 "Transaction {} sending {amount} to {} on {} is confirmed in block {} (gas used {}).",

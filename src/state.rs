@@ -136,8 +136,9 @@ fn build_chains(config: &Config) -> anyhow::Result<Chains> {
         .iter()
         .map(|(name, url)| (name.clone(), url.expose_secret().to_string()))
         .collect();
-    let mut chains =
-        Chains::new(urls, config.chains.rpc_timeout).map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?;
+    let mut chains = Chains::new(urls, config.chains.rpc_timeout)
+        .map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?
+        .with_tokens(config.chains.tokens.clone());
     for (name, _) in &config.chains.rpc_urls {
         chains
             .set_confirmations(name, config.chains.confirmations_for(name))

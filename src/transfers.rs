@@ -1,4 +1,4 @@
-//! Native transfers: validate -> quote -> reserve-and-sign (one DB transaction: cap, nonce, sign, store) ->
+//! Transfers of the native coin and of ERC-20 tokens: validate -> quote -> reserve-and-sign (one DB transaction: cap, nonce, sign, store) ->
 //! broadcast. The agent's policy is evaluated in that same transaction: a refusal names its rule, and a transfer
 //! that needs an owner's approval is stored waiting instead of signed (`approvals` approves and rejects). Sends of one (agent, chain) are serialised by a store lock, so a refused broadcast gives its nonce back
 //! and no nonce is ever reused or skipped. The service answers with a typed outcome or a `TransferError`; what a
@@ -16,9 +16,10 @@ use uuid::Uuid;
 use crate::chain::{ChainClient, ChainError, Chains, Fees, RefusalKind};
 use crate::domain::agent::Agent;
 use crate::domain::amount::parse_units;
+use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::StoredTx;
+use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
 use crate::store::{Approval, AuditEvent, Authorization, Reservation, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
@@ -48,7 +49,9 @@ pub struct TransferOrder<'a> {
     pub agent: &'a Agent,
     pub chain: &'static ChainInfo,
     pub to: Address,
-    /// Decimal amount in whole native units, as the caller wrote it.
+    /// The registry token to move (its `token` set); `None`: the chain's native coin.
+    pub token: Option<Asset>,
+    /// Decimal amount in whole units of the asset, as the caller wrote it.
     pub amount: &'a str,
     pub conversation_id: Option<Uuid>,
     /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
@@ -118,15 +121,15 @@ impl Transfers {
         }
     }
 
-    /// Sends native tokens. Refusals create no transaction.
+    /// Sends the native coin or a token. Refusals create no transaction.
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
-    pub async fn send_native(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let outcome = self.try_send_native(&order).await;
+    pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let outcome = self.try_send(&order).await;
         self.audit_order(&order, &outcome).await;
         outcome
     }
 
-    async fn try_send_native(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
+    async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let (from, value) = validate(order)?;
         let client = self.chains.get(order.chain.name)?;
         let _guard = self
@@ -134,7 +137,10 @@ impl Transfers {
             .lock_sender(order.agent.id, order.chain.name)
             .await
             .map_err(store_error)?;
-        let quote = quote(client, order.chain, from, order.to, value).await?;
+        let quote = match &order.token {
+            None => quote(client, order.chain, from, order.to, value).await?,
+            Some(token) => quote_token(client, order.chain, token, from, order.to, value).await?,
+        };
         let node_nonce = self.node_nonce(client, order.agent.id, order.chain, from).await?;
         let request = TransferRequest {
             id: Uuid::new_v4(),
@@ -148,7 +154,8 @@ impl Transfers {
             max_fee_per_gas: quote.fees.max_fee_per_gas,
             reserved_wei: quote.reserved,
             node_nonce,
-            asset: order.chain.native_symbol.to_string(),
+            asset: symbol(order).to_string(),
+            token: order.token.as_ref().and_then(token_ref),
             authorization: Authorization::Policy,
         };
         self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
@@ -157,7 +164,7 @@ impl Transfers {
 
     /// Records what became of an order: accepted (sent or held for approval) or refused with its code.
     async fn audit_order(&self, order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, TransferError>) {
-        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": order.chain.native_symbol,
+        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(order),
             "to": order.to.to_checksum(None), "amount": order.amount});
         let action = match outcome {
             Ok(TransferOutcome::Sent { tx, status, .. }) => {
@@ -346,14 +353,16 @@ fn sign_transfer(
     priority_fee: u128,
     nonce: u64,
 ) -> Result<SignedTx, String> {
+    let (to, value, input) = on_chain_call(request.to, request.value_wei, request.token);
     let mut tx = TxEip1559 {
         chain_id: chain.chain_id,
         nonce,
         gas_limit: request.gas_limit,
         max_fee_per_gas: request.max_fee_per_gas,
         max_priority_fee_per_gas: priority_fee.min(request.max_fee_per_gas),
-        to: TxKind::Call(request.to),
-        value: request.value_wei,
+        to: TxKind::Call(to),
+        value,
+        input,
         ..Default::default()
     };
     let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
@@ -364,11 +373,27 @@ fn sign_transfer(
     })
 }
 
-/// The amount in wei and the sending wallet, before anything is asked of the node; a recipient that is the zero
-/// address (funds burnt) or the sending wallet itself (only fees spent) is refused (§15).
+/// The symbol of the order's asset.
+fn symbol<'a>(order: &'a TransferOrder<'_>) -> &'a str {
+    order
+        .token
+        .as_ref()
+        .map_or(order.chain.native_symbol, |t| t.symbol.as_str())
+}
+
+/// What a transfer stores of its token.
+fn token_ref(token: &Asset) -> Option<TokenRef> {
+    token.token.map(|address| TokenRef {
+        address,
+        decimals: token.decimals,
+    })
+}
+
+/// The amount in base units of the asset and the sending wallet, before anything is asked of the node; a recipient
+/// that is the zero address (funds burnt) or the sending wallet itself (only fees spent) is refused (§15).
 fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError> {
-    let value =
-        parse_units(order.amount, order.chain.decimals).map_err(|e| TransferError::InvalidAmount(e.to_string()))?;
+    let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
+    let value = parse_units(order.amount, decimals).map_err(|e| TransferError::InvalidAmount(e.to_string()))?;
     if value.is_zero() {
         return Err(TransferError::ZeroAmount);
     }
@@ -428,6 +453,57 @@ async fn quote(
         fees,
         reserved,
     })
+}
+
+/// Gas, fees, the native balance and the token balance of a token transfer, asked together. The token amount
+/// must be covered by the spendable token balance (else `insufficient_funds` before anything is signed), the gas
+/// by the native balance; the cap holds twice the maximum fee and no value (the native coin moves none).
+async fn quote_token(
+    client: &ChainClient,
+    chain: &'static ChainInfo,
+    token: &Asset,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let contract = token.token.ok_or(TransferError::NoWallet)?;
+    let data = crate::domain::erc20::transfer_calldata(to, value);
+    let (gas_limit, fees, balance, held) = tokio::join!(
+        client.estimate_call_gas(from, contract, data),
+        client.recent_fees(FEE_MAX_AGE),
+        client.balance(from),
+        spendable_token_balance(client, from, token),
+    );
+    let held = held?;
+    if held < value {
+        return Err(TransferError::InsufficientTokenFunds {
+            symbol: token.symbol.clone(),
+            decimals: token.decimals,
+            needed: value,
+            balance: held,
+        });
+    }
+    let (gas_limit, fees, balance) = (gas_limit?, fees?, balance?);
+    let max_fee = fees.max_cost(gas_limit);
+    if balance < max_fee {
+        return Err(TransferError::InsufficientFunds {
+            chain,
+            needed: max_fee,
+            balance: Some(balance),
+        });
+    }
+    Ok(Quote {
+        gas_limit,
+        fees,
+        reserved: max_fee.saturating_add(max_fee),
+    })
+}
+
+/// What the agent can still send of `token`: its balance on chain (the token's decimals checked against the
+/// registry). The one place a token transfer's balance is decided, so that what else holds the token (signed but
+/// unused payment authorizations) is subtracted here.
+async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &Asset) -> Result<U256, TransferError> {
+    Ok(client.token_balance(owner, token).await?)
 }
 
 /// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then

@@ -6,6 +6,7 @@ use alloy::transports::http::reqwest;
 
 use super::client::ChainClient;
 use super::error::ChainError;
+use crate::domain::asset::Registry;
 use crate::domain::chain::{self as registry, CHAINS};
 
 /// Idle connections to a node are kept this long for reuse across calls.
@@ -16,6 +17,8 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Chains {
     /// In registry order.
     clients: Vec<ChainClient>,
+    /// The ERC-20 tokens of every registry chain (configured or not).
+    tokens: std::sync::Arc<Registry>,
 }
 
 impl std::fmt::Debug for Chains {
@@ -62,7 +65,21 @@ impl Chains {
             .filter_map(|c| parsed.iter().find(|(i, _)| i.name == c.name))
             .map(|(info, url)| ChainClient::new(info, url.clone(), http.clone(), timeout))
             .collect();
-        Ok(Chains { clients })
+        Ok(Chains {
+            clients,
+            tokens: Default::default(),
+        })
+    }
+
+    /// The same chains with `tokens` as the token registry (the built-in one by default).
+    pub fn with_tokens(mut self, tokens: Registry) -> Chains {
+        self.tokens = std::sync::Arc::new(tokens);
+        self
+    }
+
+    /// The token registry.
+    pub fn tokens(&self) -> &std::sync::Arc<Registry> {
+        &self.tokens
     }
 
     /// The `(chain, url)` pairs of the registry chains whose `RPC_URL_<CHAIN>` is set and not

@@ -56,6 +56,8 @@ struct Inner {
     errors: std::sync::atomic::AtomicU64,
     /// The last fee reading and when it was taken, for callers that accept a slightly older one.
     recent_fees: Mutex<Option<(Instant, Fees)>>,
+    /// What each token contract reported as its decimals (`tokens.rs`).
+    decimals_seen: super::tokens::DecimalsSeen,
 }
 
 /// A client for one configured chain. Cheap to clone (the connection state is shared).
@@ -94,6 +96,7 @@ impl ChainClient {
                 calls: Default::default(),
                 errors: Default::default(),
                 recent_fees: Mutex::new(None),
+                decimals_seen: Default::default(),
             }),
             confirmations: 1,
         }
@@ -265,8 +268,16 @@ impl ChainClient {
         }
     }
 
+    pub(super) fn provider(&self) -> &RootProvider {
+        &self.inner.provider
+    }
+
+    pub(super) fn decimals_seen(&self) -> &super::tokens::DecimalsSeen {
+        &self.inner.decimals_seen
+    }
+
     /// Runs one RPC call after the chain-id check, with the timeout and one retry.
-    async fn call<T, F, Fut>(&self, request: F) -> Result<T, ChainError>
+    pub(super) async fn call<T, F, Fut>(&self, request: F) -> Result<T, ChainError>
     where
         F: Fn() -> Fut,
         Fut: IntoFuture<Output = TransportResult<T>>,

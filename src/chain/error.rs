@@ -39,6 +39,18 @@ pub enum ChainError {
     /// The name is not in the chain registry.
     #[error("unknown chain {chain}")]
     UnknownChain { chain: String },
+    /// A registry token whose contract reports other decimals than the registry: it is refused (amounts would be
+    /// off by powers of ten), the chain's other assets are not.
+    #[error("token {symbol} on {chain} reports {actual} decimals but the registry says {expected}; it is not used")]
+    TokenDecimalsMismatch {
+        chain: String,
+        symbol: String,
+        expected: u8,
+        actual: u8,
+    },
+    /// A token contract's answer could not be read as an ERC-20 answer (no contract there, or not an ERC-20).
+    #[error("token {symbol} on {chain} did not answer as an ERC-20 token")]
+    NotAToken { chain: String, symbol: String },
 }
 
 impl ChainError {
@@ -52,6 +64,8 @@ impl ChainError {
             Self::Unavailable { .. } => "upstream_unavailable",
             Self::Refused { .. } => "rpc_error",
             Self::UnknownChain { .. } => "unknown_chain",
+            Self::TokenDecimalsMismatch { .. } => "token_decimals_mismatch",
+            Self::NotAToken { .. } => "token_unavailable",
         }
     }
 
@@ -59,7 +73,9 @@ impl ChainError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::NotConfigured { .. } | Self::InvalidUrl { .. } => 503,
-            Self::WrongChainId { .. } | Self::Unavailable { .. } | Self::Refused { .. } => 502,
+            Self::WrongChainId { .. } | Self::Unavailable { .. } | Self::Refused { .. } | Self::NotAToken { .. } => 502,
+            // The registry and the contract disagree: the service cannot use that token until it is reconfigured.
+            Self::TokenDecimalsMismatch { .. } => 503,
             Self::Timeout { .. } => 504,
             Self::UnknownChain { .. } => 422,
         }

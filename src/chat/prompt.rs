@@ -7,7 +7,11 @@ use crate::store::{Message, Role};
 /// Messages of earlier turns a model sees.
 pub const HISTORY_MESSAGES: i64 = 20;
 
-pub fn context(agent: &Agent, connected_wallet: Option<String>) -> TurnContext {
+pub fn context(
+    agent: &Agent,
+    connected_wallet: Option<String>,
+    assets: std::sync::Arc<crate::domain::asset::Registry>,
+) -> TurnContext {
     TurnContext {
         agent_name: agent.name.clone(),
         chains: agent.chains.clone(),
@@ -19,6 +23,7 @@ pub fn context(agent: &Agent, connected_wallet: Option<String>) -> TurnContext {
             .collect(),
         connected_wallet,
         tool_capabilities: crate::tools::capabilities(),
+        assets,
     }
 }
 

@@ -157,7 +157,11 @@ async fn converse(
     transcript: &mut TurnTranscript,
     deadline: Instant,
 ) -> Result<(), ChatError> {
-    let context = prompt::context(&turn.agent, turn.connected_wallet.map(|a| a.to_checksum(None)));
+    let context = prompt::context(
+        &turn.agent,
+        turn.connected_wallet.map(|a| a.to_checksum(None)),
+        chat.tools.chains.tokens().clone(),
+    );
     let mut messages = prompt::history(&earlier);
     messages.push(LlmMessage::User(turn.message.clone()));
     let specs = tools::specs(&turn.agent);

@@ -43,6 +43,27 @@ impl TxState {
     }
 }
 
+/// The ERC-20 token a transfer moves, as stored with it (none: the chain's native coin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenRef {
+    /// The token contract: where the transaction goes, with value 0 and `transfer(to, value)` as its data.
+    pub address: Address,
+    pub decimals: u8,
+}
+
+/// What a transfer's transaction carries on chain: the recipient and value of a native transfer, or a call of
+/// the token's `transfer(to, value)` with no native value.
+pub fn on_chain_call(to: Address, value: U256, token: Option<TokenRef>) -> (Address, U256, alloy::primitives::Bytes) {
+    match token {
+        None => (to, value, Default::default()),
+        Some(token) => (
+            token.address,
+            U256::ZERO,
+            crate::domain::erc20::transfer_calldata(to, value),
+        ),
+    }
+}
+
 /// One stored transfer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredTx {
@@ -52,11 +73,16 @@ pub struct StoredTx {
     pub conversation_id: Option<Uuid>,
     pub nonce: u64,
     pub from: Address,
+    /// The recipient (of the token, for a token transfer).
     pub to: Address,
+    /// The amount in base units of the asset (wei for the native coin, token units for a token).
     pub value_wei: U256,
+    /// The asset's symbol (`ETH`, `USDC`).
+    pub asset: String,
+    pub token: Option<TokenRef>,
     pub gas_limit: u64,
     pub max_fee_per_gas: u128,
-    /// `value + gas_limit * max_fee_per_gas`: what the cap holds while the transfer is open.
+    /// The native value plus twice the first attempt's maximum fee: what the cap holds while the transfer is open.
     pub reserved_wei: U256,
     /// `value + gas_used * effective_gas_price` once a receipt is known.
     pub actual_cost_wei: Option<U256>,
@@ -70,6 +96,23 @@ pub struct StoredTx {
 }
 
 impl StoredTx {
+    /// The native coin the transaction itself moves (none for a token transfer).
+    pub fn native_value(&self) -> U256 {
+        if self.token.is_some() {
+            U256::ZERO
+        } else {
+            self.value_wei
+        }
+    }
+
+    /// The decimals of the transfer's asset.
+    pub fn decimals(&self) -> u8 {
+        self.token.map_or_else(
+            || super::chain::find(&self.chain).map_or(18, |c| c.decimals),
+            |t| t.decimals,
+        )
+    }
+
     /// What this transfer counts against the cap: the actual cost once known, the reservation while open,
     /// nothing once dropped.
     pub fn counted_wei(&self) -> U256 {

@@ -19,7 +19,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
     let configured = |name: &str| state.config.chains.rpc_urls.iter().any(|(n, _)| n == name);
-    Json(CHAINS.iter().map(|c| ChainView::new(c, configured(c.name))).collect())
+    Json(
+        CHAINS
+            .iter()
+            .map(|c| ChainView::new(c, configured(c.name), state.chains.tokens()))
+            .collect(),
+    )
 }
 
 #[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = HealthView), (status = 500, body = ErrorBody)))]

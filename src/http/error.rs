@@ -269,9 +269,9 @@ impl From<TransferError> for AppError {
             },
             TransferError::InvalidAmount(_) | TransferError::ZeroAmount => AppError::field("amount", message),
             TransferError::NoWallet => AppError::field("chain", message),
-            TransferError::InsufficientFunds { .. } | TransferError::InvalidRecipient(_) => {
-                AppError::Unprocessable { code, message }
-            }
+            TransferError::InsufficientFunds { .. }
+            | TransferError::InsufficientTokenFunds { .. }
+            | TransferError::InvalidRecipient(_) => AppError::Unprocessable { code, message },
             TransferError::CapExceeded { .. } => AppError::Denied { code, message },
             TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::NotAwaiting(_) => AppError::Conflict { code, message },

@@ -61,7 +61,7 @@ struct PolicyBody {
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<Json<PolicyView>> {
     let policy = state.store.get_policy(caller.agent.id).await?;
-    Ok(Json(PolicyView::from(&policy)))
+    Ok(Json(PolicyView::new(&policy, state.chains.tokens())))
 }
 
 #[utoipa::path(put, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
@@ -76,7 +76,7 @@ async fn put_policy(
     ApiJson(body): ApiJson<PolicyBody>,
 ) -> Result<Json<PolicyView>> {
     caller.require_owner_if_guarded()?;
-    let policy = validate(body)?;
+    let policy = validate(body, state.chains.tokens())?;
     if policy.has_approval_rules() && !caller.guarded {
         return Err(AppError::field(
             "approve_new_recipients",
@@ -84,7 +84,7 @@ async fn put_policy(
         ));
     }
     state.store.put_policy(caller.agent.id, &policy).await?;
-    let view = PolicyView::from(&policy);
+    let view = PolicyView::new(&policy, state.chains.tokens());
     let event = AuditEvent {
         agent_id: caller.agent.id,
         action: "policy_updated",
@@ -96,11 +96,11 @@ async fn put_policy(
 }
 
 /// Every field checked; all problems reported at once.
-fn validate(body: PolicyBody) -> Result<Policy> {
+fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
     let mut errors = BTreeMap::new();
     let mut limits = BTreeMap::new();
     for (key, raw) in body.limits {
-        let Some(asset) = asset::resolve(&key) else {
+        let Some(asset) = assets.resolve(&key) else {
             errors.insert(
                 format!("limits.{key}"),
                 "unknown asset (expected <chain>:<SYMBOL>, e.g. base:ETH)".into(),

@@ -20,6 +20,7 @@ use super::views::{ErrorBody, TransferView};
 use crate::auth::Actor;
 use crate::domain::agent::{Agent, Capability, parse_address};
 use crate::domain::amount::parse_units;
+use crate::domain::asset::{Asset, Registry};
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::transfers::{TransferOrder, Transfers};
@@ -40,7 +41,8 @@ struct NewTransfer {
     to: String,
     /// Decimal string in whole units of the asset, e.g. "0.01".
     amount: String,
-    /// The asset's symbol; absent: the chain's native asset (the only one for now).
+    /// The asset: the chain's native symbol (the default) or a registry token's symbol or contract address
+    /// (`USDC`), any case.
     asset: Option<String>,
 }
 
@@ -66,14 +68,15 @@ async fn create_transfer(
     let path = format!("/api/agents/{}/transfers", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
+    let assets = state.chains.tokens().clone();
     run_once(state.store.clone(), request, async move {
-        send(&transfers, &agent, body).await
+        send(&transfers, &assets, &agent, body).await
     })
     .await
 }
 
 /// The capability, the request's fields, then the transfer service.
-async fn send(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answer> {
+async fn send(transfers: &Transfers, assets: &Registry, agent: &Agent, body: Value) -> Result<Answer> {
     if !agent.has(Capability::Transact) {
         return Err(AppError::Denied {
             code: "capability_denied",
@@ -84,20 +87,19 @@ async fn send(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answe
     let chain = registry::find(request.chain.trim())
         .filter(|c| agent.has_chain(c.name))
         .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
-    if let Some(asset) = request.asset.as_deref().map(str::trim)
-        && !asset.eq_ignore_ascii_case(chain.native_symbol)
-    {
-        return Err(AppError::field(
-            "asset",
-            format!(
-                "only the native asset ({}) can be sent on {} for now",
-                chain.native_symbol, chain.name
-            ),
-        ));
-    }
+    let asset = match request.asset.as_deref().map(str::trim) {
+        None => Asset::native(chain),
+        Some(wanted) => assets.find(chain, wanted).ok_or_else(|| {
+            let known: Vec<String> = assets.on_chain(chain).into_iter().map(|a| a.symbol).collect();
+            AppError::field(
+                "asset",
+                format!("unknown asset on {}: one of {}", chain.name, known.join(", ")),
+            )
+        })?,
+    };
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     let amount = request.amount.trim();
-    match parse_units(amount, chain.decimals) {
+    match parse_units(amount, asset.decimals) {
         Ok(value) if !value.is_zero() => {}
         _ => return Err(AppError::field("amount", "must be a decimal amount greater than zero")),
     }
@@ -105,11 +107,12 @@ async fn send(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answe
         agent,
         chain,
         to,
+        token: (!asset.is_native()).then_some(asset),
         amount,
         conversation_id: None,
         actor: Actor::Agent,
     };
-    let outcome = transfers.send_native(order).await?;
+    let outcome = transfers.send(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
 }
 

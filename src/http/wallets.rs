@@ -20,6 +20,7 @@ use super::views::{
 };
 use crate::auth::Caller;
 use crate::domain::amount::parse_units;
+use crate::domain::asset::Asset;
 use crate::domain::chain as registry;
 use crate::state::AppState;
 
@@ -41,10 +42,12 @@ async fn get_balances(
         let state = &state;
         async move {
             let result = match (registry::find(name), state.chains.get(name)) {
-                (Some(chain), Ok(client)) => client
-                    .balance(*address)
-                    .await
-                    .map(|wei| BalanceView::new(chain, *address, wei)),
+                (Some(chain), Ok(client)) => {
+                    let tokens: Vec<Asset> = state.chains.tokens().tokens(chain).cloned().collect();
+                    let (native, in_tokens) = client.balances_with_tokens(*address, &tokens).await;
+                    let in_tokens: Vec<_> = tokens.into_iter().zip(in_tokens).collect();
+                    native.map(|wei| BalanceView::new(chain, *address, wei, &in_tokens))
+                }
                 (_, Err(e)) => Err(e),
                 (None, Ok(_)) => unreachable!("configured chains are registry chains"),
             };
@@ -67,11 +70,13 @@ async fn get_balances(
     })
 }
 
-/// Optional body: one chain, and an amount (decimal string in native units) for the payment URI.
+/// Optional body: one chain, an asset (default: the native coin; or a registry token such as `USDC`), and an amount
+/// (decimal string in whole units of the asset) for the payment URI.
 #[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct FundRequest {
     chain: Option<String>,
+    asset: Option<String>,
     #[schema(value_type = Option<String>)]
     amount: Option<Value>,
 }
@@ -82,7 +87,7 @@ struct FundRequest {
         (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %agent.id))]
 async fn fund_agent(
-    State(_): State<AppState>,
+    State(state): State<AppState>,
     ActiveCaller(Caller { agent, .. }): ActiveCaller,
     body: Bytes,
 ) -> Result<Json<FundingView>> {
@@ -98,38 +103,48 @@ async fn fund_agent(
         Some(Value::Number(n)) => Some(n.to_string()),
         Some(_) => return Err(AppError::field("amount", "must be a decimal string such as \"0.05\"")),
     };
+    let wanted = request.asset.as_deref().map(str::trim).filter(|a| !a.is_empty());
     let mut deposits = Vec::new();
     for name in chains {
         let chain = registry::find(name).ok_or_else(|| AppError::field("chain", "unknown chain"))?;
+        let asset = match wanted {
+            None => Asset::native(chain),
+            Some(wanted) => match state.chains.tokens().find(chain, wanted) {
+                Some(asset) => asset,
+                // Without a chain, the chains that do not know the asset are left out.
+                None if request.chain.is_none() => continue,
+                None => return Err(AppError::field("asset", format!("unknown asset on {}", chain.name))),
+            },
+        };
         let address = agent
             .wallet_addresses
             .get(name)
             .ok_or_else(|| AppError::field("chain", "the agent has no wallet there"))?;
-        let address = address.to_checksum(None);
-        let wei = match &amount {
-            Some(a) => Some(parse_units(a, chain.decimals).map_err(|e| AppError::field("amount", e.to_string()))?),
+        let units = match &amount {
+            Some(a) => Some(parse_units(a, asset.decimals).map_err(|e| AppError::field("amount", e.to_string()))?),
             None => None,
         };
-        if wei == Some(U256::ZERO) {
+        if units == Some(U256::ZERO) {
             return Err(AppError::field("amount", "must be greater than zero"));
         }
-        let mut payment_uri = format!("ethereum:{address}@{}", chain.chain_id);
-        if let Some(wei) = wei {
-            payment_uri.push_str(&format!("?value={wei}"));
-        }
+        let address = address.to_checksum(None);
         deposits.push(DepositView {
             chain: chain.name,
             chain_id: chain.chain_id,
             explorer_url: chain.address_url(&address),
+            payment_uri: payment_uri(&asset, &address, units),
             address,
-            symbol: chain.native_symbol,
+            symbol: asset.symbol.clone(),
+            token_address: asset.token.map(|t| t.to_checksum(None)),
             amount: amount.clone(),
-            amount_wei: wei.map(|w| w.to_string()),
-            payment_uri,
+            amount_wei: units.map(|w| w.to_string()),
         });
     }
+    if deposits.is_empty() {
+        return Err(AppError::field("asset", "unknown asset on the agent's chains"));
+    }
     let instructions = format!(
-        "Send native tokens to the address of the chain you choose (the same address on every EVM chain of this agent). \
+        "Send the asset to the address of the chain you choose (the same address on every EVM chain of this agent). \
          Use the payment URI with a wallet that supports EIP-681 or scan it as a QR code. Only send on the chain named: {}.",
         agent.chains.join(", ")
     );
@@ -138,4 +153,23 @@ async fn fund_agent(
         deposits,
         instructions,
     }))
+}
+
+/// The EIP-681 URI of a deposit: a plain value transfer to the wallet, or a call of the token's `transfer` naming
+/// the wallet and the amount in base units.
+fn payment_uri(asset: &Asset, address: &str, units: Option<U256>) -> String {
+    let chain_id = asset.chain.chain_id;
+    match asset.token {
+        None => {
+            let value = units.map(|wei| format!("?value={wei}")).unwrap_or_default();
+            format!("ethereum:{address}@{chain_id}{value}")
+        }
+        Some(token) => {
+            let amount = units.map(|u| format!("&uint256={u}")).unwrap_or_default();
+            format!(
+                "ethereum:{}@{chain_id}/transfer?address={address}{amount}",
+                token.to_checksum(None)
+            )
+        }
+    }
 }

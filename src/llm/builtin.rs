@@ -180,6 +180,7 @@ mod tests {
             wallet_addresses: vec![("ethereum".into(), ADDR.into()), ("base".into(), ADDR.into())],
             connected_wallet: None,
             tool_capabilities: test_tool_capabilities(),
+            ..Default::default()
         }
     }
 

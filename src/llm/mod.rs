@@ -57,6 +57,8 @@ pub struct TurnContext {
     pub connected_wallet: Option<String>,
     /// Every tool the service has, offered or not, with the capability that grants it.
     pub tool_capabilities: Vec<(String, Capability)>,
+    /// The assets the service knows (native coins and registry tokens): what the builtin engine can send.
+    pub assets: std::sync::Arc<crate::domain::asset::Registry>,
 }
 
 impl TurnContext {

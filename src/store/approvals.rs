@@ -13,7 +13,7 @@ use crate::domain::chain;
 use crate::domain::policy::ApprovalStatus;
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +23,8 @@ pub struct Approval {
     pub chain: String,
     /// The asset symbol (`ETH`).
     pub asset: String,
+    /// The token moved, for an ERC-20 transfer (`value_wei` is then in its base units).
+    pub token: Option<crate::domain::transaction::TokenRef>,
     pub conversation_id: Option<Uuid>,
     pub from: alloy::primitives::Address,
     pub to: alloy::primitives::Address,
@@ -57,6 +59,7 @@ impl Approval {
             agent_id: r.agent_id,
             chain: r.chain.clone(),
             asset: r.asset.clone(),
+            token: r.token,
             conversation_id: r.conversation_id,
             from: r.from,
             to: r.to,
@@ -73,7 +76,9 @@ impl Approval {
 
     /// The amount in whole units of its asset.
     pub fn amount(&self) -> String {
-        let decimals = chain::find(&self.chain).map_or(18, |c| c.decimals);
+        let decimals = self
+            .token
+            .map_or_else(|| chain::find(&self.chain).map_or(18, |c| c.decimals), |t| t.decimals);
         format_units(self.value_wei, decimals)
     }
 
@@ -120,6 +125,8 @@ pub struct ApprovalRow {
     expires_at: DateTime<Utc>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    token_address: Option<String>,
+    asset_decimals: Option<i64>,
 }
 
 impl ApprovalRow {
@@ -129,6 +136,7 @@ impl ApprovalRow {
             agent_id: self.agent_id,
             chain: self.chain,
             asset: self.asset,
+            token: super::shared::token_from_columns(self.token_address, self.asset_decimals)?,
             conversation_id: self.conversation_id,
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,

@@ -151,15 +151,18 @@ pub struct TransferRequest {
     pub conversation_id: Option<Uuid>,
     pub from: Address,
     pub to: Address,
+    /// In base units of the asset.
     pub value_wei: U256,
     pub gas_limit: u64,
     pub max_fee_per_gas: u128,
-    /// `value + gas_limit * max_fee_per_gas`.
+    /// The native value plus twice `gas_limit * max_fee_per_gas`.
     pub reserved_wei: U256,
     /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
     pub node_nonce: Option<u64>,
     /// The asset symbol (`ETH`); with `chain`, the policy's asset key.
     pub asset: String,
+    /// The token moved, for an ERC-20 transfer (`value_wei` is then in its base units).
+    pub token: Option<crate::domain::transaction::TokenRef>,
     /// What besides the cap the reservation checks.
     pub authorization: Authorization,
 }

@@ -22,7 +22,7 @@ pub const MESSAGE_COLUMNS: &str = "id, conversation_id, role, content, chain_cal
 
 pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
-     created_at, updated_at";
+     created_at, updated_at, asset, token_address, asset_decimals";
 
 pub const EVENT_COLUMNS: &str = "id, conversation_id, agent_id, kind, payload";
 
@@ -178,6 +178,9 @@ pub struct TxRow {
     gas_used: Option<i64>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    asset: String,
+    token_address: Option<String>,
+    asset_decimals: Option<i64>,
 }
 
 impl TxRow {
@@ -191,6 +194,8 @@ impl TxRow {
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
             value_wei: wei_from_text(&self.value_wei, "value_wei")?,
+            asset: self.asset,
+            token: token_from_columns(self.token_address, self.asset_decimals)?,
             gas_limit: u64_from(self.gas_limit, "gas_limit")?,
             max_fee_per_gas: self
                 .max_fee_per_gas
@@ -222,6 +227,8 @@ pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super:
         from: request.from,
         to: request.to,
         value_wei: request.value_wei,
+        asset: request.asset.clone(),
+        token: request.token,
         gas_limit: request.gas_limit,
         max_fee_per_gas: request.max_fee_per_gas,
         reserved_wei: request.reserved_wei,
@@ -294,6 +301,29 @@ pub fn address_map(rows: Vec<(String, String)>) -> StoreResult<BTreeMap<String, 
 
 pub fn opt_wei_from_text(text: Option<String>, column: &str) -> StoreResult<Option<U256>> {
     text.map(|t| wei_from_text(&t, column)).transpose()
+}
+
+/// The token of a transfer from its two columns (both NULL for the native coin).
+pub fn token_from_columns(
+    address: Option<String>,
+    decimals: Option<i64>,
+) -> StoreResult<Option<crate::domain::transaction::TokenRef>> {
+    match (address, decimals) {
+        (None, _) => Ok(None),
+        (Some(address), Some(decimals)) => Ok(Some(crate::domain::transaction::TokenRef {
+            address: address_from_text(&address)?,
+            decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt("asset_decimals".into()))?,
+        })),
+        (Some(_), None) => Err(StoreError::Corrupt("asset_decimals".into())),
+    }
+}
+
+/// The two columns of a transfer's token.
+pub fn token_columns(token: Option<crate::domain::transaction::TokenRef>) -> (Option<String>, Option<i64>) {
+    (
+        token.map(|t| t.address.to_checksum(None)),
+        token.map(|t| i64::from(t.decimals)),
+    )
 }
 
 pub fn u64_from(value: i64, column: &str) -> StoreResult<u64> {

@@ -57,6 +57,9 @@ struct HistoryEntry<'a> {
     to: String,
     value_wei: String,
     value: String,
+    asset: &'a str,
+    amount: String,
+    token_address: Option<String>,
     nonce: u64,
     status: &'static str,
     block_number: Option<u64>,
@@ -74,8 +77,11 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
             tx_hash: &tx.tx_hash,
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
-            value_wei: tx.value_wei.to_string(),
-            value: format_units(tx.value_wei, 18),
+            value_wei: tx.native_value().to_string(),
+            value: format_units(tx.native_value(), 18),
+            asset: &tx.asset,
+            amount: format_units(tx.value_wei, tx.decimals()),
+            token_address: tx.token.map(|t| t.address.to_checksum(None)),
             nonce: tx.nonce,
             // Stored-but-not-yet-accepted transfers are still on their way: to clients they are pending.
             status: match tx.status {

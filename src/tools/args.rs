@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::ToolError;
 use crate::domain::agent::{Agent, parse_address};
+use crate::domain::asset::{Asset, Registry};
 use crate::domain::chain::{self as registry, ChainInfo};
 
 /// Schema fragments shared by the tool definitions; `chain` enumerates the agent's chains.
@@ -14,6 +15,7 @@ pub struct Fragments {
     pub chain_list: Value,
     pub address: Value,
     pub amount: Value,
+    pub token: Value,
 }
 
 impl Fragments {
@@ -24,6 +26,7 @@ impl Fragments {
             chain,
             address: json!({ "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "default: the agent's wallet" }),
             amount: json!({ "type": "string", "description": "decimal amount in whole native units, e.g. \"0.01\"" }),
+            token: json!({ "type": "string", "description": "a token of the chain's registry: its symbol (e.g. \"USDC\") or its 0x contract address" }),
         }
     }
 }
@@ -95,6 +98,30 @@ impl<'a> Args<'a> {
             _ => Err(ToolError::invalid(
                 "amount is required, as a decimal string such as \"0.01\"",
             )),
+        }
+    }
+
+    /// The registry token named by `token` (symbol or contract address) on `chain`; `None` when absent or when
+    /// it names the native coin.
+    pub fn token(&self, registry: &Registry, chain: &'static ChainInfo) -> Result<Option<Asset>, ToolError> {
+        let Some(wanted) = self.string("token")? else {
+            return Ok(None);
+        };
+        match registry.find(chain, wanted) {
+            Some(asset) if asset.is_native() => Ok(None),
+            Some(asset) => Ok(Some(asset)),
+            None => {
+                let known: Vec<String> = registry.tokens(chain).map(|t| t.symbol.clone()).collect();
+                Err(ToolError::invalid(format!(
+                    "unknown token {wanted} on {}; its tokens are: {}",
+                    chain.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )))
+            }
         }
     }
 

@@ -85,8 +85,11 @@ fn compare_balances<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a
                 Some(a) => a,
                 None => cx.wallet(chain)?,
             };
-            let wei = cx.services.chains.get(chain.name)?.balance(address).await?;
-            Ok::<_, ToolError>(balance_json(chain, address, wei))
+            let tokens: Vec<_> = cx.services.chains.tokens().tokens(chain).cloned().collect();
+            let client = cx.services.chains.get(chain.name)?;
+            let (wei, in_tokens) = client.balances_with_tokens(address, &tokens).await;
+            let in_tokens: Vec<_> = tokens.into_iter().zip(in_tokens).collect();
+            Ok::<_, ToolError>(balance_json(chain, address, wei?, &in_tokens))
         }))
         .await;
         let entries: Vec<Value> = rows

@@ -21,9 +21,10 @@ use uuid::Uuid;
 pub use args::{Args, Fragments};
 pub use error::{ToolError, ToolResult};
 
-use crate::chain::Chains;
+use crate::chain::{ChainError, Chains};
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::format_units;
+use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::llm::ToolSpec;
@@ -179,14 +180,33 @@ impl ToolContext<'_> {
     }
 }
 
-/// The shape of a balance in tool results and the balances endpoint.
-pub fn balance_json(chain: &ChainInfo, address: Address, wei: U256) -> Value {
+/// The shape of a balance in tool results and the balances endpoint: the native balance and, by symbol, each
+/// token's (`{address, units, formatted, decimals}` or `{address, error}`).
+pub fn balance_json(
+    chain: &ChainInfo,
+    address: Address,
+    wei: U256,
+    tokens: &[(Asset, Result<U256, ChainError>)],
+) -> Value {
+    let tokens: serde_json::Map<String, Value> = tokens
+        .iter()
+        .map(|(token, balance)| {
+            let contract = token.token.unwrap_or_default().to_checksum(None);
+            let entry = match balance {
+                Ok(units) => json!({"address": contract, "units": units.to_string(),
+                    "formatted": format_units(*units, token.decimals), "decimals": token.decimals}),
+                Err(e) => json!({"address": contract, "error": {"code": e.code(), "message": e.to_string()}}),
+            };
+            (token.symbol.clone(), entry)
+        })
+        .collect();
     json!({
         "chain": chain.name,
         "address": address.to_checksum(None),
         "wei": wei.to_string(),
         "formatted": format_units(wei, chain.decimals),
         "symbol": chain.native_symbol,
+        "tokens": tokens,
     })
 }
 
@@ -227,7 +247,7 @@ mod tests {
             of(Capability::Compare),
             ["compare_gas", "compare_balances", "estimate_transfer_cost"]
         );
-        assert_eq!(of(Capability::Transact), ["send_native"]);
+        assert_eq!(of(Capability::Transact), ["send_native", "send_token"]);
         assert_eq!(of(Capability::Analytics), ["spending_summary", "transaction_history"]);
         for tool in all() {
             let moves_funds = tool.effect == Effect::MovesFunds;
@@ -239,7 +259,9 @@ mod tests {
     fn argument_names_cover_every_tool() {
         assert_eq!(
             argument_names(),
-            ["address", "amount", "chain", "chains", "limit", "to", "tx_hash"]
+            [
+                "address", "amount", "chain", "chains", "limit", "to", "token", "tx_hash"
+            ]
         );
     }
 }

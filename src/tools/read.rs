@@ -13,8 +13,8 @@ pub const TOOLS: &[Tool] = &[
         name: "get_balance",
         capability: Capability::Read,
         effect: Effect::ReadsChain,
-        description: "Native balance of an address (default: the agent's wallet) on a chain.",
-        arguments: |f| json!({ "chain": f.chain, "address": f.address }),
+        description: "Native balance and the registry's token balances (USDC, ...) of an address (default: the agent's wallet) on a chain.",
+        arguments: |f| json!({ "chain": f.chain, "address": f.address, "token": f.token }),
         required: &["chain"],
         run: get_balance,
     },
@@ -54,8 +54,17 @@ fn get_balance<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Too
             Some(a) => a,
             None => cx.wallet(chain)?,
         };
-        let wei = cx.services.chains.get(chain.name)?.balance(address).await?;
-        Ok(balance_json(chain, address, wei))
+        // A named token must be one of the chain's; the answer lists every token all the same.
+        args.token(cx.services.chains.tokens(), chain)?;
+        let tokens: Vec<_> = cx.services.chains.tokens().tokens(chain).cloned().collect();
+        let (wei, in_tokens) = cx
+            .services
+            .chains
+            .get(chain.name)?
+            .balances_with_tokens(address, &tokens)
+            .await;
+        let in_tokens: Vec<_> = tokens.into_iter().zip(in_tokens).collect();
+        Ok(balance_json(chain, address, wei?, &in_tokens))
     })
 }
 

@@ -4,8 +4,9 @@
 
 use uuid::Uuid;
 
-use super::{TransferError, TransferOutcome, Transfers, quote, store_error};
+use super::{TransferError, TransferOutcome, Transfers, quote, quote_token, store_error};
 use crate::domain::agent::Agent;
+use crate::domain::asset::Asset;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::store::{Approval, Authorization, Closing, TransferRequest};
@@ -43,7 +44,19 @@ impl Transfers {
             .lock_sender(agent.id, chain.name)
             .await
             .map_err(store_error)?;
-        let quote = quote(client, chain, approval.from, approval.to, approval.value_wei).await?;
+        let quote = match approval.token {
+            None => quote(client, chain, approval.from, approval.to, approval.value_wei).await?,
+            Some(token) => {
+                let asset = Asset {
+                    chain,
+                    symbol: approval.asset.clone(),
+                    decimals: token.decimals,
+                    token: Some(token.address),
+                    eip712: None,
+                };
+                quote_token(client, chain, &asset, approval.from, approval.to, approval.value_wei).await?
+            }
+        };
         let node_nonce = self.node_nonce(client, agent.id, chain, approval.from).await?;
         let request = TransferRequest {
             id: approval.id,
@@ -58,6 +71,7 @@ impl Transfers {
             reserved_wei: quote.reserved,
             node_nonce,
             asset: approval.asset.clone(),
+            token: approval.token,
             authorization: Authorization::Approval,
         };
         self.sign_and_broadcast(client, chain, request, quote.fees.max_priority_fee_per_gas)

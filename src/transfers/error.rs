@@ -27,6 +27,14 @@ pub enum TransferError {
         needed: U256,
         balance: Option<U256>,
     },
+    /// The token amount is above what the wallet holds of that token.
+    #[error("the wallet holds {} {symbol}, less than the {} {symbol} to send", format_units(*.balance, *.decimals), format_units(*.needed, *.decimals))]
+    InsufficientTokenFunds {
+        symbol: String,
+        decimals: u8,
+        needed: U256,
+        balance: U256,
+    },
     #[error("{}", cap_message(.chain, *.reserved, *.cap, *.spent))]
     CapExceeded {
         chain: &'static ChainInfo,
@@ -64,7 +72,7 @@ impl TransferError {
         match self {
             Self::InvalidAmount(_) | Self::ZeroAmount | Self::NoWallet => "invalid_arguments",
             Self::InvalidRecipient(_) => "invalid_recipient",
-            Self::InsufficientFunds { .. } => "insufficient_funds",
+            Self::InsufficientFunds { .. } | Self::InsufficientTokenFunds { .. } => "insufficient_funds",
             Self::CapExceeded { .. } => "spending_cap_exceeded",
             Self::Rejected(_) | Self::NonceKeptRefused => "broadcast_rejected",
             Self::Chain(e) => e.code(),

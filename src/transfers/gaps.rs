@@ -39,6 +39,7 @@ impl Transfers {
             reserved_wei: fees.max_cost(gas_limit),
             node_nonce: None,
             asset: chain.native_symbol.to_string(),
+            token: None,
             authorization: Authorization::Decided,
         };
         let signer = self.signer(gap.agent_id).await?;

@@ -33,6 +33,7 @@ mod slow_node;
 mod startup;
 mod store;
 mod stream_leases;
+mod tokens;
 mod transfer_concurrency;
 mod transfer_recovery;
 mod transfers;

@@ -82,6 +82,7 @@ fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> Transfe
         reserved_wei: U256::from(value + 21_000),
         node_nonce: None,
         asset: "ETH".into(),
+        token: None,
         authorization: Authorization::Policy,
     }
 }

@@ -135,7 +135,7 @@ async fn refused_transfers_answer_the_tool_codes_and_send_nothing() {
         order(to, "-1"),
         order(to, "lots"),
         json!({"chain": "ethereum", "to": to.to_string(), "amount": "0.01"}),
-        json!({"chain": "base", "to": to.to_string(), "amount": "0.01", "asset": "USDC"}),
+        json!({"chain": "base", "to": to.to_string(), "amount": "0.01", "asset": "DOGE"}),
         json!({"chain": "base", "to": to.to_string(), "amount": 0.01}),
         json!({"chain": "base", "to": to.to_string()}),
         json!({"chain": "base", "to": to.to_string(), "amount": "0.01", "memo": "x"}),

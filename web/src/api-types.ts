@@ -551,6 +551,10 @@ export interface components {
             /** @description Decimal string in whole native units. */
             formatted: string;
             symbol: string;
+            /** @description The registry's ERC-20 tokens of the chain, by symbol: a balance or that token's error. */
+            tokens: {
+                [key: string]: components["schemas"]["TokenBalanceEntryView"];
+            };
         };
         BalancesView: {
             /** Format: uuid */
@@ -592,6 +596,8 @@ export interface components {
             explorer_url: string;
             /** @description An RPC URL is set for this chain. */
             configured: boolean;
+            /** @description The registry's ERC-20 tokens on this chain. */
+            tokens: components["schemas"]["TokenView"][];
         };
         /** @description A single-use reissue challenge to sign with `personal_sign`. */
         ChallengeView: {
@@ -664,12 +670,18 @@ export interface components {
             chain_id: number;
             /** @description EIP-55 address. */
             address: string;
+            /** @description The asset to send: the native symbol, or the token asked for. */
             symbol: string;
-            /** @description The amount asked for (decimal string, native units), or null. */
+            /** @description EIP-55 address of the token contract when a token was asked for; null for the native coin. */
+            token_address: string | null;
+            /** @description The amount asked for (decimal string, whole units of the asset), or null. */
             amount: string | null;
-            /** @description The same amount in wei (decimal string), or null. */
+            /** @description The same amount in base units (wei for the native coin; decimal string), or null. */
             amount_wei: string | null;
-            /** @description EIP-681: `ethereum:<address>@<chain_id>[?value=<wei>]`. */
+            /**
+             * @description EIP-681: `ethereum:<address>@<chain_id>[?value=<wei>]`, or for a token
+             *     `ethereum:<token>@<chain_id>/transfer?address=<address>[&uint256=<base units>]`.
+             */
             payment_uri: string;
             explorer_url: string;
         };
@@ -701,6 +713,11 @@ export interface components {
             address: string;
             error: components["schemas"]["FailureView"];
         };
+        FailedTokenBalanceView: {
+            /** @description EIP-55 address of the token contract. */
+            address: string;
+            error: components["schemas"]["FailureView"];
+        };
         /** @description A failure reported inside a successful body: `{code, message}`. */
         FailureView: {
             /** @description snake_case, e.g. `chain_not_configured`, `capability_denied`. */
@@ -718,9 +735,13 @@ export interface components {
              */
             rule?: string;
         };
-        /** @description Optional body: one chain, and an amount (decimal string in native units) for the payment URI. */
+        /**
+         * @description Optional body: one chain, an asset (default: the native coin; or a registry token such as `USDC`), and an amount
+         *     (decimal string in whole units of the asset) for the payment URI.
+         */
         FundRequest: {
             chain?: string | null;
+            asset?: string | null;
             amount?: string | null;
         };
         /** @description Where and how to send funds to the agent. */
@@ -755,7 +776,10 @@ export interface components {
             to: string;
             /** @description Decimal string in whole units of the asset, e.g. "0.01". */
             amount: string;
-            /** @description The asset's symbol; absent: the chain's native asset (the only one for now). */
+            /**
+             * @description The asset: the chain's native symbol (the default) or a registry token's symbol or contract address
+             *     (`USDC`), any case.
+             */
             asset?: string | null;
         };
         OpenSession: {
@@ -832,6 +856,26 @@ export interface components {
          * @enum {string}
          */
         RoleView: "user" | "assistant";
+        /** @description One token's entry: its balance, or an error for that token only. */
+        TokenBalanceEntryView: components["schemas"]["TokenBalanceView"] | components["schemas"]["FailedTokenBalanceView"];
+        TokenBalanceView: {
+            /** @description EIP-55 address of the token contract. */
+            address: string;
+            /** @description Decimal string of base units. */
+            units: string;
+            /** @description Decimal string in whole tokens. */
+            formatted: string;
+            /** Format: int32 */
+            decimals: number;
+        };
+        /** @description A registry token. */
+        TokenView: {
+            symbol: string;
+            /** @description EIP-55 address of the token contract. */
+            address: string;
+            /** Format: int32 */
+            decimals: number;
+        };
         TransactionView: {
             /** Format: uuid */
             id: string;
@@ -839,12 +883,18 @@ export interface components {
             tx_hash: string;
             /** @description EIP-55 address. */
             from: string;
-            /** @description EIP-55 address. */
+            /** @description EIP-55 address of the recipient (of the token, for a token transfer). */
             to: string;
-            /** @description Decimal string. */
+            /** @description The native coin the transaction moves, in wei (decimal string; "0" for a token transfer). */
             value_wei: string;
-            /** @description Decimal string in native units. */
+            /** @description The same in native units. */
             value: string;
+            /** @description The asset moved: the native symbol or the token's. */
+            asset: string;
+            /** @description Decimal string in whole units of `asset`. */
+            amount: string;
+            /** @description EIP-55 address of the token contract; null for the native coin. */
+            token_address: string | null;
             /** Format: int64 */
             nonce: number;
             status: components["schemas"]["TxStatusView"];
@@ -876,6 +926,8 @@ export interface components {
             chain: string;
             /** @description The asset's symbol (the chain's native symbol for native transfers). */
             asset: string;
+            /** @description EIP-55 address of the token contract; null for the native coin. */
+            token_address: string | null;
             /** @description EIP-55 address of the agent's wallet. */
             from: string;
             /** @description EIP-55 address. */

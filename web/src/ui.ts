@@ -72,7 +72,7 @@ export function chainPicker(
   const known = new Set(chains.map((c) => c.name));
   const all = [...chains];
   for (const name of selected) {
-    if (!known.has(name)) all.push({ name, chain_id: 0, native_symbol: '', decimals: 18, explorer_url: '', configured: false });
+    if (!known.has(name)) all.push({ name, chain_id: 0, native_symbol: '', decimals: 18, explorer_url: '', configured: false, tokens: [] });
   }
   const el = h(
     'fieldset',

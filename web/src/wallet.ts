@@ -1,4 +1,5 @@
-// The wallet tab: addresses with copy buttons, EIP-681 QR codes, balances per chain (with per-chain errors).
+// The wallet tab: addresses with copy buttons, EIP-681 QR codes (native coin or a registry token such as USDC),
+// balances per chain with their tokens (with per-chain and per-token errors).
 import { api, type AgentDetail, type BalanceEntry, type ChainInfo, type Deposit } from './api';
 import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
@@ -14,11 +15,18 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
   const byName = new Map(chains.map((c) => [c.name, c]));
   const balanceEls = new Map<string, HTMLElement>();
   const qrEls = new Map<string, HTMLElement>();
+  const tokenEls = new Map<string, HTMLElement>();
+  // The registry tokens of the agent's chains, for the funding QR codes.
+  const tokenSymbols = [
+    ...new Set(agent.chains.flatMap((chain) => (byName.get(chain)?.tokens ?? []).map((t) => t.symbol))),
+  ];
   const cards = agent.chains.map((chain) => {
     const info = byName.get(chain);
     const address = agent.wallet_addresses[chain] ?? '';
     const balance = h('p', { class: 'balance', 'data-testid': `balance-${chain}`, 'aria-live': 'polite' }, '…');
     balanceEls.set(chain, balance);
+    const tokens = h('ul', { class: 'token-balances small', 'data-testid': `tokens-${chain}` });
+    tokenEls.set(chain, tokens);
     const qr = h('div', { class: 'qr-box', 'data-testid': `qr-${chain}` }, h('p', { class: 'muted' }, 'Loading QR code…'));
     qrEls.set(chain, qr);
     const cap = agent.spending_cap;
@@ -37,6 +45,7 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
           copyButton(address, `Copy ${chain} address`),
         ),
         h('div', { class: 'stat' }, h('span', { class: 'muted' }, 'Balance'), balance),
+        tokens,
         h(
           'p',
           { class: 'muted small' },
@@ -49,6 +58,12 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
   });
 
   const amount = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'e.g. 0.05', autocomplete: 'off' });
+  const asset = h(
+    'select',
+    {},
+    h('option', { value: '' }, 'Native coin'),
+    ...tokenSymbols.map((symbol) => h('option', { value: symbol }, symbol)),
+  ) as HTMLSelectElement;
   const fundError = errorLine();
   const instructions = h('p', { class: 'muted small' });
   const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh balances');
@@ -83,15 +98,37 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
       el.textContent = `${entry.formatted} ${entry.symbol}`;
       el.title = `${entry.wei} wei`;
     }
+    const list = tokenEls.get(chain);
+    if (!list) return;
+    clear(list);
+    const tokens = entry && !('error' in entry) ? Object.entries(entry.tokens ?? {}) : [];
+    for (const [symbol, token] of tokens) {
+      const text =
+        'error' in token ? `${symbol}: unavailable (${token.error.code})` : `${token.formatted} ${symbol}`;
+      list.append(h('li', { class: 'error' in token ? 'error' : '', 'data-testid': `token-${chain}-${symbol}` }, text));
+    }
   }
 
   async function loadQr(): Promise<void> {
     fundError.clear();
     const value = amount.value.trim();
+    const symbol = asset.value;
     try {
-      const funding = await api.fund(agent.id, token, value ? { amount: value } : {});
+      const funding = await api.fund(agent.id, token, {
+        ...(value ? { amount: value } : {}),
+        ...(symbol ? { asset: symbol } : {}),
+      });
       instructions.textContent = funding.instructions;
-      for (const deposit of funding.deposits) showDeposit(deposit);
+      for (const chain of agent.chains) {
+        const deposit = funding.deposits.find((d) => d.chain === chain);
+        if (deposit) showDeposit(deposit);
+        else {
+          const box = qrEls.get(chain);
+          if (!box) continue;
+          clear(box);
+          box.append(h('p', { class: 'muted' }, `No ${symbol} on ${chain}.`));
+        }
+      }
     } catch (e) {
       fundError.show(e);
     }
@@ -118,7 +155,8 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
   const form = h(
     'form',
     { class: 'inline-form' },
-    field('Amount to request in the QR codes (optional, native units)', amount),
+    field('Asset of the QR codes', asset),
+    field('Amount to request in the QR codes (optional, whole units of the asset)', amount),
     h('button', { type: 'submit', class: 'secondary' }, 'Update QR codes'),
   );
   form.addEventListener('submit', (event) => {
@@ -134,7 +172,7 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
     h(
       'p',
       { class: 'muted' },
-      'Fund the agent by sending native tokens to its address. The QR codes are EIP-681 payment links for wallet apps.',
+      'Fund the agent by sending native coins or a registry token (USDC, …) to its address. The QR codes are EIP-681 payment links for wallet apps.',
     ),
     cards,
     form,

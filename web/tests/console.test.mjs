@@ -79,6 +79,18 @@ describe('web console', { timeout: 180000 }, () => {
     const uri = await page.getByTestId('payment-uri-base').textContent();
     assert.ok(uri.startsWith(`ethereum:${address}@8453`), uri);
     await page.getByRole('img', { name: /QR code for ethereum:/ }).waitFor();
+    // A token QR code: the EIP-681 call of USDC's transfer to the agent, amount in USDC's base units.
+    await page.getByLabel('Asset of the QR codes').selectOption('USDC');
+    await page.getByLabel(/Amount to request in the QR codes/).fill('2.5');
+    await page.getByRole('button', { name: 'Update QR codes' }).click();
+    const usdcUri = `ethereum:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913@8453/transfer?address=${address}&uint256=2500000`;
+    await page.getByTestId('payment-uri-base').filter({ hasText: usdcUri }).waitFor();
+    await page.getByRole('img', { name: `QR code for ${usdcUri}` }).waitFor();
+    await shot('03a-usdc-qr');
+    await page.getByLabel('Asset of the QR codes').selectOption('');
+    await page.getByLabel(/Amount to request in the QR codes/).fill('');
+    await page.getByRole('button', { name: 'Update QR codes' }).click();
+    await page.getByTestId('payment-uri-base').filter({ hasText: `ethereum:${address}@8453` }).waitFor();
     await page.getByTestId('balance-base').filter({ hasText: 'ETH' }).waitFor();
     assert.match(await page.getByTestId('balance-base').textContent(), /^0(\.0+)? ETH$/);
     await page.getByRole('listitem').filter({ hasText: 'Browser test agent' }).waitFor();

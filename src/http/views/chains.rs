@@ -3,6 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::asset::Registry;
 use crate::domain::chain::ChainInfo;
 
 /// A registry chain and whether this server has an RPC URL for it.
@@ -15,10 +16,21 @@ pub struct ChainView {
     pub explorer_url: &'static str,
     /// An RPC URL is set for this chain.
     pub configured: bool,
+    /// The registry's ERC-20 tokens on this chain.
+    pub tokens: Vec<TokenView>,
+}
+
+/// A registry token.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenView {
+    pub symbol: String,
+    /// EIP-55 address of the token contract.
+    pub address: String,
+    pub decimals: u8,
 }
 
 impl ChainView {
-    pub fn new(chain: &ChainInfo, configured: bool) -> Self {
+    pub fn new(chain: &ChainInfo, configured: bool, assets: &Registry) -> Self {
         Self {
             name: chain.name,
             chain_id: chain.chain_id,
@@ -26,6 +38,14 @@ impl ChainView {
             decimals: chain.decimals,
             explorer_url: chain.explorer_url,
             configured,
+            tokens: assets
+                .tokens(chain)
+                .map(|t| TokenView {
+                    symbol: t.symbol.clone(),
+                    address: t.token.unwrap_or_default().to_checksum(None),
+                    decimals: t.decimals,
+                })
+                .collect(),
         }
     }
 }

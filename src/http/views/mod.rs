@@ -17,7 +17,7 @@ pub mod wallets;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView};
-pub use chains::{ChainView, HealthView};
+pub use chains::{ChainView, HealthView, TokenView};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
@@ -26,4 +26,7 @@ pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use transfers::{TransferStatusView, TransferView};
-pub use wallets::{BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FundingView};
+pub use wallets::{
+    BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FailedTokenBalanceView, FundingView,
+    TokenBalanceEntryView, TokenBalanceView,
+};

@@ -39,14 +39,15 @@ pub struct PolicyView {
     pub allowed_hosts: Option<Vec<String>>,
 }
 
-impl From<&Policy> for PolicyView {
-    fn from(policy: &Policy) -> Self {
+impl PolicyView {
+    /// The policy with its amounts in whole units of each asset (decimals from the token registry).
+    pub fn new(policy: &Policy, assets: &asset::Registry) -> Self {
         let checksummed = |list: &[alloy::primitives::Address]| list.iter().map(|a| a.to_checksum(None)).collect();
         PolicyView {
             limits: policy
                 .limits
                 .iter()
-                .map(|(key, limits)| (key.clone(), limits_view(key, limits)))
+                .map(|(key, limits)| (key.clone(), limits_view(assets, key, limits)))
                 .collect(),
             allowed_recipients: policy.allowed_recipients.as_deref().map(checksummed),
             blocked_recipients: checksummed(&policy.blocked_recipients),
@@ -57,8 +58,8 @@ impl From<&Policy> for PolicyView {
     }
 }
 
-fn limits_view(key: &str, limits: &AssetLimits) -> AssetLimitsView {
-    let decimals = asset::resolve(key).map_or(18, |a| a.decimals);
+fn limits_view(assets: &asset::Registry, key: &str, limits: &AssetLimits) -> AssetLimitsView {
+    let decimals = assets.resolve(key).map_or(18, |a| a.decimals);
     let text = |v: Option<alloy::primitives::U256>| v.map(|v| format_units(v, decimals));
     AssetLimitsView {
         per_transfer: text(limits.per_transfer),

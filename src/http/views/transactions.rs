@@ -37,12 +37,19 @@ pub struct TransactionView {
     pub tx_hash: String,
     /// EIP-55 address.
     pub from: String,
-    /// EIP-55 address.
+    /// EIP-55 address of the recipient (of the token, for a token transfer).
     pub to: String,
-    /// Decimal string.
+    /// The native coin the transaction moves, in wei (decimal string; "0" for a token transfer).
     pub value_wei: String,
-    /// Decimal string in native units.
+    /// The same in native units.
     pub value: String,
+    /// The asset moved: the native symbol or the token's.
+    pub asset: String,
+    /// Decimal string in whole units of `asset`.
+    pub amount: String,
+    /// EIP-55 address of the token contract; null for the native coin.
+    #[schema(required = true)]
+    pub token_address: Option<String>,
     pub nonce: u64,
     pub status: TxStatusView,
     #[schema(required = true)]
@@ -63,8 +70,11 @@ impl From<&StoredTx> for TransactionView {
             tx_hash: tx.tx_hash.clone(),
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
-            value_wei: tx.value_wei.to_string(),
-            value: format_units(tx.value_wei, 18),
+            value_wei: tx.native_value().to_string(),
+            value: format_units(tx.native_value(), 18),
+            asset: tx.asset.clone(),
+            amount: format_units(tx.value_wei, tx.decimals()),
+            token_address: tx.token.map(|t| t.address.to_checksum(None)),
             nonce: tx.nonce,
             status: tx.status.into(),
             block_number: tx.block_number,

@@ -60,6 +60,9 @@ pub struct TransferView {
     pub chain: String,
     /// The asset's symbol (the chain's native symbol for native transfers).
     pub asset: String,
+    /// EIP-55 address of the token contract; null for the native coin.
+    #[schema(required = true)]
+    pub token_address: Option<String>,
     /// EIP-55 address of the agent's wallet.
     pub from: String,
     /// EIP-55 address.
@@ -91,15 +94,15 @@ pub struct TransferView {
 impl From<&StoredTx> for TransferView {
     fn from(tx: &StoredTx) -> Self {
         let chain = registry::find(&tx.chain);
-        let decimals = chain.map_or(18, |c| c.decimals);
         Self {
             id: tx.id,
             transfer_id: tx.id,
             chain: tx.chain.clone(),
-            asset: chain.map_or_else(String::new, |c| c.native_symbol.to_string()),
+            asset: tx.asset.clone(),
+            token_address: tx.token.map(|t| t.address.to_checksum(None)),
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
-            amount: format_units(tx.value_wei, decimals),
+            amount: format_units(tx.value_wei, tx.decimals()),
             amount_wei: tx.value_wei.to_string(),
             status: tx.status.into(),
             tx_hash: Some(tx.tx_hash.clone()),
@@ -121,6 +124,7 @@ impl From<&Approval> for TransferView {
             transfer_id: a.id,
             chain: a.chain.clone(),
             asset: a.asset.clone(),
+            token_address: a.token.map(|t| t.address.to_checksum(None)),
             from: a.from.to_checksum(None),
             to: a.to.to_checksum(None),
             amount: a.amount(),

@@ -50,7 +50,13 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
     }
     let chain = chain_of(call, value);
     let known = match call.name.as_str() {
-        "get_balance" => balance_line(value).map(|b| format!("Balance on {chain}: {b}.")),
+        "get_balance" => balance_line(value).map(|b| {
+            let line = format!("Balance on {chain}: {b}.");
+            match field(&call.arguments, "token") {
+                Some(token) => format!("{} {line}", token_line(&chain, value, &token)),
+                None => format!("{line}{}", tokens_line(value)),
+            }
+        }),
         "get_gas_price" => field(value, "gas_price_gwei").map(|g| {
             let mut line = format!("Gas price on {chain}: {g} gwei");
             if let (Some(base), Some(tip)) = (field(value, "base_fee_gwei"), field(value, "priority_fee_gwei")) {
@@ -69,8 +75,10 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
             .and_then(Value::as_array)
             .map(|rows| compare_balances(value, rows)),
         "estimate_transfer_cost" => field(value, "fee").map(|fee| estimate(&chain, value, &fee)),
-        "send_native" if field(value, "status").as_deref() == Some("awaiting_approval") => Some(awaiting(value)),
-        "send_native" => field(value, "tx_hash").map(|hash| sent(&chain, value, &hash)),
+        "send_native" | "send_token" if field(value, "status").as_deref() == Some("awaiting_approval") => {
+            Some(awaiting(value))
+        }
+        "send_native" | "send_token" => field(value, "tx_hash").map(|hash| sent(&chain, value, &hash)),
         "spending_summary" => value.get("chains").and_then(Value::as_array).map(|rows| spending(rows)),
         "transaction_history" => value
             .get("transactions")
@@ -121,6 +129,42 @@ fn balance_line(value: &Value) -> Option<String> {
         line.push_str(&format!(" at {address}"));
     }
     Some(line)
+}
+
+/// One token's balance from a `get_balance` result (`5 USDC (5000000 units) on base`), or why it has none.
+fn token_line(chain: &str, value: &Value, wanted: &str) -> String {
+    let tokens = value.get("tokens").and_then(Value::as_object);
+    let found = tokens.and_then(|t| t.iter().find(|(symbol, _)| symbol.eq_ignore_ascii_case(wanted)));
+    match found {
+        Some((symbol, entry)) => match (field(entry, "formatted"), entry.get("error")) {
+            (Some(formatted), _) => format!(
+                "{symbol} balance on {chain}: {formatted} {symbol} ({} base units, token {}).",
+                text(entry, "units"),
+                text(entry, "address")
+            ),
+            (None, Some(error)) => format!(
+                "The {symbol} balance on {chain} could not be read: {}.",
+                field(error, "message").unwrap_or_else(|| text(error, "code"))
+            ),
+            (None, None) => format!("The {symbol} balance on {chain} could not be read."),
+        },
+        None => format!("{wanted} is not a token I know on {chain}."),
+    }
+}
+
+/// ` Tokens: 5 USDC, 0 WETH.` from a `get_balance` result (empty when the chain has no tokens).
+fn tokens_line(value: &Value) -> String {
+    let Some(tokens) = value.get("tokens").and_then(Value::as_object).filter(|t| !t.is_empty()) else {
+        return String::new();
+    };
+    let parts: Vec<String> = tokens
+        .iter()
+        .map(|(symbol, entry)| match field(entry, "formatted") {
+            Some(formatted) => format!("{formatted} {symbol}"),
+            None => format!("{symbol} unavailable"),
+        })
+        .collect();
+    format!(" Tokens: {}.", parts.join(", "))
 }
 
 fn transaction_line(chain: &str, value: &Value, status: &str) -> String {
@@ -329,7 +373,7 @@ fn describe_error(call: &ToolCall, value: &Value, error: &Value, context: &TurnC
         "get_block_number" => "get the latest block",
         "get_transaction" => "look up the transaction",
         "estimate_transfer_cost" => "estimate the transfer cost",
-        "send_native" => "send the transfer",
+        "send_native" | "send_token" => "send the transfer",
         "spending_summary" => "summarise the spending",
         "transaction_history" => "list the transactions",
         _ => "run that",
@@ -523,5 +567,27 @@ mod tests {
             &[Some("not json"), None],
         );
         assert_eq!(text, "get_balance: not json\nget_block_number gave no result.");
+    }
+
+    #[test]
+    fn a_token_balance_question_is_answered_with_that_token_first() {
+        let value = json!({"chain": "base", "address": ADDR, "wei": "1000000000000000000", "formatted": "1",
+            "symbol": "ETH", "tokens": {"USDC": {"address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "units": "5000000", "formatted": "5", "decimals": 6},
+            "WETH": {"address": "0x4200000000000000000000000000000000000006",
+            "error": {"code": "token_unavailable", "message": "no token"}}}});
+        let asked = describe(&call("get_balance", json!({"chain": "base", "token": "USDC"})), &value);
+        assert!(
+            asked.starts_with("USDC balance on base: 5 USDC (5000000 base units"),
+            "{asked}"
+        );
+        let all = describe(&call("get_balance", json!({"chain": "base"})), &value);
+        assert!(all.ends_with("Tokens: 5 USDC, WETH unavailable."), "{all}");
+        let sent = describe(
+            &call("send_token", json!({"chain": "base"})),
+            &json!({"chain": "base", "tx_hash": "0xab", "status": "pending", "amount": "5", "symbol": "USDC",
+                "to": ADDR}),
+        );
+        assert!(sent.starts_with(&format!("Sent 5 USDC to {ADDR} on base.")), "{sent}");
     }
 }

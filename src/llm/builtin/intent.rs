@@ -4,7 +4,6 @@ use serde_json::{Map, Value, json};
 
 use super::scan::Scan;
 use super::transfer::{Declined, PAST_VERBS, SEND_VERBS};
-use crate::domain::asset;
 use crate::domain::chain as registry;
 use crate::llm::TurnContext;
 
@@ -142,6 +141,10 @@ impl Planner<'_> {
                 Ok(args) => args,
                 Err(intent) => return intent,
             };
+            let args = match self.named_token() {
+                Some(token) => with(args, "token", json!(token)),
+                None => args,
+            };
             if s.has(ALL) {
                 return self.fan_out("compare_balances", "get_balance", args);
             }
@@ -192,7 +195,7 @@ impl Planner<'_> {
         let implied = symbol.and_then(|symbol| {
             let mut chains = registry::CHAINS
                 .iter()
-                .filter(|c| asset::resolve(&asset::key(c.name, symbol)).is_some());
+                .filter(|c| self.context.assets.find(c, symbol).is_some());
             match (chains.next(), chains.next()) {
                 (Some(only), None) => Some(only.name),
                 _ => None,
@@ -202,6 +205,18 @@ impl Planner<'_> {
             Some(chain) => self.foreign_chain(&[chain]).map_or(Ok(chain.to_string()), Err),
             None => self.context.chains.first().cloned().ok_or(Intent::NoChains),
         }
+    }
+
+    /// A registry token the message names ("what is my USDC balance"), in its registry spelling.
+    fn named_token(&self) -> Option<String> {
+        self.scan.words.iter().find_map(|word| {
+            let symbol = super::scan::symbol_of(word);
+            registry::CHAINS
+                .iter()
+                .flat_map(|c| self.context.assets.tokens(c))
+                .find(|t| t.symbol == symbol)
+                .map(|t| t.symbol.clone())
+        })
     }
 
     /// The `address` argument: an address in the text, or the connected wallet when the user refers to it.
@@ -354,6 +369,7 @@ mod tests {
             wallet_addresses: vec![("ethereum".into(), ADDR.into())],
             connected_wallet: Some("0x00000000000000000000000000000000000000aA".into()),
             tool_capabilities: crate::llm::builtin::test_tool_capabilities(),
+            ..Default::default()
         }
     }
 
@@ -372,6 +388,11 @@ mod tests {
                 "what is my balance on base".into(),
                 "get_balance",
                 json!({"chain": "base"}),
+            ),
+            (
+                "what is my USDC balance on base".into(),
+                "get_balance",
+                json!({"chain": "base", "token": "USDC"}),
             ),
             (
                 "Balance on Ethereum".into(),

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::intent::{Intent, PlannedCall, Planner};
 use super::scan::{Amount, symbol_of};
-use crate::domain::asset::{self, Asset};
+use crate::domain::asset::Asset;
 use crate::domain::chain::{self as registry, ChainInfo};
 
 /// Words of a request to move money.
@@ -86,7 +86,7 @@ pub enum Declined {
     UnknownAsset {
         symbol: String,
         chain: &'static str,
-        known: Vec<&'static str>,
+        known: Vec<String>,
     },
     /// The amount's asset and another asset named elsewhere in the message.
     SeveralAssets(Vec<String>),
@@ -288,11 +288,17 @@ impl Planner<'_> {
         }
         let chain = self.chain_info(amount.symbol().as_deref())?;
         let symbol = amount.symbol().unwrap_or_else(|| chain.native_symbol.to_string());
-        let Some(asset) = asset::resolve(&asset::key(chain.name, &symbol)) else {
+        let Some(asset) = self.context.assets.find(chain, &symbol) else {
             return Err(Intent::Declined(Declined::UnknownAsset {
                 symbol,
                 chain: chain.name,
-                known: asset::on_chain(chain).iter().map(|a| a.symbol).collect(),
+                known: self
+                    .context
+                    .assets
+                    .on_chain(chain)
+                    .into_iter()
+                    .map(|a| a.symbol)
+                    .collect(),
             }));
         };
         let mut named = vec![asset.symbol.to_string()];
@@ -404,7 +410,7 @@ mod tests {
     const A: &str = "0x52908400098527886E0F7030069857D2E4169EE7";
     const B: &str = "0x8617E340B3D01FA5F11F306F4090FD50E238070D";
     const CONNECTED_WALLET: &str = "0x00000000000000000000000000000000000000aA";
-    const TOOLS: &[&str] = &["get_balance", "estimate_transfer_cost", "send_native"];
+    const TOOLS: &[&str] = &["get_balance", "estimate_transfer_cost", "send_native", "send_token"];
 
     fn ctx(connected: bool) -> TurnContext {
         TurnContext {
@@ -475,11 +481,11 @@ mod tests {
                 }),
             ),
             (
-                "send 0.02 USDC to {A}",
+                "send 0.02 DOGE to {A}",
                 declined(Declined::UnknownAsset {
-                    symbol: "USDC".into(),
+                    symbol: "DOGE".into(),
                     chain: "base",
-                    known: vec!["ETH"],
+                    known: vec!["ETH".into(), "USDC".into(), "WETH".into()],
                 }),
             ),
             (
@@ -487,7 +493,7 @@ mod tests {
                 declined(Declined::UnknownAsset {
                     symbol: "POL".into(),
                     chain: "base",
-                    known: vec!["ETH"],
+                    known: vec!["ETH".into(), "USDC".into(), "WETH".into()],
                 }),
             ),
             (
@@ -526,6 +532,62 @@ mod tests {
                 assert!(d.explain().ends_with(NOTHING_SENT), "{text}: {}", d.explain());
             }
         }
+    }
+
+    /// (chain, token, to, amount) of the one `send_token` call, or None.
+    fn sends_token(text: &str) -> Option<(String, String, String, String)> {
+        match intent(text, false) {
+            Intent::Call(calls) if calls.iter().any(|c| c.tool == "send_token") => {
+                assert_eq!(calls.len(), 1, "{text}");
+                let field = |k: &str| calls[0].args[k].as_str().unwrap_or_default().to_string();
+                Some((field("chain"), field("token"), field("to"), field("amount")))
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_imperative_with_a_registry_token_sends_that_token() {
+        let sent = |chain: &str, token: &str, amount: &str| {
+            Some((chain.to_string(), token.to_string(), A.to_string(), amount.to_string()))
+        };
+        assert_eq!(sends_token("send 5 USDC to {A} on base"), sent("base", "USDC", "5"));
+        assert_eq!(
+            sends_token("please pay 0.25 usdc to {A} on ethereum"),
+            sent("ethereum", "USDC", "0.25")
+        );
+        assert_eq!(sends_token("transfer 1.5 DAI to {A}"), sent("ethereum", "DAI", "1.5"));
+        // The token's amount is never sent as the native coin.
+        assert_eq!(sends(&format!("send 5 USDC to {A} on base"), false), None);
+    }
+
+    #[test]
+    fn negated_questioned_or_unknown_tokens_send_nothing() {
+        for text in [
+            "don't send 5 USDC to {A} on base",
+            "never send 5 USDC to {A}",
+            "can I send 5 USDC to {A} on base?",
+            "send 5 FOO to {A}",
+            "send 5 USDT to {A} on base",
+            "send 5 USDC to {A} or {B} on base",
+        ] {
+            assert_eq!(sends_token(text), None, "{text}");
+            assert_eq!(sends(text, false), None, "{text}");
+        }
+        assert_eq!(
+            intent("don't send 5 USDC to {A} on base", false),
+            Intent::Declined(Declined::Negated)
+        );
+        assert!(matches!(
+            intent("send 5 FOO to {A}", false),
+            Intent::Declined(Declined::UnknownAsset { symbol, .. }) if symbol == "FOO"
+        ));
+        // A token is sent only with the tool that sends tokens.
+        let native_only = parse_intent(&format!("send 5 USDC to {A} on base"), &ctx(false), &["send_native"]);
+        assert!(
+            matches!(native_only, Intent::Lacks { tool: "send_token", .. }),
+            "{native_only:?}"
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ where
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Option<Uuid>: Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
@@ -146,6 +148,8 @@ where
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Option<Uuid>: Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
@@ -278,9 +282,10 @@ where
         ttl_secs: u64,
     ) -> StoreResult<(Approval, EventRecord)> {
         let a = Approval::from_request(r, ttl_secs);
+        let (token_address, asset_decimals) = shared::token_columns(a.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -297,6 +302,8 @@ where
         .bind(a.expires_at)
         .bind(a.created_at)
         .bind(a.updated_at)
+        .bind(token_address)
+        .bind(asset_decimals)
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

@@ -107,7 +107,7 @@ where
         let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
-        Self::insert_transfer(&mut tx, &record, &r.asset, None).await?;
+        Self::insert_transfer(&mut tx, &record, None).await?;
         sqlx::query(
             "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
              ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
@@ -217,7 +217,7 @@ where
         let nonce = shared::u64_from(nonce, "nonce")?;
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
-        Self::insert_transfer(&mut tx, &record, &r.asset, Some(gap)).await?;
+        Self::insert_transfer(&mut tx, &record, Some(gap)).await?;
         sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
             .bind((held - moved).to_string())
             .bind(gap)
@@ -364,15 +364,11 @@ where
     for<'r> Option<i64>: Encode<'r, B>,
 {
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
-    async fn insert_transfer(
-        conn: &mut B::Connection,
-        record: &StoredTx,
-        asset: &str,
-        fills: Option<Uuid>,
-    ) -> StoreResult<()> {
+    async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
+        let (token_address, asset_decimals) = shared::token_columns(record.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO transactions ({TX_COLUMNS}, asset, fills) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+            "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
@@ -393,7 +389,9 @@ where
         .bind(Option::<i64>::None)
         .bind(record.created_at)
         .bind(record.updated_at)
-        .bind(asset)
+        .bind(&record.asset)
+        .bind(token_address)
+        .bind(asset_decimals)
         .bind(fills)
         .execute(&mut *conn)
         .await?;
