@@ -106,6 +106,8 @@ pub struct ChainsConfig {
     pub watcher_interval: Duration,
     /// How long a broadcast transfer may be unknown to the node before it counts as dropped.
     pub tx_drop_after: Duration,
+    /// `STUCK_AFTER_SECS`: how long a transfer may stay pending before it is sent again with higher fees (§14).
+    pub stuck_after: Duration,
 }
 
 /// The chat engine.
@@ -323,6 +325,7 @@ impl ChainsConfig {
             rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
             watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
+            stuck_after: Duration::from_secs(vars.number("STUCK_AFTER_SECS", 120)?),
         })
     }
 

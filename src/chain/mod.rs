@@ -9,6 +9,7 @@ pub mod chains;
 pub mod client;
 pub mod error;
 pub mod fees;
+pub mod l1_fee;
 pub mod tx;
 
 pub use chains::Chains;

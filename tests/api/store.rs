@@ -129,6 +129,7 @@ async fn conversation(store: &dyn Store, agent: &Agent) -> Conversation {
 fn confirmed(cost: u64) -> Settlement {
     Settlement {
         status: TxState::Confirmed,
+        landed: None,
         block_number: Some(7),
         gas_used: Some(21_000),
         actual_cost_wei: Some(U256::from(cost)),
@@ -502,6 +503,7 @@ async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
         .unwrap();
     let dropped = Settlement {
         status: TxState::Dropped,
+        landed: None,
         block_number: None,
         gas_used: None,
         actual_cost_wei: Some(U256::ZERO),

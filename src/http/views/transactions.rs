@@ -16,6 +16,7 @@ pub enum TxStatusView {
     Confirmed,
     Reverted,
     Dropped,
+    Cancelled,
 }
 
 impl From<TxState> for TxStatusView {
@@ -26,6 +27,7 @@ impl From<TxState> for TxStatusView {
             TxState::Confirmed => Self::Confirmed,
             TxState::Reverted => Self::Reverted,
             TxState::Dropped => Self::Dropped,
+            TxState::Cancelled => Self::Cancelled,
         }
     }
 }
@@ -44,6 +46,8 @@ pub struct TransactionView {
     /// Decimal string in native units.
     pub value: String,
     pub nonce: u64,
+    /// Earlier attempts at the same nonce that a fee bump or a cancel replaced, oldest first (§14).
+    pub replaced_hashes: Vec<String>,
     pub status: TxStatusView,
     #[schema(required = true)]
     pub block_number: Option<u64>,
@@ -66,6 +70,7 @@ impl From<&StoredTx> for TransactionView {
             value_wei: tx.value_wei.to_string(),
             value: format_units(tx.value_wei, 18),
             nonce: tx.nonce,
+            replaced_hashes: Vec::new(),
             status: tx.status.into(),
             block_number: tx.block_number,
             gas_used: tx.gas_used,
