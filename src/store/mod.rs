@@ -28,7 +28,7 @@ pub use feed::EventFeed;
 pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, NonceFill,
-    OwnerChallenge, OwnerSessionRecord, Replacement, ReissueProof, ResealFn, Reservation, Role, Settlement, SignFn,
+    OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement, SignFn,
     SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
@@ -71,8 +71,8 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore, OwnerStore,
-        PolicyStore, Store, TokenStore, TransferStore,
+        AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
+        OwnerStore, PolicyStore, Store, TokenStore, TransferStore,
     };
 }
 

@@ -140,7 +140,10 @@ impl Transfers {
             ..Default::default()
         };
         let needed = needed(client, &next).await?;
-        let outcome = match self.replace(client, &tx, next, AttemptKind::Cancel, needed, true).await? {
+        let outcome = match self
+            .replace(client, &tx, next, AttemptKind::Cancel, needed, true)
+            .await?
+        {
             Ok(outcome) => outcome,
             Err(Replacement::CapExceeded { cap, spent }) => {
                 return Err(TransferError::CapExceeded {

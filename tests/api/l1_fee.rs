@@ -17,8 +17,10 @@ use crate::transfers_api::post_transfer;
 
 async fn agent_with_cap(app: &TestApp, anvil: &Anvil, cap: f64) -> CreatedAgent {
     let agent = app
-        .create_agent_ok(json!({"name": "l2 payer", "chains": ["base"], "capabilities": ["read", "transact"],
-            "spending_cap": cap}))
+        .create_agent_ok(
+            json!({"name": "l2 payer", "chains": ["base"], "capabilities": ["read", "transact"],
+            "spending_cap": cap}),
+        )
         .await;
     anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
     agent
@@ -46,13 +48,20 @@ async fn spent_on_an_op_stack_chain_includes_the_l1_fee_the_wallet_paid() {
     let (l2_cost, success) = node_cost(&anvil, hash.parse::<TxHash>().expect("a hash")).await;
     assert!(success);
     let paid = wei(ONE_ETH) - anvil.balance(wallet(&agent)).await;
-    assert_eq!(paid, l2_cost + l1_fee, "the wallet paid the value, the L2 gas and the L1 fee");
+    assert_eq!(
+        paid,
+        l2_cost + l1_fee,
+        "the wallet paid the value, the L2 gas and the L1 fee"
+    );
     assert_eq!(
         spent_on_base(&app, &agent).await,
         paid,
         "spent is the balance change on the node, L1 fee included"
     );
-    assert!(l1_fee > l2_cost - wei(CENT_ETH), "the L1 fee is not a rounding error here");
+    assert!(
+        l1_fee > l2_cost - wei(CENT_ETH),
+        "the L1 fee is not a rounding error here"
+    );
 }
 
 #[tokio::test]
@@ -72,7 +81,12 @@ async fn the_reservation_holds_the_l1_fee_estimate() {
     // With room for the estimate it goes, and the reservation it held becomes the actual cost.
     let path = format!("/api/agents/{}", agent.id);
     let (status, body) = app
-        .request(Method::PUT, &path, Some(&agent.token), Some(json!({"spending_cap": 0.02})))
+        .request(
+            Method::PUT,
+            &path,
+            Some(&agent.token),
+            Some(json!({"spending_cap": 0.02})),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, sent) = send_cent(&app, &agent).await;

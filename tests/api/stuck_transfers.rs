@@ -84,7 +84,11 @@ async fn fees_of(anvil: &Anvil, hash: TxHash) -> (u128, u128) {
 /// Settled transfers count what the wallet paid: the balance change on the node.
 async fn assert_spent_is_what_was_paid(app: &TestApp, anvil: &Anvil, agent: &CreatedAgent) {
     let paid = wei(ONE_ETH) - anvil.balance(wallet(agent)).await;
-    assert_eq!(spent_on_base(app, agent).await, paid, "spent is the balance change on the node");
+    assert_eq!(
+        spent_on_base(app, agent).await,
+        paid,
+        "spent is the balance change on the node"
+    );
 }
 
 #[tokio::test]
@@ -110,8 +114,14 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     assert_eq!(bumped["nonce"], 0, "{bumped}");
     let second = hash_of(&bumped["tx_hash"]);
     let (max, tip) = fees_of(&anvil, second).await;
-    assert!(max * 8 >= first_max * 9, "the fee cap rose by 12.5% at least: {first_max} -> {max}");
-    assert!(tip * 8 >= first_tip * 9, "the tip rose by 12.5% at least: {first_tip} -> {tip}");
+    assert!(
+        max * 8 >= first_max * 9,
+        "the fee cap rose by 12.5% at least: {first_max} -> {max}"
+    );
+    assert!(
+        tip * 8 >= first_tip * 9,
+        "the tip rose by 12.5% at least: {first_tip} -> {tip}"
+    );
     let node_tx = anvil.provider().get_transaction_by_hash(second).await.unwrap().unwrap();
     assert_eq!(node_tx.to(), Some(to), "the bump sends the same transfer");
     assert_eq!(node_tx.value(), wei(CENT_ETH));
@@ -121,7 +131,10 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     let done = wait_until(&app, &agent, &id, "never confirmed", |t| t["status"] != "pending").await;
     assert_eq!(done["status"], "confirmed", "{done}");
     let landed = hash_of(&done["tx_hash"]);
-    assert!(anvil.receipt(landed).await.status(), "tx_hash names the attempt that landed");
+    assert!(
+        anvil.receipt(landed).await.status(),
+        "tx_hash names the attempt that landed"
+    );
     assert!(replaced(&done).contains(&first.to_string()), "{done}");
     assert!(!replaced(&done).contains(&landed.to_string()), "{done}");
     let listed = transactions(&app, &agent).await;
@@ -166,8 +179,15 @@ async fn whichever_attempt_lands_settles_the_transfer() {
     assert!(anvil.receipt(first).await.status());
 
     let done = wait_until(&app, &agent, &id, "never settled", |t| t["status"] != "pending").await;
-    assert_eq!(done["status"], "confirmed", "an earlier attempt landing is not a drop: {done}");
-    assert_eq!(done["tx_hash"], first.to_string(), "tx_hash names the attempt that landed: {done}");
+    assert_eq!(
+        done["status"], "confirmed",
+        "an earlier attempt landing is not a drop: {done}"
+    );
+    assert_eq!(
+        done["tx_hash"],
+        first.to_string(),
+        "tx_hash names the attempt that landed: {done}"
+    );
     assert_eq!(replaced(&done), vec![bump.to_string()], "{done}");
     assert_eq!(anvil.balance(to).await, wei(CENT_ETH));
     assert_spent_is_what_was_paid(&app, &anvil, &agent).await;
@@ -185,20 +205,34 @@ async fn a_pending_transfer_can_be_cancelled_and_only_its_fee_counts() {
     let turn = chat(&app, &agent, &format!("send 0.01 ETH to {to} on base")).await;
     let call = send_call(&turn);
     let conversation_id = turn["conversation_id"].as_str().expect("conversation_id").to_string();
-    let id = transactions(&app, &agent).await[0]["id"].as_str().expect("id").to_string();
+    let id = transactions(&app, &agent).await[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let original = hash_of(&call["result"]["tx_hash"]);
     let (original_max, _) = fees_of(&anvil, original).await;
 
     let (status, cancelling) = cancel(&app, &agent, &id).await;
     assert_eq!(status, StatusCode::OK, "{cancelling}");
-    assert_eq!(cancelling["status"], "pending", "pending until one attempt lands: {cancelling}");
+    assert_eq!(
+        cancelling["status"], "pending",
+        "pending until one attempt lands: {cancelling}"
+    );
     assert_eq!(replaced(&cancelling), vec![original.to_string()], "{cancelling}");
     let replacement = hash_of(&cancelling["tx_hash"]);
-    let node_tx = anvil.provider().get_transaction_by_hash(replacement).await.unwrap().unwrap();
+    let node_tx = anvil
+        .provider()
+        .get_transaction_by_hash(replacement)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(node_tx.to(), Some(from), "a send to the agent itself");
     assert_eq!(node_tx.value(), U256::ZERO);
     assert_eq!(node_tx.nonce(), 0, "at the transfer's nonce");
-    assert!(node_tx.max_fee_per_gas() * 8 >= original_max * 9, "fees bumped by 12.5% at least");
+    assert!(
+        node_tx.max_fee_per_gas() * 8 >= original_max * 9,
+        "fees bumped by 12.5% at least"
+    );
 
     // Asked again while it is on its way: the same answer, nothing new signed.
     let (status, again) = cancel(&app, &agent, &id).await;
@@ -249,13 +283,21 @@ async fn only_a_pending_transfer_can_be_cancelled() {
             assert_error(&refused, StatusCode::CONFLICT, "transfer_not_pending");
             break;
         }
-        assert!(Instant::now() < deadline, "a mined transfer cannot be cancelled: {refused:?}");
+        assert!(
+            Instant::now() < deadline,
+            "a mined transfer cannot be cancelled: {refused:?}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "no replacement was sent");
 
     // Awaiting approval: 409 too (it is rejected instead).
-    set_policy(&app, &agent, json!({"limits": {"base:ETH": {"approval_above": "0.005"}}})).await;
+    set_policy(
+        &app,
+        &agent,
+        json!({"limits": {"base:ETH": {"approval_above": "0.005"}}}),
+    )
+    .await;
     let held = send(&app, &agent, fresh_address()).await;
     assert_eq!(held["status"], "awaiting_approval", "{held}");
     let refused = cancel(&app, &agent, held["id"].as_str().expect("id")).await;
@@ -297,7 +339,11 @@ async fn a_dropped_transfer_is_followed_by_one_that_lands() {
 
     let dropped = wait_until(&app, &agent, &first_id, "never dropped", |t| t["status"] != "pending").await;
     assert_eq!(dropped["status"], "dropped", "{dropped}");
-    assert_eq!(spent_on_base(&app, &agent).await, U256::ZERO, "a dropped transfer counts nothing");
+    assert_eq!(
+        spent_on_base(&app, &agent).await,
+        U256::ZERO,
+        "a dropped transfer counts nothing"
+    );
 
     // The next transfer takes the next nonce and lands.
     let next = send(&app, &agent, next_to).await;
@@ -309,5 +355,9 @@ async fn a_dropped_transfer_is_followed_by_one_that_lands() {
     assert_eq!(anvil.balance(first_to).await, U256::ZERO);
     assert_eq!(anvil.balance(next_to).await, wei(CENT_ETH));
     let paid = wei(ONE_ETH) - anvil.balance(from).await - paid_elsewhere;
-    assert_eq!(spent_on_base(&app, &agent).await, paid, "spent is what agentd's transfers paid");
+    assert_eq!(
+        spent_on_base(&app, &agent).await,
+        paid,
+        "spent is what agentd's transfers paid"
+    );
 }

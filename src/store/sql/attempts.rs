@@ -112,12 +112,11 @@ where
 
     async fn withdraw_attempt(&self, id: Uuid, hash: &str) -> StoreResult<bool> {
         let mut tx = B::begin_write(&self.pool).await?;
-        let owner: Option<(Uuid,)> =
-            sqlx::query_as("SELECT agent_id FROM transactions WHERE id = $1 AND tx_hash = $2")
-                .bind(id)
-                .bind(hash)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let owner: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM transactions WHERE id = $1 AND tx_hash = $2")
+            .bind(id)
+            .bind(hash)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some((agent_id,)) = owner else {
             return Ok(false);
         };
@@ -144,12 +143,11 @@ where
     }
 
     async fn attempts(&self, id: Uuid) -> StoreResult<Vec<Attempt>> {
-        let mut rows: Vec<AttemptRow> = sqlx::query_as(
-            "SELECT tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM transactions WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
+        let mut rows: Vec<AttemptRow> =
+            sqlx::query_as("SELECT tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM transactions WHERE id = $1")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
         let earlier: Vec<AttemptRow> = sqlx::query_as(
             "SELECT tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM replaced_attempts WHERE transfer_id = $1 \
              ORDER BY seq DESC",
@@ -248,14 +246,16 @@ where
         Self::retire_latest_in(&mut *conn, id).await?;
         let attempt = attempt_from((tx_hash, raw_tx, max_fee, kind))?;
         // The status is the settlement's, written by the caller right after.
-        sqlx::query("UPDATE transactions SET tx_hash = $1, raw_tx = $2, max_fee_per_gas = $3, attempt_kind = $4 WHERE id = $5")
-            .bind(&attempt.tx_hash)
-            .bind(&attempt.raw_tx)
-            .bind(attempt.max_fee_per_gas.to_string())
-            .bind(attempt.kind.as_str())
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(
+            "UPDATE transactions SET tx_hash = $1, raw_tx = $2, max_fee_per_gas = $3, attempt_kind = $4 WHERE id = $5",
+        )
+        .bind(&attempt.tx_hash)
+        .bind(&attempt.raw_tx)
+        .bind(attempt.max_fee_per_gas.to_string())
+        .bind(attempt.kind.as_str())
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
         Ok(())
     }
 }

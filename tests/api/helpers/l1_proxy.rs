@@ -149,7 +149,10 @@ async fn charge(proxy: &Proxy, from: &str, fee: U256) {
         &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [from, "latest"]}),
     )
     .await;
-    let balance: U256 = balance["result"].as_str().and_then(|b| b.parse().ok()).expect("a balance");
+    let balance: U256 = balance["result"]
+        .as_str()
+        .and_then(|b| b.parse().ok())
+        .expect("a balance");
     let next = format!("{:#x}", balance - fee);
     forward(
         proxy,
