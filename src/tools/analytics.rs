@@ -58,6 +58,8 @@ struct HistoryEntry<'a> {
     value_wei: String,
     value: String,
     nonce: u64,
+    /// Earlier attempts at the same nonce (fee bumps, a cancel), oldest first.
+    replaced_hashes: Vec<String>,
     status: &'static str,
     block_number: Option<u64>,
     gas_used: Option<u64>,
@@ -77,6 +79,7 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
             value_wei: tx.value_wei.to_string(),
             value: format_units(tx.value_wei, 18),
             nonce: tx.nonce,
+            replaced_hashes: Vec::new(),
             // Stored-but-not-yet-accepted transfers are still on their way: to clients they are pending.
             status: match tx.status {
                 TxState::Signed => TxState::Pending.as_str(),
@@ -128,7 +131,19 @@ fn transaction_history<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture
             .list_transactions(cx.agent.id, chain.map(|c| c.name), limit)
             .await
             .map_err(store_error)?;
-        let transactions: Vec<HistoryEntry> = txs.iter().map(HistoryEntry::from).collect();
+        let mut replaced = cx
+            .services
+            .store
+            .replaced_hashes(cx.agent.id)
+            .await
+            .map_err(store_error)?;
+        let transactions: Vec<HistoryEntry> = txs
+            .iter()
+            .map(|tx| HistoryEntry {
+                replaced_hashes: replaced.remove(&tx.id).unwrap_or_default(),
+                ..HistoryEntry::from(tx)
+            })
+            .collect();
         Ok(json!({ "count": transactions.len(), "transactions": transactions }))
     })
 }
