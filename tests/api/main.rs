@@ -33,6 +33,7 @@ mod secrets;
 mod slow_node;
 mod startup;
 mod store;
+mod store_attempts;
 mod stream_leases;
 mod stuck_transfers;
 mod transfer_concurrency;
