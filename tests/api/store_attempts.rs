@@ -75,7 +75,7 @@ async fn attempts_are_replaced_withdrawn_and_the_one_that_lands_names_the_transf
     assert!(!store.withdraw_attempt(tx.id, &cancel.tx_hash).await.unwrap(), "once");
     assert_eq!(hashes(&store.attempts(tx.id).await.unwrap()), [&bump.tx_hash, &first]);
     let replaced = store.replaced_hashes(agent.id).await.unwrap();
-    assert_eq!(replaced[&tx.id], [first.clone()]);
+    assert_eq!(replaced[&tx.id], vec![first.clone()]);
 
     // The first attempt lands: it names the transfer, the bump is the replaced one, the cost is what it paid.
     let landed = Settlement {
@@ -88,7 +88,7 @@ async fn attempts_are_replaced_withdrawn_and_the_one_that_lands_names_the_transf
     assert_eq!(settled.status, TxState::Confirmed);
     assert_eq!(
         store.replaced_hashes(agent.id).await.unwrap()[&tx.id],
-        [bump.tx_hash.clone()]
+        vec![bump.tx_hash.clone()]
     );
     assert_eq!(
         store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
