@@ -98,6 +98,7 @@ impl App {
             ),
             interval: self.state.config.chains.watcher_interval,
             drop_after: self.state.config.chains.tx_drop_after,
+            stuck_after: self.state.config.chains.stuck_after,
         };
         for chain in self.state.chains.configured_names() {
             let watcher = Watcher::new(watching.clone(), chain);

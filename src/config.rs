@@ -108,6 +108,8 @@ pub struct ChainsConfig {
     pub tx_drop_after: Duration,
     /// The ERC-20 token registry: the built-in tokens with `TOKENS_<CHAIN>` added or replaced.
     pub tokens: crate::domain::asset::Registry,
+    /// `STUCK_AFTER_SECS`: how long a transfer may stay pending before it is sent again with higher fees (§14).
+    pub stuck_after: Duration,
 }
 
 /// The chat engine.
@@ -335,6 +337,7 @@ impl ChainsConfig {
             rpc_timeout: Duration::from_millis(vars.number("RPC_TIMEOUT_MS", 5_000)?),
             watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
+            stuck_after: Duration::from_secs(vars.number("STUCK_AFTER_SECS", 120)?),
         })
     }
 

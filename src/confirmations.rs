@@ -1,23 +1,24 @@
-//! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`), re-broadcasts
-//! those that never reached a node, fills the nonce of one that can no longer land (so later ones do not wait
+//! The confirmation watcher: per chain, settles open transfers (`confirmed`, `reverted`, `dropped`, `cancelled`) by
+//! whichever of their attempts lands, re-broadcasts those that never reached a node, sends those stuck in the pool
+//! again with higher fees (§14), fills the nonce of one that can no longer land (so later ones do not wait
 //! behind it), and stores an event and a conversation message per change (the store's event
 //! feed announces the event once committed); expires transfers that waited for approval too long.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use alloy::primitives::{TxHash, U256};
+use alloy::primitives::U256;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, Chains};
+use crate::chain::{ChainClient, ChainError, Chains, ReceiptInfo};
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{StoredTx, TxState};
+use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
 use crate::store::Store;
 use crate::store::{AuditEvent, Closing, Message, Role, Settlement};
-use crate::transfers::Transfers;
+use crate::transfers::{Bump, Transfers};
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
 #[derive(Clone)]
@@ -30,6 +31,8 @@ pub struct WatcherState {
     pub interval: Duration,
     /// How long a broadcast transfer may stay unseen before it is sent again or dropped.
     pub drop_after: Duration,
+    /// How long a transfer may stay pending before it is sent again with higher fees (`STUCK_AFTER_SECS`, §14).
+    pub stuck_after: Duration,
 }
 
 /// Watches one chain.
@@ -112,36 +115,16 @@ impl Watcher {
     }
 
     async fn check(&self, client: &ChainClient, tx: &StoredTx, latest: u64) -> anyhow::Result<bool> {
-        let hash: TxHash = tx.tx_hash.parse()?;
-        if let Some(receipt) = client.receipt(hash).await? {
-            let Some(block) = receipt.block_number else {
-                return Ok(false);
-            };
-            let confirmations = latest.saturating_sub(block) + 1;
-            if confirmations < client.confirmations() {
-                if tx.status == TxState::Signed {
-                    self.state.store.mark_broadcast(tx.id).await?;
-                }
-                return Ok(false);
+        // Any attempt may land (§14): the latest is asked first.
+        let attempts = self.state.store.attempts(tx.id).await?;
+        for attempt in &attempts {
+            if let Some(receipt) = client.receipt(attempt.tx_hash.parse()?).await? {
+                return self.landed(client, tx, attempt, &receipt, latest).await;
             }
-            let (status, cost) = if receipt.success {
-                // A token transfer moves no native coin: only its fee counts against the cap.
-                (TxState::Confirmed, tx.native_value() + receipt.fee_paid())
-            } else {
-                // A reverted transfer moves no value; only its fee is spent.
-                (TxState::Reverted, receipt.fee_paid())
-            };
-            let settlement = Settlement {
-                status,
-                block_number: Some(block),
-                gas_used: Some(receipt.gas_used),
-                actual_cost_wei: Some(cost),
-            };
-            return self.settle(tx, &settlement, confirmations).await;
         }
         if tx.status == TxState::Signed {
-            let age = (crate::domain::now() - tx.created_at).to_std().unwrap_or_default();
-            if tx.created_at >= self.started_at && age < SENDER_GRACE {
+            let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
+            if tx.updated_at >= self.started_at && age < SENDER_GRACE {
                 return Ok(false);
             }
             // Stored but never accepted (a crash or a lost broadcast): send the same bytes again, exactly once on chain.
@@ -151,38 +134,89 @@ impl Watcher {
                     self.state.store.mark_broadcast(tx.id).await?;
                     Ok(false)
                 }
-                Ok(false) => self.drop_if_unknown(client, tx, hash).await,
+                Ok(false) => self.drop_if_unknown(client, tx, &attempts).await,
                 Err(e) if e.is_transport() => Ok(false),
                 Err(e) => {
                     tracing::warn!(tx_id = %tx.id, error = %e, "a stored transaction was refused on re-broadcast");
-                    self.drop_if_unknown(client, tx, hash).await
+                    self.drop_if_unknown(client, tx, &attempts).await
                 }
             };
         }
-        let age = crate::domain::now() - tx.updated_at;
-        if age.to_std().unwrap_or_default() < self.state.drop_after {
+        let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
+        if age >= self.state.stuck_after {
+            // Stuck: the same nonce again with higher fees while the reservation covers them; else (below) the
+            // latest attempt is only broadcast again.
+            match self.state.transfers.bump(client, tx).await {
+                Ok(Bump::Sent(_)) => return Ok(false),
+                Ok(Bump::NotCovered | Bump::Nothing) => {}
+                Err(e) => tracing::warn!(tx_id = %tx.id, error = %e, "a stuck transfer could not be sent again"),
+            }
+        } else if age < self.state.drop_after {
             return Ok(false);
         }
         match crate::transfers::rebroadcast(client, tx).await {
             Ok(true) => Ok(false),
-            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, hash).await,
+            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, &attempts).await,
             Err(_) => Ok(false),
         }
     }
 
-    /// A transfer the node refused again and does not know: `dropped` once another transaction used its nonce;
-    /// while none has, later nonces of the wallet wait behind it, so its nonce is filled (`Transfers::fill_gap`) and
-    /// it stays open until either lands.
-    async fn drop_if_unknown(&self, client: &ChainClient, tx: &StoredTx, hash: TxHash) -> anyhow::Result<bool> {
-        if client.transaction(hash).await?.is_some() {
+    /// Attempt `attempt` of `tx` has a receipt: once deep enough, the transfer settles by it. The cost counted is
+    /// what the wallet paid: the value only if the transfer itself succeeded, the fee (with any L1 data fee) always.
+    async fn landed(
+        &self,
+        client: &ChainClient,
+        tx: &StoredTx,
+        attempt: &Attempt,
+        receipt: &ReceiptInfo,
+        latest: u64,
+    ) -> anyhow::Result<bool> {
+        let Some(block) = receipt.block_number else {
+            return Ok(false);
+        };
+        let confirmations = latest.saturating_sub(block) + 1;
+        if confirmations < client.confirmations() {
+            if tx.status == TxState::Signed {
+                self.state.store.mark_broadcast(tx.id).await?;
+            }
             return Ok(false);
         }
-        if client.mined_nonce(tx.from).await? <= tx.nonce {
+        let (status, cost) = match (attempt.kind, receipt.success) {
+            // The zero-value self-send took the nonce: only its fee is spent.
+            (AttemptKind::Cancel, _) => (TxState::Cancelled, receipt.fee_paid()),
+            // A token transfer moves no native coin: only its fee counts against the cap.
+            (AttemptKind::Send, true) => (TxState::Confirmed, tx.native_value() + receipt.fee_paid()),
+            // A reverted transfer moves no value; only its fee is spent.
+            (AttemptKind::Send, false) => (TxState::Reverted, receipt.fee_paid()),
+        };
+        let settlement = Settlement {
+            status,
+            landed: (attempt.tx_hash != tx.tx_hash).then(|| attempt.tx_hash.clone()),
+            block_number: Some(block),
+            gas_used: Some(receipt.gas_used),
+            actual_cost_wei: Some(cost),
+        };
+        self.settle(tx, &settlement, confirmations).await
+    }
+
+    /// A transfer the node refused again and none of whose attempts it knows: `dropped` once another transaction used
+    /// its nonce; while none has, later nonces of the wallet wait behind it, so its nonce is filled
+    /// (`Transfers::fill_gap`) and it stays open until either lands.
+    async fn drop_if_unknown(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> anyhow::Result<bool> {
+        // The nonce first: an attempt mined after this read is then found below, never taken for a stranger.
+        let mined = client.mined_nonce(tx.from).await?;
+        for attempt in attempts {
+            if client.transaction(attempt.tx_hash.parse()?).await?.is_some() {
+                return Ok(false);
+            }
+        }
+        if mined <= tx.nonce {
             self.state.transfers.fill_gap(client, tx).await?;
             return Ok(false);
         }
         let settlement = Settlement {
             status: TxState::Dropped,
+            landed: None,
             block_number: None,
             gas_used: None,
             actual_cost_wei: Some(U256::ZERO),
@@ -192,13 +226,15 @@ impl Watcher {
 
     async fn settle(&self, tx: &StoredTx, s: &Settlement, confirmations: u64) -> anyhow::Result<bool> {
         let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
-        let explorer_url = chain.tx_url(&tx.tx_hash);
+        // The attempt that landed names the transfer from now on (§14).
+        let tx_hash = s.landed.as_deref().unwrap_or(&tx.tx_hash);
+        let explorer_url = chain.tx_url(tx_hash);
         let event = json!({
             "type": "tx_confirmation",
             "conversation_id": tx.conversation_id,
             "agent_id": tx.agent_id,
             "chain": tx.chain,
-            "tx_hash": tx.tx_hash,
+            "tx_hash": tx_hash,
             "status": s.status.as_str(),
             "block_number": s.block_number,
             "gas_used": s.gas_used,
@@ -211,7 +247,7 @@ impl Watcher {
         let content = match s.status {
             TxState::Confirmed => format!(
                 "Transaction {} sending {amount} to {} on {} is confirmed in block {} (gas used {}).",
-                tx.tx_hash,
+                tx_hash,
                 tx.to.to_checksum(None),
                 tx.chain,
                 s.block_number.unwrap_or_default(),
@@ -219,8 +255,16 @@ impl Watcher {
             ),
             TxState::Reverted => format!(
                 "Transaction {} sending {amount} on {} reverted in block {}: no value moved, the fee was paid.",
-                tx.tx_hash,
+                tx_hash,
                 tx.chain,
+                s.block_number.unwrap_or_default()
+            ),
+            TxState::Cancelled => format!(
+                "The transfer of {amount} to {} on {} was cancelled: transaction {} (a zero-value send to the agent's \
+                 own wallet) took its nonce in block {}; no value moved, only the fee was paid.",
+                tx.to.to_checksum(None),
+                tx.chain,
+                tx_hash,
                 s.block_number.unwrap_or_default()
             ),
             _ => format!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
-use alloy::primitives::{Address, TxKind, U256};
+use alloy::primitives::{Address, Bytes, TxKind, U256};
 use alloy::signers::local::PrivateKeySigner;
 use uuid::Uuid;
 
@@ -26,8 +26,10 @@ use crate::vault::Vault;
 mod approvals;
 mod error;
 mod gaps;
+mod replace;
 
 pub use error::TransferError;
+pub use replace::{Bump, Cancelled};
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
 const FEE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -354,7 +356,7 @@ fn sign_transfer(
     nonce: u64,
 ) -> Result<SignedTx, String> {
     let (to, value, input) = on_chain_call(request.to, request.value_wei, request.token);
-    let mut tx = TxEip1559 {
+    let tx = TxEip1559 {
         chain_id: chain.chain_id,
         nonce,
         gas_limit: request.gas_limit,
@@ -365,6 +367,11 @@ fn sign_transfer(
         input,
         ..Default::default()
     };
+    sign_eip1559(signer, tx)
+}
+
+/// Signs an EIP-1559 transaction: the raw bytes and hash to store before broadcast.
+fn sign_eip1559(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<SignedTx, String> {
     let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
     let envelope = TxEnvelope::from(tx.into_signed(signature));
     Ok(SignedTx {
@@ -420,10 +427,12 @@ async fn quote(
     to: Address,
     value: U256,
 ) -> Result<Quote, TransferError> {
-    let (gas_limit, fees, balance) = tokio::join!(
+    let probe = l1_probe(chain, to, value, Bytes::new());
+    let (gas_limit, fees, balance, l1_fee) = tokio::join!(
         client.estimate_transfer_gas(from, to, value),
         client.recent_fees(FEE_MAX_AGE),
         client.balance(from),
+        client.l1_fee(&probe),
     );
     let gas_limit = match gas_limit {
         Ok(gas) => gas,
@@ -436,8 +445,9 @@ async fn quote(
         }
         Err(e) => return Err(e.into()),
     };
-    let (fees, balance) = (fees?, balance?);
-    let max_fee = fees.max_cost(gas_limit);
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    // On OP-stack chains the L1 data fee is part of the fee (§14).
+    let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
     // The wallet must pay the amount and one maximum fee; the cap holds twice the fee, room for fee bumps (§8).
     let needed = value.saturating_add(max_fee);
     if balance < needed {
@@ -468,11 +478,13 @@ async fn quote_token(
 ) -> Result<Quote, TransferError> {
     let contract = token.token.ok_or(TransferError::NoWallet)?;
     let data = crate::domain::erc20::transfer_calldata(to, value);
-    let (gas_limit, fees, balance, held) = tokio::join!(
+    let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
+    let (gas_limit, fees, balance, held, l1_fee) = tokio::join!(
         client.estimate_call_gas(from, contract, data),
         client.recent_fees(FEE_MAX_AGE),
         client.balance(from),
         spendable_token_balance(client, from, token),
+        client.l1_fee(&probe),
     );
     let held = held?;
     if held < value {
@@ -483,8 +495,9 @@ async fn quote_token(
             balance: held,
         });
     }
-    let (gas_limit, fees, balance) = (gas_limit?, fees?, balance?);
-    let max_fee = fees.max_cost(gas_limit);
+    let (gas_limit, fees, balance, l1_fee) = (gas_limit?, fees?, balance?, l1_fee?);
+    // On OP-stack chains the L1 data fee is part of the fee (§14).
+    let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
     if balance < max_fee {
         return Err(TransferError::InsufficientFunds {
             chain,
@@ -504,6 +517,23 @@ async fn quote_token(
 /// unused payment authorizations) is subtracted here.
 async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &Asset) -> Result<U256, TransferError> {
     Ok(client.token_balance(owner, token).await?)
+}
+
+/// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce
+/// are known: those fields take values at least as long as the real ones, so the estimate does not fall short.
+fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes) -> Vec<u8> {
+    TxEip1559 {
+        chain_id: chain.chain_id,
+        nonce: u64::from(u32::MAX),
+        gas_limit: 30_000_000,
+        max_fee_per_gas: 1_000 * crate::chain::GWEI,
+        max_priority_fee_per_gas: 1_000 * crate::chain::GWEI,
+        to: TxKind::Call(to),
+        value,
+        input,
+        ..Default::default()
+    }
+    .encoded_for_signing()
 }
 
 /// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then

@@ -9,7 +9,7 @@ use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::client::RpcClient;
-use alloy::rpc::types::TransactionRequest;
+use alloy::rpc::types::{TransactionReceipt, TransactionRequest};
 use alloy::transports::TransportResult;
 use alloy::transports::http::{Http, reqwest};
 
@@ -216,11 +216,25 @@ impl ChainClient {
         )))
     }
 
-    /// The receipt of an included transaction, or `None` while it is pending or unknown.
+    /// The receipt of an included transaction, or `None` while it is pending or unknown. Read as JSON first, so
+    /// that an OP-stack node's `l1Fee` (which the typed receipt drops) is kept.
     pub async fn receipt(&self, hash: TxHash) -> Result<Option<ReceiptInfo>, ChainError> {
         let p = &self.inner.provider;
-        let receipt = self.call(|| p.get_transaction_receipt(hash)).await?;
-        Ok(receipt.as_ref().map(ReceiptInfo::from_rpc))
+        let raw: Option<serde_json::Value> = self
+            .call(|| async move { p.raw_request("eth_getTransactionReceipt".into(), (hash,)).await })
+            .await?;
+        let Some(raw) = raw.filter(|r| !r.is_null()) else {
+            return Ok(None);
+        };
+        let l1_fee = super::l1_fee::from_receipt(&raw);
+        let receipt: TransactionReceipt = serde_json::from_value(raw).map_err(|_| ChainError::Unavailable {
+            chain: self.info.name.to_owned(),
+            reason: "the node returned a malformed receipt".to_owned(),
+        })?;
+        Ok(Some(ReceiptInfo {
+            l1_fee,
+            ..ReceiptInfo::from_rpc(&receipt)
+        }))
     }
 
     /// Gas for sending `value` wei from `from` to `to` with no data (`eth_estimateGas`). The node
@@ -268,6 +282,7 @@ impl ChainClient {
         }
     }
 
+    /// The underlying provider, for the chain layer's other modules (their calls still go through `call`).
     pub(super) fn provider(&self) -> &RootProvider {
         &self.inner.provider
     }

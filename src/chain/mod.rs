@@ -10,6 +10,7 @@ pub mod client;
 pub mod error;
 pub mod fees;
 pub mod tokens;
+pub mod l1_fee;
 pub mod tx;
 
 pub use chains::Chains;

@@ -37,6 +37,8 @@ pub struct ReceiptInfo {
     pub success: bool,
     pub gas_used: u64,
     pub effective_gas_price: u128,
+    /// The L1 data fee an OP-stack chain charged on top of the L2 gas (`l1Fee`); zero elsewhere.
+    pub l1_fee: U256,
 }
 
 impl ReceiptInfo {
@@ -47,12 +49,13 @@ impl ReceiptInfo {
             success: receipt.status(),
             gas_used: receipt.gas_used(),
             effective_gas_price: receipt.effective_gas_price(),
+            l1_fee: U256::ZERO,
         }
     }
 
-    /// The fee actually paid: `gas_used * effective_gas_price`.
+    /// The fee actually paid: `gas_used * effective_gas_price`, plus the L1 data fee on OP-stack chains.
     pub fn fee_paid(&self) -> U256 {
-        U256::from(self.gas_used) * U256::from(self.effective_gas_price)
+        U256::from(self.gas_used) * U256::from(self.effective_gas_price) + self.l1_fee
     }
 }
 

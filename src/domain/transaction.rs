@@ -4,7 +4,8 @@ use alloy::primitives::{Address, U256};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// `signed` (stored, not yet accepted by the node) -> `pending` (broadcast) -> `confirmed` | `reverted` | `dropped`.
+/// `signed` (stored, not yet accepted by the node) -> `pending` (broadcast) -> `confirmed` | `reverted` | `dropped` |
+/// `cancelled` (a zero-value self-send at its nonce landed instead, §14).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxState {
     Signed,
@@ -12,6 +13,7 @@ pub enum TxState {
     Confirmed,
     Reverted,
     Dropped,
+    Cancelled,
 }
 
 impl TxState {
@@ -22,6 +24,7 @@ impl TxState {
             TxState::Confirmed => "confirmed",
             TxState::Reverted => "reverted",
             TxState::Dropped => "dropped",
+            TxState::Cancelled => "cancelled",
         }
     }
 
@@ -32,6 +35,7 @@ impl TxState {
             TxState::Confirmed,
             TxState::Reverted,
             TxState::Dropped,
+            TxState::Cancelled,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
@@ -121,4 +125,36 @@ impl StoredTx {
             _ => self.actual_cost_wei.unwrap_or(self.reserved_wei),
         }
     }
+}
+
+/// What one signed attempt of a transfer at its nonce does: the transfer itself (the first send or a fee bump of
+/// it), or a cancel (a zero-value send from the wallet to itself, §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptKind {
+    Send,
+    Cancel,
+}
+
+impl AttemptKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Send => "send",
+            AttemptKind::Cancel => "cancel",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [AttemptKind::Send, AttemptKind::Cancel]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+    }
+}
+
+/// One signed attempt of a transfer, as stored: the latest lives in the transfer's row, earlier ones beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub tx_hash: String,
+    pub raw_tx: Vec<u8>,
+    pub max_fee_per_gas: u128,
+    pub kind: AttemptKind,
 }

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod approvals;
 pub mod audit;
 pub mod auth;
+pub mod cancel;
 pub mod chains;
 pub mod chat;
 pub mod console;
@@ -111,6 +112,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(wallets::router())
         .merge(transactions::router())
         .merge(transfers::router())
+        .merge(cancel::router())
         .merge(chat::router())
         .merge(conversations::router())
         .merge(streams::router())

@@ -54,5 +54,13 @@ async fn list_transactions(
         .transaction_page(caller.agent.id, before, limit.min(MAX_PAGE))
         .await?
         .ok_or_else(|| AppError::field("before", "is not one of this agent's transfers"))?;
-    Ok(Json(txs.iter().map(TransactionView::from).collect()))
+    let mut replaced = state.store.replaced_hashes(caller.agent.id).await?;
+    let views = txs
+        .iter()
+        .map(|tx| TransactionView {
+            replaced_hashes: replaced.remove(&tx.id).unwrap_or_default(),
+            ..TransactionView::from(tx)
+        })
+        .collect();
+    Ok(Json(views))
 }

@@ -130,7 +130,7 @@ async fn get_transfer(
     let id = parse_id(&transfer_id).ok_or(AppError::TransferNotFound)?;
     // A transfer that waits (or waited and was never sent) lives with the approvals; a sent one with the transactions.
     if let Some(tx) = state.store.get_transaction(caller.agent.id, id).await? {
-        return Ok(Json(TransferView::from(&tx)));
+        return Ok(Json(super::cancel::sent_view(&state, &tx).await?));
     }
     let approval = state
         .store

@@ -28,8 +28,8 @@ pub use feed::EventFeed;
 pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, NonceFill,
-    OwnerChallenge, OwnerSessionRecord, ReissueProof, ResealFn, Reservation, Role, Settlement, SignFn, SignedTx,
-    TransferRequest,
+    OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement, SignFn,
+    SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -38,7 +38,7 @@ pub use sqlite::SqliteStore;
 use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
 use crate::domain::audit::AuditEntry;
-use crate::domain::transaction::StoredTx;
+use crate::domain::transaction::{Attempt, StoredTx};
 use crate::vault::{EncryptedKey, KeyCheck};
 
 /// Storage failures. The database's own message stays in the log.
@@ -71,8 +71,8 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore, OwnerStore,
-        PolicyStore, Store, TokenStore, TransferStore,
+        AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
+        OwnerStore, PolicyStore, Store, TokenStore, TransferStore,
     };
 }
 
@@ -83,6 +83,7 @@ pub trait Store:
     + TokenStore
     + ConversationStore
     + TransferStore
+    + AttemptStore
     + EventStore
     + AuditStore
     + OwnerStore
@@ -98,6 +99,7 @@ impl<T> Store for T where
         + TokenStore
         + ConversationStore
         + TransferStore
+        + AttemptStore
         + EventStore
         + AuditStore
         + OwnerStore
@@ -217,6 +219,30 @@ pub trait TransferStore: Send + Sync + 'static {
 }
 
 /// Stored events (confirmations) and the live feed of new ones.
+/// The attempts of a transfer at its nonce (§14): fee bumps and cancels replace the latest one; every attempt stays
+/// stored, since any of them may land.
+#[async_trait]
+pub trait AttemptStore: Send + Sync + 'static {
+    /// Stores `next` as the latest attempt of open transfer `id` in place of `replaced` (which joins the earlier
+    /// ones), as long as the reservation covers `needed`; with `may_grow`, a reservation below it grows within the
+    /// cap instead. The transfer goes back to `signed` until the node takes the new attempt (`mark_broadcast`).
+    async fn replace_attempt(
+        &self,
+        id: Uuid,
+        replaced: &str,
+        next: &Attempt,
+        needed: U256,
+        may_grow: bool,
+    ) -> StoreResult<Replacement>;
+    /// The node refused attempt `hash`, the latest of transfer `id`: the one it replaced is the latest again
+    /// (`pending`). False when `hash` is no longer the latest.
+    async fn withdraw_attempt(&self, id: Uuid, hash: &str) -> StoreResult<bool>;
+    /// Every attempt of a transfer, the latest first.
+    async fn attempts(&self, id: Uuid) -> StoreResult<Vec<Attempt>>;
+    /// The replaced (earlier) attempts' hashes of the agent's transfers, oldest first, by transfer.
+    async fn replaced_hashes(&self, agent_id: Uuid) -> StoreResult<BTreeMap<Uuid, Vec<String>>>;
+}
+
 #[async_trait]
 pub trait EventStore: Send + Sync + 'static {
     /// Events of a conversation after `after_id`, oldest first.

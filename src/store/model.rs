@@ -223,6 +223,9 @@ pub enum NonceFill {
 #[derive(Debug, Clone)]
 pub struct Settlement {
     pub status: crate::domain::transaction::TxState,
+    /// The hash of the attempt that landed, when it is not the latest one (an earlier attempt of a replaced
+    /// transfer): it becomes the transfer's `tx_hash` again (§14).
+    pub landed: Option<String>,
     pub block_number: Option<u64>,
     pub gas_used: Option<u64>,
     pub actual_cost_wei: Option<U256>,
@@ -236,4 +239,17 @@ pub struct EventRecord {
     pub agent_id: Uuid,
     pub kind: String,
     pub payload: serde_json::Value,
+}
+
+/// What became of a request to replace a transfer's latest attempt (a fee bump or a cancel, §14).
+#[derive(Debug)]
+pub enum Replacement {
+    /// The new attempt is stored as the latest (status `signed` until the node takes it); the transfer as it is now.
+    Stored(Box<StoredTx>),
+    /// The transfer settled, or another attempt replaced the one named, meanwhile: nothing was stored.
+    Changed,
+    /// The transfer's reservation does not cover the new attempt, and it may not grow.
+    NotCovered,
+    /// The reservation had to grow for the new attempt (a cancel), and the cap cannot hold it.
+    CapExceeded { cap: U256, spent: U256 },
 }

@@ -61,6 +61,8 @@ struct HistoryEntry<'a> {
     amount: String,
     token_address: Option<String>,
     nonce: u64,
+    /// Earlier attempts at the same nonce (fee bumps, a cancel), oldest first.
+    replaced_hashes: Vec<String>,
     status: &'static str,
     block_number: Option<u64>,
     gas_used: Option<u64>,
@@ -83,6 +85,7 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
             amount: format_units(tx.value_wei, tx.decimals()),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
             nonce: tx.nonce,
+            replaced_hashes: Vec::new(),
             // Stored-but-not-yet-accepted transfers are still on their way: to clients they are pending.
             status: match tx.status {
                 TxState::Signed => TxState::Pending.as_str(),
@@ -134,7 +137,19 @@ fn transaction_history<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture
             .list_transactions(cx.agent.id, chain.map(|c| c.name), limit)
             .await
             .map_err(store_error)?;
-        let transactions: Vec<HistoryEntry> = txs.iter().map(HistoryEntry::from).collect();
+        let mut replaced = cx
+            .services
+            .store
+            .replaced_hashes(cx.agent.id)
+            .await
+            .map_err(store_error)?;
+        let transactions: Vec<HistoryEntry> = txs
+            .iter()
+            .map(|tx| HistoryEntry {
+                replaced_hashes: replaced.remove(&tx.id).unwrap_or_default(),
+                ..HistoryEntry::from(tx)
+            })
+            .collect();
         Ok(json!({ "count": transactions.len(), "transactions": transactions }))
     })
 }

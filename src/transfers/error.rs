@@ -64,6 +64,9 @@ pub enum TransferError {
     /// An approve or reject of a transfer that no longer waits (or whose approval window has passed).
     #[error("{}", not_awaiting_message(*.0))]
     NotAwaiting(ApprovalStatus),
+    /// A cancel of a transfer that is no longer (or not yet) pending: its status as found (§14).
+    #[error("{}", not_pending_message(.0))]
+    NotPending(&'static str),
 }
 
 impl TransferError {
@@ -80,7 +83,7 @@ impl TransferError {
             Self::PolicyDenied(_) => "policy_denied",
             Self::TransferNotFound => "transfer_not_found",
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
-            Self::NotAwaiting(_) => "transfer_not_pending",
+            Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",
         }
     }
 }
@@ -89,6 +92,13 @@ fn not_awaiting_message(status: ApprovalStatus) -> String {
     match status {
         ApprovalStatus::Expired => "the transfer's approval window has passed; it was not sent".to_string(),
         other => format!("the transfer is no longer awaiting approval (it is {})", other.as_str()),
+    }
+}
+
+fn not_pending_message(status: &str) -> String {
+    match status {
+        "awaiting_approval" => "the transfer is awaiting approval and was never sent: reject it instead".to_string(),
+        other => format!("only a pending transfer can be cancelled (this one is {other})"),
     }
 }
 

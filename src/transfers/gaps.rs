@@ -9,7 +9,7 @@ use alloy::primitives::U256;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{TransferError, Transfers, sign_transfer, store_error};
+use super::{TransferError, Transfers, l1_probe, sign_transfer, store_error};
 use crate::chain::ChainClient;
 use crate::domain::transaction::StoredTx;
 use crate::store::{Authorization, NonceFill, TransferRequest};
@@ -21,11 +21,13 @@ impl Transfers {
     /// as `signed`, and the watcher sends it again like any transfer.
     pub async fn fill_gap(&self, client: &ChainClient, gap: &StoredTx) -> Result<Option<StoredTx>, TransferError> {
         let chain = client.info();
-        let (gas_limit, fees) = tokio::join!(
+        let probe = l1_probe(chain, gap.from, U256::ZERO, Default::default());
+        let (gas_limit, fees, l1_fee) = tokio::join!(
             client.estimate_transfer_gas(gap.from, gap.from, U256::ZERO),
-            client.fees()
+            client.fees(),
+            client.l1_fee(&probe),
         );
-        let (gas_limit, fees) = (gas_limit?, fees?);
+        let (gas_limit, fees, l1_fee) = (gas_limit?, fees?, l1_fee?);
         let request = TransferRequest {
             id: Uuid::new_v4(),
             agent_id: gap.agent_id,
@@ -36,7 +38,7 @@ impl Transfers {
             value_wei: U256::ZERO,
             gas_limit,
             max_fee_per_gas: fees.max_fee_per_gas,
-            reserved_wei: fees.max_cost(gas_limit),
+            reserved_wei: fees.max_cost(gas_limit).saturating_add(l1_fee),
             node_nonce: None,
             asset: chain.native_symbol.to_string(),
             token: None,

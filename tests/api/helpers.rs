@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 
 pub mod chain;
 pub mod chat;
+pub mod l1_proxy;
 pub mod llm_server;
 pub mod openapi;
 mod process;

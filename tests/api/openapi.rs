@@ -36,6 +36,7 @@ const SERVED: &[(&str, &str)] = &[
     ("PUT", "/api/agents/{id}/policy"),
     ("GET", "/api/agents/{id}/approvals"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
+    ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("POST", "/api/agents/{id}/transfers"),
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
@@ -505,6 +506,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         .header(OWNER_HEADER, &owner);
     oracle.check("POST", "/api/agents/{id}/reactivate", &app.send(as_owner).await);
     drive_policy_and_approvals(&anvil, &mut oracle).await;
+    drive_cancel(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(
@@ -573,4 +575,29 @@ async fn drive_policy_and_approvals(anvil: &Anvil, oracle: &mut Oracle) {
         oracle.check("POST", &template, &app.send(owner(Method::POST, &path, None)).await);
         oracle.check("POST", &template, &app.send(owner(Method::POST, &path, None)).await);
     }
+}
+
+/// The cancel route, on a node that mines only when told (so the transfer is still pending when cancelled).
+async fn drive_cancel(oracle: &mut Oracle) {
+    let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = crate::helpers::chain::funded_agent(&app, &anvil, Some(0.5)).await;
+    let order = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "0.01"});
+    let (status, sent) = crate::transfers_api::post_transfer(&app, &agent, order).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let template = "/api/agents/{id}/transfers/{transfer_id}/cancel";
+    let path = format!(
+        "/api/agents/{}/transfers/{}/cancel",
+        agent.id,
+        sent["id"].as_str().expect("id")
+    );
+    let cancelled = send(&app, Method::POST, &path, Some(&agent.token), None).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.text);
+    oracle.check("POST", template, &cancelled);
+    let unknown = format!("/api/agents/{}/transfers/{}/cancel", agent.id, uuid::Uuid::new_v4());
+    oracle.check(
+        "POST",
+        template,
+        &send(&app, Method::POST, &unknown, Some(&agent.token), None).await,
+    );
 }

@@ -20,10 +20,10 @@ use uuid::Uuid;
 
 use crate::helpers::{TestDatabase, test_database};
 
-const CHAIN: &str = "ethereum";
+pub(crate) const CHAIN: &str = "ethereum";
 
 /// A migrated store on a fresh database, opened as the app opens it.
-async fn open() -> (TestDatabase, Arc<dyn Store>) {
+pub(crate) async fn open() -> (TestDatabase, Arc<dyn Store>) {
     let db = test_database().await;
     let store = agentd::store::open(&db.config).await.expect("the store opens");
     (db, store)
@@ -34,7 +34,7 @@ fn wallet() -> Address {
 }
 
 /// Stores an agent with `cap` wei to spend per chain; returns it with the hash of its first token.
-async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String) {
+pub(crate) async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String) {
     let now = agentd::domain::now();
     let agent = Agent {
         id: Uuid::new_v4(),
@@ -68,7 +68,7 @@ async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String) {
     (agent, token_hash)
 }
 
-fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> TransferRequest {
+pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> TransferRequest {
     TransferRequest {
         id: Uuid::new_v4(),
         agent_id: agent.id,
@@ -88,7 +88,7 @@ fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>) -> Transfe
 }
 
 /// Reserves a transfer, "signing" it with bytes and a hash unique to the transfer and nonce.
-async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
+pub(crate) async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
     let id = request.id;
     let sign = move |nonce: u64| {
         Ok(SignedTx {
@@ -127,9 +127,10 @@ async fn conversation(store: &dyn Store, agent: &Agent) -> Conversation {
     conversation
 }
 
-fn confirmed(cost: u64) -> Settlement {
+pub(crate) fn confirmed(cost: u64) -> Settlement {
     Settlement {
         status: TxState::Confirmed,
+        landed: None,
         block_number: Some(7),
         gas_used: Some(21_000),
         actual_cost_wei: Some(U256::from(cost)),
@@ -503,6 +504,7 @@ async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
         .unwrap();
     let dropped = Settlement {
         status: TxState::Dropped,
+        landed: None,
         block_number: None,
         gas_used: None,
         actual_cost_wei: Some(U256::ZERO),

@@ -16,6 +16,7 @@ pub enum TxStatusView {
     Confirmed,
     Reverted,
     Dropped,
+    Cancelled,
 }
 
 impl From<TxState> for TxStatusView {
@@ -26,6 +27,7 @@ impl From<TxState> for TxStatusView {
             TxState::Confirmed => Self::Confirmed,
             TxState::Reverted => Self::Reverted,
             TxState::Dropped => Self::Dropped,
+            TxState::Cancelled => Self::Cancelled,
         }
     }
 }
@@ -51,6 +53,8 @@ pub struct TransactionView {
     #[schema(required = true)]
     pub token_address: Option<String>,
     pub nonce: u64,
+    /// Earlier attempts at the same nonce that a fee bump or a cancel replaced, oldest first (§14).
+    pub replaced_hashes: Vec<String>,
     pub status: TxStatusView,
     #[schema(required = true)]
     pub block_number: Option<u64>,
@@ -76,6 +80,7 @@ impl From<&StoredTx> for TransactionView {
             amount: format_units(tx.value_wei, tx.decimals()),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
             nonce: tx.nonce,
+            replaced_hashes: Vec::new(),
             status: tx.status.into(),
             block_number: tx.block_number,
             gas_used: tx.gas_used,

@@ -15,7 +15,7 @@ use crate::store::Approval;
 use crate::transfers::TransferOutcome;
 
 /// Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
-/// `pending` → `confirmed` | `reverted` | `dropped`.
+/// `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferStatusView {
@@ -24,6 +24,7 @@ pub enum TransferStatusView {
     Confirmed,
     Reverted,
     Dropped,
+    Cancelled,
     Rejected,
     Expired,
 }
@@ -36,6 +37,7 @@ impl From<TxState> for TransferStatusView {
             TxState::Confirmed => Self::Confirmed,
             TxState::Reverted => Self::Reverted,
             TxState::Dropped => Self::Dropped,
+            TxState::Cancelled => Self::Cancelled,
         }
     }
 }
@@ -78,6 +80,9 @@ pub struct TransferView {
     /// Null while the transfer has not been signed.
     #[schema(required = true)]
     pub nonce: Option<u64>,
+    /// Earlier attempts at the same nonce that a fee bump or a cancel replaced, oldest first (§14); `tx_hash` names
+    /// the latest, or the one that landed.
+    pub replaced_hashes: Vec<String>,
     #[schema(required = true)]
     pub block_number: Option<u64>,
     #[schema(required = true)]
@@ -107,6 +112,7 @@ impl From<&StoredTx> for TransferView {
             status: tx.status.into(),
             tx_hash: Some(tx.tx_hash.clone()),
             nonce: Some(tx.nonce),
+            replaced_hashes: Vec::new(),
             block_number: tx.block_number,
             conversation_id: tx.conversation_id,
             explorer_url: chain.map(|c| c.tx_url(&tx.tx_hash)),
@@ -132,6 +138,7 @@ impl From<&Approval> for TransferView {
             status: a.status.into(),
             tx_hash: None,
             nonce: None,
+            replaced_hashes: Vec::new(),
             block_number: None,
             conversation_id: a.conversation_id,
             explorer_url: None,
@@ -139,6 +146,14 @@ impl From<&Approval> for TransferView {
             created_at: a.created_at,
             updated_at: a.updated_at,
         }
+    }
+}
+
+impl TransferView {
+    /// The view of a sent transfer with the hashes of its replaced attempts.
+    pub fn with_replaced(mut self, hashes: Vec<String>) -> Self {
+        self.replaced_hashes = hashes;
+        self
     }
 }
 

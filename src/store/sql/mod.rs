@@ -8,6 +8,7 @@
 //! `where` clause, so they cannot live on `Backend` once; both `Sqlite` and `Postgres` meet all of them.
 
 mod agents;
+mod attempts;
 mod audit;
 mod conversations;
 mod events;

@@ -273,6 +273,9 @@ where
         if B::rows_affected(&done) != 1 {
             return Ok(None);
         }
+        if let Some(hash) = &s.landed {
+            Self::adopt_in(&mut tx, id, hash).await?;
+        }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
         Self::adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
@@ -419,7 +422,7 @@ where
         row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
     }
 
-    async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
+    pub(super) async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
         let row: Option<(String,)> =
             sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
                 .bind(agent_id)

@@ -1,0 +1,88 @@
+//! What a transaction costs on an OP-stack chain (base, optimism, base-sepolia) beyond its L2 gas: the L1 data fee.
+//! The node reports it in the receipt (`l1Fee`) and charges it to the sender; before signing, the GasPriceOracle
+//! predeploy (`0x420000000000000000000000000000000000000F`, `getL1Fee(bytes)` of the unsigned RLP-encoded
+//! transaction, per the OP-stack specification) estimates it, so that the spending cap reserves it too (§8, §14).
+
+use alloy::primitives::{Address, Bytes, U256, address};
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use alloy::sol_types::SolCall;
+
+use super::client::ChainClient;
+use super::error::ChainError;
+use crate::domain::chain::ChainInfo;
+
+/// The GasPriceOracle predeploy of every OP-stack chain.
+pub const GAS_PRICE_ORACLE: Address = address!("0x420000000000000000000000000000000000000F");
+
+alloy::sol! {
+    function getL1Fee(bytes _data) external view returns (uint256);
+}
+
+/// Whether the chain charges an L1 data fee (an OP-stack rollup).
+pub fn is_op_stack(chain: &ChainInfo) -> bool {
+    matches!(chain.name, "base" | "optimism" | "base-sepolia")
+}
+
+/// The `l1Fee` of a receipt as the node sent it (a hex quantity); zero when it has none.
+pub(crate) fn from_receipt(receipt: &serde_json::Value) -> U256 {
+    receipt
+        .get("l1Fee")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|hex| U256::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(U256::ZERO)
+}
+
+impl ChainClient {
+    /// The L1 data fee the chain would charge now for the transaction whose unsigned encoding is `unsigned`
+    /// (`0x02 ‖ rlp(fields)`); zero on chains without one. A node with no oracle at the predeploy's address (a local
+    /// development node) answers no data: zero too.
+    pub async fn l1_fee(&self, unsigned: &[u8]) -> Result<U256, ChainError> {
+        if !is_op_stack(self.info()) {
+            return Ok(U256::ZERO);
+        }
+        let data = getL1FeeCall {
+            _data: Bytes::copy_from_slice(unsigned),
+        }
+        .abi_encode();
+        let request = TransactionRequest::default()
+            .to(GAS_PRICE_ORACLE)
+            .input(Bytes::from(data).into());
+        let p = self.provider();
+        let answer = self.call(|| p.call(request.clone())).await?;
+        if answer.is_empty() {
+            return Ok(U256::ZERO);
+        }
+        getL1FeeCall::abi_decode_returns(&answer).map_err(|_| ChainError::Unavailable {
+            chain: self.name().to_owned(),
+            reason: "the gas price oracle returned a malformed answer".to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::chain as registry;
+
+    #[test]
+    fn op_stack_chains_are_the_rollups_that_charge_l1_fees() {
+        let op: Vec<&str> = registry::CHAINS
+            .iter()
+            .filter(|c| is_op_stack(c))
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(op, ["base", "optimism", "base-sepolia"]);
+    }
+
+    #[test]
+    fn a_receipt_without_l1_fee_counts_zero() {
+        assert_eq!(from_receipt(&serde_json::json!({"l1Fee": "0x10"})), U256::from(16));
+        assert_eq!(from_receipt(&serde_json::json!({"gasUsed": "0x5208"})), U256::ZERO);
+    }
+
+    #[test]
+    fn the_oracle_call_has_the_published_selector() {
+        assert_eq!(getL1FeeCall::SELECTOR, [0x49, 0x94, 0x8e, 0x0e]);
+    }
+}

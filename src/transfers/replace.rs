@@ -1,0 +1,290 @@
+//! Transfers that do not land (§14). A transfer pending longer than `STUCK_AFTER_SECS` is signed again at its nonce,
+//! the same `to`, value and input rebuilt from its latest signed bytes, with both fee figures raised by at least
+//! 12.5% (nodes refuse a smaller bump as underpriced) — as long as its reservation covers the new attempt; after
+//! that the watcher only broadcasts the latest attempt again. A cancel replaces it with a zero-value send from the
+//! wallet to itself at the same nonce, fees raised the same way. Each attempt is stored before it is broadcast; one
+//! the node refuses is withdrawn (the one it replaced is the latest again). Whichever attempt lands settles the
+//! transfer (the watcher).
+
+use alloy::consensus::{SignableTransaction, Transaction as _, TxEip1559, TxEnvelope};
+use alloy::eips::eip2718::Decodable2718;
+use alloy::primitives::{Bytes, TxKind, U256};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{TransferError, Transfers, sign_eip1559, store_error};
+use crate::chain::{ChainClient, ChainError, Fees, RefusalKind, TRANSFER_GAS};
+use crate::domain::agent::Agent;
+use crate::domain::audit::Actor;
+use crate::domain::chain as registry;
+use crate::domain::policy::ApprovalStatus;
+use crate::domain::transaction::{Attempt, AttemptKind, StoredTx};
+use crate::store::{Replacement, StoreError};
+
+/// What a fee bump did.
+#[derive(Debug)]
+pub enum Bump {
+    /// A new attempt was stored and handed to the node (or will be, by the watcher, after a transport failure).
+    Sent(Box<StoredTx>),
+    /// The reservation does not cover higher fees: the latest attempt is only broadcast again.
+    NotCovered,
+    /// The transfer settled or was replaced meanwhile, or the node refused the new attempt (withdrawn): nothing now.
+    Nothing,
+}
+
+/// A cancel that was accepted: the zero-value self-send is stored as the transfer's latest attempt.
+#[derive(Debug)]
+pub enum Cancelled {
+    /// The node took it before the answer.
+    Sent(Box<StoredTx>),
+    /// The node's answer was lost: it is stored, and the watcher sends it after the answer (202).
+    Queued(Box<StoredTx>),
+}
+
+/// `fee` raised by at least 12.5% (an eighth, rounded up), and to no less than what the chain asks now.
+fn raised(fee: u128, now: u128) -> u128 {
+    fee.saturating_add(fee.div_ceil(8)).max(now)
+}
+
+/// The fee figures of the next attempt after `latest`, given today's `fees`.
+fn next_fees(latest: &TxEip1559, fees: &Fees) -> (u128, u128) {
+    let priority = raised(latest.max_priority_fee_per_gas, fees.max_priority_fee_per_gas);
+    let max_fee = raised(latest.max_fee_per_gas, fees.max_fee_per_gas).max(priority);
+    (max_fee, priority)
+}
+
+/// The EIP-1559 transaction inside a stored attempt.
+fn decode(raw: &[u8]) -> Result<TxEip1559, TransferError> {
+    match TxEnvelope::decode_2718_exact(raw) {
+        Ok(TxEnvelope::Eip1559(signed)) => Ok(signed.tx().clone()),
+        _ => Err(store_error(StoreError::Corrupt("transactions.raw_tx".into()))),
+    }
+}
+
+/// What the cap must hold for `tx` to land: its value, its gas at its fee cap, and the L1 data fee where there is one.
+async fn needed(client: &ChainClient, tx: &TxEip1559) -> Result<U256, TransferError> {
+    let l1_fee = client.l1_fee(&tx.encoded_for_signing()).await?;
+    let gas = U256::from(tx.gas_limit) * U256::from(tx.max_fee_per_gas);
+    Ok(tx.value().saturating_add(gas).saturating_add(l1_fee))
+}
+
+/// How a replacement's broadcast went.
+enum Broadcast {
+    Sent(Box<StoredTx>),
+    Queued(Box<StoredTx>),
+    Refused(ChainError),
+}
+
+impl Transfers {
+    /// Signs the latest attempt of a stuck transfer again with higher fees (the watcher, once it has been pending
+    /// for `STUCK_AFTER_SECS`).
+    pub async fn bump(&self, client: &ChainClient, tx: &StoredTx) -> Result<Bump, TransferError> {
+        let latest = decode(&tx.raw_tx)?;
+        let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
+        let next = TxEip1559 {
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: priority,
+            ..latest
+        };
+        let needed = needed(client, &next).await?;
+        if needed > tx.reserved_wei {
+            return Ok(Bump::NotCovered);
+        }
+        let kind = match self.store.attempts(tx.id).await.map_err(store_error)?.first() {
+            Some(attempt) => attempt.kind,
+            None => return Ok(Bump::Nothing),
+        };
+        let outcome = match self.replace(client, tx, next, kind, needed, false).await? {
+            Ok(outcome) => outcome,
+            Err(Replacement::NotCovered) => return Ok(Bump::NotCovered),
+            Err(_) => return Ok(Bump::Nothing),
+        };
+        match outcome {
+            Broadcast::Sent(stored) | Broadcast::Queued(stored) => {
+                tracing::warn!(tx_id = %tx.id, chain = client.name(), nonce = tx.nonce, tx_hash = %stored.tx_hash,
+                    "a stuck transfer was sent again with higher fees");
+                let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": tx.nonce,
+                    "replaced": tx.tx_hash, "tx_hash": stored.tx_hash});
+                self.audit(tx.agent_id, "transfer_fee_bumped", "system", detail).await;
+                Ok(Bump::Sent(stored))
+            }
+            Broadcast::Refused(e) => {
+                tracing::warn!(tx_id = %tx.id, error = %e, "the node refused a fee bump; the earlier attempt stands");
+                Ok(Bump::Nothing)
+            }
+        }
+    }
+
+    /// Replaces the agent's pending transfer `id` with a zero-value send to its own wallet at the same nonce.
+    #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
+    pub async fn cancel(&self, agent: &Agent, id: Uuid, actor: Actor) -> Result<Cancelled, TransferError> {
+        let tx = self.cancellable(agent, id).await?;
+        let attempts = self.store.attempts(tx.id).await.map_err(store_error)?;
+        if attempts.first().is_some_and(|a| a.kind == AttemptKind::Cancel) {
+            // Already being cancelled: the same answer again, nothing new signed.
+            return Ok(Cancelled::Sent(Box::new(tx)));
+        }
+        let chain = registry::find(&tx.chain).ok_or(TransferError::NoWallet)?;
+        let client = self.chains.get(chain.name)?;
+        let latest = decode(&tx.raw_tx)?;
+        let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
+        let next = TxEip1559 {
+            chain_id: chain.chain_id,
+            nonce: tx.nonce,
+            gas_limit: TRANSFER_GAS,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: priority,
+            to: TxKind::Call(tx.from),
+            value: U256::ZERO,
+            input: Bytes::new(),
+            ..Default::default()
+        };
+        let needed = needed(client, &next).await?;
+        let outcome = match self
+            .replace(client, &tx, next, AttemptKind::Cancel, needed, true)
+            .await?
+        {
+            Ok(outcome) => outcome,
+            Err(Replacement::CapExceeded { cap, spent }) => {
+                return Err(TransferError::CapExceeded {
+                    chain,
+                    reserved: needed,
+                    cap,
+                    spent,
+                });
+            }
+            // Settled or replaced meanwhile: answer with what it is now.
+            Err(_) => return Err(self.not_pending(agent, id).await),
+        };
+        let cancelled = match outcome {
+            Broadcast::Sent(stored) => Cancelled::Sent(stored),
+            Broadcast::Queued(stored) => Cancelled::Queued(stored),
+            Broadcast::Refused(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => {
+                // Its nonce is used: one of its attempts was mined (the watcher settles it).
+                return Err(TransferError::NotPending("already mined"));
+            }
+            Broadcast::Refused(e) => return Err(TransferError::Rejected(e)),
+        };
+        let stored = match &cancelled {
+            Cancelled::Sent(stored) | Cancelled::Queued(stored) => stored,
+        };
+        let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": tx.nonce, "replaced": tx.tx_hash,
+            "tx_hash": stored.tx_hash});
+        self.audit(agent.id, "transfer_cancel_requested", actor.as_str(), detail)
+            .await;
+        Ok(cancelled)
+    }
+
+    /// The agent's open transfer `id`, or why it cannot be cancelled.
+    async fn cancellable(&self, agent: &Agent, id: Uuid) -> Result<StoredTx, TransferError> {
+        match self.store.get_transaction(agent.id, id).await.map_err(store_error)? {
+            Some(tx) if tx.status.is_open() => Ok(tx),
+            Some(_) => Err(self.not_pending(agent, id).await),
+            None => Err(self.not_pending(agent, id).await),
+        }
+    }
+
+    /// Why transfer `id` of the agent is not pending: its status, or not found.
+    async fn not_pending(&self, agent: &Agent, id: Uuid) -> TransferError {
+        match self.store.get_transaction(agent.id, id).await {
+            Ok(Some(tx)) if tx.status.is_open() => return TransferError::NotPending("being replaced"),
+            Ok(Some(tx)) => return TransferError::NotPending(tx.status.as_str()),
+            Ok(None) => {}
+            Err(e) => return store_error(e),
+        }
+        match self.store.get_approval(id).await {
+            Ok(Some(a)) if a.agent_id == agent.id => match a.status {
+                ApprovalStatus::AwaitingApproval => TransferError::NotPending("awaiting_approval"),
+                other => TransferError::NotPending(other.as_str()),
+            },
+            Ok(_) => TransferError::TransferNotFound,
+            Err(e) => store_error(e),
+        }
+    }
+
+    /// Signs `next`, stores it as the latest attempt of `tx` (in place of `tx.tx_hash`) and broadcasts it. The inner
+    /// `Err` is the store's reason for storing nothing.
+    async fn replace(
+        &self,
+        client: &ChainClient,
+        tx: &StoredTx,
+        next: TxEip1559,
+        kind: AttemptKind,
+        needed: U256,
+        may_grow: bool,
+    ) -> Result<Result<Broadcast, Replacement>, TransferError> {
+        let signer = self.signer(tx.agent_id).await?;
+        let max_fee_per_gas = next.max_fee_per_gas;
+        let signed = sign_eip1559(&signer, next).map_err(|e| store_error(StoreError::Signing(e)))?;
+        let attempt = Attempt {
+            tx_hash: signed.hash,
+            raw_tx: signed.raw,
+            max_fee_per_gas,
+            kind,
+        };
+        let stored = match self
+            .store
+            .replace_attempt(tx.id, &tx.tx_hash, &attempt, needed, may_grow)
+            .await
+            .map_err(store_error)?
+        {
+            Replacement::Stored(stored) => stored,
+            other => return Ok(Err(other)),
+        };
+        match client.send_raw(&attempt.raw_tx).await {
+            Ok(_) => {
+                self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
+                Ok(Ok(Broadcast::Sent(stored)))
+            }
+            Err(e) if e.is_transport() => {
+                tracing::warn!(tx_id = %tx.id, error = %e, "a replacement's broadcast was not confirmed; will retry");
+                Ok(Ok(Broadcast::Queued(stored)))
+            }
+            Err(e) => {
+                // Refused, so not in the node's pool: the attempt it replaced is the latest again.
+                self.store
+                    .withdraw_attempt(tx.id, &attempt.tx_hash)
+                    .await
+                    .map_err(store_error)?;
+                Ok(Ok(Broadcast::Refused(e)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bump_raises_both_fees_by_at_least_an_eighth() {
+        let latest = TxEip1559 {
+            max_fee_per_gas: 3_000_000_001,
+            max_priority_fee_per_gas: 1_000_000_000,
+            ..Default::default()
+        };
+        let quiet = Fees::from_parts(Some(1), 1, 1);
+        let (max_fee, priority) = next_fees(&latest, &quiet);
+        assert!(max_fee * 8 >= latest.max_fee_per_gas * 9, "{max_fee}");
+        assert!(priority * 8 >= latest.max_priority_fee_per_gas * 9, "{priority}");
+        assert_eq!(priority, 1_125_000_000);
+    }
+
+    #[test]
+    fn a_bump_follows_the_chain_when_it_asks_more() {
+        let latest = TxEip1559 {
+            max_fee_per_gas: 10,
+            max_priority_fee_per_gas: 1,
+            ..Default::default()
+        };
+        let busy = Fees::from_parts(Some(100), 50, 150);
+        assert_eq!(next_fees(&latest, &busy), (250, 50));
+    }
+
+    #[test]
+    fn the_smallest_fees_still_rise() {
+        assert_eq!(raised(1, 0), 2);
+        assert_eq!(raised(0, 0), 0);
+        assert_eq!(raised(8, 0), 9);
+    }
+}
