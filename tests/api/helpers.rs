@@ -20,6 +20,7 @@ pub mod chain;
 pub mod chat;
 pub mod llm_server;
 pub mod openapi;
+pub mod paywall;
 mod process;
 pub mod slow_rpc;
 pub mod solidity;
