@@ -22,6 +22,7 @@ pub mod llm_server;
 pub mod openapi;
 pub mod paywall;
 mod process;
+pub mod sdk_paywall;
 pub mod slow_rpc;
 pub mod solidity;
 pub mod sse;

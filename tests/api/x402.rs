@@ -323,3 +323,34 @@ async fn the_eip3009_token_accepts_the_agents_signature_once_and_refuses_as_usdc
         .unwrap();
     assert_eq!(Eip3009Token::nameCall::abi_decode_returns(&name).unwrap(), "USD Coin");
 }
+
+#[tokio::test]
+async fn the_official_python_sdks_paywall_accepts_the_signed_payment_and_settles_it() {
+    use crate::helpers::sdk_paywall::SdkPaywall;
+    let c = chain().await;
+    // anvil's third development account (funded, a public test key) is the SDK facilitator's own.
+    let facilitator_key = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+    let pay_to = c.pay_to.to_checksum(None);
+    let sdk = SdkPaywall::start(c.anvil.url(), facilitator_key, &pay_to, "$0.01");
+    let exchange = pay(&c.agent, &sdk.url("/weather"), "0.01").await.unwrap();
+    assert_eq!(exchange.protocol, Protocol::V2);
+    assert_eq!(exchange.paid.status, 200, "{}", exchange.paid.text());
+    let weather: serde_json::Value = serde_json::from_slice(&exchange.paid.body).unwrap();
+    assert_eq!(weather, json!({"weather": "sunny"}));
+    let settled = wire::settle_response(exchange.paid.header(wire::PAYMENT_RESPONSE)).expect("PAYMENT-RESPONSE");
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(
+        token_balance(&c.anvil, c.usdc, c.agent.address()).await,
+        U256::from(990_000u64)
+    );
+    assert_eq!(token_balance(&c.anvil, c.usdc, c.pay_to).await, U256::from(10_000u64));
+    assert!(authorization_state(&c.anvil, c.usdc, c.agent.address(), exchange.authorization.nonce).await);
+    let receipt = c
+        .anvil
+        .provider()
+        .get_transaction_receipt(settled.transaction.parse().unwrap())
+        .await
+        .unwrap()
+        .expect("the settlement the SDK names is on the node");
+    assert!(receipt.status());
+}
