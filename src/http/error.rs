@@ -339,3 +339,60 @@ impl From<X402Error> for AppError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::x402::guard::NotAllowed;
+
+    #[test]
+    fn x402_refusals_carry_the_contract_codes_and_statuses() {
+        let cases: Vec<(AppError, u16, &str)> = vec![
+            (
+                FetchError::UrlNotAllowed(NotAllowed("x".into())).into(),
+                422,
+                "url_not_allowed",
+            ),
+            (FetchError::HostNotFound.into(), 502, "upstream_unavailable"),
+            (FetchError::Unavailable.into(), 502, "upstream_unavailable"),
+            (FetchError::Timeout.into(), 504, "upstream_timeout"),
+            (
+                FetchError::Invalid {
+                    field: "headers",
+                    reason: "Host cannot be set".into(),
+                }
+                .into(),
+                422,
+                "validation_failed",
+            ),
+            (
+                X402Error::PriceAboveMax {
+                    price: "0.06".into(),
+                    max: "0.05".into(),
+                    symbol: "USDC".into(),
+                }
+                .into(),
+                422,
+                "price_above_max",
+            ),
+        ];
+        for (err, status, code) in cases {
+            assert_eq!((err.status().as_u16(), err.code()), (status, code), "{err}");
+        }
+        let offered = Offered {
+            scheme: Some("exact".into()),
+            network: Some("eip155:1".into()),
+            asset: None,
+            amount: Some("5".into()),
+            pay_to: None,
+        };
+        let err = AppError::from(X402Error::Unsupported {
+            reason: "nothing fits".into(),
+            offered: vec![offered],
+        });
+        assert_eq!(err.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = err.body();
+        assert_eq!(body["error"]["code"], "x402_unsupported");
+        assert_eq!(body["error"]["details"]["offered"][0]["network"], "eip155:1");
+    }
+}
