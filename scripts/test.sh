@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL.
-# Installs what the tests need first (the anvil EVM node and the MCP client from npm, Debian's chromium for the
-# browser tests; starts the local PostgreSQL if it is down).
+# Installs what the tests need first (the anvil EVM node and the MCP client from npm, the x402 Python SDK in a
+# virtual environment, Debian's chromium for the browser tests; starts the local PostgreSQL if it is down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
@@ -10,6 +10,13 @@ PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules/@modelcontextprotocol/sdk/package.json ] || [ ! -f test-tools/node_modules/solc/package.json ]; then
   echo "==> installing the test tools: anvil, the MCP client SDK (npm ci in test-tools)"
   npm ci --prefix test-tools --no-audit --no-fund
+fi
+
+X402_VENV="$HOME/.cache/agentd-x402-venv"
+if [ ! -x "$X402_VENV/bin/python" ] || ! "$X402_VENV/bin/python" -c 'import x402, flask, web3' 2>/dev/null; then
+  echo "==> installing the official x402 Python SDK (the x402 interoperability test's paid resource)"
+  python3 -m venv "$X402_VENV"
+  "$X402_VENV/bin/pip" install -q "x402[evm,flask,requests]==2.25.0"
 fi
 
 if ! command -v sqlite3 >/dev/null; then

@@ -65,6 +65,7 @@ pub struct Config {
     pub chains: ChainsConfig,
     pub llm: LlmConfig,
     pub security: SecurityConfig,
+    pub x402: X402Config,
     pub faults: Faults,
 }
 
@@ -142,6 +143,54 @@ pub struct SecurityConfig {
     pub reissue_limit_per_ip: NonZeroU32,
 }
 
+/// Fetching HTTP resources for agents (§16): what the guarded fetch may reach and how much of it it reads.
+#[derive(Debug, Clone)]
+pub struct X402Config {
+    /// `X402_ALLOW_PRIVATE`: lets URLs reach loopback, private and other non-global addresses (tests, private
+    /// deployments). Off by default: a server-side fetch must not become a way into the service's own network.
+    pub allow_private: bool,
+    /// `X402_MAX_RESPONSE_BYTES`: the answer body is cut here (`truncated: true`).
+    pub max_response_bytes: usize,
+    /// `X402_TIMEOUT_MS`: one deadline for the whole exchange (first request, signing, paid retry).
+    pub timeout: Duration,
+}
+
+impl Default for X402Config {
+    fn default() -> Self {
+        X402Config {
+            allow_private: false,
+            max_response_bytes: 1024 * 1024,
+            timeout: Duration::from_millis(30_000),
+        }
+    }
+}
+
+impl X402Config {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
+        let defaults = X402Config::default();
+        let max_response_bytes = match vars.number("X402_MAX_RESPONSE_BYTES", defaults.max_response_bytes)? {
+            0 => return Err(invalid("X402_MAX_RESPONSE_BYTES", "must be at least 1")),
+            n => n,
+        };
+        let timeout_ms = vars.number("X402_TIMEOUT_MS", defaults.timeout.as_millis() as u64)?;
+        let timeout = Duration::from_millis(timeout_ms);
+        if timeout.is_zero() || timeout >= HTTP_REQUEST_TIMEOUT {
+            return Err(invalid(
+                "X402_TIMEOUT_MS",
+                format!(
+                    "must be above 0 and below the HTTP timeout ({} ms)",
+                    HTTP_REQUEST_TIMEOUT.as_millis()
+                ),
+            ));
+        }
+        Ok(X402Config {
+            allow_private: vars.flag("X402_ALLOW_PRIVATE", defaults.allow_private)?,
+            max_response_bytes,
+            timeout,
+        })
+    }
+}
+
 /// The service's public origin (`PUBLIC_URL`), split into what Sign-In with Ethereum messages name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublicUrl {
@@ -204,6 +253,7 @@ impl Config {
             chains: ChainsConfig::read(&vars)?,
             llm: LlmConfig::read(&vars)?,
             security: SecurityConfig::read(&vars, app_env)?,
+            x402: X402Config::read(&vars)?,
             faults: Faults::read(&vars, app_env)?,
         };
         // Without agent auth every wallet answers to anyone who can connect: only to this machine, then.
@@ -696,6 +746,32 @@ mod tests {
             assert!(Config::from_vars(vars(&[("DISABLE_AGENT_AUTH", "true"), ("BIND_ADDR", bind)])).is_ok());
         }
         assert!(Config::from_vars(vars(&[("BIND_ADDR", "0.0.0.0:8080")])).is_ok());
+    }
+
+    #[test]
+    fn x402_settings_have_the_contract_defaults_and_are_checked() {
+        let c = Config::from_vars(vars(&[])).unwrap();
+        assert!(!c.x402.allow_private);
+        assert_eq!(c.x402.max_response_bytes, 1_048_576);
+        assert_eq!(c.x402.timeout, Duration::from_millis(30_000));
+        let c = Config::from_vars(vars(&[
+            ("X402_ALLOW_PRIVATE", "true"),
+            ("X402_MAX_RESPONSE_BYTES", "100"),
+            ("X402_TIMEOUT_MS", "2500"),
+        ]))
+        .unwrap();
+        assert!(c.x402.allow_private);
+        assert_eq!(c.x402.max_response_bytes, 100);
+        assert_eq!(c.x402.timeout, Duration::from_millis(2500));
+        for bad in [
+            ("X402_ALLOW_PRIVATE", "maybe"),
+            ("X402_MAX_RESPONSE_BYTES", "0"),
+            ("X402_TIMEOUT_MS", "0"),
+            ("X402_TIMEOUT_MS", "999999999"),
+        ] {
+            let err = Config::from_vars(vars(&[bad])).unwrap_err().to_string();
+            assert!(err.starts_with(bad.0), "{err}");
+        }
     }
 
     #[test]

@@ -43,3 +43,5 @@ pub mod tools;
 pub mod transfers;
 /// Wallet key custody.
 pub mod vault;
+/// x402: reading a 402's price list, choosing and signing a payment, the guarded fetch.
+pub mod x402;

@@ -12,6 +12,7 @@ use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
 use crate::transfers::TransferError;
+use crate::x402::{FetchError, Offered, X402Error};
 
 /// Handler result type.
 pub type Result<T, E = AppError> = std::result::Result<T, E>;
@@ -74,6 +75,9 @@ pub enum AppError {
         code: &'static str,
         message: String,
     },
+    /// A 402 whose price list holds nothing the agent can pay: 422 `x402_unsupported` with `details.offered`.
+    #[error("{message}")]
+    X402Unsupported { message: String, offered: Vec<Offered> },
     /// A transfer the agent's policy refuses: 403 `policy_denied` with `details.rule`.
     #[error("{message}")]
     PolicyDenied { rule: &'static str, message: String },
@@ -119,7 +123,7 @@ impl AppError {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             Conflict { .. } => StatusCode::CONFLICT,
-            Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Unprocessable { .. } | X402Unsupported { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -138,6 +142,7 @@ impl AppError {
             | Conflict { code, .. }
             | Unprocessable { code, .. } => code,
             PolicyDenied { .. } => "policy_denied",
+            X402Unsupported { .. } => "x402_unsupported",
             MissingToken => "missing_token",
             InvalidToken => "invalid_token",
             AdminRequired | MetricsTokenRequired => "unauthorized",
@@ -163,11 +168,15 @@ impl AppError {
         let details = match self {
             AppError::Validation { fields, .. } => Some(FieldErrors {
                 fields: Some(fields.clone()),
-                rule: None,
+                ..FieldErrors::default()
             }),
             AppError::PolicyDenied { rule, .. } => Some(FieldErrors {
-                fields: None,
                 rule: Some(rule.to_string()),
+                ..FieldErrors::default()
+            }),
+            AppError::X402Unsupported { offered, .. } => Some(FieldErrors {
+                offered: Some(offered.iter().filter_map(|o| serde_json::to_value(o).ok()).collect()),
+                ..FieldErrors::default()
             }),
             _ => None,
         };
@@ -288,5 +297,102 @@ impl From<TransferError> for AppError {
             TransferError::Store(e) => AppError::from(e),
             TransferError::KeyUnavailable => AppError::internal(TransferError::KeyUnavailable),
         }
+    }
+}
+
+/// The guarded fetch's refusals (§16): the URL rules are 422 `url_not_allowed`, the caller's headers or method a
+/// field error, the resource's failures 502/504.
+impl From<FetchError> for AppError {
+    fn from(err: FetchError) -> Self {
+        let message = err.to_string();
+        match err {
+            FetchError::UrlNotAllowed(_) => AppError::Unprocessable {
+                code: "url_not_allowed",
+                message,
+            },
+            FetchError::Invalid { field, reason } => AppError::field(field, reason),
+            FetchError::HostNotFound | FetchError::Unavailable => AppError::Upstream {
+                status: StatusCode::BAD_GATEWAY,
+                code: "upstream_unavailable",
+                message,
+            },
+            FetchError::Timeout => AppError::Upstream {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                code: "upstream_timeout",
+                message,
+            },
+        }
+    }
+}
+
+/// Refusals before anything is signed: nothing payable offered, a price above `max_amount`, a bad `max_amount`.
+impl From<X402Error> for AppError {
+    fn from(err: X402Error) -> Self {
+        let message = err.to_string();
+        match err {
+            X402Error::Unsupported { offered, .. } => AppError::X402Unsupported { message, offered },
+            X402Error::PriceAboveMax { .. } => AppError::Unprocessable {
+                code: "price_above_max",
+                message,
+            },
+            X402Error::InvalidMaxAmount(reason) => AppError::field("max_amount", reason),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::x402::guard::NotAllowed;
+
+    #[test]
+    fn x402_refusals_carry_the_contract_codes_and_statuses() {
+        let cases: Vec<(AppError, u16, &str)> = vec![
+            (
+                FetchError::UrlNotAllowed(NotAllowed("x".into())).into(),
+                422,
+                "url_not_allowed",
+            ),
+            (FetchError::HostNotFound.into(), 502, "upstream_unavailable"),
+            (FetchError::Unavailable.into(), 502, "upstream_unavailable"),
+            (FetchError::Timeout.into(), 504, "upstream_timeout"),
+            (
+                FetchError::Invalid {
+                    field: "headers",
+                    reason: "Host cannot be set".into(),
+                }
+                .into(),
+                422,
+                "validation_failed",
+            ),
+            (
+                X402Error::PriceAboveMax {
+                    price: "0.06".into(),
+                    max: "0.05".into(),
+                    symbol: "USDC".into(),
+                }
+                .into(),
+                422,
+                "price_above_max",
+            ),
+        ];
+        for (err, status, code) in cases {
+            assert_eq!((err.status().as_u16(), err.code()), (status, code), "{err}");
+        }
+        let offered = Offered {
+            scheme: Some("exact".into()),
+            network: Some("eip155:1".into()),
+            asset: None,
+            amount: Some("5".into()),
+            pay_to: None,
+        };
+        let err = AppError::from(X402Error::Unsupported {
+            reason: "nothing fits".into(),
+            offered: vec![offered],
+        });
+        assert_eq!(err.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = err.body();
+        assert_eq!(body["error"]["code"], "x402_unsupported");
+        assert_eq!(body["error"]["details"]["offered"][0]["network"], "eip155:1");
     }
 }

@@ -42,3 +42,5 @@ mod transfer_recovery;
 mod transfers;
 mod transfers_api;
 mod wallets;
+mod x402;
+mod x402_fetch;

@@ -23,8 +23,9 @@ pub struct ErrorDetail {
     pub details: Option<FieldErrors>,
 }
 
-/// `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`.
-#[derive(Debug, Serialize, ToSchema)]
+/// `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`;
+/// `{"offered": [...]}` on 422 `x402_unsupported`.
+#[derive(Debug, Default, Serialize, ToSchema)]
 pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -34,6 +35,10 @@ pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub rule: Option<String>,
+    /// What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Vec<Object>>)]
+    pub offered: Option<Vec<serde_json::Value>>,
 }
 
 /// A failure reported inside a successful body: `{code, message}`.

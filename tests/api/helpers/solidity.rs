@@ -177,3 +177,70 @@ async fn a_test_token_compiles_deploys_mints_and_survives_a_code_copy() {
         .expect("eth_call decimals");
     assert_eq!(TestToken::decimalsCall::abi_decode_returns(&out).unwrap(), 6);
 }
+
+alloy::sol! {
+    /// The parts of `tests/contracts/Eip3009Token.sol` the tests call (balances and `mint` as `TestToken`'s).
+    contract Eip3009Token {
+        constructor(string name_, string version_, string symbol_);
+        function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+        function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter,
+            uint256 validBefore, bytes32 nonce, bytes signature) external;
+        function name() external view returns (string);
+        function DOMAIN_SEPARATOR() external view returns (bytes32);
+    }
+}
+
+/// USDC's canonical address on base (§13), where `usdc_on_base` puts the EIP-3009 test token.
+pub const USDC_BASE: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+
+/// Deploys a fresh `Eip3009Token` (6 decimals) whose EIP-712 domain is `name`/`version`.
+pub async fn deploy_eip3009_token(anvil: &Anvil, name: &str, version: &str, symbol: &str) -> Address {
+    use alloy::sol_types::SolConstructor;
+    let mut creation = bytecode("Eip3009Token.sol", "Eip3009Token").to_vec();
+    creation.extend(
+        Eip3009Token::constructorCall::new((name.to_owned(), version.to_owned(), symbol.to_owned())).abi_encode(),
+    );
+    deploy(anvil, creation.into()).await
+}
+
+/// An EIP-3009 token at USDC's address on base with USDC's domain there ("USD Coin", version "2"), as x402 servers
+/// name it: deployed elsewhere, then its code copied over.
+pub async fn usdc_on_base(anvil: &Anvil) -> Address {
+    let deployed = deploy_eip3009_token(anvil, "USD Coin", "2", "USDC").await;
+    let usdc: Address = USDC_BASE.parse().unwrap();
+    copy_code(anvil, deployed, usdc).await;
+    usdc
+}
+
+/// Whether `authorizer`'s authorization `nonce` is used or cancelled on `token`.
+pub async fn authorization_state(
+    anvil: &Anvil,
+    token: Address,
+    authorizer: Address,
+    nonce: alloy::primitives::B256,
+) -> bool {
+    use alloy::sol_types::SolCall;
+    let data: Bytes = Eip3009Token::authorizationStateCall { authorizer, nonce }
+        .abi_encode()
+        .into();
+    let out: Bytes = anvil
+        .provider()
+        .raw_request("eth_call".into(), (json!({"to": token, "data": data}), "latest"))
+        .await
+        .expect("eth_call authorizationState");
+    Eip3009Token::authorizationStateCall::abi_decode_returns(&out).expect("authorizationState returns a bool")
+}
+
+/// Sends `data` to `contract` from `from` (an account the node holds unlocked, e.g. one of anvil's development
+/// accounts) and returns the transaction hash and whether it succeeded. A revert is reported, not a panic.
+pub async fn send_as(anvil: &Anvil, from: Address, contract: Address, data: Bytes) -> (TxHash, bool) {
+    let hash: TxHash = anvil
+        .provider()
+        .raw_request(
+            "eth_sendTransaction".into(),
+            (json!({"from": from, "to": contract, "data": data, "gas": "0x7a120"}),),
+        )
+        .await
+        .expect("eth_sendTransaction");
+    (hash, mined(anvil, hash).await.status())
+}
