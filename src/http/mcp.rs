@@ -99,7 +99,12 @@ async fn handle(
     if let Some(id) = &session
         && !mcp.holds(caller.session.agent_id(), id).await
     {
-        return rpc_refusal(StatusCode::NOT_FOUND, INVALID_REQUEST, "Session not found", "session_not_found");
+        return rpc_refusal(
+            StatusCode::NOT_FOUND,
+            INVALID_REQUEST,
+            "Session not found",
+            "session_not_found",
+        );
     }
     let route = match (request.method().clone(), session) {
         (Method::POST, session) => {
@@ -125,7 +130,12 @@ async fn handle(
         (Method::GET | Method::DELETE, Some(id)) => Route::Session(id),
         _ => {
             let message = "POST a JSON-RPC message; GET and DELETE need an Mcp-Session-Id";
-            return rpc_refusal(StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST, message, "method_not_allowed");
+            return rpc_refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                INVALID_REQUEST,
+                message,
+                "method_not_allowed",
+            );
         }
     };
     with_rpc_error_body(mcp.serve(route, request, caller).await).await
@@ -136,11 +146,21 @@ async fn handle(
 #[allow(clippy::result_large_err)]
 fn read_message(bytes: &Bytes) -> Result<bool, Response> {
     let value: Value = serde_json::from_slice(bytes).map_err(|_| {
-        rpc_refusal(StatusCode::BAD_REQUEST, PARSE_ERROR, "Parse error: the body is not JSON", "parse_error")
+        rpc_refusal(
+            StatusCode::BAD_REQUEST,
+            PARSE_ERROR,
+            "Parse error: the body is not JSON",
+            "parse_error",
+        )
     })?;
     if value.is_array() {
         let message = "batches are not supported (MCP 2025-06-18 removed them): send one message per request";
-        return Err(rpc_refusal(StatusCode::BAD_REQUEST, INVALID_REQUEST, message, "batch_not_supported"));
+        return Err(rpc_refusal(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            message,
+            "batch_not_supported",
+        ));
     }
     match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
         Ok(_) => Ok(value.get("method").and_then(Value::as_str) == Some("initialize")),
@@ -195,7 +215,9 @@ async fn with_rpc_error_body(response: Response) -> Response {
         tracing::error!(%status, "the MCP transport failed");
         return rpc_refusal(status, INTERNAL_ERROR, "internal error", "internal_error");
     }
-    let text = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .unwrap_or_default();
     let message = String::from_utf8_lossy(&text);
     let code = match status {
         StatusCode::NOT_ACCEPTABLE => "not_acceptable",

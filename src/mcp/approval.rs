@@ -105,7 +105,11 @@ async fn ask(cx: &RequestContext<RoleServer>, message: String, schema: Value) ->
         message,
         requested_schema,
     };
-    match cx.peer.create_elicitation_with_timeout(params, Some(ANSWER_WITHIN)).await {
+    match cx
+        .peer
+        .create_elicitation_with_timeout(params, Some(ANSWER_WITHIN))
+        .await
+    {
         Ok(answer) if answer.action == ElicitationAction::Accept => Some(answer.content.unwrap_or(json!({}))),
         Ok(_) => None,
         Err(e) => {

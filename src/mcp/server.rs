@@ -7,8 +7,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -65,7 +66,11 @@ pub fn auth_error(err: &AuthError) -> ErrorData {
         tracing::error!(error = %cause, "MCP authentication failed on the store");
         return ErrorData::internal_error("internal error", Some(json!({ "code": "internal_error" })));
     }
-    ErrorData::new(ErrorCode(UNAUTHORIZED), err.to_string(), Some(json!({ "code": err.code() })))
+    ErrorData::new(
+        ErrorCode(UNAUTHORIZED),
+        err.to_string(),
+        Some(json!({ "code": err.code() })),
+    )
 }
 
 impl AgentServer {
@@ -174,6 +179,26 @@ impl ServerHandler for AgentServer {
             agent.chains.join(", ")
         );
         Ok(self.negotiate_initialize(&request)?.with_instructions(instructions))
+    }
+
+    /// rmcp hands over as "custom" any request it could not read, a standard method with malformed params among
+    /// them (`tools/call` with `arguments: 5`): those are invalid params (-32602); anything else is an unknown
+    /// method (-32601), so a newer client's probe falls back.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        const STANDARD: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+        if STANDARD.contains(&request.method.as_str()) {
+            let message = format!("Invalid params for {}", request.method);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", request.method),
+            None,
+        ))
     }
 
     async fn list_tools(
