@@ -7,10 +7,13 @@ mod elicitation;
 mod http;
 mod stdio;
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
 use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp};
@@ -156,4 +159,63 @@ pub async fn mcp_audit(app: &TestApp, agent: &CreatedAgent) -> Vec<Value> {
             detail
         })
         .collect()
+}
+
+/// `agentd mcp` driven line by line.
+pub struct RawSession {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RawSession {
+    pub fn start(env: Vec<(String, String)>, cwd: &Path) -> RawSession {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("mcp")
+            .env_clear()
+            .envs(env)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn agentd mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        RawSession {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .expect("write to agentd mcp");
+    }
+
+    /// Sends one line and returns the next line the server wrote, parsed.
+    pub fn exchange(&mut self, line: &str) -> Value {
+        self.send(line);
+        let reply = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no reply to {line}"));
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("stdout carries only JSON ({e}): {reply}"))
+    }
+
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let reply = self.exchange(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
 }

@@ -1,10 +1,7 @@
 //! `agentd mcp` over stdio: the official SDK client against the real binary, and raw JSON-RPC lines.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use alloy::primitives::U256;
 use reqwest::StatusCode;
@@ -198,65 +195,6 @@ async fn a_bad_missing_or_inactive_token_keeps_the_server_from_starting() {
         if let Some(token) = token {
             assert!(!stderr.contains(token), "the token is not printed: {stderr}");
         }
-    }
-}
-
-/// `agentd mcp` driven line by line.
-struct RawSession {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-}
-
-impl RawSession {
-    fn start(env: Vec<(String, String)>, cwd: &Path) -> RawSession {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
-            .arg("mcp")
-            .env_clear()
-            .envs(env)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn agentd mcp");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        RawSession {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}")
-            .and_then(|_| stdin.flush())
-            .expect("write to agentd mcp");
-    }
-
-    /// Sends one line and returns the next line the server wrote, parsed.
-    fn exchange(&mut self, line: &str) -> Value {
-        self.send(line);
-        let reply = self
-            .lines
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("no reply to {line}"));
-        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("stdout carries only JSON ({e}): {reply}"))
-    }
-
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        let reply = self.exchange(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
-        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
-        assert_eq!(reply["id"], id, "{reply}");
-        reply
     }
 }
 
