@@ -6,18 +6,23 @@
 //   node test-tools/mcp-client.mjs --url http://HOST:PORT/mcp [--calls JSON]
 //       speaks Streamable HTTP, sending AGENTD_ACCESS_TOKEN as X-Agent-Access-Token
 //
+// Options: --elicit ANSWER declares the elicitation capability (form mode) and answers every
+// `elicitation/create` with ANSWER: `approve` or `reject` (accepting with {"decision": ANSWER}), `accept` (accepting
+// with {}), `decline` or `cancel`; --header NAME=VALUE adds an HTTP header (e.g. X-Owner-Token=own_...).
+//
 // It initializes, pings, lists the tools, calls each of `--calls` ([{"name": ..., "arguments": {...}}, ...]) in
 // order and prints one JSON document on stdout:
-//   {ok, protocolVersion, serverInfo, capabilities, instructions, tools, calls: [{name, result} | {name, error}],
-//    transportErrors, stderr}
+//   {ok, protocolVersion, serverInfo, capabilities, instructions, sessionId, tools,
+//    calls: [{name, result} | {name, error}], elicitations: [params...], transportErrors, stderr}
 // A connection failure prints {ok: false, error, stderr} and exits 1.
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 function parseArgs(argv) {
-  const args = { calls: '[]' };
+  const args = { calls: '[]', headers: {} };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i];
     const value = argv[i + 1];
@@ -25,6 +30,11 @@ function parseArgs(argv) {
     if (key === '--binary') args.binary = value;
     else if (key === '--url') args.url = value;
     else if (key === '--calls') args.calls = value;
+    else if (key === '--elicit') args.elicit = value;
+    else if (key === '--header') {
+      const at = value.indexOf('=');
+      args.headers[value.slice(0, at)] = value.slice(at + 1);
+    }
     else throw new Error(`unknown option ${key}`);
   }
   if (!args.binary === !args.url) throw new Error('give exactly one of --binary PATH or --url URL');
@@ -81,11 +91,23 @@ async function main() {
   } else {
     const token = process.env.AGENTD_ACCESS_TOKEN ?? '';
     transport = new StreamableHTTPClientTransport(new URL(args.url), {
-      requestInit: { headers: { 'X-Agent-Access-Token': token } },
+      requestInit: { headers: { 'X-Agent-Access-Token': token, ...args.headers } },
     });
   }
   transport = new RecordingTransport(transport);
-  const client = new Client({ name: 'agentd-test-client', version: '0.0.0' });
+  const capabilities = args.elicit ? { elicitation: { form: {} } } : {};
+  const client = new Client({ name: 'agentd-test-client', version: '0.0.0' }, { capabilities });
+  const elicitations = [];
+  if (args.elicit) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      elicitations.push(request.params);
+      if (args.elicit === 'approve' || args.elicit === 'reject') {
+        return { action: 'accept', content: { decision: args.elicit } };
+      }
+      if (args.elicit === 'accept') return { action: 'accept', content: {} };
+      return { action: args.elicit };
+    });
+  }
   client.onerror = (err) => transportErrors.push(String(err?.message ?? err));
   const stderr = async () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -104,6 +126,7 @@ async function main() {
     serverInfo: client.getServerVersion(),
     capabilities: client.getServerCapabilities(),
     instructions: client.getInstructions() ?? null,
+    sessionId: transport.sessionId ?? null,
     ping: null,
     tools: [],
     calls: [],
@@ -118,6 +141,7 @@ async function main() {
       out.calls.push({ name: call.name, error: errorJson(err) });
     }
   }
+  out.elicitations = elicitations;
   await client.close();
   out.transportErrors = transportErrors;
   out.stderr = await stderr();

@@ -133,7 +133,7 @@ pub fn router(state: AppState) -> Router {
     api_router
         .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))
         .merge(console::router())
-        .merge(mcp::router())
+        .merge(mcp::router(&state))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

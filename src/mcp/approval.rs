@@ -1,0 +1,164 @@
+//! Elicitation for transfers held for approval (docs/api.md §11, §17). When a transfer tool ends
+//! `awaiting_approval` and the client declared the elicitation capability, the server asks the human through
+//! `elicitation/create`:
+//! - the request carried owner authority beside the agent token (HTTP: `X-Owner-Token` or the admin bearer): the
+//!   form asks approve / reject, and the answer is carried out as `POST …/approve|reject` would, audited as the
+//!   owner's (or admin's) decision;
+//! - it carried the agent token only (always so over stdio): the agent must never approve its own transfer, so
+//!   the form only informs (which transfer, where an owner approves it) and changes nothing, whatever the answer.
+//!
+//! Without the capability, or when the client declines, cancels or does not answer in time, the tool result says
+//! it awaits approval, as before.
+
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::service::{ElicitationMode, RequestContext};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::server::{AgentServer, McpCaller};
+use crate::auth::{Actor, OwnerAuthority};
+use crate::domain::agent::Agent;
+use crate::store::AuditEvent;
+use crate::tools::{ToolError, ToolResult};
+use crate::transfers::TransferOutcome;
+
+/// How long a client may take to answer; past it the transfer simply keeps waiting.
+const ANSWER_WITHIN: Duration = Duration::from_secs(300);
+
+/// The tool result after asking, when there is something to ask; else the result as it was.
+pub async fn elicit_if_awaiting(
+    server: &AgentServer,
+    cx: &RequestContext<RoleServer>,
+    caller: &McpCaller,
+    agent: &Agent,
+    result: ToolResult,
+) -> ToolResult {
+    let Some(transfer_id) = awaiting_transfer(&result) else {
+        return result;
+    };
+    if !cx.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
+        return result;
+    }
+    let mut waiting = result?;
+    let path = format!("/api/agents/{}/transfers/{transfer_id}/approve", agent.id);
+    let approve_url = match &server.state.config.security.public_url {
+        Some(public) => format!("{}{path}", public.origin),
+        None => path,
+    };
+    let summary = summary(server, transfer_id).await;
+    let Some(owner) = caller.owner.clone() else {
+        let message = format!(
+            "{summary} awaits an owner's approval (transfer {transfer_id}). This connection holds the agent's \
+             token only and cannot approve it: an owner approves it in the console or with POST {approve_url}."
+        );
+        let answer = ask(cx, message, json!({"type": "object", "properties": {}})).await;
+        tracing::info!(agent_id = %agent.id, %transfer_id, answered = answer.is_some(), "MCP approval notice shown");
+        waiting["approve_url"] = json!(approve_url);
+        return Ok(waiting);
+    };
+    let schema = json!({"type": "object", "required": ["decision"], "properties": {"decision": {
+        "type": "string", "title": "Decision", "enum": ["approve", "reject"],
+        "description": "approve: sign and send it now; reject: release it"}}});
+    let message = format!("{summary} awaits your approval (transfer {transfer_id}). Approve or reject it?");
+    let decision = ask(cx, message, schema)
+        .await
+        .and_then(|content| content.get("decision").and_then(Value::as_str).map(str::to_string));
+    match decision.as_deref() {
+        Some("approve") => approve(server, agent, &owner, transfer_id).await,
+        Some("reject") => reject(server, agent, &owner, transfer_id).await,
+        _ => Ok(waiting),
+    }
+}
+
+/// The transfer id of a result `{transfer_id, status: "awaiting_approval", …}`.
+fn awaiting_transfer(result: &ToolResult) -> Option<Uuid> {
+    let value = result.as_ref().ok()?;
+    if value.get("status").and_then(Value::as_str) != Some("awaiting_approval") {
+        return None;
+    }
+    value.get("transfer_id")?.as_str()?.parse().ok()
+}
+
+/// "A transfer of 0.02 ETH to 0x… on base", from the stored transfer.
+async fn summary(server: &AgentServer, id: Uuid) -> String {
+    match server.state.store.get_approval(id).await {
+        Ok(Some(waiting)) => format!(
+            "A transfer of {} {} to {} on {}",
+            waiting.amount(),
+            waiting.asset,
+            waiting.to.to_checksum(None),
+            waiting.chain
+        ),
+        _ => "A transfer".to_string(),
+    }
+}
+
+/// Asks the client; the content of an accepted answer, or `None` (declined, cancelled, failed, timed out).
+async fn ask(cx: &RequestContext<RoleServer>, message: String, schema: Value) -> Option<Value> {
+    let schema = schema.as_object().cloned().unwrap_or_default();
+    let requested_schema = ElicitationSchema::from_json_schema(schema).ok()?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema,
+    };
+    match cx
+        .peer
+        .create_elicitation_with_timeout(params, Some(ANSWER_WITHIN))
+        .await
+    {
+        Ok(answer) if answer.action == ElicitationAction::Accept => Some(answer.content.unwrap_or(json!({}))),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::info!(error = %e, "MCP elicitation got no answer");
+            None
+        }
+    }
+}
+
+async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
+    let transfers = server.state.tool_services().transfers;
+    let outcome = transfers.approve(agent, id).await.map_err(ToolError::from)?;
+    let result = match &outcome {
+        TransferOutcome::Sent { chain, tx, status } => json!({
+            "transfer_id": id, "status": status.as_str(), "chain": chain.name, "tx_hash": tx.tx_hash,
+            "to": tx.to.to_checksum(None), "explorer_url": chain.tx_url(&tx.tx_hash),
+        }),
+        TransferOutcome::AwaitingApproval { approval, .. } => {
+            json!({"transfer_id": id, "status": "awaiting_approval", "expires_at": approval.expires_at})
+        }
+    };
+    audit(server, agent, owner, "transfer_approved", &result).await;
+    Ok(result)
+}
+
+async fn reject(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
+    let transfers = server.state.tool_services().transfers;
+    let rejected = transfers.reject(agent, id).await.map_err(ToolError::from)?;
+    let result = json!({"transfer_id": id, "status": "rejected", "chain": rejected.chain,
+        "to": rejected.to.to_checksum(None), "amount": rejected.amount()});
+    audit(server, agent, owner, "transfer_rejected", &result).await;
+    Ok(result)
+}
+
+/// The decision, as the approvals endpoint records it: who decided (owner or admin), through MCP.
+async fn audit(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, action: &'static str, result: &Value) {
+    let actor = match owner {
+        OwnerAuthority::Admin => Actor::Admin,
+        OwnerAuthority::Owner { .. } => Actor::Owner,
+    };
+    let mut detail = result.clone();
+    detail["via"] = json!("mcp_elicitation");
+    let event = AuditEvent {
+        agent_id: agent.id,
+        action,
+        actor: actor.as_str().to_string(),
+        detail,
+    };
+    if let Err(e) = server.state.store.insert_audit(&event).await {
+        tracing::error!(agent_id = %agent.id, error = %e, "could not audit an approval made through MCP");
+    }
+}

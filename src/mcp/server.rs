@@ -1,0 +1,260 @@
+//! The MCP server of one agent on `rmcp` (the official SDK): `initialize`, `ping`, `tools/list` and `tools/call`
+//! over the tool registry. The SDK owns the protocol (framing, versions, sessions); this file owns what the
+//! agent may do. The agent is loaded again for every listing and call, so a changed capability applies within an
+//! open session and a revoked token or a deleted agent ends access at the next call (-32001, `data.code`).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::{approval, catalog};
+use crate::auth::{AuthError, OwnerAuthority};
+use crate::domain::agent::Agent;
+use crate::state::AppState;
+use crate::store::AuditEvent;
+use crate::tools::{self, Effect, ToolContext};
+
+/// Server-defined JSON-RPC code: the access token no longer authorizes this client (agent deleted, token revoked).
+pub const UNAUTHORIZED: i32 = -32001;
+
+/// Who an MCP request acts for: the agent whose token it carries (kept as the token's hash, checked again on every
+/// use) and, over HTTP, the owner authority presented beside it (`X-Owner-Token` or the admin bearer), which is
+/// what lets an elicited approval approve.
+#[derive(Debug, Clone)]
+pub struct McpCaller {
+    pub session: crate::auth::AgentSession,
+    pub owner: Option<OwnerAuthority>,
+}
+
+/// The transport, as the audit records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+impl Transport {
+    fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// The MCP handler. Over stdio it holds the caller proven at start; over HTTP each request carries its own
+/// (`McpCaller` in the request's extensions, put there by `POST /mcp` after checking the headers).
+#[derive(Clone)]
+pub struct AgentServer {
+    pub(super) state: AppState,
+    transport: Transport,
+    caller: Option<Arc<McpCaller>>,
+}
+
+/// A refusal of the token or agent as a JSON-RPC error: -32001 with the API's code in `data.code` (a store
+/// failure is an internal error whose cause stays in the log).
+pub fn auth_error(err: &AuthError) -> ErrorData {
+    if let AuthError::Store(cause) = err {
+        tracing::error!(error = %cause, "MCP authentication failed on the store");
+        return ErrorData::internal_error("internal error", Some(json!({ "code": "internal_error" })));
+    }
+    ErrorData::new(
+        ErrorCode(UNAUTHORIZED),
+        err.to_string(),
+        Some(json!({ "code": err.code() })),
+    )
+}
+
+impl AgentServer {
+    pub fn stdio(state: AppState, caller: McpCaller) -> Self {
+        AgentServer {
+            state,
+            transport: Transport::Stdio,
+            caller: Some(Arc::new(caller)),
+        }
+    }
+
+    pub fn http(state: AppState) -> Self {
+        AgentServer {
+            state,
+            transport: Transport::Http,
+            caller: None,
+        }
+    }
+
+    fn caller(&self, cx: &RequestContext<RoleServer>) -> Result<McpCaller, ErrorData> {
+        if let Some(caller) = &self.caller {
+            return Ok(caller.as_ref().clone());
+        }
+        cx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<McpCaller>())
+            .cloned()
+            .ok_or_else(|| auth_error(&AuthError::MissingToken))
+    }
+
+    /// The caller and its agent, loaded afresh: the token still live, the agent still active.
+    async fn agent(&self, cx: &RequestContext<RoleServer>) -> Result<(McpCaller, Agent), ErrorData> {
+        let caller = self.caller(cx)?;
+        let agent = self
+            .state
+            .auth
+            .session_agent(&caller.session)
+            .await
+            .map_err(|e| auth_error(&e))?;
+        Ok((caller, agent))
+    }
+
+    /// Records a tool call in the audit table: the tool, its outcome and its (non-secret) arguments.
+    async fn audit(&self, caller: &McpCaller, tool: &str, arguments: &Value, outcome: Outcome<'_>) {
+        let mut detail = json!({
+            "transport": self.transport.as_str(),
+            "tool": tool,
+            "ok": outcome.error_code.is_none(),
+            "arguments": catalog::audited_arguments(arguments),
+            "duration_ms": outcome.duration_ms,
+        });
+        if let Some(code) = outcome.error_code {
+            detail["error_code"] = json!(code);
+        }
+        if let Some(hash) = outcome.tx_hash {
+            detail["tx_hash"] = hash;
+        }
+        let event = AuditEvent {
+            agent_id: caller.session.agent_id(),
+            action: "mcp_tool_call",
+            actor: crate::auth::Actor::Mcp.as_str().into(),
+            detail,
+        };
+        if let Err(e) = self.state.store.insert_audit(&event).await {
+            tracing::error!(agent_id = %event.agent_id, tool, error = %e, "could not audit an MCP tool call");
+        }
+    }
+}
+
+struct Outcome<'a> {
+    error_code: Option<&'a str>,
+    duration_ms: u64,
+    tx_hash: Option<Value>,
+}
+
+impl ServerHandler for AgentServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut server = Implementation::new("agentd", env!("CARGO_PKG_VERSION"));
+        server.title = Some("agentd".into());
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(server)
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    /// The revisions with an `initialize` handshake (2024-11-05 to 2025-11-25); an unknown newer request is
+    /// answered with the newest of them.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let (_, agent) = self.agent(&cx).await?;
+        cx.peer.set_peer_info(request.clone());
+        let client = request.client_info.name.as_str();
+        let requested = request.protocol_version.as_str();
+        tracing::info!(agent_id = %agent.id, client, requested, transport = self.transport.as_str(), "MCP session initialized");
+        let instructions = format!(
+            "Tools of the agentd agent \"{}\" on its chains ({}). Amounts are decimal strings in whole units \
+             (\"0.01\"); results give exact base units as strings. Transfers are signed by the service within the \
+             agent's spending cap and policy; one that needs an owner's approval waits for it.",
+            agent.name,
+            agent.chains.join(", ")
+        );
+        Ok(self.negotiate_initialize(&request)?.with_instructions(instructions))
+    }
+
+    /// rmcp hands over as "custom" any request it could not read, a standard method with malformed params among
+    /// them (`tools/call` with `arguments: 5`): those are invalid params (-32602); anything else is an unknown
+    /// method (-32601), so a newer client's probe falls back.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        const STANDARD: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+        if STANDARD.contains(&request.method.as_str()) {
+            let message = format!("Invalid params for {}", request.method);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", request.method),
+            None,
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let (_, agent) = self.agent(&cx).await?;
+        Ok(ListToolsResult::with_all_items(catalog::tools_for(&agent)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        let Some(tool) = tools::find(name) else {
+            return Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None));
+        };
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let caller = self.caller(&cx)?;
+        let agent = match self.state.auth.session_agent(&caller.session).await {
+            Ok(agent) => agent,
+            Err(e) => {
+                let outcome = Outcome {
+                    error_code: Some(e.code()),
+                    duration_ms: 0,
+                    tx_hash: None,
+                };
+                self.audit(&caller, name, &arguments, outcome).await;
+                return Err(auth_error(&e));
+            }
+        };
+        let services = self.state.tool_services();
+        let toolbox = ToolContext {
+            services: &services,
+            agent: &agent,
+            connected_wallet: None,
+            conversation_id: None,
+            actor: crate::auth::Actor::Mcp,
+        };
+        let (result, duration_ms) = toolbox.execute(name, &arguments).await;
+        let tx_hash = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("tx_hash"))
+            .filter(|_| tool.effect == Effect::MovesFunds)
+            .cloned();
+        let outcome = Outcome {
+            error_code: result.as_ref().err().map(|e| e.code),
+            duration_ms,
+            tx_hash,
+        };
+        self.audit(&caller, name, &arguments, outcome).await;
+        let result = approval::elicit_if_awaiting(self, &cx, &caller, &agent, result).await;
+        Ok(catalog::call_result(&result).into())
+    }
+}
