@@ -9,8 +9,8 @@ pub mod chains;
 pub mod client;
 pub mod error;
 pub mod fees;
-pub mod tokens;
 pub mod l1_fee;
+pub mod tokens;
 pub mod tx;
 
 pub use chains::Chains;

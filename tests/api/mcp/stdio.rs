@@ -106,7 +106,10 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
     assert!(ok, "the client ran: {out:#}");
     assert_eq!(out["transportErrors"], json!([]), "{out:#}");
 
-    assert_eq!(tool_names(&out), [&READ_TOOLS[..], &["send_native", "send_token"]].concat());
+    assert_eq!(
+        tool_names(&out),
+        [&READ_TOOLS[..], &["send_native", "send_token"]].concat()
+    );
     let send = &tool(&out, "send_native").unwrap()["annotations"];
     assert_eq!(send["destructiveHint"], true, "{send}");
     assert_eq!(send["readOnlyHint"], false, "{send}");
