@@ -154,6 +154,26 @@ impl Anvil {
             .expect("eth_getTransactionCount")
     }
 
+    /// The nonce of `address` once the node has mined what it holds for it in its pool: anvil's automine answers
+    /// `eth_sendRawTransaction` before the block is sealed, so a read right after a send can miss it. Waits (up to
+    /// 10 s) until the mined and the pending counts agree.
+    pub async fn settled_nonce(&self, address: Address) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mined = self.nonce(address).await;
+            let pending = self
+                .provider
+                .get_transaction_count(address)
+                .pending()
+                .await
+                .expect("eth_getTransactionCount(pending)");
+            if mined == pending || Instant::now() > deadline {
+                return mined;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The receipt of a mined transaction (panics when it has none).
     pub async fn receipt(&self, hash: TxHash) -> TransactionReceipt {
         self.provider

@@ -76,7 +76,7 @@ async fn a_transfer_that_can_no_longer_land_leaves_no_nonce_gap() {
     anvil.set_automine(true).await;
     let last = send(&app, &agent, last_to, "0.01").await;
     assert_eq!(last["nonce"], 2, "{last}");
-    assert_eq!(anvil.nonce(from).await, 3, "no gap: nonces 0, 1 and 2 are used");
+    assert_eq!(anvil.settled_nonce(from).await, 3, "no gap: nonces 0, 1 and 2 are used");
     assert_eq!(
         anvil.balance(stuck_to).await,
         U256::ZERO,
