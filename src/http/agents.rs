@@ -411,6 +411,7 @@ async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): Activ
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ExportKey {
+    #[schema(min_length = 1)]
     chain: String,
     #[serde(default)]
     confirm: bool,

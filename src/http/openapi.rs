@@ -50,9 +50,9 @@ fn add_body_errors(doc: &mut OpenApi) {
             responses
                 .entry("400".into())
                 .or_insert_with(|| error_response("Malformed JSON (`invalid_json`) or not `application/json`"));
-            responses
-                .entry("413".into())
-                .or_insert_with(|| error_response("The body is over the limit (`payload_too_large`, 64 KiB by default)"));
+            responses.entry("413".into()).or_insert_with(|| {
+                error_response("The body is over the limit (`payload_too_large`, 64 KiB by default)")
+            });
         }
     }
 }
@@ -113,7 +113,10 @@ fn add_agent_links(doc: &mut OpenApi) {
             let link = utoipa::openapi::link::LinkBuilder::new()
                 .operation_id(&operation_id)
                 .parameter(parameter, "$response.body#/id")
-                .description(format!("{} {path} of the agent just created", method.to_ascii_uppercase()))
+                .description(format!(
+                    "{} {path} of the agent just created",
+                    method.to_ascii_uppercase()
+                ))
                 .build();
             links.push((link_name(&operation_id), link));
         }

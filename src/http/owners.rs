@@ -126,6 +126,7 @@ async fn owner_challenge(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct OpenSession {
+    #[schema(min_length = 1)]
     chain: String,
     /// The challenge message exactly as issued.
     message: String,

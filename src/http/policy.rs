@@ -50,6 +50,7 @@ struct PolicyBody {
     blocked_recipients: Vec<String>,
     #[serde(default)]
     approve_new_recipients: bool,
+    #[schema(minimum = 1, maximum = 604800)]
     approval_ttl_secs: Option<u64>,
     allowed_hosts: Option<Vec<String>>,
 }

@@ -133,6 +133,7 @@ enum Proof {
         token: String,
     },
     WalletSignature {
+        #[schema(min_length = 1)]
         chain: String,
         message: String,
         signature: String,

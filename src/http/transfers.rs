@@ -36,6 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct NewTransfer {
     /// One of the agent's chains.
+    #[schema(min_length = 1)]
     chain: String,
     /// The recipient, a 0x address.
     to: String,
