@@ -42,6 +42,9 @@ else
   exit 1
 fi
 
+echo "==> schemathesis against the OpenAPI document (all checks, stateful phase included; ~90 s)"
+./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+
 echo "==> browser tests of the web console (headless Chromium)"
 ./web/tests/setup.sh
 cargo build

@@ -115,6 +115,12 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
     amount::from_json_number(number, 18).map_err(|e| e.to_string())
 }
 
+/// Create an agent
+///
+/// Creates an agent with one wallet key (shared by its EVM chains) and answers its wallet addresses and its access
+/// token. The token (`agt_...`) is shown in this answer only: the service keeps a hash. When `ADMIN_TOKEN` is set,
+/// the operator's bearer token is required (401 otherwise). `chains` defaults to `["ethereum", "base"]`,
+/// `capabilities` to `["read"]`, `spending_cap` to 0 (no spending until the owner sets one).
 #[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = CreateAgent,
     security((), ("admin_token" = [])),
     responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = AgentCreatedView),
@@ -200,13 +206,20 @@ async fn create_agent(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListParams {
-    /// 1..500, default 100.
+    /// At least 1 (larger than 500 is cut to 500); default 100.
+    #[param(minimum = 1)]
     limit: Option<i64>,
     /// Default 0.
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
+/// List agents
+///
+/// Summaries of every agent (no wallet keys, no token), newest first, paged with `limit` (default 100, at most 500)
+/// and `offset`. Needs the operator's bearer token when `ADMIN_TOKEN` is set.
 #[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListParams), security((), ("admin_token" = [])),
     responses((status = 200, description = "Summaries, newest first", body = Vec<AgentSummaryView>),
         (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
@@ -229,6 +242,11 @@ async fn list_agents(
     Ok(Json(agents.iter().map(AgentSummaryView::from).collect()))
 }
 
+/// Read an agent
+///
+/// The agent's detail: chains, capabilities, cap, wallet and owner addresses, what it has spent per chain (decimal
+/// strings in native units) and whether it is guarded. Works on an inactive (deleted) agent, which shows
+/// `is_active: false`. A token of another agent answers 403, an unknown token 401.
 #[utoipa::path(get, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "The agent (also when inactive)", body = AgentDetailView),
@@ -238,6 +256,12 @@ async fn get_agent(AnyCaller(caller): AnyCaller) -> Json<AgentDetailView> {
     Json(AgentDetailView::new(&caller.agent, caller.guarded))
 }
 
+/// Update an agent
+///
+/// A partial update: absent fields stay as they are; each given field is validated as on creation, any other field
+/// is refused (422). On a guarded agent the agent's own token may only tighten (lower the cap, remove capabilities
+/// or chains, rename, describe): raising the cap, adding a capability or a chain and changing `owner_addresses`
+/// need owner authority (403 `owner_required`). Every change is audited with its actor.
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     request_body = UpdateAgent, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = AgentDetailView), (status = 400, body = ErrorBody),
@@ -365,6 +389,10 @@ pub(super) async fn audit(
     Ok(state.store.insert_audit(&event).await?)
 }
 
+/// Delete an agent (soft)
+///
+/// Marks the agent inactive: nothing is erased, its agent-scoped calls answer 410 from then on, and its streams
+/// end. A second delete answers 410. Owner authority can reactivate it.
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 204, description = "Soft-deleted (is_active false)"), (status = 401, body = ErrorBody),
@@ -383,11 +411,17 @@ async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): Activ
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ExportKey {
+    #[schema(min_length = 1)]
     chain: String,
     #[serde(default)]
     confirm: bool,
 }
 
+/// Export a wallet key
+///
+/// Answers the private key of the agent's wallet on one chain, with `confirm: true`. Audited. Needs owner authority
+/// on a guarded agent (403 `owner_required`), and with owner authority it also works on an inactive agent so that
+/// its funds are never stranded. 403 `export_disabled` when the server sets `ALLOW_KEY_EXPORT=false`.
 #[utoipa::path(post, path = "/api/agents/{id}/export-key", tag = "agents", params(("id" = String, Path, format = "uuid")),
     request_body = ExportKey, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "The private key (audited)", body = ExportedKeyView),

@@ -22,6 +22,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reject_transfer))
 }
 
+/// List transfers awaiting approval
+///
+/// Transfers held by an approval rule of the policy, with their `expires_at`; they hold their reservation against
+/// the cap until approved, rejected or expired.
 #[utoipa::path(get, path = "/api/agents/{id}/approvals", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = Vec<TransferView>, description = "Transfers awaiting approval, oldest first"),
@@ -36,6 +40,11 @@ async fn list_approvals(
     Ok(Json(waiting.iter().map(TransferView::from).collect()))
 }
 
+/// Approve a held transfer
+///
+/// Owner authority approves a transfer awaiting approval: it is signed at the fees of that moment and broadcast
+/// (`pending`). If its reservation no longer fits the cap, 403 `spending_cap_exceeded` and it stays waiting. Past
+/// `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409 `transfer_not_pending`.
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/approve", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = [])),
@@ -56,6 +65,10 @@ async fn approve_transfer(
     Ok(Json(view))
 }
 
+/// Reject a held transfer
+///
+/// Owner authority rejects a transfer awaiting approval: it becomes `rejected` and its reservation is released.
+/// Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/reject", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = [])),

@@ -21,11 +21,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 struct AuditParams {
     /// 1..500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
     /// Only entries older than this entry id (the `id` of the last entry of the previous page).
+    #[param(minimum = 1)]
     before: Option<i64>,
 }
 
+/// Read the audit log
+///
+/// The agent's audit entries, newest first, paged with `limit` (default 100, at most 500) and `before` (an entry
+/// id). Entries form one hash chain across all agents; `agentd audit verify` checks it. Agent token or owner
+/// authority; with owner authority it also works on an inactive agent.
 #[utoipa::path(get, path = "/api/agents/{id}/audit", tag = "agents",
     params(("id" = String, Path, format = "uuid"), AuditParams),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),

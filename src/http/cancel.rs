@@ -20,6 +20,11 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(cancel_transfer))
 }
 
+/// Cancel a pending transfer
+///
+/// Replaces a pending transfer with a zero-value send to the agent itself at the same nonce (200, or 202 when the
+/// replacement is sent after the answer); once that lands the transfer is `cancelled` and only its fee counts. A
+/// mined transfer, one awaiting approval (reject it instead) or an x402 payment is 409.
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/cancel", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),

@@ -16,6 +16,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
 }
 
+/// List the chain registry
+///
+/// Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, and its
+/// tokens. Needs no token.
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
     let configured = |name: &str| state.config.chains.rpc_urls.iter().any(|(n, _)| n == name);
@@ -27,6 +31,9 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
     )
 }
 
+/// Health check
+///
+/// Answers 200 once the server accepts requests; never waits for a chain node.
 #[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = HealthView), (status = 500, body = ErrorBody)))]
 async fn health(State(state): State<AppState>) -> Result<Json<HealthView>> {
     state.store.ping().await?;

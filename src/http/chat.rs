@@ -81,6 +81,12 @@ async fn prepare(state: &AppState, agent: Agent, body: ChatRequest) -> Result<Tu
     .await?)
 }
 
+/// Chat with the agent
+///
+/// One chat turn: the agent answers, calling tools within its capabilities (balances, gas, transfers, ...). The
+/// answer lists every tool call with its result or refusal, and the conversation id (a new conversation when none
+/// is given). A conversation of another agent is 403, an unknown one 404. With an `Idempotency-Key` a repeat
+/// answers the first answer again.
 #[utoipa::path(post, path = "/api/chat", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
     responses((status = 200, body = ChatResponseView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 410, body = ErrorBody),
@@ -106,6 +112,11 @@ async fn chat(
     .await
 }
 
+/// Chat with the agent, streamed
+///
+/// The same turn as `POST /api/chat`, as server-sent events: `start`, `text_delta`, `tool_call`, `tool_result`,
+/// `final` (the whole answer) or `error`, with `: keepalive` comments. Errors before `start` are plain HTTP errors.
+/// Too many open streams for the agent: 429.
 #[utoipa::path(post, path = "/api/chat/stream", tag = "chat", request_body = ChatRequest, security(("agent_token" = [])),
     responses((status = 200, content_type = "text/event-stream", body = String,
         description = "Server-sent events: `start {conversation_id}`, `text_delta {text}`, `tool_call {id, tool, args}`, \

@@ -44,16 +44,23 @@ const DEFAULT_PAGE: i64 = 100;
 const MAX_PAGE: i64 = 500;
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListParams {
-    /// Required.
+    /// The agent whose conversations to list (required; the token must be this agent's).
+    #[param(required = true, value_type = String, format = "uuid")]
     agent_id: Option<String>,
-    /// 1 to 500 (larger values are cut to 500); default 100.
+    /// At least 1 (larger values are cut to 500); default 100.
+    #[param(minimum = 1)]
     limit: Option<i64>,
     /// The id of the last conversation of the previous page: this page starts with the next older one.
     #[param(format = "uuid")]
     before: Option<String>,
 }
 
+/// List conversations
+///
+/// The conversations of the agent named by `agent_id` (required), newest first, paged with `limit` and `before`.
+/// Needs that agent's token.
 #[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListParams), security(("agent_token" = [])),
     responses((status = 200, description = "Newest first, paged with `limit` and `before`", body = Vec<ConversationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
@@ -88,6 +95,10 @@ async fn list_conversations(
     Ok(Json(conversations.iter().map(ConversationView::from).collect()))
 }
 
+/// Read a conversation's messages
+///
+/// The messages of a conversation, oldest first, at most 500 (the newest 500 when there are more), with the tool
+/// calls of each assistant turn.
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 200, description = "Oldest first; the newest 500 at most", body = Vec<MessageView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
@@ -102,6 +113,9 @@ async fn list_messages(
     Ok(Json(messages.iter().map(MessageView::from).collect()))
 }
 
+/// Delete a conversation
+///
+/// Deletes a conversation and its messages; later reads answer 404.
 #[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = [])),
     responses((status = 204, description = "Deleted with its messages"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]

@@ -53,6 +53,10 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, AppError> {
 /// Maps a parsed JSON value onto `T`; shape errors are 422, naming the field. For handlers that keep the value
 /// itself (idempotency compares bodies as JSON values).
 pub fn shape<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, AppError> {
+    // Every request body is a JSON object: serde would also read a struct from an array (`[null, null]`).
+    if !value.is_object() {
+        return Err(AppError::field("body", "must be a JSON object"));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path.is_empty() || path == "." {

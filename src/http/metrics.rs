@@ -55,6 +55,9 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
     }
 }
 
+/// Prometheus metrics
+///
+/// Prometheus text format. Needs `Authorization: Bearer <METRICS_TOKEN>` when the server sets one.
 #[utoipa::path(get, path = "/metrics", tag = "operations", security((), ("metrics_token" = [])),
     responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format"),
         (status = 401, description = "METRICS_TOKEN is set and the request does not carry it as a bearer token", body = ErrorBody)))]

@@ -16,6 +16,7 @@ pub mod idempotency;
 pub mod json;
 pub mod mcp;
 pub mod metrics;
+pub mod openapi;
 pub mod owners;
 pub mod policy;
 pub mod reissue;
@@ -123,7 +124,7 @@ pub fn api() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document served at `/api/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().into_openapi()
+    openapi::finish(api().into_openapi())
 }
 
 pub fn router(state: AppState) -> Router {
@@ -131,7 +132,7 @@ pub fn router(state: AppState) -> Router {
     let origins = cors::AllowedOrigins::new(state.config.server.cors_origins.clone());
     let (api_router, document) = api().split_for_parts();
     api_router
-        .merge(SwaggerUi::new("/docs").url("/api/openapi.json", document))
+        .merge(SwaggerUi::new("/docs").url("/api/openapi.json", openapi::finish(document)))
         .merge(console::router())
         .merge(mcp::router(&state))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))

@@ -63,6 +63,11 @@ fn sign_in_origin(state: &AppState, headers: &HeaderMap) -> Result<(String, Stri
     Ok((host.to_string(), format!("http://{host}")))
 }
 
+/// Get an owner sign-in challenge
+///
+/// A Sign-In with Ethereum (EIP-4361) message for `address` on `chain`, single use, valid 5 minutes; its domain is
+/// the host of `PUBLIC_URL` (else the request's `Host`). Issued for any address: the endpoint reveals nothing about
+/// the owners. Rate limited (429).
 #[utoipa::path(get, path = "/api/agents/{id}/owner-challenge", tag = "owners",
     params(("id" = String, Path, format = "uuid"), ChallengeParams),
     responses((status = 200, description = "An EIP-4361 message to sign; single use, 5 minutes", body = OwnerChallengeView),
@@ -121,6 +126,7 @@ async fn owner_challenge(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct OpenSession {
+    #[schema(min_length = 1)]
     chain: String,
     /// The challenge message exactly as issued.
     message: String,
@@ -128,6 +134,11 @@ struct OpenSession {
     signature: String,
 }
 
+/// Open an owner session
+///
+/// Exchanges a signed owner challenge for an owner token (`own_...`, 15 minutes) to send as `X-Owner-Token`. A
+/// signature by an address that is not one of the agent's `owner_addresses` is 401 `invalid_proof`; failed proofs
+/// count with reissue's per agent (429).
 #[utoipa::path(post, path = "/api/agents/{id}/owner-session", tag = "owners",
     params(("id" = String, Path, format = "uuid")), request_body = OpenSession,
     responses((status = 200, description = "An owner session (15 minutes), for X-Owner-Token", body = OwnerSessionView),
@@ -203,6 +214,10 @@ async fn prove_owner(
     Ok(session)
 }
 
+/// Reactivate a deleted agent
+///
+/// Owner authority (the operator's bearer token or an owner session) makes an inactive agent active again and
+/// answers its detail. The agent's own token is not enough on a guarded agent (403 `owner_required`). Audited.
 #[utoipa::path(post, path = "/api/agents/{id}/reactivate", tag = "owners",
     params(("id" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),

@@ -50,10 +50,15 @@ struct PolicyBody {
     blocked_recipients: Vec<String>,
     #[serde(default)]
     approve_new_recipients: bool,
+    #[schema(minimum = 1, maximum = 604800)]
     approval_ttl_secs: Option<u64>,
     allowed_hosts: Option<Vec<String>>,
 }
 
+/// Read the spending policy
+///
+/// Per-asset limits (`per_transfer`, `per_day`, `per_week`, `approval_above`, decimal strings in whole units),
+/// recipient lists, approval rules and allowed hosts. The default allows everything under the spending cap.
 #[utoipa::path(get, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = PolicyView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -64,6 +69,11 @@ async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveC
     Ok(Json(PolicyView::new(&policy, state.chains.tokens())))
 }
 
+/// Replace the spending policy
+///
+/// Replaces the whole policy. Needs owner authority on a guarded agent (403 `owner_required`). Asset keys are
+/// `<chain>:<SYMBOL>` of the registry; approval rules on an unguarded agent are refused (422: nobody could
+/// approve). Audited.
 #[utoipa::path(put, path = "/api/agents/{id}/policy", tag = "agents", params(("id" = String, Path, format = "uuid")),
     request_body = PolicyBody, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = PolicyView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),

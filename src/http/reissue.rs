@@ -80,6 +80,11 @@ pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError)
     }
 }
 
+/// Get a reissue challenge
+///
+/// A single-use challenge (5 minutes) to sign for `reissue-token` with a `wallet_signature` proof:
+/// `<CHALLENGE_PREFIX>:reissue:<agent_id>:<nonce>:<expires_at_unix>`. Needs no token. Rate limited per client
+/// address (429 with `Retry-After`).
 #[utoipa::path(get, path = "/api/agents/{id}/reissue-challenge", tag = "reissue", params(("id" = String, Path, format = "uuid")),
     responses((status = 200, description = "A single-use challenge, valid 5 minutes", body = ChallengeView),
         (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 429, description = "rate_limited, with Retry-After", body = ErrorBody)))]
@@ -128,6 +133,7 @@ enum Proof {
         token: String,
     },
     WalletSignature {
+        #[schema(min_length = 1)]
         chain: String,
         message: String,
         signature: String,
@@ -136,6 +142,12 @@ enum Proof {
     },
 }
 
+/// Reissue the access token
+///
+/// Issues a new access token against a proof: the current token, or an EIP-191 signature of a challenge by one of
+/// the agent's wallet or owner addresses. The previous token stops working at once. A failed proof is 401
+/// `invalid_proof` and does not use up its challenge; an expired challenge 422 `challenge_expired`; a message not
+/// of the challenge's shape 400. Rate limited per client address and per agent on failed proofs (429).
 #[utoipa::path(post, path = "/api/agents/{id}/reissue-token", tag = "reissue", params(("id" = String, Path, format = "uuid")),
     request_body = ReissueRequest,
     responses((status = 200, description = "A new token; the previous one is dead", body = ReissuedView),

@@ -35,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StreamParams {
     /// For EventSource clients that cannot set headers.
     access_token: Option<String>,
@@ -42,6 +43,12 @@ struct StreamParams {
     last_event_id: Option<String>,
 }
 
+/// Stream transfer confirmations
+///
+/// Server-sent events for a conversation: `tx_confirmation` (confirmed, reverted, dropped or cancelled),
+/// `approval_required`, `approval_resolved`, and `ping` on connect and every 15 s. Event ids increase; with
+/// `Last-Event-ID` (or `last_event_id`) a reconnecting client first gets what it missed. The token may come as
+/// `?access_token=`. Too many open streams for the agent: 429.
 #[utoipa::path(get, path = "/api/conversations/{id}/stream", tag = "conversations",
     params(("id" = String, Path, format = "uuid"), StreamParams, ("Last-Event-ID" = Option<String>, Header)),
     security(("agent_token" = [])),

@@ -23,13 +23,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct PageParams {
-    /// 1 to 500 (larger values are cut to 500); default 100.
+    /// At least 1 (larger values are cut to 500); default 100.
+    #[param(minimum = 1)]
     limit: Option<i64>,
     /// The id of the last transfer of the previous page: this page starts with the next older one.
     #[param(format = "uuid")]
     before: Option<String>,
 }
 
+/// List transactions
+///
+/// The agent's transfers as transactions, newest first, paged with `limit` (default 100, at most 500) and `before`
+/// (a transfer id).
 #[utoipa::path(get, path = "/api/agents/{id}/transactions", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), PageParams),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),

@@ -36,6 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct NewTransfer {
     /// One of the agent's chains.
+    #[schema(min_length = 1)]
     chain: String,
     /// The recipient, a 0x address.
     to: String,
@@ -46,6 +47,14 @@ struct NewTransfer {
     asset: Option<String>,
 }
 
+/// Send a transfer
+///
+/// Sends native coin or a registry token (`asset`, default the chain's native symbol) from the agent's wallet,
+/// under its capabilities, spending cap and policy, in one atomic step; signed with EIP-1559 and recorded before
+/// broadcast. Answers 201 with the transfer, `pending` or `awaiting_approval`. Refusals: 403 `capability_denied`,
+/// `spending_cap_exceeded`, `policy_denied` (with `details.rule`); 422 `validation_failed`, `invalid_recipient`,
+/// `insufficient_funds`; 502/503/504 when the node fails. With an `Idempotency-Key` a repeat answers the first
+/// answer again.
 #[utoipa::path(post, path = "/api/agents/{id}/transfers", tag = "wallets", request_body = NewTransfer,
     params(("id" = String, Path, format = "uuid"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
@@ -116,6 +125,10 @@ async fn send(transfers: &Transfers, assets: &Registry, agent: &Agent, body: Val
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
 }
 
+/// Read a transfer
+///
+/// One transfer of the agent with its status (`awaiting_approval`, `pending`, `confirmed`, `reverted`, `dropped`,
+/// `cancelled`, `rejected`, `expired`), hashes of its attempts and its cost.
 #[utoipa::path(get, path = "/api/agents/{id}/transfers/{transfer_id}", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),

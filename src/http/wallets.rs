@@ -30,6 +30,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(fund_agent))
 }
 
+/// Read balances
+///
+/// The agent's native and token balances on each of its chains, read concurrently with a timeout. A chain (or a
+/// token) that fails gives an `error` entry for that chain (or token) only: never a 5xx for the whole call.
 #[utoipa::path(get, path = "/api/agents/{id}/balances", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "Per chain a balance or an error entry", body = BalancesView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
@@ -81,6 +85,11 @@ struct FundRequest {
     amount: Option<Value>,
 }
 
+/// Get funding instructions
+///
+/// Deposit addresses with EIP-681 payment URIs, one per agent chain or for the one named. With an `amount` (decimal
+/// string in whole units) the URI carries it; with `asset` (a registry token such as `USDC`) it is a token transfer
+/// URI. The body is optional; when given it must be a JSON object. A chain that is not one of the agent's is 422.
 #[utoipa::path(post, path = "/api/agents/{id}/fund", tag = "wallets", params(("id" = String, Path, format = "uuid")),
     request_body(content = Option<FundRequest>), security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "Deposit addresses with EIP-681 URIs", body = FundingView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 410, body = ErrorBody),

@@ -14,6 +14,7 @@ mod chat_stream;
 mod confirmations;
 mod conversations;
 mod cors;
+mod demo;
 mod errors;
 mod export_key;
 mod health;

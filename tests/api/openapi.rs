@@ -601,3 +601,103 @@ async fn drive_cancel(oracle: &mut Oracle) {
         &send(&app, Method::POST, &unknown, Some(&agent.token), None).await,
     );
 }
+
+fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+    let mut all = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            all.push((method.to_ascii_uppercase(), path.clone(), op.clone()));
+        }
+    }
+    all
+}
+
+#[test]
+fn every_operation_has_a_summary_a_description_and_its_body_errors() {
+    let doc = serde_json::to_value(agentd::http::openapi()).unwrap();
+    for (method, path, op) in operations(&doc) {
+        for field in ["summary", "description", "operationId"] {
+            let text = op[field].as_str().unwrap_or_default();
+            assert!(!text.trim().is_empty(), "{method} {path} has no {field}");
+        }
+        if op.get("requestBody").is_some() {
+            for status in ["400", "413", "422"] {
+                assert!(
+                    op["responses"][status].is_object(),
+                    "{method} {path} does not document {status}"
+                );
+            }
+        }
+        // Query parameters are documented in the query (a path parameter must appear in the path).
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" {
+                let name = parameter["name"].as_str().unwrap();
+                assert!(
+                    path.contains(&format!("{{{name}}}")),
+                    "{method} {path}: {name} is not in the path"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_document_says_what_the_service_requires() {
+    let doc = serde_json::to_value(agentd::http::openapi()).unwrap();
+    let conversations = doc["paths"]["/api/conversations"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let agent_id = conversations
+        .iter()
+        .find(|p| p["name"] == "agent_id")
+        .expect("agent_id");
+    assert_eq!(agent_id["in"], "query");
+    assert_eq!(agent_id["required"], true);
+    let fund = &doc["paths"]["/api/agents/{id}/fund"]["post"]["requestBody"];
+    assert_eq!(fund["required"], false, "{fund}");
+    assert_eq!(
+        fund["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/FundRequest",
+        "an object, never null: {fund}"
+    );
+    let links = &doc["paths"]["/api/agents"]["post"]["responses"]["201"]["links"];
+    assert_eq!(links["GetAgent"]["operationId"], "get_agent", "{links}");
+    assert_eq!(links["GetAgent"]["parameters"]["path.id"], "$response.body#/id");
+    assert_eq!(
+        links["ListConversations"]["parameters"]["query.agent_id"],
+        "$response.body#/id"
+    );
+    for (method, path, op) in operations(&doc) {
+        if path.starts_with("/api/agents/{id}") && !path.contains("{transfer_id}") {
+            let id = op["operationId"].as_str().unwrap();
+            assert!(
+                links.as_object().unwrap().values().any(|l| l["operationId"] == id),
+                "no link from POST /api/agents to {method} {path}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_an_object_is_refused() {
+    let app = spawn_app().await;
+    let agent = app.create_default_agent().await;
+    let fund = format!("/api/agents/{}/fund", agent.id);
+    for body in [
+        json!([null, null]),
+        json!([null, null, null]),
+        json!(null),
+        json!("base"),
+    ] {
+        let answer = send(&app, Method::POST, &fund, Some(&agent.token), Some(body.clone())).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {}",
+            answer.text
+        );
+        assert_eq!(answer.body["error"]["code"], "validation_failed", "{body}");
+    }
+    let update = format!("/api/agents/{}", agent.id);
+    let answer = send(&app, Method::PUT, &update, Some(&agent.token), Some(json!([]))).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", answer.text);
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# A one-command demo: a local anvil node as "base" (chain id 8453), agentd against it (release build, SQLite in a
+# temporary directory, the builtin chat engine), an agent owned by anvil's dev account #1, funded with 10 ETH,
+# and one real transfer through the API, confirmed on chain. It prints the console URL and the agent's token;
+# Ctrl-C stops everything and removes the temporary directory.
+#
+#   scripts/demo.sh                      (DEMO_PORT=8080 by default)
+#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops after the transfer is confirmed; used by the tests)
+#   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+PORT="${DEMO_PORT:-8080}"
+OWNER="0x70997970C51812dc3A010C7d01b50e0d17dc79C8" # anvil's dev account #1 (a public test key)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+json_field() { python3 -c "import json, sys; v = json.load(sys.stdin); print(v$1)"; }
+
+if [ ! -x test-tools/node_modules/.bin/anvil ]; then
+  echo "==> installing anvil (npm ci in test-tools)"
+  npm ci --prefix test-tools --no-audit --no-fund
+fi
+if [ -z "${AGENTD_BIN:-}" ]; then
+  echo "==> building agentd (release)"
+  cargo build --release --quiet
+  AGENTD_BIN="$CARGO_TARGET_DIR/release/agentd"
+fi
+
+WORK="$(mktemp -d)"
+cleanup() {
+  kill "${AGENTD_PID:-}" "${ANVIL_PID:-}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+ANVIL_PORT="$(free_port)"
+test-tools/node_modules/.bin/anvil --port "$ANVIL_PORT" --chain-id 8453 --silent &
+ANVIL_PID=$!
+RPC="http://127.0.0.1:$ANVIL_PORT"
+rpc() { curl -sf -X POST "$RPC" -H 'content-type: application/json' -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}"; }
+for _ in $(seq 1 100); do rpc eth_chainId '[]' >/dev/null 2>&1 && break; sleep 0.1; done
+
+BIND_ADDR="127.0.0.1:$PORT" \
+  DATABASE_URL="sqlite://$WORK/agentd.db" \
+  ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64)" \
+  RPC_URL_BASE="$RPC" \
+  LLM_PROVIDER=builtin \
+  RUST_LOG="${RUST_LOG:-warn}" \
+  "$AGENTD_BIN" serve > "$WORK/agentd.log" 2>&1 &
+AGENTD_PID=$!
+BASE="http://127.0.0.1:$PORT"
+for _ in $(seq 1 100); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.1; done
+curl -sf "$BASE/health" >/dev/null || { echo "agentd did not start:" >&2; cat "$WORK/agentd.log" >&2; exit 1; }
+
+echo "==> creating an agent owned by $OWNER"
+created="$(curl -sf -X POST "$BASE/api/agents" -H 'content-type: application/json' \
+  -d "{\"name\": \"Demo agent\", \"description\": \"Created by scripts/demo.sh\", \"chains\": [\"base\"],
+       \"capabilities\": [\"read\", \"compare\", \"transact\", \"analytics\"], \"spending_cap\": 1,
+       \"owner_addresses\": {\"base\": \"$OWNER\"}}")"
+AGENT_ID="$(printf '%s' "$created" | json_field '["id"]')"
+TOKEN="$(printf '%s' "$created" | json_field '["access_token"]')"
+WALLET="$(printf '%s' "$created" | json_field '["wallet_addresses"]["base"]')"
+
+echo "==> funding its wallet $WALLET with 10 ETH (anvil_setBalance)"
+rpc anvil_setBalance "[\"$WALLET\", \"0x8AC7230489E80000\"]" >/dev/null
+
+echo "==> sending 0.01 ETH to the owner through the API"
+sent="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/transfers" -H 'content-type: application/json' \
+  -H "X-Agent-Access-Token: $TOKEN" -H "Idempotency-Key: demo-first-transfer" \
+  -d "{\"chain\": \"base\", \"to\": \"$OWNER\", \"amount\": \"0.01\"}")"
+TRANSFER_ID="$(printf '%s' "$sent" | json_field '["id"]')"
+status=""
+for _ in $(seq 1 150); do
+  status="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$TRANSFER_ID" -H "X-Agent-Access-Token: $TOKEN" \
+    | json_field '["status"]')"
+  [ "$status" = "confirmed" ] && break
+  sleep 0.2
+done
+TX_HASH="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$TRANSFER_ID" -H "X-Agent-Access-Token: $TOKEN" \
+  | json_field '["tx_hash"]')"
+if [ "$status" != "confirmed" ]; then
+  echo "the transfer is $status, not confirmed; agentd's log:" >&2
+  cat "$WORK/agentd.log" >&2
+  exit 1
+fi
+
+cat <<MSG
+
+  agentd is running at $BASE (anvil as "base" at $RPC)
+
+  Console:       $BASE/
+  API reference: $BASE/docs
+  Agent:         $AGENT_ID
+  Access token:  $TOKEN
+  Transfer:      $TRANSFER_ID, 0.01 ETH to $OWNER: $status ($TX_HASH)
+
+  Try:  curl -s $BASE/api/agents/$AGENT_ID/balances -H 'X-Agent-Access-Token: $TOKEN'
+        curl -s $BASE/api/chat -H 'content-type: application/json' -H 'X-Agent-Access-Token: $TOKEN' \\
+          -d '{"agent_id": "$AGENT_ID", "message": "what is my balance on base"}'
+
+MSG
+if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
+  echo "DEMO_OK transfer=$TRANSFER_ID status=$status"
+  exit 0
+fi
+echo "Press Ctrl-C to stop (the demo's data is removed)."
+wait "$AGENTD_PID"

@@ -1,0 +1,135 @@
+//! Finishing touches on the document the handlers' annotations build, applied to every operation alike (so a new
+//! route gets them without a line of its own): the errors every body-taking route can answer, the optional `fund`
+//! body (an object, never `null`), and the OpenAPI links from `POST /api/agents` to the agent's routes that let a
+//! client (or a stateful fuzzer) follow a created agent's `id`.
+
+use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::openapi::request_body::RequestBody;
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Required, ResponseBuilder};
+
+/// Applies the finishing touches; called on the document served and on the one `agentd openapi` prints.
+pub fn finish(mut doc: OpenApi) -> OpenApi {
+    add_body_errors(&mut doc);
+    optional_fund_body(&mut doc);
+    add_agent_links(&mut doc);
+    doc
+}
+
+fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
+    [
+        ("get", item.get.as_mut()),
+        ("put", item.put.as_mut()),
+        ("post", item.post.as_mut()),
+        ("delete", item.delete.as_mut()),
+        ("patch", item.patch.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| op.map(|op| (method, op)))
+}
+
+fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .into()
+}
+
+/// Every route with a JSON body answers 400 for malformed JSON or another content type, and 413 past the limit.
+fn add_body_errors(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations(item) {
+            if op.request_body.is_none() {
+                continue;
+            }
+            let responses = &mut op.responses.responses;
+            responses
+                .entry("400".into())
+                .or_insert_with(|| error_response("Malformed JSON (`invalid_json`) or not `application/json`"));
+            responses.entry("413".into()).or_insert_with(|| {
+                error_response("The body is over the limit (`payload_too_large`, 64 KiB by default)")
+            });
+        }
+    }
+}
+
+/// `fund` takes no body or an object: the annotation's `Option` would also admit `null`.
+fn optional_fund_body(doc: &mut OpenApi) {
+    let Some(op) = doc
+        .paths
+        .paths
+        .get_mut("/api/agents/{id}/fund")
+        .and_then(|item| item.post.as_mut())
+    else {
+        return;
+    };
+    let mut body = RequestBody::new();
+    body.description = Some("Optional: without a body, one deposit per agent chain in its native coin".into());
+    body.required = Some(Required::False);
+    body.content.insert(
+        "application/json".into(),
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("FundRequest")))
+            .build()
+            .into(),
+    );
+    op.request_body = Some(body.into());
+}
+
+/// `create_agent` -> `CreateAgent`.
+fn link_name(operation_id: &str) -> String {
+    operation_id
+        .split('_')
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Links from the created agent to every route under `/api/agents/{id}` but the transfer-scoped ones, and to the
+/// conversations list (keyed by `agent_id`).
+fn add_agent_links(doc: &mut OpenApi) {
+    let mut links = Vec::new();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        for (method, op) in operations(item) {
+            let Some(operation_id) = op.operation_id.clone() else {
+                continue;
+            };
+            let parameter = if path.starts_with("/api/agents/{id}") && !path.contains("{transfer_id}") {
+                "path.id"
+            } else if path == "/api/conversations" && method == "get" {
+                "query.agent_id"
+            } else {
+                continue;
+            };
+            let link = utoipa::openapi::link::LinkBuilder::new()
+                .operation_id(&operation_id)
+                .parameter(parameter, "$response.body#/id")
+                .description(format!(
+                    "{} {path} of the agent just created",
+                    method.to_ascii_uppercase()
+                ))
+                .build();
+            links.push((link_name(&operation_id), link));
+        }
+    }
+    let created = doc
+        .paths
+        .paths
+        .get_mut("/api/agents")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|op| op.responses.responses.get_mut("201"));
+    if let Some(RefOr::T(response)) = created {
+        for (name, link) in links {
+            response.links.insert(name, link.into());
+        }
+    }
+}
