@@ -276,6 +276,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/transfers/{transfer_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["cancel_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/transfers/{transfer_id}/reject": {
         parameters: {
             query?: never;
@@ -724,7 +740,10 @@ export interface components {
             code: string;
             message: string;
         };
-        /** @description `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`. */
+        /**
+         * @description `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`;
+         *     `{"offered": [...]}` on 422 `x402_unsupported`.
+         */
         FieldErrors: {
             fields?: {
                 [key: string]: string;
@@ -734,6 +753,8 @@ export interface components {
              *     `recipient_not_allowed`, `recipient_blocked`).
              */
             rule?: string;
+            /** @description What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid. */
+            offered?: Record<string, never>[];
         };
         /**
          * @description Optional body: one chain, an asset (default: the native coin; or a registry token such as `USDC`), and an amount
@@ -897,6 +918,8 @@ export interface components {
             token_address: string | null;
             /** Format: int64 */
             nonce: number;
+            /** @description Earlier attempts at the same nonce that a fee bump or a cancel replaced, oldest first (§14). */
+            replaced_hashes: string[];
             status: components["schemas"]["TxStatusView"];
             /** Format: int64 */
             block_number: number | null;
@@ -911,10 +934,10 @@ export interface components {
         };
         /**
          * @description Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
-         *     `pending` → `confirmed` | `reverted` | `dropped`.
+         *     `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`.
          * @enum {string}
          */
-        TransferStatusView: "awaiting_approval" | "pending" | "confirmed" | "reverted" | "dropped" | "rejected" | "expired";
+        TransferStatusView: "awaiting_approval" | "pending" | "confirmed" | "reverted" | "dropped" | "cancelled" | "rejected" | "expired";
         TransferView: {
             /** Format: uuid */
             id: string;
@@ -944,6 +967,11 @@ export interface components {
              * @description Null while the transfer has not been signed.
              */
             nonce: number | null;
+            /**
+             * @description Earlier attempts at the same nonce that a fee bump or a cancel replaced, oldest first (§14); `tx_hash` names
+             *     the latest, or the one that landed.
+             */
+            replaced_hashes: string[];
             /** Format: int64 */
             block_number: number | null;
             /** Format: uuid */
@@ -963,7 +991,7 @@ export interface components {
          * @description Where a transfer stands, as clients see it.
          * @enum {string}
          */
-        TxStatusView: "pending" | "confirmed" | "reverted" | "dropped";
+        TxStatusView: "pending" | "confirmed" | "reverted" | "dropped" | "cancelled";
         /** @description Absent fields stay as they are. */
         UpdateAgent: {
             name?: string | null;
@@ -2274,6 +2302,103 @@ export interface operations {
                 };
             };
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                transfer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The zero-value self-send replacing it was sent; the transfer stays `pending` until one of its attempts lands */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            /** @description The replacement is stored and is sent after this answer */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `transfer_not_pending`: already mined or settled, or awaiting approval (reject it instead) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
