@@ -166,10 +166,21 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
       svg('title', {}, `${d.day}: ${formatUnits(d.amount)}`),
     );
     chart.append(bar);
-    if (i % 2 === series.days.length % 2 || i === series.days.length - 1) {
+    if ((series.days.length - 1 - i) % 2 === 0) {
       chart.append(svg('text', { x: x + slot / 2, y: H - 8, class: 'tick', 'text-anchor': 'middle' }, d.day.slice(5)));
     }
   });
+  // The largest day is labelled: next to a cap it may be a sliver.
+  const peak = series.days.reduce((best, d, i) => (d.amount > series.days[best].amount ? i : best), 0);
+  if (series.days[peak].amount > 0n) {
+    chart.append(
+      svg(
+        'text',
+        { x: PAD.left + (peak + 0.5) * slot, y: y(series.days[peak].amount) - 5, class: 'tick peak', 'text-anchor': 'middle' },
+        formatUnits(series.days[peak].amount),
+      ),
+    );
+  }
   if (series.cap !== null) {
     const points = series.cumulative.map((v, i) => `${PAD.left + (i + 0.5) * slot},${y(v)}`).join(' ');
     chart.append(svg('polyline', { points, class: 'cumulative', 'data-testid': 'cumulative-line' }));

@@ -92,7 +92,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         e.x402 ? h('span', { class: 'mono small', title: e.x402.url }, hostAndPath(e.x402.url)) : 'paid request',
       );
     }
-    return h('span', {}, `${e.chain} transfer`);
+    return h('span', {}, `transfer on ${e.chain}`);
   }
 
   function row(e: HistoryEntry): HTMLElement {
