@@ -9,6 +9,8 @@ mod common;
 mod http;
 mod sends;
 mod server;
+#[path = "../tests/api/helpers/solidity.rs"]
+mod solidity;
 mod stream;
 mod turn;
 

@@ -29,7 +29,34 @@ export type Proof = Schemas['Proof'];
 export type CreateAgentBody = Schemas['CreateAgent'];
 export type UpdateAgentBody = Schemas['UpdateAgent'];
 export type FundBody = Schemas['FundRequest'];
-export type Transfer = Schemas['TransferView'];
+export type Transaction = Schemas['TransactionView'];
+
+/**
+ * An x402 payment's details (docs/api.md §16): `url` without its query, `nonce` 0x-hex as signed, `valid_before`
+ * unix seconds; `response` (the paid request's answer) on single-transfer reads. Typed by hand and optional
+ * everywhere: transfers carry `kind` and `x402` once the service pays x402 resources.
+ */
+export interface X402Details {
+  url: string;
+  network: string;
+  nonce: string;
+  valid_before: number;
+  response?: { status: number; headers?: Record<string, string>; body?: string } | null;
+}
+
+/** What §14 and §16 add to a transfer beyond what the committed document describes (absent-safe). */
+interface PaymentFields {
+  /** `transfer` (or absent) for a send, `x402` for a paid HTTP request. */
+  kind?: string | null;
+  x402?: X402Details | null;
+}
+
+/** Every status of §14, `expired` (an unused x402 authorization) included. */
+export type HistoryStatus = Schemas['TransferStatusView'] | Schemas['TxStatusView'];
+
+/** One entry of the agent's history: `GET …/transactions`. */
+export type HistoryEntry = Omit<Transaction, 'status'> & PaymentFields & { status: HistoryStatus };
+export type Transfer = Schemas['TransferView'] & PaymentFields;
 export type Policy = Schemas['PolicyView'];
 export type PolicyBody = Schemas['PolicyBody'];
 export type AssetLimits = Schemas['AssetLimitsBody'];
@@ -180,6 +207,14 @@ export const api = {
     ),
   ownerSession: (id: string, body: OpenSession) =>
     call<OwnerSessionView>('POST', `/api/agents/${enc(id)}/owner-session`, { body }),
+  /** One page of the history, newest first; `before` is the id of the last transfer of the previous page. */
+  transactions: (id: string, token: string, limit: number, before: string | null) => {
+    const params = new URLSearchParams({ limit: String(limit) });
+    if (before !== null) params.set('before', before);
+    return call<HistoryEntry[]>('GET', `/api/agents/${enc(id)}/transactions?${params}`, { token });
+  },
+  cancel: (id: string, token: string, transferId: string) =>
+    call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/cancel`, { token }),
   approvals: (id: string, token: string) => call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token }),
   transfer: (id: string, token: string, transferId: string) =>
     call<Transfer>('GET', `/api/agents/${enc(id)}/transfers/${enc(transferId)}`, { token }),

@@ -3,6 +3,7 @@
 import { api, type AgentDetail, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
 import { clear, formatTime, h, uid } from './dom';
+import { hostAndPath } from './history';
 import { errorLine, notify } from './ui';
 
 export interface ApprovalsPanel {
@@ -31,7 +32,8 @@ export function approvalsPanel(
     const rowError = errorLine();
     const approve = h('button', { type: 'button' }, 'Approve');
     const reject = h('button', { type: 'button', class: 'secondary' }, 'Reject');
-    const label = `${t.amount} ${t.asset} to ${t.to}`;
+    const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
+    const label = paid ? `${t.amount} ${t.asset} for ${paid}` : `${t.amount} ${t.asset} to ${t.to}`;
     approve.setAttribute('aria-label', `Approve ${label}`);
     reject.setAttribute('aria-label', `Reject ${label}`);
     async function decide(kind: 'approve' | 'reject'): Promise<void> {
@@ -64,7 +66,18 @@ export function approvalsPanel(
         'div',
         { class: 'approval-main' },
         h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
-        h('p', { class: 'small' }, 'To ', h('code', { class: 'mono' }, t.to)),
+        // An x402 payment (§16): the resource it pays for (host and path; the service keeps no query) and its payee.
+        paid
+          ? h(
+              'p',
+              { class: 'small', 'data-testid': 'approval-x402' },
+              h('span', { class: 'badge kind' }, 'x402'),
+              ' Pays for ',
+              h('code', { class: 'mono', title: t.x402?.url ?? '' }, paid),
+              ` · price ${t.amount} ${t.asset}`,
+            )
+          : null,
+        h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
         h(
           'p',
           { class: 'muted small' },

@@ -7,6 +7,7 @@ import { auditPanel } from './audit';
 import { onAuthorityChange } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
+import { historyPanel } from './history';
 import { policyPanel } from './policy';
 import {
   deleteSection,
@@ -21,10 +22,11 @@ import { forgetToken, getToken, isRemembered, setToken } from './tokens';
 import { capabilityPicker, chainPicker, errorLine, errorText, notify, setToastRegion, tokenReveal } from './ui';
 import { walletPanel } from './wallet';
 
-type Tab = 'chat' | 'wallet' | 'approvals' | 'policy' | 'audit' | 'settings';
+type Tab = 'chat' | 'wallet' | 'history' | 'approvals' | 'policy' | 'audit' | 'settings';
 const TABS: { id: Tab; label: string }[] = [
   { id: 'chat', label: 'Chat' },
   { id: 'wallet', label: 'Wallet' },
+  { id: 'history', label: 'History' },
   { id: 'approvals', label: 'Approvals' },
   { id: 'policy', label: 'Policy' },
   { id: 'audit', label: 'Audit' },
@@ -45,7 +47,7 @@ const listError = errorLine();
 const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
-  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|approvals|policy|audit|settings))?/.exec(location.hash);
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|history|approvals|policy|audit|settings))?/.exec(location.hash);
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'chat' };
 }
 
@@ -381,6 +383,7 @@ async function renderAgent(id: string): Promise<void> {
   const panels: Record<Tab, { el: HTMLElement; load(): void }> = {
     chat,
     wallet,
+    history: historyPanel(agent, token, state.chains),
     approvals,
     policy: policyPanel(agent, token, state.chains),
     audit: auditPanel(agent, token),
