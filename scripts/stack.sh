@@ -30,13 +30,13 @@ stack_start_agentd() {
   shift 3
   STACK_DATABASE_URL="sqlite://$dir/agentd.db"
   STACK_ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64)"
-  env BIND_ADDR="127.0.0.1:$port" \
-    DATABASE_URL="$STACK_DATABASE_URL" \
-    ENCRYPTION_KEY="$STACK_ENCRYPTION_KEY" \
-    RPC_URL_BASE="$STACK_RPC" \
-    LLM_PROVIDER=builtin \
-    RUST_LOG="${RUST_LOG:-warn}" \
-    "$@" "$bin" serve > "$dir/agentd.log" 2>&1 &
+  # Exported in a subshell, not passed as `env` arguments: secrets stay off every command line.
+  (
+    export BIND_ADDR="127.0.0.1:$port" DATABASE_URL="$STACK_DATABASE_URL" ENCRYPTION_KEY="$STACK_ENCRYPTION_KEY" \
+      RPC_URL_BASE="$STACK_RPC" LLM_PROVIDER=builtin RUST_LOG="${RUST_LOG:-warn}"
+    for assignment in "$@"; do export "$assignment"; done
+    exec "$bin" serve > "$dir/agentd.log" 2>&1
+  ) &
   STACK_AGENTD_PID=$!
   STACK_URL="http://127.0.0.1:$port"
   for _ in $(seq 1 100); do curl -sf "$STACK_URL/health" >/dev/null && return 0; sleep 0.1; done
