@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL.
-# Installs what the tests need first (the anvil EVM node and the MCP client from npm, the x402 Python SDK in a
-# virtual environment, the clients' generators and SDKs (npm, and a venv from PyPI), Debian's chromium for the browser tests; starts the local PostgreSQL if it is down).
+# Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL, the typed clients and the
+# MCP examples (clients/test.sh), schemathesis, the console's browser tests. Installs what the tests need first (the
+# anvil EVM node and the MCP client from npm, the x402 Python SDK in a virtual environment, Debian's chromium for the
+# browser tests; clients/test.sh its generators and SDKs from npm and PyPI; starts the local PostgreSQL if it is down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
