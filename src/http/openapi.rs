@@ -108,10 +108,10 @@ fn describe_responses(doc: &mut OpenApi) {
     for item in doc.paths.paths.values_mut() {
         for (_, op) in operations(item) {
             for (status, response) in op.responses.responses.iter_mut() {
-                if let RefOr::T(response) = response {
-                    if response.description.trim().is_empty() {
-                        response.description = status_description(status).to_string();
-                    }
+                if let RefOr::T(response) = response
+                    && response.description.trim().is_empty()
+                {
+                    response.description = status_description(status).to_string();
                 }
             }
         }
