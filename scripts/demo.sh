@@ -13,7 +13,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 PORT="${DEMO_PORT:-8080}"
 OWNER="0x70997970C51812dc3A010C7d01b50e0d17dc79C8" # anvil's dev account #1 (a public test key)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. scripts/stack.sh
 json_field() { python3 -c "import json, sys; v = json.load(sys.stdin); print(v$1)"; }
 
 if [ ! -x test-tools/node_modules/.bin/anvil ]; then
@@ -28,31 +28,18 @@ fi
 
 WORK="$(mktemp -d)"
 cleanup() {
-  kill "${AGENTD_PID:-}" "${ANVIL_PID:-}" 2>/dev/null || true
-  wait 2>/dev/null || true
+  stack_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-ANVIL_PORT="$(free_port)"
-test-tools/node_modules/.bin/anvil --port "$ANVIL_PORT" --chain-id 8453 --silent &
-ANVIL_PID=$!
-RPC="http://127.0.0.1:$ANVIL_PORT"
-rpc() { curl -sf -X POST "$RPC" -H 'content-type: application/json' -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}"; }
-for _ in $(seq 1 100); do rpc eth_chainId '[]' >/dev/null 2>&1 && break; sleep 0.1; done
-
-BIND_ADDR="127.0.0.1:$PORT" \
-  DATABASE_URL="sqlite://$WORK/agentd.db" \
-  ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64)" \
-  RPC_URL_BASE="$RPC" \
-  LLM_PROVIDER=builtin \
-  RUST_LOG="${RUST_LOG:-warn}" \
-  "$AGENTD_BIN" serve > "$WORK/agentd.log" 2>&1 &
-AGENTD_PID=$!
-BASE="http://127.0.0.1:$PORT"
-for _ in $(seq 1 100); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.1; done
-curl -sf "$BASE/health" >/dev/null || { echo "agentd did not start:" >&2; cat "$WORK/agentd.log" >&2; exit 1; }
+stack_start_anvil
+RPC="$STACK_RPC"
+rpc() { stack_rpc "$@"; }
+stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK"
+AGENTD_PID="$STACK_AGENTD_PID"
+BASE="$STACK_URL"
 
 echo "==> creating an agent owned by $OWNER"
 created="$(curl -sf -X POST "$BASE/api/agents" -H 'content-type: application/json' \

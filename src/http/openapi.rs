@@ -12,6 +12,7 @@ pub fn finish(mut doc: OpenApi) -> OpenApi {
     add_body_errors(&mut doc);
     optional_fund_body(&mut doc);
     add_agent_links(&mut doc);
+    describe_responses(&mut doc);
     doc
 }
 
@@ -78,6 +79,43 @@ fn optional_fund_body(doc: &mut OpenApi) {
             .into(),
     );
     op.request_body = Some(body.into());
+}
+
+/// What a status means when the annotation gives no description of its own.
+fn status_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created",
+        "204" => "No content",
+        "400" => "Malformed request (e.g. `invalid_json`)",
+        "401" => "Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...)",
+        "403" => "The credential may not do this (`forbidden`, `policy_denied`, ...)",
+        "404" => "No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...)",
+        "409" => "Conflicts with the resource's state",
+        "410" => "The agent is deleted (`agent_inactive`)",
+        "413" => "The body is over the limit (`payload_too_large`)",
+        "422" => "A field is invalid (`validation_failed`, ...)",
+        "429" => "Too many requests (`rate_limited`); see Retry-After",
+        "500" => "Internal error (`internal_error`); details only in the server's log",
+        "502" | "503" | "504" => "A chain node or the LLM failed or is not configured",
+        _ => "See the error code",
+    }
+}
+
+/// OpenAPI requires a description on every response object; generators that validate the document refuse it
+/// without one.
+fn describe_responses(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations(item) {
+            for (status, response) in op.responses.responses.iter_mut() {
+                if let RefOr::T(response) = response
+                    && response.description.trim().is_empty()
+                {
+                    response.description = status_description(status).to_string();
+                }
+            }
+        }
+    }
 }
 
 /// `create_agent` -> `CreateAgent`.

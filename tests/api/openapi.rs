@@ -641,6 +641,19 @@ fn every_operation_has_a_summary_a_description_and_its_body_errors() {
     }
 }
 
+/// OpenAPI requires a `description` on every response object: without it, generators that validate the document
+/// (openapi-python-client) refuse it whole.
+#[test]
+fn every_response_has_a_description() {
+    let doc = serde_json::to_value(agentd::http::openapi()).unwrap();
+    for (method, path, op) in operations(&doc) {
+        for (status, response) in op["responses"].as_object().expect("responses") {
+            let text = response["description"].as_str().unwrap_or_default();
+            assert!(!text.trim().is_empty(), "{method} {path} {status} has no description");
+        }
+    }
+}
+
 #[test]
 fn the_document_says_what_the_service_requires() {
     let doc = serde_json::to_value(agentd::http::openapi()).unwrap();
