@@ -204,6 +204,13 @@ pub trait TransferStore: Send + Sync + 'static {
         event: serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>>;
+    /// x402 payments still `signed` or `pending` on a chain (unused authorizations), oldest first.
+    async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
+    /// Replaces an x402 payment's record (its answer, its settlement transaction).
+    async fn update_x402(&self, id: Uuid, record: &crate::domain::transaction::X402Record) -> StoreResult<()>;
+    /// An open x402 payment whose `validBefore` passed unused becomes `expired`, its reservation released; no
+    /// event. `false` when it was no longer open.
+    async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool>;
     /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
     /// One of the agent's transfers (`None` for an unknown id or another agent's).

@@ -127,8 +127,14 @@ pub struct ToolServices {
 }
 
 impl ToolServices {
-    pub fn new(store: Arc<dyn Store>, chains: Arc<Chains>, vault: Arc<Vault>, faults: Faults) -> Self {
-        let transfers = Transfers::new(store.clone(), chains.clone(), vault, faults);
+    pub fn new(
+        store: Arc<dyn Store>,
+        chains: Arc<Chains>,
+        vault: Arc<Vault>,
+        faults: Faults,
+        x402: crate::config::X402Config,
+    ) -> Self {
+        let transfers = Transfers::new(store.clone(), chains.clone(), vault, faults, x402);
         ToolServices {
             store,
             chains,
