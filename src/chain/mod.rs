@@ -6,6 +6,7 @@
 //! a node of another chain is refused with `ChainError::WrongChainId`, never signed for.
 
 pub mod chains;
+pub mod authorizations;
 pub mod client;
 pub mod error;
 pub mod fees;
