@@ -11,7 +11,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::helpers::chain::{BASE_CHAIN_ID, funded_agent, transfer_app, wallet};
+use crate::helpers::chain::{BASE_CHAIN_ID, chat, funded_agent, transfer_app, wallet};
+use crate::helpers::llm_server::{LlmServer, Reply};
 use crate::helpers::paywall::{Paywall, PaywallSetup, entry_v1, entry_v2};
 use crate::helpers::solidity::{authorization_state, mint, token_balance, usdc_on_base};
 use crate::helpers::{CreatedAgent, TestApp, assert_error};
@@ -32,8 +33,15 @@ struct Paying {
 /// An app with `X402_ALLOW_PRIVATE` (the paywall is local) and `ADMIN_TOKEN` (agents are guarded), an agent on
 /// base holding `balance` USDC units, and a paywall asking `PRICE` (`setup` may change it before it starts).
 async fn paying(balance: u64, setup: impl FnOnce(&mut PaywallSetup)) -> Paying {
+    paying_with(&[], balance, setup).await
+}
+
+/// `paying` with more app variables (a scripted model's).
+async fn paying_with(extra: &[(&str, &str)], balance: u64, setup: impl FnOnce(&mut PaywallSetup)) -> Paying {
     let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = transfer_app(&anvil, &[("X402_ALLOW_PRIVATE", "true"), ("ADMIN_TOKEN", ADMIN)]).await;
+    let mut vars = vec![("X402_ALLOW_PRIVATE", "true"), ("ADMIN_TOKEN", ADMIN)];
+    vars.extend_from_slice(extra);
+    let app = transfer_app(&anvil, &vars).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let usdc = usdc_on_base(&anvil).await;
     mint(&anvil, usdc, wallet(&agent), U256::from(balance)).await;
@@ -351,5 +359,52 @@ async fn an_approved_payment_is_made_by_the_service_and_a_rejected_one_signs_not
     assert_eq!(status, StatusCode::OK, "{rejected}");
     assert_eq!(rejected["status"], "rejected");
     assert_eq!(p.paywall.paid_requests(), 1, "a rejection signs nothing");
+    assert_eq!(usdc_of(&p, p.pay_to).await, U256::from(PRICE));
+}
+
+#[tokio::test]
+async fn the_builtin_engine_pays_on_the_phrase_and_not_on_its_negation() {
+    let p = paying(1_000_000, |_| {}).await;
+    let url = p.paywall.url("/paid");
+    let body = chat(&p.app, &p.agent, &format!("pay up to 0.05 USDC for {url}")).await;
+    let calls = body["chain_calls"].as_array().expect("chain_calls");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["tool"], "pay_http", "{body}");
+    assert_eq!(calls[0]["result"]["payment"]["status"], "pending", "{body}");
+    assert_eq!(calls[0]["result"]["status"], 200, "{body}");
+    assert_eq!(p.paywall.paid_requests(), 1);
+
+    for text in [
+        format!("don't pay 0.05 USDC for {url}"),
+        format!("can you pay 0.05 USDC for {url}?"),
+        format!("pay up to 0.05 for {url}"),
+        format!("pay 0.05 USDC for {url} and {}", p.paywall.url("/free")),
+    ] {
+        let body = chat(&p.app, &p.agent, &text).await;
+        assert_eq!(body["chain_calls"], json!([]), "{text}: {body}");
+    }
+    assert_eq!(p.paywall.paid_requests(), 1, "nothing more was paid");
+    assert_eq!(usdc_of(&p, p.pay_to).await, U256::from(PRICE));
+}
+
+#[tokio::test]
+async fn a_scripted_model_pays_through_pay_http() {
+    let llm = LlmServer::start(vec![]).await;
+    let key = format!("sk-test-{}", uuid::Uuid::new_v4().simple());
+    let p = paying_with(&llm.app_vars(&key), 1_000_000, |_| {}).await;
+    let args = json!({"url": p.paywall.url("/paid"), "max_amount": "0.02", "asset": "USDC"}).to_string();
+    llm.push([
+        Reply::tool_call("call_pay_1", "pay_http", &[&args], 10, 5),
+        Reply::text(&["Paid, and here is the content."], 12, 6),
+    ]);
+    let body = chat(&p.app, &p.agent, "get me the paid content").await;
+    let calls = body["chain_calls"].as_array().expect("chain_calls");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["tool"], "pay_http");
+    assert_eq!(calls[0]["result"]["body"], "paid content", "{body}");
+    assert_eq!(calls[0]["result"]["payment"]["amount"], "0.01", "{body}");
+    let offered = llm.requests()[0].tool_names();
+    assert!(offered.contains(&"pay_http".to_string()), "{offered:?}");
+    assert_eq!(p.paywall.paid_requests(), 1);
     assert_eq!(usdc_of(&p, p.pay_to).await, U256::from(PRICE));
 }
