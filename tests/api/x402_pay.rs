@@ -408,3 +408,17 @@ async fn a_scripted_model_pays_through_pay_http() {
     assert_eq!(p.paywall.paid_requests(), 1);
     assert_eq!(usdc_of(&p, p.pay_to).await, U256::from(PRICE));
 }
+
+#[tokio::test]
+async fn send_token_counts_unused_authorizations_against_the_balance() {
+    // The agent holds one price's worth, all of it held by an authorization the resource verified and did not
+    // settle: it can move until validBefore, so a token transfer of it is refused before anything is signed.
+    let p = paying(PRICE, |s| s.settles = false).await;
+    let failed = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
+    assert_error(&failed, StatusCode::BAD_GATEWAY, "x402_payment_failed");
+    let path = format!("/api/agents/{}/transfers", p.agent.id);
+    let order = json!({"chain": "base", "to": Address::repeat_byte(9).to_string(), "amount": "0.01", "asset": "USDC"});
+    let refused = p.app.request(Method::POST, &path, Some(&p.agent.token), Some(order)).await;
+    assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
+    assert_eq!(p.anvil.nonce(wallet(&p.agent)).await, 0, "nothing was sent");
+}
