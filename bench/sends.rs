@@ -75,6 +75,7 @@ pub async fn run() {
         state.chains.clone(),
         state.vault.clone(),
         state.config.faults,
+        state.config.x402.clone(),
     );
     let started = Instant::now();
     for _ in 0..N {

@@ -326,13 +326,21 @@ impl Watcher {
             match self.check_authorization(client, tx, latest, now).await {
                 Ok(true) => settled += 1,
                 Ok(false) => {}
-                Err(e) => tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check an x402 payment"),
+                Err(e) => {
+                    tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check an x402 payment")
+                }
             }
         }
         Ok(settled)
     }
 
-    async fn check_authorization(&self, client: &ChainClient, tx: &StoredTx, latest: u64, now: u64) -> anyhow::Result<bool> {
+    async fn check_authorization(
+        &self,
+        client: &ChainClient,
+        tx: &StoredTx,
+        latest: u64,
+        now: u64,
+    ) -> anyhow::Result<bool> {
         let (Some(record), Some(token)) = (&tx.x402, tx.token) else {
             return Ok(false);
         };
@@ -350,11 +358,17 @@ impl Watcher {
         let log = client.authorization_log(token.address, tx.from, nonce, latest).await?;
         let (status, hash, block) = match log {
             Some(log) => {
-                let Some(block) = log.block_number else { return Ok(false) };
+                let Some(block) = log.block_number else {
+                    return Ok(false);
+                };
                 if latest.saturating_sub(block) + 1 < client.confirmations() {
                     return Ok(false);
                 }
-                let status = if log.used { TxState::Confirmed } else { TxState::Cancelled };
+                let status = if log.used {
+                    TxState::Confirmed
+                } else {
+                    TxState::Cancelled
+                };
                 (status, log.tx_hash.map(|h| h.to_string()), Some(block))
             }
             None if now > record.valid_before.saturating_add(LOG_GIVE_UP_SECS) => (TxState::Confirmed, None, None),
@@ -389,14 +403,18 @@ impl Watcher {
         let content = match status {
             TxState::Cancelled => format!(
                 "The x402 payment of {amount} {} to {} for {} was cancelled on chain; nothing moved.",
-                tx.asset, tx.to.to_checksum(None), record.url
+                tx.asset,
+                tx.to.to_checksum(None),
+                record.url
             ),
             _ => format!(
                 "The x402 payment of {amount} {} to {} for {} is settled{}.",
                 tx.asset,
                 tx.to.to_checksum(None),
                 record.url,
-                hash.as_deref().map(|h| format!(" in transaction {h}")).unwrap_or_default()
+                hash.as_deref()
+                    .map(|h| format!(" in transaction {h}"))
+                    .unwrap_or_default()
             ),
         };
         let message = tx.conversation_id.map(|conversation_id| Message {

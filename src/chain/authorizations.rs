@@ -34,7 +34,12 @@ pub struct AuthorizationLog {
 
 impl ChainClient {
     /// Whether `authorizer`'s authorization `nonce` on `token` is used or cancelled.
-    pub async fn authorization_state(&self, token: Address, authorizer: Address, nonce: B256) -> Result<bool, ChainError> {
+    pub async fn authorization_state(
+        &self,
+        token: Address,
+        authorizer: Address,
+        nonce: B256,
+    ) -> Result<bool, ChainError> {
         let p = self.provider();
         let data = IEip3009::authorizationStateCall { authorizer, nonce }.abi_encode();
         let request = TransactionRequest::default().to(token).input(data.into());

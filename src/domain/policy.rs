@@ -102,7 +102,13 @@ impl Policy {
     /// any port, `host:port` that port only; names compare case-insensitively (a trailing dot ignored).
     pub fn allows_host(&self, host: &str, port: u16) -> bool {
         let Some(list) = &self.allowed_hosts else { return true };
-        let norm = |h: &str| h.trim().trim_end_matches('.').trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let norm = |h: &str| {
+            h.trim()
+                .trim_end_matches('.')
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        };
         let host = norm(host);
         list.iter().any(|entry| {
             let entry = entry.trim();

@@ -360,15 +360,18 @@ impl From<PayError> for AppError {
             PayError::Fetch(e) => e.into(),
             PayError::Refused(e) => e.into(),
             PayError::Transfer(e) => e.into(),
-            PayError::PaymentFailed { ref reason, transfer_id } => {
-                failed(StatusCode::BAD_GATEWAY, reason.clone(), transfer_id)
-            }
+            PayError::PaymentFailed {
+                ref reason,
+                transfer_id,
+            } => failed(StatusCode::BAD_GATEWAY, reason.clone(), transfer_id),
             PayError::Timeout { transfer_id } => {
                 failed(StatusCode::GATEWAY_TIMEOUT, "no answer in time".into(), transfer_id)
             }
-            PayError::Unavailable { transfer_id } => {
-                failed(StatusCode::BAD_GATEWAY, "the resource could not be reached".into(), transfer_id)
-            }
+            PayError::Unavailable { transfer_id } => failed(
+                StatusCode::BAD_GATEWAY,
+                "the resource could not be reached".into(),
+                transfer_id,
+            ),
         }
     }
 }

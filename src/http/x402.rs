@@ -101,7 +101,10 @@ async fn fetch_paid(
     let path = format!("/api/agents/{}/x402/fetch", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
-    run_once(state.store.clone(), request, async move { fetch(&transfers, &agent, body).await }).await
+    run_once(state.store.clone(), request, async move {
+        fetch(&transfers, &agent, body).await
+    })
+    .await
 }
 
 async fn fetch(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answer> {

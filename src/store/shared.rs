@@ -193,7 +193,11 @@ impl TxRow {
             chain: self.chain,
             conversation_id: self.conversation_id,
             // An x402 payment has no nonce of the agent's: its column holds a negative placeholder.
-            nonce: if self.kind == "x402" { 0 } else { u64_from(self.nonce, "nonce")? },
+            nonce: if self.kind == "x402" {
+                0
+            } else {
+                u64_from(self.nonce, "nonce")?
+            },
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
             value_wei: wei_from_text(&self.value_wei, "value_wei")?,
@@ -235,7 +239,10 @@ pub fn x402_nonce_column(id: Uuid) -> i64 {
 /// The `kind` and `x402` columns of a transfer.
 pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
     match &tx.x402 {
-        Some(record) => ("x402", Some(serde_json::to_string(record).expect("an x402 record serialises"))),
+        Some(record) => (
+            "x402",
+            Some(serde_json::to_string(record).expect("an x402 record serialises")),
+        ),
         None => ("transfer", None),
     }
 }

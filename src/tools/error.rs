@@ -68,7 +68,9 @@ impl From<crate::transfers::PayError> for ToolError {
             PayError::Timeout { transfer_id } | PayError::Unavailable { transfer_id } => {
                 Some(json!({ "transfer_id": transfer_id }))
             }
-            PayError::Refused(crate::x402::X402Error::Unsupported { offered, .. }) => Some(json!({ "offered": offered })),
+            PayError::Refused(crate::x402::X402Error::Unsupported { offered, .. }) => {
+                Some(json!({ "offered": offered }))
+            }
             _ => None,
         };
         tool_error

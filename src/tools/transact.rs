@@ -35,13 +35,15 @@ pub const TOOLS: &[Tool] = &[
         capability: Capability::Transact,
         effect: Effect::MovesFunds,
         description: "Fetch an http(s) URL and, if it answers 402 Payment Required (x402), pay its price in a registry token such as USDC up to max_amount, under the agent's policy; returns the resource's answer and the payment.",
-        arguments: |_| json!({
-            "url": { "type": "string", "description": "the http or https URL to fetch" },
-            "max_amount": { "type": "string", "description": "the most to pay, a decimal amount in whole tokens, e.g. \"0.05\"" },
-            "asset": { "type": "string", "description": "the token to pay in (a registry symbol such as USDC); any registry token when absent" },
-            "method": { "type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], "description": "GET when absent" },
-            "body": { "type": "string", "description": "the request body, as text" }
-        }),
+        arguments: |_| {
+            json!({
+                "url": { "type": "string", "description": "the http or https URL to fetch" },
+                "max_amount": { "type": "string", "description": "the most to pay, a decimal amount in whole tokens, e.g. \"0.05\"" },
+                "asset": { "type": "string", "description": "the token to pay in (a registry symbol such as USDC); any registry token when absent" },
+                "method": { "type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], "description": "GET when absent" },
+                "body": { "type": "string", "description": "the request body, as text" }
+            })
+        },
         required: &["url", "max_amount"],
         run: pay_http,
     },
@@ -56,7 +58,9 @@ fn pay_http<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolRe
             .text("max_amount")?
             .ok_or_else(|| ToolError::invalid("max_amount is required, as a decimal string such as \"0.05\""))?;
         if crate::domain::amount::parse_units(max_amount, 36).is_err() {
-            return Err(ToolError::invalid("max_amount must be a decimal amount such as \"0.05\""));
+            return Err(ToolError::invalid(
+                "max_amount must be a decimal amount such as \"0.05\"",
+            ));
         }
         let headers = std::collections::BTreeMap::new();
         let paid = cx

@@ -111,9 +111,7 @@ pub fn url_without_query(url: &reqwest::Url) -> String {
 }
 
 fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Transfers {
@@ -133,7 +131,10 @@ impl Transfers {
             Ok(Paid {
                 payment: Some(Payment::Signed(_)),
                 answer,
-            }) => ("x402_payment_outcome", json!({"response_status": answer.status, "status": "pending"})),
+            }) => (
+                "x402_payment_outcome",
+                json!({"response_status": answer.status, "status": "pending"}),
+            ),
             Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => {
                 ("x402_payment_outcome", json!({"code": e.code()}))
             }
@@ -173,8 +174,8 @@ impl Transfers {
                 payment: None,
             });
         }
-        let required = wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body)
-            .map_err(X402Error::from)?;
+        let required =
+            wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body).map_err(X402Error::from)?;
         let choice = crate::x402::choose(&required, &self.known_tokens(order.agent), order.asset)?;
         describe(audit, &choice);
         crate::x402::check_price(&choice, order.max_amount)?;
@@ -189,7 +190,16 @@ impl Transfers {
         let id = Uuid::new_v4();
         audit["transfer_id"] = json!(id);
         let signed = self
-            .reserve_payment(order.agent, id, order.conversation_id, url, &required, &choice, Check::Policy, pending)
+            .reserve_payment(
+                order.agent,
+                id,
+                order.conversation_id,
+                url,
+                &required,
+                &choice,
+                Check::Policy,
+                pending,
+            )
             .await?;
         let tx = match signed {
             Payment::Signed(tx) => tx,
@@ -298,7 +308,12 @@ impl Transfers {
                 })
                 .map_err(|e| e.to_string())
         };
-        match self.store.reserve_transfer(&request, &sign).await.map_err(store_error)? {
+        match self
+            .store
+            .reserve_transfer(&request, &sign)
+            .await
+            .map_err(store_error)?
+        {
             Reservation::Reserved(mut tx) => {
                 // What is kept of the exchange once signed: the record without the request to make.
                 if let Some(x) = tx.x402.as_mut().filter(|x| x.pending_request.is_some()) {

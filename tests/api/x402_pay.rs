@@ -175,12 +175,21 @@ async fn each_policy_rule_refuses_a_payment_unsigned() {
     let p = paying(1_000_000, |_| {}).await;
     let pay_to = p.pay_to.to_checksum(None);
     let cases = [
-        (json!({"limits": {"base:USDC": {"per_transfer": "0.005"}}}), "per_transfer"),
+        (
+            json!({"limits": {"base:USDC": {"per_transfer": "0.005"}}}),
+            "per_transfer",
+        ),
         (json!({"limits": {"base:USDC": {"per_day": "0.009"}}}), "per_day"),
         (json!({"blocked_recipients": [pay_to]}), "recipient_blocked"),
-        (json!({"allowed_recipients": [Address::repeat_byte(7).to_checksum(None)]}), "recipient_not_allowed"),
+        (
+            json!({"allowed_recipients": [Address::repeat_byte(7).to_checksum(None)]}),
+            "recipient_not_allowed",
+        ),
         // A payee asking for an asset the policy does not name.
-        (json!({"limits": {"base:ETH": {"per_transfer": "1"}}}), "asset_not_allowed"),
+        (
+            json!({"limits": {"base:ETH": {"per_transfer": "1"}}}),
+            "asset_not_allowed",
+        ),
     ];
     for (policy, rule) in cases {
         set_policy(&p.app, &p.agent, policy).await;
@@ -202,7 +211,11 @@ async fn allowed_hosts_refuses_before_any_request() {
         assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
         assert_eq!(refused.1["error"]["details"]["rule"], "host_not_allowed");
     }
-    assert!(p.paywall.seen().is_empty(), "no request was made: {:?}", p.paywall.seen());
+    assert!(
+        p.paywall.seen().is_empty(),
+        "no request was made: {:?}",
+        p.paywall.seen()
+    );
     // The host with its port is allowed.
     let host = p.paywall.base.trim_start_matches("http://").to_owned();
     set_policy(&p.app, &p.agent, json!({"allowed_hosts": [host.to_uppercase()]})).await;
@@ -214,7 +227,15 @@ async fn allowed_hosts_refuses_before_any_request() {
 async fn a_chain_with_cap_zero_pays_nothing() {
     let p = paying(1_000_000, |_| {}).await;
     let path = format!("/api/agents/{}", p.agent.id);
-    let (status, body) = call(&p.app, &p.agent, true, Method::PUT, &path, Some(json!({"spending_cap": 0}))).await;
+    let (status, body) = call(
+        &p.app,
+        &p.agent,
+        true,
+        Method::PUT,
+        &path,
+        Some(json!({"spending_cap": 0})),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let refused = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
     assert_error(&refused, StatusCode::FORBIDDEN, "spending_cap_exceeded");
@@ -248,7 +269,10 @@ async fn a_refused_payment_holds_its_reservation_until_valid_before_then_expires
     let failed = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
     assert_error(&failed, StatusCode::BAD_GATEWAY, "x402_payment_failed");
     let details = &failed.1["error"]["details"];
-    assert!(details["reason"].as_str().unwrap().contains("settlement failed"), "{details}");
+    assert!(
+        details["reason"].as_str().unwrap().contains("settlement failed"),
+        "{details}"
+    );
     let id = details["transfer_id"].as_str().unwrap().to_owned();
     assert_eq!(transfer(&p, &id).await["status"], "pending");
     // The unused authorization still holds the balance: a second payment is refused before signing.
@@ -300,7 +324,11 @@ async fn urls_the_guard_refuses_are_422_through_the_endpoint() {
         assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "url_not_allowed");
     }
     let reserved = json!({"url": "https://example.com/", "max_amount": "0.05", "headers": {"PAYMENT-SIGNATURE": "x"}});
-    assert_error(&fetch(&app, &agent, reserved).await, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    assert_error(
+        &fetch(&app, &agent, reserved).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    );
 }
 
 #[tokio::test]
@@ -319,8 +347,14 @@ async fn a_redirect_is_passed_back_unfollowed() {
 async fn a_v1_resource_is_paid_through_x_payment() {
     let p = paying(1_000_000, |s| {
         s.version = 1;
-        s.accepts = vec![entry_v1("base", s.accepts[0]["asset"].as_str().unwrap().parse().unwrap(), PRICE,
-            Address::repeat_byte(0x42), "USD Coin", "2")];
+        s.accepts = vec![entry_v1(
+            "base",
+            s.accepts[0]["asset"].as_str().unwrap().parse().unwrap(),
+            PRICE,
+            Address::repeat_byte(0x42),
+            "USD Coin",
+            "2",
+        )];
     })
     .await;
     let (status, body) = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
@@ -334,7 +368,12 @@ async fn a_v1_resource_is_paid_through_x_payment() {
 #[tokio::test]
 async fn an_approved_payment_is_made_by_the_service_and_a_rejected_one_signs_nothing() {
     let p = paying(1_000_000, |_| {}).await;
-    set_policy(&p.app, &p.agent, json!({"limits": {"base:USDC": {"approval_above": "0.005"}}})).await;
+    set_policy(
+        &p.app,
+        &p.agent,
+        json!({"limits": {"base:USDC": {"approval_above": "0.005"}}}),
+    )
+    .await;
     let (status, waiting) = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{waiting}");
     assert_eq!(waiting["status"], 402);
@@ -418,7 +457,10 @@ async fn send_token_counts_unused_authorizations_against_the_balance() {
     assert_error(&failed, StatusCode::BAD_GATEWAY, "x402_payment_failed");
     let path = format!("/api/agents/{}/transfers", p.agent.id);
     let order = json!({"chain": "base", "to": Address::repeat_byte(9).to_string(), "amount": "0.01", "asset": "USDC"});
-    let refused = p.app.request(Method::POST, &path, Some(&p.agent.token), Some(order)).await;
+    let refused = p
+        .app
+        .request(Method::POST, &path, Some(&p.agent.token), Some(order))
+        .await;
     assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
     assert_eq!(p.anvil.nonce(wallet(&p.agent)).await, 0, "nothing was sent");
 }

@@ -71,12 +71,17 @@ impl Planner<'_> {
             return Some(Intent::Declined(Declined::PaymentWithoutToken(amount.value.clone())));
         };
         // A registry token of one of the agent's chains (x402 pays tokens, never the native coin).
-        let known = self.context.chains.iter().filter_map(|c| registry::find(c)).any(|chain| {
-            self.context
-                .assets
-                .find(chain, &symbol)
-                .is_some_and(|asset| !asset.is_native())
-        });
+        let known = self
+            .context
+            .chains
+            .iter()
+            .filter_map(|c| registry::find(c))
+            .any(|chain| {
+                self.context
+                    .assets
+                    .find(chain, &symbol)
+                    .is_some_and(|asset| !asset.is_native())
+            });
         if !known {
             return Some(Intent::Declined(Declined::PaymentWithoutToken(format!(
                 "{} {symbol}",
@@ -143,13 +148,16 @@ mod tests {
             "pay 0.05 ETH for https://a.example/x",
         ];
         for text in cases {
-            match parse_intent(text, &ctx(), TOOLS) {
-                Intent::Call(calls) => panic!("{text} planned {calls:?}"),
-                _ => {}
+            if let Intent::Call(calls) = parse_intent(text, &ctx(), TOOLS) {
+                panic!("{text} planned {calls:?}");
             }
         }
         assert!(matches!(
-            parse_intent("pay 0.05 USDC for https://a.example/x https://b.example/y", &ctx(), TOOLS),
+            parse_intent(
+                "pay 0.05 USDC for https://a.example/x https://b.example/y",
+                &ctx(),
+                TOOLS
+            ),
             Intent::Declined(Declined::SeveralUrls(_))
         ));
     }

@@ -315,7 +315,11 @@ where
         .bind(token_address)
         .bind(asset_decimals)
         .bind(if a.x402.is_some() { "x402" } else { "transfer" })
-        .bind(a.x402.as_ref().map(|x| serde_json::to_string(x).expect("an x402 record serialises")))
+        .bind(
+            a.x402
+                .as_ref()
+                .map(|x| serde_json::to_string(x).expect("an x402 record serialises")),
+        )
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

@@ -357,12 +357,11 @@ where
 
     async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool> {
         let mut tx = B::begin_write(&self.pool).await?;
-        let row: Option<(Uuid, String, String)> = sqlx::query_as(
-            "SELECT agent_id, chain, reserved_wei FROM transactions WHERE id = $1 AND kind = 'x402'",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row: Option<(Uuid, String, String)> =
+            sqlx::query_as("SELECT agent_id, chain, reserved_wei FROM transactions WHERE id = $1 AND kind = 'x402'")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
         let Some((agent_id, chain, reserved)) = row else {
             return Ok(false);
         };
