@@ -540,9 +540,9 @@ async fn quote_token(
     })
 }
 
-/// What the agent can still send of `token`: its balance on chain (the token's decimals checked against the
-/// registry). The one place a token transfer's balance is decided, so that what else holds the token (signed but
-/// unused payment authorizations) is subtracted here.
+/// The agent's balance of `token` on chain (the token's decimals checked against the registry): the early refusal
+/// before anything is quoted. What unused x402 authorizations hold of it is subtracted in the reservation step
+/// (`TransferRequest::token_balance`), under the agent's lock, so concurrent payments cannot both count it.
 async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &Asset) -> Result<U256, TransferError> {
     Ok(client.token_balance(owner, token).await?)
 }
