@@ -374,10 +374,10 @@ impl Watcher {
             None if now > record.valid_before.saturating_add(LOG_GIVE_UP_SECS) => (TxState::Confirmed, None, None),
             None => return Ok(false),
         };
-        let mut record = record.clone();
+        let record = record.clone();
         if hash.is_some() {
-            record.settlement_tx = hash.clone();
-            self.state.store.update_x402(tx.id, &record).await?;
+            // Merged: the paid request's answer may be stored after this round read the payment.
+            self.state.store.merge_x402(tx.id, None, hash.clone()).await?;
         }
         let confirmations = block.map_or(0, |b| latest.saturating_sub(b) + 1);
         let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;

@@ -272,7 +272,11 @@ pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super:
         gas_used: None,
         created_at: now,
         updated_at: now,
-        x402: request.x402.clone(),
+        // The request to make once approved belongs to a waiting payment only, never to a signed one.
+        x402: request.x402.clone().map(|mut x| {
+            x.pending_request = None;
+            x
+        }),
     }
 }
 

@@ -314,14 +314,7 @@ impl Transfers {
             .await
             .map_err(store_error)?
         {
-            Reservation::Reserved(mut tx) => {
-                // What is kept of the exchange once signed: the record without the request to make.
-                if let Some(x) = tx.x402.as_mut().filter(|x| x.pending_request.is_some()) {
-                    x.pending_request = None;
-                    self.store.update_x402(tx.id, x).await.map_err(store_error)?;
-                }
-                Ok(Payment::Signed(tx))
-            }
+            Reservation::Reserved(tx) => Ok(Payment::Signed(tx)),
             Reservation::AwaitingApproval(approval) => Ok(Payment::AwaitingApproval(approval)),
             Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
                 chain,
@@ -365,7 +358,12 @@ impl Transfers {
                 .filter(|t| t.len() == 66 && t.starts_with("0x"));
             record.response = Some(json!({"status": answer.status, "headers": answer.headers,
                 "body": answer.text()}));
-            if let Err(e) = self.store.update_x402(tx.id, record).await {
+            // Merged, not replaced: the watcher may have recorded the settlement meanwhile.
+            let stored = self
+                .store
+                .merge_x402(tx.id, record.response.clone(), record.settlement_tx.clone())
+                .await;
+            if let Err(e) = stored {
                 tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment's answer could not be stored");
             }
         }

@@ -344,14 +344,45 @@ where
         shared::convert(rows, TxRow::into_tx)
     }
 
-    async fn update_x402(&self, id: Uuid, record: &X402Record) -> StoreResult<()> {
-        let text = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(format!("x402: {e}")))?;
-        sqlx::query("UPDATE transactions SET x402 = $1, updated_at = $2 WHERE id = $3 AND kind = 'x402'")
-            .bind(text)
-            .bind(crate::domain::now())
+    async fn merge_x402(
+        &self,
+        id: Uuid,
+        response: Option<serde_json::Value>,
+        settlement_tx: Option<String>,
+    ) -> StoreResult<()> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let row: Option<(Uuid, Option<String>)> =
+            sqlx::query_as("SELECT agent_id, x402 FROM transactions WHERE id = $1 AND kind = 'x402'")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((agent_id, Some(text))) = row else {
+            return Ok(());
+        };
+        // The agent's lock, as every write of its transfers takes first (SQLite holds the write lock already).
+        B::lock_agent(&mut tx, agent_id).await?;
+        let (text,): (Option<String>,) = sqlx::query_as("SELECT x402 FROM transactions WHERE id = $1")
             .bind(id)
-            .execute(&self.pool)
+            .fetch_one(&mut *tx)
+            .await
+            .map(|(t,): (Option<String>,)| (t.or(Some(text)),))?;
+        let mut record: X402Record = text
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .ok_or_else(|| StoreError::Corrupt("transactions.x402".into()))?;
+        if response.is_some() {
+            record.response = response;
+        }
+        if settlement_tx.is_some() {
+            record.settlement_tx = settlement_tx;
+        }
+        let text = serde_json::to_string(&record).map_err(|e| StoreError::Corrupt(format!("x402: {e}")))?;
+        sqlx::query("UPDATE transactions SET x402 = $1 WHERE id = $2")
+            .bind(text)
+            .bind(id)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 
