@@ -350,6 +350,17 @@ impl Watcher {
                 let expired = self.state.store.expire_authorization(tx.id).await?;
                 if expired {
                     tracing::info!(tx_id = %tx.id, chain = self.chain, "an unused x402 authorization expired");
+                    let host_path = reqwest::Url::parse(&record.url).ok();
+                    let event = AuditEvent {
+                        agent_id: tx.agent_id,
+                        action: "x402_payment_expired",
+                        actor: "system".into(),
+                        detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
+                            "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),
+                            "host": host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
+                            "path": host_path.as_ref().map(|u| u.path().to_owned())}),
+                    };
+                    self.state.store.insert_audit(&event).await?;
                 }
                 return Ok(expired);
             }

@@ -210,6 +210,10 @@ impl Transfers {
                 });
             }
         };
+        let mut accepted = audit.clone();
+        accepted["status"] = json!("pending");
+        self.audit(order.agent.id, "x402_payment_accepted", order.actor.as_str(), accepted)
+            .await;
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {

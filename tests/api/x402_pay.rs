@@ -141,6 +141,7 @@ async fn a_paid_resource_is_paid_once_and_the_watcher_settles_it() {
     let log = audit(&p).await.to_string();
     assert!(!log.contains("secret-query-value"), "{log}");
     assert!(log.contains("x402_payment_outcome") && log.contains(id), "{log}");
+    assert!(log.contains("x402_payment_accepted"), "{log}");
     // The history lists it as an x402 payment; it cannot be cancelled.
     let path = format!("/api/agents/{}/transfers/{id}/cancel", p.agent.id);
     let cancel = p.app.request(Method::POST, &path, Some(&p.agent.token), None).await;
@@ -281,6 +282,11 @@ async fn a_refused_payment_holds_its_reservation_until_valid_before_then_expires
     assert_eq!(p.paywall.paid_requests(), 1);
     // Past validBefore, unused: expired and freed.
     wait_for_status(&p, &id, "expired", Duration::from_secs(15)).await;
+    let log = audit(&p).await.to_string();
+    assert!(
+        log.contains("x402_payment_expired") && !log.contains("secret-query-value"),
+        "{log}"
+    );
     let (status, body) = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
     assert_error(&(status, body), StatusCode::BAD_GATEWAY, "x402_payment_failed");
     assert_eq!(p.paywall.paid_requests(), 2, "the freed balance could be signed again");
