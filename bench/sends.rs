@@ -94,6 +94,7 @@ pub async fn run() {
         state.chains.clone(),
         state.vault.clone(),
         state.config.faults,
+        state.config.x402.clone(),
     );
     let native = sends(&transfers, &agent, chain, to, None, AMOUNT).await;
     let agent_nonce = mined_nonce(&anvil, from, N as u64).await;

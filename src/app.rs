@@ -95,6 +95,7 @@ impl App {
                 self.state.chains.clone(),
                 self.state.vault.clone(),
                 self.state.config.faults,
+                self.state.config.x402.clone(),
             ),
             interval: self.state.config.chains.watcher_interval,
             drop_after: self.state.config.chains.tx_drop_after,

@@ -53,6 +53,7 @@ impl AppState {
             self.chains.clone(),
             self.vault.clone(),
             self.config.faults,
+            self.config.x402.clone(),
         )
     }
 

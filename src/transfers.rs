@@ -26,9 +26,11 @@ use crate::vault::Vault;
 mod approvals;
 mod error;
 mod gaps;
+mod pay;
 mod replace;
 
 pub use error::TransferError;
+pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
@@ -44,6 +46,8 @@ pub struct Transfers {
     chains: Arc<Chains>,
     vault: Arc<Vault>,
     faults: Faults,
+    /// The guarded fetch x402 payments go through.
+    fetcher: crate::x402::Fetcher,
 }
 
 /// A transfer the agent was asked to make.
@@ -111,15 +115,24 @@ struct Quote {
     fees: Fees,
     /// Amount plus twice the maximum fee: what the transfer holds against the cap until it settles.
     reserved: U256,
+    /// A token transfer's token balance as read: the reservation subtracts unused x402 authorizations from it.
+    token_balance: Option<U256>,
 }
 
 impl Transfers {
-    pub fn new(store: Arc<dyn Store>, chains: Arc<Chains>, vault: Arc<Vault>, faults: Faults) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        chains: Arc<Chains>,
+        vault: Arc<Vault>,
+        faults: Faults,
+        x402: crate::config::X402Config,
+    ) -> Self {
         Transfers {
             store,
             chains,
             vault,
             faults,
+            fetcher: crate::x402::Fetcher::new(x402),
         }
     }
 
@@ -159,6 +172,8 @@ impl Transfers {
             asset: symbol(order).to_string(),
             token: order.token.as_ref().and_then(token_ref),
             authorization: Authorization::Policy,
+            token_balance: quote.token_balance,
+            x402: None,
         };
         self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
             .await
@@ -343,7 +358,18 @@ impl Transfers {
             }),
             Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
             Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
+            Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
         }
+    }
+}
+
+/// The refusal of a token amount above what the wallet holds less its unused x402 authorizations.
+fn insufficient_tokens(request: &TransferRequest, available: U256) -> TransferError {
+    TransferError::InsufficientTokenFunds {
+        symbol: request.asset.clone(),
+        decimals: request.token.map_or(18, |t| t.decimals),
+        needed: request.value_wei,
+        balance: available,
     }
 }
 
@@ -462,6 +488,7 @@ async fn quote(
         gas_limit,
         fees,
         reserved,
+        token_balance: None,
     })
 }
 
@@ -509,12 +536,13 @@ async fn quote_token(
         gas_limit,
         fees,
         reserved: max_fee.saturating_add(max_fee),
+        token_balance: Some(held),
     })
 }
 
-/// What the agent can still send of `token`: its balance on chain (the token's decimals checked against the
-/// registry). The one place a token transfer's balance is decided, so that what else holds the token (signed but
-/// unused payment authorizations) is subtracted here.
+/// The agent's balance of `token` on chain (the token's decimals checked against the registry): the early refusal
+/// before anything is quoted. What unused x402 authorizations hold of it is subtracted in the reservation step
+/// (`TransferRequest::token_balance`), under the agent's lock, so concurrent payments cannot both count it.
 async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &Asset) -> Result<U256, TransferError> {
     Ok(client.token_balance(owner, token).await?)
 }

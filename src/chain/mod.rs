@@ -5,6 +5,7 @@
 //! in the background at start, never blocking it) that its node reports the registry's chain id;
 //! a node of another chain is refused with `ChainError::WrongChainId`, never signed for.
 
+pub mod authorizations;
 pub mod chains;
 pub mod client;
 pub mod error;

@@ -135,7 +135,9 @@ impl Default for Registry {
                 symbol: symbol.to_string(),
                 decimals: *decimals,
                 token: Some(*address),
-                eip712: None,
+                // USDC's EIP-712 domain on base as Circle's FiatToken there declares it (the x402 core's finding);
+                // others are left unset, and an x402 entry's `extra` names the domain it is paid in.
+                eip712: (chain.name == "base" && *symbol == "USDC").then(|| ("USD Coin".to_string(), "2".to_string())),
             })
             .collect();
         Registry { tokens }

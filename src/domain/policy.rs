@@ -56,6 +56,8 @@ pub enum PolicyRule {
     AssetNotAllowed,
     RecipientNotAllowed,
     RecipientBlocked,
+    /// An x402 fetch of a host `allowed_hosts` does not list (§16).
+    HostNotAllowed,
 }
 
 impl PolicyRule {
@@ -67,6 +69,7 @@ impl PolicyRule {
             PolicyRule::AssetNotAllowed => "asset_not_allowed",
             PolicyRule::RecipientNotAllowed => "recipient_not_allowed",
             PolicyRule::RecipientBlocked => "recipient_blocked",
+            PolicyRule::HostNotAllowed => "host_not_allowed",
         }
     }
 }
@@ -95,6 +98,27 @@ pub enum Verdict {
 }
 
 impl Policy {
+    /// Whether an x402 fetch may reach `host` on `port`: `allowed_hosts` null allows any; an entry `host` allows
+    /// any port, `host:port` that port only; names compare case-insensitively (a trailing dot ignored).
+    pub fn allows_host(&self, host: &str, port: u16) -> bool {
+        let Some(list) = &self.allowed_hosts else { return true };
+        let norm = |h: &str| {
+            h.trim()
+                .trim_end_matches('.')
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        };
+        let host = norm(host);
+        list.iter().any(|entry| {
+            let entry = entry.trim();
+            match entry.rsplit_once(':') {
+                Some((name, p)) if !name.contains(':') => norm(name) == host && p.parse::<u16>() == Ok(port),
+                _ => norm(entry) == host,
+            }
+        })
+    }
+
     /// Whether any rule needs an owner to approve transfers (refused on unguarded agents: nobody could).
     pub fn has_approval_rules(&self) -> bool {
         self.approve_new_recipients || self.limits.values().any(|l| l.approval_above.is_some())
@@ -192,6 +216,25 @@ mod tests {
 
     fn wei(n: u64) -> U256 {
         U256::from(n)
+    }
+
+    #[test]
+    fn allowed_hosts_match_names_any_case_and_ports_when_given() {
+        let policy = Policy {
+            allowed_hosts: Some(vec!["API.example.com".into(), "pay.example.org:8443".into()]),
+            ..Policy::default()
+        };
+        assert!(policy.allows_host("api.example.com", 443));
+        assert!(policy.allows_host("api.EXAMPLE.com.", 80));
+        assert!(policy.allows_host("pay.example.org", 8443));
+        assert!(!policy.allows_host("pay.example.org", 443));
+        assert!(!policy.allows_host("evil.example.com", 443));
+        assert!(Policy::default().allows_host("anything", 1));
+        let none = Policy {
+            allowed_hosts: Some(vec![]),
+            ..Policy::default()
+        };
+        assert!(!none.allows_host("api.example.com", 443));
     }
 
     fn proposed(value: u64) -> Proposed<'static> {

@@ -14,6 +14,8 @@ pub enum TxState {
     Reverted,
     Dropped,
     Cancelled,
+    /// An x402 authorization whose `validBefore` passed unused (§16): nothing moved.
+    Expired,
 }
 
 impl TxState {
@@ -25,6 +27,7 @@ impl TxState {
             TxState::Reverted => "reverted",
             TxState::Dropped => "dropped",
             TxState::Cancelled => "cancelled",
+            TxState::Expired => "expired",
         }
     }
 
@@ -36,6 +39,7 @@ impl TxState {
             TxState::Reverted,
             TxState::Dropped,
             TxState::Cancelled,
+            TxState::Expired,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
@@ -97,6 +101,31 @@ pub struct StoredTx {
     pub gas_used: Option<u64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Set on an x402 payment (`kind: "x402"`, §16): an off-chain authorization, no transaction of the agent's.
+    pub x402: Option<X402Record>,
+}
+
+/// What an x402 payment stores beside the transfer columns (as JSON): what was signed, where, and what came back.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct X402Record {
+    /// The resource's URL without its query (which may hold the caller's keys).
+    pub url: String,
+    /// As the chosen entry named it (`eip155:8453`, or `base` in v1).
+    pub network: String,
+    /// The EIP-3009 nonce, 0x-hex as signed.
+    pub nonce: String,
+    /// Unix seconds; the authorization can move money until then.
+    pub valid_before: u64,
+    /// The settlement transaction, once named by the resource or found on chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement_tx: Option<String>,
+    /// The paid request's answer `{status, headers, body}`, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<serde_json::Value>,
+    /// The exchange to make once an owner approves (method, url with query, headers, body, the 402 seen, the
+    /// chosen entry): kept only for a payment that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_request: Option<serde_json::Value>,
 }
 
 impl StoredTx {

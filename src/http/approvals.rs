@@ -103,7 +103,8 @@ async fn audit(state: &AppState, caller: &Caller, action: &'static str, view: &T
         action,
         actor: caller.actor().as_str().to_string(),
         detail: json!({"transfer_id": view.id, "chain": view.chain, "asset": view.asset, "to": view.to,
-            "amount": view.amount, "tx_hash": view.tx_hash}),
+            "amount": view.amount, "tx_hash": view.tx_hash, "kind": view.kind,
+            "url": view.x402.as_ref().map(|x| &x.url)}),
     };
     Ok(state.store.insert_audit(&event).await?)
 }

@@ -52,5 +52,7 @@ async fn cancel_transfer(
 /// The view of a sent transfer, with its replaced attempts.
 pub(super) async fn sent_view(state: &AppState, tx: &StoredTx) -> Result<TransferView> {
     let mut replaced = state.store.replaced_hashes(tx.agent_id).await?;
-    Ok(TransferView::from(tx).with_replaced(replaced.remove(&tx.id).unwrap_or_default()))
+    Ok(TransferView::from(tx)
+        .with_replaced(replaced.remove(&tx.id).unwrap_or_default())
+        .with_response(tx.x402.as_ref()))
 }

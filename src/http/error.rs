@@ -11,7 +11,7 @@ use crate::auth::streams::TooManyStreams;
 use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
-use crate::transfers::TransferError;
+use crate::transfers::{PayError, TransferError};
 use crate::x402::{FetchError, Offered, X402Error};
 
 /// Handler result type.
@@ -81,6 +81,16 @@ pub enum AppError {
     /// A transfer the agent's policy refuses: 403 `policy_denied` with `details.rule`.
     #[error("{message}")]
     PolicyDenied { rule: &'static str, message: String },
+    /// A paid request that failed after its payment was signed (§16): 502 `x402_payment_failed`, 504
+    /// `upstream_timeout` or 502 `upstream_unavailable`, with `details.reason` and `details.transfer_id`.
+    #[error("{message}")]
+    PaidRequestFailed {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+        reason: String,
+        transfer_id: uuid::Uuid,
+    },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -127,7 +137,7 @@ impl AppError {
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Upstream { status, .. } => *status,
+            Upstream { status, .. } | PaidRequestFailed { status, .. } => *status,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -139,6 +149,7 @@ impl AppError {
             BadRequest { code, .. }
             | Denied { code, .. }
             | Upstream { code, .. }
+            | PaidRequestFailed { code, .. }
             | Conflict { code, .. }
             | Unprocessable { code, .. } => code,
             PolicyDenied { .. } => "policy_denied",
@@ -172,6 +183,13 @@ impl AppError {
             }),
             AppError::PolicyDenied { rule, .. } => Some(FieldErrors {
                 rule: Some(rule.to_string()),
+                ..FieldErrors::default()
+            }),
+            AppError::PaidRequestFailed {
+                reason, transfer_id, ..
+            } => Some(FieldErrors {
+                reason: Some(reason.clone()),
+                transfer_id: Some(*transfer_id),
                 ..FieldErrors::default()
             }),
             AppError::X402Unsupported { offered, .. } => Some(FieldErrors {
@@ -326,6 +344,38 @@ impl From<FetchError> for AppError {
 }
 
 /// Refusals before anything is signed: nothing payable offered, a price above `max_amount`, a bad `max_amount`.
+/// A fetch under the agent's guardrails (§16): the refusals of each part, and the failures after a payment.
+impl From<PayError> for AppError {
+    fn from(err: PayError) -> Self {
+        let message = err.to_string();
+        let code = err.code();
+        let failed = |status, reason: String, transfer_id| AppError::PaidRequestFailed {
+            status,
+            code,
+            message: message.clone(),
+            reason,
+            transfer_id,
+        };
+        match err {
+            PayError::Fetch(e) => e.into(),
+            PayError::Refused(e) => e.into(),
+            PayError::Transfer(e) => e.into(),
+            PayError::PaymentFailed {
+                ref reason,
+                transfer_id,
+            } => failed(StatusCode::BAD_GATEWAY, reason.clone(), transfer_id),
+            PayError::Timeout { transfer_id } => {
+                failed(StatusCode::GATEWAY_TIMEOUT, "no answer in time".into(), transfer_id)
+            }
+            PayError::Unavailable { transfer_id } => failed(
+                StatusCode::BAD_GATEWAY,
+                "the resource could not be reached".into(),
+                transfer_id,
+            ),
+        }
+    }
+}
+
 impl From<X402Error> for AppError {
     fn from(err: X402Error) -> Self {
         let message = err.to_string();

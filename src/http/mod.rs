@@ -25,6 +25,7 @@ pub mod transactions;
 pub mod transfers;
 pub mod views;
 pub mod wallets;
+pub mod x402;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -113,6 +114,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(wallets::router())
         .merge(transactions::router())
         .merge(transfers::router())
+        .merge(x402::router())
         .merge(cancel::router())
         .merge(chat::router())
         .merge(conversations::router())

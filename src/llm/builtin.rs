@@ -2,6 +2,7 @@
 
 mod answer;
 mod intent;
+mod payment;
 mod reply;
 mod scan;
 mod transfer;

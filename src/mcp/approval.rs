@@ -73,13 +73,17 @@ pub async fn elicit_if_awaiting(
     }
 }
 
-/// The transfer id of a result `{transfer_id, status: "awaiting_approval", …}`.
+/// The transfer id of a result `{transfer_id, status: "awaiting_approval", …}`, or of a `pay_http` result whose
+/// `payment` waits (§16: its own `status` is the resource's 402).
 fn awaiting_transfer(result: &ToolResult) -> Option<Uuid> {
     let value = result.as_ref().ok()?;
-    if value.get("status").and_then(Value::as_str) != Some("awaiting_approval") {
-        return None;
-    }
-    value.get("transfer_id")?.as_str()?.parse().ok()
+    let waiting = |v: &Value| v.get("status").and_then(Value::as_str) == Some("awaiting_approval");
+    let holder = if waiting(value) {
+        value
+    } else {
+        value.get("payment").filter(|p| waiting(p))?
+    };
+    holder.get("transfer_id")?.as_str()?.parse().ok()
 }
 
 /// "A transfer of 0.02 ETH to 0x… on base", from the stored transfer.

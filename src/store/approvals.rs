@@ -13,7 +13,7 @@ use crate::domain::chain;
 use crate::domain::policy::ApprovalStatus;
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,8 @@ pub struct Approval {
     pub expires_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// An x402 payment that waits (§16): what to fetch and pay once approved.
+    pub x402: Option<crate::domain::transaction::X402Record>,
 }
 
 /// How an approval claim or close went.
@@ -71,6 +73,7 @@ impl Approval {
             expires_at: now.checked_add_signed(ttl).unwrap_or(DateTime::<Utc>::MAX_UTC),
             created_at: now,
             updated_at: now,
+            x402: r.x402.clone(),
         }
     }
 
@@ -127,6 +130,8 @@ pub struct ApprovalRow {
     updated_at: DateTime<Utc>,
     token_address: Option<String>,
     asset_decimals: Option<i64>,
+    kind: String,
+    x402: Option<String>,
 }
 
 impl ApprovalRow {
@@ -152,6 +157,13 @@ impl ApprovalRow {
             expires_at: self.expires_at,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            x402: match (self.kind.as_str(), self.x402) {
+                ("x402", Some(text)) => {
+                    Some(serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("approvals.x402".into()))?)
+                }
+                ("x402", None) => return Err(StoreError::Corrupt("approvals.x402".into())),
+                _ => None,
+            },
         })
     }
 }

@@ -204,6 +204,19 @@ pub trait TransferStore: Send + Sync + 'static {
         event: serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>>;
+    /// x402 payments still `signed` or `pending` on a chain (unused authorizations), oldest first.
+    async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
+    /// Sets what is given of an x402 payment's paid answer and settlement transaction, keeping the rest of its
+    /// record as stored (the request path and the watcher each write their part).
+    async fn merge_x402(
+        &self,
+        id: Uuid,
+        response: Option<serde_json::Value>,
+        settlement_tx: Option<String>,
+    ) -> StoreResult<()>;
+    /// An open x402 payment whose `validBefore` passed unused becomes `expired`, its reservation released; no
+    /// event. `false` when it was no longer open.
+    async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool>;
     /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
     /// One of the agent's transfers (`None` for an unknown id or another agent's).

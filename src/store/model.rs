@@ -165,6 +165,12 @@ pub struct TransferRequest {
     pub token: Option<crate::domain::transaction::TokenRef>,
     /// What besides the cap the reservation checks.
     pub authorization: Authorization,
+    /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
+    /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
+    pub token_balance: Option<U256>,
+    /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
+    /// called with 0 and its `raw` is the signed payment document.
+    pub x402: Option<crate::domain::transaction::X402Record>,
 }
 
 /// What a reservation checks besides the cap, in the same transaction.
@@ -204,6 +210,10 @@ pub enum Reservation {
     PolicyDenied(crate::domain::policy::PolicyRule),
     /// Stored as waiting for an owner's approval, holding its reservation; no nonce, no signature.
     AwaitingApproval(Box<super::Approval>),
+    /// The token balance less the agent's unused x402 authorizations of that token is below the amount.
+    InsufficientTokens {
+        available: U256,
+    },
     /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).
     NotAwaiting(crate::domain::policy::ApprovalStatus),
 }

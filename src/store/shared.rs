@@ -22,7 +22,7 @@ pub const MESSAGE_COLUMNS: &str = "id, conversation_id, role, content, chain_cal
 
 pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
-     created_at, updated_at, asset, token_address, asset_decimals";
+     created_at, updated_at, asset, token_address, asset_decimals, kind, x402";
 
 pub const EVENT_COLUMNS: &str = "id, conversation_id, agent_id, kind, payload";
 
@@ -181,6 +181,8 @@ pub struct TxRow {
     asset: String,
     token_address: Option<String>,
     asset_decimals: Option<i64>,
+    kind: String,
+    x402: Option<String>,
 }
 
 impl TxRow {
@@ -190,7 +192,12 @@ impl TxRow {
             agent_id: self.agent_id,
             chain: self.chain,
             conversation_id: self.conversation_id,
-            nonce: u64_from(self.nonce, "nonce")?,
+            // An x402 payment has no nonce of the agent's: its column holds a negative placeholder.
+            nonce: if self.kind == "x402" {
+                0
+            } else {
+                u64_from(self.nonce, "nonce")?
+            },
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
             value_wei: wei_from_text(&self.value_wei, "value_wei")?,
@@ -211,7 +218,32 @@ impl TxRow {
             gas_used: self.gas_used.map(|n| n as u64),
             created_at: self.created_at,
             updated_at: self.updated_at,
+            x402: match (self.kind.as_str(), self.x402) {
+                ("x402", Some(text)) => {
+                    Some(serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("transactions.x402".into()))?)
+                }
+                ("x402", None) => return Err(StoreError::Corrupt("transactions.x402".into())),
+                _ => None,
+            },
         })
+    }
+}
+
+/// The `nonce` column of an x402 payment: negative (never an on-chain nonce) and unique to the row.
+pub fn x402_nonce_column(id: Uuid) -> i64 {
+    let bytes = id.as_bytes();
+    let n = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes")) & i64::MAX;
+    -n - 1
+}
+
+/// The `kind` and `x402` columns of a transfer.
+pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
+    match &tx.x402 {
+        Some(record) => (
+            "x402",
+            Some(serde_json::to_string(record).expect("an x402 record serialises")),
+        ),
+        None => ("transfer", None),
     }
 }
 
@@ -240,6 +272,11 @@ pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super:
         gas_used: None,
         created_at: now,
         updated_at: now,
+        // The request to make once approved belongs to a waiting payment only, never to a signed one.
+        x402: request.x402.clone().map(|mut x| {
+            x.pending_request = None;
+            x
+        }),
     }
 }
 

@@ -52,6 +52,8 @@ struct ChainSpending {
 struct HistoryEntry<'a> {
     id: Uuid,
     chain: &'a str,
+    /// `transfer`, or `x402` for a payment authorization (its `tx_hash` the settlement, empty until known).
+    kind: &'static str,
     tx_hash: &'a str,
     from: String,
     to: String,
@@ -76,7 +78,11 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
         HistoryEntry {
             id: tx.id,
             chain: &tx.chain,
-            tx_hash: &tx.tx_hash,
+            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
+            tx_hash: match &tx.x402 {
+                Some(x) => x.settlement_tx.as_deref().unwrap_or(""),
+                None => &tx.tx_hash,
+            },
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
             value_wei: tx.native_value().to_string(),

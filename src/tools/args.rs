@@ -49,6 +49,11 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A string argument, trimmed; `None` when absent or null.
+    pub fn text(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
+        self.string(key)
+    }
+
     pub fn optional_chain(&self, agent: &Agent) -> Result<Option<&'static ChainInfo>, ToolError> {
         self.string("chain")?.map(|name| agent_chain(agent, name)).transpose()
     }

@@ -56,5 +56,26 @@ impl From<TransferError> for ToolError {
     }
 }
 
+impl From<crate::transfers::PayError> for ToolError {
+    fn from(err: crate::transfers::PayError) -> Self {
+        use crate::transfers::PayError;
+        let mut tool_error = ToolError::new(err.code(), err.to_string());
+        tool_error.details = match &err {
+            PayError::Transfer(TransferError::PolicyDenied(rule)) => Some(json!({ "rule": rule.as_str() })),
+            PayError::PaymentFailed { reason, transfer_id } => {
+                Some(json!({ "reason": reason, "transfer_id": transfer_id }))
+            }
+            PayError::Timeout { transfer_id } | PayError::Unavailable { transfer_id } => {
+                Some(json!({ "transfer_id": transfer_id }))
+            }
+            PayError::Refused(crate::x402::X402Error::Unsupported { offered, .. }) => {
+                Some(json!({ "offered": offered }))
+            }
+            _ => None,
+        };
+        tool_error
+    }
+}
+
 /// A tool's result: its JSON, or why it has none.
 pub type ToolResult = Result<Value, ToolError>;

@@ -127,8 +127,14 @@ pub struct ToolServices {
 }
 
 impl ToolServices {
-    pub fn new(store: Arc<dyn Store>, chains: Arc<Chains>, vault: Arc<Vault>, faults: Faults) -> Self {
-        let transfers = Transfers::new(store.clone(), chains.clone(), vault, faults);
+    pub fn new(
+        store: Arc<dyn Store>,
+        chains: Arc<Chains>,
+        vault: Arc<Vault>,
+        faults: Faults,
+        x402: crate::config::X402Config,
+    ) -> Self {
+        let transfers = Transfers::new(store.clone(), chains.clone(), vault, faults, x402);
         ToolServices {
             store,
             chains,
@@ -247,7 +253,7 @@ mod tests {
             of(Capability::Compare),
             ["compare_gas", "compare_balances", "estimate_transfer_cost"]
         );
-        assert_eq!(of(Capability::Transact), ["send_native", "send_token"]);
+        assert_eq!(of(Capability::Transact), ["send_native", "send_token", "pay_http"]);
         assert_eq!(of(Capability::Analytics), ["spending_summary", "transaction_history"]);
         for tool in all() {
             let moves_funds = tool.effect == Effect::MovesFunds;
@@ -260,7 +266,19 @@ mod tests {
         assert_eq!(
             argument_names(),
             [
-                "address", "amount", "chain", "chains", "limit", "to", "token", "tx_hash"
+                "address",
+                "amount",
+                "asset",
+                "body",
+                "chain",
+                "chains",
+                "limit",
+                "max_amount",
+                "method",
+                "to",
+                "token",
+                "tx_hash",
+                "url"
             ]
         );
     }

@@ -1,4 +1,5 @@
-//! The transact tools (capability `transact`): `send_native` and `send_token`, through the transfer service; its typed outcome
+//! The transact tools (capability `transact`): `send_native`, `send_token` and `pay_http` (x402, §16), through the
+//! transfer service; its typed outcome
 //! becomes the tool's JSON here (a transfer held for approval answers `{transfer_id, status, expires_at}`).
 
 use futures::future::BoxFuture;
@@ -8,7 +9,7 @@ use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
 use crate::chain::format_gwei;
 use crate::domain::agent::Capability;
 use crate::domain::amount::format_units;
-use crate::transfers::{TransferOrder, TransferOutcome};
+use crate::transfers::{Paid, PayOrder, Payment, TransferOrder, TransferOutcome};
 
 pub const TOOLS: &[Tool] = &[
     Tool {
@@ -29,7 +30,91 @@ pub const TOOLS: &[Tool] = &[
         required: &["chain", "token", "to", "amount"],
         run: send_token,
     },
+    Tool {
+        name: "pay_http",
+        capability: Capability::Transact,
+        effect: Effect::MovesFunds,
+        description: "Fetch an http(s) URL and, if it answers 402 Payment Required (x402), pay its price in a registry token such as USDC up to max_amount, under the agent's policy; returns the resource's answer and the payment.",
+        arguments: |_| {
+            json!({
+                "url": { "type": "string", "description": "the http or https URL to fetch" },
+                "max_amount": { "type": "string", "description": "the most to pay, a decimal amount in whole tokens, e.g. \"0.05\"" },
+                "asset": { "type": "string", "description": "the token to pay in (a registry symbol such as USDC); any registry token when absent" },
+                "method": { "type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], "description": "GET when absent" },
+                "body": { "type": "string", "description": "the request body, as text" }
+            })
+        },
+        required: &["url", "max_amount"],
+        run: pay_http,
+    },
 ];
+
+fn pay_http<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let url = args
+            .text("url")?
+            .ok_or_else(|| ToolError::invalid("url is required (an http or https URL)"))?;
+        let max_amount = args
+            .text("max_amount")?
+            .ok_or_else(|| ToolError::invalid("max_amount is required, as a decimal string such as \"0.05\""))?;
+        if crate::domain::amount::parse_units(max_amount, 36).is_err() {
+            return Err(ToolError::invalid(
+                "max_amount must be a decimal amount such as \"0.05\"",
+            ));
+        }
+        let headers = std::collections::BTreeMap::new();
+        let paid = cx
+            .services
+            .transfers
+            .pay(PayOrder {
+                agent: cx.agent,
+                url,
+                max_amount,
+                method: args.text("method")?,
+                headers: &headers,
+                body: args.text("body")?.map(str::to_owned),
+                asset: args.text("asset")?,
+                conversation_id: cx.conversation_id,
+                actor: cx.actor,
+            })
+            .await?;
+        Ok(paid_json(&paid))
+    })
+}
+
+/// The §16 answer `{status, headers, body, truncated, payment}`; while a payment waits for approval, also the
+/// top-level `transfer_id`, `status: "awaiting_approval"` and `expires_at` that approval-aware clients look for.
+fn paid_json(paid: &Paid) -> Value {
+    let answer = &paid.answer;
+    let mut result = json!({"status": answer.status, "headers": answer.headers, "body": answer.text(),
+        "truncated": answer.truncated, "payment": null});
+    match &paid.payment {
+        None => {}
+        Some(Payment::Signed(tx)) => {
+            let x402 = tx.x402.as_ref();
+            result["payment"] = json!({
+                "id": tx.id, "transfer_id": tx.id, "kind": "x402", "chain": tx.chain, "asset": tx.asset,
+                "amount": format_units(tx.value_wei, tx.decimals()), "to": tx.to.to_checksum(None),
+                "status": "pending", "tx_hash": x402.and_then(|x| x.settlement_tx.clone()),
+                "x402": x402.map(|x| json!({"url": x.url, "network": x.network, "nonce": x.nonce,
+                    "valid_before": x.valid_before})),
+            });
+        }
+        Some(Payment::AwaitingApproval(a)) => {
+            let x402 = a.x402.as_ref();
+            result["payment"] = json!({
+                "id": a.id, "transfer_id": a.id, "kind": "x402", "chain": a.chain, "asset": a.asset,
+                "amount": a.amount(), "to": a.to.to_checksum(None), "status": "awaiting_approval",
+                "expires_at": a.expires_at,
+                "x402": x402.map(|x| json!({"url": x.url, "network": x.network})),
+            });
+            // `status` stays the resource's 402 (§16); the waiting transfer is also named at the top level.
+            result["transfer_id"] = json!(a.id);
+            result["expires_at"] = json!(a.expires_at);
+        }
+    }
+    result
+}
 
 fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move {

@@ -37,6 +37,16 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
     pub async fn approve(&self, agent: &Agent, id: Uuid) -> Result<TransferOutcome, TransferError> {
         let approval = self.waiting(agent, id).await?;
+        if approval.x402.is_some() {
+            // An x402 payment: the service makes the paid request itself (§16).
+            let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
+            let tx = self.approve_payment(agent, &approval).await?;
+            return Ok(TransferOutcome::Sent {
+                chain,
+                tx,
+                status: super::BroadcastStatus::Pending,
+            });
+        }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
         let client = self.chains.get(chain.name)?;
         let _guard = self
@@ -73,6 +83,8 @@ impl Transfers {
             asset: approval.asset.clone(),
             token: approval.token,
             authorization: Authorization::Approval,
+            token_balance: None,
+            x402: None,
         };
         self.sign_and_broadcast(client, chain, request, quote.fees.max_priority_fee_per_gas)
             .await

@@ -97,6 +97,10 @@ fn not_awaiting_message(status: ApprovalStatus) -> String {
 
 fn not_pending_message(status: &str) -> String {
     match status {
+        "unpayable" => "the resource no longer asks the approved price of the approved payee (or cannot be reached); \
+                        nothing was signed and the payment still waits"
+            .to_string(),
+        "x402" => "an x402 payment is an authorization the resource settles; it cannot be cancelled".to_string(),
         "awaiting_approval" => "the transfer is awaiting approval and was never sent: reject it instead".to_string(),
         other => format!("only a pending transfer can be cancelled (this one is {other})"),
     }

@@ -43,6 +43,8 @@ impl Transfers {
             asset: chain.native_symbol.to_string(),
             token: None,
             authorization: Authorization::Decided,
+            token_balance: None,
+            x402: None,
         };
         let signer = self.signer(gap.agent_id).await?;
         let sign = |nonce| sign_transfer(&signer, chain, &request, fees.max_priority_fee_per_gas, nonce);

@@ -178,6 +178,8 @@ impl Transfers {
     /// The agent's open transfer `id`, or why it cannot be cancelled.
     async fn cancellable(&self, agent: &Agent, id: Uuid) -> Result<StoredTx, TransferError> {
         match self.store.get_transaction(agent.id, id).await.map_err(store_error)? {
+            // An x402 authorization has no transaction of the agent's to replace (§16).
+            Some(tx) if tx.x402.is_some() => Err(TransferError::NotPending("x402")),
             Some(tx) if tx.status.is_open() => Ok(tx),
             Some(_) => Err(self.not_pending(agent, id).await),
             None => Err(self.not_pending(agent, id).await),

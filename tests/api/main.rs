@@ -45,3 +45,4 @@ mod transfers_api;
 mod wallets;
 mod x402;
 mod x402_fetch;
+mod x402_pay;

@@ -40,6 +40,7 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("POST", "/api/agents/{id}/transfers"),
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
+    ("POST", "/api/agents/{id}/x402/fetch"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
     ("POST", "/api/chat/stream"),
@@ -507,6 +508,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     oracle.check("POST", "/api/agents/{id}/reactivate", &app.send(as_owner).await);
     drive_policy_and_approvals(&anvil, &mut oracle).await;
     drive_cancel(&mut oracle).await;
+    drive_x402(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(
@@ -713,4 +715,40 @@ async fn a_body_that_is_not_an_object_is_refused() {
     let update = format!("/api/agents/{}", agent.id);
     let answer = send(&app, Method::PUT, &update, Some(&agent.token), Some(json!([]))).await;
     assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", answer.text);
+}
+
+/// The x402 fetch: a free resource, a paid one (the payment and its single read), a refusal.
+async fn drive_x402(oracle: &mut Oracle) {
+    use crate::helpers::paywall::{Paywall, PaywallSetup, entry_v2};
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[("X402_ALLOW_PRIVATE", "true")]).await;
+    let agent = crate::helpers::chain::funded_agent(&app, &anvil, Some(0.5)).await;
+    let usdc = crate::helpers::solidity::usdc_on_base(&anvil).await;
+    crate::helpers::solidity::mint(
+        &anvil,
+        usdc,
+        wallet(&agent),
+        alloy::primitives::U256::from(1_000_000u64),
+    )
+    .await;
+    let pay_to = alloy::primitives::Address::repeat_byte(0x42);
+    let entry = entry_v2(BASE_CHAIN_ID, usdc, 10_000, pay_to, "USD Coin", "2");
+    let paywall = Paywall::start(PaywallSetup::new(2, vec![entry], anvil.url(), BASE_CHAIN_ID)).await;
+    let path = format!("/api/agents/{}/x402/fetch", agent.id);
+    let template = "/api/agents/{id}/x402/fetch";
+    let token = Some(agent.token.as_str());
+    for (url, max) in [("/free", "0.05"), ("/paid", "0.05"), ("/paid", "0.001")] {
+        let body = json!({"url": paywall.url(url), "max_amount": max});
+        let answer = send(&app, Method::POST, &path, token, Some(body)).await;
+        oracle.check("POST", template, &answer);
+        if url == "/paid" && answer.status == StatusCode::OK {
+            let id = answer.body["payment"]["id"].as_str().expect("a payment id");
+            let read = format!("/api/agents/{}/transfers/{id}", agent.id);
+            oracle.check(
+                "GET",
+                "/api/agents/{id}/transfers/{transfer_id}",
+                &send(&app, Method::GET, &read, token, None).await,
+            );
+        }
+    }
 }

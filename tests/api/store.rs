@@ -84,6 +84,8 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         asset: "ETH".into(),
         token: None,
         authorization: Authorization::Policy,
+        token_balance: None,
+        x402: None,
     }
 }
 
@@ -679,6 +681,8 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
     // Approved: the sent record replaces the waiting one's reservation; then the node refuses and it is discarded.
     let approved = TransferRequest {
         authorization: Authorization::Approval,
+        token_balance: None,
+        x402: None,
         ..request.clone()
     };
     assert!(matches!(

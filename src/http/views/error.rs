@@ -39,6 +39,15 @@ pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, value_type = Option<Vec<Object>>)]
     pub offered: Option<Vec<serde_json::Value>>,
+    /// Why a paid request failed (`x402_payment_failed`, `upstream_timeout` and `upstream_unavailable` after an
+    /// x402 payment was signed): the resource's `error`/`errorReason`, or what happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub reason: Option<String>,
+    /// The payment that stays `pending` until used or expired, after a failed paid request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub transfer_id: Option<uuid::Uuid>,
 }
 
 /// A failure reported inside a successful body: `{code, message}`.

@@ -17,6 +17,8 @@ pub enum TxStatusView {
     Reverted,
     Dropped,
     Cancelled,
+    /// An x402 authorization unused past its `validBefore` (§16).
+    Expired,
 }
 
 impl From<TxState> for TxStatusView {
@@ -28,6 +30,7 @@ impl From<TxState> for TxStatusView {
             TxState::Reverted => Self::Reverted,
             TxState::Dropped => Self::Dropped,
             TxState::Cancelled => Self::Cancelled,
+            TxState::Expired => Self::Expired,
         }
     }
 }
@@ -36,6 +39,12 @@ impl From<TxState> for TxStatusView {
 pub struct TransactionView {
     pub id: Uuid,
     pub chain: String,
+    /// `transfer`, or `x402` for a payment authorization (§16): then `tx_hash` is its settlement transaction (empty
+    /// until known) and `x402` says what was paid.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub x402: Option<super::transfers::X402View>,
     pub tx_hash: String,
     /// EIP-55 address.
     pub from: String,
@@ -71,7 +80,12 @@ impl From<&StoredTx> for TransactionView {
         Self {
             id: tx.id,
             chain: tx.chain.clone(),
-            tx_hash: tx.tx_hash.clone(),
+            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
+            x402: tx.x402.as_ref().map(super::transfers::X402View::new),
+            tx_hash: match &tx.x402 {
+                Some(x) => x.settlement_tx.clone().unwrap_or_default(),
+                None => tx.tx_hash.clone(),
+            },
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
             value_wei: tx.native_value().to_string(),

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{StoredTx, TxState};
+use crate::domain::transaction::{StoredTx, TxState, X402Record};
 use crate::store::Approval;
 use crate::transfers::TransferOutcome;
 
@@ -38,6 +38,7 @@ impl From<TxState> for TransferStatusView {
             TxState::Reverted => Self::Reverted,
             TxState::Dropped => Self::Dropped,
             TxState::Cancelled => Self::Cancelled,
+            TxState::Expired => Self::Expired,
         }
     }
 }
@@ -54,12 +55,47 @@ impl From<ApprovalStatus> for TransferStatusView {
     }
 }
 
+/// What an x402 payment (§16) adds to its transfer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct X402View {
+    /// The resource's URL without its query.
+    pub url: String,
+    /// The network as the paid entry named it (`eip155:8453`, or `base` in protocol v1).
+    pub network: String,
+    /// The EIP-3009 nonce, 0x-hex as signed.
+    pub nonce: String,
+    /// Unix seconds; an unused authorization expires then.
+    pub valid_before: u64,
+    /// The paid request's answer `{status, headers, body}` (single-transfer reads and the approve answer only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
+    pub response: Option<serde_json::Value>,
+}
+
+impl X402View {
+    pub fn new(record: &X402Record) -> Self {
+        X402View {
+            url: record.url.clone(),
+            network: record.network.clone(),
+            nonce: record.nonce.clone(),
+            valid_before: record.valid_before,
+            response: None,
+        }
+    }
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TransferView {
     pub id: Uuid,
     /// The same as `id`, under the name the approval endpoints use.
     pub transfer_id: Uuid,
     pub chain: String,
+    /// `transfer` (a transaction of the agent's) or `x402` (a payment authorization a resource settles, §16).
+    pub kind: &'static str,
+    /// Set on x402 payments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub x402: Option<X402View>,
     /// The asset's symbol (the chain's native symbol for native transfers).
     pub asset: String,
     /// EIP-55 address of the token contract; null for the native coin.
@@ -99,10 +135,17 @@ pub struct TransferView {
 impl From<&StoredTx> for TransferView {
     fn from(tx: &StoredTx) -> Self {
         let chain = registry::find(&tx.chain);
+        // An x402 payment's transaction is the facilitator's settlement, known once named or found on chain.
+        let tx_hash = match &tx.x402 {
+            Some(x) => x.settlement_tx.clone(),
+            None => Some(tx.tx_hash.clone()),
+        };
         Self {
             id: tx.id,
             transfer_id: tx.id,
             chain: tx.chain.clone(),
+            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
+            x402: tx.x402.as_ref().map(X402View::new),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
             from: tx.from.to_checksum(None),
@@ -110,12 +153,12 @@ impl From<&StoredTx> for TransferView {
             amount: format_units(tx.value_wei, tx.decimals()),
             amount_wei: tx.value_wei.to_string(),
             status: tx.status.into(),
-            tx_hash: Some(tx.tx_hash.clone()),
-            nonce: Some(tx.nonce),
+            nonce: tx.x402.is_none().then_some(tx.nonce),
             replaced_hashes: Vec::new(),
             block_number: tx.block_number,
             conversation_id: tx.conversation_id,
-            explorer_url: chain.map(|c| c.tx_url(&tx.tx_hash)),
+            explorer_url: chain.zip(tx_hash.as_deref()).map(|(c, h)| c.tx_url(h)),
+            tx_hash,
             expires_at: None,
             created_at: tx.created_at,
             updated_at: tx.updated_at,
@@ -129,6 +172,8 @@ impl From<&Approval> for TransferView {
             id: a.id,
             transfer_id: a.id,
             chain: a.chain.clone(),
+            kind: if a.x402.is_some() { "x402" } else { "transfer" },
+            x402: a.x402.as_ref().map(X402View::new),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),
             from: a.from.to_checksum(None),
@@ -150,6 +195,14 @@ impl From<&Approval> for TransferView {
 }
 
 impl TransferView {
+    /// The view with an x402 payment's stored answer (`x402.response`), for single-transfer reads.
+    pub fn with_response(mut self, record: Option<&X402Record>) -> Self {
+        if let (Some(view), Some(record)) = (self.x402.as_mut(), record) {
+            view.response = record.response.clone();
+        }
+        self
+    }
+
     /// The view of a sent transfer with the hashes of its replaced attempts.
     pub fn with_replaced(mut self, hashes: Vec<String>) -> Self {
         self.replaced_hashes = hashes;
@@ -160,7 +213,7 @@ impl TransferView {
 impl From<&TransferOutcome> for TransferView {
     fn from(outcome: &TransferOutcome) -> Self {
         match outcome {
-            TransferOutcome::Sent { tx, .. } => Self::from(tx),
+            TransferOutcome::Sent { tx, .. } => Self::from(tx).with_response(tx.x402.as_ref()),
             TransferOutcome::AwaitingApproval { approval, .. } => Self::from(approval),
         }
     }

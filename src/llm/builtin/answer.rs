@@ -79,6 +79,7 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
             Some(awaiting(value))
         }
         "send_native" | "send_token" => field(value, "tx_hash").map(|hash| sent(&chain, value, &hash)),
+        "pay_http" => Some(paid_line(value)),
         "spending_summary" => value.get("chains").and_then(Value::as_array).map(|rows| spending(rows)),
         "transaction_history" => value
             .get("transactions")
@@ -87,6 +88,25 @@ pub fn describe(call: &ToolCall, value: &Value, context: &TurnContext) -> String
         _ => None,
     };
     known.unwrap_or_else(|| format!("{} returned: {}", call.name, compact(value)))
+}
+
+/// What a `pay_http` call gave: the resource's status and the payment made for it, if any (§16).
+fn paid_line(value: &Value) -> String {
+    let status = field(value, "status").unwrap_or_default();
+    let payment = value.get("payment").filter(|p| !p.is_null());
+    let Some(payment) = payment else {
+        return format!("The resource answered {status} and asked for no payment; nothing was paid.");
+    };
+    let amount = field(payment, "amount").unwrap_or_default();
+    let asset = field(payment, "asset").unwrap_or_default();
+    let to = field(payment, "to").unwrap_or_default();
+    let id = field(payment, "transfer_id").unwrap_or_default();
+    if field(payment, "status").as_deref() == Some("awaiting_approval") {
+        return format!(
+            "The resource asks {amount} {asset} (to {to}); the payment awaits an owner's approval (transfer {id}). Nothing is signed yet."
+        );
+    }
+    format!("Paid {amount} {asset} to {to} (transfer {id}); the resource answered {status}.")
 }
 
 /// A transfer held for an owner's approval: nothing is signed yet.

@@ -84,6 +84,18 @@ const ALL: &[&str] = &[
 ];
 /// Reads `text` against the agent's facts; only tools named in `offered_tools` are ever planned.
 pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Intent {
+    let urls = super::payment::urls(text);
+    if !urls.is_empty() {
+        let scan = Scan::new(&super::payment::without_urls(text));
+        let planner = Planner {
+            scan: &scan,
+            context,
+            offered: offered_tools,
+        };
+        if let Some(intent) = planner.pay_for(&urls) {
+            return intent;
+        }
+    }
     let scan = Scan::new(text);
     let planner = Planner {
         scan: &scan,

@@ -92,6 +92,10 @@ pub enum Declined {
     SeveralAssets(Vec<String>),
     /// A cost question about an asset the estimate tool does not price.
     NoEstimate(String),
+    /// A payment request naming several URLs (§16).
+    SeveralUrls(Vec<String>),
+    /// A payment request whose amount names no token the agent can pay in (§16).
+    PaymentWithoutToken(String),
 }
 
 const NOTHING_SENT: &str = "Nothing was sent.";
@@ -141,6 +145,13 @@ impl Declined {
             Declined::NoEstimate(symbol) => {
                 format!("I can estimate the cost of native transfers only, not of {symbol}.")
             }
+            Declined::SeveralUrls(urls) => format!(
+                "Your message names several URLs ({}); which one should I pay for? Say \"pay up to 0.05 USDC for <url>\" with only that URL.",
+                urls.join(", ")
+            ),
+            Declined::PaymentWithoutToken(amount) => format!(
+                "I pay for URLs in a token such as USDC: {amount} names none I can pay in. Say \"pay up to 0.05 USDC for <url>\"."
+            ),
             Declined::SeveralAssets(symbols) => format!(
                 "Your message names several assets ({}); which one should I send?",
                 symbols.join(", ")
@@ -184,14 +195,14 @@ impl Planner<'_> {
         self.send()
     }
 
-    fn negated(&self) -> bool {
+    pub(super) fn negated(&self) -> bool {
         let words = &self.scan.words;
         words.iter().enumerate().any(|(i, w)| {
             NEGATIONS.contains(&w.as_str()) || (w == "t" && i > 0 && NEGATED_BEFORE_T.contains(&words[i - 1].as_str()))
         })
     }
 
-    fn question(&self) -> bool {
+    pub(super) fn question(&self) -> bool {
         self.scan.question_mark
             || self
                 .scan
@@ -201,7 +212,7 @@ impl Planner<'_> {
     }
 
     /// Whether the first word after any `please`/`now`/`ok` is `send`, `transfer` or `pay`.
-    fn imperative(&self) -> bool {
+    pub(super) fn imperative(&self) -> bool {
         self.scan
             .words
             .iter()

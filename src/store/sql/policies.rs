@@ -208,6 +208,16 @@ where
     /// Returns the verdict and how long an approval would wait.
     async fn check_in(conn: &mut B::Connection, r: &TransferRequest) -> StoreResult<(Verdict, u64)> {
         let policy = Self::policy_in(conn, r.agent_id).await?;
+        // An x402 payment's host is checked again here: the policy may have changed since the fetch began.
+        if let Some(x402) = &r.x402 {
+            let allowed = reqwest::Url::parse(&x402.url).ok().is_some_and(|u| {
+                u.host_str()
+                    .is_some_and(|h| policy.allows_host(h, u.port_or_known_default().unwrap_or(0)))
+            });
+            if !allowed {
+                return Ok((Verdict::Deny(crate::domain::policy::PolicyRule::HostNotAllowed), 0));
+            }
+        }
         let key = asset::key(&r.chain, &r.asset);
         let now = crate::domain::now();
         let (day_total, week_total) = if policy.counts_windows(&key) {
@@ -285,7 +295,7 @@ where
         let (token_address, asset_decimals) = shared::token_columns(a.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -304,6 +314,12 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
+        .bind(if a.x402.is_some() { "x402" } else { "transfer" })
+        .bind(
+            a.x402
+                .as_ref()
+                .map(|x| serde_json::to_string(x).expect("an x402 record serialises")),
+        )
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

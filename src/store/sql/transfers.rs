@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::policies::Step;
 use super::{Backend, SqlStore};
-use crate::domain::transaction::StoredTx;
+use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
 use crate::store::{
     EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
@@ -89,6 +89,18 @@ where
             .await?;
         let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
         let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+        // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
+        if r.x402.is_some() && cap.is_zero() {
+            return Ok(Reservation::CapExceeded { cap, spent });
+        }
+        // The token balance less what unused x402 authorizations of that token can still move (§16).
+        if let (Some(balance), Some(token)) = (r.token_balance, r.token) {
+            let held = Self::held_by_authorizations(&mut tx, r.agent_id, &r.chain, token.address).await?;
+            let available = balance.saturating_sub(held);
+            if available < r.value_wei {
+                return Ok(Reservation::InsufficientTokens { available });
+            }
+        }
         let (held, event) = match Self::authorize_in(&mut tx, r, cap, spent).await? {
             Step::Proceed { held, event } => (held, event),
             Step::Refuse(reservation) => return Ok(reservation),
@@ -102,6 +114,18 @@ where
         let spent = spent.saturating_sub(held);
         if spent.saturating_add(r.reserved_wei) > cap {
             return Ok(Reservation::CapExceeded { cap, spent });
+        }
+        if r.x402.is_some() {
+            // No nonce of the agent's is used: the authorization carries its own random one.
+            let signed = sign(0).map_err(StoreError::Signing)?;
+            let record = shared::new_transfer(r, 0, signed);
+            Self::insert_transfer(&mut tx, &record, None).await?;
+            Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, held).await?;
+            tx.commit().await?;
+            if let Some(event) = &event {
+                self.feed.announce(event);
+            }
+            return Ok(Reservation::Reserved(Box::new(record)));
         }
         let stored = Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?;
         let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
@@ -231,7 +255,7 @@ where
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
-             ORDER BY agent_id, nonce"
+             AND kind = 'transfer' ORDER BY agent_id, nonce"
         )))
         .bind(chain)
         .fetch_all(&self.pool)
@@ -309,6 +333,87 @@ where
         Ok(Some(record))
     }
 
+    async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
+        let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
+             AND kind = 'x402' ORDER BY created_at"
+        )))
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, TxRow::into_tx)
+    }
+
+    async fn merge_x402(
+        &self,
+        id: Uuid,
+        response: Option<serde_json::Value>,
+        settlement_tx: Option<String>,
+    ) -> StoreResult<()> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let row: Option<(Uuid, Option<String>)> =
+            sqlx::query_as("SELECT agent_id, x402 FROM transactions WHERE id = $1 AND kind = 'x402'")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((agent_id, Some(text))) = row else {
+            return Ok(());
+        };
+        // The agent's lock, as every write of its transfers takes first (SQLite holds the write lock already).
+        B::lock_agent(&mut tx, agent_id).await?;
+        let (text,): (Option<String>,) = sqlx::query_as("SELECT x402 FROM transactions WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .map(|(t,): (Option<String>,)| (t.or(Some(text)),))?;
+        let mut record: X402Record = text
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .ok_or_else(|| StoreError::Corrupt("transactions.x402".into()))?;
+        if response.is_some() {
+            record.response = response;
+        }
+        if settlement_tx.is_some() {
+            record.settlement_tx = settlement_tx;
+        }
+        let text = serde_json::to_string(&record).map_err(|e| StoreError::Corrupt(format!("x402: {e}")))?;
+        sqlx::query("UPDATE transactions SET x402 = $1 WHERE id = $2")
+            .bind(text)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let row: Option<(Uuid, String, String)> =
+            sqlx::query_as("SELECT agent_id, chain, reserved_wei FROM transactions WHERE id = $1 AND kind = 'x402'")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((agent_id, chain, reserved)) = row else {
+            return Ok(false);
+        };
+        B::lock_agent(&mut tx, agent_id).await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = 'expired', actual_cost_wei = '0', updated_at = $1 \
+             WHERE id = $2 AND status IN ('signed', 'pending')",
+        )
+        .bind(crate::domain::now())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&done) != 1 {
+            return Ok(false);
+        }
+        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
+        Self::adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         B::try_lock(self, &format!("watch:{chain}")).await
     }
@@ -369,15 +474,21 @@ where
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
     async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
+        let (kind, x402) = shared::x402_columns(record);
+        let nonce = match record.x402 {
+            Some(_) => shared::x402_nonce_column(record.id),
+            None => record.nonce as i64,
+        };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+              $23, $24, $25)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
         .bind(&record.chain)
         .bind(record.conversation_id)
-        .bind(record.nonce as i64)
+        .bind(nonce)
         .bind(record.from.to_checksum(None))
         .bind(record.to.to_checksum(None))
         .bind(record.value_wei.to_string())
@@ -395,6 +506,8 @@ where
         .bind(&record.asset)
         .bind(token_address)
         .bind(asset_decimals)
+        .bind(kind)
+        .bind(x402)
         .bind(fills)
         .execute(&mut *conn)
         .await?;
@@ -420,6 +533,27 @@ where
             .fetch_optional(&mut *conn)
             .await?;
         row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
+    }
+
+    /// What the agent's unused (signed or pending) x402 authorizations of `token` on `chain` can still move.
+    async fn held_by_authorizations(
+        conn: &mut B::Connection,
+        agent_id: Uuid,
+        chain: &str,
+        token: alloy::primitives::Address,
+    ) -> StoreResult<U256> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'x402' \
+             AND token_address = $3 AND status IN ('signed', 'pending')",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .bind(token.to_checksum(None))
+        .fetch_all(&mut *conn)
+        .await?;
+        rows.iter().try_fold(U256::ZERO, |sum, (v,)| {
+            Ok(sum.saturating_add(shared::wei_from_text(v, "value_wei")?))
+        })
     }
 
     pub(super) async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {

@@ -1,0 +1,487 @@
+//! Paying for HTTP resources (x402, §16) under the same guardrails as a transfer: the host rule before any request,
+//! then the first request; for a 402, the entry chosen and its price checked (`crate::x402`), then the policy, the
+//! cap, the reservation and the token balance less other unused authorizations decided in the one reservation step
+//! every transfer goes through (`Store::reserve_transfer`), and only inside it the EIP-3009 authorization signed.
+//! Then the paid retry. A payment that needs approval is stored waiting with the exchange to make; approving it
+//! fetches the resource again, checks its price against what was approved, and pays through the same step.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use alloy::primitives::U256;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{TransferError, Transfers, store_error};
+use crate::domain::agent::Agent;
+use crate::domain::amount::format_units;
+use crate::domain::audit::Actor;
+use crate::domain::chain as registry;
+use crate::domain::policy::PolicyRule;
+use crate::domain::transaction::{StoredTx, TokenRef, X402Record};
+use crate::store::{Approval, Authorization as Check, Reservation, SignedTx, TransferRequest};
+use crate::x402::wire::{self, PaymentRequired};
+use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
+
+/// A paid (or free) fetch an agent was asked to make.
+pub struct PayOrder<'a> {
+    pub agent: &'a Agent,
+    pub url: &'a str,
+    /// Decimal string in whole units of the chosen token.
+    pub max_amount: &'a str,
+    pub method: Option<&'a str>,
+    pub headers: &'a BTreeMap<String, String>,
+    pub body: Option<String>,
+    /// A registry token's symbol or address the payment must be in.
+    pub asset: Option<&'a str>,
+    pub conversation_id: Option<Uuid>,
+    pub actor: Actor,
+}
+
+/// What a fetch gave: the resource's answer and the payment made for it, if one was asked.
+#[derive(Debug)]
+pub struct Paid {
+    pub answer: Fetched,
+    pub payment: Option<Payment>,
+}
+
+/// A payment made, or waiting for an owner's approval (then `answer` is the resource's 402 and nothing is signed).
+#[derive(Debug)]
+pub enum Payment {
+    Signed(Box<StoredTx>),
+    AwaitingApproval(Box<Approval>),
+}
+
+/// Why a fetch was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PayError {
+    /// Before anything was paid: the URL, the caller's headers, an unreachable resource.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The 402 offers nothing payable, or its price is above `max_amount`.
+    #[error(transparent)]
+    Refused(#[from] X402Error),
+    /// The policy, the cap, the balance, the approval state.
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    /// The paid retry was answered 402 again: 502 `x402_payment_failed`.
+    #[error("the resource refused the payment: {reason}")]
+    PaymentFailed { reason: String, transfer_id: Uuid },
+    /// The paid retry got no answer in time: 504 `upstream_timeout`.
+    #[error("the resource did not answer the paid request in time")]
+    Timeout { transfer_id: Uuid },
+    /// The paid retry got no answer at all: 502 `upstream_unavailable`.
+    #[error("the resource could not be reached with the payment")]
+    Unavailable { transfer_id: Uuid },
+}
+
+impl PayError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Fetch(FetchError::UrlNotAllowed(_)) => "url_not_allowed",
+            Self::Fetch(FetchError::Invalid { .. }) => "validation_failed",
+            Self::Fetch(FetchError::Timeout) | Self::Timeout { .. } => "upstream_timeout",
+            Self::Fetch(_) | Self::Unavailable { .. } => "upstream_unavailable",
+            Self::Refused(X402Error::Unsupported { .. }) => "x402_unsupported",
+            Self::Refused(X402Error::PriceAboveMax { .. }) => "price_above_max",
+            Self::Refused(X402Error::InvalidMaxAmount(_)) => "validation_failed",
+            Self::Transfer(e) => e.code(),
+            Self::PaymentFailed { .. } => "x402_payment_failed",
+        }
+    }
+}
+
+/// The request a waiting payment makes once approved (kept with the approval, never shown).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Exchange {
+    method: Option<String>,
+    url: String,
+    headers: BTreeMap<String, String>,
+    body: Option<String>,
+    asset: Option<String>,
+}
+
+/// The URL as the audit log and the transfer keep it: without its query (which may hold the caller's keys) and
+/// fragment, and without credentials (refused anyway).
+pub fn url_without_query(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Transfers {
+    /// Fetches `order.url`, paying a 402 under the agent's guardrails. Every outcome is audited.
+    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id))]
+    pub async fn pay(&self, order: PayOrder<'_>) -> Result<Paid, PayError> {
+        let request = FetchRequest::new(order.method, order.url, order.headers, order.body.clone())?;
+        let url = self.fetcher.check_url(order.url)?;
+        let mut audit = json!({"host": url.host_str(), "path": url.path(), "max_amount": order.max_amount});
+        let result = self.try_pay(&order, &request, &url, &mut audit).await;
+        let (action, extra) = match &result {
+            Ok(Paid { payment: None, answer }) => ("x402_fetch_free", json!({"status": answer.status})),
+            Ok(Paid {
+                payment: Some(Payment::AwaitingApproval(_)),
+                ..
+            }) => ("x402_payment_accepted", json!({"status": "awaiting_approval"})),
+            Ok(Paid {
+                payment: Some(Payment::Signed(_)),
+                answer,
+            }) => (
+                "x402_payment_outcome",
+                json!({"response_status": answer.status, "status": "pending"}),
+            ),
+            Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => {
+                ("x402_payment_outcome", json!({"code": e.code()}))
+            }
+            Err(e) => {
+                let mut extra = json!({"code": e.code()});
+                if let PayError::Transfer(TransferError::PolicyDenied(rule)) = e {
+                    extra["rule"] = json!(rule.as_str());
+                }
+                ("x402_payment_refused", extra)
+            }
+        };
+        if let (Some(detail), Some(extra)) = (audit.as_object_mut(), extra.as_object()) {
+            detail.extend(extra.clone());
+        }
+        self.audit(order.agent.id, action, order.actor.as_str(), audit).await;
+        result
+    }
+
+    async fn try_pay(
+        &self,
+        order: &PayOrder<'_>,
+        request: &FetchRequest,
+        url: &reqwest::Url,
+        audit: &mut Value,
+    ) -> Result<Paid, PayError> {
+        // The host rule comes before any request, paid or not.
+        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
+        let host = url.host_str().unwrap_or_default();
+        if !policy.allows_host(host, url.port_or_known_default().unwrap_or(0)) {
+            return Err(TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into());
+        }
+        let deadline = self.fetcher.deadline();
+        let first = self.fetcher.send(request, deadline).await?;
+        if first.status != 402 {
+            return Ok(Paid {
+                answer: first,
+                payment: None,
+            });
+        }
+        let required =
+            wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body).map_err(X402Error::from)?;
+        let choice = crate::x402::choose(&required, &self.known_tokens(order.agent), order.asset)?;
+        describe(audit, &choice);
+        crate::x402::check_price(&choice, order.max_amount)?;
+        let exchange = Exchange {
+            method: order.method.map(str::to_owned),
+            url: order.url.to_owned(),
+            headers: order.headers.clone(),
+            body: order.body.clone(),
+            asset: order.asset.map(str::to_owned),
+        };
+        let pending = serde_json::to_value(&exchange).ok();
+        let id = Uuid::new_v4();
+        audit["transfer_id"] = json!(id);
+        let signed = self
+            .reserve_payment(
+                order.agent,
+                id,
+                order.conversation_id,
+                url,
+                &required,
+                &choice,
+                Check::Policy,
+                pending,
+            )
+            .await?;
+        let tx = match signed {
+            Payment::Signed(tx) => tx,
+            waiting @ Payment::AwaitingApproval(_) => {
+                return Ok(Paid {
+                    answer: first,
+                    payment: Some(waiting),
+                });
+            }
+        };
+        let mut accepted = audit.clone();
+        accepted["status"] = json!("pending");
+        self.audit(order.agent.id, "x402_payment_accepted", order.actor.as_str(), accepted)
+            .await;
+        let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
+        let answer = paid_answer(answer, tx.id)?;
+        Ok(Paid {
+            answer,
+            payment: Some(Payment::Signed(Box::new(tx))),
+        })
+    }
+
+    /// The agent's payable tokens: the registry tokens of its chains.
+    fn known_tokens(&self, agent: &Agent) -> Vec<KnownToken> {
+        let assets = self.chains.tokens();
+        agent
+            .chains
+            .iter()
+            .filter_map(|name| registry::find(name))
+            .filter(|chain| agent.wallet_addresses.contains_key(chain.name))
+            .flat_map(|chain| {
+                assets.tokens(chain).filter_map(move |asset| {
+                    Some(KnownToken {
+                        chain: chain.name.to_string(),
+                        chain_id: chain.chain_id,
+                        symbol: asset.symbol.clone(),
+                        address: asset.token?,
+                        decimals: asset.decimals,
+                        eip712: asset.eip712.clone(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The reservation step of every transfer, for a payment: policy, cap, amount, token balance less other
+    /// unused authorizations; the authorization is signed inside it, or the payment stored waiting unsigned.
+    #[allow(clippy::too_many_arguments)]
+    async fn reserve_payment(
+        &self,
+        agent: &Agent,
+        id: Uuid,
+        conversation_id: Option<Uuid>,
+        url: &reqwest::Url,
+        required: &PaymentRequired,
+        choice: &Choice,
+        check: Check,
+        pending: Option<Value>,
+    ) -> Result<Payment, TransferError> {
+        let chain = registry::find(&choice.token.chain).ok_or(TransferError::NoWallet)?;
+        let from = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
+        if choice.pay_to == from {
+            return Err(TransferError::InvalidRecipient("the agent's own wallet"));
+        }
+        let asset = self
+            .chains
+            .tokens()
+            .find(chain, &choice.token.symbol)
+            .ok_or(TransferError::NoWallet)?;
+        let client = self.chains.get(chain.name)?;
+        let balance = client.token_balance(from, &asset).await?;
+        let authorization = Authorization::new(from, choice, now_unix());
+        let record = X402Record {
+            url: url_without_query(url),
+            network: choice.entry.network.clone().unwrap_or_default(),
+            nonce: authorization.nonce.to_string(),
+            valid_before: authorization.valid_before,
+            settlement_tx: None,
+            response: None,
+            pending_request: pending,
+        };
+        let request = TransferRequest {
+            id,
+            agent_id: agent.id,
+            chain: chain.name.to_string(),
+            conversation_id,
+            from,
+            to: choice.pay_to,
+            value_wei: choice.amount,
+            gas_limit: 0,
+            max_fee_per_gas: 0,
+            // No native coin moves: the facilitator pays the gas.
+            reserved_wei: U256::ZERO,
+            node_nonce: None,
+            asset: choice.token.symbol.clone(),
+            token: Some(TokenRef {
+                address: choice.token.address,
+                decimals: choice.token.decimals,
+            }),
+            authorization: check,
+            token_balance: Some(balance),
+            x402: Some(record),
+        };
+        let signer = self.signer(agent.id).await?;
+        let sign = |_nonce: u64| {
+            crate::x402::sign_payment(&signer, required, choice, &authorization)
+                .map(|p| SignedTx {
+                    raw: p.header_value.into_bytes(),
+                    hash: format!("x402:{id}"),
+                })
+                .map_err(|e| e.to_string())
+        };
+        match self
+            .store
+            .reserve_transfer(&request, &sign)
+            .await
+            .map_err(store_error)?
+        {
+            Reservation::Reserved(tx) => Ok(Payment::Signed(tx)),
+            Reservation::AwaitingApproval(approval) => Ok(Payment::AwaitingApproval(approval)),
+            Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
+                chain,
+                reserved: U256::ZERO,
+                cap,
+                spent,
+            }),
+            Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
+            Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
+            Reservation::InsufficientTokens { available } => Err(TransferError::InsufficientTokenFunds {
+                symbol: choice.token.symbol.clone(),
+                decimals: choice.token.decimals,
+                needed: choice.amount,
+                balance: available,
+            }),
+        }
+    }
+
+    /// Sends the paid retry and keeps its answer (and the settlement it names) with the payment, which stays
+    /// `pending` until the watcher sees the authorization used or expired.
+    async fn send_paid(
+        &self,
+        request: &FetchRequest,
+        required: &PaymentRequired,
+        mut tx: StoredTx,
+        deadline: tokio::time::Instant,
+    ) -> (StoredTx, Result<Fetched, FetchError>) {
+        let header = String::from_utf8_lossy(&tx.raw_tx).into_owned();
+        let answer = match request.with_payment(wire::payment_header_name(required.protocol), &header) {
+            Ok(paid) => self.fetcher.send(&paid, deadline).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = self.store.mark_broadcast(tx.id).await {
+            tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment could not be marked sent");
+        }
+        tx.status = crate::domain::transaction::TxState::Pending;
+        if let (Ok(answer), Some(record)) = (&answer, tx.x402.as_mut()) {
+            let settled = wire::settle_response(answer.header(wire::settle_header_name(required.protocol)));
+            record.settlement_tx = settled
+                .map(|s| s.transaction)
+                .filter(|t| t.len() == 66 && t.starts_with("0x"));
+            record.response = Some(json!({"status": answer.status, "headers": answer.headers,
+                "body": answer.text()}));
+            // Merged, not replaced: the watcher may have recorded the settlement meanwhile.
+            let stored = self
+                .store
+                .merge_x402(tx.id, record.response.clone(), record.settlement_tx.clone())
+                .await;
+            if let Err(e) = stored {
+                tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment's answer could not be stored");
+            }
+        }
+        (tx, answer)
+    }
+
+    /// Pays a waiting x402 payment an owner approved: the resource is asked again, its price must be the one
+    /// approved (or lower, to the same payee in the same token), the balance is checked again in the reservation,
+    /// a fresh authorization is signed, and the paid request is made by the service. Its answer is kept with the
+    /// transfer (`x402.response`); a failed paid request leaves the payment pending as for the agent's own fetch.
+    pub(super) async fn approve_payment(&self, agent: &Agent, approval: &Approval) -> Result<StoredTx, TransferError> {
+        let exchange: Exchange = approval
+            .x402
+            .as_ref()
+            .and_then(|x| x.pending_request.clone())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| store_error(crate::store::StoreError::Corrupt("approvals.x402".into())))?;
+        let unpayable = |reason: &str| {
+            tracing::warn!(transfer_id = %approval.id, reason, "an approved x402 payment could not be made");
+            TransferError::NotPending("unpayable")
+        };
+        let request = FetchRequest::new(
+            exchange.method.as_deref(),
+            &exchange.url,
+            &exchange.headers,
+            exchange.body.clone(),
+        )
+        .map_err(|_| unpayable("request"))?;
+        let url = self.fetcher.check_url(&exchange.url).map_err(|_| unpayable("url"))?;
+        let deadline = self.fetcher.deadline();
+        let first = self
+            .fetcher
+            .send(&request, deadline)
+            .await
+            .map_err(|_| unpayable("unreachable"))?;
+        if first.status != 402 {
+            return Err(unpayable("no longer asks for payment"));
+        }
+        let required = wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body)
+            .map_err(|_| unpayable("no price list"))?;
+        let choice = crate::x402::choose(&required, &self.known_tokens(agent), exchange.asset.as_deref())
+            .map_err(|_| unpayable("nothing payable"))?;
+        let same = choice.token.chain == approval.chain
+            && approval.token.is_some_and(|t| t.address == choice.token.address)
+            && choice.pay_to == approval.to
+            && choice.amount <= approval.value_wei;
+        if !same {
+            return Err(unpayable("the price or payee changed"));
+        }
+        let payment = self
+            .reserve_payment(
+                agent,
+                approval.id,
+                approval.conversation_id,
+                &url,
+                &required,
+                &choice,
+                Check::Approval,
+                None,
+            )
+            .await?;
+        let Payment::Signed(tx) = payment else {
+            return Err(unpayable("held again"));
+        };
+        let (tx, answer) = self.send_paid(&request, &required, *tx, deadline).await;
+        let outcome = match &answer {
+            Ok(a) => json!({"response_status": a.status}),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        let mut detail = json!({"transfer_id": tx.id, "host": url.host_str(), "path": url.path(),
+            "amount": format_units(tx.value_wei, tx.decimals()), "asset": tx.asset,
+            "pay_to": tx.to.to_checksum(None), "chain": tx.chain, "status": "pending"});
+        if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
+            d.extend(o.clone());
+        }
+        self.audit(agent.id, "x402_payment_outcome", "system", detail).await;
+        Ok(tx)
+    }
+}
+
+/// What the audit log keeps of the chosen entry.
+fn describe(audit: &mut Value, choice: &Choice) {
+    audit["chain"] = json!(choice.token.chain);
+    audit["asset"] = json!(choice.token.symbol);
+    audit["amount"] = json!(choice.price());
+    audit["pay_to"] = json!(choice.pay_to.to_checksum(None));
+}
+
+/// The paid retry's answer: passed through unless the resource refused the payment (402 again) or did not answer.
+fn paid_answer(answer: Result<Fetched, FetchError>, transfer_id: Uuid) -> Result<Fetched, PayError> {
+    match answer {
+        Ok(a) if a.status == 402 => Err(PayError::PaymentFailed {
+            reason: refusal_reason(&a),
+            transfer_id,
+        }),
+        Ok(a) => Ok(a),
+        Err(FetchError::Timeout) => Err(PayError::Timeout { transfer_id }),
+        Err(_) => Err(PayError::Unavailable { transfer_id }),
+    }
+}
+
+/// Why the resource refused a payment: its `error` or `errorReason` (header or body), cut short.
+fn refusal_reason(answer: &Fetched) -> String {
+    let from_header = wire::payment_required(answer.header(wire::PAYMENT_REQUIRED), &answer.body)
+        .ok()
+        .and_then(|r| r.error);
+    let from_body = || {
+        let body: Value = serde_json::from_slice(&answer.body).ok()?;
+        ["error", "errorReason"]
+            .iter()
+            .find_map(|k| body.get(k).and_then(Value::as_str).map(str::to_owned))
+    };
+    let reason = from_header
+        .or_else(from_body)
+        .unwrap_or_else(|| "the resource answered 402 again".into());
+    reason.chars().take(200).collect()
+}
