@@ -11,8 +11,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List agents
+         * @description Summaries of every agent (no wallet keys, no token), newest first, paged with `limit` (default 100, at most 500)
+         *     and `offset`. Needs the operator's bearer token when `ADMIN_TOKEN` is set.
+         */
         get: operations["list_agents"];
         put?: never;
+        /**
+         * Create an agent
+         * @description Creates an agent with one wallet key (shared by its EVM chains) and answers its wallet addresses and its access
+         *     token. The token (`agt_...`) is shown in this answer only: the service keeps a hash. When `ADMIN_TOKEN` is set,
+         *     the operator's bearer token is required (401 otherwise). `chains` defaults to `["ethereum", "base"]`,
+         *     `capabilities` to `["read"]`, `spending_cap` to 0 (no spending until the owner sets one).
+         */
         post: operations["create_agent"];
         delete?: never;
         options?: never;
@@ -27,9 +39,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read an agent
+         * @description The agent's detail: chains, capabilities, cap, wallet and owner addresses, what it has spent per chain (decimal
+         *     strings in native units) and whether it is guarded. Works on an inactive (deleted) agent, which shows
+         *     `is_active: false`. A token of another agent answers 403, an unknown token 401.
+         */
         get: operations["get_agent"];
+        /**
+         * Update an agent
+         * @description A partial update: absent fields stay as they are; each given field is validated as on creation, any other field
+         *     is refused (422). On a guarded agent the agent's own token may only tighten (lower the cap, remove capabilities
+         *     or chains, rename, describe): raising the cap, adding a capability or a chain and changing `owner_addresses`
+         *     need owner authority (403 `owner_required`). Every change is audited with its actor.
+         */
         put: operations["update_agent"];
         post?: never;
+        /**
+         * Delete an agent (soft)
+         * @description Marks the agent inactive: nothing is erased, its agent-scoped calls answer 410 from then on, and its streams
+         *     end. A second delete answers 410. Owner authority can reactivate it.
+         */
         delete: operations["delete_agent"];
         options?: never;
         head?: never;
@@ -43,6 +73,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List transfers awaiting approval
+         * @description Transfers held by an approval rule of the policy, with their `expires_at`; they hold their reservation against
+         *     the cap until approved, rejected or expired.
+         */
         get: operations["list_approvals"];
         put?: never;
         post?: never;
@@ -59,6 +94,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read the audit log
+         * @description The agent's audit entries, newest first, paged with `limit` (default 100, at most 500) and `before` (an entry
+         *     id). Entries form one hash chain across all agents; `agentd audit verify` checks it. Agent token or owner
+         *     authority; with owner authority it also works on an inactive agent.
+         */
         get: operations["list_audit"];
         put?: never;
         post?: never;
@@ -75,6 +116,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read balances
+         * @description The agent's native and token balances on each of its chains, read concurrently with a timeout. A chain (or a
+         *     token) that fails gives an `error` entry for that chain (or token) only: never a 5xx for the whole call.
+         */
         get: operations["get_balances"];
         put?: never;
         post?: never;
@@ -93,6 +139,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Export a wallet key
+         * @description Answers the private key of the agent's wallet on one chain, with `confirm: true`. Audited. Needs owner authority
+         *     on a guarded agent (403 `owner_required`), and with owner authority it also works on an inactive agent so that
+         *     its funds are never stranded. 403 `export_disabled` when the server sets `ALLOW_KEY_EXPORT=false`.
+         */
         post: operations["export_key"];
         delete?: never;
         options?: never;
@@ -109,6 +161,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Get funding instructions
+         * @description Deposit addresses with EIP-681 payment URIs, one per agent chain or for the one named. With an `amount` (decimal
+         *     string in whole units) the URI carries it; with `asset` (a registry token such as `USDC`) it is a token transfer
+         *     URI. The body is optional; when given it must be a JSON object. A chain that is not one of the agent's is 422.
+         */
         post: operations["fund_agent"];
         delete?: never;
         options?: never;
@@ -123,6 +181,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get an owner sign-in challenge
+         * @description A Sign-In with Ethereum (EIP-4361) message for `address` on `chain`, single use, valid 5 minutes; its domain is
+         *     the host of `PUBLIC_URL` (else the request's `Host`). Issued for any address: the endpoint reveals nothing about
+         *     the owners. Rate limited (429).
+         */
         get: operations["owner_challenge"];
         put?: never;
         post?: never;
@@ -141,6 +205,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Open an owner session
+         * @description Exchanges a signed owner challenge for an owner token (`own_...`, 15 minutes) to send as `X-Owner-Token`. A
+         *     signature by an address that is not one of the agent's `owner_addresses` is 401 `invalid_proof`; failed proofs
+         *     count with reissue's per agent (429).
+         */
         post: operations["owner_session"];
         delete?: never;
         options?: never;
@@ -155,7 +225,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read the spending policy
+         * @description Per-asset limits (`per_transfer`, `per_day`, `per_week`, `approval_above`, decimal strings in whole units),
+         *     recipient lists, approval rules and allowed hosts. The default allows everything under the spending cap.
+         */
         get: operations["get_policy"];
+        /**
+         * Replace the spending policy
+         * @description Replaces the whole policy. Needs owner authority on a guarded agent (403 `owner_required`). Asset keys are
+         *     `<chain>:<SYMBOL>` of the registry; approval rules on an unguarded agent are refused (422: nobody could
+         *     approve). Audited.
+         */
         put: operations["put_policy"];
         post?: never;
         delete?: never;
@@ -173,6 +254,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Reactivate a deleted agent
+         * @description Owner authority (the operator's bearer token or an owner session) makes an inactive agent active again and
+         *     answers its detail. The agent's own token is not enough on a guarded agent (403 `owner_required`). Audited.
+         */
         post: operations["reactivate_agent"];
         delete?: never;
         options?: never;
@@ -187,6 +273,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get a reissue challenge
+         * @description A single-use challenge (5 minutes) to sign for `reissue-token` with a `wallet_signature` proof:
+         *     `<CHALLENGE_PREFIX>:reissue:<agent_id>:<nonce>:<expires_at_unix>`. Needs no token. Rate limited per client
+         *     address (429 with `Retry-After`).
+         */
         get: operations["issue_challenge"];
         put?: never;
         post?: never;
@@ -205,6 +297,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Reissue the access token
+         * @description Issues a new access token against a proof: the current token, or an EIP-191 signature of a challenge by one of
+         *     the agent's wallet or owner addresses. The previous token stops working at once. A failed proof is 401
+         *     `invalid_proof` and does not use up its challenge; an expired challenge 422 `challenge_expired`; a message not
+         *     of the challenge's shape 400. Rate limited per client address and per agent on failed proofs (429).
+         */
         post: operations["reissue_token"];
         delete?: never;
         options?: never;
@@ -219,6 +318,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List transactions
+         * @description The agent's transfers as transactions, newest first, paged with `limit` (default 100, at most 500) and `before`
+         *     (a transfer id).
+         */
         get: operations["list_transactions"];
         put?: never;
         post?: never;
@@ -237,6 +341,15 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Send a transfer
+         * @description Sends native coin or a registry token (`asset`, default the chain's native symbol) from the agent's wallet,
+         *     under its capabilities, spending cap and policy, in one atomic step; signed with EIP-1559 and recorded before
+         *     broadcast. Answers 201 with the transfer, `pending` or `awaiting_approval`. Refusals: 403 `capability_denied`,
+         *     `spending_cap_exceeded`, `policy_denied` (with `details.rule`); 422 `validation_failed`, `invalid_recipient`,
+         *     `insufficient_funds`; 502/503/504 when the node fails. With an `Idempotency-Key` a repeat answers the first
+         *     answer again.
+         */
         post: operations["create_transfer"];
         delete?: never;
         options?: never;
@@ -251,6 +364,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read a transfer
+         * @description One transfer of the agent with its status (`awaiting_approval`, `pending`, `confirmed`, `reverted`, `dropped`,
+         *     `cancelled`, `rejected`, `expired`), hashes of its attempts and its cost.
+         */
         get: operations["get_transfer"];
         put?: never;
         post?: never;
@@ -269,6 +387,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Approve a held transfer
+         * @description Owner authority approves a transfer awaiting approval: it is signed at the fees of that moment and broadcast
+         *     (`pending`). If its reservation no longer fits the cap, 403 `spending_cap_exceeded` and it stays waiting. Past
+         *     `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409 `transfer_not_pending`.
+         */
         post: operations["approve_transfer"];
         delete?: never;
         options?: never;
@@ -285,6 +409,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Cancel a pending transfer
+         * @description Replaces a pending transfer with a zero-value send to the agent itself at the same nonce (200, or 202 when the
+         *     replacement is sent after the answer); once that lands the transfer is `cancelled` and only its fee counts. A
+         *     mined transfer, one awaiting approval (reject it instead) or an x402 payment is 409.
+         */
         post: operations["cancel_transfer"];
         delete?: never;
         options?: never;
@@ -301,7 +431,28 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Reject a held transfer
+         * @description Owner authority rejects a transfer awaiting approval: it becomes `rejected` and its reservation is released.
+         *     Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
+         */
         post: operations["reject_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/x402/fetch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["fetch_paid"];
         delete?: never;
         options?: never;
         head?: never;
@@ -315,6 +466,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List the chain registry
+         * @description Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, and its
+         *     tokens. Needs no token.
+         */
         get: operations["list_chains"];
         put?: never;
         post?: never;
@@ -333,6 +489,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Chat with the agent
+         * @description One chat turn: the agent answers, calling tools within its capabilities (balances, gas, transfers, ...). The
+         *     answer lists every tool call with its result or refusal, and the conversation id (a new conversation when none
+         *     is given). A conversation of another agent is 403, an unknown one 404. With an `Idempotency-Key` a repeat
+         *     answers the first answer again.
+         */
         post: operations["chat"];
         delete?: never;
         options?: never;
@@ -349,6 +512,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Chat with the agent, streamed
+         * @description The same turn as `POST /api/chat`, as server-sent events: `start`, `text_delta`, `tool_call`, `tool_result`,
+         *     `final` (the whole answer) or `error`, with `: keepalive` comments. Errors before `start` are plain HTTP errors.
+         *     Too many open streams for the agent: 429.
+         */
         post: operations["chat_stream"];
         delete?: never;
         options?: never;
@@ -363,6 +532,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List conversations
+         * @description The conversations of the agent named by `agent_id` (required), newest first, paged with `limit` and `before`.
+         *     Needs that agent's token.
+         */
         get: operations["list_conversations"];
         put?: never;
         post?: never;
@@ -382,6 +556,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
+        /**
+         * Delete a conversation
+         * @description Deletes a conversation and its messages; later reads answer 404.
+         */
         delete: operations["delete_conversation"];
         options?: never;
         head?: never;
@@ -395,6 +573,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Read a conversation's messages
+         * @description The messages of a conversation, oldest first, at most 500 (the newest 500 when there are more), with the tool
+         *     calls of each assistant turn.
+         */
         get: operations["list_messages"];
         put?: never;
         post?: never;
@@ -411,6 +594,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Stream transfer confirmations
+         * @description Server-sent events for a conversation: `tx_confirmation` (confirmed, reverted, dropped or cancelled),
+         *     `approval_required`, `approval_resolved`, and `ping` on connect and every 15 s. Event ids increase; with
+         *     `Last-Event-ID` (or `last_event_id`) a reconnecting client first gets what it missed. The token may come as
+         *     `?access_token=`. Too many open streams for the agent: 429.
+         */
         get: operations["stream_conversation"];
         put?: never;
         post?: never;
@@ -427,6 +617,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Health check
+         * @description Answers 200 once the server accepts requests; never waits for a chain node.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -443,6 +637,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Prometheus metrics
+         * @description Prometheus text format. Needs `Authorization: Bearer <METRICS_TOKEN>` when the server sets one.
+         */
         get: operations["scrape"];
         put?: never;
         post?: never;
@@ -740,6 +938,23 @@ export interface components {
             code: string;
             message: string;
         };
+        /** @description A fetch to make, paying up to `max_amount` if the resource asks. */
+        FetchBody: {
+            /** @description `http` or `https`, no credentials; its query is never stored or logged. */
+            url: string;
+            /** @description The most to pay, a decimal string in whole units of the token paid (e.g. "0.05"). */
+            max_amount: string;
+            /** @description GET (the default), POST, PUT, PATCH, DELETE, HEAD or OPTIONS. */
+            method?: string | null;
+            /** @description Request headers; `Host`, hop-by-hop headers, `Content-Length`, `Payment-*` and `X-Payment*` are refused. */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** @description The request body, as text. */
+            body?: string | null;
+            /** @description A registry token's symbol or address the payment must be in (e.g. "USDC"). */
+            asset?: string | null;
+        };
         /**
          * @description `{"fields": {"<field>": "<problem>"}}` on 422 `validation_failed`; `{"rule": "<rule>"}` on 403 `policy_denied`;
          *     `{"offered": [...]}` on 422 `x402_unsupported`.
@@ -755,6 +970,16 @@ export interface components {
             rule?: string;
             /** @description What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid. */
             offered?: Record<string, never>[];
+            /**
+             * @description Why a paid request failed (`x402_payment_failed`, `upstream_timeout` and `upstream_unavailable` after an
+             *     x402 payment was signed): the resource's `error`/`errorReason`, or what happened.
+             */
+            reason?: string;
+            /**
+             * Format: uuid
+             * @description The payment that stays `pending` until used or expired, after a failed paid request.
+             */
+            transfer_id?: string;
         };
         /**
          * @description Optional body: one chain, an asset (default: the native coin; or a registry token such as `USDC`), and an amount
@@ -901,6 +1126,12 @@ export interface components {
             /** Format: uuid */
             id: string;
             chain: string;
+            /**
+             * @description `transfer`, or `x402` for a payment authorization (§16): then `tx_hash` is its settlement transaction (empty
+             *     until known) and `x402` says what was paid.
+             */
+            kind: string;
+            x402?: components["schemas"]["X402View"];
             tx_hash: string;
             /** @description EIP-55 address. */
             from: string;
@@ -947,6 +1178,10 @@ export interface components {
              */
             transfer_id: string;
             chain: string;
+            /** @description `transfer` (a transaction of the agent's) or `x402` (a payment authorization a resource settles, §16). */
+            kind: string;
+            /** @description Set on x402 payments. */
+            x402?: components["schemas"]["X402View"];
             /** @description The asset's symbol (the chain's native symbol for native transfers). */
             asset: string;
             /** @description EIP-55 address of the token contract; null for the native coin. */
@@ -991,7 +1226,7 @@ export interface components {
          * @description Where a transfer stands, as clients see it.
          * @enum {string}
          */
-        TxStatusView: "pending" | "confirmed" | "reverted" | "dropped" | "cancelled";
+        TxStatusView: "pending" | "confirmed" | "reverted" | "dropped" | "cancelled" | "expired";
         /** @description Absent fields stay as they are. */
         UpdateAgent: {
             name?: string | null;
@@ -1004,6 +1239,39 @@ export interface components {
                 [key: string]: string;
             } | null;
         };
+        /** @description The resource's answer and the payment made for it. */
+        X402FetchView: {
+            /**
+             * Format: int32
+             * @description The resource's status (its 402 while a payment awaits approval).
+             */
+            status: number;
+            /** @description Lower-case names. */
+            headers: {
+                [key: string]: string;
+            };
+            /** @description As text (invalid UTF-8 replaced). */
+            body: string;
+            /** @description The body was cut at `X402_MAX_RESPONSE_BYTES`. */
+            truncated: boolean;
+            payment: components["schemas"]["TransferView"] | null;
+        };
+        /** @description What an x402 payment (§16) adds to its transfer. */
+        X402View: {
+            /** @description The resource's URL without its query. */
+            url: string;
+            /** @description The network as the paid entry named it (`eip155:8453`, or `base` in protocol v1). */
+            network: string;
+            /** @description The EIP-3009 nonce, 0x-hex as signed. */
+            nonce: string;
+            /**
+             * Format: int64
+             * @description Unix seconds; an unused authorization expires then.
+             */
+            valid_before: number;
+            /** @description The paid request's answer `{status, headers, body}` (single-transfer reads and the approve answer only). */
+            response?: Record<string, never>;
+        };
     };
     responses: never;
     parameters: never;
@@ -1015,14 +1283,14 @@ export type $defs = Record<string, never>;
 export interface operations {
     list_agents: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description 1..500, default 100. */
-                limit: number | null;
+            query?: {
+                /** @description At least 1 (larger than 500 is cut to 500); default 100. */
+                limit?: number;
                 /** @description Default 0. */
-                offset: number | null;
+                offset?: number;
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         requestBody?: never;
@@ -1036,6 +1304,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentSummaryView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1044,6 +1313,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1076,6 +1346,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentCreatedView"];
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1093,6 +1364,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1101,6 +1373,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1131,6 +1404,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1139,6 +1413,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1147,6 +1422,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1172,6 +1448,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1180,6 +1457,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1188,6 +1466,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1205,6 +1484,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1213,6 +1493,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1221,6 +1502,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1249,6 +1540,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1257,6 +1549,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1265,6 +1558,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1273,6 +1567,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1303,6 +1598,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1311,6 +1607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1319,6 +1616,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1327,6 +1625,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1362,6 +1661,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditEntryView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1370,6 +1670,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1378,6 +1679,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1395,6 +1697,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1425,6 +1728,7 @@ export interface operations {
                     "application/json": components["schemas"]["BalancesView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1433,6 +1737,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1441,6 +1746,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1449,6 +1755,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1483,6 +1790,16 @@ export interface operations {
                     "application/json": components["schemas"]["ExportedKeyView"];
                 };
             };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1500,6 +1817,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1517,6 +1835,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1536,9 +1864,10 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description Optional: without a body, one deposit per agent chain in its native coin */
         requestBody?: {
             content: {
-                "application/json": components["schemas"]["FundRequest"] | null;
+                "application/json": components["schemas"]["FundRequest"];
             };
         };
         responses: {
@@ -1551,6 +1880,16 @@ export interface operations {
                     "application/json": components["schemas"]["FundingView"];
                 };
             };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1559,6 +1898,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1567,6 +1907,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1575,6 +1916,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1583,6 +1925,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1618,6 +1970,7 @@ export interface operations {
                     "application/json": components["schemas"]["OwnerChallengeView"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1626,6 +1979,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1634,6 +1988,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Too many requests (`rate_limited`); see Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1686,7 +2041,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1703,6 +2068,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Too many requests (`rate_limited`); see Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1724,6 +2090,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1732,6 +2099,7 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1740,6 +2108,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1748,6 +2117,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1756,6 +2126,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1781,6 +2152,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1789,6 +2161,7 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1797,6 +2170,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1805,6 +2179,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1813,6 +2188,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1821,6 +2197,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1829,6 +2206,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1859,6 +2246,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1876,6 +2264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1906,6 +2295,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChallengeView"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1914,6 +2304,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1975,6 +2366,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1983,7 +2375,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2000,6 +2402,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Too many requests (`rate_limited`); see Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2013,7 +2416,7 @@ export interface operations {
     list_transactions: {
         parameters: {
             query?: {
-                /** @description 1 to 500 (larger values are cut to 500); default 100. */
+                /** @description At least 1 (larger values are cut to 500); default 100. */
                 limit?: number;
                 /** @description The id of the last transfer of the previous page: this page starts with the next older one. */
                 before?: string;
@@ -2035,6 +2438,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransactionView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2043,6 +2447,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2051,6 +2456,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2059,6 +2465,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2067,6 +2474,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2104,6 +2512,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2112,6 +2521,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2120,6 +2530,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2128,6 +2539,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2136,6 +2548,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with the resource's state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2144,6 +2557,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2152,6 +2566,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2160,6 +2584,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2168,6 +2593,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2176,6 +2602,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -2198,6 +2625,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2206,6 +2634,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2214,6 +2643,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2222,6 +2652,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2230,6 +2661,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2261,6 +2693,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2269,6 +2702,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2277,6 +2711,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2285,6 +2720,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with the resource's state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2293,6 +2729,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2301,6 +2738,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2341,6 +2779,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2349,6 +2788,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2357,6 +2797,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2374,6 +2815,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2382,6 +2824,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2390,6 +2833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2398,6 +2842,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -2429,6 +2874,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2437,6 +2883,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2445,6 +2892,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2453,6 +2901,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with the resource's state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2461,7 +2910,136 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    fetch_paid: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FetchBody"];
+            };
+        };
+        responses: {
+            /** @description The resource's answer (passed through, 3xx included), and the payment made for it if it asked for one */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402FetchView"];
+                };
+            };
+            /** @description The payment awaits an owner's approval: the resource's 402, nothing signed */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402FetchView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `policy_denied` (incl. `host_not_allowed`), `spending_cap_exceeded`, `capability_denied` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the resource's state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `url_not_allowed`, `x402_unsupported`, `price_above_max`, `insufficient_funds`, `validation_failed` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `x402_payment_failed` (details.reason, details.transfer_id) or `upstream_unavailable` */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `upstream_timeout` */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2507,6 +3085,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2515,6 +3094,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatResponseView"];
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2523,6 +3103,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2531,6 +3112,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2539,6 +3121,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2547,6 +3130,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with the resource's state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2555,6 +3139,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2563,6 +3148,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2571,6 +3166,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2579,6 +3175,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2587,6 +3184,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A chain node or the LLM failed or is not configured */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -2619,6 +3217,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description Malformed request (e.g. `invalid_json`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2627,6 +3226,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2635,6 +3235,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2643,6 +3244,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2651,6 +3253,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2659,6 +3262,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2680,16 +3293,16 @@ export interface operations {
     };
     list_conversations: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description Required. */
-                agent_id: string | null;
-                /** @description 1 to 500 (larger values are cut to 500); default 100. */
-                limit: number | null;
+            query: {
+                /** @description The agent whose conversations to list (required; the token must be this agent's). */
+                agent_id: string;
+                /** @description At least 1 (larger values are cut to 500); default 100. */
+                limit?: number;
                 /** @description The id of the last conversation of the previous page: this page starts with the next older one. */
-                before: string | null;
+                before?: string;
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         requestBody?: never;
@@ -2703,6 +3316,7 @@ export interface operations {
                     "application/json": components["schemas"]["ConversationView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2711,6 +3325,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2719,6 +3334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2727,6 +3343,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2735,6 +3352,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2763,6 +3381,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2771,6 +3390,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2779,6 +3399,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2787,6 +3408,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2817,6 +3439,7 @@ export interface operations {
                     "application/json": components["schemas"]["MessageView"][];
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2825,6 +3448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2833,6 +3457,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2841,6 +3466,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2853,16 +3479,17 @@ export interface operations {
     };
     stream_conversation: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description For EventSource clients that cannot set headers. */
+                access_token?: string;
+                /** @description Same as the `Last-Event-ID` header: replay stored events after this id (0: from the start). */
+                last_event_id?: string;
+            };
             header?: {
                 "Last-Event-ID"?: string | null;
             };
             path: {
                 id: string;
-                /** @description For EventSource clients that cannot set headers. */
-                access_token: string | null;
-                /** @description Same as the `Last-Event-ID` header: replay stored events after this id (0: from the start). */
-                last_event_id: string | null;
             };
             cookie?: never;
         };
@@ -2877,6 +3504,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2885,6 +3513,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2893,6 +3522,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2901,6 +3531,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The agent is deleted (`agent_inactive`) */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -2909,6 +3540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A field is invalid (`validation_failed`, ...) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2937,6 +3569,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2945,6 +3578,7 @@ export interface operations {
                     "application/json": components["schemas"]["HealthView"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
             500: {
                 headers: {
                     [name: string]: unknown;
