@@ -23,7 +23,9 @@ RUN touch src/main.rs src/lib.rs \
     && install -m 0755 target/release/agentd /usr/local/bin/agentd
 
 FROM docker.io/library/debian:bookworm-slim
-# ca-certificates: TLS to chain nodes and LLM providers uses the system's roots.
+# ca-certificates: TLS to chain nodes and LLM providers uses the system's roots. Not pinned: it must follow Debian's
+# security updates of the trust store.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \

@@ -46,6 +46,9 @@ fi
 echo "==> typed clients and MCP examples against a real agentd (clients/test.sh; ~17 s warm, ~45 s on a clean machine)"
 ./clients/test.sh
 
+echo "==> the Dockerfile, linted (hadolint)"
+./scripts/lint-container.sh
+
 echo "==> schemathesis against the OpenAPI document (all checks, stateful phase included; ~90 s)"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 

