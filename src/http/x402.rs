@@ -77,6 +77,15 @@ impl X402FetchView {
     }
 }
 
+/// Fetch an HTTP resource, paying its x402 paywall
+///
+/// Fetches `url` for the agent (agent token, `transact`). A resource that answers 402 with an x402 price (protocol
+/// v2 `PAYMENT-REQUIRED`, or v1 in the body) is paid from the agent's wallet with an EIP-3009 authorization of a
+/// registry token, under the same guardrails as a transfer: the price (at most `max_amount`), the policy (per-asset
+/// limits, recipients, `allowed_hosts`), the cap and the reservation are decided before anything is signed. Answers
+/// 200 with the resource's answer and the payment (null when the resource asked for none), or 202 when the payment
+/// awaits an owner's approval. URLs that are not public http(s) are refused (422 `url_not_allowed`); redirects are
+/// passed back unfollowed. With an `Idempotency-Key` a repeat answers the first answer again.
 #[utoipa::path(post, path = "/api/agents/{id}/x402/fetch", tag = "wallets", request_body = FetchBody,
     params(("id" = String, Path, format = "uuid"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
