@@ -50,7 +50,8 @@ async fn list_transactions(
     if limit < 1 {
         return Err(AppError::field("limit", "must be at least 1"));
     }
-    let before = match params.before.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+    // An empty `before` is no id (the document says uuid): refused like any other malformed cursor.
+    let before = match params.before.as_deref().map(str::trim) {
         Some(text) => Some(parse_id(text).ok_or_else(|| AppError::field("before", "must be a transfer id"))?),
         None => None,
     };

@@ -127,6 +127,7 @@ async fn conversations_are_paged_with_limit_and_before() {
         ("limit=0", "limit"),
         ("limit=many", "limit"),
         ("before=nope", "before"),
+        ("before=", "before"),
         (&*format!("before={foreign}"), "before"),
     ] {
         let (status, body) = list_page(&app, &agent, query).await;

@@ -215,7 +215,7 @@ async fn transactions_page_newest_first_with_limit_and_before() {
     let (_, end) = page(&app, &agent, &format!("?before={}", made[2])).await;
     assert_eq!(ids(&end), Vec::<String>::new());
 
-    for query in ["?limit=0", "?limit=x", "?before=nope"] {
+    for query in ["?limit=0", "?limit=x", "?before=nope", "?before="] {
         let refused = page(&app, &agent, query).await;
         assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
     }
