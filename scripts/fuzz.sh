@@ -60,6 +60,7 @@ set +e
 "$VENV/bin/schemathesis" run "$BASE/api/openapi.json" \
   --checks all \
   --max-time "$SECONDS_BUDGET" \
+  ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
   --workers 1 \
   --exclude-path-regex 'stream' \
   -H "X-Agent-Access-Token: $TOKEN" \
