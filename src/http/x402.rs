@@ -77,6 +77,15 @@ impl X402FetchView {
     }
 }
 
+/// Fetch a URL, paying its x402 paywall
+///
+/// Fetches `url` for the agent (agent token, `transact`) and, when the resource answers 402 with an x402 price list
+/// (protocol v2 `PAYMENT-REQUIRED` or v1), pays it from the agent's wallet under its guardrails: the price against
+/// `max_amount`, the policy (`allowed_hosts`, per-asset limits, recipients, approvals), the spending cap, a
+/// reservation and the token balance, all decided before an EIP-3009 authorization is signed. Answers 200 with the
+/// resource's answer and the payment (null when none was asked), or 202 when the payment awaits approval (nothing
+/// signed). The URL must be http(s) and globally routable unless `X402_ALLOW_PRIVATE`; redirects are handed back
+/// unfollowed. With an `Idempotency-Key` a repeat answers the first answer again.
 #[utoipa::path(post, path = "/api/agents/{id}/x402/fetch", tag = "wallets", request_body = FetchBody,
     params(("id" = String, Path, format = "uuid"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
