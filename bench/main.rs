@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -7,16 +7,19 @@
 mod anvil;
 mod common;
 mod http;
+#[path = "../tests/api/helpers/paywall.rs"]
+mod paywall;
 mod sends;
 mod server;
 #[path = "../tests/api/helpers/solidity.rs"]
 mod solidity;
 mod stream;
 mod turn;
+mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 4] = ["http", "turn", "sends", "stream"];
+const SECTIONS: [&str; 5] = ["http", "turn", "sends", "stream", "x402"];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything starting with `-` is a harness flag, not a section.
@@ -45,6 +48,7 @@ fn main() {
                 "http" => http::run().await,
                 "turn" => turn::run().await,
                 "sends" => sends::run().await,
+                "x402" => x402::run().await,
                 _ => stream::run().await,
             }
         });

@@ -59,7 +59,8 @@ pub fn call_result(result: &ToolResult) -> CallToolResult {
 }
 
 /// Only the argument names the registry's tools declare are kept (chains, addresses, amounts, hashes, limits:
-/// nothing secret). Anything else a client adds is left out of the audit record, and long values are cut.
+/// nothing secret). Anything else a client adds is left out of the audit record, and long values are cut. A `url`
+/// (`pay_http`) is kept without its query, fragment and credentials, which may hold the caller's keys (§16).
 pub fn audited_arguments(arguments: &Value) -> Value {
     let Some(object) = arguments.as_object() else {
         return json!({});
@@ -69,16 +70,36 @@ pub fn audited_arguments(arguments: &Value) -> Value {
         .iter()
         .filter(|(key, _)| keys.contains(key))
         .map(|(key, value)| {
+            let value = match (key.as_str(), value.as_str()) {
+                ("url", Some(url)) => json!(audited_url(url)),
+                _ => value.clone(),
+            };
             let text = value.to_string();
             let value = if text.len() > 200 {
                 json!(format!("{}...", text.chars().take(200).collect::<String>()))
             } else {
-                value.clone()
+                value
             };
             (key.clone(), value)
         })
         .collect();
     Value::Object(kept)
+}
+
+/// A URL as the audit log keeps it: scheme, host, port and path only. Text that does not parse as a URL (and so
+/// was never fetched) is not kept at all.
+fn audited_url(text: &str) -> String {
+    match reqwest::Url::parse(text) {
+        Ok(mut url) => {
+            url.set_query(None);
+            url.set_fragment(None);
+            // Both fail only for URLs that cannot carry credentials.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) => "(not a URL)".to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -106,6 +127,13 @@ mod tests {
             audited_arguments(&args),
             json!({ "chain": "base", "amount": "0.1", "to": "0xabc" })
         );
+        let paid =
+            json!({ "url": "https://user:pw@api.example.com:8443/v1/data?api_key=k1#frag", "max_amount": "0.05" });
+        assert_eq!(
+            audited_arguments(&paid),
+            json!({ "url": "https://api.example.com:8443/v1/data", "max_amount": "0.05" })
+        );
+        assert_eq!(audited_arguments(&json!({ "url": "api_key=k1" }))["url"], "(not a URL)");
         let long = json!({ "address": "x".repeat(500) });
         assert!(audited_arguments(&long)["address"].as_str().unwrap().len() < 220);
     }

@@ -6,6 +6,7 @@
 mod elicitation;
 mod http;
 mod stdio;
+mod x402;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
