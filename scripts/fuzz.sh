@@ -61,6 +61,7 @@ set +e
   --checks all \
   --max-time "$SECONDS_BUDGET" \
   ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
+  ${FUZZ_MAX_EXAMPLES:+--max-examples "$FUZZ_MAX_EXAMPLES"} \
   --workers 1 \
   --exclude-path-regex 'stream' \
   -H "X-Agent-Access-Token: $TOKEN" \
