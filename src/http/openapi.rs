@@ -1,18 +1,25 @@
 //! Finishing touches on the document the handlers' annotations build, applied to every operation alike (so a new
 //! route gets them without a line of its own): the errors every body-taking route can answer, the optional `fund`
 //! body (an object, never `null`), and the OpenAPI links from `POST /api/agents` to the agent's routes that let a
-//! client (or a stateful fuzzer) follow a created agent's `id`.
+//! client (or a stateful fuzzer) follow a created agent's `id`; the 5xx every operation (500) or every operation
+//! that reaches a chain node or the LLM (502/503/504) can answer; and an example on every request body and on
+//! the main success response of every operation (`examples.rs`).
+
+mod examples;
 
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::request_body::RequestBody;
-use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Required, ResponseBuilder};
+use utoipa::openapi::schema::{ArrayItems, Schema};
+use utoipa::openapi::{Content, ContentBuilder, OpenApi, Ref, RefOr, Required, ResponseBuilder};
 
 /// Applies the finishing touches; called on the document served and on the one `agentd openapi` prints.
 pub fn finish(mut doc: OpenApi) -> OpenApi {
     add_body_errors(&mut doc);
     optional_fund_body(&mut doc);
     add_agent_links(&mut doc);
+    add_server_errors(&mut doc);
     describe_responses(&mut doc);
+    add_examples(&mut doc);
     doc
 }
 
@@ -97,7 +104,15 @@ fn status_description(status: &str) -> &'static str {
         "422" => "A field is invalid (`validation_failed`, ...)",
         "429" => "Too many requests (`rate_limited`); see Retry-After",
         "500" => "Internal error (`internal_error`); details only in the server's log",
-        "502" | "503" | "504" => "A chain node or the LLM failed or is not configured",
+        "502" => {
+            "A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: \
+                  a token address that does not answer as an ERC-20)"
+        }
+        "503" => {
+            "A chain or the LLM is not configured or not usable (`upstream_unavailable`, or \
+                  `token_decimals_mismatch`: the token's decimals on chain differ from the registry's)"
+        }
+        "504" => "A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`)",
         _ => "See the error code",
     }
 }
@@ -112,6 +127,89 @@ fn describe_responses(doc: &mut OpenApi) {
                     && response.description.trim().is_empty()
                 {
                     response.description = status_description(status).to_string();
+                }
+            }
+        }
+    }
+}
+
+/// Operations that reach a chain node or the LLM, and so can answer 502/503/504.
+const UPSTREAM_OPERATIONS: &[&str] = &[
+    "create_transfer",
+    "approve_transfer",
+    "cancel_transfer",
+    "fetch_paid",
+    "chat",
+    "chat_stream",
+];
+
+/// 500 on every operation; 502/503/504 on the operations that reach a chain node or the LLM. An annotation's own
+/// description is kept.
+fn add_server_errors(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations(item) {
+            let upstream = op
+                .operation_id
+                .as_deref()
+                .is_some_and(|id| UPSTREAM_OPERATIONS.contains(&id));
+            let statuses: &[&str] = if upstream {
+                &["500", "502", "503", "504"]
+            } else {
+                &["500"]
+            };
+            for status in statuses {
+                op.responses
+                    .responses
+                    .entry((*status).into())
+                    .or_insert_with(|| error_response(status_description(status)));
+            }
+        }
+    }
+}
+
+/// The example of a schema as the document writes it: a named component, or a list of one.
+fn schema_example(schema: &RefOr<Schema>) -> Option<serde_json::Value> {
+    match schema {
+        RefOr::Ref(reference) => examples::component(reference.ref_location.rsplit('/').next()?),
+        RefOr::T(Schema::Array(array)) => match &array.items {
+            ArrayItems::RefOrSchema(item) => Some(serde_json::Value::Array(vec![schema_example(item)?])),
+            ArrayItems::False => None,
+        },
+        RefOr::T(_) => None,
+    }
+}
+
+fn set_example(media_type: &str, content: &mut RefOr<Content>) {
+    let RefOr::T(content) = content else {
+        return;
+    };
+    if content.example.is_some() || !content.examples.is_empty() {
+        return;
+    }
+    content.example = match &content.schema {
+        Some(schema) if media_type == "application/json" => schema_example(schema),
+        _ => examples::text(media_type),
+    };
+}
+
+/// An example on every request body and on the lowest 2xx response (the main success) of every operation.
+fn add_examples(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations(item) {
+            if let Some(RefOr::T(body)) = op.request_body.as_mut() {
+                for (media_type, content) in body.content.iter_mut() {
+                    set_example(media_type, content);
+                }
+            }
+            let success = op
+                .responses
+                .responses
+                .iter_mut()
+                .filter(|(status, _)| status.starts_with('2'))
+                .min_by(|(a, _), (b, _)| a.cmp(b));
+            if let Some((_, RefOr::T(response))) = success {
+                for (media_type, content) in response.content.iter_mut() {
+                    set_example(media_type, content);
                 }
             }
         }

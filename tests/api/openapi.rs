@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wait_for_transactions, wallet, wei};
-use crate::helpers::openapi::{Oracle, final_event};
+use crate::helpers::openapi::{Document, Oracle, final_event};
 use crate::helpers::{CreatedAgent, TestApp, TestResponse, checksummed, sign, spawn_app, token_proof};
 use alloy::signers::local::PrivateKeySigner;
 
@@ -640,6 +640,132 @@ fn every_operation_has_a_summary_a_description_and_its_body_errors() {
                 );
             }
         }
+    }
+}
+
+/// The main success of an operation: its lowest 2xx status.
+fn main_success(op: &Value) -> String {
+    op["responses"]
+        .as_object()
+        .expect("responses")
+        .keys()
+        .filter(|status| status.starts_with('2'))
+        .min()
+        .cloned()
+        .expect("a success status")
+}
+
+/// Every request body, and the main success response of every operation that has a body, carries an example for
+/// each media type, and each example validates against the schema beside it.
+#[test]
+fn every_operation_has_examples_that_validate_against_their_schemas() {
+    let value = serde_json::to_value(agentd::http::openapi()).unwrap();
+    let doc = Document(value.clone());
+    let mut checked = 0;
+    for (method, path, op) in operations(&value) {
+        let success = main_success(&op);
+        let mut contents = vec![(success.clone(), &op["responses"][&success]["content"])];
+        if let Some(body) = op.get("requestBody") {
+            contents.push(("request body".to_string(), &body["content"]));
+        }
+        for (what, content) in contents {
+            for (media, content) in content.as_object().into_iter().flatten() {
+                let example = content
+                    .get("example")
+                    .unwrap_or_else(|| panic!("{method} {path} {what} ({media}) has no example"));
+                let schema = content.get("schema").expect("a schema beside the example");
+                let problems = doc.validate(schema, example);
+                assert!(
+                    problems.is_empty(),
+                    "{method} {path} {what} ({media}): the example does not validate: {problems:#?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    // 33 success bodies but the two 204s, plus 10 request bodies.
+    assert!(checked >= 40, "only {checked} examples checked");
+}
+
+/// The validator the examples go through refuses what the schemas' constraints refuse (so the test above can fail).
+#[test]
+fn the_example_validator_applies_the_schemas_constraints() {
+    let value = serde_json::to_value(agentd::http::openapi()).unwrap();
+    let doc = Document(value.clone());
+    let create = &value["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"];
+    let mut example = create["example"].clone();
+    assert!(doc.validate(&create["schema"], &example).is_empty());
+    for (field, bad) in [
+        ("name", json!("")),
+        ("name", json!("x".repeat(101))),
+        ("chains", json!([])),
+        ("spending_cap", json!(-1)),
+        ("capabilities", json!(["fly"])),
+        ("unknown", json!(1)),
+    ] {
+        let good = example.get(field).cloned();
+        example[field] = bad.clone();
+        assert!(
+            !doc.validate(&create["schema"], &example).is_empty(),
+            "{field} = {bad} passed"
+        );
+        match good {
+            Some(good) => example[field] = good,
+            None => {
+                example.as_object_mut().unwrap().remove(field);
+            }
+        }
+    }
+    let detail = doc.component("AgentDetailView");
+    let mut agent =
+        value["paths"]["/api/agents/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["example"].clone();
+    assert!(doc.validate(detail, &agent).is_empty());
+    agent["id"] = json!("not-a-uuid");
+    agent["created_at"] = json!("yesterday");
+    assert_eq!(doc.validate(detail, &agent).len(), 2, "{agent}");
+    let policy = doc.component("PolicyBody");
+    assert!(!doc.validate(policy, &json!({"approval_ttl_secs": 604_801})).is_empty());
+}
+
+/// Every operation documents 500 `internal_error`; the ones that reach a chain node or the LLM document 502, 503
+/// and 504 too.
+#[test]
+fn every_operation_documents_its_server_errors() {
+    const UPSTREAM: &[(&str, &str)] = &[
+        ("POST", "/api/agents/{id}/transfers"),
+        ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
+        ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
+        ("POST", "/api/agents/{id}/x402/fetch"),
+        ("POST", "/api/chat"),
+        ("POST", "/api/chat/stream"),
+    ];
+    let doc = serde_json::to_value(agentd::http::openapi()).unwrap();
+    for (method, path, op) in operations(&doc) {
+        let mut statuses = vec!["500"];
+        if UPSTREAM.contains(&(method.as_str(), path.as_str())) {
+            statuses.extend(["502", "503", "504"]);
+        }
+        for status in statuses {
+            let response = &op["responses"][status];
+            assert_eq!(
+                response["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody",
+                "{method} {path} does not document {status}: {response}"
+            );
+        }
+    }
+    let transfer = &doc["paths"]["/api/agents/{id}/transfers/{transfer_id}/approve"]["post"]["responses"];
+    for (status, code) in [
+        ("500", "internal_error"),
+        ("502", "upstream_unavailable"),
+        ("502", "token_unavailable"),
+        ("503", "token_decimals_mismatch"),
+        ("504", "upstream_timeout"),
+    ] {
+        let description = transfer[status]["description"].as_str().unwrap();
+        assert!(
+            description.contains(code),
+            "{status} does not name {code}: {description}"
+        );
     }
 }
 

@@ -1311,6 +1311,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "capabilities": [
+                     *           "read",
+                     *           "transact"
+                     *         ],
+                     *         "chains": [
+                     *           "base"
+                     *         ],
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "description": "Pays invoices under 50 USDC on Base",
+                     *         "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *         "is_active": true,
+                     *         "name": "treasury-bot"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["AgentSummaryView"][];
                 };
             };
@@ -1332,6 +1350,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     create_agent: {
@@ -1343,6 +1370,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "capabilities": [
+                 *         "read",
+                 *         "transact"
+                 *       ],
+                 *       "chains": [
+                 *         "base"
+                 *       ],
+                 *       "name": "treasury-bot",
+                 *       "owner_addresses": {
+                 *         "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                 *       },
+                 *       "spending_cap": 100
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateAgent"];
             };
         };
@@ -1353,6 +1396,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "access_token": "agt_Q2xhdWRlIHNheXMgaGVsbG8gdG8gdGhlIGFnZW50ZC",
+                     *       "capabilities": [
+                     *         "read",
+                     *         "transact"
+                     *       ],
+                     *       "chains": [
+                     *         "base"
+                     *       ],
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Pays invoices under 50 USDC on Base",
+                     *       "guarded": true,
+                     *       "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "is_active": true,
+                     *       "name": "treasury-bot",
+                     *       "owner_addresses": {
+                     *         "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *       },
+                     *       "spending_cap": 100,
+                     *       "spent": {
+                     *         "base": "0.01"
+                     *       },
+                     *       "updated_at": "2026-11-23T10:05:00Z",
+                     *       "wallet_addresses": {
+                     *         "base": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentCreatedView"];
                 };
             };
@@ -1392,6 +1464,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_agent: {
@@ -1411,6 +1492,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "capabilities": [
+                     *         "read",
+                     *         "transact"
+                     *       ],
+                     *       "chains": [
+                     *         "base"
+                     *       ],
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Pays invoices under 50 USDC on Base",
+                     *       "guarded": true,
+                     *       "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "is_active": true,
+                     *       "name": "treasury-bot",
+                     *       "owner_addresses": {
+                     *         "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *       },
+                     *       "spending_cap": 100,
+                     *       "spent": {
+                     *         "base": "0.01"
+                     *       },
+                     *       "updated_at": "2026-11-23T10:05:00Z",
+                     *       "wallet_addresses": {
+                     *         "base": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
@@ -1441,6 +1550,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     update_agent: {
@@ -1454,6 +1572,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "treasury-bot-2",
+                 *       "spending_cap": 250
+                 *     }
+                 */
                 "application/json": components["schemas"]["UpdateAgent"];
             };
         };
@@ -1464,6 +1588,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "capabilities": [
+                     *         "read",
+                     *         "transact"
+                     *       ],
+                     *       "chains": [
+                     *         "base"
+                     *       ],
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Pays invoices under 50 USDC on Base",
+                     *       "guarded": true,
+                     *       "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "is_active": true,
+                     *       "name": "treasury-bot",
+                     *       "owner_addresses": {
+                     *         "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *       },
+                     *       "spending_cap": 100,
+                     *       "spent": {
+                     *         "base": "0.01"
+                     *       },
+                     *       "updated_at": "2026-11-23T10:05:00Z",
+                     *       "wallet_addresses": {
+                     *         "base": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
@@ -1530,6 +1682,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_agent: {
@@ -1586,6 +1747,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_approvals: {
@@ -1605,6 +1775,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "amount": "12.5",
+                     *         "amount_wei": "12500000",
+                     *         "asset": "USDC",
+                     *         "block_number": 23456789,
+                     *         "chain": "base",
+                     *         "conversation_id": null,
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "expires_at": null,
+                     *         "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *         "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *         "kind": "transfer",
+                     *         "nonce": 7,
+                     *         "replaced_hashes": [],
+                     *         "status": "confirmed",
+                     *         "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *         "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *         "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *         "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *         "updated_at": "2026-11-23T10:05:00Z"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["TransferView"][];
                 };
             };
@@ -1644,6 +1840,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_audit: {
@@ -1668,6 +1873,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "action": "policy.updated",
+                     *         "actor": "owner",
+                     *         "at": "2026-11-23T10:00:00Z",
+                     *         "detail": {
+                     *           "approve_new_recipients": true
+                     *         },
+                     *         "hash": "5f2b8c1d9e0a7f6b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3",
+                     *         "id": 42
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["AuditEntryView"][];
                 };
             };
@@ -1716,6 +1935,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_balances: {
@@ -1735,6 +1963,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "balances": {
+                     *         "base": {
+                     *           "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "formatted": "0.25",
+                     *           "symbol": "ETH",
+                     *           "tokens": {
+                     *             "USDC": {
+                     *               "address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *               "decimals": 6,
+                     *               "formatted": "40",
+                     *               "units": "40000000"
+                     *             }
+                     *           },
+                     *           "wei": "250000000000000000"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["BalancesView"];
                 };
             };
@@ -1774,6 +2023,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     export_key: {
@@ -1787,6 +2045,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "chain": "base",
+                 *       "confirm": true
+                 *     }
+                 */
                 "application/json": components["schemas"]["ExportKey"];
             };
         };
@@ -1797,6 +2061,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "chain": "base",
+                     *       "private_key": "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExportedKeyView"];
                 };
             };
@@ -1863,6 +2134,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     fund_agent: {
@@ -1877,6 +2157,13 @@ export interface operations {
         /** @description Optional: without a body, one deposit per agent chain in its native coin */
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "amount": "25",
+                 *       "asset": "USDC",
+                 *       "chain": "base"
+                 *     }
+                 */
                 "application/json": components["schemas"]["FundRequest"];
             };
         };
@@ -1887,6 +2174,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "deposits": [
+                     *         {
+                     *           "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "amount": "25",
+                     *           "amount_wei": "25000000",
+                     *           "chain": "base",
+                     *           "chain_id": 8453,
+                     *           "explorer_url": "https://basescan.org/address/0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "payment_uri": "ethereum:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913@8453/transfer?address=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed&uint256=25000000",
+                     *           "symbol": "USDC",
+                     *           "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *         }
+                     *       ],
+                     *       "instructions": "Send 25 USDC on Base to the address above, or scan the payment URI with a wallet."
+                     *     }
+                     */
                     "application/json": components["schemas"]["FundingView"];
                 };
             };
@@ -1953,6 +2259,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     owner_challenge: {
@@ -1977,6 +2292,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "expires_at": "2026-11-23T10:05:00Z",
+                     *       "message": "agentd.example.com wants you to sign in with your Ethereum account:\n0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359\n\nSign in as an owner of agent 1b4e28ba-2fa1-11d2-883f-0016d3cca427.\n\nURI: https://agentd.example.com/api/agents/1b4e28ba-2fa1-11d2-883f-0016d3cca427\nVersion: 1\nChain ID: 8453\nNonce: 0123456789abcdef\nIssued At: 2026-11-23T10:00:00.000Z\nExpiration Time: 2026-11-23T10:05:00.000Z",
+                     *       "nonce": "0123456789abcdef"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OwnerChallengeView"];
                 };
             };
@@ -2007,6 +2329,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     owner_session: {
@@ -2020,6 +2351,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "chain": "base",
+                 *       "message": "agentd.example.com wants you to sign in with your Ethereum account:\n0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359\n\nSign in as an owner of agent 1b4e28ba-2fa1-11d2-883f-0016d3cca427.\n\nURI: https://agentd.example.com/api/agents/1b4e28ba-2fa1-11d2-883f-0016d3cca427\nVersion: 1\nChain ID: 8453\nNonce: 0123456789abcdef\nIssued At: 2026-11-23T10:00:00.000Z\nExpiration Time: 2026-11-23T10:05:00.000Z",
+                 *       "signature": "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb5322505d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b"
+                 *     }
+                 */
                 "application/json": components["schemas"]["OpenSession"];
             };
         };
@@ -2030,6 +2368,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "expires_at": "2026-11-23T11:00:00Z",
+                     *       "owner_token": "own_T3duZXIgc2Vzc2lvbiB0b2tlbiBmb3IgdGhlIGRvY3"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OwnerSessionView"];
                 };
             };
@@ -2087,6 +2431,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_policy: {
@@ -2106,6 +2459,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "allowed_hosts": [
+                     *         "api.example.com"
+                     *       ],
+                     *       "allowed_recipients": [
+                     *         "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+                     *       ],
+                     *       "approval_ttl_secs": 3600,
+                     *       "approve_new_recipients": true,
+                     *       "blocked_recipients": [],
+                     *       "limits": {
+                     *         "USDC": {
+                     *           "approval_above": "25",
+                     *           "per_day": "200",
+                     *           "per_transfer": "50"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
@@ -2145,6 +2518,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     put_policy: {
@@ -2158,6 +2540,26 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "allowed_hosts": [
+                 *         "api.example.com"
+                 *       ],
+                 *       "allowed_recipients": [
+                 *         "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+                 *       ],
+                 *       "approval_ttl_secs": 3600,
+                 *       "approve_new_recipients": true,
+                 *       "blocked_recipients": [],
+                 *       "limits": {
+                 *         "USDC": {
+                 *           "approval_above": "25",
+                 *           "per_day": "200",
+                 *           "per_transfer": "50"
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["PolicyBody"];
             };
         };
@@ -2168,6 +2570,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "allowed_hosts": [
+                     *         "api.example.com"
+                     *       ],
+                     *       "allowed_recipients": [
+                     *         "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+                     *       ],
+                     *       "approval_ttl_secs": 3600,
+                     *       "approve_new_recipients": true,
+                     *       "blocked_recipients": [],
+                     *       "limits": {
+                     *         "USDC": {
+                     *           "approval_above": "25",
+                     *           "per_day": "200",
+                     *           "per_transfer": "50"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
@@ -2234,6 +2656,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     reactivate_agent: {
@@ -2253,6 +2684,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "capabilities": [
+                     *         "read",
+                     *         "transact"
+                     *       ],
+                     *       "chains": [
+                     *         "base"
+                     *       ],
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Pays invoices under 50 USDC on Base",
+                     *       "guarded": true,
+                     *       "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "is_active": true,
+                     *       "name": "treasury-bot",
+                     *       "owner_addresses": {
+                     *         "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *       },
+                     *       "spending_cap": 100,
+                     *       "spent": {
+                     *         "base": "0.01"
+                     *       },
+                     *       "updated_at": "2026-11-23T10:05:00Z",
+                     *       "wallet_addresses": {
+                     *         "base": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentDetailView"];
                 };
             };
@@ -2283,6 +2742,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     issue_challenge: {
@@ -2302,6 +2770,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "expires_at": "2026-11-23T10:05:00Z",
+                     *       "message": "agentd.example.com wants you to sign in with your Ethereum account:\n0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359\n\nSign in as an owner of agent 1b4e28ba-2fa1-11d2-883f-0016d3cca427.\n\nURI: https://agentd.example.com/api/agents/1b4e28ba-2fa1-11d2-883f-0016d3cca427\nVersion: 1\nChain ID: 8453\nNonce: 0123456789abcdef\nIssued At: 2026-11-23T10:00:00.000Z\nExpiration Time: 2026-11-23T10:05:00.000Z",
+                     *       "nonce": "0123456789abcdef"
+                     *     }
+                     */
                     "application/json": components["schemas"]["ChallengeView"];
                 };
             };
@@ -2332,6 +2807,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     reissue_token: {
@@ -2345,6 +2829,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "proof": {
+                 *         "chain": "base",
+                 *         "message": "agentd.example.com wants you to sign in with your Ethereum account:\n0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359\n\nSign in as an owner of agent 1b4e28ba-2fa1-11d2-883f-0016d3cca427.\n\nURI: https://agentd.example.com/api/agents/1b4e28ba-2fa1-11d2-883f-0016d3cca427\nVersion: 1\nChain ID: 8453\nNonce: 0123456789abcdef\nIssued At: 2026-11-23T10:00:00.000Z\nExpiration Time: 2026-11-23T10:05:00.000Z",
+                 *         "signature": "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb5322505d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b",
+                 *         "type": "wallet_signature"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["ReissueRequest"];
             };
         };
@@ -2355,6 +2849,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "access_token": "agt_Q2xhdWRlIHNheXMgaGVsbG8gdG8gdGhlIGFnZW50ZC",
+                     *       "agent": {
+                     *         "capabilities": [
+                     *           "read",
+                     *           "transact"
+                     *         ],
+                     *         "chains": [
+                     *           "base"
+                     *         ],
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "description": "Pays invoices under 50 USDC on Base",
+                     *         "guarded": true,
+                     *         "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *         "is_active": true,
+                     *         "name": "treasury-bot",
+                     *         "owner_addresses": {
+                     *           "base": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *         },
+                     *         "spending_cap": 100,
+                     *         "spent": {
+                     *           "base": "0.01"
+                     *         },
+                     *         "updated_at": "2026-11-23T10:05:00Z",
+                     *         "wallet_addresses": {
+                     *           "base": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ReissuedView"];
                 };
             };
@@ -2421,6 +2946,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_transactions: {
@@ -2445,6 +2979,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "amount": "12.5",
+                     *         "asset": "USDC",
+                     *         "block_number": 23456789,
+                     *         "chain": "base",
+                     *         "conversation_id": null,
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "gas_used": 51234,
+                     *         "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *         "kind": "transfer",
+                     *         "nonce": 7,
+                     *         "replaced_hashes": [],
+                     *         "status": "confirmed",
+                     *         "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *         "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *         "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *         "updated_at": "2026-11-23T10:05:00Z",
+                     *         "value": "0",
+                     *         "value_wei": "0"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["TransactionView"][];
                 };
             };
@@ -2493,6 +3052,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     create_transfer: {
@@ -2509,6 +3077,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "amount": "12.5",
+                 *       "asset": "USDC",
+                 *       "chain": "base",
+                 *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+                 *     }
+                 */
                 "application/json": components["schemas"]["NewTransfer"];
             };
         };
@@ -2519,6 +3095,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
@@ -2594,7 +3194,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2603,7 +3212,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2612,7 +3221,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -2641,6 +3250,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
@@ -2680,6 +3313,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     approve_transfer: {
@@ -2700,6 +3342,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
@@ -2748,8 +3414,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2777,6 +3470,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
@@ -2834,7 +3551,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -2843,7 +3569,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2852,7 +3578,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -2881,6 +3607,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TransferView"];
                 };
             };
@@ -2929,6 +3679,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     fetch_paid: {
@@ -2945,6 +3704,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "asset": "USDC",
+                 *       "headers": {
+                 *         "accept": "application/json"
+                 *       },
+                 *       "max_amount": "0.10",
+                 *       "method": "GET",
+                 *       "url": "https://api.example.com/reports/latest"
+                 *     }
+                 */
                 "application/json": components["schemas"]["FetchBody"];
             };
         };
@@ -2955,6 +3725,44 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "body": "{\"report\":\"ok\"}",
+                     *       "headers": {
+                     *         "content-type": "application/json"
+                     *       },
+                     *       "payment": {
+                     *         "amount": "0.05",
+                     *         "amount_wei": "50000",
+                     *         "asset": "USDC",
+                     *         "block_number": null,
+                     *         "chain": "base",
+                     *         "conversation_id": null,
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "expires_at": null,
+                     *         "explorer_url": null,
+                     *         "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *         "kind": "x402",
+                     *         "nonce": null,
+                     *         "replaced_hashes": [],
+                     *         "status": "pending",
+                     *         "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *         "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *         "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *         "tx_hash": null,
+                     *         "updated_at": "2026-11-23T10:05:00Z",
+                     *         "x402": {
+                     *           "network": "base",
+                     *           "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                     *           "url": "https://api.example.com/reports/latest",
+                     *           "valid_before": 1795428300
+                     *         }
+                     *       },
+                     *       "status": 200,
+                     *       "truncated": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["X402FetchView"];
                 };
             };
@@ -3039,8 +3847,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `x402_payment_failed` (details.reason, details.transfer_id) or `upstream_unavailable` */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3074,7 +3900,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "chain_id": 8453,
+                     *         "configured": true,
+                     *         "decimals": 18,
+                     *         "explorer_url": "https://basescan.org",
+                     *         "name": "base",
+                     *         "native_symbol": "ETH",
+                     *         "tokens": [
+                     *           {
+                     *             "address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *             "decimals": 6,
+                     *             "symbol": "USDC"
+                     *           }
+                     *         ]
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["ChainView"][];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3091,6 +3945,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                 *       "conversation_id": "c56a4180-65aa-42ec-a945-5fd21dec0538",
+                 *       "message": "What is my balance on Base?"
+                 *     }
+                 */
                 "application/json": components["schemas"]["ChatRequest"];
             };
         };
@@ -3101,6 +3962,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "chain_calls": [
+                     *         {
+                     *           "args": {
+                     *             "chain": "base"
+                     *           },
+                     *           "duration_ms": 84,
+                     *           "id": "call_1",
+                     *           "result": {
+                     *             "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *             "chain": "base",
+                     *             "formatted": "0.25",
+                     *             "symbol": "ETH"
+                     *           },
+                     *           "tool": "get_balance"
+                     *         }
+                     *       ],
+                     *       "conversation_id": "c56a4180-65aa-42ec-a945-5fd21dec0538",
+                     *       "message_id": "9f1c2b3a-4d5e-4f60-8a7b-6c5d4e3f2a1b",
+                     *       "response": "Your Base wallet holds 0.25 ETH.",
+                     *       "tokens_used": 412
+                     *     }
+                     */
                     "application/json": components["schemas"]["ChatResponseView"];
                 };
             };
@@ -3176,7 +4061,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -3185,7 +4079,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3194,7 +4088,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A chain node or the LLM failed or is not configured */
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -3214,6 +4108,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                 *       "conversation_id": "c56a4180-65aa-42ec-a945-5fd21dec0538",
+                 *       "message": "What is my balance on Base?"
+                 *     }
+                 */
                 "application/json": components["schemas"]["ChatRequest"];
             };
         };
@@ -3224,6 +4125,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example event: start
+                     *     data: {"conversation_id":"c56a4180-65aa-42ec-a945-5fd21dec0538"}
+                     *
+                     *     event: text_delta
+                     *     data: {"text":"Your Base wallet holds 0.25 ETH."}
+                     */
                     "text/event-stream": string;
                 };
             };
@@ -3299,6 +4207,42 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_conversations: {
@@ -3323,6 +4267,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "id": "c56a4180-65aa-42ec-a945-5fd21dec0538",
+                     *         "message_count": 2,
+                     *         "title": "What is my balance on Base?",
+                     *         "updated_at": "2026-11-23T10:05:00Z"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["ConversationView"][];
                 };
             };
@@ -3364,6 +4320,15 @@ export interface operations {
             };
             /** @description A field is invalid (`validation_failed`, ...) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3427,6 +4392,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_messages: {
@@ -3446,6 +4420,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "chain_calls": [
+                     *           {
+                     *             "args": {
+                     *               "chain": "base"
+                     *             },
+                     *             "duration_ms": 84,
+                     *             "id": "call_1",
+                     *             "result": {
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *               "chain": "base",
+                     *               "formatted": "0.25",
+                     *               "symbol": "ETH"
+                     *             },
+                     *             "tool": "get_balance"
+                     *           }
+                     *         ],
+                     *         "content": "Your Base wallet holds 0.25 ETH.",
+                     *         "created_at": "2026-11-23T10:05:00Z",
+                     *         "id": "9f1c2b3a-4d5e-4f60-8a7b-6c5d4e3f2a1b",
+                     *         "role": "assistant"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["MessageView"][];
                 };
             };
@@ -3485,6 +4485,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     stream_conversation: {
@@ -3511,6 +4520,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example event: start
+                     *     data: {"conversation_id":"c56a4180-65aa-42ec-a945-5fd21dec0538"}
+                     *
+                     *     event: text_delta
+                     *     data: {"text":"Your Base wallet holds 0.25 ETH."}
+                     */
                     "text/event-stream": string;
                 };
             };
@@ -3568,6 +4584,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     health: {
@@ -3585,6 +4610,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "database": "ok",
+                     *       "status": "ok",
+                     *       "version": "0.1.0"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthView"];
                 };
             };
@@ -3614,11 +4646,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example # HELP agentd_http_requests_total HTTP requests answered.
+                     *     # TYPE agentd_http_requests_total counter
+                     *     agentd_http_requests_total{method="GET",route="/health",status="200"} 42
+                     */
                     "text/plain": string;
                 };
             };
             /** @description METRICS_TOKEN is set and the request does not carry it as a bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

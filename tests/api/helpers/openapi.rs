@@ -1,7 +1,8 @@
 //! The OpenAPI document as a test oracle: finds the documented response of a method, path and status, validates a
 //! JSON body against its schema, and (`Oracle`) checks whole responses while recording the routes that answered. The validator covers the subset utoipa emits (`$ref`, `type` including
 //! lists with `null`, `properties`, `required`, `additionalProperties`, `items`, `enum`, `oneOf`/`anyOf`/`allOf`,
-//! `minimum`; `format` is ignored) and is stricter than JSON Schema in one way on purpose: an object schema that
+//! `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`, the `uuid` and `date-time` formats; a
+//! `pattern` stops the test, since it is not checked) and is stricter than JSON Schema in one way on purpose: an object schema that
 //! lists `properties` and says nothing of `additionalProperties` is closed, so a field sent but not documented fails
 //! just like a field documented but not sent.
 #![allow(dead_code)] // Each test file uses a different part of this helper.
@@ -124,6 +125,50 @@ impl Document {
             && number < minimum
         {
             problems.push(format!("{path}: {number} is below the minimum {minimum}"));
+        }
+        if let (Some(maximum), Some(number)) = (schema.get("maximum").and_then(Value::as_f64), value.as_f64())
+            && number > maximum
+        {
+            problems.push(format!("{path}: {number} is above the maximum {maximum}"));
+        }
+        assert!(
+            schema.get("pattern").is_none(),
+            "{path}: `pattern` is not supported by this validator; teach it before documenting one"
+        );
+        if let Some(text) = value.as_str() {
+            let length = text.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && length < min
+            {
+                problems.push(format!("{path}: {length} characters, fewer than minLength {min}"));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && length > max
+            {
+                problems.push(format!("{path}: {length} characters, more than maxLength {max}"));
+            }
+            match schema.get("format").and_then(Value::as_str) {
+                Some("uuid") if uuid::Uuid::parse_str(text).is_err() => {
+                    problems.push(format!("{path}: {text:?} is not a uuid"))
+                }
+                Some("date-time") if chrono::DateTime::parse_from_rfc3339(text).is_err() => {
+                    problems.push(format!("{path}: {text:?} is not an RFC 3339 date-time"))
+                }
+                _ => {}
+            }
+        }
+        if let Some(items) = value.as_array() {
+            let count = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && count < min
+            {
+                problems.push(format!("{path}: {count} items, fewer than minItems {min}"));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && count > max
+            {
+                problems.push(format!("{path}: {count} items, more than maxItems {max}"));
+            }
         }
         match value {
             Value::Object(object) => self.check_object(schema, object, path, open, problems),

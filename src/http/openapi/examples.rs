@@ -1,0 +1,294 @@
+//! Examples for the document: one per request body schema and per success body schema, written once per component
+//! so that every operation using a view shows the same realistic value. Full-length dummy values (uuids, EIP-55
+//! addresses, 32-byte hashes, tokens of the real length) so that each example validates against its own schema;
+//! `tests/api/openapi.rs` checks that they do.
+
+use serde_json::{Value, json};
+
+const AGENT_ID: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+const TRANSFER_ID: &str = "7d444840-9dc0-11d1-b245-5ffdce74fad2";
+const CONVERSATION_ID: &str = "c56a4180-65aa-42ec-a945-5fd21dec0538";
+const MESSAGE_ID: &str = "9f1c2b3a-4d5e-4f60-8a7b-6c5d4e3f2a1b";
+const WALLET: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+const OWNER: &str = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359";
+const RECIPIENT: &str = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB";
+const USDC_BASE: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+const TX_HASH: &str = "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b";
+const AGENT_TOKEN: &str = "agt_Q2xhdWRlIHNheXMgaGVsbG8gdG8gdGhlIGFnZW50ZC";
+const OWNER_TOKEN: &str = "own_T3duZXIgc2Vzc2lvbiB0b2tlbiBmb3IgdGhlIGRvY3";
+const CREATED_AT: &str = "2026-11-23T10:00:00Z";
+const UPDATED_AT: &str = "2026-11-23T10:05:00Z";
+const NONCE: &str = "0123456789abcdef";
+const SIGNATURE: &str = "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb532250\
+5d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b";
+
+fn siwe_message() -> String {
+    format!(
+        "agentd.example.com wants you to sign in with your Ethereum account:\n{OWNER}\n\nSign in as an owner of \
+         agent {AGENT_ID}.\n\nURI: https://agentd.example.com/api/agents/{AGENT_ID}\nVersion: 1\nChain ID: 8453\n\
+         Nonce: {NONCE}\nIssued At: 2026-11-23T10:00:00.000Z\nExpiration Time: 2026-11-23T10:05:00.000Z"
+    )
+}
+
+fn agent_detail() -> Value {
+    json!({
+        "id": AGENT_ID,
+        "name": "treasury-bot",
+        "description": "Pays invoices under 50 USDC on Base",
+        "chains": ["base"],
+        "capabilities": ["read", "transact"],
+        "spending_cap": 100.0,
+        "wallet_addresses": {"base": WALLET},
+        "owner_addresses": {"base": OWNER},
+        "spent": {"base": "0.01"},
+        "is_active": true,
+        "guarded": true,
+        "created_at": CREATED_AT,
+        "updated_at": UPDATED_AT,
+    })
+}
+
+fn transfer() -> Value {
+    json!({
+        "id": TRANSFER_ID,
+        "transfer_id": TRANSFER_ID,
+        "chain": "base",
+        "kind": "transfer",
+        "asset": "USDC",
+        "token_address": USDC_BASE,
+        "from": WALLET,
+        "to": RECIPIENT,
+        "amount": "12.5",
+        "amount_wei": "12500000",
+        "status": "confirmed",
+        "tx_hash": TX_HASH,
+        "nonce": 7,
+        "replaced_hashes": [],
+        "block_number": 23456789,
+        "conversation_id": null,
+        "explorer_url": format!("https://basescan.org/tx/{TX_HASH}"),
+        "expires_at": null,
+        "created_at": CREATED_AT,
+        "updated_at": UPDATED_AT,
+    })
+}
+
+fn chain_call() -> Value {
+    json!({
+        "id": "call_1",
+        "tool": "get_balance",
+        "args": {"chain": "base"},
+        "result": {"chain": "base", "address": WALLET, "formatted": "0.25", "symbol": "ETH"},
+        "duration_ms": 84,
+    })
+}
+
+/// The example of a named component schema, when the document shows one.
+pub fn component(name: &str) -> Option<Value> {
+    let example = match name {
+        // Request bodies.
+        "CreateAgent" => json!({
+            "name": "treasury-bot",
+            "chains": ["base"],
+            "capabilities": ["read", "transact"],
+            "spending_cap": 100.0,
+            "owner_addresses": {"base": OWNER},
+        }),
+        "UpdateAgent" => json!({"name": "treasury-bot-2", "spending_cap": 250.0}),
+        "ExportKey" => json!({"chain": "base", "confirm": true}),
+        "FundRequest" => json!({"chain": "base", "asset": "USDC", "amount": "25"}),
+        "OpenSession" => json!({"chain": "base", "message": siwe_message(), "signature": SIGNATURE}),
+        "PolicyBody" => json!({
+            "limits": {"USDC": {"per_transfer": "50", "per_day": "200", "approval_above": "25"}},
+            "allowed_recipients": [RECIPIENT],
+            "blocked_recipients": [],
+            "approve_new_recipients": true,
+            "approval_ttl_secs": 3600,
+            "allowed_hosts": ["api.example.com"],
+        }),
+        "ReissueRequest" => json!({
+            "proof": {"type": "wallet_signature", "chain": "base", "message": siwe_message(), "signature": SIGNATURE}
+        }),
+        "NewTransfer" => json!({"chain": "base", "to": RECIPIENT, "amount": "12.5", "asset": "USDC"}),
+        "FetchBody" => json!({
+            "url": "https://api.example.com/reports/latest",
+            "max_amount": "0.10",
+            "method": "GET",
+            "headers": {"accept": "application/json"},
+            "asset": "USDC",
+        }),
+        "ChatRequest" => json!({
+            "agent_id": AGENT_ID,
+            "message": "What is my balance on Base?",
+            "conversation_id": CONVERSATION_ID,
+        }),
+        // Responses.
+        "AgentDetailView" => agent_detail(),
+        "AgentCreatedView" => {
+            let mut created = agent_detail();
+            created["access_token"] = json!(AGENT_TOKEN);
+            created
+        }
+        "AgentSummaryView" => json!({
+            "id": AGENT_ID,
+            "name": "treasury-bot",
+            "description": "Pays invoices under 50 USDC on Base",
+            "chains": ["base"],
+            "capabilities": ["read", "transact"],
+            "is_active": true,
+            "created_at": CREATED_AT,
+        }),
+        "ReissuedView" => json!({"access_token": AGENT_TOKEN, "agent": agent_detail()}),
+        "TransferView" => transfer(),
+        "AuditEntryView" => json!({
+            "id": 42,
+            "at": CREATED_AT,
+            "actor": "owner",
+            "action": "policy.updated",
+            "detail": {"approve_new_recipients": true},
+            "hash": "5f2b8c1d9e0a7f6b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3",
+        }),
+        "BalancesView" => json!({
+            "agent_id": AGENT_ID,
+            "balances": {
+                "base": {
+                    "address": WALLET,
+                    "wei": "250000000000000000",
+                    "formatted": "0.25",
+                    "symbol": "ETH",
+                    "tokens": {"USDC": {"address": USDC_BASE, "units": "40000000", "formatted": "40", "decimals": 6}},
+                }
+            },
+        }),
+        "ExportedKeyView" => json!({
+            "chain": "base",
+            "address": WALLET,
+            "private_key": "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
+        }),
+        "FundingView" => json!({
+            "agent_id": AGENT_ID,
+            "deposits": [{
+                "chain": "base",
+                "chain_id": 8453,
+                "address": WALLET,
+                "symbol": "USDC",
+                "token_address": USDC_BASE,
+                "amount": "25",
+                "amount_wei": "25000000",
+                "payment_uri": format!("ethereum:{USDC_BASE}@8453/transfer?address={WALLET}&uint256=25000000"),
+                "explorer_url": format!("https://basescan.org/address/{WALLET}"),
+            }],
+            "instructions": "Send 25 USDC on Base to the address above, or scan the payment URI with a wallet.",
+        }),
+        "OwnerChallengeView" | "ChallengeView" => json!({
+            "message": siwe_message(),
+            "nonce": NONCE,
+            "expires_at": UPDATED_AT,
+        }),
+        "OwnerSessionView" => json!({"owner_token": OWNER_TOKEN, "expires_at": "2026-11-23T11:00:00Z"}),
+        "PolicyView" => json!({
+            "limits": {"USDC": {"per_transfer": "50", "per_day": "200", "approval_above": "25"}},
+            "allowed_recipients": [RECIPIENT],
+            "blocked_recipients": [],
+            "approve_new_recipients": true,
+            "approval_ttl_secs": 3600,
+            "allowed_hosts": ["api.example.com"],
+        }),
+        "TransactionView" => json!({
+            "id": TRANSFER_ID,
+            "chain": "base",
+            "kind": "transfer",
+            "tx_hash": TX_HASH,
+            "from": WALLET,
+            "to": RECIPIENT,
+            "value_wei": "0",
+            "value": "0",
+            "asset": "USDC",
+            "amount": "12.5",
+            "token_address": USDC_BASE,
+            "nonce": 7,
+            "replaced_hashes": [],
+            "status": "confirmed",
+            "block_number": 23456789,
+            "gas_used": 51234,
+            "conversation_id": null,
+            "created_at": CREATED_AT,
+            "updated_at": UPDATED_AT,
+        }),
+        "X402FetchView" => {
+            let mut payment = transfer();
+            payment["kind"] = json!("x402");
+            payment["amount"] = json!("0.05");
+            payment["amount_wei"] = json!("50000");
+            payment["tx_hash"] = json!(null);
+            payment["nonce"] = json!(null);
+            payment["block_number"] = json!(null);
+            payment["explorer_url"] = json!(null);
+            payment["status"] = json!("pending");
+            payment["x402"] = json!({
+                "url": "https://api.example.com/reports/latest",
+                "network": "base",
+                "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                "valid_before": 1795428300,
+            });
+            json!({
+                "status": 200,
+                "headers": {"content-type": "application/json"},
+                "body": "{\"report\":\"ok\"}",
+                "truncated": false,
+                "payment": payment,
+            })
+        }
+        "ChainView" => json!({
+            "name": "base",
+            "chain_id": 8453,
+            "native_symbol": "ETH",
+            "decimals": 18,
+            "explorer_url": "https://basescan.org",
+            "configured": true,
+            "tokens": [{"symbol": "USDC", "address": USDC_BASE, "decimals": 6}],
+        }),
+        "ChatResponseView" => json!({
+            "response": "Your Base wallet holds 0.25 ETH.",
+            "conversation_id": CONVERSATION_ID,
+            "chain_calls": [chain_call()],
+            "tokens_used": 412,
+            "message_id": MESSAGE_ID,
+        }),
+        "ConversationView" => json!({
+            "id": CONVERSATION_ID,
+            "agent_id": AGENT_ID,
+            "title": "What is my balance on Base?",
+            "created_at": CREATED_AT,
+            "updated_at": UPDATED_AT,
+            "message_count": 2,
+        }),
+        "MessageView" => json!({
+            "id": MESSAGE_ID,
+            "role": "assistant",
+            "content": "Your Base wallet holds 0.25 ETH.",
+            "chain_calls": [chain_call()],
+            "created_at": UPDATED_AT,
+        }),
+        "HealthView" => json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "database": "ok"}),
+        _ => return None,
+    };
+    Some(example)
+}
+
+/// The example of a body that is not JSON, by media type.
+pub fn text(media_type: &str) -> Option<Value> {
+    match media_type {
+        "text/event-stream" => Some(Value::String(format!(
+            "event: start\ndata: {{\"conversation_id\":\"{CONVERSATION_ID}\"}}\n\n\
+             event: text_delta\ndata: {{\"text\":\"Your Base wallet holds 0.25 ETH.\"}}\n\n"
+        ))),
+        "text/plain" => Some(Value::String(
+            "# HELP agentd_http_requests_total HTTP requests answered.\n\
+             # TYPE agentd_http_requests_total counter\n\
+             agentd_http_requests_total{method=\"GET\",route=\"/health\",status=\"200\"} 42\n"
+                .into(),
+        )),
+        _ => None,
+    }
+}
