@@ -70,7 +70,9 @@ set +e
   | tee "$OUT/schemathesis.log"
 status=${PIPESTATUS[0]}
 set -e
-if grep -Eq 'panicked|ERROR' "$OUT/server.log"; then
+# An upstream failure (502/503/504: the fuzz node has no internet and no tokens) is logged as an error by the HTTP
+# trace layer; anything else logged at ERROR, or a panic, fails the run.
+if grep -E 'panicked|ERROR' "$OUT/server.log" | grep -Evq 'classification=Status code: 50[234] '; then
   echo "the server logged an error or a panic: see $OUT/server.log" >&2
   status=1
 fi
