@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent, and signs as its owner).
@@ -23,15 +23,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
   let address;
   const pageErrors = [];
 
-  const api = async (method, path, body, headers = {}) => {
-    const response = await fetch(stack.baseUrl + path, {
-      method,
-      headers: { 'content-type': 'application/json', ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null };
-  };
+  const api = (method, path, body, headers) => callApi(stack.baseUrl, method, path, body, headers);
   const asAdmin = { authorization: `Bearer ${ADMIN}` };
   const shot = (name) => page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
 

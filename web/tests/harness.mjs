@@ -67,6 +67,33 @@ function startAndWait(cmd, args, options, pattern, what, timeoutMs = 30000) {
  * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
  * not needed here: each test file opens its own context.
  */
+/** Collects the page's errors, console errors and any request that leaves the stack (the page must load nothing
+ * from elsewhere: such a request is aborted and recorded). */
+export async function watchPage(page, baseUrl, errors) {
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+  });
+  await page.route(
+    (url) => !url.href.startsWith(baseUrl),
+    (route) => {
+      errors.push(`external request: ${route.request().url()}`);
+      return route.abort();
+    },
+  );
+}
+
+/** One JSON request to the stack under test: `{status, body}` with the body parsed (null when empty). */
+export async function callApi(baseUrl, method, path, body, headers = {}) {
+  const response = await fetch(baseUrl + path, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
 export async function startStack({ env = {} } = {}) {
   for (const [path, hint] of [
     [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],

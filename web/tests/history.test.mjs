@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
-import { artifactsDir, startStack } from './harness.mjs';
+import { artifactsDir, startStack, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent).
@@ -69,17 +69,7 @@ describe('web console history', { timeout: 240000 }, () => {
     await context.addInitScript(([id, token]) => localStorage.setItem(`agentd.token.${id}`, token), [agentId, agentToken]);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
-      if (m.type() === 'error') pageErrors.push(`console: ${m.text()}`);
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors);
   });
 
   after(async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
 import { USDC_BASE, startPaywall, tokenBalance, usdcOnBase } from './paywall.mjs';
 
 // The payee (EIP-55, as x402 servers send it).
@@ -25,15 +25,7 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
   let address;
   const pageErrors = [];
 
-  const api = async (method, path, body, headers = {}) => {
-    const response = await fetch(stack.baseUrl + path, {
-      method,
-      headers: { 'content-type': 'application/json', ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null };
-  };
+  const api = (method, path, body, headers) => callApi(stack.baseUrl, method, path, body, headers);
   const asAdmin = { authorization: `Bearer ${ADMIN}` };
   const asAgent = () => ({ 'x-agent-access-token': agentToken });
   const shot = (name) => page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
@@ -79,17 +71,7 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     );
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
-      if (m.type() === 'error') pageErrors.push(`console: ${m.text()}`);
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors);
   });
 
   after(async () => {
