@@ -149,7 +149,8 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
 #[tokio::test]
 async fn whichever_attempt_lands_settles_the_transfer() {
     let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
-    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "2")]).await;
+    // 5 s between bumps: room for the test to act on the first bump before the watcher makes another.
+    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "5")]).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let to = fresh_address();
 
