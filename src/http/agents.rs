@@ -40,8 +40,9 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> std::result:
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateAgent {
-    /// 1 to 100 characters after trimming.
-    #[schema(min_length = 1, max_length = 100)]
+    /// 1 to 100 characters after trimming (the schema cannot count after trimming, so it states no maximum: a longer
+    /// name is refused with 422).
+    #[schema(min_length = 1)]
     name: String,
     #[schema(max_length = 1000)]
     description: Option<String>,

@@ -697,7 +697,7 @@ fn the_example_validator_applies_the_schemas_constraints() {
     assert!(doc.validate(&create["schema"], &example).is_empty());
     for (field, bad) in [
         ("name", json!("")),
-        ("name", json!("x".repeat(101))),
+        ("description", json!("x".repeat(1001))),
         ("chains", json!([])),
         ("spending_cap", json!(-1)),
         ("capabilities", json!(["fly"])),

@@ -872,7 +872,10 @@ export interface components {
             message_count: number;
         };
         CreateAgent: {
-            /** @description 1 to 100 characters after trimming. */
+            /**
+             * @description 1 to 100 characters after trimming (the schema cannot count after trimming, so it states no maximum: a longer
+             *     name is refused with 422).
+             */
             name: string;
             description?: string | null;
             /** @description Registry chain names; absent: `["ethereum", "base"]`. */
