@@ -4,12 +4,18 @@
 #   docker compose up               (with PostgreSQL: see compose.yaml)
 
 FROM docker.io/library/rust:1.95-slim-bookworm AS build
+# make: jemalloc, the binary's allocator, is built from its C sources (tikv-jemalloc-sys).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so that a change of the sources does not rebuild them: a manifest with empty targets.
 COPY Cargo.toml Cargo.lock ./
 RUN mkdir -p src bench tests/api \
     && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && echo 'fn main() {}' > bench/main.rs && echo 'fn main() {}' > tests/api/main.rs \
+    && echo 'fn main() {}' > bench/main.rs && echo 'fn main() {}' > bench/read_cost.rs \
+    && echo 'fn main() {}' > tests/api/main.rs \
     && cargo build --release --locked --bin agentd \
     && rm -rf src bench tests
 COPY src src

@@ -21,6 +21,11 @@ use std::time::Instant;
 
 const SECTIONS: [&str; 5] = ["http", "turn", "sends", "stream", "x402"];
 
+/// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     // `cargo bench` passes `--bench`; anything starting with `-` is a harness flag, not a section.
     let mut selected: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();

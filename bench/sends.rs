@@ -3,7 +3,16 @@
 //! `TOKENS_BASE`) from a second agent, next to anvil's own intake of pre-signed raw EIP-1559 transactions sent one
 //! after the other, same node and same run. Each agent's final nonce on the node is checked, and the recipient's
 //! token balance.
+//!
+//! Then the targets of issue 13, over HTTP against the running app: `POST /api/agents/{id}/transfers` (no LLM) and
+//! `POST /api/chat` ("send 0.001 ETH to 0x… on base", builtin engine) from one agent, `CONCURRENCY` requests in
+//! flight, against anvil's raw intake with the same number in flight; and 32 agents sending 1,000 transfers in all at
+//! once (each agent one request at a time), on SQLite and on PostgreSQL (a fresh database on `BENCH_POSTGRES_URL`,
+//! default `postgres://postgres@127.0.0.1:5432/postgres`, created like the tests do; skipped when unreachable).
 
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentd::domain::asset::Asset;
@@ -14,11 +23,14 @@ use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
 use alloy::primitives::{Address, TxKind, U256};
+use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
-use crate::common::{self, LocalApp, RECIPIENT, Samples, f, start_anvil, table, transacting_agent, verdict};
+use crate::common::{
+    self, CreatedAgent, LocalApp, RECIPIENT, Samples, TOKEN_HEADER, f, start_anvil, table, transacting_agent, verdict,
+};
 use crate::solidity;
 
 const N: usize = 200;
@@ -29,6 +41,12 @@ const TOKEN_UNITS: u64 = 1_500_000;
 const TOKEN_DECIMALS: u8 = 6;
 const BASE_CHAIN_ID: u64 = 8453;
 const GWEI: u128 = 1_000_000_000;
+/// Transfers per HTTP row (one agent), and in all for the 32 agents.
+const HTTP_N: usize = 1_000;
+/// Requests in flight from the one-agent HTTP clients, and raw transactions in flight in the matching intake row.
+const CONCURRENCY: usize = 8;
+const AGENTS: usize = 32;
+const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 struct Run {
     elapsed: Duration,
@@ -84,7 +102,7 @@ pub async fn run() {
 
     let dev: Address = Anvil::DEV_ADDRESS.parse().expect("dev address");
     let dev_nonce = anvil.nonce(dev).await;
-    let raw = raw_intake(&anvil, to, dev_nonce).await;
+    let raw = raw_intake(&anvil, to, dev_nonce, N, 1).await;
     // Anvil answers a raw transaction before it has mined it: wait for the last block before reading nonces.
     let raw_nonce = mined_nonce(&anvil, dev, dev_nonce + N as u64).await - dev_nonce;
 
@@ -148,6 +166,347 @@ pub async fn run() {
         "  send_token / send_native = {:.0}%",
         tokens.rate() / native.rate() * 100.0
     );
+    drop(app);
+    http_targets(&anvil, &tokens_var).await;
+}
+
+/// Targets 2 and 3 of issue 13: the HTTP rows on SQLite, then on PostgreSQL.
+async fn http_targets(anvil: &Anvil, tokens_var: &str) {
+    let to: Address = RECIPIENT.parse().expect("recipient address");
+    let dev: Address = Anvil::DEV_ADDRESS.parse().expect("dev address");
+    let sqlite = LocalApp::start(&[("RPC_URL_BASE", anvil.url()), ("TOKENS_BASE", tokens_var)]).await;
+
+    let dev_nonce = anvil.nonce(dev).await;
+    let raw = raw_intake(anvil, to, dev_nonce, HTTP_N, CONCURRENCY).await;
+    let raw_nonce = mined_nonce(anvil, dev, dev_nonce + HTTP_N as u64).await - dev_nonce;
+    let one = one_agent(&sqlite, anvil, Via::Transfers).await;
+    let chat = one_agent(&sqlite, anvil, Via::Chat).await;
+    let many = many_agents(&sqlite, anvil).await;
+    let dev_nonce = anvil.nonce(dev).await;
+    let raw_many = raw_intake(anvil, to, dev_nonce, HTTP_N, AGENTS).await;
+    let raw_many_nonce = mined_nonce(anvil, dev, dev_nonce + HTTP_N as u64).await - dev_nonce;
+    drop(sqlite);
+
+    let postgres = match fresh_postgres().await {
+        Ok(url) => {
+            let app = LocalApp::start(&[
+                ("RPC_URL_BASE", anvil.url()),
+                ("TOKENS_BASE", tokens_var),
+                ("DATABASE_URL", &url),
+            ])
+            .await;
+            let one = one_agent(&app, anvil, Via::Transfers).await;
+            let many = many_agents(&app, anvil).await;
+            Some((one, many))
+        }
+        Err(e) => {
+            println!("  (PostgreSQL rows skipped: {e})");
+            None
+        }
+    };
+
+    println!(
+        "\nover HTTP: {HTTP_N} transfers of {AMOUNT} ETH per row; one agent with {CONCURRENCY} requests in flight; \
+         {AGENTS} agents with one request each in flight ({HTTP_N} in all); raw intake with as many in flight"
+    );
+    let mut rows = vec![
+        raw.row(&format!("eth_sendRawTransaction, {CONCURRENCY} in flight"), raw_nonce),
+        one.row(
+            &format!("SQLite: POST transfers, 1 agent, {CONCURRENCY} in flight"),
+            one.nonce(),
+        ),
+        chat.row(
+            &format!("SQLite: POST chat, 1 agent, {CONCURRENCY} in flight"),
+            chat.nonce(),
+        ),
+        many.row(&format!("SQLite: POST transfers, {AGENTS} agents"), many.nonce()),
+        raw_many.row(&format!("eth_sendRawTransaction, {AGENTS} in flight"), raw_many_nonce),
+    ];
+    if let Some((one, many)) = &postgres {
+        rows.push(one.row(
+            &format!("PostgreSQL: POST transfers, 1 agent, {CONCURRENCY} in flight"),
+            one.nonce(),
+        ));
+        rows.push(many.row(&format!("PostgreSQL: POST transfers, {AGENTS} agents"), many.nonce()));
+    }
+    table(&["sender", "sends/s", "p50 ms", "p99 ms", "errors", "nonce +"], &rows);
+    let mut checked = vec![
+        ("SQLite transfers", &one),
+        ("SQLite chat", &chat),
+        ("SQLite 32 agents", &many),
+    ];
+    if let Some((one, many)) = &postgres {
+        checked.push(("PostgreSQL transfers", one));
+        checked.push(("PostgreSQL 32 agents", many));
+    }
+    for (name, sent) in checked {
+        if let Some(e) = &sent.run.first_error {
+            println!("  first {name} error: {e}");
+        }
+        println!(
+            "  {name}: nonces on anvil = {} (expected {HTTP_N}: {})",
+            sent.nonce(),
+            if sent.nonce() == HTTP_N as u64 && sent.run.errors == 0 {
+                "ok"
+            } else {
+                "MISMATCH"
+            }
+        );
+    }
+    let ratio = one.run.rate() / raw.rate();
+    println!(
+        "  transfers API / raw intake ({CONCURRENCY} in flight) = {:.0}% (target >= 70%: {})",
+        ratio * 100.0,
+        verdict(ratio >= 0.7)
+    );
+    let ratio = chat.run.rate() / raw.rate();
+    println!(
+        "  chat / raw intake ({CONCURRENCY} in flight) = {:.0}% (target >= 50%: {})",
+        ratio * 100.0,
+        verdict(ratio >= 0.5)
+    );
+    let ratio = many.run.rate() / one.run.rate();
+    println!(
+        "  SQLite: {AGENTS} agents / one agent = {:.0}% (target >= 100%: {})",
+        ratio * 100.0,
+        verdict(ratio >= 1.0)
+    );
+    if let Some((pg_one, pg_many)) = &postgres {
+        let ratio = pg_many.run.rate() / pg_one.run.rate();
+        println!(
+            "  PostgreSQL: {AGENTS} agents / one agent = {:.0}% (target >= 100%: {})",
+            ratio * 100.0,
+            verdict(ratio >= 1.0)
+        );
+        let ratio = pg_many.run.rate() / one.run.rate();
+        println!(
+            "  PostgreSQL {AGENTS} agents / SQLite one agent = {:.0}%",
+            ratio * 100.0
+        );
+    }
+}
+
+/// How a benchmark agent asks for its transfers.
+#[derive(Clone, Copy)]
+enum Via {
+    Transfers,
+    Chat,
+}
+
+/// An HTTP run and the nonces it left on the node (summed over its agents).
+struct Sent {
+    run: Run,
+    nonces: u64,
+}
+
+impl Sent {
+    fn nonce(&self) -> u64 {
+        self.nonces
+    }
+
+    fn row(&self, name: &str, nonce: u64) -> Vec<String> {
+        self.run.row(name, nonce)
+    }
+}
+
+/// A funded agent that may send (fresh wallet: its nonce starts at 0).
+async fn funded(app: &LocalApp, anvil: &Anvil, name: &str) -> CreatedAgent {
+    let created = app.create_agent(transacting_agent(name)).await;
+    anvil
+        .set_balance(
+            created.address("base"),
+            U256::from(1_000u128) * U256::from(10u128.pow(18)),
+        )
+        .await;
+    created
+}
+
+/// `HTTP_N` transfers from one new agent, `CONCURRENCY` requests in flight.
+async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
+    let agent = Arc::new(funded(app, anvil, "bench http sender").await);
+    let (client, base) = (app.client.clone(), app.address.clone());
+    let from = agent.address("base");
+    let run = drive(HTTP_N, CONCURRENCY, move |_| {
+        request(client.clone(), base.clone(), agent.clone(), via)
+    })
+    .await;
+    let nonces = mined_nonce(anvil, from, HTTP_N as u64).await;
+    Sent { run, nonces }
+}
+
+/// `HTTP_N` transfers in all from `AGENTS` new agents at once, each one request at a time.
+async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
+    let mut agents = Vec::with_capacity(AGENTS);
+    for i in 0..AGENTS {
+        agents.push(Arc::new(funded(app, anvil, &format!("bench sender {i}")).await));
+    }
+    let addresses: Vec<Address> = agents.iter().map(|a| a.address("base")).collect();
+    let agents = Arc::new(agents);
+    let (client, base) = (app.client.clone(), app.address.clone());
+    // Worker `w` of `AGENTS` takes jobs w, w + AGENTS, …: job `i` is agent `i % AGENTS`'s, one at a time per agent.
+    let run = drive_by_worker(HTTP_N, AGENTS, move |i| {
+        request(client.clone(), base.clone(), agents[i % AGENTS].clone(), Via::Transfers)
+    })
+    .await;
+    let mut nonces = 0;
+    for (i, address) in addresses.iter().enumerate() {
+        let expected = (HTTP_N / AGENTS + usize::from(i < HTTP_N % AGENTS)) as u64;
+        let nonce = mined_nonce(anvil, *address, expected).await;
+        if nonce < expected {
+            // What the node holds beyond the mined nonce says whether a gap keeps the rest waiting in its pool.
+            let pending = anvil
+                .provider()
+                .get_transaction_count(*address)
+                .pending()
+                .await
+                .unwrap_or_default();
+            println!("  agent {i} {address}: mined nonce {nonce}, pending {pending}, expected {expected}");
+            let pool: Value = anvil
+                .provider()
+                .raw_request("txpool_inspect".into(), ())
+                .await
+                .unwrap_or_default();
+            let mine = |part: &str| {
+                pool[part]
+                    .as_object()
+                    .and_then(|senders| {
+                        senders
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(&address.to_string()))
+                    })
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_default()
+            };
+            println!(
+                "    pool pending: {}\n    pool queued: {}",
+                mine("pending"),
+                mine("queued")
+            );
+        }
+        nonces += nonce;
+    }
+    Sent { run, nonces }
+}
+
+/// One transfer request; what went wrong, if anything.
+async fn request(client: reqwest::Client, base: String, agent: Arc<CreatedAgent>, via: Via) -> Option<String> {
+    let (url, body) = match via {
+        Via::Transfers => (
+            format!("{base}/api/agents/{}/transfers", agent.id),
+            json!({"chain": "base", "to": RECIPIENT, "amount": AMOUNT}),
+        ),
+        Via::Chat => (
+            format!("{base}/api/chat"),
+            json!({"agent_id": agent.id, "message": format!("send {AMOUNT} ETH to {RECIPIENT} on base")}),
+        ),
+    };
+    let response = client
+        .post(url)
+        .header(TOKEN_HEADER, &agent.token)
+        .json(&body)
+        .send()
+        .await;
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => return Some(e.to_string()),
+    };
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let sent = match via {
+        Via::Transfers => status == 201 && body["status"] == "pending",
+        Via::Chat => {
+            status == 200
+                && body["chain_calls"].as_array().is_some_and(|calls| {
+                    calls.len() == 1 && calls[0]["tool"] == "send_native" && calls[0]["error"].is_null()
+                })
+        }
+    };
+    (!sent).then(|| format!("{status} {body}"))
+}
+
+/// Runs jobs `0..n` with `concurrency` workers taking the next job as they finish one.
+async fn drive<F, Fut>(n: usize, concurrency: usize, job: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<String>> + Send + 'static,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    workers(concurrency, job, move |_| {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        (i < n).then_some(i)
+    })
+    .await
+}
+
+/// Runs jobs `0..n` with `concurrency` workers, worker `w` doing jobs `w, w + concurrency, …` in turn.
+async fn drive_by_worker<F, Fut>(n: usize, concurrency: usize, job: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<String>> + Send + 'static,
+{
+    let taken: Arc<Vec<AtomicUsize>> = Arc::new((0..concurrency).map(|_| AtomicUsize::new(0)).collect());
+    workers(concurrency, job, move |w| {
+        let round = taken[w].fetch_add(1, Ordering::Relaxed);
+        let i = w + round * concurrency;
+        (i < n).then_some(i)
+    })
+    .await
+}
+
+async fn workers<F, Fut, P>(concurrency: usize, job: F, pick: P) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<String>> + Send + 'static,
+    P: Fn(usize) -> Option<usize> + Send + Sync + 'static,
+{
+    let (job, pick) = (Arc::new(job), Arc::new(pick));
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for w in 0..concurrency {
+        let (job, pick) = (job.clone(), pick.clone());
+        set.spawn(async move {
+            let mut done = Vec::new();
+            while let Some(i) = pick(w) {
+                let sent = Instant::now();
+                let problem = job(i).await;
+                done.push((sent.elapsed(), problem));
+            }
+            done
+        });
+    }
+    let mut run = Run {
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+        errors: 0,
+        first_error: None,
+    };
+    while let Some(done) = set.join_next().await {
+        for (latency, problem) in done.expect("a benchmark worker") {
+            run.latencies.push(latency);
+            if let Some(problem) = problem {
+                run.errors += 1;
+                run.first_error.get_or_insert(problem);
+            }
+        }
+    }
+    run.elapsed = started.elapsed();
+    run
+}
+
+/// A new database on the PostgreSQL server of `BENCH_POSTGRES_URL` (as the tests create theirs); its URL.
+async fn fresh_postgres() -> Result<String, String> {
+    use sqlx::{Connection, Executor};
+
+    let admin = std::env::var("BENCH_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES.to_string());
+    let name = format!("agentd_bench_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.map_err(|e| e.to_string())?;
+    conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = conn.close().await;
+    let mut url = reqwest::Url::parse(&admin).map_err(|e| e.to_string())?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
 }
 
 /// `N` transfers of `amount` (of `token`, or the native coin) from `agent`, one after the other.
@@ -214,8 +573,14 @@ async fn mined_nonce(anvil: &Anvil, address: Address, expected: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let nonce = anvil.nonce(address).await;
-        if nonce >= expected || Instant::now() > deadline {
+        if nonce >= expected {
             return nonce;
+        }
+        if Instant::now() > deadline {
+            // Under many concurrent senders anvil's automine can leave executable transactions in its pool until
+            // the next one arrives (seen: nonces 28-31 pending, none queued): one more block takes them.
+            anvil.mine(1).await;
+            return anvil.nonce(address).await;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -243,13 +608,13 @@ async fn rpc_floor(app: &LocalApp, from: Address, to: Address) -> [f64; 3] {
     times.map(|t| Samples::from_durations(&t).pct(50.0))
 }
 
-/// Signs `N` transfers from anvil's first development key, then sends them one after the other.
-async fn raw_intake(anvil: &Anvil, to: Address, first_nonce: u64) -> Run {
+/// Signs `n` transfers from anvil's first development key, then sends them, `concurrency` in flight.
+async fn raw_intake(anvil: &Anvil, to: Address, first_nonce: u64, n: usize, concurrency: usize) -> Run {
     let signer: PrivateKeySigner = Anvil::DEV_PRIVATE_KEY
         .trim_start_matches("0x")
         .parse()
         .expect("dev key");
-    let bodies: Vec<String> = (0..N as u64)
+    let bodies: Vec<String> = (0..n as u64)
         .map(|i| {
             let mut tx = TxEip1559 {
                 chain_id: BASE_CHAIN_ID,
@@ -272,32 +637,27 @@ async fn raw_intake(anvil: &Anvil, to: Address, first_nonce: u64) -> Run {
             .to_string()
         })
         .collect();
-    let client = common::client(1);
-    let mut run = Run {
-        elapsed: Duration::ZERO,
-        latencies: Vec::with_capacity(N),
-        errors: 0,
-        first_error: None,
-    };
-    let started = Instant::now();
-    for body in bodies {
-        let sent = Instant::now();
-        let response = client
-            .post(anvil.url())
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await;
-        let answer: Option<Value> = match response {
-            Ok(r) => r.json().await.ok(),
-            Err(_) => None,
-        };
-        run.latencies.push(sent.elapsed());
-        if answer.as_ref().is_none_or(|a| a.get("result").is_none()) {
-            run.errors += 1;
-            run.first_error.get_or_insert_with(|| format!("{answer:?}"));
+    let bodies = Arc::new(bodies);
+    let client = common::client(concurrency);
+    let url = anvil.url().to_string();
+    drive(n, concurrency, move |i| {
+        let (client, url, bodies) = (client.clone(), url.clone(), bodies.clone());
+        async move {
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(bodies[i].clone())
+                .send()
+                .await;
+            let answer: Option<Value> = match response {
+                Ok(r) => r.json().await.ok(),
+                Err(_) => None,
+            };
+            answer
+                .as_ref()
+                .is_none_or(|a| a.get("result").is_none())
+                .then(|| format!("{answer:?}"))
         }
-    }
-    run.elapsed = started.elapsed();
-    run
+    })
+    .await
 }

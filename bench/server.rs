@@ -24,7 +24,18 @@ impl ServerProcess {
     pub fn start(env: &[(&str, &str)]) -> ServerProcess {
         let dir = tempfile::tempdir().expect("temporary directory");
         let database_url = format!("sqlite://{}/agentd.db", dir.path().display());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        // `BENCH_SERVER_WRAPPER` (e.g. `valgrind --tool=massif`) runs the server under a profiler; the memory
+        // figures are then the wrapper's.
+        let wrapper = std::env::var("BENCH_SERVER_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let mut command = match words.next() {
+            Some(program) => {
+                let mut command = Command::new(program);
+                command.args(words).arg(env!("CARGO_BIN_EXE_agentd"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_agentd")),
+        };
         // A clean environment, run from the temporary directory so that no `.env` file is read.
         command.env_clear().current_dir(dir.path());
         if let Ok(path) = std::env::var("PATH") {

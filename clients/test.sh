@@ -13,20 +13,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 STARTED=$SECONDS
 . scripts/stack.sh
 
-# npm ci in $1 unless its node_modules already match its package-lock.json.
-npm_install() {
-  if ! cmp -s "$1/package-lock.json" "$1/node_modules/.agentd-lock" 2>/dev/null; then
-    echo "==> npm ci in $1"
-    npm ci --prefix "$1" --ignore-scripts --no-audit --no-fund --loglevel=error
-    cp "$1/package-lock.json" "$1/node_modules/.agentd-lock"
-  fi
-}
-if [ ! -x test-tools/node_modules/.bin/anvil ]; then
-  echo "==> installing anvil (npm ci in test-tools)"
-  npm ci --prefix test-tools --no-audit --no-fund
-fi
-npm_install clients/typescript
-npm_install examples/mcp-typescript
+scripts/install.sh test-tools clients
 echo "==> generating the Python client (clients/python/generate.sh)"
 clients/python/generate.sh >/dev/null
 PY="${PYTHON_CLIENT_VENV:-$HOME/.cache/agentd-python-client}/bin/python"

@@ -16,14 +16,7 @@ OUT="target/fuzz"
 PORT="${FUZZ_PORT:-18081}"
 ANVIL_PORT="${FUZZ_ANVIL_PORT:-18545}"
 
-if [ ! -x "$VENV/bin/schemathesis" ]; then
-  echo "==> installing schemathesis into $VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet 'schemathesis>=4,<5'
-fi
-if [ ! -x test-tools/node_modules/.bin/anvil ]; then
-  npm ci --prefix test-tools --no-audit --no-fund
-fi
+SCHEMATHESIS_VENV="$VENV" scripts/install.sh schemathesis test-tools
 cargo build --quiet
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"

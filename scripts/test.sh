@@ -6,55 +6,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
+. scripts/steps.sh
+trap 'steps_report scripts/test.sh' EXIT
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-if [ ! -x test-tools/node_modules/.bin/anvil ] || [ ! -f test-tools/node_modules/@modelcontextprotocol/sdk/package.json ] || [ ! -f test-tools/node_modules/solc/package.json ]; then
-  echo "==> installing the test tools: anvil, the MCP client SDK (npm ci in test-tools)"
-  npm ci --prefix test-tools --no-audit --no-fund
-fi
-
-X402_VENV="$HOME/.cache/agentd-x402-venv"
-if [ ! -x "$X402_VENV/bin/python" ] || ! "$X402_VENV/bin/python" -c 'import x402, flask, web3' 2>/dev/null; then
-  echo "==> installing the official x402 Python SDK (the x402 interoperability test's paid resource)"
-  python3 -m venv "$X402_VENV"
-  "$X402_VENV/bin/pip" install -q "x402[evm,flask,requests]==2.25.0"
-fi
-
-if ! command -v sqlite3 >/dev/null; then
-  echo "==> installing the sqlite3 CLI (the audit tests edit a row with it)"
-  apt-get install -y sqlite3 || { apt-get update && apt-get install -y sqlite3; }
-fi
+step "installing what the tests need beside Rust, where missing (scripts/install.sh)"
+./scripts/install.sh
 
 pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
 if ! pg_up && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
-  echo "==> starting the local PostgreSQL"
+  step "starting the local PostgreSQL"
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
   for _ in $(seq 1 50); do pg_up && break; sleep 0.2; done
 fi
 
-echo "==> tests on SQLite"
+step "building the tests (cargo test --no-run)"
+env -u TEST_POSTGRES_URL cargo test --no-run --lib --bins --tests
+
+step "tests on SQLite"
 env -u TEST_POSTGRES_URL cargo test --lib --bins --tests
 
 if pg_up; then
-  echo "==> API tests on PostgreSQL"
+  step "API tests on PostgreSQL"
   TEST_POSTGRES_URL="$PG_URL" cargo test --test api
 else
   echo "PostgreSQL is not reachable at 127.0.0.1:5432; the PostgreSQL run cannot be done" >&2
   exit 1
 fi
 
-echo "==> typed clients and MCP examples against a real agentd (clients/test.sh; ~17 s warm, ~45 s on a clean machine)"
+step "typed clients and MCP examples against a real agentd (clients/test.sh; ~17 s warm, ~45 s on a clean machine)"
 ./clients/test.sh
 
-echo "==> the Dockerfile, linted (hadolint)"
+step "the Dockerfile, linted (hadolint)"
 ./scripts/lint-container.sh
 
-echo "==> schemathesis against the OpenAPI document (all checks, stateful phase included; ~90 s)"
+step "schemathesis against the OpenAPI document (all checks, stateful phase included; ~90 s)"
 # A fixed seed and a fixed number of cases per operation in the test command, so a run is repeatable on any
 # machine (scripts/fuzz.sh alone draws a new seed each time and runs until its time is up).
 FUZZ_SEED="${FUZZ_SEED:-20261124}" FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-60}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-90}"
 
-echo "==> browser tests of the web console (headless Chromium)"
-./web/tests/setup.sh
+step "browser tests: the binary"
 cargo build
+step "browser tests of the web console (headless Chromium)"
 ./web/tests/run.sh

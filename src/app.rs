@@ -1,11 +1,20 @@
 //! Startup: build the state, bind the listener, start the workers (event feed, watchers), serve until stopped.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::confirmations::{Watcher, WatcherState};
@@ -50,25 +59,85 @@ impl App {
             let _ = stop.send(true);
         };
         let router = crate::http::router(self.state);
-        let server = axum::serve(
-            self.listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .into_future();
+        let server = serve(self.listener, router, shutdown);
         // In-flight requests get a grace period; a chat turn waiting on a slow model must not hold the exit.
         let deadline = async move {
             let _ = stopping.wait_for(|stopped| *stopped).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            result = server => result.context("server error"),
+            () = server => Ok(()),
             () = deadline => {
                 tracing::warn!("requests still running after the grace period; stopping anyway");
                 Ok(())
             }
         }
     }
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then lets open connections finish their current
+/// response. Not `axum::serve`: its connection builder first reads up to 24 bytes to tell HTTP/2 from HTTP/1 and
+/// hands them back to hyper, whose read buffer then holds those bytes when it must grow to read the rest of the
+/// request, so it doubles from 8 KiB to 16 KiB. That buffer lives as long as the connection: with thousands of open
+/// event streams it was most of the memory they took. Serving HTTP/1 directly keeps it at 8 KiB.
+async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+    // Every connection holds a receiver: `closing` tells them to finish, and its sender sees when all are gone.
+    let (closing, connections) = watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = router
+            .clone()
+            .map_request(move |mut request: axum::http::Request<Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(remote));
+                request.map(Body::new)
+            });
+        let mut stop = connections.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                .with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::trace!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = stop.wait_for(|stopping| *stopping) => {}
+            }
+            // Finish the response in flight (the event streams end on the same signal), then close.
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    let _ = closing.send(true);
+    drop(connections);
+    closing.closed().await;
+}
+
+/// A failed accept: the peer gave up (nothing to do), or the process is out of something (file descriptors): wait a
+/// little before accepting again rather than spin.
+async fn accept_failed(e: io::Error) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "cannot accept a connection");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 impl App {

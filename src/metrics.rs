@@ -1,26 +1,122 @@
 //! Prometheus metrics: counters and latency histograms kept in memory, rendered in the text exposition format.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-/// Upper bounds (seconds) of the latency histogram buckets.
-const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+use axum::http::Method;
 
-#[derive(Default, Clone)]
+/// One route's latency histogram, as rendered.
 struct Histogram {
     counts: [u64; BUCKETS.len()],
     sum: f64,
     count: u64,
 }
 
+/// Upper bounds (seconds) of the latency histogram buckets.
+const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+/// The same bounds in nanoseconds, compared with a request's elapsed time without a float conversion.
+const BUCKET_NANOS: [u64; 12] = [
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    10_000_000_000,
+];
+/// The methods counted without a lock, in this order; any other method is counted in `Metrics::other_requests`.
+const METHODS: [Method; 7] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::PATCH,
+    Method::HEAD,
+    Method::OPTIONS,
+];
+/// Statuses counted without a lock: 100 to 599 (the `http` crate allows up to 999; those go to the locked map).
+const FIRST_STATUS: u16 = 100;
+const STATUS_SLOTS: usize = 500;
+
+/// The figures of one route: its latency histogram and, per method, its answers by status. Counters are atomics, so
+/// requests never wait for each other to be counted; a method's status table is allocated on its first request.
+struct RouteStats {
+    buckets: [AtomicU64; BUCKETS.len()],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+    statuses: [OnceLock<Box<[AtomicU64]>>; METHODS.len()],
+}
+
+impl RouteStats {
+    fn new() -> Self {
+        RouteStats {
+            buckets: Default::default(),
+            sum_nanos: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            statuses: Default::default(),
+        }
+    }
+}
+
+/// The counters of the route a request matched, found once before the request runs.
+pub struct RouteHandle<'a> {
+    metrics: &'a Metrics,
+    route: &'a str,
+    stats: RouteRef<'a>,
+}
+
+enum RouteRef<'a> {
+    Known(&'a RouteStats),
+    Added(Arc<RouteStats>),
+}
+
+impl RouteHandle<'_> {
+    /// Counts one answered request of this route.
+    pub fn record(&self, method: &Method, status: u16, elapsed: Duration) {
+        let stats = match &self.stats {
+            RouteRef::Known(s) => *s,
+            RouteRef::Added(s) => s,
+        };
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        for (bucket, bound) in stats.buckets.iter().zip(BUCKET_NANOS) {
+            if nanos <= bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        stats.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        stats.count.fetch_add(1, Ordering::Relaxed);
+        let slot = usize::from(status.wrapping_sub(FIRST_STATUS));
+        match METHODS.iter().position(|m| m == method) {
+            Some(m) if slot < STATUS_SLOTS => {
+                let table = stats.statuses[m].get_or_init(|| (0..STATUS_SLOTS).map(|_| AtomicU64::new(0)).collect());
+                table[slot].fetch_add(1, Ordering::Relaxed);
+            }
+            _ => bump(
+                &self.metrics.other_requests,
+                (method.to_string(), self.route.to_string(), status),
+            ),
+        }
+    }
+}
+
 /// The service's metrics. Chain RPC counts and transaction totals are read at scrape time from their owners.
 #[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    latency: Mutex<BTreeMap<String, Histogram>>,
+    /// Routes known when the router was built (`register_routes`): read without any lock.
+    known_routes: OnceLock<HashMap<Box<str>, RouteStats>>,
+    /// Routes met later (none in the app, which registers all of its documented ones): read-locked on each request,
+    /// write-locked once per new route.
+    added_routes: RwLock<HashMap<Box<str>, Arc<RouteStats>>>,
+    /// Requests with a method or status the lock-free tables do not hold.
+    other_requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     turns: Mutex<BTreeMap<&'static str, u64>>,
     tool_calls: Mutex<BTreeMap<(String, String), u64>>,
     /// Chat streams open now (confirmation-stream subscribers are counted by the event bus).
@@ -32,18 +128,81 @@ fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
 }
 
 impl Metrics {
-    pub fn record_request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
-        bump(&self.requests, (method.to_string(), route.to_string(), status));
-        let seconds = elapsed.as_secs_f64();
-        let mut latency = self.latency.lock().unwrap_or_else(|p| p.into_inner());
-        let h = latency.entry(route.to_string()).or_default();
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                h.counts[i] += 1;
-            }
+    /// Gives each of `routes` (matched-path templates) its counters up front, so counting their requests takes no
+    /// lock. Only the first call counts.
+    pub fn register_routes<I: IntoIterator<Item = String>>(&self, routes: I) {
+        let _ = self.known_routes.set(
+            routes
+                .into_iter()
+                .map(|r| (r.into_boxed_str(), RouteStats::new()))
+                .collect(),
+        );
+    }
+
+    /// The counters of `route` (a matched-path template, or `unmatched`).
+    pub fn route<'a>(&'a self, route: &'a str) -> RouteHandle<'a> {
+        if let Some(stats) = self.known_routes.get().and_then(|known| known.get(route)) {
+            return RouteHandle {
+                metrics: self,
+                route,
+                stats: RouteRef::Known(stats),
+            };
         }
-        h.sum += seconds;
-        h.count += 1;
+        let found = self
+            .added_routes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(route)
+            .cloned();
+        let stats = found.unwrap_or_else(|| {
+            self.added_routes
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(route.into())
+                .or_insert_with(|| Arc::new(RouteStats::new()))
+                .clone()
+        });
+        RouteHandle {
+            metrics: self,
+            route,
+            stats: RouteRef::Added(stats),
+        }
+    }
+
+    /// Every counted request as `(method, route, status) -> count`, and every route's histogram, in label order.
+    #[allow(clippy::type_complexity)]
+    fn snapshot(&self) -> (BTreeMap<(String, String, u16), u64>, BTreeMap<String, Histogram>) {
+        let mut requests = self.other_requests.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut latency = BTreeMap::new();
+        let added = self.added_routes.read().unwrap_or_else(|p| p.into_inner());
+        let known = self.known_routes.get().into_iter().flatten();
+        for (route, stats) in known.chain(added.iter().map(|(r, s)| (r, &**s))) {
+            let count = stats.count.load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            for (method, table) in METHODS.iter().zip(&stats.statuses) {
+                let Some(table) = table.get() else { continue };
+                for (slot, n) in table.iter().enumerate() {
+                    let n = n.load(Ordering::Relaxed);
+                    if n > 0 {
+                        let status = FIRST_STATUS + slot as u16;
+                        *requests
+                            .entry((method.to_string(), route.to_string(), status))
+                            .or_default() += n;
+                    }
+                }
+            }
+            latency.insert(
+                route.to_string(),
+                Histogram {
+                    counts: std::array::from_fn(|i| stats.buckets[i].load(Ordering::Relaxed)),
+                    sum: stats.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+                    count,
+                },
+            );
+        }
+        (requests, latency)
     }
 
     pub fn record_turn(&self, outcome: &'static str) {
@@ -69,7 +228,8 @@ impl Metrics {
             "counter",
             "HTTP requests by route, method and status.",
         );
-        for ((method, route, status), n) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let (requests, latency) = self.snapshot();
+        for ((method, route, status), n) in &requests {
             let _ = writeln!(
                 out,
                 "agentd_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
@@ -82,7 +242,7 @@ impl Metrics {
             "histogram",
             "HTTP request latency by route.",
         );
-        for (route, h) in self.latency.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (route, h) in &latency {
             let route = esc(route);
             for (bound, n) in BUCKETS.iter().zip(h.counts) {
                 let _ = writeln!(

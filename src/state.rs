@@ -20,8 +20,21 @@ use crate::store::Store;
 use crate::tools::ToolServices;
 use crate::vault::{self, Vault};
 
+/// Cloned for every request (middleware, extractors), so it is one `Arc`: a clone is one atomic increment, not one
+/// per service. Fields are reached through `Deref`.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// Everything a handler may use.
+pub struct Services {
     /// Who is calling: the one place that checks tokens.
     pub auth: Authenticator,
     pub store: Arc<dyn Store>,
@@ -112,7 +125,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.security.reissue_limit_per_ip,
         config.security.reissue_limit_per_agent,
     );
-    let state = AppState {
+    let state = AppState(Arc::new(Services {
         auth,
         streams,
         store,
@@ -124,7 +137,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         events: EventBus::default(),
         metrics: Arc::default(),
         shutdown,
-    };
+    }));
     // Checks each node's chain id in the background: a node that is down never delays the start.
     state.chains.verify_at_start();
     Ok(BuiltState { state, stop })

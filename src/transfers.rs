@@ -20,7 +20,9 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
-use crate::store::{Approval, AuditEvent, Authorization, Reservation, SignedTx, Store, StoreError, TransferRequest};
+use crate::store::{
+    Approval, AuditEvent, Authorization, NativeFunds, Reservation, SignFn, SignedTx, Store, StoreError, TransferRequest,
+};
 use crate::vault::Vault;
 
 mod approvals;
@@ -48,6 +50,9 @@ pub struct Transfers {
     faults: Faults,
     /// The guarded fetch x402 payments go through.
     fetcher: crate::x402::Fetcher,
+    /// (agent, chain) pairs the store is known to count nonces for (its rows are never removed): their sends need
+    /// not ask whether to start from the node's count.
+    counted: Arc<std::sync::Mutex<std::collections::HashSet<(Uuid, &'static str)>>>,
 }
 
 /// A transfer the agent was asked to make.
@@ -115,6 +120,9 @@ struct Quote {
     fees: Fees,
     /// Amount plus twice the maximum fee: what the transfer holds against the cap until it settles.
     reserved: U256,
+    /// The native balance as read and what the wallet must hold of it: the amount (of the native coin) plus one
+    /// maximum fee. The reservation checks it again, less what the agent's transfers on their way hold.
+    funds: NativeFunds,
     /// A token transfer's token balance as read: the reservation subtracts unused x402 authorizations from it.
     token_balance: Option<U256>,
 }
@@ -133,6 +141,7 @@ impl Transfers {
             vault,
             faults,
             fetcher: crate::x402::Fetcher::new(x402),
+            counted: Default::default(),
         }
     }
 
@@ -140,24 +149,118 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
-        self.audit_order(&order, &outcome).await;
+        let event = order_event(&order, &outcome);
+        // A transfer the node accepted is marked `pending` in the audit entry's transaction (a native send leaves
+        // it `signed` until then; a token send marked it already, and marking again changes nothing).
+        let recorded = match &outcome {
+            Ok(TransferOutcome::Sent {
+                tx,
+                status: BroadcastStatus::Pending,
+                ..
+            }) => self.store.mark_broadcast_audited(tx.id, &event).await,
+            _ => self.store.insert_audit(&event).await,
+        };
+        if let Err(e) = recorded {
+            // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
+            tracing::error!(agent_id = %order.agent.id, action = event.action, error = %e, "audit entry not recorded");
+        }
         outcome
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let (from, value) = validate(order)?;
         let client = self.chains.get(order.chain.name)?;
+        let Some(token) = &order.token else {
+            return self.send_native(client, order, from, value).await;
+        };
         let _guard = self
             .store
             .lock_sender(order.agent.id, order.chain.name)
             .await
             .map_err(store_error)?;
-        let quote = match &order.token {
-            None => quote(client, order.chain, from, order.to, value).await?,
-            Some(token) => quote_token(client, order.chain, token, from, order.to, value).await?,
-        };
+        let quote = quote_token(client, order.chain, token, from, order.to, value).await?;
         let node_nonce = self.node_nonce(client, order.agent.id, order.chain, from).await?;
-        let request = TransferRequest {
+        let request = self.order_request(order, from, value, &quote, node_nonce);
+        self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
+            .await
+    }
+
+    /// A native transfer. The quote reads the balance (a wallet that cannot pay the amount and one maximum fee is
+    /// refused before anything is signed) and otherwise asks the node nothing most of the time (a recipient known to
+    /// have no code, a recent fee reading); it is made before the send lock, with the wallet key. Under the lock: the nonce, the signature and the stored
+    /// record; the broadcast follows once the lock is released, so the next transfer of the agent is signed while
+    /// this one travels. A broadcast refused then gives its nonce back, or fills it when later ones are out
+    /// (`refused_after_release`).
+    async fn send_native(
+        &self,
+        client: &ChainClient,
+        order: &TransferOrder<'_>,
+        from: Address,
+        value: U256,
+    ) -> Result<TransferOutcome, TransferError> {
+        let chain = order.chain;
+        let (quote, signer) = tokio::join!(quote(client, chain, from, order.to, value), self.signer(order.agent.id));
+        let (quote, signer) = (quote?, signer?);
+        let priority_fee = quote.fees.max_priority_fee_per_gas;
+        let guard = self
+            .store
+            .lock_sender(order.agent.id, chain.name)
+            .await
+            .map_err(store_error)?;
+        let node_nonce = self.node_nonce(client, order.agent.id, chain, from).await?;
+        let mut request = self.order_request(order, from, value, &quote, node_nonce);
+        let tx = match self.reserve_with(&signer, &request, chain, priority_fee).await? {
+            Reserved::Signed(tx) => tx,
+            Reserved::Held(approval) => return Ok(TransferOutcome::AwaitingApproval { chain, approval }),
+        };
+        drop(guard);
+        let sent = |status| TransferOutcome::Sent {
+            chain,
+            tx: tx.clone(),
+            status,
+        };
+        match self.broadcast(client, &tx).await {
+            // Marked `pending` with its audit entry, in one commit (`send`).
+            Ok(()) => Ok(sent(BroadcastStatus::Pending)),
+            Err(e) if e.is_transport() => {
+                // It may have reached the node: it stays stored as signed and the watcher broadcasts it again.
+                tracing::warn!(tx_id = %tx.id, chain = chain.name, error = %e, "broadcast not confirmed; will retry");
+                Ok(sent(BroadcastStatus::Submitted))
+            }
+            Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => {
+                // The wallet was used elsewhere: its nonce is the node's, not a gap. Resynchronise and send again
+                // the way tokens are sent, holding the lock through the broadcast.
+                let _guard = self
+                    .store
+                    .lock_sender(order.agent.id, chain.name)
+                    .await
+                    .map_err(store_error)?;
+                let pending = client.pending_nonce(from).await?;
+                tracing::warn!(tx_id = %tx.id, chain = chain.name, pending, "nonce too low; resynchronising from the node");
+                self.store
+                    .discard_transfer(tx.id, Some(pending))
+                    .await
+                    .map_err(store_error)?;
+                request.id = Uuid::new_v4();
+                request.node_nonce = Some(pending);
+                self.sign_and_broadcast(client, chain, request, priority_fee).await
+            }
+            Err(e) => Err(self
+                .refused_after_release(client, &signer, &tx, priority_fee, quote.funds.needed, e)
+                .await),
+        }
+    }
+
+    /// What the store records of an order before its nonce is known.
+    fn order_request(
+        &self,
+        order: &TransferOrder<'_>,
+        from: Address,
+        value: U256,
+        quote: &Quote,
+        node_nonce: Option<u64>,
+    ) -> TransferRequest {
+        TransferRequest {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
             chain: order.chain.name.to_string(),
@@ -173,37 +276,62 @@ impl Transfers {
             token: order.token.as_ref().and_then(token_ref),
             authorization: Authorization::Policy,
             token_balance: quote.token_balance,
+            native_funds: Some(quote.funds),
             x402: None,
-        };
-        self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
-            .await
+        }
     }
 
-    /// Records what became of an order: accepted (sent or held for approval) or refused with its code.
-    async fn audit_order(&self, order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, TransferError>) {
-        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(order),
-            "to": order.to.to_checksum(None), "amount": order.amount});
-        let action = match outcome {
-            Ok(TransferOutcome::Sent { tx, status, .. }) => {
-                detail["transfer_id"] = serde_json::json!(tx.id);
-                detail["status"] = serde_json::json!(status.as_str());
-                detail["tx_hash"] = serde_json::json!(tx.tx_hash);
-                "transfer_accepted"
-            }
-            Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
-                detail["transfer_id"] = serde_json::json!(approval.id);
-                detail["status"] = serde_json::json!("awaiting_approval");
-                "transfer_accepted"
+    /// A transfer the node refused after the send lock was released: removed with its reservation, its nonce given
+    /// back if it is still the newest, else filled at once by a zero-value send of the wallet to itself at the same
+    /// fee cap (broadcast now; if the node does not take it either, the watcher sends it again and, failing that,
+    /// fills its nonce at today's fees). Nothing is re-signed, no nonce is left unused. The refusal is the answer.
+    async fn refused_after_release(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        tx: &StoredTx,
+        priority_fee: u128,
+        needed: U256,
+        e: ChainError,
+    ) -> TransferError {
+        let chain = client.info();
+        tracing::warn!(chain = chain.name, tx_id = %tx.id, error = %e, "the node refused the transfer");
+        let gas = crate::chain::TRANSFER_GAS;
+        let reserved = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
+        let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, reserved.min(tx.reserved_wei));
+        let sign = |nonce| sign_transfer(signer, chain, &fill, priority_fee, nonce);
+        match self.store.discard_or_fill(tx.id, &fill, &sign).await {
+            Ok(None) => {}
+            Ok(Some(filled)) => self.send_fill(client, tx, &filled).await,
+            Err(err) => return store_error(err),
+        }
+        if e.refusal() == Some(RefusalKind::InsufficientFunds) {
+            return TransferError::InsufficientFunds {
+                chain,
+                needed,
+                balance: client.balance(tx.from).await.ok(),
+            };
+        }
+        TransferError::Rejected(e)
+    }
+
+    /// Records and broadcasts the send that fills the nonce of a refused transfer.
+    async fn send_fill(&self, client: &ChainClient, refused: &StoredTx, fill: &StoredTx) {
+        tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = fill.nonce,
+            "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
+        let detail = serde_json::json!({"transfer_id": refused.id, "fill_id": fill.id, "chain": fill.chain,
+            "nonce": fill.nonce, "tx_hash": fill.tx_hash});
+        self.audit(fill.agent_id, "nonce_filled", "system", detail).await;
+        match client.send_raw(&fill.raw_tx).await {
+            Ok(_) => {
+                if let Err(e) = self.store.mark_broadcast(fill.id).await {
+                    tracing::error!(fill_id = %fill.id, error = %e, "a nonce fill's broadcast was not recorded");
+                }
             }
             Err(e) => {
-                detail["code"] = serde_json::json!(e.code());
-                if let TransferError::PolicyDenied(rule) = e {
-                    detail["rule"] = serde_json::json!(rule.as_str());
-                }
-                "transfer_refused"
+                tracing::warn!(fill_id = %fill.id, error = %e, "the nonce fill was not accepted yet; it will be sent again")
             }
-        };
-        self.audit(order.agent.id, action, order.actor.as_str(), detail).await;
+        }
     }
 
     /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
@@ -214,8 +342,19 @@ impl Transfers {
         chain: &ChainInfo,
         from: Address,
     ) -> Result<Option<u64>, TransferError> {
+        let known = |counted: &std::collections::HashSet<_>| counted.contains(&(agent_id, chain.name));
+        if known(&self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+            return Ok(None);
+        }
         match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
-            Some(_) => Ok(None),
+            Some(_) => {
+                let mut counted = self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if counted.len() >= 100_000 {
+                    counted.clear();
+                }
+                counted.insert((agent_id, chain.name));
+                Ok(None)
+            }
             None => Ok(Some(client.pending_nonce(from).await?)),
         }
     }
@@ -346,8 +485,30 @@ impl Transfers {
         priority_fee: u128,
     ) -> Result<Reserved, TransferError> {
         let signer = self.signer(request.agent_id).await?;
-        let sign = |nonce: u64| sign_transfer(&signer, chain, request, priority_fee, nonce);
-        match self.store.reserve_transfer(request, &sign).await.map_err(store_error)? {
+        self.reserve_with(&signer, request, chain, priority_fee).await
+    }
+
+    /// `reserve` with the wallet key already opened.
+    async fn reserve_with(
+        &self,
+        signer: &PrivateKeySigner,
+        request: &TransferRequest,
+        chain: &'static ChainInfo,
+        priority_fee: u128,
+    ) -> Result<Reserved, TransferError> {
+        let sign = |nonce: u64| sign_transfer(signer, chain, request, priority_fee, nonce);
+        self.decide(request, chain, &sign).await
+    }
+
+    /// The one step that decides a payment (cap, policy, approval, balances) and, when it passes, signs and stores
+    /// it: every way to pay goes through it.
+    async fn decide(
+        &self,
+        request: &TransferRequest,
+        chain: &'static ChainInfo,
+        sign: SignFn<'_>,
+    ) -> Result<Reserved, TransferError> {
+        match self.store.reserve_transfer(request, sign).await.map_err(store_error)? {
             Reservation::Reserved(tx) => Ok(Reserved::Signed(*tx)),
             Reservation::AwaitingApproval(approval) => Ok(Reserved::Held(*approval)),
             Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
@@ -359,8 +520,57 @@ impl Transfers {
             Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
             Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
             Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
+            Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {
+                chain,
+                needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
+                balance: Some(available),
+            }),
         }
     }
+}
+
+/// What became of an order, for the audit log: accepted (sent or held for approval) or refused with its code.
+fn order_event(order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, TransferError>) -> AuditEvent {
+    let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(order),
+        "to": order.to.to_checksum(None), "amount": order.amount});
+    let action = match outcome {
+        Ok(TransferOutcome::Sent { tx, status, .. }) => {
+            detail["transfer_id"] = serde_json::json!(tx.id);
+            detail["status"] = serde_json::json!(status.as_str());
+            detail["tx_hash"] = serde_json::json!(tx.tx_hash);
+            "transfer_accepted"
+        }
+        Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
+            detail["transfer_id"] = serde_json::json!(approval.id);
+            detail["status"] = serde_json::json!("awaiting_approval");
+            "transfer_accepted"
+        }
+        Err(e) => {
+            detail["code"] = serde_json::json!(e.code());
+            if let TransferError::PolicyDenied(rule) = e {
+                detail["rule"] = serde_json::json!(rule.as_str());
+            }
+            "transfer_refused"
+        }
+    };
+    AuditEvent {
+        agent_id: order.agent.id,
+        action,
+        actor: order.actor.as_str().to_string(),
+        detail,
+    }
+}
+
+/// The native balance as read and what a transfer needs of it; refused at once when the balance alone falls short.
+fn native_funds(chain: &'static ChainInfo, balance: U256, needed: U256) -> Result<NativeFunds, TransferError> {
+    if balance < needed {
+        return Err(TransferError::InsufficientFunds {
+            chain,
+            needed,
+            balance: Some(balance),
+        });
+    }
+    Ok(NativeFunds { balance, needed })
 }
 
 /// The refusal of a token amount above what the wallet holds less its unused x402 authorizations.
@@ -370,6 +580,36 @@ fn insufficient_tokens(request: &TransferRequest, available: U256) -> TransferEr
         decimals: request.token.map_or(18, |t| t.decimals),
         needed: request.value_wei,
         balance: available,
+    }
+}
+
+/// A zero-value send of `tx`'s wallet to itself, to take a nonce that `tx` left unused (a gap, or a transfer refused
+/// after later ones were signed): nothing moves but the fee, held against the cap as `reserved_wei`.
+fn nonce_filler(
+    tx: &StoredTx,
+    chain: &ChainInfo,
+    gas_limit: u64,
+    max_fee_per_gas: u128,
+    reserved_wei: U256,
+) -> TransferRequest {
+    TransferRequest {
+        id: Uuid::new_v4(),
+        agent_id: tx.agent_id,
+        chain: tx.chain.clone(),
+        conversation_id: None,
+        from: tx.from,
+        to: tx.from,
+        value_wei: U256::ZERO,
+        gas_limit,
+        max_fee_per_gas,
+        reserved_wei,
+        node_nonce: None,
+        asset: chain.native_symbol.to_string(),
+        token: None,
+        authorization: Authorization::Decided,
+        token_balance: None,
+        native_funds: None,
+        x402: None,
     }
 }
 
@@ -444,8 +684,9 @@ fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError>
     Ok((from, value))
 }
 
-/// Gas, fees and balance (independent reads, asked together: one round trip instead of three); refuses when the
-/// wallet cannot pay the amount plus the maximum fee.
+/// Gas, fees and the balance (independent reads, asked together); refuses when the balance cannot pay the amount
+/// plus the maximum fee. Gas is 21,000 without an estimate for a recipient without code, fees and the L1 fee
+/// estimate are reused for `FEE_MAX_AGE`: besides the balance, most quotes ask the node nothing.
 async fn quote(
     client: &ChainClient,
     chain: &'static ChainInfo,
@@ -455,10 +696,10 @@ async fn quote(
 ) -> Result<Quote, TransferError> {
     let probe = l1_probe(chain, to, value, Bytes::new());
     let (gas_limit, fees, balance, l1_fee) = tokio::join!(
-        client.estimate_transfer_gas(from, to, value),
+        client.transfer_gas(from, to, value),
         client.recent_fees(FEE_MAX_AGE),
         client.balance(from),
-        client.l1_fee(&probe),
+        client.recent_l1_fee(&probe, FEE_MAX_AGE),
     );
     let gas_limit = match gas_limit {
         Ok(gas) => gas,
@@ -475,19 +716,12 @@ async fn quote(
     // On OP-stack chains the L1 data fee is part of the fee (§14).
     let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
     // The wallet must pay the amount and one maximum fee; the cap holds twice the fee, room for fee bumps (§8).
-    let needed = value.saturating_add(max_fee);
-    if balance < needed {
-        return Err(TransferError::InsufficientFunds {
-            chain,
-            needed,
-            balance: Some(balance),
-        });
-    }
-    let reserved = needed.saturating_add(max_fee);
+    let funds = native_funds(chain, balance, value.saturating_add(max_fee))?;
     Ok(Quote {
         gas_limit,
         fees,
-        reserved,
+        reserved: funds.needed.saturating_add(max_fee),
+        funds,
         token_balance: None,
     })
 }
@@ -525,17 +759,11 @@ async fn quote_token(
     let (gas_limit, fees, balance, l1_fee) = (gas_limit?, fees?, balance?, l1_fee?);
     // On OP-stack chains the L1 data fee is part of the fee (§14).
     let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
-    if balance < max_fee {
-        return Err(TransferError::InsufficientFunds {
-            chain,
-            needed: max_fee,
-            balance: Some(balance),
-        });
-    }
     Ok(Quote {
         gas_limit,
         fees,
         reserved: max_fee.saturating_add(max_fee),
+        funds: native_funds(chain, balance, max_fee)?,
         token_balance: Some(held),
     })
 }

@@ -7,12 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${PYTHON_CLIENT_VENV:-$HOME/.cache/agentd-python-client}"
-if [ ! -x "$VENV/bin/openapi-python-client" ] || ! cmp -s requirements.txt "$VENV/.agentd-requirements"; then
-  echo "==> installing the Python client's tools in $VENV (openapi-python-client, mcp, pytest; pinned)"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q -r requirements.txt
-  cp requirements.txt "$VENV/.agentd-requirements"
-fi
+PYTHON_CLIENT_VENV="$VENV" ../../scripts/install.sh clients
 rm -rf agentd_client
 PATH="$VENV/bin:$PATH" openapi-python-client generate --path ../../web/openapi.json --meta none \
   --output-path agentd_client --config generator.yml

@@ -158,6 +158,13 @@ pub struct StreamLease {
 }
 
 impl StreamLease {
+    /// Resolves when the stream must end: its token was reissued or its agent deleted. Borrows the lease, so a
+    /// stream that owns its lease needs no future of its own for this.
+    pub async fn ended(&mut self) {
+        // The sender lives as long as any lease of this holder, this one included: an error cannot come first.
+        let _ = self.revoked.wait_for(|revoked| *revoked).await;
+    }
+
     /// Resolves when the stream must end: its token was reissued or its agent deleted.
     pub fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut revoked = self.revoked.clone();

@@ -1,6 +1,7 @@
 //! One chain's JSON-RPC client: per-call timeout, one retry on transient failures, and a lazily
 //! cached `eth_chainId` check that keeps a node of the wrong chain from ever being used.
 
+use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -58,7 +59,27 @@ struct Inner {
     recent_fees: Mutex<Option<(Instant, Fees)>>,
     /// What each token contract reported as its decimals (`tokens.rs`).
     decimals_seen: super::tokens::DecimalsSeen,
+    /// Addresses found without code, and when (`transfer_gas`).
+    no_code: Mutex<HashMap<Address, Instant>>,
+    /// The last L1 fee estimate, its unsigned encoding and when it was read (`recent_l1_fee`).
+    recent_l1_fee: Mutex<Option<(Instant, Vec<u8>, U256)>>,
 }
+
+/// How long an address found without code is taken to have none: a native transfer to it then costs 21,000 gas
+/// without asking the node. Code can appear at an address later (a contract deployed there, or an EIP-7702
+/// delegation, whose code is `0xef0100 || address`); a transfer signed with 21,000 gas to such an address reverts
+/// (nothing moves, its fee is paid), so the answer is trusted only briefly.
+pub const NO_CODE_TTL: Duration = Duration::from_secs(10);
+
+/// Whether `to` is one of the lowest 65,536 addresses, where chains put their precompiles (0x01-0x11 on Ethereum,
+/// RIP-7212's P-256 verifier at 0x100 on some L2s) and system contracts: they have no code, yet a call to them runs
+/// and costs more than 21,000 gas.
+fn is_reserved_range(to: Address) -> bool {
+    to.as_slice()[..18].iter().all(|b| *b == 0)
+}
+
+/// How many addresses without code are remembered; past it all are forgotten (and asked about again).
+const NO_CODE_ENTRIES: usize = 10_000;
 
 /// A client for one configured chain. Cheap to clone (the connection state is shared).
 #[derive(Clone)]
@@ -97,6 +118,8 @@ impl ChainClient {
                 errors: Default::default(),
                 recent_fees: Mutex::new(None),
                 decimals_seen: Default::default(),
+                no_code: Mutex::new(HashMap::new()),
+                recent_l1_fee: Mutex::new(None),
             }),
             confirmations: 1,
         }
@@ -243,6 +266,57 @@ impl ChainClient {
         let p = &self.inner.provider;
         let request = TransactionRequest::default().from(from).to(to).value(value);
         self.call(|| p.estimate_gas(request.clone())).await
+    }
+
+    /// Gas for a native transfer of `value` from `from` to `to`: 21,000 when `to` has no code (a plain account, not
+    /// a contract nor an EIP-7702-delegated one), without an estimate; else the node's estimate. The code check is
+    /// remembered for `NO_CODE_TTL`, so a sender paying the same recipients asks nothing of the node before signing.
+    pub async fn transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
+        if is_reserved_range(to) {
+            // Precompiles and system contracts have no code yet run when called: a transfer to one is estimated.
+            return self.estimate_transfer_gas(from, to, value).await;
+        }
+        if self.known_without_code(to) {
+            return Ok(super::fees::TRANSFER_GAS);
+        }
+        let p = &self.inner.provider;
+        let code = self.call(|| p.get_code_at(to)).await?;
+        if !code.is_empty() {
+            return self.estimate_transfer_gas(from, to, value).await;
+        }
+        let mut seen = self.inner.no_code.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= NO_CODE_ENTRIES {
+            seen.clear();
+        }
+        seen.insert(to, Instant::now());
+        Ok(super::fees::TRANSFER_GAS)
+    }
+
+    /// Whether `to` was found without code less than `NO_CODE_TTL` ago.
+    fn known_without_code(&self, to: Address) -> bool {
+        let seen = self.inner.no_code.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(&to).is_some_and(|at| at.elapsed() < NO_CODE_TTL)
+    }
+
+    /// The L1 fee of `unsigned` (see `l1_fee`), reusing the last estimate when it was for the same encoding and is no
+    /// older than `max_age` (the L1 base fee it follows moves once per L1 block, every 12 s).
+    pub async fn recent_l1_fee(&self, unsigned: &[u8], max_age: Duration) -> Result<U256, ChainError> {
+        if !super::l1_fee::is_op_stack(self.info) {
+            return Ok(U256::ZERO);
+        }
+        {
+            let cached = self.inner.recent_l1_fee.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((at, probe, fee)) = cached.as_ref()
+                && at.elapsed() <= max_age
+                && probe.as_slice() == unsigned
+            {
+                return Ok(*fee);
+            }
+        }
+        let fee = self.l1_fee(unsigned).await?;
+        *self.inner.recent_l1_fee.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Instant::now(), unsigned.to_vec(), fee));
+        Ok(fee)
     }
 
     /// The next nonce of `address`, counting its transactions still in the node's mempool.
@@ -406,6 +480,33 @@ impl ChainClient {
             chain: self.info.name.to_owned(),
             expected: self.info.chain_id,
             actual,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(hex: &str) -> Address {
+        hex.parse().expect("an address")
+    }
+
+    #[test]
+    fn precompiles_and_system_addresses_are_in_the_reserved_range() {
+        for low in [
+            "0x0000000000000000000000000000000000000001", // ecrecover
+            "0x0000000000000000000000000000000000000011", // BLS12-381 (Prague)
+            "0x0000000000000000000000000000000000000100", // RIP-7212 P-256 verifier
+            "0x000000000000000000000000000000000000ffff",
+        ] {
+            assert!(is_reserved_range(address(low)), "{low}");
+        }
+        for wallet in [
+            "0x0000000000000000000000000000000000010000",
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+        ] {
+            assert!(!is_reserved_range(address(wallet)), "{wallet}");
         }
     }
 }

@@ -75,14 +75,6 @@ pub async fn run_turn(
     events: mpsc::Sender<ChatEvent>,
 ) -> Result<TurnResult, ChatError> {
     let conversation_id = turn.conversation.id;
-    let earlier = if turn.is_new_conversation {
-        chat.store.create_conversation(&turn.conversation).await?;
-        Vec::new()
-    } else {
-        chat.store
-            .recent_messages(conversation_id, prompt::HISTORY_MESSAGES)
-            .await?
-    };
     let user_message = Message {
         id: Uuid::new_v4(),
         conversation_id,
@@ -92,7 +84,17 @@ pub async fn run_turn(
         tokens_used: 0,
         created_at: crate::domain::now(),
     };
-    chat.store.insert_message(&user_message).await?;
+    let earlier = if turn.is_new_conversation {
+        chat.store.start_conversation(&turn.conversation, &user_message).await?;
+        Vec::new()
+    } else {
+        let earlier = chat
+            .store
+            .recent_messages(conversation_id, prompt::HISTORY_MESSAGES)
+            .await?;
+        chat.store.insert_message(&user_message).await?;
+        earlier
+    };
     let _ = events.send(ChatEvent::Start { conversation_id }).await;
 
     let mut transcript = TurnTranscript::default();

@@ -30,6 +30,11 @@ impl AllowedOrigins {
         AllowedOrigins(Arc::new(origins))
     }
 
+    /// No origin is listed: every answer stays same-origin and the middleware has nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The request's `Origin` when it is listed.
     fn listed(&self, request: &Request) -> Option<HeaderValue> {
         let origin = request.headers().get(header::ORIGIN)?;

@@ -133,7 +133,24 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.server.max_body_bytes;
     let origins = cors::AllowedOrigins::new(state.config.server.cors_origins.clone());
     let (api_router, document) = api().split_for_parts();
-    api_router
+    // Every route's request counters exist before the first request, so counting takes no lock. Routes outside the
+    // document (docs, console, MCP) are listed here; one forgotten is still counted, behind a read lock.
+    let undocumented = [
+        "/api/openapi.json",
+        "/",
+        "/assets/console.js",
+        "/assets/console.css",
+        "/mcp",
+    ];
+    state.metrics.register_routes(
+        document
+            .paths
+            .paths
+            .keys()
+            .cloned()
+            .chain(undocumented.iter().map(|r| r.to_string())),
+    );
+    let routes = api_router
         .merge(SwaggerUi::new("/docs").url("/api/openapi.json", openapi::finish(document)))
         .merge(console::router())
         .merge(mcp::router(&state))
@@ -145,8 +162,14 @@ pub fn router(state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             HTTP_REQUEST_TIMEOUT,
-        ))
-        .layer(axum::middleware::from_fn_with_state(origins, cors::cors))
+        ));
+    // Without CORS_ORIGINS the middleware would pass every request through unchanged: it is left out.
+    let routes = if origins.is_empty() {
+        routes
+    } else {
+        routes.layer(axum::middleware::from_fn_with_state(origins, cors::cors))
+    };
+    routes
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
             // Spans carry the path only: query strings may hold an access token.

@@ -2,9 +2,11 @@
 //! route gets them without a line of its own): the errors every body-taking route can answer, the optional `fund`
 //! body (an object, never `null`), and the OpenAPI links from `POST /api/agents` to the agent's routes that let a
 //! client (or a stateful fuzzer) follow a created agent's `id`; the 5xx every operation (500) or every operation
-//! that reaches a chain node or the LLM (502/503/504) can answer; and an example on every request body and on
-//! the main success response of every operation (`examples.rs`).
+//! that reaches a chain node or the LLM (502/503/504) can answer; an example on every request body and on the
+//! main success response of every operation (`examples.rs`); and on every error response, a refusal the operation
+//! really answers with that status (`errors.rs`).
 
+mod errors;
 mod examples;
 
 use utoipa::openapi::path::{Operation, PathItem};
@@ -20,6 +22,7 @@ pub fn finish(mut doc: OpenApi) -> OpenApi {
     add_server_errors(&mut doc);
     describe_responses(&mut doc);
     add_examples(&mut doc);
+    add_error_examples(&mut doc);
     doc
 }
 
@@ -210,6 +213,34 @@ fn add_examples(doc: &mut OpenApi) {
             if let Some((_, RefOr::T(response))) = success {
                 for (media_type, content) in response.content.iter_mut() {
                     set_example(media_type, content);
+                }
+            }
+        }
+    }
+}
+
+/// An example body on every 4xx/5xx response: the refusal `errors::example` gives for the operation and status.
+fn add_error_examples(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations(item) {
+            let operation_id = op.operation_id.clone().unwrap_or_default();
+            for (status, response) in op.responses.responses.iter_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                if !(status.starts_with('4') || status.starts_with('5')) {
+                    continue;
+                }
+                let Some(error) = errors::example(&operation_id, status) else {
+                    continue;
+                };
+                for content in response.content.values_mut() {
+                    if let RefOr::T(content) = content
+                        && content.example.is_none()
+                        && content.examples.is_empty()
+                    {
+                        content.example = Some(error.body());
+                    }
                 }
             }
         }

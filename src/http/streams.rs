@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use super::error::{AppError, Result};
 use super::views::ErrorBody;
 use crate::auth::streams::StreamLease;
 use crate::state::AppState;
-use crate::store::EventRecord;
+use crate::store::{EventRecord, Store};
 
 /// Silence after which a `ping` is sent.
 pub const PING_INTERVAL: Duration = Duration::from_secs(15);
@@ -90,8 +89,7 @@ async fn stream_conversation(
     let lease = state.streams.open(conversation.agent_id, token.as_deref())?;
     // Subscribe before replaying, so nothing committed in between is missed.
     let follower = Follower {
-        revoked: Box::pin(lease.revoked()),
-        _lease: lease,
+        lease,
         live: state.events.subscribe(),
         stop: state.shutdown.clone(),
         conversation_id: conversation.id,
@@ -100,7 +98,7 @@ async fn stream_conversation(
         greeted: false,
         backlog: VecDeque::new(),
         last_write: tokio::time::Instant::now(),
-        state,
+        store: state.store.clone(),
     };
     // A stream polled by the connection itself: no task or channel per subscriber, which keeps many cheap.
     let stream = futures::stream::unfold(follower, |mut f| async move {
@@ -122,14 +120,13 @@ fn ping() -> Event {
 
 /// One subscriber's position: what it was sent last, and stored events still to send.
 struct Follower {
-    state: AppState,
+    store: Arc<dyn Store>,
     conversation_id: Uuid,
     live: broadcast::Receiver<Arc<EventRecord>>,
     stop: tokio::sync::watch::Receiver<bool>,
-    /// Resolves when the token the stream was opened with is reissued or the agent deleted.
-    revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
-    /// Holds one of the agent's stream slots while the stream is open.
-    _lease: StreamLease,
+    /// Holds one of the agent's stream slots while the stream is open; ends the stream when the token it was opened
+    /// with is reissued or the agent deleted.
+    lease: StreamLease,
     last_sent: i64,
     /// Stored events after `last_sent` must be read before following live ones.
     replay: bool,
@@ -164,7 +161,7 @@ impl Follower {
                 next = self.live.recv() => next,
                 _ = tokio::time::sleep_until(self.last_write + PING_INTERVAL) => return Some(ping()),
                 _ = self.stop.wait_for(|stopped| *stopped) => return None,
-                _ = &mut self.revoked => return None,
+                _ = self.lease.ended() => return None,
             };
             match next {
                 Ok(record) if record.conversation_id == Some(self.conversation_id) && record.id > self.last_sent => {
@@ -182,7 +179,6 @@ impl Follower {
     /// Moves one page of stored events after `last_sent` into the backlog.
     async fn read_stored(&mut self) -> Option<()> {
         let page = match self
-            .state
             .store
             .events_after(self.conversation_id, self.last_sent, REPLAY_PAGE)
             .await

@@ -12,6 +12,7 @@ mod postgres;
 mod shared;
 mod sql;
 mod sqlite;
+mod views;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,9 +28,9 @@ pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
 pub use model::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NewAgent, NonceFill,
-    OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement, SignFn,
-    SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NativeFunds, NewAgent,
+    NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement,
+    SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -152,6 +153,8 @@ pub trait TokenStore: Send + Sync + 'static {
 #[async_trait]
 pub trait ConversationStore: Send + Sync + 'static {
     async fn create_conversation(&self, conversation: &Conversation) -> StoreResult<()>;
+    /// A new conversation with its first message, in one write (a chat turn's start: one commit instead of two).
+    async fn start_conversation(&self, conversation: &Conversation, first: &Message) -> StoreResult<()>;
     async fn get_conversation(&self, id: Uuid) -> StoreResult<Conversation>;
     /// Newest first, at most `limit`, starting after the conversation `before` (the last of the previous page);
     /// `None` when `before` is not one of the agent's conversations.
@@ -189,6 +192,16 @@ pub trait TransferStore: Send + Sync + 'static {
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
     /// `resync_to` moves the next nonce up to the node's count.
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()>;
+    /// Removes a transfer no node accepted (broadcast after the send lock was released) and gives its reservation
+    /// back; its nonce too when it is still the newest. When later nonces were handed out meanwhile, `fill` (a
+    /// zero-value send to the wallet itself) is signed at its nonce and stored as `signed` in the same transaction,
+    /// so that they do not wait behind a nonce nothing uses: `Some(fill)`.
+    async fn discard_or_fill(
+        &self,
+        id: Uuid,
+        fill: &TransferRequest,
+        sign: SignFn<'_>,
+    ) -> StoreResult<Option<StoredTx>>;
     /// Stores, signed in the same transaction, a zero-value send to the wallet itself at the nonce of the open
     /// transfer `gap`, which can no longer land, so that later nonces do not wait behind it. Its fee is held out of
     /// `gap`'s reservation (any excess against the cap); the two stay open until one of them lands.
@@ -273,6 +286,9 @@ pub trait AuditStore: Send + Sync + 'static {
     /// Appends the event to the chain and moves the head, in one transaction serialised with every other append
     /// (SQLite's write lock; PostgreSQL: the head row `FOR UPDATE`).
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
+    /// `signed` -> `pending` (as `mark_broadcast`) and `event` appended, in one transaction: a native send's record
+    /// once the node accepted it, one commit instead of two.
+    async fn mark_broadcast_audited(&self, id: Uuid, event: &AuditEvent) -> StoreResult<()>;
     /// The agent's entries newest first, older than the entry `before` when given.
     async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>>;
     /// Every agent's entries with an id above `after_id`, oldest first (for `agentd audit verify`). Rows written

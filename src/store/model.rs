@@ -168,9 +168,21 @@ pub struct TransferRequest {
     /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
     /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
     pub token_balance: Option<U256>,
+    /// The wallet's native balance read on chain before the reservation, and what this transfer needs of it: the
+    /// reservation refuses it when the balance less the reservations of the agent's transfers still on their way on
+    /// the chain (signed or pending: the read may not show them yet) is below that (`InsufficientFunds`).
+    pub native_funds: Option<NativeFunds>,
     /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
     /// called with 0 and its `raw` is the signed payment document.
     pub x402: Option<crate::domain::transaction::X402Record>,
+}
+
+/// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the
+/// fee).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeFunds {
+    pub balance: U256,
+    pub needed: U256,
 }
 
 /// What a reservation checks besides the cap, in the same transaction.
@@ -212,6 +224,10 @@ pub enum Reservation {
     AwaitingApproval(Box<super::Approval>),
     /// The token balance less the agent's unused x402 authorizations of that token is below the amount.
     InsufficientTokens {
+        available: U256,
+    },
+    /// The native balance less what the agent's transfers on their way hold is below what this one needs.
+    InsufficientFunds {
         available: U256,
     },
     /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).

@@ -326,6 +326,14 @@ pub fn wei_from_text(text: &str, column: &str) -> StoreResult<U256> {
     U256::from_str_radix(text, 10).map_err(|_| StoreError::Corrupt(column.into()))
 }
 
+/// The sum of a column of wei amounts stored as text.
+pub fn sum_wei(rows: &[(String,)], column: &str) -> StoreResult<U256> {
+    rows.iter().try_fold(
+        U256::ZERO,
+        |sum, (v,)| Ok(sum.saturating_add(wei_from_text(v, column)?)),
+    )
+}
+
 pub fn address_from_text(text: &str) -> StoreResult<Address> {
     text.parse().map_err(|_| StoreError::Corrupt("address".into()))
 }

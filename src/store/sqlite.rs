@@ -7,11 +7,16 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
-use super::sql::{Backend, SqlStore};
+use super::sql::reads::ReadConns;
+use super::sql::{Backend, SqlStore, WriteTx};
+use super::views::ViewCache;
 use super::{EventFeed, SendGuard, StoreError, StoreResult};
+
+/// Read-only connections for the authenticated hot path (`sql::reads`), besides the pool's.
+const READ_CONNECTIONS: usize = 4;
 
 /// SQLite-backed store.
 pub type SqliteStore = SqlStore<Sqlite>;
@@ -29,11 +34,28 @@ impl SqlStore<Sqlite> {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        // The file is in WAL mode once the pool opened it: readers need no pragma beyond the busy timeout.
+        let read_options = SqliteConnectOptions::from_str(url)?
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // A connection to a local file does not go stale while idle: no ping (a round trip to the connection's
+            // worker thread) before each use. sqlx still checks it when it comes back to the pool.
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
-        Ok(SqlStore::with_pool(pool))
+        let mut store = SqlStore::with_pool(pool);
+        let pin = read_options.connect().await?;
+        store.views = Some(std::sync::Arc::new(ViewCache::new(path, pin)));
+        store.reads = Some(std::sync::Arc::new(ReadConns::new(
+            READ_CONNECTIONS,
+            Box::new(move || {
+                let options = read_options.clone();
+                Box::pin(async move { options.connect().await })
+            }),
+        )));
+        Ok(store)
     }
 }
 
@@ -51,8 +73,12 @@ impl Backend for Sqlite {
 
     /// A transaction that holds SQLite's single write lock from its first statement, so read-then-write
     /// sequences (caps, nonces, single-use challenges) cannot interleave and no row lock is needed.
-    async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-        pool.begin_with("BEGIN IMMEDIATE").await
+    /// Takes the process's writer turn first, so that SQLite's lock is free when asked for (another process may still
+    /// hold it: then the busy timeout waits).
+    async fn begin_write(store: &SqliteStore) -> Result<WriteTx<Sqlite>, sqlx::Error> {
+        let turn = store.writer.clone().lock_owned().await;
+        let tx = store.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(WriteTx::new(tx, Some(turn)))
     }
 
     /// `BEGIN IMMEDIATE` already holds the only write lock.

@@ -83,7 +83,8 @@ impl Transfers {
             asset: approval.asset.clone(),
             token: approval.token,
             authorization: Authorization::Approval,
-            token_balance: None,
+            token_balance: quote.token_balance,
+            native_funds: Some(quote.funds),
             x402: None,
         };
         self.sign_and_broadcast(client, chain, request, quote.fees.max_priority_fee_per_gas)

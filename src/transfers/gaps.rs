@@ -7,12 +7,11 @@
 
 use alloy::primitives::U256;
 use serde_json::json;
-use uuid::Uuid;
 
-use super::{TransferError, Transfers, l1_probe, sign_transfer, store_error};
+use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, store_error};
 use crate::chain::ChainClient;
 use crate::domain::transaction::StoredTx;
-use crate::store::{Authorization, NonceFill, TransferRequest};
+use crate::store::NonceFill;
 
 impl Transfers {
     /// Fills the nonce of `gap`, an open transfer that can no longer land: stores the fill (its fee held out of the
@@ -28,24 +27,8 @@ impl Transfers {
             client.l1_fee(&probe),
         );
         let (gas_limit, fees, l1_fee) = (gas_limit?, fees?, l1_fee?);
-        let request = TransferRequest {
-            id: Uuid::new_v4(),
-            agent_id: gap.agent_id,
-            chain: gap.chain.clone(),
-            conversation_id: None,
-            from: gap.from,
-            to: gap.from,
-            value_wei: U256::ZERO,
-            gas_limit,
-            max_fee_per_gas: fees.max_fee_per_gas,
-            reserved_wei: fees.max_cost(gas_limit).saturating_add(l1_fee),
-            node_nonce: None,
-            asset: chain.native_symbol.to_string(),
-            token: None,
-            authorization: Authorization::Decided,
-            token_balance: None,
-            x402: None,
-        };
+        let reserved = fees.max_cost(gas_limit).saturating_add(l1_fee);
+        let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
         let sign = |nonce| sign_transfer(&signer, chain, &request, fees.max_priority_fee_per_gas, nonce);
         let fill = match self

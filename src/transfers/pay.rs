@@ -12,14 +12,14 @@ use alloy::primitives::U256;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{TransferError, Transfers, store_error};
+use super::{Reserved, TransferError, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{StoredTx, TokenRef, X402Record};
-use crate::store::{Approval, Authorization as Check, Reservation, SignedTx, TransferRequest};
+use crate::store::{Approval, Authorization as Check, SignedTx, TransferRequest};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
 
@@ -301,6 +301,8 @@ impl Transfers {
             }),
             authorization: check,
             token_balance: Some(balance),
+            // An authorization moves tokens only; the payee's settlement pays the gas.
+            native_funds: None,
             x402: Some(record),
         };
         let signer = self.signer(agent.id).await?;
@@ -312,29 +314,10 @@ impl Transfers {
                 })
                 .map_err(|e| e.to_string())
         };
-        match self
-            .store
-            .reserve_transfer(&request, &sign)
-            .await
-            .map_err(store_error)?
-        {
-            Reservation::Reserved(tx) => Ok(Payment::Signed(tx)),
-            Reservation::AwaitingApproval(approval) => Ok(Payment::AwaitingApproval(approval)),
-            Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
-                chain,
-                reserved: U256::ZERO,
-                cap,
-                spent,
-            }),
-            Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
-            Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
-            Reservation::InsufficientTokens { available } => Err(TransferError::InsufficientTokenFunds {
-                symbol: choice.token.symbol.clone(),
-                decimals: choice.token.decimals,
-                needed: choice.amount,
-                balance: available,
-            }),
-        }
+        Ok(match self.decide(&request, chain, &sign).await? {
+            Reserved::Signed(tx) => Payment::Signed(Box::new(tx)),
+            Reserved::Held(approval) => Payment::AwaitingApproval(Box::new(approval)),
+        })
     }
 
     /// Sends the paid retry and keeps its answer (and the settlement it names) with the payment, which stays

@@ -146,7 +146,7 @@ fn verify(app: &TestApp) -> (bool, String) {
 }
 
 /// Edits the database: with the `sqlite3` CLI on SQLite (as an operator would), with SQL on PostgreSQL.
-async fn tamper(app: &TestApp, sql: &str) {
+pub async fn tamper(app: &TestApp, sql: &str) {
     if let Some(path) = app.db_url.strip_prefix("sqlite://") {
         let path = path.split('?').next().unwrap();
         let status = std::process::Command::new("sqlite3")

@@ -18,11 +18,13 @@ use tokio::sync::oneshot;
 
 pub mod chain;
 pub mod chat;
+pub mod gated_rpc;
 pub mod l1_proxy;
 pub mod llm_server;
 pub mod openapi;
 pub mod paywall;
 mod process;
+pub mod relay;
 pub mod sdk_paywall;
 pub mod slow_rpc;
 pub mod solidity;

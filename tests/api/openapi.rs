@@ -655,16 +655,29 @@ fn main_success(op: &Value) -> String {
         .expect("a success status")
 }
 
-/// Every request body, and the main success response of every operation that has a body, carries an example for
-/// each media type, and each example validates against the schema beside it.
+/// Every request body, the main success response of every operation that has a body and every error response
+/// carry an example for each media type, and each example validates against the schema beside it.
 #[test]
 fn every_operation_has_examples_that_validate_against_their_schemas() {
     let value = serde_json::to_value(agentd::http::openapi()).unwrap();
     let doc = Document(value.clone());
     let mut checked = 0;
+    let mut errors = 0;
     for (method, path, op) in operations(&value) {
         let success = main_success(&op);
         let mut contents = vec![(success.clone(), &op["responses"][&success]["content"])];
+        for (status, response) in op["responses"].as_object().expect("responses") {
+            if status.starts_with('4') || status.starts_with('5') {
+                let example = &response["content"]["application/json"]["example"];
+                let code = example["error"]["code"].as_str();
+                assert!(
+                    code.is_some_and(|c| !c.is_empty()),
+                    "{method} {path} {status}: an error example with a code: {example}"
+                );
+                errors += 1;
+                contents.push((status.clone(), &response["content"]));
+            }
+        }
         if let Some(body) = op.get("requestBody") {
             contents.push(("request body".to_string(), &body["content"]));
         }
@@ -683,8 +696,9 @@ fn every_operation_has_examples_that_validate_against_their_schemas() {
             }
         }
     }
-    // 33 success bodies but the two 204s, plus 10 request bodies.
-    assert!(checked >= 40, "only {checked} examples checked");
+    // 33 success bodies but the two 204s, plus 10 request bodies, plus every error response.
+    assert!(checked >= 40 + errors, "only {checked} examples checked");
+    assert!(errors >= 200, "only {errors} error examples checked");
 }
 
 /// The validator the examples go through refuses what the schemas' constraints refuse (so the test above can fail).

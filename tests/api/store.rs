@@ -85,6 +85,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token: None,
         authorization: Authorization::Policy,
         token_balance: None,
+        native_funds: None,
         x402: None,
     }
 }
@@ -682,6 +683,7 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
     let approved = TransferRequest {
         authorization: Authorization::Approval,
         token_balance: None,
+        native_funds: None,
         x402: None,
         ..request.clone()
     };

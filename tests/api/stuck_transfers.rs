@@ -94,7 +94,8 @@ async fn assert_spent_is_what_was_paid(app: &TestApp, anvil: &Anvil, agent: &Cre
 #[tokio::test]
 async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
-    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "1")]).await;
+    // 3 s: room to read the first attempt from the node before a bump takes its place in the pool.
+    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "3")]).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let to = fresh_address();
 
@@ -112,8 +113,25 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     assert_eq!(replaced(&bumped)[0], first.to_string(), "{bumped}");
     assert_eq!(bumped["status"], "pending", "{bumped}");
     assert_eq!(bumped["nonce"], 0, "{bumped}");
-    let second = hash_of(&bumped["tx_hash"]);
-    let (max, tip) = fees_of(&anvil, second).await;
+    // The attempt the node holds now: on a loaded machine the watcher may have bumped again since, which replaces
+    // the bump in the pool; each bump raises the fees again, so any of them is checked against the first.
+    let node_tx = loop {
+        let current = transfer(&app, &agent, &id).await;
+        if let Some(tx) = anvil
+            .provider()
+            .get_transaction_by_hash(hash_of(&current["tx_hash"]))
+            .await
+            .expect("eth_getTransactionByHash")
+        {
+            break tx;
+        }
+        // Stored, not yet broadcast.
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let (max, tip) = (
+        node_tx.max_fee_per_gas(),
+        node_tx.max_priority_fee_per_gas().expect("EIP-1559"),
+    );
     assert!(
         max * 8 >= first_max * 9,
         "the fee cap rose by 12.5% at least: {first_max} -> {max}"
@@ -122,7 +140,6 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
         tip * 8 >= first_tip * 9,
         "the tip rose by 12.5% at least: {first_tip} -> {tip}"
     );
-    let node_tx = anvil.provider().get_transaction_by_hash(second).await.unwrap().unwrap();
     assert_eq!(node_tx.to(), Some(to), "the bump sends the same transfer");
     assert_eq!(node_tx.value(), wei(CENT_ETH));
     assert_eq!(node_tx.nonce(), 0);
@@ -171,6 +188,19 @@ async fn whichever_attempt_lands_settles_the_transfer() {
     // The first attempt lands after all (another node still had it): the bumps leave the pool, the first comes back.
     // The watcher may bump again meanwhile (a loaded machine): then the newer attempt is dropped too, and again.
     let bump = hash_of(&bumped["tx_hash"]);
+    // The bump is stored before it is broadcast: act once the node holds it, or the first attempt could land
+    // before the bump reaches the node, which then refuses it (nonce too low) and the bump is withdrawn.
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while anvil
+        .provider()
+        .get_raw_transaction_by_hash(bump)
+        .await
+        .expect("eth_getRawTransactionByHash")
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "the bump never reached the node");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     loop {
         let current = transfer(&app, &agent, &id).await;

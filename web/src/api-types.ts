@@ -1341,6 +1341,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1350,6 +1358,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be at least 1"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be at least 1"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1359,6 +1380,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1437,6 +1466,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1446,6 +1483,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1455,6 +1500,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1464,6 +1517,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "name": "must not be empty"
+                     *           }
+                     *         },
+                     *         "message": "name: must not be empty"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1473,6 +1539,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1532,6 +1606,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1541,6 +1623,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1550,6 +1640,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1559,6 +1657,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1628,6 +1734,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1637,6 +1751,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1646,6 +1768,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1655,6 +1785,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1664,6 +1802,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1673,6 +1819,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1682,6 +1836,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "name": "must not be empty"
+                     *           }
+                     *         },
+                     *         "message": "name: must not be empty"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1691,6 +1858,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1720,6 +1895,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1729,6 +1912,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1738,6 +1929,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1747,6 +1946,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1756,6 +1963,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1813,6 +2028,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1822,6 +2045,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1831,6 +2062,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1840,6 +2079,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1849,6 +2096,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1899,6 +2154,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1908,6 +2171,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1917,6 +2188,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1926,6 +2205,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1935,6 +2222,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be between 1 and 500"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be between 1 and 500"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1944,6 +2244,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -1996,6 +2304,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2005,6 +2321,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2014,6 +2338,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2023,6 +2355,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2032,6 +2372,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2080,6 +2428,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2089,6 +2445,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2098,6 +2462,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2107,6 +2479,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2116,6 +2496,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2125,6 +2513,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2134,6 +2530,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "confirm": "must be true to export a private key"
+                     *           }
+                     *         },
+                     *         "message": "confirm: must be true to export a private key"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2143,6 +2552,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2205,6 +2622,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2214,6 +2639,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2223,6 +2656,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2232,6 +2673,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2241,6 +2690,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2250,6 +2707,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2259,6 +2724,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "amount": "must be greater than zero"
+                     *           }
+                     *         },
+                     *         "message": "amount: must be greater than zero"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2268,6 +2746,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2311,6 +2797,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2320,6 +2814,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "address": "must be a 0x address"
+                     *           }
+                     *         },
+                     *         "message": "address: must be a 0x address"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2329,6 +2836,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2338,6 +2853,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2386,6 +2909,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "malformed_challenge",
+                     *         "message": "the message is not a challenge this service issued"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2395,6 +2926,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_proof",
+                     *         "message": "the proof of ownership was not accepted"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2404,6 +2943,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2413,6 +2960,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2422,6 +2977,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "challenge_expired",
+                     *         "message": "the challenge has expired; request a new one"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2431,6 +2994,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2440,6 +3011,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2491,6 +3070,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2500,6 +3087,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2509,6 +3104,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2518,6 +3121,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2527,6 +3138,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2602,6 +3221,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2611,6 +3238,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2620,6 +3255,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2629,6 +3272,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2638,6 +3289,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2647,6 +3306,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2656,6 +3323,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "approval_ttl_secs": "must be between 60 and 604800"
+                     *           }
+                     *         },
+                     *         "message": "approval_ttl_secs: must be between 60 and 604800"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2665,6 +3345,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2724,6 +3412,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2733,6 +3429,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2742,6 +3446,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2751,6 +3463,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2789,6 +3509,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2798,6 +3526,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2807,6 +3543,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2816,6 +3560,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2892,6 +3644,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "malformed_challenge",
+                     *         "message": "the message is not a challenge this service issued"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2901,6 +3661,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_proof",
+                     *         "message": "the proof of ownership was not accepted"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2910,6 +3678,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2919,6 +3695,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2928,6 +3712,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2937,6 +3729,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "challenge_expired",
+                     *         "message": "the challenge has expired; request a new one"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2946,6 +3746,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2955,6 +3763,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3016,6 +3832,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3025,6 +3849,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3034,6 +3866,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3043,6 +3883,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3052,6 +3900,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be at least 1"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be at least 1"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3061,6 +3922,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3131,6 +4000,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3140,6 +4017,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3149,6 +4034,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "policy_denied",
+                     *         "details": {
+                     *           "rule": "per_transfer"
+                     *         },
+                     *         "message": "the agent's policy refuses this transfer (rule per_transfer)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3158,6 +4054,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3167,6 +4071,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_in_progress",
+                     *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3176,6 +4088,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3185,6 +4105,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3194,6 +4122,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_recipient",
+                     *         "message": "the recipient is the agent's own wallet cannot be the recipient"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3203,6 +4139,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3212,6 +4156,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3221,6 +4173,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3230,6 +4190,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3286,6 +4254,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3295,6 +4271,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3304,6 +4288,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_found",
+                     *         "message": "transfer not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3313,6 +4305,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3322,6 +4322,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3378,6 +4386,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3387,6 +4403,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3396,6 +4420,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_found",
+                     *         "message": "transfer not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3405,6 +4437,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_expired",
+                     *         "message": "the transfer's approval window has passed; it was not sent"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3414,6 +4454,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3423,6 +4471,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3432,6 +4488,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3441,6 +4505,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3450,6 +4522,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3515,6 +4595,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3524,6 +4612,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3533,6 +4629,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_found",
+                     *         "message": "transfer not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3542,6 +4646,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_pending",
+                     *         "message": "only a pending transfer can be cancelled (this one is confirmed)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3551,6 +4663,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3560,6 +4680,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3569,6 +4697,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3578,6 +4714,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3587,6 +4731,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3643,6 +4795,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3652,6 +4812,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3661,6 +4829,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_found",
+                     *         "message": "transfer not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3670,6 +4846,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "transfer_not_pending",
+                     *         "message": "the transfer is no longer awaiting approval (it is approved)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3679,6 +4863,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3688,6 +4880,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3784,6 +4984,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3793,6 +5001,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3802,6 +5018,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "policy_denied",
+                     *         "details": {
+                     *           "rule": "host_not_allowed"
+                     *         },
+                     *         "message": "the agent's policy refuses this transfer (rule host_not_allowed)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3811,6 +5038,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3820,6 +5055,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_in_progress",
+                     *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3829,6 +5072,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3838,6 +5089,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3847,6 +5106,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "url_not_allowed",
+                     *         "message": "the url must use https (http only for localhost)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3856,6 +5123,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3865,6 +5140,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "x402_payment_failed",
+                     *         "details": {
+                     *           "reason": "the facilitator refused the signature",
+                     *           "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2"
+                     *         },
+                     *         "message": "the resource refused the payment: the facilitator refused the signature"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3874,6 +5161,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3883,6 +5178,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the resource did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3931,6 +5234,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3998,6 +5309,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4007,6 +5326,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4016,6 +5343,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4025,6 +5360,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4034,6 +5377,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_in_progress",
+                     *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4043,6 +5394,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4052,6 +5411,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4061,6 +5428,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "message": "must be 1 to 8000 characters"
+                     *           }
+                     *         },
+                     *         "message": "message: must be 1 to 8000 characters"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4070,6 +5450,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4079,6 +5467,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_bad_response",
+                     *         "message": "the language model returned an invalid response: the completion holds no choice"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4088,6 +5484,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the language model is unavailable: no LLM is configured"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4097,6 +5501,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the language model did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4144,6 +5556,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4153,6 +5573,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4162,6 +5590,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4171,6 +5607,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4180,6 +5624,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4189,6 +5641,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4198,6 +5658,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "message": "must be 1 to 8000 characters"
+                     *           }
+                     *         },
+                     *         "message": "message: must be 1 to 8000 characters"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4207,6 +5680,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4216,6 +5697,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4225,6 +5714,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_bad_response",
+                     *         "message": "the language model returned an invalid response: the completion holds no choice"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4234,6 +5731,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the language model is unavailable: no LLM is configured"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4243,6 +5748,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the language model did not answer in time"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4291,6 +5804,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4300,6 +5821,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4309,6 +5838,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4318,6 +5855,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4327,6 +5872,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be at least 1"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be at least 1"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4336,6 +5894,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4365,6 +5931,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4374,6 +5948,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4383,6 +5965,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conversation_not_found",
+                     *         "message": "conversation not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4392,6 +5982,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4401,6 +5999,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4458,6 +6064,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4467,6 +6081,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4476,6 +6098,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conversation_not_found",
+                     *         "message": "conversation not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4485,6 +6115,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4494,6 +6132,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4539,6 +6185,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4548,6 +6202,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4557,6 +6219,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conversation_not_found",
+                     *         "message": "conversation not found"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4566,6 +6236,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4575,6 +6253,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "last_event_id": "must be a non-negative integer event id"
+                     *           }
+                     *         },
+                     *         "message": "last_event_id: must be a non-negative integer event id"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4584,6 +6275,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4593,6 +6292,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4629,6 +6336,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4663,6 +6378,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the metrics token is missing or wrong"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4672,6 +6395,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };

@@ -7,10 +7,10 @@ mod listener;
 use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres};
 use uuid::Uuid;
 
-use super::sql::{Backend, SqlStore};
+use super::sql::{Backend, SqlStore, WriteTx};
 use super::{EventFeed, SendGuard, StoreResult};
 
 /// PostgreSQL-backed store.
@@ -40,8 +40,8 @@ impl Backend for Postgres {
     }
 
     /// Writes that must not interleave lock the rows they read (`FOR UPDATE`) inside this transaction.
-    async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        pool.begin().await
+    async fn begin_write(store: &PgStore) -> Result<WriteTx<Postgres>, sqlx::Error> {
+        Ok(WriteTx::new(store.pool.begin().await?, None))
     }
 
     async fn lock_agent(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {

@@ -1,11 +1,12 @@
 //! Agents with their keys and addresses.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use alloy::primitives::Address;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, FromRow, Row, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
@@ -13,6 +14,22 @@ use crate::domain::agent::Agent;
 use crate::store::shared::{self, AGENT_COLUMNS, AgentRow, AgentTokenRow, KeyRow, PerChainRow};
 use crate::store::{AgentStore, AgentUpdate, NewAgent, StoreError, StoreResult};
 use crate::vault::EncryptedKey;
+
+/// An agent with its per-chain values (wallet and owner addresses, spending) and the owner of a live token hash
+/// (`$2`; empty when none was presented), for `load_agent_and_token`. Uncorrelated, the token lookup runs once per
+/// statement on both dialects.
+static AGENT_DETAIL_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {AGENT_COLUMNS}, (SELECT t.agent_id FROM access_tokens t \
+         WHERE t.token_hash = $2 AND t.revoked_at IS NULL) AS token_owner, \
+         p.kind AS per_chain_kind, p.chain AS per_chain_chain, p.value AS per_chain_value \
+         FROM agents LEFT JOIN (\
+         SELECT 'wallet' AS kind, chain, address AS value FROM wallet_addresses WHERE agent_id = $1 \
+         UNION ALL SELECT 'owner', chain, address FROM owner_addresses WHERE agent_id = $1 \
+         UNION ALL SELECT 'spent', chain, spent_wei FROM spending WHERE agent_id = $1\
+         ) p ON TRUE WHERE id = $1"
+    )
+});
 
 #[async_trait]
 impl<B> AgentStore for SqlStore<B>
@@ -34,7 +51,7 @@ where
 {
     async fn create_agent(&self, new: &NewAgent) -> StoreResult<()> {
         let a = &new.agent;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         Self::check_key_version(&mut tx, new.key.key_version).await?;
         sqlx::query(
             "INSERT INTO agents (id, name, description, chains, capabilities, spending_cap_wei, is_active, \
@@ -92,13 +109,31 @@ where
     }
 
     async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)> {
+        // Unchanged database, same answer: see `store::views` for why this is exact.
+        let before = match self.views.as_ref().map(|views| views.get(id, token_hash)) {
+            Some(Ok(view)) => return Ok(view),
+            Some(Err(mark)) => mark,
+            None => None,
+        };
+        if let Some(reads) = &self.reads {
+            let mut read = reads.take().await?;
+            let found = Self::load_agent_and_token(&mut read.conn, id, Some(token_hash)).await;
+            // The statement ran to its end (found or not): the connection is fit for the next read.
+            if !matches!(found, Err(StoreError::Database(_))) {
+                read.give_back();
+            }
+            if let (Some(views), Some(before), Ok(view)) = (&self.views, before, &found) {
+                views.put(before, id, token_hash, view);
+            }
+            return found;
+        }
         let mut conn = self.pool.acquire().await?;
         Self::load_agent_and_token(&mut conn, id, Some(token_hash)).await
     }
 
     async fn update_agent(&self, id: Uuid, update: &AgentUpdate, wallet: Address) -> StoreResult<Agent> {
         // On SQLite `BEGIN IMMEDIATE` already holds the only write lock; PostgreSQL locks the agent's row.
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         B::lock_agent(&mut tx, id).await?;
         let mut agent = Self::load_agent_and_token(&mut tx, id, None).await?.0;
         update.apply_to(&mut agent);
@@ -162,33 +197,33 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// The agent with its addresses, and (when a token hash is given) the agent owning that live token: two queries,
-    /// so the authenticated hot path stays short.
+    /// The agent with its addresses and spending, and (when a token hash is given) the agent owning that live token:
+    /// one statement, one round trip (the authenticated hot path). The agent's columns and the token's owner repeat on
+    /// each per-chain row and are read from the first; an agent without any per-chain value gives one row of NULLs.
     async fn load_agent_and_token(
         conn: &mut B::Connection,
         id: Uuid,
         token_hash: Option<&str>,
     ) -> StoreResult<(Agent, Option<Uuid>)> {
-        let row: AgentTokenRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {AGENT_COLUMNS}, (SELECT t.agent_id FROM access_tokens t \
-             WHERE t.token_hash = $2 AND t.revoked_at IS NULL) AS token_owner FROM agents WHERE id = $1"
-        )))
-        .bind(id)
-        .bind(token_hash.unwrap_or_default())
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(StoreError::AgentNotFound)?;
-        let mut agent = row.agent.into_agent()?;
-        let per_chain: Vec<PerChainRow> = sqlx::query_as(
-            "SELECT 'wallet', chain, address FROM wallet_addresses WHERE agent_id = $1 \
-             UNION ALL SELECT 'owner', chain, address FROM owner_addresses WHERE agent_id = $1 \
-             UNION ALL SELECT 'spent', chain, spent_wei FROM spending WHERE agent_id = $1",
-        )
-        .bind(id)
-        .fetch_all(&mut *conn)
-        .await?;
+        let rows: Vec<B::Row> = sqlx::query(AGENT_DETAIL_SQL.as_str())
+            .bind(id)
+            .bind(token_hash.unwrap_or_default())
+            .fetch_all(&mut *conn)
+            .await?;
+        let first = rows.first().ok_or(StoreError::AgentNotFound)?;
+        let head = AgentTokenRow::from_row(first)?;
+        let mut per_chain: Vec<PerChainRow> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let kind: Option<String> = row.try_get("per_chain_kind")?;
+            let chain: Option<String> = row.try_get("per_chain_chain")?;
+            let value: Option<String> = row.try_get("per_chain_value")?;
+            if let (Some(kind), Some(chain), Some(value)) = (kind, chain, value) {
+                per_chain.push((kind, chain, value));
+            }
+        }
+        let mut agent = head.agent.into_agent()?;
         shared::fill_per_chain(&mut agent, per_chain)?;
-        Ok((agent, row.token_owner))
+        Ok((agent, head.token_owner))
     }
 
     async fn replace_owners(

@@ -56,7 +56,7 @@ where
         needed: U256,
         may_grow: bool,
     ) -> StoreResult<Replacement> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let owner: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM transactions WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -111,7 +111,7 @@ where
     }
 
     async fn withdraw_attempt(&self, id: Uuid, hash: &str) -> StoreResult<bool> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let owner: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM transactions WHERE id = $1 AND tx_hash = $2")
             .bind(id)
             .bind(hash)

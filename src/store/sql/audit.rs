@@ -27,34 +27,20 @@ where
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
-        let mut tx = B::begin_write(&self.pool).await?;
-        let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
-        let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *tx).await?;
-        let at = crate::domain::now();
-        let detail = audit::canonical_json(&event.detail);
-        let (id,): (i64,) = sqlx::query_as(
-            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(event.agent_id)
-        .bind(event.action)
-        .bind(&event.actor)
-        .bind(&detail)
-        .bind(at)
-        .bind(&prev_hash)
-        .fetch_one(&mut *tx)
-        .await?;
-        let hash = audit::entry_hash(id, at, event.agent_id, &event.actor, event.action, &detail, &prev_hash);
-        sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
-            .bind(&hash)
+        let mut tx = B::begin_write(self).await?;
+        Self::append_audit(&mut tx, event).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn mark_broadcast_audited(&self, id: Uuid, event: &AuditEvent) -> StoreResult<()> {
+        let mut tx = B::begin_write(self).await?;
+        sqlx::query("UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'")
+            .bind(crate::domain::now())
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE audit_head SET entry_id = $1, hash = $2 WHERE id = 1")
-            .bind(id)
-            .bind(&hash)
-            .execute(&mut *tx)
-            .await?;
+        Self::append_audit(&mut tx, event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -86,5 +72,50 @@ where
         Ok(sqlx::query_as("SELECT entry_id, hash FROM audit_head WHERE id = 1")
             .fetch_one(&self.pool)
             .await?)
+    }
+}
+
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+{
+    /// Appends `event` inside the caller's write transaction: reads the head (locked on PostgreSQL), inserts the
+    /// entry, hashes it, moves the head.
+    async fn append_audit(conn: &mut B::Connection, event: &AuditEvent) -> StoreResult<()> {
+        let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
+        let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
+        let at = crate::domain::now();
+        let detail = audit::canonical_json(&event.detail);
+        let (id,): (i64,) = sqlx::query_as(
+            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(event.agent_id)
+        .bind(event.action)
+        .bind(&event.actor)
+        .bind(&detail)
+        .bind(at)
+        .bind(&prev_hash)
+        .fetch_one(&mut *conn)
+        .await?;
+        let hash = audit::entry_hash(id, at, event.agent_id, &event.actor, event.action, &detail, &prev_hash);
+        sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
+            .bind(&hash)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("UPDATE audit_head SET entry_id = $1, hash = $2 WHERE id = 1")
+            .bind(id)
+            .bind(&hash)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
     }
 }

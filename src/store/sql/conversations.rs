@@ -24,16 +24,15 @@ where
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
     async fn create_conversation(&self, c: &Conversation) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(c.id)
-        .bind(c.agent_id)
-        .bind(&c.title)
-        .bind(c.created_at)
-        .bind(c.updated_at)
-        .execute(&self.pool)
-        .await?;
+        let mut conn = self.pool.acquire().await?;
+        Self::insert_conversation_in(&mut conn, c).await
+    }
+
+    async fn start_conversation(&self, c: &Conversation, first: &Message) -> StoreResult<()> {
+        let mut tx = B::begin_write(self).await?;
+        Self::insert_conversation_in(&mut tx, c).await?;
+        Self::insert_message_in(&mut tx, first).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -82,7 +81,7 @@ where
     }
 
     async fn delete_conversation(&self, id: Uuid) -> StoreResult<bool> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         sqlx::query("DELETE FROM messages WHERE conversation_id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -96,7 +95,7 @@ where
     }
 
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         Self::insert_message_in(&mut tx, m).await?;
         tx.commit().await?;
         Ok(())
@@ -129,6 +128,20 @@ where
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
 {
     /// Appends a message inside the caller's transaction and marks its conversation as updated.
+    async fn insert_conversation_in(conn: &mut B::Connection, c: &Conversation) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(c.id)
+        .bind(c.agent_id)
+        .bind(&c.title)
+        .bind(c.created_at)
+        .bind(c.updated_at)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
     pub(super) async fn insert_message_in(conn: &mut B::Connection, m: &Message) -> StoreResult<()> {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"

@@ -24,7 +24,7 @@ where
     for<'r> KeyRow: sqlx::FromRow<'r, B::Row>,
 {
     async fn claim_key(&self, c: &KeyClaim<'_>) -> StoreResult<ClaimOutcome> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         sqlx::query(sql::FORGET)
             .bind(c.agent_id)
             .bind(c.expired_before)

@@ -42,7 +42,7 @@ where
     }
 
     async fn init_key_check(&self, check: &KeyCheck) -> StoreResult<KeyCheck> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         sqlx::query(
             "INSERT INTO key_check (id, key_version, ciphertext, nonce, updated_at) VALUES (1, $1, $2, $3, $4) \
              ON CONFLICT (id) DO NOTHING",
@@ -78,7 +78,7 @@ where
     /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
     /// the old version can be written while or after the keys move.
     async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let sql = format!(
             "SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}",
             B::ROW_LOCK

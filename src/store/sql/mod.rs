@@ -16,6 +16,7 @@ mod idempotency;
 mod keys;
 mod owners;
 mod policies;
+pub(in crate::store) mod reads;
 mod tokens;
 mod transfers;
 
@@ -44,7 +45,7 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
 
     /// Begins a transaction whose read-then-write sequences (caps, nonces, single-use challenges) cannot interleave
     /// with another writer's, together with `lock_agent`.
-    fn begin_write(pool: &Pool<Self>) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
+    fn begin_write(store: &SqlStore<Self>) -> impl Future<Output = Result<WriteTx<Self>, sqlx::Error>> + Send;
 
     /// Serialises writers of one agent (updates, spending, nonces) inside a write transaction, where the
     /// transaction alone does not.
@@ -69,6 +70,39 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     fn event_feed(store: &SqlStore<Self>) -> impl Future<Output = EventFeed> + Send;
 }
 
+/// A write transaction (`Backend::begin_write`): the connection through `Deref`, `commit` to end it. On SQLite it
+/// also holds this process's writer turn until it ends (see `SqlStore::writer`).
+pub struct WriteTx<B: Database> {
+    // Declared first, so dropped first: the rollback is queued before the turn passes on.
+    tx: Transaction<'static, B>,
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl<B: Database> WriteTx<B> {
+    pub(in crate::store) fn new(tx: Transaction<'static, B>, turn: Option<tokio::sync::OwnedMutexGuard<()>>) -> Self {
+        WriteTx { tx, _turn: turn }
+    }
+
+    /// Commits, then gives the writer turn to the next one.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl<B: Database> std::ops::Deref for WriteTx<B> {
+    type Target = B::Connection;
+
+    fn deref(&self) -> &B::Connection {
+        &self.tx
+    }
+}
+
+impl<B: Database> std::ops::DerefMut for WriteTx<B> {
+    fn deref_mut(&mut self) -> &mut B::Connection {
+        &mut self.tx
+    }
+}
+
 /// The store over a pool of `B`. Cheap to clone; clones share the pool, the locks and the feed.
 pub struct SqlStore<B: Database> {
     pub(in crate::store) pool: Pool<B>,
@@ -76,6 +110,13 @@ pub struct SqlStore<B: Database> {
     pub(in crate::store) locks: LocalLocks,
     /// Events this instance committed, announced to this instance's feeds.
     pub(in crate::store) feed: LocalFeed,
+    /// Connections for single reads without the pool's pings (SQLite); `None` reads through the pool.
+    pub(in crate::store) reads: Option<std::sync::Arc<reads::ReadConns<B::Connection>>>,
+    /// Agent views kept while the database has not changed (SQLite); `None` reads every time.
+    pub(in crate::store) views: Option<std::sync::Arc<crate::store::views::ViewCache>>,
+    /// The writer turn of this process (SQLite): its write transactions queue here, in order, rather than at
+    /// SQLite's busy handler, which polls the lock with sleeps of 1, 2, 5, ... up to 100 ms while it is taken.
+    pub(in crate::store) writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl<B: Database> SqlStore<B> {
@@ -84,6 +125,9 @@ impl<B: Database> SqlStore<B> {
             pool,
             locks: LocalLocks::default(),
             feed: LocalFeed::default(),
+            reads: None,
+            views: None,
+            writer: Default::default(),
         }
     }
 }
@@ -95,6 +139,9 @@ impl<B: Database> Clone for SqlStore<B> {
             pool: self.pool.clone(),
             locks: self.locks.clone(),
             feed: self.feed.clone(),
+            reads: self.reads.clone(),
+            views: self.views.clone(),
+            writer: self.writer.clone(),
         }
     }
 }

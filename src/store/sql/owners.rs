@@ -57,7 +57,7 @@ where
     /// same transaction.
     async fn open_owner_session(&self, nonce: &str, session: &OwnerSessionRecord) -> StoreResult<bool> {
         let now = crate::domain::now();
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let used = sqlx::query(
             "UPDATE owner_challenges SET used_at = $1 \
              WHERE nonce = $2 AND agent_id = $3 AND used_at IS NULL AND expires_at > $1",

@@ -82,7 +82,7 @@ where
     }
 
     async fn close_approval(&self, id: Uuid, status: ApprovalStatus) -> StoreResult<Closing> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         // The agent first, as reservations do, so that spending changes under one lock.
         let agent: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM approvals WHERE id = $1")
             .bind(id)
@@ -101,7 +101,7 @@ where
     }
 
     async fn reopen_approval(&self, id: Uuid) -> StoreResult<bool> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let Some(mut a) = Self::approval_in(&mut tx, id).await? else {
             return Ok(false);
         };

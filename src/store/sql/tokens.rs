@@ -66,7 +66,7 @@ where
 
     async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool> {
         let now = crate::domain::now();
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let consumed = match proof {
             ReissueProof::CurrentToken { token_hash } => sqlx::query(
                 "UPDATE access_tokens SET revoked_at = $1 \

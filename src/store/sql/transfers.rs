@@ -79,7 +79,7 @@ where
     }
 
     async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending and the nonce
         // stay still until this commits.
         B::lock_agent(&mut tx, r.agent_id).await?;
@@ -99,6 +99,15 @@ where
             let available = balance.saturating_sub(held);
             if available < r.value_wei {
                 return Ok(Reservation::InsufficientTokens { available });
+            }
+        }
+        // The native balance less what the agent's transfers still on their way may take of it.
+        if let Some(funds) = r.native_funds {
+            let available = funds
+                .balance
+                .saturating_sub(Self::held_by_transfers(&mut tx, r.agent_id, &r.chain).await?);
+            if available < funds.needed {
+                return Ok(Reservation::InsufficientFunds { available });
             }
         }
         let (held, event) = match Self::authorize_in(&mut tx, r, cap, spent).await? {
@@ -159,7 +168,7 @@ where
     }
 
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let row: Option<(Uuid, String, i64, String)> =
             sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei FROM transactions WHERE id = $1")
                 .bind(id)
@@ -195,8 +204,58 @@ where
         Ok(())
     }
 
+    async fn discard_or_fill(
+        &self,
+        id: Uuid,
+        fill: &TransferRequest,
+        sign: SignFn<'_>,
+    ) -> StoreResult<Option<StoredTx>> {
+        let mut tx = B::begin_write(self).await?;
+        // The agent's row lock first (PostgreSQL): `reserve_transfer` takes it before it hands out a nonce.
+        B::lock_agent(&mut tx, fill.agent_id).await?;
+        let row: Option<(i64, String)> = sqlx::query_as(
+            "SELECT nonce, reserved_wei FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3 \
+             AND status = 'signed'",
+        )
+        .bind(id)
+        .bind(fill.agent_id)
+        .bind(&fill.chain)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((nonce, reserved)) = row else {
+            return Ok(None);
+        };
+        sqlx::query("DELETE FROM transactions WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
+        Self::adjust_spent(&mut tx, fill.agent_id, &fill.chain, U256::ZERO, reserved).await?;
+        let given_back =
+            sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
+                .bind(nonce)
+                .bind(fill.agent_id)
+                .bind(&fill.chain)
+                .bind(nonce + 1)
+                .execute(&mut *tx)
+                .await?;
+        if B::rows_affected(&given_back) == 1 {
+            tx.commit().await?;
+            return Ok(None);
+        }
+        // Later nonces are out: this one is used by a send of the wallet to itself. Its fee fits in what the
+        // refused transfer held (the same fee cap, 21,000 gas), so it needs no cap check.
+        let nonce = shared::u64_from(nonce, "nonce")?;
+        let signed = sign(nonce).map_err(StoreError::Signing)?;
+        let record = shared::new_transfer(fill, nonce, signed);
+        Self::insert_transfer(&mut tx, &record, None).await?;
+        Self::adjust_spent(&mut tx, fill.agent_id, &fill.chain, fill.reserved_wei, U256::ZERO).await?;
+        tx.commit().await?;
+        Ok(Some(record))
+    }
+
     async fn fill_nonce(&self, gap: Uuid, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         B::lock_agent(&mut tx, r.agent_id).await?;
         let row: Option<(i64, String, String)> = sqlx::query_as(
             "SELECT nonce, reserved_wei, status FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3",
@@ -270,7 +329,7 @@ where
         event: serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let now = crate::domain::now();
         let row: Option<(Uuid, Option<Uuid>, String, String)> =
             sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
@@ -350,7 +409,7 @@ where
         response: Option<serde_json::Value>,
         settlement_tx: Option<String>,
     ) -> StoreResult<()> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let row: Option<(Uuid, Option<String>)> =
             sqlx::query_as("SELECT agent_id, x402 FROM transactions WHERE id = $1 AND kind = 'x402'")
                 .bind(id)
@@ -387,7 +446,7 @@ where
     }
 
     async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(self).await?;
         let row: Option<(Uuid, String, String)> =
             sqlx::query_as("SELECT agent_id, chain, reserved_wei FROM transactions WHERE id = $1 AND kind = 'x402'")
                 .bind(id)
@@ -551,9 +610,22 @@ where
         .bind(token.to_checksum(None))
         .fetch_all(&mut *conn)
         .await?;
-        rows.iter().try_fold(U256::ZERO, |sum, (v,)| {
-            Ok(sum.saturating_add(shared::wei_from_text(v, "value_wei")?))
-        })
+        shared::sum_wei(&rows, "value_wei")
+    }
+
+    /// What the agent's signed or pending transfers on `chain` hold: their reservations (value and up to twice the
+    /// first maximum fee, room for the bumps), none of which a balance read may show yet (the index on agent, chain,
+    /// kind and status finds them). x402 payments move tokens only.
+    async fn held_by_transfers(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT reserved_wei FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
+             AND status IN ('signed', 'pending')",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_all(&mut *conn)
+        .await?;
+        shared::sum_wei(&rows, "reserved_wei")
     }
 
     pub(super) async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {

@@ -53,11 +53,7 @@ impl L1Proxy {
         let router = axum::Router::new()
             .route("/", axum::routing::post(handle))
             .with_state(proxy);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let url = format!("http://{}", listener.local_addr().expect("the proxy's address"));
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        let url = super::relay::serve(router).await;
         L1Proxy { url, fees }
     }
 

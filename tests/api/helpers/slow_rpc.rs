@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
 #[derive(Clone)]
@@ -31,11 +30,7 @@ impl SlowRpc {
         let router = axum::Router::new()
             .route("/", axum::routing::post(forward))
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let url = format!("http://{}", listener.local_addr().expect("the proxy's address"));
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        let url = super::relay::serve(router).await;
         SlowRpc { url }
     }
 
@@ -47,22 +42,5 @@ impl SlowRpc {
 
 async fn forward(State(upstream): State<Upstream>, body: Bytes) -> impl IntoResponse {
     tokio::time::sleep(upstream.delay).await;
-    let answer = upstream
-        .client
-        .post(&upstream.url)
-        .header(header::CONTENT_TYPE.as_str(), "application/json")
-        .body(body)
-        .send()
-        .await;
-    match answer {
-        Ok(answer) => {
-            let body = answer.bytes().await.unwrap_or_default();
-            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body)
-        }
-        Err(_) => (
-            StatusCode::BAD_GATEWAY,
-            [(header::CONTENT_TYPE, "application/json")],
-            Bytes::new(),
-        ),
-    }
+    super::relay::relay(&upstream.client, &upstream.url, body).await
 }

@@ -282,12 +282,5 @@ async fn a_deleted_agent_ends_an_open_session_with_a_json_rpc_error() {
                 .header("mcp-session-id", &session),
         )
         .await;
-    assert_eq!(refused.status, StatusCode::GONE);
-    assert_eq!(refused.body["jsonrpc"], "2.0", "{:?}", refused.body);
-    assert_eq!(refused.body["error"]["code"], -32001, "{:?}", refused.body);
-    assert_eq!(
-        refused.body["error"]["data"]["code"], "agent_inactive",
-        "{:?}",
-        refused.body
-    );
+    assert_rpc_error(&refused, StatusCode::GONE, -32001, "agent_inactive");
 }

@@ -5,6 +5,7 @@
 
 mod elicitation;
 mod http;
+mod sessions;
 mod stdio;
 mod x402;
 
@@ -219,4 +220,15 @@ impl RawSession {
         assert_eq!(reply["id"], id, "{reply}");
         reply
     }
+}
+
+/// Asserts a JSON-RPC error answer of `POST /mcp`: its HTTP status, the JSON-RPC error code, and the API's code in
+/// the error's `data`.
+#[track_caller]
+pub fn assert_rpc_error(answer: &crate::helpers::TestResponse, status: reqwest::StatusCode, rpc_code: i64, code: &str) {
+    let text = &answer.text;
+    assert_eq!(answer.status, status, "{text}");
+    assert_eq!(answer.body["jsonrpc"], "2.0", "a JSON-RPC error body: {text}");
+    assert_eq!(answer.body["error"]["code"], rpc_code, "{text}");
+    assert_eq!(answer.body["error"]["data"]["code"], code, "{text}");
 }

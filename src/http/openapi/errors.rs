@@ -1,0 +1,163 @@
+//! The example of every documented error response: for each operation and status, one refusal the operation really
+//! answers with that status, built from the service's own `AppError` (so its code, message and details are exactly
+//! what a client receives). A pair this table has no refusal for gets no example, which the document's tests catch.
+
+use uuid::Uuid;
+
+use crate::chain::error::ChainError;
+use crate::chat::ChatError;
+use crate::domain::policy::{ApprovalStatus, PolicyRule};
+use crate::http::error::AppError;
+use crate::llm::LlmError;
+use crate::transfers::{PayError, TransferError};
+use crate::x402::FetchError;
+use crate::x402::guard::NotAllowed;
+
+const TRANSFER_ID: &str = "7d444840-9dc0-11d1-b245-5ffdce74fad2";
+
+/// Operations whose `{transfer_id}` names a transfer of the agent.
+const TRANSFER_OPERATIONS: &[&str] = &["get_transfer", "approve_transfer", "reject_transfer", "cancel_transfer"];
+/// Operations on one conversation.
+const CONVERSATION_OPERATIONS: &[&str] = &["delete_conversation", "list_messages", "stream_conversation"];
+
+fn chain_error(err: ChainError) -> AppError {
+    TransferError::Chain(err).into()
+}
+
+fn not_configured() -> AppError {
+    chain_error(ChainError::NotConfigured { chain: "base".into() })
+}
+
+/// A refusal `operation` answers with `status`, when the document lists that status for it.
+pub fn example(operation: &str, status: &str) -> Option<AppError> {
+    let error = match status {
+        "400" => match operation {
+            "owner_session" | "reissue_token" => AppError::BadRequest {
+                code: "malformed_challenge",
+                message: "the message is not a challenge this service issued".into(),
+            },
+            _ => AppError::InvalidJson("expected `,` or `}` at line 1 column 18".into()),
+        },
+        "401" => match operation {
+            "create_agent" | "list_agents" => AppError::AdminRequired,
+            "scrape" => AppError::MetricsTokenRequired,
+            "owner_session" | "reissue_token" => AppError::InvalidProof,
+            _ => AppError::InvalidToken,
+        },
+        "403" => match operation {
+            "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
+            | "reject_transfer" => crate::auth::AuthError::OwnerRequired.into(),
+            "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
+            "fetch_paid" => TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into(),
+            _ => AppError::Forbidden,
+        },
+        "404" if TRANSFER_OPERATIONS.contains(&operation) => AppError::TransferNotFound,
+        "404" if CONVERSATION_OPERATIONS.contains(&operation) => AppError::ConversationNotFound,
+        "404" => AppError::AgentNotFound,
+        "409" => match operation {
+            "approve_transfer" => TransferError::NotAwaiting(ApprovalStatus::Expired).into(),
+            "reject_transfer" => TransferError::NotAwaiting(ApprovalStatus::Approved).into(),
+            "cancel_transfer" => TransferError::NotPending("confirmed").into(),
+            "create_transfer" | "fetch_paid" | "chat" => AppError::Conflict {
+                code: "idempotency_in_progress",
+                message: "a request with this Idempotency-Key is still running; retry when it has finished".into(),
+            },
+            _ => return None,
+        },
+        "410" => AppError::AgentInactive,
+        "413" => AppError::PayloadTooLarge,
+        "422" => match operation {
+            "create_agent" | "update_agent" => AppError::field("name", "must not be empty"),
+            "list_agents" | "list_transactions" | "list_conversations" => {
+                AppError::field("limit", "must be at least 1")
+            }
+            "list_audit" => AppError::field("limit", "must be between 1 and 500"),
+            "export_key" => AppError::field("confirm", "must be true to export a private key"),
+            "fund_agent" => AppError::field("amount", "must be greater than zero"),
+            "owner_challenge" => AppError::field("address", "must be a 0x address"),
+            "owner_session" | "reissue_token" => AppError::ChallengeExpired,
+            "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),
+            "create_transfer" => TransferError::InvalidRecipient("the recipient is the agent's own wallet").into(),
+            "fetch_paid" => {
+                FetchError::UrlNotAllowed(NotAllowed("the url must use https (http only for localhost)".into())).into()
+            }
+            "chat" | "chat_stream" => AppError::field("message", "must be 1 to 8000 characters"),
+            "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
+            _ => return None,
+        },
+        "429" => AppError::RateLimited { retry_after_secs: 5 },
+        "500" => AppError::internal(anyhow::anyhow!("the database is unavailable")),
+        "502" => match operation {
+            "chat" | "chat_stream" => {
+                ChatError::Llm(LlmError::BadResponse("the completion holds no choice".into())).into()
+            }
+            "fetch_paid" => PayError::PaymentFailed {
+                reason: "the facilitator refused the signature".into(),
+                transfer_id: Uuid::parse_str(TRANSFER_ID).unwrap_or_default(),
+            }
+            .into(),
+            _ => chain_error(ChainError::Unavailable {
+                chain: "base".into(),
+                reason: "connection refused".into(),
+            }),
+        },
+        "503" => match operation {
+            "chat" | "chat_stream" => ChatError::Llm(LlmError::Unavailable("no LLM is configured".into())).into(),
+            _ => not_configured(),
+        },
+        "504" => match operation {
+            "chat" | "chat_stream" => ChatError::Llm(LlmError::Timeout).into(),
+            "fetch_paid" => FetchError::Timeout.into(),
+            _ => chain_error(ChainError::Timeout { chain: "base".into() }),
+        },
+        _ => return None,
+    };
+    // A refusal of another status would document a lie: leave the response without an example instead.
+    (error.status().as_str() == status).then_some(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every error status the document lists gets an example whose status is that status.
+    #[test]
+    fn every_documented_error_status_has_a_refusal_of_that_status() {
+        let doc = serde_json::to_value(crate::http::openapi()).unwrap();
+        let mut seen = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let operation = op["operationId"].as_str().unwrap_or_default();
+                for status in op["responses"].as_object().unwrap().keys() {
+                    if !(status.starts_with('4') || status.starts_with('5')) {
+                        continue;
+                    }
+                    let error = example(operation, status)
+                        .unwrap_or_else(|| panic!("{method} {path} ({operation}) {status}: no refusal"));
+                    assert_eq!(error.status().as_str(), status, "{operation}");
+                    let body = &op["responses"][status]["content"]["application/json"]["example"];
+                    assert_eq!(body, &error.body(), "{method} {path} {status}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 200, "{seen}");
+    }
+
+    /// The code is the one the operation answers, not the status's most common one.
+    #[test]
+    fn the_refusal_is_the_operations_own() {
+        let code = |op: &str, status: &str| example(op, status).map(|e| e.code());
+        assert_eq!(code("get_transfer", "404"), Some("transfer_not_found"));
+        assert_eq!(code("list_messages", "404"), Some("conversation_not_found"));
+        assert_eq!(code("get_agent", "404"), Some("agent_not_found"));
+        assert_eq!(code("reissue_token", "401"), Some("invalid_proof"));
+        assert_eq!(code("scrape", "401"), Some("unauthorized"));
+        assert_eq!(code("approve_transfer", "409"), Some("transfer_expired"));
+        assert_eq!(code("cancel_transfer", "409"), Some("transfer_not_pending"));
+        assert_eq!(code("fetch_paid", "502"), Some("x402_payment_failed"));
+        assert_eq!(code("create_transfer", "503"), Some("chain_not_configured"));
+        // A status no refusal of the operation has stays without an example.
+        assert_eq!(code("get_agent", "409"), None);
+    }
+}

@@ -1,0 +1,87 @@
+//! A JSON-RPC proxy in front of a node that can hold back broadcasts (`eth_sendRawTransaction`) until told to let
+//! them through, counting the ones it holds: for tests of what happens between a transfer's signing and its broadcast.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use tokio::sync::watch;
+
+#[derive(Clone)]
+struct Gate {
+    client: reqwest::Client,
+    url: String,
+    /// `true` while broadcasts are held.
+    closed: watch::Sender<bool>,
+    held: Arc<AtomicUsize>,
+}
+
+/// A running proxy; it stops with the test's runtime.
+pub struct GatedRpc {
+    url: String,
+    gate: Gate,
+}
+
+impl GatedRpc {
+    /// Forwards every POST to `upstream`; broadcasts pass until `hold` is called.
+    pub async fn start(upstream: &str) -> GatedRpc {
+        let gate = Gate {
+            client: reqwest::Client::new(),
+            url: upstream.to_string(),
+            closed: watch::channel(false).0,
+            held: Arc::default(),
+        };
+        let router = axum::Router::new()
+            .route("/", axum::routing::post(forward))
+            .with_state(gate.clone());
+        let url = super::relay::serve(router).await;
+        GatedRpc { url, gate }
+    }
+
+    /// The URL to give the service as `RPC_URL_<CHAIN>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Broadcasts from now on wait for `release`.
+    pub fn hold(&self) {
+        self.gate.closed.send_replace(true);
+    }
+
+    /// Lets every held broadcast (and later ones) through.
+    pub fn release(&self) {
+        self.gate.closed.send_replace(false);
+    }
+
+    /// How many broadcasts were held so far.
+    pub fn held(&self) -> usize {
+        self.gate.held.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `count` broadcasts are held; panics after `timeout`.
+    pub async fn wait_held(&self, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.gate.held.load(Ordering::SeqCst) < count {
+            assert!(
+                Instant::now() < deadline,
+                "{count} broadcasts held within {timeout:?} (held: {})",
+                self.gate.held.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+async fn forward(State(gate): State<Gate>, body: Bytes) -> impl IntoResponse {
+    let is_broadcast = serde_json::from_slice::<serde_json::Value>(&body)
+        .is_ok_and(|request| request["method"] == "eth_sendRawTransaction");
+    if is_broadcast && *gate.closed.borrow() {
+        gate.held.fetch_add(1, Ordering::SeqCst);
+        let mut closed = gate.closed.subscribe();
+        let _ = closed.wait_for(|closed| !closed).await;
+    }
+    super::relay::relay(&gate.client, &gate.url, body).await
+}
