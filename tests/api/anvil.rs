@@ -146,8 +146,9 @@ impl Anvil {
         self.provider.get_balance(address).await.expect("eth_getBalance")
     }
 
-    /// The confirmed transaction count (nonce) of `address`.
-    pub async fn nonce(&self, address: Address) -> u64 {
+    /// The mined transaction count of `address`, read at once (for loops that wait for a count; an assertion
+    /// reads [`Anvil::nonce`]).
+    pub async fn mined_nonce(&self, address: Address) -> u64 {
         self.provider
             .get_transaction_count(address)
             .await
@@ -157,10 +158,10 @@ impl Anvil {
     /// The nonce of `address` once the node has mined what it holds for it in its pool: anvil's automine answers
     /// `eth_sendRawTransaction` before the block is sealed, so a read right after a send can miss it. Waits (up to
     /// 10 s) until the mined and the pending counts agree.
-    pub async fn settled_nonce(&self, address: Address) -> u64 {
+    pub async fn nonce(&self, address: Address) -> u64 {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let mined = self.nonce(address).await;
+            let mined = self.mined_nonce(address).await;
             let pending = self
                 .provider
                 .get_transaction_count(address)

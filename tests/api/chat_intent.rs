@@ -150,7 +150,7 @@ async fn check(app: &TestApp, anvil: &Anvil, case: &Case) -> Option<String> {
     if status != StatusCode::OK {
         return Some(format!("{text:?}: chat answered {status}: {turn}"));
     }
-    let nonce = anvil.settled_nonce(wallet(&agent)).await;
+    let nonce = anvil.nonce(wallet(&agent)).await;
     let balances = [
         (A, anvil.balance(a).await),
         (B, anvil.balance(b).await),

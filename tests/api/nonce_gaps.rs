@@ -65,7 +65,7 @@ async fn a_transfer_that_can_no_longer_land_leaves_no_nonce_gap() {
 
     // 3. Blocks come; the node's nonce must pass both.
     let deadline = Instant::now() + SETTLE_TIMEOUT;
-    while anvil.nonce(from).await < 2 {
+    while anvil.mined_nonce(from).await < 2 {
         assert!(
             Instant::now() < deadline,
             "the later transfer never landed: nonce 0 is a gap; stored: {:#?}",
@@ -79,7 +79,7 @@ async fn a_transfer_that_can_no_longer_land_leaves_no_nonce_gap() {
     anvil.set_automine(true).await;
     let last = send(&app, &agent, last_to, "0.01").await;
     assert_eq!(last["nonce"], 2, "{last}");
-    assert_eq!(anvil.settled_nonce(from).await, 3, "no gap: nonces 0, 1 and 2 are used");
+    assert_eq!(anvil.nonce(from).await, 3, "no gap: nonces 0, 1 and 2 are used");
     assert_eq!(
         anvil.balance(stuck_to).await,
         U256::ZERO,
@@ -255,7 +255,7 @@ async fn transfers_still_on_their_way_count_against_the_balance_before_the_next_
 /// Waits until the node counts `nonce` mined transactions of `address`.
 async fn wait_for_nonce(anvil: &Anvil, address: Address, nonce: u64) {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
-    while anvil.nonce(address).await < nonce {
+    while anvil.mined_nonce(address).await < nonce {
         assert!(Instant::now() < deadline, "nonce {nonce} of {address} on the node");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

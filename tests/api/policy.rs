@@ -116,12 +116,12 @@ async fn approval_rules_on_an_unguarded_agent_are_refused() {
 /// Sends 0.01 ETH to `to` by chat and asserts it was refused for `rule`, with nothing sent on chain.
 async fn assert_refused_for(app: &TestApp, anvil: &Anvil, agent: &CreatedAgent, to: Address, rule: &str) {
     // Settled: anvil answers a broadcast before it seals the block, so a plain read can miss the last transfer.
-    let nonce_before = anvil.settled_nonce(wallet(agent)).await;
+    let nonce_before = anvil.nonce(wallet(agent)).await;
     let (_, call) = send_via_chat(app, agent, "0.01", to).await;
     assert_eq!(refusal_code(&call), "policy_denied", "{call}");
     assert_eq!(call["error"]["details"]["rule"], rule, "{call}");
     assert_eq!(
-        anvil.settled_nonce(wallet(agent)).await,
+        anvil.nonce(wallet(agent)).await,
         nonce_before,
         "nothing reached the node"
     );
@@ -161,7 +161,7 @@ async fn each_rule_refuses_with_its_name_and_nothing_reaches_the_node() {
     set_policy(&app, &agent, limits(json!({"per_day": "1", "per_week": "0.015"}))).await;
     assert_refused_for(&app, &anvil, &agent, to, "per_week").await;
     assert_eq!(
-        anvil.settled_nonce(wallet(&agent)).await,
+        anvil.nonce(wallet(&agent)).await,
         1,
         "only the transfer that fitted was sent"
     );

@@ -120,6 +120,10 @@ struct Shared {
     /// Requests to `/paid` that carried a payment header.
     paid_requests: Mutex<usize>,
     verified: Mutex<Vec<Verified>>,
+    /// The facilitator account sends one settlement at a time: anvil picks the nonce of `eth_sendTransaction`
+    /// from its pending state, and two sends from one account at the same moment get the same nonce (one of them
+    /// then fails with "nonce too low" or "transaction already imported").
+    sending: tokio::sync::Mutex<()>,
 }
 
 /// The running paywall; stops when dropped.
@@ -138,6 +142,7 @@ impl Paywall {
             seen: Mutex::new(Vec::new()),
             paid_requests: Mutex::new(0),
             verified: Mutex::new(Vec::new()),
+            sending: tokio::sync::Mutex::new(()),
         });
         let router = Router::new()
             .route("/paid", any(paid))
@@ -319,8 +324,9 @@ async fn paid(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, heade
         nonce: terms.nonce,
         signature: signature.as_bytes().to_vec().into(),
     };
-    let Some(hash) = settle(&shared.provider, setup.facilitator, asset, call.abi_encode().into()).await else {
-        return payment_required(setup, "settlement reverted");
+    let hash = match settle(&shared, asset, call.abi_encode().into()).await {
+        Ok(hash) => hash,
+        Err(reason) => return payment_required(setup, &reason),
     };
     verified.settlement = Some(hash);
     shared.verified.lock().unwrap().push(verified);
@@ -410,22 +416,32 @@ fn verify(
     Ok((document.clone(), entry.clone(), terms, signature))
 }
 
-/// Sends the settlement from the facilitator account; its hash once mined successfully.
-async fn settle(provider: &RootProvider, from: Address, token: Address, data: Bytes) -> Option<TxHash> {
-    let hash: TxHash = provider
-        .raw_request(
-            "eth_sendTransaction".into(),
-            (json!({"from": from, "to": token, "data": data, "gas": "0x7a120"}),),
-        )
-        .await
-        .ok()?;
+/// Sends the settlement from the facilitator account; its hash once mined successfully, or why not.
+async fn settle(shared: &Shared, token: Address, data: Bytes) -> Result<TxHash, String> {
+    let provider = &shared.provider;
+    let request = json!({"from": shared.setup.facilitator, "to": token, "data": data, "gas": "0x7a120"});
+    let hash: TxHash = {
+        let _turn = shared.sending.lock().await;
+        provider
+            .raw_request("eth_sendTransaction".into(), (request,))
+            .await
+            .map_err(|e| format!("settlement not sent: {e}"))?
+    };
     // Polled every 2 ms (for up to 10 s): anvil mines a transaction right after accepting it, and the benchmark
     // (bench/x402.rs) counts this wait as the paywall's own time.
     for _ in 0..5000 {
-        if let Some(receipt) = provider.get_transaction_receipt(hash).await.ok()? {
-            return receipt.status().then_some(hash);
+        let receipt = provider
+            .get_transaction_receipt(hash)
+            .await
+            .map_err(|e| format!("settlement receipt unreadable: {e}"))?;
+        if let Some(receipt) = receipt {
+            return if receipt.status() {
+                Ok(hash)
+            } else {
+                Err("settlement reverted".into())
+            };
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    None
+    Err("settlement not mined within 10 s".into())
 }
