@@ -777,7 +777,7 @@ async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &A
 
 /// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce
 /// are known: those fields take values at least as long as the real ones, so the estimate does not fall short.
-fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes) -> Vec<u8> {
+pub(crate) fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes) -> Vec<u8> {
     TxEip1559 {
         chain_id: chain.chain_id,
         nonce: u64::from(u32::MAX),

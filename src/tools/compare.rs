@@ -1,7 +1,7 @@
 //! The compare tools (capability `compare`): questions across chains, asked concurrently with a per-chain error
 //! entry, and the cost of a transfer before it is made.
 
-use alloy::primitives::U256;
+use alloy::primitives::{Bytes, U256};
 use futures::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
 
@@ -115,9 +115,12 @@ fn estimate_transfer_cost<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFut
             .await
             .unwrap_or(TRANSFER_GAS)
             .max(TRANSFER_GAS);
-        let fees = client.fees().await?;
-        let fee = fees.expected_cost(gas_limit);
-        let max_fee = fees.max_cost(gas_limit);
+        // On OP-stack chains the L1 data fee is part of what the wallet pays (§14), estimated as the reservation does.
+        let probe = crate::transfers::l1_probe(chain, to, value, Bytes::new());
+        let (fees, l1_fee) = futures::join!(client.fees(), client.l1_fee(&probe));
+        let (fees, l1_fee) = (fees?, l1_fee?);
+        let fee = fees.expected_cost(gas_limit).saturating_add(l1_fee);
+        let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
         // U256 arithmetic wraps: an amount near 2^256 wei would show a tiny total. Such an amount is refused.
         let total = value
             .checked_add(fee)
@@ -131,6 +134,7 @@ fn estimate_transfer_cost<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFut
             "base_fee_gwei": format_gwei(fees.base_fee_per_gas),
             "priority_fee_gwei": format_gwei(fees.max_priority_fee_per_gas),
             "max_fee_per_gas_gwei": format_gwei(fees.max_fee_per_gas),
+            "l1_fee_wei": l1_fee.to_string(),
             "fee_wei": fee.to_string(),
             "fee": format_units(fee, chain.decimals),
             "max_fee_wei": max_fee.to_string(),

@@ -302,6 +302,9 @@ fn estimate(chain: &str, value: &Value, fee: &str) -> String {
         if let (Some(gas), Some(max_fee)) = (field(value, "gas_limit"), field(value, "max_fee_per_gas_gwei")) {
             line.push_str(&format!(": {gas} gas at up to {max_fee} gwei"));
         }
+        if let Some(l1) = field(value, "l1_fee_wei").filter(|l1| l1 != "0") {
+            line.push_str(&format!(", of which {l1} wei is the L1 data fee"));
+        }
         line.push(')');
     }
     if let Some(total) = field(value, "total") {
