@@ -31,6 +31,20 @@ async fn send(app: &TestApp, agent: &CreatedAgent, to: Address, amount: &str) ->
     body
 }
 
+/// A sending agent (cap 10 ETH) whose wallet (`from`) holds `balance` on a node behind a gate that can hold
+/// broadcasts: (node, gate, app, agent, from).
+async fn gated(balance: U256, env: &[(&str, &str)]) -> (Anvil, GatedRpc, TestApp, CreatedAgent, Address) {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let gate = GatedRpc::start(anvil.url()).await;
+    let mut vars = vec![("RPC_URL_BASE", gate.url())];
+    vars.extend_from_slice(env);
+    let app = spawn_app_with(&vars).await;
+    let agent = sending_agent(&app, Some(10.0)).await;
+    let from = wallet(&agent);
+    anvil.set_balance(from, balance).await;
+    (anvil, gate, app, agent, from)
+}
+
 /// The stored transfer with `id` among `txs`.
 #[track_caller]
 fn by_id<'a>(txs: &'a [Value], id: &Value) -> &'a Value {
@@ -127,12 +141,7 @@ async fn a_transfer_that_can_no_longer_land_leaves_no_nonce_gap() {
 /// nonce is filled at once with a zero-value self-send: the later transfer lands, and so does the next one.
 #[tokio::test]
 async fn a_broadcast_refused_after_a_later_transfer_was_signed_leaves_no_gap() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let gate = GatedRpc::start(anvil.url()).await;
-    let app = spawn_app_with(&[("RPC_URL_BASE", gate.url()), ("WATCHER_INTERVAL_MS", "50")]).await;
-    let agent = sending_agent(&app, Some(10.0)).await;
-    let from = wallet(&agent);
-    anvil.set_balance(from, wei(2 * ONE_ETH)).await;
+    let (anvil, gate, app, agent, from) = gated(wei(2 * ONE_ETH), &[("WATCHER_INTERVAL_MS", "50")]).await;
     let (big_to, small_to, next_to) = (fresh_address(), fresh_address(), fresh_address());
     let order = |to: Address, amount: &str| json!({"chain": "base", "to": to.to_string(), "amount": amount});
 
@@ -187,12 +196,7 @@ async fn a_broadcast_refused_after_a_later_transfer_was_signed_leaves_no_gap() {
 /// "before anything is signed"): no broadcast reaches the node, nothing is stored, no nonce is taken.
 #[tokio::test]
 async fn a_transfer_above_the_balance_is_refused_before_it_is_signed() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let gate = GatedRpc::start(anvil.url()).await;
-    let app = spawn_app_with(&[("RPC_URL_BASE", gate.url())]).await;
-    let agent = sending_agent(&app, Some(10.0)).await;
-    let from = wallet(&agent);
-    anvil.set_balance(from, wei(ONE_ETH / 10)).await;
+    let (anvil, gate, app, agent, from) = gated(wei(ONE_ETH / 10), &[]).await;
     gate.hold();
     let order = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "1"});
     let answer = tokio::time::timeout(Duration::from_secs(5), post_transfer(&app, &agent, order)).await;
@@ -207,12 +211,7 @@ async fn a_transfer_above_the_balance_is_refused_before_it_is_signed() {
 
 #[tokio::test]
 async fn transfers_still_on_their_way_count_against_the_balance_before_the_next_is_signed() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let gate = GatedRpc::start(anvil.url()).await;
-    let app = spawn_app_with(&[("RPC_URL_BASE", gate.url())]).await;
-    let agent = sending_agent(&app, Some(10.0)).await;
-    let from = wallet(&agent);
-    anvil.set_balance(from, wei(ONE_ETH / 10)).await;
+    let (anvil, gate, app, agent, from) = gated(wei(ONE_ETH / 10), &[]).await;
     let to = fresh_address();
     let order = json!({"chain": "base", "to": to.to_string(), "amount": "0.04"});
 
