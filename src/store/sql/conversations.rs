@@ -127,7 +127,7 @@ where
     for<'r> i64: Encode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
 {
-    /// Appends a message inside the caller's transaction and marks its conversation as updated.
+    /// Inserts a conversation inside the caller's transaction (or on the caller's connection).
     async fn insert_conversation_in(conn: &mut B::Connection, c: &Conversation) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO conversations (id, agent_id, title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
@@ -142,6 +142,7 @@ where
         Ok(())
     }
 
+    /// Appends a message inside the caller's transaction and marks its conversation as updated.
     pub(super) async fn insert_message_in(conn: &mut B::Connection, m: &Message) -> StoreResult<()> {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
