@@ -85,6 +85,8 @@ pub struct ServerConfig {
     pub max_streams_per_agent: usize,
     /// How often an open stream's token and agent are checked again (`STREAM_RECHECK_MS`).
     pub stream_recheck: Duration,
+    /// `TRUSTED_PROXIES`: peers whose `X-Forwarded-For` is believed for rate limits (docs/api.md §15).
+    pub trusted_proxies: Vec<crate::domain::net::IpNet>,
 }
 
 /// The MCP server's Streamable HTTP transport (`POST /mcp`).
@@ -323,6 +325,12 @@ impl ServerConfig {
                 0 => return Err(invalid("STREAM_RECHECK_MS", "must be at least 1")),
                 ms => Duration::from_millis(ms),
             },
+            trusted_proxies: vars
+                .get("TRUSTED_PROXIES")
+                .map(|list| crate::domain::net::parse_trusted_proxies(&list))
+                .transpose()
+                .map_err(|e| invalid("TRUSTED_PROXIES", e))?
+                .unwrap_or_default(),
         })
     }
 }
@@ -491,6 +499,13 @@ impl SecurityConfig {
                 "ADMIN_TOKEN or ADMIN_TOKEN_FILE is required when APP_ENV=production",
             ));
         }
+        let public_url = vars.get("PUBLIC_URL").map(|u| PublicUrl::parse(&u)).transpose()?;
+        // Without it the sign-in domain would come from each request's `Host`, which a phishing page can choose.
+        if app_env == AppEnv::Production && public_url.is_none() {
+            return Err(ConfigError::Refused(
+                "PUBLIC_URL is required when APP_ENV=production (the Sign-In with Ethereum domain never comes from a request's Host)",
+            ));
+        }
         let challenge_prefix = vars.get("CHALLENGE_PREFIX").unwrap_or_else(|| "agentd".into());
         if challenge_prefix.contains(':') || challenge_prefix.len() > 64 {
             return Err(invalid(
@@ -504,7 +519,7 @@ impl SecurityConfig {
             admin_token,
             allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
             challenge_prefix,
-            public_url: vars.get("PUBLIC_URL").map(|u| PublicUrl::parse(&u)).transpose()?,
+            public_url,
             reissue_limit_per_agent: vars.positive("REISSUE_LIMIT_PER_AGENT", 10)?,
             reissue_limit_per_ip: vars.positive("REISSUE_LIMIT_PER_IP", 100)?,
         })
@@ -719,10 +734,27 @@ mod tests {
             ("APP_ENV", "production"),
             ("ENCRYPTION_KEY", &key),
             ("ADMIN_TOKEN", "adm"),
+            ("PUBLIC_URL", "https://wallet.example.com"),
         ];
         assert!(Config::from_vars(vars(&production)).is_ok());
         let disabled = [&production[..], &[("DISABLE_AGENT_AUTH", "true")]].concat();
         assert!(Config::from_vars(vars(&disabled)).is_err());
+    }
+
+    #[test]
+    fn production_refuses_to_run_without_a_public_url() {
+        let key = "11".repeat(32);
+        let without = [
+            ("APP_ENV", "production"),
+            ("ENCRYPTION_KEY", &key),
+            ("ADMIN_TOKEN", "adm"),
+        ];
+        let err = Config::from_vars(vars(&without)).unwrap_err().to_string();
+        assert!(err.contains("PUBLIC_URL"), "{err}");
+        let with = [&without[..], &[("PUBLIC_URL", "https://wallet.example.com")]].concat();
+        assert!(Config::from_vars(vars(&with)).is_ok());
+        // Development keeps working without one (the sign-in domain is then the request's Host).
+        assert!(Config::from_vars(vars(&[])).is_ok());
     }
 
     #[test]
@@ -740,6 +772,7 @@ mod tests {
             ("APP_ENV", "production"),
             ("ENCRYPTION_KEY", &key),
             ("ADMIN_TOKEN_FILE", &file),
+            ("PUBLIC_URL", "https://wallet.example.com"),
         ]))
         .unwrap();
         assert_eq!(c.security.admin_token.unwrap().expose_secret(), "from-a-file");

@@ -1,9 +1,10 @@
 //! ERC-20 reads and calldata: balances of several tokens in one JSON-RPC batch of `eth_call`s (one round trip per
 //! chain, a failing token failing alone), each registry token's `decimals()` checked once per process against the
-//! registry (the calls themselves are `domain::erc20`).
+//! registry (again after a minute while they disagree) (the calls themselves are `domain::erc20`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, Bytes, U256};
@@ -17,25 +18,34 @@ use super::error::{ChainError, classify};
 use crate::domain::asset::Asset;
 use crate::domain::erc20::IERC20;
 
-/// The decimals each token contract reported, by address: asked once per process, compared with the registry on
-/// every use.
+/// How long a token found reporting other decimals than the registry stays refused before it is asked again: the
+/// node may have answered wrong (a proxy mid-upgrade, a lagging node), and a refusal must not outlive the cause until
+/// the next restart.
+pub const DECIMALS_RECHECK: Duration = Duration::from_secs(60);
+
+/// The decimals each token contract reported, by address, and when: asked once per process while they agree with
+/// the registry, again after `DECIMALS_RECHECK` while they do not; compared with the registry on every use.
 #[derive(Debug, Default)]
-pub(super) struct DecimalsSeen(Mutex<HashMap<Address, u8>>);
+pub(super) struct DecimalsSeen(Mutex<HashMap<Address, (u8, Instant)>>);
 
 impl DecimalsSeen {
-    fn get(&self, token: Address) -> Option<u8> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&token)
-            .copied()
+    /// What `token` reported, unless that disagreed with `expected` long enough ago to ask again.
+    fn get(&self, token: Address, expected: u8) -> Option<u8> {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen.get(&token) {
+            Some((actual, at)) if *actual != expected && at.elapsed() >= DECIMALS_RECHECK => {
+                seen.remove(&token);
+                None
+            }
+            other => other.map(|(actual, _)| *actual),
+        }
     }
 
     fn put(&self, token: Address, decimals: u8) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(token, decimals);
+            .insert(token, (decimals, Instant::now()));
     }
 }
 
@@ -49,20 +59,25 @@ impl ChainClient {
         tokens: &[Asset],
     ) -> Result<Vec<Result<U256, ChainError>>, ChainError> {
         let mut calls = Vec::with_capacity(tokens.len() * 2);
+        // Which tokens' decimals are asked in this batch: decided once, so that the answers are read back in the
+        // order they were asked even if another request records some decimals meanwhile.
+        let mut asked = Vec::with_capacity(tokens.len());
         for token in tokens {
             let address = token.token.unwrap_or_default();
             calls.push((address, IERC20::balanceOfCall { owner }.abi_encode().into()));
-            if self.decimals_seen().get(address).is_none() {
+            let ask = self.decimals_seen().get(address, token.decimals).is_none();
+            if ask {
                 calls.push((address, IERC20::decimalsCall {}.abi_encode().into()));
             }
+            asked.push(ask);
         }
         let mut answers = self.eth_call_batch(calls).await?.into_iter();
         let mut balances = Vec::with_capacity(tokens.len());
-        for token in tokens {
+        for (token, ask) in tokens.iter().zip(asked) {
             let balance = answers.next().unwrap_or_else(|| Err(self.not_a_token(token)));
-            let checked = match self.decimals_seen().get(token.token.unwrap_or_default()) {
-                Some(_) => Ok(()),
-                None => answers
+            let checked = match ask {
+                false => Ok(()),
+                true => answers
                     .next()
                     .unwrap_or_else(|| Err(self.not_a_token(token)))
                     .and_then(|bytes| self.record_decimals(token, &bytes)),
@@ -144,7 +159,7 @@ impl ChainClient {
                 token = %token.symbol,
                 expected = token.decimals,
                 actual = decimals,
-                "a registry token reports other decimals; it is refused"
+                "a registry token reports other decimals; it is refused (asked again in a minute)"
             );
         }
         Ok(())
@@ -152,7 +167,10 @@ impl ChainClient {
 
     /// The registry's decimals against what the contract reported (once checked).
     fn verify_decimals(&self, token: &Asset) -> Result<(), ChainError> {
-        match self.decimals_seen().get(token.token.unwrap_or_default()) {
+        match self
+            .decimals_seen()
+            .get(token.token.unwrap_or_default(), token.decimals)
+        {
             Some(actual) if actual != token.decimals => Err(ChainError::TokenDecimalsMismatch {
                 chain: self.name().to_string(),
                 symbol: token.symbol.clone(),

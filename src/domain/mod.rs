@@ -7,6 +7,7 @@ pub mod audit;
 pub mod chain;
 pub mod challenge;
 pub mod erc20;
+pub mod net;
 pub mod policy;
 pub mod siwe;
 pub mod token;

@@ -16,6 +16,7 @@ use rmcp::model::ClientJsonRpcMessage;
 use serde_json::{Value, json};
 
 use super::auth::{OWNER_TOKEN_HEADER, TOKEN_HEADER};
+use super::body_limit;
 use super::error::AppError;
 use crate::auth::{AgentAccess, AuthError, Credentials};
 use crate::mcp::streamable::{Route, SESSION_HEADER, StreamableMcp};
@@ -109,11 +110,13 @@ async fn handle(
     let route = match (request.method().clone(), session) {
         (Method::POST, session) => {
             let (parts, body) = request.into_parts();
+            // The body is capped by the global limit layer (`super::body_limit`), which no raw read can bypass.
             let bytes = match axum::body::to_bytes(body, usize::MAX).await {
                 Ok(bytes) => bytes,
+                Err(e) if body_limit::is_too_large(&e) => return body_limit::too_large(parts.uri.path()),
                 Err(_) => {
-                    let message = "the request body is too large or could not be read";
-                    return rpc_refusal(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, message, "invalid_body");
+                    let message = "the request body could not be read";
+                    return rpc_refusal(StatusCode::BAD_REQUEST, INVALID_REQUEST, message, "invalid_body");
                 }
             };
             let is_initialize = match read_message(&bytes) {

@@ -5,9 +5,11 @@ pub mod agents;
 pub mod approvals;
 pub mod audit;
 pub mod auth;
+pub mod body_limit;
 pub mod cancel;
 pub mod chains;
 pub mod chat;
+pub mod client_addr;
 pub mod console;
 pub mod conversations;
 pub mod cors;
@@ -130,7 +132,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.server.max_body_bytes;
+    let body_limits = body_limit::BodyLimits::new(state.config.server.max_body_bytes);
     let origins = cors::AllowedOrigins::new(state.config.server.cors_origins.clone());
     let (api_router, document) = api().split_for_parts();
     // Every route's request counters exist before the first request, so counting takes no lock. Routes outside the
@@ -158,7 +160,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { AppError::NotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state)
-        .layer(DefaultBodyLimit::max(body_limit))
+        // Extractors may read up to the largest limit; the layer below sets each route's own, before any read.
+        .layer(DefaultBodyLimit::max(body_limits.large))
+        .layer(axum::middleware::from_fn_with_state(body_limits, body_limit::limit))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             HTTP_REQUEST_TIMEOUT,

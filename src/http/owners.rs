@@ -4,11 +4,9 @@
 //! An owner address is an EVM account, the same key on every chain: a signature by the address listed for any of
 //! the agent's chains proves ownership; the `chain` only sets the message's Chain ID, and must match it.
 
-use std::net::SocketAddr;
-
 use alloy::primitives::Address;
 use axum::Json;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
@@ -19,6 +17,7 @@ use utoipa_axum::routes;
 
 use super::agents::audit;
 use super::auth::AnyCaller;
+use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::reissue::{counted_failure, limited_agent_any_state, recover_signer};
@@ -75,7 +74,7 @@ fn sign_in_origin(state: &AppState, headers: &HeaderMap) -> Result<(String, Stri
 #[tracing::instrument(skip_all)]
 async fn owner_challenge(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     Path(id): Path<String>,
     Query(params): Query<ChallengeParams>,
     headers: HeaderMap,
@@ -149,7 +148,7 @@ struct OpenSession {
 #[tracing::instrument(skip_all)]
 async fn owner_session(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     Path(id): Path<String>,
     body: Result<ApiJson<OpenSession>>,
 ) -> Result<Json<OwnerSessionView>> {
@@ -164,7 +163,7 @@ async fn owner_session(
         .await
         .map_err(|e| counted_failure(&state, agent.id, e))?;
     let detail = json!({ "address": session.address.to_checksum(None), "chain": body.chain,
-        "expires_at": session.expires_at, "client": client.ip().to_string() });
+        "expires_at": session.expires_at, "client": client.to_string() });
     audit(&state, agent.id, Actor::Owner, "owner_session_opened", detail).await?;
     tracing::info!(agent_id = %agent.id, "owner session opened");
     Ok(Json(OwnerSessionView {

@@ -1,10 +1,10 @@
 //! Token reissue: server-side challenges and the two proofs (current token, EIP-191 wallet signature).
 
-use std::net::SocketAddr;
+use std::net::IpAddr;
 
 use alloy::primitives::{Address, Signature};
 use axum::Json;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -16,6 +16,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::parse_id;
+use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{AgentDetailView, ChallengeView, ErrorBody, ReissuedView};
@@ -39,18 +40,18 @@ pub(super) async fn limited_agent_any_state(
     state: &AppState,
     endpoint: ProofEndpoint,
     id: &str,
-    client: SocketAddr,
+    client: IpAddr,
 ) -> Result<Agent> {
     let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
     state
         .reissue_limits
-        .check_client(endpoint, client.ip())
+        .check_client(endpoint, client)
         .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
     Ok(state.store.get_agent(id).await?)
 }
 
 /// As `limited_agent_any_state`, for an active agent (410 otherwise).
-async fn limited_agent(state: &AppState, endpoint: ProofEndpoint, id: &str, client: SocketAddr) -> Result<Agent> {
+async fn limited_agent(state: &AppState, endpoint: ProofEndpoint, id: &str, client: IpAddr) -> Result<Agent> {
     let agent = limited_agent_any_state(state, endpoint, id, client).await?;
     if !agent.is_active {
         return Err(AppError::AgentInactive);
@@ -91,7 +92,7 @@ pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError)
 #[tracing::instrument(skip_all)]
 async fn issue_challenge(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     Path(id): Path<String>,
 ) -> Result<Json<ChallengeView>> {
     let agent = limited_agent(&state, ProofEndpoint::ReissueChallenge, &id, client).await?;
@@ -158,7 +159,7 @@ enum Proof {
 #[tracing::instrument(skip_all)]
 async fn reissue_token(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     Path(id): Path<String>,
     body: Result<ApiJson<ReissueRequest>>,
 ) -> Result<Json<ReissuedView>> {
@@ -168,7 +169,7 @@ async fn reissue_token(
     let (actor, mut detail) = prove(&state, &agent, body.proof, &issued.hash)
         .await
         .map_err(|e| counted_failure(&state, agent.id, e))?;
-    detail["client"] = json!(client.ip().to_string());
+    detail["client"] = json!(client.to_string());
     let event = AuditEvent {
         agent_id: agent.id,
         action: "token_reissued",

@@ -46,8 +46,8 @@ impl SqlStore<Sqlite> {
             .connect_with(options)
             .await?;
         let mut store = SqlStore::with_pool(pool);
-        let pin = read_options.connect().await?;
-        store.views = Some(std::sync::Arc::new(ViewCache::new(path, pin)));
+        let watch = read_options.connect().await?;
+        store.views = Some(std::sync::Arc::new(ViewCache::new(watch)));
         store.reads = Some(std::sync::Arc::new(ReadConns::new(
             READ_CONNECTIONS,
             Box::new(move || {

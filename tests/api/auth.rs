@@ -286,6 +286,7 @@ fn production_vars(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         ("APP_ENV".to_string(), "production".to_string()),
         ("DATABASE_URL".to_string(), sqlite_url(&dir)),
         ("ADMIN_TOKEN".to_string(), "operator-token".to_string()),
+        ("PUBLIC_URL".to_string(), "https://wallet.example.com".to_string()),
     ];
     vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     vars

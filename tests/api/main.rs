@@ -6,6 +6,7 @@ mod approvals;
 mod architecture;
 mod audit;
 mod auth;
+mod body_limits;
 mod chain_client;
 mod chains;
 mod chat;

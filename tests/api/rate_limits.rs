@@ -194,3 +194,58 @@ async fn malformed_ids_answer_404_and_leave_no_entry_in_the_limiters() {
     }
     assert_eq!(app.state.reissue_limits.sizes(), (2, 0));
 }
+
+/// `GET …/reissue-challenge` from the client named in `X-Forwarded-For` (none: no header).
+async fn challenge_from(app: &TestApp, id: &str, forwarded_for: Option<&str>) -> (StatusCode, serde_json::Value) {
+    let mut builder = app.build(Method::GET, &format!("/api/agents/{id}/reissue-challenge"), None, None);
+    if let Some(client) = forwarded_for {
+        builder = builder.header("x-forwarded-for", client);
+    }
+    let response = app.send(builder).await;
+    (response.status, response.body)
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
+    // The test client is the proxy: it connects from 127.0.0.1.
+    let app = spawn_app_with(&[
+        ("REISSUE_LIMIT_PER_IP", "2"),
+        ("TRUSTED_PROXIES", "127.0.0.1, 10.0.0.0/8"),
+    ])
+    .await;
+    let agent = app.create_default_agent().await;
+    for _ in 0..2 {
+        let (status, body) = challenge_from(&app, &agent.id, Some("203.0.113.7")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    // The stranger has used its limit ...
+    let refused = challenge_from(&app, &agent.id, Some("203.0.113.7")).await;
+    assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    // ... and also when it prepends addresses of its own: the right-most untrusted entry is the one counted.
+    let refused = challenge_from(&app, &agent.id, Some("198.51.100.1, 203.0.113.7, 10.1.2.3")).await;
+    assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    // The owner, another client behind the same proxy, is not locked out.
+    let (status, body) = challenge_from(&app, &agent.id, Some("192.0.2.44")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn from_a_peer_that_is_not_a_trusted_proxy_the_forwarded_header_is_ignored() {
+    for trusted in [None, Some("10.0.0.1")] {
+        let mut vars = vec![("REISSUE_LIMIT_PER_IP", "2")];
+        if let Some(proxies) = trusted {
+            vars.push(("TRUSTED_PROXIES", proxies));
+        }
+        let app = spawn_app_with(&vars).await;
+        let agent = app.create_default_agent().await;
+        for client in ["203.0.113.1", "203.0.113.2"] {
+            let (status, body) = challenge_from(&app, &agent.id, Some(client)).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+        // A new address in the header buys nothing: the peer's bucket is used up.
+        let refused = challenge_from(&app, &agent.id, Some("203.0.113.3")).await;
+        assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+        let refused = challenge_from(&app, &agent.id, None).await;
+        assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    }
+}

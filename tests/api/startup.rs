@@ -70,6 +70,61 @@ fn production_without_an_admin_token_refuses_to_start() {
     assert_refused(&outcome, &["ADMIN_TOKEN"], &[ENCRYPTION_KEY]);
 }
 
+#[tokio::test]
+async fn production_without_a_public_url_refuses_to_start_and_with_one_never_signs_in_for_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let production = [("APP_ENV", "production"), ("ADMIN_TOKEN", "operator-token")];
+
+    let outcome = run_to_exit(&dev_env(&db, &production), dir.path(), EXIT_TIMEOUT);
+    assert_refused(&outcome, &["PUBLIC_URL"], &[ENCRYPTION_KEY, "operator-token"]);
+
+    // With it the same configuration serves, and the sign-in domain is PUBLIC_URL's whatever the Host says.
+    let with = [&production[..], &[("PUBLIC_URL", "https://wallet.example.com")]].concat();
+    let server = ServerProcess::start(&dev_env(&db, &with), dir.path());
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/api/agents", server.base_url()))
+        .bearer_auth("operator-token")
+        .json(&json!({"name": "guarded", "owner_addresses": {"base": Address::repeat_byte(0x11).to_checksum(None)}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("created");
+    let owner = Address::repeat_byte(0x11).to_checksum(None);
+    let challenge: Value = client
+        .get(format!(
+            "{}/api/agents/{id}/owner-challenge?chain=base&address={owner}",
+            server.base_url()
+        ))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let message = challenge["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("wallet.example.com wants you to sign in"),
+        "{message}"
+    );
+    assert!(!message.contains("evil.example"), "{message}");
+}
+
+#[test]
+fn a_malformed_trusted_proxies_entry_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    for list in ["10.0.0.0/33", "127.0.0.1, nginx", "10.0.0.1/+8"] {
+        let outcome = run_to_exit(&dev_env(&db, &[("TRUSTED_PROXIES", list)]), dir.path(), EXIT_TIMEOUT);
+        assert_refused(&outcome, &["TRUSTED_PROXIES"], &[ENCRYPTION_KEY]);
+    }
+}
+
 #[test]
 fn a_blank_admin_token_refuses_to_start_instead_of_opening_the_admin_endpoints() {
     let dir = tempfile::tempdir().unwrap();

@@ -331,3 +331,33 @@ async fn fund_with_a_token_gives_the_erc681_transfer_uri() {
         .await;
     assert_error(&unknown, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
 }
+
+#[tokio::test]
+async fn a_token_refused_for_its_decimals_is_asked_again_after_a_minute_and_then_moves() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    // The node first answers wrong (code reporting 18 decimals at USDC's address, whose registry entry says 6).
+    let wrong = deploy_test_token(&anvil, "USD Coin", "USDC", 18).await;
+    copy_code(&anvil, wrong, BASE_USDC).await;
+    mint(&anvil, BASE_USDC, wallet(&agent), U256::from(10 * ONE_USDC)).await;
+    let body = balances(&app, &agent).await;
+    assert_eq!(
+        body["balances"]["base"]["tokens"]["USDC"]["error"]["code"], "token_decimals_mismatch",
+        "{body}"
+    );
+
+    // Then right (same storage, code reporting 6): refused still within the minute, accepted after it.
+    let right = deploy_test_token(&anvil, "USD Coin", "USDC", 6).await;
+    copy_code(&anvil, right, BASE_USDC).await;
+    let to = fresh_address();
+    let refused = post_transfer(&app, &agent, token_order(to, "1", "USDC")).await;
+    assert_error(&refused, StatusCode::SERVICE_UNAVAILABLE, "token_decimals_mismatch");
+    // `chain::tokens::DECIMALS_RECHECK`: a minute.
+    tokio::time::sleep(std::time::Duration::from_secs(61)).await;
+
+    let (status, sent) = post_transfer(&app, &agent, token_order(to, "1", "USDC")).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    wait_for_transactions(&app, &agent, 1, "confirmed").await;
+    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(ONE_USDC));
+}

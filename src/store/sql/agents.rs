@@ -110,9 +110,11 @@ where
 
     async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)> {
         // Unchanged database, same answer: see `store::views` for why this is exact.
-        let before = match self.views.as_ref().map(|views| views.get(id, token_hash)) {
-            Some(Ok(view)) => return Ok(view),
-            Some(Err(mark)) => mark,
+        let before = match &self.views {
+            Some(views) => match views.get(id, token_hash).await {
+                Ok(view) => return Ok(view),
+                Err(mark) => mark,
+            },
             None => None,
         };
         if let Some(reads) = &self.reads {
@@ -123,7 +125,7 @@ where
                 read.give_back();
             }
             if let (Some(views), Some(before), Ok(view)) = (&self.views, before, &found) {
-                views.put(before, id, token_hash, view);
+                views.put(before, id, token_hash, view).await;
             }
             return found;
         }

@@ -127,6 +127,11 @@ impl ServerProcess {
         }
     }
 
+    /// The process id (to read its memory figures from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
