@@ -19,6 +19,7 @@ use tower::ServiceExt;
 use crate::config::Config;
 use crate::confirmations::{Watcher, WatcherState};
 use crate::state::{AppState, BuiltState};
+use crate::store::PurgeStore;
 
 /// How long in-flight requests may run on after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
@@ -173,6 +174,29 @@ impl App {
         for chain in self.state.chains.configured_names() {
             let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
+        }
+        tokio::spawn(purge_until_stopped(
+            self.state.store.clone(),
+            self.state.shutdown.clone(),
+        ));
+    }
+}
+
+/// How often what has outlived its use is deleted (docs/api.md §15), besides once at start.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Purges at start and then every `PURGE_EVERY` until the shutdown signal. Several instances purging at once only
+/// find less to delete.
+async fn purge_until_stopped(store: std::sync::Arc<dyn crate::store::Store>, mut stop: watch::Receiver<bool>) {
+    loop {
+        match store.purge(crate::domain::now()).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "purged expired sessions, challenges and idempotency records"),
+            Err(e) => tracing::warn!(error = %e, "purge failed; trying again later"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PURGE_EVERY) => {}
+            _ = stop.changed() => return,
         }
     }
 }

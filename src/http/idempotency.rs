@@ -26,8 +26,6 @@ use crate::store::{ClaimOutcome, KeyClaim, Store};
 pub const KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 /// Set on a replayed answer, so a client can tell it from a fresh one.
 pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
-/// How long a key is remembered after its first use.
-const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 /// How long a claim may stay unanswered before it counts as abandoned. Far above anything a request can take (the
 /// HTTP timeout is 180 s and a chat turn's deadline is below it), so a live request is never taken over.
 const STALE_CLAIM: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
@@ -160,7 +158,7 @@ where
         key: &request.key,
         fingerprint: &request.fingerprint,
         now,
-        expired_before: now - KEY_LIFETIME,
+        expired_before: now - crate::store::KEY_LIFETIME,
         stale_before: now - STALE_CLAIM,
     };
     let claim_id = match store.claim_key(&claim).await? {

@@ -8,6 +8,9 @@ use uuid::Uuid;
 
 use super::StoreResult;
 
+/// How long a key is remembered after its first use (docs/api.md §12).
+pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
 /// What a request asks for when it claims a key.
 #[derive(Debug, Clone)]
 pub struct KeyClaim<'a> {

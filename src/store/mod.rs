@@ -26,7 +26,7 @@ use uuid::Uuid;
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
 pub use feed::EventFeed;
-pub use idempotency::{ClaimOutcome, IdempotencyStore, KeyClaim};
+pub use idempotency::{ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NativeFunds, NewAgent,
     NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement,
@@ -73,7 +73,7 @@ pub trait SendGuard: Send {}
 pub mod prelude {
     pub use super::{
         AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
-        OwnerStore, PolicyStore, Store, TokenStore, TransferStore,
+        OwnerStore, PolicyStore, PurgeStore, Store, TokenStore, TransferStore,
     };
 }
 
@@ -91,6 +91,7 @@ pub trait Store:
     + PolicyStore
     + IdempotencyStore
     + KeyStore
+    + PurgeStore
 {
 }
 
@@ -107,7 +108,16 @@ impl<T> Store for T where
         + PolicyStore
         + IdempotencyStore
         + KeyStore
+        + PurgeStore
 {
+}
+
+/// What grows with use and is useless past an age (docs/api.md §15), removed by the purge worker.
+#[async_trait]
+pub trait PurgeStore: Send + Sync + 'static {
+    /// Deletes what has outlived its use as of `now`: expired owner sessions, challenges expired for a while,
+    /// idempotency records past their 24 h window. Returns the rows removed.
+    async fn purge(&self, now: chrono::DateTime<chrono::Utc>) -> StoreResult<u64>;
 }
 
 /// Whether the database answers.

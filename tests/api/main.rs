@@ -29,6 +29,7 @@ mod openai_chat;
 mod openapi;
 mod owners;
 mod policy;
+mod purge;
 mod rate_limits;
 mod reads;
 mod reissue;

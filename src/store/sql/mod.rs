@@ -16,6 +16,7 @@ mod idempotency;
 mod keys;
 mod owners;
 mod policies;
+mod purge;
 pub(in crate::store) mod reads;
 mod tokens;
 mod transfers;
