@@ -1,4 +1,5 @@
-//! The audit log of one agent (docs/api.md §10): newest first, paged by entry id.
+//! The audit log of one agent (docs/api.md §10): newest first, paged by entry id; and the head of the whole chain
+//! for anchoring it elsewhere (§15).
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -7,14 +8,16 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::AnyCaller;
+use super::auth::{AdminGuard, AnyCaller};
 use super::error::{AppError, Result};
-use super::views::{AuditEntryView, ErrorBody};
+use super::views::{AuditEntryView, AuditHeadView, ErrorBody};
 use crate::auth::AuthError;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_audit))
+    OpenApiRouter::new()
+        .routes(routes!(list_audit))
+        .routes(routes!(audit_head))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -59,4 +62,18 @@ async fn list_audit(
     }
     let entries = state.store.list_audit(caller.agent.id, params.before, limit).await?;
     Ok(Json(entries.iter().map(AuditEntryView::from).collect()))
+}
+
+/// Read the audit chain's head
+///
+/// The newest entry of the one hash chain across all agents: its id, hash and time. Record it somewhere the
+/// database's writers cannot reach (a ticket, another system's log, a chain): `agentd audit verify` then shows whether
+/// the log still ends with it. Admin token; 404 while the log is empty.
+#[utoipa::path(get, path = "/api/audit/head", tag = "operations", security((), ("admin_token" = [])),
+    responses((status = 200, description = "The newest entry", body = AuditHeadView),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
+async fn audit_head(State(state): State<AppState>, _admin: AdminGuard) -> Result<Json<AuditHeadView>> {
+    let (id, hash, at) = state.store.audit_head_entry().await?.ok_or(AppError::NotFound)?;
+    Ok(Json(AuditHeadView { id, hash, at }))
 }

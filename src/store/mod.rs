@@ -306,6 +306,8 @@ pub trait AuditStore: Send + Sync + 'static {
     async fn audit_entries_after(&self, after_id: i64, limit: i64) -> StoreResult<Vec<AuditEntry>>;
     /// The chain's head: the newest entry's id and hash (`0` and the genesis hash for an empty chain).
     async fn audit_head(&self) -> StoreResult<(i64, String)>;
+    /// The newest entry's id, hash and time, for anchoring the chain's head elsewhere; `None` while the log is empty.
+    async fn audit_head_entry(&self) -> StoreResult<Option<(i64, String, chrono::DateTime<chrono::Utc>)>>;
 }
 
 /// Owner authority: Sign-In with Ethereum challenges, owner sessions (token hashes only), and reactivation.

@@ -197,3 +197,40 @@ async fn audit_verify_names_a_removed_middle_row_and_a_removed_newest_row() {
     assert!(!ok, "{output}");
     assert!(output.contains("entry 3 does not follow entry 1"), "{output}");
 }
+
+#[tokio::test]
+async fn the_chains_head_is_served_to_the_admin_for_anchoring() {
+    let app = spawn_app_with(&[("ADMIN_TOKEN", "operator-secret")]).await;
+    let head = |bearer: Option<&'static str>| {
+        let app = &app;
+        async move {
+            let mut builder = app.build(Method::GET, "/api/audit/head", None, None);
+            if let Some(bearer) = bearer {
+                builder = builder.bearer_auth(bearer);
+            }
+            let response = app.send(builder).await;
+            (response.status, response.body)
+        }
+    };
+    assert_eq!(
+        head(Some("operator-secret")).await.0,
+        StatusCode::NOT_FOUND,
+        "an empty log has no head"
+    );
+
+    let agent = app.create_default_agent().await;
+    app.put_agent(&agent.id, &agent.token, json!({"name": "renamed"})).await;
+    assert_eq!(head(None).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(head(Some("wrong")).await.0, StatusCode::UNAUTHORIZED);
+    let (status, anchored) = head(Some("operator-secret")).await;
+    assert_eq!(status, StatusCode::OK, "{anchored}");
+    let admin = As {
+        admin: Some("operator-secret"),
+        ..As::default()
+    };
+    let (_, entries) = audit(&app, &agent.id, admin, "?limit=1").await;
+    let newest = &entries[0];
+    assert_eq!(anchored["id"], newest["id"]);
+    assert_eq!(anchored["hash"], newest["hash"]);
+    assert_eq!(anchored["at"], newest["at"]);
+}

@@ -469,6 +469,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/audit/head": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the audit chain's head
+         * @description The newest entry of the one hash chain across all agents: its id, hash and time. Record it somewhere the
+         *     database's writers cannot reach (a ticket, another system's log, a chain): `agentd audit verify` then shows whether
+         *     the log still ends with it. Admin token; 404 while the log is empty.
+         */
+        get: operations["audit_head"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chains": {
         parameters: {
             query?: never;
@@ -764,6 +786,15 @@ export interface components {
             detail: Record<string, never>;
             /** @description SHA-256 (hex) over the entry and the previous entry's hash. */
             hash: string;
+        };
+        /** @description The newest entry of the audit chain, to anchor elsewhere. */
+        AuditHeadView: {
+            /** Format: int64 */
+            id: number;
+            /** @description The entry's hash (hex): every earlier entry is bound into it. */
+            hash: string;
+            /** Format: date-time */
+            at: string;
         };
         /** @description One chain's entry: a balance, or an error for that chain only. */
         BalanceEntryView: components["schemas"]["BalanceView"] | components["schemas"]["FailedBalanceView"];
@@ -5183,6 +5214,84 @@ export interface operations {
                      *       "error": {
                      *         "code": "upstream_timeout",
                      *         "message": "the resource did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    audit_head: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The newest entry */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "at": "2026-11-23T10:05:00Z",
+                     *       "hash": "88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "id": 1042
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditHeadView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
                      *       }
                      *     }
                      */

@@ -148,6 +148,7 @@ pub fn component(name: &str) -> Option<Value> {
             "detail": {"approve_new_recipients": true},
             "hash": "5f2b8c1d9e0a7f6b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3",
         }),
+        "AuditHeadView" => json!({"id": 1042, "hash": TX_HASH.trim_start_matches("0x"), "at": UPDATED_AT}),
         "BalancesView" => json!({
             "agent_id": AGENT_ID,
             "balances": {

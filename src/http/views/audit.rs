@@ -49,3 +49,12 @@ impl From<&AuditEntry> for AuditEntryView {
         }
     }
 }
+
+/// The newest entry of the audit chain, to anchor elsewhere.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditHeadView {
+    pub id: i64,
+    /// The entry's hash (hex): every earlier entry is bound into it.
+    pub hash: String,
+    pub at: DateTime<Utc>,
+}

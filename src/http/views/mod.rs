@@ -16,7 +16,7 @@ pub mod transfers;
 pub mod wallets;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
-pub use audit::{ActorView, AuditEntryView};
+pub use audit::{ActorView, AuditEntryView, AuditHeadView};
 pub use chains::{ChainView, HealthView, TokenView};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};

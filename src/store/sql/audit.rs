@@ -73,6 +73,15 @@ where
             .fetch_one(&self.pool)
             .await?)
     }
+
+    async fn audit_head_entry(&self) -> StoreResult<Option<(i64, String, DateTime<Utc>)>> {
+        Ok(sqlx::query_as(
+            "SELECT h.entry_id, h.hash, e.created_at FROM audit_head h JOIN audit_events e ON e.id = h.entry_id \
+             WHERE h.id = 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?)
+    }
 }
 
 impl<B> SqlStore<B>
