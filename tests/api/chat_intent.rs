@@ -64,6 +64,10 @@ const CASES: &[Case] = &[
     case("Please don't send 0.01 ETH to {A}", Nothing),
     case("Do not transfer 0.01 ETH to {A}", Nothing),
     case("send 0.01 ETH to {A}. No wait, don't!", Nothing),
+    // Typographic apostrophes and dashes, as phones and models write them (issue 22, point 12).
+    case("send 0.01 ETH to {A}. Actually, don\u{2018}t.", Nothing),
+    case("Please don\u{2bc}t send 0.01 ETH to {A}", Nothing),
+    case("Send 0.01 ETH to {A} \u{2014} no, wait", Nothing),
     case("send 0.01 ETH to {A}, or maybe not", Nothing),
     case("the agent should never pay 0.01 ETH to {A}", Nothing),
     // Questions and hypotheticals.

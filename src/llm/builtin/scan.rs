@@ -341,11 +341,15 @@ fn hex_spans(text: &str) -> Vec<(usize, usize)> {
     spans
 }
 
-/// Splits text into words: separators are whitespace, punctuation, `-`, `_` and `/`, except that a `-` or `+` that
+/// Splits text into words: separators are whitespace, punctuation (any outside ASCII), `-`, `_` and `/`, except that a `-` or `+` that
 /// starts a word before a digit stays (`-0.01` must not read as `0.01`); a trailing full stop is dropped, a leading
 /// one kept (`.5`).
 fn tokenize(text: &str) -> Vec<String> {
-    let separator = |c: char| c.is_whitespace() || ",;:!?()[]{}\"'`/_-".contains(c) || c == '\u{2019}';
+    // Beyond ASCII, every character that is not a letter or a digit separates: typographic apostrophes (`don’t`,
+    // `don‘t`, `donʼt`), quotes, dashes and ellipses must split words as their ASCII forms do, or a negation written
+    // with them would not be read as one.
+    let separator =
+        |c: char| c.is_whitespace() || ",;:!?()[]{}\"'`/_-".contains(c) || (!c.is_ascii() && !c.is_alphanumeric());
     let mut words = Vec::new();
     let mut word = String::new();
     let mut chars = text.chars().peekable();

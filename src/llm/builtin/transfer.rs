@@ -573,6 +573,26 @@ mod tests {
     }
 
     #[test]
+    fn negations_in_any_case_and_with_typographic_apostrophes_send_nothing() {
+        // Re-run of the first review's probes (issue 22, point 12): spellings a person or a model actually writes.
+        for text in [
+            "Don\u{2019}t send 0.01 ETH to {A}",
+            "DON'T SEND 0.01 ETH TO {A}",
+            "Do NOT send 0.01 ETH to {A}",
+            "please do not transfer 0.01 ETH to {A}",
+            "send 0.01 ETH to {A}. Actually, don\u{2018}t.",
+            "Send 0.01 ETH to {A} \u{2014} no, wait",
+            "I won\u{2019}t ask twice: never pay 0.01 ETH to {A}",
+            "send 0.01 ETH to {A}? Nope, cancel that",
+            "Please don\u{2bc}t send 0.01 ETH to {A}",
+            "\u{201c}send 0.01 ETH to {A}\u{201d} \u{2026} is what I will never say",
+        ] {
+            assert_eq!(sends(text, false), None, "{text}");
+            assert_eq!(sends_token(&text.replace("ETH", "USDC")), None, "{text}");
+        }
+    }
+
+    #[test]
     fn negated_questioned_or_unknown_tokens_send_nothing() {
         for text in [
             "don't send 5 USDC to {A} on base",
