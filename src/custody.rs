@@ -6,8 +6,9 @@ use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 
 use crate::config::EncryptionKey;
+use crate::domain::audit::AuditKey;
 use crate::store::{Store, StoreError};
-use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, Vault};
+use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, SealedAuditKey, Vault};
 
 /// Why the key was refused or the rotation did not happen. Never carries key material.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,8 @@ pub enum CustodyError {
     SameKey,
     #[error("the database's key check changed while rotating (another rotate-key?): nothing was changed; run it again")]
     Changed,
+    #[error("the audit key does not open under ENCRYPTION_KEY: the audit_key row was altered")]
+    AuditKey,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -93,11 +96,34 @@ pub async fn rotate_key(store: &dyn Store, old: &EncryptionKey, new: &Encryption
             .reseal(&old_vault, agent_id, key)
             .map_err(|e| format!("agent {agent_id}: {e}"))
     };
-    match store.rotate_keys(&from, &to, &reseal).await? {
+    let reseal_audit = |sealed: &SealedAuditKey| {
+        new_vault
+            .reseal_audit_key(&old_vault, sealed)
+            .map_err(|e| format!("the audit key: {e}"))
+    };
+    match store.rotate_keys(&from, &to, &reseal, &reseal_audit).await? {
         Some(keys) => Ok(Rotation::Rotated {
             keys,
             key_version: to.key_version,
         }),
         None => Err(CustodyError::Changed),
     }
+}
+
+/// The audit chain's key, opened with `vault`; made first when the database has none and `create` is set (a
+/// service's start; `agentd audit verify` only reads).
+pub async fn open_audit_key(store: &dyn Store, vault: &Vault, create: bool) -> Result<Option<AuditKey>, CustodyError> {
+    let sealed = match store.audit_key().await? {
+        Some(sealed) => sealed,
+        None if create => {
+            store
+                .create_audit_key(&|keyed_from| vault.generate_audit_key(keyed_from))
+                .await?
+        }
+        None => return Ok(None),
+    };
+    vault
+        .open_audit_key(&sealed)
+        .map(Some)
+        .map_err(|_| CustodyError::AuditKey)
 }

@@ -123,7 +123,17 @@ fn print_openapi() -> ExitCode {
 /// `agentd audit verify`: a broken chain is an error naming the first bad entry (non-zero exit).
 async fn verify_audit(config: &Config) -> anyhow::Result<()> {
     let store = agentd::store::open(config).await?;
-    match agentd::store::verify_audit(store.as_ref()).await? {
+    let generated;
+    let key = match &config.security.encryption_key {
+        Some(key) => key,
+        None => {
+            generated = agentd::vault::load_or_create_key_file(&config.database.data_dir)?;
+            &generated
+        }
+    };
+    let vault = agentd::custody::open_vault(store.as_ref(), key).await?;
+    let audit_key = agentd::custody::open_audit_key(store.as_ref(), &vault, false).await?;
+    match agentd::store::verify_audit(store.as_ref(), audit_key).await? {
         Ok(entries) => {
             println!("audit log intact: {entries} entries");
             Ok(())

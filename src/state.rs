@@ -108,6 +108,10 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     };
     // Refuses a key the stored wallet keys were not written with, before anything is served or written.
     let vault = crate::custody::open_vault(store.as_ref(), key).await?;
+    // Every process that appends to the audit log keys it (docs/api.md §15).
+    if let Some(audit_key) = crate::custody::open_audit_key(store.as_ref(), &vault, true).await? {
+        store.use_audit_key(audit_key);
+    }
     let chains = build_chains(&config)?;
     let llm = build_llm(&config)?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);

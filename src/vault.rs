@@ -10,9 +10,10 @@ use alloy::signers::local::PrivateKeySigner;
 use rand_core::{OsRng, RngCore};
 use secrecy::ExposeSecret;
 use uuid::Uuid;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::config::{EncryptionKey, parse_encryption_key};
+use crate::domain::audit::AuditKey;
 
 /// The version of the first master key of a database; each `agentd rotate-key` moves to the next.
 pub const FIRST_KEY_VERSION: i32 = 1;
@@ -167,6 +168,69 @@ impl Vault {
             &check_associated_data(check.key_version),
         )
         .is_ok_and(|plain| plain.as_slice() == KEY_CHECK_TEXT)
+    }
+}
+
+/// The audit chain's key as stored: encrypted under the master key of `key_version`, with the entry it applies from
+/// inside the ciphertext (so that nobody who lacks the master key can move where the keyed chain starts).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedAuditKey {
+    pub key_version: i32,
+    pub ciphertext: Vec<u8>,
+    pub nonce: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedAuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealedAuditKey(version {}, ..)", self.key_version)
+    }
+}
+
+const AUDIT_KEY_AD: &[u8] = b"agentd:audit-key";
+
+impl Vault {
+    /// A fresh random audit key for a chain keyed from entry `keyed_from`, sealed under this vault's key.
+    pub fn generate_audit_key(&self, keyed_from: i64) -> SealedAuditKey {
+        let mut plain = Zeroizing::new([0u8; 40]);
+        OsRng.fill_bytes(&mut plain[..32]);
+        plain[32..].copy_from_slice(&keyed_from.to_be_bytes());
+        let (ciphertext, nonce) = self.encrypt(plain.as_ref(), AUDIT_KEY_AD);
+        SealedAuditKey {
+            key_version: self.version,
+            ciphertext,
+            nonce,
+        }
+    }
+
+    /// The audit key, opened.
+    pub fn open_audit_key(&self, sealed: &SealedAuditKey) -> Result<AuditKey, VaultError> {
+        if sealed.key_version != self.version {
+            return Err(VaultError::UnknownVersion(sealed.key_version));
+        }
+        let plain = self.decrypt(&sealed.ciphertext, &sealed.nonce, AUDIT_KEY_AD)?;
+        if plain.len() != 40 {
+            return Err(VaultError::Decrypt);
+        }
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&plain[..32]);
+        let keyed_from = i64::from_be_bytes(plain[32..].try_into().map_err(|_| VaultError::Decrypt)?);
+        let opened = AuditKey::new(key, keyed_from);
+        key.zeroize();
+        Ok(opened)
+    }
+
+    /// The same audit key, opened by `from` (the previous master key) and sealed under this vault's key and version.
+    pub fn reseal_audit_key(&self, from: &Vault, sealed: &SealedAuditKey) -> Result<SealedAuditKey, VaultError> {
+        if sealed.key_version != from.version {
+            return Err(VaultError::UnknownVersion(sealed.key_version));
+        }
+        let plain = from.decrypt(&sealed.ciphertext, &sealed.nonce, AUDIT_KEY_AD)?;
+        let (ciphertext, nonce) = self.encrypt(&plain, AUDIT_KEY_AD);
+        Ok(SealedAuditKey {
+            key_version: self.version,
+            ciphertext,
+            nonce,
+        })
     }
 }
 

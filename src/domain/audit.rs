@@ -1,16 +1,43 @@
 //! The audit log's hash chain: the canonical form of an entry, its hash, and the check of a whole log.
 //!
-//! Every entry's `hash` is the SHA-256 of its canonical JSON (keys sorted, no spaces), which holds its id, time,
-//! agent, actor, action, detail and the previous entry's hash (`prev`), so altering, removing or reordering a row
-//! breaks the chain from there on. The store also keeps the head (the newest entry's id and hash): removing the
+//! Every entry's `hash` is the HMAC-SHA256, under the audit key, of its canonical JSON (keys sorted, no spaces),
+//! which holds its id, time, agent, actor, action, detail and the previous entry's hash (`prev`), so altering,
+//! removing or reordering a row breaks the chain from there on, and whoever can only write the database cannot chain
+//! a rewritten history again. The key is random, kept encrypted under `ENCRYPTION_KEY`, and applies from the entry
+//! `keyed_from` on; entries before it (logs written before the key existed) carry a plain SHA-256, and are bound
+//! into the keyed chain by the first keyed entry's `prev`. The store also keeps the head (the newest entry's id and hash): removing the
 //! newest entries, which would leave a shorter chain that is valid in itself, is detected against it.
 
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
+use zeroize::Zeroizing;
+
+/// The key the chain is keyed with, and the first entry id it applies to.
+#[derive(Clone)]
+pub struct AuditKey {
+    key: Zeroizing<[u8; 32]>,
+    pub keyed_from: i64,
+}
+
+impl AuditKey {
+    pub fn new(key: [u8; 32], keyed_from: i64) -> Self {
+        AuditKey {
+            key: Zeroizing::new(key),
+            keyed_from,
+        }
+    }
+}
+
+impl fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AuditKey(keyed from entry {}, ..)", self.keyed_from)
+    }
+}
 
 /// Who did something, as the audit log records it (docs/api.md §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +123,7 @@ pub fn timestamp(at: DateTime<Utc>) -> String {
 
 /// The hash of an entry given its fields and the previous hash; `detail` is its canonical JSON text.
 pub fn entry_hash(
+    key: Option<&AuditKey>,
     id: i64,
     at: DateTime<Utc>,
     agent_id: Uuid,
@@ -113,13 +141,21 @@ pub fn entry_hash(
         Value::from(timestamp(at)),
         Value::from(prev_hash),
     );
-    alloy::hex::encode(Sha256::digest(text.as_bytes()))
+    match key.filter(|k| id >= k.keyed_from) {
+        Some(k) => {
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(k.key.as_slice()).expect("HMAC takes any key length");
+            mac.update(text.as_bytes());
+            alloy::hex::encode(mac.finalize().into_bytes())
+        }
+        None => alloy::hex::encode(Sha256::digest(text.as_bytes())),
+    }
 }
 
 impl AuditEntry {
-    /// The hash this entry's stored fields give.
-    pub fn computed_hash(&self) -> String {
+    /// The hash this entry's stored fields give under `key`.
+    pub fn computed_hash(&self, key: Option<&AuditKey>) -> String {
         entry_hash(
+            key,
             self.id,
             self.at,
             self.agent_id,
@@ -168,6 +204,7 @@ impl fmt::Display for AuditBreak {
 /// Checks a log fed entry by entry, in id order, against the head at the end.
 #[derive(Debug)]
 pub struct ChainCheck {
+    key: Option<AuditKey>,
     last_id: i64,
     last_hash: String,
     checked: u64,
@@ -175,18 +212,24 @@ pub struct ChainCheck {
 
 impl Default for ChainCheck {
     fn default() -> Self {
+        ChainCheck::keyed(None)
+    }
+}
+
+impl ChainCheck {
+    /// A check of a log keyed with `key` (`None`: a log that never had one).
+    pub fn keyed(key: Option<AuditKey>) -> Self {
         ChainCheck {
+            key,
             last_id: 0,
             last_hash: GENESIS.to_string(),
             checked: 0,
         }
     }
-}
 
-impl ChainCheck {
     /// The next entry of the log.
     pub fn push(&mut self, entry: &AuditEntry) -> Result<(), AuditBreak> {
-        if entry.computed_hash() != entry.hash {
+        if entry.computed_hash(self.key.as_ref()) != entry.hash {
             return Err(AuditBreak::Altered { id: entry.id });
         }
         if entry.prev_hash != self.last_hash {
@@ -216,6 +259,10 @@ mod tests {
     use serde_json::json;
 
     fn chain(n: i64) -> Vec<AuditEntry> {
+        keyed_chain(n, None)
+    }
+
+    fn keyed_chain(n: i64, key: Option<&AuditKey>) -> Vec<AuditEntry> {
         let agent_id = Uuid::new_v4();
         let mut prev = GENESIS.to_string();
         (1..=n)
@@ -230,7 +277,7 @@ mod tests {
                     prev_hash: prev.clone(),
                     hash: String::new(),
                 };
-                entry.hash = entry.computed_hash();
+                entry.hash = entry.computed_hash(key);
                 prev = entry.hash.clone();
                 entry
             })
@@ -282,5 +329,48 @@ mod tests {
         let head = entries[2].hash.clone();
         entries.pop();
         assert_eq!(check(&entries, (3, &head)), Err(AuditBreak::MissingTail { head_id: 3 }));
+    }
+
+    #[test]
+    fn a_keyed_chain_rewritten_and_chained_again_without_the_key_is_found() {
+        let key = AuditKey::new([7; 32], 3);
+        let entries = keyed_chain(4, Some(&key));
+        assert_eq!(
+            entries[0].hash,
+            entries[0].computed_hash(None),
+            "before keyed_from: plain SHA-256"
+        );
+        assert_ne!(
+            entries[2].hash,
+            entries[2].computed_hash(None),
+            "from keyed_from on: keyed"
+        );
+        let verify = |entries: &[AuditEntry], key: Option<AuditKey>| {
+            let mut check = ChainCheck::keyed(key);
+            for entry in entries {
+                check.push(entry)?;
+            }
+            check.finish(4, &entries[3].hash)
+        };
+        assert_eq!(verify(&entries, Some(key.clone())), Ok(4));
+
+        // Whoever writes the database rewrites entry 3 and recomputes every hash from there the only way it can.
+        let mut forged = entries.clone();
+        forged[2].actor = "agent".into();
+        for i in 2..4 {
+            forged[i].prev_hash = forged[i - 1].hash.clone();
+            forged[i].hash = forged[i].computed_hash(None);
+        }
+        assert_eq!(verify(&forged, Some(key.clone())), Err(AuditBreak::Altered { id: 3 }));
+        // An unkeyed entry before keyed_from cannot be rewritten either: the first keyed entry binds it.
+        let mut early = entries.clone();
+        early[1].action = "agent_deleted".into();
+        early[1].hash = early[1].computed_hash(None);
+        assert_eq!(
+            verify(&early, Some(key.clone())),
+            Err(AuditBreak::Gap { id: 3, after: 2 })
+        );
+        // Another key does not verify it.
+        assert!(verify(&entries, Some(AuditKey::new([8; 32], 3))).is_err());
     }
 }

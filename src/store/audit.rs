@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::shared::address_from_text;
 use super::{OwnerChallenge, OwnerSessionRecord, Store, StoreResult};
-use crate::domain::audit::{AuditBreak, AuditEntry, ChainCheck};
+use crate::domain::audit::{AuditBreak, AuditEntry, AuditKey, ChainCheck};
 
 pub const AUDIT_COLUMNS: &str = "id, created_at, agent_id, actor, action, detail, prev_hash, hash";
 
@@ -89,11 +89,11 @@ impl OwnerSessionRow {
 /// Reads the whole log in id order and checks its chain and head. `Ok(Ok(n))`: intact, `n` chained entries
 /// (rows written before the chain began, which carry no hash, are skipped while they lead the log);
 /// `Ok(Err(..))`: the first bad entry.
-pub async fn verify_audit(store: &dyn Store) -> StoreResult<Result<u64, AuditBreak>> {
+pub async fn verify_audit(store: &dyn Store, key: Option<AuditKey>) -> StoreResult<Result<u64, AuditBreak>> {
     const PAGE: i64 = 1000;
     // Read the head first: entries appended while the check runs come after it and are not checked.
     let (head_id, head_hash) = store.audit_head().await?;
-    let mut check = ChainCheck::default();
+    let mut check = ChainCheck::keyed(key);
     let mut chained = false;
     let mut after = 0;
     loop {

@@ -40,7 +40,7 @@ use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
 use crate::domain::audit::AuditEntry;
 use crate::domain::transaction::{Attempt, StoredTx};
-use crate::vault::{EncryptedKey, KeyCheck};
+use crate::vault::{EncryptedKey, KeyCheck, SealedAuditKey};
 
 /// Storage failures. The database's own message stays in the log.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +295,8 @@ pub trait EventStore: Send + Sync + 'static {
 pub trait AuditStore: Send + Sync + 'static {
     /// Appends the event to the chain and moves the head, in one transaction serialised with every other append
     /// (SQLite's write lock; PostgreSQL: the head row `FOR UPDATE`).
+    /// From now on, entries are hashed under `key` from its `keyed_from` on (set once, at start).
+    fn use_audit_key(&self, key: crate::domain::audit::AuditKey);
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
     /// `signed` -> `pending` (as `mark_broadcast`) and `event` appended, in one transaction: a native send's record
     /// once the node accepted it, one commit instead of two.
@@ -356,8 +358,26 @@ pub trait KeyStore: Send + Sync + 'static {
     /// In one transaction, while the stored check is still `from`: every wallet key through `reseal`, and the check
     /// replaced by `to`. Answers how many keys moved, or `None` when the stored check was not `from` (nothing
     /// changed); a failing `reseal` changes nothing either.
-    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>>;
+    /// The audit key is resealed by `reseal_audit` in the same transaction.
+    async fn rotate_keys(
+        &self,
+        from: &KeyCheck,
+        to: &KeyCheck,
+        reseal: ResealFn<'_>,
+        reseal_audit: AuditResealFn<'_>,
+    ) -> StoreResult<Option<usize>>;
+    /// The audit chain's sealed key, if one was made.
+    async fn audit_key(&self) -> StoreResult<Option<SealedAuditKey>>;
+    /// Makes the audit key unless one exists: `seal` gets the first entry id it will key (the one after the chain's
+    /// current head, read in the write transaction that stores the key, so no entry is appended in between).
+    /// Answers the stored key (this or an earlier one).
+    async fn create_audit_key(&self, seal: AuditSealFn<'_>) -> StoreResult<SealedAuditKey>;
 }
+
+/// Seals a new audit key keying entries from the given id on.
+pub type AuditSealFn<'a> = &'a (dyn Fn(i64) -> SealedAuditKey + Send + Sync);
+/// Reseals the audit key under the next master key.
+pub type AuditResealFn<'a> = &'a (dyn Fn(&SealedAuditKey) -> Result<SealedAuditKey, String> + Send + Sync);
 
 /// Opens the configured database and applies the embedded migrations.
 pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {

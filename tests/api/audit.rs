@@ -234,3 +234,38 @@ async fn the_chains_head_is_served_to_the_admin_for_anchoring() {
     assert_eq!(anchored["hash"], newest["hash"]);
     assert_eq!(anchored["at"], newest["at"]);
 }
+
+#[tokio::test]
+async fn a_history_rewritten_and_chained_again_by_whoever_writes_the_database_is_found() {
+    let app = app_with_a_log().await;
+    let entries = app.state.store.audit_entries_after(0, 100).await.unwrap();
+    assert_eq!(entries.len(), 5);
+
+    // Entry 3 rewritten, then every hash from there on recomputed the way the log's format says (SHA-256 over the
+    // canonical text), and the head moved: all that a writer of the database can do without the audit key.
+    let mut prev = entries[1].hash.clone();
+    for entry in &entries[2..] {
+        let actor = if entry.id == 3 { "owner" } else { entry.actor.as_str() };
+        let hash = agentd::domain::audit::entry_hash(
+            None,
+            entry.id,
+            entry.at,
+            entry.agent_id,
+            actor,
+            &entry.action,
+            &entry.detail,
+            &prev,
+        );
+        let sql = format!(
+            "UPDATE audit_events SET actor = '{actor}', prev_hash = '{prev}', hash = '{hash}' WHERE id = {}",
+            entry.id
+        );
+        tamper(&app, &sql).await;
+        prev = hash;
+    }
+    tamper(&app, &format!("UPDATE audit_head SET hash = '{prev}' WHERE id = 1")).await;
+
+    let (ok, output) = verify(&app);
+    assert!(!ok, "{output}");
+    assert!(output.contains("entry 3 was altered"), "{output}");
+}

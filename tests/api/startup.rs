@@ -351,6 +351,15 @@ async fn rotate_key_moves_every_wallet_key_so_that_only_the_new_key_starts_and_s
         "signed with the re-encrypted key"
     );
     stop(after);
+    // The audit key moved with them: the log, written before and after the rotation, verifies under the new key.
+    let verify = run_subcommand(
+        &["audit", "verify"],
+        &dev_env(&url, &[("ENCRYPTION_KEY", OTHER_KEY)]),
+        dir.path(),
+        EXIT_TIMEOUT,
+    );
+    assert!(verify.status.is_some_and(|s| s.success()), "{}", verify.logs);
+    assert!(verify.logs.contains("audit log intact"), "{}", verify.logs);
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
-use crate::domain::audit::{self, AuditEntry};
+use crate::domain::audit::{self, AuditEntry, AuditKey};
 use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
 use crate::store::{AuditEvent, AuditStore, StoreResult};
 
@@ -26,9 +26,15 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
+    fn use_audit_key(&self, key: AuditKey) {
+        if self.audit_key.set(key).is_err() {
+            tracing::warn!("the audit key was already set; the first one stays");
+        }
+    }
+
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        Self::append_audit(&mut tx, event).await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -40,7 +46,7 @@ where
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        Self::append_audit(&mut tx, event).await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -96,8 +102,8 @@ where
     usize: ColumnIndex<B::Row>,
 {
     /// Appends `event` inside the caller's write transaction: reads the head (locked on PostgreSQL), inserts the
-    /// entry, hashes it, moves the head.
-    async fn append_audit(conn: &mut B::Connection, event: &AuditEvent) -> StoreResult<()> {
+    /// entry, hashes it (under `key` from its `keyed_from` on), moves the head.
+    async fn append_audit(conn: &mut B::Connection, key: Option<&AuditKey>, event: &AuditEvent) -> StoreResult<()> {
         let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
         let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
         let at = crate::domain::now();
@@ -114,7 +120,16 @@ where
         .bind(&prev_hash)
         .fetch_one(&mut *conn)
         .await?;
-        let hash = audit::entry_hash(id, at, event.agent_id, &event.actor, event.action, &detail, &prev_hash);
+        let hash = audit::entry_hash(
+            key,
+            id,
+            at,
+            event.agent_id,
+            &event.actor,
+            event.action,
+            &detail,
+            &prev_hash,
+        );
         sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
             .bind(&hash)
             .bind(id)

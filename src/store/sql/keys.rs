@@ -7,10 +7,18 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::store::shared::KeyRow;
-use crate::store::{KeyStore, ResealFn, StoreError, StoreResult};
-use crate::vault::{EncryptedKey, KeyCheck};
+use crate::store::{AuditResealFn, AuditSealFn, KeyStore, ResealFn, StoreError, StoreResult};
+use crate::vault::{EncryptedKey, KeyCheck, SealedAuditKey};
 
 type CheckRow = (i32, Vec<u8>, Vec<u8>);
+
+fn into_sealed((key_version, ciphertext, nonce): CheckRow) -> SealedAuditKey {
+    SealedAuditKey {
+        key_version,
+        ciphertext,
+        nonce,
+    }
+}
 
 fn into_check((key_version, ciphertext, nonce): CheckRow) -> KeyCheck {
     KeyCheck {
@@ -31,6 +39,7 @@ where
     for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    for<'r> i64: Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
@@ -77,7 +86,13 @@ where
 
     /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
     /// the old version can be written while or after the keys move.
-    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: ResealFn<'_>) -> StoreResult<Option<usize>> {
+    async fn rotate_keys(
+        &self,
+        from: &KeyCheck,
+        to: &KeyCheck,
+        reseal: ResealFn<'_>,
+        reseal_audit: AuditResealFn<'_>,
+    ) -> StoreResult<Option<usize>> {
         let mut tx = B::begin_write(self).await?;
         let sql = format!(
             "SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}",
@@ -107,6 +122,19 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
+        let audit: Option<CheckRow> =
+            sqlx::query_as("SELECT key_version, ciphertext, nonce FROM audit_key WHERE id = 1")
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(sealed) = audit.map(into_sealed) {
+            let moved = reseal_audit(&sealed).map_err(StoreError::Reseal)?;
+            sqlx::query("UPDATE audit_key SET key_version = $1, ciphertext = $2, nonce = $3 WHERE id = 1")
+                .bind(moved.key_version)
+                .bind(&moved.ciphertext)
+                .bind(&moved.nonce)
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::query("UPDATE key_check SET key_version = $1, ciphertext = $2, nonce = $3, updated_at = $4 WHERE id = 1")
             .bind(to.key_version)
             .bind(&to.ciphertext)
@@ -116,6 +144,40 @@ where
             .await?;
         tx.commit().await?;
         Ok(Some(ids.len()))
+    }
+
+    async fn audit_key(&self) -> StoreResult<Option<SealedAuditKey>> {
+        let row: Option<CheckRow> = sqlx::query_as("SELECT key_version, ciphertext, nonce FROM audit_key WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(into_sealed))
+    }
+
+    /// In the write transaction that appends audit entries too (the head row locked on PostgreSQL), so the first
+    /// keyed id is the one after the head as it stands at the commit.
+    async fn create_audit_key(&self, seal: AuditSealFn<'_>) -> StoreResult<SealedAuditKey> {
+        let mut tx = B::begin_write(self).await?;
+        let head = format!("SELECT entry_id FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
+        let (head_id,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *tx).await?;
+        let existing: Option<CheckRow> =
+            sqlx::query_as("SELECT key_version, ciphertext, nonce FROM audit_key WHERE id = 1")
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(existing) = existing {
+            return Ok(into_sealed(existing));
+        }
+        let sealed = seal(head_id + 1);
+        sqlx::query(
+            "INSERT INTO audit_key (id, key_version, ciphertext, nonce, created_at) VALUES (1, $1, $2, $3, $4)",
+        )
+        .bind(sealed.key_version)
+        .bind(&sealed.ciphertext)
+        .bind(&sealed.nonce)
+        .bind(crate::domain::now())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(sealed)
     }
 }
 

@@ -118,6 +118,8 @@ pub struct SqlStore<B: Database> {
     /// The writer turn of this process (SQLite): its write transactions queue here, in order, rather than at
     /// SQLite's busy handler, which polls the lock with sleeps of 1, 2, 5, ... up to 100 ms while it is taken.
     pub(in crate::store) writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The audit chain's key, once `use_audit_key` set it (at start, from the sealed copy in the database).
+    pub(in crate::store) audit_key: std::sync::Arc<std::sync::OnceLock<crate::domain::audit::AuditKey>>,
 }
 
 impl<B: Database> SqlStore<B> {
@@ -129,6 +131,7 @@ impl<B: Database> SqlStore<B> {
             reads: None,
             views: None,
             writer: Default::default(),
+            audit_key: Default::default(),
         }
     }
 }
@@ -143,6 +146,7 @@ impl<B: Database> Clone for SqlStore<B> {
             reads: self.reads.clone(),
             views: self.views.clone(),
             writer: self.writer.clone(),
+            audit_key: self.audit_key.clone(),
         }
     }
 }
