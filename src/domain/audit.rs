@@ -121,49 +121,29 @@ pub fn timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// The hash of an entry given its fields and the previous hash; `detail` is its canonical JSON text.
-pub fn entry_hash(
-    key: Option<&AuditKey>,
-    id: i64,
-    at: DateTime<Utc>,
-    agent_id: Uuid,
-    actor: &str,
-    action: &str,
-    detail: &str,
-    prev_hash: &str,
-) -> String {
-    // `detail` is embedded as stored: a row whose text was edited, even into equivalent JSON, no longer matches.
-    let text = format!(
-        "{{\"action\":{},\"actor\":{},\"agent_id\":{},\"at\":{},\"detail\":{detail},\"id\":{id},\"prev\":{}}}",
-        Value::from(action),
-        Value::from(actor),
-        Value::from(agent_id.to_string()),
-        Value::from(timestamp(at)),
-        Value::from(prev_hash),
-    );
-    match key.filter(|k| id >= k.keyed_from) {
-        Some(k) => {
-            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(k.key.as_slice()).expect("HMAC takes any key length");
-            mac.update(text.as_bytes());
-            alloy::hex::encode(mac.finalize().into_bytes())
-        }
-        None => alloy::hex::encode(Sha256::digest(text.as_bytes())),
-    }
-}
-
 impl AuditEntry {
-    /// The hash this entry's stored fields give under `key`.
+    /// The hash this entry's stored fields (all but `hash`) give under `key`; `detail` is its canonical JSON text.
     pub fn computed_hash(&self, key: Option<&AuditKey>) -> String {
-        entry_hash(
-            key,
+        // `detail` is embedded as stored: a row whose text was edited, even into equivalent JSON, no longer matches.
+        let text = format!(
+            "{{\"action\":{},\"actor\":{},\"agent_id\":{},\"at\":{},\"detail\":{},\"id\":{},\"prev\":{}}}",
+            Value::from(self.action.as_str()),
+            Value::from(self.actor.as_str()),
+            Value::from(self.agent_id.to_string()),
+            Value::from(timestamp(self.at)),
+            self.detail,
             self.id,
-            self.at,
-            self.agent_id,
-            &self.actor,
-            &self.action,
-            &self.detail,
-            &self.prev_hash,
-        )
+            Value::from(self.prev_hash.as_str()),
+        );
+        match key.filter(|k| self.id >= k.keyed_from) {
+            Some(k) => {
+                let mut mac =
+                    <Hmac<Sha256> as Mac>::new_from_slice(k.key.as_slice()).expect("HMAC takes any key length");
+                mac.update(text.as_bytes());
+                alloy::hex::encode(mac.finalize().into_bytes())
+            }
+            None => alloy::hex::encode(Sha256::digest(text.as_bytes())),
+        }
     }
 }
 

@@ -246,16 +246,10 @@ async fn a_history_rewritten_and_chained_again_by_whoever_writes_the_database_is
     let mut prev = entries[1].hash.clone();
     for entry in &entries[2..] {
         let actor = if entry.id == 3 { "owner" } else { entry.actor.as_str() };
-        let hash = agentd::domain::audit::entry_hash(
-            None,
-            entry.id,
-            entry.at,
-            entry.agent_id,
-            actor,
-            &entry.action,
-            &entry.detail,
-            &prev,
-        );
+        let mut forged = entry.clone();
+        forged.actor = actor.to_string();
+        forged.prev_hash = prev.clone();
+        let hash = forged.computed_hash(None);
         let sql = format!(
             "UPDATE audit_events SET actor = '{actor}', prev_hash = '{prev}', hash = '{hash}' WHERE id = {}",
             entry.id

@@ -120,16 +120,17 @@ where
         .bind(&prev_hash)
         .fetch_one(&mut *conn)
         .await?;
-        let hash = audit::entry_hash(
-            key,
+        let entry = AuditEntry {
             id,
             at,
-            event.agent_id,
-            &event.actor,
-            event.action,
-            &detail,
-            &prev_hash,
-        );
+            agent_id: event.agent_id,
+            actor: event.actor.clone(),
+            action: event.action.to_string(),
+            detail,
+            prev_hash,
+            hash: String::new(),
+        };
+        let hash = entry.computed_hash(key);
         sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
             .bind(&hash)
             .bind(id)
