@@ -17,7 +17,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::common::{self, LocalApp, RECIPIENT, Samples, TOKEN_HEADER, f, start_anvil, table, transacting_agent, verdict};
+use crate::common::{
+    self, LocalApp, RECIPIENT, Samples, TOKEN_HEADER, f, start_anvil, table, transacting_agent, verdict,
+};
 
 /// Transfers open at once, and the agents they come from; `BENCH_WATCHER_TRANSFERS` / `BENCH_WATCHER_AGENTS`
 /// override them.
@@ -40,7 +42,10 @@ struct Counts {
 
 impl Counts {
     fn read(&self) -> (u64, u64) {
-        (self.requests.load(Ordering::Relaxed), self.calls.load(Ordering::Relaxed))
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.calls.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -82,7 +87,9 @@ async fn start_proxy(upstream: &str) -> (String, Arc<Proxy>) {
         counts: Counts::default(),
     });
     let router = axum::Router::new().fallback(forward).with_state(proxy.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("proxy listener");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("proxy listener");
     let url = format!("http://{}", listener.local_addr().expect("proxy address"));
     tokio::spawn(async move { axum::serve(listener, router).await });
     (url, proxy)

@@ -17,6 +17,7 @@ mod keys;
 mod owners;
 mod policies;
 pub(in crate::store) mod reads;
+mod settlements;
 mod tokens;
 mod transfers;
 
