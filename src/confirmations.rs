@@ -4,7 +4,8 @@
 //! behind it), and stores an event and a conversation message per change (the store's event
 //! feed announces the event once committed); expires transfers that waited for approval too long.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use alloy::primitives::{TxHash, U256};
@@ -41,6 +42,8 @@ pub struct Watcher {
     chain: &'static str,
     /// Transfers stored before this moment were left by an earlier process (a crash): they are sent again at once.
     started_at: chrono::DateTime<chrono::Utc>,
+    /// The head of the last round and the attempts that had no receipt at it.
+    without_receipt: Mutex<Option<(u64, HashSet<TxHash>)>>,
 }
 
 /// How long a transfer stored by a running process is left to its sender before the watcher broadcasts it again:
@@ -53,6 +56,7 @@ impl Watcher {
             state,
             chain,
             started_at: crate::domain::now(),
+            without_receipt: Mutex::new(None),
         }
     }
 
@@ -91,9 +95,10 @@ impl Watcher {
         Ok(())
     }
 
-    /// One round over the chain's open transfers. Returns how many were settled. The node is asked for the receipts
-    /// of every attempt of every open transfer in one JSON-RPC batch (`ChainClient::receipts`), and for the head only
-    /// when one of them is in a block; the transfers that landed deep enough settle together in one database
+    /// One round over the chain's open transfers. Returns how many were settled. The node is asked for its head,
+    /// then, in one JSON-RPC batch (`ChainClient::receipts`), for the receipts of the attempts of the open transfers
+    /// it may have put in a block since the last round: all of them once the head moved, else only attempts new since;
+    /// the transfers that landed deep enough settle together in one database
     /// transaction; then those still out are looked after one by one (rebroadcast, fee bump, nonce fill, drop).
     pub async fn poll_once(&self) -> anyhow::Result<usize> {
         let Some(_guard) = self.state.store.try_lock_watcher(self.chain).await? else {
@@ -116,24 +121,20 @@ impl Watcher {
             };
             watched.push((tx, attempts));
         }
-        let found = self.find_receipts(client, &watched).await?;
-        let latest = match found.iter().any(|f| matches!(f, Ok(Some(_)))) {
-            true => Some(client.block_number().await?),
-            false => None,
-        };
+        let (latest, found) = self.find_receipts(client, &watched).await?;
         let mut landed = Vec::new();
         let mut out = Vec::new();
         for ((tx, attempts), found) in watched.iter().zip(found) {
-            let checked = match (found, latest) {
-                (Ok(Some((i, receipt))), Some(latest)) => {
+            let checked = match found {
+                Ok(Some((i, receipt))) => {
                     self.landed(tx, &attempts[i], &receipt, latest, client.confirmations())
                         .await
                 }
-                (Ok(_), _) => {
+                Ok(None) => {
                     out.push((tx, attempts));
                     continue;
                 }
-                (Err(e), _) => Err(e),
+                Err(e) => Err(e),
             };
             match checked {
                 Ok(Some(settling)) => landed.push(settling),
@@ -152,13 +153,14 @@ impl Watcher {
         Ok(settled)
     }
 
-    /// For each transfer, the first of its attempts (the latest first, §14: any may land) with a receipt and its
-    /// index, asked in one batch; an error is that transfer's alone, unless the node could not be asked at all.
+    /// The head, and for each transfer the first of its attempts (the latest first, §14: any may land) with a
+    /// receipt and its index, asked in one batch; an error is that transfer's alone, unless the node could not be
+    /// asked at all.
     async fn find_receipts(
         &self,
         client: &ChainClient,
         watched: &[(StoredTx, Vec<Attempt>)],
-    ) -> anyhow::Result<Vec<anyhow::Result<Option<(usize, ReceiptInfo)>>>> {
+    ) -> anyhow::Result<(u64, Vec<anyhow::Result<Option<(usize, ReceiptInfo)>>>)> {
         let mut hashes = Vec::new();
         let mut parsed = Vec::with_capacity(watched.len());
         for (_, attempts) in watched {
@@ -169,7 +171,33 @@ impl Watcher {
                 first
             }));
         }
-        let mut receipts = client.receipts(&hashes).await?.into_iter();
+        // Asked at the head this round saw, as the round before did: a hash without a receipt then has none now
+        // (a block that replaced the head's moves the head on), so only the others are asked.
+        let head = client.block_number().await?;
+        let known: HashSet<TxHash> = self
+            .without_receipt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .filter(|(at, _)| *at == head)
+            .map(|(_, hashes)| hashes)
+            .unwrap_or_default();
+        let ask: Vec<TxHash> = hashes.iter().filter(|h| !known.contains(*h)).copied().collect();
+        let mut asked = client.receipts(&ask).await?.into_iter();
+        let mut unseen = HashSet::new();
+        let mut receipts = Vec::with_capacity(hashes.len());
+        for hash in &hashes {
+            let receipt = match known.contains(hash) {
+                true => Ok(None),
+                false => asked.next().unwrap_or(Ok(None)),
+            };
+            if matches!(receipt, Ok(None)) {
+                unseen.insert(*hash);
+            }
+            receipts.push(receipt);
+        }
+        *self.without_receipt.lock().unwrap_or_else(PoisonError::into_inner) = Some((head, unseen));
+        let mut receipts = receipts.into_iter();
         let mut found = Vec::with_capacity(watched.len());
         for ((_, attempts), first) in watched.iter().zip(parsed) {
             let Ok(_) = first else {
@@ -189,7 +217,7 @@ impl Watcher {
             }
             found.push(answer);
         }
-        Ok(found)
+        Ok((head, found))
     }
 
     /// Settles `landed` in one transaction; if that fails, one by one, so that one transfer's trouble holds up no
