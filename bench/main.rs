@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream`, `x402` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -15,11 +15,12 @@ mod server;
 mod solidity;
 mod stream;
 mod turn;
+mod watcher;
 mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 5] = ["http", "turn", "sends", "stream", "x402"];
+const SECTIONS: [&str; 6] = ["http", "turn", "sends", "stream", "x402", "watcher"];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
 #[cfg(not(target_env = "msvc"))]
@@ -54,6 +55,7 @@ fn main() {
                 "turn" => turn::run().await,
                 "sends" => sends::run().await,
                 "x402" => x402::run().await,
+                "watcher" => watcher::run().await,
                 _ => stream::run().await,
             }
         });

@@ -156,20 +156,7 @@ impl App {
                 .clone()
                 .run_until_stopped(self.state.shutdown.clone()),
         );
-        let watching = WatcherState {
-            store: self.state.store.clone(),
-            chains: self.state.chains.clone(),
-            transfers: crate::transfers::Transfers::new(
-                self.state.store.clone(),
-                self.state.chains.clone(),
-                self.state.vault.clone(),
-                self.state.config.faults,
-                self.state.config.x402.clone(),
-            ),
-            interval: self.state.config.chains.watcher_interval,
-            drop_after: self.state.config.chains.tx_drop_after,
-            stuck_after: self.state.config.chains.stuck_after,
-        };
+        let watching = watcher_state(&self.state);
         for chain in self.state.chains.configured_names() {
             let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
@@ -197,5 +184,24 @@ async fn purge_until_stopped(store: std::sync::Arc<dyn crate::store::Store>, mut
             _ = tokio::time::sleep(PURGE_EVERY) => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+/// What the confirmation watchers of an app use: built once by `App` for its own watchers; a test drives one more
+/// with it (`Watcher::poll_once` is safe beside them: one round at a time per chain, by the store's watcher lock).
+pub fn watcher_state(state: &AppState) -> WatcherState {
+    WatcherState {
+        store: state.store.clone(),
+        chains: state.chains.clone(),
+        transfers: crate::transfers::Transfers::new(
+            state.store.clone(),
+            state.chains.clone(),
+            state.vault.clone(),
+            state.config.faults,
+            state.config.x402.clone(),
+        ),
+        interval: state.config.chains.watcher_interval,
+        drop_after: state.config.chains.tx_drop_after,
+        stuck_after: state.config.chains.stuck_after,
     }
 }

@@ -6,6 +6,7 @@
 //! answers for inactive agents. Tokens are looked up by their SHA-256 only; the admin token is compared in
 //! constant time.
 
+mod proofs;
 pub mod streams;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::domain::token;
 use crate::store::{Store, StoreError};
 
 pub use crate::domain::audit::Actor;
+pub use proofs::{ProofError, ReissueWith, Reissued};
 
 /// Why a caller is not let through. Each maps to one API error code.
 #[derive(Debug, thiserror::Error)]

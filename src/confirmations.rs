@@ -4,10 +4,11 @@
 //! behind it), and stores an event and a conversation message per change (the store's event
 //! feed announces the event once committed); expires transfers that waited for approval too long.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use alloy::primitives::U256;
+use alloy::primitives::{TxHash, U256};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -17,7 +18,7 @@ use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
 use crate::store::Store;
-use crate::store::{AuditEvent, Closing, Message, Role, Settlement};
+use crate::store::{AuditEvent, Closing, Message, Role, Settlement, Settling};
 use crate::transfers::{Bump, Transfers};
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
@@ -41,6 +42,8 @@ pub struct Watcher {
     chain: &'static str,
     /// Transfers stored before this moment were left by an earlier process (a crash): they are sent again at once.
     started_at: chrono::DateTime<chrono::Utc>,
+    /// The head of the last round and the attempts that had no receipt at it.
+    without_receipt: Mutex<Option<(u64, HashSet<TxHash>)>>,
 }
 
 /// How long a transfer stored by a running process is left to its sender before the watcher broadcasts it again:
@@ -53,6 +56,7 @@ impl Watcher {
             state,
             chain,
             started_at: crate::domain::now(),
+            without_receipt: Mutex::new(None),
         }
     }
 
@@ -91,7 +95,11 @@ impl Watcher {
         Ok(())
     }
 
-    /// One round over the chain's open transfers. Returns how many were settled.
+    /// One round over the chain's open transfers. Returns how many were settled. The node is asked for its head,
+    /// then, in one JSON-RPC batch (`ChainClient::receipts`), for the receipts of the attempts of the open transfers
+    /// it may have put in a block since the last round: all of them once the head moved, else only attempts new since;
+    /// the transfers that landed deep enough settle together in one database
+    /// transaction; then those still out are looked after one by one (rebroadcast, fee bump, nonce fill, drop).
     pub async fn poll_once(&self) -> anyhow::Result<usize> {
         let Some(_guard) = self.state.store.try_lock_watcher(self.chain).await? else {
             return Ok(0);
@@ -103,10 +111,40 @@ impl Watcher {
             return Ok(paid);
         }
         let client = self.state.chains.get(self.chain)?;
-        let latest = client.block_number().await?;
-        let mut settled = paid;
-        for tx in &open {
-            match self.check(client, tx, latest).await {
+        let mut by_transfer = self.state.store.open_attempts(self.chain).await?;
+        let mut watched = Vec::with_capacity(open.len());
+        for tx in open {
+            let attempts = match by_transfer.remove(&tx.id) {
+                Some(attempts) => attempts,
+                // Settled or replaced between the two reads: read on its own.
+                None => self.state.store.attempts(tx.id).await?,
+            };
+            watched.push((tx, attempts));
+        }
+        let (latest, found) = self.find_receipts(client, &watched).await?;
+        let mut landed = Vec::new();
+        let mut out = Vec::new();
+        for ((tx, attempts), found) in watched.iter().zip(found) {
+            let checked = match found {
+                Ok(Some((i, receipt))) => {
+                    self.landed(tx, &attempts[i], &receipt, latest, client.confirmations())
+                        .await
+                }
+                Ok(None) => {
+                    out.push((tx, attempts));
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            match checked {
+                Ok(Some(settling)) => landed.push(settling),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check a transfer"),
+            }
+        }
+        let mut settled = paid + self.settle_all(&landed).await;
+        for (tx, attempts) in out {
+            match self.check(client, tx, attempts).await {
                 Ok(true) => settled += 1,
                 Ok(false) => {}
                 Err(e) => tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check a transfer"),
@@ -115,14 +153,111 @@ impl Watcher {
         Ok(settled)
     }
 
-    async fn check(&self, client: &ChainClient, tx: &StoredTx, latest: u64) -> anyhow::Result<bool> {
-        // Any attempt may land (§14): the latest is asked first.
-        let attempts = self.state.store.attempts(tx.id).await?;
-        for attempt in &attempts {
-            if let Some(receipt) = client.receipt(attempt.tx_hash.parse()?).await? {
-                return self.landed(client, tx, attempt, &receipt, latest).await;
+    /// The head, and for each transfer the first of its attempts (the latest first, §14: any may land) with a
+    /// receipt and its index, asked in one batch; an error is that transfer's alone, unless the node could not be
+    /// asked at all.
+    async fn find_receipts(
+        &self,
+        client: &ChainClient,
+        watched: &[(StoredTx, Vec<Attempt>)],
+    ) -> anyhow::Result<(u64, Vec<anyhow::Result<Option<(usize, ReceiptInfo)>>>)> {
+        let mut hashes = Vec::new();
+        let mut parsed = Vec::with_capacity(watched.len());
+        for (_, attempts) in watched {
+            let hashes_of: Result<Vec<TxHash>, _> = attempts.iter().map(|a| a.tx_hash.parse::<TxHash>()).collect();
+            parsed.push(hashes_of.map(|h| {
+                let first = hashes.len();
+                hashes.extend(h);
+                first
+            }));
+        }
+        // Asked at the head this round saw, as the round before did: a hash without a receipt then has none now
+        // (a block that replaced the head's moves the head on), so only the others are asked.
+        let head = client.block_number().await?;
+        let known: HashSet<TxHash> = self
+            .without_receipt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .filter(|(at, _)| *at == head)
+            .map(|(_, hashes)| hashes)
+            .unwrap_or_default();
+        let ask: Vec<TxHash> = hashes.iter().filter(|h| !known.contains(*h)).copied().collect();
+        let mut asked = client.receipts(&ask).await?.into_iter();
+        let mut unseen = HashSet::new();
+        let mut receipts = Vec::with_capacity(hashes.len());
+        for hash in &hashes {
+            let receipt = match known.contains(hash) {
+                true => Ok(None),
+                false => asked.next().unwrap_or(Ok(None)),
+            };
+            if matches!(receipt, Ok(None)) {
+                unseen.insert(*hash);
+            }
+            receipts.push(receipt);
+        }
+        *self.without_receipt.lock().unwrap_or_else(PoisonError::into_inner) = Some((head, unseen));
+        let mut receipts = receipts.into_iter();
+        let mut found = Vec::with_capacity(watched.len());
+        for ((_, attempts), first) in watched.iter().zip(parsed) {
+            let Ok(_) = first else {
+                found.push(Err(anyhow::anyhow!("an attempt's hash is malformed")));
+                continue;
+            };
+            let mut answer = Ok(None);
+            for (i, receipt) in receipts.by_ref().take(attempts.len()).enumerate() {
+                if !matches!(answer, Ok(None)) {
+                    continue;
+                }
+                answer = match receipt {
+                    Ok(Some(receipt)) => Ok(Some((i, receipt))),
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            found.push(answer);
+        }
+        Ok((head, found))
+    }
+
+    /// Settles `landed` in one transaction; if that fails, one by one, so that one transfer's trouble holds up no
+    /// other. Returns how many were settled.
+    async fn settle_all(&self, landed: &[Settling]) -> usize {
+        if landed.is_empty() {
+            return 0;
+        }
+        let done = match self.state.store.settle_transactions(landed).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(chain = self.chain, error = %e, "settling a round at once failed; settling one by one");
+                let mut done = Vec::with_capacity(landed.len());
+                for item in landed {
+                    let one = self
+                        .state
+                        .store
+                        .settle_transaction(item.id, &item.settlement, item.event.clone(), item.message.as_ref())
+                        .await;
+                    done.push(one.unwrap_or_else(|e| {
+                        tracing::warn!(tx_id = %item.id, chain = self.chain, error = %e, "cannot settle a transfer");
+                        None
+                    }));
+                }
+                done
+            }
+        };
+        let mut settled = 0;
+        for (item, record) in landed.iter().zip(done) {
+            if record.is_some() {
+                tracing::info!(tx_id = %item.id, chain = self.chain, status = item.settlement.status.as_str(),
+                    "transfer settled");
+                settled += 1;
             }
         }
+        settled
+    }
+
+    /// An open transfer none of whose attempts has a receipt.
+    async fn check(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> anyhow::Result<bool> {
         if tx.status == TxState::Signed {
             let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
             if tx.updated_at >= self.started_at && age < SENDER_GRACE {
@@ -135,11 +270,11 @@ impl Watcher {
                     self.state.store.mark_broadcast(tx.id).await?;
                     Ok(false)
                 }
-                Ok(false) => self.drop_if_unknown(client, tx, &attempts).await,
+                Ok(false) => self.drop_if_unknown(client, tx, attempts).await,
                 Err(e) if e.is_transport() => Ok(false),
                 Err(e) => {
                     tracing::warn!(tx_id = %tx.id, error = %e, "a stored transaction was refused on re-broadcast");
-                    self.drop_if_unknown(client, tx, &attempts).await
+                    self.drop_if_unknown(client, tx, attempts).await
                 }
             };
         }
@@ -157,30 +292,31 @@ impl Watcher {
         }
         match crate::transfers::rebroadcast(client, tx).await {
             Ok(true) => Ok(false),
-            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, &attempts).await,
+            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, attempts).await,
             Err(_) => Ok(false),
         }
     }
 
-    /// Attempt `attempt` of `tx` has a receipt: once deep enough, the transfer settles by it. The cost counted is
-    /// what the wallet paid: the value only if the transfer itself succeeded, the fee (with any L1 data fee) always.
+    /// Attempt `attempt` of `tx` has a receipt: once deep enough (`confirmations` blocks, counting its own), the
+    /// transfer settles by it. The cost counted is what the wallet paid: the value only if the transfer itself
+    /// succeeded, the fee (with any L1 data fee) always.
     async fn landed(
         &self,
-        client: &ChainClient,
         tx: &StoredTx,
         attempt: &Attempt,
         receipt: &ReceiptInfo,
         latest: u64,
-    ) -> anyhow::Result<bool> {
+        needed: u64,
+    ) -> anyhow::Result<Option<Settling>> {
         let Some(block) = receipt.block_number else {
-            return Ok(false);
+            return Ok(None);
         };
         let confirmations = latest.saturating_sub(block) + 1;
-        if confirmations < client.confirmations() {
+        if confirmations < needed {
             if tx.status == TxState::Signed {
                 self.state.store.mark_broadcast(tx.id).await?;
             }
-            return Ok(false);
+            return Ok(None);
         }
         let (status, cost) = match (attempt.kind, receipt.success) {
             // The zero-value self-send took the nonce: only its fee is spent.
@@ -197,7 +333,7 @@ impl Watcher {
             gas_used: Some(receipt.gas_used),
             actual_cost_wei: Some(cost),
         };
-        self.settle(tx, &settlement, confirmations).await
+        self.settling(tx, settlement, confirmations).map(Some)
     }
 
     /// A transfer the node refused again and none of whose attempts it knows: `dropped` once another transaction used
@@ -222,10 +358,28 @@ impl Watcher {
             gas_used: None,
             actual_cost_wei: Some(U256::ZERO),
         };
-        self.settle(tx, &settlement, 0).await
+        self.settle(tx, settlement, 0).await
     }
 
-    async fn settle(&self, tx: &StoredTx, s: &Settlement, confirmations: u64) -> anyhow::Result<bool> {
+    async fn settle(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> anyhow::Result<bool> {
+        let item = self.settling(tx, s, confirmations)?;
+        match self
+            .state
+            .store
+            .settle_transaction(item.id, &item.settlement, item.event, item.message.as_ref())
+            .await?
+        {
+            Some(_) => {
+                tracing::info!(tx_id = %tx.id, chain = self.chain, status = item.settlement.status.as_str(),
+                    "transfer settled");
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The settlement of `tx` with its `tx_confirmation` event and, in its conversation, a message saying it.
+    fn settling(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> anyhow::Result<Settling> {
         let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
         // The attempt that landed names the transfer from now on (§14).
         let tx_hash = s.landed.as_deref().unwrap_or(&tx.tx_hash);
@@ -282,18 +436,13 @@ impl Watcher {
             tokens_used: 0,
             created_at: crate::domain::now(),
         });
-        match self
-            .state
-            .store
-            .settle_transaction(tx.id, s, event, message.as_ref())
-            .await?
-        {
-            Some(_) => {
-                tracing::info!(tx_id = %tx.id, chain = self.chain, status = s.status.as_str(), "transfer settled");
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(Settling {
+            id: tx.id,
+            agent_id: tx.agent_id,
+            settlement: s,
+            event,
+            message,
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{Provider, RootProvider};
-use alloy::rpc::client::RpcClient;
+use alloy::rpc::client::{BatchRequest, RpcClient};
 use alloy::rpc::types::{TransactionReceipt, TransactionRequest};
 use alloy::transports::TransportResult;
 use alloy::transports::http::{Http, reqwest};
@@ -24,6 +24,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Pause before the single retry: long enough for a brief hiccup, short against the timeout.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Receipts asked in one JSON-RPC batch at most: the batch limit of geth and of the large RPC providers.
+pub const RECEIPTS_PER_BATCH: usize = 1_000;
 
 /// How long a chain-id mismatch is trusted before the node is asked again (a fixed node then
 /// recovers without a restart, and a wrong one is not queried on every call).
@@ -246,6 +249,47 @@ impl ChainClient {
         let raw: Option<serde_json::Value> = self
             .call(|| async move { p.raw_request("eth_getTransactionReceipt".into(), (hash,)).await })
             .await?;
+        self.receipt_from(raw)
+    }
+
+    /// The receipts of `hashes`, in their order, asked in JSON-RPC batches of at most `RECEIPTS_PER_BATCH` (one
+    /// request for all of them up to that): `None` while a transaction is pending or unknown. The outer error is the
+    /// node's (nothing could be read); an inner one is that hash's alone.
+    pub async fn receipts(
+        &self,
+        hashes: &[TxHash],
+    ) -> Result<Vec<Result<Option<ReceiptInfo>, ChainError>>, ChainError> {
+        let client = self.inner.provider.client();
+        let mut receipts = Vec::with_capacity(hashes.len());
+        for chunk in hashes.chunks(RECEIPTS_PER_BATCH) {
+            let answers = self
+                .call(|| async move {
+                    let mut batch = BatchRequest::new(client);
+                    let mut waiters = Vec::with_capacity(chunk.len());
+                    for hash in chunk {
+                        waiters.push(
+                            batch.add_call::<_, Option<serde_json::Value>>("eth_getTransactionReceipt", &(hash,))?,
+                        );
+                    }
+                    batch.send().await?;
+                    let mut answers = Vec::with_capacity(waiters.len());
+                    for waiter in waiters {
+                        answers.push(waiter.await);
+                    }
+                    Ok(answers)
+                })
+                .await?;
+            receipts.extend(answers.into_iter().map(|answer| {
+                answer
+                    .map_err(|e| classify(self.info.name, &e).error)
+                    .and_then(|raw| self.receipt_from(raw))
+            }));
+        }
+        Ok(receipts)
+    }
+
+    /// A receipt as the node sent it, as JSON (`null` while pending or unknown).
+    fn receipt_from(&self, raw: Option<serde_json::Value>) -> Result<Option<ReceiptInfo>, ChainError> {
         let Some(raw) = raw.filter(|r| !r.is_null()) else {
             return Ok(None);
         };

@@ -1,5 +1,9 @@
 //! The HTTP face of authentication: extractors that read the credentials a request carries and ask the one
-//! authentication service (`crate::auth::Authenticator`) for a verdict. No check is made here.
+//! authentication service (`crate::auth::Authenticator`) for a verdict. No check is made here; the proof endpoints
+//! (reissue, owner session) share their rate limits from here: per client before the agent is loaded, per agent on
+//! failed proofs.
+
+use std::net::IpAddr;
 
 use axum::extract::{FromRef, FromRequestParts, Path};
 use axum::http::request::Parts;
@@ -8,6 +12,8 @@ use uuid::Uuid;
 use super::error::AppError;
 use crate::auth::{AgentAccess, Authenticator, Caller, Credentials};
 use crate::domain::agent::Agent;
+use crate::rate_limit::ProofEndpoint;
+use crate::state::AppState;
 
 pub const TOKEN_HEADER: &str = "x-agent-access-token";
 pub const OWNER_TOKEN_HEADER: &str = "x-owner-token";
@@ -164,5 +170,43 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Authenticator::from_ref(state).admin(bearer(parts))?;
         Ok(AdminGuard)
+    }
+}
+
+/// Parses the id (a malformed one is an unknown agent, 404, and touches no limiter), applies the per-client limit of
+/// `endpoint`, then loads the agent. Every spelling of an id parses to the one canonical id.
+pub(super) async fn limited_agent_any_state(
+    state: &AppState,
+    endpoint: ProofEndpoint,
+    id: &str,
+    client: IpAddr,
+) -> Result<Agent, AppError> {
+    let id = parse_id(id).ok_or(AppError::AgentNotFound)?;
+    state
+        .reissue_limits
+        .check_client(endpoint, client)
+        .map_err(|retry_after_secs| AppError::RateLimited { retry_after_secs })?;
+    Ok(state.store.get_agent(id).await?)
+}
+
+/// Counts a failed proof of ownership (reissue or owner session: one count per agent, docs/api.md §10). Past
+/// `REISSUE_LIMIT_PER_AGENT` failures a minute the failure answers 429 instead; a valid proof is never counted nor
+/// refused, so strangers' failures do not lock the owner out.
+pub(super) fn counted_failure(state: &AppState, agent_id: Uuid, error: AppError) -> AppError {
+    let failed_proof = matches!(
+        error,
+        AppError::InvalidProof
+            | AppError::ChallengeExpired
+            | AppError::BadRequest {
+                code: "malformed_challenge",
+                ..
+            }
+    );
+    if !failed_proof {
+        return error;
+    }
+    match state.reissue_limits.count_failed_proof(agent_id) {
+        Ok(()) => error,
+        Err(retry_after_secs) => AppError::RateLimited { retry_after_secs },
     }
 }

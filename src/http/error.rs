@@ -6,8 +6,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::views::{ErrorBody, ErrorDetail, FieldErrors};
-use crate::auth::AuthError;
 use crate::auth::streams::TooManyStreams;
+use crate::auth::{AuthError, ProofError};
 use crate::chat::ChatError;
 use crate::llm::LlmError;
 use crate::store::StoreError;
@@ -255,6 +255,21 @@ impl From<AuthError> for AppError {
                 message: AuthError::OwnerRequired.to_string(),
             },
             AuthError::Store(e) => AppError::from(e),
+        }
+    }
+}
+
+impl From<ProofError> for AppError {
+    fn from(err: ProofError) -> Self {
+        match err {
+            ProofError::Invalid => AppError::InvalidProof,
+            ProofError::ChallengeExpired => AppError::ChallengeExpired,
+            ProofError::MalformedChallenge(message) => AppError::BadRequest {
+                code: "malformed_challenge",
+                message,
+            },
+            ProofError::UnknownChain => AppError::field("proof.chain", "unknown chain"),
+            ProofError::Store(e) => AppError::from(e),
         }
     }
 }

@@ -16,20 +16,18 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::agents::audit;
-use super::auth::AnyCaller;
+use super::auth::{AnyCaller, counted_failure, limited_agent_any_state};
 use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::reissue::{counted_failure, limited_agent_any_state, recover_signer};
 use super::views::{AgentDetailView, ErrorBody, OwnerChallengeView, OwnerSessionView};
 use crate::auth::Actor;
-use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::siwe::{self, SiweMessage};
 use crate::domain::token;
 use crate::rate_limit::ProofEndpoint;
 use crate::state::AppState;
-use crate::store::{OwnerChallenge, OwnerSessionRecord};
+use crate::store::OwnerChallenge;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -159,9 +157,11 @@ async fn owner_session(
         return Err(AppError::field("chain", "must be a registry chain"));
     }
     let issued = token::issue_prefixed(token::OWNER_PREFIX);
-    let session = prove_owner(&state, &agent, &body, issued.hash.clone())
+    let session = state
+        .auth
+        .open_owner_session(&agent, &body.chain, &body.message, &body.signature, issued.hash.clone())
         .await
-        .map_err(|e| counted_failure(&state, agent.id, e))?;
+        .map_err(|e| counted_failure(&state, agent.id, e.into()))?;
     let detail = json!({ "address": session.address.to_checksum(None), "chain": body.chain,
         "expires_at": session.expires_at, "client": client.to_string() });
     audit(&state, agent.id, Actor::Owner, "owner_session_opened", detail).await?;
@@ -170,47 +170,6 @@ async fn owner_session(
         owner_token: issued.expose().to_string(),
         expires_at: session.expires_at,
     }))
-}
-
-/// Checks the signed challenge and, when it holds, uses it up and stores the session in one step. A failing proof
-/// leaves the challenge unused.
-async fn prove_owner(
-    state: &AppState,
-    agent: &Agent,
-    body: &OpenSession,
-    token_hash: String,
-) -> Result<OwnerSessionRecord> {
-    let parsed = SiweMessage::parse(&body.message).ok_or_else(|| AppError::BadRequest {
-        code: "malformed_challenge",
-        message: "the message must be the Sign-In with Ethereum (EIP-4361) message of an owner challenge".into(),
-    })?;
-    let stored = state
-        .store
-        .get_owner_challenge(&parsed.nonce)
-        .await?
-        .filter(|c| c.agent_id == agent.id && c.message == body.message && c.chain == body.chain)
-        .ok_or(AppError::InvalidProof)?;
-    let now = crate::domain::now();
-    if stored.expires_at <= now {
-        return Err(AppError::ChallengeExpired);
-    }
-    if stored.used {
-        return Err(AppError::InvalidProof);
-    }
-    let signer = recover_signer(&body.message, &body.signature, None).ok_or(AppError::InvalidProof)?;
-    if signer != stored.address || !agent.owner_addresses.values().any(|owner| *owner == signer) {
-        return Err(AppError::InvalidProof);
-    }
-    let session = OwnerSessionRecord {
-        token_hash,
-        agent_id: agent.id,
-        address: signer,
-        expires_at: now + chrono::Duration::seconds(siwe::SESSION_LIFETIME_SECS),
-    };
-    if !state.store.open_owner_session(&stored.nonce, &session).await? {
-        return Err(AppError::InvalidProof);
-    }
-    Ok(session)
 }
 
 /// Reactivate a deleted agent

@@ -30,7 +30,7 @@ pub use idempotency::{ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NativeFunds, NewAgent,
     NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement,
-    SignFn, SignedTx, TransferRequest,
+    Settling, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -73,7 +73,7 @@ pub trait SendGuard: Send {}
 pub mod prelude {
     pub use super::{
         AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
-        OwnerStore, PolicyStore, PurgeStore, Store, TokenStore, TransferStore,
+        OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore, TransferStore,
     };
 }
 
@@ -85,6 +85,7 @@ pub trait Store:
     + ConversationStore
     + TransferStore
     + AttemptStore
+    + SettlementStore
     + EventStore
     + AuditStore
     + OwnerStore
@@ -102,6 +103,7 @@ impl<T> Store for T where
         + ConversationStore
         + TransferStore
         + AttemptStore
+        + SettlementStore
         + EventStore
         + AuditStore
         + OwnerStore
@@ -252,6 +254,19 @@ pub trait TransferStore: Send + Sync + 'static {
         before: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Option<Vec<StoredTx>>>;
+}
+
+/// What the confirmation watcher reads and writes once per round for all the open transfers of a chain, however
+/// many they are.
+#[async_trait]
+pub trait SettlementStore: Send + Sync + 'static {
+    /// Every attempt of each open (`signed` or `pending`) transfer on `chain`, by transfer, the latest first (as
+    /// `AttemptStore::attempts`), read in one statement.
+    async fn open_attempts(&self, chain: &str) -> StoreResult<BTreeMap<Uuid, Vec<Attempt>>>;
+    /// Settles each of `batch` as `TransferStore::settle_transaction` does, all in one transaction (agents locked
+    /// in the order of their ids), and hands the events to the event feed once committed; in `batch`'s order,
+    /// `None` for a transfer that was no longer open. An error settles none of them.
+    async fn settle_transactions(&self, batch: &[Settling]) -> StoreResult<Vec<Option<EventRecord>>>;
 }
 
 /// Stored events (confirmations) and the live feed of new ones.

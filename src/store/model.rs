@@ -257,6 +257,17 @@ pub struct Settlement {
     pub actual_cost_wei: Option<U256>,
 }
 
+/// One transfer's settlement with the event and conversation message stored with it (`settle_transactions`).
+#[derive(Debug, Clone)]
+pub struct Settling {
+    pub id: Uuid,
+    /// The transfer's agent (settlements lock agents in the order of their ids).
+    pub agent_id: Uuid,
+    pub settlement: Settlement,
+    pub event: serde_json::Value,
+    pub message: Option<Message>,
+}
+
 /// A stored event (a confirmation), with its increasing id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {

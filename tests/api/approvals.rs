@@ -2,7 +2,7 @@
 //! approval signs and sends them (landing on chain), a rejection or expiry releases the reservation; the
 //! conversation stream carries `approval_required` and `approval_resolved`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy::primitives::U256;
 use reqwest::{Method, StatusCode};
@@ -121,11 +121,11 @@ async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
     let agent = approving_agent(&app, &anvil, 1).await;
     let (id, _) = held_send(&app, &anvil, &agent).await;
     // The watcher's round expires it once `expires_at` has passed.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spent_on_base(&app, &agent).await != U256::ZERO {
-        assert!(Instant::now() < deadline, "the expiry released the reservation");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.settle_until(async || match spent_on_base(&app, &agent).await != U256::ZERO {
+        true => Err("the expiry released the reservation".to_string()),
+        false => Ok(()),
+    })
+    .await;
     let approve = decide(&app, &agent, true, &id, "approve").await;
     assert_error(&approve, StatusCode::CONFLICT, "transfer_expired");
     let reject = decide(&app, &agent, true, &id, "reject").await;

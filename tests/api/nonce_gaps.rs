@@ -104,15 +104,15 @@ async fn a_transfer_that_can_no_longer_land_leaves_no_nonce_gap() {
 
     // 5. The store agrees once the watcher settles everything: the forgotten transfer is dropped, its nonce was
     //    used by a zero-value send to the wallet itself, and the others are confirmed.
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    let txs = loop {
-        let txs = transactions(&app, &agent).await;
-        if txs.len() == 4 && txs.iter().all(|tx| tx["status"] != "pending") {
-            break txs;
-        }
-        assert!(Instant::now() < deadline, "not all settled: {txs:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let txs = app
+        .settle_until(async || {
+            let txs = transactions(&app, &agent).await;
+            match txs.len() == 4 && txs.iter().all(|tx| tx["status"] != "pending") {
+                true => Ok(txs),
+                false => Err(format!("not all settled: {txs:#?}")),
+            }
+        })
+        .await;
     assert_eq!(by_id(&txs, &stuck["id"])["status"], "dropped", "{txs:#?}");
     assert_eq!(by_id(&txs, &later["id"])["status"], "confirmed", "{txs:#?}");
     assert_eq!(by_id(&txs, &last["id"])["status"], "confirmed", "{txs:#?}");

@@ -44,17 +44,16 @@ async fn send(app: &TestApp, agent: &CreatedAgent, to: Address) -> Value {
     body
 }
 
-/// Polls the transfer until `done` holds; returns it.
+/// Drives the watcher until the transfer satisfies `done`; returns it.
 async fn wait_until(app: &TestApp, agent: &CreatedAgent, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    loop {
+    app.settle_until(async || {
         let body = transfer(app, agent, id).await;
-        if done(&body) {
-            return body;
+        match done(&body) {
+            true => Ok(body),
+            false => Err(format!("{what}: {body:#}")),
         }
-        assert!(Instant::now() < deadline, "{what}: {body:#}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
 }
 
 fn hash_of(value: &Value) -> TxHash {
@@ -115,19 +114,18 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     assert_eq!(bumped["nonce"], 0, "{bumped}");
     // The attempt the node holds now: on a loaded machine the watcher may have bumped again since, which replaces
     // the bump in the pool; each bump raises the fees again, so any of them is checked against the first.
-    let node_tx = loop {
-        let current = transfer(&app, &agent, &id).await;
-        if let Some(tx) = anvil
-            .provider()
-            .get_transaction_by_hash(hash_of(&current["tx_hash"]))
-            .await
-            .expect("eth_getTransactionByHash")
-        {
-            break tx;
-        }
-        // Stored, not yet broadcast.
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let node_tx = app
+        .settle_until(async || {
+            let current = transfer(&app, &agent, &id).await;
+            anvil
+                .provider()
+                .get_transaction_by_hash(hash_of(&current["tx_hash"]))
+                .await
+                .expect("eth_getTransactionByHash")
+                // Stored, not yet broadcast.
+                .ok_or_else(|| format!("the latest attempt never reached the node: {current:#}"))
+        })
+        .await;
     let (max, tip) = (
         node_tx.max_fee_per_gas(),
         node_tx.max_priority_fee_per_gas().expect("EIP-1559"),
@@ -190,17 +188,16 @@ async fn whichever_attempt_lands_settles_the_transfer() {
     let bump = hash_of(&bumped["tx_hash"]);
     // The bump is stored before it is broadcast: act once the node holds it, or the first attempt could land
     // before the bump reaches the node, which then refuses it (nonce too low) and the bump is withdrawn.
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    while anvil
-        .provider()
-        .get_raw_transaction_by_hash(bump)
-        .await
-        .expect("eth_getRawTransactionByHash")
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "the bump never reached the node");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    app.settle_until(async || {
+        anvil
+            .provider()
+            .get_raw_transaction_by_hash(bump)
+            .await
+            .expect("eth_getRawTransactionByHash")
+            .map(drop)
+            .ok_or_else(|| "the bump never reached the node".to_string())
+    })
+    .await;
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     loop {
         let current = transfer(&app, &agent, &id).await;
@@ -324,19 +321,16 @@ async fn only_a_pending_transfer_can_be_cancelled() {
     // Mined at once (automine): 409, and nothing is sent.
     let mined = send(&app, &agent, fresh_address()).await;
     let mined_id = mined["id"].as_str().expect("id");
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    loop {
-        let refused = cancel(&app, &agent, mined_id).await;
-        if refused.0 == StatusCode::CONFLICT {
-            assert_error(&refused, StatusCode::CONFLICT, "transfer_not_pending");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a mined transfer cannot be cancelled: {refused:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let refused = app
+        .settle_until(async || {
+            let refused = cancel(&app, &agent, mined_id).await;
+            match refused.0 == StatusCode::CONFLICT {
+                true => Ok(refused),
+                false => Err(format!("a mined transfer cannot be cancelled: {refused:?}")),
+            }
+        })
+        .await;
+    assert_error(&refused, StatusCode::CONFLICT, "transfer_not_pending");
     assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "no replacement was sent");
 
     // Awaiting approval: 409 too (it is rejected instead).

@@ -3,8 +3,6 @@
 //! reservation step as a transfer before anything is signed, paid once, settled by the watcher from the chain
 //! (`authorizationState` and `AuthorizationUsed`), or expired once its `validBefore` passes unused.
 
-use std::time::{Duration, Instant};
-
 use alloy::primitives::{Address, U256};
 use futures::future::join_all;
 use reqwest::{Method, StatusCode};
@@ -80,17 +78,17 @@ async fn transfer(p: &Paying, id: &str) -> Value {
     body
 }
 
-/// Polls the transfer until it has `status` (the watcher runs every 50 ms).
-async fn wait_for_status(p: &Paying, id: &str, status: &str, within: Duration) -> Value {
-    let start = Instant::now();
-    loop {
-        let body = transfer(p, id).await;
-        if body["status"] == status {
-            return body;
-        }
-        assert!(start.elapsed() < within, "transfer {id} never became {status}: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// Drives the watcher until the transfer has `status`.
+async fn wait_for_status(p: &Paying, id: &str, status: &str) -> Value {
+    p.app
+        .settle_until(async || {
+            let body = transfer(p, id).await;
+            match body["status"] == status {
+                true => Ok(body),
+                false => Err(format!("transfer {id} never became {status}: {body}")),
+            }
+        })
+        .await
 }
 
 async fn usdc_of(p: &Paying, owner: Address) -> U256 {
@@ -130,7 +128,7 @@ async fn a_paid_resource_is_paid_once_and_the_watcher_settles_it() {
     assert_eq!(usdc_of(&p, wallet(&p.agent)).await, U256::from(1_000_000 - PRICE));
 
     let id = payment["id"].as_str().unwrap();
-    let settled = wait_for_status(&p, id, "confirmed", Duration::from_secs(15)).await;
+    let settled = wait_for_status(&p, id, "confirmed").await;
     assert_eq!(settled["tx_hash"], settlement.as_str());
     assert_eq!(settled["x402"]["response"]["status"], 200, "{settled}");
     assert!(authorization_state(&p.anvil, p.usdc, wallet(&p.agent), verified[0].nonce).await);
@@ -281,7 +279,7 @@ async fn a_refused_payment_holds_its_reservation_until_valid_before_then_expires
     assert_error(&second, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
     assert_eq!(p.paywall.paid_requests(), 1);
     // Past validBefore, unused: expired and freed.
-    wait_for_status(&p, &id, "expired", Duration::from_secs(15)).await;
+    wait_for_status(&p, &id, "expired").await;
     let log = audit(&p).await.to_string();
     assert!(
         log.contains("x402_payment_expired") && !log.contains("secret-query-value"),
@@ -394,7 +392,7 @@ async fn an_approved_payment_is_made_by_the_service_and_a_rejected_one_signs_not
     assert_eq!(approved["x402"]["response"]["body"], "paid content", "{approved}");
     assert_eq!(p.paywall.paid_requests(), 1);
     assert_eq!(usdc_of(&p, p.pay_to).await, U256::from(PRICE));
-    wait_for_status(&p, &id, "confirmed", Duration::from_secs(15)).await;
+    wait_for_status(&p, &id, "confirmed").await;
 
     let (status, waiting) = fetch(&p.app, &p.agent, paid_body(&p, "0.05")).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{waiting}");

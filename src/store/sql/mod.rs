@@ -18,6 +18,7 @@ mod owners;
 mod policies;
 mod purge;
 pub(in crate::store) mod reads;
+mod settlements;
 mod tokens;
 mod transfers;
 

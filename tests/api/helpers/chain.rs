@@ -3,7 +3,7 @@
 //! the chat, the stored transactions (and waiting for their status), and what the node says a transfer cost.
 #![allow(dead_code)] // Each test file uses a different part of this helper.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::Provider;
@@ -18,7 +18,7 @@ pub const BASE_CHAIN_ID: u64 = 8453;
 pub const ONE_ETH: u128 = 1_000_000_000_000_000_000;
 /// 0.01 ETH in wei: the amount every test sends.
 pub const CENT_ETH: u128 = ONE_ETH / 100;
-/// How long a transfer may take to be confirmed once mined (the watcher polls every 50 ms in these tests).
+/// How long a test drives the watcher (`TestApp::settle`) before it gives up on a transfer being settled.
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// An in-process app whose `base` chain is `anvil`, with a fast watcher, plus `extra` variables.
@@ -120,20 +120,18 @@ pub async fn transactions(app: &TestApp, agent: &CreatedAgent) -> Vec<Value> {
     body.as_array().unwrap_or_else(|| panic!("an array: {body}")).clone()
 }
 
-/// Polls the transactions endpoint until `count` transactions all have `status`; returns them.
+/// Drives the watcher until the transactions endpoint lists `count` transactions, all with `status`; returns them.
 pub async fn wait_for_transactions(app: &TestApp, agent: &CreatedAgent, count: usize, status: &str) -> Vec<Value> {
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    loop {
+    app.settle_until(async || {
         let txs = transactions(app, agent).await;
-        if txs.len() == count && txs.iter().all(|tx| tx["status"] == status) {
-            return txs;
+        match txs.len() == count && txs.iter().all(|tx| tx["status"] == status) {
+            true => Ok(txs),
+            false => Err(format!(
+                "expected {count} {status} transactions within {SETTLE_TIMEOUT:?}, have {txs:#?}"
+            )),
         }
-        assert!(
-            Instant::now() < deadline,
-            "expected {count} {status} transactions within {SETTLE_TIMEOUT:?}, have {txs:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
 }
 
 /// The agent's `spent` on base in wei (the detail gives it as a decimal string in ETH).

@@ -1,0 +1,177 @@
+//! The confirmation watcher's round, batched: the attempts of every open transfer of a chain in one read, and the
+//! settlements of a round in one write transaction, whatever the number of open transfers.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::U256;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use uuid::Uuid;
+
+use super::{Backend, SqlStore};
+use crate::domain::transaction::{Attempt, AttemptKind};
+use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
+use crate::store::{EventRecord, SettlementStore, Settling, StoreError, StoreResult};
+
+/// An attempt as read with its transfer and its place: `-1` for the latest (the transfer's row), else its `seq` among
+/// the replaced ones.
+type OpenAttemptRow = (Uuid, i64, String, Vec<u8>, String, String);
+
+#[async_trait]
+impl<B> SettlementStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B> + Decode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn open_attempts(&self, chain: &str) -> StoreResult<BTreeMap<Uuid, Vec<Attempt>>> {
+        // One statement, so that a replacement committed meanwhile is seen whole or not at all.
+        let rows: Vec<OpenAttemptRow> = sqlx::query_as(
+            "SELECT id, CAST(-1 AS BIGINT), tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM transactions \
+             WHERE chain = $1 AND status IN ('signed', 'pending') \
+             UNION ALL \
+             SELECT r.transfer_id, r.seq, r.tx_hash, r.raw_tx, r.max_fee_per_gas, r.attempt_kind \
+             FROM replaced_attempts r JOIN transactions t ON t.id = r.transfer_id \
+             WHERE t.chain = $1 AND t.status IN ('signed', 'pending')",
+        )
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut by_transfer: BTreeMap<Uuid, Vec<(i64, Attempt)>> = BTreeMap::new();
+        for (id, seq, tx_hash, raw_tx, max_fee, kind) in rows {
+            let attempt = Attempt {
+                tx_hash,
+                raw_tx,
+                max_fee_per_gas: max_fee
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("max_fee_per_gas".into()))?,
+                kind: AttemptKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("attempt_kind {kind}")))?,
+            };
+            by_transfer.entry(id).or_default().push((seq, attempt));
+        }
+        Ok(by_transfer
+            .into_iter()
+            .map(|(id, mut attempts)| {
+                // The latest (-1) first, then the replaced ones newest first.
+                attempts.sort_by_key(|(seq, _)| if *seq < 0 { i64::MIN } else { -seq });
+                (id, attempts.into_iter().map(|(_, a)| a).collect())
+            })
+            .collect())
+    }
+
+    async fn settle_transactions(&self, batch: &[Settling]) -> StoreResult<Vec<Option<EventRecord>>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Agents are locked in the order of their ids (PostgreSQL): two writers each locking several never wait for
+        // each other in a circle.
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by_key(|&i| (batch[i].agent_id, batch[i].id));
+        let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
+        let mut tx = B::begin_write(self).await?;
+        for i in order {
+            records[i] = Self::settle_in(&mut tx, &batch[i]).await?;
+        }
+        tx.commit().await?;
+        // Announced only once committed: a follower reading the store after it finds the events there.
+        for record in records.iter().flatten() {
+            self.feed.announce(record);
+        }
+        Ok(records)
+    }
+}
+
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B> + Decode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    /// One settlement inside the caller's write transaction, as `settle_transaction` makes it: the transfer's status,
+    /// the attempt that landed, what counts against the cap, the event and the message. `None` when the transfer
+    /// was no longer open.
+    async fn settle_in(conn: &mut B::Connection, item: &Settling) -> StoreResult<Option<EventRecord>> {
+        let s = &item.settlement;
+        let now = crate::domain::now();
+        let row: Option<(Uuid, Option<Uuid>, String, String)> = sqlx::query_as(
+            "SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1 AND agent_id = $2",
+        )
+        .bind(item.id)
+        .bind(item.agent_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some((agent_id, conversation_id, chain, reserved)) = row else {
+            return Ok(None);
+        };
+        // The agent first, as reservations do, so the spending row changes under one lock.
+        B::lock_agent(&mut *conn, agent_id).await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
+             updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
+        )
+        .bind(s.status.as_str())
+        .bind(s.block_number.map(|n| n as i64))
+        .bind(s.gas_used.map(|n| n as i64))
+        .bind(s.actual_cost_wei.map(|w| w.to_string()))
+        .bind(now)
+        .bind(item.id)
+        .execute(&mut *conn)
+        .await?;
+        if B::rows_affected(&done) != 1 {
+            return Ok(None);
+        }
+        if let Some(hash) = &s.landed {
+            Self::adopt_in(&mut *conn, item.id, hash).await?;
+        }
+        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
+        let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
+        Self::adjust_spent(&mut *conn, agent_id, &chain, actual, reserved).await?;
+        let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
+             RETURNING {EVENT_COLUMNS}"
+        )))
+        .bind(conversation_id)
+        .bind(agent_id)
+        .bind("tx_confirmation")
+        .bind(item.event.to_string())
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?;
+        let record = row.into_event()?;
+        if let Some(message) = &item.message {
+            // The conversation may have been deleted meanwhile; the event is stored all the same.
+            let exists: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")
+                .bind(message.conversation_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+            if exists.is_some() {
+                Self::insert_message_in(&mut *conn, message).await?;
+            }
+        }
+        B::notify_event(&mut *conn, record.id).await?;
+        Ok(Some(record))
+    }
+}
