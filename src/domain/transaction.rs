@@ -126,6 +126,10 @@ pub struct X402Record {
     /// chosen entry): kept only for a payment that waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_request: Option<serde_json::Value>,
+    /// The host and port the payment's request goes to, for the host rule checked again in the reservation (the
+    /// policy may have changed since the fetch began). Not stored.
+    #[serde(skip)]
+    pub host: Option<(String, u16)>,
 }
 
 impl StoredTx {

@@ -167,22 +167,3 @@ impl ApprovalRow {
         })
     }
 }
-
-/// Sums `(value, created_at)` rows into the day and week windows ending at `now`.
-pub fn window_totals(rows: &[(String, DateTime<Utc>)], now: DateTime<Utc>) -> StoreResult<(U256, U256)> {
-    let day_ago = now - chrono::Duration::hours(24);
-    let mut totals = (U256::ZERO, U256::ZERO);
-    for (value, at) in rows.iter().filter(|(_, at)| *at > week_ago(now)) {
-        let value = wei_from_text(value, "value_wei")?;
-        totals.1 = totals.1.saturating_add(value);
-        if *at > day_ago {
-            totals.0 = totals.0.saturating_add(value);
-        }
-    }
-    Ok(totals)
-}
-
-/// The start of the week window ending at `now`.
-pub fn week_ago(now: DateTime<Utc>) -> DateTime<Utc> {
-    now - chrono::Duration::days(7)
-}

@@ -1,25 +1,25 @@
 //! Paying for HTTP resources (x402, §16) under the same guardrails as a transfer: the host rule before any request,
 //! then the first request; for a 402, the entry chosen and its price checked (`crate::x402`), then the policy, the
-//! cap, the reservation and the token balance less other unused authorizations decided in the one reservation step
-//! every transfer goes through (`Store::reserve_transfer`), and only inside it the EIP-3009 authorization signed.
+//! cap, the reservation and the token balance less other unused authorizations decided on the one send path every
+//! transfer goes through (`send`), and only inside its reservation the EIP-3009 authorization signed.
 //! Then the paid retry. A payment that needs approval is stored waiting with the exchange to make; approving it
 //! fetches the resource again, checks its price against what was approved, and pays through the same step.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use alloy::primitives::U256;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Reserved, TransferError, Transfers, store_error};
+use super::send::{Kind, Outflow, PaymentDraft};
+use super::{TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
-use crate::domain::transaction::{StoredTx, TokenRef, X402Record};
-use crate::store::{Approval, Authorization as Check, SignedTx, TransferRequest};
+use crate::domain::transaction::{StoredTx, X402Record};
+use crate::store::{Approval, Authorization as Check};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
 
@@ -245,8 +245,9 @@ impl Transfers {
             .collect()
     }
 
-    /// The reservation step of every transfer, for a payment: policy, cap, amount, token balance less other
-    /// unused authorizations; the authorization is signed inside it, or the payment stored waiting unsigned.
+    /// A payment on the send path of every transfer: policy, cap, amount, token balance less other unused
+    /// authorizations decided in its reservation; the authorization is signed inside it, or the payment stored
+    /// waiting unsigned.
     #[allow(clippy::too_many_arguments)]
     async fn reserve_payment(
         &self,
@@ -269,8 +270,6 @@ impl Transfers {
             .tokens()
             .find(chain, &choice.token.symbol)
             .ok_or(TransferError::NoWallet)?;
-        let client = self.chains.get(chain.name)?;
-        let balance = client.token_balance(from, &asset).await?;
         let authorization = Authorization::new(from, choice, now_unix());
         let record = X402Record {
             url: url_without_query(url),
@@ -280,43 +279,33 @@ impl Transfers {
             settlement_tx: None,
             response: None,
             pending_request: pending,
+            host: url
+                .host_str()
+                .map(|h| (h.to_string(), url.port_or_known_default().unwrap_or(0))),
         };
-        let request = TransferRequest {
-            id,
-            agent_id: agent.id,
-            chain: chain.name.to_string(),
-            conversation_id,
-            from,
-            to: choice.pay_to,
-            value_wei: choice.amount,
-            gas_limit: 0,
-            max_fee_per_gas: 0,
-            // No native coin moves: the facilitator pays the gas.
-            reserved_wei: U256::ZERO,
-            node_nonce: None,
-            asset: choice.token.symbol.clone(),
-            token: Some(TokenRef {
-                address: choice.token.address,
-                decimals: choice.token.decimals,
-            }),
-            authorization: check,
-            token_balance: Some(balance),
-            // An authorization moves tokens only; the payee's settlement pays the gas.
-            native_funds: None,
-            x402: Some(record),
+        let draft = PaymentDraft {
+            required,
+            choice,
+            authorization,
+            record,
+            token: asset,
         };
-        let signer = self.signer(agent.id).await?;
-        let sign = |_nonce: u64| {
-            crate::x402::sign_payment(&signer, required, choice, &authorization)
-                .map(|p| SignedTx {
-                    raw: p.header_value.into_bytes(),
-                    hash: format!("x402:{id}"),
-                })
-                .map_err(|e| e.to_string())
-        };
-        Ok(match self.decide(&request, chain, &sign).await? {
-            Reserved::Signed(tx) => Payment::Signed(Box::new(tx)),
-            Reserved::Held(approval) => Payment::AwaitingApproval(Box::new(approval)),
+        let outcome = self
+            .send_outflow(Outflow {
+                id,
+                agent_id: agent.id,
+                chain,
+                conversation_id,
+                from,
+                to: choice.pay_to,
+                value: choice.amount,
+                kind: Kind::Payment(Box::new(draft)),
+                authorization: check,
+            })
+            .await?;
+        Ok(match outcome {
+            TransferOutcome::Sent { tx, .. } => Payment::Signed(Box::new(tx)),
+            TransferOutcome::AwaitingApproval { approval, .. } => Payment::AwaitingApproval(Box::new(approval)),
         })
     }
 
