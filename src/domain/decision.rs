@@ -93,10 +93,17 @@ pub struct Facts<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// `spent` as the check saw it (less what an approved transfer gives back).
-    CapExceeded { cap: U256, spent: U256 },
+    CapExceeded {
+        cap: U256,
+        spent: U256,
+    },
     PolicyDenied(PolicyRule),
-    InsufficientTokens { available: U256 },
-    InsufficientFunds { available: U256 },
+    InsufficientTokens {
+        available: U256,
+    },
+    InsufficientFunds {
+        available: U256,
+    },
     /// An approval of a transfer no longer waiting (`Expired` also when past `expires_at`).
     NotAwaiting(ApprovalStatus),
 }
@@ -106,9 +113,14 @@ pub enum Refusal {
 pub enum Decision {
     /// Sign at `nonce` (`None`: an x402 authorization, which uses no nonce of the agent's), record it, count
     /// `reserved` against the cap and give back `release` (what an approved transfer held while waiting).
-    Reserve { nonce: Option<u64>, release: U256 },
+    Reserve {
+        nonce: Option<u64>,
+        release: U256,
+    },
     /// Store it waiting for an owner's approval for `ttl_secs`, holding its reservation, unsigned.
-    Hold { ttl_secs: u64 },
+    Hold {
+        ttl_secs: u64,
+    },
     Refuse(Refusal),
 }
 
@@ -241,6 +253,34 @@ pub fn windows(rows: &[(U256, DateTime<Utc>)], now: DateTime<Utc>) -> Windows {
         }
     }
     totals
+}
+
+/// What a replacement attempt (a fee bump or a cancel, §14) does to its transfer's reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// The reservation covers the new attempt.
+    Covered,
+    /// It grows by `extra`, which fits the cap.
+    Grow { extra: U256 },
+    /// It would have to grow and may not (a fee bump stays inside what was reserved).
+    NotCovered,
+    /// It would have to grow, and the cap cannot hold the excess.
+    CapExceeded,
+}
+
+/// How a reservation of `reserved` meets an attempt that `needed`; `may_grow` for a cancel (which must land).
+pub fn growth(reserved: U256, needed: U256, may_grow: bool, cap: U256, spent: U256) -> Growth {
+    if needed <= reserved {
+        return Growth::Covered;
+    }
+    if !may_grow {
+        return Growth::NotCovered;
+    }
+    let extra = needed - reserved;
+    match fits(cap, spent, extra) {
+        true => Growth::Grow { extra },
+        false => Growth::CapExceeded,
+    }
 }
 
 /// How the fee of a send that fills a transfer's nonce is counted (§14): out of what the transfer held, and only the
@@ -400,7 +440,11 @@ mod tests {
                 stored_nonce: stored,
                 ..facts(10, 0, Gate::Decided)
             };
-            assert_eq!(decide(&r, &f), reserve(Some(expected), 0), "stored {stored:?}, node {node:?}");
+            assert_eq!(
+                decide(&r, &f),
+                reserve(Some(expected), 0),
+                "stored {stored:?}, node {node:?}"
+            );
         }
     }
 
@@ -409,10 +453,25 @@ mod tests {
         // (balance, held, value, expected)
         let cases = [
             (100, 0, 100, reserve(Some(0), 0)),
-            (100, 0, 101, Decision::Refuse(Refusal::InsufficientTokens { available: wei(100) })),
+            (
+                100,
+                0,
+                101,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(100) }),
+            ),
             (100, 30, 70, reserve(Some(0), 0)),
-            (100, 30, 71, Decision::Refuse(Refusal::InsufficientTokens { available: wei(70) })),
-            (100, 130, 1, Decision::Refuse(Refusal::InsufficientTokens { available: wei(0) })),
+            (
+                100,
+                30,
+                71,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(70) }),
+            ),
+            (
+                100,
+                130,
+                1,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(0) }),
+            ),
         ];
         for (balance, held, value, expected) in cases {
             let f = Facts {
@@ -422,7 +481,11 @@ mod tests {
                 }),
                 ..facts(10, 0, Gate::Decided)
             };
-            assert_eq!(decide(&request(value, 2), &f), expected, "balance {balance}, held {held}, value {value}");
+            assert_eq!(
+                decide(&request(value, 2), &f),
+                expected,
+                "balance {balance}, held {held}, value {value}"
+            );
         }
     }
 
@@ -431,9 +494,19 @@ mod tests {
         // (balance, held, needed, expected)
         let cases = [
             (100, 0, 100, reserve(Some(0), 0)),
-            (100, 0, 101, Decision::Refuse(Refusal::InsufficientFunds { available: wei(100) })),
+            (
+                100,
+                0,
+                101,
+                Decision::Refuse(Refusal::InsufficientFunds { available: wei(100) }),
+            ),
             (100, 40, 60, reserve(Some(0), 0)),
-            (100, 40, 61, Decision::Refuse(Refusal::InsufficientFunds { available: wei(60) })),
+            (
+                100,
+                40,
+                61,
+                Decision::Refuse(Refusal::InsufficientFunds { available: wei(60) }),
+            ),
         ];
         for (balance, held, needed, expected) in cases {
             let r = Request {
@@ -447,7 +520,11 @@ mod tests {
                 }),
                 ..facts(1_000, 0, Gate::Decided)
             };
-            assert_eq!(decide(&r, &f), expected, "balance {balance}, held {held}, needed {needed}");
+            assert_eq!(
+                decide(&r, &f),
+                expected,
+                "balance {balance}, held {held}, needed {needed}"
+            );
         }
     }
 
@@ -553,7 +630,11 @@ mod tests {
         ];
         for (value, cap, spent, reserved, expected) in cases {
             let f = facts(cap, spent, policy_gate(&policy, 0, 0, true));
-            assert_eq!(decide(&request(value, reserved), &f), expected, "value {value}, spent {spent}");
+            assert_eq!(
+                decide(&request(value, reserved), &f),
+                expected,
+                "value {value}, spent {spent}"
+            );
         }
     }
 
@@ -650,7 +731,11 @@ mod tests {
                 stored_nonce: Some(4),
                 ..facts(cap, spent, policy_gate(&open, 0, 0, true))
             };
-            assert_eq!(decide(&payment(Some(("api.example.com", 443))), &f), expected, "cap {cap}");
+            assert_eq!(
+                decide(&payment(Some(("api.example.com", 443))), &f),
+                expected,
+                "cap {cap}"
+            );
         }
         // The cap-zero rule comes first, before the token funds.
         let f = Facts {
@@ -755,6 +840,25 @@ mod tests {
             }
         );
         assert_eq!(Cost::of(U256::MAX, wei(1)).reserved, U256::MAX);
+    }
+
+    #[test]
+    fn a_replacement_stays_inside_its_reservation_unless_it_may_grow_within_the_cap() {
+        // (reserved, needed, may grow, cap, spent, expected)
+        let cases = [
+            (100, 100, false, 0, 500, Growth::Covered),
+            (100, 101, false, 1_000, 0, Growth::NotCovered),
+            (100, 130, true, 530, 500, Growth::Grow { extra: wei(30) }),
+            (100, 131, true, 530, 500, Growth::CapExceeded),
+            (100, 50, true, 0, 500, Growth::Covered),
+        ];
+        for (reserved, needed, may_grow, cap, spent, expected) in cases {
+            assert_eq!(
+                growth(wei(reserved), wei(needed), may_grow, wei(cap), wei(spent)),
+                expected,
+                "reserved {reserved}, needed {needed}, may grow {may_grow}"
+            );
+        }
     }
 
     #[test]

@@ -118,7 +118,8 @@ impl Kind<'_> {
             Kind::Payment(p) => crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
                 .map(|signed| SignedTx {
                     raw: signed.header_value.into_bytes(),
-                    hash: format!("x402:{}", request.id),
+                    // No transaction of the agent's: the settlement, once known, is the payee's.
+                    hash: String::new(),
                 })
                 .map_err(|e| e.to_string()),
             _ => sign_transfer(signer, chain, request, priority_fee, nonce),

@@ -201,7 +201,11 @@ where
 
     /// Reads what decides besides the cap and the balances: the waiting transfer for an approval; for a new
     /// transfer the policy, and only the windows and recipient history the policy needs.
-    pub(super) async fn gate_in(conn: &mut B::Connection, r: &TransferRequest, now: DateTime<Utc>) -> StoreResult<GateRead> {
+    pub(super) async fn gate_in(
+        conn: &mut B::Connection,
+        r: &TransferRequest,
+        now: DateTime<Utc>,
+    ) -> StoreResult<GateRead> {
         match r.authorization {
             Authorization::Decided => Ok(GateRead::Decided),
             Authorization::Approval => match Self::approval_in(conn, r.id).await? {

@@ -45,7 +45,7 @@ where
     async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL OR chain = $2) \
-             ORDER BY created_at DESC, nonce DESC LIMIT $3"
+             ORDER BY created_at DESC, nonce DESC NULLS LAST LIMIT $3"
         )))
         .bind(agent_id)
         .bind(chain)
@@ -161,7 +161,13 @@ where
             .execute(&mut *tx)
             .await?;
         }
-        Self::set_spent(&mut tx, r.agent_id, &r.chain, decision::spent_after(spent, r.reserved_wei, release)).await?;
+        Self::set_spent(
+            &mut tx,
+            r.agent_id,
+            &r.chain,
+            decision::spent_after(spent, r.reserved_wei, release),
+        )
+        .await?;
         tx.commit().await?;
         if let Some(event) = &event {
             self.feed.announce(event);
@@ -530,14 +536,16 @@ where
     for<'r> Option<Uuid>: Encode<'r, B>,
     for<'r> Option<String>: Encode<'r, B>,
     for<'r> Option<i64>: Encode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
 {
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
     async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
         let (kind, x402) = shared::x402_columns(record);
-        let nonce = match record.x402 {
-            Some(_) => shared::x402_nonce_column(record.id),
-            None => record.nonce as i64,
+        // An x402 payment is an authorization: no nonce and no transaction hash of the agent's (NULL).
+        let (nonce, tx_hash) = match record.x402 {
+            Some(_) => (None, None),
+            None => (Some(record.nonce as i64), Some(record.tx_hash.as_str())),
         };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
@@ -557,7 +565,7 @@ where
         .bind(record.reserved_wei.to_string())
         .bind(Option::<String>::None)
         .bind(&record.raw_tx)
-        .bind(&record.tx_hash)
+        .bind(tx_hash)
         .bind(record.status.as_str())
         .bind(Option::<i64>::None)
         .bind(Option::<i64>::None)
