@@ -85,6 +85,11 @@ impl Approval {
         format_units(self.value_wei, decimals)
     }
 
+    /// `transfer` or `x402` (see `kind_of`).
+    pub fn kind(&self) -> &'static str {
+        crate::domain::transaction::kind_of(self.x402.as_ref())
+    }
+
     /// Whether it can still be approved at `now`.
     pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
         now >= self.expires_at

@@ -235,13 +235,11 @@ impl TxRow {
 
 /// The `kind` and `x402` columns of a transfer.
 pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
-    match &tx.x402 {
-        Some(record) => (
-            "x402",
-            Some(serde_json::to_string(record).expect("an x402 record serialises")),
-        ),
-        None => ("transfer", None),
-    }
+    let record = tx
+        .x402
+        .as_ref()
+        .map(|record| serde_json::to_string(record).expect("an x402 record serialises"));
+    (tx.kind(), record)
 }
 
 /// A transfer as the store will insert it once signed: status `signed`, nothing settled yet.

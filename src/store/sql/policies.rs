@@ -308,7 +308,7 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(if a.x402.is_some() { "x402" } else { "transfer" })
+        .bind(a.kind())
         .bind(
             a.x402
                 .as_ref()
