@@ -1,8 +1,11 @@
-//! Transfers of the native coin and of ERC-20 tokens: validate -> quote -> reserve-and-sign (one DB transaction: cap, nonce, sign, store) ->
-//! broadcast. The agent's policy is evaluated in that same transaction: a refusal names its rule, and a transfer
-//! that needs an owner's approval is stored waiting instead of signed (`approvals` approves and rejects). Sends of one (agent, chain) are serialised by a store lock, so a refused broadcast gives its nonce back
-//! and no nonce is ever reused or skipped. The service answers with a typed outcome or a `TransferError`; what a
-//! caller shows of them (a tool result, an HTTP body) is decided at that caller.
+//! Transfers of the native coin and of ERC-20 tokens, and x402 payments (`pay`), all on one send path (`send`):
+//! quote -> lock -> decide, sign and record in one DB transaction -> release -> broadcast (or, for a payment, the
+//! paid request) -> on refusal give the nonce back or fill it. The rules that decide (cap, funds, policy, approval)
+//! are `domain::decision`'s, applied by the store in that transaction: a refusal names its rule, and a transfer that
+//! needs an owner's approval is stored waiting instead of signed (`approvals` approves and rejects). Sends of one
+//! (agent, chain) are serialised by a store lock, so no nonce is ever reused or skipped. The service answers with a
+//! typed outcome or a `TransferError`; what a caller shows of them (a tool result, an HTTP body) is decided at that
+//! caller.
 
 use std::sync::Arc;
 
@@ -13,16 +16,14 @@ use alloy::primitives::{Address, Bytes, TxKind, U256};
 use alloy::signers::local::PrivateKeySigner;
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, Chains, Fees, RefusalKind};
+use crate::chain::{ChainClient, ChainError, Chains, RefusalKind};
 use crate::domain::agent::Agent;
 use crate::domain::amount::parse_units;
 use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
-use crate::store::{
-    Approval, AuditEvent, Authorization, NativeFunds, Reservation, SignFn, SignedTx, Store, StoreError, TransferRequest,
-};
+use crate::store::{Approval, AuditEvent, Authorization, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;
@@ -30,10 +31,12 @@ mod error;
 mod gaps;
 mod pay;
 mod replace;
+mod send;
 
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
+use send::{Kind, Outflow};
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
 const FEE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -103,28 +106,9 @@ pub enum TransferOutcome {
     },
 }
 
-/// What a reservation produced.
-enum Reserved {
-    Signed(StoredTx),
-    Held(Approval),
-}
-
 fn store_error(err: StoreError) -> TransferError {
     tracing::error!(error = %err, "store error during a transfer");
     TransferError::Store(err)
-}
-
-/// What the node says a transfer will cost, read once before anything is reserved.
-struct Quote {
-    gas_limit: u64,
-    fees: Fees,
-    /// Amount plus twice the maximum fee: what the transfer holds against the cap until it settles.
-    reserved: U256,
-    /// The native balance as read and what the wallet must hold of it: the amount (of the native coin) plus one
-    /// maximum fee. The reservation checks it again, less what the agent's transfers on their way hold.
-    funds: NativeFunds,
-    /// A token transfer's token balance as read: the reservation subtracts unused x402 authorizations from it.
-    token_balance: Option<U256>,
 }
 
 impl Transfers {
@@ -150,8 +134,8 @@ impl Transfers {
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
         let event = order_event(&order, &outcome);
-        // A transfer the node accepted is marked `pending` in the audit entry's transaction (a native send leaves
-        // it `signed` until then; a token send marked it already, and marking again changes nothing).
+        // A transfer the node accepted is marked `pending` in the audit entry's transaction (the send path leaves it
+        // `signed` until then).
         let recorded = match &outcome {
             Ok(TransferOutcome::Sent {
                 tx,
@@ -169,150 +153,21 @@ impl Transfers {
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let (from, value) = validate(order)?;
-        let client = self.chains.get(order.chain.name)?;
-        let Some(token) = &order.token else {
-            return self.send_native(client, order, from, value).await;
-        };
-        let _guard = self
-            .store
-            .lock_sender(order.agent.id, order.chain.name)
-            .await
-            .map_err(store_error)?;
-        let quote = quote_token(client, order.chain, token, from, order.to, value).await?;
-        let node_nonce = self.node_nonce(client, order.agent.id, order.chain, from).await?;
-        let request = self.order_request(order, from, value, &quote, node_nonce);
-        self.sign_and_broadcast(client, order.chain, request, quote.fees.max_priority_fee_per_gas)
-            .await
-    }
-
-    /// A native transfer. The quote reads the balance (a wallet that cannot pay the amount and one maximum fee is
-    /// refused before anything is signed) and otherwise asks the node nothing most of the time (a recipient known to
-    /// have no code, a recent fee reading); it is made before the send lock, with the wallet key. Under the lock: the nonce, the signature and the stored
-    /// record; the broadcast follows once the lock is released, so the next transfer of the agent is signed while
-    /// this one travels. A broadcast refused then gives its nonce back, or fills it when later ones are out
-    /// (`refused_after_release`).
-    async fn send_native(
-        &self,
-        client: &ChainClient,
-        order: &TransferOrder<'_>,
-        from: Address,
-        value: U256,
-    ) -> Result<TransferOutcome, TransferError> {
-        let chain = order.chain;
-        let (quote, signer) = tokio::join!(quote(client, chain, from, order.to, value), self.signer(order.agent.id));
-        let (quote, signer) = (quote?, signer?);
-        let priority_fee = quote.fees.max_priority_fee_per_gas;
-        let guard = self
-            .store
-            .lock_sender(order.agent.id, chain.name)
-            .await
-            .map_err(store_error)?;
-        let node_nonce = self.node_nonce(client, order.agent.id, chain, from).await?;
-        let mut request = self.order_request(order, from, value, &quote, node_nonce);
-        let tx = match self.reserve_with(&signer, &request, chain, priority_fee).await? {
-            Reserved::Signed(tx) => tx,
-            Reserved::Held(approval) => return Ok(TransferOutcome::AwaitingApproval { chain, approval }),
-        };
-        drop(guard);
-        let sent = |status| TransferOutcome::Sent {
-            chain,
-            tx: tx.clone(),
-            status,
-        };
-        match self.broadcast(client, &tx).await {
-            // Marked `pending` with its audit entry, in one commit (`send`).
-            Ok(()) => Ok(sent(BroadcastStatus::Pending)),
-            Err(e) if e.is_transport() => {
-                // It may have reached the node: it stays stored as signed and the watcher broadcasts it again.
-                tracing::warn!(tx_id = %tx.id, chain = chain.name, error = %e, "broadcast not confirmed; will retry");
-                Ok(sent(BroadcastStatus::Submitted))
-            }
-            Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => {
-                // The wallet was used elsewhere: its nonce is the node's, not a gap. Resynchronise and send again
-                // the way tokens are sent, holding the lock through the broadcast.
-                let _guard = self
-                    .store
-                    .lock_sender(order.agent.id, chain.name)
-                    .await
-                    .map_err(store_error)?;
-                let pending = client.pending_nonce(from).await?;
-                tracing::warn!(tx_id = %tx.id, chain = chain.name, pending, "nonce too low; resynchronising from the node");
-                self.store
-                    .discard_transfer(tx.id, Some(pending))
-                    .await
-                    .map_err(store_error)?;
-                request.id = Uuid::new_v4();
-                request.node_nonce = Some(pending);
-                self.sign_and_broadcast(client, chain, request, priority_fee).await
-            }
-            Err(e) => Err(self
-                .refused_after_release(client, &signer, &tx, priority_fee, quote.funds.needed, e)
-                .await),
-        }
-    }
-
-    /// What the store records of an order before its nonce is known.
-    fn order_request(
-        &self,
-        order: &TransferOrder<'_>,
-        from: Address,
-        value: U256,
-        quote: &Quote,
-        node_nonce: Option<u64>,
-    ) -> TransferRequest {
-        TransferRequest {
+        self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
-            chain: order.chain.name.to_string(),
+            chain: order.chain,
             conversation_id: order.conversation_id,
             from,
             to: order.to,
-            value_wei: value,
-            gas_limit: quote.gas_limit,
-            max_fee_per_gas: quote.fees.max_fee_per_gas,
-            reserved_wei: quote.reserved,
-            node_nonce,
-            asset: symbol(order).to_string(),
-            token: order.token.as_ref().and_then(token_ref),
+            value,
+            kind: match &order.token {
+                None => Kind::Native,
+                Some(token) => Kind::Token(token.clone()),
+            },
             authorization: Authorization::Policy,
-            token_balance: quote.token_balance,
-            native_funds: Some(quote.funds),
-            x402: None,
-        }
-    }
-
-    /// A transfer the node refused after the send lock was released: removed with its reservation, its nonce given
-    /// back if it is still the newest, else filled at once by a zero-value send of the wallet to itself at the same
-    /// fee cap (broadcast now; if the node does not take it either, the watcher sends it again and, failing that,
-    /// fills its nonce at today's fees). Nothing is re-signed, no nonce is left unused. The refusal is the answer.
-    async fn refused_after_release(
-        &self,
-        client: &ChainClient,
-        signer: &PrivateKeySigner,
-        tx: &StoredTx,
-        priority_fee: u128,
-        needed: U256,
-        e: ChainError,
-    ) -> TransferError {
-        let chain = client.info();
-        tracing::warn!(chain = chain.name, tx_id = %tx.id, error = %e, "the node refused the transfer");
-        let gas = crate::chain::TRANSFER_GAS;
-        let reserved = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
-        let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, reserved.min(tx.reserved_wei));
-        let sign = |nonce| sign_transfer(signer, chain, &fill, priority_fee, nonce);
-        match self.store.discard_or_fill(tx.id, &fill, &sign).await {
-            Ok(None) => {}
-            Ok(Some(filled)) => self.send_fill(client, tx, &filled).await,
-            Err(err) => return store_error(err),
-        }
-        if e.refusal() == Some(RefusalKind::InsufficientFunds) {
-            return TransferError::InsufficientFunds {
-                chain,
-                needed,
-                balance: client.balance(tx.from).await.ok(),
-            };
-        }
-        TransferError::Rejected(e)
+        })
+        .await
     }
 
     /// Records and broadcasts the send that fills the nonce of a refused transfer.
@@ -372,63 +227,6 @@ impl Transfers {
         }
     }
 
-    /// Reserves, signs and broadcasts; a `nonce too low` answer resynchronises from the node and tries once more.
-    async fn sign_and_broadcast(
-        &self,
-        client: &ChainClient,
-        chain: &'static ChainInfo,
-        mut request: TransferRequest,
-        priority_fee: u128,
-    ) -> Result<TransferOutcome, TransferError> {
-        let from_approval = request.authorization == Authorization::Approval;
-        for attempt in 0..2 {
-            let tx = match self.reserve(&request, chain, priority_fee).await? {
-                Reserved::Signed(tx) => tx,
-                Reserved::Held(approval) => return Ok(TransferOutcome::AwaitingApproval { chain, approval }),
-            };
-            let outcome = |status| TransferOutcome::Sent {
-                chain,
-                tx: tx.clone(),
-                status,
-            };
-            match self.broadcast(client, &tx).await {
-                Ok(()) => {
-                    self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
-                    return Ok(outcome(BroadcastStatus::Pending));
-                }
-                Err(e) if e.is_transport() => {
-                    // It may have reached the node: it stays stored as signed and the watcher broadcasts it again.
-                    tracing::warn!(tx_id = %tx.id, chain = chain.name, error = %e, "broadcast not confirmed; will retry");
-                    return Ok(outcome(BroadcastStatus::Submitted));
-                }
-                Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) && attempt == 0 => {
-                    let pending = client.pending_nonce(request.from).await?;
-                    tracing::warn!(tx_id = %tx.id, chain = chain.name, pending, "nonce too low; resynchronising from the node");
-                    self.store
-                        .discard_transfer(tx.id, Some(pending))
-                        .await
-                        .map_err(store_error)?;
-                    // An approved transfer keeps its id (the discarded row is gone) and its approval.
-                    if request.authorization == Authorization::Approval {
-                        request.authorization = Authorization::Decided;
-                    } else {
-                        request.id = Uuid::new_v4();
-                    }
-                    request.node_nonce = Some(pending);
-                }
-                Err(e) => {
-                    let refusal = self.refused(client, chain, &tx, e).await;
-                    if from_approval {
-                        // Nothing was sent: the owner's approval stands and the transfer waits again (§11).
-                        self.store.reopen_approval(tx.id).await.map_err(store_error)?;
-                    }
-                    return Err(refusal);
-                }
-            }
-        }
-        Err(TransferError::NonceKeptRefused)
-    }
-
     /// Hands the stored transaction to the node. A refusal can follow our own earlier attempt that did land (the
     /// client retries once after a lost answer; the node then calls the nonce used): a transaction the node knows
     /// counts as accepted and is never discarded.
@@ -446,28 +244,6 @@ impl Transfers {
         }
     }
 
-    /// Gives the nonce and the reservation back after a refusal and says why nothing was sent.
-    async fn refused(
-        &self,
-        client: &ChainClient,
-        chain: &'static ChainInfo,
-        tx: &StoredTx,
-        e: ChainError,
-    ) -> TransferError {
-        if let Err(err) = self.store.discard_transfer(tx.id, None).await {
-            return store_error(err);
-        }
-        tracing::warn!(chain = chain.name, error = %e, "the node refused the transfer");
-        if e.refusal() == Some(RefusalKind::InsufficientFunds) {
-            return TransferError::InsufficientFunds {
-                chain,
-                needed: tx.reserved_wei,
-                balance: client.balance(tx.from).await.ok(),
-            };
-        }
-        TransferError::Rejected(e)
-    }
-
     /// The agent's wallet key, opened.
     async fn signer(&self, agent_id: Uuid) -> Result<PrivateKeySigner, TransferError> {
         let key = self.store.wallet_key(agent_id).await.map_err(store_error)?;
@@ -475,57 +251,6 @@ impl Transfers {
             tracing::error!(%agent_id, error = %e, "wallet key could not be opened");
             TransferError::KeyUnavailable
         })
-    }
-
-    /// Reserves the cap, allocates the nonce and stores the signed transaction, all in one database transaction.
-    async fn reserve(
-        &self,
-        request: &TransferRequest,
-        chain: &'static ChainInfo,
-        priority_fee: u128,
-    ) -> Result<Reserved, TransferError> {
-        let signer = self.signer(request.agent_id).await?;
-        self.reserve_with(&signer, request, chain, priority_fee).await
-    }
-
-    /// `reserve` with the wallet key already opened.
-    async fn reserve_with(
-        &self,
-        signer: &PrivateKeySigner,
-        request: &TransferRequest,
-        chain: &'static ChainInfo,
-        priority_fee: u128,
-    ) -> Result<Reserved, TransferError> {
-        let sign = |nonce: u64| sign_transfer(signer, chain, request, priority_fee, nonce);
-        self.decide(request, chain, &sign).await
-    }
-
-    /// The one step that decides a payment (cap, policy, approval, balances) and, when it passes, signs and stores
-    /// it: every way to pay goes through it.
-    async fn decide(
-        &self,
-        request: &TransferRequest,
-        chain: &'static ChainInfo,
-        sign: SignFn<'_>,
-    ) -> Result<Reserved, TransferError> {
-        match self.store.reserve_transfer(request, sign).await.map_err(store_error)? {
-            Reservation::Reserved(tx) => Ok(Reserved::Signed(*tx)),
-            Reservation::AwaitingApproval(approval) => Ok(Reserved::Held(*approval)),
-            Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
-                chain,
-                reserved: request.reserved_wei,
-                cap,
-                spent,
-            }),
-            Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
-            Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
-            Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
-            Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {
-                chain,
-                needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
-                balance: Some(available),
-            }),
-        }
     }
 }
 
@@ -559,18 +284,6 @@ fn order_event(order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, Tran
         actor: order.actor.as_str().to_string(),
         detail,
     }
-}
-
-/// The native balance as read and what a transfer needs of it; refused at once when the balance alone falls short.
-fn native_funds(chain: &'static ChainInfo, balance: U256, needed: U256) -> Result<NativeFunds, TransferError> {
-    if balance < needed {
-        return Err(TransferError::InsufficientFunds {
-            chain,
-            needed,
-            balance: Some(balance),
-        });
-    }
-    Ok(NativeFunds { balance, needed })
 }
 
 /// The refusal of a token amount above what the wallet holds less its unused x402 authorizations.
@@ -682,97 +395,6 @@ fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError>
         return Err(TransferError::InvalidRecipient("the agent's own wallet"));
     }
     Ok((from, value))
-}
-
-/// Gas, fees and the balance (independent reads, asked together); refuses when the balance cannot pay the amount
-/// plus the maximum fee. Gas is 21,000 without an estimate for a recipient without code, fees and the L1 fee
-/// estimate are reused for `FEE_MAX_AGE`: besides the balance, most quotes ask the node nothing.
-async fn quote(
-    client: &ChainClient,
-    chain: &'static ChainInfo,
-    from: Address,
-    to: Address,
-    value: U256,
-) -> Result<Quote, TransferError> {
-    let probe = l1_probe(chain, to, value, Bytes::new());
-    let (gas_limit, fees, balance, l1_fee) = tokio::join!(
-        client.transfer_gas(from, to, value),
-        client.recent_fees(FEE_MAX_AGE),
-        client.balance(from),
-        client.recent_l1_fee(&probe, FEE_MAX_AGE),
-    );
-    let gas_limit = match gas_limit {
-        Ok(gas) => gas,
-        Err(e) if e.refusal() == Some(RefusalKind::InsufficientFunds) => {
-            return Err(TransferError::InsufficientFunds {
-                chain,
-                needed: value,
-                balance: balance.ok(),
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
-    // On OP-stack chains the L1 data fee is part of the fee (§14).
-    let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
-    // The wallet must pay the amount and one maximum fee; the cap holds twice the fee, room for fee bumps (§8).
-    let funds = native_funds(chain, balance, value.saturating_add(max_fee))?;
-    Ok(Quote {
-        gas_limit,
-        fees,
-        reserved: funds.needed.saturating_add(max_fee),
-        funds,
-        token_balance: None,
-    })
-}
-
-/// Gas, fees, the native balance and the token balance of a token transfer, asked together. The token amount
-/// must be covered by the spendable token balance (else `insufficient_funds` before anything is signed), the gas
-/// by the native balance; the cap holds twice the maximum fee and no value (the native coin moves none).
-async fn quote_token(
-    client: &ChainClient,
-    chain: &'static ChainInfo,
-    token: &Asset,
-    from: Address,
-    to: Address,
-    value: U256,
-) -> Result<Quote, TransferError> {
-    let contract = token.token.ok_or(TransferError::NoWallet)?;
-    let data = crate::domain::erc20::transfer_calldata(to, value);
-    let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
-    let (gas_limit, fees, balance, held, l1_fee) = tokio::join!(
-        client.estimate_call_gas(from, contract, data),
-        client.recent_fees(FEE_MAX_AGE),
-        client.balance(from),
-        spendable_token_balance(client, from, token),
-        client.l1_fee(&probe),
-    );
-    let held = held?;
-    if held < value {
-        return Err(TransferError::InsufficientTokenFunds {
-            symbol: token.symbol.clone(),
-            decimals: token.decimals,
-            needed: value,
-            balance: held,
-        });
-    }
-    let (gas_limit, fees, balance, l1_fee) = (gas_limit?, fees?, balance?, l1_fee?);
-    // On OP-stack chains the L1 data fee is part of the fee (§14).
-    let max_fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
-    Ok(Quote {
-        gas_limit,
-        fees,
-        reserved: max_fee.saturating_add(max_fee),
-        funds: native_funds(chain, balance, max_fee)?,
-        token_balance: Some(held),
-    })
-}
-
-/// The agent's balance of `token` on chain (the token's decimals checked against the registry): the early refusal
-/// before anything is quoted. What unused x402 authorizations hold of it is subtracted in the reservation step
-/// (`TransferRequest::token_balance`), under the agent's lock, so concurrent payments cannot both count it.
-async fn spendable_token_balance(client: &ChainClient, owner: Address, token: &Asset) -> Result<U256, TransferError> {
-    Ok(client.token_balance(owner, token).await?)
 }
 
 /// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce

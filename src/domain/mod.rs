@@ -6,6 +6,7 @@ pub mod asset;
 pub mod audit;
 pub mod chain;
 pub mod challenge;
+pub mod decision;
 pub mod erc20;
 pub mod net;
 pub mod policy;

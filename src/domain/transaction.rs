@@ -126,9 +126,35 @@ pub struct X402Record {
     /// chosen entry): kept only for a payment that waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_request: Option<serde_json::Value>,
+    /// The host and port the payment's request goes to, for the host rule checked again in the reservation (the
+    /// policy may have changed since the fetch began). Not stored.
+    #[serde(skip)]
+    pub host: Option<(String, u16)>,
+}
+
+/// What an outflow is, as stored and shown (`kind`): `transfer`, a transaction of the agent's wallet, or `x402`, an
+/// authorization a resource settles (§16; its record is `x402`).
+pub fn kind_of(x402: Option<&X402Record>) -> &'static str {
+    match x402 {
+        Some(_) => "x402",
+        None => "transfer",
+    }
 }
 
 impl StoredTx {
+    /// `transfer` or `x402` (see `kind_of`).
+    pub fn kind(&self) -> &'static str {
+        kind_of(self.x402.as_ref())
+    }
+
+    /// The transaction that moves it on chain: the agent's own, or a payment's settlement once known.
+    pub fn chain_hash(&self) -> Option<&str> {
+        match &self.x402 {
+            Some(record) => record.settlement_tx.as_deref(),
+            None => Some(&self.tx_hash),
+        }
+    }
+
     /// The native coin the transaction itself moves (none for a token transfer).
     pub fn native_value(&self) -> U256 {
         if self.token.is_some() {

@@ -85,6 +85,11 @@ impl Approval {
         format_units(self.value_wei, decimals)
     }
 
+    /// `transfer` or `x402` (see `kind_of`).
+    pub fn kind(&self) -> &'static str {
+        crate::domain::transaction::kind_of(self.x402.as_ref())
+    }
+
     /// Whether it can still be approved at `now`.
     pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
         now >= self.expires_at
@@ -166,23 +171,4 @@ impl ApprovalRow {
             },
         })
     }
-}
-
-/// Sums `(value, created_at)` rows into the day and week windows ending at `now`.
-pub fn window_totals(rows: &[(String, DateTime<Utc>)], now: DateTime<Utc>) -> StoreResult<(U256, U256)> {
-    let day_ago = now - chrono::Duration::hours(24);
-    let mut totals = (U256::ZERO, U256::ZERO);
-    for (value, at) in rows.iter().filter(|(_, at)| *at > week_ago(now)) {
-        let value = wei_from_text(value, "value_wei")?;
-        totals.1 = totals.1.saturating_add(value);
-        if *at > day_ago {
-            totals.0 = totals.0.saturating_add(value);
-        }
-    }
-    Ok(totals)
-}
-
-/// The start of the week window ending at `now`.
-pub fn week_ago(now: DateTime<Utc>) -> DateTime<Utc> {
-    now - chrono::Duration::days(7)
 }

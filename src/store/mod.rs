@@ -197,7 +197,8 @@ pub trait TransferStore: Send + Sync + 'static {
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>>;
     /// The next nonce the store would hand out, if it has one.
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>>;
-    /// In one transaction: check the cap, allocate the nonce, sign, insert the transfer as `signed`.
+    /// In one transaction under the agent's lock: read the facts, ask `domain::decision::decide`, and apply its
+    /// decision: refuse (nothing stored), hold for approval, or allocate the nonce, sign, insert as `signed`.
     async fn reserve_transfer(&self, request: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation>;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;

@@ -234,6 +234,19 @@ pub enum Reservation {
     NotAwaiting(crate::domain::policy::ApprovalStatus),
 }
 
+impl From<crate::domain::decision::Refusal> for Reservation {
+    fn from(refusal: crate::domain::decision::Refusal) -> Self {
+        use crate::domain::decision::Refusal;
+        match refusal {
+            Refusal::CapExceeded { cap, spent } => Reservation::CapExceeded { cap, spent },
+            Refusal::PolicyDenied(rule) => Reservation::PolicyDenied(rule),
+            Refusal::InsufficientTokens { available } => Reservation::InsufficientTokens { available },
+            Refusal::InsufficientFunds { available } => Reservation::InsufficientFunds { available },
+            Refusal::NotAwaiting(status) => Reservation::NotAwaiting(status),
+        }
+    }
+}
+
 /// What became of a request to fill the nonce of a transfer that can no longer land.
 #[derive(Debug)]
 pub enum NonceFill {

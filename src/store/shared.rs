@@ -163,7 +163,7 @@ pub struct TxRow {
     agent_id: Uuid,
     chain: String,
     conversation_id: Option<Uuid>,
-    nonce: i64,
+    nonce: Option<i64>,
     from_address: String,
     to_address: String,
     value_wei: String,
@@ -172,7 +172,7 @@ pub struct TxRow {
     reserved_wei: String,
     actual_cost_wei: Option<String>,
     raw_tx: Vec<u8>,
-    tx_hash: String,
+    tx_hash: Option<String>,
     status: String,
     block_number: Option<i64>,
     gas_used: Option<i64>,
@@ -192,11 +192,11 @@ impl TxRow {
             agent_id: self.agent_id,
             chain: self.chain,
             conversation_id: self.conversation_id,
-            // An x402 payment has no nonce of the agent's: its column holds a negative placeholder.
-            nonce: if self.kind == "x402" {
-                0
-            } else {
-                u64_from(self.nonce, "nonce")?
+            // An x402 payment has no nonce and no transaction of the agent's: both columns are NULL (0 and "" here).
+            nonce: match self.nonce {
+                Some(n) => u64_from(n, "nonce")?,
+                None if self.kind == "x402" => 0,
+                None => return Err(StoreError::Corrupt("transactions.nonce".into())),
             },
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
@@ -211,7 +211,11 @@ impl TxRow {
             reserved_wei: wei_from_text(&self.reserved_wei, "reserved_wei")?,
             actual_cost_wei: opt_wei_from_text(self.actual_cost_wei, "actual_cost_wei")?,
             raw_tx: self.raw_tx,
-            tx_hash: self.tx_hash,
+            tx_hash: match self.tx_hash {
+                Some(hash) => hash,
+                None if self.kind == "x402" => String::new(),
+                None => return Err(StoreError::Corrupt("transactions.tx_hash".into())),
+            },
             status: TxState::parse(&self.status)
                 .ok_or_else(|| StoreError::Corrupt(format!("transactions.status {}", self.status)))?,
             block_number: self.block_number.map(|n| n as u64),
@@ -229,22 +233,13 @@ impl TxRow {
     }
 }
 
-/// The `nonce` column of an x402 payment: negative (never an on-chain nonce) and unique to the row.
-pub fn x402_nonce_column(id: Uuid) -> i64 {
-    let bytes = id.as_bytes();
-    let n = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes")) & i64::MAX;
-    -n - 1
-}
-
 /// The `kind` and `x402` columns of a transfer.
 pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
-    match &tx.x402 {
-        Some(record) => (
-            "x402",
-            Some(serde_json::to_string(record).expect("an x402 record serialises")),
-        ),
-        None => ("transfer", None),
-    }
+    let record = tx
+        .x402
+        .as_ref()
+        .map(|record| serde_json::to_string(record).expect("an x402 record serialises"));
+    (tx.kind(), record)
 }
 
 /// A transfer as the store will insert it once signed: status `signed`, nothing settled yet.

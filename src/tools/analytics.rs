@@ -78,11 +78,8 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
         HistoryEntry {
             id: tx.id,
             chain: &tx.chain,
-            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
-            tx_hash: match &tx.x402 {
-                Some(x) => x.settlement_tx.as_deref().unwrap_or(""),
-                None => &tx.tx_hash,
-            },
+            kind: tx.kind(),
+            tx_hash: tx.chain_hash().unwrap_or(""),
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
             value_wei: tx.native_value().to_string(),

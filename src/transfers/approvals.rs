@@ -1,15 +1,15 @@
-//! Transfers held for an owner's approval: approving signs and sends one through the same reservation path as any
+//! Transfers held for an owner's approval: approving signs and sends one through the same send path as any
 //! transfer (at the fees of that moment); rejecting and expiring release what it held. Who decided is recorded by
 //! the caller that knows it (the HTTP edge); expiry is the system's.
 
 use uuid::Uuid;
 
-use super::{TransferError, TransferOutcome, Transfers, quote, quote_token, store_error};
+use super::{BroadcastStatus, Kind, Outflow, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::store::{Approval, Authorization, Closing, TransferRequest};
+use crate::store::{Approval, Authorization, Closing};
 
 impl Transfers {
     /// The agent's transfer `id` if it still waits; one past `expires_at` is expired on the spot (releasing its
@@ -48,47 +48,38 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        let client = self.chains.get(chain.name)?;
-        let _guard = self
-            .store
-            .lock_sender(agent.id, chain.name)
-            .await
-            .map_err(store_error)?;
-        let quote = match approval.token {
-            None => quote(client, chain, approval.from, approval.to, approval.value_wei).await?,
-            Some(token) => {
-                let asset = Asset {
-                    chain,
-                    symbol: approval.asset.clone(),
-                    decimals: token.decimals,
-                    token: Some(token.address),
-                    eip712: None,
-                };
-                quote_token(client, chain, &asset, approval.from, approval.to, approval.value_wei).await?
-            }
+        let kind = match approval.token {
+            None => Kind::Native,
+            Some(token) => Kind::Token(Asset {
+                chain,
+                symbol: approval.asset.clone(),
+                decimals: token.decimals,
+                token: Some(token.address),
+                eip712: None,
+            }),
         };
-        let node_nonce = self.node_nonce(client, agent.id, chain, approval.from).await?;
-        let request = TransferRequest {
-            id: approval.id,
-            agent_id: agent.id,
-            chain: chain.name.to_string(),
-            conversation_id: approval.conversation_id,
-            from: approval.from,
-            to: approval.to,
-            value_wei: approval.value_wei,
-            gas_limit: quote.gas_limit,
-            max_fee_per_gas: quote.fees.max_fee_per_gas,
-            reserved_wei: quote.reserved,
-            node_nonce,
-            asset: approval.asset.clone(),
-            token: approval.token,
-            authorization: Authorization::Approval,
-            token_balance: quote.token_balance,
-            native_funds: Some(quote.funds),
-            x402: None,
-        };
-        self.sign_and_broadcast(client, chain, request, quote.fees.max_priority_fee_per_gas)
-            .await
+        let outcome = self
+            .send_outflow(Outflow {
+                id: approval.id,
+                agent_id: agent.id,
+                chain,
+                conversation_id: approval.conversation_id,
+                from: approval.from,
+                to: approval.to,
+                value: approval.value_wei,
+                kind,
+                authorization: Authorization::Approval,
+            })
+            .await?;
+        if let TransferOutcome::Sent {
+            tx,
+            status: BroadcastStatus::Pending,
+            ..
+        } = &outcome
+        {
+            self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
+        }
+        Ok(outcome)
     }
 
     /// Rejects a waiting transfer, releasing its reservation.

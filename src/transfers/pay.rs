@@ -1,25 +1,26 @@
 //! Paying for HTTP resources (x402, §16) under the same guardrails as a transfer: the host rule before any request,
 //! then the first request; for a 402, the entry chosen and its price checked (`crate::x402`), then the policy, the
-//! cap, the reservation and the token balance less other unused authorizations decided in the one reservation step
-//! every transfer goes through (`Store::reserve_transfer`), and only inside it the EIP-3009 authorization signed.
+//! cap, the reservation and the token balance less other unused authorizations decided on the one send path every
+//! transfer goes through (`send`), and only inside its reservation the EIP-3009 authorization signed.
 //! Then the paid retry. A payment that needs approval is stored waiting with the exchange to make; approving it
-//! fetches the resource again, checks its price against what was approved, and pays through the same step.
+//! fetches the resource again, checks its price against what was approved, and pays through the same step: the
+//! first try and the approval share `exchange_and_reserve`.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use alloy::primitives::U256;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Reserved, TransferError, Transfers, store_error};
+use super::send::{Kind, Outflow, PaymentDraft};
+use super::{TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
-use crate::domain::transaction::{StoredTx, TokenRef, X402Record};
-use crate::store::{Approval, Authorization as Check, SignedTx, TransferRequest};
+use crate::domain::transaction::{StoredTx, X402Record};
+use crate::store::{Approval, Authorization as Check};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
 
@@ -101,6 +102,27 @@ struct Exchange {
     asset: Option<String>,
 }
 
+/// Who a payment is and what decides it: its id, conversation, the check besides the cap (the policy on a first
+/// try, the approval after one), and for a first try the exchange to make again if it must wait.
+struct Ticket {
+    id: Uuid,
+    conversation_id: Option<Uuid>,
+    check: Check,
+    pending: Option<Value>,
+}
+
+/// The first request of an exchange and what became of its price.
+enum Exchanged {
+    /// The resource asked for no payment: its answer.
+    Free(Fetched),
+    /// A 402 whose chosen entry was reserved: paid (signed) or waiting for approval.
+    Reserved {
+        first: Fetched,
+        required: Box<PaymentRequired>,
+        payment: Payment,
+    },
+}
+
 /// The URL as the audit log and the transfer keep it: without its query (which may hold the caller's keys) and
 /// fragment, and without credentials (refused anyway).
 pub fn url_without_query(url: &reqwest::Url) -> String {
@@ -166,19 +188,6 @@ impl Transfers {
         if !policy.allows_host(host, url.port_or_known_default().unwrap_or(0)) {
             return Err(TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into());
         }
-        let deadline = self.fetcher.deadline();
-        let first = self.fetcher.send(request, deadline).await?;
-        if first.status != 402 {
-            return Ok(Paid {
-                answer: first,
-                payment: None,
-            });
-        }
-        let required =
-            wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body).map_err(X402Error::from)?;
-        let choice = crate::x402::choose(&required, &self.known_tokens(order.agent), order.asset)?;
-        describe(audit, &choice);
-        crate::x402::check_price(&choice, order.max_amount)?;
         let exchange = Exchange {
             method: order.method.map(str::to_owned),
             url: order.url.to_owned(),
@@ -186,22 +195,31 @@ impl Transfers {
             body: order.body.clone(),
             asset: order.asset.map(str::to_owned),
         };
-        let pending = serde_json::to_value(&exchange).ok();
-        let id = Uuid::new_v4();
-        audit["transfer_id"] = json!(id);
-        let signed = self
-            .reserve_payment(
-                order.agent,
-                id,
-                order.conversation_id,
-                url,
-                &required,
-                &choice,
-                Check::Policy,
-                pending,
-            )
-            .await?;
-        let tx = match signed {
+        let ticket = Ticket {
+            id: Uuid::new_v4(),
+            conversation_id: order.conversation_id,
+            check: Check::Policy,
+            pending: serde_json::to_value(&exchange).ok(),
+        };
+        let accept = |choice: &Choice| {
+            describe(audit, choice);
+            crate::x402::check_price(choice, order.max_amount)?;
+            audit["transfer_id"] = json!(ticket.id);
+            Ok(())
+        };
+        let deadline = self.fetcher.deadline();
+        let (first, required, payment) = match self
+            .exchange_and_reserve(order.agent, &ticket, request, url, order.asset, deadline, accept)
+            .await?
+        {
+            Exchanged::Free(answer) => return Ok(Paid { answer, payment: None }),
+            Exchanged::Reserved {
+                first,
+                required,
+                payment,
+            } => (first, required, payment),
+        };
+        let tx = match payment {
             Payment::Signed(tx) => tx,
             waiting @ Payment::AwaitingApproval(_) => {
                 return Ok(Paid {
@@ -219,6 +237,36 @@ impl Transfers {
         Ok(Paid {
             answer,
             payment: Some(Payment::Signed(Box::new(tx))),
+        })
+    }
+
+    /// What the first try and an approval share: the request made, and for a 402 the price list read, an entry
+    /// chosen, checked by `accept` (the caller's price rule), and the payment reserved on the send path (signed, or
+    /// stored waiting). A resource that no longer asks for payment answers `Free`.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange_and_reserve(
+        &self,
+        agent: &Agent,
+        ticket: &Ticket,
+        request: &FetchRequest,
+        url: &reqwest::Url,
+        asset: Option<&str>,
+        deadline: tokio::time::Instant,
+        accept: impl FnOnce(&Choice) -> Result<(), X402Error>,
+    ) -> Result<Exchanged, PayError> {
+        let first = self.fetcher.send(request, deadline).await?;
+        if first.status != 402 {
+            return Ok(Exchanged::Free(first));
+        }
+        let required =
+            wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body).map_err(X402Error::from)?;
+        let choice = crate::x402::choose(&required, &self.known_tokens(agent), asset)?;
+        accept(&choice)?;
+        let payment = self.reserve_payment(agent, ticket, url, &required, &choice).await?;
+        Ok(Exchanged::Reserved {
+            first,
+            required: Box::new(required),
+            payment,
         })
     }
 
@@ -245,19 +293,16 @@ impl Transfers {
             .collect()
     }
 
-    /// The reservation step of every transfer, for a payment: policy, cap, amount, token balance less other
-    /// unused authorizations; the authorization is signed inside it, or the payment stored waiting unsigned.
-    #[allow(clippy::too_many_arguments)]
+    /// A payment on the send path of every transfer: policy, cap, amount, token balance less other unused
+    /// authorizations decided in its reservation; the authorization is signed inside it, or the payment stored
+    /// waiting unsigned.
     async fn reserve_payment(
         &self,
         agent: &Agent,
-        id: Uuid,
-        conversation_id: Option<Uuid>,
+        ticket: &Ticket,
         url: &reqwest::Url,
         required: &PaymentRequired,
         choice: &Choice,
-        check: Check,
-        pending: Option<Value>,
     ) -> Result<Payment, TransferError> {
         let chain = registry::find(&choice.token.chain).ok_or(TransferError::NoWallet)?;
         let from = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
@@ -269,8 +314,6 @@ impl Transfers {
             .tokens()
             .find(chain, &choice.token.symbol)
             .ok_or(TransferError::NoWallet)?;
-        let client = self.chains.get(chain.name)?;
-        let balance = client.token_balance(from, &asset).await?;
         let authorization = Authorization::new(from, choice, now_unix());
         let record = X402Record {
             url: url_without_query(url),
@@ -279,44 +322,34 @@ impl Transfers {
             valid_before: authorization.valid_before,
             settlement_tx: None,
             response: None,
-            pending_request: pending,
+            pending_request: ticket.pending.clone(),
+            host: url
+                .host_str()
+                .map(|h| (h.to_string(), url.port_or_known_default().unwrap_or(0))),
         };
-        let request = TransferRequest {
-            id,
-            agent_id: agent.id,
-            chain: chain.name.to_string(),
-            conversation_id,
-            from,
-            to: choice.pay_to,
-            value_wei: choice.amount,
-            gas_limit: 0,
-            max_fee_per_gas: 0,
-            // No native coin moves: the facilitator pays the gas.
-            reserved_wei: U256::ZERO,
-            node_nonce: None,
-            asset: choice.token.symbol.clone(),
-            token: Some(TokenRef {
-                address: choice.token.address,
-                decimals: choice.token.decimals,
-            }),
-            authorization: check,
-            token_balance: Some(balance),
-            // An authorization moves tokens only; the payee's settlement pays the gas.
-            native_funds: None,
-            x402: Some(record),
+        let draft = PaymentDraft {
+            required,
+            choice,
+            authorization,
+            record,
+            token: asset,
         };
-        let signer = self.signer(agent.id).await?;
-        let sign = |_nonce: u64| {
-            crate::x402::sign_payment(&signer, required, choice, &authorization)
-                .map(|p| SignedTx {
-                    raw: p.header_value.into_bytes(),
-                    hash: format!("x402:{id}"),
-                })
-                .map_err(|e| e.to_string())
-        };
-        Ok(match self.decide(&request, chain, &sign).await? {
-            Reserved::Signed(tx) => Payment::Signed(Box::new(tx)),
-            Reserved::Held(approval) => Payment::AwaitingApproval(Box::new(approval)),
+        let outcome = self
+            .send_outflow(Outflow {
+                id: ticket.id,
+                agent_id: agent.id,
+                chain,
+                conversation_id: ticket.conversation_id,
+                from,
+                to: choice.pay_to,
+                value: choice.amount,
+                kind: Kind::Payment(Box::new(draft)),
+                authorization: ticket.check,
+            })
+            .await?;
+        Ok(match outcome {
+            TransferOutcome::Sent { tx, .. } => Payment::Signed(Box::new(tx)),
+            TransferOutcome::AwaitingApproval { approval, .. } => Payment::AwaitingApproval(Box::new(approval)),
         })
     }
 
@@ -380,40 +413,53 @@ impl Transfers {
         )
         .map_err(|_| unpayable("request"))?;
         let url = self.fetcher.check_url(&exchange.url).map_err(|_| unpayable("url"))?;
+        let ticket = Ticket {
+            id: approval.id,
+            conversation_id: approval.conversation_id,
+            check: Check::Approval,
+            pending: None,
+        };
+        // The price must be the one approved (or lower), to the same payee in the same token.
+        let accept = |choice: &Choice| {
+            let same = choice.token.chain == approval.chain
+                && approval.token.is_some_and(|t| t.address == choice.token.address)
+                && choice.pay_to == approval.to
+                && choice.amount <= approval.value_wei;
+            match same {
+                true => Ok(()),
+                false => Err(X402Error::PriceAboveMax {
+                    price: choice.price(),
+                    max: approval.amount(),
+                    symbol: choice.token.symbol.clone(),
+                }),
+            }
+        };
         let deadline = self.fetcher.deadline();
-        let first = self
-            .fetcher
-            .send(&request, deadline)
-            .await
-            .map_err(|_| unpayable("unreachable"))?;
-        if first.status != 402 {
-            return Err(unpayable("no longer asks for payment"));
-        }
-        let required = wire::payment_required(first.header(wire::PAYMENT_REQUIRED), &first.body)
-            .map_err(|_| unpayable("no price list"))?;
-        let choice = crate::x402::choose(&required, &self.known_tokens(agent), exchange.asset.as_deref())
-            .map_err(|_| unpayable("nothing payable"))?;
-        let same = choice.token.chain == approval.chain
-            && approval.token.is_some_and(|t| t.address == choice.token.address)
-            && choice.pay_to == approval.to
-            && choice.amount <= approval.value_wei;
-        if !same {
-            return Err(unpayable("the price or payee changed"));
-        }
-        let payment = self
-            .reserve_payment(
+        let exchanged = self
+            .exchange_and_reserve(
                 agent,
-                approval.id,
-                approval.conversation_id,
+                &ticket,
+                &request,
                 &url,
-                &required,
-                &choice,
-                Check::Approval,
-                None,
+                exchange.asset.as_deref(),
+                deadline,
+                accept,
             )
-            .await?;
-        let Payment::Signed(tx) = payment else {
-            return Err(unpayable("held again"));
+            .await;
+        let (required, tx) = match exchanged {
+            Ok(Exchanged::Reserved {
+                required,
+                payment: Payment::Signed(tx),
+                ..
+            }) => (required, tx),
+            Ok(Exchanged::Reserved { .. }) => return Err(unpayable("held again")),
+            Ok(Exchanged::Free(_)) => return Err(unpayable("no longer asks for payment")),
+            Err(PayError::Transfer(e)) => return Err(e),
+            Err(PayError::Fetch(_)) => return Err(unpayable("unreachable")),
+            Err(PayError::Refused(X402Error::PriceAboveMax { .. })) => {
+                return Err(unpayable("the price or payee changed"));
+            }
+            Err(_) => return Err(unpayable("nothing payable")),
         };
         let (tx, answer) = self.send_paid(&request, &required, *tx, deadline).await;
         let outcome = match &answer {

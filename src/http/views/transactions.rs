@@ -80,12 +80,9 @@ impl From<&StoredTx> for TransactionView {
         Self {
             id: tx.id,
             chain: tx.chain.clone(),
-            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
+            kind: tx.kind(),
             x402: tx.x402.as_ref().map(super::transfers::X402View::new),
-            tx_hash: match &tx.x402 {
-                Some(x) => x.settlement_tx.clone().unwrap_or_default(),
-                None => tx.tx_hash.clone(),
-            },
+            tx_hash: tx.chain_hash().unwrap_or_default().to_string(),
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
             value_wei: tx.native_value().to_string(),

@@ -136,15 +136,12 @@ impl From<&StoredTx> for TransferView {
     fn from(tx: &StoredTx) -> Self {
         let chain = registry::find(&tx.chain);
         // An x402 payment's transaction is the facilitator's settlement, known once named or found on chain.
-        let tx_hash = match &tx.x402 {
-            Some(x) => x.settlement_tx.clone(),
-            None => Some(tx.tx_hash.clone()),
-        };
+        let tx_hash = tx.chain_hash().map(str::to_owned);
         Self {
             id: tx.id,
             transfer_id: tx.id,
             chain: tx.chain.clone(),
-            kind: if tx.x402.is_some() { "x402" } else { "transfer" },
+            kind: tx.kind(),
             x402: tx.x402.as_ref().map(X402View::new),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
@@ -172,7 +169,7 @@ impl From<&Approval> for TransferView {
             id: a.id,
             transfer_id: a.id,
             chain: a.chain.clone(),
-            kind: if a.x402.is_some() { "x402" } else { "transfer" },
+            kind: a.kind(),
             x402: a.x402.as_ref().map(X402View::new),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),

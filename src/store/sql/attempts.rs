@@ -12,6 +12,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
+use crate::domain::decision::{self, Growth};
 use crate::domain::transaction::{Attempt, AttemptKind};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::{AttemptStore, Replacement, StoreError, StoreResult};
@@ -77,26 +78,20 @@ where
             return Ok(Replacement::Changed);
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
-        if needed > reserved {
-            if !may_grow {
-                return Ok(Replacement::NotCovered);
+        let cap = Self::cap_in(&mut tx, agent_id).await?;
+        let spent = Self::spent_on_chain(&mut tx, agent_id, &chain).await?;
+        match decision::growth(reserved, needed, may_grow, cap, spent) {
+            Growth::Covered => {}
+            Growth::NotCovered => return Ok(Replacement::NotCovered),
+            Growth::CapExceeded => return Ok(Replacement::CapExceeded { cap, spent }),
+            Growth::Grow { extra } => {
+                Self::adjust_spent(&mut tx, agent_id, &chain, extra, U256::ZERO).await?;
+                sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
+                    .bind(needed.to_string())
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
             }
-            let (cap,): (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
-                .bind(agent_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let cap = shared::wei_from_text(&cap, "spending_cap_wei")?;
-            let spent = Self::spent_on_chain(&mut tx, agent_id, &chain).await?;
-            let extra = needed - reserved;
-            if spent.saturating_add(extra) > cap {
-                return Ok(Replacement::CapExceeded { cap, spent });
-            }
-            Self::adjust_spent(&mut tx, agent_id, &chain, extra, U256::ZERO).await?;
-            sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
-                .bind(needed.to_string())
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
         }
         Self::retire_latest_in(&mut tx, id).await?;
         Self::set_latest_in(&mut tx, id, next, "signed").await?;

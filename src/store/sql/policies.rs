@@ -1,5 +1,5 @@
-//! Policies and transfers held for approval. `authorize_in` (with `check_in`, `hold_in` and `close_in`) runs
-//! inside the reserving transaction of `transfers.rs`, under the agent's write lock, so the policy sees every
+//! Policies and transfers held for approval. `gate_in` (the facts the decision reads), `hold_in` and `close_in`
+//! run inside the reserving transaction of `transfers.rs`, under the agent's write lock, so the policy sees every
 //! earlier transfer of that agent, on one instance and across instances sharing a PostgreSQL database.
 
 use alloy::primitives::{Address, U256};
@@ -10,11 +10,12 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::domain::asset;
-use crate::domain::policy::{ApprovalStatus, Policy, Proposed, Verdict};
-use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow, week_ago, window_totals};
+use crate::domain::decision::{self, Gate, Windows};
+use crate::domain::policy::{ApprovalStatus, Policy};
+use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
-    Approval, Authorization, Closing, EventRecord, PolicyStore, Reservation, StoreError, StoreResult, TransferRequest,
+    Approval, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
 };
 
 #[async_trait]
@@ -127,14 +128,38 @@ where
     }
 }
 
-/// What the reservation does after the policy and approval checks.
-pub(super) enum Step {
-    /// Go on under the cap; `held` is a waiting reservation this one replaces, `event` to announce on commit.
-    Proceed { held: U256, event: Option<EventRecord> },
-    /// Commit (a transfer now waiting for approval) and announce its event.
-    Commit(Reservation, EventRecord),
-    /// Roll back and answer this.
-    Refuse(Reservation),
+/// What a reservation's gate reads (`domain::decision::Gate` borrows from it).
+pub(super) enum GateRead {
+    Decided,
+    /// The waiting transfer being approved, as found under the lock.
+    Approval(Box<Approval>),
+    Policy {
+        policy: Policy,
+        windows: Windows,
+        paid_before: bool,
+    },
+}
+
+impl GateRead {
+    pub(super) fn gate(&self, now: DateTime<Utc>) -> Gate<'_> {
+        match self {
+            GateRead::Decided => Gate::Decided,
+            GateRead::Approval(a) => Gate::Approval {
+                status: a.status,
+                expired: a.is_expired_at(now),
+                held: a.reserved_wei,
+            },
+            GateRead::Policy {
+                policy,
+                windows,
+                paid_before,
+            } => Gate::Policy {
+                policy,
+                windows: *windows,
+                paid_before: *paid_before,
+            },
+        }
+    }
 }
 
 /// The policy and approval steps, inside the caller's write transaction (the agent locked).
@@ -174,67 +199,34 @@ where
         row.map(ApprovalRow::into_approval).transpose()
     }
 
-    /// The checks besides the cap: the policy for a new transfer, the waiting transfer for an approval. `cap` and
-    /// `spent` are the chain's, as this transaction reads them.
-    pub(super) async fn authorize_in(
+    /// Reads what decides besides the cap and the balances: the waiting transfer for an approval; for a new
+    /// transfer the policy, and only the windows and recipient history the policy needs.
+    pub(super) async fn gate_in(
         conn: &mut B::Connection,
         r: &TransferRequest,
-        cap: U256,
-        spent: U256,
-    ) -> StoreResult<Step> {
-        let proceed = |held, event| Ok(Step::Proceed { held, event });
+        now: DateTime<Utc>,
+    ) -> StoreResult<GateRead> {
         match r.authorization {
-            Authorization::Decided => proceed(U256::ZERO, None),
-            Authorization::Approval => match Self::close_in(conn, r.id, ApprovalStatus::Approved, false).await? {
-                Closing::Closed(approval, event) => proceed(approval.reserved_wei, Some(event)),
-                Closing::NotWaiting(status) => Ok(Step::Refuse(Reservation::NotAwaiting(status))),
-                Closing::NotFound => Err(StoreError::Corrupt("approval to reserve is missing".into())),
+            Authorization::Decided => Ok(GateRead::Decided),
+            Authorization::Approval => match Self::approval_in(conn, r.id).await? {
+                Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
+                None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
             },
-            Authorization::Policy => match Self::check_in(conn, r).await? {
-                (Verdict::Allow, _) => proceed(U256::ZERO, None),
-                (Verdict::Deny(rule), _) => Ok(Step::Refuse(Reservation::PolicyDenied(rule))),
-                (Verdict::NeedsApproval, _) if spent.saturating_add(r.reserved_wei) > cap => {
-                    Ok(Step::Refuse(Reservation::CapExceeded { cap, spent }))
-                }
-                (Verdict::NeedsApproval, ttl) => {
-                    let (approval, event) = Self::hold_in(conn, r, ttl).await?;
-                    Ok(Step::Commit(Reservation::AwaitingApproval(Box::new(approval)), event))
-                }
-            },
-        }
-    }
-
-    /// Evaluates the agent's policy for `r` with the windows and recipient history as this transaction sees them.
-    /// Returns the verdict and how long an approval would wait.
-    async fn check_in(conn: &mut B::Connection, r: &TransferRequest) -> StoreResult<(Verdict, u64)> {
-        let policy = Self::policy_in(conn, r.agent_id).await?;
-        // An x402 payment's host is checked again here: the policy may have changed since the fetch began.
-        if let Some(x402) = &r.x402 {
-            let allowed = reqwest::Url::parse(&x402.url).ok().is_some_and(|u| {
-                u.host_str()
-                    .is_some_and(|h| policy.allows_host(h, u.port_or_known_default().unwrap_or(0)))
-            });
-            if !allowed {
-                return Ok((Verdict::Deny(crate::domain::policy::PolicyRule::HostNotAllowed), 0));
+            Authorization::Policy => {
+                let policy = Self::policy_in(conn, r.agent_id).await?;
+                let windows = if policy.counts_windows(&asset::key(&r.chain, &r.asset)) {
+                    decision::windows(&Self::window_rows(conn, r, now).await?, now)
+                } else {
+                    Windows::default()
+                };
+                let paid_before = !policy.approve_new_recipients || Self::paid_before(conn, r.agent_id, r.to).await?;
+                Ok(GateRead::Policy {
+                    policy,
+                    windows,
+                    paid_before,
+                })
             }
         }
-        let key = asset::key(&r.chain, &r.asset);
-        let now = crate::domain::now();
-        let (day_total, week_total) = if policy.counts_windows(&key) {
-            window_totals(&Self::window_rows(conn, r, now).await?, now)?
-        } else {
-            (U256::ZERO, U256::ZERO)
-        };
-        let paid_before = !policy.approve_new_recipients || Self::paid_before(conn, r.agent_id, r.to).await?;
-        let proposed = Proposed {
-            asset_key: &key,
-            to: r.to,
-            value: r.value_wei,
-            day_total,
-            week_total,
-            paid_before,
-        };
-        Ok((policy.evaluate(&proposed), policy.approval_ttl_secs))
     }
 
     /// Values and times of this asset's transfers in the week window: sent ones, and waiting ones not yet expired.
@@ -242,7 +234,7 @@ where
         conn: &mut B::Connection,
         r: &TransferRequest,
         now: DateTime<Utc>,
-    ) -> StoreResult<Vec<(String, DateTime<Utc>)>> {
+    ) -> StoreResult<Vec<(U256, DateTime<Utc>)>> {
         let mut rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
             "SELECT value_wei, created_at FROM transactions WHERE agent_id = $1 AND chain = $2 AND asset = $3 \
              AND status IN ('signed', 'pending', 'confirmed') AND created_at >= $4",
@@ -250,7 +242,7 @@ where
         .bind(r.agent_id)
         .bind(&r.chain)
         .bind(&r.asset)
-        .bind(week_ago(now))
+        .bind(decision::week_ago(now))
         .fetch_all(&mut *conn)
         .await?;
         let waiting: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
@@ -268,7 +260,9 @@ where
                 .filter(|(_, _, expires)| *expires > now)
                 .map(|(v, at, _)| (v, at)),
         );
-        Ok(rows)
+        rows.into_iter()
+            .map(|(v, at)| Ok((shared::wei_from_text(&v, "value_wei")?, at)))
+            .collect()
     }
 
     /// Whether the agent has a sent (signed, pending or confirmed) transfer to `to` on any chain. Addresses are
@@ -286,7 +280,7 @@ where
     }
 
     /// Stores `r` as waiting for approval with its `approval_required` event, and counts its reservation.
-    async fn hold_in(
+    pub(super) async fn hold_in(
         conn: &mut B::Connection,
         r: &TransferRequest,
         ttl_secs: u64,
@@ -314,7 +308,7 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(if a.x402.is_some() { "x402" } else { "transfer" })
+        .bind(a.kind())
         .bind(
             a.x402
                 .as_ref()
@@ -330,7 +324,7 @@ where
     /// Closes a waiting transfer with `status` and stores its `approval_resolved` event. `release` gives its
     /// reservation back (rejected, expired); an approval keeps it for the caller to exchange. An approval past
     /// `expires_at` is refused as `expired` (the caller then closes it as such).
-    async fn close_in(
+    pub(super) async fn close_in(
         conn: &mut B::Connection,
         id: Uuid,
         status: ApprovalStatus,

@@ -1,4 +1,5 @@
-//! Transfers — the cap check, nonce allocation and insert in one write transaction; broadcast marks,
+//! Transfers — the facts of a reservation read, `domain::decision::decide` asked, and its decision applied (nonce,
+//! insert, spending) in one write transaction; broadcast marks,
 //! discards, settlement with its event and message; send and watcher locks.
 
 use std::collections::BTreeMap;
@@ -9,12 +10,15 @@ use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::policies::Step;
+use super::policies::GateRead;
 use super::{Backend, SqlStore};
+use crate::domain::asset;
+use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite};
+use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
 use crate::store::{
-    EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
+    Closing, EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
     TransferRequest, TransferStore,
 };
 
@@ -41,7 +45,7 @@ where
     async fn list_transactions(&self, agent_id: Uuid, chain: Option<&str>, limit: i64) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND ($2 IS NULL OR chain = $2) \
-             ORDER BY created_at DESC, nonce DESC LIMIT $3"
+             ORDER BY created_at DESC, nonce DESC NULLS LAST LIMIT $3"
         )))
         .bind(agent_id)
         .bind(chain)
@@ -80,77 +84,90 @@ where
 
     async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
         let mut tx = B::begin_write(self).await?;
-        // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending and the nonce
-        // stay still until this commits.
+        // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending, the balances'
+        // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
         B::lock_agent(&mut tx, r.agent_id).await?;
-        let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
-            .bind(r.agent_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
+        let now = crate::domain::now();
+        let cap = Self::cap_in(&mut tx, r.agent_id).await?;
         let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
-        // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
-        if r.x402.is_some() && cap.is_zero() {
-            return Ok(Reservation::CapExceeded { cap, spent });
-        }
-        // The token balance less what unused x402 authorizations of that token can still move (§16).
-        if let (Some(balance), Some(token)) = (r.token_balance, r.token) {
-            let held = Self::held_by_authorizations(&mut tx, r.agent_id, &r.chain, token.address).await?;
-            let available = balance.saturating_sub(held);
-            if available < r.value_wei {
-                return Ok(Reservation::InsufficientTokens { available });
-            }
-        }
-        // The native balance less what the agent's transfers still on their way may take of it.
-        if let Some(funds) = r.native_funds {
-            let available = funds
-                .balance
-                .saturating_sub(Self::held_by_transfers(&mut tx, r.agent_id, &r.chain).await?);
-            if available < funds.needed {
-                return Ok(Reservation::InsufficientFunds { available });
-            }
-        }
-        let (held, event) = match Self::authorize_in(&mut tx, r, cap, spent).await? {
-            Step::Proceed { held, event } => (held, event),
-            Step::Refuse(reservation) => return Ok(reservation),
-            Step::Commit(reservation, event) => {
+        let tokens = match (r.token_balance, r.token) {
+            (Some(balance), Some(token)) => Some(Funds {
+                balance,
+                held: Self::held_by_authorizations(&mut tx, r.agent_id, &r.chain, token.address).await?,
+            }),
+            _ => None,
+        };
+        let native = match r.native_funds {
+            Some(funds) => Some(Funds {
+                balance: funds.balance,
+                held: Self::held_by_transfers(&mut tx, r.agent_id, &r.chain).await?,
+            }),
+            None => None,
+        };
+        let gate = Self::gate_in(&mut tx, r, now).await?;
+        let stored_nonce = match r.x402 {
+            Some(_) => None,
+            None => Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?,
+        };
+        let asset_key = asset::key(&r.chain, &r.asset);
+        let request = decision::Request {
+            asset_key: &asset_key,
+            to: r.to,
+            value: r.value_wei,
+            reserved: r.reserved_wei,
+            native_needed: r.native_funds.map(|f| f.needed),
+            node_nonce: r.node_nonce,
+            payment: r.x402.as_ref().map(|x| PaymentSite {
+                host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
+            }),
+        };
+        let facts = Facts {
+            cap,
+            spent,
+            tokens,
+            native,
+            gate: gate.gate(now),
+            stored_nonce,
+        };
+        let (nonce, release) = match decision::decide(&request, &facts) {
+            Decision::Refuse(refusal) => return Ok(refusal.into()),
+            Decision::Hold { ttl_secs } => {
+                let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs).await?;
                 tx.commit().await?;
                 self.feed.announce(&event);
-                return Ok(reservation);
+                return Ok(Reservation::AwaitingApproval(Box::new(approval)));
             }
+            Decision::Reserve { nonce, release } => (nonce, release),
         };
-        // An approved transfer gives back what it held while waiting as it takes its reservation at today's fees.
-        let spent = spent.saturating_sub(held);
-        if spent.saturating_add(r.reserved_wei) > cap {
-            return Ok(Reservation::CapExceeded { cap, spent });
-        }
-        if r.x402.is_some() {
-            // No nonce of the agent's is used: the authorization carries its own random one.
-            let signed = sign(0).map_err(StoreError::Signing)?;
-            let record = shared::new_transfer(r, 0, signed);
-            Self::insert_transfer(&mut tx, &record, None).await?;
-            Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, held).await?;
-            tx.commit().await?;
-            if let Some(event) = &event {
-                self.feed.announce(event);
-            }
-            return Ok(Reservation::Reserved(Box::new(record)));
-        }
-        let stored = Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?;
-        let nonce = stored.unwrap_or(0).max(r.node_nonce.unwrap_or(0));
-        let signed = sign(nonce).map_err(StoreError::Signing)?;
-        let record = shared::new_transfer(r, nonce, signed);
+        let event = match gate {
+            GateRead::Approval(_) => match Self::close_in(&mut tx, r.id, ApprovalStatus::Approved, false).await? {
+                Closing::Closed(_, event) => Some(event),
+                _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
+            },
+            _ => None,
+        };
+        // An x402 authorization uses no nonce of the agent's: it carries its own random one (`sign` ignores it).
+        let signed = sign(nonce.unwrap_or(0)).map_err(StoreError::Signing)?;
+        let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
-        sqlx::query(
-            "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
-             ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+        if let Some(nonce) = nonce {
+            sqlx::query(
+                "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+            )
+            .bind(r.agent_id)
+            .bind(&r.chain)
+            .bind(nonce as i64 + 1)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Self::set_spent(
+            &mut tx,
+            r.agent_id,
+            &r.chain,
+            decision::spent_after(spent, r.reserved_wei, release),
         )
-        .bind(r.agent_id)
-        .bind(&r.chain)
-        .bind(nonce as i64 + 1)
-        .execute(&mut *tx)
         .await?;
-        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, r.reserved_wei, held).await?;
         tx.commit().await?;
         if let Some(event) = &event {
             self.feed.announce(event);
@@ -281,32 +298,22 @@ where
         if others > 0 {
             return Ok(NonceFill::NotNeeded);
         }
-        // The fill's fee comes out of what the transfer held (its value and fee room are not spent if it never
-        // lands); only the excess, if fees rose that much, is new against the cap.
         let held = shared::wei_from_text(&held, "reserved_wei")?;
-        let moved = held.min(r.reserved_wei);
-        let extra = r.reserved_wei - moved;
-        if !extra.is_zero() {
-            let cap_row: (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
-                .bind(r.agent_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let cap = shared::wei_from_text(&cap_row.0, "spending_cap_wei")?;
-            let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
-            if spent.saturating_add(extra) > cap {
-                return Ok(NonceFill::CapExceeded);
-            }
-        }
+        let cap = Self::cap_in(&mut tx, r.agent_id).await?;
+        let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
+        let Some(cost) = decision::fill_cost(held, r.reserved_wei, cap, spent) else {
+            return Ok(NonceFill::CapExceeded);
+        };
         let nonce = shared::u64_from(nonce, "nonce")?;
         let signed = sign(nonce).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce, signed);
         Self::insert_transfer(&mut tx, &record, Some(gap)).await?;
         sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
-            .bind((held - moved).to_string())
+            .bind(cost.left.to_string())
             .bind(gap)
             .execute(&mut *tx)
             .await?;
-        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, extra, U256::ZERO).await?;
+        Self::adjust_spent(&mut tx, r.agent_id, &r.chain, cost.extra, U256::ZERO).await?;
         tx.commit().await?;
         Ok(NonceFill::Stored(Box::new(record)))
     }
@@ -529,14 +536,16 @@ where
     for<'r> Option<Uuid>: Encode<'r, B>,
     for<'r> Option<String>: Encode<'r, B>,
     for<'r> Option<i64>: Encode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
 {
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
     async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
         let (kind, x402) = shared::x402_columns(record);
-        let nonce = match record.x402 {
-            Some(_) => shared::x402_nonce_column(record.id),
-            None => record.nonce as i64,
+        // An x402 payment is an authorization: no nonce and no transaction hash of the agent's (NULL).
+        let (nonce, tx_hash) = match record.x402 {
+            Some(_) => (None, None),
+            None => (Some(record.nonce as i64), Some(record.tx_hash.as_str())),
         };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
@@ -556,7 +565,7 @@ where
         .bind(record.reserved_wei.to_string())
         .bind(Option::<String>::None)
         .bind(&record.raw_tx)
-        .bind(&record.tx_hash)
+        .bind(tx_hash)
         .bind(record.status.as_str())
         .bind(Option::<i64>::None)
         .bind(Option::<i64>::None)
@@ -628,6 +637,15 @@ where
         shared::sum_wei(&rows, "reserved_wei")
     }
 
+    /// The agent's spending cap (native units, per chain).
+    pub(super) async fn cap_in(conn: &mut B::Connection, agent_id: Uuid) -> StoreResult<U256> {
+        let (cap,): (String,) = sqlx::query_as("SELECT spending_cap_wei FROM agents WHERE id = $1")
+            .bind(agent_id)
+            .fetch_one(&mut *conn)
+            .await?;
+        shared::wei_from_text(&cap, "spending_cap_wei")
+    }
+
     pub(super) async fn spent_on_chain(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
         let row: Option<(String,)> =
             sqlx::query_as("SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $2")
@@ -647,7 +665,11 @@ where
         sub: U256,
     ) -> StoreResult<()> {
         let current = Self::spent_on_chain(&mut *conn, agent_id, chain).await?;
-        let next = current.saturating_add(add).saturating_sub(sub);
+        Self::set_spent(conn, agent_id, chain, decision::spent_after(current, add, sub)).await
+    }
+
+    /// Sets what counts against the cap on (agent, chain). Callers hold the agent's write lock.
+    async fn set_spent(conn: &mut B::Connection, agent_id: Uuid, chain: &str, next: U256) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO spending (agent_id, chain, spent_wei) VALUES ($1, $2, $3) \
              ON CONFLICT (agent_id, chain) DO UPDATE SET spent_wei = $3",

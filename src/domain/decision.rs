@@ -1,0 +1,873 @@
+//! Whether money may move: one pure function, `decide`, over the facts the store reads inside the reserving
+//! transaction (the cap and what counts against it, balances and what is held of them, the policy and its windows,
+//! a waiting transfer being approved, the nonce counter) and the request. Its answer is applied by the store in that
+//! same transaction, so the rules hold under concurrent requests. Every rule of §8, §11, §13, §14 and §16 that
+//! decides a reservation, a nonce fill or a fee bump lives here, with the arithmetic of its boundaries.
+
+use alloy::primitives::{Address, U256};
+use chrono::{DateTime, Utc};
+
+use super::policy::{ApprovalStatus, Policy, PolicyRule, Proposed, Verdict};
+
+/// What is asked: one outflow of an asset, and what it holds against the cap until it settles.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The policy's asset key (`base:ETH`).
+    pub asset_key: &'a str,
+    pub to: Address,
+    /// In base units of the asset.
+    pub value: U256,
+    /// What it holds against the cap (native units): value and fee room, none for an x402 payment.
+    pub reserved: U256,
+    /// The native coin the wallet must hold for it (amount and one maximum fee), when that was read.
+    pub native_needed: Option<U256>,
+    /// The node's pending nonce, used when the store counts none yet (or counts behind the node).
+    pub node_nonce: Option<u64>,
+    /// An x402 payment (§16): an authorization with its own random nonce, no native cost.
+    pub payment: Option<PaymentSite<'a>>,
+}
+
+/// Where an x402 payment's request goes, for the host rule (`None`: the URL names no host, never allowed).
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentSite<'a> {
+    pub host: Option<(&'a str, u16)>,
+}
+
+/// A balance as read on chain and what the agent's open outflows may still take of it (a balance read does not show
+/// them yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Funds {
+    pub balance: U256,
+    pub held: U256,
+}
+
+impl Funds {
+    pub fn available(&self) -> U256 {
+        self.balance.saturating_sub(self.held)
+    }
+}
+
+/// Value of the asset's transfers in the rolling windows (sent ones and unexpired waiting ones), this one excluded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Windows {
+    pub day: U256,
+    pub week: U256,
+}
+
+/// What besides the cap and the balances decides.
+#[derive(Debug, Clone, Copy)]
+pub enum Gate<'a> {
+    /// Already decided (a retry of an approved transfer after a nonce resynchronisation).
+    Decided,
+    /// An owner approved the waiting transfer: as found in this transaction.
+    Approval {
+        status: ApprovalStatus,
+        expired: bool,
+        /// What it held while waiting; given back as the new reservation is taken.
+        held: U256,
+    },
+    /// The agent's policy, with the windows and recipient history as this transaction sees them.
+    Policy {
+        policy: &'a Policy,
+        windows: Windows,
+        paid_before: bool,
+    },
+}
+
+/// Everything the store read under the agent's lock.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    pub cap: U256,
+    /// What counts against the cap on the chain: reservations of open transfers, costs of settled ones.
+    pub spent: U256,
+    /// The token moved and what unused x402 authorizations hold of it (a token outflow whose balance was read).
+    pub tokens: Option<Funds>,
+    /// The native coin and what the agent's open transfers on the chain hold of it (when its balance was read).
+    pub native: Option<Funds>,
+    pub gate: Gate<'a>,
+    /// The store's next nonce for (agent, chain), if it counts one.
+    pub stored_nonce: Option<u64>,
+}
+
+/// Why nothing moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `spent` as the check saw it (less what an approved transfer gives back).
+    CapExceeded {
+        cap: U256,
+        spent: U256,
+    },
+    PolicyDenied(PolicyRule),
+    InsufficientTokens {
+        available: U256,
+    },
+    InsufficientFunds {
+        available: U256,
+    },
+    /// An approval of a transfer no longer waiting (`Expired` also when past `expires_at`).
+    NotAwaiting(ApprovalStatus),
+}
+
+/// What the store does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Sign at `nonce` (`None`: an x402 authorization, which uses no nonce of the agent's), record it, count
+    /// `reserved` against the cap and give back `release` (what an approved transfer held while waiting).
+    Reserve {
+        nonce: Option<u64>,
+        release: U256,
+    },
+    /// Store it waiting for an owner's approval for `ttl_secs`, holding its reservation, unsigned.
+    Hold {
+        ttl_secs: u64,
+    },
+    Refuse(Refusal),
+}
+
+/// What a transfer costs the wallet and the cap (§8, §13, §14), from the native coin it moves and one maximum fee
+/// (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    /// What the wallet must hold: the native value and one maximum fee.
+    pub needed: U256,
+    /// What it holds against the cap until it settles: the native value and twice the maximum fee, room for fee
+    /// bumps.
+    pub reserved: U256,
+}
+
+impl Cost {
+    pub fn of(native_value: U256, max_fee: U256) -> Cost {
+        let needed = native_value.saturating_add(max_fee);
+        Cost {
+            needed,
+            reserved: needed.saturating_add(max_fee),
+        }
+    }
+}
+
+/// Whether `more` fits under `cap` on top of `spent`: a total equal to the cap passes.
+/// A sum past `U256::MAX` never fits (saturating would let it pass a cap of `U256::MAX`).
+pub fn fits(cap: U256, spent: U256, more: U256) -> bool {
+    spent.checked_add(more).is_some_and(|total| total <= cap)
+}
+
+/// What counts against the cap after adding `add` and giving back `sub` (never below zero).
+pub fn spent_after(spent: U256, add: U256, sub: U256) -> U256 {
+    spent.saturating_add(add).saturating_sub(sub)
+}
+
+/// The one decision of a reservation. Order: a payment on a chain whose cap is 0; the token funds; the native funds;
+/// the gate (policy or approval; a transfer held for approval must fit the cap as it is); the cap; the nonce.
+pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
+    let refuse = Decision::Refuse;
+    // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
+    if r.payment.is_some() && f.cap.is_zero() {
+        return refuse(Refusal::CapExceeded {
+            cap: f.cap,
+            spent: f.spent,
+        });
+    }
+    if let Some(tokens) = f.tokens
+        && tokens.available() < r.value
+    {
+        return refuse(Refusal::InsufficientTokens {
+            available: tokens.available(),
+        });
+    }
+    if let (Some(native), Some(needed)) = (f.native, r.native_needed)
+        && native.available() < needed
+    {
+        return refuse(Refusal::InsufficientFunds {
+            available: native.available(),
+        });
+    }
+    let release = match f.gate {
+        Gate::Decided => U256::ZERO,
+        Gate::Approval { status, .. } if status != ApprovalStatus::AwaitingApproval => {
+            return refuse(Refusal::NotAwaiting(status));
+        }
+        Gate::Approval { expired: true, .. } => return refuse(Refusal::NotAwaiting(ApprovalStatus::Expired)),
+        Gate::Approval { held, .. } => held,
+        Gate::Policy {
+            policy,
+            windows,
+            paid_before,
+        } => match verdict(r, policy, windows, paid_before) {
+            Verdict::Allow => U256::ZERO,
+            Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
+            Verdict::NeedsApproval if !fits(f.cap, f.spent, r.reserved) => {
+                return refuse(Refusal::CapExceeded {
+                    cap: f.cap,
+                    spent: f.spent,
+                });
+            }
+            Verdict::NeedsApproval => {
+                return Decision::Hold {
+                    ttl_secs: policy.approval_ttl_secs,
+                };
+            }
+        },
+    };
+    // An approved transfer gives back what it held while waiting as it takes its reservation at today's fees.
+    let spent = f.spent.saturating_sub(release);
+    if !fits(f.cap, spent, r.reserved) {
+        return refuse(Refusal::CapExceeded { cap: f.cap, spent });
+    }
+    let nonce = match r.payment {
+        Some(_) => None,
+        None => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
+    };
+    Decision::Reserve { nonce, release }
+}
+
+/// The policy's verdict, the host rule of a payment first (the policy may have changed since its fetch began).
+fn verdict(r: &Request<'_>, policy: &Policy, windows: Windows, paid_before: bool) -> Verdict {
+    if let Some(site) = r.payment
+        && !site.host.is_some_and(|(host, port)| policy.allows_host(host, port))
+    {
+        return Verdict::Deny(PolicyRule::HostNotAllowed);
+    }
+    policy.evaluate(&Proposed {
+        asset_key: r.asset_key,
+        to: r.to,
+        value: r.value,
+        day_total: windows.day,
+        week_total: windows.week,
+        paid_before,
+    })
+}
+
+/// The start of the week window ending at `now`: older transfers never count.
+pub fn week_ago(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - chrono::Duration::days(7)
+}
+
+/// Sums `(value, created_at)` of the asset's transfers into the windows ending at `now` (strictly inside them).
+pub fn windows(rows: &[(U256, DateTime<Utc>)], now: DateTime<Utc>) -> Windows {
+    let day_ago = now - chrono::Duration::hours(24);
+    let mut totals = Windows::default();
+    for (value, at) in rows.iter().filter(|(_, at)| *at > week_ago(now)) {
+        totals.week = totals.week.saturating_add(*value);
+        if *at > day_ago {
+            totals.day = totals.day.saturating_add(*value);
+        }
+    }
+    totals
+}
+
+/// What a replacement attempt (a fee bump or a cancel, §14) does to its transfer's reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// The reservation covers the new attempt.
+    Covered,
+    /// It grows by `extra`, which fits the cap.
+    Grow { extra: U256 },
+    /// It would have to grow and may not (a fee bump stays inside what was reserved).
+    NotCovered,
+    /// It would have to grow, and the cap cannot hold the excess.
+    CapExceeded,
+}
+
+/// How a reservation of `reserved` meets an attempt that `needed`; `may_grow` for a cancel (which must land).
+pub fn growth(reserved: U256, needed: U256, may_grow: bool, cap: U256, spent: U256) -> Growth {
+    if needed <= reserved {
+        return Growth::Covered;
+    }
+    if !may_grow {
+        return Growth::NotCovered;
+    }
+    let extra = needed - reserved;
+    match fits(cap, spent, extra) {
+        true => Growth::Grow { extra },
+        false => Growth::CapExceeded,
+    }
+}
+
+/// How the fee of a send that fills a transfer's nonce is counted (§14): out of what the transfer held, and only the
+/// excess (fees rose that much) anew against the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillCost {
+    /// Moved from the transfer's reservation to the fill's.
+    pub moved: U256,
+    /// New against the cap.
+    pub extra: U256,
+    /// What the transfer still holds.
+    pub left: U256,
+}
+
+/// The fill of a nonce whose transfer holds `held`, at a fee of `fee`; `None` when the excess does not fit the cap.
+pub fn fill_cost(held: U256, fee: U256, cap: U256, spent: U256) -> Option<FillCost> {
+    let moved = held.min(fee);
+    let extra = fee - moved;
+    (extra.is_zero() || fits(cap, spent, extra)).then_some(FillCost {
+        moved,
+        extra,
+        left: held - moved,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::domain::policy::AssetLimits;
+
+    const KEY: &str = "base:ETH";
+
+    fn wei(n: u64) -> U256 {
+        U256::from(n)
+    }
+
+    fn to() -> Address {
+        Address::repeat_byte(0x33)
+    }
+
+    fn request(value: u64, reserved: u64) -> Request<'static> {
+        Request {
+            asset_key: KEY,
+            to: to(),
+            value: wei(value),
+            reserved: wei(reserved),
+            native_needed: None,
+            node_nonce: None,
+            payment: None,
+        }
+    }
+
+    fn facts(cap: u64, spent: u64, gate: Gate<'_>) -> Facts<'_> {
+        Facts {
+            cap: wei(cap),
+            spent: wei(spent),
+            tokens: None,
+            native: None,
+            gate,
+            stored_nonce: None,
+        }
+    }
+
+    fn reserve(nonce: Option<u64>, release: u64) -> Decision {
+        Decision::Reserve {
+            nonce,
+            release: wei(release),
+        }
+    }
+
+    fn cap_exceeded(cap: u64, spent: u64) -> Decision {
+        Decision::Refuse(Refusal::CapExceeded {
+            cap: wei(cap),
+            spent: wei(spent),
+        })
+    }
+
+    fn denied(rule: PolicyRule) -> Decision {
+        Decision::Refuse(Refusal::PolicyDenied(rule))
+    }
+
+    fn policy_gate(policy: &Policy, day: u64, week: u64, paid_before: bool) -> Gate<'_> {
+        Gate::Policy {
+            policy,
+            windows: Windows {
+                day: wei(day),
+                week: wei(week),
+            },
+            paid_before,
+        }
+    }
+
+    fn limited(limits: AssetLimits) -> Policy {
+        Policy {
+            limits: BTreeMap::from([(KEY.to_string(), limits)]),
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn the_cap_holds_reservations_up_to_and_including_it() {
+        // (cap, spent, reserved, expected)
+        let cases = [
+            (100, 0, 100, reserve(Some(0), 0)),
+            (100, 0, 101, cap_exceeded(100, 0)),
+            (100, 60, 40, reserve(Some(0), 0)),
+            (100, 60, 41, cap_exceeded(100, 60)),
+            (0, 0, 0, reserve(Some(0), 0)),
+            (0, 0, 1, cap_exceeded(0, 0)),
+            (100, 150, 0, cap_exceeded(100, 150)),
+        ];
+        for (cap, spent, reserved, expected) in cases {
+            let got = decide(&request(1, reserved), &facts(cap, spent, Gate::Decided));
+            assert_eq!(got, expected, "cap {cap}, spent {spent}, reserved {reserved}");
+        }
+    }
+
+    #[test]
+    fn the_cap_does_not_overflow_near_the_top_of_u256() {
+        let r = Request {
+            reserved: U256::MAX,
+            ..request(1, 0)
+        };
+        let f = Facts {
+            cap: U256::MAX,
+            spent: wei(1),
+            ..facts(0, 0, Gate::Decided)
+        };
+        assert_eq!(
+            decide(&r, &f),
+            Decision::Refuse(Refusal::CapExceeded {
+                cap: U256::MAX,
+                spent: wei(1)
+            })
+        );
+        assert_eq!(decide(&r, &Facts { spent: U256::ZERO, ..f }), reserve(Some(0), 0));
+    }
+
+    #[test]
+    fn the_nonce_is_the_stored_count_or_the_nodes_whichever_is_higher() {
+        // (stored, node, expected)
+        let cases = [
+            (None, None, 0),
+            (Some(5), None, 5),
+            (None, Some(7), 7),
+            (Some(5), Some(3), 5),
+            (Some(5), Some(9), 9),
+        ];
+        for (stored, node, expected) in cases {
+            let r = Request {
+                node_nonce: node,
+                ..request(1, 1)
+            };
+            let f = Facts {
+                stored_nonce: stored,
+                ..facts(10, 0, Gate::Decided)
+            };
+            assert_eq!(
+                decide(&r, &f),
+                reserve(Some(expected), 0),
+                "stored {stored:?}, node {node:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn token_funds_are_the_balance_less_unused_authorizations() {
+        // (balance, held, value, expected)
+        let cases = [
+            (100, 0, 100, reserve(Some(0), 0)),
+            (
+                100,
+                0,
+                101,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(100) }),
+            ),
+            (100, 30, 70, reserve(Some(0), 0)),
+            (
+                100,
+                30,
+                71,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(70) }),
+            ),
+            (
+                100,
+                130,
+                1,
+                Decision::Refuse(Refusal::InsufficientTokens { available: wei(0) }),
+            ),
+        ];
+        for (balance, held, value, expected) in cases {
+            let f = Facts {
+                tokens: Some(Funds {
+                    balance: wei(balance),
+                    held: wei(held),
+                }),
+                ..facts(10, 0, Gate::Decided)
+            };
+            assert_eq!(
+                decide(&request(value, 2), &f),
+                expected,
+                "balance {balance}, held {held}, value {value}"
+            );
+        }
+    }
+
+    #[test]
+    fn native_funds_are_the_balance_less_what_open_transfers_hold() {
+        // (balance, held, needed, expected)
+        let cases = [
+            (100, 0, 100, reserve(Some(0), 0)),
+            (
+                100,
+                0,
+                101,
+                Decision::Refuse(Refusal::InsufficientFunds { available: wei(100) }),
+            ),
+            (100, 40, 60, reserve(Some(0), 0)),
+            (
+                100,
+                40,
+                61,
+                Decision::Refuse(Refusal::InsufficientFunds { available: wei(60) }),
+            ),
+        ];
+        for (balance, held, needed, expected) in cases {
+            let r = Request {
+                native_needed: Some(wei(needed)),
+                ..request(1, 1)
+            };
+            let f = Facts {
+                native: Some(Funds {
+                    balance: wei(balance),
+                    held: wei(held),
+                }),
+                ..facts(1_000, 0, Gate::Decided)
+            };
+            assert_eq!(
+                decide(&r, &f),
+                expected,
+                "balance {balance}, held {held}, needed {needed}"
+            );
+        }
+    }
+
+    #[test]
+    fn funds_are_checked_before_the_policy_and_the_cap() {
+        let blocked = Policy {
+            blocked_recipients: vec![to()],
+            ..Policy::default()
+        };
+        let f = Facts {
+            tokens: Some(Funds {
+                balance: wei(1),
+                held: U256::ZERO,
+            }),
+            ..facts(0, 5, policy_gate(&blocked, 0, 0, true))
+        };
+        assert_eq!(
+            decide(&request(2, 10), &f),
+            Decision::Refuse(Refusal::InsufficientTokens { available: wei(1) })
+        );
+        let f = Facts {
+            tokens: None,
+            native: Some(Funds::default()),
+            ..f
+        };
+        let r = Request {
+            native_needed: Some(wei(1)),
+            ..request(2, 10)
+        };
+        assert_eq!(
+            decide(&r, &f),
+            Decision::Refuse(Refusal::InsufficientFunds { available: wei(0) })
+        );
+    }
+
+    #[test]
+    fn every_policy_rule_refuses_with_its_name_and_passes_at_its_limit() {
+        let limits = limited(AssetLimits {
+            per_transfer: Some(wei(10)),
+            per_day: Some(wei(30)),
+            per_week: Some(wei(50)),
+            approval_above: None,
+        });
+        let blocked = Policy {
+            blocked_recipients: vec![to()],
+            ..Policy::default()
+        };
+        let allowed_other = Policy {
+            allowed_recipients: Some(vec![Address::repeat_byte(0x44)]),
+            ..Policy::default()
+        };
+        let other_asset = Policy {
+            limits: BTreeMap::from([("base:USDC".to_string(), AssetLimits::default())]),
+            ..Policy::default()
+        };
+        // (policy, value, day, week, expected)
+        let cases: [(&Policy, u64, u64, u64, Decision); 11] = [
+            (&limits, 10, 0, 0, reserve(Some(0), 0)),
+            (&limits, 11, 0, 0, denied(PolicyRule::PerTransfer)),
+            (&limits, 10, 20, 20, reserve(Some(0), 0)),
+            (&limits, 10, 21, 21, denied(PolicyRule::PerDay)),
+            (&limits, 10, 0, 40, reserve(Some(0), 0)),
+            (&limits, 10, 0, 41, denied(PolicyRule::PerWeek)),
+            (&blocked, 1, 0, 0, denied(PolicyRule::RecipientBlocked)),
+            (&allowed_other, 1, 0, 0, denied(PolicyRule::RecipientNotAllowed)),
+            (&other_asset, 1, 0, 0, denied(PolicyRule::AssetNotAllowed)),
+            (&Policy::default(), u64::MAX, u64::MAX, u64::MAX, reserve(Some(0), 0)),
+            // Windows count values only: fees (in `reserved`) never enter them.
+            (&limits, 10, 20, 40, reserve(Some(0), 0)),
+        ];
+        for (i, (policy, value, day, week, expected)) in cases.into_iter().enumerate() {
+            let f = facts(u64::MAX, 0, policy_gate(policy, day, week, true));
+            assert_eq!(decide(&request(value, 1_000), &f), expected, "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_policy_refusal_comes_before_the_cap() {
+        let limits = limited(AssetLimits {
+            per_transfer: Some(wei(1)),
+            ..AssetLimits::default()
+        });
+        let f = facts(0, 0, policy_gate(&limits, 0, 0, true));
+        assert_eq!(decide(&request(2, 10), &f), denied(PolicyRule::PerTransfer));
+    }
+
+    #[test]
+    fn approval_above_is_strict_and_a_held_transfer_must_fit_the_cap() {
+        let policy = Policy {
+            approval_ttl_secs: 60,
+            ..limited(AssetLimits {
+                approval_above: Some(wei(5)),
+                ..AssetLimits::default()
+            })
+        };
+        let hold = Decision::Hold { ttl_secs: 60 };
+        // (value, cap, spent, reserved, expected)
+        let cases = [
+            (5, 100, 0, 50, reserve(Some(0), 0)),
+            (6, 100, 0, 50, hold),
+            (6, 100, 50, 50, hold),
+            (6, 100, 51, 50, cap_exceeded(100, 51)),
+        ];
+        for (value, cap, spent, reserved, expected) in cases {
+            let f = facts(cap, spent, policy_gate(&policy, 0, 0, true));
+            assert_eq!(
+                decide(&request(value, reserved), &f),
+                expected,
+                "value {value}, spent {spent}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_new_recipient_waits_only_when_the_policy_asks() {
+        let asks = Policy {
+            approve_new_recipients: true,
+            ..Policy::default()
+        };
+        let hold = Decision::Hold {
+            ttl_secs: asks.approval_ttl_secs,
+        };
+        let cases = [
+            (&asks, false, hold),
+            (&asks, true, reserve(Some(0), 0)),
+            (&Policy::default(), false, reserve(Some(0), 0)),
+        ];
+        for (policy, paid_before, expected) in cases {
+            let f = facts(100, 0, policy_gate(policy, 0, 0, paid_before));
+            assert_eq!(decide(&request(1, 1), &f), expected, "paid before: {paid_before}");
+        }
+    }
+
+    #[test]
+    fn an_approval_gives_back_what_it_held_as_it_takes_its_reservation() {
+        let approval = |status, expired, held| Gate::Approval {
+            status,
+            expired,
+            held: wei(held),
+        };
+        let waiting = ApprovalStatus::AwaitingApproval;
+        // (status, expired, held, cap, spent, reserved, expected)
+        let cases = [
+            (waiting, false, 30, 100, 100, 30, reserve(Some(0), 30)),
+            (waiting, false, 30, 100, 100, 31, cap_exceeded(100, 70)),
+            (waiting, false, 30, 100, 20, 100, reserve(Some(0), 30)),
+            (
+                waiting,
+                true,
+                30,
+                100,
+                30,
+                1,
+                Decision::Refuse(Refusal::NotAwaiting(ApprovalStatus::Expired)),
+            ),
+            (
+                ApprovalStatus::Rejected,
+                false,
+                30,
+                100,
+                30,
+                1,
+                Decision::Refuse(Refusal::NotAwaiting(ApprovalStatus::Rejected)),
+            ),
+            (
+                ApprovalStatus::Approved,
+                true,
+                30,
+                100,
+                30,
+                1,
+                Decision::Refuse(Refusal::NotAwaiting(ApprovalStatus::Approved)),
+            ),
+        ];
+        for (status, expired, held, cap, spent, reserved, expected) in cases {
+            let f = facts(cap, spent, approval(status, expired, held));
+            assert_eq!(
+                decide(&request(1, reserved), &f),
+                expected,
+                "{status:?} expired {expired}, held {held}, spent {spent}, reserved {reserved}"
+            );
+        }
+    }
+
+    fn payment<'a>(host: Option<(&'a str, u16)>) -> Request<'a> {
+        Request {
+            payment: Some(PaymentSite { host }),
+            reserved: U256::ZERO,
+            ..request(5, 0)
+        }
+    }
+
+    #[test]
+    fn a_payment_uses_no_nonce_and_costs_the_cap_nothing_but_needs_a_cap_above_zero() {
+        let open = Policy::default();
+        let cases = [
+            (1, 1, reserve(None, 0)),
+            // Already over the cap (it was lowered): nothing more, not even a payment that costs it nothing.
+            (1, 2, cap_exceeded(1, 2)),
+            (0, 0, cap_exceeded(0, 0)),
+        ];
+        for (cap, spent, expected) in cases {
+            let f = Facts {
+                stored_nonce: Some(4),
+                ..facts(cap, spent, policy_gate(&open, 0, 0, true))
+            };
+            assert_eq!(
+                decide(&payment(Some(("api.example.com", 443))), &f),
+                expected,
+                "cap {cap}"
+            );
+        }
+        // The cap-zero rule comes first, before the token funds.
+        let f = Facts {
+            tokens: Some(Funds::default()),
+            ..facts(0, 0, Gate::Decided)
+        };
+        assert_eq!(decide(&payment(None), &f), cap_exceeded(0, 0));
+    }
+
+    #[test]
+    fn a_payment_goes_only_to_allowed_hosts_and_its_value_counts_in_the_windows() {
+        let hosts = Policy {
+            allowed_hosts: Some(vec!["api.example.com".into(), "pay.example.org:8443".into()]),
+            ..limited(AssetLimits {
+                per_day: Some(wei(10)),
+                ..AssetLimits::default()
+            })
+        };
+        // (host, day total, expected)
+        let cases = [
+            (Some(("API.example.com", 443)), 5, reserve(None, 0)),
+            (Some(("api.example.com", 443)), 6, denied(PolicyRule::PerDay)),
+            (Some(("pay.example.org", 8443)), 0, reserve(None, 0)),
+            (Some(("pay.example.org", 443)), 0, denied(PolicyRule::HostNotAllowed)),
+            (Some(("evil.example.com", 443)), 0, denied(PolicyRule::HostNotAllowed)),
+            (None, 0, denied(PolicyRule::HostNotAllowed)),
+        ];
+        for (host, day, expected) in cases {
+            let f = facts(1, 0, policy_gate(&hosts, day, day, true));
+            assert_eq!(decide(&payment(host), &f), expected, "{host:?}, day {day}");
+        }
+        // Without a host no policy lets a payment through, even the default one.
+        let open = Policy::default();
+        let f = facts(1, 0, policy_gate(&open, 0, 0, true));
+        assert_eq!(decide(&payment(None), &f), denied(PolicyRule::HostNotAllowed));
+    }
+
+    #[test]
+    fn windows_count_the_last_day_and_week_strictly() {
+        let now = DateTime::from_timestamp(1_000_000_000, 0).expect("a time");
+        let hours = |h: i64| now - chrono::Duration::hours(h);
+        let rows = [
+            (wei(1), hours(1)),
+            (wei(2), hours(24)),
+            (wei(4), hours(23)),
+            (wei(8), hours(24 * 7)),
+            (wei(16), hours(24 * 7 - 1)),
+            (wei(32), hours(24 * 8)),
+        ];
+        assert_eq!(
+            windows(&rows, now),
+            Windows {
+                day: wei(1 + 4),
+                week: wei(1 + 2 + 4 + 16)
+            }
+        );
+        assert_eq!(windows(&[], now), Windows::default());
+        assert_eq!(week_ago(now), hours(24 * 7));
+    }
+
+    #[test]
+    fn a_fill_takes_its_fee_from_what_the_transfer_held_and_only_the_excess_from_the_cap() {
+        let cost = |moved, extra, left| {
+            Some(FillCost {
+                moved: wei(moved),
+                extra: wei(extra),
+                left: wei(left),
+            })
+        };
+        // (held, fee, cap, spent, expected)
+        let cases = [
+            (100, 30, 0, 500, cost(30, 0, 70)),
+            (100, 100, 0, 500, cost(100, 0, 0)),
+            (100, 130, 530, 500, cost(100, 30, 0)),
+            (100, 131, 530, 500, None),
+            (0, 10, 10, 0, cost(0, 10, 0)),
+        ];
+        for (held, fee, cap, spent, expected) in cases {
+            assert_eq!(
+                fill_cost(wei(held), wei(fee), wei(cap), wei(spent)),
+                expected,
+                "held {held}, fee {fee}, cap {cap}, spent {spent}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_transfer_reserves_its_value_and_twice_its_maximum_fee_and_needs_one() {
+        assert_eq!(
+            Cost::of(wei(100), wei(7)),
+            Cost {
+                needed: wei(107),
+                reserved: wei(114)
+            }
+        );
+        // A token transfer moves no native coin: it needs one fee and reserves two.
+        assert_eq!(
+            Cost::of(U256::ZERO, wei(7)),
+            Cost {
+                needed: wei(7),
+                reserved: wei(14)
+            }
+        );
+        assert_eq!(Cost::of(U256::MAX, wei(1)).reserved, U256::MAX);
+    }
+
+    #[test]
+    fn a_replacement_stays_inside_its_reservation_unless_it_may_grow_within_the_cap() {
+        // (reserved, needed, may grow, cap, spent, expected)
+        let cases = [
+            (100, 100, false, 0, 500, Growth::Covered),
+            (100, 101, false, 1_000, 0, Growth::NotCovered),
+            (100, 130, true, 530, 500, Growth::Grow { extra: wei(30) }),
+            (100, 131, true, 530, 500, Growth::CapExceeded),
+            (100, 50, true, 0, 500, Growth::Covered),
+        ];
+        for (reserved, needed, may_grow, cap, spent, expected) in cases {
+            assert_eq!(
+                growth(wei(reserved), wei(needed), may_grow, wei(cap), wei(spent)),
+                expected,
+                "reserved {reserved}, needed {needed}, may grow {may_grow}"
+            );
+        }
+    }
+
+    #[test]
+    fn spending_moves_by_what_is_added_and_given_back_never_below_zero() {
+        assert_eq!(spent_after(wei(10), wei(5), wei(3)), wei(12));
+        assert_eq!(spent_after(wei(10), wei(0), wei(30)), wei(0));
+        assert_eq!(spent_after(U256::MAX, wei(1), wei(0)), U256::MAX);
+        assert!(fits(wei(10), wei(4), wei(6)));
+        assert!(!fits(wei(10), wei(4), wei(7)));
+        assert!(!fits(U256::MAX, wei(1), U256::MAX));
+    }
+}

@@ -1,0 +1,402 @@
+//! The one send path of every outflow — the native coin, a token, an x402 authorization; a first try or an owner's
+//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide, sign and record in one store
+//! transaction (`Store::reserve_transfer`, whose rules are `domain::decision::decide`) → release the lock → deliver.
+//! A transaction is broadcast after the lock is released, so the agent's next transfer is signed while this one
+//! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
+//! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
+//! and is delivered by the paid request (`pay`). What differs between kinds is data: what is quoted
+//! (`Kind::quote`) and what is signed (`Kind::sign`).
+
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::signers::local::PrivateKeySigner;
+use uuid::Uuid;
+
+use super::{
+    BroadcastStatus, FEE_MAX_AGE, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
+    nonce_filler, sign_transfer, store_error, token_ref,
+};
+use crate::chain::{ChainClient, ChainError, RefusalKind};
+use crate::domain::asset::Asset;
+use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Cost;
+use crate::domain::transaction::{StoredTx, X402Record};
+use crate::store::{Authorization, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
+use crate::x402::Choice;
+use crate::x402::wire::PaymentRequired;
+
+/// One outflow to send, whatever its kind.
+pub(super) struct Outflow<'a> {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: &'static ChainInfo,
+    pub conversation_id: Option<Uuid>,
+    pub from: Address,
+    /// The recipient (of the token, for a token or a payment).
+    pub to: Address,
+    /// In base units of the asset.
+    pub value: U256,
+    pub kind: Kind<'a>,
+    /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
+    pub authorization: Authorization,
+}
+
+/// What is moved, and so what is quoted and signed.
+pub(super) enum Kind<'a> {
+    /// The chain's native coin: a plain EIP-1559 transaction.
+    Native,
+    /// A registry token: an EIP-1559 call of its `transfer(to, value)`.
+    Token(Asset),
+    /// An x402 payment (§16): an EIP-3009 authorization, signed off chain and delivered by the paid request.
+    Payment(Box<PaymentDraft<'a>>),
+}
+
+/// What an x402 authorization is signed from.
+pub(super) struct PaymentDraft<'a> {
+    pub required: &'a PaymentRequired,
+    pub choice: &'a Choice,
+    pub authorization: crate::x402::Authorization,
+    pub record: X402Record,
+    pub token: Asset,
+}
+
+/// What the node says an outflow will cost, read before anything is reserved.
+pub(super) struct Quote {
+    gas_limit: u64,
+    max_fee_per_gas: u128,
+    priority_fee: u128,
+    /// What it holds against the cap until it settles.
+    reserved: U256,
+    /// The native balance as read and what the wallet must hold of it; the reservation checks it again, less what
+    /// the agent's transfers on their way hold. `None`: no native coin is needed (a payment).
+    funds: Option<NativeFunds>,
+    /// The token balance as read (a token transfer or a payment): the reservation subtracts unused x402
+    /// authorizations from it.
+    token_balance: Option<U256>,
+}
+
+impl Kind<'_> {
+    /// The asset's symbol.
+    fn symbol(&self, chain: &ChainInfo) -> String {
+        match self {
+            Kind::Native => chain.native_symbol.to_string(),
+            Kind::Token(asset) => asset.symbol.clone(),
+            Kind::Payment(p) => p.token.symbol.clone(),
+        }
+    }
+
+    /// Whether it is a transaction of the agent's wallet (a nonce, a broadcast).
+    fn on_chain(&self) -> bool {
+        !matches!(self, Kind::Payment(_))
+    }
+
+    async fn quote(&self, client: &ChainClient, o: &Outflow<'_>) -> Result<Quote, TransferError> {
+        match self {
+            Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
+            Kind::Token(asset) => quote_token(client, o.chain, asset, o.from, o.to, o.value).await,
+            // No native coin moves: the facilitator pays the gas.
+            Kind::Payment(p) => Ok(Quote {
+                gas_limit: 0,
+                max_fee_per_gas: 0,
+                priority_fee: 0,
+                reserved: U256::ZERO,
+                funds: None,
+                token_balance: Some(client.token_balance(o.from, &p.token).await?),
+            }),
+        }
+    }
+
+    /// Signs the reserved outflow at `nonce` (ignored by an authorization, which carries its own random nonce).
+    fn sign(
+        &self,
+        signer: &PrivateKeySigner,
+        chain: &ChainInfo,
+        request: &TransferRequest,
+        priority_fee: u128,
+        nonce: u64,
+    ) -> Result<SignedTx, String> {
+        match self {
+            Kind::Payment(p) => crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
+                .map(|signed| SignedTx {
+                    raw: signed.header_value.into_bytes(),
+                    // No transaction of the agent's: the settlement, once known, is the payee's.
+                    hash: String::new(),
+                })
+                .map_err(|e| e.to_string()),
+            _ => sign_transfer(signer, chain, request, priority_fee, nonce),
+        }
+    }
+}
+
+impl Outflow<'_> {
+    /// What the store records of it before its nonce is known.
+    fn request(&self, quote: &Quote, node_nonce: Option<u64>) -> TransferRequest {
+        TransferRequest {
+            id: self.id,
+            agent_id: self.agent_id,
+            chain: self.chain.name.to_string(),
+            conversation_id: self.conversation_id,
+            from: self.from,
+            to: self.to,
+            value_wei: self.value,
+            gas_limit: quote.gas_limit,
+            max_fee_per_gas: quote.max_fee_per_gas,
+            reserved_wei: quote.reserved,
+            node_nonce,
+            asset: self.kind.symbol(self.chain),
+            token: match &self.kind {
+                Kind::Native => None,
+                Kind::Token(asset) => token_ref(asset),
+                Kind::Payment(p) => token_ref(&p.token),
+            },
+            authorization: self.authorization,
+            token_balance: quote.token_balance,
+            native_funds: quote.funds,
+            x402: match &self.kind {
+                Kind::Payment(p) => Some(p.record.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl Transfers {
+    /// Sends `o` (see the module's doc). `Sent` with `Pending` when the node took it (the caller marks it so),
+    /// `Submitted` when it is stored signed for the watcher (or, for an authorization, for the paid request).
+    pub(super) async fn send_outflow(&self, o: Outflow<'_>) -> Result<TransferOutcome, TransferError> {
+        let chain = o.chain;
+        let client = self.chains.get(chain.name)?;
+        let (quote, signer) = tokio::join!(o.kind.quote(client, &o), self.signer(o.agent_id));
+        let (quote, signer) = (quote?, signer?);
+        let on_chain = o.kind.on_chain();
+        let mut guard = match on_chain {
+            true => Some(self.lock(&o).await?),
+            false => None,
+        };
+        let node_nonce = match on_chain {
+            true => self.node_nonce(client, o.agent_id, chain, o.from).await?,
+            false => None,
+        };
+        let mut request = o.request(&quote, node_nonce);
+        let from_approval = o.authorization == Authorization::Approval;
+        for attempt in 0..2 {
+            let sign = |nonce| o.kind.sign(&signer, chain, &request, quote.priority_fee, nonce);
+            let reservation = self
+                .store
+                .reserve_transfer(&request, &sign)
+                .await
+                .map_err(store_error)?;
+            let tx = match reserved(reservation, &request, chain)? {
+                Ok(tx) => tx,
+                Err(held) => return Ok(held),
+            };
+            drop(guard.take());
+            let sent = |status| TransferOutcome::Sent {
+                chain,
+                tx: tx.clone(),
+                status,
+            };
+            if !on_chain {
+                return Ok(sent(BroadcastStatus::Submitted));
+            }
+            match self.broadcast(client, &tx).await {
+                Ok(()) => return Ok(sent(BroadcastStatus::Pending)),
+                Err(e) if e.is_transport() => {
+                    // It may have reached the node: it stays stored as signed and the watcher broadcasts it again.
+                    tracing::warn!(tx_id = %tx.id, chain = chain.name, error = %e, "broadcast not confirmed; will retry");
+                    return Ok(sent(BroadcastStatus::Submitted));
+                }
+                Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) && attempt == 0 => {
+                    // The wallet was used elsewhere: its nonce is the node's, not a gap. Resynchronise under the
+                    // lock and send again.
+                    guard = Some(self.lock(&o).await?);
+                    let pending = client.pending_nonce(o.from).await?;
+                    tracing::warn!(tx_id = %tx.id, chain = chain.name, pending, "nonce too low; resynchronising from the node");
+                    self.store
+                        .discard_transfer(tx.id, Some(pending))
+                        .await
+                        .map_err(store_error)?;
+                    // An approved transfer keeps its id (the discarded row is gone) and its approval.
+                    if request.authorization == Authorization::Approval {
+                        request.authorization = Authorization::Decided;
+                    } else {
+                        request.id = Uuid::new_v4();
+                    }
+                    request.node_nonce = Some(pending);
+                }
+                Err(e) => return Err(self.refused(client, &signer, &tx, &quote, from_approval, e).await),
+            }
+        }
+        Err(TransferError::NonceKeptRefused)
+    }
+
+    async fn lock(&self, o: &Outflow<'_>) -> Result<Box<dyn SendGuard>, TransferError> {
+        self.store
+            .lock_sender(o.agent_id, o.chain.name)
+            .await
+            .map_err(store_error)
+    }
+
+    /// The one refusal handler: the transfer is removed with its reservation, its nonce given back if it is still
+    /// the newest, else filled at once by a zero-value send of the wallet to itself at the same fee cap (broadcast
+    /// now; if the node does not take it either, the watcher sends it again and, failing that, fills its nonce at
+    /// today's fees). Nothing is re-signed, no nonce is left unused. An approved transfer waits again (the owner's
+    /// approval stands, §11). The refusal is the answer.
+    async fn refused(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        tx: &StoredTx,
+        quote: &Quote,
+        from_approval: bool,
+        e: ChainError,
+    ) -> TransferError {
+        let chain = client.info();
+        tracing::warn!(chain = chain.name, tx_id = %tx.id, error = %e, "the node refused the transfer");
+        let gas = crate::chain::TRANSFER_GAS;
+        let fee = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
+        let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, fee.min(tx.reserved_wei));
+        let sign = |nonce| sign_transfer(signer, chain, &fill, quote.priority_fee, nonce);
+        match self.store.discard_or_fill(tx.id, &fill, &sign).await {
+            Ok(None) => {}
+            Ok(Some(filled)) => self.send_fill(client, tx, &filled).await,
+            Err(err) => return store_error(err),
+        }
+        if from_approval && let Err(err) = self.store.reopen_approval(tx.id).await {
+            return store_error(err);
+        }
+        if e.refusal() == Some(RefusalKind::InsufficientFunds) {
+            return TransferError::InsufficientFunds {
+                chain,
+                needed: quote.funds.map_or(tx.reserved_wei, |f| f.needed),
+                balance: client.balance(tx.from).await.ok(),
+            };
+        }
+        TransferError::Rejected(e)
+    }
+}
+
+/// The stored outflow, or (`Err`) the outcome of one held for approval; a refusal as the error.
+fn reserved(
+    reservation: Reservation,
+    request: &TransferRequest,
+    chain: &'static ChainInfo,
+) -> Result<Result<StoredTx, TransferOutcome>, TransferError> {
+    match reservation {
+        Reservation::Reserved(tx) => Ok(Ok(*tx)),
+        Reservation::AwaitingApproval(approval) => Ok(Err(TransferOutcome::AwaitingApproval {
+            chain,
+            approval: *approval,
+        })),
+        Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
+            chain,
+            reserved: request.reserved_wei,
+            cap,
+            spent,
+        }),
+        Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
+        Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
+        Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
+        Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {
+            chain,
+            needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
+            balance: Some(available),
+        }),
+    }
+}
+
+/// The native balance as read and what a transfer needs of it; refused at once when the balance alone falls short.
+fn native_funds(chain: &'static ChainInfo, balance: U256, needed: U256) -> Result<NativeFunds, TransferError> {
+    if balance < needed {
+        return Err(TransferError::InsufficientFunds {
+            chain,
+            needed,
+            balance: Some(balance),
+        });
+    }
+    Ok(NativeFunds { balance, needed })
+}
+
+/// Gas, fees and the balance of a native transfer (independent reads, asked together); refused when the balance
+/// cannot pay the amount plus the maximum fee. Gas is 21,000 without an estimate for a recipient without code, fees
+/// and the L1 fee estimate are reused for `FEE_MAX_AGE`: besides the balance, most quotes ask the node nothing.
+async fn quote_native(
+    client: &ChainClient,
+    chain: &'static ChainInfo,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let probe = l1_probe(chain, to, value, Bytes::new());
+    let (gas_limit, fees, balance, l1_fee) = tokio::join!(
+        client.transfer_gas(from, to, value),
+        client.recent_fees(FEE_MAX_AGE),
+        client.balance(from),
+        client.recent_l1_fee(&probe, FEE_MAX_AGE),
+    );
+    let gas_limit = match gas_limit {
+        Ok(gas) => gas,
+        Err(e) if e.refusal() == Some(RefusalKind::InsufficientFunds) => {
+            return Err(TransferError::InsufficientFunds {
+                chain,
+                needed: value,
+                balance: balance.ok(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    // On OP-stack chains the L1 data fee is part of the fee (§14).
+    let cost = Cost::of(value, fees.max_cost(gas_limit).saturating_add(l1_fee));
+    Ok(Quote {
+        gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(native_funds(chain, balance, cost.needed)?),
+        token_balance: None,
+    })
+}
+
+/// Gas, fees, the native balance and the token balance of a token transfer, asked together. The token amount
+/// must be covered by the token balance (else `insufficient_funds` before anything is signed), the gas by the
+/// native balance; the cap holds twice the maximum fee and no value (the native coin moves none). The token's
+/// decimals are checked against the registry by the balance read.
+async fn quote_token(
+    client: &ChainClient,
+    chain: &'static ChainInfo,
+    token: &Asset,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let contract = token.token.ok_or(TransferError::NoWallet)?;
+    let data = crate::domain::erc20::transfer_calldata(to, value);
+    let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
+    let (gas_limit, fees, balance, held, l1_fee) = tokio::join!(
+        client.estimate_call_gas(from, contract, data),
+        client.recent_fees(FEE_MAX_AGE),
+        client.balance(from),
+        client.token_balance(from, token),
+        client.l1_fee(&probe),
+    );
+    let held = held?;
+    if held < value {
+        return Err(TransferError::InsufficientTokenFunds {
+            symbol: token.symbol.clone(),
+            decimals: token.decimals,
+            needed: value,
+            balance: held,
+        });
+    }
+    let (gas_limit, fees, balance, l1_fee) = (gas_limit?, fees?, balance?, l1_fee?);
+    // On OP-stack chains the L1 data fee is part of the fee (§14).
+    let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit).saturating_add(l1_fee));
+    Ok(Quote {
+        gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(native_funds(chain, balance, cost.needed)?),
+        token_balance: Some(held),
+    })
+}
