@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::transaction::{Attempt, AttemptKind};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
-use crate::store::{EventRecord, SettlementStore, Settling, StoreError, StoreResult};
+use crate::store::{EventRecord, Message, Settlement, SettlementStore, Settling, StoreError, StoreResult};
 
 /// An attempt as read with its transfer and its place: `-1` for the latest (the transfer's row), else its `seq` among
 /// the replaced ones.
@@ -82,7 +82,9 @@ where
         let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
         let mut tx = B::begin_write(self).await?;
         for i in order {
-            records[i] = Self::settle_in(&mut tx, &batch[i]).await?;
+            let item = &batch[i];
+            records[i] =
+                Self::settle_in(&mut tx, item.id, &item.settlement, &item.event, item.message.as_ref()).await?;
         }
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it finds the events there.
@@ -110,19 +112,22 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// One settlement inside the caller's write transaction, as `settle_transaction` makes it: the transfer's status,
-    /// the attempt that landed, what counts against the cap, the event and the message. `None` when the transfer
-    /// was no longer open.
-    async fn settle_in(conn: &mut B::Connection, item: &Settling) -> StoreResult<Option<EventRecord>> {
-        let s = &item.settlement;
+    /// One settlement inside the caller's write transaction (a round's batch, or `settle_transaction` alone): the
+    /// transfer's status, the attempt that landed, what counts against the cap, the event and the message. `None`
+    /// when the transfer was no longer open.
+    pub(super) async fn settle_in(
+        conn: &mut B::Connection,
+        id: Uuid,
+        s: &Settlement,
+        event: &serde_json::Value,
+        message: Option<&Message>,
+    ) -> StoreResult<Option<EventRecord>> {
         let now = crate::domain::now();
-        let row: Option<(Uuid, Option<Uuid>, String, String)> = sqlx::query_as(
-            "SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1 AND agent_id = $2",
-        )
-        .bind(item.id)
-        .bind(item.agent_id)
-        .fetch_optional(&mut *conn)
-        .await?;
+        let row: Option<(Uuid, Option<Uuid>, String, String)> =
+            sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?;
         let Some((agent_id, conversation_id, chain, reserved)) = row else {
             return Ok(None);
         };
@@ -137,14 +142,14 @@ where
         .bind(s.gas_used.map(|n| n as i64))
         .bind(s.actual_cost_wei.map(|w| w.to_string()))
         .bind(now)
-        .bind(item.id)
+        .bind(id)
         .execute(&mut *conn)
         .await?;
         if B::rows_affected(&done) != 1 {
             return Ok(None);
         }
         if let Some(hash) = &s.landed {
-            Self::adopt_in(&mut *conn, item.id, hash).await?;
+            Self::adopt_in(&mut *conn, id, hash).await?;
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
@@ -156,12 +161,12 @@ where
         .bind(conversation_id)
         .bind(agent_id)
         .bind("tx_confirmation")
-        .bind(item.event.to_string())
+        .bind(event.to_string())
         .bind(now)
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
-        if let Some(message) = &item.message {
+        if let Some(message) = message {
             // The conversation may have been deleted meanwhile; the event is stored all the same.
             let exists: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")
                 .bind(message.conversation_id)

@@ -16,7 +16,7 @@ use crate::domain::asset;
 use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
-use crate::store::shared::{self, EVENT_COLUMNS, EventRow, TX_COLUMNS, TxRow};
+use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::{
     Closing, EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
     TransferRequest, TransferStore,
@@ -337,66 +337,14 @@ where
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
         let mut tx = B::begin_write(self).await?;
-        let now = crate::domain::now();
-        let row: Option<(Uuid, Option<Uuid>, String, String)> =
-            sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some((agent_id, conversation_id, chain, reserved)) = row else {
-            return Ok(None);
-        };
-        // The agent first, as reservations do, so the spending row changes under one lock.
-        B::lock_agent(&mut tx, agent_id).await?;
-        let done = sqlx::query(
-            "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
-             updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
-        )
-        .bind(s.status.as_str())
-        .bind(s.block_number.map(|n| n as i64))
-        .bind(s.gas_used.map(|n| n as i64))
-        .bind(s.actual_cost_wei.map(|w| w.to_string()))
-        .bind(now)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if B::rows_affected(&done) != 1 {
-            return Ok(None);
-        }
-        if let Some(hash) = &s.landed {
-            Self::adopt_in(&mut tx, id, hash).await?;
-        }
-        let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
-        let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
-        Self::adjust_spent(&mut tx, agent_id, &chain, actual, reserved).await?;
-        let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
-             RETURNING {EVENT_COLUMNS}"
-        )))
-        .bind(conversation_id)
-        .bind(agent_id)
-        .bind("tx_confirmation")
-        .bind(event.to_string())
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-        let record = row.into_event()?;
-        if let Some(message) = message {
-            // The conversation may have been deleted meanwhile; the event is stored all the same.
-            let exists: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")
-                .bind(message.conversation_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if exists.is_some() {
-                Self::insert_message_in(&mut tx, message).await?;
-            }
-        }
-        B::notify_event(&mut tx, record.id).await?;
+        let record = Self::settle_in(&mut tx, id, s, &event, message).await?;
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it will find the event there.
         // Other instances hear of it through the notification (PostgreSQL).
-        self.feed.announce(&record);
-        Ok(Some(record))
+        if let Some(record) = &record {
+            self.feed.announce(record);
+        }
+        Ok(record)
     }
 
     async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
