@@ -80,7 +80,8 @@ pub struct Facts<'a> {
     pub cap: U256,
     /// What counts against the cap on the chain: reservations of open transfers, costs of settled ones.
     pub spent: U256,
-    /// The token moved and what unused x402 authorizations hold of it (a token outflow whose balance was read).
+    /// The token moved and what the agent's token transfers on their way and unused x402 authorizations hold of it
+    /// (a token outflow whose balance was read).
     pub tokens: Option<Funds>,
     /// The native coin and what the agent's open transfers on the chain hold of it (when its balance was read).
     pub native: Option<Funds>,

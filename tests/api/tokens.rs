@@ -361,3 +361,44 @@ async fn a_token_refused_for_its_decimals_is_asked_again_after_a_minute_and_then
     wait_for_transactions(&app, &agent, 1, "confirmed").await;
     assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(ONE_USDC));
 }
+
+#[tokio::test]
+async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_covers() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    usdc_on(&anvil, wallet(&agent), 10 * ONE_USDC).await;
+    // Nothing is mined during the burst: every balance read says 10 USDC, so only what the service holds of it for
+    // transfers on their way keeps the fourth 3 USDC from being signed.
+    anvil.set_automine(false).await;
+    let to = fresh_address();
+    let sends = (0..8).map(|_| post_transfer(&app, &agent, token_order(to, "3", "USDC")));
+    let answers = futures::future::join_all(sends).await;
+    let accepted = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::CREATED)
+        .count();
+    for (status, body) in &answers {
+        if *status != StatusCode::CREATED {
+            assert_error(
+                &(*status, body.clone()),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "insufficient_funds",
+            );
+        }
+    }
+    anvil.set_automine(true).await;
+    anvil.mine(1).await;
+
+    assert_eq!(accepted, 3, "{answers:?}");
+    assert_eq!(
+        anvil.nonce(wallet(&agent)).await,
+        3,
+        "no signed send beyond the balance reached the chain"
+    );
+    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(9 * ONE_USDC));
+    assert_eq!(
+        token_balance(&anvil, BASE_USDC, wallet(&agent)).await,
+        U256::from(ONE_USDC)
+    );
+}

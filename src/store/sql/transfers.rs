@@ -93,7 +93,7 @@ where
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
-                held: Self::held_by_authorizations(&mut tx, r.agent_id, &r.chain, token.address).await?,
+                held: Self::held_of_token(&mut tx, r.agent_id, &r.chain, token.address).await?,
             }),
             _ => None,
         };
@@ -551,15 +551,16 @@ where
         row.map(|(n,)| shared::u64_from(n, "next_nonce")).transpose()
     }
 
-    /// What the agent's unused (signed or pending) x402 authorizations of `token` on `chain` can still move.
-    async fn held_by_authorizations(
+    /// What the agent's outflows of `token` on `chain` that a balance read may not show yet can still move: token
+    /// transfers signed or on their way, and unused (signed or pending) x402 authorizations (§15, §16).
+    async fn held_of_token(
         conn: &mut B::Connection,
         agent_id: Uuid,
         chain: &str,
         token: alloy::primitives::Address,
     ) -> StoreResult<U256> {
         let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'x402' \
+            "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
              AND token_address = $3 AND status IN ('signed', 'pending')",
         )
         .bind(agent_id)
