@@ -535,6 +535,8 @@ async fn sends(
             amount,
             conversation_id: None,
             actor: agentd::auth::Actor::Agent,
+            // The reservation still reads the agent's standing (one statement) whatever the credential.
+            caller_token: None,
         };
         let outcome = transfers.send(order).await;
         run.latencies.push(sent.elapsed());

@@ -106,9 +106,16 @@ async fn measure_turns(state: &AppState, agent: &Agent, message: &str, tool_call
 }
 
 async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<TurnResult> {
-    let turn = runner::prepare(&state.chat_services(), agent.clone(), None, message.to_string(), None)
-        .await
-        .ok()?;
+    let turn = runner::prepare(
+        &state.chat_services(),
+        agent.clone(),
+        None,
+        message.to_string(),
+        None,
+        None,
+    )
+    .await
+    .ok()?;
     let (events, mut receiver) = mpsc::channel::<ChatEvent>(256);
     let drain = async {
         let mut count = 0;

@@ -116,6 +116,9 @@ pub struct Caller {
     pub owner: Option<OwnerAuthority>,
     /// Guarded agents refuse loosenings made with the agent token alone (docs/api.md §10).
     pub guarded: bool,
+    /// The hash of the agent token presented, for the reservation to check again (`None`: none presented, or agent
+    /// auth disabled in development).
+    pub token_hash: Option<String>,
 }
 
 impl Caller {
@@ -165,6 +168,11 @@ pub struct AgentSession {
 impl AgentSession {
     pub fn agent_id(&self) -> Uuid {
         self.agent_id
+    }
+
+    /// The proven token's hash.
+    pub fn token_hash(&self) -> &str {
+        &self.token_hash
     }
 }
 
@@ -296,12 +304,20 @@ impl Authenticator {
             return Err(AuthError::AgentInactive);
         }
         let guarded = self.is_guarded(&agent);
+        let token_hash = self.token_to_check(credentials.agent_token);
         Ok(Caller {
             agent,
             agent_token,
             owner,
             guarded,
+            token_hash,
         })
+    }
+
+    /// The hash of an agent token that a money-moving step checks again in its own transaction; none when agent
+    /// auth is disabled (development), where no token is required.
+    pub fn token_to_check(&self, token: Option<&str>) -> Option<String> {
+        token.filter(|_| !self.agent_auth_disabled).map(token::hash)
     }
 
     /// The live owner session behind an `X-Owner-Token`.

@@ -70,6 +70,8 @@ pub struct TransferOrder<'a> {
     pub conversation_id: Option<Uuid>,
     /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
     pub actor: Actor,
+    /// The hash of the agent token the request was authenticated with: the reservation checks that it is still live.
+    pub caller_token: Option<&'a str>,
 }
 
 /// Where a stored transfer stands when `send_native` returns.
@@ -166,6 +168,7 @@ impl Transfers {
                 Some(token) => Kind::Token(token.clone()),
             },
             authorization: Authorization::Policy,
+            caller_token: order.caller_token.map(str::to_owned),
         })
         .await
     }
@@ -323,6 +326,7 @@ fn nonce_filler(
         token_balance: None,
         native_funds: None,
         x402: None,
+        caller_token: None,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Turn {
     pub is_new_conversation: bool,
     pub message: String,
     pub connected_wallet: Option<Address>,
+    /// The hash of the agent token the turn was authenticated with, checked again when a tool moves money.
+    pub caller_token: Option<String>,
 }
 
 /// The checks that fail before a stream starts: the conversation exists and is the agent's.
@@ -35,6 +37,7 @@ pub async fn prepare(
     conversation_id: Option<Uuid>,
     message: String,
     connected_wallet: Option<Address>,
+    caller_token: Option<String>,
 ) -> Result<Turn, ChatError> {
     let (conversation, is_new_conversation) = match conversation_id {
         Some(id) => {
@@ -64,6 +67,7 @@ pub async fn prepare(
         is_new_conversation,
         message,
         connected_wallet,
+        caller_token,
     })
 }
 
@@ -257,6 +261,7 @@ async fn run_tool(
 ) -> Option<(tools::ToolResult, u64)> {
     let (services, agent, name, args) = (chat.tools.clone(), turn.agent.clone(), name.to_string(), args.clone());
     let (connected_wallet, conversation_id) = (turn.connected_wallet, Some(turn.conversation.id));
+    let caller_token = turn.caller_token.clone();
     let task = tokio::spawn(async move {
         let toolbox = ToolContext {
             services: &services,
@@ -264,6 +269,7 @@ async fn run_tool(
             connected_wallet,
             conversation_id,
             actor: crate::domain::audit::Actor::Agent,
+            caller_token: caller_token.as_deref(),
         };
         toolbox.execute(&name, &args).await
     });

@@ -74,9 +74,19 @@ pub enum Gate<'a> {
     },
 }
 
+/// Whether whoever asked may still move the agent's money, as this transaction sees it (§15): an agent deleted or a
+/// token reissued since the request was authenticated moves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub agent_active: bool,
+    /// The agent token the request came with is still live (`true` when it came with none: an owner's approval).
+    pub token_current: bool,
+}
+
 /// Everything the store read under the agent's lock.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'a> {
+    pub standing: Standing,
     pub cap: U256,
     /// What counts against the cap on the chain: reservations of open transfers, costs of settled ones.
     pub spent: U256,
@@ -93,6 +103,10 @@ pub struct Facts<'a> {
 /// Why nothing moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
+    /// The agent was deleted after the request was authenticated.
+    AgentInactive,
+    /// The request's agent token was reissued (revoked) after it was authenticated.
+    TokenRevoked,
     /// `spent` as the check saw it (less what an approved transfer gives back).
     CapExceeded {
         cap: U256,
@@ -161,6 +175,12 @@ pub fn spent_after(spent: U256, add: U256, sub: U256) -> U256 {
 /// the gate (policy or approval; a transfer held for approval must fit the cap as it is); the cap; the nonce.
 pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     let refuse = Decision::Refuse;
+    if !f.standing.agent_active {
+        return refuse(Refusal::AgentInactive);
+    }
+    if !f.standing.token_current {
+        return refuse(Refusal::TokenRevoked);
+    }
     // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
     if r.payment.is_some() && f.cap.is_zero() {
         return refuse(Refusal::CapExceeded {
@@ -338,6 +358,10 @@ mod tests {
 
     fn facts(cap: u64, spent: u64, gate: Gate<'_>) -> Facts<'_> {
         Facts {
+            standing: Standing {
+                agent_active: true,
+                token_current: true,
+            },
             cap: wei(cap),
             spent: wei(spent),
             tokens: None,
@@ -870,5 +894,31 @@ mod tests {
         assert!(fits(wei(10), wei(4), wei(6)));
         assert!(!fits(wei(10), wei(4), wei(7)));
         assert!(!fits(U256::MAX, wei(1), U256::MAX));
+    }
+
+    #[test]
+    fn a_deleted_agent_or_a_reissued_token_moves_nothing_whatever_else_would_allow() {
+        let open = Policy::default();
+        for (agent_active, token_current, want) in [
+            (false, true, Some(Refusal::AgentInactive)),
+            (true, false, Some(Refusal::TokenRevoked)),
+            (false, false, Some(Refusal::AgentInactive)),
+            (true, true, None),
+        ] {
+            for gate in [Gate::Decided, policy_gate(&open, 0, 0, true)] {
+                let f = Facts {
+                    standing: Standing {
+                        agent_active,
+                        token_current,
+                    },
+                    ..facts(10, 0, gate)
+                };
+                let got = decide(&request(1, 1), &f);
+                match want {
+                    Some(refusal) => assert_eq!(got, Decision::Refuse(refusal)),
+                    None => assert!(matches!(got, Decision::Reserve { .. }), "{got:?}"),
+                }
+            }
+        }
     }
 }

@@ -55,7 +55,7 @@ async fn authenticate(state: &AppState, token: &AgentToken, body: &ChatRequest) 
 }
 
 /// Validates a chat request of an authenticated agent; every failure here is a plain HTTP error.
-async fn prepare(state: &AppState, agent: Agent, body: ChatRequest) -> Result<Turn> {
+async fn prepare(state: &AppState, agent: Agent, token: &AgentToken, body: ChatRequest) -> Result<Turn> {
     let length = body.message.trim().chars().count();
     if length == 0 || body.message.chars().count() > 8000 {
         return Err(AppError::field("message", "must be 1 to 8000 characters"));
@@ -77,6 +77,7 @@ async fn prepare(state: &AppState, agent: Agent, body: ChatRequest) -> Result<Tu
         body.conversation_id,
         body.message,
         connected,
+        state.auth.token_to_check(token.0.as_deref()),
     )
     .await?)
 }
@@ -104,7 +105,7 @@ async fn chat(
     let request = Idempotent::new(key.key()?, agent.id, "POST", "/api/chat", &raw);
     // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way.
     run_once(state.store.clone(), request, async move {
-        let turn = prepare(&state, agent, body).await?;
+        let turn = prepare(&state, agent, &token, body).await?;
         let (events, _) = mpsc::channel(1);
         let result = runner::run_turn(state.chat_services(), turn, events).await?;
         Answer::new(StatusCode::OK, &ChatResponseView::from(result))
@@ -132,7 +133,7 @@ async fn chat_stream(
 ) -> Result<Response> {
     let agent = authenticate(&state, &token, &body).await?;
     let lease = state.streams.open(agent.id, token.0.as_deref())?;
-    let turn = prepare(&state, agent, body).await?;
+    let turn = prepare(&state, agent, &token, body).await?;
     let (events, receiver) = mpsc::channel(256);
     let open = state.metrics.chat_stream_opened();
     tokio::spawn(runner::run_turn(state.chat_services(), turn, events));

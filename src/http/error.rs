@@ -316,6 +316,8 @@ impl From<TransferError> for AppError {
             | TransferError::InvalidRecipient(_) => AppError::Unprocessable { code, message },
             TransferError::CapExceeded { .. } => AppError::Denied { code, message },
             TransferError::TransferNotFound => AppError::TransferNotFound,
+            TransferError::AgentInactive => AppError::AgentInactive,
+            TransferError::TokenRevoked => AppError::InvalidToken,
             TransferError::NotAwaiting(_) | TransferError::NotPending(_) => AppError::Conflict { code, message },
             TransferError::Rejected(_) | TransferError::NonceKeptRefused => AppError::Upstream {
                 status: StatusCode::BAD_GATEWAY,

@@ -73,19 +73,25 @@ async fn create_transfer(
 ) -> Result<Response> {
     // Sending acts as the agent: owner authority alone does not send (docs/api.md §10).
     caller.require_agent_token()?;
-    let agent = caller.agent;
+    let (agent, caller_token) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/transfers", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
     let assets = state.chains.tokens().clone();
     run_once(state.store.clone(), request, async move {
-        send(&transfers, &assets, &agent, body).await
+        send(&transfers, &assets, &agent, caller_token.as_deref(), body).await
     })
     .await
 }
 
 /// The capability, the request's fields, then the transfer service.
-async fn send(transfers: &Transfers, assets: &Registry, agent: &Agent, body: Value) -> Result<Answer> {
+async fn send(
+    transfers: &Transfers,
+    assets: &Registry,
+    agent: &Agent,
+    caller_token: Option<&str>,
+    body: Value,
+) -> Result<Answer> {
     if !agent.has(Capability::Transact) {
         return Err(AppError::Denied {
             code: "capability_denied",
@@ -120,6 +126,7 @@ async fn send(transfers: &Transfers, assets: &Registry, agent: &Agent, body: Val
         amount,
         conversation_id: None,
         actor: Actor::Agent,
+        caller_token,
     };
     let outcome = transfers.send(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))

@@ -106,17 +106,17 @@ async fn fetch_paid(
 ) -> Result<Response> {
     // Paying acts as the agent: owner authority alone does not pay (as for transfers).
     caller.require_agent_token()?;
-    let agent = caller.agent;
+    let (agent, caller_token) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/x402/fetch", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
     run_once(state.store.clone(), request, async move {
-        fetch(&transfers, &agent, body).await
+        fetch(&transfers, &agent, caller_token.as_deref(), body).await
     })
     .await
 }
 
-async fn fetch(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answer> {
+async fn fetch(transfers: &Transfers, agent: &Agent, caller_token: Option<&str>, body: Value) -> Result<Answer> {
     if !agent.has(Capability::Transact) {
         return Err(AppError::Denied {
             code: "capability_denied",
@@ -141,6 +141,7 @@ async fn fetch(transfers: &Transfers, agent: &Agent, body: Value) -> Result<Answ
             asset: request.asset.as_deref().map(str::trim),
             conversation_id: None,
             actor: Actor::Agent,
+            caller_token,
         })
         .await?;
     let status = match paid.payment {

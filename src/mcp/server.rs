@@ -240,6 +240,7 @@ impl ServerHandler for AgentServer {
             connected_wallet: None,
             conversation_id: None,
             actor: crate::auth::Actor::Mcp,
+            caller_token: Some(caller.session.token_hash()),
         };
         let (result, duration_ms) = toolbox.execute(name, &arguments).await;
         let tx_hash = result

@@ -175,6 +175,9 @@ pub struct TransferRequest {
     /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
     /// called with 0 and its `raw` is the signed payment document.
     pub x402: Option<crate::domain::transaction::X402Record>,
+    /// The hash of the agent token the request was authenticated with, checked again in the reserving transaction
+    /// (`None`: no agent token, as when an owner approves).
+    pub caller_token: Option<String>,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the
@@ -232,6 +235,9 @@ pub enum Reservation {
     },
     /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).
     NotAwaiting(crate::domain::policy::ApprovalStatus),
+    /// The agent was deleted, or the caller's token reissued, since the request was authenticated.
+    AgentInactive,
+    TokenRevoked,
 }
 
 impl From<crate::domain::decision::Refusal> for Reservation {
@@ -243,6 +249,8 @@ impl From<crate::domain::decision::Refusal> for Reservation {
             Refusal::InsufficientTokens { available } => Reservation::InsufficientTokens { available },
             Refusal::InsufficientFunds { available } => Reservation::InsufficientFunds { available },
             Refusal::NotAwaiting(status) => Reservation::NotAwaiting(status),
+            Refusal::AgentInactive => Reservation::AgentInactive,
+            Refusal::TokenRevoked => Reservation::TokenRevoked,
         }
     }
 }

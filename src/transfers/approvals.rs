@@ -69,6 +69,7 @@ impl Transfers {
                 value: approval.value_wei,
                 kind,
                 authorization: Authorization::Approval,
+                caller_token: None,
             })
             .await?;
         if let TransferOutcome::Sent {

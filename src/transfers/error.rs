@@ -48,6 +48,12 @@ pub enum TransferError {
     /// The node called the nonce used again right after a resynchronisation.
     #[error("the node kept refusing the nonce; nothing was sent")]
     NonceKeptRefused,
+    /// The agent was deleted after the request was authenticated (seen in the reserving transaction).
+    #[error("the agent is inactive (deleted)")]
+    AgentInactive,
+    /// The request's agent token was reissued after it was authenticated (seen in the reserving transaction).
+    #[error("the access token is not valid")]
+    TokenRevoked,
     /// The node could not be asked (before anything was signed).
     #[error(transparent)]
     Chain(#[from] ChainError),
@@ -81,6 +87,8 @@ impl TransferError {
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
             Self::PolicyDenied(_) => "policy_denied",
+            Self::AgentInactive => "agent_inactive",
+            Self::TokenRevoked => "invalid_token",
             Self::TransferNotFound => "transfer_not_found",
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",

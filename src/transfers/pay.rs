@@ -37,6 +37,8 @@ pub struct PayOrder<'a> {
     pub asset: Option<&'a str>,
     pub conversation_id: Option<Uuid>,
     pub actor: Actor,
+    /// The hash of the agent token the request was authenticated with: the reservation checks that it is still live.
+    pub caller_token: Option<&'a str>,
 }
 
 /// What a fetch gave: the resource's answer and the payment made for it, if one was asked.
@@ -107,6 +109,8 @@ struct Exchange {
 struct Ticket {
     id: Uuid,
     conversation_id: Option<Uuid>,
+    /// The agent token that asked (a first try), checked again as the payment is reserved.
+    caller_token: Option<String>,
     check: Check,
     pending: Option<Value>,
 }
@@ -198,6 +202,7 @@ impl Transfers {
         let ticket = Ticket {
             id: Uuid::new_v4(),
             conversation_id: order.conversation_id,
+            caller_token: order.caller_token.map(str::to_owned),
             check: Check::Policy,
             pending: serde_json::to_value(&exchange).ok(),
         };
@@ -345,6 +350,7 @@ impl Transfers {
                 value: choice.amount,
                 kind: Kind::Payment(Box::new(draft)),
                 authorization: ticket.check,
+                caller_token: ticket.caller_token.clone(),
             })
             .await?;
         Ok(match outcome {
@@ -416,6 +422,7 @@ impl Transfers {
         let ticket = Ticket {
             id: approval.id,
             conversation_id: approval.conversation_id,
+            caller_token: None,
             check: Check::Approval,
             pending: None,
         };

@@ -38,6 +38,9 @@ pub(super) struct Outflow<'a> {
     pub kind: Kind<'a>,
     /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
     pub authorization: Authorization,
+    /// The hash of the agent token that asked, checked again as the outflow is reserved (`None`: an owner's
+    /// approval).
+    pub caller_token: Option<String>,
 }
 
 /// What is moved, and so what is quoted and signed.
@@ -155,6 +158,7 @@ impl Outflow<'_> {
                 Kind::Payment(p) => Some(p.record.clone()),
                 _ => None,
             },
+            caller_token: self.caller_token.clone(),
         }
     }
 }
@@ -294,6 +298,8 @@ fn reserved(
             spent,
         }),
         Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
+        Reservation::AgentInactive => Err(TransferError::AgentInactive),
+        Reservation::TokenRevoked => Err(TransferError::TokenRevoked),
         Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
         Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
         Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {

@@ -36,6 +36,7 @@ mod reissue;
 mod secrets;
 mod serve;
 mod slow_node;
+mod standing;
 mod startup;
 mod store;
 mod store_attempts;

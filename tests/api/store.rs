@@ -87,6 +87,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token_balance: None,
         native_funds: None,
         x402: None,
+        caller_token: None,
     }
 }
 

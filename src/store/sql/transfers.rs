@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::policies::GateRead;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
-use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite};
+use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite, Standing};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
@@ -88,6 +88,7 @@ where
         // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
         B::lock_agent(&mut tx, r.agent_id).await?;
         let now = crate::domain::now();
+        let standing = Self::standing_in(&mut tx, r.agent_id, r.caller_token.as_deref()).await?;
         let cap = Self::cap_in(&mut tx, r.agent_id).await?;
         let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
         let tokens = match (r.token_balance, r.token) {
@@ -122,6 +123,7 @@ where
             }),
         };
         let facts = Facts {
+            standing,
             cap,
             spent,
             tokens,
@@ -584,6 +586,23 @@ where
         .fetch_all(&mut *conn)
         .await?;
         shared::sum_wei(&rows, "reserved_wei")
+    }
+
+    /// Whether the agent is active and the caller's token (when it came with one) still live, under the agent's lock:
+    /// a deletion or a reissue committed after the request was authenticated is seen here (§15).
+    async fn standing_in(conn: &mut B::Connection, agent_id: Uuid, token_hash: Option<&str>) -> StoreResult<Standing> {
+        let (active, live): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM agents WHERE id = $1 AND is_active), \
+             (SELECT COUNT(*) FROM access_tokens WHERE token_hash = $2 AND agent_id = $1 AND revoked_at IS NULL)",
+        )
+        .bind(agent_id)
+        .bind(token_hash.unwrap_or_default())
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(Standing {
+            agent_active: active > 0,
+            token_current: token_hash.is_none() || live > 0,
+        })
     }
 
     /// The agent's spending cap (native units, per chain).

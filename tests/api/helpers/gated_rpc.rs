@@ -1,5 +1,6 @@
-//! A JSON-RPC proxy in front of a node that can hold back broadcasts (`eth_sendRawTransaction`) until told to let
-//! them through, counting the ones it holds: for tests of what happens between a transfer's signing and its broadcast.
+//! A JSON-RPC proxy in front of a node that can hold back broadcasts (`eth_sendRawTransaction`), or calls of another
+//! method, until told to let them through, counting the ones it holds: for tests of what happens between a
+//! transfer's signing and its broadcast, or between its authentication and its reservation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +18,8 @@ struct Gate {
     /// `true` while broadcasts are held.
     closed: watch::Sender<bool>,
     held: Arc<AtomicUsize>,
+    /// The method held while closed.
+    method: Arc<std::sync::Mutex<&'static str>>,
 }
 
 /// A running proxy; it stops with the test's runtime.
@@ -33,6 +36,7 @@ impl GatedRpc {
             url: upstream.to_string(),
             closed: watch::channel(false).0,
             held: Arc::default(),
+            method: Arc::new(std::sync::Mutex::new("eth_sendRawTransaction")),
         };
         let router = axum::Router::new()
             .route("/", axum::routing::post(forward))
@@ -48,6 +52,12 @@ impl GatedRpc {
 
     /// Broadcasts from now on wait for `release`.
     pub fn hold(&self) {
+        self.hold_method("eth_sendRawTransaction");
+    }
+
+    /// Calls of `method` (single requests, not batches) from now on wait for `release`.
+    pub fn hold_method(&self, method: &'static str) {
+        *self.gate.method.lock().unwrap() = method;
         self.gate.closed.send_replace(true);
     }
 
@@ -76,9 +86,10 @@ impl GatedRpc {
 }
 
 async fn forward(State(gate): State<Gate>, body: Bytes) -> impl IntoResponse {
-    let is_broadcast = serde_json::from_slice::<serde_json::Value>(&body)
-        .is_ok_and(|request| request["method"] == "eth_sendRawTransaction");
-    if is_broadcast && *gate.closed.borrow() {
+    let held_method = *gate.method.lock().unwrap();
+    let is_held =
+        serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|request| request["method"] == held_method);
+    if is_held && *gate.closed.borrow() {
         gate.held.fetch_add(1, Ordering::SeqCst);
         let mut closed = gate.closed.subscribe();
         let _ = closed.wait_for(|closed| !closed).await;
