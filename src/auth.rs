@@ -92,7 +92,20 @@ pub enum OwnerAuthority {
 pub struct OwnerSession {
     pub agent_id: Uuid,
     pub address: alloy::primitives::Address,
+    /// The chain on which the address owns the agent (`None`: any, for sessions opened before it was recorded).
+    pub chain: Option<String>,
     pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl OwnerSession {
+    /// Whether the session's address is still the agent's owner on its chain (docs/api.md §15): an owner removed or
+    /// replaced ends the sessions it opened, whatever they would be used for.
+    pub fn holds_for(&self, agent: &Agent) -> bool {
+        match &self.chain {
+            Some(chain) => agent.owner_addresses.get(chain) == Some(&self.address),
+            None => agent.owner_addresses.values().any(|owner| *owner == self.address),
+        }
+    }
 }
 
 /// The credentials a request carried, as given (checked by `Authenticator::caller`).
@@ -287,6 +300,9 @@ impl Authenticator {
             if session.agent_id != agent.id {
                 return Err(AuthError::Forbidden);
             }
+            if !session.holds_for(&agent) {
+                return Err(AuthError::InvalidOwnerToken);
+            }
             owner.get_or_insert(OwnerAuthority::Owner {
                 address: session.address,
             });
@@ -336,6 +352,7 @@ impl Authenticator {
         Ok(OwnerSession {
             agent_id: session.agent_id,
             address: session.address,
+            chain: session.chain,
             expires_at: session.expires_at,
         })
     }

@@ -185,10 +185,21 @@ impl Authenticator {
         if signer != stored.address || !agent.owner_addresses.values().any(|owner| *owner == signer) {
             return Err(ProofError::Invalid);
         }
+        // The chain the session is tied to: the challenge's when the signer owns the agent there, else the one it owns.
+        let owned_on = match agent.owner_addresses.get(chain) {
+            Some(owner) if *owner == signer => chain.to_string(),
+            _ => agent
+                .owner_addresses
+                .iter()
+                .find(|(_, owner)| **owner == signer)
+                .map(|(chain, _)| chain.clone())
+                .unwrap_or_else(|| chain.to_string()),
+        };
         let session = OwnerSessionRecord {
             token_hash,
             agent_id: agent.id,
             address: signer,
+            chain: Some(owned_on),
             expires_at: now + chrono::Duration::seconds(siwe::SESSION_LIFETIME_SECS),
         };
         if !self.store.open_owner_session(&stored.nonce, &session).await? {

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::agents::audit;
-use super::auth::{AnyCaller, counted_failure, limited_agent_any_state};
+use super::auth::{AnyCaller, OWNER_TOKEN_HEADER, counted_failure, limited_agent_any_state, parse_id};
 use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
@@ -32,7 +32,7 @@ use crate::store::OwnerChallenge;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(owner_challenge))
-        .routes(routes!(owner_session))
+        .routes(routes!(owner_session, close_owner_session))
         .routes(routes!(reactivate_agent))
 }
 
@@ -170,6 +170,40 @@ async fn owner_session(
         owner_token: issued.expose().to_string(),
         expires_at: session.expires_at,
     }))
+}
+
+/// Sign out of an owner session
+///
+/// Ends the owner session presented in `X-Owner-Token` at once (it would otherwise last its 15 minutes, or until its
+/// address stops being the agent's owner). 401 `invalid_owner_token` for a missing, unknown or expired session, 403
+/// for another agent's. Audited.
+#[utoipa::path(delete, path = "/api/agents/{id}/owner-session", tag = "owners",
+    params(("id" = String, Path, format = "uuid")), security(("owner_token" = [])),
+    responses((status = 204, description = "The session is ended"), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
+async fn close_owner_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<axum::http::StatusCode> {
+    let agent_id = parse_id(&id).ok_or(AppError::AgentNotFound)?;
+    let presented = headers
+        .get(OWNER_TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or(AppError::InvalidOwnerToken)?;
+    let session = state.auth.owner_session(presented).await?;
+    if session.agent_id != agent_id {
+        return Err(AppError::Forbidden);
+    }
+    if state.store.close_owner_session(&token::hash(presented)).await? {
+        let detail = json!({ "address": session.address.to_checksum(None), "chain": session.chain });
+        audit(&state, agent_id, Actor::Owner, "owner_session_closed", detail).await?;
+        tracing::info!(%agent_id, "owner session closed");
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 /// Reactivate a deleted agent

@@ -12,7 +12,7 @@ pub const AUDIT_COLUMNS: &str = "id, created_at, agent_id, actor, action, detail
 
 pub const OWNER_CHALLENGE_COLUMNS: &str = "nonce, agent_id, chain, address, message, expires_at, used_at";
 
-pub const OWNER_SESSION_COLUMNS: &str = "token_hash, agent_id, address, expires_at";
+pub const OWNER_SESSION_COLUMNS: &str = "token_hash, agent_id, address, expires_at, chain";
 
 /// An `audit_events` row; rows from before the chain began have no hashes.
 #[derive(sqlx::FromRow)]
@@ -73,6 +73,7 @@ pub struct OwnerSessionRow {
     agent_id: Uuid,
     address: String,
     expires_at: DateTime<Utc>,
+    chain: Option<String>,
 }
 
 impl OwnerSessionRow {
@@ -82,6 +83,7 @@ impl OwnerSessionRow {
             agent_id: self.agent_id,
             address: address_from_text(&self.address)?,
             expires_at: self.expires_at,
+            chain: self.chain,
         })
     }
 }

@@ -338,6 +338,8 @@ pub trait OwnerStore: Send + Sync + 'static {
     async fn open_owner_session(&self, nonce: &str, session: &OwnerSessionRecord) -> StoreResult<bool>;
     /// The session with this token hash, if it was ever issued (expired ones included: the caller checks).
     async fn owner_session(&self, token_hash: &str) -> StoreResult<Option<OwnerSessionRecord>>;
+    /// Ends the session with this token hash (sign-out); `false` when there was none.
+    async fn close_owner_session(&self, token_hash: &str) -> StoreResult<bool>;
     /// Marks the agent active again; `false` when it already was.
     async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
 }

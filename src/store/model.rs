@@ -90,6 +90,9 @@ pub struct OwnerSessionRecord {
     pub agent_id: Uuid,
     pub address: Address,
     pub expires_at: DateTime<Utc>,
+    /// The chain on which `address` is the agent's owner; the session holds while it still is (`None`: a session
+    /// opened before this was recorded, which holds while the address is an owner on any chain).
+    pub chain: Option<String>,
 }
 
 /// An audit record to append: who did what to which agent (never secrets). `actor` is one of `agent`, `owner`,

@@ -27,6 +27,7 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/reissue-token"),
     ("GET", "/api/agents/{id}/owner-challenge"),
     ("POST", "/api/agents/{id}/owner-session"),
+    ("DELETE", "/api/agents/{id}/owner-session"),
     ("POST", "/api/agents/{id}/reactivate"),
     ("GET", "/api/agents/{id}/audit"),
     ("GET", "/api/audit/head"),
@@ -515,6 +516,11 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         .build(Method::POST, &reactivate, None, None)
         .header(OWNER_HEADER, &owner);
     oracle.check("POST", "/api/agents/{id}/reactivate", &app.send(as_owner).await);
+    let sign_out = reactivate.replace("/reactivate", "/owner-session");
+    let signed_out = app
+        .build(Method::DELETE, &sign_out, None, None)
+        .header(OWNER_HEADER, &owner);
+    oracle.check("DELETE", "/api/agents/{id}/owner-session", &app.send(signed_out).await);
     drive_policy_and_approvals(&anvil, &mut oracle).await;
     drive_cancel(&mut oracle).await;
     drive_x402(&mut oracle).await;

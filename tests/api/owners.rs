@@ -436,3 +436,96 @@ async fn owner_authority_alone_reads_the_agents_transactions() {
     let (status, body) = call(&app, Method::GET, &path, as_owner, None).await;
     assert_eq!((status, body), (StatusCode::OK, json!([])));
 }
+
+#[tokio::test]
+async fn a_session_ends_when_its_address_stops_being_an_owner_and_cannot_put_itself_back() {
+    let app = spawn_app_with(&[("ADMIN_TOKEN", "operator-secret")]).await;
+    let (x, y) = (PrivateKeySigner::random(), PrivateKeySigner::random());
+    let agent = guarded_agent(&app, &x).await;
+    let session = owner_session(&app, &agent.id, &x).await;
+    let path = format!("/api/agents/{}", agent.id);
+    let as_x = As {
+        owner: Some(&session),
+        ..As::default()
+    };
+    let (status, body) = call(&app, Method::GET, &path, as_x, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // Another owner on another chain beside X leaves X's session alone.
+    let admin = As {
+        admin: Some("operator-secret"),
+        ..As::default()
+    };
+    let both = json!({"owner_addresses": {"base": checksummed(&x), "ethereum": checksummed(&y)}});
+    let (status, body) = call(&app, Method::PUT, &path, admin, Some(both)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(&app, Method::GET, &path, as_x, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // The operator replaces X by Y: X's session ends at its next use, and cannot make X an owner again.
+    let replaced = json!({"owner_addresses": {"base": checksummed(&y)}});
+    let (status, body) = call(&app, Method::PUT, &path, admin, Some(replaced)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_error(
+        &call(&app, Method::GET, &path, as_x, None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_owner_token",
+    );
+    let back = json!({"owner_addresses": {"base": checksummed(&x)}});
+    assert_error(
+        &call(&app, Method::PUT, &path, as_x, Some(back)).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_owner_token",
+    );
+    let (_, detail) = call(&app, Method::GET, &path, admin, None).await;
+    assert_eq!(detail["owner_addresses"]["base"], checksummed(&y), "{detail}");
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_at_once() {
+    let app = spawn_app().await;
+    let owner = PrivateKeySigner::random();
+    let agent = guarded_agent(&app, &owner).await;
+    let other = guarded_agent(&app, &owner).await;
+    let session = owner_session(&app, &agent.id, &owner).await;
+    let as_owner = As {
+        owner: Some(&session),
+        ..As::default()
+    };
+    let sign_out = format!("/api/agents/{}/owner-session", agent.id);
+
+    // Another agent's path, no token, or an unknown one: nothing is ended.
+    let foreign = format!("/api/agents/{}/owner-session", other.id);
+    assert_error(
+        &call(&app, Method::DELETE, &foreign, as_owner, None).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    );
+    let (status, _) = call(&app, Method::DELETE, &sign_out, As::default(), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let unknown = As {
+        owner: Some("own_QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"),
+        ..As::default()
+    };
+    assert_error(
+        &call(&app, Method::DELETE, &sign_out, unknown, None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_owner_token",
+    );
+    let path = format!("/api/agents/{}", agent.id);
+    assert_eq!(call(&app, Method::GET, &path, as_owner, None).await.0, StatusCode::OK);
+
+    let (status, body) = call(&app, Method::DELETE, &sign_out, as_owner, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    assert_error(
+        &call(&app, Method::GET, &path, as_owner, None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_owner_token",
+    );
+    let (status, _) = call(&app, Method::DELETE, &sign_out, as_owner, None).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "a second sign-out finds nothing to end"
+    );
+}

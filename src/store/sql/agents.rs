@@ -144,6 +144,7 @@ where
         }
         if let Some(owners) = &update.owner_addresses {
             Self::replace_owners(&mut tx, id, owners).await?;
+            Self::end_orphaned_sessions(&mut tx, id).await?;
         }
         sqlx::query(
             "UPDATE agents SET name = $1, description = $2, chains = $3, capabilities = $4, \
@@ -226,6 +227,20 @@ where
         let mut agent = head.agent.into_agent()?;
         shared::fill_per_chain(&mut agent, per_chain)?;
         Ok((agent, head.token_owner))
+    }
+
+    /// In the transaction that changed the owners: ends the sessions whose address is no longer the owner on their
+    /// chain (or, for a session without one, on any chain). The check at each use refuses them all the same.
+    async fn end_orphaned_sessions(conn: &mut B::Connection, agent_id: Uuid) -> StoreResult<()> {
+        sqlx::query(
+            "DELETE FROM owner_sessions WHERE agent_id = $1 AND NOT EXISTS (SELECT 1 FROM owner_addresses o \
+             WHERE o.agent_id = owner_sessions.agent_id AND o.address = owner_sessions.address \
+             AND (owner_sessions.chain IS NULL OR o.chain = owner_sessions.chain))",
+        )
+        .bind(agent_id)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
     }
 
     async fn replace_owners(

@@ -19,6 +19,9 @@ where
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> bool: Decode<'r, B> + Type<B>,
+    // A session's chain (none on sessions opened before it was recorded).
+    for<'r> Option<String>: Decode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
@@ -71,14 +74,15 @@ where
             return Ok(false);
         }
         sqlx::query(
-            "INSERT INTO owner_sessions (token_hash, agent_id, address, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO owner_sessions (token_hash, agent_id, address, expires_at, created_at, chain) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&session.token_hash)
         .bind(session.agent_id)
         .bind(session.address.to_checksum(None))
         .bind(session.expires_at)
         .bind(now)
+        .bind(session.chain.as_deref())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -92,6 +96,14 @@ where
             .fetch_optional(&self.pool)
             .await?;
         row.map(OwnerSessionRow::into_session).transpose()
+    }
+
+    async fn close_owner_session(&self, token_hash: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM owner_sessions WHERE token_hash = $1")
+            .bind(token_hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(B::rows_affected(&done) == 1)
     }
 
     async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool> {
