@@ -536,7 +536,7 @@ async fn sends(
             conversation_id: None,
             actor: agentd::auth::Actor::Agent,
             // The reservation still reads the agent's standing (one statement) whatever the credential.
-            caller_token: None,
+            mandate: &agentd::store::Mandate::NONE,
         };
         let outcome = transfers.send(order).await;
         run.latencies.push(sent.elapsed());

@@ -112,7 +112,7 @@ async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<Turn
         None,
         message.to_string(),
         None,
-        None,
+        agentd::store::Mandate::NONE,
     )
     .await
     .ok()?;

@@ -14,11 +14,12 @@ use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, Chains, ReceiptInfo};
 use crate::domain::amount::format_units;
+use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
 use crate::store::Store;
-use crate::store::{AuditEvent, Closing, Message, Role, Settlement, Settling};
+use crate::store::{AuditEvent, Message, Role, Settlement, Settling};
 use crate::transfers::{Bump, Transfers};
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
@@ -75,22 +76,15 @@ impl Watcher {
     }
 
     /// Transfers of this chain still awaiting approval past their `expires_at` become `expired`, releasing their
-    /// reservations (the store announces `approval_resolved`); audited as the system's doing.
+    /// reservations (the store announces `approval_resolved` and audits it as the system's doing). One approved or
+    /// rejected meanwhile is left as it is.
     async fn expire_approvals(&self) -> anyhow::Result<()> {
         let store = &self.state.store;
         for due in store.due_approvals(self.chain, crate::domain::now()).await? {
             // Approved or rejected meanwhile: nothing to do.
-            let Closing::Closed(approval, _) = store.close_approval(due.id, ApprovalStatus::Expired).await? else {
-                continue;
-            };
-            let event = AuditEvent {
-                agent_id: approval.agent_id,
-                action: "transfer_expired",
-                actor: "system".into(),
-                detail: json!({"transfer_id": approval.id, "chain": approval.chain, "asset": approval.asset,
-                    "to": approval.to.to_checksum(None), "amount": approval.amount()}),
-            };
-            store.insert_audit(&event).await?;
+            store
+                .close_approval(due.id, ApprovalStatus::Expired, Actor::System)
+                .await?;
         }
         Ok(())
     }
@@ -496,20 +490,19 @@ impl Watcher {
         let nonce: alloy::primitives::B256 = record.nonce.parse()?;
         if !client.authorization_state(token.address, tx.from, nonce).await? {
             if now > record.valid_before.saturating_add(EXPIRY_GRACE_SECS) {
-                let expired = self.state.store.expire_authorization(tx.id).await?;
+                let host_path = reqwest::Url::parse(&record.url).ok();
+                let event = AuditEvent {
+                    agent_id: tx.agent_id,
+                    action: "x402_payment_expired",
+                    actor: "system".into(),
+                    detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
+                        "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),
+                        "host": host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
+                        "path": host_path.as_ref().map(|u| u.path().to_owned())}),
+                };
+                let expired = self.state.store.expire_authorization(tx.id, &event).await?;
                 if expired {
                     tracing::info!(tx_id = %tx.id, chain = self.chain, "an unused x402 authorization expired");
-                    let host_path = reqwest::Url::parse(&record.url).ok();
-                    let event = AuditEvent {
-                        agent_id: tx.agent_id,
-                        action: "x402_payment_expired",
-                        actor: "system".into(),
-                        detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
-                            "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),
-                            "host": host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
-                            "path": host_path.as_ref().map(|u| u.path().to_owned())}),
-                    };
-                    self.state.store.insert_audit(&event).await?;
                 }
                 return Ok(expired);
             }

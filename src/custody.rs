@@ -7,7 +7,8 @@ use subtle::ConstantTimeEq;
 
 use crate::config::EncryptionKey;
 use crate::domain::audit::AuditKey;
-use crate::store::{Store, StoreError};
+use crate::domain::transaction::SealedRequest;
+use crate::store::{Resealers, Store, StoreError};
 use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, SealedAuditKey, Vault};
 
 /// Why the key was refused or the rotation did not happen. Never carries key material.
@@ -101,7 +102,17 @@ pub async fn rotate_key(store: &dyn Store, old: &EncryptionKey, new: &Encryption
             .reseal_audit_key(&old_vault, sealed)
             .map_err(|e| format!("the audit key: {e}"))
     };
-    match store.rotate_keys(&from, &to, &reseal, &reseal_audit).await? {
+    let reseal_request = |payment_id, sealed: &SealedRequest| {
+        new_vault
+            .reseal_request(&old_vault, payment_id, sealed)
+            .map_err(|e| format!("the request of waiting payment {payment_id}: {e}"))
+    };
+    let resealers = Resealers {
+        wallet: &reseal,
+        audit: &reseal_audit,
+        request: &reseal_request,
+    };
+    match store.rotate_keys(&from, &to, &resealers).await? {
         Some(keys) => Ok(Rotation::Rotated {
             keys,
             key_version: to.key_version,

@@ -23,7 +23,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
-use crate::store::{Approval, AuditEvent, Authorization, SignedTx, Store, StoreError, TransferRequest};
+use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;
@@ -70,8 +70,8 @@ pub struct TransferOrder<'a> {
     pub conversation_id: Option<Uuid>,
     /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
     pub actor: Actor,
-    /// The hash of the agent token the request was authenticated with: the reservation checks that it is still live.
-    pub caller_token: Option<&'a str>,
+    /// The agent token and idempotency claim the request came with: the reservation checks that both still hold.
+    pub mandate: &'a Mandate,
 }
 
 /// Where a stored transfer stands when `send_native` returns.
@@ -168,7 +168,7 @@ impl Transfers {
                 Some(token) => Kind::Token(token.clone()),
             },
             authorization: Authorization::Policy,
-            caller_token: order.caller_token.map(str::to_owned),
+            mandate: order.mandate.clone(),
         })
         .await
     }
@@ -326,7 +326,7 @@ fn nonce_filler(
         token_balance: None,
         native_funds: None,
         x402: None,
-        caller_token: None,
+        mandate: Mandate::NONE,
     }
 }
 

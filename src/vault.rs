@@ -14,6 +14,7 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::config::{EncryptionKey, parse_encryption_key};
 use crate::domain::audit::AuditKey;
+use crate::domain::transaction::SealedRequest;
 
 /// The version of the first master key of a database; each `agentd rotate-key` moves to the next.
 pub const FIRST_KEY_VERSION: i32 = 1;
@@ -234,6 +235,43 @@ impl Vault {
     }
 }
 
+impl Vault {
+    /// Encrypts a waiting payment's request (`plain`), bound to the payment's id.
+    pub fn seal_request(&self, payment_id: Uuid, plain: &[u8]) -> SealedRequest {
+        let (ciphertext, nonce) = self.encrypt(plain, &request_associated_data(payment_id));
+        SealedRequest {
+            key_version: self.version,
+            nonce: alloy::hex::encode_prefixed(nonce),
+            ciphertext: alloy::hex::encode_prefixed(ciphertext),
+        }
+    }
+
+    /// The request sealed for `payment_id`, decrypted.
+    pub fn open_request(&self, payment_id: Uuid, sealed: &SealedRequest) -> Result<Zeroizing<Vec<u8>>, VaultError> {
+        if sealed.key_version != self.version {
+            return Err(VaultError::UnknownVersion(sealed.key_version));
+        }
+        let nonce = alloy::hex::decode(&sealed.nonce).map_err(|_| VaultError::Decrypt)?;
+        let ciphertext = alloy::hex::decode(&sealed.ciphertext).map_err(|_| VaultError::Decrypt)?;
+        self.decrypt(&ciphertext, &nonce, &request_associated_data(payment_id))
+    }
+
+    /// The same request, opened by `from` (the previous master key) and sealed under this vault's key and version.
+    pub fn reseal_request(
+        &self,
+        from: &Vault,
+        payment_id: Uuid,
+        sealed: &SealedRequest,
+    ) -> Result<SealedRequest, VaultError> {
+        let plain = from.open_request(payment_id, sealed)?;
+        Ok(self.seal_request(payment_id, &plain))
+    }
+}
+
+fn request_associated_data(payment_id: Uuid) -> Vec<u8> {
+    format!("agentd:x402-request:{payment_id}").into_bytes()
+}
+
 fn check_associated_data(version: i32) -> Vec<u8> {
     format!("agentd:key-check:{version}").into_bytes()
 }
@@ -298,6 +336,22 @@ mod tests {
         let mut tampered = key.clone();
         tampered.ciphertext[0] ^= 1;
         assert!(v.open(agent, &tampered).is_err());
+    }
+
+    #[test]
+    fn a_sealed_request_opens_only_for_its_payment_and_key_and_moves_to_the_next_key() {
+        let v = vault(7);
+        let payment = Uuid::new_v4();
+        let plain = br#"{"url":"https://api.example/data?api_key=secret"}"#;
+        let sealed = v.seal_request(payment, plain);
+        assert!(!sealed.ciphertext.contains("secret") && !format!("{sealed:?}").contains(&sealed.ciphertext));
+        assert_eq!(v.open_request(payment, &sealed).unwrap().as_slice(), plain);
+        assert!(v.open_request(Uuid::new_v4(), &sealed).is_err());
+        assert!(vault(8).open_request(payment, &sealed).is_err());
+        let next = Vault::new(&SecretBox::new(Box::new([9; 32])), FIRST_KEY_VERSION + 1);
+        let moved = next.reseal_request(&v, payment, &sealed).unwrap();
+        assert_eq!(moved.key_version, FIRST_KEY_VERSION + 1);
+        assert_eq!(next.open_request(payment, &moved).unwrap().as_slice(), plain);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::domain::agent::Agent;
 use crate::domain::chain as registry;
 use crate::domain::siwe::{self, SiweMessage};
 use crate::domain::{challenge, token};
-use crate::store::{OwnerSessionRecord, ReissueProof, StoreError};
+use crate::store::{AuditEvent, OwnerSessionRecord, ReissueProof, StoreError};
 
 /// Why a proof of ownership is refused. Each maps to one API error.
 #[derive(Debug, thiserror::Error)]
@@ -54,24 +54,26 @@ pub struct Reissued {
 
 impl Authenticator {
     /// Checks `proof` for `agent` and, when it holds, makes `new_hash` the agent's token (the previous one dies);
-    /// a challenge is used up in the same step. `challenge_prefix` is the deployment's (`CHALLENGE_PREFIX`).
+    /// a challenge is used up in the same step, and the `token_reissued` audit entry (its detail with `context`
+    /// added, e.g. the client) is written in that transaction too. `challenge_prefix` is the deployment's
+    /// (`CHALLENGE_PREFIX`).
     pub async fn reissue(
         &self,
         agent: &Agent,
         proof: ReissueWith<'_>,
         new_hash: &str,
         challenge_prefix: &str,
+        context: serde_json::Value,
     ) -> Result<Reissued, ProofError> {
-        let (accepted, reissued) = match proof {
+        let (hash, nonce, reissued);
+        let stored_proof = match proof {
             ReissueWith::CurrentToken { token } => {
-                let hash = token::hash(token);
-                let proof = ReissueProof::CurrentToken { token_hash: &hash };
-                let ok = self.store.reissue_token(agent.id, proof, new_hash).await?;
-                let reissued = Reissued {
+                hash = token::hash(token);
+                reissued = Reissued {
                     actor: Actor::Agent,
                     signer: None,
                 };
-                (ok, reissued)
+                ReissueProof::CurrentToken { token_hash: &hash }
             }
             ReissueWith::WalletSignature {
                 chain,
@@ -79,24 +81,40 @@ impl Authenticator {
                 signature,
                 public_key,
             } => {
-                let (nonce, signer) = self
+                let signer;
+                (nonce, signer) = self
                     .verify_wallet_proof(agent, chain, message, signature, public_key, challenge_prefix)
                     .await?;
-                let proof = ReissueProof::Challenge { nonce: &nonce };
-                let ok = self.store.reissue_token(agent.id, proof, new_hash).await?;
                 let actor = if agent.wallet_addresses.get(chain) == Some(&signer) {
                     Actor::Agent
                 } else {
                     Actor::Owner
                 };
-                let reissued = Reissued {
+                reissued = Reissued {
                     actor,
                     signer: Some((chain.to_string(), signer)),
                 };
-                (ok, reissued)
+                ReissueProof::Challenge { nonce: &nonce }
             }
         };
-        if !accepted {
+        let mut detail = match &reissued.signer {
+            None => serde_json::json!({ "proof": "current_token" }),
+            Some((chain, signer)) => {
+                serde_json::json!({ "proof": "wallet_signature", "chain": chain, "signer": signer.to_checksum(None) })
+            }
+        };
+        merge(&mut detail, context);
+        let event = AuditEvent {
+            agent_id: agent.id,
+            action: "token_reissued",
+            actor: reissued.actor.as_str().to_string(),
+            detail,
+        };
+        if !self
+            .store
+            .reissue_token(agent.id, stored_proof, new_hash, &event)
+            .await?
+        {
             return Err(ProofError::Invalid);
         }
         Ok(reissued)
@@ -162,6 +180,7 @@ impl Authenticator {
         message: &str,
         signature: &str,
         token_hash: String,
+        context: serde_json::Value,
     ) -> Result<OwnerSessionRecord, ProofError> {
         let parsed = SiweMessage::parse(message).ok_or_else(|| {
             ProofError::MalformedChallenge(
@@ -202,7 +221,16 @@ impl Authenticator {
             chain: Some(owned_on),
             expires_at: now + chrono::Duration::seconds(siwe::SESSION_LIFETIME_SECS),
         };
-        if !self.store.open_owner_session(&stored.nonce, &session).await? {
+        let mut detail = serde_json::json!({ "address": signer.to_checksum(None), "chain": chain,
+            "expires_at": session.expires_at });
+        merge(&mut detail, context);
+        let event = AuditEvent {
+            agent_id: agent.id,
+            action: "owner_session_opened",
+            actor: Actor::Owner.as_str().to_string(),
+            detail,
+        };
+        if !self.store.open_owner_session(&stored.nonce, &session, &event).await? {
             return Err(ProofError::Invalid);
         }
         Ok(session)
@@ -224,6 +252,13 @@ fn recover_signer(message: &str, signature: &str, public_key: Option<&str>) -> O
             let key = alloy::signers::k256::ecdsa::VerifyingKey::from_sec1_bytes(&key).ok()?;
             (Address::from_public_key(&key) == signer).then_some(signer)
         }
+    }
+}
+
+/// Adds `context`'s fields (when it is an object) to the audit detail `detail`.
+fn merge(detail: &mut serde_json::Value, context: serde_json::Value) {
+    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), context) {
+        detail.extend(extra);
     }
 }
 

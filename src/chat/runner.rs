@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{ChainCall, ChatError, ChatEvent, ChatServices, TurnResult, prompt};
 use crate::domain::agent::Agent;
 use crate::llm::{LlmError, LlmMessage, LlmRequest, Usage};
-use crate::store::{Conversation, Message, Role};
+use crate::store::{Conversation, Mandate, Message, Role};
 use crate::tools::{self, ToolContext};
 
 /// Tool rounds before the model must answer in text.
@@ -26,8 +26,9 @@ pub struct Turn {
     pub is_new_conversation: bool,
     pub message: String,
     pub connected_wallet: Option<Address>,
-    /// The hash of the agent token the turn was authenticated with, checked again when a tool moves money.
-    pub caller_token: Option<String>,
+    /// The agent token the turn was authenticated with and the idempotency claim it runs under, checked again
+    /// when a tool moves money.
+    pub mandate: Mandate,
 }
 
 /// The checks that fail before a stream starts: the conversation exists and is the agent's.
@@ -37,7 +38,7 @@ pub async fn prepare(
     conversation_id: Option<Uuid>,
     message: String,
     connected_wallet: Option<Address>,
-    caller_token: Option<String>,
+    mandate: Mandate,
 ) -> Result<Turn, ChatError> {
     let (conversation, is_new_conversation) = match conversation_id {
         Some(id) => {
@@ -67,7 +68,7 @@ pub async fn prepare(
         is_new_conversation,
         message,
         connected_wallet,
-        caller_token,
+        mandate,
     })
 }
 
@@ -261,7 +262,7 @@ async fn run_tool(
 ) -> Option<(tools::ToolResult, u64)> {
     let (services, agent, name, args) = (chat.tools.clone(), turn.agent.clone(), name.to_string(), args.clone());
     let (connected_wallet, conversation_id) = (turn.connected_wallet, Some(turn.conversation.id));
-    let caller_token = turn.caller_token.clone();
+    let mandate = turn.mandate.clone();
     let task = tokio::spawn(async move {
         let toolbox = ToolContext {
             services: &services,
@@ -269,7 +270,7 @@ async fn run_tool(
             connected_wallet,
             conversation_id,
             actor: crate::domain::audit::Actor::Agent,
-            caller_token: caller_token.as_deref(),
+            mandate: &mandate,
         };
         toolbox.execute(&name, &args).await
     });

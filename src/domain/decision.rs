@@ -81,6 +81,9 @@ pub struct Standing {
     pub agent_active: bool,
     /// The agent token the request came with is still live (`true` when it came with none: an owner's approval).
     pub token_current: bool,
+    /// The `Idempotency-Key` claim the request runs under is still its own (`true` without a key): a claim taken over
+    /// after its lease ran out moves nothing (§12).
+    pub claim_held: bool,
 }
 
 /// Everything the store read under the agent's lock.
@@ -107,6 +110,8 @@ pub enum Refusal {
     AgentInactive,
     /// The request's agent token was reissued (revoked) after it was authenticated.
     TokenRevoked,
+    /// The request's idempotency claim was taken over by a repeat (this request stopped past its lease).
+    ClaimLost,
     /// `spent` as the check saw it (less what an approved transfer gives back).
     CapExceeded {
         cap: U256,
@@ -180,6 +185,9 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     }
     if !f.standing.token_current {
         return refuse(Refusal::TokenRevoked);
+    }
+    if !f.standing.claim_held {
+        return refuse(Refusal::ClaimLost);
     }
     // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
     if r.payment.is_some() && f.cap.is_zero() {
@@ -361,6 +369,7 @@ mod tests {
             standing: Standing {
                 agent_active: true,
                 token_current: true,
+                claim_held: true,
             },
             cap: wei(cap),
             spent: wei(spent),
@@ -897,19 +906,22 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_agent_or_a_reissued_token_moves_nothing_whatever_else_would_allow() {
+    fn a_deleted_agent_a_reissued_token_or_a_lost_claim_moves_nothing_whatever_else_would_allow() {
         let open = Policy::default();
-        for (agent_active, token_current, want) in [
-            (false, true, Some(Refusal::AgentInactive)),
-            (true, false, Some(Refusal::TokenRevoked)),
-            (false, false, Some(Refusal::AgentInactive)),
-            (true, true, None),
+        for (agent_active, token_current, claim_held, want) in [
+            (false, true, true, Some(Refusal::AgentInactive)),
+            (true, false, true, Some(Refusal::TokenRevoked)),
+            (true, true, false, Some(Refusal::ClaimLost)),
+            (false, false, false, Some(Refusal::AgentInactive)),
+            (true, false, false, Some(Refusal::TokenRevoked)),
+            (true, true, true, None),
         ] {
             for gate in [Gate::Decided, policy_gate(&open, 0, 0, true)] {
                 let f = Facts {
                     standing: Standing {
                         agent_active,
                         token_current,
+                        claim_held,
                     },
                     ..facts(10, 0, gate)
                 };

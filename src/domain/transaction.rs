@@ -122,14 +122,31 @@ pub struct X402Record {
     /// The paid request's answer `{status, headers, body}`, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<serde_json::Value>,
-    /// The exchange to make once an owner approves (method, url with query, headers, body, the 402 seen, the
-    /// chosen entry): kept only for a payment that waits.
+    /// The exchange to make once an owner approves (method, url with query, headers, body), encrypted: kept only
+    /// while a payment waits, dropped once it is approved, rejected or expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_request: Option<serde_json::Value>,
+    pub pending_request: Option<SealedRequest>,
     /// The host and port the payment's request goes to, for the host rule checked again in the reservation (the
     /// policy may have changed since the fetch began). Not stored.
     #[serde(skip)]
     pub host: Option<(String, u16)>,
+}
+
+/// A waiting payment's request as stored: its URL query and headers may carry the caller's API keys, so it is kept
+/// encrypted under the master key (AES-256-GCM, bound to the payment's id; see `Vault::seal_request`).
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SealedRequest {
+    pub key_version: i32,
+    /// 0x-hex.
+    pub nonce: String,
+    /// 0x-hex.
+    pub ciphertext: String,
+}
+
+impl std::fmt::Debug for SealedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealedRequest(version {}, ..)", self.key_version)
+    }
 }
 
 /// What an outflow is, as stored and shown (`kind`): `transfer`, a transaction of the agent's wallet, or `x402`, an

@@ -181,14 +181,6 @@ async fn create_agent(
         created_at: now,
         updated_at: now,
     };
-    state
-        .store
-        .create_agent(&NewAgent {
-            agent: agent.clone(),
-            key,
-            token_hash: issued.hash.clone(),
-        })
-        .await?;
     let detail = json!({
         "name": agent.name,
         "chains": agent.chains,
@@ -196,8 +188,16 @@ async fn create_agent(
         "spending_cap": amount::format_units(agent.spending_cap_wei, 18),
         "owner_addresses": checksummed(&agent.owner_addresses),
     });
-    // Whoever may create agents is the operator: with ADMIN_TOKEN its bearer, without it the open endpoint.
-    audit(&state, id, Actor::Admin, "agent_created", detail).await?;
+    // Whoever may create agents is the operator: with ADMIN_TOKEN its bearer, without it the open endpoint. The
+    // entry is written with the agent and its token, so a creation is never stored without it, nor answered with an
+    // error after its token was stored.
+    let event = audit_event(id, Actor::Admin, "agent_created", detail);
+    let new = NewAgent {
+        agent: agent.clone(),
+        key,
+        token_hash: issued.hash.clone(),
+    };
+    state.store.create_agent(&new, &event).await?;
     tracing::info!(agent_id = %id, "agent created");
     let created = AgentCreatedView {
         agent: AgentDetailView::new(&agent, state.auth.is_guarded(&agent)),
@@ -307,11 +307,13 @@ async fn update_agent(
         caller.require_owner_if_guarded()?;
     }
     let wallet = state.store.wallet_key(agent.id).await?.address;
-    let updated = state.store.update_agent(agent.id, &update, wallet).await?;
-    let detail = changes(agent, &updated);
-    if detail["fields"].as_array().is_some_and(|f| !f.is_empty()) {
-        audit(&state, agent.id, caller.actor(), "agent_updated", detail).await?;
-    }
+    let actor = caller.actor();
+    let record = |before: &Agent, after: &Agent| {
+        let detail = changes(before, after);
+        let changed = detail["fields"].as_array().is_some_and(|f| !f.is_empty());
+        changed.then(|| audit_event(before.id, actor, "agent_updated", detail))
+    };
+    let updated = state.store.update_agent(agent.id, &update, wallet, &record).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
     Ok(Json(AgentDetailView::new(&updated, state.auth.is_guarded(&updated))))
 }
@@ -373,7 +375,17 @@ fn checksummed(map: &BTreeMap<String, alloy::primitives::Address>) -> BTreeMap<S
     map.iter().map(|(c, a)| (c.clone(), a.to_checksum(None))).collect()
 }
 
-/// Appends to the audit chain (docs/api.md §10).
+/// An audit entry (docs/api.md §10) for the store to write in the transaction of the change it records (§15).
+pub(super) fn audit_event(agent_id: Uuid, actor: Actor, action: &'static str, detail: serde_json::Value) -> AuditEvent {
+    AuditEvent {
+        agent_id,
+        action,
+        actor: actor.as_str().to_string(),
+        detail,
+    }
+}
+
+/// Appends to the audit chain an entry that records no change of its own (a key export).
 pub(super) async fn audit(
     state: &AppState,
     agent_id: Uuid,
@@ -381,13 +393,10 @@ pub(super) async fn audit(
     action: &'static str,
     detail: serde_json::Value,
 ) -> Result<()> {
-    let event = AuditEvent {
-        agent_id,
-        action,
-        actor: actor.as_str().to_string(),
-        detail,
-    };
-    Ok(state.store.insert_audit(&event).await?)
+    Ok(state
+        .store
+        .insert_audit(&audit_event(agent_id, actor, action, detail))
+        .await?)
 }
 
 /// Delete an agent (soft)
@@ -401,10 +410,10 @@ pub(super) async fn audit(
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<StatusCode> {
     let agent = &caller.agent;
-    if !state.store.deactivate_agent(agent.id).await? {
+    let event = audit_event(agent.id, caller.actor(), "agent_deleted", json!({}));
+    if !state.store.deactivate_agent(agent.id, &event).await? {
         return Err(AppError::AgentInactive);
     }
-    audit(&state, agent.id, caller.actor(), "agent_deleted", json!({})).await?;
     tracing::info!(agent_id = %agent.id, "agent deactivated");
     Ok(StatusCode::NO_CONTENT)
 }

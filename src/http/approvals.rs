@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -11,9 +10,7 @@ use uuid::Uuid;
 use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
 use super::views::{ErrorBody, TransferView};
-use crate::auth::Caller;
 use crate::state::AppState;
-use crate::store::AuditEvent;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -59,10 +56,8 @@ async fn approve_transfer(
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
     let (transfers, id) = (state.tool_services().transfers, transfer_uuid(&transfer_id)?);
-    let outcome = transfers.approve(&caller.agent, id).await?;
-    let view = TransferView::from(&outcome);
-    audit(&state, &caller, "transfer_approved", &view).await?;
-    Ok(Json(view))
+    let outcome = transfers.approve(&caller.agent, id, caller.actor()).await?;
+    Ok(Json(TransferView::from(&outcome)))
 }
 
 /// Reject a held transfer
@@ -85,26 +80,12 @@ async fn reject_transfer(
     let rejected = state
         .tool_services()
         .transfers
-        .reject(&caller.agent, transfer_uuid(&transfer_id)?)
+        .reject(&caller.agent, transfer_uuid(&transfer_id)?, caller.actor())
         .await?;
-    let view = TransferView::from(&rejected);
-    audit(&state, &caller, "transfer_rejected", &view).await?;
-    Ok(Json(view))
+    Ok(Json(TransferView::from(&rejected)))
 }
 
 /// A malformed id names no transfer: 404, like an unknown one.
 fn transfer_uuid(text: &str) -> Result<Uuid> {
     parse_id(text).ok_or(AppError::NotFound)
-}
-
-async fn audit(state: &AppState, caller: &Caller, action: &'static str, view: &TransferView) -> Result<()> {
-    let event = AuditEvent {
-        agent_id: caller.agent.id,
-        action,
-        actor: caller.actor().as_str().to_string(),
-        detail: json!({"transfer_id": view.id, "chain": view.chain, "asset": view.asset, "to": view.to,
-            "amount": view.amount, "tx_hash": view.tx_hash, "kind": view.kind,
-            "url": view.x402.as_ref().map(|x| &x.url)}),
-    };
-    Ok(state.store.insert_audit(&event).await?)
 }

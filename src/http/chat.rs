@@ -29,6 +29,7 @@ use crate::chat::ChatEvent;
 use crate::chat::runner::{self, Turn};
 use crate::domain::agent::{Agent, parse_address};
 use crate::state::AppState;
+use crate::store::Mandate;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(chat)).routes(routes!(chat_stream))
@@ -77,7 +78,7 @@ async fn prepare(state: &AppState, agent: Agent, token: &AgentToken, body: ChatR
         body.conversation_id,
         body.message,
         connected,
-        state.auth.token_to_check(token.0.as_deref()),
+        Mandate::token(state.auth.token_to_check(token.0.as_deref())),
     )
     .await?)
 }
@@ -104,8 +105,9 @@ async fn chat(
     let agent = authenticate(&state, &token, &body).await?;
     let request = Idempotent::new(key.key()?, agent.id, "POST", "/api/chat", &raw);
     // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way.
-    run_once(state.store.clone(), request, async move {
-        let turn = prepare(&state, agent, &token, body).await?;
+    run_once(state.store.clone(), request, |claim| async move {
+        let mut turn = prepare(&state, agent, &token, body).await?;
+        turn.mandate.claim = claim;
         let (events, _) = mpsc::channel(1);
         let result = runner::run_turn(state.chat_services(), turn, events).await?;
         Answer::new(StatusCode::OK, &ChatResponseView::from(result))

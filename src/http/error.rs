@@ -318,6 +318,10 @@ impl From<TransferError> for AppError {
             TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::AgentInactive => AppError::AgentInactive,
             TransferError::TokenRevoked => AppError::InvalidToken,
+            TransferError::ClaimLost => AppError::Conflict {
+                code: "idempotency_in_progress",
+                message: "a repeat of this request took its Idempotency-Key over; its answer is the one kept".into(),
+            },
             TransferError::NotAwaiting(_) | TransferError::NotPending(_) => AppError::Conflict { code, message },
             TransferError::Rejected(_) | TransferError::NonceKeptRefused => AppError::Upstream {
                 status: StatusCode::BAD_GATEWAY,

@@ -4,8 +4,11 @@
 //!
 //! What is kept: every answer given after authentication and validation, refusals included. Authentication errors,
 //! malformed bodies and validation errors release the claim, so the client can correct the request and reuse the key.
-//! An unanswered claim older than `STALE_CLAIM` is taken to be a process that died and may be taken over (README,
-//! "Decisions").
+//! A claim is a lease its request renews while it runs (`LEASE`, renewed every `RENEW_EVERY`): only a claim whose
+//! lease ran out, a process that died or stopped, may be taken over, and only while it has moved no money. The
+//! request's reservations check that the claim is still theirs and mark it as having moved money in their own
+//! transaction (`Mandate`), so a holder that wakes up after a takeover moves nothing, and a takeover never repeats a
+//! payment the first holder made.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,14 +24,15 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::{AppError, Result};
-use crate::store::{ClaimOutcome, KeyClaim, Store};
+use crate::store::{ClaimFence, ClaimOutcome, KeyClaim, Store};
 
 pub const KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 /// Set on a replayed answer, so a client can tell it from a fresh one.
 pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
-/// How long a claim may stay unanswered before it counts as abandoned. Far above anything a request can take (the
-/// HTTP timeout is 180 s and a chat turn's deadline is below it), so a live request is never taken over.
-const STALE_CLAIM: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+/// How long a claim holds without being renewed: a request renews it every `RENEW_EVERY` while it runs, so only a
+/// holder that stopped (died, paused, cut off from the database) for this long loses it.
+const LEASE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 const MAX_KEY_LENGTH: usize = 255;
 
 /// The `Idempotency-Key` header as sent; read without failing, checked by `key()` once the caller is authenticated
@@ -142,14 +146,16 @@ fn is_kept(err: &AppError) -> bool {
     )
 }
 
-/// Runs `work` at most once per key. The work runs in a task of its own, so a client that hangs up never leaves
-/// a transfer half-done or a claim unanswered.
-pub async fn run_once<W>(store: Arc<dyn Store>, request: Option<Idempotent>, work: W) -> Result<Response>
+/// Runs `work` at most once per key, given the claim it runs under (to put in its `Mandate`). The work runs in a
+/// task of its own, so a client that hangs up never leaves a transfer half-done or a claim unanswered; the claim's
+/// lease is renewed while it runs.
+pub async fn run_once<F, W>(store: Arc<dyn Store>, request: Option<Idempotent>, work: F) -> Result<Response>
 where
+    F: FnOnce(Option<ClaimFence>) -> W,
     W: Future<Output = Result<Answer>> + Send + 'static,
 {
     let Some(request) = request else {
-        let answer = tokio::spawn(work).await.map_err(AppError::internal)??;
+        let answer = tokio::spawn(work(None)).await.map_err(AppError::internal)??;
         return Ok(answer.into_response());
     };
     let now = crate::domain::now();
@@ -159,7 +165,7 @@ where
         fingerprint: &request.fingerprint,
         now,
         expired_before: now - crate::store::KEY_LIFETIME,
-        stale_before: now - STALE_CLAIM,
+        held_until: now + LEASE,
     };
     let claim_id = match store.claim_key(&claim).await? {
         ClaimOutcome::Claimed(claim_id) => claim_id,
@@ -177,8 +183,15 @@ where
             });
         }
     };
+    let work = work(Some(ClaimFence {
+        key: request.key.clone(),
+        claim_id,
+    }));
     let task = tokio::spawn(async move {
-        let result = work.await;
+        let result = tokio::select! {
+            result = work => result,
+            never = renew(store.as_ref(), &request, claim_id) => match never {},
+        };
         let kept = match &result {
             Ok(answer) => Some((answer.status, answer.body.to_string())),
             Err(err) if is_kept(err) => Some((err.status(), err.body().to_string())),
@@ -196,6 +209,24 @@ where
         result
     });
     Ok(task.await.map_err(AppError::internal)??.into_response())
+}
+
+/// Renews the claim's lease every `RENEW_EVERY`, for as long as the work runs (never returns).
+async fn renew(store: &dyn Store, request: &Idempotent, claim_id: Uuid) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let until = crate::domain::now() + LEASE;
+        match store.renew_key(request.agent_id, &request.key, claim_id, until).await {
+            Ok(true) => {}
+            // Taken over (this process was stopped past its lease): the reservations' check refuses its payments.
+            Ok(false) => {
+                tracing::warn!(agent_id = %request.agent_id, "an idempotency claim was taken over while its request ran")
+            }
+            Err(e) => {
+                tracing::warn!(agent_id = %request.agent_id, error = %e, "an idempotency claim could not be renewed")
+            }
+        }
+    }
 }
 
 /// The first answer again, byte for byte.

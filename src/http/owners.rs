@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::agents::audit;
+use super::agents::audit_event;
 use super::auth::{AnyCaller, OWNER_TOKEN_HEADER, counted_failure, limited_agent_any_state, parse_id};
 use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
@@ -159,12 +159,16 @@ async fn owner_session(
     let issued = token::issue_prefixed(token::OWNER_PREFIX);
     let session = state
         .auth
-        .open_owner_session(&agent, &body.chain, &body.message, &body.signature, issued.hash.clone())
+        .open_owner_session(
+            &agent,
+            &body.chain,
+            &body.message,
+            &body.signature,
+            issued.hash.clone(),
+            json!({ "client": client.to_string() }),
+        )
         .await
         .map_err(|e| counted_failure(&state, agent.id, e.into()))?;
-    let detail = json!({ "address": session.address.to_checksum(None), "chain": body.chain,
-        "expires_at": session.expires_at, "client": client.to_string() });
-    audit(&state, agent.id, Actor::Owner, "owner_session_opened", detail).await?;
     tracing::info!(agent_id = %agent.id, "owner session opened");
     Ok(Json(OwnerSessionView {
         owner_token: issued.expose().to_string(),
@@ -198,9 +202,9 @@ async fn close_owner_session(
     if session.agent_id != agent_id {
         return Err(AppError::Forbidden);
     }
-    if state.store.close_owner_session(&token::hash(presented)).await? {
-        let detail = json!({ "address": session.address.to_checksum(None), "chain": session.chain });
-        audit(&state, agent_id, Actor::Owner, "owner_session_closed", detail).await?;
+    let detail = json!({ "address": session.address.to_checksum(None), "chain": session.chain });
+    let event = audit_event(agent_id, Actor::Owner, "owner_session_closed", detail);
+    if state.store.close_owner_session(&token::hash(presented), &event).await? {
         tracing::info!(%agent_id, "owner session closed");
     }
     Ok(axum::http::StatusCode::NO_CONTENT)
@@ -225,8 +229,8 @@ async fn reactivate_agent(
     // Guarded: only the owner (a deleted agent's token must not bring it back); unguarded: its token may too.
     caller.require_owner_if_guarded()?;
     let agent = &caller.agent;
-    if state.store.reactivate_agent(agent.id).await? {
-        audit(&state, agent.id, caller.actor(), "agent_reactivated", json!({})).await?;
+    let event = audit_event(agent.id, caller.actor(), "agent_reactivated", json!({}));
+    if state.store.reactivate_agent(agent.id, &event).await? {
         tracing::info!(agent_id = %agent.id, "agent reactivated");
     }
     let agent = state.store.get_agent(agent.id).await?;

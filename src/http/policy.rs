@@ -93,7 +93,6 @@ async fn put_policy(
             "approval rules need an owner to approve: set owner_addresses (or ADMIN_TOKEN) first",
         ));
     }
-    state.store.put_policy(caller.agent.id, &policy).await?;
     let view = PolicyView::new(&policy, state.chains.tokens());
     let event = AuditEvent {
         agent_id: caller.agent.id,
@@ -101,7 +100,7 @@ async fn put_policy(
         actor: caller.actor().as_str().to_string(),
         detail: json!({ "policy": view }),
     };
-    state.store.insert_audit(&event).await?;
+    state.store.put_policy(caller.agent.id, &policy, &event).await?;
     Ok(Json(view))
 }
 

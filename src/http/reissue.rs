@@ -22,7 +22,7 @@ use crate::domain::agent::Agent;
 use crate::domain::{challenge, token};
 use crate::rate_limit::ProofEndpoint;
 use crate::state::AppState;
-use crate::store::{AuditEvent, Challenge};
+use crate::store::Challenge;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -144,25 +144,18 @@ async fn reissue_token(
     let ApiJson(body) = body?;
     let issued = token::issue();
     let prefix = &state.config.security.challenge_prefix;
-    let reissued = state
+    // The new token and its audit entry are stored in one transaction (or neither is).
+    state
         .auth
-        .reissue(&agent, body.proof.as_given(), &issued.hash, prefix)
+        .reissue(
+            &agent,
+            body.proof.as_given(),
+            &issued.hash,
+            prefix,
+            json!({ "client": client.to_string() }),
+        )
         .await
         .map_err(|e| counted_failure(&state, agent.id, e.into()))?;
-    let mut detail = match &reissued.signer {
-        None => json!({ "proof": "current_token" }),
-        Some((chain, signer)) => {
-            json!({ "proof": "wallet_signature", "chain": chain, "signer": signer.to_checksum(None) })
-        }
-    };
-    detail["client"] = json!(client.to_string());
-    let event = AuditEvent {
-        agent_id: agent.id,
-        action: "token_reissued",
-        actor: reissued.actor.as_str().to_string(),
-        detail,
-    };
-    state.store.insert_audit(&event).await?;
     tracing::info!(agent_id = %agent.id, "access token reissued");
     Ok(Json(ReissuedView {
         access_token: issued.expose().to_string(),

@@ -23,6 +23,7 @@ use crate::domain::amount::parse_units;
 use crate::domain::asset::{Asset, Registry};
 use crate::domain::chain as registry;
 use crate::state::AppState;
+use crate::store::Mandate;
 use crate::transfers::{TransferOrder, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -73,13 +74,14 @@ async fn create_transfer(
 ) -> Result<Response> {
     // Sending acts as the agent: owner authority alone does not send (docs/api.md §10).
     caller.require_agent_token()?;
-    let (agent, caller_token) = (caller.agent, caller.token_hash);
+    let (agent, token_hash) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/transfers", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
     let assets = state.chains.tokens().clone();
-    run_once(state.store.clone(), request, async move {
-        send(&transfers, &assets, &agent, caller_token.as_deref(), body).await
+    run_once(state.store.clone(), request, |claim| async move {
+        let mandate = Mandate { token_hash, claim };
+        send(&transfers, &assets, &agent, &mandate, body).await
     })
     .await
 }
@@ -89,7 +91,7 @@ async fn send(
     transfers: &Transfers,
     assets: &Registry,
     agent: &Agent,
-    caller_token: Option<&str>,
+    mandate: &Mandate,
     body: Value,
 ) -> Result<Answer> {
     if !agent.has(Capability::Transact) {
@@ -126,7 +128,7 @@ async fn send(
         amount,
         conversation_id: None,
         actor: Actor::Agent,
-        caller_token,
+        mandate,
     };
     let outcome = transfers.send(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))

@@ -22,6 +22,7 @@ use crate::auth::Actor;
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::parse_units;
 use crate::state::AppState;
+use crate::store::Mandate;
 use crate::transfers::{Paid, PayOrder, Payment, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -106,17 +107,18 @@ async fn fetch_paid(
 ) -> Result<Response> {
     // Paying acts as the agent: owner authority alone does not pay (as for transfers).
     caller.require_agent_token()?;
-    let (agent, caller_token) = (caller.agent, caller.token_hash);
+    let (agent, token_hash) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/x402/fetch", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.tool_services().transfers;
-    run_once(state.store.clone(), request, async move {
-        fetch(&transfers, &agent, caller_token.as_deref(), body).await
+    run_once(state.store.clone(), request, |claim| async move {
+        let mandate = Mandate { token_hash, claim };
+        fetch(&transfers, &agent, &mandate, body).await
     })
     .await
 }
 
-async fn fetch(transfers: &Transfers, agent: &Agent, caller_token: Option<&str>, body: Value) -> Result<Answer> {
+async fn fetch(transfers: &Transfers, agent: &Agent, mandate: &Mandate, body: Value) -> Result<Answer> {
     if !agent.has(Capability::Transact) {
         return Err(AppError::Denied {
             code: "capability_denied",
@@ -141,7 +143,7 @@ async fn fetch(transfers: &Transfers, agent: &Agent, caller_token: Option<&str>,
             asset: request.asset.as_deref().map(str::trim),
             conversation_id: None,
             actor: Actor::Agent,
-            caller_token,
+            mandate,
         })
         .await?;
     let status = match paid.payment {

@@ -21,7 +21,6 @@ use uuid::Uuid;
 use super::server::{AgentServer, McpCaller};
 use crate::auth::{Actor, OwnerAuthority};
 use crate::domain::agent::Agent;
-use crate::store::AuditEvent;
 use crate::tools::{ToolError, ToolResult};
 use crate::transfers::TransferOutcome;
 
@@ -125,7 +124,10 @@ async fn ask(cx: &RequestContext<RoleServer>, message: String, schema: Value) ->
 
 async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
     let transfers = server.state.tool_services().transfers;
-    let outcome = transfers.approve(agent, id).await.map_err(ToolError::from)?;
+    let outcome = transfers
+        .approve(agent, id, decider(owner))
+        .await
+        .map_err(ToolError::from)?;
     let result = match &outcome {
         TransferOutcome::Sent { chain, tx, status } => json!({
             "transfer_id": id, "status": status.as_str(), "chain": chain.name, "tx_hash": tx.tx_hash,
@@ -135,34 +137,24 @@ async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id
             json!({"transfer_id": id, "status": "awaiting_approval", "expires_at": approval.expires_at})
         }
     };
-    audit(server, agent, owner, "transfer_approved", &result).await;
     Ok(result)
 }
 
 async fn reject(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
     let transfers = server.state.tool_services().transfers;
-    let rejected = transfers.reject(agent, id).await.map_err(ToolError::from)?;
+    let rejected = transfers
+        .reject(agent, id, decider(owner))
+        .await
+        .map_err(ToolError::from)?;
     let result = json!({"transfer_id": id, "status": "rejected", "chain": rejected.chain,
         "to": rejected.to.to_checksum(None), "amount": rejected.amount()});
-    audit(server, agent, owner, "transfer_rejected", &result).await;
     Ok(result)
 }
 
-/// The decision, as the approvals endpoint records it: who decided (owner or admin), through MCP.
-async fn audit(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, action: &'static str, result: &Value) {
-    let actor = match owner {
+/// Who decided, as the audit log records it (the store writes the entry with the decision).
+fn decider(owner: &OwnerAuthority) -> Actor {
+    match owner {
         OwnerAuthority::Admin => Actor::Admin,
         OwnerAuthority::Owner { .. } => Actor::Owner,
-    };
-    let mut detail = result.clone();
-    detail["via"] = json!("mcp_elicitation");
-    let event = AuditEvent {
-        agent_id: agent.id,
-        action,
-        actor: actor.as_str().to_string(),
-        detail,
-    };
-    if let Err(e) = server.state.store.insert_audit(&event).await {
-        tracing::error!(agent_id = %agent.id, error = %e, "could not audit an approval made through MCP");
     }
 }

@@ -240,7 +240,7 @@ impl ServerHandler for AgentServer {
             connected_wallet: None,
             conversation_id: None,
             actor: crate::auth::Actor::Mcp,
-            caller_token: Some(caller.session.token_hash()),
+            mandate: &crate::store::Mandate::token(Some(caller.session.token_hash().to_string())),
         };
         let (result, duration_ms) = toolbox.execute(name, &arguments).await;
         let tx_hash = result

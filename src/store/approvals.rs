@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::shared::{address_from_text, u64_from, wei_from_text};
-use super::{StoreError, StoreResult, TransferRequest};
+use super::{AuditEvent, StoreError, StoreResult, TransferRequest};
 use crate::domain::amount::format_units;
+use crate::domain::audit::Actor;
 use crate::domain::chain;
 use crate::domain::policy::ApprovalStatus;
 
@@ -107,6 +108,25 @@ impl Approval {
             "to": self.to.to_checksum(None),
             "amount": self.amount(),
             "expires_at": self.expires_at,
+        })
+    }
+
+    /// The audit entry of the decision taken on it (`transfer_approved` with the hash signed, `transfer_rejected`,
+    /// `transfer_expired`), written in the transaction that takes it; `None` while it waits.
+    pub fn decided_audit(&self, by: Actor, tx_hash: Option<&str>) -> Option<AuditEvent> {
+        let action = match self.status {
+            ApprovalStatus::Approved => "transfer_approved",
+            ApprovalStatus::Rejected => "transfer_rejected",
+            ApprovalStatus::Expired => "transfer_expired",
+            ApprovalStatus::AwaitingApproval => return None,
+        };
+        Some(AuditEvent {
+            agent_id: self.agent_id,
+            action,
+            actor: by.as_str().to_string(),
+            detail: json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,
+                "to": self.to.to_checksum(None), "amount": self.amount(), "tx_hash": tx_hash, "kind": self.kind(),
+                "url": self.x402.as_ref().map(|x| &x.url)}),
         })
     }
 

@@ -11,6 +11,39 @@ use super::StoreResult;
 /// How long a key is remembered after its first use (docs/api.md §12).
 pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
+/// The `Idempotency-Key` claim a request runs under: checked, and marked as having moved money, in the transaction
+/// that reserves for it, so that a claim taken over (its lease ran out) moves nothing, and a claim that moved money is
+/// never taken over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimFence {
+    pub key: String,
+    pub claim_id: Uuid,
+}
+
+/// On whose word money moves, checked again in the reserving transaction: the agent token the request came with
+/// (none for an owner's approval, §15) and the `Idempotency-Key` claim it runs under (none without a key, §12).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mandate {
+    pub token_hash: Option<String>,
+    pub claim: Option<ClaimFence>,
+}
+
+impl Mandate {
+    /// No agent token and no key: an owner's approval, a retry already decided.
+    pub const NONE: Mandate = Mandate {
+        token_hash: None,
+        claim: None,
+    };
+
+    /// A request authenticated with the agent token of this hash, without a key.
+    pub fn token(token_hash: Option<String>) -> Mandate {
+        Mandate {
+            token_hash,
+            claim: None,
+        }
+    }
+}
+
 /// What a request asks for when it claims a key.
 #[derive(Debug, Clone)]
 pub struct KeyClaim<'a> {
@@ -21,8 +54,8 @@ pub struct KeyClaim<'a> {
     pub now: DateTime<Utc>,
     /// Keys created before this are forgotten (the 24 h window).
     pub expired_before: DateTime<Utc>,
-    /// Claims still unanswered and created before this belong to a process that died: they may be taken over.
-    pub stale_before: DateTime<Utc>,
+    /// The claim's lease: until then (and for as long as its request renews it) nobody else takes the key over.
+    pub held_until: DateTime<Utc>,
 }
 
 /// The store's answer to a claim.
@@ -64,11 +97,20 @@ impl KeyRow {
 
 /// The SQL both dialects share (`$n` placeholders work on both).
 pub(super) mod sql {
-    /// Forgets the agent's expired keys and this key's stale claim.
+    /// Forgets the agent's expired keys, and this key's claim when its lease ran out before it moved any money.
     pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE agent_id = $1 \
-        AND (created_at < $2 OR (idem_key = $3 AND status_code IS NULL AND created_at < $4))";
-    pub const INSERT: &str = "INSERT INTO idempotency_keys (agent_id, idem_key, fingerprint, claim_id, created_at) \
-        VALUES ($1, $2, $3, $4, $5) ON CONFLICT (agent_id, idem_key) DO NOTHING";
+        AND (created_at < $2 OR (idem_key = $3 AND status_code IS NULL AND acted_at IS NULL AND held_until < $4))";
+    pub const INSERT: &str = "INSERT INTO idempotency_keys \
+        (agent_id, idem_key, fingerprint, claim_id, created_at, held_until) \
+        VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (agent_id, idem_key) DO NOTHING";
+    pub const RENEW: &str = "UPDATE idempotency_keys SET held_until = $1 \
+        WHERE agent_id = $2 AND idem_key = $3 AND claim_id = $4 AND status_code IS NULL";
+    /// Inside a reservation: whether the claim is still the request's (0 or 1).
+    pub const HELD: &str = "SELECT COUNT(*) FROM idempotency_keys \
+        WHERE agent_id = $1 AND idem_key = $2 AND claim_id = $3 AND status_code IS NULL";
+    /// Inside a reservation that moves (or holds) money: the claim can no longer be taken over.
+    pub const ACTED: &str = "UPDATE idempotency_keys SET acted_at = $1 \
+        WHERE agent_id = $2 AND idem_key = $3 AND claim_id = $4 AND acted_at IS NULL";
     pub const SELECT: &str =
         "SELECT fingerprint, status_code, body FROM idempotency_keys WHERE agent_id = $1 AND idem_key = $2";
     pub const ANSWER: &str = "UPDATE idempotency_keys SET status_code = $1, body = $2 \
@@ -82,6 +124,8 @@ pub(super) mod sql {
 pub trait IdempotencyStore: Send + Sync + 'static {
     /// In one transaction: forget expired keys and a stale claim of this key, then claim it or report who holds it.
     async fn claim_key(&self, claim: &KeyClaim<'_>) -> StoreResult<ClaimOutcome>;
+    /// Extends the claim's lease to `until`; `false` when it is no longer this claim's (taken over, or answered).
+    async fn renew_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid, until: DateTime<Utc>) -> StoreResult<bool>;
     /// Stores the answer of a claim (nothing when the claim was taken over meanwhile).
     async fn answer_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid, status: u16, body: &str) -> StoreResult<()>;
     /// Gives up an unanswered claim, so that the key can be used again.

@@ -26,7 +26,7 @@ use uuid::Uuid;
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
 pub use feed::EventFeed;
-pub use idempotency::{ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim};
+pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NativeFunds, NewAgent,
     NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement,
@@ -136,16 +136,24 @@ pub trait HealthStore: Send + Sync + 'static {
 #[async_trait]
 pub trait AgentStore: Send + Sync + 'static {
     /// The agent, its key, addresses and first token, in one transaction.
-    async fn create_agent(&self, new: &NewAgent) -> StoreResult<()>;
+    /// Stores the agent, its key and token, and `audit`, in one transaction.
+    async fn create_agent(&self, new: &NewAgent, audit: &AuditEvent) -> StoreResult<()>;
     /// Newest first; without wallet and owner addresses.
     async fn list_agents(&self, limit: i64, offset: i64) -> StoreResult<Vec<Agent>>;
     async fn get_agent(&self, id: Uuid) -> StoreResult<Agent>;
     /// The agent, and the agent that owns the live token with this hash (if any), read together.
     async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)>;
     /// Applies the update; `wallet_address` is the agent's address, recorded for newly added chains.
-    async fn update_agent(&self, id: Uuid, update: &AgentUpdate, wallet_address: Address) -> StoreResult<Agent>;
+    /// `audit` is given the agent before and after and says what to record, in the same transaction.
+    async fn update_agent(
+        &self,
+        id: Uuid,
+        update: &AgentUpdate,
+        wallet_address: Address,
+        audit: AuditOf<'_>,
+    ) -> StoreResult<Agent>;
     /// Soft delete; `false` when it was already inactive.
-    async fn deactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
+    async fn deactivate_agent(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool>;
     async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey>;
 }
 
@@ -158,7 +166,13 @@ pub trait TokenStore: Send + Sync + 'static {
     async fn get_challenge(&self, nonce: &str) -> StoreResult<Option<Challenge>>;
     /// Atomically consumes the proof, revokes every live token of the agent and stores the new hash.
     /// `false` when the proof was no longer valid (token superseded, challenge used meanwhile).
-    async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool>;
+    async fn reissue_token(
+        &self,
+        agent_id: Uuid,
+        proof: ReissueProof<'_>,
+        new_hash: &str,
+        audit: &AuditEvent,
+    ) -> StoreResult<bool>;
 }
 
 /// Conversations and their messages.
@@ -242,7 +256,8 @@ pub trait TransferStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// An open x402 payment whose `validBefore` passed unused becomes `expired`, its reservation released; no
     /// event. `false` when it was no longer open.
-    async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool>;
+    /// `audit` is appended in the same transaction.
+    async fn expire_authorization(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool>;
     /// Whether this instance may watch `chain` now (one watcher per chain across instances); the guard holds it.
     async fn try_lock_watcher(&self, chain: &str) -> StoreResult<Option<Box<dyn SendGuard>>>;
     /// One of the agent's transfers (`None` for an unknown id or another agent's).
@@ -335,13 +350,18 @@ pub trait OwnerStore: Send + Sync + 'static {
     async fn get_owner_challenge(&self, nonce: &str) -> StoreResult<Option<OwnerChallenge>>;
     /// Atomically uses the challenge (still unused and unexpired) and stores the session; `false` when the
     /// challenge was no longer usable (used meanwhile).
-    async fn open_owner_session(&self, nonce: &str, session: &OwnerSessionRecord) -> StoreResult<bool>;
+    async fn open_owner_session(
+        &self,
+        nonce: &str,
+        session: &OwnerSessionRecord,
+        audit: &AuditEvent,
+    ) -> StoreResult<bool>;
     /// The session with this token hash, if it was ever issued (expired ones included: the caller checks).
     async fn owner_session(&self, token_hash: &str) -> StoreResult<Option<OwnerSessionRecord>>;
     /// Ends the session with this token hash (sign-out); `false` when there was none.
-    async fn close_owner_session(&self, token_hash: &str) -> StoreResult<bool>;
+    async fn close_owner_session(&self, token_hash: &str, audit: &AuditEvent) -> StoreResult<bool>;
     /// Marks the agent active again; `false` when it already was.
-    async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool>;
+    async fn reactivate_agent(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool>;
 }
 
 /// Transfer policies and the transfers held for an owner's approval. Holding and approving happen inside
@@ -350,15 +370,25 @@ pub trait OwnerStore: Send + Sync + 'static {
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
-    async fn put_policy(&self, agent_id: Uuid, policy: &crate::domain::policy::Policy) -> StoreResult<()>;
+    async fn put_policy(
+        &self,
+        agent_id: Uuid,
+        policy: &crate::domain::policy::Policy,
+        audit: &AuditEvent,
+    ) -> StoreResult<()>;
     async fn get_approval(&self, id: Uuid) -> StoreResult<Option<Approval>>;
     /// The agent's transfers still awaiting approval, oldest first.
     async fn waiting_approvals(&self, agent_id: Uuid) -> StoreResult<Vec<Approval>>;
     /// Waiting transfers on `chain` whose `expires_at` has passed at `now`.
     async fn due_approvals(&self, chain: &str, now: chrono::DateTime<chrono::Utc>) -> StoreResult<Vec<Approval>>;
     /// `awaiting_approval` -> `status` (rejected or expired): releases the reservation and stores the
-    /// `approval_resolved` event in one transaction, then announces the event.
-    async fn close_approval(&self, id: Uuid, status: crate::domain::policy::ApprovalStatus) -> StoreResult<Closing>;
+    /// `approval_resolved` event and the audit entry of `by`'s decision in one transaction, then announces the event.
+    async fn close_approval(
+        &self,
+        id: Uuid,
+        status: crate::domain::policy::ApprovalStatus,
+        by: crate::domain::audit::Actor,
+    ) -> StoreResult<Closing>;
     /// `approved` -> `awaiting_approval` again, for an approved transfer the node refused (its sent record was
     /// discarded): it holds its reservation again and a new `approval_required` event is stored and announced.
     /// `false` when it was not approved.
@@ -373,17 +403,10 @@ pub trait KeyStore: Send + Sync + 'static {
     async fn init_key_check(&self, check: &KeyCheck) -> StoreResult<KeyCheck>;
     /// One stored wallet key, if any (to vouch for a key in a database written before the check existed).
     async fn any_wallet_key(&self) -> StoreResult<Option<(Uuid, EncryptedKey)>>;
-    /// In one transaction, while the stored check is still `from`: every wallet key through `reseal`, and the check
-    /// replaced by `to`. Answers how many keys moved, or `None` when the stored check was not `from` (nothing
-    /// changed); a failing `reseal` changes nothing either.
-    /// The audit key is resealed by `reseal_audit` in the same transaction.
-    async fn rotate_keys(
-        &self,
-        from: &KeyCheck,
-        to: &KeyCheck,
-        reseal: ResealFn<'_>,
-        reseal_audit: AuditResealFn<'_>,
-    ) -> StoreResult<Option<usize>>;
+    /// In one transaction, while the stored check is still `from`: every wallet key, the audit key and every waiting
+    /// payment's request through `reseal`, and the check replaced by `to`. Answers how many wallet keys moved, or
+    /// `None` when the stored check was not `from` (nothing changed); a failing reseal changes nothing either.
+    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: &Resealers<'_>) -> StoreResult<Option<usize>>;
     /// The audit chain's sealed key, if one was made.
     async fn audit_key(&self) -> StoreResult<Option<SealedAuditKey>>;
     /// Makes the audit key unless one exists: `seal` gets the first entry id it will key (the one after the chain's
@@ -392,9 +415,29 @@ pub trait KeyStore: Send + Sync + 'static {
     async fn create_audit_key(&self, seal: AuditSealFn<'_>) -> StoreResult<SealedAuditKey>;
 }
 
+/// What an agent update records in the audit log, from the agent before and after (`None`: nothing changed).
+pub type AuditOf<'a> = &'a (dyn Fn(&Agent, &Agent) -> Option<AuditEvent> + Send + Sync);
+
 /// Seals a new audit key keying entries from the given id on.
 pub type AuditSealFn<'a> = &'a (dyn Fn(i64) -> SealedAuditKey + Send + Sync);
 /// Reseals the audit key under the next master key.
+/// Reseals a waiting payment's request (by the payment's id) under the next master key.
+pub type RequestResealFn<'a> = &'a (
+        dyn Fn(
+    Uuid,
+    &crate::domain::transaction::SealedRequest,
+) -> Result<crate::domain::transaction::SealedRequest, String>
+            + Send
+            + Sync
+    );
+
+/// How `rotate_keys` moves each thing sealed under the master key to the next one.
+pub struct Resealers<'a> {
+    pub wallet: ResealFn<'a>,
+    pub audit: AuditResealFn<'a>,
+    pub request: RequestResealFn<'a>,
+}
+
 pub type AuditResealFn<'a> = &'a (dyn Fn(&SealedAuditKey) -> Result<SealedAuditKey, String> + Send + Sync);
 
 /// Opens the configured database and applies the embedded migrations.

@@ -178,9 +178,8 @@ pub struct TransferRequest {
     /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
     /// called with 0 and its `raw` is the signed payment document.
     pub x402: Option<crate::domain::transaction::X402Record>,
-    /// The hash of the agent token the request was authenticated with, checked again in the reserving transaction
-    /// (`None`: no agent token, as when an owner approves).
-    pub caller_token: Option<String>,
+    /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
+    pub mandate: super::Mandate,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the
@@ -196,9 +195,9 @@ pub struct NativeFunds {
 pub enum Authorization {
     /// The agent's policy: a refusal, or a transfer held for approval instead of signed.
     Policy,
-    /// An owner approved the waiting transfer with the request's id: it must still be waiting and unexpired; its
-    /// held reservation is released as this one is taken.
-    Approval,
+    /// An owner (or the admin, `by`) approved the waiting transfer with the request's id: it must still be waiting
+    /// and unexpired; its held reservation is released as this one is taken, and the approval audited with it.
+    Approval { by: crate::domain::audit::Actor },
     /// Already decided (the retry of an approved transfer after a nonce resynchronisation).
     Decided,
 }
@@ -238,9 +237,11 @@ pub enum Reservation {
     },
     /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).
     NotAwaiting(crate::domain::policy::ApprovalStatus),
-    /// The agent was deleted, or the caller's token reissued, since the request was authenticated.
+    /// The agent was deleted, or the caller's token reissued, since the request was authenticated; or its
+    /// idempotency claim was taken over.
     AgentInactive,
     TokenRevoked,
+    ClaimLost,
 }
 
 impl From<crate::domain::decision::Refusal> for Reservation {
@@ -254,6 +255,7 @@ impl From<crate::domain::decision::Refusal> for Reservation {
             Refusal::NotAwaiting(status) => Reservation::NotAwaiting(status),
             Refusal::AgentInactive => Reservation::AgentInactive,
             Refusal::TokenRevoked => Reservation::TokenRevoked,
+            Refusal::ClaimLost => Reservation::ClaimLost,
         }
     }
 }

@@ -152,8 +152,8 @@ pub struct ToolContext<'a> {
     pub conversation_id: Option<Uuid>,
     /// Who runs the tool, as the audit log records its transfers: the agent (chat) or an MCP client.
     pub actor: Actor,
-    /// The hash of the agent token the turn or session was authenticated with, checked again when money moves.
-    pub caller_token: Option<&'a str>,
+    /// The agent token (and idempotency claim) the turn or session came with, checked again when money moves.
+    pub mandate: &'a crate::store::Mandate,
 }
 
 impl ToolContext<'_> {

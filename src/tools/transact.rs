@@ -76,7 +76,7 @@ fn pay_http<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolRe
                 asset: args.text("asset")?,
                 conversation_id: cx.conversation_id,
                 actor: cx.actor,
-                caller_token: cx.caller_token,
+                mandate: cx.mandate,
             })
             .await?;
         Ok(paid_json(&paid))
@@ -132,7 +132,7 @@ fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Too
             amount: &amount,
             conversation_id: cx.conversation_id,
             actor: cx.actor,
-            caller_token: cx.caller_token,
+            mandate: cx.mandate,
         };
         let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome))
@@ -157,7 +157,7 @@ fn send_token<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Tool
             amount: &amount,
             conversation_id: cx.conversation_id,
             actor: cx.actor,
-            caller_token: cx.caller_token,
+            mandate: cx.mandate,
         };
         let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome))

@@ -1,15 +1,16 @@
 //! Transfers held for an owner's approval: approving signs and sends one through the same send path as any
-//! transfer (at the fees of that moment); rejecting and expiring release what it held. Who decided is recorded by
-//! the caller that knows it (the HTTP edge); expiry is the system's.
+//! transfer (at the fees of that moment); rejecting and expiring release what it held. Each decision is audited,
+//! as `by`'s (the owner or admin who decided; expiry is the system's), in the transaction that takes it.
 
 use uuid::Uuid;
 
 use super::{BroadcastStatus, Kind, Outflow, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
+use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::store::{Approval, Authorization, Closing};
+use crate::store::{Approval, Authorization, Closing, Mandate};
 
 impl Transfers {
     /// The agent's transfer `id` if it still waits; one past `expires_at` is expired on the spot (releasing its
@@ -26,7 +27,7 @@ impl Transfers {
             return Err(TransferError::NotAwaiting(approval.status));
         }
         if approval.is_expired_at(crate::domain::now()) {
-            self.expire(id).await?;
+            self.close(id, ApprovalStatus::Expired, Actor::System).await?;
             return Err(TransferError::NotAwaiting(ApprovalStatus::Expired));
         }
         Ok(approval)
@@ -35,12 +36,12 @@ impl Transfers {
     /// Signs and sends a waiting transfer. Its reservation is taken again at today's fees; when that no longer
     /// fits the cap it stays waiting (`CapExceeded`).
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
-    pub async fn approve(&self, agent: &Agent, id: Uuid) -> Result<TransferOutcome, TransferError> {
+    pub async fn approve(&self, agent: &Agent, id: Uuid, by: Actor) -> Result<TransferOutcome, TransferError> {
         let approval = self.waiting(agent, id).await?;
         if approval.x402.is_some() {
             // An x402 payment: the service makes the paid request itself (§16).
             let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-            let tx = self.approve_payment(agent, &approval).await?;
+            let tx = self.approve_payment(agent, &approval, by).await?;
             return Ok(TransferOutcome::Sent {
                 chain,
                 tx,
@@ -68,8 +69,8 @@ impl Transfers {
                 to: approval.to,
                 value: approval.value_wei,
                 kind,
-                authorization: Authorization::Approval,
-                caller_token: None,
+                authorization: Authorization::Approval { by },
+                mandate: Mandate::NONE,
             })
             .await?;
         if let TransferOutcome::Sent {
@@ -85,22 +86,13 @@ impl Transfers {
 
     /// Rejects a waiting transfer, releasing its reservation.
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
-    pub async fn reject(&self, agent: &Agent, id: Uuid) -> Result<Approval, TransferError> {
+    pub async fn reject(&self, agent: &Agent, id: Uuid, by: Actor) -> Result<Approval, TransferError> {
         self.waiting(agent, id).await?;
-        self.close(id, ApprovalStatus::Rejected).await
+        self.close(id, ApprovalStatus::Rejected, by).await
     }
 
-    async fn expire(&self, id: Uuid) -> Result<(), TransferError> {
-        let approval = self.close(id, ApprovalStatus::Expired).await?;
-        let detail = serde_json::json!({"transfer_id": id, "chain": approval.chain, "asset": approval.asset,
-            "to": approval.to.to_checksum(None), "amount": approval.amount()});
-        self.audit(approval.agent_id, "transfer_expired", "system", detail)
-            .await;
-        Ok(())
-    }
-
-    async fn close(&self, id: Uuid, status: ApprovalStatus) -> Result<Approval, TransferError> {
-        match self.store.close_approval(id, status).await.map_err(store_error)? {
+    async fn close(&self, id: Uuid, status: ApprovalStatus, by: Actor) -> Result<Approval, TransferError> {
+        match self.store.close_approval(id, status, by).await.map_err(store_error)? {
             Closing::Closed(approval, _) => Ok(*approval),
             Closing::NotWaiting(status) => Err(TransferError::NotAwaiting(status)),
             Closing::NotFound => Err(TransferError::TransferNotFound),

@@ -54,6 +54,9 @@ pub enum TransferError {
     /// The request's agent token was reissued after it was authenticated (seen in the reserving transaction).
     #[error("the access token is not valid")]
     TokenRevoked,
+    /// The request's `Idempotency-Key` claim was taken over by a repeat while it was stopped (§12).
+    #[error("a request with this Idempotency-Key is running elsewhere")]
+    ClaimLost,
     /// The node could not be asked (before anything was signed).
     #[error(transparent)]
     Chain(#[from] ChainError),
@@ -89,6 +92,7 @@ impl TransferError {
             Self::PolicyDenied(_) => "policy_denied",
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",
+            Self::ClaimLost => "idempotency_in_progress",
             Self::TransferNotFound => "transfer_not_found",
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
+use zeroize::Zeroizing;
 
 use super::send::{Kind, Outflow, PaymentDraft};
 use super::{TransferError, TransferOutcome, Transfers, store_error};
@@ -19,8 +20,8 @@ use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
-use crate::domain::transaction::{StoredTx, X402Record};
-use crate::store::{Approval, Authorization as Check};
+use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
+use crate::store::{Approval, Authorization as Check, Mandate, StoreError};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
 
@@ -37,8 +38,8 @@ pub struct PayOrder<'a> {
     pub asset: Option<&'a str>,
     pub conversation_id: Option<Uuid>,
     pub actor: Actor,
-    /// The hash of the agent token the request was authenticated with: the reservation checks that it is still live.
-    pub caller_token: Option<&'a str>,
+    /// The agent token and idempotency claim the request came with: the reservation checks that both still hold.
+    pub mandate: &'a Mandate,
 }
 
 /// What a fetch gave: the resource's answer and the payment made for it, if one was asked.
@@ -109,10 +110,10 @@ struct Exchange {
 struct Ticket {
     id: Uuid,
     conversation_id: Option<Uuid>,
-    /// The agent token that asked (a first try), checked again as the payment is reserved.
-    caller_token: Option<String>,
+    /// The agent token and idempotency claim that asked (a first try), checked again as the payment is reserved.
+    mandate: Mandate,
     check: Check,
-    pending: Option<Value>,
+    pending: Option<SealedRequest>,
 }
 
 /// The first request of an exchange and what became of its price.
@@ -199,12 +200,16 @@ impl Transfers {
             body: order.body.clone(),
             asset: order.asset.map(str::to_owned),
         };
+        let id = Uuid::new_v4();
+        // Kept (encrypted) only if the payment must wait for an owner.
+        let plain = serde_json::to_vec(&exchange).map_err(|e| store_error(StoreError::Corrupt(e.to_string())))?;
+        let plain = Zeroizing::new(plain);
         let ticket = Ticket {
-            id: Uuid::new_v4(),
+            id,
             conversation_id: order.conversation_id,
-            caller_token: order.caller_token.map(str::to_owned),
+            mandate: order.mandate.clone(),
             check: Check::Policy,
-            pending: serde_json::to_value(&exchange).ok(),
+            pending: Some(self.vault.seal_request(id, &plain)),
         };
         let accept = |choice: &Choice| {
             describe(audit, choice);
@@ -350,7 +355,7 @@ impl Transfers {
                 value: choice.amount,
                 kind: Kind::Payment(Box::new(draft)),
                 authorization: ticket.check,
-                caller_token: ticket.caller_token.clone(),
+                mandate: ticket.mandate.clone(),
             })
             .await?;
         Ok(match outcome {
@@ -400,17 +405,22 @@ impl Transfers {
     /// approved (or lower, to the same payee in the same token), the balance is checked again in the reservation,
     /// a fresh authorization is signed, and the paid request is made by the service. Its answer is kept with the
     /// transfer (`x402.response`); a failed paid request leaves the payment pending as for the agent's own fetch.
-    pub(super) async fn approve_payment(&self, agent: &Agent, approval: &Approval) -> Result<StoredTx, TransferError> {
-        let exchange: Exchange = approval
-            .x402
-            .as_ref()
-            .and_then(|x| x.pending_request.clone())
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or_else(|| store_error(crate::store::StoreError::Corrupt("approvals.x402".into())))?;
+    pub(super) async fn approve_payment(
+        &self,
+        agent: &Agent,
+        approval: &Approval,
+        by: Actor,
+    ) -> Result<StoredTx, TransferError> {
         let unpayable = |reason: &str| {
             tracing::warn!(transfer_id = %approval.id, reason, "an approved x402 payment could not be made");
             TransferError::NotPending("unpayable")
         };
+        let sealed = approval.x402.as_ref().and_then(|x| x.pending_request.as_ref());
+        let plain = sealed
+            .map(|sealed| self.vault.open_request(approval.id, sealed))
+            .ok_or_else(|| unpayable("no request kept"))?
+            .map_err(|_| unpayable("the kept request does not open"))?;
+        let exchange: Exchange = serde_json::from_slice(&plain).map_err(|_| unpayable("the kept request"))?;
         let request = FetchRequest::new(
             exchange.method.as_deref(),
             &exchange.url,
@@ -422,8 +432,8 @@ impl Transfers {
         let ticket = Ticket {
             id: approval.id,
             conversation_id: approval.conversation_id,
-            caller_token: None,
-            check: Check::Approval,
+            mandate: Mandate::NONE,
+            check: Check::Approval { by },
             pending: None,
         };
         // The price must be the one approved (or lower), to the same payee in the same token.

@@ -20,7 +20,7 @@ use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
 use crate::domain::transaction::{StoredTx, X402Record};
-use crate::store::{Authorization, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
+use crate::store::{Authorization, Mandate, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
 
@@ -38,9 +38,8 @@ pub(super) struct Outflow<'a> {
     pub kind: Kind<'a>,
     /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
     pub authorization: Authorization,
-    /// The hash of the agent token that asked, checked again as the outflow is reserved (`None`: an owner's
-    /// approval).
-    pub caller_token: Option<String>,
+    /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
+    pub mandate: Mandate,
 }
 
 /// What is moved, and so what is quoted and signed.
@@ -158,7 +157,7 @@ impl Outflow<'_> {
                 Kind::Payment(p) => Some(p.record.clone()),
                 _ => None,
             },
-            caller_token: self.caller_token.clone(),
+            mandate: self.mandate.clone(),
         }
     }
 }
@@ -181,7 +180,7 @@ impl Transfers {
             false => None,
         };
         let mut request = o.request(&quote, node_nonce);
-        let from_approval = o.authorization == Authorization::Approval;
+        let from_approval = matches!(o.authorization, Authorization::Approval { .. });
         for attempt in 0..2 {
             let sign = |nonce| o.kind.sign(&signer, chain, &request, quote.priority_fee, nonce);
             let reservation = self
@@ -220,7 +219,7 @@ impl Transfers {
                         .await
                         .map_err(store_error)?;
                     // An approved transfer keeps its id (the discarded row is gone) and its approval.
-                    if request.authorization == Authorization::Approval {
+                    if matches!(request.authorization, Authorization::Approval { .. }) {
                         request.authorization = Authorization::Decided;
                     } else {
                         request.id = Uuid::new_v4();
@@ -300,6 +299,7 @@ fn reserved(
         Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
         Reservation::AgentInactive => Err(TransferError::AgentInactive),
         Reservation::TokenRevoked => Err(TransferError::TokenRevoked),
+        Reservation::ClaimLost => Err(TransferError::ClaimLost),
         Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
         Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
         Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {

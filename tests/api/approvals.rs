@@ -151,3 +151,41 @@ async fn an_approval_that_no_longer_fits_the_cap_stays_waiting() {
     assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
     assert_eq!(anvil.nonce(wallet(&agent)).await, 0);
 }
+
+/// A decision and its audit entry commit together (issue 22, point 6): while the log takes no entry, an approval
+/// answers 500 and signs nothing (the chain shows nonce 0) and a rejection answers 500 with the transfer still
+/// waiting; once the log works again the approval lands, audited as the owner's.
+#[tokio::test]
+async fn a_decision_whose_audit_entry_fails_is_not_taken() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = admin_app(&anvil).await;
+    let agent = approving_agent(&app, &anvil, 900).await;
+    let (id, _) = held_send(&app, &anvil, &agent).await;
+    crate::audit::refuse_audit_entries(&app).await;
+
+    let (status, body) = decide(&app, &agent, true, &id, "approve").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let (status, body) = decide(&app, &agent, true, &id, "reject").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 0, "nothing was signed and sent");
+    let list = format!("/api/agents/{}/approvals", agent.id);
+    let (_, waiting) = call(&app, &agent, false, Method::GET, &list, None).await;
+    assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
+
+    crate::audit::allow_audit_entries(&app).await;
+    let (status, approved) = decide(&app, &agent, true, &id, "approve").await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    wait_for_transactions(&app, &agent, 1, "confirmed").await;
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 1);
+    let path = format!("/api/agents/{}/audit", agent.id);
+    let (_, log) = call(&app, &agent, true, Method::GET, &path, None).await;
+    let approvals: Vec<&Value> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "transfer_approved")
+        .collect();
+    assert_eq!(approvals.len(), 1, "{log}");
+    assert_eq!(approvals[0]["detail"]["tx_hash"], approved["tx_hash"], "{log}");
+}

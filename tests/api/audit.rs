@@ -8,7 +8,7 @@ use alloy::signers::local::PrivateKeySigner;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, run_subcommand, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, assert_error, run_subcommand, spawn_app, spawn_app_with, token_proof};
 use crate::owners::{As, call, execute, guarded_agent, owner_session};
 
 async fn audit(app: &TestApp, agent_id: &str, who: As<'_>, query: &str) -> (StatusCode, Value) {
@@ -262,4 +262,76 @@ async fn a_history_rewritten_and_chained_again_by_whoever_writes_the_database_is
     let (ok, output) = verify(&app);
     assert!(!ok, "{output}");
     assert!(output.contains("entry 3 was altered"), "{output}");
+}
+
+/// Makes every new audit entry fail, as a full disk or a broken log would.
+pub async fn refuse_audit_entries(app: &TestApp) {
+    if app.db_url.starts_with("sqlite") {
+        tamper(
+            app,
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .await;
+    } else {
+        execute(
+            app,
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+        )
+        .await;
+        execute(
+            app,
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
+        )
+        .await;
+    }
+}
+
+/// Lets audit entries be written again.
+pub async fn allow_audit_entries(app: &TestApp) {
+    let drop = match app.db_url.starts_with("sqlite") {
+        true => "DROP TRIGGER refuse_audit",
+        false => "DROP TRIGGER refuse_audit ON audit_events",
+    };
+    tamper(app, drop).await;
+    if !app.db_url.starts_with("sqlite") {
+        execute(app, "DROP FUNCTION refuse_audit").await;
+    }
+}
+
+/// A change and its audit entry commit together (issue 22, point 6): while the log takes no entry, creating an
+/// agent, reissuing its token, updating and deleting it answer 500 and change nothing, so no token is stored that
+/// was never shown and no change is made that the log does not hold.
+#[tokio::test]
+async fn a_change_whose_audit_entry_fails_is_not_made() {
+    let app = spawn_app().await;
+    let agent = app.create_default_agent().await;
+    refuse_audit_entries(&app).await;
+
+    let (status, body) = app.create_agent(json!({"name": "unlogged"})).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let (_, list) = app.list_agents("").await;
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"unlogged"),
+        "an agent created without its entry: {names:?}"
+    );
+
+    let response = app.reissue_token(&agent.id, token_proof(&agent.token)).await;
+    assert_eq!(response.0, StatusCode::INTERNAL_SERVER_ERROR, "{}", response.1);
+    let (status, body) = app.get_agent(&agent.id, &agent.token).await;
+    assert_eq!(status, StatusCode::OK, "the token is still the live one: {body}");
+
+    let (status, _) = app.put_agent(&agent.id, &agent.token, json!({"name": "renamed"})).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, _) = app.delete_agent(&agent.id, &agent.token).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, body) = app.get_agent(&agent.id, &agent.token).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_ne!(body["name"], "renamed", "an update made without its entry");
 }

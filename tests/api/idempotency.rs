@@ -375,7 +375,7 @@ async fn the_key_store_claims_answers_takes_over_stale_claims_and_forgets_after_
         fingerprint,
         now,
         expired_before: now - chrono::TimeDelta::hours(24),
-        stale_before: now - chrono::TimeDelta::minutes(10),
+        held_until: now + chrono::TimeDelta::seconds(60),
     };
     let claim = |c: KeyClaim<'static>| {
         let store = store.clone();
@@ -398,13 +398,28 @@ async fn the_key_store_claims_answers_takes_over_stale_claims_and_forgets_after_
     assert_eq!(claim(at(now, "k", "f1")).await, answered);
     assert_eq!(claim(at(now, "k", "f2")).await, ClaimOutcome::Reused);
 
-    let long_ago = now - chrono::TimeDelta::minutes(11);
-    let ClaimOutcome::Claimed(dead) = claim(at(long_ago, "s", "f1")).await else {
+    let a_minute_ago = now - chrono::TimeDelta::seconds(61);
+    let ClaimOutcome::Claimed(renewed) = claim(at(a_minute_ago, "r", "f1")).await else {
+        panic!("claimed")
+    };
+    let until = now + chrono::TimeDelta::seconds(60);
+    assert!(store.renew_key(agent_id, "r", renewed, until).await.unwrap());
+    assert_eq!(
+        claim(at(now, "r", "f1")).await,
+        ClaimOutcome::InProgress,
+        "a renewed lease is not taken over"
+    );
+
+    let ClaimOutcome::Claimed(dead) = claim(at(a_minute_ago, "s", "f1")).await else {
         panic!("claimed")
     };
     let ClaimOutcome::Claimed(taker) = claim(at(now, "s", "f1")).await else {
-        panic!("a stale claim is taken over")
+        panic!("a claim whose lease ran out is taken over")
     };
+    assert!(
+        !store.renew_key(agent_id, "s", dead, until).await.unwrap(),
+        "nor renewed by its first holder"
+    );
     store.answer_key(agent_id, "s", dead, 500, "{}").await.unwrap();
     assert_eq!(
         claim(at(now, "s", "f1")).await,
@@ -448,4 +463,62 @@ async fn the_key_store_claims_answers_takes_over_stale_claims_and_forgets_after_
         store.transaction_page(agent_id, None, 10).await.unwrap(),
         Some(Vec::new())
     );
+}
+
+/// A claim is a lease that only a stopped holder loses, and a holder that lost it moves nothing (issue 22, point 11).
+/// The first request is held in front of the node; its lease is made to run out (as if its process had been stopped
+/// past it). Before it moved money, a repeat takes the key over and sends; the first, released, is refused 409 and
+/// the chain shows one transfer. After it moved money (held at the broadcast), a repeat is refused 409 and never
+/// sends again.
+#[tokio::test]
+async fn a_request_that_lost_its_claim_moves_nothing_and_a_claim_that_moved_money_is_never_taken_over() {
+    for held_at in ["eth_getBalance", "eth_sendRawTransaction"] {
+        let anvil = Anvil::start(BASE_CHAIN_ID);
+        let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
+        let app = spawn_app_with(&[("RPC_URL_BASE", gate.url())]).await;
+        let agent = sending_agent(&app, Some(10.0)).await;
+        anvil.set_balance(wallet(&agent), wei(1_000 * CENT_ETH)).await;
+        let to = fresh_address();
+        let body = order(to, "0.01");
+
+        gate.hold_method(held_at);
+        let first = transfer(&app, &agent, Some("lease"), &body);
+        let repeat = async {
+            gate.wait_held(1, Duration::from_secs(10)).await;
+            // The first holder stops renewing: its lease runs out.
+            crate::owners::execute(&app, "UPDATE idempotency_keys SET held_until = created_at").await;
+            let repeat = transfer(&app, &agent, Some("lease"), &body);
+            if held_at == "eth_getBalance" {
+                // The repeat took the key over and reaches the gate too; then both go on.
+                let release = async {
+                    gate.wait_held(2, Duration::from_secs(10)).await;
+                    gate.release();
+                };
+                tokio::join!(repeat, release).0
+            } else {
+                let repeat = repeat.await;
+                gate.release();
+                repeat
+            }
+        };
+        let (first, repeat) = tokio::join!(first, repeat);
+        match held_at {
+            "eth_getBalance" => {
+                assert_eq!(
+                    repeat.status,
+                    StatusCode::CREATED,
+                    "{held_at}: taken over: {}",
+                    repeat.body
+                );
+                assert_error(&error_of(&first), StatusCode::CONFLICT, "idempotency_in_progress");
+            }
+            _ => {
+                assert_eq!(first.status, StatusCode::CREATED, "{held_at}: {}", first.body);
+                assert_error(&error_of(&repeat), StatusCode::CONFLICT, "idempotency_in_progress");
+            }
+        }
+        wait_for_transactions(&app, &agent, 1, "confirmed").await;
+        assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "{held_at}: one transfer on chain");
+        assert_eq!(anvil.balance(to).await, wei(CENT_ETH), "{held_at}: paid once");
+    }
 }

@@ -58,11 +58,14 @@ pub(crate) async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String)
         key_version: 1,
     };
     store
-        .create_agent(&NewAgent {
-            agent: agent.clone(),
-            key,
-            token_hash: token_hash.clone(),
-        })
+        .create_agent(
+            &NewAgent {
+                agent: agent.clone(),
+                key,
+                token_hash: token_hash.clone(),
+            },
+            &noted(agent.id, "agent_created"),
+        )
         .await
         .expect("the agent is stored");
     (agent, token_hash)
@@ -87,7 +90,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token_balance: None,
         native_funds: None,
         x402: None,
-        caller_token: None,
+        mandate: agentd::store::Mandate::NONE,
     }
 }
 
@@ -208,7 +211,10 @@ async fn an_agent_is_created_read_updated_and_deactivated() {
         owner_addresses: Some(BTreeMap::new()),
         ..AgentUpdate::default()
     };
-    let updated = store.update_agent(agent.id, &update, wallet()).await.unwrap();
+    let updated = store
+        .update_agent(agent.id, &update, wallet(), &|_, _| None)
+        .await
+        .unwrap();
     assert_eq!(updated.name, "Renamed");
     assert_eq!(
         updated.description, agent.description,
@@ -222,8 +228,19 @@ async fn an_agent_is_created_read_updated_and_deactivated() {
     assert!(updated.owner_addresses.is_empty());
     assert_eq!(store.get_agent(agent.id).await.unwrap(), updated);
 
-    assert!(store.deactivate_agent(agent.id).await.unwrap());
-    assert!(!store.deactivate_agent(agent.id).await.unwrap(), "already inactive");
+    assert!(
+        store
+            .deactivate_agent(agent.id, &noted(agent.id, "agent_deleted"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .deactivate_agent(agent.id, &noted(agent.id, "agent_deleted"))
+            .await
+            .unwrap(),
+        "already inactive"
+    );
     assert!(!store.get_agent(agent.id).await.unwrap().is_active);
     assert!(matches!(
         store.get_agent(Uuid::new_v4()).await,
@@ -240,7 +257,12 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     assert_eq!(owner, Some(agent.id));
 
     let proof = ReissueProof::CurrentToken { token_hash: &first };
-    assert!(store.reissue_token(agent.id, proof, "second").await.unwrap());
+    assert!(
+        store
+            .reissue_token(agent.id, proof, "second", &noted(agent.id, "token_reissued"))
+            .await
+            .unwrap()
+    );
     assert_eq!(
         store.agent_for_token(&first).await.unwrap(),
         None,
@@ -248,7 +270,12 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     );
     assert_eq!(store.agent_for_token("second").await.unwrap(), Some(agent.id));
     let stale = ReissueProof::CurrentToken { token_hash: &first };
-    assert!(!store.reissue_token(agent.id, stale, "never").await.unwrap());
+    assert!(
+        !store
+            .reissue_token(agent.id, stale, "never", &noted(agent.id, "token_reissued"))
+            .await
+            .unwrap()
+    );
 
     let challenge = Challenge {
         nonce: format!("nonce-{}", Uuid::new_v4()),
@@ -261,7 +288,12 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     let proof = ReissueProof::Challenge {
         nonce: &challenge.nonce,
     };
-    assert!(store.reissue_token(agent.id, proof, "third").await.unwrap());
+    assert!(
+        store
+            .reissue_token(agent.id, proof, "third", &noted(agent.id, "token_reissued"))
+            .await
+            .unwrap()
+    );
     assert!(store.get_challenge(&challenge.nonce).await.unwrap().unwrap().used);
     assert_eq!(store.agent_for_token("second").await.unwrap(), None);
     assert_eq!(store.agent_for_token("third").await.unwrap(), Some(agent.id));
@@ -270,7 +302,10 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
         nonce: &challenge.nonce,
     };
     assert!(
-        !store.reissue_token(agent.id, used, "fourth").await.unwrap(),
+        !store
+            .reissue_token(agent.id, used, "fourth", &noted(agent.id, "token_reissued"))
+            .await
+            .unwrap(),
         "a used challenge is refused"
     );
     assert_eq!(store.agent_for_token("fourth").await.unwrap(), None);
@@ -670,7 +705,10 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         approve_new_recipients: true,
         ..Default::default()
     };
-    store.put_policy(agent.id, &policy).await.unwrap();
+    store
+        .put_policy(agent.id, &policy, &noted(agent.id, "policy_updated"))
+        .await
+        .unwrap();
     let request = transfer(&agent, 1_000, None);
     let Reservation::AwaitingApproval(held) = reserve(store.as_ref(), &request).await else {
         panic!("a new recipient waits for approval");
@@ -682,7 +720,9 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
 
     // Approved: the sent record replaces the waiting one's reservation; then the node refuses and it is discarded.
     let approved = TransferRequest {
-        authorization: Authorization::Approval,
+        authorization: Authorization::Approval {
+            by: agentd::domain::audit::Actor::Owner,
+        },
         token_balance: None,
         native_funds: None,
         x402: None,
@@ -717,4 +757,14 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         Some(0),
         "its nonce was given back"
     );
+}
+
+/// An audit entry for a change made straight on the store.
+fn noted(agent_id: Uuid, action: &'static str) -> AuditEvent {
+    AuditEvent {
+        agent_id,
+        action,
+        actor: "admin".into(),
+        detail: json!({}),
+    }
 }

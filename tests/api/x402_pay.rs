@@ -468,3 +468,89 @@ async fn send_token_counts_unused_authorizations_against_the_balance() {
     assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
     assert_eq!(p.anvil.nonce(wallet(&p.agent)).await, 0, "nothing was sent");
 }
+
+/// The `x402` texts of the agent's approvals, as the database holds them.
+async fn stored_requests(app: &TestApp) -> Vec<String> {
+    let sql = "SELECT x402 FROM approvals WHERE x402 IS NOT NULL";
+    if app.db_url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(&app.db_url)
+            .await
+            .expect("open the SQLite file");
+        sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap()
+    } else {
+        let pool = sqlx::PgPool::connect(&app.db_url).await.expect("connect to PostgreSQL");
+        sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap()
+    }
+}
+
+/// A waiting payment keeps the caller's query and headers encrypted, and not at all once decided (issue 22,
+/// point 7): the database never holds the API key in plain text; the approved payment's request still carries both
+/// to the resource; after the approval and after a rejection no request is kept.
+#[tokio::test]
+async fn a_waiting_payment_keeps_the_callers_keys_encrypted_and_drops_them_once_decided() {
+    let p = paying(1_000_000, |_| {}).await;
+    set_policy(
+        &p.app,
+        &p.agent,
+        json!({"limits": {"base:USDC": {"approval_above": "0.005"}}}),
+    )
+    .await;
+    let mut body = paid_body(&p, "0.05");
+    body["headers"] = json!({"X-Api-Key": "secret-header-value"});
+    let plain_in = |texts: &[String]| {
+        texts
+            .iter()
+            .any(|t| t.contains("secret-query-value") || t.contains("secret-header-value"))
+    };
+
+    let (status, waiting) = fetch(&p.app, &p.agent, body.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{waiting}");
+    let stored = stored_requests(&p.app).await;
+    assert!(
+        stored.iter().any(|t| t.contains("pending_request")),
+        "the request is kept: {stored:?}"
+    );
+    assert!(!plain_in(&stored), "in plain text: {stored:?}");
+
+    let paid_id = waiting["payment"]["transfer_id"].as_str().unwrap().to_owned();
+    let path = format!("/api/agents/{}/transfers/{paid_id}/approve", p.agent.id);
+    let (status, approved) = call(&p.app, &p.agent, true, Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    let paid = p
+        .paywall
+        .seen()
+        .into_iter()
+        .rfind(|s| s.header("x-payment").is_some() || s.header("payment-signature").is_some());
+    let paid = paid.expect("the paid request reached the resource");
+    assert_eq!(paid.query.as_deref(), Some("api_key=secret-query-value"), "{paid:?}");
+    assert_eq!(paid.header("x-api-key"), Some("secret-header-value"), "{paid:?}");
+
+    let (status, waiting) = fetch(&p.app, &p.agent, body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{waiting}");
+    let id = waiting["payment"]["transfer_id"].as_str().unwrap().to_owned();
+    let path = format!("/api/agents/{}/transfers/{id}/reject", p.agent.id);
+    let (status, rejected) = call(&p.app, &p.agent, true, Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{rejected}");
+    let stored = stored_requests(&p.app).await;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert!(
+        !stored.iter().any(|t| t.contains("pending_request")),
+        "kept after the decision: {stored:?}"
+    );
+
+    // The paid answer is kept 30 days after the payment is resolved, then purged (§15).
+    wait_for_status(&p, &paid_id, "confirmed").await;
+    assert_eq!(transfer(&p, &paid_id).await["x402"]["response"]["status"], 200);
+    crate::owners::execute(&p.app, "UPDATE transactions SET updated_at = '2020-01-01T00:00:00Z'").await;
+    let _purging = crate::helpers::spawn_app_with(&[("DATABASE_URL", &p.app.db_url)]).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !transfer(&p, &paid_id).await["x402"]["response"].is_null() {
+        assert!(std::time::Instant::now() < deadline, "the paid answer was not purged");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        transfer(&p, &paid_id).await["status"],
+        "confirmed",
+        "the payment itself stays"
+    );
+}

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::agent::Agent;
 use crate::store::shared::{self, AGENT_COLUMNS, AgentRow, AgentTokenRow, KeyRow, PerChainRow};
-use crate::store::{AgentStore, AgentUpdate, NewAgent, StoreError, StoreResult};
+use crate::store::{AgentStore, AgentUpdate, AuditEvent, AuditOf, NewAgent, StoreError, StoreResult};
 use crate::vault::EncryptedKey;
 
 /// An agent with its per-chain values (wallet and owner addresses, spending) and the owner of a live token hash
@@ -45,11 +45,12 @@ where
     for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> i64: Encode<'r, B> + Type<B>,
+    // The audit chain's head is read back (entry id).
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    async fn create_agent(&self, new: &NewAgent) -> StoreResult<()> {
+    async fn create_agent(&self, new: &NewAgent, audit: &AuditEvent) -> StoreResult<()> {
         let a = &new.agent;
         let mut tx = B::begin_write(self).await?;
         Self::check_key_version(&mut tx, new.key.key_version).await?;
@@ -88,6 +89,7 @@ where
             .bind(a.created_at)
             .execute(&mut *tx)
             .await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -133,11 +135,18 @@ where
         Self::load_agent_and_token(&mut conn, id, Some(token_hash)).await
     }
 
-    async fn update_agent(&self, id: Uuid, update: &AgentUpdate, wallet: Address) -> StoreResult<Agent> {
+    async fn update_agent(
+        &self,
+        id: Uuid,
+        update: &AgentUpdate,
+        wallet: Address,
+        audit: AuditOf<'_>,
+    ) -> StoreResult<Agent> {
         // On SQLite `BEGIN IMMEDIATE` already holds the only write lock; PostgreSQL locks the agent's row.
         let mut tx = B::begin_write(self).await?;
         B::lock_agent(&mut tx, id).await?;
-        let mut agent = Self::load_agent_and_token(&mut tx, id, None).await?.0;
+        let before = Self::load_agent_and_token(&mut tx, id, None).await?.0;
+        let mut agent = before.clone();
         update.apply_to(&mut agent);
         if let Some(chains) = &update.chains {
             Self::add_wallet_addresses(&mut tx, id, chains, wallet).await?;
@@ -160,19 +169,28 @@ where
         .execute(&mut *tx)
         .await?;
         let agent = Self::load_agent_and_token(&mut tx, id, None).await?.0;
+        if let Some(event) = audit(&before, &agent) {
+            Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
+        }
         tx.commit().await?;
         Ok(agent)
     }
 
-    async fn deactivate_agent(&self, id: Uuid) -> StoreResult<bool> {
+    async fn deactivate_agent(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool> {
+        let mut tx = B::begin_write(self).await?;
         let done = sqlx::query("UPDATE agents SET is_active = $1, updated_at = $2 WHERE id = $3 AND is_active = $4")
             .bind(false)
             .bind(crate::domain::now())
             .bind(id)
             .bind(true)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(B::rows_affected(&done) == 1)
+        if B::rows_affected(&done) != 1 {
+            return Ok(false);
+        }
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey> {

@@ -94,16 +94,20 @@ impl<B> SqlStore<B>
 where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
     /// Appends `event` inside the caller's write transaction: reads the head (locked on PostgreSQL), inserts the
     /// entry, hashes it (under `key` from its `keyed_from` on), moves the head.
-    async fn append_audit(conn: &mut B::Connection, key: Option<&AuditKey>, event: &AuditEvent) -> StoreResult<()> {
+    pub(super) async fn append_audit(
+        conn: &mut B::Connection,
+        key: Option<&AuditKey>,
+        event: &AuditEvent,
+    ) -> StoreResult<()> {
         let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
         let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
         let at = crate::domain::now();

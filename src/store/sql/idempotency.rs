@@ -29,7 +29,7 @@ where
             .bind(c.agent_id)
             .bind(c.expired_before)
             .bind(c.key)
-            .bind(c.stale_before)
+            .bind(c.now)
             .execute(&mut *tx)
             .await?;
         let claim_id = Uuid::new_v4();
@@ -39,6 +39,7 @@ where
             .bind(c.fingerprint)
             .bind(claim_id)
             .bind(c.now)
+            .bind(c.held_until)
             .execute(&mut *tx)
             .await?;
         let outcome = if B::rows_affected(&inserted) == 1 {
@@ -54,6 +55,17 @@ where
         };
         tx.commit().await?;
         Ok(outcome)
+    }
+
+    async fn renew_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        let done = sqlx::query(sql::RENEW)
+            .bind(until)
+            .bind(agent_id)
+            .bind(key)
+            .bind(claim_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(B::rows_affected(&done) == 1)
     }
 
     async fn answer_key(&self, agent_id: Uuid, key: &str, claim_id: Uuid, status: u16, body: &str) -> StoreResult<()> {

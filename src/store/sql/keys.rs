@@ -6,8 +6,9 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
+use crate::domain::transaction::X402Record;
 use crate::store::shared::KeyRow;
-use crate::store::{AuditResealFn, AuditSealFn, KeyStore, ResealFn, StoreError, StoreResult};
+use crate::store::{AuditSealFn, KeyStore, Resealers, StoreError, StoreResult};
 use crate::vault::{EncryptedKey, KeyCheck, SealedAuditKey};
 
 type CheckRow = (i32, Vec<u8>, Vec<u8>);
@@ -86,13 +87,7 @@ where
 
     /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
     /// the old version can be written while or after the keys move.
-    async fn rotate_keys(
-        &self,
-        from: &KeyCheck,
-        to: &KeyCheck,
-        reseal: ResealFn<'_>,
-        reseal_audit: AuditResealFn<'_>,
-    ) -> StoreResult<Option<usize>> {
+    async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: &Resealers<'_>) -> StoreResult<Option<usize>> {
         let mut tx = B::begin_write(self).await?;
         let sql = format!(
             "SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1{}",
@@ -113,7 +108,7 @@ where
                     .bind(agent_id)
                     .fetch_one(&mut *tx)
                     .await?;
-            let key = reseal(*agent_id, &row.into_key()?).map_err(StoreError::Reseal)?;
+            let key = (reseal.wallet)(*agent_id, &row.into_key()?).map_err(StoreError::Reseal)?;
             sqlx::query("UPDATE wallet_keys SET ciphertext = $1, nonce = $2, key_version = $3 WHERE agent_id = $4")
                 .bind(&key.ciphertext)
                 .bind(&key.nonce)
@@ -127,11 +122,29 @@ where
                 .fetch_optional(&mut *tx)
                 .await?;
         if let Some(sealed) = audit.map(into_sealed) {
-            let moved = reseal_audit(&sealed).map_err(StoreError::Reseal)?;
+            let moved = (reseal.audit)(&sealed).map_err(StoreError::Reseal)?;
             sqlx::query("UPDATE audit_key SET key_version = $1, ciphertext = $2, nonce = $3 WHERE id = 1")
                 .bind(moved.key_version)
                 .bind(&moved.ciphertext)
                 .bind(&moved.nonce)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let waiting: Vec<(Uuid, String)> =
+            sqlx::query_as("SELECT id, x402 FROM approvals WHERE status = 'awaiting_approval' AND x402 IS NOT NULL")
+                .fetch_all(&mut *tx)
+                .await?;
+        for (id, text) in waiting {
+            let mut record: X402Record =
+                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("approvals.x402: {e}")))?;
+            let Some(sealed) = &record.pending_request else {
+                continue;
+            };
+            record.pending_request = Some((reseal.request)(id, sealed).map_err(StoreError::Reseal)?);
+            let text = serde_json::to_string(&record).expect("an x402 record serialises");
+            sqlx::query("UPDATE approvals SET x402 = $1 WHERE id = $2")
+                .bind(text)
+                .bind(id)
                 .execute(&mut *tx)
                 .await?;
         }

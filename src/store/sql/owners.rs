@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::store::audit::{OWNER_CHALLENGE_COLUMNS, OWNER_SESSION_COLUMNS, OwnerChallengeRow, OwnerSessionRow};
-use crate::store::{OwnerChallenge, OwnerSessionRecord, OwnerStore, StoreError, StoreResult};
+use crate::store::{AuditEvent, OwnerChallenge, OwnerSessionRecord, OwnerStore, StoreError, StoreResult};
 
 #[async_trait]
 impl<B> OwnerStore for SqlStore<B>
@@ -18,6 +18,8 @@ where
     for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
+    // Audit entries are appended with the change (entry ids read back).
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> bool: Decode<'r, B> + Type<B>,
     // A session's chain (none on sessions opened before it was recorded).
     for<'r> Option<String>: Decode<'r, B>,
@@ -58,7 +60,12 @@ where
 
     /// Uses the challenge (once: the conditional update is atomic on both databases) and opens the session in the
     /// same transaction.
-    async fn open_owner_session(&self, nonce: &str, session: &OwnerSessionRecord) -> StoreResult<bool> {
+    async fn open_owner_session(
+        &self,
+        nonce: &str,
+        session: &OwnerSessionRecord,
+        audit: &AuditEvent,
+    ) -> StoreResult<bool> {
         let now = crate::domain::now();
         let mut tx = B::begin_write(self).await?;
         let used = sqlx::query(
@@ -85,6 +92,7 @@ where
         .bind(session.chain.as_deref())
         .execute(&mut *tx)
         .await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -98,28 +106,37 @@ where
         row.map(OwnerSessionRow::into_session).transpose()
     }
 
-    async fn close_owner_session(&self, token_hash: &str) -> StoreResult<bool> {
+    async fn close_owner_session(&self, token_hash: &str, audit: &AuditEvent) -> StoreResult<bool> {
+        let mut tx = B::begin_write(self).await?;
         let done = sqlx::query("DELETE FROM owner_sessions WHERE token_hash = $1")
             .bind(token_hash)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(B::rows_affected(&done) == 1)
+        if B::rows_affected(&done) != 1 {
+            return Ok(false);
+        }
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
-    async fn reactivate_agent(&self, id: Uuid) -> StoreResult<bool> {
+    async fn reactivate_agent(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool> {
+        let mut tx = B::begin_write(self).await?;
         let done = sqlx::query("UPDATE agents SET is_active = TRUE, updated_at = $1 WHERE id = $2 AND NOT is_active")
             .bind(crate::domain::now())
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         if B::rows_affected(&done) == 0 {
             let exists: Option<(bool,)> = sqlx::query_as("SELECT is_active FROM agents WHERE id = $1")
                 .bind(id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *tx)
                 .await?;
             exists.ok_or(StoreError::AgentNotFound)?;
             return Ok(false);
         }
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        tx.commit().await?;
         Ok(true)
     }
 }

@@ -10,12 +10,13 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::domain::asset;
+use crate::domain::audit::Actor;
 use crate::domain::decision::{self, Gate, Windows};
 use crate::domain::policy::{ApprovalStatus, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
-    Approval, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
+    Approval, AuditEvent, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
 };
 
 #[async_trait]
@@ -41,8 +42,9 @@ where
         Self::policy_in(&mut conn, agent_id).await
     }
 
-    async fn put_policy(&self, agent_id: Uuid, policy: &Policy) -> StoreResult<()> {
+    async fn put_policy(&self, agent_id: Uuid, policy: &Policy, audit: &AuditEvent) -> StoreResult<()> {
         let text = serde_json::to_string(policy).map_err(|e| StoreError::Corrupt(format!("policy: {e}")))?;
+        let mut tx = B::begin_write(self).await?;
         sqlx::query(
             "INSERT INTO policies (agent_id, policy, updated_at) VALUES ($1, $2, $3) \
              ON CONFLICT (agent_id) DO UPDATE SET policy = $2, updated_at = $3",
@@ -50,8 +52,10 @@ where
         .bind(agent_id)
         .bind(text)
         .bind(crate::domain::now())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -82,7 +86,7 @@ where
         Ok(all.into_iter().filter(|a| a.is_expired_at(now)).collect())
     }
 
-    async fn close_approval(&self, id: Uuid, status: ApprovalStatus) -> StoreResult<Closing> {
+    async fn close_approval(&self, id: Uuid, status: ApprovalStatus, by: Actor) -> StoreResult<Closing> {
         let mut tx = B::begin_write(self).await?;
         // The agent first, as reservations do, so that spending changes under one lock.
         let agent: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM approvals WHERE id = $1")
@@ -94,6 +98,11 @@ where
         };
         B::lock_agent(&mut tx, agent_id).await?;
         let closing = Self::close_in(&mut tx, id, status, true).await?;
+        if let Closing::Closed(approval, _) = &closing
+            && let Some(event) = approval.decided_audit(by, None)
+        {
+            Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
+        }
         tx.commit().await?;
         if let Closing::Closed(_, event) = &closing {
             self.feed.announce(event);
@@ -208,7 +217,7 @@ where
     ) -> StoreResult<GateRead> {
         match r.authorization {
             Authorization::Decided => Ok(GateRead::Decided),
-            Authorization::Approval => match Self::approval_in(conn, r.id).await? {
+            Authorization::Approval { .. } => match Self::approval_in(conn, r.id).await? {
                 Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
             },
@@ -340,12 +349,26 @@ where
         if status == ApprovalStatus::Approved && a.is_expired_at(now) {
             return Ok(Closing::NotWaiting(ApprovalStatus::Expired));
         }
-        sqlx::query("UPDATE approvals SET status = $1, updated_at = $2 WHERE id = $3 AND status = 'awaiting_approval'")
-            .bind(status.as_str())
-            .bind(now)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+        // A waiting payment's request (the caller's query and headers) is not kept past its decision; an approved
+        // one was opened before this step.
+        let mut x402 = a.x402.clone();
+        if let Some(record) = x402.as_mut() {
+            record.pending_request = None;
+        }
+        let x402_text = x402
+            .as_ref()
+            .map(|x| serde_json::to_string(x).expect("an x402 record serialises"));
+        sqlx::query(
+            "UPDATE approvals SET status = $1, updated_at = $2, x402 = $3 \
+             WHERE id = $4 AND status = 'awaiting_approval'",
+        )
+        .bind(status.as_str())
+        .bind(now)
+        .bind(x402_text)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        a.x402 = x402;
         if release {
             Self::adjust_spent(conn, a.agent_id, &a.chain, U256::ZERO, a.reserved_wei).await?;
         }

@@ -1,13 +1,21 @@
 //! The purge of what has outlived its use: expired owner sessions, long-expired challenges, idempotency records past
-//! their window. Each table was bounded only by the next request that happened to touch it (or not at all).
+//! their window, and the paid answers kept with x402 payments resolved more than 30 days ago (§15). Each was bounded
+//! only by the next request that happened to touch it (or not at all).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{Encode, Executor, Type};
+use sqlx::{Decode, Encode, Executor, Type};
+use uuid::Uuid;
 
 use super::tokens::CHALLENGE_KEPT_AFTER_EXPIRY;
 use super::{Backend, SqlStore};
-use crate::store::{KEY_LIFETIME, PurgeStore, StoreResult};
+use crate::domain::transaction::X402Record;
+use crate::store::{KEY_LIFETIME, PurgeStore, StoreError, StoreResult};
+
+/// How long a resolved x402 payment keeps the paid answer (`x402.response`).
+pub const PAID_ANSWER_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(30);
+/// Payments whose answer one purge drops (each its own commit); the next purge, an hour later, takes the next ones.
+const ANSWERS_PER_PURGE: i64 = 1000;
 
 #[async_trait]
 impl<B> PurgeStore for SqlStore<B>
@@ -15,6 +23,10 @@ where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Type<B>,
+    usize: sqlx::ColumnIndex<B::Row>,
 {
     async fn purge(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let challenges = now - CHALLENGE_KEPT_AFTER_EXPIRY;
@@ -29,6 +41,45 @@ where
         for (sql, before) in statements {
             let done = sqlx::query(sql).bind(before).execute(&self.pool).await?;
             removed += B::rows_affected(&done);
+        }
+        Ok(removed + self.purge_paid_answers(now - PAID_ANSWER_KEPT).await?)
+    }
+}
+
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Type<B>,
+    usize: sqlx::ColumnIndex<B::Row>,
+{
+    /// Drops the paid answer of x402 payments resolved (neither signed nor pending) before `before`.
+    async fn purge_paid_answers(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, x402 FROM transactions WHERE kind = 'x402' AND status NOT IN ('signed', 'pending') \
+             AND updated_at < $1 AND x402 LIKE '%\"response\"%' LIMIT $2",
+        )
+        .bind(before)
+        .bind(ANSWERS_PER_PURGE)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut removed = 0;
+        for (id, text) in rows {
+            let mut record: X402Record = serde_json::from_str(&text)
+                .map_err(|e| StoreError::Corrupt(format!("transactions.x402 of {id}: {e}")))?;
+            if record.response.take().is_none() {
+                continue;
+            }
+            let text = serde_json::to_string(&record).expect("an x402 record serialises");
+            sqlx::query("UPDATE transactions SET x402 = $1 WHERE id = $2")
+                .bind(text)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            removed += 1;
         }
         Ok(removed)
     }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::store::shared::ChallengeRow;
-use crate::store::{Challenge, ReissueProof, StoreResult, TokenStore};
+use crate::store::{AuditEvent, Challenge, ReissueProof, StoreResult, TokenStore};
 
 /// How long an expired challenge is kept (so that it is still refused as expired, not unknown, for a while).
 pub(super) const CHALLENGE_KEPT_AFTER_EXPIRY: chrono::Duration = chrono::Duration::minutes(10);
@@ -21,6 +21,8 @@ where
     for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
+    // Audit entries are appended with the change (entry ids read back).
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
@@ -64,7 +66,13 @@ where
         Ok(row.map(Challenge::from))
     }
 
-    async fn reissue_token(&self, agent_id: Uuid, proof: ReissueProof<'_>, new_hash: &str) -> StoreResult<bool> {
+    async fn reissue_token(
+        &self,
+        agent_id: Uuid,
+        proof: ReissueProof<'_>,
+        new_hash: &str,
+        audit: &AuditEvent,
+    ) -> StoreResult<bool> {
         let now = crate::domain::now();
         let mut tx = B::begin_write(self).await?;
         let consumed = match proof {
@@ -99,6 +107,7 @@ where
             .bind(now)
             .execute(&mut *tx)
             .await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
         tx.commit().await?;
         Ok(true)
     }

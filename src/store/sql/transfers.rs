@@ -17,6 +17,7 @@ use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite, Standin
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
+use crate::store::{AuditEvent, Authorization, Mandate, idempotency};
 use crate::store::{
     Closing, EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
     TransferRequest, TransferStore,
@@ -88,7 +89,7 @@ where
         // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
         B::lock_agent(&mut tx, r.agent_id).await?;
         let now = crate::domain::now();
-        let standing = Self::standing_in(&mut tx, r.agent_id, r.caller_token.as_deref()).await?;
+        let standing = Self::standing_in(&mut tx, r.agent_id, &r.mandate).await?;
         let cap = Self::cap_in(&mut tx, r.agent_id).await?;
         let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
         let tokens = match (r.token_balance, r.token) {
@@ -135,15 +136,16 @@ where
             Decision::Refuse(refusal) => return Ok(refusal.into()),
             Decision::Hold { ttl_secs } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs).await?;
+                Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
                 tx.commit().await?;
                 self.feed.announce(&event);
                 return Ok(Reservation::AwaitingApproval(Box::new(approval)));
             }
             Decision::Reserve { nonce, release } => (nonce, release),
         };
-        let event = match gate {
+        let approved = match gate {
             GateRead::Approval(_) => match Self::close_in(&mut tx, r.id, ApprovalStatus::Approved, false).await? {
-                Closing::Closed(_, event) => Some(event),
+                Closing::Closed(approval, event) => Some((approval, event)),
                 _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
             },
             _ => None,
@@ -152,6 +154,13 @@ where
         let signed = sign(nonce.unwrap_or(0)).map_err(StoreError::Signing)?;
         let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
+        Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
+        if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
+            && let Some(audit) = approval.decided_audit(by, record.chain_hash())
+        {
+            Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
+        }
+        let event = approved.map(|(_, event)| event);
         if let Some(nonce) = nonce {
             sqlx::query(
                 "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
@@ -402,7 +411,7 @@ where
         Ok(())
     }
 
-    async fn expire_authorization(&self, id: Uuid) -> StoreResult<bool> {
+    async fn expire_authorization(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool> {
         let mut tx = B::begin_write(self).await?;
         let row: Option<(Uuid, String, String)> =
             sqlx::query_as("SELECT agent_id, chain, reserved_wei FROM transactions WHERE id = $1 AND kind = 'x402'")
@@ -426,6 +435,7 @@ where
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         Self::adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
+        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -542,6 +552,7 @@ where
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
     async fn stored_nonce(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
@@ -590,7 +601,20 @@ where
 
     /// Whether the agent is active and the caller's token (when it came with one) still live, under the agent's lock:
     /// a deletion or a reissue committed after the request was authenticated is seen here (§15).
-    async fn standing_in(conn: &mut B::Connection, agent_id: Uuid, token_hash: Option<&str>) -> StoreResult<Standing> {
+    async fn standing_in(conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<Standing> {
+        let token_hash = mandate.token_hash.as_deref();
+        let claim_held = match &mandate.claim {
+            None => true,
+            Some(claim) => {
+                let (held,): (i64,) = sqlx::query_as(idempotency::sql::HELD)
+                    .bind(agent_id)
+                    .bind(&claim.key)
+                    .bind(claim.claim_id)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                held > 0
+            }
+        };
         let (active, live): (i64, i64) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM agents WHERE id = $1 AND is_active), \
              (SELECT COUNT(*) FROM access_tokens WHERE token_hash = $2 AND agent_id = $1 AND revoked_at IS NULL)",
@@ -602,7 +626,22 @@ where
         Ok(Standing {
             agent_active: active > 0,
             token_current: token_hash.is_none() || live > 0,
+            claim_held,
         })
+    }
+
+    /// Records that the request's idempotency claim moved (or held) money: it is never taken over after this.
+    async fn mark_acted_in(conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<()> {
+        if let Some(claim) = &mandate.claim {
+            sqlx::query(idempotency::sql::ACTED)
+                .bind(crate::domain::now())
+                .bind(agent_id)
+                .bind(&claim.key)
+                .bind(claim.claim_id)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The agent's spending cap (native units, per chain).
