@@ -107,7 +107,7 @@ async fn measure_turns(state: &AppState, agent: &Agent, message: &str, tool_call
 
 async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<TurnResult> {
     let turn = runner::prepare(
-        &state.chat_services(),
+        &state.chat,
         agent.clone(),
         None,
         message.to_string(),
@@ -124,6 +124,6 @@ async fn one_turn(state: &AppState, agent: &Agent, message: &str) -> Option<Turn
         }
         count
     };
-    let (result, _events): (_, usize) = tokio::join!(runner::run_turn(state.chat_services(), turn, events), drain);
+    let (result, _events): (_, usize) = tokio::join!(runner::run_turn(state.chat.clone(), turn, events), drain);
     result.ok()
 }

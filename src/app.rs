@@ -193,13 +193,7 @@ pub fn watcher_state(state: &AppState) -> WatcherState {
     WatcherState {
         store: state.store.clone(),
         chains: state.chains.clone(),
-        transfers: crate::transfers::Transfers::new(
-            state.store.clone(),
-            state.chains.clone(),
-            state.vault.clone(),
-            state.config.faults,
-            state.config.x402.clone(),
-        ),
+        transfers: state.transfers.clone(),
         interval: state.config.chains.watcher_interval,
         drop_after: state.config.chains.tx_drop_after,
         stuck_after: state.config.chains.stuck_after,

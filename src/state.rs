@@ -18,6 +18,7 @@ use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::rate_limit::ProofLimits;
 use crate::store::Store;
 use crate::tools::ToolServices;
+use crate::transfers::Transfers;
 use crate::vault::{self, Vault};
 
 /// Cloned for every request (middleware, extractors), so it is one `Arc`: a clone is one atomic increment, not one
@@ -50,6 +51,12 @@ pub struct Services {
     pub streams: Arc<OpenStreams>,
     /// Turns true when the service is shutting down; long-lived streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The money path, built once: its nonce cache and the x402 fetcher's connection pool live as long as the app.
+    pub transfers: Transfers,
+    /// What the tools act through (chat turns, MCP calls).
+    pub tools: ToolServices,
+    /// What a chat turn uses.
+    pub chat: ChatServices,
 }
 
 impl FromRef<AppState> for Authenticator {
@@ -58,33 +65,21 @@ impl FromRef<AppState> for Authenticator {
     }
 }
 
-impl AppState {
-    /// What the tools act through (chat turns, MCP calls).
-    pub fn tool_services(&self) -> ToolServices {
-        ToolServices::new(
-            self.store.clone(),
-            self.chains.clone(),
-            self.vault.clone(),
-            self.config.faults,
-            self.config.x402.clone(),
-        )
+impl FromRef<AppState> for Transfers {
+    fn from_ref(state: &AppState) -> Self {
+        state.transfers.clone()
     }
+}
 
-    /// What a chat turn uses.
-    pub fn chat_services(&self) -> ChatServices {
-        ChatServices {
-            store: self.store.clone(),
-            llm: self.llm.clone(),
-            tools: self.tool_services(),
-            metrics: self.metrics.clone(),
-            turn_timeout: self.config.llm.turn_timeout,
-        }
+impl FromRef<AppState> for ToolServices {
+    fn from_ref(state: &AppState) -> Self {
+        state.tools.clone()
     }
 }
 
 impl FromRef<AppState> for ChatServices {
     fn from_ref(state: &AppState) -> Self {
-        state.chat_services()
+        state.chat.clone()
     }
 }
 
@@ -129,18 +124,45 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.security.reissue_limit_per_ip,
         config.security.reissue_limit_per_agent,
     );
+    let (vault, chains, metrics) = (
+        Arc::new(vault),
+        Arc::new(chains),
+        Arc::<crate::metrics::Metrics>::default(),
+    );
+    let transfers = Transfers::new(
+        store.clone(),
+        chains.clone(),
+        vault.clone(),
+        config.faults,
+        config.x402.clone(),
+    );
+    let tools = ToolServices {
+        store: store.clone(),
+        chains: chains.clone(),
+        transfers: transfers.clone(),
+    };
+    let chat = ChatServices {
+        store: store.clone(),
+        llm: llm.clone(),
+        tools: tools.clone(),
+        metrics: metrics.clone(),
+        turn_timeout: config.llm.turn_timeout,
+    };
     let state = AppState(Arc::new(Services {
         auth,
         streams,
         store,
-        vault: Arc::new(vault),
+        vault,
         config: Arc::new(config),
         reissue_limits: Arc::new(reissue_limits),
-        chains: Arc::new(chains),
+        chains,
         llm,
         events: EventBus::default(),
-        metrics: Arc::default(),
+        metrics,
         shutdown,
+        transfers,
+        tools,
+        chat,
     }));
     // Checks each node's chain id in the background: a node that is down never delays the start.
     state.chains.verify_at_start();

@@ -11,6 +11,7 @@ use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
 use super::views::{ErrorBody, TransferView};
 use crate::state::AppState;
+use crate::transfers::Transfers;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -50,12 +51,12 @@ async fn list_approvals(
         (status = 409, body = ErrorBody), (status = 410, body = ErrorBody), (status = 502, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn approve_transfer(
-    State(state): State<AppState>,
+    State(transfers): State<Transfers>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
-    let (transfers, id) = (state.tool_services().transfers, transfer_uuid(&transfer_id)?);
+    let id = transfer_uuid(&transfer_id)?;
     let outcome = transfers.approve(&caller.agent, id, caller.actor()).await?;
     Ok(Json(TransferView::from(&outcome)))
 }
@@ -72,14 +73,12 @@ async fn approve_transfer(
         (status = 409, body = ErrorBody), (status = 410, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn reject_transfer(
-    State(state): State<AppState>,
+    State(transfers): State<Transfers>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
-    let rejected = state
-        .tool_services()
-        .transfers
+    let rejected = transfers
         .reject(&caller.agent, transfer_uuid(&transfer_id)?, caller.actor())
         .await?;
     Ok(Json(TransferView::from(&rejected)))

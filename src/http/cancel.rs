@@ -14,7 +14,7 @@ use super::error::{AppError, Result};
 use super::views::{ErrorBody, TransferView};
 use crate::domain::transaction::StoredTx;
 use crate::state::AppState;
-use crate::transfers::Cancelled;
+use crate::transfers::{Cancelled, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(cancel_transfer))
@@ -37,11 +37,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn cancel_transfer(
     State(state): State<AppState>,
+    State(transfers): State<Transfers>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<(StatusCode, Json<TransferView>)> {
     let id = parse_id(&transfer_id).ok_or(AppError::TransferNotFound)?;
-    let transfers = state.tool_services().transfers;
     let (status, tx) = match transfers.cancel(&caller.agent, id, caller.actor()).await? {
         Cancelled::Sent(tx) => (StatusCode::OK, tx),
         Cancelled::Queued(tx) => (StatusCode::ACCEPTED, tx),

@@ -73,7 +73,7 @@ async fn prepare(state: &AppState, agent: Agent, token: &AgentToken, body: ChatR
         None => None,
     };
     Ok(runner::prepare(
-        &state.chat_services(),
+        &state.chat,
         agent,
         body.conversation_id,
         body.message,
@@ -109,7 +109,7 @@ async fn chat(
         let mut turn = prepare(&state, agent, &token, body).await?;
         turn.mandate.claim = claim;
         let (events, _) = mpsc::channel(1);
-        let result = runner::run_turn(state.chat_services(), turn, events).await?;
+        let result = runner::run_turn(state.chat.clone(), turn, events).await?;
         Answer::new(StatusCode::OK, &ChatResponseView::from(result))
     })
     .await
@@ -138,7 +138,7 @@ async fn chat_stream(
     let turn = prepare(&state, agent, &token, body).await?;
     let (events, receiver) = mpsc::channel(256);
     let open = state.metrics.chat_stream_opened();
-    tokio::spawn(runner::run_turn(state.chat_services(), turn, events));
+    tokio::spawn(runner::run_turn(state.chat.clone(), turn, events));
     // The stream ends when the token is reissued or the agent deleted; the turn itself runs to its end and is stored.
     let revoked = lease.revoked();
     let stream = ReceiverStream::new(receiver)

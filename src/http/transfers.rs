@@ -77,7 +77,7 @@ async fn create_transfer(
     let (agent, token_hash) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/transfers", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
-    let transfers = state.tool_services().transfers;
+    let transfers = state.transfers.clone();
     let assets = state.chains.tokens().clone();
     run_once(state.store.clone(), request, |claim| async move {
         let mandate = Mandate { token_hash, claim };

@@ -110,7 +110,7 @@ async fn fetch_paid(
     let (agent, token_hash) = (caller.agent, caller.token_hash);
     let path = format!("/api/agents/{}/x402/fetch", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
-    let transfers = state.tool_services().transfers;
+    let transfers = state.transfers.clone();
     run_once(state.store.clone(), request, |claim| async move {
         let mandate = Mandate { token_hash, claim };
         fetch(&transfers, &agent, &mandate, body).await

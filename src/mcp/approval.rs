@@ -123,7 +123,7 @@ async fn ask(cx: &RequestContext<RoleServer>, message: String, schema: Value) ->
 }
 
 async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
-    let transfers = server.state.tool_services().transfers;
+    let transfers = &server.state.transfers;
     let outcome = transfers
         .approve(agent, id, decider(owner))
         .await
@@ -141,7 +141,7 @@ async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id
 }
 
 async fn reject(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
-    let transfers = server.state.tool_services().transfers;
+    let transfers = &server.state.transfers;
     let rejected = transfers
         .reject(agent, id, decider(owner))
         .await

@@ -233,9 +233,8 @@ impl ServerHandler for AgentServer {
                 return Err(auth_error(&e));
             }
         };
-        let services = self.state.tool_services();
         let toolbox = ToolContext {
-            services: &services,
+            services: &self.state.tools,
             agent: &agent,
             connected_wallet: None,
             conversation_id: None,

@@ -29,8 +29,7 @@ use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::llm::ToolSpec;
 use crate::store::Store;
-use crate::transfers::{Faults, Transfers};
-use crate::vault::Vault;
+use crate::transfers::Transfers;
 
 /// Runs a tool with checked capability; the arguments are still the model's and are validated by the handler.
 pub type Handler = for<'a> fn(&'a ToolContext<'a>, Args<'a>) -> BoxFuture<'a, ToolResult>;
@@ -124,23 +123,6 @@ pub struct ToolServices {
     pub store: Arc<dyn Store>,
     pub chains: Arc<Chains>,
     pub transfers: Transfers,
-}
-
-impl ToolServices {
-    pub fn new(
-        store: Arc<dyn Store>,
-        chains: Arc<Chains>,
-        vault: Arc<Vault>,
-        faults: Faults,
-        x402: crate::config::X402Config,
-    ) -> Self {
-        let transfers = Transfers::new(store.clone(), chains.clone(), vault, faults, x402);
-        ToolServices {
-            store,
-            chains,
-            transfers,
-        }
-    }
 }
 
 /// Executes tool calls for one agent: within a chat turn, or for an MCP session.

@@ -3,6 +3,7 @@
 //! becomes the tool's JSON here (a transfer held for approval answers `{transfer_id, status, expires_at}`).
 
 use futures::future::BoxFuture;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
@@ -118,33 +119,25 @@ fn paid_json(paid: &Paid) -> Value {
 }
 
 fn send_native<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
-    Box::pin(async move {
-        let chain = args.chain(cx.agent)?;
-        let to = args
-            .address("to")?
-            .ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
-        let amount = args.amount()?;
-        let order = TransferOrder {
-            agent: cx.agent,
-            chain,
-            to,
-            token: None,
-            amount: &amount,
-            conversation_id: cx.conversation_id,
-            actor: cx.actor,
-            mandate: cx.mandate,
-        };
-        let outcome = cx.services.transfers.send(order).await?;
-        Ok(outcome_json(&outcome))
-    })
+    send(cx, args, false)
 }
 
 fn send_token<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    send(cx, args, true)
+}
+
+/// Both send tools: `send_token` names a registry token (required), `send_native` moves the chain's coin.
+fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move {
         let chain = args.chain(cx.agent)?;
-        let token = args.token(cx.services.chains.tokens(), chain)?.ok_or_else(|| {
-            ToolError::invalid("token is required: a token of the chain's registry (send_native sends the native coin)")
-        })?;
+        let token = match names_token {
+            false => None,
+            true => Some(args.token(cx.services.chains.tokens(), chain)?.ok_or_else(|| {
+                ToolError::invalid(
+                    "token is required: a token of the chain's registry (send_native sends the native coin)",
+                )
+            })?),
+        };
         let to = args
             .address("to")?
             .ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
@@ -153,7 +146,7 @@ fn send_token<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Tool
             agent: cx.agent,
             chain,
             to,
-            token: Some(token),
+            token,
             amount: &amount,
             conversation_id: cx.conversation_id,
             actor: cx.actor,
@@ -164,32 +157,57 @@ fn send_token<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, Tool
     })
 }
 
+/// A send tool's result (§6): the signed transfer.
+#[derive(Serialize)]
+struct Sent {
+    chain: &'static str,
+    tx_hash: String,
+    status: &'static str,
+    from: String,
+    to: String,
+    amount: String,
+    amount_wei: String,
+    symbol: String,
+    token_address: Option<String>,
+    nonce: u64,
+    gas_limit: u64,
+    max_fee_per_gas_gwei: String,
+    reserved: String,
+    explorer_url: String,
+}
+
+/// A send tool's result (§6) when the transfer waits: nothing is signed yet, and what the model can tell the user is
+/// that an owner has to approve it.
+#[derive(Serialize)]
+struct Held {
+    transfer_id: uuid::Uuid,
+    status: &'static str,
+    expires_at: chrono::DateTime<chrono::Utc>,
+}
+
 fn outcome_json(outcome: &TransferOutcome) -> Value {
-    let (chain, tx, status) = match outcome {
-        TransferOutcome::Sent { chain, tx, status } => (*chain, tx, status),
-        // Nothing is signed yet: what the model can tell the user is that an owner has to approve it.
-        TransferOutcome::AwaitingApproval { approval, .. } => {
-            return json!({
-                "transfer_id": approval.id,
-                "status": "awaiting_approval",
-                "expires_at": approval.expires_at,
-            });
-        }
+    let result = match outcome {
+        TransferOutcome::AwaitingApproval { approval, .. } => serde_json::to_value(Held {
+            transfer_id: approval.id,
+            status: "awaiting_approval",
+            expires_at: approval.expires_at,
+        }),
+        TransferOutcome::Sent { chain, tx, status } => serde_json::to_value(Sent {
+            chain: chain.name,
+            tx_hash: tx.tx_hash.clone(),
+            status: status.as_str(),
+            from: tx.from.to_checksum(None),
+            to: tx.to.to_checksum(None),
+            amount: format_units(tx.value_wei, tx.decimals()),
+            amount_wei: tx.value_wei.to_string(),
+            symbol: tx.asset.clone(),
+            token_address: tx.token.map(|t| t.address.to_checksum(None)),
+            nonce: tx.nonce,
+            gas_limit: tx.gas_limit,
+            max_fee_per_gas_gwei: format_gwei(tx.max_fee_per_gas),
+            reserved: format_units(tx.reserved_wei, chain.decimals),
+            explorer_url: chain.tx_url(&tx.tx_hash),
+        }),
     };
-    json!({
-        "chain": chain.name,
-        "tx_hash": tx.tx_hash,
-        "status": status.as_str(),
-        "from": tx.from.to_checksum(None),
-        "to": tx.to.to_checksum(None),
-        "amount": format_units(tx.value_wei, tx.decimals()),
-        "amount_wei": tx.value_wei.to_string(),
-        "symbol": tx.asset,
-        "token_address": tx.token.map(|t| t.address.to_checksum(None)),
-        "nonce": tx.nonce,
-        "gas_limit": tx.gas_limit,
-        "max_fee_per_gas_gwei": format_gwei(tx.max_fee_per_gas),
-        "reserved": format_units(tx.reserved_wei, chain.decimals),
-        "explorer_url": chain.tx_url(&tx.tx_hash),
-    })
+    result.expect("a send result serialises")
 }
