@@ -11,6 +11,7 @@ pub mod client;
 pub mod error;
 pub mod fees;
 pub mod l1_fee;
+pub mod simulate;
 pub mod tokens;
 pub mod tx;
 

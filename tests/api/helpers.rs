@@ -29,6 +29,7 @@ pub mod sdk_paywall;
 pub mod slow_rpc;
 pub mod solidity;
 pub mod sse;
+pub mod uniswap;
 mod watcher;
 pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 

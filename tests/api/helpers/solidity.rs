@@ -86,6 +86,28 @@ pub async fn call_as_dev(anvil: &Anvil, contract: Address, data: Bytes) {
     assert!(mined(anvil, hash).await.status(), "the call to {contract} succeeded");
 }
 
+/// Sends `data` with `value` wei to `contract` from anvil's first development account and waits for it to succeed.
+pub async fn call_as_dev_with_value(anvil: &Anvil, contract: Address, data: Bytes, value: alloy::primitives::U256) {
+    let hash: TxHash = anvil
+        .provider()
+        .raw_request(
+            "eth_sendTransaction".into(),
+            (json!({"from": Anvil::DEV_ADDRESS, "to": contract, "data": data, "value": value, "gas": "0x7a1200"}),),
+        )
+        .await
+        .expect("eth_sendTransaction");
+    assert!(mined(anvil, hash).await.status(), "the call to {contract} succeeded");
+}
+
+/// What `contract` answers to `data` (`eth_call` at the latest block).
+pub async fn read(anvil: &Anvil, contract: Address, data: Bytes) -> Bytes {
+    anvil
+        .provider()
+        .raw_request("eth_call".into(), (json!({"to": contract, "data": data}), "latest"))
+        .await
+        .expect("eth_call")
+}
+
 /// The receipt of `hash` once the node has mined it (anvil's automine answers before the block is sealed).
 async fn mined(anvil: &Anvil, hash: TxHash) -> alloy::rpc::types::TransactionReceipt {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
