@@ -4,6 +4,7 @@ pub mod agent;
 pub mod amount;
 pub mod asset;
 pub mod audit;
+pub mod call;
 pub mod chain;
 pub mod challenge;
 pub mod decision;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use alloy::primitives::{Address, U256};
 use serde::{Deserialize, Serialize};
 
+use super::call::{CallFacts, CallVerdict, CallsPolicy};
+
 /// How long an approval waits when the policy does not say.
 pub const DEFAULT_APPROVAL_TTL_SECS: u64 = 900;
 
@@ -32,6 +34,11 @@ pub struct Policy {
     pub approval_ttl_secs: u64,
     /// x402 hosts (`host` or `host:port`); stored, read by the x402 client.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Contract calls and typed-data signatures (§18); absent from policies written before calls existed, and
+    /// then as if absent: `deny` on a guarded agent, `allow` on an unguarded one. Boxed: most policies have
+    /// none, and the policy travels by value through the reserving transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Box<CallsPolicy>>,
 }
 
 impl Default for Policy {
@@ -43,6 +50,7 @@ impl Default for Policy {
             approve_new_recipients: false,
             approval_ttl_secs: DEFAULT_APPROVAL_TTL_SECS,
             allowed_hosts: None,
+            calls: None,
         }
     }
 }
@@ -119,9 +127,21 @@ impl Policy {
         })
     }
 
-    /// Whether any rule needs an owner to approve transfers (refused on unguarded agents: nobody could).
+    /// Whether any rule needs an owner to approve transfers or calls (refused on unguarded agents: nobody could).
     pub fn has_approval_rules(&self) -> bool {
-        self.approve_new_recipients || self.limits.values().any(|l| l.approval_above.is_some())
+        self.approve_new_recipients
+            || self.limits.values().any(|l| l.approval_above.is_some())
+            || self.calls.as_deref().is_some_and(CallsPolicy::has_approval_rules)
+    }
+
+    /// The `calls` rules' verdict on a contract call (§18), `CallVerdict::unruled` when the policy has none.
+    pub fn judge_call(&self, call: &CallFacts<'_>, guarded: bool) -> CallVerdict {
+        super::call::policy::judge(self.calls.as_deref(), call, guarded)
+    }
+
+    /// Whether calls and signatures may grant unlimited allowances (§18; by default they may not).
+    pub fn allows_unlimited_approvals(&self) -> bool {
+        self.calls.as_ref().is_some_and(|c| c.allow_unlimited_approvals)
     }
 
     /// Whether `evaluate` needs the window totals of `asset_key` (so the store can skip counting them).
@@ -358,6 +378,83 @@ mod tests {
             ..proposed(1)
         };
         assert_eq!(policy.evaluate(&new), Verdict::Deny(PolicyRule::RecipientBlocked));
+    }
+
+    #[test]
+    fn calls_are_optional_in_the_stored_policy() {
+        // A policy stored before calls existed reads as one without them, and is written back the same.
+        let old = r#"{"limits":{},"allowed_recipients":null,"blocked_recipients":[],"approve_new_recipients":false,"approval_ttl_secs":900,"allowed_hosts":null}"#;
+        let policy: Policy = serde_json::from_str(old).expect("reads");
+        assert_eq!(policy, Policy::default());
+        assert_eq!(serde_json::to_string(&policy).expect("writes"), old);
+        let with_calls: Policy = serde_json::from_value(serde_json::json!({
+            "limits": {}, "allowed_recipients": null, "blocked_recipients": [], "approve_new_recipients": false,
+            "approval_ttl_secs": 900, "allowed_hosts": null,
+            "calls": {"default": "approve", "allow_unlimited_approvals": true}
+        }))
+        .expect("reads");
+        let text = serde_json::to_string(&with_calls).expect("writes");
+        assert_eq!(serde_json::from_str::<Policy>(&text).expect("reads again"), with_calls);
+        let invalid = old.replace(
+            "null}",
+            r#"null,"calls":{"rules":[{"chain":"*","to":"*","function":"x(","action":"allow"}]}}"#,
+        );
+        assert!(serde_json::from_str::<Policy>(&invalid).is_err());
+    }
+
+    #[test]
+    fn calls_add_approval_rules_verdicts_and_the_unlimited_switch() {
+        let calls = |json: serde_json::Value| Policy {
+            calls: Some(Box::new(CallsPolicy::try_from(json).expect("valid"))),
+            ..Policy::default()
+        };
+        let call = CallFacts {
+            chain: "base",
+            to: addr(1),
+            calldata: &[0xd0, 0xe3, 0x0d, 0xb0],
+            value_wei: U256::ZERO,
+            agent: addr(2),
+        };
+        let cases = [
+            (Policy::default(), false, false, CallVerdict::Deny, CallVerdict::Allow),
+            (
+                calls(serde_json::json!({})),
+                false,
+                false,
+                CallVerdict::Deny,
+                CallVerdict::Allow,
+            ),
+            (
+                calls(serde_json::json!({"default": "allow"})),
+                false,
+                false,
+                CallVerdict::Allow,
+                CallVerdict::Allow,
+            ),
+            (
+                calls(serde_json::json!({"default": "approve"})),
+                true,
+                false,
+                CallVerdict::Approve,
+                CallVerdict::Approve,
+            ),
+            (
+                calls(
+                    serde_json::json!({"rules": [{"chain": "*", "to": "*", "function": "deposit()", "action": "approve"}],
+                                         "allow_unlimited_approvals": true}),
+                ),
+                true,
+                true,
+                CallVerdict::Approve,
+                CallVerdict::Approve,
+            ),
+        ];
+        for (policy, approval_rules, unlimited, guarded, unguarded) in cases {
+            assert_eq!(policy.has_approval_rules(), approval_rules, "{policy:?}");
+            assert_eq!(policy.allows_unlimited_approvals(), unlimited, "{policy:?}");
+            assert_eq!(policy.judge_call(&call, true), guarded, "{policy:?}");
+            assert_eq!(policy.judge_call(&call, false), unguarded, "{policy:?}");
+        }
     }
 
     #[test]

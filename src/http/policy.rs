@@ -171,6 +171,8 @@ fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
         allowed_hosts: body
             .allowed_hosts
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
+        // `calls` (§18) is not read from the body yet.
+        calls: None,
     })
 }
 
