@@ -27,12 +27,14 @@ use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store
 use crate::vault::Vault;
 
 mod approvals;
+mod call;
 mod error;
 mod gaps;
 mod pay;
 mod replace;
 mod send;
 
+pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
@@ -326,6 +328,8 @@ fn nonce_filler(
         token_balance: None,
         native_funds: None,
         x402: None,
+        call: None,
+        call_check: None,
         mandate: Mandate::NONE,
     }
 }
@@ -338,7 +342,10 @@ fn sign_transfer(
     priority_fee: u128,
     nonce: u64,
 ) -> Result<SignedTx, String> {
-    let (to, value, input) = on_chain_call(request.to, request.value_wei, request.token);
+    let (to, value, input) = match &request.call {
+        Some(call) => (request.to, request.value_wei, call.data.clone()),
+        None => on_chain_call(request.to, request.value_wei, request.token),
+    };
     let tx = TxEip1559 {
         chain_id: chain.chain_id,
         nonce,

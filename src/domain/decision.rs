@@ -25,6 +25,34 @@ pub struct Request<'a> {
     pub node_nonce: Option<u64>,
     /// An x402 payment (§16): an authorization with its own random nonce, no native cost.
     pub payment: Option<PaymentSite<'a>>,
+    /// A contract call (§18): judged by the `calls` rules and the unlimited-approval guard, and counted by what
+    /// its simulation showed.
+    pub call: Option<CallSite<'a>>,
+}
+
+/// What a contract call brings to the decision (§18).
+#[derive(Debug, Clone, Copy)]
+pub struct CallSite<'a> {
+    /// The call as the `calls` rules see it.
+    pub facts: super::call::CallFacts<'a>,
+    /// Whether it grants an unlimited allowance (by its decoded arguments or its simulated approvals).
+    pub unlimited: bool,
+    /// Whether the agent is guarded (an unguarded agent's calls are allowed when no rule decides).
+    pub guarded: bool,
+    /// What it counts against the assets' limits: its native value, each simulated token outflow and each
+    /// allowance it grants, with the party the recipient rules judge.
+    pub counts: &'a [Counted],
+}
+
+/// One amount a call counts against an asset's limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    /// The policy's asset key (`base:USDC`, or `base:<token address>` for a token outside the registry).
+    pub asset_key: String,
+    /// In base units of the asset.
+    pub value: U256,
+    /// The spender of an allowance, or the receiver of a direct outflow.
+    pub party: Address,
 }
 
 /// Where an x402 payment's request goes, for the host rule (`None`: the URL names no host, never allowed).
@@ -98,6 +126,9 @@ pub struct Facts<'a> {
     pub tokens: Option<Funds>,
     /// The native coin and what the agent's open transfers on the chain hold of it (when its balance was read).
     pub native: Option<Funds>,
+    /// For a call: the windows of each of its counts' assets and whether their party was paid before, in the order
+    /// of `CallSite::counts`.
+    pub call_windows: &'a [(Windows, bool)],
     pub gate: Gate<'a>,
     /// The store's next nonce for (agent, chain), if it counts one.
     pub stored_nonce: Option<u64>,
@@ -221,7 +252,10 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
             policy,
             windows,
             paid_before,
-        } => match verdict(r, policy, windows, paid_before) {
+        } => match match r.call {
+            Some(call) => call_verdict(&call, policy, f.call_windows),
+            None => verdict(r, policy, windows, paid_before),
+        } {
             Verdict::Allow => U256::ZERO,
             Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
             Verdict::NeedsApproval if !fits(f.cap, f.spent, r.reserved) => {
@@ -264,6 +298,39 @@ fn verdict(r: &Request<'_>, policy: &Policy, windows: Windows, paid_before: bool
         week_total: windows.week,
         paid_before,
     })
+}
+
+/// The verdict on a call, in §18's order: the unlimited-approval guard, the `calls` rules, then for each count the
+/// recipient rules and the asset's limits. `allow` by a rule never lifts the limits; any `approve` holds it.
+pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, bool)]) -> Verdict {
+    use super::call::CallVerdict;
+    if call.unlimited && !policy.allows_unlimited_approvals() {
+        return Verdict::Deny(PolicyRule::UnlimitedApproval);
+    }
+    let mut needs_approval = match policy.judge_call(&call.facts, call.guarded) {
+        CallVerdict::Deny => return Verdict::Deny(PolicyRule::CallDenied),
+        CallVerdict::Approve => true,
+        CallVerdict::Allow => false,
+    };
+    for (i, count) in call.counts.iter().enumerate() {
+        let (w, paid_before) = windows.get(i).copied().unwrap_or_default();
+        match policy.evaluate(&Proposed {
+            asset_key: &count.asset_key,
+            to: count.party,
+            value: count.value,
+            day_total: w.day,
+            week_total: w.week,
+            paid_before,
+        }) {
+            Verdict::Deny(rule) => return Verdict::Deny(rule),
+            Verdict::NeedsApproval => needs_approval = true,
+            Verdict::Allow => {}
+        }
+    }
+    match needs_approval {
+        true => Verdict::NeedsApproval,
+        false => Verdict::Allow,
+    }
 }
 
 /// The start of the week window ending at `now`: older transfers never count.
@@ -361,6 +428,7 @@ mod tests {
             native_needed: None,
             node_nonce: None,
             payment: None,
+            call: None,
         }
     }
 
@@ -377,6 +445,7 @@ mod tests {
             native: None,
             gate,
             stored_nonce: None,
+            call_windows: &[],
         }
     }
 
@@ -931,6 +1000,132 @@ mod tests {
                     None => assert!(matches!(got, Decision::Reserve { .. }), "{got:?}"),
                 }
             }
+        }
+    }
+
+    /// A call of `data` to `to()` counting `counts`, by a guarded or unguarded agent.
+    fn call_site<'a>(data: &'a [u8], counts: &'a [Counted], unlimited: bool, guarded: bool) -> CallSite<'a> {
+        CallSite {
+            facts: crate::domain::call::CallFacts {
+                chain: "base",
+                to: to(),
+                calldata: data,
+                value_wei: U256::ZERO,
+                agent: Address::repeat_byte(0x11),
+            },
+            unlimited,
+            guarded,
+            counts,
+        }
+    }
+
+    #[test]
+    fn a_call_is_judged_by_the_guard_the_rules_then_each_asset_it_counts() {
+        let data = [0x09, 0x5e, 0xa7, 0xb3];
+        let usdc = |value: u64| Counted {
+            asset_key: "base:USDC".into(),
+            value: wei(value),
+            party: to(),
+        };
+        let allow_calls = || {
+            let calls = crate::domain::call::CallsPolicy::try_from(serde_json::json!({"default": "allow"})).unwrap();
+            Some(Box::new(calls))
+        };
+        let open = Policy {
+            calls: allow_calls(),
+            ..Policy::default()
+        };
+        let mut limited = Policy {
+            calls: allow_calls(),
+            ..Policy::default()
+        };
+        limited.limits.insert(
+            "base:USDC".into(),
+            super::super::policy::AssetLimits {
+                per_day: Some(wei(10)),
+                approval_above: Some(wei(5)),
+                ..Default::default()
+            },
+        );
+        let none = Policy::default();
+        let daily = |day: u64| {
+            [(
+                Windows {
+                    day: wei(day),
+                    week: wei(day),
+                },
+                true,
+            )]
+        };
+        // (name, policy, grants unlimited, guarded, counts, windows of the count, verdict)
+        type Case<'p> = (
+            &'static str,
+            &'p Policy,
+            bool,
+            bool,
+            Vec<Counted>,
+            [(Windows, bool); 1],
+            Verdict,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "unlimited refused first",
+                &open,
+                true,
+                true,
+                vec![usdc(1)],
+                daily(0),
+                Verdict::Deny(PolicyRule::UnlimitedApproval),
+            ),
+            (
+                "no calls on a guarded agent",
+                &none,
+                false,
+                true,
+                vec![usdc(1)],
+                daily(0),
+                Verdict::Deny(PolicyRule::CallDenied),
+            ),
+            (
+                "no calls on an unguarded agent",
+                &none,
+                false,
+                false,
+                vec![usdc(1)],
+                daily(0),
+                Verdict::Allow,
+            ),
+            (
+                "within the day",
+                &limited,
+                false,
+                true,
+                vec![usdc(4)],
+                daily(6),
+                Verdict::Allow,
+            ),
+            (
+                "past the day with what was counted",
+                &limited,
+                false,
+                true,
+                vec![usdc(5)],
+                daily(6),
+                Verdict::Deny(PolicyRule::PerDay),
+            ),
+            (
+                "above approval_above",
+                &limited,
+                false,
+                true,
+                vec![usdc(6)],
+                daily(0),
+                Verdict::NeedsApproval,
+            ),
+        ];
+        for (name, policy, unlimited, guarded, counts, windows, want) in cases {
+            let site = call_site(&data, &counts, unlimited, guarded);
+            assert_eq!(call_verdict(&site, policy, &windows), want, "{name}");
         }
     }
 }

@@ -66,6 +66,10 @@ pub enum PolicyRule {
     RecipientBlocked,
     /// An x402 fetch of a host `allowed_hosts` does not list (§16).
     HostNotAllowed,
+    /// A contract call the `calls` rules refuse (§18).
+    CallDenied,
+    /// A call that grants an unlimited allowance, without `allow_unlimited_approvals` (§18).
+    UnlimitedApproval,
 }
 
 impl PolicyRule {
@@ -78,6 +82,8 @@ impl PolicyRule {
             PolicyRule::RecipientNotAllowed => "recipient_not_allowed",
             PolicyRule::RecipientBlocked => "recipient_blocked",
             PolicyRule::HostNotAllowed => "host_not_allowed",
+            PolicyRule::CallDenied => "call_denied",
+            PolicyRule::UnlimitedApproval => "unlimited_approval",
         }
     }
 }

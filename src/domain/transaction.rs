@@ -103,6 +103,8 @@ pub struct StoredTx {
     pub updated_at: DateTime<Utc>,
     /// Set on an x402 payment (`kind: "x402"`, §16): an off-chain authorization, no transaction of the agent's.
     pub x402: Option<X402Record>,
+    /// Set on a contract call (`kind: "call"`, §18).
+    pub call: Option<CallRecord>,
 }
 
 /// What an x402 payment stores beside the transfer columns (as JSON): what was signed, where, and what came back.
@@ -149,8 +151,19 @@ impl std::fmt::Debug for SealedRequest {
     }
 }
 
-/// What an outflow is, as stored and shown (`kind`): `transfer`, a transaction of the agent's wallet, or `x402`, an
-/// authorization a resource settles (§16; its record is `x402`).
+/// What a contract call (§18) stores beside the transfer columns (as JSON): the calldata as signed, what it was
+/// decoded as, and what its simulation showed (the API's `simulation` object).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CallRecord {
+    pub data: alloy::primitives::Bytes,
+    pub selector: Option<String>,
+    pub function: Option<String>,
+    pub args: Option<Vec<serde_json::Value>>,
+    pub simulation: serde_json::Value,
+}
+
+/// What an outflow is, as stored (the `kind` column): `transfer`, a transaction of the agent's wallet (a call
+/// included), or `x402`, an authorization a resource settles (§16; its record is `x402`).
 pub fn kind_of(x402: Option<&X402Record>) -> &'static str {
     match x402 {
         Some(_) => "x402",
@@ -158,10 +171,18 @@ pub fn kind_of(x402: Option<&X402Record>) -> &'static str {
     }
 }
 
+/// What an outflow is, as shown (`kind`): a call (§18) is a transaction of the wallet shown as `call`.
+pub fn shown_kind(x402: Option<&X402Record>, call: Option<&CallRecord>) -> &'static str {
+    match call {
+        Some(_) => "call",
+        None => kind_of(x402),
+    }
+}
+
 impl StoredTx {
-    /// `transfer` or `x402` (see `kind_of`).
+    /// `transfer`, `call` or `x402`, as shown (see `shown_kind`).
     pub fn kind(&self) -> &'static str {
-        kind_of(self.x402.as_ref())
+        shown_kind(self.x402.as_ref(), self.call.as_ref())
     }
 
     /// The transaction that moves it on chain: the agent's own, or a payment's settlement once known.

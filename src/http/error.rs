@@ -91,6 +91,9 @@ pub enum AppError {
         reason: String,
         transfer_id: uuid::Uuid,
     },
+    /// A call that reverts in its simulation (§18): 422 `call_reverted` with `details.reason`.
+    #[error("{message}")]
+    CallReverted { message: String, reason: String },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -133,7 +136,7 @@ impl AppError {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             Conflict { .. } => StatusCode::CONFLICT,
-            Unprocessable { .. } | X402Unsupported { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Unprocessable { .. } | X402Unsupported { .. } | CallReverted { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Validation { .. } | ChallengeExpired => StatusCode::UNPROCESSABLE_ENTITY,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -154,6 +157,7 @@ impl AppError {
             | Unprocessable { code, .. } => code,
             PolicyDenied { .. } => "policy_denied",
             X402Unsupported { .. } => "x402_unsupported",
+            CallReverted { .. } => "call_reverted",
             MissingToken => "missing_token",
             InvalidToken => "invalid_token",
             AdminRequired | MetricsTokenRequired => "unauthorized",
@@ -190,6 +194,10 @@ impl AppError {
             } => Some(FieldErrors {
                 reason: Some(reason.clone()),
                 transfer_id: Some(*transfer_id),
+                ..FieldErrors::default()
+            }),
+            AppError::CallReverted { reason, .. } => Some(FieldErrors {
+                reason: Some(reason.clone()),
                 ..FieldErrors::default()
             }),
             AppError::X402Unsupported { offered, .. } => Some(FieldErrors {
@@ -335,6 +343,12 @@ impl From<TransferError> for AppError {
             },
             TransferError::Store(e) => AppError::from(e),
             TransferError::KeyUnavailable => AppError::internal(TransferError::KeyUnavailable),
+            TransferError::CallReverted(reason) => AppError::CallReverted { message, reason },
+            TransferError::SimulationUnavailable(_) => AppError::Upstream {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code,
+                message,
+            },
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod body_limit;
+pub mod calls;
 pub mod cancel;
 pub mod chains;
 pub mod chat;
@@ -116,6 +117,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(wallets::router())
         .merge(transactions::router())
         .merge(transfers::router())
+        .merge(calls::router())
         .merge(x402::router())
         .merge(cancel::router())
         .merge(chat::router())

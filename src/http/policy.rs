@@ -53,6 +53,9 @@ struct PolicyBody {
     #[schema(minimum = 1, maximum = 604800)]
     approval_ttl_secs: Option<u64>,
     allowed_hosts: Option<Vec<String>>,
+    /// Contract-call rules (§18): `default`, ordered `rules`, `abis`, `allow_unlimited_approvals`.
+    #[schema(value_type = Option<Object>)]
+    calls: Option<serde_json::Value>,
 }
 
 /// Read the spending policy
@@ -159,6 +162,22 @@ fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
             }
         }
     }
+    let calls = match body.calls {
+        None | Some(serde_json::Value::Null) => None,
+        Some(raw) => match crate::domain::call::CallsPolicy::try_from(raw) {
+            Ok(calls) => Some(Box::new(calls)),
+            Err(invalid) => {
+                for e in invalid.0 {
+                    let path = match e.path.is_empty() {
+                        true => "calls".to_string(),
+                        false => format!("calls.{}", e.path),
+                    };
+                    errors.insert(path, e.problem.to_string());
+                }
+                None
+            }
+        },
+    };
     if !errors.is_empty() {
         return Err(AppError::fields(errors));
     }
@@ -171,8 +190,7 @@ fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
         allowed_hosts: body
             .allowed_hosts
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
-        // `calls` (§18) is not read from the body yet.
-        calls: None,
+        calls,
     })
 }
 

@@ -14,7 +14,7 @@ use crate::domain::chain;
 use crate::domain::policy::ApprovalStatus;
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +40,8 @@ pub struct Approval {
     pub updated_at: DateTime<Utc>,
     /// An x402 payment that waits (§16): what to fetch and pay once approved.
     pub x402: Option<crate::domain::transaction::X402Record>,
+    /// A contract call that waits (§18): the call and what its simulation showed.
+    pub call: Option<crate::domain::transaction::CallRecord>,
 }
 
 /// How an approval claim or close went.
@@ -75,6 +77,7 @@ impl Approval {
             created_at: now,
             updated_at: now,
             x402: r.x402.clone(),
+            call: r.call.clone(),
         }
     }
 
@@ -86,9 +89,9 @@ impl Approval {
         format_units(self.value_wei, decimals)
     }
 
-    /// `transfer` or `x402` (see `kind_of`).
+    /// `transfer`, `call` or `x402`, as shown.
     pub fn kind(&self) -> &'static str {
-        crate::domain::transaction::kind_of(self.x402.as_ref())
+        crate::domain::transaction::shown_kind(self.x402.as_ref(), self.call.as_ref())
     }
 
     /// Whether it can still be approved at `now`.
@@ -157,6 +160,7 @@ pub struct ApprovalRow {
     asset_decimals: Option<i64>,
     kind: String,
     x402: Option<String>,
+    call_record: Option<String>,
 }
 
 impl ApprovalRow {
@@ -189,6 +193,7 @@ impl ApprovalRow {
                 ("x402", None) => return Err(StoreError::Corrupt("approvals.x402".into())),
                 _ => None,
             },
+            call: super::shared::call_from_column(self.call_record, "approvals.call_record")?,
         })
     }
 }

@@ -28,9 +28,9 @@ pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, EventRecord, Message, NativeFunds, NewAgent,
-    NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role, Settlement,
-    Settling, SignFn, SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, CallCheck, Challenge, Conversation, EventRecord, Message, NativeFunds,
+    NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role,
+    Settlement, Settling, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -370,6 +370,14 @@ pub trait OwnerStore: Send + Sync + 'static {
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
+    /// The windows of each asset a call counts and whether its party was paid before, as read now (a call's
+    /// simulation reports its verdict with them; its reservation reads them again under the agent's lock).
+    async fn call_windows(
+        &self,
+        agent_id: Uuid,
+        chain: &str,
+        check: &CallCheck,
+    ) -> StoreResult<Vec<(crate::domain::decision::Windows, bool)>>;
     async fn put_policy(
         &self,
         agent_id: Uuid,

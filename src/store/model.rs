@@ -178,8 +178,21 @@ pub struct TransferRequest {
     /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
     /// called with 0 and its `raw` is the signed payment document.
     pub x402: Option<crate::domain::transaction::X402Record>,
+    /// A contract call (§18): signed with its calldata, stored with what its simulation showed.
+    pub call: Option<crate::domain::transaction::CallRecord>,
+    /// What the reservation judges of a call besides the cap (set with `call`).
+    pub call_check: Option<CallCheck>,
     /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
     pub mandate: super::Mandate,
+}
+
+/// What a call's reservation judges (§18): the unlimited-approval guard, the `calls` rules (whether the agent is
+/// guarded decides when none does), and what it counts against the assets' limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallCheck {
+    pub unlimited: bool,
+    pub guarded: bool,
+    pub counts: Vec<crate::domain::decision::Counted>,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the

@@ -22,7 +22,7 @@ pub const MESSAGE_COLUMNS: &str = "id, conversation_id, role, content, chain_cal
 
 pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
-     created_at, updated_at, asset, token_address, asset_decimals, kind, x402";
+     created_at, updated_at, asset, token_address, asset_decimals, kind, x402, call_record";
 
 pub const EVENT_COLUMNS: &str = "id, conversation_id, agent_id, kind, payload";
 
@@ -183,6 +183,7 @@ pub struct TxRow {
     asset_decimals: Option<i64>,
     kind: String,
     x402: Option<String>,
+    call_record: Option<String>,
 }
 
 impl TxRow {
@@ -229,6 +230,7 @@ impl TxRow {
                 ("x402", None) => return Err(StoreError::Corrupt("transactions.x402".into())),
                 _ => None,
             },
+            call: call_from_column(self.call_record, "transactions.call_record")?,
         })
     }
 }
@@ -239,7 +241,21 @@ pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
         .x402
         .as_ref()
         .map(|record| serde_json::to_string(record).expect("an x402 record serialises"));
-    (tx.kind(), record)
+    (crate::domain::transaction::kind_of(tx.x402.as_ref()), record)
+}
+
+/// The `call_record` column of a call (NULL for anything else).
+pub fn call_column(call: Option<&crate::domain::transaction::CallRecord>) -> Option<String> {
+    call.map(|c| serde_json::to_string(c).expect("a call record serialises"))
+}
+
+/// A call record as read from its column.
+pub fn call_from_column(
+    text: Option<String>,
+    column: &str,
+) -> StoreResult<Option<crate::domain::transaction::CallRecord>> {
+    text.map(|t| serde_json::from_str(&t).map_err(|_| StoreError::Corrupt(column.into())))
+        .transpose()
 }
 
 /// A transfer as the store will insert it once signed: status `signed`, nothing settled yet.
@@ -272,6 +288,7 @@ pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super:
             x.pending_request = None;
             x
         }),
+        call: request.call.clone(),
     }
 }
 

@@ -49,9 +49,14 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        let kind = match approval.token {
-            None => Kind::Native,
-            Some(token) => Kind::Token(Asset {
+        let kind = match (&approval.call, approval.token) {
+            (Some(record), _) => Kind::Call(Box::new(super::send::CallDraft {
+                record: record.clone(),
+                check: None,
+                gas_limit: approval.gas_limit,
+            })),
+            (None, None) => Kind::Native,
+            (None, Some(token)) => Kind::Token(Asset {
                 chain,
                 symbol: approval.asset.clone(),
                 decimals: token.decimals,

@@ -76,6 +76,12 @@ pub enum TransferError {
     /// A cancel of a transfer that is no longer (or not yet) pending: its status as found (§14).
     #[error("{}", not_pending_message(.0))]
     NotPending(&'static str),
+    /// The call reverts in its simulation (§18): nothing was signed. The decoded reason.
+    #[error("the call reverts: {0}")]
+    CallReverted(String),
+    /// The node can simulate no call (§18): nothing was signed.
+    #[error("the {0} node cannot simulate calls (neither eth_simulateV1 nor debug_traceCall); nothing was signed")]
+    SimulationUnavailable(String),
 }
 
 impl TransferError {
@@ -96,6 +102,8 @@ impl TransferError {
             Self::TransferNotFound => "transfer_not_found",
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",
+            Self::CallReverted(_) => "call_reverted",
+            Self::SimulationUnavailable(_) => "simulation_unavailable",
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::chain::{ChainClient, ChainError, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
-use crate::domain::transaction::{StoredTx, X402Record};
+use crate::domain::transaction::{CallRecord, StoredTx, X402Record};
 use crate::store::{Authorization, Mandate, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -50,6 +50,17 @@ pub(super) enum Kind<'a> {
     Token(Asset),
     /// An x402 payment (§16): an EIP-3009 authorization, signed off chain and delivered by the paid request.
     Payment(Box<PaymentDraft<'a>>),
+    /// A contract call (§18): its calldata with native `value`, at the gas limit its simulation found.
+    Call(Box<CallDraft>),
+}
+
+/// What a call is signed from: its record (calldata, decoding, simulation) and the gas limit to sign.
+pub(super) struct CallDraft {
+    pub record: CallRecord,
+    /// What the reservation judges (none when an owner approved it: the approval decides, and its counts were
+    /// stored when it was held).
+    pub check: Option<crate::store::CallCheck>,
+    pub gas_limit: u64,
 }
 
 /// What an x402 authorization is signed from.
@@ -83,6 +94,7 @@ impl Kind<'_> {
             Kind::Native => chain.native_symbol.to_string(),
             Kind::Token(asset) => asset.symbol.clone(),
             Kind::Payment(p) => p.token.symbol.clone(),
+            Kind::Call(_) => chain.native_symbol.to_string(),
         }
     }
 
@@ -94,6 +106,7 @@ impl Kind<'_> {
     async fn quote(&self, client: &ChainClient, o: &Outflow<'_>) -> Result<Quote, TransferError> {
         match self {
             Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
+            Kind::Call(call) => quote_call(client, o.chain, call, o.from, o.to, o.value).await,
             Kind::Token(asset) => quote_token(client, o.chain, asset, o.from, o.to, o.value).await,
             // No native coin moves: the facilitator pays the gas.
             Kind::Payment(p) => Ok(Quote {
@@ -146,7 +159,7 @@ impl Outflow<'_> {
             node_nonce,
             asset: self.kind.symbol(self.chain),
             token: match &self.kind {
-                Kind::Native => None,
+                Kind::Native | Kind::Call(_) => None,
                 Kind::Token(asset) => token_ref(asset),
                 Kind::Payment(p) => token_ref(&p.token),
             },
@@ -155,6 +168,14 @@ impl Outflow<'_> {
             native_funds: quote.funds,
             x402: match &self.kind {
                 Kind::Payment(p) => Some(p.record.clone()),
+                _ => None,
+            },
+            call: match &self.kind {
+                Kind::Call(c) => Some(c.record.clone()),
+                _ => None,
+            },
+            call_check: match &self.kind {
+                Kind::Call(c) => c.check.clone(),
                 _ => None,
             },
             mandate: self.mandate.clone(),
@@ -355,6 +376,34 @@ async fn quote_native(
     let cost = Cost::of(value, fees.max_cost(gas_limit).saturating_add(l1_fee));
     Ok(Quote {
         gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(native_funds(chain, balance, cost.needed)?),
+        token_balance: None,
+    })
+}
+
+/// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
+/// and twice the maximum fee, as a native transfer's.
+async fn quote_call(
+    client: &ChainClient,
+    chain: &'static ChainInfo,
+    call: &CallDraft,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let probe = l1_probe(chain, to, value, call.record.data.clone());
+    let (fees, balance, l1_fee) = tokio::join!(
+        client.recent_fees(FEE_MAX_AGE),
+        client.balance(from),
+        client.recent_l1_fee(&probe, FEE_MAX_AGE),
+    );
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    let cost = Cost::of(value, fees.max_cost(call.gas_limit).saturating_add(l1_fee));
+    Ok(Quote {
+        gas_limit: call.gas_limit,
         max_fee_per_gas: fees.max_fee_per_gas,
         priority_fee: fees.max_priority_fee_per_gas,
         reserved: cost.reserved,

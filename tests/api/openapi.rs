@@ -42,6 +42,8 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("POST", "/api/agents/{id}/transfers"),
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
+    ("POST", "/api/agents/{id}/calls"),
+    ("POST", "/api/agents/{id}/calls/simulate"),
     ("POST", "/api/agents/{id}/x402/fetch"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
@@ -328,6 +330,32 @@ async fn drive_agents(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) -> Crea
     agent
 }
 
+/// Contract calls (§18): a simulation, a call made on a test token, a malformed call.
+async fn drive_calls(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) {
+    let token = crate::helpers::solidity::deploy_test_token(anvil, "Test Dollar", "TUSD", 6).await;
+    // An unguarded agent's calls are allowed when no rule decides.
+    let agent = &crate::helpers::chain::sending_agent(app, Some(1.0)).await;
+    anvil.set_balance(wallet(agent), wei(ONE_ETH)).await;
+    let call = json!({"chain": "base", "to": token.to_checksum(None), "function": "approve(address,uint256)",
+        "args": [fresh_address().to_checksum(None), "1000"]});
+    let simulate = format!("/api/agents/{}/calls/simulate", agent.id);
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/calls/simulate",
+        &send(app, Method::POST, &simulate, Some(&agent.token), Some(call.clone())).await,
+    );
+    let create = format!("/api/agents/{}/calls", agent.id);
+    let made = send(app, Method::POST, &create, Some(&agent.token), Some(call)).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.text);
+    oracle.check("POST", "/api/agents/{id}/calls", &made);
+    let bad = json!({"chain": "base", "to": token.to_checksum(None), "data": "0x12"});
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/calls",
+        &send(app, Method::POST, &create, Some(&agent.token), Some(bad)).await,
+    );
+}
+
 /// The transfers API: a transfer made, a refusal, a repeat under its key, the transfer read back, a page.
 async fn drive_transfers(app: &TestApp, agent: &CreatedAgent, oracle: &mut Oracle) {
     let create = format!("/api/agents/{}/transfers", agent.id);
@@ -435,6 +463,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
         &send(&app, Method::GET, &transactions, token, None).await,
     );
     drive_transfers(&app, &agent, &mut oracle).await;
+    drive_calls(&app, &anvil, &mut oracle).await;
 
     let list = format!("/api/conversations?agent_id={}", agent.id);
     oracle.check(
@@ -764,6 +793,8 @@ fn every_operation_documents_its_server_errors() {
         ("POST", "/api/agents/{id}/transfers"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
+        ("POST", "/api/agents/{id}/calls"),
+        ("POST", "/api/agents/{id}/calls/simulate"),
         ("POST", "/api/agents/{id}/x402/fetch"),
         ("POST", "/api/chat"),
         ("POST", "/api/chat/stream"),

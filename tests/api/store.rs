@@ -90,6 +90,8 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token_balance: None,
         native_funds: None,
         x402: None,
+        call: None,
+        call_check: None,
         mandate: agentd::store::Mandate::NONE,
     }
 }

@@ -130,6 +130,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/calls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Call a contract
+         * @description Simulates the call from the agent's wallet, judges it by the policy's `calls` rules, the unlimited-approval guard,
+         *     the limits of every asset it takes or allows and the spending cap, in one atomic step; then signs it (EIP-1559) and
+         *     sends it. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
+         *     that reverts: 422 `call_reverted` with `details.reason`; a node that cannot simulate: 503
+         *     `simulation_unavailable`. With an `Idempotency-Key` a repeat answers the first answer again.
+         */
+        post: operations["create_call"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/calls/simulate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Simulate a contract call
+         * @description The same simulation and verdict as `POST …/calls` (`decision.result` `allow`, `deny` with its `code` and `rule`,
+         *     or `approve`); nothing is reserved, signed or recorded. A call that reverts: 422 `call_reverted`.
+         */
+        post: operations["simulate_call"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/export-key": {
         parameters: {
             query?: never;
@@ -826,6 +871,20 @@ export interface components {
             };
         };
         /**
+         * @description A contract call as sent (§18): the contract, the selector of the calldata, and the function and arguments it was
+         *     decoded as (null when the selector is not known).
+         */
+        CallView: {
+            /** @description EIP-55 address of the contract called. */
+            to: string;
+            /** @description `0x` + 8 lower-case hex digits. */
+            selector: string | null;
+            /** @description The canonical signature, e.g. `approve(address,uint256)`. */
+            function: string | null;
+            /** @description The decoded arguments in order (addresses 0x-hex, integers as decimal strings). */
+            args: unknown[] | null;
+        };
+        /**
          * @description What an agent may do; each unlocks a group of chat tools.
          * @enum {string}
          */
@@ -1064,6 +1123,24 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description A contract call: `data`, or `function` and `args` for the service to encode. */
+        NewCall: {
+            /** @description One of the agent's chains. */
+            chain: string;
+            /** @description The contract, a 0x address. */
+            to: string;
+            /** @description Native value sent with the call, a decimal string in whole units (default "0"). */
+            value?: string | null;
+            /** @description 0x-hex calldata (selector included); or give `function` and `args`. */
+            data?: string | null;
+            /** @description A Solidity signature such as `approve(address,uint256)`. */
+            function?: string | null;
+            /**
+             * @description The arguments: addresses and byte strings as 0x-hex, integers as decimal strings, booleans, arrays and
+             *     tuples as arrays.
+             */
+            args?: unknown[] | null;
+        };
         /** @description A transfer to make. */
         NewTransfer: {
             /** @description One of the agent's chains. */
@@ -1111,6 +1188,8 @@ export interface components {
             /** Format: int64 */
             approval_ttl_secs?: number | null;
             allowed_hosts?: string[] | null;
+            /** @description Contract-call rules (§18): `default`, ordered `rules`, `abis`, `allow_unlimited_approvals`. */
+            calls?: Record<string, never> | null;
         };
         PolicyView: {
             /** @description Keyed by asset (`<chain>:<SYMBOL>`, e.g. `base:ETH`). */
@@ -1125,6 +1204,8 @@ export interface components {
             approval_ttl_secs: number;
             /** @description x402 hosts (`host` or `host:port`); null: any. */
             allowed_hosts?: string[] | null;
+            /** @description Contract-call rules (§18); absent when none are set. */
+            calls?: Record<string, never>;
         };
         /** @description `current_token`, or an EIP-191 `wallet_signature` of a challenge by one of the agent's or owner's addresses. */
         Proof: {
@@ -1152,6 +1233,12 @@ export interface components {
          * @enum {string}
          */
         RoleView: "user" | "assistant";
+        /** @description A call's simulation and the verdict it would get now. */
+        SimulatedCall: {
+            call: components["schemas"]["CallView"];
+            simulation: Record<string, never>;
+            decision: Record<string, never>;
+        };
         /** @description One token's entry: its balance, or an error for that token only. */
         TokenBalanceEntryView: components["schemas"]["TokenBalanceView"] | components["schemas"]["FailedTokenBalanceView"];
         TokenBalanceView: {
@@ -1228,10 +1315,20 @@ export interface components {
              */
             transfer_id: string;
             chain: string;
-            /** @description `transfer` (a transaction of the agent's) or `x402` (a payment authorization a resource settles, §16). */
+            /**
+             * @description `transfer` (a transaction of the agent's), `call` (a contract call, §18) or `x402` (a payment
+             *     authorization a resource settles, §16).
+             */
             kind: string;
             /** @description Set on x402 payments. */
             x402?: components["schemas"]["X402View"];
+            /** @description Set on contract calls: the contract, the selector sent and what it was decoded as. */
+            call?: components["schemas"]["CallView"];
+            /**
+             * @description Set on contract calls: what the simulation showed before it was signed (`changes`, `approvals`,
+             *     `gas_used`).
+             */
+            simulation?: Record<string, never>;
             /** @description The asset's symbol (the chain's native symbol for native transfers). */
             asset: string;
             /** @description EIP-55 address of the token contract; null for the native coin. */
@@ -2414,6 +2511,538 @@ export interface operations {
                      *       "error": {
                      *         "code": "internal_error",
                      *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_call: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "args": [
+                 *         "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                 *         "100000000"
+                 *       ],
+                 *       "chain": "base",
+                 *       "function": "approve(address,uint256)",
+                 *       "to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewCall"];
+            };
+        };
+        responses: {
+            /** @description Simulated, signed, stored and handed to the node (`pending`), or held for an owner's approval (`awaiting_approval`) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "policy_denied",
+                     *         "details": {
+                     *           "rule": "call_denied"
+                     *         },
+                     *         "message": "the agent's policy refuses this transfer (rule call_denied)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the resource's state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_in_progress",
+                     *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "call_reverted",
+                     *         "details": {
+                     *           "reason": "UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
+                     *         },
+                     *         "message": "the call reverts: UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "simulation_unavailable",
+                     *         "message": "the base node cannot simulate calls (neither eth_simulateV1 nor debug_traceCall); nothing was signed"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    simulate_call: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "args": [
+                 *         "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                 *         "100000000"
+                 *       ],
+                 *       "chain": "base",
+                 *       "function": "approve(address,uint256)",
+                 *       "to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewCall"];
+            };
+        };
+        responses: {
+            /** @description The call, what it would do, and the verdict */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "call": {
+                     *         "args": [
+                     *           "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *           "100000000"
+                     *         ],
+                     *         "function": "approve(address,uint256)",
+                     *         "selector": "0x095ea7b3",
+                     *         "to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *       },
+                     *       "decision": {
+                     *         "result": "allow"
+                     *       },
+                     *       "simulation": {
+                     *         "approvals": [
+                     *           {
+                     *             "amount": "100",
+                     *             "spender": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *             "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *             "unlimited": false
+                     *           }
+                     *         ],
+                     *         "changes": [],
+                     *         "gas_used": 46210
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SimulatedCall"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "policy_denied",
+                     *         "details": {
+                     *           "rule": "call_denied"
+                     *         },
+                     *         "message": "the agent's policy refuses this transfer (rule call_denied)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "call_reverted",
+                     *         "details": {
+                     *           "reason": "UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
+                     *         },
+                     *         "message": "the call reverts: UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "simulation_unavailable",
+                     *         "message": "the base node cannot simulate calls (neither eth_simulateV1 nor debug_traceCall); nothing was signed"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
                      *       }
                      *     }
                      */

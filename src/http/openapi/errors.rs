@@ -48,6 +48,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
             | "reject_transfer" => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
+            "create_call" | "simulate_call" => TransferError::PolicyDenied(PolicyRule::CallDenied).into(),
             "fetch_paid" => TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into(),
             _ => AppError::Forbidden,
         },
@@ -58,7 +59,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "approve_transfer" => TransferError::NotAwaiting(ApprovalStatus::Expired).into(),
             "reject_transfer" => TransferError::NotAwaiting(ApprovalStatus::Approved).into(),
             "cancel_transfer" => TransferError::NotPending("confirmed").into(),
-            "create_transfer" | "fetch_paid" | "chat" => AppError::Conflict {
+            "create_transfer" | "create_call" | "fetch_paid" | "chat" => AppError::Conflict {
                 code: "idempotency_in_progress",
                 message: "a request with this Idempotency-Key is still running; retry when it has finished".into(),
             },
@@ -78,6 +79,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "owner_session" | "reissue_token" => AppError::ChallengeExpired,
             "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),
             "create_transfer" => TransferError::InvalidRecipient("the recipient is the agent's own wallet").into(),
+            "create_call" | "simulate_call" => {
+                TransferError::CallReverted("UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT".into()).into()
+            }
             "fetch_paid" => {
                 FetchError::UrlNotAllowed(NotAllowed("the url must use https (http only for localhost)".into())).into()
             }
@@ -103,6 +107,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         },
         "503" => match operation {
             "chat" | "chat_stream" => ChatError::Llm(LlmError::Unavailable("no LLM is configured".into())).into(),
+            "create_call" | "simulate_call" => TransferError::SimulationUnavailable("base".into()).into(),
             _ => not_configured(),
         },
         "504" => match operation {

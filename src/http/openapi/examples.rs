@@ -110,6 +110,12 @@ pub fn component(name: &str) -> Option<Value> {
             "proof": {"type": "wallet_signature", "chain": "base", "message": siwe_message(), "signature": SIGNATURE}
         }),
         "NewTransfer" => json!({"chain": "base", "to": RECIPIENT, "amount": "12.5", "asset": "USDC"}),
+        "NewCall" => json!({
+            "chain": "base",
+            "to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "function": "approve(address,uint256)",
+            "args": [RECIPIENT, "100000000"],
+        }),
         "FetchBody" => json!({
             "url": "https://api.example.com/reports/latest",
             "max_amount": "0.10",
@@ -140,6 +146,13 @@ pub fn component(name: &str) -> Option<Value> {
         }),
         "ReissuedView" => json!({"access_token": AGENT_TOKEN, "agent": agent_detail()}),
         "TransferView" => transfer(),
+        "SimulatedCall" => json!({
+            "call": {"to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "selector": "0x095ea7b3",
+                "function": "approve(address,uint256)", "args": [RECIPIENT, "100000000"]},
+            "simulation": {"changes": [], "approvals": [{"token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                "spender": RECIPIENT, "amount": "100", "unlimited": false}], "gas_used": 46_210},
+            "decision": {"result": "allow"},
+        }),
         "AuditEntryView" => json!({
             "id": 42,
             "at": CREATED_AT,

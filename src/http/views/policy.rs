@@ -37,6 +37,10 @@ pub struct PolicyView {
     pub approval_ttl_secs: u64,
     /// x402 hosts (`host` or `host:port`); null: any.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Contract-call rules (§18); absent when none are set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
+    pub calls: Option<serde_json::Value>,
 }
 
 impl PolicyView {
@@ -54,6 +58,7 @@ impl PolicyView {
             approve_new_recipients: policy.approve_new_recipients,
             approval_ttl_secs: policy.approval_ttl_secs,
             allowed_hosts: policy.allowed_hosts.clone(),
+            calls: policy.calls.as_deref().map(|c| serde_json::Value::from(c.clone())),
         }
     }
 }

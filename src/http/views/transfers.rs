@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{StoredTx, TxState, X402Record};
+use crate::domain::transaction::{CallRecord, StoredTx, TxState, X402Record};
 use crate::store::Approval;
 use crate::transfers::TransferOutcome;
 
@@ -55,6 +55,34 @@ impl From<ApprovalStatus> for TransferStatusView {
     }
 }
 
+/// A contract call as sent (§18): the contract, the selector of the calldata, and the function and arguments it was
+/// decoded as (null when the selector is not known).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CallView {
+    /// EIP-55 address of the contract called.
+    pub to: String,
+    /// `0x` + 8 lower-case hex digits.
+    #[schema(required = true)]
+    pub selector: Option<String>,
+    /// The canonical signature, e.g. `approve(address,uint256)`.
+    #[schema(required = true)]
+    pub function: Option<String>,
+    /// The decoded arguments in order (addresses 0x-hex, integers as decimal strings).
+    #[schema(required = true, value_type = Option<Vec<serde_json::Value>>)]
+    pub args: Option<Vec<serde_json::Value>>,
+}
+
+impl CallView {
+    pub fn new(to: alloy::primitives::Address, record: &CallRecord) -> Self {
+        CallView {
+            to: to.to_checksum(None),
+            selector: record.selector.clone(),
+            function: record.function.clone(),
+            args: record.args.clone(),
+        }
+    }
+}
+
 /// What an x402 payment (§16) adds to its transfer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct X402View {
@@ -90,12 +118,22 @@ pub struct TransferView {
     /// The same as `id`, under the name the approval endpoints use.
     pub transfer_id: Uuid,
     pub chain: String,
-    /// `transfer` (a transaction of the agent's) or `x402` (a payment authorization a resource settles, §16).
+    /// `transfer` (a transaction of the agent's), `call` (a contract call, §18) or `x402` (a payment
+    /// authorization a resource settles, §16).
     pub kind: &'static str,
     /// Set on x402 payments.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub x402: Option<X402View>,
+    /// Set on contract calls: the contract, the selector sent and what it was decoded as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub call: Option<CallView>,
+    /// Set on contract calls: what the simulation showed before it was signed (`changes`, `approvals`,
+    /// `gas_used`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
+    pub simulation: Option<serde_json::Value>,
     /// The asset's symbol (the chain's native symbol for native transfers).
     pub asset: String,
     /// EIP-55 address of the token contract; null for the native coin.
@@ -143,6 +181,8 @@ impl From<&StoredTx> for TransferView {
             chain: tx.chain.clone(),
             kind: tx.kind(),
             x402: tx.x402.as_ref().map(X402View::new),
+            call: tx.call.as_ref().map(|c| CallView::new(tx.to, c)),
+            simulation: tx.call.as_ref().map(|c| c.simulation.clone()),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
             from: tx.from.to_checksum(None),
@@ -171,6 +211,8 @@ impl From<&Approval> for TransferView {
             chain: a.chain.clone(),
             kind: a.kind(),
             x402: a.x402.as_ref().map(X402View::new),
+            call: a.call.as_ref().map(|c| CallView::new(a.to, c)),
+            simulation: a.call.as_ref().map(|c| c.simulation.clone()),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),
             from: a.from.to_checksum(None),

@@ -16,7 +16,8 @@ use crate::domain::policy::{ApprovalStatus, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
-    Approval, AuditEvent, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
+    Approval, AuditEvent, Authorization, CallCheck, Closing, EventRecord, PolicyStore, StoreError, StoreResult,
+    TransferRequest,
 };
 
 #[async_trait]
@@ -40,6 +41,12 @@ where
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<Policy> {
         let mut conn = self.pool.acquire().await?;
         Self::policy_in(&mut conn, agent_id).await
+    }
+
+    async fn call_windows(&self, agent_id: Uuid, chain: &str, check: &CallCheck) -> StoreResult<Vec<(Windows, bool)>> {
+        let mut conn = self.pool.acquire().await?;
+        let policy = Self::policy_in(&mut conn, agent_id).await?;
+        Self::call_windows_in(&mut conn, (agent_id, chain), check, &policy, crate::domain::now()).await
     }
 
     async fn put_policy(&self, agent_id: Uuid, policy: &Policy, audit: &AuditEvent) -> StoreResult<()> {
@@ -224,7 +231,10 @@ where
             Authorization::Policy => {
                 let policy = Self::policy_in(conn, r.agent_id).await?;
                 let windows = if policy.counts_windows(&asset::key(&r.chain, &r.asset)) {
-                    decision::windows(&Self::window_rows(conn, r, now).await?, now)
+                    decision::windows(
+                        &Self::window_rows(conn, r.agent_id, &r.chain, &r.asset, now).await?,
+                        now,
+                    )
                 } else {
                     Windows::default()
                 };
@@ -238,29 +248,99 @@ where
         }
     }
 
-    /// Values and times of this asset's transfers in the week window: sent ones, and waiting ones not yet expired.
-    async fn window_rows(
+    /// The windows of each asset a call counts, and whether its party was paid before (`CallSite::counts` order).
+    pub(super) async fn call_windows_in(
+        conn: &mut B::Connection,
+        r: (Uuid, &str),
+        check: &CallCheck,
+        policy: &Policy,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<(Windows, bool)>> {
+        let mut windows = Vec::with_capacity(check.counts.len());
+        for count in &check.counts {
+            let totals = match policy.counts_windows(&count.asset_key) {
+                true => {
+                    let asset = count.asset_key.split_once(':').map_or("", |(_, a)| a);
+                    decision::windows(&Self::window_rows(conn, r.0, r.1, asset, now).await?, now)
+                }
+                false => Windows::default(),
+            };
+            let paid = !policy.approve_new_recipients || Self::paid_before(conn, r.0, count.party).await?;
+            windows.push((totals, paid));
+        }
+        Ok(windows)
+    }
+
+    /// Stores what a call counts of each token against the windows (its native value is its row's `value_wei`).
+    pub(super) async fn count_call_in(
         conn: &mut B::Connection,
         r: &TransferRequest,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let Some(check) = &r.call_check else { return Ok(()) };
+        let native = crate::domain::asset::key(&r.chain, &r.asset);
+        for count in check
+            .counts
+            .iter()
+            .filter(|c| c.asset_key != native && !c.value.is_zero())
+        {
+            let asset = count.asset_key.split_once(':').map_or("", |(_, a)| a);
+            sqlx::query(
+                "INSERT INTO call_outflows (transfer_id, agent_id, chain, asset, amount, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(r.id)
+            .bind(r.agent_id)
+            .bind(&r.chain)
+            .bind(asset)
+            .bind(count.value.to_string())
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Values and times of this asset's outflows in the week window: transfers sent, and waiting ones not yet
+    /// expired; what calls sent or waiting count of it besides their native value (`call_outflows`, §18).
+    pub(super) async fn window_rows(
+        conn: &mut B::Connection,
+        agent_id: Uuid,
+        chain: &str,
+        asset: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<(U256, DateTime<Utc>)>> {
         let mut rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
             "SELECT value_wei, created_at FROM transactions WHERE agent_id = $1 AND chain = $2 AND asset = $3 \
              AND status IN ('signed', 'pending', 'confirmed') AND created_at >= $4",
         )
-        .bind(r.agent_id)
-        .bind(&r.chain)
-        .bind(&r.asset)
+        .bind(agent_id)
+        .bind(chain)
+        .bind(asset)
         .bind(decision::week_ago(now))
         .fetch_all(&mut *conn)
         .await?;
+        let counted: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT o.amount, o.created_at FROM call_outflows o WHERE o.agent_id = $1 AND o.chain = $2 \
+             AND o.asset = $3 AND o.created_at >= $4 AND (EXISTS (SELECT 1 FROM transactions t WHERE t.id = \
+             o.transfer_id AND t.status IN ('signed', 'pending', 'confirmed')) OR EXISTS (SELECT 1 FROM approvals a \
+             WHERE a.id = o.transfer_id AND a.status = 'awaiting_approval' AND a.expires_at > $5))",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .bind(asset)
+        .bind(decision::week_ago(now))
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await?;
+        rows.extend(counted);
         let waiting: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
             "SELECT value_wei, created_at, expires_at FROM approvals WHERE agent_id = $1 AND chain = $2 \
              AND asset = $3 AND status = 'awaiting_approval'",
         )
-        .bind(r.agent_id)
-        .bind(&r.chain)
-        .bind(&r.asset)
+        .bind(agent_id)
+        .bind(chain)
+        .bind(asset)
         .fetch_all(&mut *conn)
         .await?;
         rows.extend(
@@ -276,7 +356,7 @@ where
 
     /// Whether the agent has a sent (signed, pending or confirmed) transfer to `to` on any chain. Addresses are
     /// stored checksummed; `lower` makes the comparison independent of case.
-    async fn paid_before(conn: &mut B::Connection, agent_id: Uuid, to: Address) -> StoreResult<bool> {
+    pub(super) async fn paid_before(conn: &mut B::Connection, agent_id: Uuid, to: Address) -> StoreResult<bool> {
         let row: Option<(Uuid,)> = sqlx::query_as(
             "SELECT id FROM transactions WHERE agent_id = $1 AND lower(to_address) = $2 \
              AND status IN ('signed', 'pending', 'confirmed') LIMIT 1",
@@ -298,7 +378,7 @@ where
         let (token_address, asset_decimals) = shared::token_columns(a.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -317,12 +397,13 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(a.kind())
+        .bind(crate::domain::transaction::kind_of(a.x402.as_ref()))
         .bind(
             a.x402
                 .as_ref()
                 .map(|x| serde_json::to_string(x).expect("an x402 record serialises")),
         )
+        .bind(shared::call_column(a.call.as_ref()))
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

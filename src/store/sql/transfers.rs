@@ -13,7 +13,8 @@ use uuid::Uuid;
 use super::policies::GateRead;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
-use crate::domain::decision::{self, Decision, Facts, Funds, PaymentSite, Standing};
+use crate::domain::call::CallFacts;
+use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
@@ -107,6 +108,12 @@ where
             None => None,
         };
         let gate = Self::gate_in(&mut tx, r, now).await?;
+        let call_windows = match (&r.call_check, &gate) {
+            (Some(check), GateRead::Policy { policy, .. }) => {
+                Self::call_windows_in(&mut tx, (r.agent_id, &r.chain), check, policy, now).await?
+            }
+            _ => Vec::new(),
+        };
         let stored_nonce = match r.x402 {
             Some(_) => None,
             None => Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?,
@@ -122,6 +129,21 @@ where
             payment: r.x402.as_ref().map(|x| PaymentSite {
                 host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
             }),
+            call: match (&r.call, &r.call_check) {
+                (Some(call), Some(check)) => Some(CallSite {
+                    facts: CallFacts {
+                        chain: &r.chain,
+                        to: r.to,
+                        calldata: &call.data,
+                        value_wei: r.value_wei,
+                        agent: r.from,
+                    },
+                    unlimited: check.unlimited,
+                    guarded: check.guarded,
+                    counts: &check.counts,
+                }),
+                _ => None,
+            },
         };
         let facts = Facts {
             standing,
@@ -131,11 +153,13 @@ where
             native,
             gate: gate.gate(now),
             stored_nonce,
+            call_windows: &call_windows,
         };
         let (nonce, release) = match decision::decide(&request, &facts) {
             Decision::Refuse(refusal) => return Ok(refusal.into()),
             Decision::Hold { ttl_secs } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs).await?;
+                Self::count_call_in(&mut tx, r, now).await?;
                 Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
                 tx.commit().await?;
                 self.feed.announce(&event);
@@ -155,6 +179,7 @@ where
         let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
+        Self::count_call_in(&mut tx, r, now).await?;
         if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
             && let Some(audit) = approval.decided_audit(by, record.chain_hash())
         {
@@ -510,7 +535,7 @@ where
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-              $23, $24, $25)"
+              $23, $24, $25, $26)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
@@ -536,6 +561,7 @@ where
         .bind(asset_decimals)
         .bind(kind)
         .bind(x402)
+        .bind(shared::call_column(record.call.as_ref()))
         .bind(fills)
         .execute(&mut *conn)
         .await?;

@@ -1,0 +1,206 @@
+//! Contract calls (docs/api.md §18): `POST /api/agents/{id}/calls` simulates, judges and sends a call through the
+//! transfer service's one send path; `POST …/calls/simulate` answers the same simulation and verdict and reserves,
+//! signs and records nothing.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::auth::ActiveCaller;
+use super::error::{AppError, Result};
+use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
+use super::json::{ApiJson, shape};
+use super::views::{CallView, ErrorBody, TransferView};
+use crate::auth::Caller;
+use crate::domain::agent::{Capability, parse_address};
+use crate::domain::amount::parse_units;
+use crate::domain::call::{self, CallInput};
+use crate::domain::chain as registry;
+use crate::state::AppState;
+use crate::store::Mandate;
+use crate::transfers::{CallOrder, DecisionView, Transfers};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_call))
+        .routes(routes!(simulate_call))
+}
+
+/// A contract call: `data`, or `function` and `args` for the service to encode.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct NewCall {
+    /// One of the agent's chains.
+    #[schema(min_length = 1)]
+    chain: String,
+    /// The contract, a 0x address.
+    to: String,
+    /// Native value sent with the call, a decimal string in whole units (default "0").
+    value: Option<String>,
+    /// 0x-hex calldata (selector included); or give `function` and `args`.
+    data: Option<String>,
+    /// A Solidity signature such as `approve(address,uint256)`.
+    function: Option<String>,
+    /// The arguments: addresses and byte strings as 0x-hex, integers as decimal strings, booleans, arrays and
+    /// tuples as arrays.
+    #[schema(value_type = Option<Vec<serde_json::Value>>)]
+    args: Option<Vec<Value>>,
+}
+
+/// A call's simulation and the verdict it would get now.
+#[derive(Serialize, ToSchema)]
+struct SimulatedCall {
+    call: CallView,
+    #[schema(value_type = Object)]
+    simulation: Value,
+    #[schema(value_type = Object)]
+    decision: DecisionView,
+}
+
+/// Call a contract
+///
+/// Simulates the call from the agent's wallet, judges it by the policy's `calls` rules, the unlimited-approval guard,
+/// the limits of every asset it takes or allows and the spending cap, in one atomic step; then signs it (EIP-1559) and
+/// sends it. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
+/// that reverts: 422 `call_reverted` with `details.reason`; a node that cannot simulate: 503
+/// `simulation_unavailable`. With an `Idempotency-Key` a repeat answers the first answer again.
+#[utoipa::path(post, path = "/api/agents/{id}/calls", tag = "wallets", request_body = NewCall,
+    params(("id" = String, Path, format = "uuid"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),
+    security(("agent_token" = [])),
+    responses((status = 201, description = "Simulated, signed, stored and handed to the node (`pending`), or held for an owner's approval (`awaiting_approval`)", body = TransferView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 410, body = ErrorBody),
+        (status = 422, body = ErrorBody), (status = 502, body = ErrorBody), (status = 503, body = ErrorBody),
+        (status = 504, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn create_call(
+    State(state): State<AppState>,
+    State(transfers): State<Transfers>,
+    ActiveCaller(caller): ActiveCaller,
+    key: IdempotencyHeader,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response> {
+    // Calling acts as the agent: owner authority alone does not send.
+    caller.require_agent_token()?;
+    let path = format!("/api/agents/{}/calls", caller.agent.id);
+    let request = Idempotent::new(key.key()?, caller.agent.id, "POST", &path, &body);
+    run_once(state.store.clone(), request, |claim| async move {
+        let mandate = Mandate {
+            token_hash: caller.token_hash.clone(),
+            claim,
+        };
+        let parsed = parse(&caller, body)?;
+        let order = parsed.order(&caller, &mandate);
+        let (outcome, _) = transfers.call(order).await?;
+        Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
+    })
+    .await
+}
+
+/// Simulate a contract call
+///
+/// The same simulation and verdict as `POST …/calls` (`decision.result` `allow`, `deny` with its `code` and `rule`,
+/// or `approve`); nothing is reserved, signed or recorded. A call that reverts: 422 `call_reverted`.
+#[utoipa::path(post, path = "/api/agents/{id}/calls/simulate", tag = "wallets", request_body = NewCall,
+    params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = SimulatedCall, description = "The call, what it would do, and the verdict"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 502, body = ErrorBody), (status = 503, body = ErrorBody), (status = 504, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn simulate_call(
+    State(transfers): State<Transfers>,
+    ActiveCaller(caller): ActiveCaller,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<SimulatedCall>> {
+    let parsed = parse(&caller, body)?;
+    let mandate = Mandate::NONE;
+    let order = parsed.order(&caller, &mandate);
+    let previewed = transfers.preview_call(&order).await?;
+    let decision = transfers.judge_call(&order, &previewed).await?;
+    Ok(Json(SimulatedCall {
+        call: CallView::new(order.to, &previewed.record),
+        simulation: previewed.record.simulation.clone(),
+        decision,
+    }))
+}
+
+/// A call request, checked and encoded.
+struct Parsed {
+    chain: &'static crate::domain::chain::ChainInfo,
+    to: alloy::primitives::Address,
+    value: alloy::primitives::U256,
+    encoded: call::Encoded,
+}
+
+impl Parsed {
+    fn order<'a>(self, caller: &'a Caller, mandate: &'a Mandate) -> CallOrder<'a> {
+        CallOrder {
+            agent: &caller.agent,
+            chain: self.chain,
+            to: self.to,
+            value: self.value,
+            encoded: self.encoded,
+            conversation_id: None,
+            actor: caller.actor(),
+            mandate,
+            guarded: caller.guarded,
+        }
+    }
+}
+
+/// The capability, then the request's fields: the chain one of the agent's, the contract a nonzero address other
+/// than the agent's, the value a decimal amount, and exactly one of `data` or `function` + `args`.
+fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
+    if !caller.agent.has(Capability::Transact) {
+        return Err(AppError::Denied {
+            code: "capability_denied",
+            message: "calling contracts needs the 'transact' capability, which this agent does not have".into(),
+        });
+    }
+    let request: NewCall = shape(body)?;
+    let chain = registry::find(request.chain.trim())
+        .filter(|c| caller.agent.has_chain(c.name))
+        .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
+    let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
+    let own = caller.agent.wallet_addresses.get(chain.name).copied();
+    if to == alloy::primitives::Address::ZERO || Some(to) == own {
+        return Err(AppError::field(
+            "to",
+            "must be a contract, not the zero address or the agent's own wallet",
+        ));
+    }
+    let value = match request.value.as_deref().map(str::trim) {
+        None => alloy::primitives::U256::ZERO,
+        Some(text) => parse_units(text, chain.decimals)
+            .map_err(|_| AppError::field("value", "must be a decimal amount in whole native units, e.g. \"0.01\""))?,
+    };
+    let input = match (request.data.as_deref(), request.function.as_deref()) {
+        (Some(data), None) if request.args.is_none() => CallInput::Data(data.trim()),
+        (None, Some(signature)) => CallInput::Function {
+            signature: signature.trim(),
+            args: request.args.as_deref().unwrap_or(&[]),
+        },
+        _ => {
+            return Err(AppError::field(
+                "data",
+                "give either data (0x-hex calldata) or function with args",
+            ));
+        }
+    };
+    let encoded = call::encode(input).map_err(|e| AppError::field(&e.field(), e.to_string()))?;
+    Ok(Parsed {
+        chain,
+        to,
+        value,
+        encoded,
+    })
+}

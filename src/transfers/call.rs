@@ -1,0 +1,477 @@
+//! Contract calls (docs/api.md §18), a third kind of outflow on the one send path: the call is simulated from the
+//! agent's address before anything is signed, its effect on the wallet read from the simulation's logs
+//! (`domain::call::effect`), and what it takes or allows counted against the assets' limits in the reserving
+//! transaction, beside the `calls` rules and the unlimited-approval guard (`domain::decision`). A call that reverts
+//! is refused with its decoded reason; a node that cannot simulate refuses every call.
+
+use alloy::primitives::{Address, U256};
+use serde::Serialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::send::{CallDraft, Kind, Outflow};
+use super::{TransferError, TransferOutcome, Transfers, store_error};
+use crate::chain::simulate::{SimCall, Simulated, SimulationError};
+use crate::domain::agent::Agent;
+use crate::domain::amount::format_units;
+use crate::domain::asset::{self, Asset};
+use crate::domain::audit::Actor;
+use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
+use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Counted;
+use crate::domain::transaction::CallRecord;
+use crate::store::{AuditEvent, Authorization, CallCheck, Mandate};
+
+/// The gas limit signed: what the simulation used, and a fifth more (a call's gas depends on state that may move
+/// before it is mined).
+fn gas_limit_for(gas_used: u64) -> u64 {
+    gas_used.saturating_add(gas_used / 5).saturating_add(5_000).max(21_000)
+}
+
+/// A call the agent was asked to make.
+pub struct CallOrder<'a> {
+    pub agent: &'a Agent,
+    pub chain: &'static ChainInfo,
+    pub to: Address,
+    /// Native value, in wei.
+    pub value: U256,
+    pub encoded: Encoded,
+    pub conversation_id: Option<Uuid>,
+    pub actor: Actor,
+    pub mandate: &'a Mandate,
+    /// Whether the agent is guarded (an admin token, or owner addresses): when no rule decides, a guarded agent's
+    /// calls are refused.
+    pub guarded: bool,
+}
+
+/// One balance change of the agent's (§18 `simulation.changes`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ChangeView {
+    pub asset: String,
+    pub token: Option<String>,
+    pub amount: String,
+    pub direction: &'static str,
+}
+
+/// One allowance the call grants (§18 `simulation.approvals`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AllowanceView {
+    pub token: String,
+    pub spender: String,
+    pub amount: String,
+    pub unlimited: bool,
+}
+
+/// What the simulation showed (§18 `simulation`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SimulationView {
+    pub changes: Vec<ChangeView>,
+    pub approvals: Vec<AllowanceView>,
+    pub gas_used: u64,
+}
+
+/// A simulated call: what it is, what it would do, and what its reservation will judge.
+#[derive(Debug, Clone)]
+pub struct Previewed {
+    pub record: CallRecord,
+    pub simulation: SimulationView,
+    pub check: CallCheck,
+    pub gas_limit: u64,
+}
+
+/// An asset of the chain as the policy and the views name it: a registry asset by its symbol (amounts in whole
+/// units), any other token by its lower-case address (amounts in base units).
+struct Named {
+    asset_key: String,
+    registry: Option<Asset>,
+}
+
+impl Named {
+    fn amount(&self, value: U256) -> String {
+        match &self.registry {
+            Some(asset) => format_units(value, asset.decimals),
+            None => value.to_string(),
+        }
+    }
+}
+
+impl Transfers {
+    fn name_token(&self, chain: &'static ChainInfo, token: Option<Address>) -> Named {
+        match token {
+            None => Named {
+                asset_key: asset::key(chain.name, chain.native_symbol),
+                registry: Some(Asset::native(chain)),
+            },
+            Some(address) => match self.chains.tokens().find(chain, &address.to_checksum(None)) {
+                Some(found) => Named {
+                    asset_key: found.key(),
+                    registry: Some(found),
+                },
+                None => Named {
+                    asset_key: format!("{}:{}", chain.name, format!("{address:#x}").to_lowercase()),
+                    registry: None,
+                },
+            },
+        }
+    }
+
+    /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A revert
+    /// is `CallReverted` with its decoded reason; a node that cannot simulate, `SimulationUnavailable`.
+    pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
+        let chain = order.chain;
+        let client = self.chains.get(chain.name)?;
+        let from = *order
+            .agent
+            .wallet_addresses
+            .get(chain.name)
+            .ok_or(TransferError::NoWallet)?;
+        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
+        let abi = policy.calls.as_ref().and_then(|c| c.abi_for(chain.name, order.to));
+        let data = order.encoded.calldata.clone();
+        let decoded = call::decode(&data, order.encoded.function.as_ref(), abi);
+        let run = SimCall {
+            from,
+            to: order.to,
+            value: order.value,
+            data: data.clone(),
+            ..SimCall::default()
+        };
+        let simulated = match client.simulate(std::slice::from_ref(&run), false, None).await {
+            // The wallet cannot pay the value: the verdict is reached with a balance that can, and the reservation
+            // refuses it for its funds last (§18).
+            Err(SimulationError::InsufficientFunds) => {
+                let rich = json!({ from.to_string(): {"balance": format!("{:#x}", order.value.saturating_add(U256::from(10u128.pow(24))))} });
+                client.simulate(std::slice::from_ref(&run), false, Some(rich)).await
+            }
+            other => other,
+        };
+        let (method, results) = simulated.map_err(|e| match e {
+            SimulationError::Unsupported { chain } => TransferError::SimulationUnavailable(chain),
+            SimulationError::InsufficientFunds => TransferError::SimulationUnavailable(chain.name.to_string()),
+            SimulationError::Chain(e) => TransferError::Chain(e),
+        })?;
+        let Some(Simulated {
+            success,
+            gas_used,
+            return_data,
+            logs,
+        }) = results.into_iter().next()
+        else {
+            return Err(TransferError::SimulationUnavailable(chain.name.to_string()));
+        };
+        if !success {
+            let abis = policy
+                .calls
+                .as_ref()
+                .map(|c| c.abis.values().collect::<Vec<_>>())
+                .unwrap_or_default();
+            return Err(TransferError::CallReverted(call::revert_reason(&return_data, abis)));
+        }
+        let logs: Vec<SimLog> = logs
+            .into_iter()
+            .map(|l| SimLog {
+                address: l.address,
+                topics: l.topics,
+                data: l.data,
+            })
+            .collect();
+        let mut effect = call::effect(&logs, from);
+        if method == crate::chain::simulate::SimMethod::TraceCall && !order.value.is_zero() {
+            // The call tracer shows no native moves as logs: the value the agent sends is its own outflow.
+            effect.changes.insert(
+                0,
+                call::Change {
+                    token: None,
+                    amount: order.value,
+                    direction: Direction::Out,
+                },
+            );
+        }
+        let unlimited = call::grants_unlimited(&decoded)
+            || effect
+                .approvals
+                .iter()
+                .any(|g| g.unlimited || call::is_unlimited_amount(g.amount));
+        let counts = self.counts(chain, order, &decoded, &effect);
+        let simulation = self.simulation_view(chain, &effect, gas_used);
+        let record = CallRecord {
+            data,
+            selector: decoded.selector,
+            function: decoded.function,
+            args: decoded.args,
+            simulation: serde_json::to_value(&simulation).unwrap_or_default(),
+        };
+        Ok(Previewed {
+            record,
+            simulation,
+            check: CallCheck {
+                unlimited,
+                guarded: order.guarded,
+                counts,
+            },
+            gas_limit: gas_limit_for(gas_used),
+        })
+    }
+
+    /// What the call counts against the assets' limits: its native value (to the called contract), each token
+    /// outflow (to the recipient a token `transfer` names, else the called contract: a swap is judged by the
+    /// router it goes through), and each allowance granted (to its spender, the whole allowance at once).
+    fn counts(
+        &self,
+        chain: &'static ChainInfo,
+        order: &CallOrder<'_>,
+        decoded: &call::DecodedCall,
+        effect: &Effect,
+    ) -> Vec<Counted> {
+        let native = asset::key(chain.name, chain.native_symbol);
+        let mut counts = Vec::new();
+        if !order.value.is_zero() {
+            counts.push(Counted {
+                asset_key: native.clone(),
+                value: order.value,
+                party: order.to,
+            });
+        }
+        let direct_recipient = match (decoded.function.as_deref(), decoded.args.as_deref()) {
+            (Some("transfer(address,uint256)"), Some([to, _])) => to.as_str().and_then(|t| t.parse().ok()),
+            _ => None,
+        };
+        for change in effect.changes.iter().filter(|c| c.direction == Direction::Out) {
+            let Some(token) = change.token else { continue };
+            counts.push(Counted {
+                asset_key: self.name_token(chain, Some(token)).asset_key,
+                value: change.amount,
+                party: direct_recipient.unwrap_or(order.to),
+            });
+        }
+        for grant in effect.approvals.iter().filter(|g| !g.amount.is_zero()) {
+            counts.push(Counted {
+                asset_key: self.name_token(chain, Some(grant.token)).asset_key,
+                value: grant.amount,
+                party: grant.spender,
+            });
+        }
+        counts
+    }
+
+    fn simulation_view(&self, chain: &'static ChainInfo, effect: &Effect, gas_used: u64) -> SimulationView {
+        let changes = effect
+            .changes
+            .iter()
+            .map(|c| {
+                let named = self.name_token(chain, c.token);
+                ChangeView {
+                    token: match named.registry {
+                        Some(_) => None,
+                        None => c.token.map(|t| t.to_checksum(None)),
+                    },
+                    amount: named.amount(c.amount),
+                    asset: named.asset_key,
+                    direction: match c.direction {
+                        Direction::Out => "out",
+                        Direction::In => "in",
+                    },
+                }
+            })
+            .collect();
+        let approvals = effect
+            .approvals
+            .iter()
+            .map(|g| {
+                let named = self.name_token(chain, Some(g.token));
+                AllowanceView {
+                    token: g.token.to_checksum(None),
+                    spender: g.spender.to_checksum(None),
+                    amount: named.amount(g.amount),
+                    unlimited: g.unlimited || call::is_unlimited_amount(g.amount),
+                }
+            })
+            .collect();
+        SimulationView {
+            changes,
+            approvals,
+            gas_used,
+        }
+    }
+
+    /// Simulates, judges and — when allowed — signs and sends the call (see the module's doc). Audited as a
+    /// transfer is, with the call's function and its simulated changes.
+    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    pub async fn call(&self, order: CallOrder<'_>) -> Result<(TransferOutcome, Previewed), TransferError> {
+        let outcome = self.try_call(&order).await;
+        let mut detail = json!({"chain": order.chain.name, "to": order.to.to_checksum(None), "kind": "call",
+            "amount": format_units(order.value, order.chain.decimals)});
+        let previewed = match &outcome {
+            Ok((_, previewed)) => Some(previewed),
+            Err((_, previewed)) => previewed.as_ref(),
+        };
+        if let Some(previewed) = previewed {
+            detail["selector"] = json!(previewed.record.selector);
+            detail["function"] = json!(previewed.record.function);
+            detail["simulation"] = previewed.record.simulation.clone();
+        }
+        let action = match &outcome {
+            Ok((TransferOutcome::Sent { tx, status, .. }, _)) => {
+                detail["transfer_id"] = json!(tx.id);
+                detail["status"] = json!(status.as_str());
+                detail["tx_hash"] = json!(tx.tx_hash);
+                "transfer_accepted"
+            }
+            Ok((TransferOutcome::AwaitingApproval { approval, .. }, _)) => {
+                detail["transfer_id"] = json!(approval.id);
+                detail["status"] = json!("awaiting_approval");
+                "transfer_accepted"
+            }
+            Err((e, _)) => {
+                detail["code"] = json!(e.code());
+                if let TransferError::PolicyDenied(rule) = e {
+                    detail["rule"] = json!(rule.as_str());
+                }
+                "transfer_refused"
+            }
+        };
+        let event = AuditEvent {
+            agent_id: order.agent.id,
+            action,
+            actor: order.actor.as_str().to_string(),
+            detail,
+        };
+        let recorded = match &outcome {
+            Ok((
+                TransferOutcome::Sent {
+                    tx,
+                    status: super::BroadcastStatus::Pending,
+                    ..
+                },
+                _,
+            )) => self.store.mark_broadcast_audited(tx.id, &event).await,
+            _ => self.store.insert_audit(&event).await,
+        };
+        if let Err(e) = recorded {
+            tracing::error!(agent_id = %order.agent.id, error = %e, "audit entry of a call not recorded");
+        }
+        outcome.map_err(|(e, _)| e)
+    }
+
+    async fn try_call(
+        &self,
+        order: &CallOrder<'_>,
+    ) -> Result<(TransferOutcome, Previewed), (TransferError, Option<Previewed>)> {
+        let previewed = self.preview_call(order).await.map_err(|e| (e, None))?;
+        let from = *order
+            .agent
+            .wallet_addresses
+            .get(order.chain.name)
+            .ok_or((TransferError::NoWallet, None))?;
+        let sent = self
+            .send_outflow(Outflow {
+                id: Uuid::new_v4(),
+                agent_id: order.agent.id,
+                chain: order.chain,
+                conversation_id: order.conversation_id,
+                from,
+                to: order.to,
+                value: order.value,
+                kind: Kind::Call(Box::new(CallDraft {
+                    record: previewed.record.clone(),
+                    check: Some(previewed.check.clone()),
+                    gas_limit: previewed.gas_limit,
+                })),
+                authorization: Authorization::Policy,
+                mandate: order.mandate.clone(),
+            })
+            .await;
+        match sent {
+            Ok(outcome) => Ok((outcome, previewed)),
+            Err(e) => Err((e, Some(previewed))),
+        }
+    }
+}
+
+/// The verdict a call's simulation reports (§18 `decision`): what its reservation would decide now.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DecisionView {
+    /// `allow`, `deny` or `approve`.
+    pub result: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+}
+
+impl DecisionView {
+    fn deny(code: &'static str, rule: Option<&'static str>) -> Self {
+        DecisionView {
+            result: "deny",
+            code: Some(code),
+            rule,
+        }
+    }
+}
+
+impl Transfers {
+    /// The verdict on a previewed call, as its reservation would reach it now: the unlimited-approval guard, the
+    /// `calls` rules, the recipient rules and limits of each asset it counts, then the cap. Nothing is reserved.
+    pub async fn judge_call(
+        &self,
+        order: &CallOrder<'_>,
+        previewed: &Previewed,
+    ) -> Result<DecisionView, TransferError> {
+        use crate::domain::policy::Verdict;
+        let chain = order.chain;
+        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
+        let windows = self
+            .store
+            .call_windows(order.agent.id, chain.name, &previewed.check)
+            .await
+            .map_err(store_error)?;
+        let from = order
+            .agent
+            .wallet_addresses
+            .get(chain.name)
+            .copied()
+            .unwrap_or_default();
+        let site = crate::domain::decision::CallSite {
+            facts: call::CallFacts {
+                chain: chain.name,
+                to: order.to,
+                calldata: &previewed.record.data,
+                value_wei: order.value,
+                agent: from,
+            },
+            unlimited: previewed.check.unlimited,
+            guarded: previewed.check.guarded,
+            counts: &previewed.check.counts,
+        };
+        let verdict = crate::domain::decision::call_verdict(&site, &policy, &windows);
+        if let Verdict::Deny(rule) = verdict {
+            return Ok(DecisionView::deny("policy_denied", Some(rule.as_str())));
+        }
+        let client = self.chains.get(chain.name)?;
+        let fees = client.recent_fees(super::FEE_MAX_AGE).await?;
+        let reserved = crate::domain::decision::Cost::of(order.value, fees.max_cost(previewed.gas_limit)).reserved;
+        let spent = self
+            .store
+            .spent_by_chain(order.agent.id)
+            .await
+            .map_err(store_error)?
+            .get(chain.name)
+            .copied()
+            .unwrap_or_default();
+        if !crate::domain::decision::fits(order.agent.spending_cap_wei, spent, reserved) {
+            return Ok(DecisionView::deny("spending_cap_exceeded", None));
+        }
+        Ok(match verdict {
+            Verdict::NeedsApproval => DecisionView {
+                result: "approve",
+                code: None,
+                rule: None,
+            },
+            _ => DecisionView {
+                result: "allow",
+                code: None,
+                rule: None,
+            },
+        })
+    }
+}

@@ -1,0 +1,239 @@
+//! Contract calls (docs/api.md §18) against the real, unmodified Uniswap V2 contracts from npm on anvil: a call is
+//! simulated before it is signed, judged by the `calls` rules, the unlimited-approval guard and the assets' limits,
+//! and what the chain shows afterwards is what the simulation said.
+
+use alloy::primitives::{Address, U256};
+use alloy::sol_types::SolCall;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::anvil::Anvil;
+use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, funded_agent, transfer_app, wait_for_transactions, wallet, wei};
+use crate::helpers::solidity::{mint, read, token_balance};
+use crate::helpers::uniswap::{Uniswap, deploy_uniswap};
+use crate::helpers::{CreatedAgent, TestApp, assert_error};
+
+alloy::sol! {
+    function allowance(address owner, address spender) external view returns (uint256);
+}
+
+/// USDC's base units per whole USDC.
+const USDC: u64 = 1_000_000;
+
+struct Setup {
+    anvil: Anvil,
+    app: TestApp,
+    agent: CreatedAgent,
+    uni: Uniswap,
+}
+
+/// A pool of 1,000,000 USDC against 500 ETH, and an agent on base holding 1,000 USDC and 1 ETH (cap 0.5 ETH).
+async fn setup() -> Setup {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    mint(&anvil, uni.usdc, wallet(&agent), U256::from(1_000 * USDC)).await;
+    Setup { anvil, app, agent, uni }
+}
+
+async fn post(s: &Setup, path: &str, body: Value) -> (StatusCode, Value) {
+    let path = format!("/api/agents/{}/{path}", s.agent.id);
+    s.app
+        .request(Method::POST, &path, Some(&s.agent.token), Some(body))
+        .await
+}
+
+async fn set_calls(s: &Setup, policy: Value) {
+    let path = format!("/api/agents/{}/policy", s.agent.id);
+    let (status, body) = s
+        .app
+        .request(Method::PUT, &path, Some(&s.agent.token), Some(policy))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+fn approve(s: &Setup, spender: Address, amount: U256) -> Value {
+    json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
+        "args": [spender.to_string(), amount.to_string()]})
+}
+
+fn swap(s: &Setup, amount_in: U256, min_out: U256, to: Address) -> Value {
+    json!({"chain": "base", "to": s.uni.router.to_string(),
+        "function": "swapExactTokensForETH(uint256,uint256,address[],address,uint256)",
+        "args": [amount_in.to_string(), min_out.to_string(), [s.uni.usdc.to_string(), s.uni.weth.to_string()],
+            to.to_string(), "99999999999"]})
+}
+
+async fn allowance_on_chain(s: &Setup, spender: Address) -> U256 {
+    let data = allowanceCall {
+        owner: wallet(&s.agent),
+        spender,
+    }
+    .abi_encode();
+    let out = read(&s.anvil, s.uni.usdc, data.into()).await;
+    U256::from_be_slice(&out[..32])
+}
+
+#[tokio::test]
+async fn an_agent_approves_the_router_and_swaps_usdc_for_eth_as_simulated() {
+    let s = setup().await;
+    let router = s.uni.router;
+
+    // The simulation of the approval shows the allowance it grants, and nothing is signed.
+    let (status, simulated) = post(&s, "calls/simulate", approve(&s, router, U256::from(100 * USDC))).await;
+    assert_eq!(status, StatusCode::OK, "{simulated}");
+    assert_eq!(simulated["call"]["function"], "approve(address,uint256)", "{simulated}");
+    assert_eq!(simulated["call"]["selector"], "0x095ea7b3");
+    assert_eq!(
+        simulated["simulation"]["approvals"][0]["spender"],
+        router.to_checksum(None)
+    );
+    assert_eq!(simulated["simulation"]["approvals"][0]["amount"], "100", "{simulated}");
+    assert_eq!(simulated["decision"]["result"], "allow", "{simulated}");
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "a simulation signs nothing");
+
+    let (status, approved) = post(&s, "calls", approve(&s, router, U256::from(100 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{approved}");
+    assert_eq!(approved["kind"], "call", "{approved}");
+    assert_eq!(approved["call"]["args"][0], router.to_checksum(None));
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+    assert_eq!(
+        allowance_on_chain(&s, router).await,
+        U256::from(100 * USDC),
+        "the chain shows the allowance"
+    );
+
+    // The swap's simulation says what leaves and what arrives; the chain shows exactly that much USDC gone.
+    let before = token_balance(&s.anvil, s.uni.usdc, wallet(&s.agent)).await;
+    let order = swap(&s, U256::from(50 * USDC), U256::ZERO, wallet(&s.agent));
+    let (status, swapped) = post(&s, "calls", order).await;
+    assert_eq!(status, StatusCode::CREATED, "{swapped}");
+    let changes = swapped["simulation"]["changes"].as_array().expect("changes").clone();
+    let usdc_out = changes
+        .iter()
+        .find(|c| c["asset"] == "base:USDC" && c["direction"] == "out");
+    assert_eq!(usdc_out.expect("USDC out")["amount"], "50", "{swapped}");
+    let eth_in = changes
+        .iter()
+        .find(|c| c["asset"] == "base:ETH" && c["direction"] == "in");
+    assert!(eth_in.is_some(), "ETH comes back: {swapped}");
+    wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
+    let after = token_balance(&s.anvil, s.uni.usdc, wallet(&s.agent)).await;
+    assert_eq!(
+        before - after,
+        U256::from(50 * USDC),
+        "the chain shows what the simulation said"
+    );
+    assert_eq!(allowance_on_chain(&s, router).await, U256::from(50 * USDC));
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
+}
+
+#[tokio::test]
+async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed() {
+    let s = setup().await;
+    let router = s.uni.router.to_string();
+    set_calls(
+        &s,
+        json!({"calls": {"default": "deny", "rules": [
+            {"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
+             "args": {"0": {"eq": router}}, "action": "allow"},
+            {"chain": "base", "to": router, "function": "swapExactTokensForETH(uint256,uint256,address[],address,uint256)",
+             "args": {"3": {"eq": "$agent"}}, "action": "allow"}
+        ]}}),
+    )
+    .await;
+
+    // An unlimited approval is refused whatever the rules allow.
+    let unlimited = post(&s, "calls", approve(&s, s.uni.router, U256::MAX)).await;
+    assert_error(&unlimited, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(
+        unlimited.1["error"]["details"]["rule"], "unlimited_approval",
+        "{}",
+        unlimited.1
+    );
+    // An approval to anyone else matches no rule: the default denies it.
+    let stranger = Address::repeat_byte(0x77);
+    let other = post(&s, "calls", approve(&s, stranger, U256::from(USDC))).await;
+    assert_error(&other, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(other.1["error"]["details"]["rule"], "call_denied");
+
+    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+
+    // A swap whose output goes to someone else is refused by the argument rule.
+    let elsewhere = post(&s, "calls", swap(&s, U256::from(10 * USDC), U256::ZERO, stranger)).await;
+    assert_error(&elsewhere, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(elsewhere.1["error"]["details"]["rule"], "call_denied");
+    // A swap that cannot get its minimum reverts in the simulation, with the router's reason.
+    let greedy = post(
+        &s,
+        "calls",
+        swap(&s, U256::from(10 * USDC), wei(1_000 * ONE_ETH), wallet(&s.agent)),
+    )
+    .await;
+    assert_error(&greedy, StatusCode::UNPROCESSABLE_ENTITY, "call_reverted");
+    let reason = greedy.1["error"]["details"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(reason.contains("INSUFFICIENT_OUTPUT_AMOUNT"), "{}", greedy.1);
+
+    assert_eq!(
+        s.anvil.nonce(wallet(&s.agent)).await,
+        1,
+        "only the allowed approval was signed"
+    );
+    assert_eq!(allowance_on_chain(&s, stranger).await, U256::ZERO);
+}
+
+#[tokio::test]
+async fn what_a_call_takes_and_allows_counts_against_the_day_with_transfers() {
+    let s = setup().await;
+    set_calls(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "120"}}}),
+    )
+    .await;
+    // 100 allowed to the router counts at once; a plain transfer of 30 USDC would pass the day.
+    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let transfer =
+        json!({"chain": "base", "to": Address::repeat_byte(0x55).to_string(), "amount": "30", "asset": "USDC"});
+    let refused = post(&s, "transfers", transfer).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(refused.1["error"]["details"]["rule"], "per_day");
+    let small = json!({"chain": "base", "to": Address::repeat_byte(0x55).to_string(), "amount": "20", "asset": "USDC"});
+    let (status, body) = post(&s, "transfers", small).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Another approval on the same day is one more allowance counted: refused.
+    let again = post(&s, "calls", approve(&s, s.uni.router, U256::from(10 * USDC))).await;
+    assert_error(&again, StatusCode::FORBIDDEN, "policy_denied");
+    wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
+}
+
+#[tokio::test]
+async fn a_payable_call_counts_its_value_against_the_cap() {
+    let s = setup().await;
+    // WETH9's deposit() takes the value sent; the cap is 0.5 ETH.
+    let deposit = |value: &str| json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": value});
+    let over = post(&s, "calls", deposit("0.6")).await;
+    assert_error(&over, StatusCode::FORBIDDEN, "spending_cap_exceeded");
+    let (status, body) = post(&s, "calls", deposit("0.1")).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["amount"], "0.1");
+    let changes = body["simulation"]["changes"].as_array().expect("changes").clone();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["asset"] == "base:ETH" && c["direction"] == "out"),
+        "{body}"
+    );
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+    assert_eq!(
+        token_balance(&s.anvil, s.uni.weth, wallet(&s.agent)).await,
+        wei(ONE_ETH / 10)
+    );
+}
