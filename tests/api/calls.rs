@@ -237,3 +237,35 @@ async fn a_payable_call_counts_its_value_against_the_cap() {
         wei(ONE_ETH / 10)
     );
 }
+
+#[tokio::test]
+async fn twenty_concurrent_calls_against_a_daily_limit_move_exactly_what_fits() {
+    let s = setup().await;
+    set_calls(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
+    )
+    .await;
+    let to = Address::repeat_byte(0x66);
+    let order = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+        "args": [to.to_string(), (10 * USDC).to_string()]});
+    let answers = futures::future::join_all((0..20).map(|_| post(&s, "calls", order.clone()))).await;
+    let made = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::CREATED)
+        .count();
+    let refused: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status != StatusCode::CREATED)
+        .map(|(_, body)| body["error"]["details"]["rule"].clone())
+        .collect();
+    assert_eq!(made, 10, "{answers:?}");
+    assert!(refused.iter().all(|rule| rule == "per_day"), "{refused:?}");
+    wait_for_transactions(&s.app, &s.agent, 10, "confirmed").await;
+    assert_eq!(
+        token_balance(&s.anvil, s.uni.usdc, to).await,
+        U256::from(100 * USDC),
+        "the chain shows 100 USDC moved"
+    );
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 10);
+}
