@@ -18,3 +18,14 @@ CREATE TABLE call_outflows (
 );
 CREATE INDEX call_outflows_window ON call_outflows (agent_id, chain, asset, created_at);
 CREATE INDEX call_outflows_transfer ON call_outflows (transfer_id);
+-- Allowances the service counted (§18), per agent, chain, token and spender (lower-case addresses): what is left of
+-- them, in base units. A call's allowance rise counts as an outflow at once and is added here; a pull through an
+-- allowance counted here (the allowance falling in the call's simulation) is not counted again and is taken off.
+CREATE TABLE allowance_ledger (
+    agent_id   UUID NOT NULL REFERENCES agents (id),
+    chain      TEXT NOT NULL,
+    token      TEXT NOT NULL,
+    spender    TEXT NOT NULL,
+    remaining  TEXT NOT NULL,
+    PRIMARY KEY (agent_id, chain, token, spender)
+);

@@ -6,6 +6,7 @@ pub mod condition;
 pub mod decode;
 pub mod effect;
 pub mod known;
+pub mod ledger;
 pub mod policy;
 pub mod request;
 pub mod revert;

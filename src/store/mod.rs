@@ -370,14 +370,24 @@ pub trait OwnerStore: Send + Sync + 'static {
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
-    /// The windows of each asset a call counts and whether its party was paid before, as read now (a call's
-    /// simulation reports its verdict with them; its reservation reads them again under the agent's lock).
-    async fn call_windows(
+    /// What a call counts with the allowance ledger as it is now, and the windows of each count's asset with
+    /// whether its party was paid before (a call's simulation reports its verdict with them; its reservation reads
+    /// them again under the agent's lock).
+    async fn call_counts(
         &self,
         agent_id: Uuid,
         chain: &str,
         check: &CallCheck,
-    ) -> StoreResult<Vec<(crate::domain::decision::Windows, bool)>>;
+    ) -> StoreResult<(
+        Vec<crate::domain::decision::Counted>,
+        Vec<(crate::domain::decision::Windows, bool)>,
+    )>;
+    /// The allowances the service counted for the agent on `chain` (§18).
+    async fn allowance_ledger(
+        &self,
+        agent_id: Uuid,
+        chain: &str,
+    ) -> StoreResult<Vec<crate::domain::call::ledger::Remaining>>;
     async fn put_policy(
         &self,
         agent_id: Uuid,

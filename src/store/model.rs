@@ -192,7 +192,12 @@ pub struct TransferRequest {
 pub struct CallCheck {
     pub unlimited: bool,
     pub guarded: bool,
-    pub counts: Vec<crate::domain::decision::Counted>,
+    /// What counts whatever the ledger holds: the native value.
+    pub fixed: Vec<crate::domain::decision::Counted>,
+    /// What leaves the wallet of each token.
+    pub outs: Vec<crate::domain::call::ledger::TokenOut>,
+    /// The allowances it moves, read before and after it in its simulation.
+    pub moves: Vec<crate::domain::call::ledger::AllowanceMove>,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the

@@ -5,6 +5,7 @@
 //! is refused with its decoded reason; a node that cannot simulate refuses every call.
 
 use alloy::primitives::{Address, U256};
+use alloy::sol_types::SolCall;
 use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -16,11 +17,16 @@ use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
 use crate::domain::audit::Actor;
+use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Counted;
 use crate::domain::transaction::CallRecord;
 use crate::store::{AuditEvent, Authorization, CallCheck, Mandate};
+
+alloy::sol! {
+    function allowance(address owner, address spender) external view returns (uint256);
+}
 
 /// The gas limit signed: what the simulation used, and a fifth more (a call's gas depends on state that may move
 /// before it is mined).
@@ -192,7 +198,10 @@ impl Transfers {
                 .approvals
                 .iter()
                 .any(|g| g.unlimited || call::is_unlimited_amount(g.amount));
-        let counts = self.counts(chain, order, &decoded, &effect);
+        let moves = self
+            .allowance_moves(client, order, from, &decoded, &effect, &run)
+            .await?;
+        let (fixed, outs) = self.outflows(chain, order, &decoded, &effect);
         let simulation = self.simulation_view(chain, &effect, gas_used);
         let record = CallRecord {
             data,
@@ -207,27 +216,28 @@ impl Transfers {
             check: CallCheck {
                 unlimited,
                 guarded: order.guarded,
-                counts,
+                fixed,
+                outs,
+                moves,
             },
             gas_limit: gas_limit_for(gas_used),
         })
     }
 
-    /// What the call counts against the assets' limits: its native value (to the called contract), each token
-    /// outflow (to the recipient a token `transfer` names, else the called contract: a swap is judged by the
-    /// router it goes through), and each allowance granted (to its spender, the whole allowance at once).
-    fn counts(
+    /// What the call counts whatever the ledger holds (its native value, to the called contract), and what leaves
+    /// the wallet of each token (judged, where no counted allowance covers it, by the recipient a token `transfer`
+    /// names, else by the called contract: a swap is judged by the router it goes through).
+    fn outflows(
         &self,
         chain: &'static ChainInfo,
         order: &CallOrder<'_>,
         decoded: &call::DecodedCall,
         effect: &Effect,
-    ) -> Vec<Counted> {
-        let native = asset::key(chain.name, chain.native_symbol);
-        let mut counts = Vec::new();
+    ) -> (Vec<Counted>, Vec<TokenOut>) {
+        let mut fixed = Vec::new();
         if !order.value.is_zero() {
-            counts.push(Counted {
-                asset_key: native.clone(),
+            fixed.push(Counted {
+                asset_key: asset::key(chain.name, chain.native_symbol),
                 value: order.value,
                 party: order.to,
             });
@@ -236,22 +246,123 @@ impl Transfers {
             (Some("transfer(address,uint256)"), Some([to, _])) => to.as_str().and_then(|t| t.parse().ok()),
             _ => None,
         };
-        for change in effect.changes.iter().filter(|c| c.direction == Direction::Out) {
-            let Some(token) = change.token else { continue };
-            counts.push(Counted {
-                asset_key: self.name_token(chain, Some(token)).asset_key,
-                value: change.amount,
-                party: direct_recipient.unwrap_or(order.to),
-            });
+        let outs = effect
+            .changes
+            .iter()
+            .filter(|c| c.direction == Direction::Out)
+            .filter_map(|c| {
+                let token = c.token?;
+                Some(TokenOut {
+                    asset_key: self.name_token(chain, Some(token)).asset_key,
+                    token,
+                    amount: c.amount,
+                    party: direct_recipient.unwrap_or(order.to),
+                })
+            })
+            .collect();
+        (fixed, outs)
+    }
+
+    /// The allowances the call moves: `allowance(agent, spender)` read just before and just after it in one
+    /// simulation, for each token it moves or approves and each spender that may pull it (those its approvals
+    /// name, the called contract, those the service counted before). A node that cannot run the reads beside the
+    /// call (no `eth_simulateV1`) gives the approvals as granted from nothing: each counts whole.
+    async fn allowance_moves(
+        &self,
+        client: &crate::chain::ChainClient,
+        order: &CallOrder<'_>,
+        from: Address,
+        decoded: &call::DecodedCall,
+        effect: &Effect,
+        run: &SimCall,
+    ) -> Result<Vec<AllowanceMove>, TransferError> {
+        let chain = order.chain;
+        let ledger = self
+            .store
+            .allowance_ledger(order.agent.id, chain.name)
+            .await
+            .map_err(store_error)?;
+        let mut pairs: Vec<(Address, Address)> = Vec::new();
+        let mut add = |token: Address, spender: Address| {
+            if spender != from && !pairs.contains(&(token, spender)) {
+                pairs.push((token, spender));
+            }
+        };
+        for grant in &effect.approvals {
+            add(grant.token, grant.spender);
         }
-        for grant in effect.approvals.iter().filter(|g| !g.amount.is_zero()) {
-            counts.push(Counted {
-                asset_key: self.name_token(chain, Some(grant.token)).asset_key,
-                value: grant.amount,
-                party: grant.spender,
-            });
+        let mut tokens: Vec<Address> = effect.changes.iter().filter_map(|c| c.token).collect();
+        tokens.extend(effect.approvals.iter().map(|g| g.token));
+        if matches!(
+            decoded.function.as_deref(),
+            Some("approve(address,uint256)" | "increaseAllowance(address,uint256)")
+        ) && let Some(spender) = decoded
+            .args
+            .as_ref()
+            .and_then(|a| a.first())
+            .and_then(|s| s.as_str()?.parse().ok())
+        {
+            add(order.to, spender);
         }
-        counts
+        for token in tokens {
+            add(token, order.to);
+            for row in ledger.iter().filter(|l| l.token == token) {
+                add(token, row.spender);
+            }
+        }
+        if pairs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reads: Vec<SimCall> = pairs
+            .iter()
+            .map(|(token, spender)| SimCall {
+                from: Address::ZERO,
+                to: *token,
+                data: allowanceCall {
+                    owner: from,
+                    spender: *spender,
+                }
+                .abi_encode()
+                .into(),
+                ..SimCall::default()
+            })
+            .collect();
+        let mut batch = reads.clone();
+        batch.push(run.clone());
+        batch.extend(reads);
+        let read =
+            |r: &Simulated| (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]));
+        let moves = match client.simulate(&batch, false, None).await {
+            Ok((_, results)) if results.len() == batch.len() => pairs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (token, spender))| {
+                    let before = read(&results[i])?;
+                    let after = read(&results[pairs.len() + 1 + i])?;
+                    Some(AllowanceMove {
+                        asset_key: self.name_token(chain, Some(*token)).asset_key,
+                        token: *token,
+                        spender: *spender,
+                        before,
+                        after,
+                    })
+                })
+                .collect(),
+            Ok(_) | Err(SimulationError::Unsupported { .. }) => effect
+                .approvals
+                .iter()
+                .map(|g| AllowanceMove {
+                    asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                    token: g.token,
+                    spender: g.spender,
+                    before: U256::ZERO,
+                    after: g.amount,
+                })
+                .collect(),
+            Err(SimulationError::InsufficientFunds) => Vec::new(),
+            Err(SimulationError::Chain(e)) => return Err(e.into()),
+        };
+        Ok(moves)
     }
 
     fn simulation_view(&self, chain: &'static ChainInfo, effect: &Effect, gas_used: u64) -> SimulationView {
@@ -420,9 +531,9 @@ impl Transfers {
         use crate::domain::policy::Verdict;
         let chain = order.chain;
         let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
-        let windows = self
+        let (counts, windows) = self
             .store
-            .call_windows(order.agent.id, chain.name, &previewed.check)
+            .call_counts(order.agent.id, chain.name, &previewed.check)
             .await
             .map_err(store_error)?;
         let from = order
@@ -441,7 +552,7 @@ impl Transfers {
             },
             unlimited: previewed.check.unlimited,
             guarded: previewed.check.guarded,
-            counts: &previewed.check.counts,
+            counts: &counts,
         };
         let verdict = crate::domain::decision::call_verdict(&site, &policy, &windows);
         if let Verdict::Deny(rule) = verdict {

@@ -189,29 +189,92 @@ async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed(
 }
 
 #[tokio::test]
-async fn what_a_call_takes_and_allows_counts_against_the_day_with_transfers() {
+async fn an_approval_counts_once_and_the_swap_that_pulls_it_not_again() {
     let s = setup().await;
     set_calls(
         &s,
         json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "120"}}}),
     )
     .await;
-    // 100 allowed to the router counts at once; a plain transfer of 30 USDC would pass the day.
+    // 100 allowed to the router counts at once: a plain transfer of 30 USDC would pass the day, 20 fits.
     let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let transfer =
-        json!({"chain": "base", "to": Address::repeat_byte(0x55).to_string(), "amount": "30", "asset": "USDC"});
-    let refused = post(&s, "transfers", transfer).await;
+    let to = Address::repeat_byte(0x55).to_string();
+    let refused = post(
+        &s,
+        "transfers",
+        json!({"chain": "base", "to": to, "amount": "30", "asset": "USDC"}),
+    )
+    .await;
     assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(refused.1["error"]["details"]["rule"], "per_day");
-    let small = json!({"chain": "base", "to": Address::repeat_byte(0x55).to_string(), "amount": "20", "asset": "USDC"});
-    let (status, body) = post(&s, "transfers", small).await;
+    let (status, body) = post(
+        &s,
+        "transfers",
+        json!({"chain": "base", "to": to, "amount": "20", "asset": "USDC"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    // Another approval on the same day is one more allowance counted: refused.
-    let again = post(&s, "calls", approve(&s, s.uni.router, U256::from(10 * USDC))).await;
-    assert_error(&again, StatusCode::FORBIDDEN, "policy_denied");
     wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
-    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
+    // The swap pulls 50 within the counted allowance: the day is full, and it still goes through.
+    let (status, body) = post(
+        &s,
+        "calls",
+        swap(&s, U256::from(50 * USDC), U256::ZERO, wallet(&s.agent)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 3, "confirmed").await;
+    // Lowering the allowance counts nothing; raising it again counts the rise.
+    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(10 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 4, "confirmed").await;
+    let raised = post(&s, "calls", approve(&s, s.uni.router, U256::from(60 * USDC))).await;
+    assert_error(&raised, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(raised.1["error"]["details"]["rule"], "per_day");
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 4);
+    assert_eq!(allowance_on_chain(&s, s.uni.router).await, U256::from(10 * USDC));
+}
+
+#[tokio::test]
+async fn a_spender_approved_again_and_again_takes_no_more_than_the_day_allows() {
+    use crate::helpers::solidity::send_as;
+    alloy::sol! {
+        function transferFrom(address from, address to, uint256 amount) external returns (bool);
+    }
+    let s = setup().await;
+    set_calls(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
+    )
+    .await;
+    // The spender is an account of its own: it takes what it is allowed in transactions the agent never signs.
+    let drainer: Address = Anvil::DEV_ADDRESS.parse().unwrap();
+    let before = token_balance(&s.anvil, s.uni.usdc, drainer).await;
+    let mut granted = 0;
+    for _ in 0..3 {
+        let (status, body) = post(&s, "calls", approve(&s, drainer, U256::from(40 * USDC))).await;
+        if status != StatusCode::CREATED {
+            assert_error(&(status, body), StatusCode::FORBIDDEN, "policy_denied");
+            break;
+        }
+        granted += 1;
+        wait_for_transactions(&s.app, &s.agent, granted, "confirmed").await;
+        let pull = transferFromCall {
+            from: wallet(&s.agent),
+            to: drainer,
+            amount: U256::from(40 * USDC),
+        };
+        let (_, ok) = send_as(&s.anvil, drainer, s.uni.usdc, pull.abi_encode().into()).await;
+        assert!(ok, "the spender pulls what it was allowed");
+    }
+    assert_eq!(granted, 2, "the third approval would pass the day");
+    let taken = token_balance(&s.anvil, s.uni.usdc, drainer).await - before;
+    assert_eq!(
+        taken,
+        U256::from(80 * USDC),
+        "the chain shows 80 USDC taken, under the 100 of the day"
+    );
 }
 
 #[tokio::test]

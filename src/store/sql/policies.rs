@@ -11,7 +11,8 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
 use crate::domain::audit::Actor;
-use crate::domain::decision::{self, Gate, Windows};
+use crate::domain::call::ledger::{self, Remaining};
+use crate::domain::decision::{self, Counted, Gate, Windows};
 use crate::domain::policy::{ApprovalStatus, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
@@ -43,10 +44,24 @@ where
         Self::policy_in(&mut conn, agent_id).await
     }
 
-    async fn call_windows(&self, agent_id: Uuid, chain: &str, check: &CallCheck) -> StoreResult<Vec<(Windows, bool)>> {
+    async fn call_counts(
+        &self,
+        agent_id: Uuid,
+        chain: &str,
+        check: &CallCheck,
+    ) -> StoreResult<(Vec<Counted>, Vec<(Windows, bool)>)> {
         let mut conn = self.pool.acquire().await?;
         let policy = Self::policy_in(&mut conn, agent_id).await?;
-        Self::call_windows_in(&mut conn, (agent_id, chain), check, &policy, crate::domain::now()).await
+        let ledger = Self::ledger_in(&mut conn, agent_id, chain).await?;
+        let (counts, _) = ledger::count(&check.fixed, &check.outs, &check.moves, &ledger);
+        let windows =
+            Self::call_windows_in(&mut conn, (agent_id, chain), &counts, &policy, crate::domain::now()).await?;
+        Ok((counts, windows))
+    }
+
+    async fn allowance_ledger(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<Remaining>> {
+        let mut conn = self.pool.acquire().await?;
+        Self::ledger_in(&mut conn, agent_id, chain).await
     }
 
     async fn put_policy(&self, agent_id: Uuid, policy: &Policy, audit: &AuditEvent) -> StoreResult<()> {
@@ -248,16 +263,16 @@ where
         }
     }
 
-    /// The windows of each asset a call counts, and whether its party was paid before (`CallSite::counts` order).
+    /// The windows of each asset a call counts, and whether its party was paid before (`counts` order).
     pub(super) async fn call_windows_in(
         conn: &mut B::Connection,
         r: (Uuid, &str),
-        check: &CallCheck,
+        counts: &[Counted],
         policy: &Policy,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<(Windows, bool)>> {
-        let mut windows = Vec::with_capacity(check.counts.len());
-        for count in &check.counts {
+        let mut windows = Vec::with_capacity(counts.len());
+        for count in counts {
             let totals = match policy.counts_windows(&count.asset_key) {
                 true => {
                     let asset = count.asset_key.split_once(':').map_or("", |(_, a)| a);
@@ -271,19 +286,40 @@ where
         Ok(windows)
     }
 
-    /// Stores what a call counts of each token against the windows (its native value is its row's `value_wei`).
+    /// The allowances the service counted for the agent on `chain` (§18).
+    pub(super) async fn ledger_in(
+        conn: &mut B::Connection,
+        agent_id: Uuid,
+        chain: &str,
+    ) -> StoreResult<Vec<Remaining>> {
+        let rows: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT token, spender, remaining FROM allowance_ledger WHERE agent_id = $1 AND chain = $2")
+                .bind(agent_id)
+                .bind(chain)
+                .fetch_all(&mut *conn)
+                .await?;
+        rows.into_iter()
+            .map(|(token, spender, remaining)| {
+                Ok(Remaining {
+                    token: shared::address_from_text(&token)?,
+                    spender: shared::address_from_text(&spender)?,
+                    remaining: shared::wei_from_text(&remaining, "allowance_ledger.remaining")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Stores what a call counted: each token's count against the windows (its native value is its row's
+    /// `value_wei`), and what is left of the allowances it moved.
     pub(super) async fn count_call_in(
         conn: &mut B::Connection,
         r: &TransferRequest,
+        counts: &[Counted],
+        ledger: &[Remaining],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let Some(check) = &r.call_check else { return Ok(()) };
         let native = crate::domain::asset::key(&r.chain, &r.asset);
-        for count in check
-            .counts
-            .iter()
-            .filter(|c| c.asset_key != native && !c.value.is_zero())
-        {
+        for count in counts.iter().filter(|c| c.asset_key != native && !c.value.is_zero()) {
             let asset = count.asset_key.split_once(':').map_or("", |(_, a)| a);
             sqlx::query(
                 "INSERT INTO call_outflows (transfer_id, agent_id, chain, asset, amount, created_at) \
@@ -295,6 +331,19 @@ where
             .bind(asset)
             .bind(count.value.to_string())
             .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        for row in ledger {
+            sqlx::query(
+                "INSERT INTO allowance_ledger (agent_id, chain, token, spender, remaining) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (agent_id, chain, token, spender) DO UPDATE SET remaining = $5",
+            )
+            .bind(r.agent_id)
+            .bind(&r.chain)
+            .bind(format!("{:#x}", row.token))
+            .bind(format!("{:#x}", row.spender))
+            .bind(row.remaining.to_string())
             .execute(&mut *conn)
             .await?;
         }

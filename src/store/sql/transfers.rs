@@ -108,9 +108,17 @@ where
             None => None,
         };
         let gate = Self::gate_in(&mut tx, r, now).await?;
+        // A call's counts depend on the allowances counted before it, read under the same lock (§18).
+        let (call_counts, ledger_rows) = match &r.call_check {
+            Some(check) => {
+                let ledger = Self::ledger_in(&mut tx, r.agent_id, &r.chain).await?;
+                crate::domain::call::ledger::count(&check.fixed, &check.outs, &check.moves, &ledger)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let call_windows = match (&r.call_check, &gate) {
-            (Some(check), GateRead::Policy { policy, .. }) => {
-                Self::call_windows_in(&mut tx, (r.agent_id, &r.chain), check, policy, now).await?
+            (Some(_), GateRead::Policy { policy, .. }) => {
+                Self::call_windows_in(&mut tx, (r.agent_id, &r.chain), &call_counts, policy, now).await?
             }
             _ => Vec::new(),
         };
@@ -140,7 +148,7 @@ where
                     },
                     unlimited: check.unlimited,
                     guarded: check.guarded,
-                    counts: &check.counts,
+                    counts: &call_counts,
                 }),
                 _ => None,
             },
@@ -159,7 +167,7 @@ where
             Decision::Refuse(refusal) => return Ok(refusal.into()),
             Decision::Hold { ttl_secs } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs).await?;
-                Self::count_call_in(&mut tx, r, now).await?;
+                Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
                 Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
                 tx.commit().await?;
                 self.feed.announce(&event);
@@ -179,7 +187,7 @@ where
         let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
-        Self::count_call_in(&mut tx, r, now).await?;
+        Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
         if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
             && let Some(audit) = approval.decided_audit(by, record.chain_hash())
         {

@@ -1,0 +1,198 @@
+//! What a call counts against the assets' limits once the allowances the service already counted are known (§18):
+//! an allowance's rise counts at once (the spender may take it any time, in transactions the agent never signs); a
+//! pull within an allowance already counted does not count again; what leaves the wallet otherwise counts. Pure: the
+//! store reads the ledger and applies the updates in the reserving transaction.
+
+use alloy::primitives::{Address, U256};
+
+use crate::domain::decision::Counted;
+
+/// One allowance a call may move: `allowance(agent, spender)` of `token` read just before and just after the call
+/// in its simulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowanceMove {
+    pub asset_key: String,
+    pub token: Address,
+    pub spender: Address,
+    pub before: U256,
+    pub after: U256,
+}
+
+/// What leaves the wallet of one token in the call (summed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOut {
+    pub asset_key: String,
+    pub token: Address,
+    pub amount: U256,
+    /// Whom the recipient rules judge for what is not pulled through a counted allowance.
+    pub party: Address,
+}
+
+/// What is left of an allowance the service counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remaining {
+    pub token: Address,
+    pub spender: Address,
+    pub remaining: U256,
+}
+
+/// The counts of a call and the ledger rows it leaves, from `fixed` (its native value), its token outflows, its
+/// allowance moves and the ledger as read under the agent's lock (`ledger`, rows of the pairs moved).
+pub fn count(
+    fixed: &[Counted],
+    outs: &[TokenOut],
+    moves: &[AllowanceMove],
+    ledger: &[Remaining],
+) -> (Vec<Counted>, Vec<Remaining>) {
+    let mut counts = fixed.to_vec();
+    let mut updates = Vec::new();
+    let mut covered: Vec<(Address, U256)> = Vec::new();
+    for m in moves {
+        let counted = ledger
+            .iter()
+            .find(|l| l.token == m.token && l.spender == m.spender)
+            .map_or(U256::ZERO, |l| l.remaining);
+        // Pulled or lowered outside the service since it was counted: only what is still allowed stays counted.
+        let mut left = counted.min(m.before);
+        if m.after > m.before {
+            let rise = m.after - m.before;
+            counts.push(Counted {
+                asset_key: m.asset_key.clone(),
+                value: rise,
+                party: m.spender,
+            });
+            left = left.saturating_add(rise);
+        } else if m.after < m.before {
+            let fall = m.before - m.after;
+            let within = fall.min(left);
+            left -= within;
+            match covered.iter_mut().find(|(t, _)| *t == m.token) {
+                Some((_, total)) => *total = total.saturating_add(within),
+                None => covered.push((m.token, within)),
+            }
+        }
+        if left != counted {
+            updates.push(Remaining {
+                token: m.token,
+                spender: m.spender,
+                remaining: left,
+            });
+        }
+    }
+    for out in outs {
+        let pulled = covered
+            .iter()
+            .find(|(t, _)| *t == out.token)
+            .map_or(U256::ZERO, |(_, c)| *c);
+        let rest = out.amount.saturating_sub(pulled);
+        if !rest.is_zero() {
+            counts.push(Counted {
+                asset_key: out.asset_key.clone(),
+                value: rest,
+                party: out.party,
+            });
+        }
+    }
+    (counts, updates)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "base:USDC";
+
+    fn token() -> Address {
+        Address::repeat_byte(0xaa)
+    }
+
+    fn spender() -> Address {
+        Address::repeat_byte(0x5e)
+    }
+
+    fn moved(before: u64, after: u64) -> AllowanceMove {
+        AllowanceMove {
+            asset_key: KEY.into(),
+            token: token(),
+            spender: spender(),
+            before: U256::from(before),
+            after: U256::from(after),
+        }
+    }
+
+    fn out(amount: u64) -> TokenOut {
+        TokenOut {
+            asset_key: KEY.into(),
+            token: token(),
+            amount: U256::from(amount),
+            party: spender(),
+        }
+    }
+
+    fn ledger(remaining: u64) -> Vec<Remaining> {
+        vec![Remaining {
+            token: token(),
+            spender: spender(),
+            remaining: U256::from(remaining),
+        }]
+    }
+
+    fn total(counts: &[Counted]) -> u64 {
+        counts.iter().map(|c| c.value.to::<u64>()).sum()
+    }
+
+    #[test]
+    fn an_allowance_counts_when_granted_and_its_pull_does_not_count_again() {
+        // approve 100: counted at once, the ledger holds 100.
+        let (counts, updates) = count(&[], &[], &[moved(0, 100)], &[]);
+        assert_eq!(total(&counts), 100);
+        assert_eq!(updates, ledger(100));
+        // a swap pulling 50 of it: nothing more counts, 50 left.
+        let (counts, updates) = count(&[], &[out(50)], &[moved(100, 50)], &ledger(100));
+        assert_eq!(total(&counts), 0);
+        assert_eq!(updates, ledger(50));
+    }
+
+    #[test]
+    fn a_pull_the_service_never_counted_counts_as_an_outflow() {
+        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50)], &[]);
+        assert_eq!(total(&counts), 30);
+        assert!(updates.is_empty());
+        // Partly counted: only the rest counts.
+        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50)], &ledger(10));
+        assert_eq!(total(&counts), 20);
+        assert_eq!(updates, ledger(0));
+    }
+
+    #[test]
+    fn an_allowance_pulled_outside_is_counted_again_when_granted_again() {
+        // Counted 40; the spender took it in a transaction of its own (on-chain allowance 0); approved 40 again.
+        let (counts, updates) = count(&[], &[], &[moved(0, 40)], &ledger(40));
+        assert_eq!(
+            total(&counts),
+            40,
+            "a drainer approved again and again takes what the windows allow"
+        );
+        assert!(updates.is_empty(), "the ledger holds 40 again: {updates:?}");
+        // Re-approved to the same amount while untouched: nothing more counts.
+        let (counts, updates) = count(&[], &[], &[moved(40, 40)], &ledger(40));
+        assert_eq!(total(&counts), 0);
+        assert!(updates.is_empty());
+        // Lowered: nothing counts, the ledger follows.
+        let (counts, updates) = count(&[], &[], &[moved(40, 10)], &ledger(40));
+        assert_eq!(total(&counts), 0);
+        assert_eq!(updates, ledger(10));
+    }
+
+    #[test]
+    fn fixed_counts_always_stand() {
+        let native = Counted {
+            asset_key: "base:ETH".into(),
+            value: U256::from(7),
+            party: spender(),
+        };
+        let (counts, _) = count(std::slice::from_ref(&native), &[out(5)], &[], &[]);
+        assert_eq!(counts.len(), 2);
+        assert_eq!(counts[0], native);
+    }
+}
