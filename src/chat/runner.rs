@@ -29,6 +29,8 @@ pub struct Turn {
     /// The agent token the turn was authenticated with and the idempotency claim it runs under, checked again
     /// when a tool moves money.
     pub mandate: Mandate,
+    /// Whether the agent is guarded (decides calls no rule decides, §18); set by the caller that knows.
+    pub guarded: bool,
 }
 
 /// The checks that fail before a stream starts: the conversation exists and is the agent's.
@@ -69,6 +71,7 @@ pub async fn prepare(
         message,
         connected_wallet,
         mandate,
+        guarded: true,
     })
 }
 
@@ -262,7 +265,7 @@ async fn run_tool(
 ) -> Option<(tools::ToolResult, u64)> {
     let (services, agent, name, args) = (chat.tools.clone(), turn.agent.clone(), name.to_string(), args.clone());
     let (connected_wallet, conversation_id) = (turn.connected_wallet, Some(turn.conversation.id));
-    let mandate = turn.mandate.clone();
+    let (mandate, guarded) = (turn.mandate.clone(), turn.guarded);
     let task = tokio::spawn(async move {
         let toolbox = ToolContext {
             services: &services,
@@ -271,6 +274,7 @@ async fn run_tool(
             conversation_id,
             actor: crate::domain::audit::Actor::Agent,
             mandate: &mandate,
+            guarded,
         };
         toolbox.execute(&name, &args).await
     });

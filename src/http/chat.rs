@@ -72,7 +72,7 @@ async fn prepare(state: &AppState, agent: Agent, token: &AgentToken, body: ChatR
         ),
         None => None,
     };
-    Ok(runner::prepare(
+    let mut turn = runner::prepare(
         &state.chat,
         agent,
         body.conversation_id,
@@ -80,7 +80,9 @@ async fn prepare(state: &AppState, agent: Agent, token: &AgentToken, body: ChatR
         connected,
         Mandate::token(state.auth.token_to_check(token.0.as_deref())),
     )
-    .await?)
+    .await?;
+    turn.guarded = state.auth.is_guarded(&turn.agent);
+    Ok(turn)
 }
 
 /// Chat with the agent

@@ -240,6 +240,7 @@ impl ServerHandler for AgentServer {
             conversation_id: None,
             actor: crate::auth::Actor::Mcp,
             mandate: &crate::store::Mandate::token(Some(caller.session.token_hash().to_string())),
+            guarded: self.state.auth.is_guarded(&agent),
         };
         let (result, duration_ms) = toolbox.execute(name, &arguments).await;
         let tx_hash = result

@@ -41,6 +41,15 @@ impl<'a> Args<'a> {
             .ok_or_else(|| ToolError::invalid("arguments must be a JSON object"))
     }
 
+    /// A list argument; `None` when absent or null.
+    pub fn list(&self, key: &str) -> Result<Option<&'a [Value]>, ToolError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => Ok(Some(items.as_slice())),
+            Some(_) => Err(ToolError::invalid(format!("{key} must be a list"))),
+        }
+    }
+
     fn string(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),

@@ -5,6 +5,7 @@
 
 pub mod analytics;
 pub mod args;
+pub mod calls;
 pub mod compare;
 pub mod error;
 pub mod read;
@@ -75,7 +76,13 @@ impl Tool {
 }
 
 /// The tool groups; within and across them, the order is the order offered to models.
-const GROUPS: &[&[Tool]] = &[read::TOOLS, compare::TOOLS, transact::TOOLS, analytics::TOOLS];
+const GROUPS: &[&[Tool]] = &[
+    read::TOOLS,
+    compare::TOOLS,
+    transact::TOOLS,
+    calls::TOOLS,
+    analytics::TOOLS,
+];
 
 /// Every tool, in the order offered to models.
 pub fn all() -> impl Iterator<Item = &'static Tool> {
@@ -136,6 +143,8 @@ pub struct ToolContext<'a> {
     pub actor: Actor,
     /// The agent token (and idempotency claim) the turn or session came with, checked again when money moves.
     pub mandate: &'a crate::store::Mandate,
+    /// Whether the agent is guarded (an admin token, or owner addresses): decides calls no rule decides (§18).
+    pub guarded: bool,
 }
 
 impl ToolContext<'_> {
@@ -237,11 +246,25 @@ mod tests {
             of(Capability::Compare),
             ["compare_gas", "compare_balances", "estimate_transfer_cost"]
         );
-        assert_eq!(of(Capability::Transact), ["send_native", "send_token", "pay_http"]);
+        assert_eq!(
+            of(Capability::Transact),
+            [
+                "send_native",
+                "send_token",
+                "pay_http",
+                "call_contract",
+                "simulate_call"
+            ]
+        );
         assert_eq!(of(Capability::Analytics), ["spending_summary", "transaction_history"]);
         for tool in all() {
+            // Only transact tools move funds; one of them (simulate_call) only reads the chain.
             let moves_funds = tool.effect == Effect::MovesFunds;
-            assert_eq!(moves_funds, tool.capability == Capability::Transact, "{}", tool.name);
+            assert!(!moves_funds || tool.capability == Capability::Transact, "{}", tool.name);
+            assert_eq!(
+                moves_funds,
+                tool.capability == Capability::Transact && tool.name != "simulate_call"
+            );
         }
     }
 
@@ -252,17 +275,21 @@ mod tests {
             [
                 "address",
                 "amount",
+                "args",
                 "asset",
                 "body",
                 "chain",
                 "chains",
+                "data",
+                "function",
                 "limit",
                 "max_amount",
                 "method",
                 "to",
                 "token",
                 "tx_hash",
-                "url"
+                "url",
+                "value"
             ]
         );
     }

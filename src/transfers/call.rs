@@ -28,10 +28,11 @@ alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
 }
 
-/// The gas limit signed: what the simulation used, and a fifth more (a call's gas depends on state that may move
-/// before it is mined).
+/// The gas limit signed: what the simulation used, and half more. A node reports gas used after refunds (up to a
+/// fifth of it, EIP-3529, when a call clears storage such as an allowance spent to zero), nested calls keep back a
+/// 64th of what they are given, and state may move before it is mined; unused gas is not paid.
 fn gas_limit_for(gas_used: u64) -> u64 {
-    gas_used.saturating_add(gas_used / 5).saturating_add(5_000).max(21_000)
+    gas_used.saturating_add(gas_used / 2).saturating_add(10_000).max(21_000)
 }
 
 /// A call the agent was asked to make.

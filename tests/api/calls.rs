@@ -29,9 +29,13 @@ struct Setup {
 
 /// A pool of 1,000,000 USDC against 500 ETH, and an agent on base holding 1,000 USDC and 1 ETH (cap 0.5 ETH).
 async fn setup() -> Setup {
+    setup_with(&[]).await
+}
+
+async fn setup_with(vars: &[(&str, &str)]) -> Setup {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
-    let app = transfer_app(&anvil, &[]).await;
+    let app = transfer_app(&anvil, vars).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     mint(&anvil, uni.usdc, wallet(&agent), U256::from(1_000 * USDC)).await;
     Setup { anvil, app, agent, uni }
@@ -331,4 +335,37 @@ async fn twenty_concurrent_calls_against_a_daily_limit_move_exactly_what_fits() 
         "the chain shows 100 USDC moved"
     );
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 10);
+}
+
+#[tokio::test]
+async fn a_scripted_model_approves_and_swaps_through_call_contract() {
+    use crate::helpers::llm_server::{LlmServer, Reply};
+    let llm = LlmServer::start(vec![]).await;
+    let key = format!("sk-test-{}", uuid::Uuid::new_v4().simple());
+    let s = setup_with(&llm.app_vars(&key)).await;
+    let approve_args = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
+        "args": [s.uni.router.to_string(), (20 * USDC).to_string()]})
+    .to_string();
+    let swap_args = swap(&s, U256::from(20 * USDC), U256::ZERO, wallet(&s.agent)).to_string();
+    llm.push([
+        Reply::tool_call("call_1", "simulate_call", &[&approve_args], 10, 5),
+        Reply::tool_call("call_2", "call_contract", &[&approve_args], 10, 5),
+        Reply::tool_call("call_3", "call_contract", &[&swap_args], 10, 5),
+        Reply::text(&["Swapped 20 USDC for ETH."], 12, 6),
+    ]);
+    let body = crate::helpers::chain::chat(&s.app, &s.agent, "swap 20 USDC for ETH on uniswap").await;
+    let calls = body["chain_calls"].as_array().expect("chain_calls").clone();
+    assert_eq!(calls.len(), 3, "{body}");
+    assert_eq!(calls[0]["result"]["decision"]["result"], "allow", "{body}");
+    assert_eq!(calls[1]["result"]["kind"], "call", "{body}");
+    assert_eq!(
+        calls[2]["result"]["call"]["function"], "swapExactTokensForETH(uint256,uint256,address[],address,uint256)",
+        "{body}"
+    );
+    wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
+    assert_eq!(
+        token_balance(&s.anvil, s.uni.usdc, wallet(&s.agent)).await,
+        U256::from(980 * USDC),
+        "the chain shows the 20 USDC swapped"
+    );
 }

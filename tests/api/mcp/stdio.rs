@@ -108,7 +108,17 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
 
     assert_eq!(
         tool_names(&out),
-        [&READ_TOOLS[..], &["send_native", "send_token", "pay_http"]].concat()
+        [
+            &READ_TOOLS[..],
+            &[
+                "send_native",
+                "send_token",
+                "pay_http",
+                "call_contract",
+                "simulate_call"
+            ]
+        ]
+        .concat()
     );
     let send = &tool(&out, "send_native").unwrap()["annotations"];
     assert_eq!(send["destructiveHint"], true, "{send}");

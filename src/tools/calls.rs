@@ -1,0 +1,119 @@
+//! The contract-call tools (capability `transact`, §18): `call_contract` simulates, judges and sends a call through
+//! the transfer service; `simulate_call` answers the same simulation and verdict and signs nothing. Their results
+//! are the API's answers.
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
+use crate::domain::agent::Capability;
+use crate::domain::amount::parse_units;
+use crate::domain::call::{self, CallInput};
+use crate::transfers::{CallOrder, TransferOutcome};
+
+fn arguments(f: &super::Fragments) -> Value {
+    json!({
+        "chain": f.chain,
+        "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "the contract" },
+        "function": { "type": "string", "description": "a Solidity signature such as approve(address,uint256)" },
+        "args": { "type": "array", "description": "the arguments: addresses and bytes as 0x-hex, integers as decimal strings, booleans, arrays and tuples as arrays" },
+        "data": { "type": "string", "description": "0x-hex calldata, instead of function and args" },
+        "value": { "type": "string", "description": "native value sent with the call, in whole units (default \"0\")" }
+    })
+}
+
+pub const TOOLS: &[Tool] = &[
+    Tool {
+        name: "call_contract",
+        capability: Capability::Transact,
+        effect: Effect::MovesFunds,
+        description: "Call a contract from the agent's wallet (a swap, a deposit, an approval): the service simulates it first, judges what it would take or allow by the agent's policy and spending cap, then signs and sends it.",
+        arguments,
+        required: &["chain", "to"],
+        run: call_contract,
+    },
+    Tool {
+        name: "simulate_call",
+        capability: Capability::Transact,
+        effect: Effect::ReadsChain,
+        description: "Simulate a contract call from the agent's wallet without signing it: what it would send, receive and allow, and whether the policy would allow it, refuse it or ask the owner.",
+        arguments,
+        required: &["chain", "to"],
+        run: simulate_call,
+    },
+];
+
+/// The order a tool call asks for.
+fn order<'a>(cx: &'a ToolContext<'a>, args: &Args<'a>) -> Result<CallOrder<'a>, ToolError> {
+    let chain = args.chain(cx.agent)?;
+    let to = args
+        .address("to")?
+        .ok_or_else(|| ToolError::invalid("to is required (the contract's 0x address)"))?;
+    if to == alloy::primitives::Address::ZERO || Some(to) == cx.agent.wallet_addresses.get(chain.name).copied() {
+        return Err(ToolError::invalid(
+            "to must be a contract, not the zero address or the agent's own wallet",
+        ));
+    }
+    let value = match args.text("value")? {
+        None => alloy::primitives::U256::ZERO,
+        Some(text) => parse_units(text, chain.decimals)
+            .map_err(|_| ToolError::invalid("value must be a decimal amount in whole native units"))?,
+    };
+    let input = match (args.text("data")?, args.text("function")?) {
+        (Some(data), None) => CallInput::Data(data),
+        (None, Some(signature)) => CallInput::Function {
+            signature,
+            args: args.list("args")?.unwrap_or(&[]),
+        },
+        _ => return Err(ToolError::invalid("give either data or function with args")),
+    };
+    let encoded = call::encode(input).map_err(|e| ToolError::invalid(format!("{}: {e}", e.field())))?;
+    Ok(CallOrder {
+        agent: cx.agent,
+        chain,
+        to,
+        value,
+        encoded,
+        conversation_id: cx.conversation_id,
+        actor: cx.actor,
+        mandate: cx.mandate,
+        guarded: cx.guarded,
+    })
+}
+
+fn call_json(to: alloy::primitives::Address, record: &crate::domain::transaction::CallRecord) -> Value {
+    json!({"to": to.to_checksum(None), "selector": record.selector, "function": record.function, "args": record.args})
+}
+
+fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let order = order(cx, &args)?;
+        let to = order.to;
+        let (outcome, previewed) = cx.services.transfers.call(order).await?;
+        let call = call_json(to, &previewed.record);
+        Ok(match outcome {
+            TransferOutcome::Sent { chain, tx, status } => json!({
+                "transfer_id": tx.id, "kind": "call", "chain": chain.name, "status": status.as_str(),
+                "tx_hash": tx.tx_hash, "nonce": tx.nonce, "explorer_url": chain.tx_url(&tx.tx_hash),
+                "call": call, "simulation": previewed.record.simulation,
+            }),
+            TransferOutcome::AwaitingApproval { approval, .. } => json!({
+                "transfer_id": approval.id, "kind": "call", "status": "awaiting_approval",
+                "expires_at": approval.expires_at, "call": call, "simulation": previewed.record.simulation,
+            }),
+        })
+    })
+}
+
+fn simulate_call<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let order = order(cx, &args)?;
+        let transfers = &cx.services.transfers;
+        let previewed = transfers.preview_call(&order).await?;
+        let decision = transfers.judge_call(&order, &previewed).await?;
+        Ok(
+            json!({"call": call_json(order.to, &previewed.record), "simulation": previewed.record.simulation,
+            "decision": decision}),
+        )
+    })
+}
