@@ -137,10 +137,50 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
-        let event = order_event(&order, &outcome);
-        // A transfer the node accepted is marked `pending` in the audit entry's transaction (the send path leaves it
-        // `signed` until then).
-        let recorded = match &outcome {
+        let detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(&order),
+            "to": order.to.to_checksum(None), "amount": order.amount});
+        self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
+            .await;
+        outcome
+    }
+
+    /// Audits what became of an outflow (`transfer_accepted` with its id, status and hash, or `transfer_refused`
+    /// with its code and rule), `detail` saying what was asked. One the node accepted is marked `pending` in the
+    /// audit entry's transaction (the send path leaves it `signed` until then).
+    pub(crate) async fn record_outcome(
+        &self,
+        agent_id: Uuid,
+        actor: Actor,
+        mut detail: serde_json::Value,
+        outcome: Result<&TransferOutcome, &TransferError>,
+    ) {
+        let action = match outcome {
+            Ok(TransferOutcome::Sent { tx, status, .. }) => {
+                detail["transfer_id"] = serde_json::json!(tx.id);
+                detail["status"] = serde_json::json!(status.as_str());
+                detail["tx_hash"] = serde_json::json!(tx.tx_hash);
+                "transfer_accepted"
+            }
+            Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
+                detail["transfer_id"] = serde_json::json!(approval.id);
+                detail["status"] = serde_json::json!("awaiting_approval");
+                "transfer_accepted"
+            }
+            Err(e) => {
+                detail["code"] = serde_json::json!(e.code());
+                if let TransferError::PolicyDenied(rule) = e {
+                    detail["rule"] = serde_json::json!(rule.as_str());
+                }
+                "transfer_refused"
+            }
+        };
+        let event = AuditEvent {
+            agent_id,
+            action,
+            actor: actor.as_str().to_string(),
+            detail,
+        };
+        let recorded = match outcome {
             Ok(TransferOutcome::Sent {
                 tx,
                 status: BroadcastStatus::Pending,
@@ -150,9 +190,8 @@ impl Transfers {
         };
         if let Err(e) = recorded {
             // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
-            tracing::error!(agent_id = %order.agent.id, action = event.action, error = %e, "audit entry not recorded");
+            tracing::error!(agent_id = %agent_id, action = event.action, error = %e, "audit entry not recorded");
         }
-        outcome
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
@@ -256,38 +295,6 @@ impl Transfers {
             tracing::error!(%agent_id, error = %e, "wallet key could not be opened");
             TransferError::KeyUnavailable
         })
-    }
-}
-
-/// What became of an order, for the audit log: accepted (sent or held for approval) or refused with its code.
-fn order_event(order: &TransferOrder<'_>, outcome: &Result<TransferOutcome, TransferError>) -> AuditEvent {
-    let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(order),
-        "to": order.to.to_checksum(None), "amount": order.amount});
-    let action = match outcome {
-        Ok(TransferOutcome::Sent { tx, status, .. }) => {
-            detail["transfer_id"] = serde_json::json!(tx.id);
-            detail["status"] = serde_json::json!(status.as_str());
-            detail["tx_hash"] = serde_json::json!(tx.tx_hash);
-            "transfer_accepted"
-        }
-        Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
-            detail["transfer_id"] = serde_json::json!(approval.id);
-            detail["status"] = serde_json::json!("awaiting_approval");
-            "transfer_accepted"
-        }
-        Err(e) => {
-            detail["code"] = serde_json::json!(e.code());
-            if let TransferError::PolicyDenied(rule) = e {
-                detail["rule"] = serde_json::json!(rule.as_str());
-            }
-            "transfer_refused"
-        }
-    };
-    AuditEvent {
-        agent_id: order.agent.id,
-        action,
-        actor: order.actor.as_str().to_string(),
-        detail,
     }
 }
 

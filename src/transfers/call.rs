@@ -22,7 +22,7 @@ use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Counted;
 use crate::domain::transaction::CallRecord;
-use crate::store::{AuditEvent, Authorization, CallCheck, Mandate};
+use crate::store::{Authorization, CallCheck, Mandate};
 
 alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
@@ -422,46 +422,8 @@ impl Transfers {
             detail["function"] = json!(previewed.record.function);
             detail["simulation"] = previewed.record.simulation.clone();
         }
-        let action = match &outcome {
-            Ok((TransferOutcome::Sent { tx, status, .. }, _)) => {
-                detail["transfer_id"] = json!(tx.id);
-                detail["status"] = json!(status.as_str());
-                detail["tx_hash"] = json!(tx.tx_hash);
-                "transfer_accepted"
-            }
-            Ok((TransferOutcome::AwaitingApproval { approval, .. }, _)) => {
-                detail["transfer_id"] = json!(approval.id);
-                detail["status"] = json!("awaiting_approval");
-                "transfer_accepted"
-            }
-            Err((e, _)) => {
-                detail["code"] = json!(e.code());
-                if let TransferError::PolicyDenied(rule) = e {
-                    detail["rule"] = json!(rule.as_str());
-                }
-                "transfer_refused"
-            }
-        };
-        let event = AuditEvent {
-            agent_id: order.agent.id,
-            action,
-            actor: order.actor.as_str().to_string(),
-            detail,
-        };
-        let recorded = match &outcome {
-            Ok((
-                TransferOutcome::Sent {
-                    tx,
-                    status: super::BroadcastStatus::Pending,
-                    ..
-                },
-                _,
-            )) => self.store.mark_broadcast_audited(tx.id, &event).await,
-            _ => self.store.insert_audit(&event).await,
-        };
-        if let Err(e) = recorded {
-            tracing::error!(agent_id = %order.agent.id, error = %e, "audit entry of a call not recorded");
-        }
+        let result = outcome.as_ref().map(|(o, _)| o).map_err(|(e, _)| e);
+        self.record_outcome(order.agent.id, order.actor, detail, result).await;
         outcome.map_err(|(e, _)| e)
     }
 

@@ -42,22 +42,8 @@ where
             let done = sqlx::query(sql).bind(before).execute(&self.pool).await?;
             removed += B::rows_affected(&done);
         }
-        Ok(removed + self.purge_paid_answers(now - PAID_ANSWER_KEPT).await?)
-    }
-}
-
-impl<B> SqlStore<B>
-where
-    B: Backend,
-    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
-    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> i64: Encode<'r, B> + Type<B>,
-    usize: sqlx::ColumnIndex<B::Row>,
-{
-    /// Drops the paid answer of x402 payments resolved (neither signed nor pending) before `before`.
-    async fn purge_paid_answers(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        // The paid answers of x402 payments resolved (neither signed nor pending) more than 30 days ago.
+        let before = now - PAID_ANSWER_KEPT;
         let rows: Vec<(Uuid, String)> = sqlx::query_as(
             "SELECT id, x402 FROM transactions WHERE kind = 'x402' AND status NOT IN ('signed', 'pending') \
              AND updated_at < $1 AND x402 LIKE '%\"response\"%' LIMIT $2",
@@ -66,7 +52,6 @@ where
         .bind(ANSWERS_PER_PURGE)
         .fetch_all(&self.pool)
         .await?;
-        let mut removed = 0;
         for (id, text) in rows {
             let mut record: X402Record = serde_json::from_str(&text)
                 .map_err(|e| StoreError::Corrupt(format!("transactions.x402 of {id}: {e}")))?;
