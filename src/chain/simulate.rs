@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use super::client::ChainClient;
 use super::error::{ChainError, RefusalKind};
 
+/// How far after now the simulated block is stamped.
+const SIMULATED_BLOCK_AHEAD_SECS: u64 = 15;
+
 /// One transaction to simulate, as it will be signed (nonce, gas and fees set) or as a first run (unset).
 #[derive(Debug, Clone, Default)]
 pub struct SimCall {
@@ -180,7 +183,15 @@ impl ChainClient {
         validate: bool,
         overrides: Option<Value>,
     ) -> Result<(SimMethod, Vec<Simulated>), SimulationError> {
-        let mut block = json!({"calls": calls.iter().map(call_json).collect::<Vec<_>>()});
+        // The simulated block is stamped a little after now, as the one that will include the call: contracts that
+        // do more work when time has passed since their last update (a Uniswap V2 pair's price accumulators) are
+        // then simulated with that work, and their gas with it.
+        let soon = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_add(SIMULATED_BLOCK_AHEAD_SECS);
+        let mut block = json!({"calls": calls.iter().map(call_json).collect::<Vec<_>>(),
+            "blockOverrides": {"time": format!("{soon:#x}")}});
         if let Some(overrides) = &overrides {
             block["stateOverrides"] = overrides.clone();
         }
