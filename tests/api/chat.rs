@@ -229,11 +229,13 @@ async fn transactions_are_listed_after_a_transfer() {
         .as_str()
         .unwrap_or_else(|| panic!("the transfer has a hash: {sent}"))
         .to_string();
-    assert_eq!(
-        env.base.balance(recipient).await,
-        before + U256::from(10_000_000_000_000_000u128),
-        "anvil mined the transfer"
-    );
+    // anvil's automine answers the broadcast before the block is sealed: the balance moves a moment later.
+    let expected = before + U256::from(10_000_000_000_000_000u128);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while env.base.balance(recipient).await != expected {
+        assert!(std::time::Instant::now() < deadline, "anvil mined the transfer");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 
     let listed = chat(&env.app, &agent, "show my transactions").await;
     let result = &listed["chain_calls"][0]["result"];
