@@ -49,6 +49,10 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
+        if let Some(record) = &approval.call {
+            // What the owner saw must still be what the call does (§18).
+            self.check_unchanged(agent, chain, &approval, record).await?;
+        }
         let kind = match (&approval.call, approval.token) {
             (Some(record), _) => Kind::Call(Box::new(super::send::CallDraft {
                 record: record.clone(),

@@ -52,16 +52,16 @@ pub struct CallOrder<'a> {
 }
 
 /// One balance change of the agent's (§18 `simulation.changes`).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ChangeView {
     pub asset: String,
     pub token: Option<String>,
     pub amount: String,
-    pub direction: &'static str,
+    pub direction: String,
 }
 
 /// One allowance the call grants (§18 `simulation.approvals`).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct AllowanceView {
     pub token: String,
     pub spender: String,
@@ -70,7 +70,7 @@ pub struct AllowanceView {
 }
 
 /// What the simulation showed (§18 `simulation`).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct SimulationView {
     pub changes: Vec<ChangeView>,
     pub approvals: Vec<AllowanceView>,
@@ -382,7 +382,8 @@ impl Transfers {
                     direction: match c.direction {
                         Direction::Out => "out",
                         Direction::In => "in",
-                    },
+                    }
+                    .to_string(),
                 }
             })
             .collect();
@@ -547,5 +548,65 @@ impl Transfers {
                 rule: None,
             },
         })
+    }
+}
+
+impl Transfers {
+    /// Simulates a held call again before it is approved: refused (`SimulationChanged`, it stays waiting) when any
+    /// outflow or allowance grew, or one appeared that the owner was not shown.
+    pub(super) async fn check_unchanged(
+        &self,
+        agent: &crate::domain::agent::Agent,
+        chain: &'static ChainInfo,
+        approval: &crate::store::Approval,
+        record: &CallRecord,
+    ) -> Result<(), TransferError> {
+        let mandate = Mandate::NONE;
+        let order = CallOrder {
+            agent,
+            chain,
+            to: approval.to,
+            value: approval.value_wei,
+            encoded: call::Encoded {
+                calldata: record.data.clone(),
+                function: None,
+            },
+            conversation_id: approval.conversation_id,
+            actor: Actor::Owner,
+            mandate: &mandate,
+            guarded: true,
+        };
+        let now = self.preview_call(&order).await?.simulation;
+        let shown: SimulationView = serde_json::from_value(record.simulation.clone()).map_err(|e| {
+            store_error(crate::store::StoreError::Corrupt(format!(
+                "call_record.simulation: {e}"
+            )))
+        })?;
+        let amount = |text: &str| crate::domain::amount::parse_units(text, 36).unwrap_or(U256::MAX);
+        for change in now.changes.iter().filter(|c| c.direction == "out") {
+            let before = shown
+                .changes
+                .iter()
+                .find(|c| c.direction == "out" && c.asset == change.asset);
+            if before.is_none_or(|b| amount(&change.amount) > amount(&b.amount)) {
+                return Err(TransferError::SimulationChanged(format!(
+                    "{} {} out",
+                    change.amount, change.asset
+                )));
+            }
+        }
+        for grant in &now.approvals {
+            let before = shown
+                .approvals
+                .iter()
+                .find(|g| g.token == grant.token && g.spender == grant.spender);
+            if before.is_none_or(|b| amount(&grant.amount) > amount(&b.amount) || (grant.unlimited && !b.unlimited)) {
+                return Err(TransferError::SimulationChanged(format!(
+                    "an allowance of {} to {}",
+                    grant.amount, grant.spender
+                )));
+            }
+        }
+        Ok(())
     }
 }

@@ -79,6 +79,9 @@ pub enum TransferError {
     /// The call reverts in its simulation (§18): nothing was signed. The decoded reason.
     #[error("the call reverts: {0}")]
     CallReverted(String),
+    /// A held call simulated again on approval takes or allows more than the owner was shown (§18): it still waits.
+    #[error("the call now takes or allows more than the owner was shown: {0}; it still waits")]
+    SimulationChanged(String),
     /// The node can simulate no call (§18): nothing was signed.
     #[error("the {0} node cannot simulate calls (neither eth_simulateV1 nor debug_traceCall); nothing was signed")]
     SimulationUnavailable(String),
@@ -104,6 +107,7 @@ impl TransferError {
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",
             Self::CallReverted(_) => "call_reverted",
             Self::SimulationUnavailable(_) => "simulation_unavailable",
+            Self::SimulationChanged(_) => "simulation_changed",
         }
     }
 }

@@ -369,3 +369,85 @@ async fn a_scripted_model_approves_and_swaps_through_call_contract() {
         "the chain shows the 20 USDC swapped"
     );
 }
+
+#[tokio::test]
+async fn a_held_call_is_simulated_again_on_approval_and_refused_when_it_would_take_more() {
+    use crate::helpers::solidity::{call_as_dev, call_as_dev_with_value};
+    use crate::policy::ADMIN;
+    alloy::sol! {
+        function swapExactTokensForETH(uint256 amountIn, uint256 amountOutMin, address[] path, address to, uint256 deadline) external returns (uint256[] memory);
+    }
+    let s = setup_with(&[("ADMIN_TOKEN", ADMIN)]).await;
+    let router = s.uni.router.to_string();
+    let exact_out = "swapTokensForExactETH(uint256,uint256,address[],address,uint256)";
+    let policy = json!({"calls": {"default": "allow", "rules": [
+        {"chain": "base", "to": router, "function": exact_out, "action": "approve"}]}});
+    let path = format!("/api/agents/{}/policy", s.agent.id);
+    let (status, body) = crate::policy::call(&s.app, &s.agent, true, Method::PUT, &path, Some(policy)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(500 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+
+    // 0.01 ETH for at most 500 USDC: held, with what it would take shown.
+    let order = |max_in: u64| {
+        json!({"chain": "base", "to": router, "function": exact_out,
+            "args": [(ONE_ETH / 100).to_string(), (max_in * USDC).to_string(),
+                [s.uni.usdc.to_string(), s.uni.weth.to_string()], wallet(&s.agent).to_string(), "99999999999"]})
+    };
+    let (status, held) = post(&s, "calls", order(500)).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+    assert!(
+        held["simulation"]["changes"].as_array().is_some_and(|c| !c.is_empty()),
+        "{held}"
+    );
+    let id = held["id"].as_str().unwrap().to_owned();
+
+    // Someone buys ETH with a lot of USDC: the same 0.01 ETH now costs the agent more USDC.
+    let dev: Address = Anvil::DEV_ADDRESS.parse().unwrap();
+    mint(&s.anvil, s.uni.usdc, dev, U256::from(500_000 * USDC)).await;
+    call_as_dev(
+        &s.anvil,
+        s.uni.usdc,
+        crate::helpers::uniswap::approveCall {
+            spender: s.uni.router,
+            amount: U256::from(500_000 * USDC),
+        }
+        .abi_encode()
+        .into(),
+    )
+    .await;
+    let buy = swapExactTokensForETHCall {
+        amountIn: U256::from(500_000 * USDC),
+        amountOutMin: U256::ZERO,
+        path: vec![s.uni.usdc, s.uni.weth],
+        to: dev,
+        deadline: U256::from(99_999_999_999u64),
+    };
+    call_as_dev_with_value(&s.anvil, s.uni.router, buy.abi_encode().into(), U256::ZERO).await;
+
+    let approve_path = format!("/api/agents/{}/transfers/{id}/approve", s.agent.id);
+    let changed = crate::policy::call(&s.app, &s.agent, true, Method::POST, &approve_path, None).await;
+    assert_error(&changed, StatusCode::CONFLICT, "simulation_changed");
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "nothing was signed");
+    let list = format!("/api/agents/{}/approvals", s.agent.id);
+    let (_, waiting) = crate::policy::call(&s.app, &s.agent, true, Method::GET, &list, None).await;
+    assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
+
+    // Asked again at today's price, held and approved unchanged: it lands.
+    let reject = format!("/api/agents/{}/transfers/{id}/reject", s.agent.id);
+    let (status, _) = crate::policy::call(&s.app, &s.agent, true, Method::POST, &reject, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, held) = post(&s, "calls", order(500)).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    let again = format!(
+        "/api/agents/{}/transfers/{}/approve",
+        s.agent.id,
+        held["id"].as_str().unwrap()
+    );
+    let (status, approved) = crate::policy::call(&s.app, &s.agent, true, Method::POST, &again, None).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
+}
