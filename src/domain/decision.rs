@@ -234,12 +234,15 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
             available: tokens.available(),
         });
     }
-    if let (Some(native), Some(needed)) = (f.native, r.native_needed)
-        && native.available() < needed
-    {
-        return refuse(Refusal::InsufficientFunds {
+    // A call's funds are its last check (§18: after the rules, the limits and the cap); a transfer's come first.
+    let short = match (f.native, r.native_needed) {
+        (Some(native), Some(needed)) if native.available() < needed => Some(Refusal::InsufficientFunds {
             available: native.available(),
-        });
+        }),
+        _ => None,
+    };
+    if let (Some(refusal), None) = (short, r.call) {
+        return refuse(refusal);
     }
     let release = match f.gate {
         Gate::Decided => U256::ZERO,
@@ -265,6 +268,9 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
                 });
             }
             Verdict::NeedsApproval => {
+                if let Some(refusal) = short {
+                    return refuse(refusal);
+                }
                 return Decision::Hold {
                     ttl_secs: policy.approval_ttl_secs,
                 };
@@ -275,6 +281,9 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     let spent = f.spent.saturating_sub(release);
     if !fits(f.cap, spent, r.reserved) {
         return refuse(Refusal::CapExceeded { cap: f.cap, spent });
+    }
+    if let Some(refusal) = short {
+        return refuse(refusal);
     }
     let nonce = match r.payment {
         Some(_) => None,

@@ -402,12 +402,16 @@ async fn quote_call(
     );
     let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
     let cost = Cost::of(value, fees.max_cost(call.gas_limit).saturating_add(l1_fee));
+    // Not refused here: a call's funds are judged last, in the reservation (§18).
     Ok(Quote {
         gas_limit: call.gas_limit,
         max_fee_per_gas: fees.max_fee_per_gas,
         priority_fee: fees.max_priority_fee_per_gas,
         reserved: cost.reserved,
-        funds: Some(native_funds(chain, balance, cost.needed)?),
+        funds: Some(NativeFunds {
+            balance,
+            needed: cost.needed,
+        }),
         token_balance: None,
     })
 }

@@ -451,3 +451,20 @@ async fn a_held_call_is_simulated_again_on_approval_and_refused_when_it_would_ta
     wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
 }
+
+#[tokio::test]
+async fn a_call_the_wallet_cannot_pay_is_judged_by_its_rules_and_the_cap_first() {
+    let s = setup().await;
+    // 2 ETH into WETH from a wallet of 1 ETH with a cap of 0.5: the cap refuses it, not the funds (§18's order).
+    let deposit =
+        json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": "2"});
+    let over = post(&s, "calls", deposit).await;
+    assert_error(&over, StatusCode::FORBIDDEN, "spending_cap_exceeded");
+    // Within the cap but beyond the wallet: now the funds.
+    s.anvil.set_balance(wallet(&s.agent), wei(ONE_ETH / 10)).await;
+    let small =
+        json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": "0.2"});
+    let short = post(&s, "calls", small).await;
+    assert_error(&short, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
+}
