@@ -1,10 +1,11 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
 #[path = "../tests/api/anvil.rs"]
 mod anvil;
+mod calls;
 mod common;
 mod http;
 #[path = "../tests/api/helpers/paywall.rs"]
@@ -20,7 +21,7 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 6] = ["http", "turn", "sends", "stream", "x402", "watcher"];
+const SECTIONS: [&str; 7] = ["http", "turn", "sends", "stream", "x402", "watcher", "calls"];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
 #[cfg(not(target_env = "msvc"))]
@@ -56,6 +57,7 @@ fn main() {
                 "sends" => sends::run().await,
                 "x402" => x402::run().await,
                 "watcher" => watcher::run().await,
+                "calls" => calls::run().await,
                 _ => stream::run().await,
             }
         });

@@ -33,12 +33,14 @@ mod gaps;
 mod pay;
 mod replace;
 mod send;
+mod typed;
 
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 use send::{Kind, Outflow};
+pub use typed::TypedOrder;
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
 const FEE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -155,6 +157,10 @@ impl Transfers {
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
         let action = match outcome {
+            Ok(TransferOutcome::Sent { tx, .. }) if !tx.on_chain() && tx.x402.is_none() => {
+                detail["transfer_id"] = serde_json::json!(tx.id);
+                "typed_data_signed"
+            }
             Ok(TransferOutcome::Sent { tx, status, .. }) => {
                 detail["transfer_id"] = serde_json::json!(tx.id);
                 detail["status"] = serde_json::json!(status.as_str());

@@ -238,6 +238,20 @@ impl Registry {
 
     /// The asset a key names. The chain part is exact (registry names are lower-case); the symbol is compared
     /// without regard to case and answered in its registry spelling.
+    /// A policy's `limits` key (§11, §18) as stored, with the decimals its amounts are written in: a registry
+    /// asset by `<chain>:<SYMBOL>` (or its token address) in whole units, or any other ERC-20 of a known chain by
+    /// `<chain>:<token address>` (lower case) in base units.
+    pub fn limit_key(&self, key: &str) -> Option<(String, u8)> {
+        if let Some(asset) = self.resolve(key) {
+            return Some((asset.key(), asset.decimals));
+        }
+        let (chain_name, address) = key.trim().split_once(':')?;
+        let chain = chain::find(chain_name.trim())?;
+        let address = address.trim();
+        let token: Address = address.parse().ok().filter(|_| address.starts_with("0x"))?;
+        Some((format!("{}:{}", chain.name, format!("{token:#x}").to_lowercase()), 0))
+    }
+
     pub fn resolve(&self, key: &str) -> Option<Asset> {
         let (chain_name, symbol) = key.split_once(':')?;
         self.find(chain::find(chain_name)?, symbol)

@@ -10,6 +10,7 @@ pub mod ledger;
 pub mod policy;
 pub mod request;
 pub mod revert;
+pub mod typed;
 pub mod unlimited;
 pub mod value;
 

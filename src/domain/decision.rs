@@ -33,8 +33,8 @@ pub struct Request<'a> {
 /// What a contract call brings to the decision (§18).
 #[derive(Debug, Clone, Copy)]
 pub struct CallSite<'a> {
-    /// The call as the `calls` rules see it.
-    pub facts: super::call::CallFacts<'a>,
+    /// The call, or the typed data, as the `calls` rules see it.
+    pub subject: Subject<'a>,
     /// Whether it grants an unlimited allowance (by its decoded arguments or its simulated approvals).
     pub unlimited: bool,
     /// Whether the agent is guarded (an unguarded agent's calls are allowed when no rule decides).
@@ -42,6 +42,20 @@ pub struct CallSite<'a> {
     /// What it counts against the assets' limits: its native value, each simulated token outflow and each
     /// allowance it grants, with the party the recipient rules judge.
     pub counts: &'a [Counted],
+}
+
+/// What the `calls` rules judge: a contract call, or EIP-712 typed data to sign (which has no nonce).
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    Call(super::call::CallFacts<'a>),
+    TypedData(super::call::typed::TypedFacts<'a>),
+}
+
+impl Subject<'_> {
+    /// Whether it is a transaction of the wallet (a nonce).
+    pub fn on_chain(&self) -> bool {
+        matches!(self, Subject::Call(_))
+    }
 }
 
 /// One amount a call counts against an asset's limits.
@@ -285,9 +299,10 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     if let Some(refusal) = short {
         return refuse(refusal);
     }
-    let nonce = match r.payment {
-        Some(_) => None,
-        None => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
+    let off_chain = r.payment.is_some() || r.call.is_some_and(|c| !c.subject.on_chain());
+    let nonce = match off_chain {
+        true => None,
+        false => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
     };
     Decision::Reserve { nonce, release }
 }
@@ -316,7 +331,11 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
     if call.unlimited && !policy.allows_unlimited_approvals() {
         return Verdict::Deny(PolicyRule::UnlimitedApproval);
     }
-    let mut needs_approval = match policy.judge_call(&call.facts, call.guarded) {
+    let judged = match &call.subject {
+        Subject::Call(facts) => policy.judge_call(facts, call.guarded),
+        Subject::TypedData(facts) => policy.judge_typed(facts),
+    };
+    let mut needs_approval = match judged {
         CallVerdict::Deny => return Verdict::Deny(PolicyRule::CallDenied),
         CallVerdict::Approve => true,
         CallVerdict::Allow => false,
@@ -1015,13 +1034,13 @@ mod tests {
     /// A call of `data` to `to()` counting `counts`, by a guarded or unguarded agent.
     fn call_site<'a>(data: &'a [u8], counts: &'a [Counted], unlimited: bool, guarded: bool) -> CallSite<'a> {
         CallSite {
-            facts: crate::domain::call::CallFacts {
+            subject: Subject::Call(crate::domain::call::CallFacts {
                 chain: "base",
                 to: to(),
                 calldata: data,
                 value_wei: U256::ZERO,
                 agent: Address::repeat_byte(0x11),
-            },
+            }),
             unlimited,
             guarded,
             counts,

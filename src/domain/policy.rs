@@ -145,6 +145,13 @@ impl Policy {
         super::call::policy::judge(self.calls.as_deref(), call, guarded)
     }
 
+    /// The verdict of the typed-data rules (§18): none matching, or no `calls`, refuses.
+    pub fn judge_typed(&self, typed: &super::call::typed::TypedFacts<'_>) -> super::call::CallVerdict {
+        self.calls
+            .as_deref()
+            .map_or(super::call::CallVerdict::Deny, |c| c.judge_typed(typed))
+    }
+
     /// Whether calls and signatures may grant unlimited allowances (§18; by default they may not).
     pub fn allows_unlimited_approvals(&self) -> bool {
         self.calls.as_ref().is_some_and(|c| c.allow_unlimited_approvals)

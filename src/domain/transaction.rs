@@ -160,26 +160,53 @@ pub struct CallRecord {
     pub function: Option<String>,
     pub args: Option<Vec<serde_json::Value>>,
     pub simulation: serde_json::Value,
+    /// Set on an EIP-712 signature (`sign-typed-data`, kind `typed_data`): no calldata, no transaction; the
+    /// signature, once made, is the transfer's signed bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed_data: Option<TypedDataRecord>,
+}
+
+/// What a typed-data signature is made from: the typed data as the request wrote it, and its EIP-712 digest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TypedDataRecord {
+    pub typed_data: serde_json::Value,
+    pub digest: alloy::primitives::B256,
+}
+
+impl CallRecord {
+    /// The call as the API and the stream show it (§18 `call`): the contract `to`, the selector, and the function
+    /// and arguments it was decoded as.
+    pub fn shown(&self, to: alloy::primitives::Address) -> serde_json::Value {
+        serde_json::json!({"to": to.to_checksum(None), "selector": self.selector, "function": self.function,
+            "args": self.args})
+    }
 }
 
 /// What an outflow is, as stored (the `kind` column): `transfer`, a transaction of the agent's wallet (a call
-/// included), or `x402`, an authorization a resource settles (§16; its record is `x402`).
-pub fn kind_of(x402: Option<&X402Record>) -> &'static str {
-    match x402 {
-        Some(_) => "x402",
-        None => "transfer",
+/// included), `x402`, an authorization a resource settles (§16; its record is `x402`), or `typed_data`, an EIP-712
+/// signature (§18), complete once made.
+pub fn kind_of(x402: Option<&X402Record>, call: Option<&CallRecord>) -> &'static str {
+    match (x402, call) {
+        (Some(_), _) => "x402",
+        (None, Some(c)) if c.typed_data.is_some() => "typed_data",
+        (None, _) => "transfer",
     }
 }
 
 /// What an outflow is, as shown (`kind`): a call (§18) is a transaction of the wallet shown as `call`.
 pub fn shown_kind(x402: Option<&X402Record>, call: Option<&CallRecord>) -> &'static str {
     match call {
-        Some(_) => "call",
-        None => kind_of(x402),
+        Some(c) if c.typed_data.is_none() => "call",
+        _ => kind_of(x402, call),
     }
 }
 
 impl StoredTx {
+    /// Whether it is a transaction of the agent's wallet (a nonce, a hash), not an off-chain signature.
+    pub fn on_chain(&self) -> bool {
+        self.x402.is_none() && self.call.as_ref().is_none_or(|c| c.typed_data.is_none())
+    }
+
     /// `transfer`, `call` or `x402`, as shown (see `shown_kind`).
     pub fn kind(&self) -> &'static str {
         shown_kind(self.x402.as_ref(), self.call.as_ref())
@@ -189,6 +216,7 @@ impl StoredTx {
     pub fn chain_hash(&self) -> Option<&str> {
         match &self.x402 {
             Some(record) => record.settlement_tx.as_deref(),
+            None if !self.on_chain() => None,
             None => Some(&self.tx_hash),
         }
     }

@@ -26,6 +26,7 @@ pub mod reissue;
 pub mod streams;
 pub mod transactions;
 pub mod transfers;
+pub mod typed_data;
 pub mod views;
 pub mod wallets;
 pub mod x402;
@@ -118,6 +119,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(transactions::router())
         .merge(transfers::router())
         .merge(calls::router())
+        .merge(typed_data::router())
         .merge(x402::router())
         .merge(cancel::router())
         .merge(chat::router())

@@ -112,15 +112,15 @@ fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
     let mut errors = BTreeMap::new();
     let mut limits = BTreeMap::new();
     for (key, raw) in body.limits {
-        let Some(asset) = assets.resolve(&key) else {
+        let Some((asset_key, decimals)) = assets.limit_key(&key) else {
             errors.insert(
                 format!("limits.{key}"),
-                "unknown asset (expected <chain>:<SYMBOL>, e.g. base:ETH)".into(),
+                "unknown asset (expected <chain>:<SYMBOL>, e.g. base:ETH, or <chain>:<token address>)".into(),
             );
             continue;
         };
         let mut amount = |name: &str, text: Option<String>| {
-            let parsed = text.map(|t| parse_units(&t, asset.decimals)).transpose();
+            let parsed = text.map(|t| parse_units(&t, decimals)).transpose();
             parsed.unwrap_or_else(|e| {
                 errors.insert(format!("limits.{key}.{name}"), format!("amount {e}"));
                 None
@@ -132,7 +132,7 @@ fn validate(body: PolicyBody, assets: &asset::Registry) -> Result<Policy> {
             per_week: amount("per_week", raw.per_week),
             approval_above: amount("approval_above", raw.approval_above),
         };
-        limits.insert(asset.key(), parsed);
+        limits.insert(asset_key, parsed);
     }
     let mut addresses = |field: &str, list: Vec<String>| -> Vec<Address> {
         let mut out = Vec::new();

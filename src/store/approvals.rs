@@ -101,7 +101,7 @@ impl Approval {
 
     /// `event: approval_required`.
     pub fn required_event(&self) -> Value {
-        json!({
+        let mut event = json!({
             "type": "approval_required",
             "transfer_id": self.id,
             "conversation_id": self.conversation_id,
@@ -111,7 +111,16 @@ impl Approval {
             "to": self.to.to_checksum(None),
             "amount": self.amount(),
             "expires_at": self.expires_at,
-        })
+        });
+        // A held call shows what it would do (§18): the decoded call and its simulated changes.
+        if let Some(call) = &self.call {
+            event["kind"] = json!(self.kind());
+            if call.typed_data.is_none() {
+                event["call"] = call.shown(self.to);
+            }
+            event["simulation"] = call.simulation.clone();
+        }
+        event
     }
 
     /// The audit entry of the decision taken on it (`transfer_approved` with the hash signed, `transfer_rejected`,

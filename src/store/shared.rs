@@ -196,7 +196,7 @@ impl TxRow {
             // An x402 payment has no nonce and no transaction of the agent's: both columns are NULL (0 and "" here).
             nonce: match self.nonce {
                 Some(n) => u64_from(n, "nonce")?,
-                None if self.kind == "x402" => 0,
+                None if self.kind == "x402" || self.kind == "typed_data" => 0,
                 None => return Err(StoreError::Corrupt("transactions.nonce".into())),
             },
             from: address_from_text(&self.from_address)?,
@@ -214,7 +214,7 @@ impl TxRow {
             raw_tx: self.raw_tx,
             tx_hash: match self.tx_hash {
                 Some(hash) => hash,
-                None if self.kind == "x402" => String::new(),
+                None if self.kind == "x402" || self.kind == "typed_data" => String::new(),
                 None => return Err(StoreError::Corrupt("transactions.tx_hash".into())),
             },
             status: TxState::parse(&self.status)
@@ -241,7 +241,10 @@ pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
         .x402
         .as_ref()
         .map(|record| serde_json::to_string(record).expect("an x402 record serialises"));
-    (crate::domain::transaction::kind_of(tx.x402.as_ref()), record)
+    (
+        crate::domain::transaction::kind_of(tx.x402.as_ref(), tx.call.as_ref()),
+        record,
+    )
 }
 
 /// The `call_record` column of a call (NULL for anything else).
@@ -278,7 +281,11 @@ pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super:
         actual_cost_wei: None,
         raw_tx: signed.raw,
         tx_hash: signed.hash,
-        status: TxState::Signed,
+        // A typed-data signature is complete once made: nothing is sent or mined.
+        status: match request.call.as_ref().is_some_and(|c| c.typed_data.is_some()) {
+            true => TxState::Confirmed,
+            false => TxState::Signed,
+        },
         block_number: None,
         gas_used: None,
         created_at: now,

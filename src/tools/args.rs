@@ -50,6 +50,15 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An object argument; `None` when absent or null.
+    pub fn object(&self, key: &str) -> Result<Option<&'a Value>, ToolError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value @ Value::Object(_)) => Ok(Some(value)),
+            Some(_) => Err(ToolError::invalid(format!("{key} must be an object"))),
+        }
+    }
+
     fn string(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),

@@ -1,6 +1,6 @@
 //! The contract-call tools (capability `transact`, §18): `call_contract` simulates, judges and sends a call through
-//! the transfer service; `simulate_call` answers the same simulation and verdict and signs nothing. Their results
-//! are the API's answers.
+//! the transfer service; `simulate_call` answers the same simulation and verdict and signs nothing;
+//! `sign_typed_data` signs EIP-712 typed data a rule allows. Their results are the API's answers.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -41,7 +41,57 @@ pub const TOOLS: &[Tool] = &[
         required: &["chain", "to"],
         run: simulate_call,
     },
+    Tool {
+        name: "sign_typed_data",
+        capability: Capability::Transact,
+        effect: Effect::MovesFunds,
+        description: "Sign EIP-712 typed data with the agent's key (a permit, an order): allowed only by a typed-data rule of the agent's policy; a permit counts as the allowance it grants. The domain's chainId must be the chain's.",
+        arguments: typed_data_arguments,
+        required: &["chain", "typed_data"],
+        run: sign_typed_data,
+    },
 ];
+
+fn typed_data_arguments(f: &super::Fragments) -> Value {
+    json!({
+        "chain": f.chain,
+        "typed_data": { "type": "object", "description": "EIP-712 typed data: {types, primaryType, domain, message}" }
+    })
+}
+
+fn sign_typed_data<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.chain(cx.agent)?;
+        let json = args
+            .object("typed_data")?
+            .ok_or_else(|| ToolError::invalid("typed_data is required (EIP-712 typed data)"))?;
+        let typed = call::typed::parse(json, chain.chain_id).map_err(|e| ToolError::invalid(e.to_string()))?;
+        let digest = typed.digest.to_string();
+        let outcome = cx
+            .services
+            .transfers
+            .sign_typed_data(crate::transfers::TypedOrder {
+                agent: cx.agent,
+                chain,
+                typed,
+                conversation_id: cx.conversation_id,
+                actor: cx.actor,
+                mandate: cx.mandate,
+                guarded: cx.guarded,
+            })
+            .await?;
+        Ok(match outcome {
+            TransferOutcome::Sent { tx, .. } => json!({
+                "transfer_id": tx.id, "kind": "typed_data", "signature": alloy::hex::encode_prefixed(&tx.raw_tx),
+                "digest": digest,
+            }),
+            TransferOutcome::AwaitingApproval { approval, .. } => json!({
+                "transfer_id": approval.id, "kind": "typed_data", "status": "awaiting_approval",
+                "expires_at": approval.expires_at, "digest": digest,
+            }),
+        })
+    })
+}
 
 /// The order a tool call asks for.
 fn order<'a>(cx: &'a ToolContext<'a>, args: &Args<'a>) -> Result<CallOrder<'a>, ToolError> {

@@ -253,7 +253,8 @@ mod tests {
                 "send_token",
                 "pay_http",
                 "call_contract",
-                "simulate_call"
+                "simulate_call",
+                "sign_typed_data"
             ]
         );
         assert_eq!(of(Capability::Analytics), ["spending_summary", "transaction_history"]);
@@ -288,6 +289,7 @@ mod tests {
                 "to",
                 "token",
                 "tx_hash",
+                "typed_data",
                 "url",
                 "value"
             ]

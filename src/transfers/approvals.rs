@@ -49,11 +49,19 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        if let Some(record) = &approval.call {
+        if let Some(record) = approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
             // What the owner saw must still be what the call does (§18).
             self.check_unchanged(agent, chain, &approval, record).await?;
         }
         let kind = match (&approval.call, approval.token) {
+            // A signature grants what its message says, whenever it is made: nothing to simulate again.
+            (Some(record), _) if let Some(typed) = &record.typed_data => {
+                Kind::TypedData(Box::new(super::send::TypedDraft {
+                    record: record.clone(),
+                    digest: typed.digest,
+                    check: None,
+                }))
+            }
             (Some(record), _) => Kind::Call(Box::new(super::send::CallDraft {
                 record: record.clone(),
                 check: None,

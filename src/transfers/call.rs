@@ -88,13 +88,13 @@ pub struct Previewed {
 
 /// An asset of the chain as the policy and the views name it: a registry asset by its symbol (amounts in whole
 /// units), any other token by its lower-case address (amounts in base units).
-struct Named {
-    asset_key: String,
-    registry: Option<Asset>,
+pub(super) struct Named {
+    pub asset_key: String,
+    pub registry: Option<Asset>,
 }
 
 impl Named {
-    fn amount(&self, value: U256) -> String {
+    pub(super) fn amount(&self, value: U256) -> String {
         match &self.registry {
             Some(asset) => format_units(value, asset.decimals),
             None => value.to_string(),
@@ -103,7 +103,7 @@ impl Named {
 }
 
 impl Transfers {
-    fn name_token(&self, chain: &'static ChainInfo, token: Option<Address>) -> Named {
+    pub(super) fn name_token(&self, chain: &'static ChainInfo, token: Option<Address>) -> Named {
         match token {
             None => Named {
                 asset_key: asset::key(chain.name, chain.native_symbol),
@@ -210,6 +210,7 @@ impl Transfers {
             function: decoded.function,
             args: decoded.args,
             simulation: serde_json::to_value(&simulation).unwrap_or_default(),
+            typed_data: None,
         };
         Ok(Previewed {
             record,
@@ -507,13 +508,13 @@ impl Transfers {
             .copied()
             .unwrap_or_default();
         let site = crate::domain::decision::CallSite {
-            facts: call::CallFacts {
+            subject: crate::domain::decision::Subject::Call(call::CallFacts {
                 chain: chain.name,
                 to: order.to,
                 calldata: &previewed.record.data,
                 value_wei: order.value,
                 agent: from,
-            },
+            }),
             unlimited: previewed.check.unlimited,
             guarded: previewed.check.guarded,
             counts: &counts,

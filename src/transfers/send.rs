@@ -52,6 +52,17 @@ pub(super) enum Kind<'a> {
     Payment(Box<PaymentDraft<'a>>),
     /// A contract call (§18): its calldata with native `value`, at the gas limit its simulation found.
     Call(Box<CallDraft>),
+    /// An EIP-712 signature (§18 `sign-typed-data`): its digest signed, nothing sent; its record carries the typed
+    /// data (`CallRecord::typed_data`) and what it grants.
+    TypedData(Box<TypedDraft>),
+}
+
+/// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
+/// approved it).
+pub(super) struct TypedDraft {
+    pub record: CallRecord,
+    pub digest: alloy::primitives::B256,
+    pub check: Option<crate::store::CallCheck>,
 }
 
 /// What a call is signed from: its record (calldata, decoding, simulation) and the gas limit to sign.
@@ -94,13 +105,13 @@ impl Kind<'_> {
             Kind::Native => chain.native_symbol.to_string(),
             Kind::Token(asset) => asset.symbol.clone(),
             Kind::Payment(p) => p.token.symbol.clone(),
-            Kind::Call(_) => chain.native_symbol.to_string(),
+            Kind::Call(_) | Kind::TypedData(_) => chain.native_symbol.to_string(),
         }
     }
 
     /// Whether it is a transaction of the agent's wallet (a nonce, a broadcast).
     fn on_chain(&self) -> bool {
-        !matches!(self, Kind::Payment(_))
+        !matches!(self, Kind::Payment(_) | Kind::TypedData(_))
     }
 
     async fn quote(&self, client: &ChainClient, o: &Outflow<'_>) -> Result<Quote, TransferError> {
@@ -108,6 +119,15 @@ impl Kind<'_> {
             Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
             Kind::Call(call) => quote_call(client, o.chain, call, o.from, o.to, o.value).await,
             Kind::Token(asset) => quote_token(client, o.chain, asset, o.from, o.to, o.value).await,
+            // Nothing is sent: no gas, no balance to hold.
+            Kind::TypedData(_) => Ok(Quote {
+                gas_limit: 0,
+                max_fee_per_gas: 0,
+                priority_fee: 0,
+                reserved: U256::ZERO,
+                funds: None,
+                token_balance: None,
+            }),
             // No native coin moves: the facilitator pays the gas.
             Kind::Payment(p) => Ok(Quote {
                 gas_limit: 0,
@@ -137,6 +157,16 @@ impl Kind<'_> {
                     hash: String::new(),
                 })
                 .map_err(|e| e.to_string()),
+            Kind::TypedData(t) => {
+                use alloy::signers::SignerSync;
+                signer
+                    .sign_hash_sync(&t.digest)
+                    .map(|signature| SignedTx {
+                        raw: signature.as_bytes().to_vec(),
+                        hash: String::new(),
+                    })
+                    .map_err(|e| e.to_string())
+            }
             _ => sign_transfer(signer, chain, request, priority_fee, nonce),
         }
     }
@@ -159,7 +189,7 @@ impl Outflow<'_> {
             node_nonce,
             asset: self.kind.symbol(self.chain),
             token: match &self.kind {
-                Kind::Native | Kind::Call(_) => None,
+                Kind::Native | Kind::Call(_) | Kind::TypedData(_) => None,
                 Kind::Token(asset) => token_ref(asset),
                 Kind::Payment(p) => token_ref(&p.token),
             },
@@ -172,10 +202,12 @@ impl Outflow<'_> {
             },
             call: match &self.kind {
                 Kind::Call(c) => Some(c.record.clone()),
+                Kind::TypedData(t) => Some(t.record.clone()),
                 _ => None,
             },
             call_check: match &self.kind {
                 Kind::Call(c) => c.check.clone(),
+                Kind::TypedData(t) => t.check.clone(),
                 _ => None,
             },
             mandate: self.mandate.clone(),

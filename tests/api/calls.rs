@@ -434,6 +434,9 @@ async fn a_held_call_is_simulated_again_on_approval_and_refused_when_it_would_ta
     let list = format!("/api/agents/{}/approvals", s.agent.id);
     let (_, waiting) = crate::policy::call(&s.app, &s.agent, true, Method::GET, &list, None).await;
     assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
+    // The owner sees what it would do: the decoded call and its changes.
+    assert_eq!(waiting[0]["call"]["function"], exact_out, "{waiting}");
+    assert_eq!(waiting[0]["simulation"], held["simulation"], "{waiting}");
 
     // Asked again at today's price, held and approved unchanged: it lands.
     let reject = format!("/api/agents/{}/transfers/{id}/reject", s.agent.id);

@@ -48,6 +48,7 @@ mod transfer_concurrency;
 mod transfer_recovery;
 mod transfers;
 mod transfers_api;
+mod typed_data;
 mod wallets;
 mod x402;
 mod x402_fetch;

@@ -44,6 +44,7 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
     ("POST", "/api/agents/{id}/calls"),
     ("POST", "/api/agents/{id}/calls/simulate"),
+    ("POST", "/api/agents/{id}/sign-typed-data"),
     ("POST", "/api/agents/{id}/x402/fetch"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
@@ -353,6 +354,35 @@ async fn drive_calls(app: &TestApp, anvil: &Anvil, oracle: &mut Oracle) {
         "POST",
         "/api/agents/{id}/calls",
         &send(app, Method::POST, &create, Some(&agent.token), Some(bad)).await,
+    );
+    // Typed data: refused without a rule, signed under one, malformed.
+    let typed = json!({"chain": "base", "typed_data": {
+        "types": {"EIP712Domain": [{"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}],
+            "Permit": [{"name": "owner", "type": "address"}, {"name": "spender", "type": "address"},
+                {"name": "value", "type": "uint256"}, {"name": "nonce", "type": "uint256"}, {"name": "deadline", "type": "uint256"}]},
+        "primaryType": "Permit",
+        "domain": {"chainId": 8453, "verifyingContract": token.to_checksum(None)},
+        "message": {"owner": wallet(agent).to_checksum(None), "spender": fresh_address().to_checksum(None),
+            "value": "1000", "nonce": 0, "deadline": "99999999999"}}});
+    let sign = format!("/api/agents/{}/sign-typed-data", agent.id);
+    let path = "/api/agents/{id}/sign-typed-data";
+    oracle.check(
+        "POST",
+        path,
+        &send(app, Method::POST, &sign, Some(&agent.token), Some(typed.clone())).await,
+    );
+    let policy = format!("/api/agents/{}/policy", agent.id);
+    let rule = json!({"calls": {"rules": [{"typed_data": {"primary_type": "Permit"}, "action": "allow"}]}});
+    let put = send(app, Method::PUT, &policy, Some(&agent.token), Some(rule)).await;
+    assert_eq!(put.status, StatusCode::OK, "{}", put.text);
+    let signed = send(app, Method::POST, &sign, Some(&agent.token), Some(typed)).await;
+    assert_eq!(signed.status, StatusCode::OK, "{}", signed.text);
+    oracle.check("POST", path, &signed);
+    let malformed = json!({"chain": "base", "typed_data": {"types": {}}});
+    oracle.check(
+        "POST",
+        path,
+        &send(app, Method::POST, &sign, Some(&agent.token), Some(malformed)).await,
     );
 }
 

@@ -362,6 +362,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/sign-typed-data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign EIP-712 typed data
+         * @description Signs typed data that a typed-data rule of the policy's `calls` allows (none matching: 403 `policy_denied`, rule
+         *     `call_denied`, on every agent). The domain's `chainId` must be the chain's id; EIP-3009 authorizations are
+         *     refused (paid through x402 only). Permits (EIP-2612, DAI, Permit2) count as the allowances they grant, against
+         *     the assets' limits and the unlimited-approval guard. 200 `{signature, digest}`, or 202 when held for approval.
+         */
+        post: operations["sign_typed_data"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/transactions": {
         parameters: {
             query?: never;
@@ -1141,6 +1164,13 @@ export interface components {
              */
             args?: unknown[] | null;
         };
+        /** @description Typed data to sign on one of the agent's chains. */
+        NewSignature: {
+            /** @description One of the agent's chains; the domain's `chainId` must be its id. */
+            chain: string;
+            /** @description EIP-712 typed data: `{types, primaryType, domain, message}`. */
+            typed_data: Record<string, never>;
+        };
         /** @description A transfer to make. */
         NewTransfer: {
             /** @description One of the agent's chains. */
@@ -1233,6 +1263,21 @@ export interface components {
          * @enum {string}
          */
         RoleView: "user" | "assistant";
+        /** @description A signature made, or one held for the owner. */
+        SignatureView: {
+            /** @description 0x + 65 bytes (r, s, v). */
+            signature: string;
+            /** @description 0x + the 32-byte EIP-712 hash signed. */
+            digest: string;
+        } | {
+            /** Format: uuid */
+            transfer_id: string;
+            /** @description `awaiting_approval`. */
+            status: string;
+            /** Format: date-time */
+            expires_at: string;
+            digest: string;
+        };
         /** @description A call's simulation and the verdict it would get now. */
         SimulatedCall: {
             call: components["schemas"]["CallView"];
@@ -1316,10 +1361,12 @@ export interface components {
             transfer_id: string;
             chain: string;
             /**
-             * @description `transfer` (a transaction of the agent's), `call` (a contract call, §18) or `x402` (a payment
-             *     authorization a resource settles, §16).
+             * @description `transfer` (a transaction of the agent's), `call` (a contract call, §18), `x402` (a payment
+             *     authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`).
              */
             kind: string;
+            /** @description Set on a typed-data signature once it is made: the signature and the digest signed. */
+            typed_data?: components["schemas"]["TypedDataView"];
             /** @description Set on x402 payments. */
             x402?: components["schemas"]["X402View"];
             /** @description Set on contract calls: the contract, the selector sent and what it was decoded as. */
@@ -1374,6 +1421,13 @@ export interface components {
          * @enum {string}
          */
         TxStatusView: "pending" | "confirmed" | "reverted" | "dropped" | "cancelled" | "expired";
+        /** @description An EIP-712 signature (§18 `sign-typed-data`). */
+        TypedDataView: {
+            /** @description 0x + 65 bytes (r, s, v). */
+            signature: string;
+            /** @description 0x + the 32-byte EIP-712 hash signed. */
+            digest: string;
+        };
         /** @description Absent fields stay as they are. */
         UpdateAgent: {
             name?: string | null;
@@ -4522,6 +4576,291 @@ export interface operations {
                      *       "error": {
                      *         "code": "internal_error",
                      *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sign_typed_data: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "chain": "base",
+                 *       "typed_data": {
+                 *         "domain": {
+                 *           "chainId": 8453,
+                 *           "name": "USD Coin",
+                 *           "verifyingContract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "version": "2"
+                 *         },
+                 *         "message": {
+                 *           "deadline": "1999999999",
+                 *           "nonce": 0,
+                 *           "owner": "0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
+                 *           "spender": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                 *           "value": "100000000"
+                 *         },
+                 *         "primaryType": "Permit",
+                 *         "types": {
+                 *           "EIP712Domain": [
+                 *             {
+                 *               "name": "name",
+                 *               "type": "string"
+                 *             },
+                 *             {
+                 *               "name": "version",
+                 *               "type": "string"
+                 *             },
+                 *             {
+                 *               "name": "chainId",
+                 *               "type": "uint256"
+                 *             },
+                 *             {
+                 *               "name": "verifyingContract",
+                 *               "type": "address"
+                 *             }
+                 *           ],
+                 *           "Permit": [
+                 *             {
+                 *               "name": "owner",
+                 *               "type": "address"
+                 *             },
+                 *             {
+                 *               "name": "spender",
+                 *               "type": "address"
+                 *             },
+                 *             {
+                 *               "name": "value",
+                 *               "type": "uint256"
+                 *             },
+                 *             {
+                 *               "name": "nonce",
+                 *               "type": "uint256"
+                 *             },
+                 *             {
+                 *               "name": "deadline",
+                 *               "type": "uint256"
+                 *             }
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewSignature"];
+            };
+        };
+        responses: {
+            /** @description Signed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "digest": "0x5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e",
+                     *       "signature": "0xabababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab1b"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SignatureView"];
+                };
+            };
+            /** @description Held for an owner's approval */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignatureView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "policy_denied",
+                     *         "details": {
+                     *           "rule": "call_denied"
+                     *         },
+                     *         "message": "the agent's policy refuses this transfer (rule call_denied)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the resource's state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_in_progress",
+                     *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "typed_data": "typed_data.domain.chainId is 1, but the request's chain has id 8453"
+                     *           }
+                     *         },
+                     *         "message": "typed_data: typed_data.domain.chainId is 1, but the request's chain has id 8453"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
                      *       }
                      *     }
                      */

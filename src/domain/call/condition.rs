@@ -228,7 +228,7 @@ fn read_operand(json: &Value, kind: Kind, op: &str) -> Result<Operand, Condition
 
 /// A typed-data operand read by its spelling: a 20-byte 0x value is an address (a `0x` string of another length
 /// is bytes), digits an integer, anything else a string.
-fn loose(json: &Value) -> Option<Operand> {
+pub fn loose(json: &Value) -> Option<Operand> {
     match json {
         Value::Bool(b) => Some(Operand::Bool(*b)),
         Value::Number(_) => parse_uint(json)

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::condition::{Condition, Operand, operand_of};
 use super::request;
+use super::typed::TypedFacts;
 
 pub mod parse;
 
@@ -172,6 +173,35 @@ impl CallsPolicy {
                 Rule::Call(r) => approve(r.action),
                 Rule::TypedData(r) => approve(r.action),
             })
+    }
+}
+
+impl CallsPolicy {
+    /// The first typed-data rule that matches decides; none: refused, on every agent (§18: typed data is signed
+    /// only where a rule says so; `default` is for calls).
+    pub fn judge_typed(&self, typed: &TypedFacts<'_>) -> CallVerdict {
+        self.rules
+            .iter()
+            .find_map(|rule| match rule {
+                Rule::TypedData(rule) if rule.matches(typed) => Some(rule.action.into()),
+                _ => None,
+            })
+            .unwrap_or(CallVerdict::Deny)
+    }
+}
+
+impl TypedDataRule {
+    /// Whether the primary type is the rule's and every domain and message condition holds (an absent field
+    /// holds none).
+    pub fn matches(&self, typed: &TypedFacts<'_>) -> bool {
+        let holds = |in_domain: bool, conditions: &BTreeMap<String, Condition>| {
+            conditions.iter().all(|(path, condition)| {
+                typed
+                    .operand(in_domain, path)
+                    .is_some_and(|actual| condition.holds(&actual, typed.agent))
+            })
+        };
+        self.primary_type == typed.primary_type && holds(true, &self.domain) && holds(false, &self.message)
     }
 }
 

@@ -48,7 +48,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
             | "reject_transfer" => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
-            "create_call" | "simulate_call" => TransferError::PolicyDenied(PolicyRule::CallDenied).into(),
+            "create_call" | "simulate_call" | "sign_typed_data" => {
+                TransferError::PolicyDenied(PolicyRule::CallDenied).into()
+            }
             "fetch_paid" => TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into(),
             _ => AppError::Forbidden,
         },
@@ -59,7 +61,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "approve_transfer" => TransferError::NotAwaiting(ApprovalStatus::Expired).into(),
             "reject_transfer" => TransferError::NotAwaiting(ApprovalStatus::Approved).into(),
             "cancel_transfer" => TransferError::NotPending("confirmed").into(),
-            "create_transfer" | "create_call" | "fetch_paid" | "chat" => AppError::Conflict {
+            "create_transfer" | "create_call" | "sign_typed_data" | "fetch_paid" | "chat" => AppError::Conflict {
                 code: "idempotency_in_progress",
                 message: "a request with this Idempotency-Key is still running; retry when it has finished".into(),
             },
@@ -79,6 +81,10 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "owner_session" | "reissue_token" => AppError::ChallengeExpired,
             "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),
             "create_transfer" => TransferError::InvalidRecipient("the recipient is the agent's own wallet").into(),
+            "sign_typed_data" => AppError::field(
+                "typed_data",
+                "typed_data.domain.chainId is 1, but the request's chain has id 8453",
+            ),
             "create_call" | "simulate_call" => {
                 TransferError::CallReverted("UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT".into()).into()
             }

@@ -116,6 +116,23 @@ pub fn component(name: &str) -> Option<Value> {
             "function": "approve(address,uint256)",
             "args": [RECIPIENT, "100000000"],
         }),
+        "NewSignature" => json!({
+            "chain": "base",
+            "typed_data": {
+                "types": {
+                    "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
+                        {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}],
+                    "Permit": [{"name": "owner", "type": "address"}, {"name": "spender", "type": "address"},
+                        {"name": "value", "type": "uint256"}, {"name": "nonce", "type": "uint256"},
+                        {"name": "deadline", "type": "uint256"}]
+                },
+                "primaryType": "Permit",
+                "domain": {"name": "USD Coin", "version": "2", "chainId": 8453,
+                    "verifyingContract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"},
+                "message": {"owner": "0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF", "spender": RECIPIENT,
+                    "value": "100000000", "nonce": 0, "deadline": "1999999999"}
+            }
+        }),
         "FetchBody" => json!({
             "url": "https://api.example.com/reports/latest",
             "max_amount": "0.10",
@@ -146,6 +163,10 @@ pub fn component(name: &str) -> Option<Value> {
         }),
         "ReissuedView" => json!({"access_token": AGENT_TOKEN, "agent": agent_detail()}),
         "TransferView" => transfer(),
+        "SignatureView" => json!({
+            "signature": format!("0x{}1b", "ab".repeat(64)),
+            "digest": format!("0x{}", "5e".repeat(32)),
+        }),
         "SimulatedCall" => json!({
             "call": {"to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "selector": "0x095ea7b3",
                 "function": "approve(address,uint256)", "args": [RECIPIENT, "100000000"]},

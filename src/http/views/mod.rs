@@ -25,7 +25,7 @@ pub use owners::{OwnerChallengeView, OwnerSessionView};
 pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
-pub use transfers::{CallView, TransferStatusView, TransferView};
+pub use transfers::{CallView, TransferStatusView, TransferView, TypedDataView};
 pub use wallets::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FailedTokenBalanceView, FundingView,
     TokenBalanceEntryView, TokenBalanceView,

@@ -64,7 +64,7 @@ impl PolicyView {
 }
 
 fn limits_view(assets: &asset::Registry, key: &str, limits: &AssetLimits) -> AssetLimitsView {
-    let decimals = assets.resolve(key).map_or(18, |a| a.decimals);
+    let decimals = assets.limit_key(key).map_or(18, |(_, decimals)| decimals);
     let text = |v: Option<alloy::primitives::U256>| v.map(|v| format_units(v, decimals));
     AssetLimitsView {
         per_transfer: text(limits.per_transfer),

@@ -83,6 +83,26 @@ impl CallView {
     }
 }
 
+/// An EIP-712 signature (§18 `sign-typed-data`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TypedDataView {
+    /// 0x + 65 bytes (r, s, v).
+    pub signature: String,
+    /// 0x + the 32-byte EIP-712 hash signed.
+    pub digest: String,
+}
+
+impl TypedDataView {
+    /// The signature of a stored typed-data transfer (`None` for anything else).
+    pub fn of(tx: &StoredTx) -> Option<Self> {
+        let typed = tx.call.as_ref()?.typed_data.as_ref()?;
+        Some(TypedDataView {
+            signature: alloy::hex::encode_prefixed(&tx.raw_tx),
+            digest: typed.digest.to_string(),
+        })
+    }
+}
+
 /// What an x402 payment (§16) adds to its transfer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct X402View {
@@ -118,9 +138,13 @@ pub struct TransferView {
     /// The same as `id`, under the name the approval endpoints use.
     pub transfer_id: Uuid,
     pub chain: String,
-    /// `transfer` (a transaction of the agent's), `call` (a contract call, §18) or `x402` (a payment
-    /// authorization a resource settles, §16).
+    /// `transfer` (a transaction of the agent's), `call` (a contract call, §18), `x402` (a payment
+    /// authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`).
     pub kind: &'static str,
+    /// Set on a typed-data signature once it is made: the signature and the digest signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub typed_data: Option<TypedDataView>,
     /// Set on x402 payments.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -180,8 +204,13 @@ impl From<&StoredTx> for TransferView {
             transfer_id: tx.id,
             chain: tx.chain.clone(),
             kind: tx.kind(),
+            typed_data: TypedDataView::of(tx),
             x402: tx.x402.as_ref().map(X402View::new),
-            call: tx.call.as_ref().map(|c| CallView::new(tx.to, c)),
+            call: tx
+                .call
+                .as_ref()
+                .filter(|c| c.typed_data.is_none())
+                .map(|c| CallView::new(tx.to, c)),
             simulation: tx.call.as_ref().map(|c| c.simulation.clone()),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
@@ -190,7 +219,7 @@ impl From<&StoredTx> for TransferView {
             amount: format_units(tx.value_wei, tx.decimals()),
             amount_wei: tx.value_wei.to_string(),
             status: tx.status.into(),
-            nonce: tx.x402.is_none().then_some(tx.nonce),
+            nonce: tx.on_chain().then_some(tx.nonce),
             replaced_hashes: Vec::new(),
             block_number: tx.block_number,
             conversation_id: tx.conversation_id,
@@ -210,8 +239,13 @@ impl From<&Approval> for TransferView {
             transfer_id: a.id,
             chain: a.chain.clone(),
             kind: a.kind(),
+            typed_data: None,
             x402: a.x402.as_ref().map(X402View::new),
-            call: a.call.as_ref().map(|c| CallView::new(a.to, c)),
+            call: a
+                .call
+                .as_ref()
+                .filter(|c| c.typed_data.is_none())
+                .map(|c| CallView::new(a.to, c)),
             simulation: a.call.as_ref().map(|c| c.simulation.clone()),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),

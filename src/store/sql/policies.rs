@@ -446,7 +446,7 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(crate::domain::transaction::kind_of(a.x402.as_ref()))
+        .bind(crate::domain::transaction::kind_of(a.x402.as_ref(), a.call.as_ref()))
         .bind(
             a.x402
                 .as_ref()

@@ -14,7 +14,8 @@ use super::policies::GateRead;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
 use crate::domain::call::CallFacts;
-use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing};
+use crate::domain::call::typed::TypedFacts;
+use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing, Subject};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
@@ -122,9 +123,10 @@ where
             }
             _ => Vec::new(),
         };
-        let stored_nonce = match r.x402 {
-            Some(_) => None,
-            None => Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?,
+        let off_chain = r.x402.is_some() || r.call.as_ref().is_some_and(|c| c.typed_data.is_some());
+        let stored_nonce = match off_chain {
+            true => None,
+            false => Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?,
         };
         let asset_key = asset::key(&r.chain, &r.asset);
         let request = decision::Request {
@@ -139,12 +141,15 @@ where
             }),
             call: match (&r.call, &r.call_check) {
                 (Some(call), Some(check)) => Some(CallSite {
-                    facts: CallFacts {
-                        chain: &r.chain,
-                        to: r.to,
-                        calldata: &call.data,
-                        value_wei: r.value_wei,
-                        agent: r.from,
+                    subject: match &call.typed_data {
+                        Some(typed) => Subject::TypedData(TypedFacts::of(&typed.typed_data, r.from)),
+                        None => Subject::Call(CallFacts {
+                            chain: &r.chain,
+                            to: r.to,
+                            calldata: &call.data,
+                            value_wei: r.value_wei,
+                            agent: r.from,
+                        }),
                     },
                     unlimited: check.unlimited,
                     guarded: check.guarded,
@@ -536,9 +541,9 @@ where
         let (token_address, asset_decimals) = shared::token_columns(record.token);
         let (kind, x402) = shared::x402_columns(record);
         // An x402 payment is an authorization: no nonce and no transaction hash of the agent's (NULL).
-        let (nonce, tx_hash) = match record.x402 {
-            Some(_) => (None, None),
-            None => (Some(record.nonce as i64), Some(record.tx_hash.as_str())),
+        let (nonce, tx_hash) = match record.on_chain() {
+            false => (None, None),
+            true => (Some(record.nonce as i64), Some(record.tx_hash.as_str())),
         };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \

@@ -115,7 +115,8 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
                 "send_token",
                 "pay_http",
                 "call_contract",
-                "simulate_call"
+                "simulate_call",
+                "sign_typed_data"
             ]
         ]
         .concat()
@@ -124,6 +125,16 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
     assert_eq!(send["destructiveHint"], true, "{send}");
     assert_eq!(send["readOnlyHint"], false, "{send}");
     assert_eq!(send["idempotentHint"], false, "{send}");
+    // The tools that sign are destructive; the simulation only reads.
+    for (name, signs) in [
+        ("call_contract", true),
+        ("sign_typed_data", true),
+        ("simulate_call", false),
+    ] {
+        let hints = &tool(&out, name).unwrap()["annotations"];
+        assert_eq!(hints["readOnlyHint"], !signs, "{name}: {hints}");
+        assert_eq!(hints["destructiveHint"] == true, signs, "{name}: {hints}");
+    }
 
     let sent = tool_ok(&out, 0);
     assert_eq!(sent["amount_wei"], milli.to_string(), "{sent}");

@@ -1,0 +1,195 @@
+//! EIP-712 signatures (docs/api.md §18 `sign-typed-data`) on the one send path: typed data is decoded as what it
+//! grants (`domain::call::typed`), judged by the typed-data rules and the unlimited-approval guard, and what it
+//! grants counted against the assets' limits in the reserving transaction, exactly as the same allowance granted
+//! by a call. Nothing is sent: the signature is the transfer's signed bytes, complete once made.
+
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::sol_types::SolCall;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::call::{AllowanceView, ChangeView, SimulationView, allowanceCall};
+use super::send::{Kind, Outflow, TypedDraft};
+use super::{TransferError, TransferOutcome, Transfers};
+use crate::chain::simulate::SimCall;
+use crate::domain::agent::Agent;
+use crate::domain::audit::Actor;
+use crate::domain::call::ledger::{AllowanceMove, TokenOut};
+use crate::domain::call::typed::{Typed, TypedGrant};
+use crate::domain::chain::ChainInfo;
+use crate::domain::transaction::{CallRecord, TypedDataRecord};
+use crate::store::{Authorization, CallCheck, Mandate};
+
+/// Typed data the agent was asked to sign.
+pub struct TypedOrder<'a> {
+    pub agent: &'a Agent,
+    pub chain: &'static ChainInfo,
+    pub typed: Typed,
+    pub conversation_id: Option<Uuid>,
+    pub actor: Actor,
+    pub mandate: &'a Mandate,
+    pub guarded: bool,
+}
+
+impl Transfers {
+    /// Judges, counts and — when allowed — signs typed data (see the module's doc). Audited as
+    /// `typed_data_signed` with the domain, the primary type and what it grants; held or refused as a transfer is.
+    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let outcome = self.try_sign_typed(&order).await;
+        let record = self.typed_record(order.chain, &order.typed);
+        let detail = json!({"chain": order.chain.name, "kind": "typed_data",
+            "to": verifying(&order.typed).to_checksum(None),
+            "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
+            "digest": order.typed.digest, "simulation": record.simulation});
+        self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
+            .await;
+        outcome
+    }
+
+    async fn try_sign_typed(&self, order: &TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let chain = order.chain;
+        let from = *order
+            .agent
+            .wallet_addresses
+            .get(chain.name)
+            .ok_or(TransferError::NoWallet)?;
+        let grants = order.typed.grants();
+        let moves = self.typed_moves(chain, from, &grants).await?;
+        let outs = grants
+            .iter()
+            .filter(|g| g.transfer)
+            .map(|g| TokenOut {
+                asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                token: g.token,
+                amount: g.amount,
+                party: g.spender,
+            })
+            .collect();
+        let check = CallCheck {
+            unlimited: order.typed.grants_unlimited(),
+            guarded: order.guarded,
+            fixed: Vec::new(),
+            outs,
+            moves,
+        };
+        self.send_outflow(Outflow {
+            id: Uuid::new_v4(),
+            agent_id: order.agent.id,
+            chain,
+            conversation_id: order.conversation_id,
+            from,
+            to: verifying(&order.typed),
+            value: U256::ZERO,
+            kind: Kind::TypedData(Box::new(TypedDraft {
+                record: self.typed_record(chain, &order.typed),
+                digest: order.typed.digest,
+                check: Some(check),
+            })),
+            authorization: Authorization::Policy,
+            mandate: order.mandate.clone(),
+        })
+        .await
+    }
+
+    /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation
+    /// is (`approvals` for allowances, `changes` out for a transfer the spender may make).
+    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed) -> CallRecord {
+        let grants = typed.grants();
+        let simulation = SimulationView {
+            changes: grants
+                .iter()
+                .filter(|g| g.transfer)
+                .map(|g| {
+                    let named = self.name_token(chain, Some(g.token));
+                    ChangeView {
+                        token: named.registry.is_none().then(|| g.token.to_checksum(None)),
+                        amount: named.amount(g.amount),
+                        asset: named.asset_key,
+                        direction: "out".into(),
+                    }
+                })
+                .collect(),
+            approvals: grants
+                .iter()
+                .filter(|g| !g.transfer)
+                .map(|g| AllowanceView {
+                    token: g.token.to_checksum(None),
+                    spender: g.spender.to_checksum(None),
+                    amount: self.name_token(chain, Some(g.token)).amount(g.amount),
+                    unlimited: g.unlimited,
+                })
+                .collect(),
+            gas_used: 0,
+        };
+        CallRecord {
+            data: Bytes::new(),
+            selector: None,
+            function: None,
+            args: None,
+            simulation: serde_json::to_value(&simulation).unwrap_or_default(),
+            typed_data: Some(TypedDataRecord {
+                typed_data: typed.json.clone(),
+                digest: typed.digest,
+            }),
+        }
+    }
+
+    /// The allowances a signature sets: from what the token shows now for an EIP-2612 or DAI permit (read in one
+    /// batch; a node that cannot run it, or a token that does not answer, counts the permit whole), from nothing
+    /// for Permit2's, which keeps its own.
+    async fn typed_moves(
+        &self,
+        chain: &'static ChainInfo,
+        from: Address,
+        grants: &[TypedGrant],
+    ) -> Result<Vec<AllowanceMove>, TransferError> {
+        let allowances: Vec<&TypedGrant> = grants.iter().filter(|g| !g.transfer).collect();
+        let reads: Vec<SimCall> = allowances
+            .iter()
+            .filter(|g| g.erc20_allowance)
+            .map(|g| SimCall {
+                from: Address::ZERO,
+                to: g.token,
+                data: allowanceCall {
+                    owner: from,
+                    spender: g.spender,
+                }
+                .abi_encode()
+                .into(),
+                ..SimCall::default()
+            })
+            .collect();
+        let mut current = Vec::new();
+        if !reads.is_empty() {
+            let client = self.chains.get(chain.name)?;
+            if let Ok((_, results)) = client.simulate(&reads, false, None).await {
+                current = results
+                    .iter()
+                    .map(|r| {
+                        (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]))
+                    })
+                    .collect();
+            }
+        }
+        let mut read = current.into_iter();
+        Ok(allowances
+            .into_iter()
+            .map(|g| AllowanceMove {
+                asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                token: g.token,
+                spender: g.spender,
+                before: match g.erc20_allowance {
+                    true => read.next().flatten().unwrap_or(U256::ZERO),
+                    false => U256::ZERO,
+                },
+                after: g.amount,
+            })
+            .collect())
+    }
+}
+
+/// The contract that verifies the signature (the transfer's `to`); the zero address when the domain names none.
+fn verifying(typed: &Typed) -> Address {
+    typed.data.domain.verifying_contract.unwrap_or_default()
+}
