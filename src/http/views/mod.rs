@@ -14,6 +14,7 @@ pub mod reissue;
 pub mod transactions;
 pub mod transfers;
 pub mod wallets;
+pub mod webhooks;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView, AuditHeadView};
@@ -26,6 +27,7 @@ pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use transfers::{CallView, TransferStatusView, TransferView};
+pub use webhooks::{DeliveryView, QueuedEventView, WebhookSecretView, WebhookView};
 pub use wallets::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FailedTokenBalanceView, FundingView,
     TokenBalanceEntryView, TokenBalanceView,
