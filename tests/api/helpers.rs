@@ -30,6 +30,7 @@ pub mod slow_rpc;
 pub mod solidity;
 pub mod sse;
 pub mod uniswap;
+pub mod webhook_receiver;
 mod watcher;
 pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 

@@ -52,3 +52,4 @@ mod wallets;
 mod x402;
 mod x402_fetch;
 mod x402_pay;
+mod webhooks;
