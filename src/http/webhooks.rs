@@ -24,6 +24,7 @@ use crate::auth::{Actor, Authenticator, Caller};
 use crate::domain::webhook;
 use crate::state::AppState;
 use crate::store::webhooks::{Webhook, WebhookChange};
+use crate::store::prelude::*;
 use crate::store::{AuditEvent, StoreError};
 
 const MAX_URL_LEN: usize = 2048;
@@ -398,6 +399,8 @@ async fn list_webhooks(State(state): State<AppState>, _op: Operator) -> Result<J
 }
 
 /// Read a webhook (operator)
+///
+/// Any endpoint, an owner's included; never its secret.
 #[utoipa::path(get, path = "/api/webhooks/{wid}", tag = "webhooks", params(("wid" = String, Path, format = "uuid")),
     security(("admin_token" = [])),
     responses((status = 200, body = WebhookView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
@@ -425,6 +428,8 @@ async fn update_webhook(
 }
 
 /// Delete a webhook (operator)
+///
+/// Removes the endpoint, its pending deliveries and its deliveries log. Audited for an agent's endpoint.
 #[utoipa::path(delete, path = "/api/webhooks/{wid}", tag = "webhooks", params(("wid" = String, Path, format = "uuid")),
     security(("admin_token" = [])),
     responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
@@ -516,6 +521,8 @@ async fn create_agent_webhook(
 }
 
 /// List the agent's webhooks
+///
+/// The agent's endpoints, newest first; never a secret. Owner authority on a guarded agent.
 #[utoipa::path(get, path = "/api/agents/{id}/webhooks", tag = "webhooks", params(("id" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
     responses((status = 200, body = Vec<WebhookView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -529,6 +536,8 @@ async fn list_agent_webhooks(
 }
 
 /// Read one of the agent's webhooks
+///
+/// Owner authority on a guarded agent; another agent's endpoint is 404 `webhook_not_found`.
 #[utoipa::path(get, path = "/api/agents/{id}/webhooks/{wid}", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -544,6 +553,9 @@ async fn get_agent_webhook(
 }
 
 /// Change one of the agent's webhooks
+///
+/// `url`, `events`, `enabled` (enabling it again forgets its failures), `description`. Owner authority on a
+/// guarded agent; audited.
 #[utoipa::path(patch, path = "/api/agents/{id}/webhooks/{wid}", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid")),
     request_body = UpdateWebhook, security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -560,6 +572,8 @@ async fn update_agent_webhook(
 }
 
 /// Delete one of the agent's webhooks
+///
+/// Removes the endpoint, its pending deliveries and its log. Owner authority on a guarded agent; audited.
 #[utoipa::path(delete, path = "/api/agents/{id}/webhooks/{wid}", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -575,6 +589,8 @@ async fn delete_agent_webhook(
 }
 
 /// Rotate the secret of one of the agent's webhooks
+///
+/// A new secret, shown in this answer only; the old one stops signing at once. Audited.
 #[utoipa::path(post, path = "/api/agents/{id}/webhooks/{wid}/rotate-secret", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -590,6 +606,8 @@ async fn rotate_agent_webhook_secret(
 }
 
 /// Send a test event to one of the agent's webhooks
+///
+/// A `webhook.test` event to this endpoint only, whatever its `events`.
 #[utoipa::path(post, path = "/api/agents/{id}/webhooks/{wid}/test", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid")),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -605,6 +623,8 @@ async fn test_agent_webhook(
 }
 
 /// List the deliveries of one of the agent's webhooks
+///
+/// One entry per attempt, newest first, paged with `limit` (default 50) and `before` (a delivery id).
 #[utoipa::path(get, path = "/api/agents/{id}/webhooks/{wid}/deliveries", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid"), DeliveryParams),
     security(("admin_token" = []), ("owner_token" = []), ("agent_token" = [])),
@@ -621,6 +641,8 @@ async fn list_agent_webhook_deliveries(
 }
 
 /// Deliver an event again to one of the agent's webhooks
+///
+/// Due at once, with the whole retry schedule ahead; 404 for an event this endpoint could not receive.
 #[utoipa::path(post, path = "/api/agents/{id}/webhooks/{wid}/deliveries/{event_id}/redeliver", tag = "webhooks",
     params(("id" = String, Path, format = "uuid"), ("wid" = String, Path, format = "uuid"),
         ("event_id" = String, Path, format = "uuid")),
