@@ -14,7 +14,6 @@ use tokio::sync::watch;
 use crate::config::{WebhookConfig, X402Config};
 use crate::domain::webhook::{self, KEEP_LIMIT, READ_LIMIT};
 use crate::store::Store;
-use crate::store::prelude::*;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::vault::Vault;
 use crate::x402::{FetchError, FetchRequest, Fetcher};

@@ -24,7 +24,6 @@ use crate::auth::{Actor, Authenticator, Caller};
 use crate::domain::webhook;
 use crate::state::AppState;
 use crate::store::webhooks::{Webhook, WebhookChange};
-use crate::store::prelude::*;
 use crate::store::{AuditEvent, StoreError};
 
 const MAX_URL_LEN: usize = 2048;
