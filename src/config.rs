@@ -254,8 +254,9 @@ impl WebhookConfig {
             return Err(invalid("WEBHOOK_TIMEOUT_MS", "must be between 1 and 600000"));
         }
         let retry_schedule = match vars.get("WEBHOOK_RETRY_SCHEDULE") {
-            Some(text) => crate::domain::webhook::RetrySchedule::parse(&text)
-                .map_err(|e| invalid("WEBHOOK_RETRY_SCHEDULE", e))?,
+            Some(text) => {
+                crate::domain::webhook::RetrySchedule::parse(&text).map_err(|e| invalid("WEBHOOK_RETRY_SCHEDULE", e))?
+            }
             None => defaults.retry_schedule,
         };
         Ok(WebhookConfig {

@@ -303,7 +303,12 @@ impl Vault {
     }
 
     /// The same secret, opened by `from` (the previous master key) and sealed under this vault's key and version.
-    pub fn reseal_webhook_secret(&self, from: &Vault, id: Uuid, sealed: &SealedSecret) -> Result<SealedSecret, VaultError> {
+    pub fn reseal_webhook_secret(
+        &self,
+        from: &Vault,
+        id: Uuid,
+        sealed: &SealedSecret,
+    ) -> Result<SealedSecret, VaultError> {
         let plain = from.open_webhook_secret(id, sealed)?;
         Ok(self.seal_webhook_secret(id, &plain))
     }

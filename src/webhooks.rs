@@ -66,7 +66,9 @@ impl Deliverer {
                     Ok(true) => tracing::warn!(webhook_id = %d.webhook_id, "webhook disabled after 24 h of failures"),
                     Ok(false) => {}
                     // The lease runs out and the attempt is made again: at least once.
-                    Err(e) => tracing::error!(webhook_id = %d.webhook_id, error = %e, "a webhook attempt was not recorded"),
+                    Err(e) => {
+                        tracing::error!(webhook_id = %d.webhook_id, error = %e, "a webhook attempt was not recorded")
+                    }
                 }
             })
             .await;
@@ -144,8 +146,8 @@ impl Deliverer {
             ),
             ("user-agent".to_string(), "agentd-webhooks".to_string()),
         ]);
-        let request = FetchRequest::new(Some("POST"), &d.url, &headers, Some(d.body.clone()))
-            .map_err(|e| e.to_string())?;
+        let request =
+            FetchRequest::new(Some("POST"), &d.url, &headers, Some(d.body.clone())).map_err(|e| e.to_string())?;
         match self.fetcher.send(&request, self.fetcher.deadline()).await {
             Ok(answer) => {
                 let mut kept = answer.body;

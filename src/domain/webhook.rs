@@ -271,8 +271,21 @@ mod tests {
         let e = from_audit(agent, "transfer_refused", "agent", &denied).unwrap();
         assert_eq!(e.ty, "policy.denied");
         assert_eq!(e.data["agent_id"], json!(agent));
-        assert!(from_audit(agent, "transfer_refused", "agent", &json!({"code": "spending_cap_exceeded"})).is_none());
-        let bumped = from_audit(agent, "transfer_fee_bumped", "system", &json!({"replaced": "0xa", "tx_hash": "0xb"}));
+        assert!(
+            from_audit(
+                agent,
+                "transfer_refused",
+                "agent",
+                &json!({"code": "spending_cap_exceeded"})
+            )
+            .is_none()
+        );
+        let bumped = from_audit(
+            agent,
+            "transfer_fee_bumped",
+            "system",
+            &json!({"replaced": "0xa", "tx_hash": "0xb"}),
+        );
         assert_eq!(bumped.unwrap().data["replaced_hash"], "0xa");
         let body: Value = serde_json::from_str(&e.body()).unwrap();
         assert_eq!(body["type"], "policy.denied");

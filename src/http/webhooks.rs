@@ -173,7 +173,10 @@ fn check_url(state: &AppState, url: &str) -> std::result::Result<String, String>
 fn check_description(text: Option<String>, errors: &mut BTreeMap<String, String>) -> Option<String> {
     let text = text.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
     if text.as_ref().is_some_and(|t| t.chars().count() > MAX_DESCRIPTION_LEN) {
-        errors.insert("description".into(), format!("at most {MAX_DESCRIPTION_LEN} characters"));
+        errors.insert(
+            "description".into(),
+            format!("at most {MAX_DESCRIPTION_LEN} characters"),
+        );
     }
     text
 }
@@ -193,7 +196,11 @@ fn new_secret(state: &AppState, id: Uuid) -> (String, crate::vault::SealedSecret
     (webhook::secret_text(bytes.as_ref()).to_string(), sealed)
 }
 
-async fn create(state: &AppState, scope: Scope<'_>, body: CreateWebhook) -> Result<(StatusCode, Json<WebhookSecretView>)> {
+async fn create(
+    state: &AppState,
+    scope: Scope<'_>,
+    body: CreateWebhook,
+) -> Result<(StatusCode, Json<WebhookSecretView>)> {
     let mut errors = BTreeMap::new();
     let url = check_url(state, &body.url).unwrap_or_else(|e| {
         errors.insert("url".into(), e);
@@ -323,7 +330,11 @@ async fn rotate(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<Json<We
     let w = find(state, &scope, wid).await?;
     let (secret, sealed) = new_secret(state, w.id);
     let record = audit(&w, &scope, "webhook_secret_rotated");
-    if !state.store.rotate_webhook_secret(w.id, &sealed, record.as_ref()).await? {
+    if !state
+        .store
+        .rotate_webhook_secret(w.id, &sealed, record.as_ref())
+        .await?
+    {
         return Err(AppError::WebhookNotFound);
     }
     Ok(Json(WebhookSecretView::new(&w, secret)))
@@ -404,7 +415,11 @@ async fn list_webhooks(State(state): State<AppState>, _op: Operator) -> Result<J
     security(("admin_token" = [])),
     responses((status = 200, body = WebhookView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
-async fn get_webhook(State(state): State<AppState>, _op: Operator, Path(wid): Path<String>) -> Result<Json<WebhookView>> {
+async fn get_webhook(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(wid): Path<String>,
+) -> Result<Json<WebhookView>> {
     Ok(Json(WebhookView::from(&find(&state, &Scope::Operator, &wid).await?)))
 }
 

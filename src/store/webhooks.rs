@@ -81,7 +81,12 @@ pub type WebhookAudit<'a> = Option<&'a AuditEvent>;
 
 #[async_trait]
 pub trait WebhookStore: Send + Sync + 'static {
-    async fn create_webhook(&self, webhook: &Webhook, secret: &SealedSecret, audit: WebhookAudit<'_>) -> StoreResult<()>;
+    async fn create_webhook(
+        &self,
+        webhook: &Webhook,
+        secret: &SealedSecret,
+        audit: WebhookAudit<'_>,
+    ) -> StoreResult<()>;
     /// Newest first: one agent's endpoints, or every endpoint (`None`).
     async fn list_webhooks(&self, agent_id: Option<Uuid>) -> StoreResult<Vec<Webhook>>;
     async fn get_webhook(&self, id: Uuid) -> StoreResult<Option<Webhook>>;
@@ -95,8 +100,12 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// Removes the endpoint, its pending deliveries and its log; `false` when it did not exist.
     async fn delete_webhook(&self, id: Uuid, audit: WebhookAudit<'_>) -> StoreResult<bool>;
     /// Replaces the secret; `false` when the endpoint does not exist.
-    async fn rotate_webhook_secret(&self, id: Uuid, secret: &SealedSecret, audit: WebhookAudit<'_>)
-    -> StoreResult<bool>;
+    async fn rotate_webhook_secret(
+        &self,
+        id: Uuid,
+        secret: &SealedSecret,
+        audit: WebhookAudit<'_>,
+    ) -> StoreResult<bool>;
     /// Records a `webhook.test` event due at once to this endpoint only; answers its id.
     async fn queue_webhook_test(&self, webhook: &Webhook) -> StoreResult<Uuid>;
     /// The endpoint's attempts, newest first, older than the delivery `before` when given.

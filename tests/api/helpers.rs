@@ -30,8 +30,8 @@ pub mod slow_rpc;
 pub mod solidity;
 pub mod sse;
 pub mod uniswap;
-pub mod webhook_receiver;
 mod watcher;
+pub mod webhook_receiver;
 pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).

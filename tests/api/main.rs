@@ -49,7 +49,7 @@ mod transfer_recovery;
 mod transfers;
 mod transfers_api;
 mod wallets;
+mod webhooks;
 mod x402;
 mod x402_fetch;
 mod x402_pay;
-mod webhooks;

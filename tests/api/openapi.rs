@@ -71,7 +71,10 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/webhooks/{wid}/rotate-secret"),
     ("POST", "/api/agents/{id}/webhooks/{wid}/test"),
     ("GET", "/api/agents/{id}/webhooks/{wid}/deliveries"),
-    ("POST", "/api/agents/{id}/webhooks/{wid}/deliveries/{event_id}/redeliver"),
+    (
+        "POST",
+        "/api/agents/{id}/webhooks/{wid}/deliveries/{event_id}/redeliver",
+    ),
 ];
 
 fn documented(doc: &serde_json::Value) -> Vec<(String, String)> {
@@ -653,24 +656,36 @@ async fn drive_webhooks(oracle: &mut Oracle) {
         .create_agent_ok(json!({"name": "hooked", "chains": ["base"], "capabilities": ["read"]}))
         .await;
     let receiver = Receiver::start().await;
-    let admin = |method: Method, path: &str, body: Option<Value>| app.build(method, path, None, body).bearer_auth(ADMIN);
+    let admin =
+        |method: Method, path: &str, body: Option<Value>| app.build(method, path, None, body).bearer_auth(ADMIN);
     for (prefix, template) in [
         ("/api/webhooks".to_string(), "/api/webhooks"),
-        (format!("/api/agents/{}/webhooks", agent.id), "/api/agents/{id}/webhooks"),
+        (
+            format!("/api/agents/{}/webhooks", agent.id),
+            "/api/agents/{id}/webhooks",
+        ),
     ] {
         let body = json!({"url": receiver.url, "events": ["*"], "description": "docs"});
         let created = app.send(admin(Method::POST, &prefix, Some(body))).await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
         oracle.check("POST", template, &created);
-        let refused = app.send(admin(Method::POST, &prefix, Some(json!({"url": "x", "events": []})))).await;
+        let refused = app
+            .send(admin(Method::POST, &prefix, Some(json!({"url": "x", "events": []}))))
+            .await;
         oracle.check("POST", template, &refused);
         oracle.check("GET", template, &app.send(admin(Method::GET, &prefix, None)).await);
         let one = format!("{prefix}/{}", created.body["id"].as_str().unwrap());
         let one_template = format!("{template}/{{wid}}");
         oracle.check("GET", &one_template, &app.send(admin(Method::GET, &one, None)).await);
         let patch = Some(json!({"description": "changed", "enabled": true}));
-        oracle.check("PATCH", &one_template, &app.send(admin(Method::PATCH, &one, patch)).await);
-        let rotated = app.send(admin(Method::POST, &format!("{one}/rotate-secret"), None)).await;
+        oracle.check(
+            "PATCH",
+            &one_template,
+            &app.send(admin(Method::PATCH, &one, patch)).await,
+        );
+        let rotated = app
+            .send(admin(Method::POST, &format!("{one}/rotate-secret"), None))
+            .await;
         oracle.check("POST", &format!("{one_template}/rotate-secret"), &rotated);
         let tested = app.send(admin(Method::POST, &format!("{one}/test"), None)).await;
         assert_eq!(tested.status, StatusCode::ACCEPTED, "{}", tested.text);
@@ -692,7 +707,11 @@ async fn drive_webhooks(oracle: &mut Oracle) {
             &format!("{one_template}/deliveries/{{event_id}}/redeliver"),
             &app.send(admin(Method::POST, &redeliver, None)).await,
         );
-        oracle.check("DELETE", &one_template, &app.send(admin(Method::DELETE, &one, None)).await);
+        oracle.check(
+            "DELETE",
+            &one_template,
+            &app.send(admin(Method::DELETE, &one, None)).await,
+        );
         oracle.check("GET", &one_template, &app.send(admin(Method::GET, &one, None)).await);
     }
 }

@@ -62,7 +62,10 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         "404" if TRANSFER_OPERATIONS.contains(&operation) => AppError::TransferNotFound,
         "404" if CONVERSATION_OPERATIONS.contains(&operation) => AppError::ConversationNotFound,
         "404" if operation.starts_with("redeliver_") => AppError::EventNotFound,
-        "404" if is_webhook_operation(operation) && !matches!(operation, "list_agent_webhooks" | "create_agent_webhook") => {
+        "404"
+            if is_webhook_operation(operation)
+                && !matches!(operation, "list_agent_webhooks" | "create_agent_webhook") =>
+        {
             AppError::WebhookNotFound
         }
         "404" => AppError::AgentNotFound,
@@ -100,10 +103,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "list_webhook_deliveries" | "list_agent_webhook_deliveries" => {
                 AppError::field("limit", "must be between 1 and 500")
             }
-            _ if is_webhook_operation(operation) => AppError::field(
-                "url",
-                "the url's host is a private address, which cannot be fetched",
-            ),
+            _ if is_webhook_operation(operation) => {
+                AppError::field("url", "the url's host is a private address, which cannot be fetched")
+            }
             "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
             _ => return None,
         },

@@ -27,8 +27,8 @@ pub use policy::{AssetLimitsView, PolicyView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use transfers::{CallView, TransferStatusView, TransferView};
-pub use webhooks::{DeliveryView, QueuedEventView, WebhookSecretView, WebhookView};
 pub use wallets::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FailedTokenBalanceView, FundingView,
     TokenBalanceEntryView, TokenBalanceView,
 };
+pub use webhooks::{DeliveryView, QueuedEventView, WebhookSecretView, WebhookView};

@@ -148,11 +148,10 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
-        let secrets: Vec<(Uuid, i32, Vec<u8>, Vec<u8>)> = sqlx::query_as(
-            "SELECT id, secret_version, secret_ciphertext, secret_nonce FROM webhooks ORDER BY id",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        let secrets: Vec<(Uuid, i32, Vec<u8>, Vec<u8>)> =
+            sqlx::query_as("SELECT id, secret_version, secret_ciphertext, secret_nonce FROM webhooks ORDER BY id")
+                .fetch_all(&mut *tx)
+                .await?;
         for (id, key_version, ciphertext, nonce) in secrets {
             let sealed = crate::vault::SealedSecret {
                 key_version,

@@ -5,8 +5,8 @@
 use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use serde_json::json;
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};

@@ -10,8 +10,8 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
-use crate::domain::webhook;
 use crate::domain::transaction::{Attempt, AttemptKind};
+use crate::domain::webhook;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{EventRecord, Message, Settlement, SettlementStore, Settling, StoreError, StoreResult};
 

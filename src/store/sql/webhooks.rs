@@ -201,10 +201,12 @@ where
             return Ok(false);
         }
         for table in ["webhook_jobs", "webhook_deliveries"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE webhook_id = $1")))
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE webhook_id = $1"
+            )))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         }
         if let Some(event) = audit {
             Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
@@ -509,7 +511,12 @@ where
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
 {
-    async fn insert_job(conn: &mut B::Connection, webhook_id: Uuid, event_id: Uuid, now: DateTime<Utc>) -> StoreResult<()> {
+    async fn insert_job(
+        conn: &mut B::Connection,
+        webhook_id: Uuid,
+        event_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO webhook_jobs (webhook_id, event_id, state, attempts, round, next_at) \
              VALUES ($1, $2, 'pending', 0, 0, $3) ON CONFLICT DO NOTHING",
@@ -538,7 +545,7 @@ where
     /// endpoint could receive it; a transfer's `kind` is added when the event does not carry it.
     pub(super) async fn outbox_in(conn: &mut B::Connection, event: WebhookEvent) -> StoreResult<()> {
         let listening: Option<(i64,)> = sqlx::query_as(
-            "SELECT 1 FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id = $1) LIMIT 1",
+            "SELECT CAST(1 AS BIGINT) FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id = $1) LIMIT 1",
         )
         .bind(event.agent_id)
         .fetch_optional(&mut *conn)
@@ -559,7 +566,9 @@ where
             .fetch_optional(&mut *conn)
             .await?;
             if let Some((kind, to)) = facts {
-                let to = to.parse::<alloy::primitives::Address>().map_or(to, |a| a.to_checksum(None));
+                let to = to
+                    .parse::<alloy::primitives::Address>()
+                    .map_or(to, |a| a.to_checksum(None));
                 let map = event.data.as_object_mut().expect("event data is an object");
                 map.entry("kind").or_insert(Value::String(kind));
                 map.entry("to").or_insert(Value::String(to));
