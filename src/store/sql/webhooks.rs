@@ -327,6 +327,13 @@ where
     }
 
     async fn fan_out_webhook_events(&self, limit: i64) -> StoreResult<usize> {
+        // A read first: an idle worker takes no write turn (SQLite has one writer for everything).
+        let waiting: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM webhook_events WHERE fanned_at IS NULL LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        if waiting.is_none() {
+            return Ok(0);
+        }
         let mut tx = B::begin_write(self).await?;
         let sql = format!(
             "SELECT id, type, agent_id FROM webhook_events WHERE fanned_at IS NULL ORDER BY created_at LIMIT $1{}",
@@ -369,6 +376,16 @@ where
         lease: chrono::TimeDelta,
         limit: i64,
     ) -> StoreResult<Vec<DueDelivery>> {
+        let due: Option<(Uuid,)> = sqlx::query_as(
+            "SELECT webhook_id FROM webhook_jobs WHERE state = 'pending' AND next_at <= $1 \
+             AND (lease_until IS NULL OR lease_until < $1) LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(Vec::new());
+        }
         let mut tx = B::begin_write(self).await?;
         let sql = format!(
             "SELECT webhook_id, event_id, attempts, round FROM webhook_jobs \
