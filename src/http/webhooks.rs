@@ -165,8 +165,9 @@ fn check_url(state: &AppState, url: &str) -> std::result::Result<String, String>
     if url.len() > MAX_URL_LEN {
         return Err(format!("at most {MAX_URL_LEN} characters"));
     }
+    // Kept as given (trimmed): the answer shows the URL the caller registered; every attempt checks it again.
     crate::x402::guard::check_url(url, state.config.webhooks.allow_private)
-        .map(|(parsed, _)| parsed.to_string())
+        .map(|_| url.trim().to_string())
         .map_err(|e| e.to_string())
 }
 

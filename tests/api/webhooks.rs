@@ -589,3 +589,66 @@ async fn two_instances_on_postgresql_deliver_each_event_once() {
     assert_eq!(ids.len(), 12);
     verified(hook["secret"].as_str().unwrap(), &deliveries);
 }
+
+#[tokio::test]
+async fn a_rotated_master_key_keeps_every_webhook_secret() {
+    const NEW_KEY: &str = "5b1c0f6e7d2a4c9b8e3f1a0d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39";
+    let db = test_database().await;
+    let db_url = db.config.database.url.expose_secret().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let env = |key: &'static str| {
+        vec![
+            ("BIND_ADDR", "127.0.0.1:0"),
+            ("APP_ENV", "development"),
+            ("ENCRYPTION_KEY", key),
+            ("DATABASE_URL", db_url.as_str()),
+            ("ADMIN_TOKEN", ADMIN),
+            ("WEBHOOK_ALLOW_PRIVATE", "true"),
+        ]
+    };
+    let receiver = Receiver::start().await;
+    let client = reqwest::Client::new();
+    let first = ServerProcess::start(&env(ENCRYPTION_KEY), dir.path());
+    let base = first.base_url();
+    let created: Value = client
+        .post(format!("{base}/api/agents"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "rotated", "chains": ["base"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let hook: Value = client
+        .post(format!("{base}/api/webhooks"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"url": receiver.url, "events": ["policy.updated"], "agent_id": id}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = hook["secret"].as_str().expect("a secret").to_string();
+    let stopped = first.terminate(Duration::from_secs(10));
+    assert!(stopped.status.is_some_and(|s| s.success()), "{}", stopped.logs);
+
+    let mut rotate_env = env(ENCRYPTION_KEY);
+    rotate_env.push(("NEW_ENCRYPTION_KEY", NEW_KEY));
+    let rotated = crate::helpers::run_subcommand(&["rotate-key"], &rotate_env, dir.path(), Duration::from_secs(30));
+    assert!(rotated.status.is_some_and(|s| s.success()), "{}", rotated.logs);
+
+    let second = ServerProcess::start(&env(NEW_KEY), dir.path());
+    let response = client
+        .put(format!("{}/api/agents/{id}/policy", second.base_url()))
+        .bearer_auth(ADMIN)
+        .json(&json!({"approval_ttl_secs": 900}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let deliveries = receiver.wait_for(1).await;
+    assert_eq!(verified(&secret, &deliveries)[0]["type"], "policy.updated");
+}
