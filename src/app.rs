@@ -161,6 +161,12 @@ impl App {
             let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
         }
+        let deliverer = crate::webhooks::Deliverer::new(
+            self.state.store.clone(),
+            self.state.vault.clone(),
+            self.state.config.webhooks.clone(),
+        );
+        tokio::spawn(deliverer.run_until_stopped(self.state.shutdown.clone()));
         tokio::spawn(purge_until_stopped(
             self.state.store.clone(),
             self.state.shutdown.clone(),

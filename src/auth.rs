@@ -357,6 +357,11 @@ impl Authenticator {
         })
     }
 
+    /// Whether an `ADMIN_TOKEN` is configured (endpoints only an operator may ever use refuse every caller without).
+    pub fn has_admin_token(&self) -> bool {
+        self.admin_token.is_some()
+    }
+
     /// Operator calls (creating and listing agents): open when no `ADMIN_TOKEN` is set, else its bearer token.
     pub fn admin(&self, bearer: Option<&str>) -> Result<(), AuthError> {
         let Some(expected) = &self.admin_token else {

@@ -66,6 +66,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub security: SecurityConfig,
     pub x402: X402Config,
+    pub webhooks: WebhookConfig,
     pub mcp: McpConfig,
     pub faults: Faults,
 }
@@ -224,6 +225,48 @@ impl X402Config {
     }
 }
 
+/// Webhook deliveries (§19).
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// `WEBHOOK_ALLOW_PRIVATE`: endpoints may be on loopback, private and other non-global addresses.
+    pub allow_private: bool,
+    /// `WEBHOOK_TIMEOUT_MS`: an attempt's deadline.
+    pub timeout: Duration,
+    /// `WEBHOOK_RETRY_SCHEDULE`: the waits between attempts.
+    pub retry_schedule: crate::domain::webhook::RetrySchedule,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            allow_private: false,
+            timeout: Duration::from_millis(10_000),
+            retry_schedule: Default::default(),
+        }
+    }
+}
+
+impl WebhookConfig {
+    fn read(vars: &Vars) -> Result<Self, ConfigError> {
+        let defaults = WebhookConfig::default();
+        let timeout_ms = vars.number("WEBHOOK_TIMEOUT_MS", defaults.timeout.as_millis() as u64)?;
+        if timeout_ms == 0 || timeout_ms > 600_000 {
+            return Err(invalid("WEBHOOK_TIMEOUT_MS", "must be between 1 and 600000"));
+        }
+        let retry_schedule = match vars.get("WEBHOOK_RETRY_SCHEDULE") {
+            Some(text) => {
+                crate::domain::webhook::RetrySchedule::parse(&text).map_err(|e| invalid("WEBHOOK_RETRY_SCHEDULE", e))?
+            }
+            None => defaults.retry_schedule,
+        };
+        Ok(WebhookConfig {
+            allow_private: vars.flag("WEBHOOK_ALLOW_PRIVATE", defaults.allow_private)?,
+            timeout: Duration::from_millis(timeout_ms),
+            retry_schedule,
+        })
+    }
+}
+
 /// The service's public origin (`PUBLIC_URL`), split into what Sign-In with Ethereum messages name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublicUrl {
@@ -287,6 +330,7 @@ impl Config {
             llm: LlmConfig::read(&vars)?,
             security: SecurityConfig::read(&vars, app_env)?,
             x402: X402Config::read(&vars)?,
+            webhooks: WebhookConfig::read(&vars)?,
             mcp: McpConfig::read(&vars)?,
             faults: Faults::read(&vars, app_env)?,
         };

@@ -9,7 +9,7 @@ use crate::config::EncryptionKey;
 use crate::domain::audit::AuditKey;
 use crate::domain::transaction::SealedRequest;
 use crate::store::{Resealers, Store, StoreError};
-use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, SealedAuditKey, Vault};
+use crate::vault::{EncryptedKey, FIRST_KEY_VERSION, KeyCheck, SealedAuditKey, SealedSecret, Vault};
 
 /// Why the key was refused or the rotation did not happen. Never carries key material.
 #[derive(Debug, thiserror::Error)]
@@ -107,10 +107,16 @@ pub async fn rotate_key(store: &dyn Store, old: &EncryptionKey, new: &Encryption
             .reseal_request(&old_vault, payment_id, sealed)
             .map_err(|e| format!("the request of waiting payment {payment_id}: {e}"))
     };
+    let reseal_webhook = |webhook_id, sealed: &SealedSecret| {
+        new_vault
+            .reseal_webhook_secret(&old_vault, webhook_id, sealed)
+            .map_err(|e| format!("the secret of webhook {webhook_id}: {e}"))
+    };
     let resealers = Resealers {
         wallet: &reseal,
         audit: &reseal_audit,
         request: &reseal_request,
+        webhook: &reseal_webhook,
     };
     match store.rotate_keys(&from, &to, &resealers).await? {
         Some(keys) => Ok(Rotation::Rotated {

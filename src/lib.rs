@@ -43,5 +43,7 @@ pub mod tools;
 pub mod transfers;
 /// Wallet key custody.
 pub mod vault;
+/// The webhook delivery worker.
+pub mod webhooks;
 /// x402: reading a 402's price list, choosing and signing a payment, the guarded fetch.
 pub mod x402;

@@ -268,6 +268,56 @@ impl Vault {
     }
 }
 
+/// A webhook endpoint's signing secret as stored (§19): encrypted under the master key of `key_version`, bound to
+/// the endpoint's id.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    pub key_version: i32,
+    pub ciphertext: Vec<u8>,
+    pub nonce: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealedSecret(version {}, ..)", self.key_version)
+    }
+}
+
+impl Vault {
+    /// Encrypts webhook `id`'s secret bytes.
+    pub fn seal_webhook_secret(&self, id: Uuid, secret: &[u8]) -> SealedSecret {
+        let (ciphertext, nonce) = self.encrypt(secret, &webhook_associated_data(id));
+        SealedSecret {
+            key_version: self.version,
+            ciphertext,
+            nonce,
+        }
+    }
+
+    /// Webhook `id`'s secret bytes, decrypted.
+    pub fn open_webhook_secret(&self, id: Uuid, sealed: &SealedSecret) -> Result<Zeroizing<Vec<u8>>, VaultError> {
+        if sealed.key_version != self.version {
+            return Err(VaultError::UnknownVersion(sealed.key_version));
+        }
+        self.decrypt(&sealed.ciphertext, &sealed.nonce, &webhook_associated_data(id))
+    }
+
+    /// The same secret, opened by `from` (the previous master key) and sealed under this vault's key and version.
+    pub fn reseal_webhook_secret(
+        &self,
+        from: &Vault,
+        id: Uuid,
+        sealed: &SealedSecret,
+    ) -> Result<SealedSecret, VaultError> {
+        let plain = from.open_webhook_secret(id, sealed)?;
+        Ok(self.seal_webhook_secret(id, &plain))
+    }
+}
+
+fn webhook_associated_data(id: Uuid) -> Vec<u8> {
+    format!("agentd:webhook-secret:{id}").into_bytes()
+}
+
 fn request_associated_data(payment_id: Uuid) -> Vec<u8> {
     format!("agentd:x402-request:{payment_id}").into_bytes()
 }

@@ -14,6 +14,7 @@ pub mod policy;
 pub mod siwe;
 pub mod token;
 pub mod transaction;
+pub mod webhook;
 
 /// The current time at the precision both databases keep (microseconds), so responses match stored values.
 pub fn now() -> chrono::DateTime<chrono::Utc> {

@@ -46,6 +46,10 @@ pub enum AppError {
     ConversationNotFound,
     #[error("transfer not found")]
     TransferNotFound,
+    #[error("webhook not found")]
+    WebhookNotFound,
+    #[error("no such event for this webhook")]
+    EventNotFound,
     #[error("not found")]
     NotFound,
     #[error("this method is not allowed on this path")]
@@ -132,7 +136,9 @@ impl AppError {
                 StatusCode::UNAUTHORIZED
             }
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
-            AgentNotFound | ConversationNotFound | TransferNotFound | NotFound => StatusCode::NOT_FOUND,
+            AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound | NotFound => {
+                StatusCode::NOT_FOUND
+            }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             Conflict { .. } => StatusCode::CONFLICT,
@@ -167,6 +173,8 @@ impl AppError {
             AgentNotFound => "agent_not_found",
             ConversationNotFound => "conversation_not_found",
             TransferNotFound => "transfer_not_found",
+            WebhookNotFound => "webhook_not_found",
+            EventNotFound => "event_not_found",
             NotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             AgentInactive => "agent_inactive",

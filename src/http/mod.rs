@@ -29,6 +29,7 @@ pub mod transfers;
 pub mod typed_data;
 pub mod views;
 pub mod wallets;
+pub mod webhooks;
 pub mod x402;
 
 use axum::Router;
@@ -62,6 +63,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
         (name = "chat", description = "Chat turns, whole or streamed"),
         (name = "conversations", description = "Stored conversations and the confirmation stream"),
         (name = "chains", description = "The chain registry"),
+        (name = "webhooks", description = "Signed pushes of events to HTTP endpoints (Standard Webhooks)"),
         (name = "operations", description = "Health and metrics"),
     )
 )]
@@ -128,6 +130,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .merge(policy::router())
         .merge(approvals::router())
+        .merge(webhooks::router())
 }
 
 /// The OpenAPI document served at `/api/openapi.json`.

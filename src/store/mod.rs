@@ -13,6 +13,7 @@ mod shared;
 mod sql;
 mod sqlite;
 mod views;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use model::{
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
+pub use webhooks::WebhookStore;
 
 use crate::config::{Config, DatabaseKind};
 use crate::domain::agent::Agent;
@@ -73,7 +75,7 @@ pub trait SendGuard: Send {}
 pub mod prelude {
     pub use super::{
         AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
-        OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore, TransferStore,
+        OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore, TransferStore, WebhookStore,
     };
 }
 
@@ -93,6 +95,7 @@ pub trait Store:
     + IdempotencyStore
     + KeyStore
     + PurgeStore
+    + WebhookStore
 {
 }
 
@@ -111,6 +114,7 @@ impl<T> Store for T where
         + IdempotencyStore
         + KeyStore
         + PurgeStore
+        + WebhookStore
 {
 }
 
@@ -454,7 +458,12 @@ pub struct Resealers<'a> {
     pub wallet: ResealFn<'a>,
     pub audit: AuditResealFn<'a>,
     pub request: RequestResealFn<'a>,
+    pub webhook: WebhookResealFn<'a>,
 }
+
+/// Reseals a webhook endpoint's secret (by the endpoint's id) under the next master key.
+pub type WebhookResealFn<'a> =
+    &'a (dyn Fn(Uuid, &crate::vault::SealedSecret) -> Result<crate::vault::SealedSecret, String> + Send + Sync);
 
 pub type AuditResealFn<'a> = &'a (dyn Fn(&SealedAuditKey) -> Result<SealedAuditKey, String> + Send + Sync);
 

@@ -61,6 +61,7 @@ impl SqlStore<Sqlite> {
 
 impl Backend for Sqlite {
     const ROW_LOCK: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()

@@ -10,7 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &["domain"],
     &["config", "telemetry"],
     &["store", "chain", "vault", "llm", "events", "metrics", "rate_limit"],
-    &["auth", "custody", "transfers", "tools", "x402"],
+    &["auth", "custody", "transfers", "tools", "x402", "webhooks"],
     &["chat", "confirmations"],
     &["state", "http", "mcp"],
     &["app"],

@@ -31,6 +31,7 @@ pub mod solidity;
 pub mod sse;
 pub mod uniswap;
 mod watcher;
+pub mod webhook_receiver;
 pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).

@@ -50,6 +50,7 @@ mod transfers;
 mod transfers_api;
 mod typed_data;
 mod wallets;
+mod webhooks;
 mod x402;
 mod x402_fetch;
 mod x402_pay;

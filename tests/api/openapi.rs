@@ -55,6 +55,27 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/conversations/{id}/stream"),
     ("GET", "/health"),
     ("GET", "/metrics"),
+    ("POST", "/api/webhooks"),
+    ("GET", "/api/webhooks"),
+    ("GET", "/api/webhooks/{wid}"),
+    ("PATCH", "/api/webhooks/{wid}"),
+    ("DELETE", "/api/webhooks/{wid}"),
+    ("POST", "/api/webhooks/{wid}/rotate-secret"),
+    ("POST", "/api/webhooks/{wid}/test"),
+    ("GET", "/api/webhooks/{wid}/deliveries"),
+    ("POST", "/api/webhooks/{wid}/deliveries/{event_id}/redeliver"),
+    ("POST", "/api/agents/{id}/webhooks"),
+    ("GET", "/api/agents/{id}/webhooks"),
+    ("GET", "/api/agents/{id}/webhooks/{wid}"),
+    ("PATCH", "/api/agents/{id}/webhooks/{wid}"),
+    ("DELETE", "/api/agents/{id}/webhooks/{wid}"),
+    ("POST", "/api/agents/{id}/webhooks/{wid}/rotate-secret"),
+    ("POST", "/api/agents/{id}/webhooks/{wid}/test"),
+    ("GET", "/api/agents/{id}/webhooks/{wid}/deliveries"),
+    (
+        "POST",
+        "/api/agents/{id}/webhooks/{wid}/deliveries/{event_id}/redeliver",
+    ),
 ];
 
 fn documented(doc: &serde_json::Value) -> Vec<(String, String)> {
@@ -583,6 +604,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     drive_policy_and_approvals(&anvil, &mut oracle).await;
     drive_cancel(&mut oracle).await;
     drive_x402(&mut oracle).await;
+    drive_webhooks(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(
@@ -654,6 +676,76 @@ async fn drive_policy_and_approvals(anvil: &Anvil, oracle: &mut Oracle) {
 }
 
 /// The cancel route, on a node that mines only when told (so the transfer is still pending when cancelled).
+/// Every webhook route (§19), as the operator and as an agent's owner, on an app with `ADMIN_TOKEN`; a test event is
+/// delivered to a local receiver so that the deliveries log and a redelivery have something to show.
+async fn drive_webhooks(oracle: &mut Oracle) {
+    use crate::helpers::webhook_receiver::Receiver;
+    const ADMIN: &str = crate::policy::ADMIN;
+    let app = crate::helpers::spawn_app_with(&[("ADMIN_TOKEN", ADMIN), ("WEBHOOK_ALLOW_PRIVATE", "true")]).await;
+    let agent = app
+        .create_agent_ok(json!({"name": "hooked", "chains": ["base"], "capabilities": ["read"]}))
+        .await;
+    let receiver = Receiver::start().await;
+    let admin =
+        |method: Method, path: &str, body: Option<Value>| app.build(method, path, None, body).bearer_auth(ADMIN);
+    for (prefix, template) in [
+        ("/api/webhooks".to_string(), "/api/webhooks"),
+        (
+            format!("/api/agents/{}/webhooks", agent.id),
+            "/api/agents/{id}/webhooks",
+        ),
+    ] {
+        let body = json!({"url": receiver.url, "events": ["*"], "description": "docs"});
+        let created = app.send(admin(Method::POST, &prefix, Some(body))).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+        oracle.check("POST", template, &created);
+        let refused = app
+            .send(admin(Method::POST, &prefix, Some(json!({"url": "x", "events": []}))))
+            .await;
+        oracle.check("POST", template, &refused);
+        oracle.check("GET", template, &app.send(admin(Method::GET, &prefix, None)).await);
+        let one = format!("{prefix}/{}", created.body["id"].as_str().unwrap());
+        let one_template = format!("{template}/{{wid}}");
+        oracle.check("GET", &one_template, &app.send(admin(Method::GET, &one, None)).await);
+        let patch = Some(json!({"description": "changed", "enabled": true}));
+        oracle.check(
+            "PATCH",
+            &one_template,
+            &app.send(admin(Method::PATCH, &one, patch)).await,
+        );
+        let rotated = app
+            .send(admin(Method::POST, &format!("{one}/rotate-secret"), None))
+            .await;
+        oracle.check("POST", &format!("{one_template}/rotate-secret"), &rotated);
+        let tested = app.send(admin(Method::POST, &format!("{one}/test"), None)).await;
+        assert_eq!(tested.status, StatusCode::ACCEPTED, "{}", tested.text);
+        oracle.check("POST", &format!("{one_template}/test"), &tested);
+        let event_id = tested.body["event_id"].as_str().unwrap().to_string();
+        let deliveries = format!("{one}/deliveries");
+        let mut listed = app.send(admin(Method::GET, &deliveries, None)).await;
+        for _ in 0..200 {
+            if listed.body.as_array().is_some_and(|l| !l.is_empty()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            listed = app.send(admin(Method::GET, &deliveries, None)).await;
+        }
+        oracle.check("GET", &format!("{one_template}/deliveries"), &listed);
+        let redeliver = format!("{deliveries}/{event_id}/redeliver");
+        oracle.check(
+            "POST",
+            &format!("{one_template}/deliveries/{{event_id}}/redeliver"),
+            &app.send(admin(Method::POST, &redeliver, None)).await,
+        );
+        oracle.check(
+            "DELETE",
+            &one_template,
+            &app.send(admin(Method::DELETE, &one, None)).await,
+        );
+        oracle.check("GET", &one_template, &app.send(admin(Method::GET, &one, None)).await);
+    }
+}
+
 async fn drive_cancel(oracle: &mut Oracle) {
     let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
     let app = transfer_app(&anvil, &[]).await;

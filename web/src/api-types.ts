@@ -517,6 +517,140 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the agent's webhooks
+         * @description The agent's endpoints, newest first; never a secret. Owner authority on a guarded agent.
+         */
+        get: operations["list_agent_webhooks"];
+        put?: never;
+        /**
+         * Register a webhook of the agent
+         * @description The agent's events only. Owner authority on a guarded agent (403 `owner_required` with the agent token alone).
+         *     Answers the secret, once.
+         */
+        post: operations["create_agent_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/webhooks/{wid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read one of the agent's webhooks
+         * @description Owner authority on a guarded agent; another agent's endpoint is 404 `webhook_not_found`.
+         */
+        get: operations["get_agent_webhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete one of the agent's webhooks
+         * @description Removes the endpoint, its pending deliveries and its log. Owner authority on a guarded agent; audited.
+         */
+        delete: operations["delete_agent_webhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change one of the agent's webhooks
+         * @description `url`, `events`, `enabled` (enabling it again forgets its failures), `description`. Owner authority on a
+         *     guarded agent; audited.
+         */
+        patch: operations["update_agent_webhook"];
+        trace?: never;
+    };
+    "/api/agents/{id}/webhooks/{wid}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the deliveries of one of the agent's webhooks
+         * @description One entry per attempt, newest first, paged with `limit` (default 50) and `before` (a delivery id).
+         */
+        get: operations["list_agent_webhook_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/webhooks/{wid}/deliveries/{event_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver an event again to one of the agent's webhooks
+         * @description Due at once, with the whole retry schedule ahead; 404 for an event this endpoint could not receive.
+         */
+        post: operations["redeliver_agent_webhook_event"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/webhooks/{wid}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the secret of one of the agent's webhooks
+         * @description A new secret, shown in this answer only; the old one stops signing at once. Audited.
+         */
+        post: operations["rotate_agent_webhook_secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/webhooks/{wid}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event to one of the agent's webhooks
+         * @description A `webhook.test` event to this endpoint only, whatever its `events`.
+         */
+        post: operations["test_agent_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/x402/fetch": {
         parameters: {
             query?: never;
@@ -710,6 +844,141 @@ export interface paths {
         get: operations["stream_conversation"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhooks (operator)
+         * @description Every endpoint, of every agent and of none, newest first; never a secret.
+         */
+        get: operations["list_webhooks"];
+        put?: never;
+        /**
+         * Register a webhook (operator)
+         * @description An endpoint for every agent's events (`agent_id` absent or null) or one agent's. Answers the secret, once.
+         *     Needs `ADMIN_TOKEN` (401 when the server has none). Validation → 422 (unknown event type, a URL §16's rules
+         *     refuse).
+         */
+        post: operations["create_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{wid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook (operator)
+         * @description Any endpoint, an owner's included; never its secret.
+         */
+        get: operations["get_webhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook (operator)
+         * @description Removes the endpoint, its pending deliveries and its deliveries log. Audited for an agent's endpoint.
+         */
+        delete: operations["delete_webhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook (operator)
+         * @description `url`, `events`, `enabled` (enabling it again forgets its failures), `description`. Audited for an agent's
+         *     endpoint.
+         */
+        patch: operations["update_webhook"];
+        trace?: never;
+    };
+    "/api/webhooks/{wid}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries (operator)
+         * @description One entry per attempt, newest first, paged with `limit` (default 50) and `before` (a delivery id).
+         */
+        get: operations["list_webhook_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{wid}/deliveries/{event_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver an event again (operator)
+         * @description Due at once, with the whole retry schedule ahead; 404 for an event this endpoint could not receive.
+         */
+        post: operations["redeliver_webhook_event"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{wid}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook's secret (operator)
+         * @description A new secret, shown in this answer only; the old one stops signing at once.
+         */
+        post: operations["rotate_webhook_secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{wid}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event (operator)
+         * @description A `webhook.test` event to this endpoint only, whatever its `events`.
+         */
+        post: operations["test_webhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1010,6 +1279,57 @@ export interface components {
                 [key: string]: string;
             } | null;
         };
+        /** @description A new endpoint. */
+        CreateWebhook: {
+            /** @description `http` or `https`; no credentials; no private or local address unless `WEBHOOK_ALLOW_PRIVATE=true`. */
+            url: string;
+            /** @description Event types, or `["*"]`. */
+            events: string[];
+            /**
+             * Format: uuid
+             * @description Operator endpoints only: one agent's events; absent or null = every agent. Under `/api/agents/{id}` it may
+             *     only name that agent.
+             */
+            agent_id?: string | null;
+            description?: string | null;
+        };
+        /** @description One attempt to deliver an event. */
+        DeliveryView: {
+            /**
+             * Format: int64
+             * @description Increasing; pass it as `before` for the next page.
+             */
+            id: number;
+            /**
+             * Format: uuid
+             * @description The event's id: the `webhook-id` header of every attempt.
+             */
+            event_id: string;
+            type: string;
+            /**
+             * Format: int64
+             * @description 1 for the first try.
+             */
+            attempt: number;
+            /**
+             * Format: int64
+             * @description The receiver's status; `null` when no answer came.
+             */
+            status_code?: number | null;
+            /** @description Why the attempt failed; `null` for a 2xx answer. */
+            error?: string | null;
+            /** Format: int64 */
+            duration_ms: number;
+            /** Format: date-time */
+            at: string;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; `null` once delivered, or failed for good (`redeliver` sends it again).
+             */
+            next_attempt_at?: string | null;
+            /** @description The first KiB of the receiver's answer. */
+            response?: string | null;
+        };
         DepositView: {
             chain: string;
             /** Format: int64 */
@@ -1250,6 +1570,11 @@ export interface components {
             /** @enum {string} */
             type: "wallet_signature";
         };
+        /** @description An event queued for delivery. */
+        QueuedEventView: {
+            /** Format: uuid */
+            event_id: string;
+        };
         ReissueRequest: {
             proof: components["schemas"]["Proof"];
         };
@@ -1439,6 +1764,47 @@ export interface components {
             owner_addresses?: {
                 [key: string]: string;
             } | null;
+        };
+        /** @description A change: the fields given. */
+        UpdateWebhook: {
+            url?: string | null;
+            events?: string[] | null;
+            enabled?: boolean | null;
+            /** @description `null` clears it. */
+            description?: string | null;
+        };
+        /** @description An endpoint just created, or whose secret was just rotated: the one answer that shows the secret. */
+        WebhookSecretView: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            events: string[];
+            /** Format: uuid */
+            agent_id?: string | null;
+            description?: string | null;
+            enabled: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** @description `whsec_` + base64 of 32 random bytes: the signing secret of the Standard Webhooks libraries. Shown only here. */
+            secret: string;
+        };
+        /** @description An endpoint, as listed (never its secret). */
+        WebhookView: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            /** @description Event types, or `["*"]` for all. */
+            events: string[];
+            /**
+             * Format: uuid
+             * @description `null`: every agent (an operator's endpoint).
+             */
+            agent_id?: string | null;
+            description?: string | null;
+            /** @description False once disabled (by a `PATCH`, or after 24 h in which every attempt failed). */
+            enabled: boolean;
+            /** Format: date-time */
+            created_at: string;
         };
         /** @description The resource's answer and the payment made for it. */
         X402FetchView: {
@@ -5986,6 +6352,1240 @@ export interface operations {
             };
         };
     };
+    list_agent_webhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "description": "treasury alerts",
+                     *         "enabled": true,
+                     *         "events": [
+                     *           "transfer.confirmed",
+                     *           "approval.required"
+                     *         ],
+                     *         "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *         "url": "https://hooks.example.com/agentd"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["WebhookView"][];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_agent_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "treasury alerts",
+                 *       "events": [
+                 *         "transfer.confirmed",
+                 *         "approval.required"
+                 *       ],
+                 *       "url": "https://hooks.example.com/agentd"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "url": "the url's host is a private address, which cannot be fetched"
+                     *           }
+                     *         },
+                     *         "message": "url: the url's host is a private address, which cannot be fetched"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_agent_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_agent_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_agent_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": true,
+                 *       "events": [
+                 *         "*"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateWebhook"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "url": "the url's host is a private address, which cannot be fetched"
+                     *           }
+                     *         },
+                     *         "message": "url: the url's host is a private address, which cannot be fetched"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_agent_webhook_deliveries: {
+        parameters: {
+            query?: {
+                /** @description 1..500, default 50. */
+                limit?: number;
+                /** @description Only attempts older than this delivery `id`. */
+                before?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "at": "2026-11-23T10:05:00Z",
+                     *         "attempt": 2,
+                     *         "duration_ms": 37,
+                     *         "error": "the receiver answered 500",
+                     *         "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64",
+                     *         "id": 42,
+                     *         "next_attempt_at": "2026-11-23T10:05:30Z",
+                     *         "response": "{\"error\":\"try later\"}",
+                     *         "status_code": 500,
+                     *         "type": "transfer.confirmed"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["DeliveryView"][];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be between 1 and 500"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be between 1 and 500"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    redeliver_agent_webhook_event: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+                event_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description See the error code */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QueuedEventView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "event_not_found",
+                     *         "message": "no such event for this webhook"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_agent_webhook_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_agent_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description See the error code */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QueuedEventView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     fetch_paid: {
         parameters: {
             query?: never;
@@ -7451,6 +9051,889 @@ export interface operations {
                      *       "error": {
                      *         "code": "rate_limited",
                      *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_webhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "description": "treasury alerts",
+                     *         "enabled": true,
+                     *         "events": [
+                     *           "transfer.confirmed",
+                     *           "approval.required"
+                     *         ],
+                     *         "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *         "url": "https://hooks.example.com/agentd"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["WebhookView"][];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "treasury alerts",
+                 *       "events": [
+                 *         "transfer.confirmed",
+                 *         "approval.required"
+                 *       ],
+                 *       "url": "https://hooks.example.com/agentd"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "url": "the url's host is a private address, which cannot be fetched"
+                     *           }
+                     *         },
+                     *         "message": "url: the url's host is a private address, which cannot be fetched"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": true,
+                 *       "events": [
+                 *         "*"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateWebhook"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "url": "the url's host is a private address, which cannot be fetched"
+                     *           }
+                     *         },
+                     *         "message": "url: the url's host is a private address, which cannot be fetched"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_webhook_deliveries: {
+        parameters: {
+            query?: {
+                /** @description 1..500, default 50. */
+                limit?: number;
+                /** @description Only attempts older than this delivery `id`. */
+                before?: number;
+            };
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "at": "2026-11-23T10:05:00Z",
+                     *         "attempt": 2,
+                     *         "duration_ms": 37,
+                     *         "error": "the receiver answered 500",
+                     *         "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64",
+                     *         "id": 42,
+                     *         "next_attempt_at": "2026-11-23T10:05:30Z",
+                     *         "response": "{\"error\":\"try later\"}",
+                     *         "status_code": 500,
+                     *         "type": "transfer.confirmed"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["DeliveryView"][];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "limit": "must be between 1 and 500"
+                     *           }
+                     *         },
+                     *         "message": "limit: must be between 1 and 500"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    redeliver_webhook_event: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+                event_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description See the error code */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QueuedEventView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "event_not_found",
+                     *         "message": "no such event for this webhook"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_webhook_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "treasury alerts",
+                     *       "enabled": true,
+                     *       "events": [
+                     *         "transfer.confirmed",
+                     *         "approval.required"
+                     *       ],
+                     *       "id": "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=",
+                     *       "url": "https://hooks.example.com/agentd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description See the error code */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "event_id": "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QueuedEventView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook not found"
                      *       }
                      *     }
                      */

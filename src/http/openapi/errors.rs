@@ -17,6 +17,11 @@ const TRANSFER_ID: &str = "7d444840-9dc0-11d1-b245-5ffdce74fad2";
 
 /// Operations whose `{transfer_id}` names a transfer of the agent.
 const TRANSFER_OPERATIONS: &[&str] = &["get_transfer", "approve_transfer", "reject_transfer", "cancel_transfer"];
+/// Webhook operations (§19): the operator's and one agent's.
+fn is_webhook_operation(operation: &str) -> bool {
+    operation.contains("webhook")
+}
+
 /// Operations on one conversation.
 const CONVERSATION_OPERATIONS: &[&str] = &["delete_conversation", "list_messages", "stream_conversation"];
 
@@ -40,6 +45,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         },
         "401" => match operation {
             "create_agent" | "list_agents" => AppError::AdminRequired,
+            _ if is_webhook_operation(operation) && !operation.contains("agent_webhook") => AppError::AdminRequired,
             "scrape" => AppError::MetricsTokenRequired,
             "owner_session" | "reissue_token" => AppError::InvalidProof,
             _ => AppError::InvalidToken,
@@ -47,6 +53,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         "403" => match operation {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
             | "reject_transfer" => crate::auth::AuthError::OwnerRequired.into(),
+            _ if is_webhook_operation(operation) => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
             "create_call" | "simulate_call" | "sign_typed_data" => {
                 TransferError::PolicyDenied(PolicyRule::CallDenied).into()
@@ -56,6 +63,13 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         },
         "404" if TRANSFER_OPERATIONS.contains(&operation) => AppError::TransferNotFound,
         "404" if CONVERSATION_OPERATIONS.contains(&operation) => AppError::ConversationNotFound,
+        "404" if operation.starts_with("redeliver_") => AppError::EventNotFound,
+        "404"
+            if is_webhook_operation(operation)
+                && !matches!(operation, "list_agent_webhooks" | "create_agent_webhook") =>
+        {
+            AppError::WebhookNotFound
+        }
         "404" => AppError::AgentNotFound,
         "409" => match operation {
             "approve_transfer" => TransferError::NotAwaiting(ApprovalStatus::Expired).into(),
@@ -92,6 +106,12 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
                 FetchError::UrlNotAllowed(NotAllowed("the url must use https (http only for localhost)".into())).into()
             }
             "chat" | "chat_stream" => AppError::field("message", "must be 1 to 8000 characters"),
+            "list_webhook_deliveries" | "list_agent_webhook_deliveries" => {
+                AppError::field("limit", "must be between 1 and 500")
+            }
+            _ if is_webhook_operation(operation) => {
+                AppError::field("url", "the url's host is a private address, which cannot be fetched")
+            }
             "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
             _ => return None,
         },

@@ -22,6 +22,21 @@ const NONCE: &str = "0123456789abcdef";
 const SIGNATURE: &str = "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb532250\
 5d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b";
 
+const WEBHOOK_ID: &str = "5f0c7a52-3c1e-4d8b-9a6f-2e4b8c1d0f37";
+const EVENT_ID: &str = "0b7e9d2a-6c4f-4e1a-8d3b-5a9c2e7f1b64";
+
+fn webhook() -> Value {
+    json!({
+        "id": WEBHOOK_ID,
+        "url": "https://hooks.example.com/agentd",
+        "events": ["transfer.confirmed", "approval.required"],
+        "agent_id": AGENT_ID,
+        "description": "treasury alerts",
+        "enabled": true,
+        "created_at": CREATED_AT,
+    })
+}
+
 fn siwe_message() -> String {
     format!(
         "agentd.example.com wants you to sign in with your Ethereum account:\n{OWNER}\n\nSign in as an owner of \
@@ -95,6 +110,31 @@ pub fn component(name: &str) -> Option<Value> {
             "owner_addresses": {"base": OWNER},
         }),
         "UpdateAgent" => json!({"name": "treasury-bot-2", "spending_cap": 250.0}),
+        "CreateWebhook" => json!({
+            "url": "https://hooks.example.com/agentd",
+            "events": ["transfer.confirmed", "approval.required"],
+            "description": "treasury alerts",
+        }),
+        "UpdateWebhook" => json!({"events": ["*"], "enabled": true}),
+        "WebhookView" => webhook(),
+        "WebhookSecretView" => {
+            let mut created = webhook();
+            created["secret"] = json!("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=");
+            created
+        }
+        "DeliveryView" => json!({
+            "id": 42,
+            "event_id": EVENT_ID,
+            "type": "transfer.confirmed",
+            "attempt": 2,
+            "status_code": 500,
+            "error": "the receiver answered 500",
+            "duration_ms": 37,
+            "at": UPDATED_AT,
+            "next_attempt_at": "2026-11-23T10:05:30Z",
+            "response": "{\"error\":\"try later\"}",
+        }),
+        "QueuedEventView" => json!({"event_id": EVENT_ID}),
         "ExportKey" => json!({"chain": "base", "confirm": true}),
         "FundRequest" => json!({"chain": "base", "asset": "USDC", "amount": "25"}),
         "OpenSession" => json!({"chain": "base", "message": siwe_message(), "signature": SIGNATURE}),

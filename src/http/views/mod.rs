@@ -14,6 +14,7 @@ pub mod reissue;
 pub mod transactions;
 pub mod transfers;
 pub mod wallets;
+pub mod webhooks;
 
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView, AuditHeadView};
@@ -30,3 +31,4 @@ pub use wallets::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, FailedBalanceView, FailedTokenBalanceView, FundingView,
     TokenBalanceEntryView, TokenBalanceView,
 };
+pub use webhooks::{DeliveryView, QueuedEventView, WebhookSecretView, WebhookView};

@@ -29,6 +29,7 @@ impl SqlStore<Postgres> {
 
 impl Backend for Postgres {
     const ROW_LOCK: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()

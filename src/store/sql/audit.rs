@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::domain::audit::{self, AuditEntry, AuditKey};
+use crate::domain::webhook;
 use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
 use crate::store::{AuditEvent, AuditStore, StoreResult};
 
@@ -23,6 +24,8 @@ where
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    // A transfer's record, read whole for its `transfer.pending` webhook event.
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
@@ -41,11 +44,16 @@ where
 
     async fn mark_broadcast_audited(&self, id: Uuid, event: &AuditEvent) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        sqlx::query("UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'")
-            .bind(crate::domain::now())
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
+        )
+        .bind(crate::domain::now())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&done) == 1 {
+            Self::pending_in(&mut tx, id).await?;
+        }
         Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
         tx.commit().await?;
         Ok(())
@@ -145,6 +153,10 @@ where
             .bind(&hash)
             .execute(&mut *conn)
             .await?;
+        // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
+        if let Some(pushed) = webhook::from_audit(event.agent_id, event.action, &event.actor, &event.detail) {
+            Self::outbox_in(conn, pushed).await?;
+        }
         Ok(())
     }
 }

@@ -148,6 +148,27 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
+        let secrets: Vec<(Uuid, i32, Vec<u8>, Vec<u8>)> =
+            sqlx::query_as("SELECT id, secret_version, secret_ciphertext, secret_nonce FROM webhooks ORDER BY id")
+                .fetch_all(&mut *tx)
+                .await?;
+        for (id, key_version, ciphertext, nonce) in secrets {
+            let sealed = crate::vault::SealedSecret {
+                key_version,
+                ciphertext,
+                nonce,
+            };
+            let moved = (reseal.webhook)(id, &sealed).map_err(StoreError::Reseal)?;
+            sqlx::query(
+                "UPDATE webhooks SET secret_version = $1, secret_ciphertext = $2, secret_nonce = $3 WHERE id = $4",
+            )
+            .bind(moved.key_version)
+            .bind(&moved.ciphertext)
+            .bind(&moved.nonce)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query("UPDATE key_check SET key_version = $1, ciphertext = $2, nonce = $3, updated_at = $4 WHERE id = 1")
             .bind(to.key_version)
             .bind(&to.ciphertext)

@@ -21,6 +21,7 @@ pub(in crate::store) mod reads;
 mod settlements;
 mod tokens;
 mod transfers;
+mod webhooks;
 
 use std::future::Future;
 
@@ -38,6 +39,10 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// What a `SELECT` inside a write transaction appends to lock the rows it read until the commit: nothing where
     /// the transaction already holds the only write lock (SQLite's `BEGIN IMMEDIATE`).
     const ROW_LOCK: &'static str;
+
+    /// What a `SELECT` of work rows appends so that instances take different rows: locked rows are skipped
+    /// (PostgreSQL); nothing where the write transaction is the only writer (SQLite).
+    const SKIP_LOCKED: &'static str;
 
     /// How many rows a statement changed (each driver has its own result type).
     fn rows_affected(done: &Self::QueryResult) -> u64;

@@ -5,6 +5,7 @@
 use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde_json::json;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
@@ -527,7 +528,20 @@ where
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
-        B::notify_event(conn, record.id).await?;
+        B::notify_event(&mut *conn, record.id).await?;
+        let mut data = a.required_event();
+        data["kind"] = json!(a.kind());
+        if let Some(x402) = &a.x402 {
+            data["url"] = json!(x402.url);
+        }
+        let ty = if kind == "approval_required" {
+            "approval.required"
+        } else {
+            data["decision"] = json!(a.status.decision());
+            data["status"] = json!(a.status.as_str());
+            "approval.resolved"
+        };
+        Self::outbox_in(conn, crate::domain::webhook::WebhookEvent::new(ty, a.agent_id, data)).await?;
         Ok(record)
     }
 }

@@ -14,6 +14,8 @@ use crate::store::{KEY_LIFETIME, PurgeStore, StoreError, StoreResult};
 
 /// How long a resolved x402 payment keeps the paid answer (`x402.response`).
 pub const PAID_ANSWER_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(30);
+/// How long webhook attempts and finished deliveries are kept (the deliveries log, `redeliver`).
+pub const WEBHOOK_HISTORY_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(30);
 /// Payments whose answer one purge drops (each its own commit); the next purge, an hour later, takes the next ones.
 const ANSWERS_PER_PURGE: i64 = 1000;
 
@@ -30,11 +32,23 @@ where
 {
     async fn purge(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let challenges = now - CHALLENGE_KEPT_AFTER_EXPIRY;
-        let statements: [(&str, DateTime<Utc>); 4] = [
+        let webhooks = now - WEBHOOK_HISTORY_KEPT;
+        let statements: [(&str, DateTime<Utc>); 7] = [
             ("DELETE FROM owner_sessions WHERE expires_at < $1", now),
             ("DELETE FROM owner_challenges WHERE expires_at < $1", challenges),
             ("DELETE FROM reissue_challenges WHERE expires_at < $1", challenges),
             ("DELETE FROM idempotency_keys WHERE created_at < $1", now - KEY_LIFETIME),
+            // Webhook history (§19): attempts, finished deliveries and events nothing waits for any more.
+            ("DELETE FROM webhook_deliveries WHERE at < $1", webhooks),
+            (
+                "DELETE FROM webhook_jobs WHERE state <> 'pending' AND next_at < $1",
+                webhooks,
+            ),
+            (
+                "DELETE FROM webhook_events WHERE created_at < $1 AND fanned_at IS NOT NULL \
+                 AND id NOT IN (SELECT event_id FROM webhook_jobs)",
+                webhooks,
+            ),
         ];
         let mut removed = 0;
         // One statement at a time, each its own commit: a purge never holds the write lock for long.

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::domain::transaction::{Attempt, AttemptKind};
+use crate::domain::webhook;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{EventRecord, Message, Settlement, SettlementStore, Settling, StoreError, StoreResult};
 
@@ -166,6 +167,10 @@ where
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
+        if let Some(mut pushed) = webhook::from_stream(agent_id, "tx_confirmation", event) {
+            pushed.data["transfer_id"] = serde_json::json!(id);
+            Self::outbox_in(&mut *conn, pushed).await?;
+        }
         if let Some(message) = message {
             // The conversation may have been deleted meanwhile; the event is stored all the same.
             let exists: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM conversations WHERE id = $1")

@@ -224,12 +224,20 @@ where
         Ok(Reservation::Reserved(Box::new(record)))
     }
 
+    /// With the transfer's `transfer.pending` webhook event, in one transaction.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()> {
-        sqlx::query("UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'")
-            .bind(crate::domain::now())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+        let mut tx = B::begin_write(self).await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
+        )
+        .bind(crate::domain::now())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&done) == 1 {
+            Self::pending_in(&mut tx, id).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
