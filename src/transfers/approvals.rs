@@ -49,10 +49,20 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        if let Some(record) = approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
-            // What the owner saw must still be what the call does (§18).
-            self.check_unchanged(agent, chain, &approval, record).await?;
-        }
+        let held = match approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
+            Some(record) => {
+                // What the owner saw must still be what the call does (§18), simulated under the send lock that is
+                // held until it is signed.
+                let guard = self
+                    .store
+                    .lock_sender(agent.id, chain.name)
+                    .await
+                    .map_err(store_error)?;
+                self.check_unchanged(agent, chain, &approval, record).await?;
+                Some(guard)
+            }
+            None => None,
+        };
         let kind = match (&approval.call, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again.
             (Some(record), _) if let Some(typed) = &record.typed_data => {
@@ -77,18 +87,21 @@ impl Transfers {
             }),
         };
         let outcome = self
-            .send_outflow(Outflow {
-                id: approval.id,
-                agent_id: agent.id,
-                chain,
-                conversation_id: approval.conversation_id,
-                from: approval.from,
-                to: approval.to,
-                value: approval.value_wei,
-                kind,
-                authorization: Authorization::Approval { by },
-                mandate: Mandate::NONE,
-            })
+            .send_outflow_locked(
+                Outflow {
+                    id: approval.id,
+                    agent_id: agent.id,
+                    chain,
+                    conversation_id: approval.conversation_id,
+                    from: approval.from,
+                    to: approval.to,
+                    value: approval.value_wei,
+                    kind,
+                    authorization: Authorization::Approval { by },
+                    mandate: Mandate::NONE,
+                },
+                held,
+            )
             .await?;
         if let TransferOutcome::Sent {
             tx,

@@ -125,6 +125,52 @@ impl Transfers {
     /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A revert
     /// is `CallReverted` with its decoded reason; a node that cannot simulate, `SimulationUnavailable`.
     pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
+        let pending = self.pending_calls(order).await?;
+        self.preview_after(order, &pending).await
+    }
+
+    /// The agent's own transactions on the order's chain that the node has not mined yet, in nonce order, as the
+    /// simulation replays them before the call (§18: the call as it will land, after them). Read from the store, their
+    /// signed bytes decoded; those below the node's mined nonce have landed and are not replayed.
+    async fn pending_calls(&self, order: &CallOrder<'_>) -> Result<Vec<SimCall>, TransferError> {
+        use alloy::consensus::Transaction;
+        use alloy::eips::eip2718::Decodable2718;
+        let chain = order.chain;
+        let from = *order
+            .agent
+            .wallet_addresses
+            .get(chain.name)
+            .ok_or(TransferError::NoWallet)?;
+        let open: Vec<_> = self
+            .store
+            .open_transactions(chain.name)
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|tx| tx.agent_id == order.agent.id)
+            .collect();
+        if open.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mined = self.chains.get(chain.name)?.mined_nonce(from).await?;
+        Ok(open
+            .iter()
+            .filter(|tx| tx.nonce >= mined)
+            .filter_map(|tx| {
+                let envelope = alloy::consensus::TxEnvelope::decode_2718(&mut tx.raw_tx.as_slice()).ok()?;
+                Some(SimCall {
+                    from,
+                    to: envelope.to()?,
+                    value: envelope.value(),
+                    data: envelope.input().clone(),
+                    ..SimCall::default()
+                })
+            })
+            .collect())
+    }
+
+    /// `preview_call` after `pending`, the agent's transactions still to land.
+    async fn preview_after(&self, order: &CallOrder<'_>, pending: &[SimCall]) -> Result<Previewed, TransferError> {
         let chain = order.chain;
         let client = self.chains.get(chain.name)?;
         let from = *order
@@ -143,12 +189,14 @@ impl Transfers {
             data: data.clone(),
             ..SimCall::default()
         };
-        let simulated = match client.simulate(std::slice::from_ref(&run), false, None).await {
+        let mut batch = pending.to_vec();
+        batch.push(run.clone());
+        let simulated = match client.simulate(&batch, false, None).await {
             // The wallet cannot pay the value: the verdict is reached with a balance that can, and the reservation
             // refuses it for its funds last (§18).
             Err(SimulationError::InsufficientFunds) => {
                 let rich = json!({ from.to_string(): {"balance": format!("{:#x}", order.value.saturating_add(U256::from(10u128.pow(24))))} });
-                client.simulate(std::slice::from_ref(&run), false, Some(rich)).await
+                client.simulate(&batch, false, Some(rich)).await
             }
             other => other,
         };
@@ -162,7 +210,7 @@ impl Transfers {
             gas_used,
             return_data,
             logs,
-        }) = results.into_iter().next()
+        }) = results.into_iter().nth(pending.len())
         else {
             return Err(TransferError::SimulationUnavailable(chain.name.to_string()));
         };
@@ -200,7 +248,7 @@ impl Transfers {
                 .iter()
                 .any(|g| g.unlimited || call::is_unlimited_amount(g.amount));
         let moves = self
-            .allowance_moves(client, order, from, &decoded, &effect, &run)
+            .allowance_moves(client, order, from, &decoded, &effect, (pending, &run))
             .await?;
         let (fixed, outs) = self.outflows(chain, order, &decoded, &effect);
         let simulation = self.simulation_view(chain, &effect, gas_used);
@@ -276,7 +324,7 @@ impl Transfers {
         from: Address,
         decoded: &call::DecodedCall,
         effect: &Effect,
-        run: &SimCall,
+        (pending, run): (&[SimCall], &SimCall),
     ) -> Result<Vec<AllowanceMove>, TransferError> {
         let chain = order.chain;
         let ledger = self
@@ -329,9 +377,11 @@ impl Transfers {
                 ..SimCall::default()
             })
             .collect();
-        let mut batch = reads.clone();
+        let mut batch = pending.to_vec();
+        batch.extend(reads.iter().cloned());
         batch.push(run.clone());
         batch.extend(reads);
+        let first = pending.len();
         let read =
             |r: &Simulated| (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]));
         let moves = match client.simulate(&batch, false, None).await {
@@ -339,8 +389,8 @@ impl Transfers {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, (token, spender))| {
-                    let before = read(&results[i])?;
-                    let after = read(&results[pairs.len() + 1 + i])?;
+                    let before = read(&results[first + i])?;
+                    let after = read(&results[first + pairs.len() + 1 + i])?;
                     Some(AllowanceMove {
                         asset_key: self.name_token(chain, Some(*token)).asset_key,
                         token: *token,
@@ -433,29 +483,40 @@ impl Transfers {
         &self,
         order: &CallOrder<'_>,
     ) -> Result<(TransferOutcome, Previewed), (TransferError, Option<Previewed>)> {
-        let previewed = self.preview_call(order).await.map_err(|e| (e, None))?;
+        // Under the agent's send lock from the simulation to the signature: nothing of the agent's lands between
+        // them, and the call is simulated after the agent's transactions still pending (§18).
+        let guard = self
+            .store
+            .lock_sender(order.agent.id, order.chain.name)
+            .await
+            .map_err(|e| (store_error(e), None))?;
+        let pending = self.pending_calls(order).await.map_err(|e| (e, None))?;
+        let previewed = self.preview_after(order, &pending).await.map_err(|e| (e, None))?;
         let from = *order
             .agent
             .wallet_addresses
             .get(order.chain.name)
             .ok_or((TransferError::NoWallet, None))?;
         let sent = self
-            .send_outflow(Outflow {
-                id: Uuid::new_v4(),
-                agent_id: order.agent.id,
-                chain: order.chain,
-                conversation_id: order.conversation_id,
-                from,
-                to: order.to,
-                value: order.value,
-                kind: Kind::Call(Box::new(CallDraft {
-                    record: previewed.record.clone(),
-                    check: Some(previewed.check.clone()),
-                    gas_limit: previewed.gas_limit,
-                })),
-                authorization: Authorization::Policy,
-                mandate: order.mandate.clone(),
-            })
+            .send_outflow_locked(
+                Outflow {
+                    id: Uuid::new_v4(),
+                    agent_id: order.agent.id,
+                    chain: order.chain,
+                    conversation_id: order.conversation_id,
+                    from,
+                    to: order.to,
+                    value: order.value,
+                    kind: Kind::Call(Box::new(CallDraft {
+                        record: previewed.record.clone(),
+                        check: Some(previewed.check.clone()),
+                        gas_limit: previewed.gas_limit,
+                    })),
+                    authorization: Authorization::Policy,
+                    mandate: order.mandate.clone(),
+                },
+                Some(guard),
+            )
             .await;
         match sent {
             Ok(outcome) => Ok((outcome, previewed)),

@@ -219,14 +219,25 @@ impl Transfers {
     /// Sends `o` (see the module's doc). `Sent` with `Pending` when the node took it (the caller marks it so),
     /// `Submitted` when it is stored signed for the watcher (or, for an authorization, for the paid request).
     pub(super) async fn send_outflow(&self, o: Outflow<'_>) -> Result<TransferOutcome, TransferError> {
+        self.send_outflow_locked(o, None).await
+    }
+
+    /// `send_outflow` under the agent's send lock on the chain when the caller took it already (`held`: a call is
+    /// simulated under it, §18).
+    pub(super) async fn send_outflow_locked(
+        &self,
+        o: Outflow<'_>,
+        held: Option<Box<dyn SendGuard>>,
+    ) -> Result<TransferOutcome, TransferError> {
         let chain = o.chain;
         let client = self.chains.get(chain.name)?;
         let (quote, signer) = tokio::join!(o.kind.quote(client, &o), self.signer(o.agent_id));
         let (quote, signer) = (quote?, signer?);
         let on_chain = o.kind.on_chain();
-        let mut guard = match on_chain {
-            true => Some(self.lock(&o).await?),
-            false => None,
+        let mut guard = match (on_chain, held) {
+            (true, Some(held)) => Some(held),
+            (true, None) => Some(self.lock(&o).await?),
+            (false, _) => None,
         };
         let node_nonce = match on_chain {
             true => self.node_nonce(client, o.agent_id, chain, o.from).await?,

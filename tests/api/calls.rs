@@ -471,3 +471,34 @@ async fn a_call_the_wallet_cannot_pay_is_judged_by_its_rules_and_the_cap_first()
     assert_error(&short, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
 }
+
+#[tokio::test]
+async fn a_call_is_simulated_after_the_agents_own_pending_transactions() {
+    let s = setup().await;
+    let dev: Address = Anvil::DEV_ADDRESS.parse().unwrap();
+    // A token transfer of 900 of the agent's 1,000 USDC waits in the mempool, unmined.
+    s.anvil.set_automine(false).await;
+    let transfer = json!({"chain": "base", "to": dev.to_string(), "amount": "900", "asset": "USDC"});
+    let (status, sent) = post(&s, "transfers", transfer).await;
+    assert!(status.is_success(), "{sent}");
+    // A call moving 200 more would pass on the latest block, but not after the pending transfer: refused unsigned.
+    let more = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+        "args": [dev.to_string(), (200 * USDC).to_string()]});
+    let refused = post(&s, "calls", more.clone()).await;
+    assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "call_reverted");
+    let simulated = post(&s, "calls/simulate", more).await;
+    assert_error(&simulated, StatusCode::UNPROCESSABLE_ENTITY, "call_reverted");
+    s.anvil.set_automine(true).await;
+    s.anvil.mine(1).await;
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "only the transfer was signed");
+    assert_eq!(
+        token_balance(&s.anvil, s.uni.usdc, wallet(&s.agent)).await,
+        U256::from(100 * USDC)
+    );
+    // Once it landed, a call within what is left goes through.
+    let rest = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+        "args": [dev.to_string(), (100 * USDC).to_string()]});
+    let (status, body) = post(&s, "calls", rest).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
