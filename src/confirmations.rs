@@ -320,14 +320,40 @@ impl Watcher {
             // A reverted transfer moves no value; only its fee is spent.
             (AttemptKind::Send, false) => (TxState::Reverted, receipt.fee_paid()),
         };
+        let counts = match status {
+            TxState::Confirmed => self.receipt_counts(tx, receipt),
+            _ => Vec::new(),
+        };
         let settlement = Settlement {
             status,
             landed: (attempt.tx_hash != tx.tx_hash).then(|| attempt.tx_hash.clone()),
             block_number: Some(block),
             gas_used: Some(receipt.gas_used),
             actual_cost_wei: Some(cost),
+            counts,
         };
         self.settling(tx, settlement, confirmations).map(Some)
+    }
+
+    /// A mined call's receipt against its simulation (§18): per asset, what it really moved or allowed beyond what
+    /// was counted, or short of it. Nothing for a transfer that is not a call.
+    fn receipt_counts(&self, tx: &StoredTx, receipt: &ReceiptInfo) -> Vec<crate::store::CountChange> {
+        use crate::domain::call::ledger;
+        let Some(record) = tx.call.as_ref().filter(|c| c.typed_data.is_none()) else {
+            return Vec::new();
+        };
+        let real = ledger::figures(&crate::domain::call::effect(&receipt.logs, tx.from));
+        let chain = crate::domain::chain::find(&tx.chain);
+        ledger::receipt_counts(&record.figures, &real)
+            .into_iter()
+            .map(|c| crate::store::CountChange {
+                asset: chain
+                    .and_then(|chain| self.state.chains.tokens().find(chain, &c.token.to_checksum(None)))
+                    .map_or_else(|| format!("{:#x}", c.token).to_lowercase(), |asset| asset.symbol),
+                more: c.more,
+                less: c.less,
+            })
+            .collect()
     }
 
     /// A transfer the node refused again and none of whose attempts it knows: `dropped` once another transaction used
@@ -351,6 +377,7 @@ impl Watcher {
             block_number: None,
             gas_used: None,
             actual_cost_wei: Some(U256::ZERO),
+            counts: Vec::new(),
         };
         self.settle(tx, settlement, 0).await
     }
@@ -585,6 +612,7 @@ impl Watcher {
             block_number: block,
             gas_used: None,
             actual_cost_wei: Some(U256::ZERO),
+            counts: Vec::new(),
         };
         let done = self
             .state

@@ -28,8 +28,8 @@ impl TxStatus {
     }
 }
 
-/// A receipt reduced to what agentd needs (spending accounting and status).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A receipt reduced to what agentd needs (spending accounting, status, and the logs a call's counts are read from).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReceiptInfo {
     pub tx_hash: TxHash,
     pub block_number: Option<u64>,
@@ -39,6 +39,9 @@ pub struct ReceiptInfo {
     pub effective_gas_price: u128,
     /// The L1 data fee an OP-stack chain charged on top of the L2 gas (`l1Fee`); zero elsewhere.
     pub l1_fee: U256,
+    /// The logs the transaction emitted (§18: a mined call's real outflows and allowances).
+    #[serde(skip)]
+    pub logs: Vec<crate::domain::call::SimLog>,
 }
 
 impl ReceiptInfo {
@@ -50,6 +53,16 @@ impl ReceiptInfo {
             gas_used: receipt.gas_used(),
             effective_gas_price: receipt.effective_gas_price(),
             l1_fee: U256::ZERO,
+            logs: receipt
+                .inner
+                .logs()
+                .iter()
+                .map(|log| crate::domain::call::SimLog {
+                    address: log.address(),
+                    topics: log.topics().to_vec(),
+                    data: log.data().data.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -88,14 +101,15 @@ impl TxInfo {
     ) -> Self {
         let receipt = receipt.map(ReceiptInfo::from_rpc);
         let block_number = receipt
+            .as_ref()
             .and_then(|r| r.block_number)
             .or(TransactionResponse::block_number(tx));
-        let confirmations = match (receipt.and_then(|r| r.block_number), latest_block) {
+        let confirmations = match (receipt.as_ref().and_then(|r| r.block_number), latest_block) {
             (Some(included), Some(latest)) => latest.saturating_sub(included) + 1,
             (Some(_), None) => 1,
             _ => 0,
         };
-        let status = match receipt {
+        let status = match &receipt {
             Some(r) if confirmations >= required.max(1) => {
                 if r.success {
                     TxStatus::Confirmed
@@ -115,8 +129,8 @@ impl TxInfo {
             block_number,
             status,
             confirmations,
-            gas_used: receipt.map(|r| r.gas_used),
-            effective_gas_price: receipt.map(|r| r.effective_gas_price),
+            gas_used: receipt.as_ref().map(|r| r.gas_used),
+            effective_gas_price: receipt.as_ref().map(|r| r.effective_gas_price),
         }
     }
 

@@ -164,6 +164,10 @@ pub struct CallRecord {
     /// signature, once made, is the transfer's signed bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typed_data: Option<TypedDataRecord>,
+    /// What the simulation moved of each token (raw amounts), so that the receipt's logs can replace what it
+    /// counted once the call is mined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<crate::domain::call::ledger::Figure>,
 }
 
 /// What a typed-data signature is made from: the typed data as the request wrote it, and its EIP-712 digest.

@@ -29,9 +29,9 @@ pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
-    AgentUpdate, AuditEvent, Authorization, CallCheck, Challenge, Conversation, EventRecord, Message, NativeFunds,
-    NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn, Reservation, Role,
-    Settlement, Settling, SignFn, SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Authorization, CallCheck, Challenge, Conversation, CountChange, EventRecord, Message,
+    NativeFunds, NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn,
+    Reservation, Role, Settlement, Settling, SignFn, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};

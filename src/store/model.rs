@@ -299,6 +299,17 @@ pub struct Settlement {
     pub block_number: Option<u64>,
     pub gas_used: Option<u64>,
     pub actual_cost_wei: Option<U256>,
+    /// A mined call's receipt against its simulation (§18): what its `call_outflows` gain or lose, per asset.
+    pub counts: Vec<CountChange>,
+}
+
+/// How much more (or less) a mined call counts of one asset than its simulation did, the asset spelled as
+/// `call_outflows.asset` (a registry symbol, or a token's lower-case 0x address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountChange {
+    pub asset: String,
+    pub more: U256,
+    pub less: U256,
 }
 
 /// One transfer's settlement with the event and conversation message stored with it (`settle_transactions`).

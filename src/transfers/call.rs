@@ -259,6 +259,7 @@ impl Transfers {
             args: decoded.args,
             simulation: serde_json::to_value(&simulation).unwrap_or_default(),
             typed_data: None,
+            figures: call::ledger::figures(&effect),
         };
         Ok(Previewed {
             record,

@@ -132,6 +132,7 @@ impl Transfers {
                 typed_data: typed.json.clone(),
                 digest: typed.digest,
             }),
+            figures: Vec::new(),
         }
     }
 

@@ -502,3 +502,103 @@ async fn a_call_is_simulated_after_the_agents_own_pending_transactions() {
     let (status, body) = post(&s, "calls", rest).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
+
+#[tokio::test]
+async fn once_mined_a_call_counts_what_its_receipt_shows_not_what_was_simulated() {
+    use alloy::providers::Provider;
+    alloy::sol! {
+        function swapTokensForExactETH(uint256 amountOut, uint256 amountInMax, address[] path, address to, uint256 deadline) external returns (uint256[] memory);
+        function swapExactTokensForETH(uint256 amountIn, uint256 amountOutMin, address[] path, address to, uint256 deadline) external returns (uint256[] memory);
+    }
+    let s = setup().await;
+    let agent = wallet(&s.agent);
+    let dev: Address = Anvil::DEV_ADDRESS.parse().unwrap();
+    let send_as = |from: Address, to: Address, data: Vec<u8>, tip: Option<u128>| {
+        let mut tx = json!({"from": from, "to": to, "data": alloy::hex::encode_prefixed(data), "gas": "0x7a1200"});
+        if let Some(tip) = tip {
+            tx["maxPriorityFeePerGas"] = json!(format!("{tip:#x}"));
+            tx["maxFeePerGas"] = json!(format!("{:#x}", tip * 4));
+        }
+        let provider = s.anvil.provider().clone();
+        async move {
+            let hash: alloy::primitives::TxHash = provider
+                .raw_request("eth_sendTransaction".into(), (tx,))
+                .await
+                .expect("eth_sendTransaction");
+            hash
+        }
+    };
+    // An allowance the service never counted: granted with the agent's key outside it.
+    let approve_router = crate::helpers::uniswap::approveCall {
+        spender: s.uni.router,
+        amount: U256::from(1_000 * USDC),
+    }
+    .abi_encode();
+    let provider = s.anvil.provider();
+    let _: () = provider
+        .raw_request("anvil_impersonateAccount".into(), (agent,))
+        .await
+        .unwrap();
+    send_as(agent, s.uni.usdc, approve_router, None).await;
+    s.anvil.mine(1).await;
+    let _: () = provider
+        .raw_request("anvil_stopImpersonatingAccount".into(), (agent,))
+        .await
+        .unwrap();
+    assert_eq!(allowance_on_chain(&s, s.uni.router).await, U256::from(1_000 * USDC));
+    set_calls(&s, json!({"limits": {"base:USDC": {"per_day": "100"}}})).await;
+    mint(&s.anvil, s.uni.usdc, dev, U256::from(500_000 * USDC)).await;
+    crate::helpers::solidity::call_as_dev(
+        &s.anvil,
+        s.uni.usdc,
+        crate::helpers::uniswap::approveCall {
+            spender: s.uni.router,
+            amount: U256::from(500_000 * USDC),
+        }
+        .abi_encode()
+        .into(),
+    )
+    .await;
+
+    // 0.01 ETH for at most 500 USDC: simulated at about 20 USDC, a pull the service never counted (so it counts).
+    s.anvil.set_automine(false).await;
+    let path = [s.uni.usdc.to_string(), s.uni.weth.to_string()];
+    let exact_out = json!({"chain": "base", "to": s.uni.router.to_string(),
+        "function": "swapTokensForExactETH(uint256,uint256,address[],address,uint256)",
+        "args": [(ONE_ETH / 100).to_string(), (500 * USDC).to_string(), path, agent.to_string(), "99999999999"]});
+    let (status, sent) = post(&s, "calls", exact_out).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let simulated = &sent["simulation"]["changes"][0];
+    assert_eq!(simulated["asset"], "base:USDC", "{sent}");
+    let simulated_in = agentd::domain::amount::parse_units(simulated["amount"].as_str().unwrap(), 6).unwrap();
+    // Someone buys ETH with a lot of USDC first (a higher tip): the agent's swap lands at a worse price.
+    let buy = swapExactTokensForETHCall {
+        amountIn: U256::from(500_000 * USDC),
+        amountOutMin: U256::ZERO,
+        path: vec![s.uni.usdc, s.uni.weth],
+        to: dev,
+        deadline: U256::from(99_999_999_999u64),
+    };
+    send_as(dev, s.uni.router, buy.abi_encode(), Some(100_000_000_000)).await;
+    s.anvil.mine(1).await;
+    s.anvil.set_automine(true).await;
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+    let paid = U256::from(1_000 * USDC) - token_balance(&s.anvil, s.uni.usdc, agent).await;
+    assert!(
+        paid > simulated_in,
+        "the swap cost more than simulated: {paid} vs {simulated_in}"
+    );
+
+    // The day counts what the receipt shows: one unit more than what is left of 100 USDC after it is refused,
+    // exactly what is left goes through.
+    let left = U256::from(100 * USDC) - paid;
+    let transfer = |amount: U256| {
+        json!({"chain": "base", "to": dev.to_string(), "asset": "USDC",
+            "amount": agentd::domain::amount::format_units(amount, 6)})
+    };
+    let over = post(&s, "transfers", transfer(left + U256::from(1))).await;
+    assert_error(&over, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(over.1["error"]["details"]["rule"], "per_day", "{}", over.1);
+    let (status, body) = post(&s, "transfers", transfer(left)).await;
+    assert!(status.is_success(), "{body}");
+}

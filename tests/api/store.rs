@@ -143,6 +143,7 @@ pub(crate) fn confirmed(cost: u64) -> Settlement {
         block_number: Some(7),
         gas_used: Some(21_000),
         actual_cost_wei: Some(U256::from(cost)),
+        counts: Vec::new(),
     }
 }
 
@@ -549,6 +550,7 @@ async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
         block_number: None,
         gas_used: None,
         actual_cost_wei: Some(U256::ZERO),
+        counts: Vec::new(),
     };
     store
         .settle_transaction(gap.id, &dropped, json!({}), None)

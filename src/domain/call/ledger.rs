@@ -96,9 +96,148 @@ pub fn count(
     (counts, updates)
 }
 
+/// What a call moved of one token, as its simulation showed it and, once mined, as its receipt's logs show it: the
+/// sum of what left the wallet, and the allowances its approval events set.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Figure {
+    pub token: Address,
+    pub out: U256,
+    pub granted: U256,
+}
+
+/// The figures of an effect, per token in order of first appearance.
+pub fn figures(effect: &super::Effect) -> Vec<Figure> {
+    let mut figures: Vec<Figure> = Vec::new();
+    let mut at = |token: Address| -> usize {
+        match figures.iter().position(|f| f.token == token) {
+            Some(i) => i,
+            None => {
+                figures.push(Figure {
+                    token,
+                    out: U256::ZERO,
+                    granted: U256::ZERO,
+                });
+                figures.len() - 1
+            }
+        }
+    };
+    let mut outs = Vec::new();
+    for change in &effect.changes {
+        if let (Some(token), super::Direction::Out) = (change.token, change.direction) {
+            outs.push((at(token), change.amount));
+        }
+    }
+    let mut grants = Vec::new();
+    for grant in &effect.approvals {
+        grants.push((at(grant.token), grant.amount));
+    }
+    for (i, amount) in outs {
+        figures[i].out = figures[i].out.saturating_add(amount);
+    }
+    for (i, amount) in grants {
+        figures[i].granted = figures[i].granted.saturating_add(amount);
+    }
+    figures
+}
+
+/// How the receipt changes what a mined call counts of one token (§18: what it really took or granted counts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptCount {
+    pub token: Address,
+    /// Counted besides what the simulation counted: the receipt moved or allowed more.
+    pub more: U256,
+    /// Taken off what the simulation counted: the receipt moved less.
+    pub less: U256,
+}
+
+/// Per token, the receipt's figures against the simulation's. More moved or allowed than simulated counts in full,
+/// even where an allowance the service counted covered it (erring towards counting). Less is taken off only for a
+/// token the call granted no allowance of, in the simulation or the receipt: there the difference is an outflow
+/// that did not happen, never an allowance still open.
+pub fn receipt_counts(simulated: &[Figure], real: &[Figure]) -> Vec<ReceiptCount> {
+    let zero = |token| Figure {
+        token,
+        out: U256::ZERO,
+        granted: U256::ZERO,
+    };
+    let mut tokens: Vec<Address> = simulated.iter().map(|f| f.token).collect();
+    tokens.extend(
+        real.iter()
+            .map(|f| f.token)
+            .filter(|t| !simulated.iter().any(|f| f.token == *t)),
+    );
+    tokens
+        .into_iter()
+        .filter_map(|token| {
+            let sim = simulated
+                .iter()
+                .find(|f| f.token == token)
+                .cloned()
+                .unwrap_or_else(|| zero(token));
+            let got = real
+                .iter()
+                .find(|f| f.token == token)
+                .cloned()
+                .unwrap_or_else(|| zero(token));
+            let (sim_total, real_total) = (sim.out.saturating_add(sim.granted), got.out.saturating_add(got.granted));
+            let count = if real_total > sim_total {
+                ReceiptCount {
+                    token,
+                    more: real_total - sim_total,
+                    less: U256::ZERO,
+                }
+            } else if real_total < sim_total && sim.granted.is_zero() && got.granted.is_zero() {
+                ReceiptCount {
+                    token,
+                    more: U256::ZERO,
+                    less: sim_total - real_total,
+                }
+            } else {
+                return None;
+            };
+            Some(count)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receipt_counts_what_it_moved_beyond_the_simulation_and_less_only_where_nothing_was_allowed() {
+        let (a, b, c) = (
+            Address::repeat_byte(1),
+            Address::repeat_byte(2),
+            Address::repeat_byte(3),
+        );
+        let figure = |token, out: u64, granted: u64| Figure {
+            token,
+            out: U256::from(out),
+            granted: U256::from(granted),
+        };
+        let simulated = [figure(a, 100, 0), figure(b, 0, 50), figure(c, 30, 0)];
+        let real = [figure(a, 120, 0), figure(b, 0, 40), figure(c, 10, 0)];
+        assert_eq!(
+            receipt_counts(&simulated, &real),
+            vec![
+                ReceiptCount {
+                    token: a,
+                    more: U256::from(20),
+                    less: U256::ZERO
+                },
+                ReceiptCount {
+                    token: c,
+                    more: U256::ZERO,
+                    less: U256::from(20)
+                },
+            ]
+        );
+        // A token the simulation never showed counts whole.
+        let new = receipt_counts(&[], &[figure(a, 7, 0)]);
+        assert_eq!(new[0].more, U256::from(7));
+        assert!(receipt_counts(&simulated, &simulated).is_empty());
+    }
 
     const KEY: &str = "base:USDC";
 

@@ -113,6 +113,70 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
+    /// A mined call's receipt replaces its simulated figures (§18): what it moved beyond them is counted at the
+    /// call's time, what it moved short of them taken off its own rows.
+    async fn receipt_counts_in(
+        conn: &mut B::Connection,
+        id: Uuid,
+        (agent_id, chain): (Uuid, &str),
+        counts: &[crate::store::CountChange],
+    ) -> StoreResult<()> {
+        let (created_at,): (DateTime<Utc>,) = sqlx::query_as("SELECT created_at FROM transactions WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut *conn)
+            .await?;
+        for count in counts {
+            if !count.more.is_zero() {
+                sqlx::query(
+                    "INSERT INTO call_outflows (transfer_id, agent_id, chain, asset, amount, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(id)
+                .bind(agent_id)
+                .bind(chain)
+                .bind(&count.asset)
+                .bind(count.more.to_string())
+                .bind(created_at)
+                .execute(&mut *conn)
+                .await?;
+            }
+            if count.less.is_zero() {
+                continue;
+            }
+            let rows: Vec<(String,)> =
+                sqlx::query_as("SELECT amount FROM call_outflows WHERE transfer_id = $1 AND asset = $2")
+                    .bind(id)
+                    .bind(&count.asset)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let mut total = U256::ZERO;
+            for (amount,) in rows {
+                total = total.saturating_add(shared::wei_from_text(&amount, "call_outflows.amount")?);
+            }
+            sqlx::query("DELETE FROM call_outflows WHERE transfer_id = $1 AND asset = $2")
+                .bind(id)
+                .bind(&count.asset)
+                .execute(&mut *conn)
+                .await?;
+            let left = total.saturating_sub(count.less);
+            if !left.is_zero() {
+                sqlx::query(
+                    "INSERT INTO call_outflows (transfer_id, agent_id, chain, asset, amount, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(id)
+                .bind(agent_id)
+                .bind(chain)
+                .bind(&count.asset)
+                .bind(left.to_string())
+                .bind(created_at)
+                .execute(&mut *conn)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// One settlement inside the caller's write transaction (a round's batch, or `settle_transaction` alone): the
     /// transfer's status, the attempt that landed, what counts against the cap, the event and the message. `None`
     /// when the transfer was no longer open.
@@ -155,6 +219,9 @@ where
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
         Self::adjust_spent(&mut *conn, agent_id, &chain, actual, reserved).await?;
+        if !s.counts.is_empty() {
+            Self::receipt_counts_in(&mut *conn, id, (agent_id, &chain), &s.counts).await?;
+        }
         let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "INSERT INTO events (conversation_id, agent_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
              RETURNING {EVENT_COLUMNS}"
