@@ -15,8 +15,8 @@
 
 use chrono::{DateTime, Utc};
 use rmcp::model::{
-    CallToolResult, ClientCapabilities, CreateTaskResult, DetailedTask, InputRequest, InputRequests, JsonObject,
-    Task, TaskPayload,
+    CallToolResult, ClientCapabilities, CreateTaskResult, DetailedTask, InputRequest, InputRequests, JsonObject, Task,
+    TaskPayload,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -57,10 +57,7 @@ pub fn approval_page(origin: &str, agent_id: Uuid) -> String {
 
 /// The handle a held transfer's tool call answers.
 pub fn handle(approval: Option<&Approval>, transfer_id: Uuid) -> CreateTaskResult {
-    let (created, updated) = approval.map_or_else(
-        || (Utc::now(), Utc::now()),
-        |a| (a.created_at, a.updated_at),
-    );
+    let (created, updated) = approval.map_or_else(|| (Utc::now(), Utc::now()), |a| (a.created_at, a.updated_at));
     let task = base(transfer_id, created, updated)
         .with_status_message("The transfer awaits the owner's approval; poll tasks/get for its outcome.");
     CreateTaskResult::new(task)
@@ -91,12 +88,15 @@ pub async fn detailed(
         return Ok(None);
     };
     if let Some(tx) = state.store.get_transaction(agent.id, id).await? {
-        let task = base(id, tx.created_at, tx.updated_at).with_status_message(format!(
-            "Sent: the transfer is {}.",
-            shown_status(tx.status)
-        ));
+        let task = base(id, tx.created_at, tx.updated_at)
+            .with_status_message(format!("Sent: the transfer is {}.", shown_status(tx.status)));
         let result = CallToolResult::structured(sent(&tx));
-        return Ok(Some(DetailedTask::new(task, TaskPayload::Completed { result: object(&result) })));
+        return Ok(Some(DetailedTask::new(
+            task,
+            TaskPayload::Completed {
+                result: object(&result),
+            },
+        )));
     }
     let Some(approval) = state.store.get_approval(id).await?.filter(|a| a.agent_id == agent.id) else {
         return Ok(None);
@@ -106,10 +106,7 @@ pub async fn detailed(
     let detailed = match approval.status {
         ApprovalStatus::AwaitingApproval if approval.is_expired_at(now) => not_sent(task, &approval, "expired"),
         ApprovalStatus::AwaitingApproval => {
-            let message = format!(
-                "{} awaits the owner's approval (transfer {id}).",
-                summary(&approval)
-            );
+            let message = format!("{} awaits the owner's approval (transfer {id}).", summary(&approval));
             let request = approval_url.and_then(|url| {
                 let request = json!({"method": "elicitation/create", "params": {
                     "mode": "url", "message": format!("{message} Approve or reject it in the console."),
