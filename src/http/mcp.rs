@@ -92,6 +92,10 @@ async fn handle(
     Extension(mcp): Extension<Arc<StreamableMcp>>,
     request: Request,
 ) -> Response {
+    if !origin_allowed(&state, request.headers()) {
+        let message = "this Origin may not call /mcp: list it in CORS_ORIGINS";
+        return rpc_refusal(StatusCode::FORBIDDEN, INVALID_REQUEST, message, "forbidden");
+    }
     let caller = match authenticate(&state, request.headers()).await {
         Ok(caller) => caller,
         Err(err) => return auth_refusal(err),
@@ -142,6 +146,26 @@ async fn handle(
         }
     };
     with_rpc_error_body(mcp.serve(route, request, caller).await).await
+}
+
+/// The browser rule of docs/api.md §15 for `/mcp` (which MCP asks servers to apply against DNS rebinding): a request
+/// without `Origin` (not from a page) passes; one from a page passes when its origin is listed in `CORS_ORIGINS`,
+/// is `PUBLIC_URL`'s, or is the origin the request was addressed to (the console, same-origin).
+fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let Ok(origin) = origin.to_str().map(|o| o.trim().to_ascii_lowercase()) else {
+        return false;
+    };
+    if state.config.server.cors_origins.contains(&origin) {
+        return true;
+    }
+    if let Some(public) = &state.config.security.public_url {
+        return public.origin.eq_ignore_ascii_case(&origin);
+    }
+    let host = header(headers, header::HOST.as_str()).map(str::to_ascii_lowercase);
+    host.is_some_and(|host| origin == format!("http://{host}") || origin == format!("https://{host}"))
 }
 
 /// Checks that the body is one JSON-RPC message rmcp can read: whether it is an `initialize`, or the refusal.

@@ -38,6 +38,10 @@ pub async fn elicit_if_awaiting(
     let Some(transfer_id) = awaiting_transfer(&result) else {
         return result;
     };
+    // 2026-07-28 requests stand alone: nothing is asked back on them (a held call becomes a task instead).
+    if cx.protocol_version().is_some_and(|v| !v.has_initialize()) {
+        return result;
+    }
     if !cx.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
         return result;
     }
@@ -74,7 +78,7 @@ pub async fn elicit_if_awaiting(
 
 /// The transfer id of a result `{transfer_id, status: "awaiting_approval", …}`, or of a `pay_http` result whose
 /// `payment` waits (§16: its own `status` is the resource's 402).
-fn awaiting_transfer(result: &ToolResult) -> Option<Uuid> {
+pub(super) fn awaiting_transfer(result: &ToolResult) -> Option<Uuid> {
     let value = result.as_ref().ok()?;
     let waiting = |v: &Value| v.get("status").and_then(Value::as_str) == Some("awaiting_approval");
     let holder = if waiting(value) {

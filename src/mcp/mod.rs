@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod server;
 pub mod sessions;
 pub mod streamable;
+pub mod tasks;
 
 use anyhow::Context;
 use rmcp::ServiceExt;

@@ -7,15 +7,15 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult, ErrorCode, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::{approval, catalog};
+use super::{approval, catalog, tasks};
 use crate::auth::{AuthError, OwnerAuthority};
 use crate::domain::agent::Agent;
 use crate::state::AppState;
@@ -113,6 +113,48 @@ impl AgentServer {
         Ok((caller, agent))
     }
 
+    /// Where the console is, for links to its approval page: `PUBLIC_URL`, else the origin this HTTP request was
+    /// addressed to; over stdio without `PUBLIC_URL`, nowhere.
+    fn console_origin(&self, cx: &RequestContext<RoleServer>) -> Option<String> {
+        if let Some(public) = &self.state.config.security.public_url {
+            return Some(public.origin.to_string());
+        }
+        let parts = cx.extensions.get::<axum::http::request::Parts>()?;
+        let host = parts.headers.get(axum::http::header::HOST)?.to_str().ok()?;
+        let valid = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+        valid.then(|| format!("http://{host}"))
+    }
+
+    /// The task of this agent named `task_id`, or the not-found error (the same for another agent's task).
+    async fn task(
+        &self,
+        task_id: &str,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DetailedTask, ErrorData> {
+        let (_, agent) = self.agent(cx).await?;
+        let url = tasks::url_elicitation(cx.client_capabilities().as_ref())
+            .then(|| self.console_origin(cx))
+            .flatten()
+            .map(|origin| tasks::approval_page(&origin, agent.id));
+        match tasks::detailed(&self.state, &agent, task_id, url).await {
+            Ok(Some(task)) => Ok(task),
+            Ok(None) => Err(ErrorData::invalid_params(
+                "Task not found",
+                Some(json!({ "code": "task_not_found" })),
+            )),
+            Err(e) => {
+                tracing::error!(agent_id = %agent.id, error = %e, "could not read an MCP task");
+                Err(ErrorData::internal_error(
+                    "internal error",
+                    Some(json!({ "code": "internal_error" })),
+                ))
+            }
+        }
+    }
+
     /// Records a tool call in the audit table: the tool, its outcome and its (non-secret) arguments.
     async fn audit(&self, caller: &McpCaller, tool: &str, arguments: &Value, outcome: Outcome<'_>) {
         let mut detail = json!({
@@ -150,15 +192,17 @@ impl ServerHandler for AgentServer {
     fn get_info(&self) -> ServerConfig {
         let mut server = Implementation::new("agentd", env!("CARGO_PKG_VERSION"));
         server.title = Some("agentd".into());
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
+        InitializeResult::new(capabilities)
             .with_server_info(server)
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
-    /// The revisions with an `initialize` handshake (2024-11-05 to 2025-11-25); an unknown newer request is
-    /// answered with the newest of them.
+    /// The revisions with an `initialize` handshake (2024-11-05 to 2025-11-25), whose `initialize` with an unknown
+    /// newer version is answered with the newest of them, and 2026-07-28 (no handshake: every request carries its
+    /// `_meta`, `server/discover` lists these), served statelessly.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     async fn initialize(
@@ -189,7 +233,16 @@ impl ServerHandler for AgentServer {
         request: CustomRequest,
         _cx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        const STANDARD: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+        const STANDARD: &[&str] = &[
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "server/discover",
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+        ];
         if STANDARD.contains(&request.method.as_str()) {
             let message = format!("Invalid params for {}", request.method);
             return Err(ErrorData::invalid_params(message, None));
@@ -255,7 +308,39 @@ impl ServerHandler for AgentServer {
             tx_hash,
         };
         self.audit(&caller, name, &arguments, outcome).await;
+        // Held for the owner, for a client that follows tasks: a task handle now, the outcome from `tasks/get`.
+        if let Some(transfer_id) = approval::awaiting_transfer(&result)
+            && tasks::declared(cx.client_capabilities().as_ref())
+        {
+            let held = self.state.store.get_approval(transfer_id).await.ok().flatten();
+            tracing::info!(agent_id = %agent.id, %transfer_id, "MCP call held for approval answered as a task");
+            return Ok(CallToolResponse::Task(tasks::handle(held.as_ref(), transfer_id)));
+        }
         let result = approval::elicit_if_awaiting(self, &cx, &caller, &agent, result).await;
         Ok(catalog::call_result(&result).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.task(&request.task_id, &cx).await?))
+    }
+
+    /// An answer to the URL-mode elicitation (the owner was sent to the console) changes nothing here: the task
+    /// moves when the owner decides. It is acknowledged for a task of the agent's.
+    async fn update_task(&self, request: UpdateTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.task(&request.task_id, &cx).await.map(|_| ())
+    }
+
+    /// A transfer held for the owner is the owner's to decide: the agent cannot withdraw it through its task.
+    async fn cancel_task(&self, request: CancelTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.task(&request.task_id, &cx).await?;
+        Err(ErrorData::new(
+            ErrorCode::INVALID_REQUEST,
+            "a transfer held for approval is decided by its owner (approve or reject); it cannot be cancelled here",
+            Some(json!({ "code": "owner_required" })),
+        ))
     }
 }

@@ -5,6 +5,7 @@
 
 mod elicitation;
 mod http;
+mod modern;
 mod sessions;
 mod stdio;
 mod x402;
