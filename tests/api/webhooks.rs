@@ -297,6 +297,42 @@ async fn an_approval_and_a_policy_refusal_are_pushed() {
 }
 
 #[tokio::test]
+async fn a_held_call_is_pushed_with_its_decoded_call_and_simulated_changes() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &WEBHOOK_VARS).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    let token = crate::helpers::solidity::deploy_test_token(&anvil, "Test Dollar", "TUSD", 6).await;
+    let approve = "approve(address,uint256)";
+    let policy = json!({"calls": {"default": "deny", "rules": [
+        {"chain": "base", "to": token.to_string(), "function": approve, "action": "approve"}]}});
+    set_policy(&app, &agent, policy).await;
+    let receiver = Receiver::start().await;
+    let hook = register(&app, &agent, &receiver.url, json!(["approval.required"])).await;
+
+    let spender = fresh_address();
+    let path = format!("/api/agents/{}/calls", agent.id);
+    let body = json!({"chain": "base", "to": token.to_string(), "function": approve,
+        "args": [spender.to_string(), "2500000"]});
+    let (status, held) = app.request(Method::POST, &path, Some(&agent.token), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+
+    let deliveries = receiver.wait_for(1).await;
+    let payloads = verified(hook["secret"].as_str().unwrap(), &deliveries);
+    let data = &payloads[0]["data"];
+    assert_eq!(payloads[0]["type"], "approval.required", "{data}");
+    assert_eq!(data["kind"], "call", "{data}");
+    assert_eq!(data["call"]["function"], approve, "{data}");
+    assert_eq!(data["call"]["args"][1], "2500000", "{data}");
+    assert_eq!(data["simulation"], held["simulation"], "{data}");
+    assert_eq!(
+        data["simulation"]["approvals"][0]["spender"],
+        spender.to_checksum(None),
+        "{data}"
+    );
+}
+
+#[tokio::test]
 async fn endpoints_on_private_addresses_are_refused_without_webhook_allow_private() {
     let app = spawn_app_with(&[("ADMIN_TOKEN", ADMIN)]).await;
     for url in [
