@@ -42,6 +42,7 @@ pub mod tools;
 /// The transfer service: cap, nonce, sign, store, broadcast.
 pub mod transfers;
 /// Wallet key custody.
+pub mod signer;
 pub mod vault;
 /// The webhook delivery worker.
 pub mod webhooks;
