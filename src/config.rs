@@ -644,9 +644,9 @@ impl Vars {
             Some("pkcs11") => {}
             Some(_) => return Err(invalid("KEY_BACKEND", "must be local or pkcs11")),
         }
-        let module = self
-            .get("PKCS11_MODULE")
-            .ok_or(ConfigError::Refused("KEY_BACKEND=pkcs11 needs PKCS11_MODULE (the module's path)"))?;
+        let module = self.get("PKCS11_MODULE").ok_or(ConfigError::Refused(
+            "KEY_BACKEND=pkcs11 needs PKCS11_MODULE (the module's path)",
+        ))?;
         let token_label = self
             .get("PKCS11_TOKEN_LABEL")
             .ok_or(ConfigError::Refused("KEY_BACKEND=pkcs11 needs PKCS11_TOKEN_LABEL"))?;

@@ -16,10 +16,10 @@ use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::rate_limit::ProofLimits;
+use crate::signer::Keys;
 use crate::store::Store;
 use crate::tools::ToolServices;
 use crate::transfers::Transfers;
-use crate::signer::Keys;
 use crate::vault::{self, Vault};
 
 /// Cloned for every request (middleware, extractors), so it is one `Arc`: a clone is one atomic increment, not one
@@ -129,10 +129,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.security.reissue_limit_per_ip,
         config.security.reissue_limit_per_agent,
     );
-    let (chains, metrics) = (
-        Arc::new(chains),
-        Arc::<crate::metrics::Metrics>::default(),
-    );
+    let (chains, metrics) = (Arc::new(chains), Arc::<crate::metrics::Metrics>::default());
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),

@@ -21,8 +21,8 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
-use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::signer::{Keys, SignerError, WalletSigner};
+use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;

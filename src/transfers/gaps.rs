@@ -31,7 +31,8 @@ impl Transfers {
         let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
         let sign = |nonce| {
-            sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce).map_err(|e| e.to_string())
+            sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce)
+                .map_err(|e| e.to_string())
         };
         let fill = match self
             .store

@@ -14,12 +14,12 @@ use super::{
     BroadcastStatus, FEE_MAX_AGE, SignWatch, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
     nonce_filler, sign_transfer, store_error, token_ref,
 };
-use crate::signer::{SignerError, WalletSigner};
 use crate::chain::{ChainClient, ChainError, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
 use crate::domain::transaction::{CallRecord, StoredTx, X402Record};
+use crate::signer::{SignerError, WalletSigner};
 use crate::store::{Authorization, Mandate, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -291,7 +291,11 @@ impl Transfers {
                     }
                     request.node_nonce = Some(pending);
                 }
-                Err(e) => return Err(self.refused(client, signer.as_ref(), &tx, &quote, from_approval, e).await),
+                Err(e) => {
+                    return Err(self
+                        .refused(client, signer.as_ref(), &tx, &quote, from_approval, e)
+                        .await);
+                }
             }
         }
         Err(TransferError::NonceKeptRefused)

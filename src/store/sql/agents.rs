@@ -195,12 +195,13 @@ where
     }
 
     async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey> {
-        let row: KeyRow =
-            sqlx::query_as("SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?
-                .ok_or(StoreError::AgentNotFound)?;
+        let row: KeyRow = sqlx::query_as(
+            "SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::AgentNotFound)?;
         row.into_key()
     }
 }
