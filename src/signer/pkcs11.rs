@@ -169,8 +169,12 @@ impl Token {
                 Ok(value)
             }
             Err(e) => {
-                drop(session);
+                // The handles found may be stale; the session itself is kept unless it is what failed (a session
+                // given up when it was the last one logs the application out).
                 self.handles.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                if !session_lost(&e) {
+                    self.give_back(session);
+                }
                 Err(self.unavailable(&e))
             }
         }
@@ -263,8 +267,9 @@ impl Token {
             let signature = session.sign(&Mechanism::Ecdsa, key, hash.as_slice())?;
             Ok(Some((key, signature)))
         })?;
+        // The start found every active agent's object: one missing now is the token's failure (503), not the key's.
         let Some((key, signature)) = signed else {
-            return Err(SignerError::Key(format!(
+            return Err(SignerError::Unavailable(format!(
                 "agent {agent_id}'s key object is missing from token {:?}",
                 self.label
             )));
@@ -309,6 +314,23 @@ impl Token {
         }
         Ok(())
     }
+}
+
+/// Whether `e` means the session (or the token behind it) is gone, so that it must not be used again.
+fn session_lost(e: &CkError) -> bool {
+    !matches!(
+        e,
+        CkError::Pkcs11(
+            RvError::ObjectHandleInvalid
+                | RvError::KeyHandleInvalid
+                | RvError::FunctionFailed
+                | RvError::GeneralError
+                | RvError::OperationActive
+                | RvError::DataLenRange
+                | RvError::DataInvalid,
+            _
+        )
+    )
 }
 
 /// The one object of `class` whose `CKA_ID` is the agent id.

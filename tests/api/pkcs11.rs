@@ -352,3 +352,54 @@ async fn the_start_is_refused_when_an_active_agents_key_object_is_missing_or_the
     hsm.tool(&["--delete-object", "--type", "privkey", "--label", &agent.id]);
     assert_refused(&hsm.run_to_exit(&[]), &[&agent.id, &hsm.label]);
 }
+
+#[tokio::test]
+async fn a_token_that_fails_mid_run_answers_503_records_nothing_and_the_next_transfer_takes_the_same_nonce() {
+    let Some(hsm) = SoftHsm::new() else { return };
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let server = hsm.start(&[("RPC_URL_BASE", anvil.url()), ("WATCHER_INTERVAL_MS", "50")]);
+    let client = reqwest::Client::new();
+    let agent = create_agent(
+        &client,
+        &server,
+        json!({"name": "payer", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.5}),
+    )
+    .await;
+    anvil.set_balance(agent.address, wei(ONE_ETH)).await;
+    let path = format!("/api/agents/{}/transfers", agent.id);
+    let order = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "0.01"});
+    let (status, first) = post(&client, &server, &path, &agent.token, order.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+
+    // SoftHSM2 reads its objects from the token directory: without it, the token fails (as a device that went away).
+    let tokens = hsm.dir.path().join("tokens");
+    let away = hsm.dir.path().join("tokens.away");
+    std::fs::rename(&tokens, &away).unwrap();
+    let (status, refused) = post(&client, &server, &path, &agent.token, order.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}\n{}", server.logs());
+    assert_eq!(refused["error"]["code"], "signer_unavailable", "{refused}");
+    std::fs::rename(&away, &tokens).unwrap();
+
+    let listed = client
+        .get(format!("{}/api/agents/{}/transactions", server.base_url(), agent.id))
+        .header(TOKEN_HEADER, &agent.token)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "nothing recorded: {listed}");
+    assert_eq!(anvil.nonce(agent.address).await, 1);
+
+    // SoftHSM2 does not take back objects whose files went away while it ran (it answers that the key object is
+    // missing): the token "recovers" here by a restart of the service, which opens it afresh.
+    server.terminate(Duration::from_secs(10));
+    let server = hsm.start(&[("RPC_URL_BASE", anvil.url()), ("WATCHER_INTERVAL_MS", "50")]);
+    let (status, next) = post(&client, &server, &path, &agent.token, order).await;
+    assert_eq!(status, StatusCode::CREATED, "{next}\n{}", server.logs());
+    assert_eq!(next["nonce"], 1, "the refused transfer's nonce was given back: {next}");
+    assert_eq!(anvil.nonce(agent.address).await, 2);
+    let logs = server.terminate(Duration::from_secs(10)).logs;
+    assert!(!logs.contains(PIN), "the PIN in the logs");
+}
