@@ -111,6 +111,7 @@ pub async fn run() {
         state.store.clone(),
         state.chains.clone(),
         state.vault.clone(),
+        state.keys.clone(),
         state.config.faults,
         state.config.x402.clone(),
     );

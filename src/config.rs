@@ -168,6 +168,8 @@ pub struct SecurityConfig {
     pub disable_agent_auth: bool,
     pub admin_token: Option<SecretString>,
     pub allow_key_export: bool,
+    /// `KEY_BACKEND=pkcs11` (§20): the token new agents' keys are generated and signed in; `None`: `local`.
+    pub pkcs11: Option<crate::signer::Pkcs11Config>,
     pub challenge_prefix: String,
     /// `PUBLIC_URL`: the service's public origin; its host is the Sign-In with Ethereum domain of owner challenges.
     pub public_url: Option<PublicUrl>,
@@ -562,6 +564,7 @@ impl SecurityConfig {
             disable_agent_auth,
             admin_token,
             allow_key_export: vars.flag("ALLOW_KEY_EXPORT", true)?,
+            pkcs11: vars.key_backend()?,
             challenge_prefix,
             public_url,
             reissue_limit_per_agent: vars.positive("REISSUE_LIMIT_PER_AGENT", 10)?,
@@ -631,6 +634,50 @@ impl Vars {
             (None, None) => return Ok(None),
         };
         Ok(Some(SecretString::from(token)))
+    }
+
+    /// `KEY_BACKEND` (`local` or `pkcs11`) and, for `pkcs11`, the module, the token's label and the PIN
+    /// (`PKCS11_PIN` wins over `PKCS11_PIN_FILE`; set but empty, or an empty file, is refused).
+    fn key_backend(&self) -> Result<Option<crate::signer::Pkcs11Config>, ConfigError> {
+        match self.get("KEY_BACKEND").map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("local") => return Ok(None),
+            Some("pkcs11") => {}
+            Some(_) => return Err(invalid("KEY_BACKEND", "must be local or pkcs11")),
+        }
+        let module = self.get("PKCS11_MODULE").ok_or(ConfigError::Refused(
+            "KEY_BACKEND=pkcs11 needs PKCS11_MODULE (the module's path)",
+        ))?;
+        let token_label = self
+            .get("PKCS11_TOKEN_LABEL")
+            .ok_or(ConfigError::Refused("KEY_BACKEND=pkcs11 needs PKCS11_TOKEN_LABEL"))?;
+        let pin = match (self.0.get("PKCS11_PIN"), self.0.get("PKCS11_PIN_FILE")) {
+            (Some(pin), _) => {
+                if pin.trim().is_empty() {
+                    return Err(ConfigError::Refused("PKCS11_PIN is set but empty"));
+                }
+                pin.trim().to_string()
+            }
+            (None, Some(path)) => {
+                let pin = std::fs::read_to_string(path.trim()).map_err(|source| ConfigError::File {
+                    var: "PKCS11_PIN_FILE",
+                    source,
+                })?;
+                if pin.trim().is_empty() {
+                    return Err(ConfigError::Refused("PKCS11_PIN_FILE is set but names an empty file"));
+                }
+                pin.trim().to_string()
+            }
+            (None, None) => {
+                return Err(ConfigError::Refused(
+                    "KEY_BACKEND=pkcs11 needs the user PIN in PKCS11_PIN or PKCS11_PIN_FILE",
+                ));
+            }
+        };
+        Ok(Some(crate::signer::Pkcs11Config {
+            module: PathBuf::from(module),
+            token_label,
+            pin: SecretString::from(pin),
+        }))
     }
 
     fn positive(&self, name: &'static str, default: u32) -> Result<NonZeroU32, ConfigError> {

@@ -31,6 +31,8 @@ pub mod mcp;
 pub mod metrics;
 /// Rate limits in bounded tables, keyed by client address or agent id.
 pub mod rate_limit;
+/// Wallet key custody.
+pub mod signer;
 /// Shared handler state.
 pub mod state;
 /// SQLite and PostgreSQL persistence.
@@ -41,7 +43,6 @@ pub mod telemetry;
 pub mod tools;
 /// The transfer service: cap, nonce, sign, store, broadcast.
 pub mod transfers;
-/// Wallet key custody.
 pub mod vault;
 /// The webhook delivery worker.
 pub mod webhooks;

@@ -16,6 +16,7 @@ use crate::llm::LlmProvider;
 use crate::llm::builtin::BuiltinProvider;
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::rate_limit::ProofLimits;
+use crate::signer::Keys;
 use crate::store::Store;
 use crate::tools::ToolServices;
 use crate::transfers::Transfers;
@@ -40,6 +41,8 @@ pub struct Services {
     pub auth: Authenticator,
     pub store: Arc<dyn Store>,
     pub vault: Arc<Vault>,
+    /// Where wallet keys are made and sign (§20): the vault, and the PKCS#11 token with `KEY_BACKEND=pkcs11`.
+    pub keys: Arc<Keys>,
     pub config: Arc<Config>,
     /// Per-client and failed-proof limits of the reissue and owner-session endpoints.
     pub reissue_limits: Arc<ProofLimits>,
@@ -109,6 +112,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     }
     let chains = build_chains(&config)?;
     let llm = build_llm(&config)?;
+    let vault = Arc::new(vault);
+    let keys = Arc::new(open_keys(&config, store.as_ref(), vault.clone()).await?);
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let auth = crate::auth::Authenticator::new(
         store.clone(),
@@ -124,15 +129,12 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         config.security.reissue_limit_per_ip,
         config.security.reissue_limit_per_agent,
     );
-    let (vault, chains, metrics) = (
-        Arc::new(vault),
-        Arc::new(chains),
-        Arc::<crate::metrics::Metrics>::default(),
-    );
+    let (chains, metrics) = (Arc::new(chains), Arc::<crate::metrics::Metrics>::default());
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),
         vault.clone(),
+        keys.clone(),
         config.faults,
         config.x402.clone(),
     );
@@ -153,6 +155,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         streams,
         store,
         vault,
+        keys,
         config: Arc::new(config),
         reissue_limits: Arc::new(reissue_limits),
         chains,
@@ -167,6 +170,31 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     // Checks each node's chain id in the background: a node that is down never delays the start.
     state.chains.verify_at_start();
     Ok(BuiltState { state, stop })
+}
+
+/// The key backends: with `KEY_BACKEND=pkcs11` the token is opened (module loaded, token found by label, logged in)
+/// and every active agent's key object must be in it; with `local`, no active agent's key may be in a token. Any
+/// failure refuses the start (§20): the service never starts half-able to sign.
+pub async fn open_keys(config: &Config, store: &dyn Store, vault: Arc<Vault>) -> anyhow::Result<Keys> {
+    let token_keys = store.token_keys().await?;
+    let token = match &config.security.pkcs11 {
+        Some(pkcs11) => {
+            let token = crate::signer::Token::open(pkcs11)?;
+            token.check_keys(&token_keys)?;
+            tracing::info!(token = token.label(), keys = token_keys.len(), "PKCS#11 token opened");
+            Some(Arc::new(token))
+        }
+        None => {
+            if let Some((agent_id, _)) = token_keys.first() {
+                anyhow::bail!(
+                    "active agent {agent_id}'s key is in a PKCS#11 token but KEY_BACKEND is local: set KEY_BACKEND=pkcs11 \
+                     and the PKCS11_* variables"
+                );
+            }
+            None
+        }
+    };
+    Ok(Keys::new(vault, token))
 }
 
 fn build_chains(config: &Config) -> anyhow::Result<Chains> {

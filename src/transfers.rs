@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
-use alloy::network::TxSignerSync;
 use alloy::primitives::{Address, Bytes, TxKind, U256};
-use alloy::signers::local::PrivateKeySigner;
 use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, Chains, RefusalKind};
@@ -23,6 +21,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
+use crate::signer::{Keys, SignerError, WalletSigner};
 use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
@@ -54,6 +53,8 @@ pub struct Transfers {
     store: Arc<dyn Store>,
     chains: Arc<Chains>,
     vault: Arc<Vault>,
+    /// Where the agents' keys sign (§20).
+    keys: Arc<Keys>,
     faults: Faults,
     /// The guarded fetch x402 payments go through.
     fetcher: crate::x402::Fetcher,
@@ -122,6 +123,7 @@ impl Transfers {
         store: Arc<dyn Store>,
         chains: Arc<Chains>,
         vault: Arc<Vault>,
+        keys: Arc<Keys>,
         faults: Faults,
         x402: crate::config::X402Config,
     ) -> Self {
@@ -129,6 +131,7 @@ impl Transfers {
             store,
             chains,
             vault,
+            keys,
             faults,
             fetcher: crate::x402::Fetcher::new(x402),
             counted: Default::default(),
@@ -294,13 +297,52 @@ impl Transfers {
         }
     }
 
-    /// The agent's wallet key, opened.
-    async fn signer(&self, agent_id: Uuid) -> Result<PrivateKeySigner, TransferError> {
+    /// The agent's signer (§20): its vault key opened, or its key in the token (asked nothing until it signs).
+    async fn signer(&self, agent_id: Uuid) -> Result<Arc<dyn WalletSigner>, TransferError> {
         let key = self.store.wallet_key(agent_id).await.map_err(store_error)?;
-        self.vault.open(agent_id, &key).map_err(|e| {
-            tracing::error!(%agent_id, error = %e, "wallet key could not be opened");
-            TransferError::KeyUnavailable
+        self.keys.open(agent_id, &key).map_err(|e| signer_error(agent_id, e))
+    }
+}
+
+/// What a signer's failure is to the caller: a token that does not answer is 503 `signer_unavailable` (nothing
+/// recorded, try again), a key that cannot be used an internal error.
+fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
+    tracing::error!(%agent_id, error = %e, "the wallet key could not sign");
+    match e {
+        SignerError::Unavailable(_) => TransferError::SignerUnavailable,
+        SignerError::Key(_) => TransferError::KeyUnavailable,
+    }
+}
+
+/// A signing callback for the store (whose errors are text) that remembers whether the signer was unavailable, so
+/// that the refusal the store answers (its transaction rolled back: nothing recorded, no nonce taken) becomes 503
+/// `signer_unavailable` rather than an internal error.
+pub(crate) struct SignWatch(std::sync::atomic::AtomicBool);
+
+impl SignWatch {
+    pub(crate) fn new() -> Self {
+        SignWatch(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// `result`, its error turned into the store's text, noted when it is the signer's unavailability.
+    pub(crate) fn note<T>(&self, result: Result<T, SignerError>) -> Result<T, String> {
+        result.map_err(|e| {
+            if e.is_unavailable() {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            e.to_string()
         })
+    }
+
+    /// The store's answer, a signing refusal by an unavailable signer as `SignerUnavailable`.
+    pub(crate) fn judge<T>(&self, result: Result<T, StoreError>) -> Result<T, TransferError> {
+        match result {
+            Err(StoreError::Signing(reason)) if self.0.load(std::sync::atomic::Ordering::Relaxed) => {
+                tracing::warn!(%reason, "the signer did not answer; nothing was recorded");
+                Err(TransferError::SignerUnavailable)
+            }
+            other => other.map_err(store_error),
+        }
     }
 }
 
@@ -349,12 +391,12 @@ fn nonce_filler(
 
 /// Signs `request` at `nonce` (EIP-1559 with the chain's id): the raw bytes and hash to store before broadcast.
 fn sign_transfer(
-    signer: &PrivateKeySigner,
+    signer: &dyn WalletSigner,
     chain: &ChainInfo,
     request: &TransferRequest,
     priority_fee: u128,
     nonce: u64,
-) -> Result<SignedTx, String> {
+) -> Result<SignedTx, SignerError> {
     let (to, value, input) = match &request.call {
         Some(call) => (request.to, request.value_wei, call.data.clone()),
         None => on_chain_call(request.to, request.value_wei, request.token),
@@ -373,9 +415,10 @@ fn sign_transfer(
     sign_eip1559(signer, tx)
 }
 
-/// Signs an EIP-1559 transaction: the raw bytes and hash to store before broadcast.
-fn sign_eip1559(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<SignedTx, String> {
-    let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| e.to_string())?;
+/// Signs an EIP-1559 transaction (its signature hash, through the signer seam): the raw bytes and hash to store
+/// before broadcast.
+fn sign_eip1559(signer: &dyn WalletSigner, tx: TxEip1559) -> Result<SignedTx, SignerError> {
+    let signature = signer.sign_hash(&tx.signature_hash())?;
     let envelope = TxEnvelope::from(tx.into_signed(signature));
     Ok(SignedTx {
         hash: envelope.tx_hash().to_string(),

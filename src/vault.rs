@@ -22,13 +22,53 @@ const KEY_FILE: &str = "encryption.key";
 /// What the key check encrypts: any fixed text does, the AES-GCM tag is what proves the key.
 const KEY_CHECK_TEXT: &[u8] = b"agentd master key check";
 
-/// A wallet key as stored: ciphertext and nonce, never the plaintext.
+/// Where a wallet key lives (the `scheme` column of `wallet_keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyScheme {
+    /// Encrypted under the master key in the database (`secp256k1`).
+    Local,
+    /// Inside the PKCS#11 token, labelled with the agent id (`pkcs11`): the record holds no key material (§20).
+    Pkcs11,
+}
+
+impl KeyScheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyScheme::Local => "secp256k1",
+            KeyScheme::Pkcs11 => "pkcs11",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "secp256k1" => Some(KeyScheme::Local),
+            "pkcs11" => Some(KeyScheme::Pkcs11),
+            _ => None,
+        }
+    }
+}
+
+/// A wallet key as stored: ciphertext and nonce, never the plaintext; for a key in a token, only its address.
 #[derive(Clone, PartialEq, Eq)]
 pub struct EncryptedKey {
     pub address: Address,
     pub ciphertext: Vec<u8>,
     pub nonce: Vec<u8>,
     pub key_version: i32,
+    pub scheme: KeyScheme,
+}
+
+impl EncryptedKey {
+    /// The record of a key generated in a PKCS#11 token: its address, no key material.
+    pub fn in_token(address: Address, key_version: i32) -> Self {
+        EncryptedKey {
+            address,
+            ciphertext: Vec::new(),
+            nonce: Vec::new(),
+            key_version,
+            scheme: KeyScheme::Pkcs11,
+        }
+    }
 }
 
 impl std::fmt::Debug for EncryptedKey {
@@ -36,6 +76,7 @@ impl std::fmt::Debug for EncryptedKey {
         f.debug_struct("EncryptedKey")
             .field("address", &self.address)
             .field("key_version", &self.key_version)
+            .field("scheme", &self.scheme)
             .finish_non_exhaustive()
     }
 }
@@ -58,6 +99,8 @@ pub enum VaultError {
     UnknownVersion(i32),
     #[error("key file: {0}")]
     KeyFile(String),
+    #[error("the wallet key is in a PKCS#11 token, not in the database")]
+    InToken,
 }
 
 /// Encrypts and decrypts agents' wallet keys under the master key of one key version.
@@ -105,6 +148,7 @@ impl Vault {
             ciphertext,
             nonce,
             key_version: self.version,
+            scheme: KeyScheme::Local,
         }
     }
 
@@ -132,6 +176,9 @@ impl Vault {
 
     /// Decrypts a key into zeroizing memory. Keep the result only as long as the signing takes.
     pub fn open(&self, agent_id: Uuid, key: &EncryptedKey) -> Result<PrivateKeySigner, VaultError> {
+        if key.scheme != KeyScheme::Local {
+            return Err(VaultError::InToken);
+        }
         if key.key_version != self.version {
             return Err(VaultError::UnknownVersion(key.key_version));
         }

@@ -126,7 +126,8 @@ fn parse_cap(number: &serde_json::Number) -> std::result::Result<U256, String> {
     security((), ("admin_token" = [])),
     responses((status = 201, description = "The agent, its wallets and its access token (shown once)", body = AgentCreatedView),
         (status = 400, body = ErrorBody), (status = 401, description = "ADMIN_TOKEN set and not given", body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 503, description = "signer_unavailable: the PKCS#11 token did not make the key (nothing created)", body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn create_agent(
     State(state): State<AppState>,
@@ -163,7 +164,15 @@ async fn create_agent(
     };
 
     let id = Uuid::new_v4();
-    let key = state.vault.generate(id);
+    // A token key pair is generated off the async workers; its failure creates nothing (503 `signer_unavailable`).
+    let keys = state.keys.clone();
+    let key = tokio::task::spawn_blocking(move || keys.generate(id))
+        .await
+        .map_err(AppError::internal)?
+        .map_err(|e| {
+            tracing::error!(agent_id = %id, error = %e, "the agent's key could not be generated");
+            AppError::from(crate::transfers::TransferError::SignerUnavailable)
+        })?;
     let issued = token::issue();
     let now = crate::domain::now();
     let wallet_addresses = chains.iter().map(|c| (c.clone(), key.address)).collect();
@@ -436,7 +445,7 @@ struct ExportKey {
     request_body = ExportKey, security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, description = "The private key (audited)", body = ExportedKeyView),
         (status = 401, body = ErrorBody),
-        (status = 403, description = "forbidden, export_disabled, or owner_required on a guarded agent", body = ErrorBody),
+        (status = 403, description = "forbidden, export_disabled, key_not_exportable (a key in a PKCS#11 token), or owner_required on a guarded agent", body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 410, description = "inactive, without owner authority", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
@@ -458,16 +467,22 @@ async fn export_key(
             message: "key export is disabled on this server".into(),
         });
     }
+    let key = state.store.wallet_key(agent.id).await?;
+    if key.scheme == crate::vault::KeyScheme::Pkcs11 {
+        return Err(AppError::Denied {
+            code: "key_not_exportable",
+            message: "this agent's key is in a hardware security module and cannot be exported; its owner may sweep \
+                      its funds instead"
+                .into(),
+        });
+    }
     let Some(address) = agent.wallet_addresses.get(&body.chain).copied() else {
         return Err(AppError::field("chain", "must be one of the agent's chains"));
     };
     if !body.confirm {
         return Err(AppError::field("confirm", "must be true to export a private key"));
     }
-    let signer = state
-        .vault
-        .open(agent.id, &state.store.wallet_key(agent.id).await?)
-        .map_err(AppError::internal)?;
+    let signer = state.vault.open(agent.id, &key).map_err(AppError::internal)?;
     let secret = Zeroizing::new(format!("0x{}", alloy::hex::encode(signer.credential().to_bytes())));
     let detail = json!({ "chain": body.chain, "address": address.to_checksum(None) });
     audit(&state, agent.id, caller.actor(), "key_exported", detail).await?;

@@ -353,6 +353,11 @@ impl From<TransferError> for AppError {
             },
             TransferError::Store(e) => AppError::from(e),
             TransferError::KeyUnavailable => AppError::internal(TransferError::KeyUnavailable),
+            TransferError::SignerUnavailable => AppError::Upstream {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code,
+                message,
+            },
             TransferError::CallReverted(reason) => AppError::CallReverted { message, reason },
             TransferError::SimulationUnavailable(_) => AppError::Upstream {
                 status: StatusCode::SERVICE_UNAVAILABLE,

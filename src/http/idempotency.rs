@@ -120,12 +120,16 @@ impl IntoResponse for Answer {
 }
 
 /// Whether an error is an answer to keep: authentication, malformed requests and validation are not (the
-/// request never got to do anything, and the client may correct it under the same key).
+/// request never got to do anything, and the client may correct it under the same key). Nor is a signer that did not
+/// answer (§20): nothing was recorded, and a retry under the same key signs again.
 fn is_kept(err: &AppError) -> bool {
     use AppError::*;
     !matches!(
         err,
-        InvalidJson(_)
+        Upstream {
+            code: "signer_unavailable",
+            ..
+        } | InvalidJson(_)
             | BadRequest { .. }
             | MissingToken
             | InvalidToken

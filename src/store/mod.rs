@@ -425,6 +425,9 @@ pub trait KeyStore: Send + Sync + 'static {
     async fn init_key_check(&self, check: &KeyCheck) -> StoreResult<KeyCheck>;
     /// One stored wallet key, if any (to vouch for a key in a database written before the check existed).
     async fn any_wallet_key(&self) -> StoreResult<Option<(Uuid, EncryptedKey)>>;
+    /// The active agents whose key is in the PKCS#11 token (§20), with their addresses: each must be found there
+    /// before the service starts.
+    async fn token_keys(&self) -> StoreResult<Vec<(Uuid, Address)>>;
     /// In one transaction, while the stored check is still `from`: every wallet key, the audit key and every waiting
     /// payment's request through `reseal`, and the check replaced by `to`. Answers how many wallet keys moved, or
     /// `None` when the stored check was not `from` (nothing changed); a failing reseal changes nothing either.

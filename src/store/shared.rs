@@ -92,6 +92,7 @@ pub struct KeyRow {
     ciphertext: Vec<u8>,
     nonce: Vec<u8>,
     key_version: i32,
+    scheme: String,
 }
 
 impl KeyRow {
@@ -101,6 +102,8 @@ impl KeyRow {
             ciphertext: self.ciphertext,
             nonce: self.nonce,
             key_version: self.key_version,
+            scheme: crate::vault::KeyScheme::parse(&self.scheme)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown wallet key scheme {:?}", self.scheme)))?,
         })
     }
 }

@@ -64,6 +64,10 @@ pub enum TransferError {
     Store(#[source] StoreError),
     #[error("the wallet key could not be opened; nothing was sent")]
     KeyUnavailable,
+    /// The key store (a PKCS#11 token) did not answer (§20): nothing was recorded, the nonce was given back; a retry
+    /// signs again.
+    #[error("the key store did not sign (it is unavailable); nothing was recorded or sent, try again")]
+    SignerUnavailable,
     /// The agent's policy refused it (nothing stored, nothing sent).
     #[error("the agent's policy refuses this transfer (rule {})", .0.as_str())]
     PolicyDenied(PolicyRule),
@@ -98,6 +102,7 @@ impl TransferError {
             Self::Rejected(_) | Self::NonceKeptRefused => "broadcast_rejected",
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
+            Self::SignerUnavailable => "signer_unavailable",
             Self::PolicyDenied(_) => "policy_denied",
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",

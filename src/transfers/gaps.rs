@@ -30,7 +30,10 @@ impl Transfers {
         let reserved = fees.max_cost(gas_limit).saturating_add(l1_fee);
         let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
-        let sign = |nonce| sign_transfer(&signer, chain, &request, fees.max_priority_fee_per_gas, nonce);
+        let sign = |nonce| {
+            sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce)
+                .map_err(|e| e.to_string())
+        };
         let fill = match self
             .store
             .fill_nonce(gap.id, &request, &sign)

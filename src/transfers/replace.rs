@@ -217,7 +217,8 @@ impl Transfers {
     ) -> Result<Result<Broadcast, Replacement>, TransferError> {
         let signer = self.signer(tx.agent_id).await?;
         let max_fee_per_gas = next.max_fee_per_gas;
-        let signed = sign_eip1559(&signer, next).map_err(|e| store_error(StoreError::Signing(e)))?;
+        // A token that does not answer: nothing is replaced; the bump or cancel waits for it (§20).
+        let signed = sign_eip1559(signer.as_ref(), next).map_err(|e| super::signer_error(tx.agent_id, e))?;
         let attempt = Attempt {
             tx_hash: signed.hash,
             raw_tx: signed.raw,

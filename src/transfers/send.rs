@@ -8,11 +8,10 @@
 //! (`Kind::quote`) and what is signed (`Kind::sign`).
 
 use alloy::primitives::{Address, Bytes, U256};
-use alloy::signers::local::PrivateKeySigner;
 use uuid::Uuid;
 
 use super::{
-    BroadcastStatus, FEE_MAX_AGE, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
+    BroadcastStatus, FEE_MAX_AGE, SignWatch, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
     nonce_filler, sign_transfer, store_error, token_ref,
 };
 use crate::chain::{ChainClient, ChainError, RefusalKind};
@@ -20,6 +19,7 @@ use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
 use crate::domain::transaction::{CallRecord, StoredTx, X402Record};
+use crate::signer::{SignerError, WalletSigner};
 use crate::store::{Authorization, Mandate, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -141,14 +141,16 @@ impl Kind<'_> {
     }
 
     /// Signs the reserved outflow at `nonce` (ignored by an authorization, which carries its own random nonce).
+    /// Every kind signs a 32-byte digest through the signer seam: a transaction's signature hash, an EIP-3009
+    /// authorization's or an EIP-712 message's digest.
     fn sign(
         &self,
-        signer: &PrivateKeySigner,
+        signer: &dyn WalletSigner,
         chain: &ChainInfo,
         request: &TransferRequest,
         priority_fee: u128,
         nonce: u64,
-    ) -> Result<SignedTx, String> {
+    ) -> Result<SignedTx, SignerError> {
         match self {
             Kind::Payment(p) => crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
                 .map(|signed| SignedTx {
@@ -156,17 +158,14 @@ impl Kind<'_> {
                     // No transaction of the agent's: the settlement, once known, is the payee's.
                     hash: String::new(),
                 })
-                .map_err(|e| e.to_string()),
-            Kind::TypedData(t) => {
-                use alloy::signers::SignerSync;
-                signer
-                    .sign_hash_sync(&t.digest)
-                    .map(|signature| SignedTx {
-                        raw: signature.as_bytes().to_vec(),
-                        hash: String::new(),
-                    })
-                    .map_err(|e| e.to_string())
-            }
+                .map_err(|e| match e {
+                    crate::x402::SignError::Signer(e) => e,
+                    other => SignerError::Key(other.to_string()),
+                }),
+            Kind::TypedData(t) => signer.sign_hash(&t.digest).map(|signature| SignedTx {
+                raw: signature.as_bytes().to_vec(),
+                hash: String::new(),
+            }),
             _ => sign_transfer(signer, chain, request, priority_fee, nonce),
         }
     }
@@ -246,12 +245,14 @@ impl Transfers {
         let mut request = o.request(&quote, node_nonce);
         let from_approval = matches!(o.authorization, Authorization::Approval { .. });
         for attempt in 0..2 {
-            let sign = |nonce| o.kind.sign(&signer, chain, &request, quote.priority_fee, nonce);
-            let reservation = self
-                .store
-                .reserve_transfer(&request, &sign)
-                .await
-                .map_err(store_error)?;
+            // Signed inside the reservation's transaction, under the agent's send lock (§20): a signer that does not
+            // answer rolls it back, so nothing is recorded, the reservation is released and the nonce stays free.
+            let watch = SignWatch::new();
+            let sign = |nonce| {
+                let signed = o.kind.sign(signer.as_ref(), chain, &request, quote.priority_fee, nonce);
+                watch.note(signed)
+            };
+            let reservation = watch.judge(self.store.reserve_transfer(&request, &sign).await)?;
             let tx = match reserved(reservation, &request, chain)? {
                 Ok(tx) => tx,
                 Err(held) => return Ok(held),
@@ -290,7 +291,11 @@ impl Transfers {
                     }
                     request.node_nonce = Some(pending);
                 }
-                Err(e) => return Err(self.refused(client, &signer, &tx, &quote, from_approval, e).await),
+                Err(e) => {
+                    return Err(self
+                        .refused(client, signer.as_ref(), &tx, &quote, from_approval, e)
+                        .await);
+                }
             }
         }
         Err(TransferError::NonceKeptRefused)
@@ -311,7 +316,7 @@ impl Transfers {
     async fn refused(
         &self,
         client: &ChainClient,
-        signer: &PrivateKeySigner,
+        signer: &dyn WalletSigner,
         tx: &StoredTx,
         quote: &Quote,
         from_approval: bool,
@@ -322,7 +327,7 @@ impl Transfers {
         let gas = crate::chain::TRANSFER_GAS;
         let fee = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
         let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, fee.min(tx.reserved_wei));
-        let sign = |nonce| sign_transfer(signer, chain, &fill, quote.priority_fee, nonce);
+        let sign = |nonce| sign_transfer(signer, chain, &fill, quote.priority_fee, nonce).map_err(|e| e.to_string());
         match self.store.discard_or_fill(tx.id, &fill, &sign).await {
             Ok(None) => {}
             Ok(Some(filled)) => self.send_fill(client, tx, &filled).await,

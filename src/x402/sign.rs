@@ -3,8 +3,6 @@
 //! verifying contract the token), and the request header that carries it. Nothing here decides whether to pay.
 
 use alloy::primitives::{Address, B256, U256};
-use alloy::signers::SignerSync;
-use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::{Eip712Domain, SolStruct};
 use rand_core::{OsRng, RngCore};
 
@@ -100,8 +98,8 @@ pub fn signing_hash(authorization: &Authorization, choice: &Choice) -> B256 {
 pub enum SignError {
     #[error("the authorization is not from the signing wallet")]
     WrongSigner,
-    #[error("signing failed")]
-    Signer(#[from] alloy::signers::Error),
+    #[error("signing failed: {0}")]
+    Signer(#[from] crate::signer::SignerError),
 }
 
 /// A signed payment, ready to send.
@@ -118,7 +116,7 @@ pub struct SignedPayment {
 /// Signs `authorization` (whose `from` must be `signer`'s address) for `choice` and builds the header that carries
 /// it in `required`'s protocol version.
 pub fn sign_payment(
-    signer: &PrivateKeySigner,
+    signer: &dyn crate::signer::WalletSigner,
     required: &PaymentRequired,
     choice: &Choice,
     authorization: &Authorization,
@@ -126,7 +124,7 @@ pub fn sign_payment(
     if authorization.from != signer.address() {
         return Err(SignError::WrongSigner);
     }
-    let signature = signer.sign_hash_sync(&signing_hash(authorization, choice))?;
+    let signature = signer.sign_hash(&signing_hash(authorization, choice))?;
     let signature = alloy::hex::encode_prefixed(signature.as_bytes());
     let payload = ExactPayload {
         signature: signature.clone(),
@@ -146,6 +144,7 @@ mod tests {
     use crate::x402::choose::{KnownToken, choose};
     use crate::x402::wire::{decode_base64, encode_header, payment_required};
     use alloy::primitives::Signature;
+    use alloy::signers::local::PrivateKeySigner;
     use serde_json::{Value, json};
 
     const USDC_BASE: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";

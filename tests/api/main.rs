@@ -29,6 +29,7 @@ mod nonce_gaps;
 mod openai_chat;
 mod openapi;
 mod owners;
+mod pkcs11;
 mod policy;
 mod purge;
 mod rate_limits;

@@ -56,6 +56,7 @@ pub(crate) async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String)
         ciphertext: vec![7; 48],
         nonce: vec![9; 12],
         key_version: 1,
+        scheme: agentd::vault::KeyScheme::Local,
     };
     store
         .create_agent(

@@ -2104,6 +2104,23 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description signer_unavailable: the PKCS#11 token did not make the key (nothing created) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_agent: {
@@ -3542,7 +3559,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description forbidden, export_disabled, or owner_required on a guarded agent */
+            /** @description forbidden, export_disabled, key_not_exportable (a key in a PKCS#11 token), or owner_required on a guarded agent */
             403: {
                 headers: {
                     [name: string]: unknown;

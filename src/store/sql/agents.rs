@@ -71,9 +71,10 @@ where
         .await?;
         sqlx::query(
             "INSERT INTO wallet_keys (agent_id, scheme, address, ciphertext, nonce, key_version, created_at) \
-             VALUES ($1, 'secp256k1', $2, $3, $4, $5, $6)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(a.id)
+        .bind(new.key.scheme.as_str())
         .bind(new.key.address.to_checksum(None))
         .bind(&new.key.ciphertext)
         .bind(&new.key.nonce)
@@ -194,12 +195,13 @@ where
     }
 
     async fn wallet_key(&self, agent_id: Uuid) -> StoreResult<EncryptedKey> {
-        let row: KeyRow =
-            sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?
-                .ok_or(StoreError::AgentNotFound)?;
+        let row: KeyRow = sqlx::query_as(
+            "SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::AgentNotFound)?;
         row.into_key()
     }
 }

@@ -7,9 +7,10 @@ use uuid::Uuid;
 
 use super::{Backend, SqlStore};
 use crate::domain::transaction::X402Record;
-use crate::store::shared::KeyRow;
+use crate::store::shared::{self, KeyRow};
 use crate::store::{AuditSealFn, KeyStore, Resealers, StoreError, StoreResult};
 use crate::vault::{EncryptedKey, KeyCheck, SealedAuditKey};
+use alloy::primitives::Address;
 
 type CheckRow = (i32, Vec<u8>, Vec<u8>);
 
@@ -71,18 +72,32 @@ where
     }
 
     async fn any_wallet_key(&self) -> StoreResult<Option<(Uuid, EncryptedKey)>> {
-        let row: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM wallet_keys ORDER BY created_at LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await?;
+        let row: Option<(Uuid,)> =
+            sqlx::query_as("SELECT agent_id FROM wallet_keys WHERE scheme = 'secp256k1' ORDER BY created_at LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await?;
         let Some((agent_id,)) = row else {
             return Ok(None);
         };
-        let row: KeyRow =
-            sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_one(&self.pool)
-                .await?;
+        let row: KeyRow = sqlx::query_as(
+            "SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1",
+        )
+        .bind(agent_id)
+        .fetch_one(&self.pool)
+        .await?;
         Ok(Some((agent_id, row.into_key()?)))
+    }
+
+    async fn token_keys(&self) -> StoreResult<Vec<(Uuid, Address)>> {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT w.agent_id, w.address FROM wallet_keys w JOIN agents a ON a.id = w.agent_id \
+             WHERE w.scheme = 'pkcs11' AND a.is_active ORDER BY w.agent_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(id, address)| Ok((id, shared::address_from_text(&address)?)))
+            .collect()
     }
 
     /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
@@ -99,15 +114,17 @@ where
         if current.map(into_check).as_ref() != Some(from) {
             return Ok(None);
         }
-        let ids: Vec<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM wallet_keys ORDER BY agent_id")
-            .fetch_all(&mut *tx)
-            .await?;
+        let ids: Vec<(Uuid,)> =
+            sqlx::query_as("SELECT agent_id FROM wallet_keys WHERE scheme = 'secp256k1' ORDER BY agent_id")
+                .fetch_all(&mut *tx)
+                .await?;
         for (agent_id,) in &ids {
-            let row: KeyRow =
-                sqlx::query_as("SELECT address, ciphertext, nonce, key_version FROM wallet_keys WHERE agent_id = $1")
-                    .bind(agent_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+            let row: KeyRow = sqlx::query_as(
+                "SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1",
+            )
+            .bind(agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
             let key = (reseal.wallet)(*agent_id, &row.into_key()?).map_err(StoreError::Reseal)?;
             sqlx::query("UPDATE wallet_keys SET ciphertext = $1, nonce = $2, key_version = $3 WHERE agent_id = $4")
                 .bind(&key.ciphertext)

@@ -1,0 +1,400 @@
+//! Keys in a PKCS#11 token (§20), on `cryptoki`: a secp256k1 key pair generated inside the token for each new
+//! agent (the private key sensitive and never extractable, both objects labelled with the agent id and carrying its
+//! 16 bytes as `CKA_ID`), signatures by `CKM_ECDSA` over the 32-byte digest (r‖s; the service makes `s` low and finds
+//! the recovery id from the known address). Sessions are pooled: one is taken per call and given back, a session
+//! that failed is dropped (the next call opens a new one and logs in again).
+//!
+//! A module is loaded and initialised once per process (`C_Initialize` is process-wide) and never finalised.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use alloy::primitives::{Address, B256, Signature};
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::error::{Error as CkError, RvError};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
+use cryptoki::session::{Session, UserType};
+use cryptoki::slot::Slot;
+use secrecy::SecretString;
+use uuid::Uuid;
+
+use super::{SignerError, WalletSigner, recoverable};
+
+/// The DER encoding of the secp256k1 curve's OID (1.3.132.0.10), as `CKA_EC_PARAMS` names it.
+pub const SECP256K1_OID: [u8; 7] = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a];
+
+/// Where the token is: `PKCS11_MODULE`, `PKCS11_TOKEN_LABEL`, and the user PIN (`PKCS11_PIN` or `PKCS11_PIN_FILE`).
+pub struct Pkcs11Config {
+    pub module: PathBuf,
+    pub token_label: String,
+    pub pin: SecretString,
+}
+
+impl std::fmt::Debug for Pkcs11Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pkcs11Config")
+            .field("module", &self.module)
+            .field("token_label", &self.token_label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the token cannot be used at start: the server refuses to start (§20). Names no PIN.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("PKCS11_MODULE {module} cannot be loaded: {reason}")]
+    Module { module: String, reason: String },
+    #[error("no PKCS#11 token labelled {0:?} (PKCS11_TOKEN_LABEL) in any slot of the module")]
+    NoToken(String),
+    #[error("PKCS11_PIN is not the user PIN of token {0:?}")]
+    WrongPin(String),
+    #[error("the user PIN of token {0:?} is locked")]
+    PinLocked(String),
+    #[error("the key object of active agent {agent_id} ({address}) is missing from token {label:?}")]
+    KeyMissing {
+        agent_id: Uuid,
+        address: Address,
+        label: String,
+    },
+    #[error("PKCS#11 token {label:?}: {reason}")]
+    Token { label: String, reason: String },
+}
+
+/// The process's loaded modules, by path: initialised once, kept for the process's life.
+fn context(module: &Path) -> Result<Pkcs11, TokenError> {
+    static CONTEXTS: OnceLock<Mutex<HashMap<PathBuf, Pkcs11>>> = OnceLock::new();
+    let mut contexts = CONTEXTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(ctx) = contexts.get(module) {
+        return Ok(ctx.clone());
+    }
+    let failed = |reason: String| TokenError::Module {
+        module: module.display().to_string(),
+        reason,
+    };
+    let ctx = Pkcs11::new(module).map_err(|e| failed(e.to_string()))?;
+    match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
+        Err(e) => return Err(failed(short(&e))),
+    }
+    contexts.insert(module.to_path_buf(), ctx.clone());
+    Ok(ctx)
+}
+
+/// A cryptoki error in a line: the return value's name and the function, not the spec's paragraph.
+fn short(e: &CkError) -> String {
+    match e {
+        CkError::Pkcs11(rv, function) => format!("{rv:?} in {function:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// A token the service signs with, logged in with the user PIN.
+pub struct Token {
+    ctx: Pkcs11,
+    slot: Slot,
+    label: String,
+    pin: SecretString,
+    /// Sessions not in use. A `Session` is `Send` but not `Sync`: each is used by one call at a time.
+    sessions: Mutex<Vec<Session>>,
+    /// Private key handles found, by agent (valid for the process's application; cleared with a failed session).
+    handles: Mutex<HashMap<Uuid, ObjectHandle>>,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token({:?})", self.label)
+    }
+}
+
+impl Token {
+    /// Loads the module, finds the token by label and logs in: any failure refuses the start.
+    pub fn open(config: &Pkcs11Config) -> Result<Token, TokenError> {
+        let ctx = context(&config.module)?;
+        let label = config.token_label.clone();
+        let token_error = |e: CkError| TokenError::Token {
+            label: label.clone(),
+            reason: short(&e),
+        };
+        let mut found = None;
+        for slot in ctx.get_slots_with_token().map_err(token_error)? {
+            let info = ctx.get_token_info(slot).map_err(token_error)?;
+            if info.label().trim_end() == label {
+                found = Some(slot);
+                break;
+            }
+        }
+        let slot = found.ok_or_else(|| TokenError::NoToken(label.clone()))?;
+        let token = Token {
+            ctx,
+            slot,
+            label: label.clone(),
+            pin: config.pin.clone(),
+            sessions: Mutex::default(),
+            handles: Mutex::default(),
+        };
+        let session = token.ctx.open_rw_session(slot).map_err(token_error)?;
+        match session.login(UserType::User, Some(&token.pin)) {
+            Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
+            Err(CkError::Pkcs11(RvError::PinIncorrect | RvError::PinLenRange | RvError::PinInvalid, _)) => {
+                return Err(TokenError::WrongPin(label));
+            }
+            Err(CkError::Pkcs11(RvError::PinLocked, _)) => return Err(TokenError::PinLocked(label)),
+            Err(e) => return Err(token_error(e)),
+        }
+        token.give_back(session);
+        Ok(token)
+    }
+
+    /// The token's label.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Runs `f` on a pooled session (a new one, logged in, when none is free). A failed call drops its session and
+    /// the handles found so far: the next call starts afresh.
+    fn with_session<T>(&self, f: impl FnOnce(&Session) -> Result<T, CkError>) -> Result<T, SignerError> {
+        let pooled = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let session = match pooled {
+            Some(session) => session,
+            None => self.new_session().map_err(|e| self.unavailable(&e))?,
+        };
+        match f(&session) {
+            Ok(value) => {
+                self.give_back(session);
+                Ok(value)
+            }
+            Err(e) => {
+                // The handles found may be stale; the session itself is kept unless it is what failed (a session
+                // given up when it was the last one logs the application out).
+                self.handles.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                if !session_lost(&e) {
+                    self.give_back(session);
+                }
+                Err(self.unavailable(&e))
+            }
+        }
+    }
+
+    fn new_session(&self) -> Result<Session, CkError> {
+        let session = self.ctx.open_rw_session(self.slot)?;
+        match session.login(UserType::User, Some(&self.pin)) {
+            Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(session),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn give_back(&self, session: Session) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if sessions.len() < 16 {
+            sessions.push(session);
+        }
+    }
+
+    fn unavailable(&self, e: &CkError) -> SignerError {
+        tracing::error!(token = %self.label, error = %short(e), "the PKCS#11 token failed");
+        SignerError::Unavailable(format!("PKCS#11 token {:?}: {}", self.label, short(e)))
+    }
+
+    /// Generates agent `agent_id`'s key pair in the token and returns its address. Blocking.
+    pub fn generate(&self, agent_id: Uuid) -> Result<Address, SignerError> {
+        let id = agent_id.as_bytes().to_vec();
+        let label = agent_id.to_string().into_bytes();
+        let public = [
+            Attribute::Token(true),
+            Attribute::Private(false),
+            Attribute::Verify(true),
+            Attribute::EcParams(SECP256K1_OID.to_vec()),
+            Attribute::Label(label.clone()),
+            Attribute::Id(id.clone()),
+        ];
+        let private = [
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sensitive(true),
+            Attribute::Extractable(false),
+            Attribute::Sign(true),
+            Attribute::Label(label),
+            Attribute::Id(id),
+        ];
+        let point = self.with_session(|session| {
+            let (public, private) = session.generate_key_pair(&Mechanism::EccKeyPairGen, &public, &private)?;
+            let point = ec_point(session, public)?;
+            self.handles
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(agent_id, private);
+            Ok(point)
+        })?;
+        address_of_point(&point)
+            .ok_or_else(|| SignerError::Key("the token's public key is not an uncompressed secp256k1 point".into()))
+    }
+
+    /// The address of agent `agent_id`'s key pair in the token: `None` when its private key or public key object is
+    /// missing. Blocking.
+    pub fn key_address(&self, agent_id: Uuid) -> Result<Option<Address>, SignerError> {
+        let point = self.with_session(|session| {
+            if find(session, ObjectClass::PRIVATE_KEY, agent_id)?.is_none() {
+                return Ok(None);
+            }
+            match find(session, ObjectClass::PUBLIC_KEY, agent_id)? {
+                Some(public) => ec_point(session, public).map(Some),
+                None => Ok(None),
+            }
+        })?;
+        Ok(point.as_deref().and_then(address_of_point))
+    }
+
+    /// Signs `hash` with agent `agent_id`'s key: `CKM_ECDSA` over the digest, made low-s and recoverable to
+    /// `address`. Blocking.
+    pub fn sign(&self, agent_id: Uuid, address: Address, hash: &B256) -> Result<Signature, SignerError> {
+        let cached = self
+            .handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&agent_id)
+            .copied();
+        let signed = self.with_session(|session| {
+            let key = match cached {
+                Some(key) => Some(key),
+                None => find(session, ObjectClass::PRIVATE_KEY, agent_id)?,
+            };
+            let Some(key) = key else { return Ok(None) };
+            let signature = session.sign(&Mechanism::Ecdsa, key, hash.as_slice())?;
+            Ok(Some((key, signature)))
+        })?;
+        // The start found every active agent's object: one missing now is the token's failure (503), not the key's.
+        let Some((key, signature)) = signed else {
+            return Err(SignerError::Unavailable(format!(
+                "agent {agent_id}'s key object is missing from token {:?}",
+                self.label
+            )));
+        };
+        if signature.len() != 64 {
+            return Err(SignerError::Key(format!(
+                "the token answered a {}-byte ECDSA signature (64 expected)",
+                signature.len()
+            )));
+        }
+        let made = recoverable(hash, &signature[..32], &signature[32..], address)?;
+        self.handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent_id, key);
+        Ok(made)
+    }
+
+    /// Agent `agent_id`'s signer; the token is asked nothing until it signs.
+    pub fn signer(self: &Arc<Self>, agent_id: Uuid, address: Address) -> TokenSigner {
+        TokenSigner {
+            token: self.clone(),
+            agent_id,
+            address,
+        }
+    }
+
+    /// Refuses the start when an active agent's key object is missing or is not the key of its address (§20).
+    pub fn check_keys(&self, keys: &[(Uuid, Address)]) -> Result<(), TokenError> {
+        for &(agent_id, address) in keys {
+            let found = self.key_address(agent_id).map_err(|e| TokenError::Token {
+                label: self.label.clone(),
+                reason: e.to_string(),
+            })?;
+            if found != Some(address) {
+                return Err(TokenError::KeyMissing {
+                    agent_id,
+                    address,
+                    label: self.label.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `e` means the session (or the token behind it) is gone, so that it must not be used again.
+fn session_lost(e: &CkError) -> bool {
+    !matches!(
+        e,
+        CkError::Pkcs11(
+            RvError::ObjectHandleInvalid
+                | RvError::KeyHandleInvalid
+                | RvError::FunctionFailed
+                | RvError::GeneralError
+                | RvError::OperationActive
+                | RvError::DataLenRange
+                | RvError::DataInvalid,
+            _
+        )
+    )
+}
+
+/// The one object of `class` whose `CKA_ID` is the agent id.
+fn find(session: &Session, class: ObjectClass, agent_id: Uuid) -> Result<Option<ObjectHandle>, CkError> {
+    let template = [
+        Attribute::Class(class),
+        Attribute::KeyType(KeyType::EC),
+        Attribute::Id(agent_id.as_bytes().to_vec()),
+    ];
+    Ok(session.find_objects(&template)?.into_iter().next())
+}
+
+fn ec_point(session: &Session, public: ObjectHandle) -> Result<Vec<u8>, CkError> {
+    let attributes = session.get_attributes(public, &[AttributeType::EcPoint])?;
+    Ok(attributes
+        .into_iter()
+        .find_map(|a| match a {
+            Attribute::EcPoint(point) => Some(point),
+            _ => None,
+        })
+        .unwrap_or_default())
+}
+
+/// The address of a `CKA_EC_POINT`: an uncompressed point, DER-wrapped in an OCTET STRING (as the standard says)
+/// or bare (as some modules answer).
+pub fn address_of_point(point: &[u8]) -> Option<Address> {
+    let raw = match point {
+        [0x04, 0x41, rest @ ..] if rest.len() == 65 => rest,
+        _ if point.len() == 65 => point,
+        _ => return None,
+    };
+    (raw[0] == 0x04).then(|| Address::from_raw_public_key(&raw[1..]))
+}
+
+/// One agent's key in the token.
+pub struct TokenSigner {
+    token: Arc<Token>,
+    agent_id: Uuid,
+    address: Address,
+}
+
+impl WalletSigner for TokenSigner {
+    fn address(&self) -> Address {
+        self.address
+    }
+
+    fn sign_hash(&self, hash: &B256) -> Result<Signature, SignerError> {
+        self.token.sign(self.agent_id, self.address, hash)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ec_point_is_read_wrapped_or_bare() {
+        let key = alloy::signers::local::PrivateKeySigner::random();
+        let point = key.credential().verifying_key().to_encoded_point(false);
+        let bare = point.as_bytes().to_vec();
+        let mut wrapped = vec![0x04, 0x41];
+        wrapped.extend_from_slice(&bare);
+        assert_eq!(address_of_point(&bare), Some(key.address()));
+        assert_eq!(address_of_point(&wrapped), Some(key.address()));
+        assert_eq!(address_of_point(&bare[..33]), None);
+    }
+}
