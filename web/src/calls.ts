@@ -266,6 +266,7 @@ export function callDetails(t: CallFields, chains: ChainInfo[], abis: Abis | nul
       h('strong', { class: 'mono', 'data-testid': 'call-function', title: fn ?? '' }, fn ? functionName(fn) : 'unknown function'),
       ' on ',
       call ? h('code', { class: 'mono', title: call.to, 'data-testid': 'call-contract' }, shortHex(call.to, 6, 4)) : 'a contract',
+      ` on ${t.chain}`,
       fn ? null : h('span', { class: 'muted small' }, ` (selector ${call?.selector ?? 'none'})`),
     ),
     argList,
