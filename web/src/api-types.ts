@@ -1692,6 +1692,8 @@ export interface components {
             kind: string;
             /** @description Set on a typed-data signature once it is made: the signature and the digest signed. */
             typed_data?: components["schemas"]["TypedDataView"];
+            /** @description Set on a typed-data signature (held or made): the EIP-712 `primaryType` signed, such as `Permit`. */
+            primary_type?: string;
             /** @description Set on x402 payments. */
             x402?: components["schemas"]["X402View"];
             /** @description Set on contract calls: the contract, the selector sent and what it was decoded as. */

@@ -1,7 +1,9 @@
 // The approvals tab: transfers waiting for the owner's decision (docs/api.md §11), with Approve and Reject (owner
-// authority). It refreshes on demand and when the open conversation's stream announces an approval event.
-import { api, type AgentDetail, type Transfer } from './api';
+// authority). It refreshes on demand and when the open conversation's stream announces an approval event. A held
+// contract call or typed-data signature (§18) shows what it would do, as its simulation showed it.
+import { api, type AgentDetail, type ChainInfo, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
+import { callDetails, callLabel, type Abis, type CallFields } from './calls';
 import { clear, formatTime, h, uid } from './dom';
 import { hostAndPath } from './history';
 import { errorLine, notify } from './ui';
@@ -18,6 +20,7 @@ export function approvalsPanel(
   token: string,
   onDecided: (transfer: Transfer) => void,
   onCount: (count: number) => void,
+  chains: ChainInfo[] = [],
 ): ApprovalsPanel {
   const list = h('ul', { class: 'approvals', 'aria-label': 'Transfers awaiting approval', 'data-testid': 'approvals' });
   const error = errorLine();
@@ -27,13 +30,20 @@ export function approvalsPanel(
   const heading = uid('approvals');
   let refreshing: Promise<void> | null = null;
   let again = false;
+  // The ABIs the policy names (`calls.abis`) give held calls' arguments their names.
+  let abis: Abis | null = null;
 
   function row(t: Transfer): HTMLElement {
     const rowError = errorLine();
     const approve = h('button', { type: 'button' }, 'Approve');
     const reject = h('button', { type: 'button', class: 'secondary' }, 'Reject');
     const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
-    const label = paid ? `${t.amount} ${t.asset} for ${paid}` : `${t.amount} ${t.asset} to ${t.to}`;
+    const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as CallFields) : null;
+    const label = paid
+      ? `${t.amount} ${t.asset} for ${paid}`
+      : called
+        ? callLabel({ ...called, amount: t.amount, asset: t.asset, to: t.to })
+        : `${t.amount} ${t.asset} to ${t.to}`;
     approve.setAttribute('aria-label', `Approve ${label}`);
     reject.setAttribute('aria-label', `Reject ${label}`);
     async function decide(kind: 'approve' | 'reject'): Promise<void> {
@@ -65,7 +75,14 @@ export function approvalsPanel(
       h(
         'div',
         { class: 'approval-main' },
-        h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
+        called
+          ? null
+          : h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
+        // A contract call or a signature (§18): what it calls, with which arguments, and what it would do.
+        called ? callDetails(called, chains, abis) : null,
+        called && t.kind === 'call' && t.amount !== '0'
+          ? h('p', { class: 'small' }, 'Value sent with the call: ', h('strong', {}, `${t.amount} ${t.asset}`))
+          : null,
         // An x402 payment (§16): the resource it pays for (host and path; the service keeps no query) and its payee.
         paid
           ? h(
@@ -77,7 +94,7 @@ export function approvalsPanel(
               ` · price ${t.amount} ${t.asset}`,
             )
           : null,
-        h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
+        called ? null : h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
         h(
           'p',
           { class: 'muted small' },
@@ -97,6 +114,10 @@ export function approvalsPanel(
     refreshButton.disabled = true;
     try {
       const waiting = await api.approvals(agent.id, token);
+      if (waiting.some((t) => t.kind === 'call')) {
+        const policy = await api.policy(agent.id, token).catch(() => null);
+        abis = ((policy?.calls as { abis?: Abis } | undefined)?.abis ?? null) as Abis | null;
+      }
       clear(list);
       if (waiting.length === 0) list.append(h('li', { class: 'muted' }, 'Nothing is waiting for approval.'));
       for (const t of waiting) list.append(row(t));
@@ -133,8 +154,9 @@ export function approvalsPanel(
     h(
       'p',
       { class: 'muted' },
-      'Transfers above an approval threshold of the policy, or to new recipients when the policy asks, wait here. ',
-      'Approving signs and sends them at the fees of that moment; deciding needs owner authority.',
+      'Transfers above an approval threshold of the policy, or to new recipients when the policy asks, wait here, ',
+      'as do contract calls and signatures the policy holds. Approving signs and sends them at the fees of that ',
+      'moment (a call is simulated again first, and stays waiting if it would now take more); deciding needs owner authority.',
     ),
     authority,
     error.el,

@@ -1,7 +1,9 @@
 // The history tab: the agent's transfers (docs/api.md §12, §14, §16), newest first, a page at a time, with their
 // status, asset, amount, recipient, explorer link and replaced attempts; x402 payments with the host and path they
-// paid for. A pending transfer can be cancelled here. Above the table, the spending chart per asset.
+// paid for; contract calls with their function and balance changes, typed-data signatures with their primary type
+// (§18). A pending transfer can be cancelled here. Above the table, the spending chart per asset.
 import { api, type AgentDetail, type ChainInfo, type HistoryEntry, type Policy, type Transfer } from './api';
+import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
 import { DAYS, spendingChart, spendingSeries } from './chart';
 import { clear, formatTime, h, shortHex, uid } from './dom';
 import { errorLine, notify } from './ui';
@@ -73,6 +75,52 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
   let last: string | null = null;
   let poll: ReturnType<typeof setTimeout> | null = null;
   const byId = new Map<string, { entry: HistoryEntry; el: HTMLElement }>();
+  // The history's entries do not carry a call's details: each call's transfer is read once (what it called and
+  // what its simulation showed never change).
+  const callDetails = new Map<string, Promise<Transfer>>();
+  const detailOf = (id: string): Promise<Transfer> => {
+    let found = callDetails.get(id);
+    if (!found) {
+      found = api.transfer(agent.id, token, id);
+      found.catch(() => callDetails.delete(id));
+      callDetails.set(id, found);
+    }
+    return found;
+  };
+
+  /** A call's or signature's cell: its kind at once, then the function or primary type and the changes. */
+  function callCell(e: { id: string; kind?: string | null; to: string; chain: string }): HTMLElement {
+    const typed = e.kind === 'typed_data';
+    const el = h(
+      'div',
+      { 'data-testid': typed ? 'typed-data' : 'call' },
+      h('span', { class: 'badge kind' }, typed ? 'signature' : 'call'),
+      ' ',
+      h('span', { class: 'muted small' }, '…'),
+    );
+    detailOf(e.id).then(
+      (t) => {
+        const c = t as Transfer & CallFields;
+        clear(el);
+        el.append(h('span', { class: 'badge kind' }, typed ? 'signature' : 'call'), ' ');
+        if (typed) el.append(h('strong', { 'data-testid': 'primary-type' }, typedLabel(c)));
+        else {
+          const fn = c.call?.function ?? null;
+          el.append(
+            h('strong', { class: 'mono', title: fn ?? '', 'data-testid': 'call-function' }, fn ? functionName(fn) : 'unknown function'),
+            ' on ',
+            h('code', { class: 'mono small', title: c.call?.to ?? e.to }, shortHex(c.call?.to ?? e.to, 6, 4)),
+          );
+        }
+        el.append(compactEffects(e.chain, simulationOf(c), chains));
+      },
+      () => {
+        clear(el);
+        el.append(h('span', { class: 'badge kind' }, typed ? 'signature' : 'call'), ` on ${e.chain}`);
+      },
+    );
+    return el;
+  }
 
   const explorerOf = (chain: string) => chains.find((c) => c.name === chain)?.explorer_url || null;
   const txLink = (chain: string, hash: string, head = 10, tail = 8) => {
@@ -92,6 +140,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         e.x402 ? h('span', { class: 'mono small', title: e.x402.url }, hostAndPath(e.x402.url)) : 'paid request',
       );
     }
+    if (e.kind === 'call' || e.kind === 'typed_data') return callCell(e);
     return h('span', {}, `transfer on ${e.chain}`);
   }
 

@@ -364,6 +364,7 @@ async function renderAgent(id: string): Promise<void> {
       if (count) approvalCount.setAttribute('aria-label', `${count} waiting`);
       else approvalCount.removeAttribute('aria-label');
     },
+    state.chains,
   );
   const chat = chatPanel(
     agent,

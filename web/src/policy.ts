@@ -1,9 +1,11 @@
-// The policy tab (docs/api.md §11): per-asset limits, recipients, approvals. GET shows the policy; Save PUTs it
-// whole (owner authority on a guarded agent); a 422 puts each field's problem next to that field.
+// The policy tab (docs/api.md §11, §18): per-asset limits, recipients, approvals, x402 hosts and contract-call rules.
+// GET shows the policy; Save PUTs it whole (owner authority on a guarded agent); a 422 puts each field's problem next
+// to that field.
 import { api, ApiError, type AgentDetail, type AssetLimits, type ChainInfo, type Policy, type PolicyBody } from './api';
 import { authorityText, onAuthorityChange } from './authority';
+import { callsEditor, type CallsEditor } from './policy-calls';
 import { clear, field, h, uid } from './dom';
-import { errorLine, notify } from './ui';
+import { errorLine, fieldProblem as problem, notify, type FieldProblem } from './ui';
 
 export interface PolicyPanel {
   el: HTMLElement;
@@ -17,27 +19,7 @@ const LIMIT_FIELDS: { name: keyof AssetLimits; label: string }[] = [
   { name: 'approval_above', label: 'Approval above' },
 ];
 
-/** One problem line under a control; `aria-invalid` on the control while it shows. */
-function problem(control: HTMLElement): { el: HTMLElement; show(text: string): void; clear(): void } {
-  const el = h('small', { class: 'field-error', id: uid('problem'), hidden: true });
-  return {
-    el,
-    show(text) {
-      el.textContent = el.hidden ? text : `${el.textContent} ${text}`;
-      el.hidden = false;
-      control.setAttribute('aria-invalid', 'true');
-      const described = (control.getAttribute('aria-describedby') ?? '').split(' ').filter(Boolean);
-      if (!described.includes(el.id)) control.setAttribute('aria-describedby', [...described, el.id].join(' '));
-    },
-    clear() {
-      el.textContent = '';
-      el.hidden = true;
-      control.removeAttribute('aria-invalid');
-    },
-  };
-}
-
-type Problem = ReturnType<typeof problem>;
+type Problem = FieldProblem;
 
 interface LimitRow {
   el: HTMLElement;
@@ -81,6 +63,7 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
   // Where each server field name shows its problem (`limits.base:ETH.per_day`, `approval_ttl_secs`, …).
   let problems = new Map<string, Problem>();
   let collect: () => PolicyBody = () => ({});
+  let calls: CallsEditor | null = null;
 
   function defaultAsset(): string {
     const chain = agent.chains[0] ?? 'ethereum';
@@ -220,6 +203,9 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
       field('Allowed hosts', hosts),
       hostsP.el,
     );
+    calls = callsEditor(policy.calls, agent.chains[0] ?? 'base');
+    body.append(calls.el);
+    const callsNow = calls;
 
     collect = () => {
       const limits: Record<string, AssetLimits> = {};
@@ -240,6 +226,7 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
         approve_new_recipients: approveNew.checked,
         approval_ttl_secs: Number(ttl.value),
         allowed_hosts: restrictHosts.checked ? lines(hosts.value) : null,
+        calls: callsNow.value() as PolicyBody['calls'],
       };
     };
   }
@@ -248,12 +235,14 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
     formError.clear();
     for (const p of problems.values()) p.clear();
     for (const row of rows) for (const p of row.problems.values()) p.clear();
+    calls?.clearProblems();
   }
 
   /** Puts each `details.fields` entry next to its control; what matches no control goes to the form's line. */
   function showProblems(fields: Record<string, string>): string[] {
     const unplaced: string[] = [];
     for (const [name, message] of Object.entries(fields)) {
+      if (calls?.showProblem(name, message)) continue;
       const limit = /^limits\.(.*?)(?:\.(per_transfer|per_day|per_week|approval_above))?$/.exec(name);
       if (limit) {
         const row = rows.find((r) => r.asset.value.trim() === limit[1]);
@@ -289,7 +278,13 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
     event.preventDefault();
     clearProblems();
     savedAt.textContent = '';
-    const policy = collect();
+    let policy: PolicyBody;
+    try {
+      policy = collect();
+    } catch (e) {
+      formError.show(e);
+      return;
+    }
     // Two rows for one asset would silently collapse into one: say so instead.
     const keys = rows.map((r) => r.asset.value.trim()).filter(Boolean);
     const twice = keys.find((k, i) => keys.indexOf(k) !== i);

@@ -147,3 +147,29 @@ export function tokenReveal(agentId: string, token: string, title: string, onDon
     h('div', { class: 'row' }, h('button', { type: 'button', onclick: onDone }, 'I have saved the token')),
   );
 }
+
+export interface FieldProblem {
+  el: HTMLElement;
+  show(text: string): void;
+  clear(): void;
+}
+
+/** One problem line under a control; `aria-invalid` on the control while it shows. */
+export function fieldProblem(control: HTMLElement): FieldProblem {
+  const el = h('small', { class: 'field-error', id: uid('problem'), hidden: true });
+  return {
+    el,
+    show(text) {
+      el.textContent = el.hidden ? text : `${el.textContent} ${text}`;
+      el.hidden = false;
+      control.setAttribute('aria-invalid', 'true');
+      const described = (control.getAttribute('aria-describedby') ?? '').split(' ').filter(Boolean);
+      if (!described.includes(el.id)) control.setAttribute('aria-describedby', [...described, el.id].join(' '));
+    },
+    clear() {
+      el.textContent = '';
+      el.hidden = true;
+      control.removeAttribute('aria-invalid');
+    },
+  };
+}

@@ -103,6 +103,12 @@ impl TypedDataView {
     }
 }
 
+/// The `primaryType` of a typed-data signature's typed data, as the request wrote it.
+fn primary_type(call: Option<&crate::domain::transaction::CallRecord>) -> Option<String> {
+    let typed = call?.typed_data.as_ref()?;
+    typed.typed_data.get("primaryType")?.as_str().map(str::to_owned)
+}
+
 /// What an x402 payment (§16) adds to its transfer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct X402View {
@@ -145,6 +151,10 @@ pub struct TransferView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub typed_data: Option<TypedDataView>,
+    /// Set on a typed-data signature (held or made): the EIP-712 `primaryType` signed, such as `Permit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub primary_type: Option<String>,
     /// Set on x402 payments.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -205,6 +215,7 @@ impl From<&StoredTx> for TransferView {
             chain: tx.chain.clone(),
             kind: tx.kind(),
             typed_data: TypedDataView::of(tx),
+            primary_type: primary_type(tx.call.as_ref()),
             x402: tx.x402.as_ref().map(X402View::new),
             call: tx
                 .call
@@ -240,6 +251,7 @@ impl From<&Approval> for TransferView {
             chain: a.chain.clone(),
             kind: a.kind(),
             typed_data: None,
+            primary_type: primary_type(a.call.as_ref()),
             x402: a.x402.as_ref().map(X402View::new),
             call: a
                 .call
