@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher`, `calls` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls`, `webhooks` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -17,11 +17,14 @@ mod solidity;
 mod stream;
 mod turn;
 mod watcher;
+mod webhooks;
 mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 7] = ["http", "turn", "sends", "stream", "x402", "watcher", "calls"];
+const SECTIONS: [&str; 8] = [
+    "http", "turn", "sends", "stream", "x402", "watcher", "calls", "webhooks",
+];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
 #[cfg(not(target_env = "msvc"))]
@@ -58,6 +61,7 @@ fn main() {
                 "x402" => x402::run().await,
                 "watcher" => watcher::run().await,
                 "calls" => calls::run().await,
+                "webhooks" => webhooks::run().await,
                 _ => stream::run().await,
             }
         });

@@ -64,6 +64,12 @@ export type AuditEntry = Schemas['AuditEntryView'];
 export type OwnerChallenge = Schemas['OwnerChallengeView'];
 export type OwnerSessionView = Schemas['OwnerSessionView'];
 export type OpenSession = Schemas['OpenSession'];
+export type Webhook = Schemas['WebhookView'];
+export type WebhookWithSecret = Schemas['WebhookSecretView'];
+export type CreateWebhookBody = Schemas['CreateWebhook'];
+export type UpdateWebhookBody = Schemas['UpdateWebhook'];
+export type Delivery = Schemas['DeliveryView'];
+export type QueuedEvent = Schemas['QueuedEventView'];
 
 // Server-sent event data is not part of the document (the stream is documented as text): typed by hand.
 export interface TxConfirmation {
@@ -230,4 +236,27 @@ export const api = {
     if (before !== null) params.set('before', String(before));
     return call<AuditEntry[]>('GET', `/api/agents/${enc(id)}/audit?${params}`, { token });
   },
+  // Webhooks (§19): every call, reading included, needs owner authority on a guarded agent.
+  webhooks: (id: string, token: string) => call<Webhook[]>('GET', `/api/agents/${enc(id)}/webhooks`, { token, owner: id }),
+  createWebhook: (id: string, token: string, body: CreateWebhookBody) =>
+    call<WebhookWithSecret>('POST', `/api/agents/${enc(id)}/webhooks`, { token, body, owner: id }),
+  updateWebhook: (id: string, token: string, wid: string, body: UpdateWebhookBody) =>
+    call<Webhook>('PATCH', `/api/agents/${enc(id)}/webhooks/${enc(wid)}`, { token, body, owner: id }),
+  deleteWebhook: (id: string, token: string, wid: string) =>
+    call<void>('DELETE', `/api/agents/${enc(id)}/webhooks/${enc(wid)}`, { token, owner: id }),
+  rotateWebhookSecret: (id: string, token: string, wid: string) =>
+    call<WebhookWithSecret>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/rotate-secret`, { token, owner: id }),
+  testWebhook: (id: string, token: string, wid: string) =>
+    call<QueuedEvent>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/test`, { token, owner: id }),
+  /** One page of a webhook's attempts, newest first; `before` is the id of the last attempt of the previous page. */
+  deliveries: (id: string, token: string, wid: string, limit: number, before: number | null) => {
+    const params = new URLSearchParams({ limit: String(limit) });
+    if (before !== null) params.set('before', String(before));
+    return call<Delivery[]>('GET', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/deliveries?${params}`, { token, owner: id });
+  },
+  redeliver: (id: string, token: string, wid: string, eventId: string) =>
+    call<QueuedEvent>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/deliveries/${enc(eventId)}/redeliver`, {
+      token,
+      owner: id,
+    }),
 };

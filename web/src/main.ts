@@ -1,4 +1,4 @@
-// agentd web console: agents, their tokens, wallets, chat, approvals, policy, audit log and settings, on the
+// agentd web console: agents, their tokens, wallets, chat, approvals, policy, webhooks, audit log and settings, on the
 // service's own API.
 import './style.css';
 import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
@@ -21,14 +21,16 @@ import {
 import { forgetToken, getToken, isRemembered, setToken } from './tokens';
 import { capabilityPicker, chainPicker, errorLine, errorText, notify, setToastRegion, tokenReveal } from './ui';
 import { walletPanel } from './wallet';
+import { webhooksPanel } from './webhooks';
 
-type Tab = 'chat' | 'wallet' | 'history' | 'approvals' | 'policy' | 'audit' | 'settings';
+type Tab = 'chat' | 'wallet' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
 const TABS: { id: Tab; label: string }[] = [
   { id: 'chat', label: 'Chat' },
   { id: 'wallet', label: 'Wallet' },
   { id: 'history', label: 'History' },
   { id: 'approvals', label: 'Approvals' },
   { id: 'policy', label: 'Policy' },
+  { id: 'webhooks', label: 'Webhooks' },
   { id: 'audit', label: 'Audit' },
   { id: 'settings', label: 'Settings' },
 ];
@@ -47,7 +49,7 @@ const listError = errorLine();
 const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
-  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|history|approvals|policy|audit|settings))?/.exec(location.hash);
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'chat' };
 }
 
@@ -387,6 +389,7 @@ async function renderAgent(id: string): Promise<void> {
     history: historyPanel(agent, token, state.chains),
     approvals,
     policy: policyPanel(agent, token, state.chains),
+    webhooks: webhooksPanel(agent, token),
     audit: auditPanel(agent, token),
     settings: { el: settings, load() {} },
   };
