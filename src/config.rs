@@ -169,7 +169,7 @@ pub struct SecurityConfig {
     pub admin_token: Option<SecretString>,
     pub allow_key_export: bool,
     /// `KEY_BACKEND=pkcs11` (§20): the token new agents' keys are generated and signed in; `None`: `local`.
-    pub pkcs11: Option<crate::signer::Pkcs11Config>,
+    pub pkcs11: Option<Pkcs11Config>,
     pub challenge_prefix: String,
     /// `PUBLIC_URL`: the service's public origin; its host is the Sign-In with Ethereum domain of owner challenges.
     pub public_url: Option<PublicUrl>,
@@ -638,7 +638,7 @@ impl Vars {
 
     /// `KEY_BACKEND` (`local` or `pkcs11`) and, for `pkcs11`, the module, the token's label and the PIN
     /// (`PKCS11_PIN` wins over `PKCS11_PIN_FILE`; set but empty, or an empty file, is refused).
-    fn key_backend(&self) -> Result<Option<crate::signer::Pkcs11Config>, ConfigError> {
+    fn key_backend(&self) -> Result<Option<Pkcs11Config>, ConfigError> {
         match self.get("KEY_BACKEND").map(|v| v.to_ascii_lowercase()).as_deref() {
             None | Some("local") => return Ok(None),
             Some("pkcs11") => {}
@@ -673,7 +673,7 @@ impl Vars {
                 ));
             }
         };
-        Ok(Some(crate::signer::Pkcs11Config {
+        Ok(Some(Pkcs11Config {
             module: PathBuf::from(module),
             token_label,
             pin: SecretString::from(pin),
@@ -762,6 +762,22 @@ fn parse_key(var: &'static str, text: &str) -> Result<EncryptionKey, ConfigError
     key.copy_from_slice(&bytes);
     zeroize::Zeroize::zeroize(&mut bytes);
     Ok(SecretBox::new(Box::new(key)))
+}
+
+/// Where the token is: `PKCS11_MODULE`, `PKCS11_TOKEN_LABEL`, and the user PIN (`PKCS11_PIN` or `PKCS11_PIN_FILE`).
+pub struct Pkcs11Config {
+    pub module: PathBuf,
+    pub token_label: String,
+    pub pin: SecretString,
+}
+
+impl std::fmt::Debug for Pkcs11Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pkcs11Config")
+            .field("module", &self.module)
+            .field("token_label", &self.token_label)
+            .finish_non_exhaustive()
+    }
 }
 
 #[cfg(test)]

@@ -25,21 +25,7 @@ use super::{SignerError, WalletSigner, recoverable};
 /// The DER encoding of the secp256k1 curve's OID (1.3.132.0.10), as `CKA_EC_PARAMS` names it.
 pub const SECP256K1_OID: [u8; 7] = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a];
 
-/// Where the token is: `PKCS11_MODULE`, `PKCS11_TOKEN_LABEL`, and the user PIN (`PKCS11_PIN` or `PKCS11_PIN_FILE`).
-pub struct Pkcs11Config {
-    pub module: PathBuf,
-    pub token_label: String,
-    pub pin: SecretString,
-}
-
-impl std::fmt::Debug for Pkcs11Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pkcs11Config")
-            .field("module", &self.module)
-            .field("token_label", &self.token_label)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::config::Pkcs11Config;
 
 /// Why the token cannot be used at start: the server refuses to start (§20). Names no PIN.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,16 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["domain"],
     &["config", "telemetry"],
-    &["store", "chain", "vault", "llm", "events", "metrics", "rate_limit"],
+    &[
+        "store",
+        "chain",
+        "vault",
+        "signer",
+        "llm",
+        "events",
+        "metrics",
+        "rate_limit",
+    ],
     &["auth", "custody", "transfers", "tools", "x402", "webhooks"],
     &["chat", "confirmations"],
     &["state", "http", "mcp"],

@@ -6,6 +6,7 @@
 mod elicitation;
 mod http;
 mod modern;
+mod modern_swap;
 mod sessions;
 mod stdio;
 mod x402;
