@@ -39,8 +39,8 @@ pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, Si
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
-pub use sweep::SweepOrder;
 use send::{Kind, Outflow};
+pub use sweep::SweepOrder;
 pub use typed::TypedOrder;
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).

@@ -784,7 +784,11 @@ async fn drive_sweep(oracle: &mut Oracle) {
         created.body["id"].as_str().unwrap().to_string(),
         created.body["access_token"].as_str().unwrap().to_string(),
     );
-    let address = created.body["wallet_addresses"]["base"].as_str().unwrap().parse().unwrap();
+    let address = created.body["wallet_addresses"]["base"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     anvil.set_balance(address, wei(ONE_ETH)).await;
     let template = "/api/agents/{id}/sweep";
     let path = format!("/api/agents/{id}/sweep");
@@ -794,10 +798,18 @@ async fn drive_sweep(oracle: &mut Oracle) {
     let session = owner_token(&app, &id, oracle).await;
     let elsewhere = json!({"chain": "base", "to": fresh_address().to_string()});
     let foreign = app.build(Method::POST, &path, None, Some(elsewhere));
-    oracle.check("POST", template, &app.send(foreign.header(OWNER_HEADER, &session)).await);
+    oracle.check(
+        "POST",
+        template,
+        &app.send(foreign.header(OWNER_HEADER, &session)).await,
+    );
     let unknown = json!({"chain": "base", "to": checksummed(&owner), "asset": "DOGE"});
     let unknown = app.build(Method::POST, &path, None, Some(unknown));
-    oracle.check("POST", template, &app.send(unknown.header(OWNER_HEADER, &session)).await);
+    oracle.check(
+        "POST",
+        template,
+        &app.send(unknown.header(OWNER_HEADER, &session)).await,
+    );
     let swept = app.build(Method::POST, &path, None, Some(to_owner));
     let swept = app.send(swept.header(OWNER_HEADER, &session)).await;
     assert_eq!(swept.status, StatusCode::CREATED, "{}", swept.text);

@@ -337,7 +337,9 @@ async fn a_sweep_moves_an_hsm_agents_whole_balance_to_its_owner_past_its_cap() {
         .json()
         .await
         .expect("a JSON body");
-    let id = created["id"].as_str().unwrap_or_else(|| panic!("{created}\n{}", server.logs()));
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}\n{}", server.logs()));
     let address: Address = created["wallet_addresses"]["base"].as_str().unwrap().parse().unwrap();
     anvil.set_balance(address, wei(ONE_ETH)).await;
     let as_admin = |path: &str, body: Value| {
@@ -348,9 +350,13 @@ async fn a_sweep_moves_an_hsm_agents_whole_balance_to_its_owner_past_its_cap() {
             .send()
     };
 
-    let refused = as_admin("export-key", json!({"chain": "base", "confirm": true})).await.unwrap();
+    let refused = as_admin("export-key", json!({"chain": "base", "confirm": true}))
+        .await
+        .unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
-    let response = as_admin("sweep", json!({"chain": "base", "to": owner.to_string()})).await.unwrap();
+    let response = as_admin("sweep", json!({"chain": "base", "to": owner.to_string()}))
+        .await
+        .unwrap();
     let status = response.status();
     let swept: Value = response.json().await.expect("a JSON body");
     assert_eq!(status, StatusCode::CREATED, "{swept}\n{}", server.logs());
@@ -359,7 +365,11 @@ async fn a_sweep_moves_an_hsm_agents_whole_balance_to_its_owner_past_its_cap() {
     let receipt = anvil.receipt(hash).await;
     assert_eq!(receipt.from, address, "signed by the token's key");
     assert!(receipt.status());
-    assert_eq!(anvil.balance(owner).await, amount, "the owner got the whole balance less the fee");
+    assert_eq!(
+        anvil.balance(owner).await,
+        amount,
+        "the owner got the whole balance less the fee"
+    );
     let fee = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
     assert_eq!(anvil.balance(address).await + amount + fee, wei(ONE_ETH));
     assert!(amount > wei(ONE_ETH / 2), "far above the cap: {amount}");

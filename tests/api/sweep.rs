@@ -26,8 +26,10 @@ const BASE_USDC: Address = address!("833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
 /// every recipient but one stranger.
 async fn capped_agent(app: &TestApp, anvil: &Anvil, owner: &PrivateKeySigner) -> CreatedAgent {
     let agent = app
-        .create_agent_ok(json!({"name": "hsm-like", "chains": ["base"], "capabilities": ["read", "transact"],
-            "spending_cap": 0.001, "owner_addresses": {"base": checksummed(owner)}}))
+        .create_agent_ok(
+            json!({"name": "hsm-like", "chains": ["base"], "capabilities": ["read", "transact"],
+            "spending_cap": 0.001, "owner_addresses": {"base": checksummed(owner)}}),
+        )
         .await;
     anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
     let policy = json!({"limits": {"base:ETH": {"per_transfer": "0.0001"}},
@@ -86,7 +88,13 @@ async fn an_owner_sweeps_the_whole_native_balance_past_the_cap_and_the_policy() 
     assert_nothing_sent(&anvil, &app, &agent).await;
 
     let session = owner_session(&app, &agent.id, &owner).await;
-    let (status, swept) = sweep_as_owner(&app, &agent, &session, json!({"chain": "base", "to": checksummed(&owner)})).await;
+    let (status, swept) = sweep_as_owner(
+        &app,
+        &agent,
+        &session,
+        json!({"chain": "base", "to": checksummed(&owner)}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{swept}");
     assert_eq!(swept["kind"], "transfer", "{swept}");
     assert_eq!(swept["asset"], "ETH", "{swept}");
@@ -120,7 +128,13 @@ async fn an_owner_sweeps_the_whole_native_balance_past_the_cap_and_the_policy() 
     assert_eq!(entry["detail"]["tx_hash"], swept["tx_hash"], "{entry}");
 
     // Nothing is left to move: the rest does not pay one more fee.
-    let (status, empty) = sweep_as_owner(&app, &agent, &session, json!({"chain": "base", "to": checksummed(&owner)})).await;
+    let (status, empty) = sweep_as_owner(
+        &app,
+        &agent,
+        &session,
+        json!({"chain": "base", "to": checksummed(&owner)}),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{empty}");
     assert_eq!(empty["error"]["code"], "nothing_to_sweep", "{empty}");
     assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "one transaction on the node");
@@ -171,12 +185,22 @@ async fn an_inactive_agent_is_swept_by_its_owner_but_not_by_its_token() {
     let owner = PrivateKeySigner::random();
     let agent = capped_agent(&app, &anvil, &owner).await;
     let deleted = app
-        .request(Method::DELETE, &format!("/api/agents/{}", agent.id), Some(&agent.token), None)
+        .request(
+            Method::DELETE,
+            &format!("/api/agents/{}", agent.id),
+            Some(&agent.token),
+            None,
+        )
         .await;
     assert_eq!(deleted.0, StatusCode::NO_CONTENT, "{}", deleted.1);
     let body = json!({"chain": "base", "to": checksummed(&owner)});
     let by_token = app
-        .request(Method::POST, &sweep_path(&agent), Some(&agent.token), Some(body.clone()))
+        .request(
+            Method::POST,
+            &sweep_path(&agent),
+            Some(&agent.token),
+            Some(body.clone()),
+        )
         .await;
     assert_error(&by_token, StatusCode::GONE, "agent_inactive");
 
@@ -200,7 +224,12 @@ async fn a_sweep_without_owner_authority_or_to_a_stranger_or_an_unknown_asset_is
     let to_owner = json!({"chain": "base", "to": checksummed(&owner)});
 
     let by_token = app
-        .request(Method::POST, &sweep_path(&agent), Some(&agent.token), Some(to_owner.clone()))
+        .request(
+            Method::POST,
+            &sweep_path(&agent),
+            Some(&agent.token),
+            Some(to_owner.clone()),
+        )
         .await;
     assert_error(&by_token, StatusCode::FORBIDDEN, "owner_required");
 
@@ -211,12 +240,19 @@ async fn a_sweep_without_owner_authority_or_to_a_stranger_or_an_unknown_asset_is
 
     for (body, field) in [
         (json!({"chain": "ethereum", "to": checksummed(&owner)}), "chain"),
-        (json!({"chain": "base", "to": checksummed(&owner), "asset": "DOGE"}), "asset"),
+        (
+            json!({"chain": "base", "to": checksummed(&owner), "asset": "DOGE"}),
+            "asset",
+        ),
         (json!({"chain": "base", "to": "0x1234"}), "to"),
     ] {
         let refused = sweep_as_owner(&app, &agent, &session, body).await;
         assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
-        assert!(refused.1["error"]["details"]["fields"][field].is_string(), "{}", refused.1);
+        assert!(
+            refused.1["error"]["details"]["fields"][field].is_string(),
+            "{}",
+            refused.1
+        );
     }
     assert_nothing_sent(&anvil, &app, &agent).await;
     assert_eq!(anvil.balance(wallet(&agent)).await, wei(ONE_ETH));

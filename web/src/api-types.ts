@@ -1150,7 +1150,7 @@ export interface components {
             /**
              * @description `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
              *     `owner_session_opened`, `key_exported`, `policy_updated`, `transfer_accepted`, `transfer_refused`,
-             *     `transfer_approved`, `transfer_rejected`, `transfer_expired`, `mcp_tool_call`.
+             *     `transfer_approved`, `transfer_rejected`, `transfer_expired`, `funds_swept`, `sweep_refused`, `mcp_tool_call`.
              */
             action: string;
             /** @description What changed (never secrets). */
