@@ -32,6 +32,7 @@ mod gaps;
 mod pay;
 mod replace;
 mod send;
+mod sweep;
 mod typed;
 
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
@@ -39,6 +40,7 @@ pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 use send::{Kind, Outflow};
+pub use sweep::SweepOrder;
 pub use typed::TypedOrder;
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
@@ -156,8 +158,21 @@ impl Transfers {
         &self,
         agent_id: Uuid,
         actor: Actor,
+        detail: serde_json::Value,
+        outcome: Result<&TransferOutcome, &TransferError>,
+    ) {
+        let actions = ("transfer_accepted", "transfer_refused");
+        self.record_outcome_as(agent_id, actor, detail, outcome, actions).await;
+    }
+
+    /// `record_outcome` under other names for the accepted and the refused outflow (a sweep's, §20).
+    async fn record_outcome_as(
+        &self,
+        agent_id: Uuid,
+        actor: Actor,
         mut detail: serde_json::Value,
         outcome: Result<&TransferOutcome, &TransferError>,
+        (accepted, refused): (&'static str, &'static str),
     ) {
         let action = match outcome {
             Ok(TransferOutcome::Sent { tx, .. }) if !tx.on_chain() && tx.x402.is_none() => {
@@ -168,19 +183,19 @@ impl Transfers {
                 detail["transfer_id"] = serde_json::json!(tx.id);
                 detail["status"] = serde_json::json!(status.as_str());
                 detail["tx_hash"] = serde_json::json!(tx.tx_hash);
-                "transfer_accepted"
+                accepted
             }
             Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
                 detail["transfer_id"] = serde_json::json!(approval.id);
                 detail["status"] = serde_json::json!("awaiting_approval");
-                "transfer_accepted"
+                accepted
             }
             Err(e) => {
                 detail["code"] = serde_json::json!(e.code());
                 if let TransferError::PolicyDenied(rule) = e {
                     detail["rule"] = serde_json::json!(rule.as_str());
                 }
-                "transfer_refused"
+                refused
             }
         };
         let event = AuditEvent {

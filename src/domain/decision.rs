@@ -101,6 +101,9 @@ pub struct Windows {
 pub enum Gate<'a> {
     /// Already decided (a retry of an approved transfer after a nonce resynchronisation).
     Decided,
+    /// An owner's sweep of the whole balance to the owner (§20): neither the cap nor the policy applies (they guard
+    /// the agent, not its owner), and an inactive agent may be swept; the funds and the nonce are judged as always.
+    Sweep,
     /// An owner approved the waiting transfer: as found in this transaction.
     Approval {
         status: ApprovalStatus,
@@ -225,7 +228,8 @@ pub fn spent_after(spent: U256, add: U256, sub: U256) -> U256 {
 /// the gate (policy or approval; a transfer held for approval must fit the cap as it is); the cap; the nonce.
 pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     let refuse = Decision::Refuse;
-    if !f.standing.agent_active {
+    let sweep = matches!(f.gate, Gate::Sweep);
+    if !f.standing.agent_active && !sweep {
         return refuse(Refusal::AgentInactive);
     }
     if !f.standing.token_current {
@@ -259,7 +263,7 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
         return refuse(refusal);
     }
     let release = match f.gate {
-        Gate::Decided => U256::ZERO,
+        Gate::Decided | Gate::Sweep => U256::ZERO,
         Gate::Approval { status, .. } if status != ApprovalStatus::AwaitingApproval => {
             return refuse(Refusal::NotAwaiting(status));
         }
@@ -293,7 +297,7 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     };
     // An approved transfer gives back what it held while waiting as it takes its reservation at today's fees.
     let spent = f.spent.saturating_sub(release);
-    if !fits(f.cap, spent, r.reserved) {
+    if !sweep && !fits(f.cap, spent, r.reserved) {
         return refuse(Refusal::CapExceeded { cap: f.cap, spent });
     }
     if let Some(refusal) = short {
@@ -529,6 +533,66 @@ mod tests {
             let got = decide(&request(1, reserved), &facts(cap, spent, Gate::Decided));
             assert_eq!(got, expected, "cap {cap}, spent {spent}, reserved {reserved}");
         }
+    }
+
+    #[test]
+    fn a_sweep_skips_the_cap_the_policy_and_the_inactivity_but_not_the_funds_or_the_nonce() {
+        let inactive = Standing {
+            agent_active: false,
+            token_current: true,
+            claim_held: true,
+        };
+        let swept = Facts {
+            standing: inactive,
+            stored_nonce: Some(4),
+            ..facts(1, 50, Gate::Sweep)
+        };
+        assert_eq!(decide(&request(1_000, 1_200), &swept), reserve(Some(4), 0));
+        // The same request as the agent's own transfer is refused by the cap, and on an inactive agent at all.
+        let as_agent = Facts {
+            gate: Gate::Decided,
+            ..swept
+        };
+        assert_eq!(
+            decide(&request(1_000, 1_200), &as_agent),
+            Decision::Refuse(Refusal::AgentInactive)
+        );
+        let as_agent = Facts {
+            standing: Standing {
+                agent_active: true,
+                ..inactive
+            },
+            ..as_agent
+        };
+        assert_eq!(decide(&request(1_000, 1_200), &as_agent), cap_exceeded(1, 50));
+        // The funds still decide: the balance less what the agent's transfers on their way hold.
+        let short = Facts {
+            native: Some(Funds {
+                balance: wei(1_100),
+                held: wei(200),
+            }),
+            ..swept
+        };
+        let r = Request {
+            native_needed: Some(wei(1_100)),
+            ..request(1_000, 1_200)
+        };
+        assert_eq!(
+            decide(&r, &short),
+            Decision::Refuse(Refusal::InsufficientFunds { available: wei(900) })
+        );
+        // A revoked token still moves nothing (a sweep carries none: its standing is the owner's).
+        let revoked = Facts {
+            standing: Standing {
+                token_current: false,
+                ..inactive
+            },
+            ..swept
+        };
+        assert_eq!(
+            decide(&request(1_000, 1_200), &revoked),
+            Decision::Refuse(Refusal::TokenRevoked)
+        );
     }
 
     #[test]

@@ -329,7 +329,8 @@ impl From<TransferError> for AppError {
             TransferError::NoWallet => AppError::field("chain", message),
             TransferError::InsufficientFunds { .. }
             | TransferError::InsufficientTokenFunds { .. }
-            | TransferError::InvalidRecipient(_) => AppError::Unprocessable { code, message },
+            | TransferError::InvalidRecipient(_)
+            | TransferError::NothingToSweep(_) => AppError::Unprocessable { code, message },
             TransferError::CapExceeded { .. } => AppError::Denied { code, message },
             TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::AgentInactive => AppError::AgentInactive,

@@ -24,6 +24,7 @@ pub mod owners;
 pub mod policy;
 pub mod reissue;
 pub mod streams;
+pub mod sweep;
 pub mod transactions;
 pub mod transfers;
 pub mod typed_data;
@@ -120,6 +121,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(wallets::router())
         .merge(transactions::router())
         .merge(transfers::router())
+        .merge(sweep::router())
         .merge(calls::router())
         .merge(typed_data::router())
         .merge(x402::router())

@@ -218,6 +218,9 @@ pub enum Authorization {
     Approval { by: crate::domain::audit::Actor },
     /// Already decided (the retry of an approved transfer after a nonce resynchronisation).
     Decided,
+    /// An owner's sweep of the agent's whole balance to its owner (§20): exempt from the cap and the policy, which
+    /// guard the agent, not its owner, and allowed on an inactive agent; funds, nonce and lock apply as to any send.
+    Sweep,
 }
 
 /// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.

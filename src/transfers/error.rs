@@ -89,6 +89,9 @@ pub enum TransferError {
     /// The node can simulate no call (§18): nothing was signed.
     #[error("the {0} node cannot simulate calls (neither eth_simulateV1 nor debug_traceCall); nothing was signed")]
     SimulationUnavailable(String),
+    /// A sweep (§20) of an asset the wallet holds none of (for the native coin: no more than one maximum fee).
+    #[error("the wallet holds no {0} to sweep (for the native coin: no more than the fee of sending it)")]
+    NothingToSweep(String),
 }
 
 impl TransferError {
@@ -113,6 +116,7 @@ impl TransferError {
             Self::CallReverted(_) => "call_reverted",
             Self::SimulationUnavailable(_) => "simulation_unavailable",
             Self::SimulationChanged(_) => "simulation_changed",
+            Self::NothingToSweep(_) => "nothing_to_sweep",
         }
     }
 }

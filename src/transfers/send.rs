@@ -55,6 +55,9 @@ pub(super) enum Kind<'a> {
     /// An EIP-712 signature (§18 `sign-typed-data`): its digest signed, nothing sent; its record carries the typed
     /// data (`CallRecord::typed_data`) and what it grants.
     TypedData(Box<TypedDraft>),
+    /// An owner's sweep (§20) of the whole balance of the native coin (`None`: less the maximum fee) or of a token
+    /// (the gas paid in the native coin): its amount is the quote's, read from the node.
+    Sweep(Option<Asset>),
 }
 
 /// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
@@ -96,6 +99,8 @@ pub(super) struct Quote {
     /// The token balance as read (a token transfer or a payment): the reservation subtracts unused x402
     /// authorizations from it.
     token_balance: Option<U256>,
+    /// The amount the quote found (a sweep: the whole balance), in place of the outflow's.
+    value: Option<U256>,
 }
 
 impl Kind<'_> {
@@ -103,9 +108,9 @@ impl Kind<'_> {
     fn symbol(&self, chain: &ChainInfo) -> String {
         match self {
             Kind::Native => chain.native_symbol.to_string(),
-            Kind::Token(asset) => asset.symbol.clone(),
+            Kind::Token(asset) | Kind::Sweep(Some(asset)) => asset.symbol.clone(),
             Kind::Payment(p) => p.token.symbol.clone(),
-            Kind::Call(_) | Kind::TypedData(_) => chain.native_symbol.to_string(),
+            Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => chain.native_symbol.to_string(),
         }
     }
 
@@ -119,6 +124,18 @@ impl Kind<'_> {
             Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
             Kind::Call(call) => quote_call(client, o.chain, call, o.from, o.to, o.value).await,
             Kind::Token(asset) => quote_token(client, o.chain, asset, o.from, o.to, o.value).await,
+            Kind::Sweep(None) => quote_native_sweep(client, o.chain, o.from, o.to).await,
+            Kind::Sweep(Some(asset)) => {
+                let held = client.token_balance(o.from, asset).await?;
+                if held.is_zero() {
+                    return Err(TransferError::NothingToSweep(asset.symbol.clone()));
+                }
+                let quote = quote_token(client, o.chain, asset, o.from, o.to, held).await?;
+                Ok(Quote {
+                    value: Some(held),
+                    ..quote
+                })
+            }
             // Nothing is sent: no gas, no balance to hold.
             Kind::TypedData(_) => Ok(Quote {
                 gas_limit: 0,
@@ -127,6 +144,7 @@ impl Kind<'_> {
                 reserved: U256::ZERO,
                 funds: None,
                 token_balance: None,
+                value: None,
             }),
             // No native coin moves: the facilitator pays the gas.
             Kind::Payment(p) => Ok(Quote {
@@ -136,6 +154,7 @@ impl Kind<'_> {
                 reserved: U256::ZERO,
                 funds: None,
                 token_balance: Some(client.token_balance(o.from, &p.token).await?),
+                value: None,
             }),
         }
     }
@@ -181,15 +200,15 @@ impl Outflow<'_> {
             conversation_id: self.conversation_id,
             from: self.from,
             to: self.to,
-            value_wei: self.value,
+            value_wei: quote.value.unwrap_or(self.value),
             gas_limit: quote.gas_limit,
             max_fee_per_gas: quote.max_fee_per_gas,
             reserved_wei: quote.reserved,
             node_nonce,
             asset: self.kind.symbol(self.chain),
             token: match &self.kind {
-                Kind::Native | Kind::Call(_) | Kind::TypedData(_) => None,
-                Kind::Token(asset) => token_ref(asset),
+                Kind::Native | Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => None,
+                Kind::Token(asset) | Kind::Sweep(Some(asset)) => token_ref(asset),
                 Kind::Payment(p) => token_ref(&p.token),
             },
             authorization: self.authorization,
@@ -429,6 +448,7 @@ async fn quote_native(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: None,
+        value: None,
     })
 }
 
@@ -461,6 +481,7 @@ async fn quote_call(
             needed: cost.needed,
         }),
         token_balance: None,
+        value: None,
     })
 }
 
@@ -505,5 +526,43 @@ async fn quote_token(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: Some(held),
+        value: None,
+    })
+}
+
+/// The whole native balance less one maximum fee (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack
+/// chains, §14): what an owner's sweep sends (§20). The balance is read first, so the gas of a recipient with code is
+/// estimated for the amount it will receive; `nothing_to_sweep` when the balance does not exceed the fee.
+async fn quote_native_sweep(
+    client: &ChainClient,
+    chain: &'static ChainInfo,
+    from: Address,
+    to: Address,
+) -> Result<Quote, TransferError> {
+    let balance = client.balance(from).await?;
+    if balance.is_zero() {
+        return Err(TransferError::NothingToSweep(chain.native_symbol.to_string()));
+    }
+    let probe = l1_probe(chain, to, balance, Bytes::new());
+    let (gas_limit, fees, l1_fee) = tokio::join!(
+        client.transfer_gas(from, to, balance),
+        client.recent_fees(FEE_MAX_AGE),
+        client.recent_l1_fee(&probe, FEE_MAX_AGE),
+    );
+    let (gas_limit, fees, l1_fee) = (gas_limit?, fees?, l1_fee?);
+    let fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
+    let value = balance.saturating_sub(fee);
+    if value.is_zero() {
+        return Err(TransferError::NothingToSweep(chain.native_symbol.to_string()));
+    }
+    let cost = Cost::of(value, fee);
+    Ok(Quote {
+        gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(native_funds(chain, balance, cost.needed)?),
+        token_balance: None,
+        value: Some(value),
     })
 }

@@ -44,6 +44,7 @@ mod store;
 mod store_attempts;
 mod stream_leases;
 mod stuck_transfers;
+mod sweep;
 mod tokens;
 mod transfer_concurrency;
 mod transfer_recovery;

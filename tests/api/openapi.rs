@@ -42,6 +42,7 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("POST", "/api/agents/{id}/transfers"),
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
+    ("POST", "/api/agents/{id}/sweep"),
     ("POST", "/api/agents/{id}/calls"),
     ("POST", "/api/agents/{id}/calls/simulate"),
     ("POST", "/api/agents/{id}/sign-typed-data"),
@@ -603,6 +604,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     oracle.check("DELETE", "/api/agents/{id}/owner-session", &app.send(signed_out).await);
     drive_policy_and_approvals(&anvil, &mut oracle).await;
     drive_cancel(&mut oracle).await;
+    drive_sweep(&mut oracle).await;
     drive_x402(&mut oracle).await;
     drive_webhooks(&mut oracle).await;
 
@@ -770,6 +772,50 @@ async fn drive_cancel(oracle: &mut Oracle) {
     );
 }
 
+/// A sweep (§20): refused with the agent token alone, to an address that is not an owner's, then made by the owner.
+async fn drive_sweep(oracle: &mut Oracle) {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let owner = owner_signer();
+    let body = json!({"name": "swept", "chains": ["base"], "capabilities": ["read"], "spending_cap": 0.001,
+        "owner_addresses": {"base": checksummed(&owner)}});
+    let created = send(&app, Method::POST, "/api/agents", None, Some(body)).await;
+    let (id, token) = (
+        created.body["id"].as_str().unwrap().to_string(),
+        created.body["access_token"].as_str().unwrap().to_string(),
+    );
+    let address = created.body["wallet_addresses"]["base"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    anvil.set_balance(address, wei(ONE_ETH)).await;
+    let template = "/api/agents/{id}/sweep";
+    let path = format!("/api/agents/{id}/sweep");
+    let to_owner = json!({"chain": "base", "to": checksummed(&owner)});
+    let refused = send(&app, Method::POST, &path, Some(&token), Some(to_owner.clone())).await;
+    oracle.check("POST", template, &refused);
+    let session = owner_token(&app, &id, oracle).await;
+    let elsewhere = json!({"chain": "base", "to": fresh_address().to_string()});
+    let foreign = app.build(Method::POST, &path, None, Some(elsewhere));
+    oracle.check(
+        "POST",
+        template,
+        &app.send(foreign.header(OWNER_HEADER, &session)).await,
+    );
+    let unknown = json!({"chain": "base", "to": checksummed(&owner), "asset": "DOGE"});
+    let unknown = app.build(Method::POST, &path, None, Some(unknown));
+    oracle.check(
+        "POST",
+        template,
+        &app.send(unknown.header(OWNER_HEADER, &session)).await,
+    );
+    let swept = app.build(Method::POST, &path, None, Some(to_owner));
+    let swept = app.send(swept.header(OWNER_HEADER, &session)).await;
+    assert_eq!(swept.status, StatusCode::CREATED, "{}", swept.text);
+    oracle.check("POST", template, &swept);
+}
+
 fn operations(doc: &Value) -> Vec<(String, String, Value)> {
     let mut all = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
@@ -915,6 +961,7 @@ fn every_operation_documents_its_server_errors() {
         ("POST", "/api/agents/{id}/transfers"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
+        ("POST", "/api/agents/{id}/sweep"),
         ("POST", "/api/agents/{id}/calls"),
         ("POST", "/api/agents/{id}/calls/simulate"),
         ("POST", "/api/agents/{id}/x402/fetch"),

@@ -1,5 +1,5 @@
-//! `KEY_BACKEND=pkcs11` (§20) on SoftHSM2: keys generated in the token, signatures made by it, export refused, and
-//! the starts refused. Each test has its own token: a `softhsm2.conf` with its own token directory in a temporary
+//! `KEY_BACKEND=pkcs11` (§20) on SoftHSM2: keys generated in the token, signatures made by it, export refused (the
+//! owner's sweep moving the funds instead), and the starts refused. Each test has its own token: a `softhsm2.conf` with its own token directory in a temporary
 //! directory, named by `SOFTHSM2_CONF`. The service runs as a real process (a PKCS#11 module is initialised once per
 //! process with the configuration it finds then, so the tests cannot share the test process's), on SQLite; the
 //! token's objects are read with `pkcs11-tool` (OpenSC), a PKCS#11 client independent of the service.
@@ -310,6 +310,69 @@ async fn native_transfers_are_signed_by_the_token_and_land_from_the_agents_addre
         assert_eq!(anvil.nonce(agent.address).await, n);
     }
     assert_eq!(anvil.balance(to).await, U256::from(2 * CENT_ETH));
+    server.terminate(Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_sweep_moves_an_hsm_agents_whole_balance_to_its_owner_past_its_cap() {
+    let Some(hsm) = SoftHsm::new() else { return };
+    const ADMIN: &str = "admin-token-for-the-pkcs11-sweep-0123456789";
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let server = hsm.start(&[
+        ("RPC_URL_BASE", anvil.url()),
+        ("WATCHER_INTERVAL_MS", "50"),
+        ("ADMIN_TOKEN", ADMIN),
+    ]);
+    let client = reqwest::Client::new();
+    let owner = fresh_address();
+    let body = json!({"name": "hsm", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.001,
+        "owner_addresses": {"base": owner.to_checksum(None)}});
+    let created: Value = client
+        .post(format!("{}/api/agents", server.base_url()))
+        .bearer_auth(ADMIN)
+        .json(&body)
+        .send()
+        .await
+        .expect("create the agent")
+        .json()
+        .await
+        .expect("a JSON body");
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}\n{}", server.logs()));
+    let address: Address = created["wallet_addresses"]["base"].as_str().unwrap().parse().unwrap();
+    anvil.set_balance(address, wei(ONE_ETH)).await;
+    let as_admin = |path: &str, body: Value| {
+        client
+            .post(format!("{}/api/agents/{id}/{path}", server.base_url()))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+    };
+
+    let refused = as_admin("export-key", json!({"chain": "base", "confirm": true}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let response = as_admin("sweep", json!({"chain": "base", "to": owner.to_string()}))
+        .await
+        .unwrap();
+    let status = response.status();
+    let swept: Value = response.json().await.expect("a JSON body");
+    assert_eq!(status, StatusCode::CREATED, "{swept}\n{}", server.logs());
+    let amount: U256 = swept["amount_wei"].as_str().unwrap().parse().unwrap();
+    let hash = swept["tx_hash"].as_str().unwrap().parse().unwrap();
+    let receipt = anvil.receipt(hash).await;
+    assert_eq!(receipt.from, address, "signed by the token's key");
+    assert!(receipt.status());
+    assert_eq!(
+        anvil.balance(owner).await,
+        amount,
+        "the owner got the whole balance less the fee"
+    );
+    let fee = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+    assert_eq!(anvil.balance(address).await + amount + fee, wei(ONE_ETH));
+    assert!(amount > wei(ONE_ETH / 2), "far above the cap: {amount}");
     server.terminate(Duration::from_secs(10));
 }
 

@@ -385,6 +385,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/sweep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sweep a wallet to its owner
+         * @description Sends the whole balance of one asset of the agent's wallet on `chain` to `to`: the native coin less the fee
+         *     (gas limit × `maxFeePerGas`, plus the L1 fee on OP-stack chains), or the whole balance of a token, whose gas the
+         *     agent pays in the native coin. Owner authority only (403 `owner_required` with the agent token alone); `to` must
+         *     be one of the agent's `owner_addresses` with an owner session (403 `owner_address_required`), any address with the
+         *     admin token. Works on an inactive agent and with either key backend, so that the funds of an agent whose key is
+         *     in a hardware security module (export refused with `key_not_exportable`) are never stranded. Exempt from the
+         *     spending cap and the policy, which guard the agent, not its owner; the agent's nonce, send lock and funds apply
+         *     (a balance held by its transfers on their way is refused with `insufficient_funds`: sweep once they settle).
+         *     Audited as `funds_swept`. Answers 201 with the transfer; 422 `nothing_to_sweep` when there is nothing to move.
+         */
+        post: operations["sweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/transactions": {
         parameters: {
             query?: never;
@@ -1122,7 +1150,7 @@ export interface components {
             /**
              * @description `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
              *     `owner_session_opened`, `key_exported`, `policy_updated`, `transfer_accepted`, `transfer_refused`,
-             *     `transfer_approved`, `transfer_rejected`, `transfer_expired`, `mcp_tool_call`.
+             *     `transfer_approved`, `transfer_rejected`, `transfer_expired`, `funds_swept`, `sweep_refused`, `mcp_tool_call`.
              */
             action: string;
             /** @description What changed (never secrets). */
@@ -1608,6 +1636,18 @@ export interface components {
             call: components["schemas"]["CallView"];
             simulation: Record<string, never>;
             decision: Record<string, never>;
+        };
+        /** @description A sweep to make. */
+        Sweep: {
+            /** @description One of the agent's chains. */
+            chain: string;
+            /** @description The recipient, a 0x address: one of the agent's `owner_addresses` (any address with the admin token). */
+            to: string;
+            /**
+             * @description The asset: the chain's native symbol (the default) or a registry token's symbol or contract address
+             *     (`USDC`), any case.
+             */
+            asset?: string | null;
         };
         /** @description One token's entry: its balance, or an error for that token only. */
         TokenBalanceEntryView: components["schemas"]["TokenBalanceView"] | components["schemas"]["FailedTokenBalanceView"];
@@ -5246,6 +5286,250 @@ export interface operations {
                      *       "error": {
                      *         "code": "chain_not_configured",
                      *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sweep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "asset": "USDC",
+                 *       "chain": "base",
+                 *       "to": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Sweep"];
+            };
+        };
+        responses: {
+            /** @description Signed, stored and handed to the node (`pending`): the whole balance */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "amount": "12.5",
+                     *       "amount_wei": "12500000",
+                     *       "asset": "USDC",
+                     *       "block_number": 23456789,
+                     *       "chain": "base",
+                     *       "conversation_id": null,
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "expires_at": null,
+                     *       "explorer_url": "https://basescan.org/tx/0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "kind": "transfer",
+                     *       "nonce": 7,
+                     *       "replaced_hashes": [],
+                     *       "status": "confirmed",
+                     *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+                     *       "token_address": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *       "transfer_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2",
+                     *       "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "updated_at": "2026-11-23T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description owner_required (the agent token alone), owner_address_required (an owner session sweeping to an address that is not an owner's), forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description inactive, without owner authority */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed (unknown chain or asset, malformed address), invalid_recipient, nothing_to_sweep, insufficient_funds (the gas) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "nothing_to_sweep",
+                     *         "message": "the wallet holds no ETH to sweep (for the native coin: no more than the fee of sending it)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
                      *       }
                      *     }
                      */

@@ -52,7 +52,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         },
         "403" => match operation {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
-            | "reject_transfer" => crate::auth::AuthError::OwnerRequired.into(),
+            | "reject_transfer" | "sweep" => crate::auth::AuthError::OwnerRequired.into(),
             _ if is_webhook_operation(operation) => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
             "create_call" | "simulate_call" | "sign_typed_data" => {
@@ -95,6 +95,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "owner_session" | "reissue_token" => AppError::ChallengeExpired,
             "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),
             "create_transfer" => TransferError::InvalidRecipient("the recipient is the agent's own wallet").into(),
+            "sweep" => TransferError::NothingToSweep("ETH".into()).into(),
             "sign_typed_data" => AppError::field(
                 "typed_data",
                 "typed_data.domain.chainId is 1, but the request's chain has id 8453",
@@ -188,6 +189,8 @@ mod tests {
         assert_eq!(code("cancel_transfer", "409"), Some("transfer_not_pending"));
         assert_eq!(code("fetch_paid", "502"), Some("x402_payment_failed"));
         assert_eq!(code("create_transfer", "503"), Some("chain_not_configured"));
+        assert_eq!(code("sweep", "403"), Some("owner_required"));
+        assert_eq!(code("sweep", "422"), Some("nothing_to_sweep"));
         // A status no refusal of the operation has stays without an example.
         assert_eq!(code("get_agent", "409"), None);
     }

@@ -150,6 +150,7 @@ pub fn component(name: &str) -> Option<Value> {
             "proof": {"type": "wallet_signature", "chain": "base", "message": siwe_message(), "signature": SIGNATURE}
         }),
         "NewTransfer" => json!({"chain": "base", "to": RECIPIENT, "amount": "12.5", "asset": "USDC"}),
+        "Sweep" => json!({"chain": "base", "to": OWNER, "asset": "USDC"}),
         "NewCall" => json!({
             "chain": "base",
             "to": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",

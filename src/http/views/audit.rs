@@ -27,7 +27,7 @@ pub struct AuditEntryView {
     pub actor: String,
     /// `agent_created`, `agent_updated`, `agent_deleted`, `agent_reactivated`, `token_reissued`,
     /// `owner_session_opened`, `key_exported`, `policy_updated`, `transfer_accepted`, `transfer_refused`,
-    /// `transfer_approved`, `transfer_rejected`, `transfer_expired`, `mcp_tool_call`.
+    /// `transfer_approved`, `transfer_rejected`, `transfer_expired`, `funds_swept`, `sweep_refused`, `mcp_tool_call`.
     pub action: String,
     /// What changed (never secrets).
     #[schema(value_type = Object)]

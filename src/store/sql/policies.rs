@@ -163,6 +163,8 @@ where
 /// What a reservation's gate reads (`domain::decision::Gate` borrows from it).
 pub(super) enum GateRead {
     Decided,
+    /// An owner's sweep (§20).
+    Sweep,
     /// The waiting transfer being approved, as found under the lock.
     Approval(Box<Approval>),
     Policy {
@@ -176,6 +178,7 @@ impl GateRead {
     pub(super) fn gate(&self, now: DateTime<Utc>) -> Gate<'_> {
         match self {
             GateRead::Decided => Gate::Decided,
+            GateRead::Sweep => Gate::Sweep,
             GateRead::Approval(a) => Gate::Approval {
                 status: a.status,
                 expired: a.is_expired_at(now),
@@ -240,6 +243,7 @@ where
     ) -> StoreResult<GateRead> {
         match r.authorization {
             Authorization::Decided => Ok(GateRead::Decided),
+            Authorization::Sweep => Ok(GateRead::Sweep),
             Authorization::Approval { .. } => match Self::approval_in(conn, r.id).await? {
                 Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),

@@ -1,0 +1,82 @@
+//! An owner's sweep (§20): the whole balance of one asset of the agent's wallet — the native coin less the fee, or a
+//! token with the gas paid in the native coin — sent to the owner. It exists so that the funds of an agent whose key
+//! cannot be exported (a key in a PKCS#11 token) are never stranded, and works the same with either key backend.
+//! It goes through the one send path (`send_outflow`): the agent's send lock, its nonce, the funds the reservation
+//! sees and the watcher apply as to any transfer; the cap and the policy do not (they guard the agent, not its
+//! owner), and an inactive agent may be swept. Audited as `funds_swept` (or `sweep_refused` with its code).
+
+use alloy::primitives::Address;
+use uuid::Uuid;
+
+use super::send::{Kind, Outflow};
+use super::{TransferError, TransferOutcome, Transfers};
+use crate::domain::agent::Agent;
+use crate::domain::amount::format_units;
+use crate::domain::asset::Asset;
+use crate::domain::audit::Actor;
+use crate::domain::chain::ChainInfo;
+use crate::store::{Authorization, Mandate};
+
+/// A sweep an owner asked for; whether `to` may receive it is the caller's check (an owner address, or any with the
+/// admin token).
+pub struct SweepOrder<'a> {
+    pub agent: &'a Agent,
+    pub chain: &'static ChainInfo,
+    pub to: Address,
+    /// The registry token to sweep; `None`: the chain's native coin.
+    pub token: Option<Asset>,
+    /// The owner or the admin, as the audit log records it.
+    pub actor: Actor,
+}
+
+impl Transfers {
+    /// Sweeps the whole balance of the order's asset to its recipient (see the module's doc).
+    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    pub async fn sweep(&self, order: SweepOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let symbol = order
+            .token
+            .as_ref()
+            .map_or(order.chain.native_symbol, |t| t.symbol.as_str())
+            .to_string();
+        let outcome = self.try_sweep(&order).await;
+        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol,
+            "to": order.to.to_checksum(None)});
+        if let Ok(TransferOutcome::Sent { tx, .. }) = &outcome {
+            let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
+            detail["amount"] = serde_json::json!(format_units(tx.value_wei, decimals));
+        }
+        let actions = ("funds_swept", "sweep_refused");
+        self.record_outcome_as(order.agent.id, order.actor, detail, outcome.as_ref(), actions)
+            .await;
+        outcome
+    }
+
+    async fn try_sweep(&self, order: &SweepOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        let from = *order
+            .agent
+            .wallet_addresses
+            .get(order.chain.name)
+            .ok_or(TransferError::NoWallet)?;
+        if order.to == Address::ZERO {
+            return Err(TransferError::InvalidRecipient("the zero address"));
+        }
+        if order.to == from {
+            return Err(TransferError::InvalidRecipient("the agent's own wallet"));
+        }
+        self.send_outflow(Outflow {
+            id: Uuid::new_v4(),
+            agent_id: order.agent.id,
+            chain: order.chain,
+            conversation_id: None,
+            from,
+            to: order.to,
+            // The quote reads the amount: the whole balance.
+            value: alloy::primitives::U256::ZERO,
+            kind: Kind::Sweep(order.token.clone()),
+            authorization: Authorization::Sweep,
+            // Owner authority carries no agent token and no idempotency claim.
+            mandate: Mandate::NONE,
+        })
+        .await
+    }
+}
