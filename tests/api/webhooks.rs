@@ -688,3 +688,74 @@ async fn a_rotated_master_key_keeps_every_webhook_secret() {
     let deliveries = receiver.wait_for(1).await;
     assert_eq!(verified(&secret, &deliveries)[0]["type"], "policy.updated");
 }
+
+/// Runs one SQL statement binding a time on the app's database (SQLite file or PostgreSQL), as an operator's clock
+/// would have moved it.
+async fn at_time(db_url: &str, sql: &'static str, at: chrono::DateTime<chrono::Utc>, id: &str) {
+    use sqlx::Connection;
+    let id: uuid::Uuid = id.parse().unwrap();
+    if db_url.starts_with("sqlite") {
+        let mut conn = sqlx::SqliteConnection::connect(db_url).await.unwrap();
+        sqlx::query(sql).bind(at).bind(id).execute(&mut conn).await.unwrap();
+    } else {
+        let mut conn = sqlx::PgConnection::connect(db_url).await.unwrap();
+        sqlx::query(sql).bind(at).bind(id).execute(&mut conn).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_endpoint_whose_every_attempt_failed_for_a_day_is_disabled_and_audited() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &WEBHOOK_VARS).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    // Nothing listens there: every attempt fails.
+    let url = format!("http://127.0.0.1:{}/hook", free_port());
+    let hook = register(&app, &agent, &url, json!(["*"])).await;
+    let id = hook["id"].as_str().unwrap().to_owned();
+    let one = format!("/api/agents/{}/webhooks/{id}", agent.id);
+    let test = format!("{one}/test");
+    let deliveries = format!("{one}/deliveries");
+    let attempts = || async {
+        let (_, list) = call(&app, &agent, true, Method::GET, &deliveries, None).await;
+        list.as_array().map_or(0, Vec::len)
+    };
+    let (status, _) = call(&app, &agent, true, Method::POST, &test, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while attempts().await == 0 {
+        assert!(std::time::Instant::now() < deadline, "no attempt was made");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, still) = call(&app, &agent, true, Method::GET, &one, None).await;
+    assert_eq!(still["enabled"], true, "one failure does not disable: {still}");
+
+    // Its failures began 25 hours ago: the next failed attempt disables it.
+    let day_ago = chrono::Utc::now() - chrono::Duration::hours(25);
+    at_time(
+        &app.db_url,
+        "UPDATE webhooks SET failing_since = $1 WHERE id = $2",
+        day_ago,
+        &id,
+    )
+    .await;
+    let (status, _) = call(&app, &agent, true, Method::POST, &test, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, now) = call(&app, &agent, true, Method::GET, &one, None).await;
+        if now["enabled"] == false {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not disabled: {now}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let audit = format!("/api/agents/{}/audit", agent.id);
+    let (_, entries) = call(&app, &agent, true, Method::GET, &audit, None).await;
+    let disabled = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "webhook_disabled")
+        .unwrap_or_else(|| panic!("no webhook_disabled in {entries}"));
+    assert_eq!(disabled["actor"], "system", "{disabled}");
+}
