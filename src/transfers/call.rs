@@ -163,7 +163,13 @@ impl Transfers {
                     to: envelope.to()?,
                     value: envelope.value(),
                     data: envelope.input().clone(),
-                    ..SimCall::default()
+                    // As signed: the validated run checks each one's nonce, gas and fees as the node will.
+                    nonce: Some(envelope.nonce()),
+                    gas: Some(envelope.gas_limit()),
+                    fees: Some((
+                        envelope.max_fee_per_gas(),
+                        envelope.max_priority_fee_per_gas().unwrap_or_default(),
+                    )),
                 })
             })
             .collect())
@@ -205,23 +211,29 @@ impl Transfers {
             SimulationError::InsufficientFunds => TransferError::SimulationUnavailable(chain.name.to_string()),
             SimulationError::Chain(e) => TransferError::Chain(e),
         })?;
-        let Some(Simulated {
-            success,
-            gas_used,
-            return_data,
-            logs,
-        }) = results.into_iter().nth(pending.len())
-        else {
+        let Some(first) = results.into_iter().nth(pending.len()) else {
             return Err(TransferError::SimulationUnavailable(chain.name.to_string()));
         };
-        if !success {
+        let revert = |r: &Simulated| {
             let abis = policy
                 .calls
                 .as_ref()
                 .map(|c| c.abis.values().collect::<Vec<_>>())
                 .unwrap_or_default();
-            return Err(TransferError::CallReverted(call::revert_reason(&return_data, abis)));
+            TransferError::CallReverted(call::revert_reason(&r.return_data, abis))
+        };
+        if !first.success {
+            return Err(revert(&first));
         }
+        // The gas limit signed comes from this first run, with a margin; then the transaction exactly as it will be
+        // signed (§18) — that gas limit, its nonce, today's fees — is run again with the node's validation.
+        let gas_limit = gas_limit_for(first.gas_used);
+        let Simulated { gas_used, logs, .. } =
+            match self.exact_run(client, order, from, pending, &run, gas_limit).await? {
+                Some(exact) if !exact.success => return Err(revert(&exact)),
+                Some(exact) => exact,
+                None => first,
+            };
         let logs: Vec<SimLog> = logs
             .into_iter()
             .map(|l| SimLog {
@@ -271,8 +283,46 @@ impl Transfers {
                 outs,
                 moves,
             },
-            gas_limit: gas_limit_for(gas_used),
+            gas_limit,
         })
+    }
+
+    /// The call as it will be signed — `gas_limit`, the nonce the reservation will give it, today's fees — after
+    /// `pending` (as they were signed), simulated with the node's validation. `None` when that cannot be had and
+    /// the unvalidated run stands: a node without `eth_simulateV1`, a wallet that cannot pay (its funds are judged
+    /// last, §18), or a validation the agent's own pending transactions fail (one stuck below today's base fee).
+    async fn exact_run(
+        &self,
+        client: &crate::chain::ChainClient,
+        order: &CallOrder<'_>,
+        from: Address,
+        pending: &[SimCall],
+        run: &SimCall,
+        gas_limit: u64,
+    ) -> Result<Option<Simulated>, TransferError> {
+        let stored = self
+            .store
+            .next_nonce(order.agent.id, order.chain.name)
+            .await
+            .map_err(store_error)?;
+        let (node, fees) = tokio::join!(client.pending_nonce(from), client.recent_fees(super::FEE_MAX_AGE));
+        let (node, fees) = (node?, fees?);
+        let exact = SimCall {
+            nonce: Some(stored.unwrap_or(0).max(node)),
+            gas: Some(gas_limit),
+            fees: Some((fees.max_fee_per_gas, fees.max_priority_fee_per_gas)),
+            ..run.clone()
+        };
+        let mut batch = pending.to_vec();
+        batch.push(exact);
+        match client.simulate(&batch, true, None).await {
+            Ok((crate::chain::simulate::SimMethod::SimulateV1, results)) => Ok(results.into_iter().nth(pending.len())),
+            Ok(_) | Err(SimulationError::InsufficientFunds | SimulationError::Unsupported { .. }) => Ok(None),
+            Err(SimulationError::Chain(e)) => {
+                tracing::warn!(chain = order.chain.name, error = %e, "the validated simulation was refused; the first run stands");
+                Ok(None)
+            }
+        }
     }
 
     /// What the call counts whatever the ledger holds (its native value, to the called contract), and what leaves

@@ -645,3 +645,27 @@ async fn twenty_concurrent_calls_on_two_instances_move_exactly_what_the_day_allo
         "no nonce used twice or skipped"
     );
 }
+
+#[tokio::test]
+async fn a_call_is_simulated_as_it_will_be_signed_with_its_fees() {
+    let s = setup().await;
+    // A contract that refuses any transaction priced above 1 wei: a run without fees passes, the signed one would not.
+    let mut creation = crate::helpers::solidity::bytecode("GasPriceLimit.sol", "GasPriceLimit").to_vec();
+    creation.extend(U256::from(1).to_be_bytes::<32>());
+    let gate = crate::helpers::solidity::deploy(&s.anvil, creation.into()).await;
+    let hit = json!({"chain": "base", "to": gate.to_string(), "function": "hit()", "args": []});
+    let refused = post(&s, "calls", hit.clone()).await;
+    assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "call_reverted");
+    assert_eq!(
+        refused.1["error"]["details"]["reason"], "gas price above the limit",
+        "{}",
+        refused.1
+    );
+    let simulated = post(&s, "calls/simulate", hit).await;
+    assert_error(&simulated, StatusCode::UNPROCESSABLE_ENTITY, "call_reverted");
+    assert_eq!(
+        s.anvil.nonce(wallet(&s.agent)).await,
+        0,
+        "nothing was signed, no fee was paid"
+    );
+}
