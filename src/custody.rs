@@ -144,3 +144,58 @@ pub async fn open_audit_key(store: &dyn Store, vault: &Vault, create: bool) -> R
         .map(Some)
         .map_err(|_| CustodyError::AuditKey)
 }
+
+/// What `agentd keys import-to-pkcs11` did with one agent's key. Names no key material.
+#[derive(Debug)]
+pub struct KeyImport {
+    pub agent_id: uuid::Uuid,
+    pub address: alloy::primitives::Address,
+    /// `Ok(true)`: the key's objects were made in the token now; `Ok(false)`: they were there from an earlier run.
+    /// Either way the database no longer holds the key. `Err`: the key stays in the database, nothing was removed.
+    pub outcome: Result<bool, String>,
+}
+
+/// `agentd keys import-to-pkcs11` (§20): every wallet key still in the database goes into the token, one agent at a
+/// time. A key's ciphertext is removed only once its objects are in the token, are the key of its address and sign;
+/// a failure leaves that key where it was and the others go on. Running it again finishes what a stopped run left.
+pub async fn import_to_pkcs11(
+    store: &dyn Store,
+    vault: &Vault,
+    token: &crate::signer::Token,
+) -> Result<Vec<KeyImport>, CustodyError> {
+    let keys = store.local_keys().await?;
+    let mut done = Vec::with_capacity(keys.len());
+    for (agent_id, key) in keys {
+        let outcome = import_one(store, vault, token, agent_id, &key).await;
+        done.push(KeyImport {
+            agent_id,
+            address: key.address,
+            outcome,
+        });
+    }
+    Ok(done)
+}
+
+async fn import_one(
+    store: &dyn Store,
+    vault: &Vault,
+    token: &crate::signer::Token,
+    agent_id: uuid::Uuid,
+    key: &EncryptedKey,
+) -> Result<bool, String> {
+    let imported = {
+        // The scalar lives only in this block (zeroized on drop).
+        let secret = vault.open_secret(agent_id, key).map_err(|e| e.to_string())?;
+        token
+            .import(agent_id, &secret, key.address)
+            .map_err(|e| e.to_string())?
+    };
+    if !store
+        .move_key_to_token(agent_id, key.address)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Err("the key's row changed while it was imported; run the import again".into());
+    }
+    Ok(imported == crate::signer::Imported::Created)
+}

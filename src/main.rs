@@ -1,6 +1,7 @@
 //! The `agentd` binary: `serve` (default) runs the HTTP service, `migrate` applies database migrations, `mcp` serves
 //! one agent's tools over the Model Context Protocol on stdio, `openapi` prints the OpenAPI document, `audit verify`
-//! checks the audit log's hash chain, `rotate-key` re-encrypts every wallet key under a new master key.
+//! checks the audit log's hash chain, `rotate-key` re-encrypts every wallet key under a new master key, `keys import-to-pkcs11` moves the wallet keys
+//! into the PKCS#11 token.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -46,11 +47,24 @@ enum Command {
         #[arg(long, value_name = "KEY")]
         new_key: Option<String>,
     },
+    /// Wallet keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// The audit log in DATABASE_URL.
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Move every wallet key held in the database into the PKCS#11 token (KEY_BACKEND=pkcs11 and the PKCS11_*
+    /// variables) as a non-extractable object; each key's ciphertext is removed only once its object is in the token
+    /// and signs. Stop every instance first. Safe to run again: it finishes what an earlier run left.
+    ImportToPkcs11,
 }
 
 #[derive(Subcommand)]
@@ -90,6 +104,9 @@ fn main() -> ExitCode {
             Command::Audit {
                 command: AuditCommand::Verify,
             } => verify_audit(&config).await,
+            Command::Keys {
+                command: KeysCommand::ImportToPkcs11,
+            } => import_to_pkcs11(&config).await,
             Command::RotateKey { new_key } => rotate_key(&config, new_key.as_deref()).await,
             Command::Openapi => unreachable!("answered before the configuration is loaded"),
             Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
@@ -164,6 +181,68 @@ async fn rotate_key(config: &Config, new_key: Option<&str>) -> anyhow::Result<()
         Rotation::AlreadyDone { key_version } => {
             println!("the database is already under the new key (key version {key_version}); nothing to do");
         }
+    }
+    Ok(())
+}
+
+/// `agentd keys import-to-pkcs11`: one line per key moved (agent id and address, never key material or the PIN)
+/// and a summary; an error (non-zero exit) when any key stayed in the database.
+async fn import_to_pkcs11(config: &Config) -> anyhow::Result<()> {
+    let Some(pkcs11) = &config.security.pkcs11 else {
+        anyhow::bail!(
+            "keys import-to-pkcs11 needs KEY_BACKEND=pkcs11 and PKCS11_MODULE, PKCS11_TOKEN_LABEL and PKCS11_PIN \
+             (or PKCS11_PIN_FILE)"
+        );
+    };
+    let store = agentd::store::open(config).await?;
+    let generated;
+    let key = match &config.security.encryption_key {
+        Some(key) => key,
+        None => {
+            generated = agentd::vault::load_or_create_key_file(&config.database.data_dir)?;
+            &generated
+        }
+    };
+    let vault = agentd::custody::open_vault(store.as_ref(), key).await?;
+    let token = agentd::signer::Token::open(pkcs11)?;
+    let imports = agentd::custody::import_to_pkcs11(store.as_ref(), &vault, &token).await?;
+    let (mut created, mut resumed, mut failed) = (0, 0, 0);
+    for import in &imports {
+        match &import.outcome {
+            Ok(true) => {
+                created += 1;
+                println!(
+                    "imported {} ({}) into token {:?}",
+                    import.agent_id,
+                    import.address,
+                    token.label()
+                );
+            }
+            Ok(false) => {
+                resumed += 1;
+                println!(
+                    "{} ({}): already in token {:?}; removed from the database",
+                    import.agent_id,
+                    import.address,
+                    token.label()
+                );
+            }
+            Err(reason) => {
+                failed += 1;
+                println!(
+                    "FAILED {} ({}): {reason}; its key stays in the database",
+                    import.agent_id, import.address
+                );
+            }
+        }
+    }
+    println!(
+        "{} keys moved into token {:?} ({created} imported, {resumed} found there from an earlier run), {failed} failed",
+        created + resumed,
+        token.label()
+    );
+    if failed > 0 {
+        anyhow::bail!("{failed} wallet keys could not be moved into the token; run the import again once fixed");
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::vault::{EncryptedKey, KeyScheme, Vault};
 
 pub mod pkcs11;
 
-pub use pkcs11::{Pkcs11Config, Token};
+pub use pkcs11::{Imported, Pkcs11Config, Token};
 
 /// Why a signature was not made. Never carries key material or a PIN.
 #[derive(Debug, thiserror::Error)]

@@ -190,6 +190,13 @@ impl Vault {
         Ok(signer)
     }
 
+    /// The 32-byte scalar of a local key, in zeroizing memory, after checking that it still derives its address:
+    /// for `agentd keys import-to-pkcs11`, which hands it to the token once and drops it.
+    pub fn open_secret(&self, agent_id: Uuid, key: &EncryptedKey) -> Result<Zeroizing<Vec<u8>>, VaultError> {
+        self.open(agent_id, key)?;
+        self.decrypt(&key.ciphertext, &key.nonce, &associated_data(agent_id))
+    }
+
     /// The same wallet key, opened by `from` (the previous master key) and sealed under this vault's key and version.
     pub fn reseal(&self, from: &Vault, agent_id: Uuid, key: &EncryptedKey) -> Result<EncryptedKey, VaultError> {
         // Opening checks the version and that the key still derives its address; then the plaintext moves over.

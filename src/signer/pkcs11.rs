@@ -274,6 +274,90 @@ impl Token {
         Ok(made)
     }
 
+    /// Puts agent `agent_id`'s existing key (`secret`, its 32-byte scalar) into the token as the objects `generate`
+    /// makes: a private key object, sensitive and never extractable, and its public key object, both labelled with
+    /// the agent id and carrying its 16 bytes as `CKA_ID`. An object already there (a run that stopped half-way) is
+    /// kept, not made twice. Then checks that the pair is `address`'s and signs a test digest with it: only an `Ok`
+    /// means the key can leave the database. Blocking; `secret` is not kept (the copy handed to the module is
+    /// zeroized).
+    pub fn import(&self, agent_id: Uuid, secret: &[u8], address: Address) -> Result<Imported, SignerError> {
+        use zeroize::Zeroize;
+        let signer = alloy::signers::local::PrivateKeySigner::from_slice(secret)
+            .map_err(|_| SignerError::Key("the stored key is not a secp256k1 scalar".into()))?;
+        if signer.address() != address {
+            return Err(SignerError::Key(
+                "the stored key is not the key of the agent's address".into(),
+            ));
+        }
+        let uncompressed = signer.credential().verifying_key().to_encoded_point(false);
+        // CKA_EC_POINT is the DER OCTET STRING of the uncompressed point.
+        let mut point = vec![0x04, 0x41];
+        point.extend_from_slice(uncompressed.as_bytes());
+        drop(signer);
+        let id = agent_id.as_bytes().to_vec();
+        let label = agent_id.to_string().into_bytes();
+        let public = [
+            Attribute::Class(ObjectClass::PUBLIC_KEY),
+            Attribute::KeyType(KeyType::EC),
+            Attribute::Token(true),
+            Attribute::Private(false),
+            Attribute::Verify(true),
+            Attribute::EcParams(SECP256K1_OID.to_vec()),
+            Attribute::EcPoint(point),
+            Attribute::Label(label.clone()),
+            Attribute::Id(id.clone()),
+        ];
+        let mut private = [
+            Attribute::Class(ObjectClass::PRIVATE_KEY),
+            Attribute::KeyType(KeyType::EC),
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sensitive(true),
+            Attribute::Extractable(false),
+            Attribute::Sign(true),
+            Attribute::EcParams(SECP256K1_OID.to_vec()),
+            Attribute::Value(secret.to_vec()),
+            Attribute::Label(label),
+            Attribute::Id(id),
+        ];
+        let created = self.with_session(|session| {
+            let mut created = false;
+            if find(session, ObjectClass::PRIVATE_KEY, agent_id)?.is_none() {
+                session.create_object(&private)?;
+                created = true;
+            }
+            if find(session, ObjectClass::PUBLIC_KEY, agent_id)?.is_none() {
+                session.create_object(&public)?;
+                created = true;
+            }
+            Ok(created)
+        });
+        for attribute in &mut private {
+            if let Attribute::Value(value) = attribute {
+                value.zeroize();
+            }
+        }
+        let created = created?;
+        if self.key_address(agent_id)? != Some(address) {
+            return Err(SignerError::Key(format!(
+                "the key object in token {:?} labelled {agent_id} is not the key of {address}",
+                self.label
+            )));
+        }
+        let digest = alloy::primitives::keccak256(format!("agentd import-to-pkcs11 check {agent_id}"));
+        let signature = self.sign(agent_id, address, &digest)?;
+        if signature.recover_address_from_prehash(&digest).ok() != Some(address) {
+            return Err(SignerError::Key(format!(
+                "the token's signature with agent {agent_id}'s key does not recover {address}"
+            )));
+        }
+        Ok(if created {
+            Imported::Created
+        } else {
+            Imported::AlreadyThere
+        })
+    }
+
     /// Agent `agent_id`'s signer; the token is asked nothing until it signs.
     pub fn signer(self: &Arc<Self>, agent_id: Uuid, address: Address) -> TokenSigner {
         TokenSigner {
@@ -300,6 +384,15 @@ impl Token {
         }
         Ok(())
     }
+}
+
+/// What `Token::import` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// The key's objects were made in the token now.
+    Created,
+    /// The token held them already (from an earlier run); they are the key of the address and sign.
+    AlreadyThere,
 }
 
 /// Whether `e` means the session (or the token behind it) is gone, so that it must not be used again.

@@ -428,6 +428,12 @@ pub trait KeyStore: Send + Sync + 'static {
     /// The active agents whose key is in the PKCS#11 token (§20), with their addresses: each must be found there
     /// before the service starts.
     async fn token_keys(&self) -> StoreResult<Vec<(Uuid, Address)>>;
+    /// Every wallet key still held in the database (`secp256k1`), active agent or not, by agent id.
+    async fn local_keys(&self) -> StoreResult<Vec<(Uuid, EncryptedKey)>>;
+    /// Records that agent `agent_id`'s key, of `address`, now lives in the PKCS#11 token: in one update, the scheme
+    /// becomes `pkcs11` and the ciphertext and nonce are removed. `false` when the row was no longer a local key of
+    /// that address (nothing changed).
+    async fn move_key_to_token(&self, agent_id: Uuid, address: Address) -> StoreResult<bool>;
     /// In one transaction, while the stored check is still `from`: every wallet key, the audit key and every waiting
     /// payment's request through `reseal`, and the check replaced by `to`. Answers how many wallet keys moved, or
     /// `None` when the stored check was not `from` (nothing changed); a failing reseal changes nothing either.

@@ -17,7 +17,9 @@ use tempfile::TempDir;
 
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, wei};
-use crate::helpers::{ENCRYPTION_KEY, ProcessOutcome, ServerProcess, TOKEN_HEADER, run_to_exit, sqlite_url};
+use crate::helpers::{
+    ENCRYPTION_KEY, ProcessOutcome, ServerProcess, TOKEN_HEADER, run_subcommand, run_to_exit, sqlite_url,
+};
 
 const MODULE: &str = "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so";
 const PIN: &str = "731946";
@@ -399,6 +401,69 @@ fn the_start_is_refused_for_a_wrong_pin_a_missing_token_or_module_and_an_empty_p
     let mut env: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k != "PKCS11_PIN").collect();
     env.push(("PKCS11_PIN_FILE".into(), pin_file.display().to_string()));
     let server = ServerProcess::start(&refs(&env), hsm.dir.path());
+    server.terminate(Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn import_to_pkcs11_moves_a_local_key_into_the_token_which_then_signs_from_the_same_address() {
+    let Some(hsm) = SoftHsm::new() else { return };
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let chain_env = [("RPC_URL_BASE", anvil.url()), ("WATCHER_INTERVAL_MS", "50")];
+    let local = [chain_env[0], chain_env[1], ("KEY_BACKEND", "local")];
+    let server = hsm.start(&local);
+    let client = reqwest::Client::new();
+    let agent = create_agent(
+        &client,
+        &server,
+        json!({"name": "mover", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.5}),
+    )
+    .await;
+    server.terminate(Duration::from_secs(10));
+    let (scheme, ciphertext, _) = stored_key(&hsm.db(), &agent.id).await;
+    assert_eq!(scheme, "secp256k1");
+    assert!(ciphertext > 0);
+    anvil.set_balance(agent.address, wei(ONE_ETH)).await;
+
+    let env = hsm.env(&[]);
+    let import = || run_subcommand(&["keys", "import-to-pkcs11"], &refs(&env), hsm.dir.path(), EXIT_TIMEOUT);
+    let first = import();
+    assert!(first.status.is_some_and(|s| s.success()), "{}", first.logs);
+    assert!(first.logs.contains(&format!("imported {}", agent.id)), "{}", first.logs);
+    assert!(first.logs.contains("1 keys moved"), "{}", first.logs);
+    assert!(!first.logs.contains(PIN), "the PIN in the output:\n{}", first.logs);
+
+    let (scheme, ciphertext, nonce) = stored_key(&hsm.db(), &agent.id).await;
+    assert_eq!(
+        (scheme.as_str(), ciphertext, nonce),
+        ("pkcs11", 0, 0),
+        "no key material left in the database"
+    );
+    let private = hsm.objects("privkey", &agent.id);
+    assert!(private.contains("Private Key Object; EC"), "{private}");
+    assert!(private.contains("sensitive"), "{private}");
+    assert!(private.contains("sign"), "{private}");
+    assert!(private.to_lowercase().contains(&agent.id.replace('-', "")), "{private}");
+    assert!(hsm.objects("pubkey", &agent.id).contains("Public Key Object; EC"));
+
+    // Again: nothing left to move, nothing changed, success.
+    let second = import();
+    assert!(second.status.is_some_and(|s| s.success()), "{}", second.logs);
+    assert!(second.logs.contains("0 keys moved"), "{}", second.logs);
+    assert_eq!(stored_key(&hsm.db(), &agent.id).await.0, "pkcs11");
+
+    // The token now signs for the agent: the chain shows the transfer sent from its address.
+    let server = hsm.start(&chain_env);
+    let to = fresh_address();
+    let path = format!("/api/agents/{}/transfers", agent.id);
+    let order = json!({"chain": "base", "to": to.to_string(), "amount": "0.01"});
+    let (status, transfer) = post(&client, &server, &path, &agent.token, order).await;
+    assert_eq!(status, StatusCode::CREATED, "{transfer}\n{}", server.logs());
+    let hash = transfer["tx_hash"].as_str().expect("a hash").parse().unwrap();
+    let receipt = anvil.receipt(hash).await;
+    assert_eq!(receipt.from, agent.address, "sent from the agent's address");
+    assert!(receipt.status());
+    assert_eq!(anvil.nonce(agent.address).await, 1);
+    assert_eq!(anvil.balance(to).await, U256::from(CENT_ETH));
     server.terminate(Duration::from_secs(10));
 }
 

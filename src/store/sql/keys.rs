@@ -100,6 +100,38 @@ where
             .collect()
     }
 
+    async fn local_keys(&self) -> StoreResult<Vec<(Uuid, EncryptedKey)>> {
+        let ids: Vec<(Uuid,)> =
+            sqlx::query_as("SELECT agent_id FROM wallet_keys WHERE scheme = 'secp256k1' ORDER BY agent_id")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut keys = Vec::with_capacity(ids.len());
+        for (agent_id,) in ids {
+            let row: KeyRow = sqlx::query_as(
+                "SELECT address, ciphertext, nonce, key_version, scheme FROM wallet_keys WHERE agent_id = $1",
+            )
+            .bind(agent_id)
+            .fetch_one(&self.pool)
+            .await?;
+            keys.push((agent_id, row.into_key()?));
+        }
+        Ok(keys)
+    }
+
+    async fn move_key_to_token(&self, agent_id: Uuid, address: Address) -> StoreResult<bool> {
+        let moved = sqlx::query(
+            "UPDATE wallet_keys SET scheme = 'pkcs11', ciphertext = $1, nonce = $2 \
+             WHERE agent_id = $3 AND scheme = 'secp256k1' AND address = $4",
+        )
+        .bind(Vec::<u8>::new())
+        .bind(Vec::<u8>::new())
+        .bind(agent_id)
+        .bind(address.to_checksum(None))
+        .execute(&self.pool)
+        .await?;
+        Ok(B::rows_affected(&moved) == 1)
+    }
+
     /// Locks the check row first: agent creation reads it under the same lock (`check_key_version`), so no key of
     /// the old version can be written while or after the keys move.
     async fn rotate_keys(&self, from: &KeyCheck, to: &KeyCheck, reseal: &Resealers<'_>) -> StoreResult<Option<usize>> {
