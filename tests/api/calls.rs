@@ -308,15 +308,34 @@ async fn a_payable_call_counts_its_value_against_the_cap() {
 #[tokio::test]
 async fn twenty_concurrent_calls_against_a_daily_limit_move_exactly_what_fits() {
     let s = setup().await;
+    twenty_calls_against_a_day_of_100_usdc(&s, &[&s.app]).await;
+}
+
+#[tokio::test]
+async fn twenty_concurrent_calls_on_two_instances_move_exactly_what_the_day_allows() {
+    let s = setup().await;
+    // A second instance on the same database (PostgreSQL with TEST_POSTGRES_URL, else the same SQLite file).
+    let second = transfer_app(&s.anvil, &[("DATABASE_URL", &s.app.db_url)]).await;
+    twenty_calls_against_a_day_of_100_usdc(&s, &[&s.app, &second]).await;
+}
+
+/// Twenty concurrent calls moving 10 USDC each, sent to `apps` in turn, against a daily limit of 100 USDC: exactly
+/// ten are signed, the others refused `per_day`, and the chain shows 100 USDC moved with no nonce used twice or
+/// skipped.
+async fn twenty_calls_against_a_day_of_100_usdc(s: &Setup, apps: &[&TestApp]) {
     set_calls(
-        &s,
+        s,
         json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
     )
     .await;
     let to = Address::repeat_byte(0x66);
     let order = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
         "args": [to.to_string(), (10 * USDC).to_string()]});
-    let answers = futures::future::join_all((0..20).map(|_| post(&s, "calls", order.clone()))).await;
+    let path = format!("/api/agents/{}/calls", s.agent.id);
+    let answers = futures::future::join_all(
+        (0..20).map(|i| apps[i % apps.len()].request(Method::POST, &path, Some(&s.agent.token), Some(order.clone()))),
+    )
+    .await;
     let made = answers
         .iter()
         .filter(|(status, _)| *status == StatusCode::CREATED)
@@ -334,7 +353,11 @@ async fn twenty_concurrent_calls_against_a_daily_limit_move_exactly_what_fits() 
         U256::from(100 * USDC),
         "the chain shows 100 USDC moved"
     );
-    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 10);
+    assert_eq!(
+        s.anvil.nonce(wallet(&s.agent)).await,
+        10,
+        "no nonce used twice or skipped"
+    );
 }
 
 #[tokio::test]
@@ -601,49 +624,6 @@ async fn once_mined_a_call_counts_what_its_receipt_shows_not_what_was_simulated(
     assert_eq!(over.1["error"]["details"]["rule"], "per_day", "{}", over.1);
     let (status, body) = post(&s, "transfers", transfer(left)).await;
     assert!(status.is_success(), "{body}");
-}
-
-#[tokio::test]
-async fn twenty_concurrent_calls_on_two_instances_move_exactly_what_the_day_allows() {
-    let s = setup().await;
-    // A second instance on the same database (PostgreSQL with TEST_POSTGRES_URL, else the same SQLite file).
-    let second = transfer_app(&s.anvil, &[("DATABASE_URL", &s.app.db_url)]).await;
-    set_calls(
-        &s,
-        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
-    )
-    .await;
-    let to = Address::repeat_byte(0x67);
-    let order = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
-        "args": [to.to_string(), (10 * USDC).to_string()]});
-    let path = format!("/api/agents/{}/calls", s.agent.id);
-    let answers = futures::future::join_all((0..20).map(|i| {
-        let app = if i % 2 == 0 { &s.app } else { &second };
-        app.request(Method::POST, &path, Some(&s.agent.token), Some(order.clone()))
-    }))
-    .await;
-    let made = answers
-        .iter()
-        .filter(|(status, _)| *status == StatusCode::CREATED)
-        .count();
-    let refused: Vec<_> = answers
-        .iter()
-        .filter(|(status, _)| *status != StatusCode::CREATED)
-        .map(|(_, body)| body["error"]["details"]["rule"].clone())
-        .collect();
-    assert_eq!(made, 10, "{answers:?}");
-    assert!(refused.iter().all(|rule| rule == "per_day"), "{refused:?}");
-    wait_for_transactions(&s.app, &s.agent, 10, "confirmed").await;
-    assert_eq!(
-        token_balance(&s.anvil, s.uni.usdc, to).await,
-        U256::from(100 * USDC),
-        "the chain shows 100 USDC moved"
-    );
-    assert_eq!(
-        s.anvil.nonce(wallet(&s.agent)).await,
-        10,
-        "no nonce used twice or skipped"
-    );
 }
 
 #[tokio::test]
