@@ -649,3 +649,41 @@ async fn a_call_is_simulated_as_it_will_be_signed_with_its_fees() {
         "nothing was signed, no fee was paid"
     );
 }
+
+#[tokio::test]
+async fn a_transfer_through_a_contract_to_a_blocked_recipient_is_refused() {
+    let s = setup().await;
+    let blocked = Address::repeat_byte(0xbb);
+    set_calls(
+        &s,
+        json!({"calls": {"default": "allow"}, "blocked_recipients": [blocked.to_string(), s.uni.weth.to_string()]}),
+    )
+    .await;
+    let rule_of = |answer: &(StatusCode, Value)| answer.1["error"]["details"]["rule"].clone();
+    // A token transfer the agent makes: judged by the token's recipient, not the token contract called.
+    let transfer = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+        "args": [blocked.to_string(), (10 * USDC).to_string()]});
+    let refused = post(&s, "calls", transfer).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule_of(&refused), "recipient_blocked", "{}", refused.1);
+    // An allowance to it: judged by the spender.
+    let allowed = post(&s, "calls", approve(&s, blocked, U256::from(10 * USDC))).await;
+    assert_eq!(rule_of(&allowed), "recipient_blocked", "{}", allowed.1);
+    // Native value to a blocked contract (a WETH deposit).
+    let deposit =
+        json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": "0.01"});
+    let paid = post(&s, "calls", deposit).await;
+    assert_eq!(rule_of(&paid), "recipient_blocked", "{}", paid.1);
+    // Anyone else is fine, and nothing above was signed.
+    let fine = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+        "args": [Address::repeat_byte(0xcc).to_string(), (10 * USDC).to_string()]});
+    let (status, body) = post(&s, "calls", fine).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
+    assert_eq!(
+        s.anvil.nonce(wallet(&s.agent)).await,
+        1,
+        "only the allowed call was signed"
+    );
+    assert_eq!(token_balance(&s.anvil, s.uni.usdc, blocked).await, U256::ZERO);
+}
