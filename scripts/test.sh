@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests and the API suite on SQLite, then the API suite on PostgreSQL, the typed clients and the
+# Runs every test: unit tests and the API suite on SQLite, the money-path suites again with keys in a SoftHSM2
+# token (KEY_BACKEND=pkcs11), then the API suite on PostgreSQL, the typed clients and the
 # MCP examples (clients/test.sh), schemathesis, the console's browser tests. Installs what the tests need first (the
 # anvil EVM node and the MCP client from npm, the x402 Python SDK in a virtual environment, Debian's chromium for the
 # browser tests; clients/test.sh its generators and SDKs from npm and PyPI; starts the local PostgreSQL if it is down).
@@ -25,6 +26,17 @@ env -u TEST_POSTGRES_URL cargo test --no-run --lib --bins --tests
 
 step "tests on SQLite"
 env -u TEST_POSTGRES_URL cargo test --lib --bins --tests
+
+step "money-path API tests with KEY_BACKEND=pkcs11: every agent's key in a SoftHSM2 token (§20)"
+HSM_DIR="$(mktemp -d)"
+mkdir -p "$HSM_DIR/tokens"
+printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$HSM_DIR/tokens" >"$HSM_DIR/softhsm2.conf"
+HSM_MODULE="$(ls /usr/lib/*/softhsm/libsofthsm2.so /usr/lib/softhsm/libsofthsm2.so 2>/dev/null | head -n 1)"
+SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" softhsm2-util --init-token --free --label agentd-money --pin 1234 --so-pin 12345678 >/dev/null
+SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODULE="$HSM_MODULE" \
+  TEST_PKCS11_TOKEN=agentd-money TEST_PKCS11_PIN=1234 env -u TEST_POSTGRES_URL cargo test --test api -- \
+  transfers:: transfers_api:: tokens:: x402_pay:: stuck_transfers:: nonce_gaps:: transfer_concurrency:: calls:: typed_data::
+rm -rf "$HSM_DIR"
 
 if pg_up; then
   step "API tests on PostgreSQL"

@@ -138,12 +138,31 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
 
 /// The variables every in-process test app starts from: a free port, a fixed key, a SQLite file in `dir`.
 pub fn base_vars(dir: &TempDir) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut vars = BTreeMap::from([
         ("BIND_ADDR".to_string(), "127.0.0.1:0".to_string()),
         ("APP_ENV".to_string(), "development".to_string()),
         ("ENCRYPTION_KEY".to_string(), ENCRYPTION_KEY.to_string()),
         ("DATABASE_URL".to_string(), sqlite_url(dir.path())),
-    ])
+    ]);
+    vars.extend(key_backend_vars());
+    vars
+}
+
+/// With `TEST_KEY_BACKEND=pkcs11`, every app of the run keeps its agents' keys in one PKCS#11 token
+/// (`TEST_PKCS11_MODULE`, `TEST_PKCS11_TOKEN`, `TEST_PKCS11_PIN`; the module's own configuration, such as
+/// `SOFTHSM2_CONF`, comes from the environment of the run): `scripts/test.sh` runs the money-path suites so, on a
+/// SoftHSM2 token it initialises. Otherwise nothing: the local backend.
+fn key_backend_vars() -> Vec<(String, String)> {
+    if std::env::var("TEST_KEY_BACKEND").as_deref() != Ok("pkcs11") {
+        return Vec::new();
+    }
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("TEST_KEY_BACKEND=pkcs11 needs {name}"));
+    vec![
+        ("KEY_BACKEND".to_string(), "pkcs11".to_string()),
+        ("PKCS11_MODULE".to_string(), var("TEST_PKCS11_MODULE")),
+        ("PKCS11_TOKEN_LABEL".to_string(), var("TEST_PKCS11_TOKEN")),
+        ("PKCS11_PIN".to_string(), var("TEST_PKCS11_PIN")),
+    ]
 }
 
 pub fn sqlite_url(dir: &Path) -> String {
