@@ -57,6 +57,15 @@ impl LocalApp {
                 format!("sqlite://{}/agentd.db", dir.path().display()),
             ),
         ]);
+        // `BENCH_KEY_BACKEND=pkcs11` (with `PKCS11_MODULE`, `PKCS11_TOKEN_LABEL`, `PKCS11_PIN` and the module's own
+        // configuration in the environment): every agent's key in that token, to compare with the local backend.
+        if std::env::var("BENCH_KEY_BACKEND").as_deref() == Ok("pkcs11") {
+            vars.insert("KEY_BACKEND".to_string(), "pkcs11".to_string());
+            for name in ["PKCS11_MODULE", "PKCS11_TOKEN_LABEL", "PKCS11_PIN"] {
+                let value = std::env::var(name).unwrap_or_else(|_| panic!("BENCH_KEY_BACKEND=pkcs11 needs {name}"));
+                vars.insert(name.to_string(), value);
+            }
+        }
         for (key, value) in extra {
             vars.insert(key.to_string(), value.to_string());
         }
