@@ -396,6 +396,7 @@ fn nonce_filler(
         token: None,
         authorization: Authorization::Decided,
         token_balance: None,
+        mined_nonce: None,
         native_funds: None,
         x402: None,
         call: None,

@@ -171,6 +171,9 @@ pub struct TransferRequest {
     /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
     /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
     pub token_balance: Option<U256>,
+    /// The wallet's nonce the node has mined, read with `token_balance`: the agent's open token transfers below it
+    /// have landed and the balance read already shows them, so only the others are held against it.
+    pub mined_nonce: Option<u64>,
     /// The wallet's native balance read on chain before the reservation, and what this transfer needs of it: the
     /// reservation refuses it when the balance less the reservations of the agent's transfers still on their way on
     /// the chain (signed or pending: the read may not show them yet) is below that (`InsufficientFunds`).

@@ -99,6 +99,8 @@ pub(super) struct Quote {
     /// The token balance as read (a token transfer or a payment): the reservation subtracts unused x402
     /// authorizations from it.
     token_balance: Option<U256>,
+    /// The wallet's nonce the node has mined, read with the token balance (a token transfer).
+    mined_nonce: Option<u64>,
     /// The amount the quote found (a sweep: the whole balance), in place of the outflow's.
     value: Option<U256>,
 }
@@ -144,6 +146,7 @@ impl Kind<'_> {
                 reserved: U256::ZERO,
                 funds: None,
                 token_balance: None,
+                mined_nonce: None,
                 value: None,
             }),
             // No native coin moves: the facilitator pays the gas.
@@ -154,6 +157,7 @@ impl Kind<'_> {
                 reserved: U256::ZERO,
                 funds: None,
                 token_balance: Some(client.token_balance(o.from, &p.token).await?),
+                mined_nonce: None,
                 value: None,
             }),
         }
@@ -213,6 +217,7 @@ impl Outflow<'_> {
             },
             authorization: self.authorization,
             token_balance: quote.token_balance,
+            mined_nonce: quote.mined_nonce,
             native_funds: quote.funds,
             x402: match &self.kind {
                 Kind::Payment(p) => Some(p.record.clone()),
@@ -448,6 +453,7 @@ async fn quote_native(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: None,
+        mined_nonce: None,
         value: None,
     })
 }
@@ -481,6 +487,7 @@ async fn quote_call(
             needed: cost.needed,
         }),
         token_balance: None,
+        mined_nonce: None,
         value: None,
     })
 }
@@ -500,12 +507,13 @@ async fn quote_token(
     let contract = token.token.ok_or(TransferError::NoWallet)?;
     let data = crate::domain::erc20::transfer_calldata(to, value);
     let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
-    let (gas_limit, fees, balance, held, l1_fee) = tokio::join!(
+    let (gas_limit, fees, balance, held, l1_fee, mined) = tokio::join!(
         client.estimate_call_gas(from, contract, data),
         client.recent_fees(FEE_MAX_AGE),
         client.balance(from),
         client.token_balance(from, token),
         client.l1_fee(&probe),
+        client.mined_nonce(from),
     );
     let held = held?;
     if held < value {
@@ -526,6 +534,7 @@ async fn quote_token(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: Some(held),
+        mined_nonce: Some(mined?),
         value: None,
     })
 }
@@ -563,6 +572,7 @@ async fn quote_native_sweep(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: None,
+        mined_nonce: None,
         value: Some(value),
     })
 }

@@ -89,6 +89,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token: None,
         authorization: Authorization::Policy,
         token_balance: None,
+        mined_nonce: None,
         native_funds: None,
         x402: None,
         call: None,
@@ -729,6 +730,7 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
             by: agentd::domain::audit::Actor::Owner,
         },
         token_balance: None,
+        mined_nonce: None,
         native_funds: None,
         x402: None,
         ..request.clone()

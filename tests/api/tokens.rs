@@ -402,3 +402,25 @@ async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_cover
         U256::from(ONE_USDC)
     );
 }
+
+#[tokio::test]
+async fn token_transfers_that_landed_are_not_held_again_before_the_watcher_settles_them() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    // A watcher that never comes round in this test: every transfer stays `pending` in the store after it lands.
+    let app = transfer_app(&anvil, &[("WATCHER_INTERVAL_MS", "600000")]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    // Exactly what ten sends of 1.5 USDC need.
+    usdc_on(&anvil, wallet(&agent), 15 * ONE_USDC).await;
+    let to = fresh_address();
+    for i in 0..10 {
+        let (status, body) = post_transfer(&app, &agent, token_order(to, "1.5", "USDC")).await;
+        assert_eq!(status, StatusCode::CREATED, "send {i}: {body}");
+    }
+    // What the chain shows: all ten landed, the wallet is empty, nothing was refused for funds it had.
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 10);
+    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(15 * ONE_USDC));
+    assert_eq!(token_balance(&anvil, BASE_USDC, wallet(&agent)).await, U256::ZERO);
+    // One more is refused: the wallet holds nothing, and nothing else is on its way.
+    let over = post_transfer(&app, &agent, token_order(to, "1.5", "USDC")).await;
+    assert_error(&over, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
+}

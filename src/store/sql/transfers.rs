@@ -97,7 +97,7 @@ where
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
-                held: Self::held_of_token(&mut tx, r.agent_id, &r.chain, token.address).await?,
+                held: Self::held_of_token(&mut tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
             }),
             _ => None,
         };
@@ -598,7 +598,7 @@ where
     for<'r> Uuid: Encode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
-    for<'r> i64: Decode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
@@ -615,17 +615,20 @@ where
     /// transfers signed or on their way, and unused (signed or pending) x402 authorizations (§15, §16).
     async fn held_of_token(
         conn: &mut B::Connection,
-        agent_id: Uuid,
-        chain: &str,
+        (agent_id, chain): (Uuid, &str),
         token: alloy::primitives::Address,
+        mined_nonce: Option<u64>,
     ) -> StoreResult<U256> {
+        // A transfer below the node's mined nonce has landed (the balance read shows it) even before the watcher
+        // settles it: only the others are held. Authorizations (no nonce) are held until settled.
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
-             AND token_address = $3 AND status IN ('signed', 'pending')",
+             AND token_address = $3 AND status IN ('signed', 'pending') AND (nonce IS NULL OR nonce >= $4)",
         )
         .bind(agent_id)
         .bind(chain)
         .bind(token.to_checksum(None))
+        .bind(mined_nonce.map_or(0, |n| n as i64))
         .fetch_all(&mut *conn)
         .await?;
         shared::sum_wei(&rows, "value_wei")
