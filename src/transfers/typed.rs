@@ -36,26 +36,31 @@ impl Transfers {
     /// `typed_data_signed` with the domain, the primary type and what it grants; held or refused as a transfer is.
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let outcome = self.try_sign_typed(&order).await;
-        let record = self.typed_record(order.chain, &order.typed);
+        let grants = order.typed.grants();
+        let record = self.typed_record(order.chain, &order.typed, &grants);
         let detail = json!({"chain": order.chain.name, "kind": "typed_data",
             "to": verifying(&order.typed).to_checksum(None),
             "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
             "digest": order.typed.digest, "simulation": record.simulation});
+        let outcome = self.try_sign_typed(&order, &grants, record).await;
         self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
             .await;
         outcome
     }
 
-    async fn try_sign_typed(&self, order: &TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
+    async fn try_sign_typed(
+        &self,
+        order: &TypedOrder<'_>,
+        grants: &[TypedGrant],
+        record: CallRecord,
+    ) -> Result<TransferOutcome, TransferError> {
         let chain = order.chain;
         let from = *order
             .agent
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let grants = order.typed.grants();
-        let moves = self.typed_moves(chain, from, &grants).await?;
+        let moves = self.typed_moves(chain, from, grants).await?;
         let outs = grants
             .iter()
             .filter(|g| g.transfer)
@@ -82,7 +87,7 @@ impl Transfers {
             to: verifying(&order.typed),
             value: U256::ZERO,
             kind: Kind::TypedData(Box::new(TypedDraft {
-                record: self.typed_record(chain, &order.typed),
+                record,
                 digest: order.typed.digest,
                 check: Some(check),
             })),
@@ -94,8 +99,7 @@ impl Transfers {
 
     /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation
     /// is (`approvals` for allowances, `changes` out for a transfer the spender may make).
-    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed) -> CallRecord {
-        let grants = typed.grants();
+    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed, grants: &[TypedGrant]) -> CallRecord {
         let simulation = SimulationView {
             changes: grants
                 .iter()
