@@ -239,6 +239,8 @@ pub trait TransferStore: Send + Sync + 'static {
     async fn fill_nonce(&self, gap: Uuid, fill: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill>;
     /// Transfers still `signed` or `pending` on a chain, by nonce.
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
+    /// One agent's transfers still `signed` or `pending` on a chain, by nonce.
+    async fn open_transactions_of(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<StoredTx>>;
     /// Settles an open transfer, storing its event and conversation message in the same transaction, and hands
     /// the event to the event feed once committed. `None` when it was no longer open (settled elsewhere).
     async fn settle_transaction(

@@ -141,14 +141,11 @@ impl Transfers {
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let open: Vec<_> = self
+        let open = self
             .store
-            .open_transactions(chain.name)
+            .open_transactions_of(order.agent.id, chain.name)
             .await
-            .map_err(store_error)?
-            .into_iter()
-            .filter(|tx| tx.agent_id == order.agent.id)
-            .collect();
+            .map_err(store_error)?;
         if open.is_empty() {
             return Ok(Vec::new());
         }

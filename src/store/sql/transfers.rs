@@ -386,6 +386,18 @@ where
         shared::convert(rows, TxRow::into_tx)
     }
 
+    async fn open_transactions_of(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<StoredTx>> {
+        let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND chain = $2 \
+             AND status IN ('signed', 'pending') AND kind = 'transfer' ORDER BY nonce"
+        )))
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        shared::convert(rows, TxRow::into_tx)
+    }
+
     async fn settle_transaction(
         &self,
         id: Uuid,
