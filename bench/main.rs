@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher`, `calls`, `webhooks` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -12,6 +12,7 @@ mod http;
 mod paywall;
 mod sends;
 mod server;
+mod signing;
 #[path = "../tests/api/helpers/solidity.rs"]
 mod solidity;
 mod stream;
@@ -22,8 +23,8 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 8] = [
-    "http", "turn", "sends", "stream", "x402", "watcher", "calls", "webhooks",
+const SECTIONS: [&str; 9] = [
+    "http", "turn", "sends", "stream", "x402", "watcher", "calls", "webhooks", "signing",
 ];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
@@ -62,6 +63,7 @@ fn main() {
                 "watcher" => watcher::run().await,
                 "calls" => calls::run().await,
                 "webhooks" => webhooks::run().await,
+                "signing" => signing::run().await,
                 _ => stream::run().await,
             }
         });

@@ -35,8 +35,8 @@ impl SignerError {
 }
 
 /// One agent's key, wherever it lives: its address and signatures of 32-byte digests (`s` low, the recovery id
-/// set), as alloy's local signer makes them. Signing is synchronous: it happens inside the store's reservation
-/// callback (see `transfers::send`).
+/// set), as alloy's local signer makes them. Signing is synchronous and may block (a token answers over a bus or a
+/// network); it is never asked inside a database transaction (see `transfers::send`).
 pub trait WalletSigner: Send + Sync {
     fn address(&self) -> Address;
     fn sign_hash(&self, hash: &B256) -> Result<Signature, SignerError>;

@@ -30,8 +30,8 @@ pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
     AgentUpdate, AuditEvent, Authorization, CallCheck, Challenge, Conversation, CountChange, EventRecord, Message,
-    NativeFunds, NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, ReissueProof, Replacement, ResealFn,
-    Reservation, Role, Settlement, Settling, SignFn, SignedTx, TransferRequest,
+    NativeFunds, NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement,
+    ResealFn, Reservation, Role, Settlement, Settling, SignedTx, TransferRequest,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -57,8 +57,6 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    #[error("signing failed: {0}")]
-    Signing(String),
     #[error("a wallet key could not be re-encrypted: {0}")]
     Reseal(String),
     #[error("the database's master key was rotated: restart this instance with the new ENCRYPTION_KEY")]
@@ -216,8 +214,11 @@ pub trait TransferStore: Send + Sync + 'static {
     /// The next nonce the store would hand out, if it has one.
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>>;
     /// In one transaction under the agent's lock: read the facts, ask `domain::decision::decide`, and apply its
-    /// decision: refuse (nothing stored), hold for approval, or allocate the nonce, sign, insert as `signed`.
-    async fn reserve_transfer(&self, request: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation>;
+    /// decision: refuse (nothing stored), hold for approval, or allocate the nonce and insert as `signed` with
+    /// `signed` when it was made at that nonce; without it (or at another nonce) nothing is written and the answer is
+    /// `Reservation::Sign` with the nonce to sign at. The signature is never made inside the transaction.
+    async fn reserve_transfer(&self, request: &TransferRequest, signed: Option<&Presigned>)
+    -> StoreResult<Reservation>;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
@@ -225,18 +226,18 @@ pub trait TransferStore: Send + Sync + 'static {
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()>;
     /// Removes a transfer no node accepted (broadcast after the send lock was released) and gives its reservation
     /// back; its nonce too when it is still the newest. When later nonces were handed out meanwhile, `fill` (a
-    /// zero-value send to the wallet itself) is signed at its nonce and stored as `signed` in the same transaction,
-    /// so that they do not wait behind a nonce nothing uses: `Some(fill)`.
+    /// zero-value send to the wallet itself, `signed` beforehand at the transfer's nonce) is stored as `signed` in
+    /// the same transaction, so that they do not wait behind a nonce nothing uses: `Some(fill)`.
     async fn discard_or_fill(
         &self,
         id: Uuid,
         fill: &TransferRequest,
-        sign: SignFn<'_>,
+        signed: &Presigned,
     ) -> StoreResult<Option<StoredTx>>;
-    /// Stores, signed in the same transaction, a zero-value send to the wallet itself at the nonce of the open
-    /// transfer `gap`, which can no longer land, so that later nonces do not wait behind it. Its fee is held out of
-    /// `gap`'s reservation (any excess against the cap); the two stay open until one of them lands.
-    async fn fill_nonce(&self, gap: Uuid, fill: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill>;
+    /// Stores a zero-value send to the wallet itself (`signed` beforehand at the nonce of the open transfer `gap`,
+    /// which can no longer land), so that later nonces do not wait behind it. Its fee is held out of `gap`'s
+    /// reservation (any excess against the cap); the two stay open until one of them lands.
+    async fn fill_nonce(&self, gap: Uuid, fill: &TransferRequest, signed: &Presigned) -> StoreResult<NonceFill>;
     /// Transfers still `signed` or `pending` on a chain, by nonce.
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
     /// One agent's transfers still `signed` or `pending` on a chain, by nonce.

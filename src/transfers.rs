@@ -321,43 +321,11 @@ impl Transfers {
 
 /// What a signer's failure is to the caller: a token that does not answer is 503 `signer_unavailable` (nothing
 /// recorded, try again), a key that cannot be used an internal error.
-fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
+pub(crate) fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
     tracing::error!(%agent_id, error = %e, "the wallet key could not sign");
     match e {
         SignerError::Unavailable(_) => TransferError::SignerUnavailable,
         SignerError::Key(_) => TransferError::KeyUnavailable,
-    }
-}
-
-/// A signing callback for the store (whose errors are text) that remembers whether the signer was unavailable, so
-/// that the refusal the store answers (its transaction rolled back: nothing recorded, no nonce taken) becomes 503
-/// `signer_unavailable` rather than an internal error.
-pub(crate) struct SignWatch(std::sync::atomic::AtomicBool);
-
-impl SignWatch {
-    pub(crate) fn new() -> Self {
-        SignWatch(std::sync::atomic::AtomicBool::new(false))
-    }
-
-    /// `result`, its error turned into the store's text, noted when it is the signer's unavailability.
-    pub(crate) fn note<T>(&self, result: Result<T, SignerError>) -> Result<T, String> {
-        result.map_err(|e| {
-            if e.is_unavailable() {
-                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            e.to_string()
-        })
-    }
-
-    /// The store's answer, a signing refusal by an unavailable signer as `SignerUnavailable`.
-    pub(crate) fn judge<T>(&self, result: Result<T, StoreError>) -> Result<T, TransferError> {
-        match result {
-            Err(StoreError::Signing(reason)) if self.0.load(std::sync::atomic::Ordering::Relaxed) => {
-                tracing::warn!(%reason, "the signer did not answer; nothing was recorded");
-                Err(TransferError::SignerUnavailable)
-            }
-            other => other.map_err(store_error),
-        }
     }
 }
 

@@ -4,11 +4,15 @@
 //! the recovery id from the known address). Sessions are pooled: one is taken per call and given back, a session
 //! that failed is dropped (the next call opens a new one and logs in again).
 //!
-//! A module is loaded and initialised once per process (`C_Initialize` is process-wide) and never finalised.
+//! A module is loaded and initialised once per process (`C_Initialize` is process-wide). When the token fails (a
+//! session lost, a device gone, a key object no longer found), the next call re-initialises the module
+//! (`C_Finalize`, `C_Initialize`), finds the token by its label again and logs in: a token that comes back is used
+//! again without a restart, and until it does every signature is refused as unavailable (503).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use alloy::primitives::{Address, B256, Signature};
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
@@ -63,12 +67,36 @@ fn context(module: &Path) -> Result<Pkcs11, TokenError> {
         reason,
     };
     let ctx = Pkcs11::new(module).map_err(|e| failed(e.to_string()))?;
-    match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
-        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
-        Err(e) => return Err(failed(short(&e))),
-    }
+    initialize(&ctx).map_err(|e| failed(short(&e)))?;
     contexts.insert(module.to_path_buf(), ctx.clone());
     Ok(ctx)
+}
+
+fn initialize(ctx: &Pkcs11) -> Result<(), CkError> {
+    match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The slot whose token has `label`.
+fn find_slot(ctx: &Pkcs11, label: &str) -> Result<Option<Slot>, CkError> {
+    for slot in ctx.get_slots_with_token()? {
+        if ctx.get_token_info(slot)?.label().trim_end() == label {
+            return Ok(Some(slot));
+        }
+    }
+    Ok(None)
+}
+
+/// Runs `f`, which blocks on the token, so that the async runtime's other tasks go on meanwhile (a network HSM
+/// answers in tens of milliseconds): on a worker of a multi-threaded runtime, the worker's other tasks move.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// A cryptoki error in a line: the return value's name and the function, not the spec's paragraph.
@@ -82,7 +110,10 @@ fn short(e: &CkError) -> String {
 /// A token the service signs with, logged in with the user PIN.
 pub struct Token {
     ctx: Pkcs11,
-    slot: Slot,
+    /// The token's slot. Every call holds it for reading; `reopen` writes it, once the calls in flight are done.
+    slot: RwLock<Slot>,
+    /// The token failed: the next call re-initialises the module and finds the token again first.
+    failed: AtomicBool,
     label: String,
     pin: SecretString,
     /// Sessions not in use. A `Session` is `Send` but not `Sync`: each is used by one call at a time.
@@ -106,18 +137,13 @@ impl Token {
             label: label.clone(),
             reason: short(&e),
         };
-        let mut found = None;
-        for slot in ctx.get_slots_with_token().map_err(token_error)? {
-            let info = ctx.get_token_info(slot).map_err(token_error)?;
-            if info.label().trim_end() == label {
-                found = Some(slot);
-                break;
-            }
-        }
-        let slot = found.ok_or_else(|| TokenError::NoToken(label.clone()))?;
+        let slot = find_slot(&ctx, &label)
+            .map_err(token_error)?
+            .ok_or_else(|| TokenError::NoToken(label.clone()))?;
         let token = Token {
             ctx,
-            slot,
+            slot: RwLock::new(slot),
+            failed: AtomicBool::new(false),
             label: label.clone(),
             pin: config.pin.clone(),
             sessions: Mutex::default(),
@@ -141,13 +167,18 @@ impl Token {
         &self.label
     }
 
-    /// Runs `f` on a pooled session (a new one, logged in, when none is free). A failed call drops its session and
-    /// the handles found so far: the next call starts afresh.
+    /// Runs `f` on a pooled session (a new one, logged in, when none is free), after re-opening the token if it
+    /// failed. A failed call drops the handles found so far, and its session when the session (or the token) is
+    /// what failed; the token is then re-opened by the next call.
     fn with_session<T>(&self, f: impl FnOnce(&Session) -> Result<T, CkError>) -> Result<T, SignerError> {
+        if self.failed.load(Ordering::Acquire) {
+            self.reopen()?;
+        }
+        let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
         let pooled = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).pop();
         let session = match pooled {
             Some(session) => session,
-            None => self.new_session().map_err(|e| self.unavailable(&e))?,
+            None => self.new_session(*slot).map_err(|e| self.failure(&e))?,
         };
         match f(&session) {
             Ok(value) => {
@@ -155,19 +186,52 @@ impl Token {
                 Ok(value)
             }
             Err(e) => {
-                // The handles found may be stale; the session itself is kept unless it is what failed (a session
-                // given up when it was the last one logs the application out).
-                self.handles.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                // Whatever failed, the next call opens the token afresh (a stale object handle is as much a sign of
+                // a token that went away and came back as a lost session); the session is kept for the pool unless
+                // it is what failed.
                 if !session_lost(&e) {
                     self.give_back(session);
                 }
-                Err(self.unavailable(&e))
+                Err(self.failure(&e))
             }
         }
     }
 
-    fn new_session(&self) -> Result<Session, CkError> {
-        let session = self.ctx.open_rw_session(self.slot)?;
+    /// Marks the token failed: the next call re-opens it.
+    fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn failure(&self, e: &CkError) -> SignerError {
+        self.mark_failed();
+        self.unavailable(e)
+    }
+
+    /// Re-initialises the module, finds the token by its label (its slot may have changed) and logs in, once every
+    /// call in flight is done. The pooled sessions are closed first. Unavailable while the token is not back.
+    fn reopen(&self) -> Result<(), SignerError> {
+        let mut slot = self.slot.write().unwrap_or_else(PoisonError::into_inner);
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(()); // another call re-opened it meanwhile
+        }
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.handles.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        if let Err(e) = self.ctx.clone().finalize() {
+            tracing::warn!(token = %self.label, error = %short(&e), "C_Finalize failed; initialising again anyway");
+        }
+        initialize(&self.ctx).map_err(|e| self.unavailable(&e))?;
+        *slot = find_slot(&self.ctx, &self.label)
+            .map_err(|e| self.unavailable(&e))?
+            .ok_or_else(|| SignerError::Unavailable(format!("no PKCS#11 token labelled {:?} now", self.label)))?;
+        let session = self.new_session(*slot).map_err(|e| self.unavailable(&e))?;
+        self.give_back(session);
+        self.failed.store(false, Ordering::Release);
+        tracing::info!(token = %self.label, "the PKCS#11 token was opened again");
+        Ok(())
+    }
+
+    fn new_session(&self, slot: Slot) -> Result<Session, CkError> {
+        let session = self.ctx.open_rw_session(slot)?;
         match session.login(UserType::User, Some(&self.pin)) {
             Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(session),
             Err(e) => Err(e),
@@ -237,14 +301,24 @@ impl Token {
 
     /// Signs `hash` with agent `agent_id`'s key: `CKM_ECDSA` over the digest, made low-s and recoverable to
     /// `address`. Blocking.
+    /// A token that fails is opened afresh and asked once more within the same call, so that a session or a
+    /// connection lost since the last signature costs no refusal.
     pub fn sign(&self, agent_id: Uuid, address: Address, hash: &B256) -> Result<Signature, SignerError> {
-        let cached = self
-            .handles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&agent_id)
-            .copied();
+        match self.sign_once(agent_id, address, hash) {
+            Err(SignerError::Unavailable(_)) => self.sign_once(agent_id, address, hash),
+            done => done,
+        }
+    }
+
+    fn sign_once(&self, agent_id: Uuid, address: Address, hash: &B256) -> Result<Signature, SignerError> {
         let signed = self.with_session(|session| {
+            // Read here, after any re-opening (which forgets the handles found before it).
+            let cached = self
+                .handles
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&agent_id)
+                .copied();
             let key = match cached {
                 Some(key) => Some(key),
                 None => find(session, ObjectClass::PRIVATE_KEY, agent_id)?,
@@ -253,8 +327,10 @@ impl Token {
             let signature = session.sign(&Mechanism::Ecdsa, key, hash.as_slice())?;
             Ok(Some((key, signature)))
         })?;
-        // The start found every active agent's object: one missing now is the token's failure (503), not the key's.
+        // The start found every active agent's object: one missing now is the token's failure (503), not the key's;
+        // the next call opens the token afresh.
         let Some((key, signature)) = signed else {
+            self.mark_failed();
             return Err(SignerError::Unavailable(format!(
                 "agent {agent_id}'s key object is missing from token {:?}",
                 self.label
@@ -457,7 +533,7 @@ impl WalletSigner for TokenSigner {
     }
 
     fn sign_hash(&self, hash: &B256) -> Result<Signature, SignerError> {
-        self.token.sign(self.agent_id, self.address, hash)
+        blocking(|| self.token.sign(self.agent_id, self.address, hash))
     }
 }
 

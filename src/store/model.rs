@@ -236,13 +236,24 @@ pub struct SignedTx {
 /// Re-encrypts one agent's wallet key under the new master key, inside the rotating transaction.
 pub type ResealFn<'a> = &'a (dyn Fn(Uuid, &EncryptedKey) -> Result<EncryptedKey, String> + Send + Sync);
 
-/// Signs the transfer for a nonce, inside the reserving transaction.
-pub type SignFn<'a> = &'a (dyn Fn(u64) -> Result<SignedTx, String> + Send + Sync);
+/// A signature made outside every database transaction (§20: a network HSM answers in tens of milliseconds, and
+/// SQLite has one writer), at the nonce a reservation named (`None`: an outflow that uses no nonce of the agent's).
+/// The store takes it only if its decision, taken again under the agent's lock, reserves at that same nonce.
+#[derive(Clone)]
+pub struct Presigned {
+    pub nonce: Option<u64>,
+    pub signed: SignedTx,
+}
 
 /// The outcome of a reservation.
 #[derive(Debug)]
 pub enum Reservation {
     Reserved(Box<StoredTx>),
+    /// Allowed at this nonce, but not signed for it: nothing was written. Sign at `nonce` (outside the database,
+    /// still under the agent's send lock) and reserve again with the signature.
+    Sign {
+        nonce: Option<u64>,
+    },
     CapExceeded {
         cap: U256,
         spent: U256,

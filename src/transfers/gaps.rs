@@ -8,10 +8,10 @@
 use alloy::primitives::U256;
 use serde_json::json;
 
-use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, store_error};
+use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, signer_error, store_error};
 use crate::chain::ChainClient;
 use crate::domain::transaction::StoredTx;
-use crate::store::NonceFill;
+use crate::store::{NonceFill, Presigned};
 
 impl Transfers {
     /// Fills the nonce of `gap`, an open transfer that can no longer land: stores the fill (its fee held out of the
@@ -30,13 +30,22 @@ impl Transfers {
         let reserved = fees.max_cost(gas_limit).saturating_add(l1_fee);
         let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
-        let sign = |nonce| {
-            sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce)
-                .map_err(|e| e.to_string())
+        // Signed outside the store's transaction, at the gap's nonce (the one the fill takes).
+        let signed = sign_transfer(
+            signer.as_ref(),
+            chain,
+            &request,
+            fees.max_priority_fee_per_gas,
+            gap.nonce,
+        )
+        .map_err(|e| signer_error(gap.agent_id, e))?;
+        let signed = Presigned {
+            nonce: Some(gap.nonce),
+            signed,
         };
         let fill = match self
             .store
-            .fill_nonce(gap.id, &request, &sign)
+            .fill_nonce(gap.id, &request, &signed)
             .await
             .map_err(store_error)?
         {

@@ -304,8 +304,8 @@ impl Transfers {
     }
 
     /// A payment on the send path of every transfer: policy, cap, amount, token balance less other unused
-    /// authorizations decided in its reservation; the authorization is signed inside it, or the payment stored
-    /// waiting unsigned.
+    /// authorizations decided in its reservation; the authorization is signed once the reservation allows it
+    /// and stored by it (see `send::reserve`), or the payment stored waiting unsigned.
     async fn reserve_payment(
         &self,
         agent: &Agent,

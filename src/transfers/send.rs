@@ -1,6 +1,7 @@
 //! The one send path of every outflow — the native coin, a token, an x402 authorization; a first try or an owner's
-//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide, sign and record in one store
-//! transaction (`Store::reserve_transfer`, whose rules are `domain::decision::decide`) → release the lock → deliver.
+//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide (`Store::reserve_transfer`,
+//! whose rules are `domain::decision::decide`), sign outside the database, decide again and record in one store
+//! transaction (`reserve`) → release the lock → deliver.
 //! A transaction is broadcast after the lock is released, so the agent's next transfer is signed while this one
 //! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
 //! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
@@ -11,8 +12,8 @@ use alloy::primitives::{Address, Bytes, U256};
 use uuid::Uuid;
 
 use super::{
-    BroadcastStatus, FEE_MAX_AGE, SignWatch, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
-    nonce_filler, sign_transfer, store_error, token_ref,
+    BroadcastStatus, FEE_MAX_AGE, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
+    nonce_filler, sign_transfer, signer_error, store_error, token_ref,
 };
 use crate::chain::{ChainClient, ChainError, RefusalKind};
 use crate::domain::asset::Asset;
@@ -20,7 +21,9 @@ use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
 use crate::domain::transaction::{CallRecord, StoredTx, X402Record};
 use crate::signer::{SignerError, WalletSigner};
-use crate::store::{Authorization, Mandate, NativeFunds, Reservation, SendGuard, SignedTx, TransferRequest};
+use crate::store::{
+    Authorization, Mandate, NativeFunds, Presigned, Reservation, SendGuard, SignedTx, StoreError, TransferRequest,
+};
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
 
@@ -269,14 +272,7 @@ impl Transfers {
         let mut request = o.request(&quote, node_nonce);
         let from_approval = matches!(o.authorization, Authorization::Approval { .. });
         for attempt in 0..2 {
-            // Signed inside the reservation's transaction, under the agent's send lock (§20): a signer that does not
-            // answer rolls it back, so nothing is recorded, the reservation is released and the nonce stays free.
-            let watch = SignWatch::new();
-            let sign = |nonce| {
-                let signed = o.kind.sign(signer.as_ref(), chain, &request, quote.priority_fee, nonce);
-                watch.note(signed)
-            };
-            let reservation = watch.judge(self.store.reserve_transfer(&request, &sign).await)?;
+            let reservation = self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await?;
             let tx = match reserved(reservation, &request, chain)? {
                 Ok(tx) => tx,
                 Err(held) => return Ok(held),
@@ -325,6 +321,36 @@ impl Transfers {
         Err(TransferError::NonceKeptRefused)
     }
 
+    /// Decides, signs and stores `request`, signing outside every database transaction (§20): the store decides
+    /// and names the nonce (writing nothing), the signer signs at it, and the store decides again under the agent's
+    /// lock and stores the signature only if it reserves at that nonce. The agent's send lock is held throughout,
+    /// so the nonce does not move between the two; a signer that does not answer leaves nothing recorded and the
+    /// nonce free (503 `signer_unavailable`). Nothing is signed that the decision refuses or holds for approval.
+    async fn reserve(
+        &self,
+        o: &Outflow<'_>,
+        signer: &dyn WalletSigner,
+        request: &TransferRequest,
+        priority_fee: u128,
+    ) -> Result<Reservation, TransferError> {
+        let mut presigned: Option<Presigned> = None;
+        for _ in 0..3 {
+            let nonce = match self.store.reserve_transfer(request, presigned.as_ref()).await {
+                Ok(Reservation::Sign { nonce }) => nonce,
+                other => return other.map_err(store_error),
+            };
+            // An x402 authorization or a typed-data signature uses no nonce of the agent's (`sign` ignores it).
+            let signed = o
+                .kind
+                .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
+                .map_err(|e| signer_error(o.agent_id, e))?;
+            presigned = Some(Presigned { nonce, signed });
+        }
+        Err(store_error(StoreError::Corrupt(
+            "the nonce to sign at moved under the agent's send lock".into(),
+        )))
+    }
+
     async fn lock(&self, o: &Outflow<'_>) -> Result<Box<dyn SendGuard>, TransferError> {
         self.store
             .lock_sender(o.agent_id, o.chain.name)
@@ -351,8 +377,17 @@ impl Transfers {
         let gas = crate::chain::TRANSFER_GAS;
         let fee = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
         let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, fee.min(tx.reserved_wei));
-        let sign = |nonce| sign_transfer(signer, chain, &fill, quote.priority_fee, nonce).map_err(|e| e.to_string());
-        match self.store.discard_or_fill(tx.id, &fill, &sign).await {
+        // Signed before the store is asked, outside its transaction, at the refused transfer's nonce: used only
+        // when later nonces are out and the nonce cannot be given back.
+        let signed = match sign_transfer(signer, chain, &fill, quote.priority_fee, tx.nonce) {
+            Ok(signed) => signed,
+            Err(err) => return signer_error(tx.agent_id, err),
+        };
+        let signed = Presigned {
+            nonce: Some(tx.nonce),
+            signed,
+        };
+        match self.store.discard_or_fill(tx.id, &fill, &signed).await {
             Ok(None) => {}
             Ok(Some(filled)) => self.send_fill(client, tx, &filled).await,
             Err(err) => return store_error(err),
@@ -395,6 +430,10 @@ fn reserved(
         Reservation::ClaimLost => Err(TransferError::ClaimLost),
         Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
         Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
+        // `reserve` signs and asks again until the store stores or refuses.
+        Reservation::Sign { .. } => Err(store_error(StoreError::Corrupt(
+            "a reservation was left unsigned".into(),
+        ))),
         Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {
             chain,
             needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),

@@ -10,7 +10,7 @@ use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::transaction::TxState;
 use agentd::store::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
-    ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
+    Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
@@ -98,17 +98,31 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
     }
 }
 
-/// Reserves a transfer, "signing" it with bytes and a hash unique to the transfer and nonce.
+/// "Signs" a transfer with bytes and a hash unique to the transfer and nonce.
+fn presigned(id: Uuid, nonce: Option<u64>) -> Presigned {
+    let at = nonce.unwrap_or(0);
+    Presigned {
+        nonce,
+        signed: SignedTx {
+            raw: at.to_be_bytes().to_vec(),
+            hash: format!("0x{}{:032x}", id.simple(), at),
+        },
+    }
+}
+
+/// Reserves a transfer as the send path does: the store names the nonce (writing nothing), the transfer is
+/// "signed" at it outside the store, and the store decides again and records it.
 pub(crate) async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
-    let id = request.id;
-    let sign = move |nonce: u64| {
-        Ok(SignedTx {
-            raw: nonce.to_be_bytes().to_vec(),
-            hash: format!("0x{}{:032x}", id.simple(), nonce),
-        })
+    let nonce = match store
+        .reserve_transfer(request, None)
+        .await
+        .expect("the reservation runs")
+    {
+        Reservation::Sign { nonce } => nonce,
+        other => return other,
     };
     store
-        .reserve_transfer(request, &sign)
+        .reserve_transfer(request, Some(&presigned(request.id, nonce)))
         .await
         .expect("the reservation runs")
 }
@@ -434,6 +448,74 @@ async fn a_reservation_under_the_cap_is_kept_and_one_over_it_refused() {
 }
 
 #[tokio::test]
+async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it_was_signed_for() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let request = transfer(&agent, 1_000, None);
+
+    // Asked without a signature, the store names the nonce and writes nothing: no row, no spending, no nonce.
+    match store.reserve_transfer(&request, None).await.unwrap() {
+        Reservation::Sign { nonce } => assert_eq!(nonce, Some(0)),
+        other => panic!("a reservation without a signature was not sent to be signed: {other:?}"),
+    }
+    assert!(
+        store
+            .list_transactions(agent.id, Some(CHAIN), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .spent_by_chain(agent.id)
+            .await
+            .unwrap()
+            .get(CHAIN)
+            .is_none_or(U256::is_zero)
+    );
+    assert_eq!(store.next_nonce(agent.id, CHAIN).await.unwrap(), None);
+
+    // A signature made at another nonce is not stored: the store names the nonce again.
+    let elsewhere = presigned(request.id, Some(5));
+    match store.reserve_transfer(&request, Some(&elsewhere)).await.unwrap() {
+        Reservation::Sign { nonce } => assert_eq!(nonce, Some(0)),
+        other => panic!("a signature at the wrong nonce was taken: {other:?}"),
+    }
+    assert!(
+        store
+            .list_transactions(agent.id, Some(CHAIN), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let signed = presigned(request.id, Some(0));
+    match store.reserve_transfer(&request, Some(&signed)).await.unwrap() {
+        Reservation::Reserved(tx) => {
+            assert_eq!(tx.nonce, 0);
+            assert_eq!(tx.raw_tx, signed.signed.raw);
+            assert_eq!(tx.tx_hash, signed.signed.hash);
+        }
+        other => panic!("a signature at the named nonce was not stored: {other:?}"),
+    }
+    assert_eq!(store.next_nonce(agent.id, CHAIN).await.unwrap(), Some(1));
+
+    // Over the cap, a signature brought along is not stored either: the decision is taken again.
+    let over = transfer(&agent, 20_000_000, None);
+    assert!(matches!(
+        store
+            .reserve_transfer(&over, Some(&presigned(over.id, Some(1))))
+            .await
+            .unwrap(),
+        Reservation::CapExceeded { .. }
+    ));
+    assert_eq!(
+        store.list_transactions(agent.id, Some(CHAIN), 10).await.unwrap().len(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn nonces_are_allocated_in_sequence_and_a_discard_gives_the_last_back() {
     let (_db, store) = open().await;
     let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
@@ -477,16 +559,17 @@ async fn nonces_are_allocated_in_sequence_and_a_discard_gives_the_last_back() {
     );
 }
 
-/// Fills the nonce of `gap` with `fill`, "signing" as `reserve` does.
+/// Fills the nonce of `gap` with `fill`, "signed" at the gap's nonce as `reserve` signs.
 async fn fill(store: &dyn Store, gap: Uuid, fill: &TransferRequest) -> NonceFill {
-    let id = fill.id;
-    let sign = move |nonce: u64| {
-        Ok(SignedTx {
-            raw: nonce.to_be_bytes().to_vec(),
-            hash: format!("0x{}{:032x}", id.simple(), nonce),
-        })
-    };
-    store.fill_nonce(gap, fill, &sign).await.expect("the fill runs")
+    let nonce = store
+        .get_transaction(fill.agent_id, gap)
+        .await
+        .unwrap()
+        .map(|tx| tx.nonce);
+    store
+        .fill_nonce(gap, fill, &presigned(fill.id, nonce))
+        .await
+        .expect("the fill runs")
 }
 
 #[tokio::test]

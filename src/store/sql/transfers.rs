@@ -21,7 +21,7 @@ use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::{AuditEvent, Authorization, Mandate, idempotency};
 use crate::store::{
-    Closing, EventRecord, Message, NonceFill, Reservation, SendGuard, Settlement, SignFn, StoreError, StoreResult,
+    Closing, EventRecord, Message, NonceFill, Presigned, Reservation, SendGuard, Settlement, StoreError, StoreResult,
     TransferRequest, TransferStore,
 };
 
@@ -85,7 +85,7 @@ where
         Self::stored_nonce(&mut conn, agent_id, chain).await
     }
 
-    async fn reserve_transfer(&self, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<Reservation> {
+    async fn reserve_transfer(&self, r: &TransferRequest, signed: Option<&Presigned>) -> StoreResult<Reservation> {
         let mut tx = B::begin_write(self).await?;
         // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending, the balances'
         // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
@@ -180,6 +180,12 @@ where
             }
             Decision::Reserve { nonce, release } => (nonce, release),
         };
+        // Signed outside this transaction, at the nonce it hands out: without such a signature nothing is written
+        // (the transaction rolls back) and the caller signs at `nonce` and comes again.
+        let signed = match signed {
+            Some(presigned) if presigned.nonce == nonce => presigned.signed.clone(),
+            _ => return Ok(Reservation::Sign { nonce }),
+        };
         let approved = match gate {
             GateRead::Approval(_) => match Self::close_in(&mut tx, r.id, ApprovalStatus::Approved, false).await? {
                 Closing::Closed(approval, event) => Some((approval, event)),
@@ -187,8 +193,7 @@ where
             },
             _ => None,
         };
-        // An x402 authorization uses no nonce of the agent's: it carries its own random one (`sign` ignores it).
-        let signed = sign(nonce.unwrap_or(0)).map_err(StoreError::Signing)?;
+        // An x402 authorization or a typed-data signature uses no nonce of the agent's.
         let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
@@ -282,7 +287,7 @@ where
         &self,
         id: Uuid,
         fill: &TransferRequest,
-        sign: SignFn<'_>,
+        signed: &Presigned,
     ) -> StoreResult<Option<StoredTx>> {
         let mut tx = B::begin_write(self).await?;
         // The agent's row lock first (PostgreSQL): `reserve_transfer` takes it before it hands out a nonce.
@@ -320,15 +325,14 @@ where
         // Later nonces are out: this one is used by a send of the wallet to itself. Its fee fits in what the
         // refused transfer held (the same fee cap, 21,000 gas), so it needs no cap check.
         let nonce = shared::u64_from(nonce, "nonce")?;
-        let signed = sign(nonce).map_err(StoreError::Signing)?;
-        let record = shared::new_transfer(fill, nonce, signed);
+        let record = shared::new_transfer(fill, nonce, presigned_at(signed, nonce)?);
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::adjust_spent(&mut tx, fill.agent_id, &fill.chain, fill.reserved_wei, U256::ZERO).await?;
         tx.commit().await?;
         Ok(Some(record))
     }
 
-    async fn fill_nonce(&self, gap: Uuid, r: &TransferRequest, sign: SignFn<'_>) -> StoreResult<NonceFill> {
+    async fn fill_nonce(&self, gap: Uuid, r: &TransferRequest, signed: &Presigned) -> StoreResult<NonceFill> {
         let mut tx = B::begin_write(self).await?;
         B::lock_agent(&mut tx, r.agent_id).await?;
         let row: Option<(i64, String, String)> = sqlx::query_as(
@@ -362,8 +366,7 @@ where
             return Ok(NonceFill::CapExceeded);
         };
         let nonce = shared::u64_from(nonce, "nonce")?;
-        let signed = sign(nonce).map_err(StoreError::Signing)?;
-        let record = shared::new_transfer(r, nonce, signed);
+        let record = shared::new_transfer(r, nonce, presigned_at(signed, nonce)?);
         Self::insert_transfer(&mut tx, &record, Some(gap)).await?;
         sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
             .bind(cost.left.to_string())
@@ -749,5 +752,17 @@ where
         .execute(&mut *conn)
         .await?;
         Ok(())
+    }
+}
+
+/// The signature made beforehand for `nonce`, the one the stored row holds (under the agent's send lock and row lock
+/// it cannot have moved; if it did, nothing is stored).
+fn presigned_at(presigned: &Presigned, nonce: u64) -> StoreResult<crate::store::SignedTx> {
+    match presigned.nonce == Some(nonce) {
+        true => Ok(presigned.signed.clone()),
+        false => Err(StoreError::Corrupt(format!(
+            "a fill was signed at nonce {:?}, the transfer holds nonce {nonce}",
+            presigned.nonce
+        ))),
     }
 }
