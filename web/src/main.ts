@@ -8,6 +8,7 @@ import { onAuthorityChange } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
+import { overviewPage } from './overview';
 import { policyPanel } from './policy';
 import {
   adminRefusal,
@@ -55,7 +56,7 @@ function route(): { agent: string | null; tab: Tab } {
 }
 
 function setRoute(agent: string | null, tab: Tab = 'chat'): void {
-  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' ? '#/new' : '';
+  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' || location.hash === '#/overview' ? location.hash : '';
   if (location.hash !== hash) history.replaceState(null, '', hash || location.pathname);
 }
 
@@ -267,6 +268,22 @@ function showCreate(): void {
   });
   main.append(form);
   name.focus();
+}
+
+// ---------------------------------------------------------------- overview
+
+function showOverview(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', '#/overview');
+  renderAgentList();
+  clear(main);
+  main.append(
+    overviewPage(state.agents, state.chains, {
+      open: (id, tab) => selectAgent(id, tab ?? 'chat'),
+      create: () => showCreate(),
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- one agent
@@ -517,7 +534,22 @@ async function start(): Promise<void> {
       'header',
       { class: 'topbar' },
       h('h1', {}, 'agentd ', h('span', { class: 'muted' }, 'console')),
-      h('nav', { 'aria-label': 'Links' }, h('a', { href: '/docs' }, 'API reference')),
+      h(
+        'nav',
+        { 'aria-label': 'Links' },
+        h(
+          'a',
+          {
+            href: '#/overview',
+            onclick: (event: Event) => {
+              event.preventDefault();
+              void loadAgents().then(showOverview);
+            },
+          },
+          'Overview',
+        ),
+        h('a', { href: '/docs' }, 'API reference'),
+      ),
     ),
     h(
       'div',
@@ -544,18 +576,8 @@ async function start(): Promise<void> {
   const r = route();
   if (location.hash === '#/new') showCreate();
   else if (r.agent) selectAgent(r.agent, r.tab);
-  else if (state.agents.length === 0) showCreate();
-  else {
-    clear(main);
-    main.append(
-      h(
-        'section',
-        { class: 'card intro' },
-        h('h2', {}, 'Welcome'),
-        h('p', {}, 'Pick an agent on the left, or create a new one. Each agent has its own wallets and access token.'),
-      ),
-    );
-  }
+  else if (state.agents.length === 0 && location.hash !== '#/overview') showCreate();
+  else showOverview();
 }
 
 void start();
