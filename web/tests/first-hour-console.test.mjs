@@ -363,7 +363,9 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
   it('keeps the top bar across a narrow screen', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const hash of ['#/overview', `#/agents/${guardedId}/wallet`]) {
+      // A new hash alone does not reload the page: load it afresh, as a visitor would.
       await page.goto(`${stack.baseUrl}/${hash}`);
+      await page.reload();
       await page.locator('header.topbar').waitFor();
       if (hash === '#/overview') await page.getByTestId('overview-summary').filter({ hasText: /agents/ }).waitFor();
       else await page.getByTestId('send-card').waitFor();
