@@ -111,6 +111,7 @@ function renderAgentList(): void {
 
 const adminError = errorLine();
 const adminInput = h('input', { type: 'password', autocomplete: 'off', value: adminToken() ?? '' });
+adminInput.addEventListener('input', () => adminError.clear());
 // The same token can be entered in an agent's settings (Owner authority): keep this field and the list in step.
 let listedWith = adminToken();
 onAuthorityChange(adminInput, () => {

@@ -277,6 +277,7 @@ export function ownerSection(agent: AgentDetail): HTMLElement {
   );
   const adminError = errorLine();
   adminForm.append(adminError.el);
+  adminInput.addEventListener('input', () => adminError.clear());
   const adminButton = adminForm.querySelector<HTMLButtonElement>('button[type="submit"]')!;
   adminForm.addEventListener('submit', async (event) => {
     event.preventDefault();
