@@ -69,6 +69,10 @@ export type WebhookWithSecret = Schemas['WebhookSecretView'];
 export type CreateWebhookBody = Schemas['CreateWebhook'];
 export type UpdateWebhookBody = Schemas['UpdateWebhook'];
 export type Delivery = Schemas['DeliveryView'];
+export type NewTransferBody = Schemas['NewTransfer'];
+export type ExportKeyBody = Schemas['ExportKey'];
+export type ExportedKey = Schemas['ExportedKeyView'];
+export type SweepBody = Schemas['Sweep'];
 export type QueuedEvent = Schemas['QueuedEventView'];
 
 // Server-sent event data is not part of the document (the stream is documented as text): typed by hand.
@@ -122,6 +126,8 @@ export class ApiError extends Error {
 
 interface Options {
   token?: string | null;
+  /** Extra request headers (`Idempotency-Key`, or a credential checked on its own). */
+  extra?: Record<string, string>;
   body?: unknown;
   /** Operator calls (list and create agents): the admin token. */
   admin?: boolean;
@@ -138,6 +144,7 @@ export function headers(opts: Options): Headers {
   if (admin) result.set('Authorization', `Bearer ${admin}`);
   const owner = opts.owner ? ownerCredential(opts.owner) : null;
   if (owner) result.set(owner.header, owner.value);
+  for (const [name, value] of Object.entries(opts.extra ?? {})) result.set(name, value);
   return result;
 }
 
@@ -181,6 +188,46 @@ export async function call<T>(method: string, path: string, opts: Options = {}):
   return (await response.json()) as T;
 }
 
+/** Like `call`, with the answer's status beside its body (201 sent, 202 held, …). */
+async function callWithStatus<T>(method: string, path: string, opts: Options = {}): Promise<{ status: number; body: T }> {
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers: headers(opts),
+      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    });
+  } catch (e) {
+    throw new ApiError(0, 'network_error', `The service cannot be reached (${(e as Error).message}).`);
+  }
+  if (!response.ok) {
+    const error = await errorOf(response);
+    if (opts.owner && error.code === 'invalid_owner_token') clearOwnerSession(opts.owner);
+    throw error;
+  }
+  return { status: response.status, body: (await response.json()) as T };
+}
+
+/** What the server says of an admin token (docs/api.md §1, §19). */
+export type AdminCheck = 'valid' | 'wrong' | 'not_configured';
+
+/**
+ * Checks an admin token against the API before the console says it uses it: `GET /api/webhooks` answers 200 only
+ * to the server's ADMIN_TOKEN (401 to a wrong one, and to every caller when the server sets none, §19). A 401 is
+ * told apart by `GET /api/agents` without any credential: open (200) only when the server sets no ADMIN_TOKEN.
+ */
+export async function checkAdminToken(token: string): Promise<AdminCheck> {
+  const answer = await fetch('/api/webhooks', {
+    headers: { Accept: 'application/json', Authorization: `Bearer ${token}` },
+  }).catch((e: Error) => {
+    throw new ApiError(0, 'network_error', `The service cannot be reached (${e.message}).`);
+  });
+  if (answer.ok) return 'valid';
+  if (answer.status !== 401) throw await errorOf(answer);
+  const open = await fetch('/api/agents?limit=1', { headers: { Accept: 'application/json' } }).catch(() => null);
+  return open?.ok ? 'not_configured' : 'wrong';
+}
+
 const enc = encodeURIComponent;
 
 export const api = {
@@ -211,6 +258,12 @@ export const api = {
       'GET',
       `/api/agents/${enc(id)}/owner-challenge?${new URLSearchParams({ chain, address })}`,
     ),
+  /**
+   * Checks an owner session token (`own_…`, from `POST …/owner-session`) for this agent, carried alone: owner
+   * authority alone opens the agent's detail (§10); 401 `invalid_owner_token`, 403 for another agent's session.
+   */
+  checkOwnerToken: (id: string, ownerToken: string) =>
+    call<AgentDetail>('GET', `/api/agents/${enc(id)}`, { extra: { 'X-Owner-Token': ownerToken } }),
   ownerSession: (id: string, body: OpenSession) =>
     call<OwnerSessionView>('POST', `/api/agents/${enc(id)}/owner-session`, { body }),
   /** One page of the history, newest first; `before` is the id of the last transfer of the previous page. */
@@ -219,6 +272,25 @@ export const api = {
     if (before !== null) params.set('before', before);
     return call<HistoryEntry[]>('GET', `/api/agents/${enc(id)}/transactions?${params}`, { token });
   },
+  /** `POST …/transfers` with an `Idempotency-Key`: 201 (or 202) with the transfer, `pending` or `awaiting_approval`. */
+  send: (id: string, token: string, body: NewTransferBody, idempotencyKey: string) =>
+    callWithStatus<Transfer>('POST', `/api/agents/${enc(id)}/transfers`, {
+      token,
+      body,
+      extra: { 'Idempotency-Key': idempotencyKey },
+    }),
+  // Key export needs owner authority on a guarded agent (the agent token alone on an unguarded one): both are sent.
+  exportKey: (id: string, token: string | null, body: ExportKeyBody) =>
+    call<ExportedKey>('POST', `/api/agents/${enc(id)}/export-key`, { token, body, owner: id }),
+  // Sweep needs owner authority whatever the agent (§20).
+  sweep: (id: string, token: string | null, body: SweepBody) =>
+    call<Transfer>('POST', `/api/agents/${enc(id)}/sweep`, { token, body, owner: id }),
+  /** Reads that accept the agent token or owner authority alone (§10): the overview sends whichever it holds. */
+  agentAny: (id: string, token: string | null) => call<AgentDetail>('GET', `/api/agents/${enc(id)}`, { token, owner: id }),
+  balancesAny: (id: string, token: string | null) =>
+    call<Balances>('GET', `/api/agents/${enc(id)}/balances`, { token, owner: id }),
+  approvalsAny: (id: string, token: string | null) =>
+    call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token, owner: id }),
   cancel: (id: string, token: string, transferId: string) =>
     call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/cancel`, { token }),
   approvals: (id: string, token: string) => call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token }),

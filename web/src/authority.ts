@@ -9,8 +9,10 @@ let adminForTab: string | null = null;
 
 export interface OwnerSession {
   token: string;
+  /** When it ends; for a pasted token, the latest it can end (15 minutes after it was pasted). */
   expires_at: string;
-  address: string;
+  /** The owner address that signed in, when the console did the sign-in; null for a pasted token. */
+  address: string | null;
 }
 
 /** Tells the open views that the authority changed (they re-render their status lines). */
@@ -88,8 +90,11 @@ export function authorityText(agentId: string): string {
   const session = ownerSession(agentId);
   if (session) {
     const until = new Date(session.expires_at).toLocaleTimeString();
+    if (!session.address) {
+      return `Using a pasted owner session (${session.token.slice(0, 8)}…), checked with the server; it ends 15 minutes after it was opened, by ${until} at the latest.`;
+    }
     return `Signed in as owner ${session.address} until ${until}.`;
   }
-  if (adminToken()) return `Using the admin token (${isAdminRemembered() ? 'remembered in this browser' : 'this tab only'}).`;
+  if (adminToken()) return `Using the admin token, checked with the server (${isAdminRemembered() ? 'remembered in this browser' : 'this tab only'}).`;
   return 'No owner authority: changes that need the owner will be refused.';
 }

@@ -19,6 +19,77 @@ import { clear, formatTime, h, shortHex, uid } from './dom';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
 import { errorText, notify } from './ui';
+import { injectedWallet, walletAccount } from './wallet-provider';
+
+const CONNECTED_KEY = 'agentd.connectedWallet';
+
+/**
+ * "Connect your wallet" (the builtin engine says it when a send names no recipient): the browser wallet's account,
+ * or an address typed in when there is no browser wallet, sent as `connected_wallet_address` with each message so
+ * that "send 0.01 ETH to my wallet" and "what is my wallet's balance" work. Kept for this tab.
+ */
+function walletConnector(): { el: HTMLElement; address(): string | null; connect(): void } {
+  let address: string | null = sessionStorage.getItem(CONNECTED_KEY);
+  const status = h('span', { class: 'small', 'data-testid': 'connected-wallet' });
+  const connect = h('button', { type: 'button', class: 'secondary small' }, 'Connect wallet');
+  const disconnect = h('button', { type: 'button', class: 'secondary small' }, 'Disconnect');
+  const typed = h('input', {
+    type: 'text',
+    class: 'mono small',
+    placeholder: '0x… your wallet address',
+    'aria-label': 'Your wallet address',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  });
+  const useTyped = h('button', { type: 'button', class: 'secondary small' }, 'Use this address');
+  const manual = h('span', { class: 'manual-wallet', hidden: true }, typed, useTyped);
+  const problem = h('span', { class: 'form-error small', role: 'alert', hidden: true });
+  const render = () => {
+    status.textContent = address ? `Your wallet: ${address}` : 'No wallet connected';
+    status.title = address ? 'Sent with each message as connected_wallet_address: say "to my wallet".' : '';
+    disconnect.hidden = !address;
+    connect.hidden = Boolean(address);
+    if (address) manual.hidden = true;
+  };
+  const set = (value: string | null) => {
+    address = value;
+    if (value) sessionStorage.setItem(CONNECTED_KEY, value);
+    else sessionStorage.removeItem(CONNECTED_KEY);
+    problem.hidden = true;
+    render();
+  };
+  connect.addEventListener('click', async () => {
+    problem.hidden = true;
+    if (!injectedWallet()) {
+      // No browser wallet (headless, or none installed): the address can be typed in instead.
+      manual.hidden = false;
+      typed.focus();
+      return;
+    }
+    try {
+      set(await walletAccount());
+    } catch (e) {
+      problem.textContent = errorText(e);
+      problem.hidden = false;
+    }
+  });
+  useTyped.addEventListener('click', () => {
+    const value = typed.value.trim();
+    if (!/^0x[0-9a-fA-F]{40}$/.test(value)) {
+      problem.textContent = 'A 0x address of 40 hex digits.';
+      problem.hidden = false;
+      return;
+    }
+    set(value);
+  });
+  disconnect.addEventListener('click', () => set(null));
+  render();
+  return {
+    el: h('div', { class: 'wallet-connect small', 'aria-label': 'Your wallet' }, status, connect, disconnect, manual, problem),
+    address: () => address,
+    connect: () => connect.click(),
+  };
+}
 
 export interface ChatPanel {
   el: HTMLElement;
@@ -191,6 +262,7 @@ export function chatPanel(
   );
   const newButton = h('button', { type: 'button', class: 'secondary' }, 'New conversation');
   const listHeading = uid('conv');
+  const connector = walletConnector();
 
   const el = h(
     'section',
@@ -201,7 +273,7 @@ export function chatPanel(
       h('div', { class: 'section-head' }, h('h2', { id: listHeading }, 'Conversations'), newButton),
       list,
     ),
-    h('div', { class: 'thread-pane' }, h('div', { class: 'section-head' }, threadTitle, live), thread, composer),
+    h('div', { class: 'thread-pane' }, h('div', { class: 'section-head' }, threadTitle, live), thread, composer, connector.el),
   );
 
   function suggestions(): HTMLElement | null {
@@ -531,7 +603,12 @@ export function chatPanel(
       const response = await fetch('/api/chat/stream', {
         method: 'POST',
         headers: headers({ token, body: {} }),
-        body: JSON.stringify({ agent_id: agent.id, message: text, conversation_id: current } satisfies ChatRequest),
+        body: JSON.stringify({
+          agent_id: agent.id,
+          message: text,
+          conversation_id: current,
+          ...(connector.address() ? { connected_wallet_address: connector.address() } : {}),
+        } satisfies ChatRequest),
       });
       if (!response.ok) throw await errorOf(response);
       await readSse(response, (event) => {
@@ -578,6 +655,10 @@ export function chatPanel(
             if (typeof turn.response === 'string' && turn.response !== text_) reply.body.textContent = turn.response;
             reply.el.dataset.state = 'done';
             reply.foot.textContent = `${turn.tokens_used ?? 0} tokens`;
+            // The answer asks for a connected wallet: the way to connect is right there.
+            if (/connect your wallet|no wallet is connected/i.test(turn.response ?? '') && !connector.address()) {
+              reply.foot.append(' · ', h('button', { type: 'button', class: 'secondary small', onclick: () => connector.connect() }, 'Connect your wallet'));
+            }
             break;
           }
           case 'error':

@@ -1,15 +1,17 @@
 // agentd web console: agents, their tokens, wallets, chat, approvals, policy, webhooks, audit log and settings, on the
 // service's own API.
 import './style.css';
-import { api, ApiError, adminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
+import { api, ApiError, adminToken, checkAdminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
 import { approvalsPanel } from './approvals';
 import { auditPanel } from './audit';
 import { onAuthorityChange } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
+import { overviewPage } from './overview';
 import { policyPanel } from './policy';
 import {
+  adminRefusal,
   deleteSection,
   editForm,
   ownerSection,
@@ -19,7 +21,7 @@ import {
   type SettingsHooks,
 } from './settings';
 import { forgetToken, getToken, isRemembered, setToken } from './tokens';
-import { capabilityPicker, chainPicker, errorLine, errorText, notify, setToastRegion, tokenReveal } from './ui';
+import { capabilityPicker, chainPicker, errorLine, errorText, fieldProblem, notify, setToastRegion, tokenReveal } from './ui';
 import { walletPanel } from './wallet';
 import { webhooksPanel } from './webhooks';
 
@@ -54,7 +56,7 @@ function route(): { agent: string | null; tab: Tab } {
 }
 
 function setRoute(agent: string | null, tab: Tab = 'chat'): void {
-  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' ? '#/new' : '';
+  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' || location.hash === '#/overview' ? location.hash : '';
   if (location.hash !== hash) history.replaceState(null, '', hash || location.pathname);
 }
 
@@ -107,7 +109,9 @@ function renderAgentList(): void {
   }
 }
 
+const adminError = errorLine();
 const adminInput = h('input', { type: 'password', autocomplete: 'off', value: adminToken() ?? '' });
+adminInput.addEventListener('input', () => adminError.clear());
 // The same token can be entered in an agent's settings (Owner authority): keep this field and the list in step.
 let listedWith = adminToken();
 onAuthorityChange(adminInput, () => {
@@ -124,16 +128,32 @@ const adminDetails = h(
   h(
     'form',
     {
-      onsubmit: (event: Event) => {
+      onsubmit: async (event: Event) => {
         event.preventDefault();
-        listedWith = adminInput.value.trim() || null;
+        adminError.clear();
+        const value = adminInput.value.trim() || null;
+        if (value) {
+          // Checked with the server before the console says it uses it.
+          try {
+            const verdict = await checkAdminToken(value);
+            if (verdict !== 'valid') {
+              adminError.show(new Error(adminRefusal(verdict)));
+              return;
+            }
+          } catch (e) {
+            adminError.show(e);
+            return;
+          }
+        }
+        listedWith = value;
         setAdminToken(listedWith);
-        notify(listedWith ? 'Admin token saved in this browser.' : 'Admin token removed.');
+        notify(listedWith ? 'Admin token checked with the server and saved in this browser.' : 'Admin token removed.');
         void loadAgents();
       },
     },
     field('Admin token (only when the server sets ADMIN_TOKEN)', adminInput),
     h('button', { type: 'submit', class: 'secondary small' }, 'Save'),
+    adminError.el,
   ),
 );
 
@@ -151,6 +171,30 @@ function showCreate(): void {
   const chains = chainPicker(state.chains, defaults.length ? defaults.slice(0, 2) : ['ethereum', 'base'], 'Chains');
   const caps = capabilityPicker(['read']);
   const cap = h('input', { type: 'number', min: 0, step: 'any', value: '0', required: true });
+  // The owner's wallet (owner_addresses, docs/api.md §4, §10): guards the agent, signs owner sessions and reissues.
+  const owner = h('input', { type: 'text', class: 'mono', placeholder: '0x…', autocomplete: 'off', spellcheck: 'false' });
+  const ownerProblem = fieldProblem(owner);
+  const perChain = new Map<string, HTMLInputElement>();
+  const perChainList = h('div', { class: 'per-chain' });
+  const perChainBox = h(
+    'details',
+    { class: 'per-chain-owners' },
+    h('summary', {}, 'A different owner address on some chains'),
+    h('p', { class: 'muted small' }, 'Left empty, a chain takes the address above. EVM chains share one address, so most owners need only one.'),
+    perChainList,
+  );
+  function renderPerChain(): void {
+    const chosen = chains.value();
+    for (const name of [...perChain.keys()]) if (!chosen.includes(name)) perChain.delete(name);
+    clear(perChainList);
+    for (const name of chosen) {
+      const input = perChain.get(name) ?? h('input', { type: 'text', class: 'mono', placeholder: '0x…', autocomplete: 'off', spellcheck: 'false' });
+      perChain.set(name, input);
+      perChainList.append(field(`Owner address on ${name}`, input));
+    }
+  }
+  chains.el.addEventListener('change', renderPerChain);
+  renderPerChain();
   const error = errorLine();
   const submit = h('button', { type: 'submit' }, 'Create agent');
   const heading = uid('create');
@@ -164,21 +208,43 @@ function showCreate(): void {
     chains.el,
     caps.el,
     field('Spending cap (per chain, native units such as ETH)', cap, '0 means the agent cannot spend anything.'),
+    field(
+      'Owner wallet address (recommended)',
+      owner,
+      'Your own wallet, for every chain chosen above. It guards the agent (its own token can then no longer raise its cap, change its policy or export its key), lets you sign in as owner to approve its transfers, and can reissue a lost token.',
+    ),
+    ownerProblem.el,
+    perChainBox,
     error.el,
     h('div', { class: 'row' }, submit),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.clear();
+    ownerProblem.clear();
+    const chosen = chains.value();
+    const owners: Record<string, string> = {};
+    const shared = owner.value.trim();
+    for (const chain of chosen) {
+      const address = perChain.get(chain)?.value.trim() || shared;
+      if (address) owners[chain] = address;
+    }
+    const malformed = Object.entries(owners).filter(([, a]) => !/^0x[0-9a-fA-F]{40}$/.test(a));
+    if (malformed.length) {
+      ownerProblem.show(`Not a 0x address of 40 hex digits: ${malformed.map(([c, a]) => `${a} (${c})`).join(', ')}.`);
+      owner.focus();
+      return;
+    }
     submit.disabled = true;
     try {
       const created = await api.createAgent({
         name: name.value.trim(),
         description: description.value.trim() || null,
-        chains: chains.value(),
+        chains: chosen,
         // The boxes are the capability names, so their values are capabilities.
         capabilities: caps.value() as Capability[],
         spending_cap: Number(cap.value),
+        ...(Object.keys(owners).length ? { owner_addresses: owners } : {}),
       });
       await loadAgents();
       state.selected = created.id;
@@ -186,8 +252,12 @@ function showCreate(): void {
       renderAgentList();
       clear(main);
       main.append(
-        tokenReveal(created.id, created.access_token, `${created.name} is ready: save its access token`, () =>
-          selectAgent(created.id, 'wallet'),
+        tokenReveal(
+          created.id,
+          created.access_token,
+          `${created.name} is ready: save its access token`,
+          () => selectAgent(created.id, 'wallet'),
+          owners,
         ),
       );
       main.focus();
@@ -199,6 +269,22 @@ function showCreate(): void {
   });
   main.append(form);
   name.focus();
+}
+
+// ---------------------------------------------------------------- overview
+
+function showOverview(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', '#/overview');
+  renderAgentList();
+  clear(main);
+  main.append(
+    overviewPage(state.agents, state.chains, {
+      open: (id, tab) => selectAgent(id, tab ?? 'chat'),
+      create: () => showCreate(),
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- one agent
@@ -262,15 +348,15 @@ function tokenForm(id: string, summary: AgentSummary | undefined, message?: stri
     }
   });
   const chains = summary?.chains ?? [];
-  const lost = h('section', { class: 'card' }, h('h3', {}, 'Lost the token?'), walletReissue({ id, chains }, (token) => revealReissued(id, token)));
+  const lost = h('section', { class: 'card' }, h('h3', {}, 'Lost the token?'), walletReissue({ id, chains }, (token, owners) => revealReissued(id, token, owners)));
   main.append(agentHeader(summary?.name ?? 'Agent', summary ?? null, id), form, chains.length ? lost : '');
   input.focus();
 }
 
-function revealReissued(id: string, token: string): void {
+function revealReissued(id: string, token: string, owners?: Record<string, string>): void {
   closeAgent();
   clear(main);
-  main.append(tokenReveal(id, token, 'New access token: save it', () => selectAgent(id)));
+  main.append(tokenReveal(id, token, 'New access token: save it', () => selectAgent(id), owners));
   renderAgentList();
 }
 
@@ -349,13 +435,13 @@ async function renderAgent(id: string): Promise<void> {
       void loadAgents();
       selectAgent(id, 'settings');
     },
-    onReissued: (newToken) => revealReissued(id, newToken),
+    onReissued: (newToken, owners) => revealReissued(id, newToken, owners),
     // The token still opens the (read-only) detail of a deleted agent; "Forget token" removes it.
     onDeleted: () => {
       void loadAgents().then(() => selectAgent(id));
     },
   };
-  const wallet = walletPanel(agent, token, state.chains);
+  const wallet = walletPanel(agent, token, state.chains, () => void approvals.refresh());
   const approvalCount = h('span', { class: 'count', 'data-testid': 'approval-count' });
   const approvals = approvalsPanel(
     agent,
@@ -449,7 +535,22 @@ async function start(): Promise<void> {
       'header',
       { class: 'topbar' },
       h('h1', {}, 'agentd ', h('span', { class: 'muted' }, 'console')),
-      h('nav', { 'aria-label': 'Links' }, h('a', { href: '/docs' }, 'API reference')),
+      h(
+        'nav',
+        { 'aria-label': 'Links' },
+        h(
+          'a',
+          {
+            href: '#/overview',
+            onclick: (event: Event) => {
+              event.preventDefault();
+              void loadAgents().then(showOverview);
+            },
+          },
+          'Overview',
+        ),
+        h('a', { href: '/docs' }, 'API reference'),
+      ),
     ),
     h(
       'div',
@@ -476,18 +577,8 @@ async function start(): Promise<void> {
   const r = route();
   if (location.hash === '#/new') showCreate();
   else if (r.agent) selectAgent(r.agent, r.tab);
-  else if (state.agents.length === 0) showCreate();
-  else {
-    clear(main);
-    main.append(
-      h(
-        'section',
-        { class: 'card intro' },
-        h('h2', {}, 'Welcome'),
-        h('p', {}, 'Pick an agent on the left, or create a new one. Each agent has its own wallets and access token.'),
-      ),
-    );
-  }
+  else if (state.agents.length === 0 && location.hash !== '#/overview') showCreate();
+  else showOverview();
 }
 
 void start();

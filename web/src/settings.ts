@@ -1,5 +1,5 @@
 // The settings tab: edit (PUT), reissue the token (current token or wallet signature), soft delete.
-import { api, ApiError, type AgentDetail, type Capability, type ChainInfo, type UpdateAgentBody } from './api';
+import { api, ApiError, checkAdminToken, type AgentDetail, type Capability, type ChainInfo, type UpdateAgentBody } from './api';
 import {
   adminToken,
   authorityText,
@@ -17,7 +17,7 @@ import { injectedWallet, personalSign, signWithWallet, walletAccount } from './w
 
 export interface SettingsHooks {
   onUpdated(agent: AgentDetail): void;
-  onReissued(token: string): void;
+  onReissued(token: string, owners?: Record<string, string>): void;
   onDeleted(): void;
 }
 
@@ -85,7 +85,10 @@ export function editForm(agent: AgentDetail, token: string, chains: ChainInfo[],
 }
 
 /** Reissue with a wallet signature: usable without a token (the lost-token case). */
-export function walletReissue(agent: AgentDetail | { id: string; chains: string[] }, onReissued: (token: string) => void): HTMLElement {
+export function walletReissue(
+  agent: AgentDetail | { id: string; chains: string[] },
+  onReissued: (token: string, owners?: Record<string, string>) => void,
+): HTMLElement {
   const error = errorLine();
   const chain = h(
     'select',
@@ -110,7 +113,7 @@ export function walletReissue(agent: AgentDetail | { id: string; chains: string[
         signature,
         public_key: '',
       });
-      onReissued(result.access_token);
+      onReissued(result.access_token, result.agent.owner_addresses);
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_proof' && signer) {
         error.show(
@@ -148,7 +151,7 @@ export function reissueSection(agent: AgentDetail, hooks: SettingsHooks): HTMLEl
     button.disabled = true;
     try {
       const result = await api.reissue(agent.id, { type: 'current_token', token });
-      hooks.onReissued(result.access_token);
+      hooks.onReissued(result.access_token, result.agent.owner_addresses);
     } catch (e) {
       error.show(e);
     } finally {
@@ -213,6 +216,13 @@ export function deleteSection(agent: AgentDetail, token: string, hooks: Settings
 }
 
 
+/** What to say when the server does not take an admin token. */
+export function adminRefusal(verdict: 'wrong' | 'not_configured'): string {
+  return verdict === 'wrong'
+    ? 'The server refused this admin token (401 unauthorized): it is not the server\u2019s ADMIN_TOKEN. Nothing was saved.'
+    : 'This server sets no ADMIN_TOKEN, so there is no admin token to use: every agent without an owner address is open to its own token. Set ADMIN_TOKEN when starting agentd, or give the agent an owner address. Nothing was saved.';
+}
+
 /** The warning shown on an agent whose own token can lift its limits (docs/api.md §10). */
 export function unguardedWarning(): HTMLElement {
   return h(
@@ -265,11 +275,79 @@ export function ownerSection(agent: AgentDetail): HTMLElement {
       ),
     ),
   );
-  adminForm.addEventListener('submit', (event) => {
+  const adminError = errorLine();
+  adminForm.append(adminError.el);
+  adminInput.addEventListener('input', () => adminError.clear());
+  const adminButton = adminForm.querySelector<HTMLButtonElement>('button[type="submit"]')!;
+  adminForm.addEventListener('submit', async (event) => {
     event.preventDefault();
+    adminError.clear();
     const value = adminInput.value.trim();
-    setAdminToken(value || null, remember.checked);
-    notify(value ? 'Admin token saved.' : 'Admin token removed.');
+    if (!value) {
+      setAdminToken(null);
+      notify('Admin token removed.');
+      return;
+    }
+    adminButton.disabled = true;
+    try {
+      // Checked with the server before the console says it uses it.
+      const verdict = await checkAdminToken(value);
+      if (verdict === 'valid') {
+        setAdminToken(value, remember.checked);
+        notify('Admin token checked with the server and saved.');
+      } else {
+        adminError.show(new Error(adminRefusal(verdict)));
+      }
+    } catch (e) {
+      adminError.show(e);
+    } finally {
+      adminButton.disabled = false;
+    }
+  });
+
+  // ----- an owner session token got elsewhere (curl: POST …/owner-session), pasted
+  const pasted = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'own_…' });
+  const pasteError = errorLine();
+  const pasteButton = h('button', { type: 'submit', class: 'secondary' }, 'Use owner token');
+  const pasteForm = h(
+    'form',
+    { class: 'stack', 'data-testid': 'owner-token-form' },
+    field(
+      'Owner session token',
+      pasted,
+      'An own_… token answered by POST /api/agents/{id}/owner-session (docs/guide.md): sent as X-Owner-Token, kept for this tab only, good for 15 minutes from when it was opened.',
+    ),
+    h('div', { class: 'row' }, pasteButton),
+    pasteError.el,
+  );
+  pasteForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    pasteError.clear();
+    const value = pasted.value.trim();
+    if (!value) return;
+    if (!value.startsWith('own_')) {
+      pasteError.show(new Error('An owner session token starts with own_. An agent token (agt_…) or the admin token goes elsewhere.'));
+      return;
+    }
+    pasteButton.disabled = true;
+    try {
+      await api.checkOwnerToken(agent.id, value);
+      setOwnerSession(agent.id, {
+        token: value,
+        expires_at: new Date(Date.now() + 15 * 60_000).toISOString(),
+        address: null,
+      });
+      pasted.value = '';
+      notify('Owner session checked with the server: in use for this agent.');
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'invalid_owner_token') {
+        pasteError.show(new Error('The server does not know this owner token, or it has expired (invalid_owner_token): open a new session and paste it.'));
+      } else if (e instanceof ApiError && e.status === 403) {
+        pasteError.show(new Error(`This owner token is another agent's session (${e.code}).`));
+      } else pasteError.show(e);
+    } finally {
+      pasteButton.disabled = false;
+    }
   });
 
   // ----- an owner session signed with a wallet
@@ -345,6 +423,15 @@ export function ownerSection(agent: AgentDetail): HTMLElement {
     ),
     h('div', { class: 'inline-form' }, field('Chain of the owner address', chain), signIn, signOut),
     error.el,
+    h('h3', {}, 'Paste an owner session token'),
+    h(
+      'p',
+      { class: 'muted small' },
+      'Without a browser wallet: sign the challenge of GET /api/agents/',
+      agent.id,
+      '/owner-challenge with the owner key elsewhere (cast wallet sign, a hardware wallet), open the session with POST …/owner-session, and paste its owner_token here.',
+    ),
+    pasteForm,
   );
   onAuthorityChange(el, render);
   return el;

@@ -115,7 +115,13 @@ export function capabilityPicker(selected: string[]): { el: HTMLElement; value()
  * The one-time token panel: the token, a copy button and a clear warning. The token is kept for this tab at once;
  * "remember" stores it in localStorage too.
  */
-export function tokenReveal(agentId: string, token: string, title: string, onDone: () => void): HTMLElement {
+export function tokenReveal(
+  agentId: string,
+  token: string,
+  title: string,
+  onDone: () => void,
+  owners?: Record<string, string> | null,
+): HTMLElement {
   // A new agent's token is remembered by default; a reissued one keeps the choice made for the old one.
   const remember = hasToken(agentId) ? isRemembered(agentId) : true;
   setToken(agentId, token, remember);
@@ -134,7 +140,7 @@ export function tokenReveal(agentId: string, token: string, title: string, onDon
       h('strong', {}, 'This access token is shown only once. '),
       'Copy it now and keep it somewhere safe, such as a password manager. The service stores only a hash of it and ',
       'cannot show it again. Anyone who has it can use this agent and spend from its wallets up to the spending cap. ',
-      'If it is lost, reissue a new one with a wallet signature.',
+      lostTokenAdvice(owners),
     ),
     field('Access token', input),
     h('div', { class: 'row' }, copyButton(token, 'Copy access token')),
@@ -146,6 +152,21 @@ export function tokenReveal(agentId: string, token: string, title: string, onDon
     ),
     h('div', { class: 'row' }, h('button', { type: 'button', onclick: onDone }, 'I have saved the token')),
   );
+}
+
+/**
+ * What to do if the token is lost, for what the agent can really do: a wallet-signature reissue needs an owner
+ * address (or the agent's own key, which stays in the service unless exported).
+ */
+function lostTokenAdvice(owners: Record<string, string> | null | undefined): string {
+  const addresses = [...new Set(Object.values(owners ?? {}))];
+  if (owners === undefined) {
+    return 'If it is lost, an owner wallet of the agent (if it has one) can sign a challenge to reissue one; otherwise reissue it with the current token while you have it.';
+  }
+  if (addresses.length) {
+    return `If it is lost, the owner wallet ${addresses.join(', ')} can sign a challenge to reissue one ("Lost the token?" on the agent's page).`;
+  }
+  return 'This agent has no owner address, so no wallet of yours can reissue its token: if it is lost, only its own key (kept by the service) could sign for it. Give it an owner address in Settings, or keep this token safe and reissue with it while you have it.';
 }
 
 export interface FieldProblem {

@@ -3,6 +3,9 @@
 import { api, type AgentDetail, type BalanceEntry, type ChainInfo, type Deposit } from './api';
 import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
+import { roundAmount } from './amount';
+import { keysPanel } from './keys';
+import { sendPanel } from './send';
 import { errorLine, errorText } from './ui';
 
 export interface WalletPanel {
@@ -11,7 +14,12 @@ export interface WalletPanel {
   refreshBalances(): Promise<void>;
 }
 
-export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo[]): WalletPanel {
+export function walletPanel(
+  agent: AgentDetail,
+  token: string,
+  chains: ChainInfo[],
+  onMoved: () => void = () => {},
+): WalletPanel {
   const byName = new Map(chains.map((c) => [c.name, c]));
   const balanceEls = new Map<string, HTMLElement>();
   const qrEls = new Map<string, HTMLElement>();
@@ -48,8 +56,8 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
         tokens,
         h(
           'p',
-          { class: 'muted small' },
-          `Spent ${spent ?? '0'} of the cap ${cap} ${info?.native_symbol ?? ''}`.trim(),
+          { class: 'muted small', title: `${spent ?? '0'} of ${cap} ${info?.native_symbol ?? ''}`.trim() },
+          `Spent ${roundAmount(spent ?? '0')} of the cap ${roundAmount(String(cap))} ${info?.native_symbol ?? ''}`.trim(),
           info && !info.configured ? ' · no RPC URL is configured for this chain' : '',
         ),
       ),
@@ -95,8 +103,9 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
       el.textContent = `Unavailable: ${entry.error.message} (${entry.error.code})`;
       el.classList.add('error');
     } else {
-      el.textContent = `${entry.formatted} ${entry.symbol}`;
-      el.title = `${entry.wei} wei`;
+      // Rounded for reading; the exact amount stays in the title.
+      el.textContent = `${roundAmount(entry.formatted)} ${entry.symbol}`;
+      el.title = `${entry.formatted} ${entry.symbol} (${entry.wei} wei)`;
     }
     const list = tokenEls.get(chain);
     if (!list) return;
@@ -104,8 +113,9 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
     const tokens = entry && !('error' in entry) ? Object.entries(entry.tokens ?? {}) : [];
     for (const [symbol, token] of tokens) {
       const text =
-        'error' in token ? `${symbol}: unavailable (${token.error.code})` : `${token.formatted} ${symbol}`;
-      list.append(h('li', { class: 'error' in token ? 'error' : '', 'data-testid': `token-${chain}-${symbol}` }, text));
+        'error' in token ? `${symbol}: unavailable (${token.error.code})` : `${roundAmount(token.formatted)} ${symbol}`;
+      const title = 'error' in token ? token.error.message : `${token.formatted} ${symbol} (${token.units} base units)`;
+      list.append(h('li', { class: 'error' in token ? 'error' : '', 'data-testid': `token-${chain}-${symbol}`, title }, text));
     }
   }
 
@@ -178,6 +188,16 @@ export function walletPanel(agent: AgentDetail, token: string, chains: ChainInfo
     form,
     fundError.el,
     instructions,
+    sendPanel(agent, token, chains, {
+      onChange: () => {
+        void refreshBalances();
+        onMoved();
+      },
+    }),
+    keysPanel(agent, token, chains, () => {
+      void refreshBalances();
+      onMoved();
+    }),
   );
 
   let loaded = false;

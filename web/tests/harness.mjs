@@ -1,7 +1,7 @@
 // Starts what the browser tests need: anvil (chain id 8453, as "base"), the real agentd binary, and headless
 // Chromium from Debian (never a downloaded browser).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -141,6 +141,7 @@ export async function startStack({ env = {} } = {}) {
   const baseUrl = `http://${agentd.match[1]}`;
 
   const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
+  if (process.env.CONSOLE_FROM_DIST === '1') serveDistInContexts(browser, baseUrl);
 
   return {
     rpcUrl,
@@ -176,5 +177,29 @@ export async function startStack({ env = {} } = {}) {
       }
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * `CONSOLE_FROM_DIST=1` (a development aid, never set in CI): the pages get the console from this checkout's
+ * `web/dist` instead of the one embedded in the binary, for a binary built from another checkout (the API is the
+ * binary's). The server's own headers (its Content-Security-Policy) are not applied to these files.
+ */
+function serveDistInContexts(browser, baseUrl) {
+  const dist = join(repoRoot, 'web', 'dist');
+  const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => {
+    const context = await newContext(options);
+    await context.route(
+      (url) => url.href.startsWith(baseUrl) && (url.pathname === '/' || url.pathname.startsWith('/assets/console.')),
+      (route) => {
+        const path = new URL(route.request().url()).pathname;
+        const file = path === '/' ? 'index.html' : path.slice(1);
+        const ext = file.slice(file.lastIndexOf('.'));
+        return route.fulfill({ status: 200, contentType: types[ext], body: readFileSync(join(dist, file)) });
+      },
+    );
+    return context;
   };
 }

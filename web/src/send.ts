@@ -1,0 +1,363 @@
+// The Wallet tab's send form (docs/api.md §12): chain, asset, recipient and amount; a review of what will be sent,
+// to whom, and the figures the API gives (balance, the spending cap and what it has counted, the policy's limits
+// for that asset); then a confirm that sends `POST …/transfers` with an `Idempotency-Key` made for that review, so
+// a double click or a retry never sends twice. The answer is shown as it comes: sent (pending, then followed to its
+// confirmation), held for the owner's approval, or refused with the service's message, code and rule.
+import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
+import { compareDecimal, roundAmount, subtractDecimal } from './amount';
+import { clear, field, h, shortHex, uid } from './dom';
+import { errorLine, errorText } from './ui';
+
+export interface SendHooks {
+  /** Something moved or is held: balances and the approvals count are read again. */
+  onChange(): void;
+}
+
+interface Draft {
+  chain: ChainInfo;
+  asset: string;
+  native: boolean;
+  to: string;
+  amount: string;
+  key: string;
+}
+
+const FINAL = new Set(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
+
+function newKey(): string {
+  return typeof crypto.randomUUID === 'function'
+    ? `console-${crypto.randomUUID()}`
+    : `console-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+}
+
+/** An amount rounded for reading, with the exact value in its title. */
+export function amountSpan(value: string, unit: string, testid?: string): HTMLElement {
+  return h('span', { title: `${value} ${unit}`.trim(), 'data-testid': testid ?? null }, `${roundAmount(value)} ${unit}`.trim());
+}
+
+export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
+  const known = chains.filter((c) => agent.chains.includes(c.name));
+  const canSend = agent.capabilities.includes('transact');
+  const chain = h('select', {}, known.map((c) => h('option', { value: c.name }, `${c.name} (chain id ${c.chain_id})`)));
+  const asset = h('select', {});
+  const to = h('input', { type: 'text', class: 'mono', placeholder: '0x…', autocomplete: 'off', spellcheck: 'false' });
+  const amount = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'e.g. 0.01', autocomplete: 'off' });
+  const formError = errorLine();
+  const reviewButton = h('button', { type: 'submit' }, 'Review');
+  const review = h('div', { class: 'send-review', 'data-testid': 'send-review', hidden: true });
+  const result = h('div', { class: 'send-result', 'data-testid': 'send-result', hidden: true, role: 'status' });
+
+  function fillAssets(): void {
+    const info = known.find((c) => c.name === chain.value);
+    clear(asset);
+    if (!info) return;
+    asset.append(h('option', { value: info.native_symbol }, `${info.native_symbol} (native coin)`));
+    for (const t of info.tokens ?? []) asset.append(h('option', { value: t.symbol }, t.symbol));
+  }
+  chain.addEventListener('change', fillAssets);
+  fillAssets();
+
+  const form = h(
+    'form',
+    { class: 'send-form', 'aria-label': 'Send from this wallet' },
+    h(
+      'div',
+      { class: 'inline-form' },
+      field('Chain', chain),
+      field('Asset', asset),
+    ),
+    field('Recipient', to, 'A 0x address. The agent\u2019s own address and the zero address are refused.'),
+    field('Amount', amount, 'In whole units of the asset (e.g. 0.01 ETH, 5 USDC).'),
+    formError.el,
+    h('div', { class: 'row' }, reviewButton),
+  );
+  if (!canSend) {
+    for (const el of [chain, asset, to, amount, reviewButton]) el.disabled = true;
+  }
+
+  function editing(on: boolean): void {
+    for (const el of [chain, asset, to, amount, reviewButton]) el.disabled = !canSend || !on;
+  }
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    formError.clear();
+    result.hidden = true;
+    const info = known.find((c) => c.name === chain.value);
+    const recipient = to.value.trim();
+    const value = amount.value.trim();
+    if (!info) return formError.show(new Error('Choose a chain.'));
+    if (!/^0x[0-9a-fA-F]{40}$/.test(recipient)) return formError.show(new Error('The recipient must be a 0x address of 40 hex digits.'));
+    if (!/^\d+(\.\d+)?$/.test(value) || compareDecimal(value, '0') !== 1) {
+      return formError.show(new Error('The amount must be a decimal number greater than zero, such as 0.01.'));
+    }
+    const draft: Draft = {
+      chain: info,
+      asset: asset.value,
+      native: asset.value === info.native_symbol,
+      to: recipient,
+      amount: value,
+      key: newKey(),
+    };
+    editing(false);
+    await showReview(draft);
+  });
+
+  async function showReview(draft: Draft): Promise<void> {
+    clear(review);
+    review.hidden = false;
+    review.append(h('p', { class: 'muted' }, 'Reading the balance, the cap and the policy…'));
+    // Fresh figures from the API: the agent (cap and what it has counted), its balances, its policy.
+    const [detail, balances, policy] = await Promise.allSettled([
+      api.agent(agent.id, token),
+      api.balances(agent.id, token),
+      api.policy(agent.id, token),
+    ]);
+    clear(review);
+    const c = draft.chain.name;
+    const from = agent.wallet_addresses[c] ?? '';
+    const facts = h('dl', { class: 'facts-list' });
+    const fact = (term: string, ...value: (Node | string)[]) => facts.append(h('dt', {}, term), h('dd', {}, ...value));
+    fact('Send', h('strong', { 'data-testid': 'review-amount' }, `${draft.amount} ${draft.asset}`), ` on ${c} (chain id ${draft.chain.chain_id})`);
+    fact('To', h('code', { class: 'mono', 'data-testid': 'review-to' }, draft.to));
+    fact('From', h('code', { class: 'mono' }, from), ' (this agent\u2019s wallet)');
+    const notes: HTMLElement[] = [];
+
+    // The balance of that asset.
+    if (balances.status === 'fulfilled') {
+      const entry = balances.value.balances[c];
+      let have: string | null = null;
+      if (entry && !('error' in entry)) {
+        if (draft.native) have = entry.formatted;
+        else {
+          const t = entry.tokens?.[draft.asset];
+          if (t && !('error' in t)) have = t.formatted;
+        }
+      }
+      if (have !== null) {
+        fact('Balance', amountSpan(have, draft.asset, 'review-balance'));
+        if (compareDecimal(draft.amount, have) === 1) {
+          notes.push(h('li', { class: 'bad' }, `The wallet holds less than ${draft.amount} ${draft.asset}: the service will refuse (insufficient_funds).`));
+        }
+      } else fact('Balance', h('span', { class: 'muted' }, 'unavailable for this asset right now'));
+    } else fact('Balance', h('span', { class: 'muted' }, `unavailable (${errorText(balances.reason)})`));
+
+    // The spending cap: per chain, native units; value and fees count.
+    if (detail.status === 'fulfilled') {
+      const cap = String(detail.value.spending_cap);
+      const spent = detail.value.spent?.[c] ?? '0';
+      const left = subtractDecimal(cap, spent) ?? '?';
+      const sym = draft.chain.native_symbol;
+      fact(
+        'Spending cap',
+        h('span', { 'data-testid': 'review-cap' }, `${roundAmount(spent)} of ${roundAmount(cap)} ${sym} counted on ${c}; ${roundAmount(left)} ${sym} left`),
+      );
+      fact(
+        'Network fee',
+        draft.native
+          ? `paid in ${sym} on top of the amount and counted against the cap. The service prices it when it signs, and reserves the amount plus twice the maximum fee until the transfer lands; then only what it really cost counts.`
+          : `paid in ${sym} by the agent and counted against the cap; the ${draft.asset} amount counts against the policy, not the cap.`,
+      );
+      if (draft.native && compareDecimal(draft.amount, left.startsWith('-') ? '0' : left) === 1) {
+        notes.push(h('li', { class: 'bad' }, `More than what is left of the cap (${left} ${sym}): the service will refuse (spending_cap_exceeded).`));
+      }
+    } else fact('Spending cap', h('span', { class: 'muted' }, `unavailable (${errorText(detail.reason)})`));
+
+    // The policy's limits for <chain>:<SYMBOL>.
+    if (policy.status === 'fulfilled') policyFacts(policy.value, draft, fact, notes);
+    else fact('Policy', h('span', { class: 'muted' }, `unavailable (${errorText(policy.reason)})`));
+
+    const confirm = h('button', { type: 'button' }, `Confirm and send ${draft.amount} ${draft.asset}`);
+    const back = h('button', { type: 'button', class: 'secondary' }, 'Back to edit');
+    const sendError = errorLine();
+    back.addEventListener('click', () => {
+      review.hidden = true;
+      clear(review);
+      editing(true);
+      amount.focus();
+    });
+    confirm.addEventListener('click', async () => {
+      sendError.clear();
+      confirm.disabled = true;
+      back.disabled = true;
+      try {
+        const answer = await api.send(agent.id, token, { chain: c, to: draft.to, amount: draft.amount, asset: draft.asset }, draft.key);
+        review.hidden = true;
+        clear(review);
+        showResult(answer.status, answer.body, draft);
+        hooks.onChange();
+      } catch (e) {
+        // A refusal is an answer too: the form comes back for a new try (with a new key).
+        review.hidden = true;
+        clear(review);
+        showRefusal(e, draft);
+      }
+    });
+    review.append(
+      h('h3', {}, 'Review the transfer'),
+      facts,
+      notes.length ? h('ul', { class: 'review-notes', 'data-testid': 'review-notes' }, notes) : '',
+      h('p', { class: 'muted small' }, 'Nothing is sent until you confirm. A transfer on chain cannot be undone.'),
+      h('div', { class: 'row' }, confirm, back),
+      sendError.el,
+    );
+    confirm.focus();
+  }
+
+  function showRefusal(e: unknown, draft: Draft): void {
+    clear(result);
+    result.hidden = false;
+    result.dataset.status = 'refused';
+    const code = e instanceof ApiError ? e.code : 'error';
+    result.dataset.code = code;
+    result.append(
+      h('p', { class: 'form-error', role: 'alert' }, h('strong', {}, `Not sent: ${draft.amount} ${draft.asset} to ${draft.to}. `), errorText(e)),
+      h('div', { class: 'row' }, h('button', { type: 'button', class: 'secondary', onclick: () => reset(false) }, 'Edit and try again')),
+    );
+    editing(false);
+  }
+
+  function showResult(status: number, transfer: Transfer, draft: Draft): void {
+    clear(result);
+    result.hidden = false;
+    result.dataset.status = transfer.status;
+    result.dataset.transferId = transfer.id;
+    const statusEl = h('span', { class: `status status-${transfer.status}`, 'data-testid': 'send-status' }, transfer.status.replace('_', ' '));
+    const line = h('p', { 'data-testid': 'send-line' });
+    const render = (t: Transfer) => {
+      result.dataset.status = t.status;
+      statusEl.className = `status status-${t.status}`;
+      statusEl.textContent = t.status.replace('_', ' ');
+      clear(line);
+      if (t.status === 'awaiting_approval') {
+        line.append(
+          'Held for the owner\u2019s approval',
+          t.expires_at ? ` until ${new Date(t.expires_at).toLocaleString()}` : '',
+          '. Nothing is signed yet: the owner approves or rejects it in the Approvals tab (owner authority needed).',
+        );
+      } else if (t.tx_hash) {
+        const hash = t.explorer_url
+          ? h('a', { href: t.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, shortHex(t.tx_hash, 10, 8))
+          : h('code', { class: 'mono' }, shortHex(t.tx_hash, 10, 8));
+        line.append('Transaction ', hash, t.block_number ? ` in block ${t.block_number}` : '', '.');
+      }
+    };
+    render(transfer);
+    const capLine = h('p', { class: 'muted small', 'data-testid': 'send-cap' });
+    result.append(
+      h(
+        'p',
+        {},
+        h('strong', {}, transfer.status === 'awaiting_approval' ? 'Held: ' : 'Sent: '),
+        `${transfer.amount} ${transfer.asset} to `,
+        h('code', { class: 'mono' }, transfer.to),
+        ` on ${transfer.chain} `,
+        statusEl,
+        h('span', { class: 'muted small' }, ` (HTTP ${status})`),
+      ),
+      line,
+      capLine,
+      h('div', { class: 'row' }, h('button', { type: 'button', class: 'secondary', onclick: () => reset(true) }, 'New transfer')),
+    );
+    // What the cap counts now, the reservation of this transfer included.
+    void api
+      .agent(agent.id, token)
+      .then((d) => {
+        const spent = d.spent?.[draft.chain.name] ?? '0';
+        capLine.textContent = `The cap on ${draft.chain.name} now counts ${roundAmount(spent)} of ${roundAmount(String(d.spending_cap))} ${draft.chain.native_symbol}.`;
+        capLine.title = `${spent} ${draft.chain.native_symbol}`;
+      })
+      .catch(() => {});
+    // Follow it until it settles (the watcher confirms it), a few minutes at most.
+    if (!FINAL.has(transfer.status)) void follow(transfer.id, render);
+  }
+
+  async function follow(transferId: string, render: (t: Transfer) => void): Promise<void> {
+    for (let i = 0; i < 150; i++) {
+      await new Promise((r) => setTimeout(r, 2000));
+      if (!result.isConnected || result.dataset.transferId !== transferId) return;
+      try {
+        const t = await api.transfer(agent.id, token, transferId);
+        render(t);
+        if (FINAL.has(t.status)) {
+          hooks.onChange();
+          return;
+        }
+      } catch {
+        // a failed read is tried again
+      }
+    }
+  }
+
+  function reset(clearFields: boolean): void {
+    result.hidden = true;
+    clear(result);
+    delete result.dataset.transferId;
+    if (clearFields) {
+      to.value = '';
+      amount.value = '';
+    }
+    editing(true);
+    to.focus();
+  }
+
+  const heading = uid('send');
+  return h(
+    'section',
+    { class: 'card send', 'aria-labelledby': heading, 'data-testid': 'send-card' },
+    h('h2', { id: heading }, 'Send'),
+    canSend
+      ? h(
+          'p',
+          { class: 'muted' },
+          'Moves funds from this agent\u2019s wallet under its spending cap and policy, as the agent itself would (its token). You review before anything is sent.',
+        )
+      : h('p', { class: 'warning' }, 'This agent lacks the transact capability, so it cannot send. Add it in Settings (owner authority on a guarded agent).'),
+    form,
+    review,
+    result,
+  );
+}
+
+/** The policy's limits for the transfer's asset, and what they mean for it. */
+function policyFacts(
+  policy: Policy,
+  draft: Draft,
+  fact: (term: string, ...value: (Node | string)[]) => void,
+  notes: HTMLElement[],
+): void {
+  const key = `${draft.chain.name}:${draft.asset}`;
+  const entries = Object.entries(policy.limits ?? {});
+  const limits = entries.find(([k]) => k.toLowerCase() === key.toLowerCase())?.[1];
+  if (entries.length && !limits) {
+    fact('Policy', `the policy names assets but not ${key}`);
+    notes.push(h('li', { class: 'bad' }, `The policy does not allow ${key}: the service will refuse (policy_denied, asset_not_allowed).`));
+  } else if (!limits || !Object.keys(limits).length) {
+    fact('Policy', `no limits on ${key}`);
+  } else {
+    const parts = (['per_transfer', 'per_day', 'per_week', 'approval_above'] as const)
+      .filter((k) => limits[k] !== undefined && limits[k] !== null)
+      .map((k) => `${k.replace('_', ' ')} ${limits[k]}`);
+    fact('Policy', h('span', { 'data-testid': 'review-policy' }, `${key}: ${parts.join(' · ')}`));
+    if (limits.per_transfer && compareDecimal(draft.amount, limits.per_transfer) === 1) {
+      notes.push(h('li', { class: 'bad' }, `Above the per-transfer limit of ${limits.per_transfer}: the service will refuse (policy_denied, per_transfer).`));
+    }
+    if (limits.approval_above && compareDecimal(draft.amount, limits.approval_above) === 1) {
+      notes.push(
+        h('li', { class: 'waiting' }, `Above approval_above (${limits.approval_above}): it will wait for the owner\u2019s approval before it is signed.`),
+      );
+    }
+    if (limits.per_day || limits.per_week) {
+      notes.push(h('li', {}, 'The daily and weekly limits count what was sent in the last 24 h / 7 days: the History tab shows it.'));
+    }
+  }
+  const lower = draft.to.toLowerCase();
+  if (policy.blocked_recipients?.some((a) => a.toLowerCase() === lower)) {
+    notes.push(h('li', { class: 'bad' }, 'The policy blocks this recipient: the service will refuse (recipient_blocked).'));
+  } else if (policy.allowed_recipients && !policy.allowed_recipients.some((a) => a.toLowerCase() === lower)) {
+    notes.push(h('li', { class: 'bad' }, 'This recipient is not on the policy\u2019s allowed list: the service will refuse (recipient_not_allowed).'));
+  }
+  if (policy.approve_new_recipients) {
+    notes.push(h('li', {}, 'The policy asks for approval of recipients never paid before.'));
+  }
+}
