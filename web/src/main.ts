@@ -8,6 +8,7 @@ import { onAuthorityChange } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
+import { inboxView } from './inbox';
 import { policyPanel } from './policy';
 import {
   deleteSection,
@@ -138,6 +139,26 @@ const adminDetails = h(
 );
 
 // ---------------------------------------------------------------- create
+
+// ---------------------------------------------------------------- approvals inbox (every agent)
+
+const inboxCount = h('span', { class: 'count', 'data-testid': 'inbox-count' });
+
+function showInbox(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', '#/approvals');
+  renderAgentList();
+  clear(main);
+  main.append(
+    inboxView(
+      state.agents,
+      state.chains,
+      (n) => (inboxCount.textContent = n ? String(n) : ''),
+      (id) => selectAgent(id, 'approvals'),
+    ),
+  );
+}
 
 function showCreate(): void {
   closeAgent();
@@ -443,6 +464,7 @@ async function start(): Promise<void> {
   const toasts = h('div', { class: 'toasts', 'aria-live': 'polite' });
   setToastRegion(toasts);
   const newButton = h('button', { type: 'button', onclick: () => showCreate() }, 'New agent');
+  const inboxButton = h('button', { type: 'button', class: 'secondary', onclick: () => showInbox() }, 'Approvals inbox', ' ', inboxCount);
   const refresh = h('button', { type: 'button', class: 'secondary small', onclick: () => void loadAgents() }, 'Refresh');
   app.append(
     h(
@@ -459,6 +481,7 @@ async function start(): Promise<void> {
         { class: 'sidebar', 'aria-label': 'Agents' },
         h('div', { class: 'section-head' }, h('h2', {}, 'Agents'), refresh),
         newButton,
+        inboxButton,
         listError.el,
         agentList,
         adminDetails,
@@ -475,6 +498,7 @@ async function start(): Promise<void> {
   await loadAgents();
   const r = route();
   if (location.hash === '#/new') showCreate();
+  else if (location.hash === '#/approvals') showInbox();
   else if (r.agent) selectAgent(r.agent, r.tab);
   else if (state.agents.length === 0) showCreate();
   else {
