@@ -1,7 +1,7 @@
 // Starts what the browser tests need: anvil (chain id 8453, as "base"), the real agentd binary, and headless
 // Chromium from Debian (never a downloaded browser).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,6 +61,30 @@ function startAndWait(cmd, args, options, pattern, what, timeoutMs = 30000) {
     child.stderr.on('data', (c) => (output = (output + c.toString()).slice(-20000)));
     return started;
   });
+}
+
+/**
+ * With `CONSOLE_FROM_DIST=1`, every browser context gets the console from the checkout's `web/dist/` instead of the
+ * copy the binary embeds (same headers, Content-Security-Policy included: only the bodies change): the way to test a
+ * console change against a binary built before it (a prebuilt `AGENTD_BIN`) without rebuilding the server. CI builds
+ * the binary from the same checkout, so there both are the same.
+ */
+function serveDistIn(browser, baseUrl) {
+  const dist = join(repoRoot, 'web', 'dist');
+  const files = { '/': 'index.html', '/assets/console.js': 'assets/console.js', '/assets/console.css': 'assets/console.css' };
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => {
+    const context = await newContext(options);
+    await context.route(
+      (url) => url.href.startsWith(baseUrl) && Object.hasOwn(files, url.pathname),
+      async (route) => {
+        const response = await route.fetch();
+        const file = files[new URL(route.request().url()).pathname];
+        await route.fulfill({ response, body: readFileSync(join(dist, file)) });
+      },
+    );
+    return context;
+  };
 }
 
 /**
@@ -141,6 +165,7 @@ export async function startStack({ env = {} } = {}) {
   const baseUrl = `http://${agentd.match[1]}`;
 
   const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
+  if (process.env.CONSOLE_FROM_DIST) serveDistIn(browser, baseUrl);
 
   return {
     rpcUrl,
