@@ -106,6 +106,13 @@ function svg<K extends keyof SVGElementTagNameMap>(
   return el;
 }
 
+/** A decimal string cut to 6 decimals, for figures that carry fees (18 decimals). */
+function shortDecimal(text: string): string {
+  const [whole, fraction = ''] = text.split('.');
+  const cut = fraction.slice(0, 6).replace(/0+$/, '');
+  return cut ? `${whole}.${cut}` : whole;
+}
+
 const W = 640;
 const H = 240;
 /** The band above the plot where limits far above the bars are marked (off the scale). */
@@ -207,7 +214,6 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
   if (off.length) {
     chart.append(
       svg('line', { x1: PAD.left, x2: PAD.left + plotW, y1: PAD.top - 4, y2: PAD.top - 4, class: 'scale-break' }),
-      svg('text', { x: PAD.left - 6, y: PAD.top - 1, class: 'tick', 'text-anchor': 'end' }, '⋮'),
     );
   }
   for (const l of lines) {
@@ -240,7 +246,11 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
     gauge = h(
       'div',
       { class: 'cap-gauge small', 'data-testid': 'cap-gauge', 'data-used': formatUnits(used), 'data-cap': formatUnits(series.cap) },
-      h('span', {}, `Cap: ${formatUnits(used)} of ${formatUnits(series.cap)} counted${counted !== null ? ' (fees included)' : ''} · ${share.toFixed(share < 1 ? 2 : 1)}%`),
+      h(
+        'span',
+        { title: formatUnits(used) },
+        `Cap: ${shortDecimal(formatUnits(used))} of ${formatUnits(series.cap)} counted${counted !== null ? ' (fees included)' : ''} · ${share.toFixed(share < 1 ? 2 : 1)}%`,
+      ),
       h('span', { class: 'gauge', 'aria-hidden': 'true' }, fill),
     );
   }
@@ -257,7 +267,7 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
       `: sent per day (bars, pending and confirmed, by local day; the policy's window is the last 24 hours)`,
       series.cap !== null && capFits ? ', the running total (line) against the cap' : '',
       off.length ? '; limits far above the bars are marked above the chart, off its scale' : '',
-      series.cap !== null && spent !== null ? `. Counted against the cap so far, fees included: ${spent}.` : '.',
+      '.',
     ),
   );
 }

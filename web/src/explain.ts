@@ -244,6 +244,13 @@ export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
   return reasons;
 }
 
+/** A decimal string cut to `places` decimals (the figures of fees run to 18): "0.020037084556901" → "0.020037". */
+export function shortUnits(text: string, places = 6): string {
+  const [whole, fraction = ''] = text.split('.');
+  const cut = fraction.slice(0, places).replace(/0+$/, '');
+  return cut ? `${whole}.${cut}` : whole;
+}
+
 /** The cap of a chain (native units): what it allows, what it counted (fees and reservations included), what is left. */
 export function capLine(detail: AgentDetail | null, chain: string, symbol: string): string | null {
   if (!detail) return null;
@@ -251,7 +258,8 @@ export function capLine(detail: AgentDetail | null, chain: string, symbol: strin
   const spent = parseUnits(detail.spent?.[chain] ?? '0') ?? 0n;
   if (cap === null) return null;
   const left = cap - spent;
-  return `Spending cap on ${chain}: ${formatUnits(cap)} ${symbol}; ${formatUnits(spent)} counted so far (fees and held reservations included), ${formatUnits(left > 0n ? left : 0n)} left.`;
+  const counted = shortUnits(formatUnits(spent));
+  return `Spending cap on ${chain}: ${formatUnits(cap)} ${symbol}; ${counted} counted so far (fees and held reservations included), ${shortUnits(formatUnits(left > 0n ? left : 0n))} left.`;
 }
 
 /** The agent detail's cap (a JSON number) as a decimal string. */

@@ -105,7 +105,8 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await page.getByRole('button', { name: 'Save policy' }).click();
     await page.getByTestId('policy-saved').filter({ hasText: /^Saved/ }).waitFor();
     const policy = await api('GET', `/api/agents/${agents.a.id}/policy`, undefined, asAgent('a'));
-    assert.deepEqual(policy.body.limits['base:ETH'], { per_day: '0.05', approval_above: '0.01' }, JSON.stringify(policy.body));
+    assert.equal(policy.body.limits['base:ETH'].per_day, '0.05', JSON.stringify(policy.body));
+    assert.equal(policy.body.limits['base:ETH'].approval_above, '0.01', JSON.stringify(policy.body));
     await shot('fa01-policy-set');
   });
 
@@ -286,7 +287,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await summary.and(page.locator('[data-count="1"]')).waitFor();
     assert.equal(await groupB.isHidden(), true, 'an agent with nothing waiting is not shown');
     await until('the research agent transfer to land', async () => (await balanceOf(RECIPIENT_B)) === milli(2));
-    assert.equal((await statusOf('b', heldB.body.id)).status, 'confirmed');
+    await until('the research agent transfer to be confirmed', async () => (await statusOf('b', heldB.body.id)).status === 'confirmed');
 
     // Decided elsewhere (the API): the inbox follows by itself.
     const rejected = await api('POST', `/api/agents/${agents.a.id}/transfers/${heldA.body.id}/reject`, undefined, asAdmin);
