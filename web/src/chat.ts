@@ -16,6 +16,7 @@ import {
   type TxConfirmation,
 } from './api';
 import { clear, formatTime, h, shortHex, uid } from './dom';
+import { loadFacts, refusalText } from './explain';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
 import { errorText, notify } from './ui';
@@ -271,6 +272,50 @@ export function chatPanel(
   let busy = false;
   const byTransfer = new Map<string, Tracked>();
   const byHashLater: Tracked[] = [];
+  let registry: Promise<{ name: string; native_symbol: string }[]> | null = null;
+
+  /**
+   * Under a send the policy or the cap refused, the limit that refused it and what was left then (the refusal the
+   * model was shown names the rule only): computed as the History tab does, from the policy and the history.
+   */
+  async function explainRefusal(card: CallCard, call: { tool: string; args?: unknown; error?: unknown }, at: string): Promise<void> {
+    const e = record(call.error);
+    const code = e ? String(e.code ?? '') : '';
+    if (code !== 'policy_denied' && code !== 'spending_cap_exceeded') return;
+    const a = record(call.args) ?? {};
+    const details = record(e?.details);
+    const chain = typeof a.chain === 'string' ? a.chain : '';
+    registry ??= api.chains().catch(() => []);
+    const native = (await registry).find((c) => c.name === chain)?.native_symbol ?? '';
+    let host: string | null = null;
+    try {
+      host = typeof a.url === 'string' ? new URL(a.url).host : null;
+    } catch {
+      host = null;
+    }
+    const detail: Record<string, unknown> = {
+      code,
+      rule: details?.rule,
+      chain,
+      asset: call.tool === 'send_native' ? native : call.tool === 'send_token' ? a.token : undefined,
+      amount: a.amount,
+      to: a.to,
+      host,
+    };
+    try {
+      const waiting = await api.approvals(agent.id, token).catch(() => []);
+      const facts = await loadFacts(agent.id, token, waiting);
+      const line = h(
+        'p',
+        { class: 'small refusal', 'data-testid': 'refusal-explained', 'data-rule': String(details?.rule ?? code) },
+        h('strong', {}, 'Refused: '),
+        refusalText(detail, at, facts, native),
+      );
+      card.el.after(line);
+    } catch {
+      // the card's error says what the service said
+    }
+  }
   const byHash = new Map<string, Tracked>();
   // Confirmations seen on the stream, by hash: one may arrive before its card learns the hash of an approved transfer.
   const confirmed = new Map<string, TxConfirmation>();
@@ -498,6 +543,7 @@ export function chatPanel(
       view.calls.append(card.el);
       const t = call.error ? null : track(card, call.result, false);
       if (t) tracked.push(t);
+      if (call.error) void explainRefusal(card, call, m.created_at);
     }
     view.body.textContent = m.content;
     if (tracked.length) followProse(view.body, view.status, tracked);
@@ -659,6 +705,7 @@ export function chatPanel(
     thread.append(reply.el);
     scrollDown();
     const cards = new Map<string, CallCard>();
+    const argsById = new Map<string, unknown>();
     const tracked: Tracked[] = [];
     let text_ = '';
     const isNew = current === null;
@@ -694,6 +741,7 @@ export function chatPanel(
           case 'tool_call': {
             const card = callCard({ id: String(data.id), tool: String(data.tool), args: data.args });
             cards.set(String(data.id), card);
+            argsById.set(String(data.id), data.args);
             reply.calls.append(card.el);
             break;
           }
@@ -704,6 +752,10 @@ export function chatPanel(
               reply.calls.append(card.el);
             }
             card.finish(data as { result?: unknown; error?: unknown; duration_ms?: number });
+            if (data.error !== undefined && data.error !== null) {
+              const args = argsById.get(String(data.id));
+              void explainRefusal(card, { tool: String(data.tool), args, error: data.error }, new Date().toISOString());
+            }
             if (data.error === undefined || data.error === null) {
               const t = track(card, data.result, true);
               if (t) tracked.push(t);

@@ -254,6 +254,19 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await heldProse.and(page.locator('[data-transfer-status="confirmed"]')).waitFor();
     assert.match(await heldProse.textContent(), /^Transfer [0-9a-f-]{36} was approved and is confirmed \(block \d+\)$/);
     assert.match(await held.locator('[data-testid="chain-call"] summary').textContent(), /confirmed/);
+
+    // Over the daily limit (0.02 + 0.005 + 0.012 counted): refused, and the card says by which limit and what was left.
+    await page.getByLabel('Message', { exact: true }).fill(`send 0.02 ETH to ${RECIPIENT} on base`);
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    const refused = page.locator('[data-testid="message"][data-role="assistant"][data-state="done"]').nth(2);
+    await refused.waitFor();
+    const why = refused.getByTestId('refusal-explained');
+    await why.waitFor();
+    assert.equal(await why.getAttribute('data-rule'), 'per_day');
+    assert.match(
+      await why.textContent(),
+      /Over the daily limit of 0\.05 ETH \(base:ETH\): 0\.037 was already counted in the 24 h before it, 0\.013 was left, and it asked 0\.02\./,
+    );
     await shot('fa08-chat-prose-follows-status');
   });
 
