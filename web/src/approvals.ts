@@ -281,7 +281,10 @@ export function approvalList(opts: ApprovalListOptions): ApprovalList {
       return null;
     }
     const ids = waiting.map((t) => t.id).join(',');
-    if (force || ids !== known || Date.now() - factsAt > FACTS_MS) {
+    // The facts (policy, cap, up to 5,000 transfers) are read again when what waits changed, or now and then while
+    // the list is on screen.
+    const shown = el.offsetParent !== null;
+    if (force || ids !== known || (shown && Date.now() - factsAt > FACTS_MS)) {
       facts = await loadFacts(opts.agentId, opts.token, waiting);
       factsAt = Date.now();
       abis = ((facts.policy?.calls as { abis?: Abis } | undefined)?.abis ?? null) as Abis | null;
