@@ -230,11 +230,17 @@ export async function checkAdminToken(token: string): Promise<AdminCheck> {
 
 const enc = encodeURIComponent;
 
+/**
+ * Who reads an agent's resources: its token when the console holds one, else the owner authority it holds for it
+ * (§10: owner authority alone is accepted on every agent-scoped read), as the approvals inbox across agents needs.
+ */
+const reader = (id: string, token: string | null): Options => (token ? { token } : { owner: id });
+
 export const api = {
   chains: () => call<ChainInfo[]>('GET', '/api/chains'),
   listAgents: () => call<AgentSummary[]>('GET', '/api/agents?limit=500', { admin: true }),
   createAgent: (body: CreateAgentBody) => call<CreatedAgent>('POST', '/api/agents', { body, admin: true }),
-  agent: (id: string, token: string) => call<AgentDetail>('GET', `/api/agents/${enc(id)}`, { token }),
+  agent: (id: string, token: string | null) => call<AgentDetail>('GET', `/api/agents/${enc(id)}`, reader(id, token)),
   // Raising the cap, adding chains or capabilities and changing owners need owner authority on a guarded agent.
   updateAgent: (id: string, token: string, body: UpdateAgentBody) =>
     call<AgentDetail>('PUT', `/api/agents/${enc(id)}`, { token, body, owner: id }),
@@ -267,10 +273,10 @@ export const api = {
   ownerSession: (id: string, body: OpenSession) =>
     call<OwnerSessionView>('POST', `/api/agents/${enc(id)}/owner-session`, { body }),
   /** One page of the history, newest first; `before` is the id of the last transfer of the previous page. */
-  transactions: (id: string, token: string, limit: number, before: string | null) => {
+  transactions: (id: string, token: string | null, limit: number, before: string | null) => {
     const params = new URLSearchParams({ limit: String(limit) });
     if (before !== null) params.set('before', before);
-    return call<HistoryEntry[]>('GET', `/api/agents/${enc(id)}/transactions?${params}`, { token });
+    return call<HistoryEntry[]>('GET', `/api/agents/${enc(id)}/transactions?${params}`, reader(id, token));
   },
   /** `POST …/transfers` with an `Idempotency-Key`: 201 (or 202) with the transfer, `pending` or `awaiting_approval`. */
   send: (id: string, token: string, body: NewTransferBody, idempotencyKey: string) =>
@@ -293,20 +299,20 @@ export const api = {
     call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token, owner: id }),
   cancel: (id: string, token: string, transferId: string) =>
     call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/cancel`, { token }),
-  approvals: (id: string, token: string) => call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token }),
-  transfer: (id: string, token: string, transferId: string) =>
-    call<Transfer>('GET', `/api/agents/${enc(id)}/transfers/${enc(transferId)}`, { token }),
-  approve: (id: string, token: string, transferId: string) =>
+  approvals: (id: string, token: string | null) => call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, reader(id, token)),
+  transfer: (id: string, token: string | null, transferId: string) =>
+    call<Transfer>('GET', `/api/agents/${enc(id)}/transfers/${enc(transferId)}`, reader(id, token)),
+  approve: (id: string, token: string | null, transferId: string) =>
     call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/approve`, { token, owner: id }),
-  reject: (id: string, token: string, transferId: string) =>
+  reject: (id: string, token: string | null, transferId: string) =>
     call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/reject`, { token, owner: id }),
-  policy: (id: string, token: string) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, { token }),
+  policy: (id: string, token: string | null) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, reader(id, token)),
   putPolicy: (id: string, token: string, body: PolicyBody) =>
     call<Policy>('PUT', `/api/agents/${enc(id)}/policy`, { token, body, owner: id }),
-  audit: (id: string, token: string, limit: number, before: number | null) => {
+  audit: (id: string, token: string | null, limit: number, before: number | null) => {
     const params = new URLSearchParams({ limit: String(limit) });
     if (before !== null) params.set('before', String(before));
-    return call<AuditEntry[]>('GET', `/api/agents/${enc(id)}/audit?${params}`, { token });
+    return call<AuditEntry[]>('GET', `/api/agents/${enc(id)}/audit?${params}`, reader(id, token));
   },
   // Webhooks (§19): every call, reading included, needs owner authority on a guarded agent.
   webhooks: (id: string, token: string) => call<Webhook[]>('GET', `/api/agents/${enc(id)}/webhooks`, { token, owner: id }),

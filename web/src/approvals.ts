@@ -1,11 +1,27 @@
-// The approvals tab: transfers waiting for the owner's decision (docs/api.md §11), with Approve and Reject (owner
-// authority). It refreshes on demand and when the open conversation's stream announces an approval event. A held
-// contract call or typed-data signature (§18) shows what it would do, as its simulation showed it.
+// The approvals tab: transfers waiting for the owner's decision (docs/api.md §11), each with what asked for it (the
+// rule of the policy, worked out by ./explain), what is left of its asset's daily and weekly limits, the fee and the
+// cap; Approve asks for a confirmation, Reject for an optional reason (kept in this browser: the reject endpoint takes
+// no body). The list is read again every few seconds while the page is open and visible, so requests made anywhere
+// (chat, the API, MCP, another tab) appear and decisions taken elsewhere disappear; the conversation stream's
+// approval events refresh it at once. A held contract call or typed-data signature (§18) shows what it would do, as
+// its simulation showed it. `approvalList` is shared with the inbox across agents (./inbox).
 import { api, type AgentDetail, type ChainInfo, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
 import { callDetails, callLabel, type Abis, type CallFields } from './calls';
 import { clear, formatTime, h, uid } from './dom';
+import {
+  capLine,
+  feeText,
+  holdReasons,
+  limitsFor,
+  loadFacts,
+  outflows,
+  windows,
+  windowSentence,
+  type AgentFacts,
+} from './explain';
 import { hostAndPath } from './history';
+import { setRejectNote } from './notes';
 import { errorLine, notify } from './ui';
 
 export interface ApprovalsPanel {
@@ -14,7 +30,305 @@ export interface ApprovalsPanel {
   refresh(): Promise<void>;
 }
 
-/** `onDecided` hears every decision taken here (the chat updates its card for the transfer). */
+/** How often the waiting list is read again while it is shown (and the page visible). */
+export const POLL_MS = 4000;
+/** How often the facts behind the explanations (policy, history, cap) are read again when nothing else changed. */
+const FACTS_MS = 30000;
+
+export interface ApprovalListOptions {
+  agentId: string;
+  token: string | null;
+  chains: ChainInfo[];
+  /** Every decision taken here (the chat updates its card for the transfer). */
+  onDecided?: (transfer: Transfer) => void;
+  /** The number waiting, after every read. */
+  onCount?: (count: number) => void;
+  /** Text of the empty list; null hides it. */
+  emptyText?: string | null;
+}
+
+export interface ApprovalList {
+  el: HTMLUListElement;
+  error: ReturnType<typeof errorLine>;
+  /** Reads the waiting list (and, when it changed or `force`, the facts); resolves with the count, or null on error. */
+  refresh(force?: boolean): Promise<number | null>;
+}
+
+function labelOf(t: Transfer): string {
+  const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
+  const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as CallFields) : null;
+  return paid
+    ? `${t.amount} ${t.asset} for ${paid}`
+    : called
+      ? callLabel({ ...called, amount: t.amount, asset: t.asset, to: t.to })
+      : `${t.amount} ${t.asset} to ${t.to}`;
+}
+
+interface Card {
+  el: HTMLElement;
+  /** Whether a confirmation or a reason is being entered (the list keeps the row as it is). */
+  busy(): boolean;
+  explain(facts: AgentFacts | null): void;
+}
+
+function approvalCard(
+  t: Transfer,
+  opts: ApprovalListOptions,
+  abis: Abis | null,
+  decided: (t: Transfer) => Promise<void>,
+): Card {
+  const rowError = errorLine();
+  const label = labelOf(t);
+  const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
+  const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as Transfer & CallFields) : null;
+  const native = opts.chains.find((c) => c.name === t.chain)?.native_symbol ?? 'ETH';
+
+  const approve = h('button', { type: 'button', 'aria-label': `Approve ${label}` }, 'Approve…');
+  const reject = h('button', { type: 'button', class: 'secondary', 'aria-label': `Reject ${label}` }, 'Reject…');
+  const actions = h('div', { class: 'row' }, approve, reject);
+
+  // Approve → a confirmation that says what happens; Reject → a reason (optional) and a confirmation.
+  const confirmApprove = h('button', { type: 'button', 'aria-label': `Confirm: approve ${label}` }, 'Yes, approve and send');
+  const backApprove = h('button', { type: 'button', class: 'secondary' }, 'Back');
+  const approveBox = h(
+    'div',
+    { class: 'confirm-box', role: 'group', 'aria-label': 'Confirm the approval', 'data-testid': 'approve-confirm', hidden: true },
+    h(
+      'p',
+      {},
+      h('strong', {}, `Approve ${label}?`),
+      ' ',
+      t.kind === 'typed_data'
+        ? 'The service signs it now; a signature cannot be taken back.'
+        : t.kind === 'x402'
+          ? 'The service signs the payment now and makes the paid request; the payee can settle it at once.'
+          : `The service signs it now at the current fees and broadcasts it on ${t.chain}; once sent it can only be cancelled while pending.`,
+    ),
+    h('div', { class: 'row' }, confirmApprove, backApprove),
+  );
+  const reasonInput = h('textarea', { rows: 2, maxlength: 500, placeholder: 'e.g. unknown recipient, amount too high…' });
+  const confirmReject = h('button', { type: 'button', class: 'danger', 'aria-label': `Confirm: reject ${label}` }, 'Reject');
+  const backReject = h('button', { type: 'button', class: 'secondary' }, 'Back');
+  const reasonId = uid('reason');
+  reasonInput.id = reasonId;
+  const rejectBox = h(
+    'div',
+    { class: 'confirm-box', role: 'group', 'aria-label': 'Reject with a reason', 'data-testid': 'reject-form', hidden: true },
+    h('label', { for: reasonId }, 'Reason for rejecting (optional)'),
+    reasonInput,
+    h(
+      'small',
+      { class: 'hint' },
+      'The service records who rejected it and when, not why (its reject call takes no reason): the reason is kept in ',
+      'this browser and shown beside the rejection in History and Audit.',
+    ),
+    h('div', { class: 'row' }, confirmReject, backReject),
+  );
+
+  const show = (box: HTMLElement | null) => {
+    actions.hidden = box !== null;
+    approveBox.hidden = box !== approveBox;
+    rejectBox.hidden = box !== rejectBox;
+  };
+  approve.addEventListener('click', () => {
+    rowError.clear();
+    show(approveBox);
+    confirmApprove.focus();
+  });
+  reject.addEventListener('click', () => {
+    rowError.clear();
+    show(rejectBox);
+    reasonInput.focus();
+  });
+  backApprove.addEventListener('click', () => {
+    show(null);
+    approve.focus();
+  });
+  backReject.addEventListener('click', () => {
+    show(null);
+    reject.focus();
+  });
+
+  async function decide(kind: 'approve' | 'reject'): Promise<void> {
+    rowError.clear();
+    for (const b of [confirmApprove, backApprove, confirmReject, backReject]) b.disabled = true;
+    try {
+      const result =
+        kind === 'approve' ? await api.approve(opts.agentId, opts.token, t.id) : await api.reject(opts.agentId, opts.token, t.id);
+      const reason = kind === 'reject' ? reasonInput.value.trim() : '';
+      if (reason) setRejectNote(t.id, reason);
+      notify(kind === 'approve' ? `Approved: ${label} is being sent.` : `Rejected: ${label}${reason ? ` (${reason})` : ''}.`);
+      show(null);
+      await decided(result);
+    } catch (e) {
+      rowError.show(e);
+    } finally {
+      for (const b of [confirmApprove, backApprove, confirmReject, backReject]) b.disabled = false;
+    }
+  }
+  confirmApprove.addEventListener('click', () => void decide('approve'));
+  confirmReject.addEventListener('click', () => void decide('reject'));
+
+  const expires = t.expires_at ? Date.parse(t.expires_at) : NaN;
+  const expiry = Number.isNaN(expires) ? '' : expires <= Date.now() ? 'expired' : `expires ${formatTime(t.expires_at as string)}`;
+  const why = h('div', { class: 'approval-why small', 'data-testid': 'approval-why' }, h('p', { class: 'muted' }, 'Reading the policy…'));
+
+  const el = h(
+    'li',
+    { class: 'card approval', 'data-testid': 'approval', 'data-transfer-id': t.id, 'data-agent-id': opts.agentId },
+    h(
+      'div',
+      { class: 'approval-main' },
+      called ? null : h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
+      // A contract call or a signature (§18): what it calls, with which arguments, and what it would do.
+      called ? callDetails(called, opts.chains, abis) : null,
+      called && t.kind === 'call' && t.amount !== '0'
+        ? h('p', { class: 'small' }, 'Value sent with the call: ', h('strong', {}, `${t.amount} ${t.asset}`))
+        : null,
+      // An x402 payment (§16): the resource it pays for (host and path; the service keeps no query) and its payee.
+      paid
+        ? h(
+            'p',
+            { class: 'small', 'data-testid': 'approval-x402' },
+            h('span', { class: 'badge kind' }, 'x402'),
+            ' Pays for ',
+            h('code', { class: 'mono', title: t.x402?.url ?? '' }, paid),
+            ` · price ${t.amount} ${t.asset}`,
+          )
+        : null,
+      called ? null : h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
+      h(
+        'p',
+        { class: 'muted small' },
+        `Requested ${formatTime(t.created_at)}`,
+        expiry ? ` · ${expiry}` : '',
+        t.conversation_id ? ' · from a chat' : ' · through the API',
+      ),
+      why,
+    ),
+    actions,
+    approveBox,
+    rejectBox,
+    rowError.el,
+  );
+
+  function explain(facts: AgentFacts | null): void {
+    clear(why);
+    if (!facts || !facts.policy) {
+      why.append(h('p', { class: 'muted' }, 'The policy could not be read: the rule that asked for approval is not shown.'));
+      return;
+    }
+    const reasons = holdReasons(t, facts);
+    why.append(
+      h(
+        'div',
+        { 'data-testid': 'approval-rule', 'data-rules': reasons.map((r) => r.rule).join(' ') },
+        h('strong', {}, 'Why it waits: '),
+        reasons.length
+          ? reasons.map((r, i) => h('span', { 'data-rule': r.rule }, i ? ' ' : '', r.text))
+          : 'no rule of the current policy would hold it now — the policy may have changed since it was asked.',
+      ),
+    );
+    // The windows of each asset it moves, at this moment: what waits (this one included), is pending or confirmed.
+    const lines: HTMLElement[] = [];
+    for (const o of outflows(t as Transfer & CallFields)) {
+      const limits = limitsFor(facts.policy, o.key);
+      for (const w of windows(facts, o.key)) {
+        lines.push(
+          h(
+            'div',
+            { 'data-testid': w.rule === 'per_day' ? 'approval-daily' : 'approval-weekly', 'data-left': w.left, 'data-limit': w.limit },
+            windowSentence(w, o.asset, ', this one included'),
+          ),
+        );
+      }
+      if (limits?.per_transfer) lines.push(h('div', {}, `Per-transfer limit ${limits.per_transfer} ${o.asset}.`));
+      if (!limits?.per_day && !limits?.per_week) {
+        lines.push(h('div', { 'data-testid': 'approval-daily', 'data-left': '' }, `No daily or weekly limit on ${o.key}.`));
+      }
+    }
+    if (lines.length) why.append(h('div', { class: 'limits' }, lines));
+    why.append(h('div', { 'data-testid': 'approval-fee' }, feeText(t as Transfer & CallFields, native)));
+    const cap = t.kind === 'x402' || t.kind === 'typed_data' ? null : capLine(facts.detail as AgentDetail | null, t.chain, native);
+    if (cap) why.append(h('div', { 'data-testid': 'approval-cap' }, cap));
+  }
+
+  return { el, busy: () => !approveBox.hidden || !rejectBox.hidden, explain };
+}
+
+export function approvalList(opts: ApprovalListOptions): ApprovalList {
+  const el = h('ul', { class: 'approvals', 'aria-label': 'Transfers awaiting approval', 'data-testid': 'approvals', 'data-agent-id': opts.agentId });
+  const error = errorLine();
+  const cards = new Map<string, Card>();
+  let facts: AgentFacts | null = null;
+  let factsAt = 0;
+  let known = '';
+  let abis: Abis | null = null;
+  const empty = opts.emptyText === null ? null : h('li', { class: 'muted', 'data-testid': 'approvals-empty' }, opts.emptyText ?? 'Nothing is waiting for approval.');
+
+  async function decided(t: Transfer): Promise<void> {
+    opts.onDecided?.(t);
+    await refresh(true);
+  }
+
+  async function refresh(force = false): Promise<number | null> {
+    let waiting: Transfer[];
+    try {
+      waiting = await api.approvals(opts.agentId, opts.token);
+      error.clear();
+    } catch (e) {
+      error.show(e);
+      return null;
+    }
+    const ids = waiting.map((t) => t.id).join(',');
+    // The facts (policy, cap, up to 5,000 transfers) are read again when what waits changed, or now and then while
+    // the list is on screen.
+    const shown = el.offsetParent !== null;
+    if (force || ids !== known || (shown && Date.now() - factsAt > FACTS_MS)) {
+      facts = await loadFacts(opts.agentId, opts.token, waiting);
+      factsAt = Date.now();
+      abis = ((facts.policy?.calls as { abis?: Abis } | undefined)?.abis ?? null) as Abis | null;
+    } else if (facts) facts.waiting = waiting;
+    known = ids;
+    // Keyed: rows being confirmed or given a reason stay as they are; gone ones go, new ones come in order.
+    const present = new Set(waiting.map((t) => t.id));
+    for (const [id, card] of cards) {
+      if (present.has(id)) continue;
+      if (card.busy()) notify('A transfer you were deciding on was decided elsewhere (or expired).');
+      card.el.remove();
+      cards.delete(id);
+    }
+    empty?.remove();
+    for (const t of waiting) {
+      let card = cards.get(t.id);
+      if (!card) {
+        card = approvalCard(t, opts, abis, decided);
+        cards.set(t.id, card);
+        // Oldest first, as the API lists them: a new request comes last. Rows already shown are not moved (moving
+        // a row would take the focus from a reason being typed).
+        el.append(card.el);
+      }
+      card.explain(facts);
+    }
+    if (waiting.length === 0 && empty) el.append(empty);
+    opts.onCount?.(waiting.length);
+    return waiting.length;
+  }
+
+  return { el, error, refresh };
+}
+
+/** Calls `tick` every POLL_MS while `el` stays in the page, skipping the ticks when the page is hidden. */
+export function poll(el: HTMLElement, tick: () => Promise<unknown>): void {
+  const step = () =>
+    setTimeout(async () => {
+      if (!el.isConnected) return;
+      if (document.visibilityState === 'visible') await tick().catch(() => {});
+      step();
+    }, POLL_MS);
+  step();
+}
+
 export function approvalsPanel(
   agent: AgentDetail,
   token: string,
@@ -22,116 +336,28 @@ export function approvalsPanel(
   onCount: (count: number) => void,
   chains: ChainInfo[] = [],
 ): ApprovalsPanel {
-  const list = h('ul', { class: 'approvals', 'aria-label': 'Transfers awaiting approval', 'data-testid': 'approvals' });
-  const error = errorLine();
+  const list = approvalList({ agentId: agent.id, token, chains, onDecided, onCount });
   const authority = h('p', { class: 'muted small', 'data-testid': 'approvals-authority' });
   const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
-  const updated = h('span', { class: 'muted small' });
+  const updated = h('span', { class: 'muted small', 'data-testid': 'approvals-updated' });
   const heading = uid('approvals');
   let refreshing: Promise<void> | null = null;
   let again = false;
-  // The ABIs the policy names (`calls.abis`) give held calls' arguments their names.
-  let abis: Abis | null = null;
-
-  function row(t: Transfer): HTMLElement {
-    const rowError = errorLine();
-    const approve = h('button', { type: 'button' }, 'Approve');
-    const reject = h('button', { type: 'button', class: 'secondary' }, 'Reject');
-    const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
-    const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as CallFields) : null;
-    const label = paid
-      ? `${t.amount} ${t.asset} for ${paid}`
-      : called
-        ? callLabel({ ...called, amount: t.amount, asset: t.asset, to: t.to })
-        : `${t.amount} ${t.asset} to ${t.to}`;
-    approve.setAttribute('aria-label', `Approve ${label}`);
-    reject.setAttribute('aria-label', `Reject ${label}`);
-    async function decide(kind: 'approve' | 'reject'): Promise<void> {
-      rowError.clear();
-      approve.disabled = true;
-      reject.disabled = true;
-      try {
-        const result = kind === 'approve' ? await api.approve(agent.id, token, t.id) : await api.reject(agent.id, token, t.id);
-        notify(kind === 'approve' ? `Approved: ${label} is being sent.` : `Rejected: ${label}.`);
-        onDecided(result);
-        await refresh();
-      } catch (e) {
-        rowError.show(e);
-        approve.disabled = false;
-        reject.disabled = false;
-      }
-    }
-    approve.addEventListener('click', () => void decide('approve'));
-    reject.addEventListener('click', () => void decide('reject'));
-    const expires = t.expires_at ? Date.parse(t.expires_at) : NaN;
-    const expiry = Number.isNaN(expires)
-      ? ''
-      : expires <= Date.now()
-        ? 'expired'
-        : `expires ${formatTime(t.expires_at as string)}`;
-    return h(
-      'li',
-      { class: 'card approval', 'data-testid': 'approval', 'data-transfer-id': t.id },
-      h(
-        'div',
-        { class: 'approval-main' },
-        called
-          ? null
-          : h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
-        // A contract call or a signature (§18): what it calls, with which arguments, and what it would do.
-        called ? callDetails(called, chains, abis) : null,
-        called && t.kind === 'call' && t.amount !== '0'
-          ? h('p', { class: 'small' }, 'Value sent with the call: ', h('strong', {}, `${t.amount} ${t.asset}`))
-          : null,
-        // An x402 payment (§16): the resource it pays for (host and path; the service keeps no query) and its payee.
-        paid
-          ? h(
-              'p',
-              { class: 'small', 'data-testid': 'approval-x402' },
-              h('span', { class: 'badge kind' }, 'x402'),
-              ' Pays for ',
-              h('code', { class: 'mono', title: t.x402?.url ?? '' }, paid),
-              ` · price ${t.amount} ${t.asset}`,
-            )
-          : null,
-        called ? null : h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
-        h(
-          'p',
-          { class: 'muted small' },
-          `Requested ${formatTime(t.created_at)}`,
-          expiry ? ` · ${expiry}` : '',
-          t.conversation_id ? ' · from a chat' : '',
-        ),
-      ),
-      h('div', { class: 'row' }, approve, reject),
-      rowError.el,
-    );
-  }
+  let force = false;
 
   async function load(): Promise<void> {
-    error.clear();
     authority.textContent = authorityText(agent.id);
     refreshButton.disabled = true;
-    try {
-      const waiting = await api.approvals(agent.id, token);
-      if (waiting.some((t) => t.kind === 'call')) {
-        const policy = await api.policy(agent.id, token).catch(() => null);
-        abis = ((policy?.calls as { abis?: Abis } | undefined)?.abis ?? null) as Abis | null;
-      }
-      clear(list);
-      if (waiting.length === 0) list.append(h('li', { class: 'muted' }, 'Nothing is waiting for approval.'));
-      for (const t of waiting) list.append(row(t));
-      updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
-      onCount(waiting.length);
-    } catch (e) {
-      error.show(e);
-    } finally {
-      refreshButton.disabled = false;
-    }
+    const wanted = force;
+    force = false;
+    const count = await list.refresh(wanted);
+    if (count !== null) updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    refreshButton.disabled = false;
   }
 
   /** Reloads the list; calls made while one runs are folded into one more run after it. */
-  function refresh(): Promise<void> {
+  function refresh(full = true): Promise<void> {
+    if (full) force = true;
     if (refreshing) {
       again = true;
       return refreshing;
@@ -155,12 +381,14 @@ export function approvalsPanel(
       'p',
       { class: 'muted' },
       'Transfers above an approval threshold of the policy, or to new recipients when the policy asks, wait here, ',
-      'as do contract calls and signatures the policy holds. Approving signs and sends them at the fees of that ',
-      'moment (a call is simulated again first, and stays waiting if it would now take more); deciding needs owner authority.',
+      'as do contract calls and signatures the policy holds, wherever they were asked (chat, the API, MCP). Each says ',
+      'which rule held it and what is left of its limits. Approving signs and sends it at the fees of that moment (a ',
+      'call is simulated again first, and stays waiting if it would now take more); deciding needs owner authority. ',
+      'The list follows new requests and decisions by itself while this page is open.',
     ),
     authority,
-    error.el,
-    list,
+    list.error.el,
+    list.el,
   );
   onAuthorityChange(el, () => (authority.textContent = authorityText(agent.id)));
 
@@ -171,7 +399,8 @@ export function approvalsPanel(
       if (loaded) return;
       loaded = true;
       void refresh();
+      poll(el, () => refresh(false));
     },
-    refresh,
+    refresh: () => refresh(true),
   };
 }

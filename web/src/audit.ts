@@ -2,6 +2,7 @@
 // time ("Older entries" asks for the ones before the last shown).
 import { api, type AgentDetail, type AuditEntry } from './api';
 import { clear, formatTime, h, shortHex, uid } from './dom';
+import { rejectNote } from './notes';
 import { errorLine } from './ui';
 
 export interface AuditPanel {
@@ -41,13 +42,29 @@ export function auditPanel(agent: AgentDetail, token: string): AuditPanel {
 
   function row(entry: AuditEntry): HTMLElement {
     const detail = detailText(entry.detail);
+    // The reject call takes no reason (§11): one given in this browser is shown beside its entry, marked as such.
+    const transferId = (entry.detail as Record<string, unknown> | null)?.transfer_id;
+    const note = entry.action === 'transfer_rejected' && typeof transferId === 'string' ? rejectNote(transferId) : null;
     return h(
       'tr',
       { 'data-testid': 'audit-entry', 'data-action': entry.action, 'data-id': String(entry.id) },
       h('td', { class: 'nowrap' }, formatTime(entry.at)),
       h('td', {}, entry.actor),
       h('td', { class: 'mono' }, entry.action),
-      h('td', { class: 'detail small' }, h('span', { title: JSON.stringify(entry.detail, null, 2) }, detail)),
+      h(
+        'td',
+        { class: 'detail small' },
+        h('span', { title: JSON.stringify(entry.detail, null, 2) }, detail),
+        note
+          ? h(
+              'div',
+              { 'data-testid': 'reject-reason' },
+              'Reason given: ',
+              h('q', {}, note.reason),
+              h('span', { class: 'muted' }, ' (a note of this browser, not part of the signed log)'),
+            )
+          : null,
+      ),
       h('td', { class: 'mono small', title: entry.hash }, shortHex(entry.hash, 8, 4)),
     );
   }

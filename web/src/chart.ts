@@ -106,17 +106,37 @@ function svg<K extends keyof SVGElementTagNameMap>(
   return el;
 }
 
-const W = 640;
-const H = 220;
-const PAD = { left: 56, right: 150, top: 14, bottom: 28 };
+/** A decimal string cut to 6 decimals, for figures that carry fees (18 decimals). */
+function shortDecimal(text: string): string {
+  const [whole, fraction = ''] = text.split('.');
+  const cut = fraction.slice(0, 6).replace(/0+$/, '');
+  return cut ? `${whole}.${cut}` : whole;
+}
 
-/** One asset's chart: bars per day, the running total, the daily limit and the cap as labelled lines. */
+const W = 640;
+const H = 240;
+/** The band above the plot where limits far above the bars are marked (off the scale). */
+const BAND = 34;
+const PAD = { left: 56, right: 150, top: 14 + BAND, bottom: 28 };
+/** A line more than this many times the tallest bar is marked above the plot instead of flattening the bars. */
+const SCALE_ROOM = 3n;
+
+/**
+ * One asset's chart: bars per day against the daily limit and, for a chain's native coin, the cap. The scale fits the
+ * bars: a limit or a cap far above them (more than three times the tallest bar) is marked in a band above the plot,
+ * labelled "off scale", so that days of small spending still show as bars. The cap, a total over the agent's life
+ * rather than a daily amount, is also shown as a gauge under the chart.
+ */
 export function spendingChart(series: AssetSeries, spent: string | null): HTMLElement {
+  const tallest = series.days.map((d) => d.amount).reduce((a, b) => (b > a ? b : a), 0n);
+  const base = tallest > 0n ? tallest : (series.perDay ?? series.cap ?? ONE);
+  const fits = (v: bigint) => v <= base * SCALE_ROOM;
+  const capFits = series.cap !== null && fits(series.cap) && series.cumulative.every(fits);
   const top = [
-    ...series.days.map((d) => d.amount),
-    ...(series.cap !== null ? series.cumulative : []),
-    series.perDay ?? 0n,
-    series.cap ?? 0n,
+    tallest,
+    series.perDay !== null && fits(series.perDay) ? series.perDay : 0n,
+    capFits ? (series.cap as bigint) : 0n,
+    ...(capFits ? series.cumulative : []),
   ].reduce((a, b) => (b > a ? b : a), 0n);
   const max = top === 0n ? ONE : top + top / 10n;
   const plotW = W - PAD.left - PAD.right;
@@ -131,6 +151,7 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
     role: 'img',
     'data-testid': 'spending-chart',
     'data-asset': series.asset,
+    'data-scale-top': formatUnits(max),
   });
   const today = series.days[series.days.length - 1];
   const label = [
@@ -143,11 +164,11 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
   chart.setAttribute('aria-label', label);
   chart.append(svg('title', {}, label));
 
-  // Axis: zero and the top value.
+  // Axis: zero and the top of the scale.
   chart.append(
     svg('line', { x1: PAD.left, x2: PAD.left + plotW, y1: y(0n), y2: y(0n), class: 'axis' }),
     svg('text', { x: PAD.left - 6, y: y(0n) + 4, class: 'tick', 'text-anchor': 'end' }, '0'),
-    svg('text', { x: PAD.left - 6, y: y(top) + 4, class: 'tick', 'text-anchor': 'end' }, formatUnits(top)),
+    svg('text', { x: PAD.left - 6, y: y(max) + 4, class: 'tick', 'text-anchor': 'end' }, formatUnits(max)),
   );
   series.days.forEach((d, i) => {
     const x = PAD.left + i * slot;
@@ -170,7 +191,7 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
       chart.append(svg('text', { x: x + slot / 2, y: H - 8, class: 'tick', 'text-anchor': 'middle' }, d.day.slice(5)));
     }
   });
-  // The largest day is labelled: next to a cap it may be a sliver.
+  // The largest day is labelled.
   const peak = series.days.reduce((best, d, i) => (d.amount > series.days[best].amount ? i : best), 0);
   if (series.days[peak].amount > 0n) {
     chart.append(
@@ -181,38 +202,72 @@ export function spendingChart(series: AssetSeries, spent: string | null): HTMLEl
       ),
     );
   }
-  if (series.cap !== null) {
+  if (series.cap !== null && capFits) {
     const points = series.cumulative.map((v, i) => `${PAD.left + (i + 0.5) * slot},${y(v)}`).join(' ');
     chart.append(svg('polyline', { points, class: 'cumulative', 'data-testid': 'cumulative-line' }));
   }
-  const line = (value: bigint, cls: string, testid: string, text: string) => {
+  // Lines on the scale; the others in the band above it, the larger higher.
+  const lines: { value: bigint; cls: string; testid: string; text: string }[] = [];
+  if (series.perDay !== null) lines.push({ value: series.perDay, cls: 'limit', testid: 'daily-limit-line', text: `daily limit ${formatUnits(series.perDay)}` });
+  if (series.cap !== null) lines.push({ value: series.cap, cls: 'cap', testid: 'cap-line', text: `cap ${formatUnits(series.cap)}` });
+  const off = lines.filter((l) => !(l.cls === 'cap' ? capFits : fits(l.value))).sort((a, b) => (b.value > a.value ? 1 : b.value < a.value ? -1 : 0));
+  if (off.length) {
+    chart.append(
+      svg('line', { x1: PAD.left, x2: PAD.left + plotW, y1: PAD.top - 4, y2: PAD.top - 4, class: 'scale-break' }),
+    );
+  }
+  for (const l of lines) {
+    const index = off.indexOf(l);
+    const at = index >= 0 ? 8 + index * 12 : y(l.value);
     chart.append(
       svg('line', {
         x1: PAD.left,
         x2: PAD.left + plotW,
-        y1: y(value),
-        y2: y(value),
-        class: cls,
-        'data-testid': testid,
-        'data-value': formatUnits(value),
+        y1: at,
+        y2: at,
+        class: index >= 0 ? `${l.cls} off-scale` : l.cls,
+        'data-testid': l.testid,
+        'data-value': formatUnits(l.value),
+        'data-off-scale': index >= 0 ? 'true' : 'false',
       }),
-      svg('text', { x: PAD.left + plotW + 6, y: y(value) + 4, class: `${cls}-label` }, text),
+      svg('text', { x: PAD.left + plotW + 6, y: at + 4, class: `${l.cls}-label` }, index >= 0 ? `${l.text} ↑ off scale` : l.text),
     );
-  };
-  if (series.perDay !== null) line(series.perDay, 'limit', 'daily-limit-line', `daily limit ${formatUnits(series.perDay)}`);
-  if (series.cap !== null) line(series.cap, 'cap', 'cap-line', `cap ${formatUnits(series.cap)}`);
+  }
+
+  // The cap as a gauge: what it has counted (fees included, from the agent detail) against what it allows.
+  let gauge: HTMLElement | null = null;
+  if (series.cap !== null) {
+    const counted = spent !== null ? parseUnits(spent) : null;
+    const used = counted ?? series.cumulative[series.cumulative.length - 1] ?? 0n;
+    const share = series.cap > 0n ? Number((used * 10000n) / series.cap) / 100 : used > 0n ? 100 : 0;
+    // Width through the CSSOM: the Content-Security-Policy (style-src 'self') refuses style attributes.
+    const fill = h('span', { class: 'gauge-fill' });
+    fill.style.width = `${Math.min(100, share)}%`;
+    gauge = h(
+      'div',
+      { class: 'cap-gauge small', 'data-testid': 'cap-gauge', 'data-used': formatUnits(used), 'data-cap': formatUnits(series.cap) },
+      h(
+        'span',
+        { title: formatUnits(used) },
+        `Cap: ${shortDecimal(formatUnits(used))} of ${formatUnits(series.cap)} counted${counted !== null ? ' (fees included)' : ''} · ${share.toFixed(share < 1 ? 2 : 1)}%`,
+      ),
+      h('span', { class: 'gauge', 'aria-hidden': 'true' }, fill),
+    );
+  }
 
   return h(
     'figure',
     { class: 'spending', 'data-testid': 'spending', 'data-asset': series.asset },
     chart,
+    gauge,
     h(
       'figcaption',
       { class: 'muted small' },
       h('strong', {}, series.asset),
       `: sent per day (bars, pending and confirmed, by local day; the policy's window is the last 24 hours)`,
-      series.cap !== null ? ', the running total (line) against the cap' : '',
-      series.cap !== null && spent !== null ? `. Counted against the cap so far, fees included: ${spent}.` : '.',
+      series.cap !== null && capFits ? ', the running total (line) against the cap' : '',
+      off.length ? '; limits far above the bars are marked above the chart, off its scale' : '',
+      '.',
     ),
   );
 }

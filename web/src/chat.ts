@@ -16,6 +16,7 @@ import {
   type TxConfirmation,
 } from './api';
 import { clear, formatTime, h, shortHex, uid } from './dom';
+import { loadFacts, refusalText } from './explain';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
 import { errorText, notify } from './ui';
@@ -200,6 +201,107 @@ interface Tracked {
   transferId: string | null;
   txHash: string | null;
   state: TransferState;
+  /** The card's note for the state (a block number, a hash, an expiry). */
+  note?: string;
+  /** The prose of the message that made it, following its state. */
+  listeners: ((t: Tracked) => void)[];
+}
+
+/** The word a sent transfer's prose shows for its state ("Transaction 0x… is confirmed (block 12)."). */
+function stateWord(t: Tracked): string {
+  if (t.state === 'confirmed' || t.state === 'reverted') return t.note ? `${t.state} (${t.note})` : t.state;
+  return t.state === 'approved' ? 'being sent' : STATE_LABEL[t.state];
+}
+
+/** The sentence a held transfer's prose shows for its state, replacing "… waits for an owner's approval …". */
+function heldSentence(t: Tracked, original: string, what: string): string {
+  switch (t.state) {
+    case 'awaiting_approval':
+      return original;
+    case 'approved':
+      return `${what} was approved by the owner and is being sent`;
+    case 'pending':
+      return `${what} was approved and sent; transaction ${t.txHash ? shortHex(t.txHash, 10, 8) : ''} is pending`;
+    case 'confirmed':
+      return `${what} was approved and is confirmed${t.note ? ` (${t.note})` : ''}`;
+    case 'rejected':
+      return `${what} was rejected by the owner; nothing was signed or sent`;
+    case 'expired':
+      return `${what} expired before anyone approved it; nothing was signed or sent`;
+    default:
+      return `${what} was approved and sent, then ${STATE_LABEL[t.state]}`;
+  }
+}
+
+/**
+ * Makes the prose of an answer follow the transfers it made (the answer was written when they were sent or held):
+ * the builtin engine's sentences ("Transaction 0x… is pending.", "Transfer … waits for an owner's approval …",
+ * "… the payment awaits an owner's approval (transfer …)") get their state word or sentence replaced live; for
+ * any other prose (an LLM's), a status line under it says where each transfer stands now.
+ */
+function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[]): void {
+  const text = body.textContent ?? '';
+  const pieces: { start: number; end: number; render: (t: Tracked) => string; t: Tracked }[] = [];
+  const unmatched: Tracked[] = [];
+  const escape = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  for (const t of tracked) {
+    let matched = false;
+    if (t.transferId) {
+      const held = new RegExp(
+        `Transfer ${escape(t.transferId)} waits for an owner's approval; nothing is signed or sent until then(?: \\(it expires at [^)]*\\))?`,
+      ).exec(text);
+      const paid = new RegExp(`the payment awaits an owner's approval \\(transfer ${escape(t.transferId)}\\)\\. Nothing is signed yet`).exec(text);
+      if (held) {
+        const original = held[0];
+        pieces.push({ start: held.index, end: held.index + original.length, t, render: (x) => heldSentence(x, original, `Transfer ${t.transferId}`) });
+        matched = true;
+      } else if (paid) {
+        const original = paid[0];
+        pieces.push({ start: paid.index, end: paid.index + original.length, t, render: (x) => heldSentence(x, original, `the payment (transfer ${t.transferId})`) });
+        matched = true;
+      }
+    }
+    if (!matched && t.txHash) {
+      const sent = new RegExp(`Transaction ${escape(t.txHash)} is (pending|confirmed|reverted|dropped|cancelled)`, 'i').exec(text);
+      if (sent) {
+        const start = sent.index + sent[0].length - sent[1].length;
+        pieces.push({ start, end: start + sent[1].length, t, render: stateWord });
+        matched = true;
+      }
+    }
+    if (!matched) unmatched.push(t);
+  }
+  if (pieces.length) {
+    pieces.sort((a, b) => a.start - b.start);
+    clear(body);
+    let at = 0;
+    for (const p of pieces) {
+      if (p.start < at) continue;
+      body.append(text.slice(at, p.start));
+      const span = h('span', { class: 'prose-status', 'data-testid': 'prose-status', 'data-transfer-status': p.t.state }, p.render(p.t));
+      p.t.listeners.push((x) => {
+        span.textContent = p.render(x);
+        span.dataset.transferStatus = x.state;
+      });
+      body.append(span);
+      at = p.end;
+    }
+    body.append(text.slice(at));
+  }
+  if (unmatched.length) {
+    const line = () => {
+      clear(status);
+      status.append(
+        'Now: ',
+        unmatched
+          .map((x) => `${x.transferId ? `transfer ${shortHex(x.transferId, 8, 4)}` : x.txHash ? `transaction ${shortHex(x.txHash, 10, 8)}` : 'transfer'} ${STATE_LABEL[x.state]}${x.note && FINAL.has(x.state) ? ` (${x.note})` : ''}`)
+          .join(' · '),
+      );
+      status.dataset.transferStatus = unmatched.map((x) => x.state).join(' ');
+    };
+    for (const t of unmatched) t.listeners.push(line);
+    line();
+  }
 }
 
 function record(value: unknown): Record<string, unknown> | null {
@@ -210,10 +312,12 @@ function messageEl(role: string, time: string | null): {
   el: HTMLElement;
   calls: HTMLElement;
   body: HTMLElement;
+  status: HTMLElement;
   foot: HTMLElement;
 } {
   const calls = h('div', { class: 'calls' });
   const body = h('div', { class: 'content', 'data-testid': 'message-content' });
+  const status = h('div', { class: 'message-status small', 'data-testid': 'message-status' });
   const foot = h('div', { class: 'foot muted small' });
   const el = h(
     'article',
@@ -221,9 +325,10 @@ function messageEl(role: string, time: string | null): {
     h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${formatTime(time)}` : ''),
     calls,
     body,
+    status,
     foot,
   );
-  return { el, calls, body, foot };
+  return { el, calls, body, status, foot };
 }
 
 export function chatPanel(
@@ -237,6 +342,51 @@ export function chatPanel(
   let source: EventSource | null = null;
   let busy = false;
   const byTransfer = new Map<string, Tracked>();
+  const byHashLater: Tracked[] = [];
+  let registry: Promise<{ name: string; native_symbol: string }[]> | null = null;
+
+  /**
+   * Under a send the policy or the cap refused, the limit that refused it and what was left then (the refusal the
+   * model was shown names the rule only): computed as the History tab does, from the policy and the history.
+   */
+  async function explainRefusal(card: CallCard, call: { tool: string; args?: unknown; error?: unknown }, at: string): Promise<void> {
+    const e = record(call.error);
+    const code = e ? String(e.code ?? '') : '';
+    if (code !== 'policy_denied' && code !== 'spending_cap_exceeded') return;
+    const a = record(call.args) ?? {};
+    const details = record(e?.details);
+    const chain = typeof a.chain === 'string' ? a.chain : '';
+    registry ??= api.chains().catch(() => []);
+    const native = (await registry).find((c) => c.name === chain)?.native_symbol ?? '';
+    let host: string | null = null;
+    try {
+      host = typeof a.url === 'string' ? new URL(a.url).host : null;
+    } catch {
+      host = null;
+    }
+    const detail: Record<string, unknown> = {
+      code,
+      rule: details?.rule,
+      chain,
+      asset: call.tool === 'send_native' ? native : call.tool === 'send_token' ? a.token : undefined,
+      amount: a.amount,
+      to: a.to,
+      host,
+    };
+    try {
+      const waiting = await api.approvals(agent.id, token).catch(() => []);
+      const facts = await loadFacts(agent.id, token, waiting);
+      const line = h(
+        'p',
+        { class: 'small refusal', 'data-testid': 'refusal-explained', 'data-rule': String(details?.rule ?? code) },
+        h('strong', {}, 'Refused: '),
+        refusalText(detail, at, facts, native),
+      );
+      card.el.after(line);
+    } catch {
+      // the card's error says what the service said
+    }
+  }
   const byHash = new Map<string, Tracked>();
   // Confirmations seen on the stream, by hash: one may arrive before its card learns the hash of an approved transfer.
   const confirmed = new Map<string, TxConfirmation>();
@@ -364,7 +514,9 @@ export function chatPanel(
     if (FINAL.has(t.state) && !FINAL.has(state)) return;
     if (t.state === 'pending' && (state === 'approved' || state === 'awaiting_approval')) return;
     t.state = state;
+    t.note = note;
     t.card.transfer(state, note);
+    for (const listen of t.listeners) listen(t);
   }
 
   function learnHash(t: Tracked, hash: string | null | undefined): void {
@@ -412,34 +564,61 @@ export function chatPanel(
    * expires_at}` waits for the owner; `{tx_hash, status: "pending", …}` was sent. `live`: the result just arrived
    * (a result from history only shows a state the API confirms).
    */
-  function track(card: CallCard, result: unknown, live: boolean): void {
+  function track(card: CallCard, result: unknown, live: boolean): Tracked | null {
     const r = record(result);
-    if (!r) return;
-    const transferId = typeof r.transfer_id === 'string' ? r.transfer_id : null;
-    const txHash = typeof r.tx_hash === 'string' ? r.tx_hash : null;
-    if (!transferId && !txHash) return;
-    const t: Tracked = { card, transferId, txHash: null, state: 'pending' };
+    if (!r) return null;
+    // A paid request's transfer is its `payment` (§16).
+    const payment = record(r.payment);
+    const source = payment && typeof payment.transfer_id === 'string' ? payment : r;
+    const transferId = typeof source.transfer_id === 'string' ? source.transfer_id : null;
+    const txHash = typeof source.tx_hash === 'string' && source.tx_hash ? source.tx_hash : null;
+    if (!transferId && !txHash) return null;
+    const t: Tracked = { card, transferId, txHash: null, state: 'pending', listeners: [] };
     if (transferId) {
       byTransfer.set(transferId, t);
       card.el.dataset.transferId = transferId;
     }
-    if (r.status === 'awaiting_approval') {
+    if (source.status === 'awaiting_approval') {
       t.state = 'awaiting_approval';
-      const until = typeof r.expires_at === 'string' ? `until ${formatTime(r.expires_at)}` : undefined;
+      const until = typeof source.expires_at === 'string' ? `until ${formatTime(source.expires_at)}` : undefined;
       card.transfer('awaiting_approval', until);
       if (!live) void refreshTransfer(t);
     } else if (live) card.transfer('pending', txHash ? shortHex(txHash, 10, 8) : undefined);
+    else if (transferId) void refreshTransfer(t);
+    else if (txHash) byHashLater.push(t);
     learnHash(t, txHash);
+    return t;
+  }
+
+  /** Sent transfers of reopened messages known by hash only: their state comes from the history, once. */
+  async function settleByHash(): Promise<void> {
+    const waiting = byHashLater.splice(0);
+    if (waiting.length === 0) return;
+    try {
+      const entries = await api.transactions(agent.id, token, 500, null);
+      for (const t of waiting) {
+        const e = entries.find((x) => x.tx_hash.toLowerCase() === t.txHash?.toLowerCase());
+        if (!e) continue;
+        if (e.status === 'pending') advance(t, 'pending', shortHex(e.tx_hash, 10, 8));
+        else advance(t, e.status as TransferState, e.block_number ? `block ${e.block_number}` : undefined);
+      }
+    } catch {
+      // the cards keep what they show
+    }
   }
 
   function renderMessage(m: Message): void {
     const view = messageEl(m.role, m.created_at);
+    const tracked: Tracked[] = [];
     for (const call of m.chain_calls ?? []) {
       const card = callCard(call);
       view.calls.append(card.el);
-      if (!call.error) track(card, call.result, false);
+      const t = call.error ? null : track(card, call.result, false);
+      if (t) tracked.push(t);
+      if (call.error) void explainRefusal(card, call, m.created_at);
     }
     view.body.textContent = m.content;
+    if (tracked.length) followProse(view.body, view.status, tracked);
     thread.append(view.el);
   }
 
@@ -455,6 +634,7 @@ export function chatPanel(
       const messages = await api.messages(id, token);
       clear(thread);
       messages.forEach(renderMessage);
+      void settleByHash();
       if (messages.length === 0) emptyThread();
       scrollDown();
     } catch (e) {
@@ -597,6 +777,8 @@ export function chatPanel(
     thread.append(reply.el);
     scrollDown();
     const cards = new Map<string, CallCard>();
+    const argsById = new Map<string, unknown>();
+    const tracked: Tracked[] = [];
     let text_ = '';
     const isNew = current === null;
     try {
@@ -636,6 +818,7 @@ export function chatPanel(
           case 'tool_call': {
             const card = callCard({ id: String(data.id), tool: String(data.tool), args: data.args });
             cards.set(String(data.id), card);
+            argsById.set(String(data.id), data.args);
             reply.calls.append(card.el);
             break;
           }
@@ -646,15 +829,34 @@ export function chatPanel(
               reply.calls.append(card.el);
             }
             card.finish(data as { result?: unknown; error?: unknown; duration_ms?: number });
-            if (data.error === undefined || data.error === null) track(card, data.result, true);
+            if (data.error !== undefined && data.error !== null) {
+              const args = argsById.get(String(data.id));
+              void explainRefusal(card, { tool: String(data.tool), args, error: data.error }, new Date().toISOString());
+            }
+            if (data.error === undefined || data.error === null) {
+              const t = track(card, data.result, true);
+              if (t) tracked.push(t);
+            }
             break;
           }
           case 'final': {
             // The same body as POST /api/chat answers.
             const turn = data as unknown as ChatResponse;
             if (typeof turn.response === 'string' && turn.response !== text_) reply.body.textContent = turn.response;
+            if (tracked.length) followProse(reply.body, reply.status, tracked);
             reply.el.dataset.state = 'done';
-            reply.foot.textContent = `${turn.tokens_used ?? 0} tokens`;
+            // The language model's usage (prompt + completion tokens): named so it does not read as crypto tokens.
+            clear(reply.foot);
+            reply.foot.append(
+              h(
+                'span',
+                {
+                  'data-testid': 'llm-usage',
+                  title: 'Text units (prompt and completion tokens) the language model used for this answer — not crypto tokens',
+                },
+                `Language model: ${turn.tokens_used ?? 0} text units used`,
+              ),
+            );
             // The answer asks for a connected wallet: the way to connect is right there.
             if (/connect your wallet|no wallet is connected/i.test(turn.response ?? '') && !connector.address()) {
               reply.foot.append(' · ', h('button', { type: 'button', class: 'secondary small', onclick: () => connector.connect() }, 'Connect your wallet'));

@@ -2,10 +2,12 @@
 // status, asset, amount, recipient, explorer link and replaced attempts; x402 payments with the host and path they
 // paid for; contract calls with their function and balance changes, typed-data signatures with their primary type
 // (§18). A pending transfer can be cancelled here. Above the table, the spending chart per asset.
-import { api, type AgentDetail, type ChainInfo, type HistoryEntry, type Policy, type Transfer } from './api';
+import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEntry, type Transfer } from './api';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
 import { DAYS, spendingChart, spendingSeries } from './chart';
 import { clear, formatTime, h, shortHex, uid } from './dom';
+import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
+import { rejectNote } from './notes';
 import { errorLine, notify } from './ui';
 
 export interface HistoryPanel {
@@ -16,8 +18,6 @@ export interface HistoryPanel {
 
 const PAGE_SIZES = [10, 25, 50, 100];
 const POLL_MS = 3000;
-/** The chart reads at most this many pages of 500 (the API's largest page). */
-const CHART_PAGES = 10;
 
 const STATUS_TEXT: Record<string, string> = {
   awaiting_approval: 'awaiting approval',
@@ -40,11 +40,18 @@ export function hostAndPath(url: string): string {
   }
 }
 
-/** The number of the agent detail's cap as a decimal string (a JSON number there). */
-function capText(cap: unknown): string {
-  const text = String(cap);
-  return /e/i.test(text) ? Number(cap).toFixed(20).replace(/\.?0+$/, '') : text;
-}
+/**
+ * Audit actions shown in the history beside the transfers: requests the service refused (they made no transfer),
+ * and requests held for approval that were rejected or expired (they never reach `GET …/transactions`).
+ */
+const ACTIVITY: Record<string, 'refused' | 'rejected' | 'expired'> = {
+  transfer_refused: 'refused',
+  x402_payment_refused: 'refused',
+  transfer_rejected: 'rejected',
+  transfer_expired: 'expired',
+};
+/** Audit pages (of 500, the API's largest) read at most per history page. */
+const AUDIT_PAGES = 10;
 
 export function historyPanel(agent: AgentDetail, token: string, chains: ChainInfo[]): HistoryPanel {
   const heading = uid('history');
@@ -64,6 +71,20 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
   );
   const empty = h('p', { class: 'muted', hidden: true }, 'No transfers yet.');
   const shown = h('span', { class: 'muted small', 'data-testid': 'history-count' });
+  const activityCount = h('span', { class: 'muted small', 'data-testid': 'activity-count' });
+  const activityToggle = h('input', { type: 'checkbox', id: uid('activity'), checked: true });
+  // The audit log read so far (newest first), for the refused, rejected and expired requests shown between transfers.
+  let auditBefore: number | null = null;
+  let auditOldest: number | null = null;
+  let auditDone = false;
+  const auditWaiting: AuditEntry[] = [];
+  // Policy, cap and the whole history, for the refusals' explanations and the chart: read once per refresh.
+  let facts: Promise<AgentFacts> | null = null;
+  const factsOf = (): Promise<AgentFacts> =>
+    (facts ??= api
+      .approvals(agent.id, token)
+      .catch(() => [] as Transfer[])
+      .then((waiting) => loadFacts(agent.id, token, waiting)));
   const older = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older transfers');
   const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
   const sizeSelect = h(
@@ -178,7 +199,13 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         : null;
     const el = h(
       'tr',
-      { 'data-testid': 'history-row', 'data-transfer-id': e.id, 'data-status': status, 'data-kind': e.kind ?? 'transfer' },
+      {
+        'data-testid': 'history-row',
+        'data-transfer-id': e.id,
+        'data-status': status,
+        'data-kind': e.kind ?? 'transfer',
+        'data-at': String(Date.parse(e.created_at)),
+      },
       h('td', { class: 'nowrap' }, formatTime(e.created_at)),
       h('td', {}, h('span', { class: `status status-${status}` }, STATUS_TEXT[status] ?? status)),
       h('td', {}, what(e)),
@@ -219,7 +246,10 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
           // Shown again on the next refresh; the poll keeps going.
         }
       }
-      if (moved) void drawCharts();
+      if (moved) {
+        facts = null;
+        void drawCharts();
+      }
       if ([...byId.values()].some((r) => r.entry.status === 'pending' || r.entry.status === 'awaiting_approval')) schedulePoll();
     }, POLL_MS);
   }
@@ -234,6 +264,10 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
       if (before === null) {
         clear(rows);
         byId.clear();
+        auditBefore = null;
+        auditOldest = null;
+        auditDone = false;
+        auditWaiting.length = 0;
       }
       for (const entry of entries) {
         const el = row(entry);
@@ -244,8 +278,12 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
       // A full page may have more behind it; a short one is the end.
       older.hidden = entries.length < size;
       empty.hidden = rows.childElementCount > 0;
-      shown.textContent = `${rows.childElementCount} shown`;
+      shown.textContent = `${byId.size} shown`;
       if (entries.some((e) => e.status === 'pending')) schedulePoll();
+      // The refused, rejected and expired requests as far back as the transfers shown (all of them at the end).
+      const oldest = entries.length && !older.hidden ? Date.parse(entries[entries.length - 1].created_at) : -Infinity;
+      await showActivity(oldest);
+      empty.hidden = rows.childElementCount > 0;
     } catch (e) {
       error.show(e);
     } finally {
@@ -254,19 +292,139 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
     }
   }
 
+  const actorName = (actor: string) =>
+    actor === 'admin' ? 'operator (admin token)' : actor === 'owner' ? 'owner' : actor === 'agent' ? "agent's own token" : actor;
+
+  /** One refused, rejected or expired request, from its audit entry. */
+  function activityRow(a: AuditEntry, f: AgentFacts | null): HTMLElement {
+    const kind = ACTIVITY[a.action];
+    const d = (a.detail ?? {}) as Record<string, unknown>;
+    const str = (k: string) => (typeof d[k] === 'string' ? (d[k] as string) : null);
+    const chain = str('chain') ?? '';
+    const asset = str('asset');
+    const native = chains.find((c) => c.name === chain)?.native_symbol ?? '';
+    const transferId = str('transfer_id');
+    const x402 = a.action === 'x402_payment_refused' || str('kind') === 'x402';
+    const paidFor = str('url') ? hostAndPath(str('url') as string) : str('host') ? `${str('host')}${str('path') ?? ''}` : null;
+
+    let reason: HTMLElement;
+    if (kind === 'refused') {
+      reason = h(
+        'div',
+        { class: 'small', 'data-testid': 'activity-reason', 'data-rule': str('rule') ?? '', 'data-code': str('code') ?? '' },
+        refusalText(d, a.at, f, native),
+        h('div', { class: 'muted mono' }, [str('code'), str('rule')].filter(Boolean).join(' · ')),
+      );
+    } else if (kind === 'rejected') {
+      const note = transferId ? rejectNote(transferId) : null;
+      reason = h(
+        'div',
+        { class: 'small', 'data-testid': 'activity-reason' },
+        `Rejected by the ${actorName(a.actor)}: nothing was signed, its reservation was released.`,
+        note
+          ? h(
+              'div',
+              { 'data-testid': 'reject-reason' },
+              'Reason: ',
+              h('q', {}, note.reason),
+              h('span', { class: 'muted' }, ' (noted in this browser; the audit log records who rejected, not why)'),
+            )
+          : null,
+      );
+    } else {
+      reason = h(
+        'div',
+        { class: 'small', 'data-testid': 'activity-reason' },
+        'Nobody decided before it expired: nothing was signed, its reservation was released.',
+      );
+    }
+    let what: HTMLElement;
+    if (x402) {
+      what = h('div', {}, h('span', { class: 'badge kind' }, 'x402'), ' ', paidFor ? h('span', { class: 'mono small' }, paidFor) : 'paid request');
+    } else if (str('kind') === 'call') {
+      const fn = str('function');
+      what = h('div', {}, h('span', { class: 'badge kind' }, 'call'), ' ', h('strong', { class: 'mono', title: fn ?? '' }, fn ? functionName(fn) : (str('selector') ?? 'unknown function')));
+    } else if (str('kind') === 'typed_data') {
+      what = h('div', {}, h('span', { class: 'badge kind' }, 'signature'), ' ', str('primary_type') ?? '');
+    } else {
+      what = h('span', {}, chain ? `transfer on ${chain}` : 'transfer');
+    }
+    const amount = str('amount');
+    const to = str('to');
+    return h(
+      'tr',
+      {
+        class: 'activity',
+        'data-testid': 'activity-row',
+        'data-activity': kind,
+        'data-audit-id': String(a.id),
+        'data-transfer-id': transferId,
+        'data-at': String(Date.parse(a.at)),
+      },
+      h('td', { class: 'nowrap' }, formatTime(a.at)),
+      h('td', {}, h('span', { class: `status status-${kind}` }, kind), reason),
+      h('td', {}, what),
+      h(
+        'td',
+        { class: 'nowrap' },
+        amount ? [h('strong', {}, amount), ` ${asset ?? (str('kind') === 'call' ? native : '')}`] : str('max_amount') ? `up to ${str('max_amount')}` : '—',
+      ),
+      h('td', {}, to ? h('code', { class: 'mono small', title: to }, shortHex(to, 8, 6)) : '—'),
+      h('td', {}, '—'),
+      h('td', {}),
+    );
+  }
+
+  /** Reads the audit log back to `floor` (ms) and shows its refused, rejected and expired requests in time order. */
+  async function showActivity(floor: number): Promise<void> {
+    try {
+      let pages = 0;
+      while (!auditDone && pages < AUDIT_PAGES && (auditOldest === null || auditOldest >= floor)) {
+        const batch = await api.audit(agent.id, token, 500, auditBefore);
+        pages += 1;
+        if (batch.length < 500) auditDone = true;
+        if (batch.length) {
+          auditBefore = batch[batch.length - 1].id;
+          auditOldest = Date.parse(batch[batch.length - 1].at);
+        }
+        auditWaiting.push(...batch.filter((a) => ACTIVITY[a.action]));
+      }
+      const due = auditWaiting.filter((a) => Date.parse(a.at) >= floor);
+      if (due.length === 0) return;
+      auditWaiting.splice(0, auditWaiting.length, ...auditWaiting.filter((a) => Date.parse(a.at) < floor));
+      const f = await factsOf().catch(() => null);
+      for (const a of due) rows.append(activityRow(a, f));
+      sortRows();
+    } catch (e) {
+      error.show(e);
+    } finally {
+      const n = rows.querySelectorAll('[data-testid="activity-row"]').length;
+      activityCount.textContent = n ? `· ${n} refused, rejected or expired` : '';
+      applyToggle();
+    }
+  }
+
+  /** Newest first, transfers and the other requests together. */
+  function sortRows(): void {
+    const all = [...rows.children] as HTMLElement[];
+    const at = (el: HTMLElement) => Number(el.dataset.at ?? 0);
+    const sorted = all.map((el, i) => ({ el, i })).sort((a, b) => at(b.el) - at(a.el) || a.i - b.i);
+    if (sorted.some((x, i) => x.i !== i)) for (const { el } of sorted) rows.append(el);
+  }
+
+  function applyToggle(): void {
+    for (const el of rows.querySelectorAll<HTMLElement>('[data-testid="activity-row"]')) el.hidden = !activityToggle.checked;
+  }
+  activityToggle.addEventListener('change', applyToggle);
+
   /** The chart reads the whole history (up to CHART_PAGES pages) with the current policy and cap. */
   async function drawCharts(): Promise<void> {
     chartError.clear();
     try {
-      const [detail, policy] = await Promise.all([api.agent(agent.id, token), api.policy(agent.id, token).catch(() => null as Policy | null)]);
-      const entries: HistoryEntry[] = [];
-      let before: string | null = null;
-      for (let i = 0; i < CHART_PAGES; i += 1) {
-        const batch = await api.transactions(agent.id, token, 500, before);
-        entries.push(...batch);
-        if (batch.length < 500) break;
-        before = batch[batch.length - 1].id;
-      }
+      const f = await factsOf();
+      const detail = f.detail ?? (await api.agent(agent.id, token));
+      const policy = f.policy;
+      const entries = f.entries;
       const natives: Record<string, string> = {};
       for (const chain of detail.chains) {
         const info = chains.find((c) => c.name === chain);
@@ -287,6 +445,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
 
   const refresh = async () => {
     last = null;
+    facts = null;
     await Promise.all([page(null), drawCharts()]);
   };
   older.addEventListener('click', () => void page(last));
@@ -304,10 +463,20 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
     h(
       'p',
       { class: 'muted' },
-      'Newest first. A pending transfer can be cancelled: a zero-value send to the agent itself takes its nonce, and ',
-      'only its fee is spent. Fee bumps of a stuck transfer list the hashes they replaced.',
+      'Newest first: the transfers, and between them the requests that never became one — refused by the policy or ',
+      'the cap (with the limit that refused them and what was left), rejected by the owner, or expired unapproved ',
+      '(from the audit log). A pending transfer can be cancelled: a zero-value send to the agent itself takes its ',
+      'nonce, and only its fee is spent. Fee bumps of a stuck transfer list the hashes they replaced.',
     ),
-    h('div', { class: 'row' }, h('label', { for: sizeSelect.id }, 'Per page'), sizeSelect, shown),
+    h(
+      'div',
+      { class: 'row' },
+      h('label', { for: sizeSelect.id }, 'Per page'),
+      sizeSelect,
+      shown,
+      activityCount,
+      h('label', { class: 'check', for: activityToggle.id }, activityToggle, h('span', {}, 'Show refused, rejected and expired requests')),
+    ),
     error.el,
     h('div', { class: 'table-wrap' }, table),
     empty,

@@ -9,6 +9,7 @@ import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
 import { overviewPage } from './overview';
+import { inboxView } from './inbox';
 import { policyPanel } from './policy';
 import {
   adminRefusal,
@@ -158,6 +159,26 @@ const adminDetails = h(
 );
 
 // ---------------------------------------------------------------- create
+
+// ---------------------------------------------------------------- approvals inbox (every agent)
+
+const inboxCount = h('span', { class: 'count', 'data-testid': 'inbox-count' });
+
+function showInbox(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', '#/approvals');
+  renderAgentList();
+  clear(main);
+  main.append(
+    inboxView(
+      state.agents,
+      state.chains,
+      (n) => (inboxCount.textContent = n ? String(n) : ''),
+      (id) => selectAgent(id, 'approvals'),
+    ),
+  );
+}
 
 function showCreate(): void {
   closeAgent();
@@ -529,6 +550,7 @@ async function start(): Promise<void> {
   const toasts = h('div', { class: 'toasts', 'aria-live': 'polite' });
   setToastRegion(toasts);
   const newButton = h('button', { type: 'button', onclick: () => showCreate() }, 'New agent');
+  const inboxButton = h('button', { type: 'button', class: 'secondary', onclick: () => showInbox() }, 'Approvals inbox', ' ', inboxCount);
   const refresh = h('button', { type: 'button', class: 'secondary small', onclick: () => void loadAgents() }, 'Refresh');
   app.append(
     h(
@@ -560,6 +582,7 @@ async function start(): Promise<void> {
         { class: 'sidebar', 'aria-label': 'Agents' },
         h('div', { class: 'section-head' }, h('h2', {}, 'Agents'), refresh),
         newButton,
+        inboxButton,
         listError.el,
         agentList,
         adminDetails,
@@ -576,6 +599,7 @@ async function start(): Promise<void> {
   await loadAgents();
   const r = route();
   if (location.hash === '#/new') showCreate();
+  else if (location.hash === '#/approvals') showInbox();
   else if (r.agent) selectAgent(r.agent, r.tab);
   else if (state.agents.length === 0 && location.hash !== '#/overview') showCreate();
   else showOverview();

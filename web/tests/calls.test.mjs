@@ -217,6 +217,7 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await page.getByRole('tab', { name: /^Approvals/ }).click();
     const item = page.locator(`[data-testid="approval"][data-transfer-id="${swapId}"]`);
     await item.getByRole('button', { name: /^Approve/ }).click();
+    await item.getByRole('button', { name: /^Confirm: approve/ }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
     await shot('c02-swap-approved');
     const swap = await waitTransfer(swapId, 'confirmed');

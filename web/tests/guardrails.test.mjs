@@ -115,6 +115,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     assert.match(await item.textContent(), /0\.02 ETH/);
     assert.match(await item.textContent(), new RegExp(RECIPIENT, 'i'));
     await item.getByRole('button', { name: /^Approve/ }).click();
+    await item.getByRole('button', { name: /^Confirm: approve/ }).click();
     await item.getByRole('alert').filter({ hasText: /sign in as owner or enter the admin token/i }).waitFor();
     assert.match(await item.getByRole('alert').textContent(), /owner_required/);
     await shot('g02-approve-refused-without-owner');
@@ -131,7 +132,8 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     await shot('g03-admin-token-entered');
 
     await page.getByRole('tab', { name: /^Approvals/ }).click();
-    await item.getByRole('button', { name: /^Approve/ }).click();
+    // The confirmation the refused attempt opened is still there: confirm again, now with the admin token.
+    await item.getByRole('button', { name: /^Confirm: approve/ }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
     await shot('g04-approved');
 

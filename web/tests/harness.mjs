@@ -64,6 +64,30 @@ function startAndWait(cmd, args, options, pattern, what, timeoutMs = 30000) {
 }
 
 /**
+ * With `CONSOLE_FROM_DIST=1`, every browser context gets the console from the checkout's `web/dist/` instead of the
+ * copy the binary embeds (same headers, Content-Security-Policy included: only the bodies change): the way to test a
+ * console change against a binary built before it (a prebuilt `AGENTD_BIN`) without rebuilding the server. CI builds
+ * the binary from the same checkout, so there both are the same.
+ */
+function serveDistIn(browser, baseUrl) {
+  const dist = join(repoRoot, 'web', 'dist');
+  const files = { '/': 'index.html', '/assets/console.js': 'assets/console.js', '/assets/console.css': 'assets/console.css' };
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => {
+    const context = await newContext(options);
+    await context.route(
+      (url) => url.href.startsWith(baseUrl) && Object.hasOwn(files, url.pathname),
+      async (route) => {
+        const response = await route.fetch();
+        const file = files[new URL(route.request().url()).pathname];
+        await route.fulfill({ response, body: readFileSync(join(dist, file)) });
+      },
+    );
+    return context;
+  };
+}
+
+/**
  * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
  * not needed here: each test file opens its own context.
  */
@@ -141,7 +165,7 @@ export async function startStack({ env = {} } = {}) {
   const baseUrl = `http://${agentd.match[1]}`;
 
   const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
-  if (process.env.CONSOLE_FROM_DIST === '1') serveDistInContexts(browser, baseUrl);
+  if (process.env.CONSOLE_FROM_DIST) serveDistIn(browser, baseUrl);
 
   return {
     rpcUrl,
@@ -180,26 +204,3 @@ export async function startStack({ env = {} } = {}) {
   };
 }
 
-/**
- * `CONSOLE_FROM_DIST=1` (a development aid, never set in CI): the pages get the console from this checkout's
- * `web/dist` instead of the one embedded in the binary, for a binary built from another checkout (the API is the
- * binary's). The server's own headers (its Content-Security-Policy) are not applied to these files.
- */
-function serveDistInContexts(browser, baseUrl) {
-  const dist = join(repoRoot, 'web', 'dist');
-  const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
-  const newContext = browser.newContext.bind(browser);
-  browser.newContext = async (options) => {
-    const context = await newContext(options);
-    await context.route(
-      (url) => url.href.startsWith(baseUrl) && (url.pathname === '/' || url.pathname.startsWith('/assets/console.')),
-      (route) => {
-        const path = new URL(route.request().url()).pathname;
-        const file = path === '/' ? 'index.html' : path.slice(1);
-        const ext = file.slice(file.lastIndexOf('.'));
-        return route.fulfill({ status: 200, contentType: types[ext], body: readFileSync(join(dist, file)) });
-      },
-    );
-    return context;
-  };
-}

@@ -109,6 +109,7 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     await shot('x01-approval-waiting');
 
     await item.getByRole('button', { name: /^Approve 0\.01 USDC for / }).click();
+    await item.getByRole('button', { name: /^Confirm: approve 0\.01 USDC for / }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
     await shot('x02-approved');
 

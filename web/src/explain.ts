@@ -1,0 +1,353 @@
+// Why a request waits or was refused, in the policy's own terms (docs/api.md §8, §11, §16, §18): the rule that
+// holds or refuses it, the limits of its asset with what the rolling windows have counted and what is left, the
+// spending cap with what it has counted, and what is known of the network fee. The API does not store which rule
+// held a transfer, so the console works it out from the current policy and the agent's history: the same
+// arithmetic the service does (limits inclusive, `approval_above` strictly greater, windows over the value of
+// transfers awaiting approval, pending or confirmed, the last 24 h / 7 days).
+import { api, type AgentDetail, type HistoryEntry, type Policy, type Transfer } from './api';
+import { simulationOf, type CallFields } from './calls';
+import { formatUnits, parseUnits } from './chart';
+import { shortHex } from './dom';
+
+export const DAY_MS = 24 * 60 * 60 * 1000;
+export const WEEK_MS = 7 * DAY_MS;
+/** Pages of 500 read to know the history (the chart reads as many). */
+const PAGES = 10;
+
+/** What an agent's explanations are computed from, read once per change of what waits. */
+export interface AgentFacts {
+  policy: Policy | null;
+  detail: AgentDetail | null;
+  /** The history, newest first (at most PAGES × 500). */
+  entries: HistoryEntry[];
+  /** Whether `entries` is the whole history. */
+  complete: boolean;
+  /** Transfers awaiting approval now. */
+  waiting: Transfer[];
+}
+
+/** Something counted by a window: a history entry or a waiting transfer. */
+interface Counted {
+  id: string;
+  chain: string;
+  asset: string;
+  amount: string;
+  status: string;
+  created_at: string;
+  to: string;
+}
+
+const COUNTED = new Set(['awaiting_approval', 'pending', 'confirmed']);
+
+/** Reads the policy, the detail (cap and spent) and the history of an agent; each part may fail on its own. */
+export async function loadFacts(agentId: string, token: string | null, waiting: Transfer[]): Promise<AgentFacts> {
+  const [policy, detail, history] = await Promise.all([
+    api.policy(agentId, token).catch(() => null),
+    api.agent(agentId, token).catch(() => null),
+    readHistory(agentId, token).catch(() => ({ entries: [] as HistoryEntry[], complete: false })),
+  ]);
+  return { policy, detail, entries: history.entries, complete: history.complete, waiting };
+}
+
+export async function readHistory(agentId: string, token: string | null): Promise<{ entries: HistoryEntry[]; complete: boolean }> {
+  const entries: HistoryEntry[] = [];
+  let before: string | null = null;
+  for (let i = 0; i < PAGES; i += 1) {
+    const batch = await api.transactions(agentId, token, 500, before);
+    entries.push(...batch);
+    if (batch.length < 500) return { entries, complete: true };
+    before = batch[batch.length - 1].id;
+  }
+  return { entries, complete: false };
+}
+
+/** The policy's entry for an asset key (`base:ETH`), matched without regard to case as a fallback. */
+export function limitsFor(policy: Policy | null, key: string): Record<string, string | undefined> | null {
+  const limits = (policy?.limits ?? {}) as Record<string, Record<string, string | undefined> | undefined>;
+  if (limits[key]) return limits[key] ?? null;
+  const found = Object.keys(limits).find((k) => k.toLowerCase() === key.toLowerCase());
+  return found ? (limits[found] ?? null) : null;
+}
+
+/** The value of `key` counted by a window of `ms` ending at `at` (entries created in (at − ms, at]). */
+export function windowTotal(items: Counted[], key: string, at: number, ms: number): bigint {
+  let total = 0n;
+  const seen = new Set<string>();
+  for (const e of items) {
+    if (seen.has(e.id)) continue;
+    seen.add(e.id);
+    if (!COUNTED.has(e.status) || `${e.chain}:${e.asset}`.toLowerCase() !== key.toLowerCase()) continue;
+    const t = Date.parse(e.created_at);
+    if (Number.isNaN(t) || t > at || t <= at - ms) continue;
+    total += parseUnits(e.amount) ?? 0n;
+  }
+  return total;
+}
+
+/** Everything a window counts for this agent: the history and what waits now. */
+function counted(facts: AgentFacts): Counted[] {
+  return [...facts.waiting, ...facts.entries] as Counted[];
+}
+
+export interface WindowLine {
+  rule: 'per_day' | 'per_week';
+  limit: string;
+  used: string;
+  left: string;
+  /** Whether the window is already over the limit (the policy changed, or the history is incomplete). */
+  over: boolean;
+}
+
+/** The daily and weekly windows of an asset at `at`, with the limit, what they counted and what is left. */
+export function windows(facts: AgentFacts, key: string, at: number = Date.now()): WindowLine[] {
+  const limits = limitsFor(facts.policy, key);
+  const lines: WindowLine[] = [];
+  for (const [rule, ms] of [
+    ['per_day', DAY_MS],
+    ['per_week', WEEK_MS],
+  ] as const) {
+    const text = limits?.[rule];
+    const limit = text ? parseUnits(text) : null;
+    if (limit === null || limit === undefined) continue;
+    const used = windowTotal(counted(facts), key, at, ms);
+    const left = limit - used;
+    lines.push({ rule, limit: formatUnits(limit), used: formatUnits(used), left: formatUnits(left > 0n ? left : 0n), over: left < 0n });
+  }
+  return lines;
+}
+
+export const WINDOW_NAME: Record<string, string> = { per_day: 'Daily limit', per_week: 'Weekly limit' };
+const WINDOW_SPAN: Record<string, string> = { per_day: 'the last 24 h', per_week: 'the last 7 days' };
+
+/** "Daily limit 0.5 ETH: 0.07 counted in the last 24 h, 0.43 left." */
+export function windowSentence(w: WindowLine, asset: string, note = ''): string {
+  return `${WINDOW_NAME[w.rule]} ${w.limit} ${asset}: ${w.used} counted in ${WINDOW_SPAN[w.rule]}${note}, ${w.left} left${w.over ? ' (over the limit)' : ''}.`;
+}
+
+/** Whether a pending or confirmed transfer already went to `to`, on any chain (§11's "never paid before"). */
+export function paidBefore(facts: AgentFacts, to: string, except: string | null = null): boolean | null {
+  const hit = facts.entries.some(
+    (e) => e.id !== except && (e.status === 'pending' || e.status === 'confirmed') && e.to.toLowerCase() === to.toLowerCase(),
+  );
+  return hit ? true : facts.complete ? false : null;
+}
+
+export interface Reason {
+  /** The policy's name for it: `approval_above`, `approve_new_recipients`, `calls.rules[2]`, `calls.default`. */
+  rule: string;
+  text: string;
+}
+
+interface CallRule {
+  chain?: string;
+  to?: string;
+  function?: string;
+  args?: unknown;
+  value?: unknown;
+  typed_data?: { primary_type?: string; domain?: unknown; message?: unknown };
+  action?: string;
+}
+
+/** "approve(address spender, uint256 amount)" → "approve(address,uint256)". */
+function canonical(signature: string): string {
+  const match = /^\s*([A-Za-z_$][\w$]*)\s*\((.*)\)\s*$/.exec(signature);
+  if (!match) return signature.replace(/\s+/g, '');
+  const types = match[2]
+    .split(',')
+    .map((p) => p.trim().split(/\s+/)[0])
+    .filter(Boolean);
+  return `${match[1]}(${types.join(',')})`;
+}
+
+const star = (pattern: string | undefined, value: string | null | undefined) =>
+  pattern === undefined || pattern === '*' || (value != null && pattern.toLowerCase() === value.toLowerCase());
+
+/** The rule of `calls` that holds a call or a signature, read as the service reads them (§18). */
+function callReason(t: Transfer & CallFields, policy: Policy | null): Reason | null {
+  const calls = (policy?.calls ?? null) as { default?: string; rules?: CallRule[] } | null;
+  if (!calls) return null;
+  const rules = calls.rules ?? [];
+  for (let i = 0; i < rules.length; i += 1) {
+    const r = rules[i];
+    if (t.kind === 'typed_data') {
+      if (!r.typed_data || r.typed_data.primary_type !== t.primary_type) continue;
+    } else {
+      if (r.typed_data) continue;
+      const fn = t.call?.function ?? null;
+      if (!star(r.chain, t.chain) || !star(r.to, t.call?.to ?? t.to)) continue;
+      if (r.function !== undefined && r.function !== '*' && (fn === null || canonical(r.function) !== fn)) continue;
+    }
+    const conditional = r.args !== undefined || r.value !== undefined || (r.typed_data && (r.typed_data.domain || r.typed_data.message));
+    if (r.action === 'approve') {
+      const what = t.kind === 'typed_data' ? `signatures of ${t.primary_type}` : `${r.function ?? '*'} on ${r.to === '*' || !r.to ? 'any contract' : shortHex(r.to, 6, 4)}`;
+      return {
+        rule: `calls.rules[${i}]`,
+        text: `Rule ${i + 1} of the policy's calls (${what}${conditional ? ', its conditions held' : ''}) asks for approval.`,
+      };
+    }
+    // A rule with conditions may not have matched: the next one may have decided.
+    if (!conditional) return null;
+  }
+  if (calls.default === 'approve') return { rule: 'calls.default', text: 'No rule of the policy\'s calls matches it, and their default is "approve".' };
+  return null;
+}
+
+/** The outflows a request counts against its assets' limits: its amount, or a call's simulated outflows. */
+export function outflows(t: { kind?: string | null; chain: string; asset: string; amount: string } & Partial<CallFields>): { key: string; asset: string; amount: string }[] {
+  if (t.kind === 'call' || t.kind === 'typed_data') {
+    const sim = simulationOf(t as CallFields);
+    const out = (sim.changes ?? []).filter((c) => c.direction === 'out' && !c.token);
+    const grants = (sim.approvals ?? []).filter((a) => !a.unlimited);
+    const list = out.map((c) => ({ key: c.asset, asset: c.asset.split(':')[1] ?? c.asset, amount: c.amount }));
+    // An allowance counts as an outflow of its amount at once (§18); registry tokens only (whole units).
+    for (const g of grants) {
+      const key = g.token.includes(':') ? g.token : null;
+      if (key) list.push({ key, asset: key.split(':')[1] ?? key, amount: g.amount });
+    }
+    if (list.length === 0 && t.amount && t.amount !== '0') list.push({ key: `${t.chain}:${t.asset}`, asset: t.asset, amount: t.amount });
+    return list;
+  }
+  return [{ key: `${t.chain}:${t.asset}`, asset: t.asset, amount: t.amount }];
+}
+
+/** Every rule of the current policy that asks for the owner's approval of this waiting request. */
+export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
+  const reasons: Reason[] = [];
+  for (const o of outflows(t as Transfer & CallFields)) {
+    const above = limitsFor(facts.policy, o.key)?.approval_above;
+    const amount = parseUnits(o.amount);
+    const threshold = above ? parseUnits(above) : null;
+    if (amount !== null && threshold !== null && amount > threshold) {
+      reasons.push({
+        rule: 'approval_above',
+        text: `Approval threshold of ${o.key}: it moves ${o.amount} ${o.asset}, more than the ${above} ${o.asset} the policy lets pass without the owner.`,
+      });
+    }
+  }
+  if (t.kind === 'call' || t.kind === 'typed_data') {
+    const r = callReason(t as Transfer & CallFields, facts.policy);
+    if (r) reasons.push(r);
+  } else if (facts.policy?.approve_new_recipients) {
+    const paid = paidBefore(facts, t.to, t.id);
+    if (paid === false) {
+      reasons.push({
+        rule: 'approve_new_recipients',
+        text: `New recipient: nothing was ever paid to ${shortHex(t.to, 8, 6)}, and the policy asks the owner to approve new recipients.`,
+      });
+    } else if (paid === null) {
+      reasons.push({
+        rule: 'approve_new_recipients',
+        text: `Probably a new recipient: no payment to ${shortHex(t.to, 8, 6)} in the history read, and the policy asks the owner to approve new recipients.`,
+      });
+    }
+  }
+  return reasons;
+}
+
+/** A decimal string cut to `places` decimals (the figures of fees run to 18): "0.020037084556901" → "0.020037". */
+export function shortUnits(text: string, places = 6): string {
+  const [whole, fraction = ''] = text.split('.');
+  const cut = fraction.slice(0, places).replace(/0+$/, '');
+  return cut ? `${whole}.${cut}` : whole;
+}
+
+/** The cap of a chain (native units): what it allows, what it counted (fees and reservations included), what is left. */
+export function capLine(detail: AgentDetail | null, chain: string, symbol: string): string | null {
+  if (!detail) return null;
+  const cap = parseUnits(capText(detail.spending_cap));
+  const spent = parseUnits(detail.spent?.[chain] ?? '0') ?? 0n;
+  if (cap === null) return null;
+  const left = cap - spent;
+  const counted = shortUnits(formatUnits(spent));
+  return `Spending cap on ${chain}: ${formatUnits(cap)} ${symbol}; ${counted} counted so far (fees and held reservations included), ${shortUnits(formatUnits(left > 0n ? left : 0n))} left.`;
+}
+
+/** The agent detail's cap (a JSON number) as a decimal string. */
+export function capText(cap: unknown): string {
+  const text = String(cap);
+  return /e/i.test(text) ? Number(cap).toFixed(20).replace(/\.?0+$/, '') : text;
+}
+
+/** What is known of the network fee of a waiting request before it is approved. */
+export function feeText(t: Transfer & CallFields, nativeSymbol: string): string {
+  if (t.kind === 'x402') return 'Network fee: none for the agent — the resource\'s facilitator settles the payment and pays the gas.';
+  if (t.kind === 'typed_data') return 'Network fee: none — this is a signature; whoever uses it pays the gas.';
+  const gas = simulationOf(t).gas_used;
+  const simulated = t.kind === 'call' && gas ? ` The simulation used ${gas} gas.` : '';
+  return (
+    `Network fee: paid in ${nativeSymbol} at the fees of the moment you approve (the service signs then), ` +
+    `counted against the spending cap, not the asset's limits; until then the request holds a reservation of up to twice today's maximum fee.` +
+    simulated
+  );
+}
+
+/** Meaning of a refusal's rule, naming the limit and what was left when it was refused. */
+export function refusalText(
+  detail: Record<string, unknown>,
+  at: string,
+  facts: AgentFacts | null,
+  nativeSymbol = '',
+): string {
+  const code = String(detail.code ?? '');
+  const rule = typeof detail.rule === 'string' ? detail.rule : null;
+  const chain = typeof detail.chain === 'string' ? detail.chain : '';
+  const asset = typeof detail.asset === 'string' ? detail.asset : null;
+  const amount = typeof detail.amount === 'string' ? detail.amount : null;
+  const when = Date.parse(at);
+  const policy = facts?.policy ?? null;
+  const candidates = facts
+    ? outflows({ kind: (detail.kind as string) ?? null, chain, asset: asset ?? '', amount: amount ?? '0', simulation: detail.simulation })
+    : [];
+  const keyed = candidates.filter((c) => c.asset);
+
+  const limitOf = (r: string) => keyed.map((c) => ({ ...c, limit: limitsFor(policy, c.key)?.[r] })).find((c) => c.limit);
+  switch (rule) {
+    case 'per_transfer': {
+      const c = limitOf('per_transfer');
+      return c
+        ? `Over the per-transfer limit of ${c.limit} ${c.asset} (${c.key}): it asked ${c.amount}.`
+        : 'Over the per-transfer limit of its asset.';
+    }
+    case 'per_day':
+    case 'per_week': {
+      const c = limitOf(rule);
+      if (!c || !facts) return `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of its asset.`;
+      // What the window had counted just before the request (it was refused, so it counted nothing itself).
+      const w = windows(facts, c.key, when).find((x) => x.rule === rule);
+      const span = rule === 'per_day' ? '24 h' : '7 days';
+      return w
+        ? `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of ${w.limit} ${c.asset} (${c.key}): ${w.used} was already counted in the ${span} before it, ${w.left} was left, and it asked ${c.amount}.`
+        : `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of ${c.asset}.`;
+    }
+    case 'asset_not_allowed': {
+      const named = Object.keys(policy?.limits ?? {});
+      return `${asset ? `${chain}:${asset}` : 'Its asset'} is not an asset the policy allows${named.length ? ` (the policy names ${named.join(', ')})` : ''}.`;
+    }
+    case 'recipient_not_allowed':
+      return `The recipient ${detail.to ? shortHex(String(detail.to), 8, 6) + ' ' : ''}is not on the policy's list of allowed recipients.`;
+    case 'recipient_blocked':
+      return `The recipient ${detail.to ? shortHex(String(detail.to), 8, 6) + ' ' : ''}is on the policy's blocked list.`;
+    case 'host_not_allowed':
+      return `The host ${detail.host ?? ''} is not among the policy's allowed hosts${policy?.allowed_hosts ? ` (${policy.allowed_hosts.join(', ')})` : ''}.`;
+    case 'call_denied':
+      return `No rule of the policy's calls allows ${detail.function ? `${detail.function}` : detail.primary_type ? `signing ${detail.primary_type}` : 'this call'}${detail.to ? ` on ${shortHex(String(detail.to), 6, 4)}` : ''}.`;
+    case 'unlimited_approval':
+      return 'It would grant an unlimited allowance, which the policy refuses (allow_unlimited_approvals is off).';
+  }
+  switch (code) {
+    case 'spending_cap_exceeded': {
+      const now = facts?.detail && chain ? capLine(facts.detail, chain, nativeSymbol) : null;
+      return `Over the spending cap on ${chain || 'its chain'}: the amount plus twice its maximum fee did not fit.${now ? ` Now: ${now}` : ''}`;
+    }
+    case 'insufficient_funds':
+      return 'The wallet did not hold enough to cover it (and its fee).';
+    case 'invalid_recipient':
+      return 'The recipient was the zero address or the agent\'s own wallet.';
+    case 'capability_denied':
+      return 'The agent lacks the transact capability.';
+    case 'price_above_max':
+      return 'The price asked was above the request\'s max_amount.';
+    default:
+      return code ? `Refused: ${code}.` : 'Refused.';
+  }
+}
