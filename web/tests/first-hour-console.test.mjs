@@ -260,6 +260,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     const item = page.locator(`[data-testid="approval"][data-transfer-id="${transferId}"]`);
     await item.waitFor();
     await item.getByRole('button', { name: /^Approve/ }).click();
+    await item.getByRole('button', { name: /^Confirm: approve/ }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
     // Approved with the pasted session: the audit says the owner did it, and it lands.
     const audit = await api('GET', `/api/agents/${guardedId}/audit?limit=5`, undefined, { 'x-agent-access-token': guardedToken });
