@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use agentd::domain::amount::Amount;
 use agentd::domain::asset::Asset;
 use agentd::domain::chain as registry;
 use agentd::domain::chain::ChainInfo;
@@ -533,7 +534,7 @@ async fn sends(
             chain,
             to,
             token: token.clone(),
-            amount,
+            amount: Amount::parse(amount, token.as_ref().map_or(chain.decimals, |t| t.decimals)).expect("an amount"),
             conversation_id: None,
             actor: agentd::auth::Actor::Agent,
             // The reservation still reads the agent's standing (one statement) whatever the credential.

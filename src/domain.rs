@@ -11,6 +11,7 @@ pub mod decision;
 pub mod erc20;
 pub mod net;
 pub mod policy;
+pub mod recipient;
 pub mod siwe;
 pub mod token;
 pub mod transaction;

@@ -16,10 +16,11 @@ use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, Chains, RefusalKind};
 use crate::domain::agent::Agent;
-use crate::domain::amount::parse_units;
+use crate::domain::amount::Amount;
 use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
+use crate::domain::recipient::Recipient;
 use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
 use crate::signer::{Keys, SignerError, WalletSigner};
 use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
@@ -72,8 +73,8 @@ pub struct TransferOrder<'a> {
     pub to: Address,
     /// The registry token to move (its `token` set); `None`: the chain's native coin.
     pub token: Option<Asset>,
-    /// Decimal amount in whole units of the asset, as the caller wrote it.
-    pub amount: &'a str,
+    /// In base units of the asset (parsed once, where the order entered), never zero.
+    pub amount: Amount,
     pub conversation_id: Option<Uuid>,
     /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
     pub actor: Actor,
@@ -145,10 +146,23 @@ impl Transfers {
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
         let detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(&order),
-            "to": order.to.to_checksum(None), "amount": order.amount});
+            "to": order.to.to_checksum(None), "amount": order.amount.text()});
         self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
             .await;
         outcome
+    }
+
+    /// An outflow refused where it entered, before it was an order (an amount that does not parse): audited as
+    /// `send` audits its own refusals (`detail` saying what was asked), and returned.
+    pub async fn refused_order(
+        &self,
+        agent: &Agent,
+        actor: Actor,
+        detail: serde_json::Value,
+        refusal: TransferError,
+    ) -> TransferError {
+        self.record_outcome(agent.id, actor, detail, Err(&refusal)).await;
+        refusal
     }
 
     /// Audits what became of an outflow (`transfer_accepted` with its id, status and hash, or `transfer_refused`
@@ -219,15 +233,15 @@ impl Transfers {
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let (from, value) = validate(order)?;
+        let to = recipient(order.agent, order.chain, order.to)?;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
             chain: order.chain,
             conversation_id: order.conversation_id,
-            from,
-            to: order.to,
-            value,
+            from: to.from(),
+            to: to.to(),
+            value: order.amount.value(),
             kind: match &order.token {
                 None => Kind::Native,
                 Some(token) => Kind::Token(token.clone()),
@@ -426,26 +440,11 @@ fn token_ref(token: &Asset) -> Option<TokenRef> {
     })
 }
 
-/// The amount in base units of the asset and the sending wallet, before anything is asked of the node; a recipient
-/// that is the zero address (funds burnt) or the sending wallet itself (only fees spent) is refused (§15).
-fn validate(order: &TransferOrder<'_>) -> Result<(Address, U256), TransferError> {
-    let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
-    let value = parse_units(order.amount, decimals).map_err(|e| TransferError::InvalidAmount(e.to_string()))?;
-    if value.is_zero() {
-        return Err(TransferError::ZeroAmount);
-    }
-    let from = *order
-        .agent
-        .wallet_addresses
-        .get(order.chain.name)
-        .ok_or(TransferError::NoWallet)?;
-    if order.to == Address::ZERO {
-        return Err(TransferError::InvalidRecipient("the zero address"));
-    }
-    if order.to == from {
-        return Err(TransferError::InvalidRecipient("the agent's own wallet"));
-    }
-    Ok((from, value))
+/// `to` checked against the agent's wallet on `chain`, before anything is asked of the node: the zero address
+/// (funds burnt) and the sending wallet itself (only fees spent) are refused (§15).
+fn recipient(agent: &Agent, chain: &ChainInfo, to: Address) -> Result<Recipient, TransferError> {
+    let from = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
+    Ok(Recipient::new(to, from)?)
 }
 
 /// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce

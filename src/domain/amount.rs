@@ -13,6 +13,40 @@ pub enum AmountError {
     TooPrecise(u8),
     #[error("is too large")]
     TooLarge,
+    #[error("must be greater than zero")]
+    Zero,
+}
+
+/// An amount to move: base units of its asset, more than zero, parsed once where it enters (the HTTP handler, the
+/// tool) and carried as is; the text is kept as the caller wrote it (trimmed), for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount {
+    value: U256,
+    text: String,
+}
+
+impl Amount {
+    /// `text` in whole units of an asset with `decimals`: refused when it does not parse (`parse_units`) or is zero.
+    pub fn parse(text: &str, decimals: u8) -> Result<Amount, AmountError> {
+        let value = parse_units(text, decimals)?;
+        if value.is_zero() {
+            return Err(AmountError::Zero);
+        }
+        Ok(Amount {
+            value,
+            text: text.trim().to_string(),
+        })
+    }
+
+    /// In base units of the asset; never zero.
+    pub fn value(&self) -> U256 {
+        self.value
+    }
+
+    /// As the caller wrote it.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 /// Parses a non-negative decimal string in whole units (`"0.05"`, `"1"`, `"1e-3"`) into base units.
@@ -95,6 +129,19 @@ pub fn to_json_number(value: U256, decimals: u8) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_amount_is_parsed_once_into_base_units_and_never_zero() {
+        let amount = Amount::parse(" 0.05 ", 18).unwrap();
+        assert_eq!(amount.value(), wei("50000000000000000"));
+        assert_eq!(amount.text(), "0.05");
+        assert_eq!(Amount::parse("1.5", 6).unwrap().value(), U256::from(1_500_000u64));
+        assert_eq!(Amount::parse("0", 18), Err(AmountError::Zero));
+        assert_eq!(Amount::parse("0.000", 6), Err(AmountError::Zero));
+        assert_eq!(Amount::parse("-1", 18), Err(AmountError::Negative));
+        assert_eq!(Amount::parse("0.0000001", 6), Err(AmountError::TooPrecise(6)));
+        assert_eq!(Amount::parse("ten", 18), Err(AmountError::Malformed));
+    }
 
     fn wei(s: &str) -> U256 {
         U256::from_str_radix(s, 10).unwrap()

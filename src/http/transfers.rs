@@ -19,7 +19,7 @@ use super::json::{ApiJson, shape};
 use super::views::{ErrorBody, TransferView};
 use crate::auth::Actor;
 use crate::domain::agent::{Agent, Capability, parse_address};
-use crate::domain::amount::parse_units;
+use crate::domain::amount::Amount;
 use crate::domain::asset::{Asset, Registry};
 use crate::domain::chain as registry;
 use crate::state::AppState;
@@ -115,11 +115,8 @@ async fn send(
         })?,
     };
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
-    let amount = request.amount.trim();
-    match parse_units(amount, asset.decimals) {
-        Ok(value) if !value.is_zero() => {}
-        _ => return Err(AppError::field("amount", "must be a decimal amount greater than zero")),
-    }
+    let amount = Amount::parse(&request.amount, asset.decimals)
+        .map_err(|_| AppError::field("amount", "must be a decimal amount greater than zero"))?;
     let order = TransferOrder {
         agent,
         chain,

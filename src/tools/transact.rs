@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
 use crate::chain::format_gwei;
 use crate::domain::agent::Capability;
-use crate::domain::amount::format_units;
-use crate::transfers::{Paid, PayOrder, Payment, TransferOrder, TransferOutcome};
+use crate::domain::amount::{Amount, AmountError, format_units};
+use crate::transfers::{Paid, PayOrder, Payment, TransferError, TransferOrder, TransferOutcome};
 
 pub const TOOLS: &[Tool] = &[
     Tool {
@@ -141,13 +141,27 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
         let to = args
             .address("to")?
             .ok_or_else(|| ToolError::invalid("to is required (a 0x address)"))?;
-        let amount = args.amount()?;
+        let text = args.amount()?;
+        let decimals = token.as_ref().map_or(chain.decimals, |t| t.decimals);
+        let amount = match Amount::parse(&text, decimals) {
+            Ok(amount) => amount,
+            Err(e) => {
+                let refusal = match e {
+                    AmountError::Zero => TransferError::ZeroAmount,
+                    other => TransferError::InvalidAmount(other.to_string()),
+                };
+                let symbol = token.as_ref().map_or(chain.native_symbol, |t| t.symbol.as_str());
+                let detail = json!({"chain": chain.name, "asset": symbol, "to": to.to_checksum(None), "amount": text});
+                let refused = cx.services.transfers.refused_order(cx.agent, cx.actor, detail, refusal);
+                return Err(refused.await.into());
+            }
+        };
         let order = TransferOrder {
             agent: cx.agent,
             chain,
             to,
             token,
-            amount: &amount,
+            amount,
             conversation_id: cx.conversation_id,
             actor: cx.actor,
             mandate: cx.mandate,

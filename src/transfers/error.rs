@@ -165,3 +165,9 @@ fn cap_message(chain: &ChainInfo, reserved: U256, cap: U256, spent: U256) -> Str
         sym = chain.native_symbol,
     )
 }
+
+impl From<crate::domain::recipient::RecipientError> for TransferError {
+    fn from(e: crate::domain::recipient::RecipientError) -> Self {
+        TransferError::InvalidRecipient(e.what())
+    }
+}

@@ -315,10 +315,7 @@ impl Transfers {
         choice: &Choice,
     ) -> Result<Payment, TransferError> {
         let chain = registry::find(&choice.token.chain).ok_or(TransferError::NoWallet)?;
-        let from = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
-        if choice.pay_to == from {
-            return Err(TransferError::InvalidRecipient("the agent's own wallet"));
-        }
+        let from = super::recipient(agent, chain, choice.pay_to)?.from();
         let asset = self
             .chains
             .tokens()

@@ -52,24 +52,14 @@ impl Transfers {
     }
 
     async fn try_sweep(&self, order: &SweepOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let from = *order
-            .agent
-            .wallet_addresses
-            .get(order.chain.name)
-            .ok_or(TransferError::NoWallet)?;
-        if order.to == Address::ZERO {
-            return Err(TransferError::InvalidRecipient("the zero address"));
-        }
-        if order.to == from {
-            return Err(TransferError::InvalidRecipient("the agent's own wallet"));
-        }
+        let to = super::recipient(order.agent, order.chain, order.to)?;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
             chain: order.chain,
             conversation_id: None,
-            from,
-            to: order.to,
+            from: to.from(),
+            to: to.to(),
             // The quote reads the amount: the whole balance.
             value: alloy::primitives::U256::ZERO,
             kind: Kind::Sweep(order.token.clone()),
