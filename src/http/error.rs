@@ -26,6 +26,9 @@ pub enum AppError {
     BadRequest { code: &'static str, message: String },
     #[error("the X-Agent-Access-Token header is required")]
     MissingToken,
+    /// `missing_token` on a call that also takes owner authority; the message names every credential it takes.
+    #[error("{0}")]
+    MissingCredential(String),
     #[error("the access token is not valid")]
     InvalidToken,
     #[error("the admin token is missing or wrong")]
@@ -132,7 +135,13 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
-            MissingToken | InvalidToken | AdminRequired | MetricsTokenRequired | InvalidProof | InvalidOwnerToken => {
+            MissingToken
+            | MissingCredential(_)
+            | InvalidToken
+            | AdminRequired
+            | MetricsTokenRequired
+            | InvalidProof
+            | InvalidOwnerToken => {
                 StatusCode::UNAUTHORIZED
             }
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
@@ -164,7 +173,7 @@ impl AppError {
             PolicyDenied { .. } => "policy_denied",
             X402Unsupported { .. } => "x402_unsupported",
             CallReverted { .. } => "call_reverted",
-            MissingToken => "missing_token",
+            MissingToken | MissingCredential(_) => "missing_token",
             InvalidToken => "invalid_token",
             AdminRequired | MetricsTokenRequired => "unauthorized",
             InvalidProof => "invalid_proof",
@@ -260,6 +269,7 @@ impl From<AuthError> for AppError {
     fn from(err: AuthError) -> Self {
         match err {
             AuthError::MissingToken => AppError::MissingToken,
+            e @ AuthError::MissingCredential { .. } => AppError::MissingCredential(e.to_string()),
             AuthError::InvalidToken => AppError::InvalidToken,
             AuthError::Forbidden => AppError::Forbidden,
             AuthError::AdminRequired => AppError::AdminRequired,
