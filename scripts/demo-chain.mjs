@@ -13,6 +13,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { isDeepStrictEqual } from 'node:util';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -103,6 +104,11 @@ async function setup(rpc) {
   }
   await place(rpc, USDC, token.bytecode + heads.join('') + tails.join(''));
   await place(rpc, WETH, uniswap('v2-periphery', 'WETH9.json'));
+  // WETH9 sets name, symbol and decimals in storage (slots 0, 1, 2), which the copy lacks: write them.
+  const shortString = (text) => `0x${utf8Hex(text).padEnd(62, '0')}${(text.length * 2).toString(16).padStart(2, '0')}`;
+  await rpc('anvil_setStorageAt', [WETH, '0x0', shortString('Wrapped Ether')]);
+  await rpc('anvil_setStorageAt', [WETH, '0x1', shortString('WETH')]);
+  await rpc('anvil_setStorageAt', [WETH, '0x2', `0x${word(18n)}`]);
   const factory = await deploy(rpc, uniswap('v2-core', 'UniswapV2Factory.json') + word(dev));
   const router = await deploy(rpc, uniswap('v2-periphery', 'UniswapV2Router02.json') + word(factory) + word(WETH));
   // A pool of 100 000 USDC and 40 ETH (2 500 USDC an ETH).
@@ -184,7 +190,7 @@ async function paywall(rpc, port, payTo) {
     }
     const auth = payload?.payload?.authorization ?? {};
     const signature = payload?.payload?.signature;
-    if (JSON.stringify(payload?.accepted) !== JSON.stringify(entry)) return refuse('accepted_requirements_mismatch');
+    if (!isDeepStrictEqual(payload?.accepted, entry)) return refuse('accepted_requirements_mismatch');
     if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature)) return refuse('invalid_payload');
     if (String(auth.to).toLowerCase() !== payTo.toLowerCase() || auth.value !== entry.amount) return refuse('invalid_exact_evm_payload');
     const now = BigInt(Math.floor(Date.now() / 1000));

@@ -143,6 +143,6 @@ if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
   echo "DEMO_OK transfer=$TRANSFER_ID status=$status"
   exit 0
 fi
-echo "DEMO_READY"
 echo "Press Ctrl-C to stop (the demo's data is removed)."
+echo "DEMO_READY"
 wait "$AGENTD_PID"

@@ -169,10 +169,7 @@ fn is_loopback_url(url: &str) -> bool {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
         None => host_port.split(':').next().unwrap_or_default(),
     };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The chat engine.
@@ -1032,10 +1029,20 @@ mod tests {
 
     #[test]
     fn a_loopback_rpc_url_is_a_local_node() {
-        for url in ["http://127.0.0.1:8545", "http://localhost:8545/", "http://[::1]:8545", "ws://u:p@127.0.0.2/x"] {
+        for url in [
+            "http://127.0.0.1:8545",
+            "http://localhost:8545/",
+            "http://[::1]:8545",
+            "ws://u:p@127.0.0.2/x",
+        ] {
             assert!(is_loopback_url(url), "{url}");
         }
-        for url in ["https://mainnet.base.org", "http://10.0.0.1:8545", "http://localhost.example.com", "127.0.0.1"] {
+        for url in [
+            "https://mainnet.base.org",
+            "http://10.0.0.1:8545",
+            "http://localhost.example.com",
+            "127.0.0.1",
+        ] {
             assert!(!is_loopback_url(url), "{url}");
         }
     }

@@ -135,15 +135,8 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
-            MissingToken
-            | MissingCredential(_)
-            | InvalidToken
-            | AdminRequired
-            | MetricsTokenRequired
-            | InvalidProof
-            | InvalidOwnerToken => {
-                StatusCode::UNAUTHORIZED
-            }
+            MissingToken | MissingCredential(_) | InvalidToken | AdminRequired | MetricsTokenRequired
+            | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
             AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound | NotFound => {
                 StatusCode::NOT_FOUND

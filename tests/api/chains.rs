@@ -89,7 +89,15 @@ async fn a_chain_whose_node_is_on_a_loopback_address_is_marked_local() {
     assert_eq!(status, StatusCode::OK, "{chains}");
     assert_eq!(find(&chains, "base")["local_node"], true, "{chains}");
     assert_eq!(find(&chains, "ethereum")["local_node"], false, "{chains}");
-    assert_eq!(find(&chains, "polygon")["local_node"], false, "no node at all: {chains}");
+    assert_eq!(
+        find(&chains, "polygon")["local_node"],
+        false,
+        "no node at all: {chains}"
+    );
     // The registry's explorer stays as the contract gives it; `local_node` tells a client not to link to it.
-    assert_eq!(find(&chains, "base")["explorer_url"], "https://basescan.org", "{chains}");
+    assert_eq!(
+        find(&chains, "base")["explorer_url"],
+        "https://basescan.org",
+        "{chains}"
+    );
 }

@@ -14,6 +14,8 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 struct Demo {
     child: Child,
     vars: Vec<(String, String)>,
+    /// Held open while the demo runs: a closed pipe would end it at its next line of output.
+    _stdout: Option<BufReader<std::process::ChildStdout>>,
 }
 
 impl Drop for Demo {
@@ -53,14 +55,19 @@ fn start_demo(dir: &Path) -> Demo {
     let mut demo = Demo {
         child,
         vars: Vec::new(),
+        _stdout: None,
     };
     let mut seen = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 {
+        let taken = std::mem::take(&mut line);
+        let line = taken.trim_end();
         seen.push_str(&line);
         seen.push('\n');
         if line == "DEMO_READY" {
             assert!(!demo.vars.is_empty(), "the demo printed no variables:\n{seen}");
+            demo._stdout = Some(reader);
             return demo;
         }
         if let Some((name, value)) = line.strip_prefix("export ").and_then(|rest| rest.split_once('=')) {
@@ -91,7 +98,7 @@ fn sh_blocks(guide: &str) -> Vec<String> {
 }
 
 /// Defines the checking `curl` and runs each block file in turn, marking where it is.
-const PRELUDE: &str = r#"set -euo pipefail
+const PRELUDE: &str = r##"set -euo pipefail
 curl() {
   local headers rc=0 status stream=()
   headers="$(mktemp)"
@@ -109,7 +116,7 @@ curl() {
        fi ;;
   esac
 }
-"#;
+"##;
 
 #[test]
 fn every_call_of_the_guide_runs_as_written_against_the_demo() {

@@ -540,7 +540,10 @@ async fn an_owner_address_that_is_not_one_is_refused_naming_the_value_given() {
     assert_error(&response, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
     let message = response.1["error"]["message"].as_str().unwrap();
     assert!(message.contains(bad), "the message names the value given: {message}");
-    assert!(!message.contains("'base' is not"), "the chain is not the bad value: {message}");
+    assert!(
+        !message.contains("'base' is not"),
+        "the chain is not the bad value: {message}"
+    );
 }
 
 #[tokio::test]
@@ -555,7 +558,10 @@ async fn a_key_export_without_credential_is_told_which_credentials_it_takes() {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{none}");
     assert_eq!(none["error"]["code"], "missing_token", "{none}");
     let message = none["error"]["message"].as_str().unwrap();
-    assert!(message.contains("X-Owner-Token") && message.contains("ADMIN_TOKEN"), "{message}");
+    assert!(
+        message.contains("X-Owner-Token") && message.contains("ADMIN_TOKEN"),
+        "{message}"
+    );
 
     // This server has no admin token: a bearer is no credential, and the answer says so.
     let as_bearer = As {
@@ -564,5 +570,11 @@ async fn a_key_export_without_credential_is_told_which_credentials_it_takes() {
     };
     let (status, bearer) = call(&app, Method::POST, &path, as_bearer, Some(body)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{bearer}");
-    assert!(bearer["error"]["message"].as_str().unwrap().contains("sets no ADMIN_TOKEN"), "{bearer}");
+    assert!(
+        bearer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sets no ADMIN_TOKEN"),
+        "{bearer}"
+    );
 }

@@ -435,7 +435,10 @@ fn a_server_without_a_chain_or_an_admin_token_says_so_once_at_start() {
     let set_up = ServerProcess::start(
         &dev_env(
             &db,
-            &[("RPC_URL_BASE", "http://127.0.0.1:9"), ("ADMIN_TOKEN", "adm_startup_test_token_value")],
+            &[
+                ("RPC_URL_BASE", "http://127.0.0.1:9"),
+                ("ADMIN_TOKEN", "adm_startup_test_token_value"),
+            ],
         ),
         dir.path(),
     );
