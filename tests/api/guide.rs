@@ -63,7 +63,7 @@ fn start_demo(dir: &Path) -> Demo {
     while reader.read_line(&mut line).unwrap() > 0 {
         let taken = std::mem::take(&mut line);
         let line = taken.trim_end();
-        seen.push_str(&line);
+        seen.push_str(line);
         seen.push('\n');
         if line == "DEMO_READY" {
             assert!(!demo.vars.is_empty(), "the demo printed no variables:\n{seen}");
@@ -157,7 +157,7 @@ fn every_call_of_the_guide_runs_as_written_against_the_demo() {
     let failed_block = stderr
         .lines()
         .filter_map(|l| l.strip_prefix("::block "))
-        .last()
+        .next_back()
         .and_then(|n| n.parse::<usize>().ok())
         .map(|n| blocks[n].clone())
         .unwrap_or_default();

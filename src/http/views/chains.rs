@@ -18,7 +18,9 @@ pub struct ChainView {
     pub configured: bool,
     /// The configured node is a local development node (its RPC URL's host is `localhost` or a loopback address,
     /// as with `scripts/demo.sh`'s anvil): its transactions exist on that node only, so `explorer_url` and the
-    /// explorer links of transfers do not show them. A client labels such a network as local.
+    /// explorer links of transfers do not show them. A client labels such a network as local. (Not required in the
+    /// schema: clients of servers before this field treat its absence as `false`.)
+    #[schema(required = false)]
     pub local_node: bool,
     /// The registry's ERC-20 tokens on this chain.
     pub tokens: Vec<TokenView>,
