@@ -7,6 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -14,8 +15,9 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 struct Demo {
     child: Child,
     vars: Vec<(String, String)>,
-    /// Held open while the demo runs: a closed pipe would end it at its next line of output.
-    _stdout: Option<BufReader<std::process::ChildStdout>>,
+    /// The demo's output, read on by a thread that keeps the pipe open: a closed pipe would end the demo at its next
+    /// line of output.
+    _lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for Demo {
@@ -52,30 +54,41 @@ fn start_demo(dir: &Path) -> Demo {
         .spawn()
         .expect("the demo script starts");
     let stdout = child.stdout.take().unwrap();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                // The test is done with the demo; keep draining so that it never blocks on a full pipe.
+                continue;
+            }
+        }
+    });
     let mut demo = Demo {
         child,
         vars: Vec::new(),
-        _stdout: None,
+        _lines: lines,
     };
     let mut seen = String::new();
-    let mut reader = BufReader::new(stdout);
-    let mut line = String::new();
-    while reader.read_line(&mut line).unwrap() > 0 {
-        let taken = std::mem::take(&mut line);
-        let line = taken.trim_end();
-        seen.push_str(line);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let line = match demo._lines.recv_timeout(wait) {
+            Ok(line) => line,
+            Err(_) => {
+                let stderr = std::fs::read_to_string(dir.join("demo.stderr")).unwrap_or_default();
+                panic!("the demo ended or stalled before DEMO_READY:\n{seen}\n{stderr}");
+            }
+        };
+        seen.push_str(&line);
         seen.push('\n');
         if line == "DEMO_READY" {
             assert!(!demo.vars.is_empty(), "the demo printed no variables:\n{seen}");
-            demo._stdout = Some(reader);
             return demo;
         }
         if let Some((name, value)) = line.strip_prefix("export ").and_then(|rest| rest.split_once('=')) {
             demo.vars.push((name.to_string(), value.to_string()));
         }
     }
-    let stderr = std::fs::read_to_string(dir.join("demo.stderr")).unwrap_or_default();
-    panic!("the demo ended before DEMO_READY:\n{seen}\n{stderr}");
 }
 
 /// The guide's ```sh blocks, in order.
