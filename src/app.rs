@@ -48,9 +48,27 @@ impl App {
         &self.state
     }
 
+    /// What a first `cargo run` lacks, said once at start so that a newcomer is not left guessing.
+    fn warn_of_missing_setup(&self) {
+        let config = &self.state.config;
+        if config.chains.rpc_urls.is_empty() {
+            tracing::warn!(
+                "no chain is configured: balances, transfers and chain answers fail until an RPC_URL_<CHAIN> is set \
+                 (e.g. RPC_URL_BASE); scripts/demo.sh runs agentd against a local node"
+            );
+        }
+        if config.security.admin_token.is_none() {
+            tracing::warn!(
+                "ADMIN_TOKEN is unset: anyone who reaches this server can create and list agents, and agents without \
+                 owner_addresses are unguarded; set ADMIN_TOKEN (or ADMIN_TOKEN_FILE) outside local development"
+            );
+        }
+    }
+
     /// Serves until `shutdown` completes: then stops the watchers, ends the streams and finishes in-flight requests.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         tracing::info!("listening on {}", self.local_addr());
+        self.warn_of_missing_setup();
         self.spawn_workers().await;
         let stop = self.stop;
         let mut stopping = stop.subscribe();

@@ -27,6 +27,16 @@ pub use proofs::{ProofError, ReissueWith, Reissued};
 pub enum AuthError {
     #[error("no access token was given")]
     MissingToken,
+    /// No credential on a call that takes the agent token or owner authority: the message names both, so that an
+    /// owner is not sent looking for the agent's token (`bearer_ignored`: a bearer was sent to a server without an
+    /// admin token, where it proves nothing).
+    #[error(
+        "no credential was given: this call takes the agent's X-Agent-Access-Token or owner authority \
+         (Authorization: Bearer <ADMIN_TOKEN>, or X-Owner-Token from an owner session); where it needs the owner, \
+         only owner authority does{}",
+        bearer_note(.bearer_ignored)
+    )]
+    MissingCredential { bearer_ignored: bool },
     #[error("the access token is malformed, unknown or revoked")]
     InvalidToken,
     #[error("this token does not belong to the requested resource")]
@@ -45,11 +55,19 @@ pub enum AuthError {
     Store(StoreError),
 }
 
+fn bearer_note(bearer_ignored: &bool) -> &'static str {
+    if *bearer_ignored {
+        ". This server sets no ADMIN_TOKEN, so a bearer token proves nothing here"
+    } else {
+        ""
+    }
+}
+
 impl AuthError {
     /// The API's error code for this refusal.
     pub fn code(&self) -> &'static str {
         match self {
-            AuthError::MissingToken => "missing_token",
+            AuthError::MissingToken | AuthError::MissingCredential { .. } => "missing_token",
             AuthError::InvalidToken => "invalid_token",
             AuthError::Forbidden => "forbidden",
             AuthError::AdminRequired => "unauthorized",
@@ -223,6 +241,8 @@ impl Authenticator {
         token: Option<&str>,
         access: AgentAccess,
     ) -> Result<Agent, AuthError> {
+        // Only the agent's token is taken here: a missing one is named as such.
+        self.require_token(token)?;
         let credentials = Credentials {
             agent_token: token,
             ..Credentials::default()
@@ -281,7 +301,9 @@ impl Authenticator {
         // Without a configured admin token a bearer proves nothing, so it does not count as a credential.
         let bearer = credentials.bearer.filter(|_| self.admin_token.is_some());
         if credentials.agent_token.is_none() && bearer.is_none() && credentials.owner_token.is_none() {
-            self.require_token(None)?;
+            self.require_token(None).map_err(|_| AuthError::MissingCredential {
+                bearer_ignored: credentials.bearer.is_some(),
+            })?;
         }
         let agent_id = agent_id.ok_or(AuthError::AgentNotFound)?;
         let token_hash = credentials

@@ -147,6 +147,31 @@ pub struct ChainsConfig {
     pub stuck_after: Duration,
 }
 
+impl ChainsConfig {
+    /// Whether `chain`'s node is a local development node: its RPC URL's host is `localhost` or a loopback address
+    /// (the demo's anvil). Its transactions exist on that node only, so no public explorer shows them.
+    pub fn is_local_node(&self, chain: &str) -> bool {
+        self.rpc_urls
+            .iter()
+            .find(|(name, _)| name == chain)
+            .is_some_and(|(_, url)| is_loopback_url(url.expose_secret()))
+    }
+}
+
+/// `http(s)://host[:port]/…` with a host of `localhost`, 127.0.0.0/8 or `[::1]`.
+fn is_loopback_url(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The chat engine.
 #[derive(Debug)]
 pub struct LlmConfig {
@@ -1000,5 +1025,25 @@ mod tests {
             .to_string();
         assert!(err.starts_with("BIND_ADDR"), "{err}");
         assert!(Config::from_vars(vars(&[("DATABASE_URL", "mysql://x")])).is_err());
+    }
+
+    #[test]
+    fn a_loopback_rpc_url_is_a_local_node() {
+        for url in [
+            "http://127.0.0.1:8545",
+            "http://localhost:8545/",
+            "http://[::1]:8545",
+            "ws://u:p@127.0.0.2/x",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://mainnet.base.org",
+            "http://10.0.0.1:8545",
+            "http://localhost.example.com",
+            "127.0.0.1",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
     }
 }

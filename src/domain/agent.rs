@@ -142,7 +142,13 @@ pub fn validate_owner_addresses(owners: &BTreeMap<String, String>) -> Result<BTr
         if registry::find(chain).is_none() {
             return Err(format!("unknown chain '{}'", truncate(chain)));
         }
-        let address = parse_address(address).ok_or_else(|| format!("'{chain}' is not a valid 0x address"))?;
+        let address = parse_address(address).ok_or_else(|| {
+            format!(
+                "'{}' (the owner on {chain}) is not a valid 0x address: 40 hex digits, mixed case only as an EIP-55 \
+                 checksum",
+                truncate(address)
+            )
+        })?;
         out.insert(chain.clone(), address);
     }
     Ok(out)

@@ -26,7 +26,10 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
     Json(
         CHAINS
             .iter()
-            .map(|c| ChainView::new(c, configured(c.name), state.chains.tokens()))
+            .map(|c| {
+                let local = state.config.chains.is_local_node(c.name);
+                ChainView::new(c, configured(c.name), local, state.chains.tokens())
+            })
             .collect(),
     )
 }

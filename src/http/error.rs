@@ -26,6 +26,9 @@ pub enum AppError {
     BadRequest { code: &'static str, message: String },
     #[error("the X-Agent-Access-Token header is required")]
     MissingToken,
+    /// `missing_token` on a call that also takes owner authority; the message names every credential it takes.
+    #[error("{0}")]
+    MissingCredential(String),
     #[error("the access token is not valid")]
     InvalidToken,
     #[error("the admin token is missing or wrong")]
@@ -132,9 +135,8 @@ impl AppError {
         use AppError::*;
         match self {
             InvalidJson(_) | BadRequest { .. } => StatusCode::BAD_REQUEST,
-            MissingToken | InvalidToken | AdminRequired | MetricsTokenRequired | InvalidProof | InvalidOwnerToken => {
-                StatusCode::UNAUTHORIZED
-            }
+            MissingToken | MissingCredential(_) | InvalidToken | AdminRequired | MetricsTokenRequired
+            | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
             AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound | NotFound => {
                 StatusCode::NOT_FOUND
@@ -164,7 +166,7 @@ impl AppError {
             PolicyDenied { .. } => "policy_denied",
             X402Unsupported { .. } => "x402_unsupported",
             CallReverted { .. } => "call_reverted",
-            MissingToken => "missing_token",
+            MissingToken | MissingCredential(_) => "missing_token",
             InvalidToken => "invalid_token",
             AdminRequired | MetricsTokenRequired => "unauthorized",
             InvalidProof => "invalid_proof",
@@ -260,6 +262,7 @@ impl From<AuthError> for AppError {
     fn from(err: AuthError) -> Self {
         match err {
             AuthError::MissingToken => AppError::MissingToken,
+            e @ AuthError::MissingCredential { .. } => AppError::MissingCredential(e.to_string()),
             AuthError::InvalidToken => AppError::InvalidToken,
             AuthError::Forbidden => AppError::Forbidden,
             AuthError::AdminRequired => AppError::AdminRequired,

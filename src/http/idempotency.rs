@@ -132,6 +132,7 @@ fn is_kept(err: &AppError) -> bool {
         } | InvalidJson(_)
             | BadRequest { .. }
             | MissingToken
+            | MissingCredential(_)
             | InvalidToken
             | AdminRequired
             | InvalidProof

@@ -75,3 +75,29 @@ async fn a_chain_is_configured_only_with_an_rpc_url() {
         "no RPC_URL_POLYGON: {chains}"
     );
 }
+
+#[tokio::test]
+async fn a_chain_whose_node_is_on_a_loopback_address_is_marked_local() {
+    let app = spawn_app_with(&[
+        ("RPC_URL_BASE", "http://127.0.0.1:1"),
+        ("RPC_URL_ETHEREUM", "https://rpc.example.com"),
+    ])
+    .await;
+
+    let (status, chains) = app.request(Method::GET, "/api/chains", None, None).await;
+
+    assert_eq!(status, StatusCode::OK, "{chains}");
+    assert_eq!(find(&chains, "base")["local_node"], true, "{chains}");
+    assert_eq!(find(&chains, "ethereum")["local_node"], false, "{chains}");
+    assert_eq!(
+        find(&chains, "polygon")["local_node"],
+        false,
+        "no node at all: {chains}"
+    );
+    // The registry's explorer stays as the contract gives it; `local_node` tells a client not to link to it.
+    assert_eq!(
+        find(&chains, "base")["explorer_url"],
+        "https://basescan.org",
+        "{chains}"
+    );
+}

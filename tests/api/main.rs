@@ -19,6 +19,7 @@ mod cors;
 mod demo;
 mod errors;
 mod export_key;
+mod guide;
 mod health;
 mod helpers;
 mod idempotency;

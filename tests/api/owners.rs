@@ -529,3 +529,52 @@ async fn signing_out_ends_the_session_at_once() {
         "a second sign-out finds nothing to end"
     );
 }
+
+#[tokio::test]
+async fn an_owner_address_that_is_not_one_is_refused_naming_the_value_given() {
+    let app = spawn_app().await;
+    let bad = "0xYourOwnWallet...";
+    let response = app
+        .create_agent(json!({"name": "owned", "chains": ["base"], "owner_addresses": {"base": bad}}))
+        .await;
+    assert_error(&response, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    let message = response.1["error"]["message"].as_str().unwrap();
+    assert!(message.contains(bad), "the message names the value given: {message}");
+    assert!(
+        !message.contains("'base' is not"),
+        "the chain is not the bad value: {message}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_export_without_credential_is_told_which_credentials_it_takes() {
+    let app = spawn_app().await;
+    let owner = PrivateKeySigner::random();
+    let agent = guarded_agent(&app, &owner).await;
+    let path = format!("/api/agents/{}/export-key", agent.id);
+    let body = json!({"chain": "base", "confirm": true});
+
+    let (status, none) = call(&app, Method::POST, &path, As::default(), Some(body.clone())).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{none}");
+    assert_eq!(none["error"]["code"], "missing_token", "{none}");
+    let message = none["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("X-Owner-Token") && message.contains("ADMIN_TOKEN"),
+        "{message}"
+    );
+
+    // This server has no admin token: a bearer is no credential, and the answer says so.
+    let as_bearer = As {
+        admin: Some("adm_not_configured_here"),
+        ..As::default()
+    };
+    let (status, bearer) = call(&app, Method::POST, &path, as_bearer, Some(body)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{bearer}");
+    assert!(
+        bearer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sets no ADMIN_TOKEN"),
+        "{bearer}"
+    );
+}

@@ -420,3 +420,30 @@ async fn an_instance_still_running_with_the_rotated_key_writes_no_wallet_key_und
     let versions = sql(&url, "SELECT CAST(key_version AS TEXT) FROM wallet_keys").await;
     assert_eq!(versions, ["2"], "only the rotated key; nothing under the old one");
 }
+
+#[test]
+fn a_server_without_a_chain_or_an_admin_token_says_so_once_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let bare = ServerProcess::start(&dev_env(&db, &[]), dir.path());
+    let outcome = bare.terminate(Duration::from_secs(10));
+    let logs = outcome.logs;
+    assert_eq!(logs.matches("no chain is configured").count(), 1, "{logs}");
+    assert!(logs.contains("RPC_URL_<CHAIN>"), "{logs}");
+    assert_eq!(logs.matches("ADMIN_TOKEN is unset").count(), 1, "{logs}");
+
+    let set_up = ServerProcess::start(
+        &dev_env(
+            &db,
+            &[
+                ("RPC_URL_BASE", "http://127.0.0.1:9"),
+                ("ADMIN_TOKEN", "adm_startup_test_token_value"),
+            ],
+        ),
+        dir.path(),
+    );
+    let logs = set_up.terminate(Duration::from_secs(10)).logs;
+    assert!(!logs.contains("no chain is configured"), "{logs}");
+    assert!(!logs.contains("ADMIN_TOKEN is unset"), "{logs}");
+    assert!(!logs.contains("adm_startup_test_token_value"), "{logs}");
+}

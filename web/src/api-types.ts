@@ -1236,6 +1236,13 @@ export interface components {
             explorer_url: string;
             /** @description An RPC URL is set for this chain. */
             configured: boolean;
+            /**
+             * @description The configured node is a local development node (its RPC URL's host is `localhost` or a loopback address,
+             *     as with `scripts/demo.sh`'s anvil): its transactions exist on that node only, so `explorer_url` and the
+             *     explorer links of transfers do not show them. A client labels such a network as local. (Not required in the
+             *     schema: clients of servers before this field treat its absence as `false`.)
+             */
+            local_node?: boolean;
             /** @description The registry's ERC-20 tokens on this chain. */
             tokens: components["schemas"]["TokenView"][];
         };
@@ -8287,6 +8294,7 @@ export interface operations {
                      *         "configured": true,
                      *         "decimals": 18,
                      *         "explorer_url": "https://basescan.org",
+                     *         "local_node": false,
                      *         "name": "base",
                      *         "native_symbol": "ETH",
                      *         "tokens": [

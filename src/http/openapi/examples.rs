@@ -322,6 +322,7 @@ pub fn component(name: &str) -> Option<Value> {
             "decimals": 18,
             "explorer_url": "https://basescan.org",
             "configured": true,
+            "local_node": false,
             "tokens": [{"symbol": "USDC", "address": USDC_BASE, "decimals": 6}],
         }),
         "ChatResponseView" => json!({

@@ -16,6 +16,12 @@ pub struct ChainView {
     pub explorer_url: &'static str,
     /// An RPC URL is set for this chain.
     pub configured: bool,
+    /// The configured node is a local development node (its RPC URL's host is `localhost` or a loopback address,
+    /// as with `scripts/demo.sh`'s anvil): its transactions exist on that node only, so `explorer_url` and the
+    /// explorer links of transfers do not show them. A client labels such a network as local. (Not required in the
+    /// schema: clients of servers before this field treat its absence as `false`.)
+    #[schema(required = false)]
+    pub local_node: bool,
     /// The registry's ERC-20 tokens on this chain.
     pub tokens: Vec<TokenView>,
 }
@@ -30,7 +36,7 @@ pub struct TokenView {
 }
 
 impl ChainView {
-    pub fn new(chain: &ChainInfo, configured: bool, assets: &Registry) -> Self {
+    pub fn new(chain: &ChainInfo, configured: bool, local_node: bool, assets: &Registry) -> Self {
         Self {
             name: chain.name,
             chain_id: chain.chain_id,
@@ -38,6 +44,7 @@ impl ChainView {
             decimals: chain.decimals,
             explorer_url: chain.explorer_url,
             configured,
+            local_node,
             tokens: assets
                 .tokens(chain)
                 .map(|t| TokenView {

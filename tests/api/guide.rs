@@ -1,0 +1,193 @@
+//! `docs/guide.md` run as written against `scripts/demo.sh`: every ```sh block of the guide, in order, in one bash
+//! session, with only the variables the demo prints (`export NAME=value` lines before `DEMO_READY`) added to its
+//! environment. `curl` is wrapped to check each answer's status: a 2xx passes, any other only when the same block
+//! names that status in a comment (the guide's documented outcome, such as the 409 of cancelling a mined transfer).
+//! A stream (`curl -N`) that is still open after 5 s counts as answered.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The demo, stopped with SIGTERM (its own cleanup then stops anvil, agentd and the paywall) when dropped.
+struct Demo {
+    child: Child,
+    vars: Vec<(String, String)>,
+    /// The demo's output, read on by a thread that keeps the pipe open: a closed pipe would end the demo at its next
+    /// line of output.
+    _lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..150 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_demo(dir: &Path) -> Demo {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let stderr = std::fs::File::create(dir.join("demo.stderr")).unwrap();
+    let mut child = Command::new("bash")
+        .arg(format!("{REPO}/scripts/demo.sh"))
+        .env("AGENTD_BIN", env!("CARGO_BIN_EXE_agentd"))
+        .env("DEMO_PORT", port.to_string())
+        .env_remove("DEMO_EXIT_AFTER_SETUP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("the demo script starts");
+    let stdout = child.stdout.take().unwrap();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                // The test is done with the demo; keep draining so that it never blocks on a full pipe.
+                continue;
+            }
+        }
+    });
+    let mut demo = Demo {
+        child,
+        vars: Vec::new(),
+        _lines: lines,
+    };
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let line = match demo._lines.recv_timeout(wait) {
+            Ok(line) => line,
+            Err(_) => {
+                let stderr = std::fs::read_to_string(dir.join("demo.stderr")).unwrap_or_default();
+                panic!("the demo ended or stalled before DEMO_READY:\n{seen}\n{stderr}");
+            }
+        };
+        seen.push_str(&line);
+        seen.push('\n');
+        if line == "DEMO_READY" {
+            assert!(!demo.vars.is_empty(), "the demo printed no variables:\n{seen}");
+            return demo;
+        }
+        if let Some((name, value)) = line.strip_prefix("export ").and_then(|rest| rest.split_once('=')) {
+            demo.vars.push((name.to_string(), value.to_string()));
+        }
+    }
+}
+
+/// The guide's ```sh blocks, in order.
+fn sh_blocks(guide: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in guide.lines() {
+        match current.as_mut() {
+            None if line.trim_end() == "```sh" => current = Some(String::new()),
+            None => {}
+            Some(_) if line.trim_end() == "```" => blocks.push(current.take().unwrap()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+    }
+    assert!(current.is_none(), "an unterminated ```sh block in docs/guide.md");
+    blocks
+}
+
+/// Defines the checking `curl` and runs each block file in turn, marking where it is.
+const PRELUDE: &str = r##"set -euo pipefail
+curl() {
+  local headers rc=0 status stream=()
+  headers="$(mktemp)"
+  for arg in "$@"; do [ "$arg" = "-N" ] && stream=(--max-time 5); done
+  command curl -D "$headers" "${stream[@]}" "$@" || rc=$?
+  status="$(awk '/^HTTP\//{s=$2} END{print s}' "$headers")"
+  rm -f "$headers"
+  if [ "$rc" -eq 28 ] && [ "${#stream[@]}" -gt 0 ] && [ "$status" = 200 ]; then rc=0; fi
+  if [ "$rc" -ne 0 ]; then echo "GUIDE: curl exited $rc (HTTP ${status:-none}): curl $*" >&2; return "$rc"; fi
+  case "$status" in
+    2??) ;;
+    *) if ! grep -Eq "#.*(^|[^0-9])$status([^0-9]|$)" <<<"$GUIDE_BLOCK"; then
+         echo "GUIDE: HTTP $status, which this block does not document: curl $*" >&2
+         return 1
+       fi ;;
+  esac
+}
+"##;
+
+#[test]
+fn every_call_of_the_guide_runs_as_written_against_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    // The guide runs from the repository's directory (`scripts/…`, `test-tools/…`); its answers (agent.json …)
+    // are written here instead, beside links to the two directories it uses.
+    let cwd: PathBuf = dir.path().join("repo");
+    std::fs::create_dir(&cwd).unwrap();
+    for name in ["scripts", "test-tools"] {
+        std::os::unix::fs::symlink(format!("{REPO}/{name}"), cwd.join(name)).unwrap();
+    }
+    let guide = std::fs::read_to_string(format!("{REPO}/docs/guide.md")).unwrap();
+    let blocks = sh_blocks(&guide);
+    assert!(blocks.len() >= 20, "only {} sh blocks found", blocks.len());
+
+    let mut script = String::from(PRELUDE);
+    for (i, block) in blocks.iter().enumerate() {
+        let file = dir.path().join(format!("block-{i}.sh"));
+        std::fs::write(&file, block).unwrap();
+        let file = file.display();
+        script.push_str(&format!(
+            "echo '::block {i}' >&2\nGUIDE_BLOCK=\"$(cat '{file}')\"\n. '{file}'\n"
+        ));
+    }
+    script.push_str("echo '::done' >&2\n");
+    std::fs::write(dir.path().join("guide.sh"), &script).unwrap();
+
+    let demo = start_demo(dir.path());
+    let output = Command::new("bash")
+        .arg(dir.path().join("guide.sh"))
+        .current_dir(&cwd)
+        .envs(demo.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs the guide");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let failed_block = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("::block "))
+        .next_back()
+        .and_then(|n| n.parse::<usize>().ok())
+        .map(|n| blocks[n].clone())
+        .unwrap_or_default();
+    assert!(
+        output.status.success() && stderr.contains("::done"),
+        "the guide failed in this block:\n{failed_block}\n--- stderr:\n{stderr}\n--- stdout:\n{stdout}"
+    );
+
+    // What the calls did, seen through their answers on disk: the agent was made, a chat turn answered, and the
+    // guide's transfer went out.
+    let agent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cwd.join("agent.json")).unwrap()).unwrap();
+    assert!(agent["access_token"].as_str().unwrap().starts_with("agt_"));
+    let transfer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cwd.join("transfer.json")).unwrap()).unwrap();
+    assert_eq!(transfer["chain"], "base", "{transfer}");
+    // The sample paywall was paid: its answer is in the output.
+    assert!(stdout.contains("the paid sample report"), "{stdout}");
+    drop(demo);
+}
