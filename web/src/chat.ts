@@ -19,7 +19,7 @@ import { clear, formatTime, h, shortHex, uid } from './dom';
 import { loadFacts, refusalText } from './explain';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
-import { errorText, notify } from './ui';
+import { errorText, notify, txHashLink } from './ui';
 import { injectedWallet, walletAccount } from './wallet-provider';
 
 const CONNECTED_KEY = 'agentd.connectedWallet';
@@ -731,9 +731,7 @@ export function chatPanel(
           : tx.status === 'cancelled'
             ? `Transaction cancelled on ${tx.chain}`
             : `Transaction dropped on ${tx.chain}`;
-    const hash = tx.explorer_url
-      ? h('a', { href: tx.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, shortHex(tx.tx_hash, 10, 8))
-      : h('code', { class: 'mono' }, shortHex(tx.tx_hash, 10, 8));
+    const hash = txHashLink(tx.chain, tx.tx_hash, tx.explorer_url);
     const facts = [
       tx.block_number !== null && tx.block_number !== undefined ? `block ${tx.block_number}` : null,
       tx.gas_used !== null && tx.gas_used !== undefined ? `gas used ${tx.gas_used}` : null,

@@ -8,7 +8,7 @@ import { DAYS, spendingChart, spendingSeries } from './chart';
 import { clear, formatTime, h, shortHex, uid } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { rejectNote } from './notes';
-import { errorLine, notify } from './ui';
+import { errorLine, notify, txHashLink } from './ui';
 
 export interface HistoryPanel {
   el: HTMLElement;
@@ -146,9 +146,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
   const explorerOf = (chain: string) => chains.find((c) => c.name === chain)?.explorer_url || null;
   const txLink = (chain: string, hash: string, head = 10, tail = 8) => {
     const base = explorerOf(chain);
-    return base
-      ? h('a', { href: `${base}/tx/${hash}`, target: '_blank', rel: 'noopener noreferrer', class: 'mono', title: hash }, shortHex(hash, head, tail))
-      : h('code', { class: 'mono', title: hash }, shortHex(hash, head, tail));
+    return txHashLink(chain, hash, base ? `${base}/tx/${hash}` : null, head, tail);
   };
 
   function what(e: HistoryEntry | Transfer): HTMLElement {

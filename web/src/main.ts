@@ -22,7 +22,17 @@ import {
   type SettingsHooks,
 } from './settings';
 import { forgetToken, getToken, isRemembered, setToken } from './tokens';
-import { capabilityPicker, chainPicker, errorLine, errorText, fieldProblem, notify, setToastRegion, tokenReveal } from './ui';
+import {
+  capabilityPicker,
+  chainPicker,
+  errorLine,
+  errorText,
+  fieldProblem,
+  noteLocalChains,
+  notify,
+  setToastRegion,
+  tokenReveal,
+} from './ui';
 import { walletPanel } from './wallet';
 import { webhooksPanel } from './webhooks';
 
@@ -593,6 +603,7 @@ async function start(): Promise<void> {
   );
   try {
     state.chains = await api.chains();
+    noteLocalChains(state.chains);
   } catch (e) {
     notify(`Cannot load the chain registry: ${errorText(e)}`, 'error');
   }

@@ -5,8 +5,8 @@
 // confirmation), held for the owner's approval, or refused with the service's message, code and rule.
 import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
 import { compareDecimal, roundAmount, subtractDecimal } from './amount';
-import { clear, field, h, shortHex, uid } from './dom';
-import { errorLine, errorText } from './ui';
+import { clear, field, h, uid } from './dom';
+import { errorLine, errorText, txHashLink } from './ui';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
@@ -236,9 +236,7 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
           '. Nothing is signed yet: the owner approves or rejects it in the Approvals tab (owner authority needed).',
         );
       } else if (t.tx_hash) {
-        const hash = t.explorer_url
-          ? h('a', { href: t.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, shortHex(t.tx_hash, 10, 8))
-          : h('code', { class: 'mono' }, shortHex(t.tx_hash, 10, 8));
+        const hash = txHashLink(t.chain, t.tx_hash, t.explorer_url);
         line.append('Transaction ', hash, t.block_number ? ` in block ${t.block_number}` : '', '.');
       }
     };

@@ -1,7 +1,37 @@
 // Shared pieces: notifications, error text, the one-time token panel, chain and capability pickers.
 import { ApiError, type ChainInfo } from './api';
-import { copyButton, field, h, uid } from './dom';
+import { copyButton, field, h, shortHex, uid } from './dom';
 import { hasToken, isRemembered, setToken } from './tokens';
+
+const localChains = new Set<string>();
+
+/** Remembers which chains run on a node on the server's own machine (`local_node`, e.g. the demo's anvil): their
+ * transactions exist nowhere else, so no public explorer link is shown for them. */
+export function noteLocalChains(chains: ChainInfo[]): void {
+  for (const chain of chains) if (chain.local_node) localChains.add(chain.name);
+}
+
+export function isLocalChain(chain: string): boolean {
+  return localChains.has(chain);
+}
+
+/** A transaction hash: linked to `url` (the chain's explorer), or plain with a "local node" mark when the chain runs
+ * on a local node (an explorer would not know the transaction). */
+export function txHashLink(chain: string, hash: string, url: string | null | undefined, head = 10, tail = 8): HTMLElement {
+  const short = shortHex(hash, head, tail);
+  if (isLocalChain(chain)) {
+    return h(
+      'span',
+      { class: 'local-tx' },
+      h('code', { class: 'mono', title: hash }, short),
+      ' ',
+      h('span', { class: 'badge local', title: 'This chain runs on a local node: the transaction exists only there' }, 'local node'),
+    );
+  }
+  return url
+    ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', class: 'mono', title: hash }, short)
+    : h('code', { class: 'mono', title: hash }, short);
+}
 
 export const CAPABILITIES: { name: string; label: string }[] = [
   { name: 'read', label: 'read: balances, gas, blocks, transactions' },

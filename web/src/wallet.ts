@@ -6,7 +6,7 @@ import { qrSvg } from './qr';
 import { roundAmount } from './amount';
 import { keysPanel } from './keys';
 import { sendPanel } from './send';
-import { errorLine, errorText } from './ui';
+import { errorLine, errorText, isLocalChain } from './ui';
 
 export interface WalletPanel {
   el: HTMLElement;
@@ -45,7 +45,15 @@ export function walletPanel(
       h(
         'div',
         { class: 'wallet-main' },
-        h('h3', {}, chain, info ? h('small', { class: 'muted' }, ` · chain id ${info.chain_id}`) : null),
+        h(
+          'h3',
+          {},
+          chain,
+          info ? h('small', { class: 'muted' }, ` · chain id ${info.chain_id}`) : null,
+          info?.local_node
+            ? h('span', { class: 'badge local', 'data-testid': `local-node-${chain}`, title: 'This chain runs on a local node (a test network): its coins and transactions exist only there' }, ' local node')
+            : null,
+        ),
         h(
           'div',
           { class: 'address-row' },
@@ -156,7 +164,7 @@ export function walletPanel(
         h('code', { class: 'mono small uri', 'data-testid': `payment-uri-${deposit.chain}` }, deposit.payment_uri),
         copyButton(deposit.payment_uri, `Copy ${deposit.chain} payment link`),
       ),
-      deposit.explorer_url
+      deposit.explorer_url && !isLocalChain(deposit.chain)
         ? h('a', { href: deposit.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'small' }, 'View on explorer')
         : '',
     );

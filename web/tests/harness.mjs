@@ -1,5 +1,6 @@
 // Starts what the browser tests need: anvil (chain id 8453, as "base"), the real agentd binary, and headless
 // Chromium from Debian (never a downloaded browser).
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -204,3 +205,15 @@ export async function startStack({ env = {} } = {}) {
   };
 }
 
+
+/**
+ * A transaction hash shown for a chain on a local node (the tests' anvil, `local_node` in `/api/chains`): the hash in
+ * full in the title, marked "local node", and no explorer link (no public explorer knows the transaction).
+ */
+export async function assertLocalTx(cell, hash) {
+  const shown = cell.locator('.local-tx').first();
+  await shown.waitFor();
+  assert.equal(await shown.locator('code').getAttribute('title'), hash);
+  assert.match(await shown.textContent(), /local node/);
+  assert.equal(await shown.locator('a').count(), 0, 'no explorer link for a transaction on a local node');
+}

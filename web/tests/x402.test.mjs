@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, assertLocalTx, callApi, startStack, watchPage } from './harness.mjs';
 import { USDC_BASE, startPaywall, tokenBalance, usdcOnBase } from './paywall.mjs';
 
 // The payee (EIP-55, as x402 servers send it).
@@ -127,7 +127,7 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     assert.match(shown, new RegExp(`${host.replace(/\./g, '\\.')}/paid`), shown);
     assert.match(await row.textContent(), /0\.01 USDC/);
     assert.doesNotMatch(await row.textContent(), /secret-query-value/);
-    assert.equal(await row.getByTestId('tx').locator('a').first().getAttribute('href'), `https://basescan.org/tx/${settlement}`);
+    await assertLocalTx(row.getByTestId('tx'), settlement);
     await shot('x03-history-confirmed');
 
     const transfer = await api('GET', `/api/agents/${agentId}/transfers/${transferId}`, undefined, asAgent());
