@@ -12,7 +12,6 @@ mod postgres;
 mod shared;
 mod sql;
 mod sqlite;
-mod views;
 pub mod webhooks;
 
 use std::collections::BTreeMap;

@@ -17,7 +17,6 @@ mod keys;
 mod owners;
 mod policies;
 mod purge;
-pub(in crate::store) mod reads;
 mod settlements;
 mod tokens;
 mod transfers;
@@ -78,7 +77,7 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
 }
 
 /// A write transaction (`Backend::begin_write`): the connection through `Deref`, `commit` to end it. On SQLite it
-/// also holds this process's writer turn until it ends (see `SqlStore::writer`).
+/// also holds this process's writer turn until it ends (see `store::sqlite::Speedups`).
 pub struct WriteTx<B: Database> {
     // Declared first, so dropped first: the rollback is queued before the turn passes on.
     tx: Transaction<'static, B>,
@@ -117,13 +116,9 @@ pub struct SqlStore<B: Database> {
     pub(in crate::store) locks: LocalLocks,
     /// Events this instance committed, announced to this instance's feeds.
     pub(in crate::store) feed: LocalFeed,
-    /// Connections for single reads without the pool's pings (SQLite); `None` reads through the pool.
-    pub(in crate::store) reads: Option<std::sync::Arc<reads::ReadConns<B::Connection>>>,
-    /// Agent views kept while the database has not changed (SQLite); `None` reads every time.
-    pub(in crate::store) views: Option<std::sync::Arc<crate::store::views::ViewCache>>,
-    /// The writer turn of this process (SQLite): its write transactions queue here, in order, rather than at
-    /// SQLite's busy handler, which polls the lock with sleeps of 1, 2, 5, ... up to 100 ms while it is taken.
-    pub(in crate::store) writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite's speed machinery (read connections, the view cache, the writer turn: `store::sqlite`); `None` on
+    /// PostgreSQL, which reads and writes through the pool.
+    pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::sqlite::Speedups<B::Connection>>>,
     /// The audit chain's key, once `use_audit_key` set it (at start, from the sealed copy in the database).
     pub(in crate::store) audit_key: std::sync::Arc<std::sync::OnceLock<crate::domain::audit::AuditKey>>,
 }
@@ -134,9 +129,7 @@ impl<B: Database> SqlStore<B> {
             pool,
             locks: LocalLocks::default(),
             feed: LocalFeed::default(),
-            reads: None,
-            views: None,
-            writer: Default::default(),
+            sqlite: None,
             audit_key: Default::default(),
         }
     }
@@ -149,9 +142,7 @@ impl<B: Database> Clone for SqlStore<B> {
             pool: self.pool.clone(),
             locks: self.locks.clone(),
             feed: self.feed.clone(),
-            reads: self.reads.clone(),
-            views: self.views.clone(),
-            writer: self.writer.clone(),
+            sqlite: self.sqlite.clone(),
             audit_key: self.audit_key.clone(),
         }
     }

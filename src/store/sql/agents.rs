@@ -112,23 +112,21 @@ where
     }
 
     async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)> {
-        // Unchanged database, same answer: see `store::views` for why this is exact.
-        let before = match &self.views {
-            Some(views) => match views.get(id, token_hash).await {
+        // SQLite: an unchanged database gives the same answer (see `store::sqlite::views` for why this is exact),
+        // and a read connection without the pool's pings reads it otherwise.
+        if let Some(sqlite) = &self.sqlite {
+            let before = match sqlite.views.get(id, token_hash).await {
                 Ok(view) => return Ok(view),
                 Err(mark) => mark,
-            },
-            None => None,
-        };
-        if let Some(reads) = &self.reads {
-            let mut read = reads.take().await?;
+            };
+            let mut read = sqlite.reads.take().await?;
             let found = Self::load_agent_and_token(&mut read.conn, id, Some(token_hash)).await;
             // The statement ran to its end (found or not): the connection is fit for the next read.
             if !matches!(found, Err(StoreError::Database(_))) {
                 read.give_back();
             }
-            if let (Some(views), Some(before), Ok(view)) = (&self.views, before, &found) {
-                views.put(before, id, token_hash, view).await;
+            if let (Some(before), Ok(view)) = (before, &found) {
+                sqlite.views.put(before, id, token_hash, view).await;
             }
             return found;
         }
