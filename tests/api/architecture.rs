@@ -185,3 +185,48 @@ fn the_mcp_files_stay_under_four_hundred_lines() {
         .collect();
     assert!(long.is_empty(), "split these: {long:?}");
 }
+
+/// Every `§n` the code, the tests, the benchmarks and the docs cite names a section of `docs/api.md` (the contract as
+/// this repository keeps it): a section renumbered or a citation of one that was never written fails here.
+#[test]
+fn every_section_cited_exists_in_the_api_reference() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let reference = std::fs::read_to_string(root.join("docs/api.md")).expect("docs/api.md");
+    let sections: BTreeSet<u32> = reference
+        .lines()
+        .filter_map(|line| line.strip_prefix("## "))
+        .filter_map(|heading| heading.split('.').next()?.parse().ok())
+        .collect();
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "bench"] {
+        source_files(&root.join(dir), &mut files);
+    }
+    for doc in [
+        "README.md",
+        "docs/guide.md",
+        "docs/design.md",
+        "docs/operations.md",
+        "docs/security.md",
+    ] {
+        files.push(root.join(doc));
+    }
+    let mut missing = BTreeMap::<u32, Vec<String>>::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (at, _) in text.match_indices('§') {
+            let digits: String = text[at + '§'.len_utf8()..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<u32>()
+                && !sections.contains(&n)
+            {
+                let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+                missing.entry(n).or_default().push(shown);
+            }
+        }
+    }
+    assert!(!sections.is_empty(), "no `## n.` headings read in docs/api.md");
+    assert!(missing.is_empty(), "sections cited but not in docs/api.md: {missing:?}");
+}

@@ -1,7 +1,7 @@
 //! What one simulated call does to the agent's wallet (§18 `simulation`), read from its logs: the tokens and native
 //! coin it sends and receives, and the allowances it grants. The caller passes only the logs of the agent's own
 //! call, and only when that call succeeded (`status 0x1`): anvil 1.7.1 leaks the native pseudo-log of a reverted
-//! top-level call (groundwork23 §0.6).
+//! top-level call (seen on anvil: a log of the native move although the call reverted).
 //!
 //! Not counted here: ERC-721 transfers and single-token approvals (4 topics: a token id, not an amount) and ERC-1155
 //! transfers. They carry no amount a limit could be kept in; `ApprovalForAll`, which hands over every token of a

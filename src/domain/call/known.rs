@@ -1,7 +1,7 @@
 //! The functions and custom errors agentd names without a policy ABI (§18): the token standards an agent's calls
 //! most often touch, and the allowance machinery (Permit2, EIP-2612, DAI) whose grants the policy must see. The
-//! signatures come from the real interfaces (groundwork23/selectors.md, cross-checked with solc); the selectors are
-//! computed by alloy at first use, and a test pins them to that table.
+//! signatures come from the real interfaces (the token standards' and Permit2's published ABIs); the selectors are
+//! computed by alloy at first use, and a test pins them to the 4-byte values solc gives for those signatures.
 
 use std::sync::LazyLock;
 
@@ -89,8 +89,8 @@ mod tests {
     }
 
     #[test]
-    fn selectors_match_the_groundwork_table() {
-        // From groundwork23/selectors.md (keccak of the canonical signature, cross-checked against solc).
+    fn selectors_match_the_table_solc_gives() {
+        // keccak of the canonical signature, as solc reports it for these interfaces.
         let table = [
             ("0xa9059cbb", "transfer(address,uint256)"),
             ("0x095ea7b3", "approve(address,uint256)"),

@@ -1,5 +1,5 @@
 //! Why a simulated call reverted, in words (§18 `call_reverted` `details.reason`). The node gives only the raw
-//! `returnData` (groundwork23 §0.2): a revert string, a panic code, a custom error, or nothing.
+//! `returnData` (of `eth_simulateV1` or `debug_traceCall`): a revert string, a panic code, a custom error, or nothing.
 
 use alloy::dyn_abi::JsonAbiExt;
 use alloy::json_abi::{Error, JsonAbi};
