@@ -77,6 +77,11 @@ impl Chains {
         self
     }
 
+    /// Whether `name` is configured with a node on this machine (its transactions exist on that node only).
+    pub fn is_local_node(&self, name: &str) -> bool {
+        self.clients.iter().any(|c| c.name() == name && c.is_local_node())
+    }
+
     /// The token registry.
     pub fn tokens(&self) -> &std::sync::Arc<Registry> {
         &self.tokens

@@ -90,6 +90,9 @@ pub struct ChainClient {
     info: &'static ChainInfo,
     inner: Arc<Inner>,
     confirmations: u64,
+    /// Its node is on this machine (a loopback URL, as alloy's transport judges it): a development node whose
+    /// transactions no public explorer knows.
+    local: bool,
 }
 
 impl std::fmt::Debug for ChainClient {
@@ -125,7 +128,13 @@ impl ChainClient {
                 recent_l1_fee: Mutex::new(None),
             }),
             confirmations: 1,
+            local: is_local,
         }
+    }
+
+    /// Whether the node is on this machine (a development node, such as the demo's anvil).
+    pub fn is_local_node(&self) -> bool {
+        self.local
     }
 
     /// The registry entry of this chain.

@@ -142,11 +142,17 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
         let (outcome, previewed) = cx.services.transfers.call(order).await?;
         let call = call_json(to, &previewed.record);
         Ok(match outcome {
-            TransferOutcome::Sent { chain, tx, status } => json!({
-                "transfer_id": tx.id, "kind": "call", "chain": chain.name, "status": status.as_str(),
-                "tx_hash": tx.tx_hash, "nonce": tx.nonce, "explorer_url": chain.tx_url(&tx.tx_hash),
-                "call": call, "simulation": previewed.record.simulation,
-            }),
+            TransferOutcome::Sent { chain, tx, status } => {
+                let mut sent = json!({
+                    "transfer_id": tx.id, "kind": "call", "chain": chain.name, "status": status.as_str(),
+                    "tx_hash": tx.tx_hash, "nonce": tx.nonce, "explorer_url": chain.tx_url(&tx.tx_hash),
+                    "call": call, "simulation": previewed.record.simulation,
+                });
+                if cx.services.chains.is_local_node(chain.name) {
+                    sent["local_node"] = json!(true);
+                }
+                sent
+            }
             TransferOutcome::AwaitingApproval { approval, .. } => json!({
                 "transfer_id": approval.id, "kind": "call", "status": "awaiting_approval",
                 "expires_at": approval.expires_at, "call": call, "simulation": previewed.record.simulation,

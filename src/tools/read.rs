@@ -98,7 +98,7 @@ fn get_transaction<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
         let Some(tx) = tx else {
             return Ok(json!({ "chain": chain.name, "tx_hash": hash.to_string(), "status": "not_found" }));
         };
-        Ok(json!({
+        let mut found = json!({
             "chain": chain.name,
             "tx_hash": hash.to_string(),
             "status": tx.status.as_str(),
@@ -111,6 +111,10 @@ fn get_transaction<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
             "symbol": chain.native_symbol,
             "gas_used": tx.gas_used,
             "explorer_url": chain.tx_url(&hash.to_string()),
-        }))
+        });
+        if cx.services.chains.is_local_node(chain.name) {
+            found["local_node"] = json!(true);
+        }
+        Ok(found)
     })
 }

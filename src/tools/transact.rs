@@ -167,7 +167,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
             mandate: cx.mandate,
         };
         let outcome = cx.services.transfers.send(order).await?;
-        Ok(outcome_json(&outcome))
+        Ok(outcome_json(&outcome, cx.services.chains.is_local_node(chain.name)))
     })
 }
 
@@ -188,6 +188,9 @@ struct Sent {
     max_fee_per_gas_gwei: String,
     reserved: String,
     explorer_url: String,
+    /// Present (`true`) when the chain's node is a local one: no public explorer knows the transaction.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    local_node: bool,
 }
 
 /// A send tool's result (§6) when the transfer waits: nothing is signed yet, and what the model can tell the user is
@@ -199,7 +202,7 @@ struct Held {
     expires_at: chrono::DateTime<chrono::Utc>,
 }
 
-fn outcome_json(outcome: &TransferOutcome) -> Value {
+fn outcome_json(outcome: &TransferOutcome, local_node: bool) -> Value {
     let result = match outcome {
         TransferOutcome::AwaitingApproval { approval, .. } => serde_json::to_value(Held {
             transfer_id: approval.id,
@@ -221,6 +224,7 @@ fn outcome_json(outcome: &TransferOutcome) -> Value {
             max_fee_per_gas_gwei: format_gwei(tx.max_fee_per_gas),
             reserved: format_units(tx.reserved_wei, chain.decimals),
             explorer_url: chain.tx_url(&tx.tx_hash),
+            local_node,
         }),
     };
     result.expect("a send result serialises")

@@ -229,6 +229,13 @@ async fn transactions_are_listed_after_a_transfer() {
         .as_str()
         .unwrap_or_else(|| panic!("the transfer has a hash: {sent}"))
         .to_string();
+    // anvil is a local node: no public explorer knows the transaction, and the answer does not link to one.
+    assert_eq!(sent["chain_calls"][0]["result"]["local_node"], true, "{sent}");
+    assert_contains(&sent["response"], "local node");
+    assert!(
+        !sent["response"].as_str().unwrap_or_default().contains("basescan"),
+        "{sent}"
+    );
     // anvil's automine answers the broadcast before the block is sealed: the balance moves a moment later.
     let expected = before + U256::from(10_000_000_000_000_000u128);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

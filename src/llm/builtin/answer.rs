@@ -21,6 +21,15 @@ pub fn compose(calls: &[ToolCall], results: &[Option<&str>], context: &TurnConte
 }
 
 /// A scalar as written in the result (strings unquoted, numbers as JSON renders them).
+/// The explorer link of a transaction result after `lead`, or, for a chain on a local node (`local_node`), that no
+/// public explorer shows it (a link there would lead nowhere).
+fn explorer(value: &Value, lead: &str) -> String {
+    if value.get("local_node").and_then(Value::as_bool) == Some(true) {
+        return " It is on a local node: no public explorer shows it.".to_string();
+    }
+    field(value, "explorer_url").map_or_else(String::new, |url| format!("{lead}{url}"))
+}
+
 fn field(value: &Value, key: &str) -> Option<String> {
     match value.get(key)? {
         Value::String(s) => Some(s.clone()),
@@ -218,9 +227,7 @@ fn transaction_line(chain: &str, value: &Value, status: &str) -> String {
     if let Some(gas) = field(value, "gas_used") {
         line.push_str(&format!(" Gas used: {gas}."));
     }
-    if let Some(url) = field(value, "explorer_url") {
-        line.push_str(&format!(" {url}"));
-    }
+    line.push_str(&explorer(value, " "));
     line
 }
 
@@ -325,9 +332,7 @@ fn sent(chain: &str, value: &Value, hash: &str) -> String {
         text(value, "to"),
         text(value, "status")
     );
-    if let Some(url) = field(value, "explorer_url") {
-        line.push_str(&format!(" Explorer: {url}"));
-    }
+    line.push_str(&explorer(value, " Explorer: "));
     line
 }
 
@@ -532,6 +537,13 @@ mod tests {
             sent.contains("0xfeed") && sent.contains("pending") && sent.contains("https://basescan.org/tx/0xfeed"),
             "{sent}"
         );
+        // On a local node (the demo's anvil) no explorer knows the transaction: the answer says so, without a link.
+        let local = describe(
+            &call("send_native", json!({})),
+            &json!({"chain": "base", "tx_hash": "0xfeed", "status": "pending", "to": ADDR, "amount": "0.01", "symbol": "ETH", "explorer_url": "https://basescan.org/tx/0xfeed", "local_node": true}),
+        );
+        assert!(local.contains("0xfeed") && local.contains("local node"), "{local}");
+        assert!(!local.contains("basescan"), "{local}");
         let spending = describe(
             &call("spending_summary", json!({})),
             &json!({"chains": [{"chain": "base", "spending_cap": "0.5", "spent": "0.1", "remaining": "0.4", "symbol": "ETH"}]}),
