@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, repoRoot, startStack } from './harness.mjs';
+import { artifactsDir, callApi, repoRoot, startStack, watchPage } from './harness.mjs';
 
 // anvil's first dev account (unlocked): deploys Uniswap, provides liquidity, funds the agent.
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -164,20 +164,8 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await context.addInitScript(([id, t]) => localStorage.setItem(`agentd.token.${id}`, t), [agentId, agentToken]);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
       // The 422 the policy test provokes on purpose is logged by the browser itself; the console shows it.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403|422)/.test(m.text())) {
-        pageErrors.push(`console: ${m.text()}`);
-      }
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403, 422]);
   });
 
   after(async () => {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const RECIPIENT_B = '0x8617E340B3D01FA5F11F306F4090FD50E238070D';
@@ -69,20 +69,8 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await context.addInitScript(([id, token]) => localStorage.setItem(`agentd.token.${id}`, token), [agents.a.id, agents.a.token]);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
       // The sidebar's agent list is refused (401) until the admin token is entered: the console says so itself.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403)/.test(m.text())) {
-        pageErrors.push(`console: ${m.text()}`);
-      }
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403]);
   });
 
   after(async () => {

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account: unlocked, so anvil signs as the owner (as `cast wallet sign` would with its key).
@@ -30,22 +30,6 @@ function utf8Hex(text) {
   return `0x${Buffer.from(text, 'utf8').toString('hex')}`;
 }
 
-/** Collects page errors; the 401/403/422 answers these tests provoke on purpose are shown to the user instead. */
-async function watch(page, baseUrl, errors) {
-  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403|422)/.test(m.text())) {
-      errors.push(`console: ${m.text()}`);
-    }
-  });
-  await page.route(
-    (url) => !url.href.startsWith(baseUrl),
-    (route) => {
-      errors.push(`external request: ${route.request().url()}`);
-      return route.abort();
-    },
-  );
-}
 
 describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { timeout: 300000 }, () => {
   let stack;
@@ -64,7 +48,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     const context = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    await watch(page, stack.baseUrl, pageErrors);
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403, 422]);
   });
 
   after(async () => {
@@ -402,7 +386,7 @@ describe('the admin token is checked with the server (ADMIN_TOKEN set)', { timeo
     const context = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    await watch(page, stack.baseUrl, pageErrors);
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403, 422]);
   });
 
   after(async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent, and signs as its owner).
@@ -66,21 +66,9 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     }, DEV);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
       // The browser logs the requests these tests make fail on purpose (401, 403, 422) itself; the console shows
       // them to the user, which the tests check.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403|422)/.test(m.text())) {
-        pageErrors.push(`console: ${m.text()}`);
-      }
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403, 422]);
   });
 
   after(async () => {

@@ -94,10 +94,13 @@ function serveDistIn(browser, baseUrl) {
  */
 /** Collects the page's errors, console errors and any request that leaves the stack (the page must load nothing
  * from elsewhere: such a request is aborted and recorded). */
-export async function watchPage(page, baseUrl, errors) {
+export async function watchPage(page, baseUrl, errors, expected = []) {
+  // `expected`: statuses a test provokes on purpose (a refusal the console shows to the user), which the browser
+  // itself logs as "Failed to load resource".
+  const provoked = new RegExp(`Failed to load resource: the server responded with a status of (${expected.join('|')})\\b`);
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+    if (m.type() === 'error' && !(expected.length && provoked.test(m.text()))) errors.push(`console: ${m.text()}`);
   });
   await page.route(
     (url) => !url.href.startsWith(baseUrl),

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { createHmac, randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
 
 // anvil's first dev account: the agent's owner address (it makes the agent guarded).
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -82,20 +82,8 @@ describe('web console webhooks', { timeout: 240000 }, () => {
     await context.addInitScript(([id, token]) => localStorage.setItem(`agentd.token.${id}`, token), [agentId, created.body.access_token]);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
       // The refusals without owner authority (401, 403) are logged by the browser itself; the tab shows them.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403)/.test(m.text())) {
-        pageErrors.push(`console: ${m.text()}`);
-      }
-    });
-    await page.route(
-      (url) => !url.href.startsWith(stack.baseUrl),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    await watchPage(page, stack.baseUrl, pageErrors, [401, 403]);
   });
 
   after(async () => {
