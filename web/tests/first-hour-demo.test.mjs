@@ -351,6 +351,16 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal((await api('GET', `/api/agents/${demo.agentId}/transfers/${id}`, undefined, asAgent())).body.status, 'awaiting_approval');
     await shot('11-approve-confirm-step');
     await confirm.getByRole('button', { name: /^Confirm: approve 0\.1 ETH/ }).click();
+    // Its toast names the full recipient address, wrapped inside the toast: nothing of it (nor its Dismiss button)
+    // runs off the screen.
+    const toast = page.locator('.toast').filter({ hasText: /Approved: 0\.1 ETH to 0x0+dEaD/ });
+    await toast.waitFor();
+    const fits = await toast.evaluate((el) => {
+      const box = el.getBoundingClientRect();
+      const dismiss = el.querySelector('button').getBoundingClientRect();
+      return { right: box.right, dismiss: dismiss.right, viewport: document.documentElement.clientWidth };
+    });
+    assert.ok(fits.right <= fits.viewport && fits.dismiss <= fits.right, `the toast fits the screen: ${JSON.stringify(fits)}`);
     await page.getByText('Nothing is waiting for approval.').waitFor();
 
     await until('the approved transfer to be confirmed', async () => {
