@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the console's browser tests in headless Chromium against the real agentd debug binary and anvil.
 # Needs: the binary (the caller builds it: cargo build), anvil (npm ci --prefix test-tools), /usr/bin/chromium
-# (web/tests/setup.sh); first-hour-demo.test.mjs runs scripts/demo.sh with that binary (bash, curl, python3). Screenshots go to target/browser-artifacts/ in the checkout (BROWSER_ARTIFACTS overrides);
-# target/ is git-ignored, so CI keeps them as artifacts without committing them.
+# (web/tests/setup.sh); first-hour-demo.test.mjs runs scripts/demo.sh with that binary (bash, curl, python3).
+# Screenshots go to target/browser-artifacts/ in the checkout (BROWSER_ARTIFACTS overrides); target/ is git-ignored,
+# so CI keeps them as artifacts without committing them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
