@@ -63,6 +63,16 @@ async function startDemo() {
   child.stdout.on('data', (c) => (output = (output + c.toString()).slice(-200000)));
   child.stderr.on('data', (c) => (output = (output + c.toString()).slice(-200000)));
   const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  // Should the test runner itself be ended, the demo (its own process group) goes with it.
+  const orphaned = () => {
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      // already ended
+    }
+  };
+  process.once('exit', orphaned);
+  exited.then(() => process.off('exit', orphaned));
   const demo = { child, tmp, exited, output: () => output };
   await new Promise((resolveReady, reject) => {
     const timer = setTimeout(() => reject(new Error(`the demo did not print DEMO_READY within 300 s:\n${output}`)), 300000);
@@ -79,6 +89,7 @@ async function startDemo() {
     });
   }).catch(async (e) => {
     await stopDemo(demo).catch(() => {});
+    rmSync(tmp, { recursive: true, force: true });
     throw e;
   });
   const printed = output.slice(0, output.search(/^DEMO_READY$/m));
