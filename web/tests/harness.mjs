@@ -89,6 +89,18 @@ function serveDistIn(browser, baseUrl) {
 }
 
 /**
+ * Headless Chromium for a console served at `baseUrl` (with `CONSOLE_FROM_DIST=1`, its pages get the checkout's
+ * `web/dist/`): for a test that starts the server otherwise than `startStack` does (the demo).
+ */
+export async function launchBrowser(baseUrl) {
+  if (!existsSync(chromiumBin)) throw new Error(`missing ${chromiumBin}: install it: web/tests/setup.sh`);
+  mkdirSync(artifactsDir, { recursive: true });
+  const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
+  if (process.env.CONSOLE_FROM_DIST) serveDistIn(browser, baseUrl);
+  return browser;
+}
+
+/**
  * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
  * not needed here: each test file opens its own context.
  */
@@ -168,8 +180,7 @@ export async function startStack({ env = {} } = {}) {
   stopped.push(agentd.child);
   const baseUrl = `http://${agentd.match[1]}`;
 
-  const browser = await chromium.launch({ executablePath: chromiumBin, args: CHROMIUM_ARGS, headless: true });
-  if (process.env.CONSOLE_FROM_DIST) serveDistIn(browser, baseUrl);
+  const browser = await launchBrowser(baseUrl);
 
   return {
     rpcUrl,

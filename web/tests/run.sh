@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the console's browser tests in headless Chromium against the real agentd debug binary and anvil.
 # Needs: the binary (the caller builds it: cargo build), anvil (npm ci --prefix test-tools), /usr/bin/chromium
-# (web/tests/setup.sh). Screenshots go to target/browser-artifacts/ in the checkout (BROWSER_ARTIFACTS overrides);
-# target/ is git-ignored, so CI keeps them as artifacts without committing them.
+# (web/tests/setup.sh); first-hour-demo.test.mjs runs scripts/demo.sh with that binary (bash, curl, python3).
+# Screenshots go to target/browser-artifacts/ in the checkout (BROWSER_ARTIFACTS overrides); target/ is git-ignored,
+# so CI keeps them as artifacts without committing them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
@@ -26,4 +27,4 @@ if [ ! -d node_modules/playwright-core ]; then
 fi
 export BROWSER_ARTIFACTS="${BROWSER_ARTIFACTS:-$(cd .. && pwd)/target/browser-artifacts}"
 echo "==> browser tests (screenshots in $BROWSER_ARTIFACTS)"
-exec node --test --test-concurrency=1 tests/console.test.mjs tests/guardrails.test.mjs tests/history.test.mjs tests/x402.test.mjs tests/calls.test.mjs tests/webhooks.test.mjs tests/first-hour-console.test.mjs tests/first-hour-approvals.test.mjs
+exec node --test --test-concurrency=1 tests/console.test.mjs tests/guardrails.test.mjs tests/history.test.mjs tests/x402.test.mjs tests/calls.test.mjs tests/webhooks.test.mjs tests/first-hour-console.test.mjs tests/first-hour-approvals.test.mjs tests/first-hour-demo.test.mjs

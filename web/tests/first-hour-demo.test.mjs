@@ -1,0 +1,501 @@
+// The first hour against the real demo (issue 26): `scripts/demo.sh` is started as a stranger starts it (with
+// `AGENTD_BIN` passed through, so it builds nothing), its printed variables (`export NAME=value` before
+// `DEMO_READY`) and its console URL, admin token, agent and access token are read from its output, and the console
+// is walked in headless Chromium against it, a screenshot of each step kept as an artifact (`first-hour-demo-*.png`):
+// 1. the console the demo printed: it asks for the admin token, lists the demo agent once given it, opens it with the
+//    printed access token; the wallet shows the ETH and the test USDC, the chain marked "local node", and the demo's
+//    own transfer in History with its hash and no explorer link;
+// 2. owner authority: a wrong admin token refused, the demo's accepted; an owner session opened through the API with
+//    the demo's owner key (`cast wallet sign`, as docs/guide.md does) pasted in Settings;
+// 3. a policy set in the editor: base:ETH per transfer, per day and approval above, base:USDC per day, and the host
+//    127.0.0.1 allowed for x402 (the guide's §4);
+// 4. a send from the Wallet tab: review → confirm → confirmed, the recipient's balance checked on the demo's anvil;
+// 5. a transfer the agent asks through the API above `approval_above`: its card in Approvals names the rule and the
+//    daily limit left; approved through the confirmation step, as the owner; landed on anvil;
+// 6. a send over the daily limit refused, and shown in History with the limit named and what was left;
+// 7. a new guarded agent from the New agent form with the demo's owner address (the API says `guarded`), funded
+//    from the local node as the demo says;
+// 8. the sample paywall paid from the chat ("pay up to 0.05 USDC for <PAYWALL_URL>", the builtin engine's x402
+//    phrase): the paywall's payee holds the test USDC on anvil and the payment is confirmed in the API and History;
+// then the demo is stopped with SIGTERM to its process group, and nothing of it is left running or on disk.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { agentdBin, artifactsDir, assertLocalTx, callApi, launchBrowser, repoRoot } from './harness.mjs';
+import { tokenBalance, USDC_BASE } from './paywall.mjs';
+
+const TIMEOUT = 20000;
+const ETH = 10n ** 18n;
+const milli = (n) => (BigInt(n) * ETH) / 1000n;
+const cast = join(repoRoot, 'test-tools', 'node_modules', '.bin', 'cast');
+
+function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+/**
+ * Starts `scripts/demo.sh` in its own process group, with its temporary files under a directory of the test's own
+ * (TMPDIR), and resolves at `DEMO_READY` with what it printed: the `export` variables and the lines a person reads.
+ */
+async function startDemo() {
+  const tmp = mkdtempSync(join(tmpdir(), 'agentd-demo-test-'));
+  const env = { ...process.env, AGENTD_BIN: agentdBin, DEMO_PORT: String(await freePort()), TMPDIR: tmp };
+  delete env.DEMO_EXIT_AFTER_SETUP;
+  const child = spawn('bash', [join(repoRoot, 'scripts', 'demo.sh')], {
+    cwd: repoRoot,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  // Read on until the end: a closed pipe would end the demo at its next line of output.
+  child.stdout.on('data', (c) => (output = (output + c.toString()).slice(-200000)));
+  child.stderr.on('data', (c) => (output = (output + c.toString()).slice(-200000)));
+  const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  // Should the test runner itself be ended, the demo (its own process group) goes with it.
+  const orphaned = () => {
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      // already ended
+    }
+  };
+  process.once('exit', orphaned);
+  exited.then(() => process.off('exit', orphaned));
+  const demo = { child, tmp, exited, output: () => output };
+  await new Promise((resolveReady, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the demo did not print DEMO_READY within 300 s:\n${output}`)), 300000);
+    const check = () => {
+      if (/^DEMO_READY$/m.test(output)) {
+        clearTimeout(timer);
+        resolveReady();
+      }
+    };
+    child.stdout.on('data', check);
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`the demo ended (${code ?? signal}) before DEMO_READY:\n${output}`));
+    });
+  }).catch(async (e) => {
+    await stopDemo(demo).catch(() => {});
+    rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  });
+  const printed = output.slice(0, output.search(/^DEMO_READY$/m));
+  demo.vars = Object.fromEntries([...printed.matchAll(/^export ([A-Z_][A-Z0-9_]*)=(.*)$/gm)].map((m) => [m[1], m[2]]));
+  const line = (label) => {
+    const match = new RegExp(`^\\s+${label}:\\s+(\\S+)`, 'm').exec(printed);
+    assert.ok(match, `the demo printed no "${label}:" line:\n${printed}`);
+    return match[1];
+  };
+  demo.console = line('Console');
+  demo.agentId = line('Agent');
+  demo.agentToken = line('Access token');
+  demo.transferId = line('Transfer').replace(/,$/, '');
+  demo.transferHash = /^\s+Transfer:.*\((0x[0-9a-f]{64})\)$/m.exec(printed)?.[1];
+  return demo;
+}
+
+/** SIGTERM to the demo's process group; resolves once the script and everything it started have ended. */
+async function stopDemo(demo) {
+  const pgid = demo.child.pid;
+  const groupAlive = () => {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (groupAlive()) process.kill(-pgid, 'SIGTERM');
+  const ended = await Promise.race([demo.exited.then(() => true), new Promise((r) => setTimeout(() => r(false), 20000))]);
+  for (let i = 0; i < 100 && groupAlive(); i++) await new Promise((r) => setTimeout(r, 100));
+  const left = groupAlive();
+  if (left) process.kill(-pgid, 'SIGKILL');
+  return { ended, left };
+}
+
+describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 }, () => {
+  let demo;
+  let browser;
+  let page;
+  let stopped = false;
+  // The steps build on each other: after a failed one, the rest are skipped rather than failing in its wake.
+  let broken = null;
+  const step = (name, fn) =>
+    it(name, async (t) => {
+      if (broken) return t.skip(`after the failed step: ${broken}`);
+      try {
+        await fn(t);
+      } catch (e) {
+        broken = name;
+        throw e;
+      }
+    });
+  let newAgentId;
+  const pageErrors = [];
+  const v = (name) => demo.vars[name];
+
+  const api = (method, path, body, headers) => callApi(v('API'), method, path, body, headers);
+  const asAgent = () => ({ 'x-agent-access-token': demo.agentToken });
+  const shot = (name) => page.screenshot({ path: join(artifactsDir, `first-hour-demo-${name}.png`), fullPage: true });
+  async function rpc(method, params) {
+    const response = await fetch(v('DEMO_RPC'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    const body = await response.json();
+    if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+    return body.result;
+  }
+  const balanceOf = async (address) => BigInt(await rpc('eth_getBalance', [address, 'latest']));
+  async function until(what, check, ms = 30000) {
+    const end = Date.now() + ms;
+    for (;;) {
+      const value = await check();
+      if (value) return value;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const openAgent = async (name) => {
+    await page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: new RegExp(name) }).click();
+    await page.getByRole('heading', { name }).waitFor();
+  };
+  const wallet = () => page.getByTestId('send-card');
+  async function reviewSend(amount) {
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const card = wallet();
+    const newTransfer = card.getByRole('button', { name: 'New transfer' });
+    if (await newTransfer.count()) await newTransfer.click();
+    await card.getByLabel('Chain').selectOption('base');
+    await card.getByLabel('Asset').selectOption('ETH');
+    await card.getByLabel('Recipient').fill(v('RECIPIENT'));
+    await card.getByLabel('Amount').fill(amount);
+    await card.getByRole('button', { name: 'Review' }).click();
+    const review = card.getByTestId('send-review');
+    await review.getByRole('heading', { name: 'Review the transfer' }).waitFor();
+    return review;
+  }
+
+  before(async () => {
+    demo = await startDemo();
+    for (const name of ['API', 'ADMIN_TOKEN', 'OWNER_ADDRESS', 'OWNER_KEY', 'RECIPIENT', 'DEMO_RPC', 'PAYWALL_URL']) {
+      assert.ok(v(name), `the demo exported no ${name}:\n${demo.output()}`);
+    }
+    assert.equal(demo.console, `${v('API')}/`, 'the console is at the API base');
+    browser = await launchBrowser(v('API'));
+    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
+    page.on('console', (m) => {
+      // The agent list is refused (401) until the admin token is given, a made-up admin token is refused (401), and
+      // the refused send answers 403: the console says each in words.
+      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403)/.test(m.text())) {
+        pageErrors.push(`console: ${m.text()}`);
+      }
+    });
+    await page.route(
+      (url) => !url.href.startsWith(v('API')),
+      (route) => {
+        pageErrors.push(`external request: ${route.request().url()}`);
+        return route.abort();
+      },
+    );
+  });
+
+  after(async () => {
+    if (page) await shot('zz-last-state').catch(() => {});
+    await browser?.close().catch(() => {});
+    if (demo && !stopped) await stopDemo(demo).catch(() => {});
+    if (demo) rmSync(demo.tmp, { recursive: true, force: true });
+  });
+
+  step('opens the console the demo printed: the demo agent, its ETH and test USDC on a local node, its first transfer', async () => {
+    await page.goto(demo.console);
+    // The demo sets ADMIN_TOKEN: the console says what it needs to list the agents.
+    await page.getByText(/needs the admin token to list/).waitFor();
+    await shot('01-console-asks-for-the-admin-token');
+
+    const admin = page.locator('details.admin');
+    if ((await admin.getAttribute('open')) === null) await admin.locator('summary').click();
+    await admin.getByLabel(/Admin token/).fill('adm_not_the_demos');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    await admin.getByRole('alert').filter({ hasText: /refused this admin token/ }).waitFor();
+    await admin.getByLabel(/Admin token/).fill(v('ADMIN_TOKEN'));
+    await admin.getByRole('button', { name: 'Save' }).click();
+    const item = page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: /Demo agent/ });
+    await item.waitFor();
+    await shot('02-demo-agent-listed');
+
+    // Opened with the access token the demo printed.
+    await item.click();
+    await page.getByRole('textbox', { name: 'Access token' }).fill(demo.agentToken);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const card = page.getByTestId('wallet-base');
+    // 10 ETH funded, 0.01 sent by the demo and its fee; 1000 test USDC.
+    await card.getByTestId('balance-base').filter({ hasText: /^9\.9\d* ETH$/ }).waitFor();
+    await card.getByTestId('token-base-USDC').filter({ hasText: /^1000 USDC$/ }).waitFor();
+    await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
+    assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
+    await shot('03-wallet-eth-usdc-local-node');
+
+    // The demo's own transfer, in History: its hash marked "local node", with no explorer link.
+    assert.match(demo.transferHash ?? '', /^0x[0-9a-f]{64}$/, 'the demo printed its transfer hash');
+    await page.getByRole('tab', { name: 'History' }).click();
+    const row = page.locator(`[data-testid="history-row"][data-transfer-id="${demo.transferId}"]`);
+    await row.and(page.locator('[data-status="confirmed"]')).waitFor();
+    await assertLocalTx(row.getByTestId('tx'), demo.transferHash);
+    await shot('04-history-demo-transfer-local-node');
+  });
+
+  step('gives owner authority from the console: the admin token, and an owner session opened with the owner key', async () => {
+    await page.getByRole('tab', { name: 'Settings' }).click();
+    const owner = page.getByTestId('owner-authority');
+    // The admin token given in the sidebar is the agent's owner authority too.
+    await owner.getByTestId('authority-status').filter({ hasText: /admin token/ }).waitFor();
+    await shot('05-owner-authority-admin-token');
+
+    // As docs/guide.md does: the challenge, signed with the demo's owner key by cast, opens an owner session.
+    const challenge = await api('GET', `/api/agents/${demo.agentId}/owner-challenge?chain=base&address=${v('OWNER_ADDRESS')}`);
+    assert.equal(challenge.status, 200, JSON.stringify(challenge.body));
+    const signature = execFileSync(cast, ['wallet', 'sign', '--private-key', v('OWNER_KEY'), challenge.body.message]).toString().trim();
+    const session = await api('POST', `/api/agents/${demo.agentId}/owner-session`, {
+      chain: 'base',
+      message: challenge.body.message,
+      signature,
+    });
+    assert.equal(session.status, 200, JSON.stringify(session.body));
+    assert.match(session.body.owner_token, /^own_/);
+    const form = owner.getByTestId('owner-token-form');
+    await form.getByLabel('Owner session token').fill(session.body.owner_token);
+    await form.getByRole('button', { name: 'Use owner token' }).click();
+    await owner.getByTestId('authority-status').filter({ hasText: /Using a pasted owner session/ }).waitFor();
+    await shot('06-owner-session-pasted');
+  });
+
+  step('sets a policy in the editor: limits on base:ETH and base:USDC, x402 host 127.0.0.1', async () => {
+    await page.getByRole('tab', { name: 'Policy' }).click();
+    await page.getByRole('button', { name: 'Add asset' }).click();
+    await page.getByRole('textbox', { name: 'base:ETH per transfer' }).fill('0.5');
+    await page.getByRole('textbox', { name: 'base:ETH per day' }).fill('0.2');
+    await page.getByRole('textbox', { name: 'base:ETH approval above' }).fill('0.05');
+    // Once limits name an asset, the others are refused: the paywall's USDC gets its own row.
+    await page.getByRole('button', { name: 'Add asset' }).click();
+    await page.getByRole('textbox', { name: 'Asset (<chain>:<SYMBOL>)' }).last().fill('base:USDC');
+    await page.getByRole('textbox', { name: 'base:USDC per day' }).fill('100');
+    await page.getByLabel('Only pay the hosts listed here').check();
+    await page.getByLabel('Allowed hosts').fill('127.0.0.1');
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await page.getByTestId('policy-saved').filter({ hasText: /^Saved/ }).waitFor();
+    await shot('07-policy-set');
+
+    const policy = await api('GET', `/api/agents/${demo.agentId}/policy`, undefined, asAgent());
+    assert.equal(policy.status, 200, JSON.stringify(policy.body));
+    assert.deepEqual(policy.body.limits['base:ETH'], { per_transfer: '0.5', per_day: '0.2', approval_above: '0.05' });
+    assert.equal(policy.body.limits['base:USDC'].per_day, '100', JSON.stringify(policy.body));
+    assert.deepEqual(policy.body.allowed_hosts, ['127.0.0.1']);
+    // Set by the owner session pasted in Settings.
+    const audit = await api('GET', `/api/agents/${demo.agentId}/audit?limit=10`, undefined, asAgent());
+    const changed = audit.body.find((e) => e.action === 'policy_updated');
+    assert.ok(changed, JSON.stringify(audit.body));
+    assert.equal(changed.actor, 'owner');
+  });
+
+  step('sends from the Wallet tab: review, confirm, landed on the demo chain', async () => {
+    const before = await balanceOf(v('RECIPIENT'));
+    const review = await reviewSend('0.01');
+    assert.equal((await review.getByTestId('review-amount').textContent()).trim(), '0.01 ETH');
+    assert.equal((await review.getByTestId('review-to').textContent()).trim(), v('RECIPIENT'));
+    assert.match(await review.getByTestId('review-policy').textContent(), /base:ETH: per transfer 0\.5 · per day 0\.2 · approval above 0\.05/);
+    assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing is sent before the confirm');
+    await shot('08-send-review');
+
+    await review.getByRole('button', { name: 'Confirm and send 0.01 ETH' }).click();
+    const result = wallet().getByTestId('send-result');
+    await result.and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 60000 });
+    assert.match(await result.textContent(), /Sent: 0\.01 ETH to/);
+    assert.equal((await balanceOf(v('RECIPIENT'))) - before, milli(10), 'the recipient got 0.01 ETH on the demo chain');
+    await shot('09-send-confirmed');
+  });
+
+  step('holds a transfer the agent asks above approval_above, shows the rule, and approves it after a confirmation', async () => {
+    const before = await balanceOf(v('RECIPIENT'));
+    // Asked by the agent with its token, as an agent would (docs/guide.md §4).
+    const asked = await api('POST', `/api/agents/${demo.agentId}/transfers`, { chain: 'base', to: v('RECIPIENT'), amount: '0.1' }, asAgent());
+    assert.equal(asked.status, 201, JSON.stringify(asked.body));
+    assert.equal(asked.body.status, 'awaiting_approval');
+    const id = asked.body.id;
+
+    await page.getByTestId('approval-count').filter({ hasText: '1' }).waitFor();
+    await page.getByRole('tab', { name: /^Approvals/ }).click();
+    const card = page.locator(`[data-testid="approval"][data-transfer-id="${id}"]`);
+    await card.waitFor();
+    const rule = card.getByTestId('approval-rule');
+    await rule.filter({ hasText: /Why it waits/ }).waitFor();
+    assert.equal(await rule.getAttribute('data-rules'), 'approval_above');
+    assert.match(await rule.textContent(), /moves 0\.1 ETH, more than the 0\.05 ETH/);
+    // The day counts the demo's 0.01, the Wallet tab's 0.01 and this 0.1: 0.12 of 0.2.
+    const daily = card.getByTestId('approval-daily');
+    assert.equal(await daily.getAttribute('data-limit'), '0.2');
+    assert.equal(await daily.getAttribute('data-left'), '0.08', await daily.textContent());
+    await shot('10-held-with-its-rule');
+
+    await card.getByRole('button', { name: /^Approve 0\.1 ETH/ }).click();
+    const confirm = card.getByTestId('approve-confirm');
+    await confirm.waitFor();
+    assert.equal((await api('GET', `/api/agents/${demo.agentId}/transfers/${id}`, undefined, asAgent())).body.status, 'awaiting_approval');
+    await shot('11-approve-confirm-step');
+    await confirm.getByRole('button', { name: /^Confirm: approve 0\.1 ETH/ }).click();
+    // Its toast names the full recipient address, wrapped inside the toast: nothing of it (nor its Dismiss button)
+    // runs off the screen.
+    const toast = page.locator('.toast').filter({ hasText: /Approved: 0\.1 ETH to 0x0+dEaD/ });
+    await toast.waitFor();
+    const fits = await toast.evaluate((el) => {
+      const box = el.getBoundingClientRect();
+      const dismiss = el.querySelector('button').getBoundingClientRect();
+      return { right: box.right, dismiss: dismiss.right, viewport: document.documentElement.clientWidth };
+    });
+    assert.ok(fits.right <= fits.viewport && fits.dismiss <= fits.right, `the toast fits the screen: ${JSON.stringify(fits)}`);
+    await page.getByText('Nothing is waiting for approval.').waitFor();
+
+    await until('the approved transfer to be confirmed', async () => {
+      const t = await api('GET', `/api/agents/${demo.agentId}/transfers/${id}`, undefined, asAgent());
+      return t.body.status === 'confirmed';
+    });
+    assert.equal((await balanceOf(v('RECIPIENT'))) - before, milli(100), 'the recipient got 0.1 ETH on the demo chain');
+    const audit = await api('GET', `/api/agents/${demo.agentId}/audit?limit=10`, undefined, asAgent());
+    const approved = audit.body.find((e) => e.action === 'transfer_approved');
+    assert.ok(approved, JSON.stringify(audit.body));
+    assert.equal(approved.actor, 'owner', 'approved with the owner session opened with the owner key');
+    await shot('12-approved-and-landed');
+  });
+
+  step('refuses a send over the daily limit and shows it in History with the limit named', async () => {
+    const before = await balanceOf(v('RECIPIENT'));
+    const review = await reviewSend('0.15');
+    await review.getByRole('button', { name: 'Confirm and send 0.15 ETH' }).click();
+    const result = wallet().getByTestId('send-result');
+    await result.and(page.locator('[data-status="refused"]')).waitFor();
+    assert.match(await result.textContent(), /policy_denied, rule per_day/);
+    await shot('13-send-refused');
+    assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing moved');
+
+    await page.getByRole('tab', { name: 'History' }).click();
+    const refused = page.locator('[data-testid="activity-row"][data-activity="refused"]');
+    await refused.waitFor();
+    const reason = refused.getByTestId('activity-reason');
+    assert.equal(await reason.getAttribute('data-rule'), 'per_day');
+    assert.match(
+      await reason.textContent(),
+      /Over the daily limit of 0\.2 ETH \(base:ETH\): 0\.12 was already counted in the 24 h before it, 0\.08 was left, and it asked 0\.15\./,
+    );
+    assert.match(await refused.textContent(), /0\.15 ETH/);
+    await shot('14-history-refused-with-its-limit');
+  });
+
+  step('makes a new guarded agent from the New agent form with the demo owner address, funded from the local node', async () => {
+    await page.getByRole('button', { name: 'New agent' }).first().click();
+    await page.getByRole('heading', { name: 'New agent' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('Shop agent');
+    const chains = page.getByRole('group', { name: 'Chains' });
+    for (const box of await chains.getByRole('checkbox').all()) await box.uncheck();
+    await chains.getByRole('checkbox', { name: /^base 8453/ }).check();
+    await page.getByRole('group', { name: 'Capabilities' }).getByRole('checkbox', { name: /^transact/ }).check();
+    await page.getByLabel('Owner wallet address (recommended)').fill(v('OWNER_ADDRESS'));
+    await shot('15-new-agent-with-owner');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+
+    const reveal = page.getByTestId('token-reveal');
+    await reveal.waitFor();
+    const token = await reveal.getByRole('textbox', { name: 'Access token' }).inputValue();
+    assert.match(token, /^agt_/);
+    assert.match(await reveal.textContent(), new RegExp(`owner wallet ${v('OWNER_ADDRESS')} can sign a challenge to reissue`, 'i'));
+    newAgentId = await page.evaluate(() => /#\/agents\/([0-9a-f-]{36})/.exec(location.hash)?.[1]);
+    assert.ok(newAgentId);
+    await shot('16-new-agent-token');
+    const detail = await api('GET', `/api/agents/${newAgentId}`, undefined, { 'x-agent-access-token': token });
+    assert.equal(detail.status, 200, JSON.stringify(detail.body));
+    assert.equal(detail.body.guarded, true, JSON.stringify(detail.body));
+    assert.equal(detail.body.owner_addresses.base.toLowerCase(), v('OWNER_ADDRESS').toLowerCase());
+
+    await reveal.getByRole('button', { name: 'I have saved the token' }).click();
+    await page.getByRole('tab', { name: 'Wallet', selected: true }).waitFor();
+    assert.equal(await page.getByTestId('unguarded-warning').count(), 0, 'a guarded agent shows no warning');
+    // Funded from the local node, as the demo prints.
+    execFileSync('node', [join(repoRoot, 'scripts', 'demo-chain.mjs'), 'fund', v('DEMO_RPC'), detail.body.wallet_addresses.base, '1', '100']);
+    await page.getByRole('button', { name: 'Refresh balances' }).click();
+    await page.getByTestId('balance-base').filter({ hasText: /^1 ETH$/ }).waitFor();
+    await page.getByTestId('token-base-USDC').filter({ hasText: /^100 USDC$/ }).waitFor();
+    await shot('17-new-agent-funded');
+  });
+
+  step('pays the sample paywall from the chat: the payee holds the test USDC, the payment is confirmed', async () => {
+    // What the paywall asks (an unpaid request): its price and payee, from its PAYMENT-REQUIRED header.
+    const unpaid = await fetch(v('PAYWALL_URL'));
+    assert.equal(unpaid.status, 402);
+    const [offer] = JSON.parse(Buffer.from(unpaid.headers.get('payment-required'), 'base64').toString('utf8')).accepts;
+    const payee = offer.payTo;
+    const price = BigInt(offer.amount);
+    const usdc = (holder) => tokenBalance(rpc, USDC_BASE, holder);
+    const before = await usdc(payee);
+
+    await openAgent('Demo agent');
+    await page.getByRole('tab', { name: 'Chat' }).click();
+    await page.getByLabel('Message', { exact: true }).fill(`pay up to 0.05 USDC for ${v('PAYWALL_URL')}`);
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    const answer = page.locator('[data-testid="message"][data-role="assistant"][data-state="done"]').last();
+    await answer.waitFor({ timeout: 60000 });
+    const call = answer.locator('[data-testid="chain-call"][data-tool="pay_http"]');
+    await call.and(page.locator('[data-state="done"]')).waitFor();
+    assert.match(await call.getByTestId('chain-call-result').textContent(), /the paid sample report/);
+    await shot('18-paywall-paid-in-chat');
+
+    assert.equal((await usdc(payee)) - before, price, "the paywall's payee got the test USDC on the demo chain");
+    const payment = await until('the x402 payment to be confirmed', async () => {
+      const list = await api('GET', `/api/agents/${demo.agentId}/transactions?limit=20`, undefined, asAgent());
+      return list.body.find((t) => t.kind === 'x402' && t.status === 'confirmed');
+    });
+    assert.equal(payment.to.toLowerCase(), payee.toLowerCase(), JSON.stringify(payment));
+
+    await page.getByRole('tab', { name: 'History' }).click();
+    const row = page.locator(`[data-testid="history-row"][data-transfer-id="${payment.id}"]`);
+    await row.and(page.locator('[data-status="confirmed"]')).waitFor();
+    assert.equal(await row.getAttribute('data-kind'), 'x402');
+    assert.match(await row.getByTestId('x402').textContent(), /127\.0\.0\.1:\d+\/report/);
+    await assertLocalTx(row.getByTestId('tx'), payment.tx_hash);
+    await shot('19-history-x402-confirmed');
+  });
+
+  it('logged no page errors and loaded nothing from elsewhere', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('stops the demo with SIGTERM to its process group, leaving nothing running or on disk', async () => {
+    await browser.close();
+    browser = null;
+    const { ended, left } = await stopDemo(demo);
+    stopped = true;
+    assert.ok(ended, `the demo script did not end within 20 s of SIGTERM:\n${demo.output().slice(-3000)}`);
+    assert.equal(left, false, 'a process of the demo was still running after it ended');
+    for (const url of [`${v('API')}/health`, v('DEMO_RPC'), v('PAYWALL_URL')]) {
+      await assert.rejects(fetch(url, { signal: AbortSignal.timeout(2000) }), `${url} still answers`);
+    }
+    assert.deepEqual(readdirSync(demo.tmp), [], 'the demo removed its temporary directory');
+  });
+});
