@@ -25,7 +25,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertLocalTx, callApi, launchBrowser, repoRoot } from './harness.mjs';
+import { agentdBin, artifactsDir, assertLocalTx, callApi, launchBrowser, repoRoot, watchPage } from './harness.mjs';
 import { tokenBalance, USDC_BASE } from './paywall.mjs';
 
 const TIMEOUT = 20000;
@@ -200,21 +200,9 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
-      // The agent list is refused (401) until the admin token is given, a made-up admin token is refused (401), and
-      // the refused send answers 403: the console says each in words.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (401|403)/.test(m.text())) {
-        pageErrors.push(`console: ${m.text()}`);
-      }
-    });
-    await page.route(
-      (url) => !url.href.startsWith(v('API')),
-      (route) => {
-        pageErrors.push(`external request: ${route.request().url()}`);
-        return route.abort();
-      },
-    );
+    // The agent list is refused (401) until the admin token is given, a made-up admin token is refused (401), and
+    // the refused send answers 403: the console says each in words.
+    await watchPage(page, v('API'), pageErrors, [401, 403]);
   });
 
   after(async () => {
