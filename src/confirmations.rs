@@ -83,7 +83,7 @@ impl Watcher {
         for due in store.due_approvals(self.chain, crate::domain::now()).await? {
             // Approved or rejected meanwhile: nothing to do.
             store
-                .close_approval(due.id, ApprovalStatus::Expired, Actor::System)
+                .close_approval(due.id, ApprovalStatus::Expired, Actor::System, None)
                 .await?;
         }
         Ok(())

@@ -406,12 +406,14 @@ pub trait PolicyStore: Send + Sync + 'static {
     /// Waiting transfers on `chain` whose `expires_at` has passed at `now`.
     async fn due_approvals(&self, chain: &str, now: chrono::DateTime<chrono::Utc>) -> StoreResult<Vec<Approval>>;
     /// `awaiting_approval` -> `status` (rejected or expired): releases the reservation and stores the
-    /// `approval_resolved` event and the audit entry of `by`'s decision in one transaction, then announces the event.
+    /// `approval_resolved` event and the audit entry of `by`'s decision (with `reason`, the owner's for a rejection,
+    /// when given) in one transaction, then announces the event.
     async fn close_approval(
         &self,
         id: Uuid,
         status: crate::domain::policy::ApprovalStatus,
         by: crate::domain::audit::Actor,
+        reason: Option<&str>,
     ) -> StoreResult<Closing>;
     /// `approved` -> `awaiting_approval` again, for an approved transfer the node refused (its sent record was
     /// discarded): it holds its reservation again and a new `approval_required` event is stored and announced.

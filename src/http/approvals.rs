@@ -2,13 +2,17 @@
 //! sent) or reject, with owner authority; both audited with who decided.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
+use serde::Deserialize;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
+use super::json::parse_optional_body;
 use super::views::{ErrorBody, TransferView};
 use crate::state::AppState;
 use crate::transfers::Transfers;
@@ -61,25 +65,47 @@ async fn approve_transfer(
     Ok(Json(TransferView::from(&outcome)))
 }
 
+/// Optional body of a rejection: the owner's reason, kept in the audit entry of the rejection.
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct RejectRequest {
+    /// Why the owner rejects it (at most 500 characters; blank is no reason).
+    reason: Option<String>,
+}
+
+/// The longest reason a rejection keeps, in characters.
+const MAX_REASON_CHARS: usize = 500;
+
 /// Reject a held transfer
 ///
 /// Owner authority rejects a transfer awaiting approval: it becomes `rejected` and its reservation is released.
-/// Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
+/// An optional body `{"reason": "…"}` (at most 500 characters) is kept in the rejection's audit entry
+/// (`detail.reason`). Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
 #[utoipa::path(post, path = "/api/agents/{id}/transfers/{transfer_id}/reject", tag = "wallets",
     params(("id" = String, Path, format = "uuid"), ("transfer_id" = String, Path, format = "uuid")),
+    request_body(content = RejectRequest),
     security(("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = TransferView, description = "Rejected: its reservation released"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody), (status = 410, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn reject_transfer(
     State(transfers): State<Transfers>,
     ActiveCaller(caller): ActiveCaller,
     Path((_, transfer_id)): Path<(String, String)>,
+    body: Bytes,
 ) -> Result<Json<TransferView>> {
     caller.require_owner()?;
+    let request: RejectRequest = parse_optional_body(&body)?;
+    let reason = request.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    if reason.is_some_and(|r| r.chars().count() > MAX_REASON_CHARS || r.chars().any(char::is_control)) {
+        return Err(AppError::field(
+            "reason",
+            "must be at most 500 characters, without control characters",
+        ));
+    }
     let rejected = transfers
-        .reject(&caller.agent, transfer_uuid(&transfer_id)?, caller.actor())
+        .reject(&caller.agent, transfer_uuid(&transfer_id)?, caller.actor(), reason)
         .await?;
     Ok(Json(TransferView::from(&rejected)))
 }

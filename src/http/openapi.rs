@@ -17,7 +17,7 @@ use utoipa::openapi::{Content, ContentBuilder, OpenApi, Ref, RefOr, Required, Re
 /// Applies the finishing touches; called on the document served and on the one `agentd openapi` prints.
 pub fn finish(mut doc: OpenApi) -> OpenApi {
     add_body_errors(&mut doc);
-    optional_fund_body(&mut doc);
+    optional_bodies(&mut doc);
     add_agent_links(&mut doc);
     add_server_errors(&mut doc);
     describe_responses(&mut doc);
@@ -68,27 +68,36 @@ fn add_body_errors(doc: &mut OpenApi) {
     }
 }
 
-/// `fund` takes no body or an object: the annotation's `Option` would also admit `null`.
-fn optional_fund_body(doc: &mut OpenApi) {
-    let Some(op) = doc
-        .paths
-        .paths
-        .get_mut("/api/agents/{id}/fund")
-        .and_then(|item| item.post.as_mut())
-    else {
-        return;
-    };
-    let mut body = RequestBody::new();
-    body.description = Some("Optional: without a body, one deposit per agent chain in its native coin".into());
-    body.required = Some(Required::False);
-    body.content.insert(
-        "application/json".into(),
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("FundRequest")))
-            .build()
-            .into(),
-    );
-    op.request_body = Some(body.into());
+/// `fund` and `reject` take no body or an object: the annotation's `Option` would also admit `null`.
+fn optional_bodies(doc: &mut OpenApi) {
+    let optional = [
+        (
+            "/api/agents/{id}/fund",
+            "FundRequest",
+            "Optional: without a body, one deposit per agent chain in its native coin",
+        ),
+        (
+            "/api/agents/{id}/transfers/{transfer_id}/reject",
+            "RejectRequest",
+            "Optional: the owner's reason, kept in the rejection's audit entry",
+        ),
+    ];
+    for (path, schema, description) in optional {
+        let Some(op) = doc.paths.paths.get_mut(path).and_then(|item| item.post.as_mut()) else {
+            continue;
+        };
+        let mut body = RequestBody::new();
+        body.description = Some(description.into());
+        body.required = Some(Required::False);
+        body.content.insert(
+            "application/json".into(),
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name(schema)))
+                .build()
+                .into(),
+        );
+        op.request_body = Some(body.into());
+    }
 }
 
 /// What a status means when the annotation gives no description of its own.

@@ -147,7 +147,7 @@ async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id
 async fn reject(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
     let transfers = &server.state.transfers;
     let rejected = transfers
-        .reject(agent, id, decider(owner))
+        .reject(agent, id, decider(owner), None)
         .await
         .map_err(ToolError::from)?;
     let result = json!({"transfer_id": id, "status": "rejected", "chain": rejected.chain,

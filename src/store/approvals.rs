@@ -125,20 +125,25 @@ impl Approval {
 
     /// The audit entry of the decision taken on it (`transfer_approved` with the hash signed, `transfer_rejected`,
     /// `transfer_expired`), written in the transaction that takes it; `None` while it waits.
-    pub fn decided_audit(&self, by: Actor, tx_hash: Option<&str>) -> Option<AuditEvent> {
+    /// The audit entry of a decision; `reason` is the owner's, when a rejection gave one.
+    pub fn decided_audit(&self, by: Actor, tx_hash: Option<&str>, reason: Option<&str>) -> Option<AuditEvent> {
         let action = match self.status {
             ApprovalStatus::Approved => "transfer_approved",
             ApprovalStatus::Rejected => "transfer_rejected",
             ApprovalStatus::Expired => "transfer_expired",
             ApprovalStatus::AwaitingApproval => return None,
         };
+        let mut detail = json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,
+            "to": self.to.to_checksum(None), "amount": self.amount(), "tx_hash": tx_hash, "kind": self.kind(),
+            "url": self.x402.as_ref().map(|x| &x.url)});
+        if let Some(reason) = reason {
+            detail["reason"] = json!(reason);
+        }
         Some(AuditEvent {
             agent_id: self.agent_id,
             action,
             actor: by.as_str().to_string(),
-            detail: json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,
-                "to": self.to.to_checksum(None), "amount": self.amount(), "tx_hash": tx_hash, "kind": self.kind(),
-                "url": self.x402.as_ref().map(|x| &x.url)}),
+            detail,
         })
     }
 

@@ -27,7 +27,7 @@ impl Transfers {
             return Err(TransferError::NotAwaiting(approval.status));
         }
         if approval.is_expired_at(crate::domain::now()) {
-            self.close(id, ApprovalStatus::Expired, Actor::System).await?;
+            self.close(id, ApprovalStatus::Expired, Actor::System, None).await?;
             return Err(TransferError::NotAwaiting(ApprovalStatus::Expired));
         }
         Ok(approval)
@@ -114,15 +114,33 @@ impl Transfers {
         Ok(outcome)
     }
 
-    /// Rejects a waiting transfer, releasing its reservation.
+    /// Rejects a waiting transfer, releasing its reservation; `reason` (the owner's, optional) goes into the audit
+    /// entry of the rejection.
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
-    pub async fn reject(&self, agent: &Agent, id: Uuid, by: Actor) -> Result<Approval, TransferError> {
+    pub async fn reject(
+        &self,
+        agent: &Agent,
+        id: Uuid,
+        by: Actor,
+        reason: Option<&str>,
+    ) -> Result<Approval, TransferError> {
         self.waiting(agent, id).await?;
-        self.close(id, ApprovalStatus::Rejected, by).await
+        self.close(id, ApprovalStatus::Rejected, by, reason).await
     }
 
-    async fn close(&self, id: Uuid, status: ApprovalStatus, by: Actor) -> Result<Approval, TransferError> {
-        match self.store.close_approval(id, status, by).await.map_err(store_error)? {
+    async fn close(
+        &self,
+        id: Uuid,
+        status: ApprovalStatus,
+        by: Actor,
+        reason: Option<&str>,
+    ) -> Result<Approval, TransferError> {
+        match self
+            .store
+            .close_approval(id, status, by, reason)
+            .await
+            .map_err(store_error)?
+        {
             Closing::Closed(approval, _) => Ok(*approval),
             Closing::NotWaiting(status) => Err(TransferError::NotAwaiting(status)),
             Closing::NotFound => Err(TransferError::TransferNotFound),

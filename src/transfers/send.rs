@@ -27,6 +27,9 @@ use crate::store::{
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
 
+/// How many times a reservation is signed when the nonce it named was taken meanwhile (see `Transfers::reserve`).
+const SIGNING_ROUNDS: usize = 16;
+
 /// One outflow to send, whatever its kind.
 pub(super) struct Outflow<'a> {
     pub id: Uuid,
@@ -334,7 +337,10 @@ impl Transfers {
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
         let mut presigned: Option<Presigned> = None;
-        for _ in 0..3 {
+        // Under the send lock the nonce does not move, and the second decision takes the signature. Another process
+        // on the same SQLite file (`agentd mcp`, a second instance) takes no part in this process's send lock: it may
+        // take the nonce between the two, and the store then names the next one; signing again converges.
+        for _ in 0..SIGNING_ROUNDS {
             let nonce = match self.store.reserve_transfer(request, presigned.as_ref()).await {
                 Ok(Reservation::Sign { nonce }) => nonce,
                 other => return other.map_err(store_error),

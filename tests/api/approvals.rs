@@ -115,6 +115,47 @@ async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_
 }
 
 #[tokio::test]
+async fn a_rejection_keeps_the_owners_reason_in_its_audit_entry() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = admin_app(&anvil).await;
+    let agent = approving_agent(&app, &anvil, 900).await;
+    let (id, _) = held_send(&app, &anvil, &agent).await;
+    let path = format!("/api/agents/{}/transfers/{id}/reject", agent.id);
+
+    for bad in [
+        json!({"reason": "x".repeat(501)}),
+        json!({"reason": "line\nbreak"}),
+        json!({"why": "no"}),
+    ] {
+        let refused = call(&app, &agent, true, Method::POST, &path, Some(bad.clone())).await;
+        assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    }
+    let (status, rejected) = call(
+        &app,
+        &agent,
+        true,
+        Method::POST,
+        &path,
+        Some(json!({"reason": "  unknown recipient  "})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{rejected}");
+    assert_eq!(rejected["status"], "rejected");
+
+    let audit_path = format!("/api/agents/{}/audit", agent.id);
+    let (status, audit) = call(&app, &agent, true, Method::GET, &audit_path, None).await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    let entries = audit.as_array().expect("audit entries");
+    let rejection = entries
+        .iter()
+        .find(|e| e["action"] == "transfer_rejected")
+        .unwrap_or_else(|| panic!("a transfer_rejected entry: {audit}"));
+    assert_eq!(rejection["detail"]["transfer_id"], id.as_str(), "{rejection}");
+    assert_eq!(rejection["detail"]["reason"], "unknown recipient", "{rejection}");
+    assert_eq!(rejection["actor"], "admin", "{rejection}");
+}
+
+#[tokio::test]
 async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let app = admin_app(&anvil).await;

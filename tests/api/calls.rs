@@ -346,7 +346,7 @@ async fn twenty_calls_against_a_day_of_100_usdc(s: &Setup, apps: &[&TestApp]) {
         .map(|(_, body)| body["error"]["details"]["rule"].clone())
         .collect();
     assert_eq!(made, 10, "{answers:?}");
-    assert!(refused.iter().all(|rule| rule == "per_day"), "{refused:?}");
+    assert!(refused.iter().all(|rule| rule == "per_day"), "{refused:?} {answers:?}");
     wait_for_transactions(&s.app, &s.agent, 10, "confirmed").await;
     assert_eq!(
         token_balance(&s.anvil, s.uni.usdc, to).await,

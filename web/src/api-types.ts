@@ -536,7 +536,8 @@ export interface paths {
         /**
          * Reject a held transfer
          * @description Owner authority rejects a transfer awaiting approval: it becomes `rejected` and its reservation is released.
-         *     Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
+         *     An optional body `{"reason": "…"}` (at most 500 characters) is kept in the rejection's audit entry
+         *     (`detail.reason`). Past `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409.
          */
         post: operations["reject_transfer"];
         delete?: never;
@@ -1617,6 +1618,11 @@ export interface components {
         ReissuedView: {
             access_token: string;
             agent: components["schemas"]["AgentDetailView"];
+        };
+        /** @description Optional body of a rejection: the owner's reason, kept in the audit entry of the rejection. */
+        RejectRequest: {
+            /** @description Why the owner rejects it (at most 500 characters; blank is no reason). */
+            reason?: string | null;
         };
         /**
          * @description Who wrote a message.
@@ -6523,7 +6529,17 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description Optional: the owner's reason, kept in the rejection's audit entry */
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "unknown recipient"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
         responses: {
             /** @description Rejected: its reservation released */
             200: {
@@ -6556,6 +6572,23 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["TransferView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
@@ -6637,6 +6670,45 @@ export interface operations {
                      *       "error": {
                      *         "code": "agent_inactive",
                      *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "reason": "must be at most 500 characters, without control characters"
+                     *           }
+                     *         },
+                     *         "message": "reason: must be at most 500 characters, without control characters"
                      *       }
                      *     }
                      */

@@ -304,8 +304,13 @@ export const api = {
     call<Transfer>('GET', `/api/agents/${enc(id)}/transfers/${enc(transferId)}`, reader(id, token)),
   approve: (id: string, token: string | null, transferId: string) =>
     call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/approve`, { token, owner: id }),
-  reject: (id: string, token: string | null, transferId: string) =>
-    call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/reject`, { token, owner: id }),
+  /** `reason` (optional) is kept in the rejection's audit entry (`detail.reason`). */
+  reject: (id: string, token: string | null, transferId: string, reason?: string) =>
+    call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/reject`, {
+      token,
+      owner: id,
+      ...(reason ? { body: { reason } } : {}),
+    }),
   policy: (id: string, token: string | null) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, reader(id, token)),
   putPolicy: (id: string, token: string, body: PolicyBody) =>
     call<Policy>('PUT', `/api/agents/${enc(id)}/policy`, { token, body, owner: id }),

@@ -21,7 +21,6 @@ import {
   type AgentFacts,
 } from './explain';
 import { hostAndPath } from './history';
-import { setRejectNote } from './notes';
 import { errorLine, notify } from './ui';
 
 export interface ApprovalsPanel {
@@ -119,8 +118,8 @@ function approvalCard(
     h(
       'small',
       { class: 'hint' },
-      'The service records who rejected it and when, not why (its reject call takes no reason): the reason is kept in ',
-      'this browser and shown beside the rejection in History and Audit.',
+      'The reason is kept in the audit log with the rejection (who, when and why) and shown beside it in History and ',
+      'Audit.',
     ),
     h('div', { class: 'row' }, confirmReject, backReject),
   );
@@ -153,10 +152,11 @@ function approvalCard(
     rowError.clear();
     for (const b of [confirmApprove, backApprove, confirmReject, backReject]) b.disabled = true;
     try {
-      const result =
-        kind === 'approve' ? await api.approve(opts.agentId, opts.token, t.id) : await api.reject(opts.agentId, opts.token, t.id);
       const reason = kind === 'reject' ? reasonInput.value.trim() : '';
-      if (reason) setRejectNote(t.id, reason);
+      const result =
+        kind === 'approve'
+          ? await api.approve(opts.agentId, opts.token, t.id)
+          : await api.reject(opts.agentId, opts.token, t.id, reason || undefined);
       notify(kind === 'approve' ? `Approved: ${label} is being sent.` : `Rejected: ${label}${reason ? ` (${reason})` : ''}.`);
       show(null);
       await decided(result);

@@ -2,7 +2,6 @@
 // time ("Older entries" asks for the ones before the last shown).
 import { api, type AgentDetail, type AuditEntry } from './api';
 import { clear, formatTime, h, shortHex, uid } from './dom';
-import { rejectNote } from './notes';
 import { errorLine } from './ui';
 
 export interface AuditPanel {
@@ -42,9 +41,9 @@ export function auditPanel(agent: AgentDetail, token: string): AuditPanel {
 
   function row(entry: AuditEntry): HTMLElement {
     const detail = detailText(entry.detail);
-    // The reject call takes no reason (§11): one given in this browser is shown beside its entry, marked as such.
-    const transferId = (entry.detail as Record<string, unknown> | null)?.transfer_id;
-    const note = entry.action === 'transfer_rejected' && typeof transferId === 'string' ? rejectNote(transferId) : null;
+    // The owner's reason for a rejection, when one was given, is part of the entry (`detail.reason`).
+    const given = (entry.detail as Record<string, unknown> | null)?.reason;
+    const note = entry.action === 'transfer_rejected' && typeof given === 'string' ? { reason: given } : null;
     return h(
       'tr',
       { 'data-testid': 'audit-entry', 'data-action': entry.action, 'data-id': String(entry.id) },
@@ -61,7 +60,6 @@ export function auditPanel(agent: AgentDetail, token: string): AuditPanel {
               { 'data-testid': 'reject-reason' },
               'Reason given: ',
               h('q', {}, note.reason),
-              h('span', { class: 'muted' }, ' (a note of this browser, not part of the signed log)'),
             )
           : null,
       ),

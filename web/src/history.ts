@@ -7,7 +7,6 @@ import { compactEffects, functionName, simulationOf, typedLabel, type CallFields
 import { DAYS, spendingChart, spendingSeries } from './chart';
 import { clear, formatTime, h, shortHex, uid } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
-import { rejectNote } from './notes';
 import { errorLine, notify, txHashLink } from './ui';
 
 export interface HistoryPanel {
@@ -314,7 +313,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         h('div', { class: 'muted mono' }, [str('code'), str('rule')].filter(Boolean).join(' · ')),
       );
     } else if (kind === 'rejected') {
-      const note = transferId ? rejectNote(transferId) : null;
+      const note = str('reason') ? { reason: str('reason') as string } : null;
       reason = h(
         'div',
         { class: 'small', 'data-testid': 'activity-reason' },
@@ -325,7 +324,6 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
               { 'data-testid': 'reject-reason' },
               'Reason: ',
               h('q', {}, note.reason),
-              h('span', { class: 'muted' }, ' (noted in this browser; the audit log records who rejected, not why)'),
             )
           : null,
       );

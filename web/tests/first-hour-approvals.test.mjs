@@ -161,6 +161,10 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await page.getByText('Nothing is waiting for approval.').waitFor();
     assert.equal((await statusOf('a', id)).status, 'rejected');
     assert.equal(await balanceOf(RECIPIENT), milli(20), 'nothing more moved');
+    // The reason is the service's record, in the rejection's audit entry, not a note of this browser.
+    const audit = await api('GET', `/api/agents/${agents.a.id}/audit?limit=20`, undefined, asAdmin);
+    const rejection = audit.body.find((e) => e.action === 'transfer_rejected' && e.detail.transfer_id === id);
+    assert.equal(rejection?.detail.reason, 'Not a supplier we know', JSON.stringify(audit.body));
   });
 
   it('shows a refused request in History beside the transfers, naming the limit and what was left', async () => {
@@ -205,7 +209,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await page.getByTestId('cap-gauge').filter({ hasText: /Cap: 0\.02\d* of 1 counted/ }).waitFor();
     await shot('fa06-history-activity-and-chart');
 
-    // The audit view shows the reason beside the rejection, marked as a note of this browser.
+    // The audit view shows the reason beside the rejection.
     await page.getByRole('tab', { name: 'Audit' }).click();
     const entry = page.locator('[data-testid="audit-entry"][data-action="transfer_rejected"]');
     await entry.getByTestId('reject-reason').filter({ hasText: /Not a supplier we know/ }).waitFor();

@@ -91,6 +91,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "list_audit" => AppError::field("limit", "must be between 1 and 500"),
             "export_key" => AppError::field("confirm", "must be true to export a private key"),
             "fund_agent" => AppError::field("amount", "must be greater than zero"),
+            "reject_transfer" => {
+                AppError::field("reason", "must be at most 500 characters, without control characters")
+            }
             "owner_challenge" => AppError::field("address", "must be a 0x address"),
             "owner_session" | "reissue_token" => AppError::ChallengeExpired,
             "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),

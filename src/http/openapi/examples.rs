@@ -137,6 +137,7 @@ pub fn component(name: &str) -> Option<Value> {
         "QueuedEventView" => json!({"event_id": EVENT_ID}),
         "ExportKey" => json!({"chain": "base", "confirm": true}),
         "FundRequest" => json!({"chain": "base", "asset": "USDC", "amount": "25"}),
+        "RejectRequest" => json!({"reason": "unknown recipient"}),
         "OpenSession" => json!({"chain": "base", "message": siwe_message(), "signature": SIGNATURE}),
         "PolicyBody" => json!({
             "limits": {"USDC": {"per_transfer": "50", "per_day": "200", "approval_above": "25"}},

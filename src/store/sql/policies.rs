@@ -109,7 +109,13 @@ where
         Ok(all.into_iter().filter(|a| a.is_expired_at(now)).collect())
     }
 
-    async fn close_approval(&self, id: Uuid, status: ApprovalStatus, by: Actor) -> StoreResult<Closing> {
+    async fn close_approval(
+        &self,
+        id: Uuid,
+        status: ApprovalStatus,
+        by: Actor,
+        reason: Option<&str>,
+    ) -> StoreResult<Closing> {
         let mut tx = B::begin_write(self).await?;
         // The agent first, as reservations do, so that spending changes under one lock.
         let agent: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM approvals WHERE id = $1")
@@ -122,7 +128,7 @@ where
         B::lock_agent(&mut tx, agent_id).await?;
         let closing = Self::close_in(&mut tx, id, status, true).await?;
         if let Closing::Closed(approval, _) = &closing
-            && let Some(event) = approval.decided_audit(by, None)
+            && let Some(event) = approval.decided_audit(by, None, reason)
         {
             Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
         }

@@ -199,7 +199,7 @@ where
         Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
         Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
         if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
-            && let Some(audit) = approval.decided_audit(by, record.chain_hash())
+            && let Some(audit) = approval.decided_audit(by, record.chain_hash(), None)
         {
             Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
         }
