@@ -25,7 +25,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertLocalTx, callApi, launchBrowser, repoRoot, watchPage } from './harness.mjs';
+import { agentdBin, artifactsDir, assertLocalTx, assertRefusedInHistory, callApi, jsonRpc, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
 import { tokenBalance, USDC_BASE } from './paywall.mjs';
 
 const TIMEOUT = 20000;
@@ -150,26 +150,8 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
   const api = (method, path, body, headers) => callApi(v('API'), method, path, body, headers);
   const asAgent = () => ({ 'x-agent-access-token': demo.agentToken });
   const shot = (name) => page.screenshot({ path: join(artifactsDir, `first-hour-demo-${name}.png`), fullPage: true });
-  async function rpc(method, params) {
-    const response = await fetch(v('DEMO_RPC'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    });
-    const body = await response.json();
-    if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-    return body.result;
-  }
+  const rpc = (method, params) => jsonRpc(v('DEMO_RPC'), method, params);
   const balanceOf = async (address) => BigInt(await rpc('eth_getBalance', [address, 'latest']));
-  async function until(what, check, ms = 30000) {
-    const end = Date.now() + ms;
-    for (;;) {
-      const value = await check();
-      if (value) return value;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
   const openAgent = async (name) => {
     await page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: new RegExp(name) }).click();
     await page.getByRole('heading', { name }).waitFor();
@@ -384,16 +366,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await shot('13-send-refused');
     assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing moved');
 
-    await page.getByRole('tab', { name: 'History' }).click();
-    const refused = page.locator('[data-testid="activity-row"][data-activity="refused"]');
-    await refused.waitFor();
-    const reason = refused.getByTestId('activity-reason');
-    assert.equal(await reason.getAttribute('data-rule'), 'per_day');
-    assert.match(
-      await reason.textContent(),
-      /Over the daily limit of 0\.2 ETH \(base:ETH\): 0\.12 was already counted in the 24 h before it, 0\.08 was left, and it asked 0\.15\./,
-    );
-    assert.match(await refused.textContent(), /0\.15 ETH/);
+    await assertRefusedInHistory(page, { limit: '0.2', counted: '0.12', left: '0.08', asked: '0.15' });
     await shot('14-history-refused-with-its-limit');
   });
 

@@ -100,10 +100,6 @@ export async function launchBrowser(baseUrl) {
   return browser;
 }
 
-/**
- * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
- * not needed here: each test file opens its own context.
- */
 /** Collects the page's errors, console errors and any request that leaves the stack (the page must load nothing
  * from elsewhere: such a request is aborted and recorded). */
 export async function watchPage(page, baseUrl, errors, expected = []) {
@@ -123,6 +119,29 @@ export async function watchPage(page, baseUrl, errors, expected = []) {
   );
 }
 
+/** One JSON-RPC call to a node (the tests' anvil, the demo's node): its result, or an error naming the method. */
+export async function jsonRpc(url, method, params) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = await response.json();
+  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}
+
+/** Polls `check` every 100 ms until it gives a truthy value, which it returns; after `ms`, fails naming `what`. */
+export async function until(what, check, ms = 30000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** One JSON request to the stack under test: `{status, body}` with the body parsed (null when empty). */
 export async function callApi(baseUrl, method, path, body, headers = {}) {
   const response = await fetch(baseUrl + path, {
@@ -134,6 +153,10 @@ export async function callApi(baseUrl, method, path, body, headers = {}) {
   return { status: response.status, body: text ? JSON.parse(text) : null };
 }
 
+/**
+ * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
+ * not needed here: each test file opens its own context.
+ */
 export async function startStack({ env = {} } = {}) {
   for (const [path, hint] of [
     [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],
@@ -187,16 +210,7 @@ export async function startStack({ env = {} } = {}) {
     baseUrl,
     browser,
     agentdOutput: agentd.output,
-    async rpc(method, params) {
-      const response = await fetch(rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-      });
-      const body = await response.json();
-      if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-      return body.result;
-    },
+    rpc: (method, params) => jsonRpc(rpcUrl, method, params),
     async stop() {
       await browser.close().catch(() => {});
       for (const child of stopped.reverse()) {
@@ -219,7 +233,6 @@ export async function startStack({ env = {} } = {}) {
   };
 }
 
-
 /**
  * A transaction hash shown for a chain on a local node (the tests' anvil, `local_node` in `/api/chains`): the hash in
  * full in the title, marked "local node", and no explorer link (no public explorer knows the transaction).
@@ -230,4 +243,22 @@ export async function assertLocalTx(cell, hash) {
   assert.equal(await shown.locator('code').getAttribute('title'), hash);
   assert.match(await shown.textContent(), /local node/);
   assert.equal(await shown.locator('a').count(), 0, 'no explorer link for a transaction on a local node');
+}
+
+/**
+ * The History tab's row for a request the daily limit refused: the rule named, and the limit, what was counted, what
+ * was left and what was asked, as the console words them (amounts as decimal strings, e.g. `'0.05'`).
+ */
+export async function assertRefusedInHistory(page, { limit, counted, left, asked, asset = 'base:ETH', symbol = 'ETH' }) {
+  await page.getByRole('tab', { name: 'History' }).click();
+  const row = page.locator('[data-testid="activity-row"][data-activity="refused"]');
+  await row.waitFor();
+  const reason = row.getByTestId('activity-reason');
+  assert.equal(await reason.getAttribute('data-rule'), 'per_day');
+  const words =
+    `Over the daily limit of ${limit} ${symbol} (${asset}): ${counted} was already counted in the 24 h before it, ` +
+    `${left} was left, and it asked ${asked}.`;
+  assert.ok((await reason.textContent()).includes(words), `${await reason.textContent()} should say: ${words}`);
+  assert.ok((await row.textContent()).includes(`${asked} ${symbol}`));
+  return row;
 }

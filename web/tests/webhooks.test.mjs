@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { createHmac, randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, until, watchPage } from './harness.mjs';
 
 // anvil's first dev account: the agent's owner address (it makes the agent guarded).
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -38,16 +38,6 @@ function verify(secret, request) {
   const timestamp = request.headers['webhook-timestamp'];
   const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${request.body}`).digest('base64');
   return request.headers['webhook-signature'].split(' ').includes(`v1,${expected}`);
-}
-
-async function until(what, fn, timeoutMs = TIMEOUT) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('web console webhooks', { timeout: 240000 }, () => {
