@@ -453,18 +453,20 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
     let request = transfer(&agent, 1_000, None);
 
+    let asked_nonce = |presigned: Option<Presigned>| {
+        let (store, request) = (store.as_ref(), &request);
+        async move {
+            match store.reserve_transfer(request, presigned.as_ref()).await.unwrap() {
+                Reservation::Sign { nonce } => nonce,
+                other => panic!("the store did not ask for a signature: {other:?}"),
+            }
+        }
+    };
+    let rows = || async { store.list_transactions(agent.id, Some(CHAIN), 10).await.unwrap().len() };
+
     // Asked without a signature, the store names the nonce and writes nothing: no row, no spending, no nonce.
-    match store.reserve_transfer(&request, None).await.unwrap() {
-        Reservation::Sign { nonce } => assert_eq!(nonce, Some(0)),
-        other => panic!("a reservation without a signature was not sent to be signed: {other:?}"),
-    }
-    assert!(
-        store
-            .list_transactions(agent.id, Some(CHAIN), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(asked_nonce(None).await, Some(0));
+    assert_eq!(rows().await, 0);
     assert!(
         store
             .spent_by_chain(agent.id)
@@ -476,18 +478,8 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     assert_eq!(store.next_nonce(agent.id, CHAIN).await.unwrap(), None);
 
     // A signature made at another nonce is not stored: the store names the nonce again.
-    let elsewhere = presigned(request.id, Some(5));
-    match store.reserve_transfer(&request, Some(&elsewhere)).await.unwrap() {
-        Reservation::Sign { nonce } => assert_eq!(nonce, Some(0)),
-        other => panic!("a signature at the wrong nonce was taken: {other:?}"),
-    }
-    assert!(
-        store
-            .list_transactions(agent.id, Some(CHAIN), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(asked_nonce(Some(presigned(request.id, Some(5)))).await, Some(0));
+    assert_eq!(rows().await, 0);
 
     let signed = presigned(request.id, Some(0));
     match store.reserve_transfer(&request, Some(&signed)).await.unwrap() {
@@ -509,10 +501,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
             .unwrap(),
         Reservation::CapExceeded { .. }
     ));
-    assert_eq!(
-        store.list_transactions(agent.id, Some(CHAIN), 10).await.unwrap().len(),
-        1
-    );
+    assert_eq!(rows().await, 1);
 }
 
 #[tokio::test]

@@ -166,7 +166,8 @@ export async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, code, message, response.headers.get('Retry-After'), details);
 }
 
-export async function call<T>(method: string, path: string, opts: Options = {}): Promise<T> {
+/** One request to the API: its status beside its body (201 sent, 202 held, …); a non-2xx answer throws an ApiError. */
+async function request<T>(method: string, path: string, opts: Options = {}): Promise<{ status: number; body: T }> {
   let response: Response;
   try {
     response = await fetch(path, {
@@ -184,28 +185,12 @@ export async function call<T>(method: string, path: string, opts: Options = {}):
     if (opts.owner && error.code === 'invalid_owner_token') clearOwnerSession(opts.owner);
     throw error;
   }
-  if (response.status === 204) return undefined as T;
-  return (await response.json()) as T;
+  const body = response.status === 204 ? undefined : await response.json();
+  return { status: response.status, body: body as T };
 }
 
-/** Like `call`, with the answer's status beside its body (201 sent, 202 held, …). */
-async function callWithStatus<T>(method: string, path: string, opts: Options = {}): Promise<{ status: number; body: T }> {
-  let response: Response;
-  try {
-    response = await fetch(path, {
-      method,
-      headers: headers(opts),
-      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-    });
-  } catch (e) {
-    throw new ApiError(0, 'network_error', `The service cannot be reached (${(e as Error).message}).`);
-  }
-  if (!response.ok) {
-    const error = await errorOf(response);
-    if (opts.owner && error.code === 'invalid_owner_token') clearOwnerSession(opts.owner);
-    throw error;
-  }
-  return { status: response.status, body: (await response.json()) as T };
+export async function call<T>(method: string, path: string, opts: Options = {}): Promise<T> {
+  return (await request<T>(method, path, opts)).body;
 }
 
 /** What the server says of an admin token (docs/api.md §1, §19). */
@@ -280,7 +265,7 @@ export const api = {
   },
   /** `POST …/transfers` with an `Idempotency-Key`: 201 (or 202) with the transfer, `pending` or `awaiting_approval`. */
   send: (id: string, token: string, body: NewTransferBody, idempotencyKey: string) =>
-    callWithStatus<Transfer>('POST', `/api/agents/${enc(id)}/transfers`, {
+    request<Transfer>('POST', `/api/agents/${enc(id)}/transfers`, {
       token,
       body,
       extra: { 'Idempotency-Key': idempotencyKey },
