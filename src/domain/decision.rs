@@ -7,7 +7,7 @@
 use alloy::primitives::{Address, U256};
 use chrono::{DateTime, Utc};
 
-use super::policy::{ApprovalStatus, Policy, PolicyRule, Proposed, Verdict};
+use super::policy::{ApprovalStatus, Holds, Policy, PolicyRule, Proposed, Verdict};
 
 /// What is asked: one outflow of an asset, and what it holds against the cap until it settles.
 #[derive(Debug, Clone)]
@@ -185,9 +185,11 @@ pub enum Decision {
         nonce: Option<u64>,
         release: U256,
     },
-    /// Store it waiting for an owner's approval for `ttl_secs`, holding its reservation, unsigned.
+    /// Store it waiting for an owner's approval for `ttl_secs`, holding its reservation, unsigned; `holds` names
+    /// the rules that ask for the approval.
     Hold {
         ttl_secs: u64,
+        holds: Holds,
     },
     Refuse(Refusal),
 }
@@ -279,18 +281,19 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
         } {
             Verdict::Allow => U256::ZERO,
             Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
-            Verdict::NeedsApproval if !fits(f.cap, f.spent, r.reserved) => {
+            Verdict::NeedsApproval(_) if !fits(f.cap, f.spent, r.reserved) => {
                 return refuse(Refusal::CapExceeded {
                     cap: f.cap,
                     spent: f.spent,
                 });
             }
-            Verdict::NeedsApproval => {
+            Verdict::NeedsApproval(holds) => {
                 if let Some(refusal) = short {
                     return refuse(refusal);
                 }
                 return Decision::Hold {
                     ttl_secs: policy.approval_ttl_secs,
+                    holds,
                 };
             }
         },
@@ -339,10 +342,13 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
         Subject::Call(facts) => policy.judge_call(facts, call.guarded),
         Subject::TypedData(facts) => policy.judge_typed(facts),
     };
-    let mut needs_approval = match judged {
-        CallVerdict::Deny => return Verdict::Deny(PolicyRule::CallDenied),
-        CallVerdict::Approve => true,
-        CallVerdict::Allow => false,
+    let mut holds = match judged {
+        (CallVerdict::Deny, _) => return Verdict::Deny(PolicyRule::CallDenied),
+        (CallVerdict::Approve, by) => Holds {
+            call: by,
+            ..Holds::default()
+        },
+        (CallVerdict::Allow, _) => Holds::default(),
     };
     for (i, count) in call.counts.iter().enumerate() {
         let (w, paid_before) = windows.get(i).copied().unwrap_or_default();
@@ -355,12 +361,12 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
             paid_before,
         }) {
             Verdict::Deny(rule) => return Verdict::Deny(rule),
-            Verdict::NeedsApproval => needs_approval = true,
+            Verdict::NeedsApproval(more) => holds = holds.and(more),
             Verdict::Allow => {}
         }
     }
-    match needs_approval {
-        true => Verdict::NeedsApproval,
+    match holds.any() {
+        true => Verdict::NeedsApproval(holds),
         false => Verdict::Allow,
     }
 }
@@ -815,7 +821,13 @@ mod tests {
                 ..AssetLimits::default()
             })
         };
-        let hold = Decision::Hold { ttl_secs: 60 };
+        let hold = Decision::Hold {
+            ttl_secs: 60,
+            holds: Holds {
+                approval_above: true,
+                ..Holds::default()
+            },
+        };
         // (value, cap, spent, reserved, expected)
         let cases = [
             (5, 100, 0, 50, reserve(Some(0), 0)),
@@ -841,6 +853,10 @@ mod tests {
         };
         let hold = Decision::Hold {
             ttl_secs: asks.approval_ttl_secs,
+            holds: Holds {
+                new_recipient: true,
+                ..Holds::default()
+            },
         };
         let cases = [
             (&asks, false, hold),
@@ -1139,6 +1155,15 @@ mod tests {
                 ..Default::default()
             },
         );
+        // The second rule holds every call; an amount above approval_above holds it as well.
+        let mut approving = limited.clone();
+        approving.calls = Some(Box::new(
+            crate::domain::call::CallsPolicy::try_from(serde_json::json!({"rules": [
+                {"chain": "base", "to": "*", "function": "transfer(address,uint256)", "action": "deny"},
+                {"chain": "*", "to": "*", "function": "*", "action": "approve"},
+            ]}))
+            .unwrap(),
+        ));
         let none = Policy::default();
         let daily = |day: u64| {
             [(
@@ -1212,7 +1237,23 @@ mod tests {
                 true,
                 vec![usdc(6)],
                 daily(0),
-                Verdict::NeedsApproval,
+                Verdict::NeedsApproval(Holds {
+                    approval_above: true,
+                    ..Holds::default()
+                }),
+            ),
+            (
+                "held by a rule of calls and by approval_above",
+                &approving,
+                false,
+                true,
+                vec![usdc(6)],
+                daily(0),
+                Verdict::NeedsApproval(Holds {
+                    approval_above: true,
+                    call: Some(crate::domain::policy::CallRuleRef::Rule(1)),
+                    ..Holds::default()
+                }),
             ),
         ];
         for (name, policy, unlimited, guarded, counts, windows, want) in cases {

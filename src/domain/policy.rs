@@ -106,9 +106,64 @@ pub struct Proposed<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
-    /// Allowed once an owner approves it.
-    NeedsApproval,
+    /// Allowed once an owner approves it; what asks for the approval.
+    NeedsApproval(Holds),
     Deny(PolicyRule),
+}
+
+/// The rules that ask for an owner's approval of one request (§11, §18), kept with it while it waits and shown as
+/// `held_by`, named as the policy names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Holds {
+    /// An amount above its asset's `approval_above`.
+    pub approval_above: bool,
+    /// A recipient never paid before, under `approve_new_recipients`.
+    pub new_recipient: bool,
+    /// The part of `calls` whose action is `approve`.
+    pub call: Option<CallRuleRef>,
+}
+
+/// Which part of a policy's `calls` decided a call (§18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallRuleRef {
+    /// `calls.rules[i]`.
+    Rule(usize),
+    /// `calls.default`.
+    Default,
+}
+
+impl Holds {
+    /// Both sets of rules.
+    pub fn and(self, other: Holds) -> Holds {
+        Holds {
+            approval_above: self.approval_above || other.approval_above,
+            new_recipient: self.new_recipient || other.new_recipient,
+            call: self.call.or(other.call),
+        }
+    }
+
+    /// Whether any rule asks for approval.
+    pub fn any(&self) -> bool {
+        self.approval_above || self.new_recipient || self.call.is_some()
+    }
+
+    /// The policy's names of them: `approval_above`, `approve_new_recipients`, `calls.rules[2]`, `calls.default`.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if let Some(call) = self.call {
+            names.push(match call {
+                CallRuleRef::Rule(i) => format!("calls.rules[{i}]"),
+                CallRuleRef::Default => "calls.default".to_string(),
+            });
+        }
+        if self.approval_above {
+            names.push("approval_above".to_string());
+        }
+        if self.new_recipient {
+            names.push("approve_new_recipients".to_string());
+        }
+        names
+    }
 }
 
 impl Policy {
@@ -140,16 +195,19 @@ impl Policy {
             || self.calls.as_deref().is_some_and(CallsPolicy::has_approval_rules)
     }
 
-    /// The `calls` rules' verdict on a contract call (§18), `CallVerdict::unruled` when the policy has none.
-    pub fn judge_call(&self, call: &CallFacts<'_>, guarded: bool) -> CallVerdict {
-        super::call::policy::judge(self.calls.as_deref(), call, guarded)
+    /// The `calls` rules' verdict on a contract call (§18), `CallVerdict::unruled` when the policy has none, with
+    /// the part of `calls` that gave it.
+    pub fn judge_call(&self, call: &CallFacts<'_>, guarded: bool) -> (CallVerdict, Option<CallRuleRef>) {
+        self.calls
+            .as_deref()
+            .map_or((CallVerdict::unruled(guarded), None), |c| c.judged_by(call, guarded))
     }
 
     /// The verdict of the typed-data rules (§18): none matching, or no `calls`, refuses.
-    pub fn judge_typed(&self, typed: &super::call::typed::TypedFacts<'_>) -> super::call::CallVerdict {
+    pub fn judge_typed(&self, typed: &super::call::typed::TypedFacts<'_>) -> (CallVerdict, Option<CallRuleRef>) {
         self.calls
             .as_deref()
-            .map_or(super::call::CallVerdict::Deny, |c| c.judge_typed(typed))
+            .map_or((CallVerdict::Deny, None), |c| c.typed_judged_by(typed))
     }
 
     /// Whether calls and signatures may grant unlimited allowances (§18; by default they may not).
@@ -192,11 +250,15 @@ impl Policy {
         if over(limits.per_week, t.week_total) {
             return Verdict::Deny(PolicyRule::PerWeek);
         }
-        let large = limits.approval_above.is_some_and(|a| t.value > a);
-        if large || (self.approve_new_recipients && !t.paid_before) {
-            return Verdict::NeedsApproval;
+        let holds = Holds {
+            approval_above: limits.approval_above.is_some_and(|a| t.value > a),
+            new_recipient: self.approve_new_recipients && !t.paid_before,
+            call: None,
+        };
+        match holds.any() {
+            true => Verdict::NeedsApproval(holds),
+            false => Verdict::Allow,
         }
-        Verdict::Allow
     }
 }
 
@@ -325,7 +387,12 @@ mod tests {
             ..AssetLimits::default()
         });
         assert_eq!(policy.evaluate(&proposed(5)), Verdict::Allow);
-        assert_eq!(policy.evaluate(&proposed(6)), Verdict::NeedsApproval);
+        let above = Holds {
+            approval_above: true,
+            ..Holds::default()
+        };
+        assert_eq!(policy.evaluate(&proposed(6)), Verdict::NeedsApproval(above));
+        assert_eq!(above.names(), ["approval_above"]);
         assert!(policy.has_approval_rules());
     }
 
@@ -375,7 +442,12 @@ mod tests {
             paid_before: false,
             ..proposed(1)
         };
-        assert_eq!(policy.evaluate(&new), Verdict::NeedsApproval);
+        let new_recipient = Holds {
+            new_recipient: true,
+            ..Holds::default()
+        };
+        assert_eq!(policy.evaluate(&new), Verdict::NeedsApproval(new_recipient));
+        assert_eq!(new_recipient.names(), ["approve_new_recipients"]);
         assert_eq!(policy.evaluate(&proposed(1)), Verdict::Allow);
     }
 
@@ -465,8 +537,8 @@ mod tests {
         for (policy, approval_rules, unlimited, guarded, unguarded) in cases {
             assert_eq!(policy.has_approval_rules(), approval_rules, "{policy:?}");
             assert_eq!(policy.allows_unlimited_approvals(), unlimited, "{policy:?}");
-            assert_eq!(policy.judge_call(&call, true), guarded, "{policy:?}");
-            assert_eq!(policy.judge_call(&call, false), unguarded, "{policy:?}");
+            assert_eq!(policy.judge_call(&call, true).0, guarded, "{policy:?}");
+            assert_eq!(policy.judge_call(&call, false).0, unguarded, "{policy:?}");
         }
     }
 

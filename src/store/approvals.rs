@@ -11,10 +11,10 @@ use super::{AuditEvent, StoreError, StoreResult, TransferRequest};
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain;
-use crate::domain::policy::ApprovalStatus;
+use crate::domain::policy::{ApprovalStatus, Holds};
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +42,9 @@ pub struct Approval {
     pub x402: Option<crate::domain::transaction::X402Record>,
     /// A contract call that waits (§18): the call and what its simulation showed.
     pub call: Option<crate::domain::transaction::CallRecord>,
+    /// The rules that asked for the approval, as the policy names them (`Holds::names`); empty for one held before
+    /// they were kept.
+    pub held_by: Vec<String>,
 }
 
 /// How an approval claim or close went.
@@ -55,8 +58,8 @@ pub enum Closing {
 }
 
 impl Approval {
-    /// The waiting transfer a request becomes, expiring `ttl_secs` from now.
-    pub fn from_request(r: &TransferRequest, ttl_secs: u64) -> Approval {
+    /// The waiting transfer a request becomes, expiring `ttl_secs` from now, held by the rules `holds` names.
+    pub fn from_request(r: &TransferRequest, ttl_secs: u64, holds: Holds) -> Approval {
         let now = crate::domain::now();
         let ttl = chrono::Duration::seconds(i64::try_from(ttl_secs).unwrap_or(i64::MAX / 1000).min(i64::MAX / 1000));
         Approval {
@@ -78,7 +81,20 @@ impl Approval {
             updated_at: now,
             x402: r.x402.clone(),
             call: r.call.clone(),
+            held_by: holds.names(),
         }
+    }
+
+    /// The most the network fee could be at the fees of its request (gas limit × `maxFeePerGas`, plus the L1 fee
+    /// estimate on OP-stack chains), in the chain's smallest unit: half of what its reservation holds beyond the
+    /// native coin it moves (`Cost::of`). `None` for what pays no fee of the agent's (x402, typed data).
+    pub fn max_fee_wei(&self) -> Option<U256> {
+        let native = match (self.kind(), self.token) {
+            ("transfer", None) | ("call", _) => self.value_wei,
+            ("transfer", Some(_)) => U256::ZERO,
+            _ => return None,
+        };
+        Some(self.reserved_wei.saturating_sub(native) / U256::from(2))
     }
 
     /// The amount in whole units of its asset.
@@ -111,6 +127,7 @@ impl Approval {
             "to": self.to.to_checksum(None),
             "amount": self.amount(),
             "expires_at": self.expires_at,
+            "held_by": self.held_by,
         });
         // A held call shows what it would do (§18): the decoded call and its simulated changes.
         if let Some(call) = &self.call {
@@ -175,6 +192,7 @@ pub struct ApprovalRow {
     kind: String,
     x402: Option<String>,
     call_record: Option<String>,
+    held_by: Option<String>,
 }
 
 impl ApprovalRow {
@@ -208,6 +226,12 @@ impl ApprovalRow {
                 _ => None,
             },
             call: super::shared::call_from_column(self.call_record, "approvals.call_record")?,
+            held_by: match self.held_by {
+                Some(text) => {
+                    serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("approvals.held_by".into()))?
+                }
+                None => Vec::new(),
+            },
         })
     }
 }

@@ -647,7 +647,7 @@ impl Transfers {
             return Ok(DecisionView::deny("spending_cap_exceeded", None));
         }
         Ok(match verdict {
-            Verdict::NeedsApproval => DecisionView {
+            Verdict::NeedsApproval(_) => DecisionView {
                 result: "approve",
                 code: None,
                 rule: None,

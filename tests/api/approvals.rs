@@ -17,68 +17,111 @@ use crate::helpers::sse::SseStream;
 use crate::helpers::{CreatedAgent, TestApp, assert_error};
 use crate::policy::{admin_app, call, set_policy};
 
-/// An agent whose transfers above 0.005 ETH wait for approval (`ttl` seconds).
-async fn approving_agent(app: &TestApp, anvil: &Anvil, ttl: u64) -> CreatedAgent {
-    let agent = funded_agent(app, anvil, Some(0.5)).await;
-    let policy = json!({"limits": {"base:ETH": {"approval_above": "0.005"}}, "approval_ttl_secs": ttl});
-    set_policy(app, &agent, policy).await;
-    agent
+/// A transfer of 0.01 ETH asked by chat and held for approval, on an agent whose transfers above 0.005 ETH wait
+/// (`ttl` seconds), with the node and service it runs on.
+struct Held {
+    anvil: Anvil,
+    app: TestApp,
+    agent: CreatedAgent,
+    id: String,
+    /// The chat answer that asked for it.
+    chat: Value,
 }
 
-/// Asks for 0.01 ETH by chat; asserts it waits, with nothing on chain, and returns `(transfer_id, chat body)`.
-async fn held_send(app: &TestApp, anvil: &Anvil, agent: &CreatedAgent) -> (String, Value) {
-    let (body, call) = send_via_chat(app, agent, "0.01", fresh_address()).await;
-    let result = &call["result"];
-    assert_eq!(result["status"], "awaiting_approval", "{call}");
-    assert!(result["expires_at"].is_string(), "{call}");
-    assert_eq!(anvil.nonce(wallet(agent)).await, 0, "no nonce is used while it waits");
-    assert!(
-        spent_on_base(app, agent).await > wei(CENT_ETH),
-        "it holds its reservation"
-    );
-    (result["transfer_id"].as_str().expect("transfer_id").to_string(), body)
-}
+impl Held {
+    /// Asserts it waits, with nothing on chain and its reservation held.
+    async fn start(ttl: u64) -> Self {
+        let anvil = Anvil::start(BASE_CHAIN_ID);
+        let app = admin_app(&anvil).await;
+        let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+        let policy = json!({"limits": {"base:ETH": {"approval_above": "0.005"}}, "approval_ttl_secs": ttl});
+        set_policy(&app, &agent, policy).await;
+        let (chat, call) = send_via_chat(&app, &agent, "0.01", fresh_address()).await;
+        let result = &call["result"];
+        assert_eq!(result["status"], "awaiting_approval", "{call}");
+        assert!(result["expires_at"].is_string(), "{call}");
+        assert_eq!(anvil.nonce(wallet(&agent)).await, 0, "no nonce is used while it waits");
+        assert!(
+            spent_on_base(&app, &agent).await > wei(CENT_ETH),
+            "it holds its reservation"
+        );
+        let id = result["transfer_id"].as_str().expect("transfer_id").to_string();
+        Self {
+            anvil,
+            app,
+            agent,
+            id,
+            chat,
+        }
+    }
 
-async fn decide(app: &TestApp, agent: &CreatedAgent, owner: bool, id: &str, decision: &str) -> (StatusCode, Value) {
-    let path = format!("/api/agents/{}/transfers/{id}/{decision}", agent.id);
-    call(app, agent, owner, Method::POST, &path, None).await
+    /// `approve` or `reject`, as the owner or as the agent.
+    async fn decide(&self, owner: bool, decision: &str) -> (StatusCode, Value) {
+        let path = format!("/api/agents/{}/transfers/{}/{decision}", self.agent.id, self.id);
+        call(&self.app, &self.agent, owner, Method::POST, &path, None).await
+    }
+
+    /// `GET …/approvals`, read with the agent's token.
+    async fn waiting(&self) -> Value {
+        let path = format!("/api/agents/{}/approvals", self.agent.id);
+        let (status, waiting) = call(&self.app, &self.agent, false, Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{waiting}");
+        waiting
+    }
+
+    /// The agent's audit entries with `action`, read as the owner.
+    async fn audited(&self, action: &str) -> Vec<Value> {
+        let path = format!("/api/agents/{}/audit", self.agent.id);
+        let (status, log) = call(&self.app, &self.agent, true, Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{log}");
+        let entries = log.as_array().expect("audit entries").iter();
+        entries.filter(|e| e["action"] == action).cloned().collect()
+    }
+
+    /// The wallet's nonce on the node: how many transactions it has sent.
+    async fn nonce(&self) -> u64 {
+        self.anvil.nonce(wallet(&self.agent)).await
+    }
 }
 
 #[tokio::test]
 async fn an_approved_transfer_is_signed_and_lands_on_chain() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 900).await;
-    let (id, _) = held_send(&app, &anvil, &agent).await;
-
-    let list = format!("/api/agents/{}/approvals", agent.id);
-    let (status, waiting) = call(&app, &agent, false, Method::GET, &list, None).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(waiting[0]["transfer_id"], id.as_str(), "{waiting}");
+    let held = Held::start(900).await;
+    let waiting = held.waiting().await;
+    assert_eq!(waiting[0]["transfer_id"], held.id.as_str(), "{waiting}");
     assert_eq!(waiting[0]["amount"], "0.01", "{waiting}");
+    assert_eq!(waiting[0]["held_by"], json!(["approval_above"]), "{waiting}");
+    // The fee figure is the request's: what the reservation holds is the amount and twice that fee.
+    let max_fee = waiting[0]["max_fee"].as_str().expect("max_fee");
+    let max_fee = alloy::primitives::utils::parse_units(max_fee, 18)
+        .expect("a decimal")
+        .get_absolute();
+    assert!(max_fee > U256::ZERO, "{waiting}");
+    assert_eq!(
+        spent_on_base(&held.app, &held.agent).await,
+        wei(CENT_ETH) + max_fee * U256::from(2),
+        "{waiting}"
+    );
 
-    let by_agent = decide(&app, &agent, false, &id, "approve").await;
+    let by_agent = held.decide(false, "approve").await;
     assert_error(&by_agent, StatusCode::FORBIDDEN, "owner_required");
-    let (status, approved) = decide(&app, &agent, true, &id, "approve").await;
+    let (status, approved) = held.decide(true, "approve").await;
     assert_eq!(status, StatusCode::OK, "{approved}");
-    assert_eq!(approved["id"], id.as_str());
+    assert_eq!(approved["id"], held.id.as_str());
     assert!(approved["tx_hash"].is_string(), "{approved}");
-    let txs = wait_for_transactions(&app, &agent, 1, "confirmed").await;
-    assert_eq!(txs[0]["id"], id.as_str(), "the transfer keeps its id");
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "it landed on chain");
-    let again = decide(&app, &agent, true, &id, "approve").await;
+    let txs = wait_for_transactions(&held.app, &held.agent, 1, "confirmed").await;
+    assert_eq!(txs[0]["id"], held.id.as_str(), "the transfer keeps its id");
+    assert_eq!(held.nonce().await, 1, "it landed on chain");
+    let again = held.decide(true, "approve").await;
     assert_error(&again, StatusCode::CONFLICT, "transfer_not_pending");
-    let (_, waiting) = call(&app, &agent, false, Method::GET, &list, None).await;
-    assert_eq!(waiting, json!([]));
+    assert_eq!(held.waiting().await, json!([]));
 }
 
 #[tokio::test]
 async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_steps() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 900).await;
-    let (id, body) = held_send(&app, &anvil, &agent).await;
-    let conversation = body["conversation_id"].as_str().expect("conversation_id");
+    let held = Held::start(900).await;
+    let (app, agent, id) = (&held.app, &held.agent, held.id.as_str());
+    let conversation = held.chat["conversation_id"].as_str().expect("conversation_id");
     let path = format!("/api/conversations/{conversation}/stream?last_event_id=0");
     let mut stream = SseStream::open(app.build(Method::GET, &path, Some(&agent.token), None)).await;
     let required = stream
@@ -86,17 +129,19 @@ async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_
         .await
         .expect("approval_required")
         .json();
-    assert_eq!(required["transfer_id"], id.as_str(), "{required}");
+    assert_eq!(required["transfer_id"], id, "{required}");
     assert_eq!(required["agent_id"], agent.id.as_str(), "{required}");
     assert_eq!(required["chain"], "base");
     assert_eq!(required["asset"], "ETH");
     assert_eq!(required["amount"], "0.01");
 
-    let (status, rejected) = decide(&app, &agent, true, &id, "reject").await;
+    assert_eq!(required["held_by"], json!(["approval_above"]), "{required}");
+
+    let (status, rejected) = held.decide(true, "reject").await;
     assert_eq!(status, StatusCode::OK, "{rejected}");
     assert_eq!(rejected["status"], "rejected");
     assert_eq!(
-        spent_on_base(&app, &agent).await,
+        spent_on_base(app, agent).await,
         U256::ZERO,
         "the reservation is released"
     );
@@ -109,88 +154,74 @@ async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_
         resolved,
         json!({"type": "approval_resolved", "transfer_id": id, "decision": "rejected"})
     );
-    let approve = decide(&app, &agent, true, &id, "approve").await;
+    let approve = held.decide(true, "approve").await;
     assert_error(&approve, StatusCode::CONFLICT, "transfer_not_pending");
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 0);
+    assert_eq!(held.nonce().await, 0);
 }
 
 #[tokio::test]
 async fn a_rejection_keeps_the_owners_reason_in_its_audit_entry() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 900).await;
-    let (id, _) = held_send(&app, &anvil, &agent).await;
-    let path = format!("/api/agents/{}/transfers/{id}/reject", agent.id);
+    let held = Held::start(900).await;
+    let path = format!("/api/agents/{}/transfers/{}/reject", held.agent.id, held.id);
+    let reject = |body: Value| call(&held.app, &held.agent, true, Method::POST, &path, Some(body));
 
     for bad in [
         json!({"reason": "x".repeat(501)}),
         json!({"reason": "line\nbreak"}),
         json!({"why": "no"}),
     ] {
-        let refused = call(&app, &agent, true, Method::POST, &path, Some(bad.clone())).await;
-        assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+        assert_error(
+            &reject(bad).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        );
     }
-    let (status, rejected) = call(
-        &app,
-        &agent,
-        true,
-        Method::POST,
-        &path,
-        Some(json!({"reason": "  unknown recipient  "})),
-    )
-    .await;
+    let (status, rejected) = reject(json!({"reason": "  unknown recipient  "})).await;
     assert_eq!(status, StatusCode::OK, "{rejected}");
     assert_eq!(rejected["status"], "rejected");
 
-    let audit_path = format!("/api/agents/{}/audit", agent.id);
-    let (status, audit) = call(&app, &agent, true, Method::GET, &audit_path, None).await;
-    assert_eq!(status, StatusCode::OK, "{audit}");
-    let entries = audit.as_array().expect("audit entries");
-    let rejection = entries
-        .iter()
-        .find(|e| e["action"] == "transfer_rejected")
-        .unwrap_or_else(|| panic!("a transfer_rejected entry: {audit}"));
-    assert_eq!(rejection["detail"]["transfer_id"], id.as_str(), "{rejection}");
+    let rejections = held.audited("transfer_rejected").await;
+    let [rejection] = rejections.as_slice() else {
+        panic!("one transfer_rejected entry: {rejections:?}");
+    };
+    assert_eq!(rejection["detail"]["transfer_id"], held.id.as_str(), "{rejection}");
     assert_eq!(rejection["detail"]["reason"], "unknown recipient", "{rejection}");
     assert_eq!(rejection["actor"], "admin", "{rejection}");
 }
 
 #[tokio::test]
 async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 1).await;
-    let (id, _) = held_send(&app, &anvil, &agent).await;
+    let held = Held::start(1).await;
     // The watcher's round expires it once `expires_at` has passed.
-    app.settle_until(async || match spent_on_base(&app, &agent).await != U256::ZERO {
-        true => Err("the expiry released the reservation".to_string()),
-        false => Ok(()),
-    })
-    .await;
-    let approve = decide(&app, &agent, true, &id, "approve").await;
+    held.app
+        .settle_until(
+            async || match spent_on_base(&held.app, &held.agent).await != U256::ZERO {
+                true => Err("the expiry released the reservation".to_string()),
+                false => Ok(()),
+            },
+        )
+        .await;
+    let approve = held.decide(true, "approve").await;
     assert_error(&approve, StatusCode::CONFLICT, "transfer_expired");
-    let reject = decide(&app, &agent, true, &id, "reject").await;
+    let reject = held.decide(true, "reject").await;
     assert_error(&reject, StatusCode::CONFLICT, "transfer_expired");
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 0);
+    assert_eq!(held.nonce().await, 0);
 }
 
 #[tokio::test]
 async fn an_approval_that_no_longer_fits_the_cap_stays_waiting() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 900).await;
-    let (id, _) = held_send(&app, &anvil, &agent).await;
+    let held = Held::start(900).await;
     // The cap is lowered below what the transfer needs (lowering needs no owner).
-    let (status, body) = app
-        .put_agent(&agent.id, &agent.token, json!({"spending_cap": 0.005}))
+    let (status, body) = held
+        .app
+        .put_agent(&held.agent.id, &held.agent.token, json!({"spending_cap": 0.005}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let refused = decide(&app, &agent, true, &id, "approve").await;
+    let refused = held.decide(true, "approve").await;
     assert_error(&refused, StatusCode::FORBIDDEN, "spending_cap_exceeded");
-    let list = format!("/api/agents/{}/approvals", agent.id);
-    let (_, waiting) = call(&app, &agent, false, Method::GET, &list, None).await;
-    assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 0);
+    let waiting = held.waiting().await;
+    assert_eq!(waiting[0]["transfer_id"], held.id.as_str(), "it still waits: {waiting}");
+    assert_eq!(held.nonce().await, 0);
 }
 
 /// A decision and its audit entry commit together (issue 22, point 6): while the log takes no entry, an approval
@@ -198,35 +229,41 @@ async fn an_approval_that_no_longer_fits_the_cap_stays_waiting() {
 /// waiting; once the log works again the approval lands, audited as the owner's.
 #[tokio::test]
 async fn a_decision_whose_audit_entry_fails_is_not_taken() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = admin_app(&anvil).await;
-    let agent = approving_agent(&app, &anvil, 900).await;
-    let (id, _) = held_send(&app, &anvil, &agent).await;
-    crate::audit::refuse_audit_entries(&app).await;
+    let held = Held::start(900).await;
+    crate::audit::refuse_audit_entries(&held.app).await;
 
-    let (status, body) = decide(&app, &agent, true, &id, "approve").await;
+    let (status, body) = held.decide(true, "approve").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-    let (status, body) = decide(&app, &agent, true, &id, "reject").await;
+    let (status, body) = held.decide(true, "reject").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 0, "nothing was signed and sent");
-    let list = format!("/api/agents/{}/approvals", agent.id);
-    let (_, waiting) = call(&app, &agent, false, Method::GET, &list, None).await;
-    assert_eq!(waiting[0]["transfer_id"], id.as_str(), "it still waits: {waiting}");
+    assert_eq!(held.nonce().await, 0, "nothing was signed and sent");
+    let waiting = held.waiting().await;
+    assert_eq!(waiting[0]["transfer_id"], held.id.as_str(), "it still waits: {waiting}");
 
-    crate::audit::allow_audit_entries(&app).await;
-    let (status, approved) = decide(&app, &agent, true, &id, "approve").await;
+    crate::audit::allow_audit_entries(&held.app).await;
+    let (status, approved) = held.decide(true, "approve").await;
     assert_eq!(status, StatusCode::OK, "{approved}");
-    wait_for_transactions(&app, &agent, 1, "confirmed").await;
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 1);
-    let path = format!("/api/agents/{}/audit", agent.id);
-    let (_, log) = call(&app, &agent, true, Method::GET, &path, None).await;
-    let approvals: Vec<&Value> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["action"] == "transfer_approved")
-        .collect();
-    assert_eq!(approvals.len(), 1, "{log}");
-    assert_eq!(approvals[0]["detail"]["tx_hash"], approved["tx_hash"], "{log}");
+    wait_for_transactions(&held.app, &held.agent, 1, "confirmed").await;
+    assert_eq!(held.nonce().await, 1);
+    let approvals = held.audited("transfer_approved").await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["detail"]["tx_hash"], approved["tx_hash"], "{approvals:?}");
+}
+
+/// The rule that held a transfer is the one of the moment it was asked: a policy changed since (here to one that
+/// would let it pass) does not rename it.
+#[tokio::test]
+async fn a_held_transfer_keeps_the_rule_that_held_it_when_the_policy_changes() {
+    let held = Held::start(900).await;
+    let new_recipients = json!({"approve_new_recipients": true});
+    set_policy(&held.app, &held.agent, new_recipients).await;
+    let waiting = held.waiting().await;
+    assert_eq!(waiting[0]["held_by"], json!(["approval_above"]), "{waiting}");
+    let (status, approved) = held.decide(true, "approve").await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    assert!(
+        approved.get("held_by").is_none(),
+        "a sent transfer no longer waits: {approved}"
+    );
 }

@@ -421,6 +421,8 @@ async fn a_held_call_is_simulated_again_on_approval_and_refused_when_it_would_ta
     let (status, held) = post(&s, "calls", order(500)).await;
     assert_eq!(status, StatusCode::CREATED, "{held}");
     assert_eq!(held["status"], "awaiting_approval", "{held}");
+    assert_eq!(held["held_by"], json!(["calls.rules[0]"]), "{held}");
+    assert!(held["max_fee"].as_str().is_some_and(|fee| fee != "0"), "{held}");
     assert!(
         held["simulation"]["changes"].as_array().is_some_and(|c| !c.is_empty()),
         "{held}"

@@ -182,6 +182,11 @@ async fn a_held_permit_is_signed_once_the_owner_approves_and_counts_against_the_
     let list = format!("/api/agents/{}/approvals", s.agent.id);
     let (_, waiting) = crate::policy::call(&s.app, &s.agent, true, Method::GET, &list, None).await;
     assert_eq!(waiting[0]["kind"], "typed_data", "{waiting}");
+    assert_eq!(waiting[0]["held_by"], json!(["calls.rules[0]"]), "{waiting}");
+    assert!(
+        waiting[0].get("max_fee").is_none(),
+        "a signature pays no fee: {waiting}"
+    );
     assert_eq!(waiting[0]["simulation"]["approvals"][0]["amount"], "1000", "{waiting}");
 
     let approve = format!("/api/agents/{}/transfers/{id}/approve", s.agent.id);

@@ -1791,6 +1791,22 @@ export interface components {
              * @description When a transfer awaiting approval expires; null for transfers that never waited.
              */
             expires_at: string | null;
+            /**
+             * @description Set on a transfer awaiting approval: the rules of the policy that ask for it, as the policy names them
+             *     (`approval_above`, `approve_new_recipients`, `calls.rules[2]`, `calls.default`; §11, §18). Empty for one held
+             *     before the service kept them.
+             * @example [
+             *       "approval_above"
+             *     ]
+             */
+            held_by?: string[];
+            /**
+             * @description Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
+             *     in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
+             *     signed at the fees of the moment it is approved; until then its reservation holds twice this fee.
+             * @example 0.000042
+             */
+            max_fee?: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */

@@ -1,9 +1,10 @@
 // Why a request waits or was refused, in the policy's own terms (docs/api.md §8, §11, §16, §18): the rule that
 // holds or refuses it, the limits of its asset with what the rolling windows have counted and what is left, the
-// spending cap with what it has counted, and what is known of the network fee. The API does not store which rule
-// held a transfer, so the console works it out from the current policy and the agent's history: the same
-// arithmetic the service does (limits inclusive, `approval_above` strictly greater, windows over the value of
-// transfers awaiting approval, pending or confirmed, the last 24 h / 7 days).
+// spending cap with what it has counted, and what is known of the network fee. The service names the rules that
+// held a transfer (`held_by`, with `max_fee`); the console words them with the figures of the current policy and the
+// agent's history, worked out with the same arithmetic the service does (limits inclusive, `approval_above` strictly
+// greater, windows over the value of transfers awaiting approval, pending or confirmed, the last 24 h / 7 days).
+// For a transfer held before the service kept its rules (no `held_by`), the rules are worked out the same way.
 import { api, type AgentDetail, type HistoryEntry, type Policy, type Transfer } from './api';
 import { simulationOf, type CallFields } from './calls';
 import { formatUnits, parseUnits } from './chart';
@@ -210,8 +211,32 @@ export function outflows(t: { kind?: string | null; chain: string; asset: string
   return [{ key: `${t.chain}:${t.asset}`, asset: t.asset, amount: t.amount }];
 }
 
-/** Every rule of the current policy that asks for the owner's approval of this waiting request. */
+/** What a rule the service named says when the current policy no longer shows it (the policy changed since). */
+const NAMED: Record<string, string> = {
+  approval_above: 'Its amount was above the approval threshold of the policy when it was asked.',
+  approve_new_recipients: 'Its recipient had never been paid when it was asked, and the policy asked the owner to approve new recipients.',
+  'calls.default': 'No rule of the policy\'s calls matched it when it was asked, and their default was "approve".',
+};
+
+/**
+ * The rules that ask for the owner's approval of this waiting request: those the service named (`held_by`), worded
+ * with the current policy's figures; for a request held before the service named them, those of the current policy.
+ */
 export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
+  const inferred = policyHoldReasons(t, facts);
+  const named = (t as Transfer & { held_by?: string[] }).held_by;
+  if (!named?.length) return inferred;
+  return named.flatMap((rule) => {
+    const worded = inferred.filter((r) => r.rule === rule);
+    if (worded.length) return worded;
+    const call = /^calls\.rules\[(\d+)\]$/.exec(rule);
+    const text = call ? `Rule ${Number(call[1]) + 1} of the policy's calls asked for approval when it was asked.` : NAMED[rule] ?? `The policy's ${rule} asked for approval.`;
+    return [{ rule, text: `${text} (The policy has changed since.)` }];
+  });
+}
+
+/** Every rule of the current policy that would ask for the owner's approval of this waiting request. */
+function policyHoldReasons(t: Transfer, facts: AgentFacts): Reason[] {
   const reasons: Reason[] = [];
   for (const o of outflows(t as Transfer & CallFields)) {
     const above = limitsFor(facts.policy, o.key)?.approval_above;
@@ -274,9 +299,12 @@ export function feeText(t: Transfer & CallFields, nativeSymbol: string): string 
   if (t.kind === 'typed_data') return 'Network fee: none — this is a signature; whoever uses it pays the gas.';
   const gas = simulationOf(t).gas_used;
   const simulated = t.kind === 'call' && gas ? ` The simulation used ${gas} gas.` : '';
+  const maxFee = (t as Transfer & { max_fee?: string }).max_fee;
+  const shown = maxFee && shortUnits(maxFee, 8) !== '0' ? shortUnits(maxFee, 8) : maxFee;
+  const figure = shown ? `at most ${shown} ${nativeSymbol} at the fees of the request; ` : '';
   return (
-    `Network fee: paid in ${nativeSymbol} at the fees of the moment you approve (the service signs then), ` +
-    `counted against the spending cap, not the asset's limits; until then the request holds a reservation of up to twice today's maximum fee.` +
+    `Network fee: ${figure}paid in ${nativeSymbol} at the fees of the moment you approve (the service signs then), ` +
+    `counted against the spending cap, not the asset's limits; until then the request holds a reservation of twice ${maxFee ? 'that' : "the request's maximum"} fee.` +
     simulated
   );
 }

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, assertRefusedInHistory, callApi, startStack, until, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const RECIPIENT_B = '0x8617E340B3D01FA5F11F306F4090FD50E238070D';
@@ -36,15 +36,6 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     api('POST', `/api/agents/${agents[name].id}/transfers`, { chain: 'base', to, amount }, asAgent(name));
   const statusOf = async (name, id) =>
     (await api('GET', `/api/agents/${agents[name].id}/transfers/${id}`, undefined, asAgent(name))).body;
-  async function until(what, check, ms = TIMEOUT) {
-    const end = Date.now() + ms;
-    for (;;) {
-      const value = await check();
-      if (value) return value;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
 
   before(async () => {
     stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' } });
@@ -106,6 +97,9 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     const asked = await transfer('a', '0.02');
     assert.equal(asked.status, 201, JSON.stringify(asked.body));
     assert.equal(asked.body.status, 'awaiting_approval');
+    // The service names the rule that held it and the most its fee could be at the fees of the request.
+    assert.deepEqual(asked.body.held_by, ['approval_above']);
+    assert.match(asked.body.max_fee, /^0\.\d+$/);
     const id = asked.body.id;
     const card = page.locator(`[data-testid="approval"][data-transfer-id="${id}"]`);
     await card.waitFor();
@@ -119,7 +113,10 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     assert.equal(await daily.getAttribute('data-limit'), '0.05');
     assert.equal(await daily.getAttribute('data-left'), '0.03', await daily.textContent());
     assert.match(await daily.textContent(), /Daily limit 0\.05 ETH: 0\.02 counted in the last 24 h, this one included, 0\.03 left/);
-    assert.match(await card.getByTestId('approval-fee').textContent(), /Network fee: paid in ETH at the fees of the moment you approve/);
+    assert.match(
+      await card.getByTestId('approval-fee').textContent(),
+      /Network fee: at most 0\.\d+ ETH at the fees of the request; paid in ETH at the fees of the moment you approve/,
+    );
     assert.match(await card.getByTestId('approval-cap').textContent(), /Spending cap on base: 1 ETH; 0\.02\d* counted so far/);
     assert.match(await card.textContent(), /through the API/);
     await shot('fa02-held-with-rule-and-daily-limit');
@@ -174,16 +171,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     assert.equal(refused.body.error.code, 'policy_denied');
     assert.equal(refused.body.error.details.rule, 'per_day');
 
-    await page.getByRole('tab', { name: 'History' }).click();
-    const refusedRow = page.locator('[data-testid="activity-row"][data-activity="refused"]');
-    await refusedRow.waitFor();
-    const reason = refusedRow.getByTestId('activity-reason');
-    assert.equal(await reason.getAttribute('data-rule'), 'per_day');
-    assert.match(
-      await reason.textContent(),
-      /Over the daily limit of 0\.05 ETH \(base:ETH\): 0\.02 was already counted in the 24 h before it, 0\.03 was left, and it asked 0\.04\./,
-    );
-    assert.match(await refusedRow.textContent(), /0\.04 ETH/);
+    await assertRefusedInHistory(page, { limit: '0.05', counted: '0.02', left: '0.03', asked: '0.04' });
 
     const rejectedRow = page.locator(`[data-testid="activity-row"][data-activity="rejected"][data-transfer-id="${agents.a.rejected}"]`);
     await rejectedRow.waitFor();

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::condition::{Condition, Operand, operand_of};
 use super::request;
 use super::typed::TypedFacts;
+use crate::domain::policy::CallRuleRef;
 
 pub mod parse;
 
@@ -147,14 +148,19 @@ pub struct CallFacts<'a> {
 impl CallsPolicy {
     /// The first call rule that matches decides, else `default`, else `CallVerdict::unruled`.
     pub fn judge(&self, call: &CallFacts<'_>, guarded: bool) -> CallVerdict {
-        self.rules
-            .iter()
-            .find_map(|rule| match rule {
-                Rule::Call(rule) if rule.matches(call) => Some(rule.action),
-                _ => None,
-            })
-            .or(self.default)
-            .map_or_else(|| CallVerdict::unruled(guarded), CallVerdict::from)
+        self.judged_by(call, guarded).0
+    }
+
+    /// The verdict with the part of `calls` that gave it (`None`: nothing decided, `CallVerdict::unruled`).
+    pub fn judged_by(&self, call: &CallFacts<'_>, guarded: bool) -> (CallVerdict, Option<CallRuleRef>) {
+        let matched = self.rules.iter().enumerate().find_map(|(i, rule)| match rule {
+            Rule::Call(rule) if rule.matches(call) => Some((rule.action, CallRuleRef::Rule(i))),
+            _ => None,
+        });
+        match matched.or(self.default.map(|d| (d, CallRuleRef::Default))) {
+            Some((action, by)) => (action.into(), Some(by)),
+            None => (CallVerdict::unruled(guarded), None),
+        }
     }
 
     /// The ABI the policy names for `to` on `chain`.
@@ -180,13 +186,19 @@ impl CallsPolicy {
     /// The first typed-data rule that matches decides; none: refused, on every agent (§18: typed data is signed
     /// only where a rule says so; `default` is for calls).
     pub fn judge_typed(&self, typed: &TypedFacts<'_>) -> CallVerdict {
+        self.typed_judged_by(typed).0
+    }
+
+    /// The verdict on typed data with the rule that gave it (`None`: no rule matched, refused).
+    pub fn typed_judged_by(&self, typed: &TypedFacts<'_>) -> (CallVerdict, Option<CallRuleRef>) {
         self.rules
             .iter()
-            .find_map(|rule| match rule {
-                Rule::TypedData(rule) if rule.matches(typed) => Some(rule.action.into()),
+            .enumerate()
+            .find_map(|(i, rule)| match rule {
+                Rule::TypedData(rule) if rule.matches(typed) => Some((rule.action.into(), Some(CallRuleRef::Rule(i)))),
                 _ => None,
             })
-            .unwrap_or(CallVerdict::Deny)
+            .unwrap_or((CallVerdict::Deny, None))
     }
 }
 

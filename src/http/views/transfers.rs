@@ -200,6 +200,18 @@ pub struct TransferView {
     /// When a transfer awaiting approval expires; null for transfers that never waited.
     #[schema(required = true)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Set on a transfer awaiting approval: the rules of the policy that ask for it, as the policy names them
+    /// (`approval_above`, `approve_new_recipients`, `calls.rules[2]`, `calls.default`; §11, §18). Empty for one held
+    /// before the service kept them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = json!(["approval_above"]))]
+    pub held_by: Option<Vec<String>>,
+    /// Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
+    /// in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
+    /// signed at the fees of the moment it is approved; until then its reservation holds twice this fee.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "0.000042")]
+    pub max_fee: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -237,6 +249,8 @@ impl From<&StoredTx> for TransferView {
             explorer_url: chain.zip(tx_hash.as_deref()).map(|(c, h)| c.tx_url(h)),
             tx_hash,
             expires_at: None,
+            held_by: None,
+            max_fee: None,
             created_at: tx.created_at,
             updated_at: tx.updated_at,
         }
@@ -273,6 +287,10 @@ impl From<&Approval> for TransferView {
             conversation_id: a.conversation_id,
             explorer_url: None,
             expires_at: Some(a.expires_at),
+            held_by: Some(a.held_by.clone()),
+            max_fee: a
+                .max_fee_wei()
+                .map(|fee| format_units(fee, registry::find(&a.chain).map_or(18, |c| c.decimals))),
             created_at: a.created_at,
             updated_at: a.updated_at,
         }

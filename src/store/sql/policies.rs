@@ -14,7 +14,7 @@ use crate::domain::asset;
 use crate::domain::audit::Actor;
 use crate::domain::call::ledger::{self, Remaining};
 use crate::domain::decision::{self, Counted, Gate, Windows};
-use crate::domain::policy::{ApprovalStatus, Policy};
+use crate::domain::policy::{ApprovalStatus, Holds, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
@@ -433,12 +433,13 @@ where
         conn: &mut B::Connection,
         r: &TransferRequest,
         ttl_secs: u64,
+        holds: Holds,
     ) -> StoreResult<(Approval, EventRecord)> {
-        let a = Approval::from_request(r, ttl_secs);
+        let a = Approval::from_request(r, ttl_secs, holds);
         let (token_address, asset_decimals) = shared::token_columns(a.token);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -464,6 +465,7 @@ where
                 .map(|x| serde_json::to_string(x).expect("an x402 record serialises")),
         )
         .bind(shared::call_column(a.call.as_ref()))
+        .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

@@ -170,8 +170,8 @@ where
         };
         let (nonce, release) = match decision::decide(&request, &facts) {
             Decision::Refuse(refusal) => return Ok(refusal.into()),
-            Decision::Hold { ttl_secs } => {
-                let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs).await?;
+            Decision::Hold { ttl_secs, holds } => {
+                let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs, holds).await?;
                 Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
                 Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
                 tx.commit().await?;
