@@ -6,27 +6,19 @@
 // as a table, keeps the JSON in step, and puts a 422 field error next to the rule's function.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, repoRoot, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { call, deploy, send, uniswap, word } from '../../scripts/evm.mjs';
 
-// anvil's first dev account (unlocked): deploys Uniswap, provides liquidity, funds the agent.
+// anvil's first dev account (unlocked, the one scripts/evm.mjs sends from): deploys Uniswap, provides liquidity, funds
+// the agent.
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const ADMIN = `adm_${randomBytes(24).toString('hex')}`;
 const TIMEOUT = 20000;
 const SWAP = 'swapExactTokensForETH(uint256,uint256,address[],address,uint256)';
 const E18 = 10n ** 18n;
 const SWAP_IN = 100n * E18;
-
-/** The creation bytecode of an npm build of Uniswap V2 (hex without 0x). */
-function bytecode(pkg, file) {
-  const build = JSON.parse(readFileSync(join(repoRoot, 'test-tools', 'node_modules', '@uniswap', pkg, 'build', file), 'utf8'));
-  return build.bytecode.replace(/^0x/, '');
-}
-
-/** ABI words by hand: an address or a uint256 as 32 bytes of hex. */
-const word = (v) => (typeof v === 'bigint' ? v.toString(16) : v.replace(/^0x/, '').toLowerCase()).padStart(64, '0');
 
 describe('web console contract calls', { timeout: 300000 }, () => {
   let stack;
@@ -46,30 +38,6 @@ describe('web console contract calls', { timeout: 300000 }, () => {
   const asAgent = () => ({ 'x-agent-access-token': agentToken });
   const shot = (name) => page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
 
-  /** The 4-byte selector of a signature, by the node's keccak (web3_sha3). */
-  async function selector(signature) {
-    const hash = await stack.rpc('web3_sha3', [`0x${Buffer.from(signature).toString('hex')}`]);
-    return hash.slice(2, 10);
-  }
-
-  /** A transaction from the dev account, mined (anvil mines at once); its receipt. */
-  async function send(tx) {
-    const hash = await stack.rpc('eth_sendTransaction', [{ from: DEV, ...tx }]);
-    for (let i = 0; i < 100; i += 1) {
-      const receipt = await stack.rpc('eth_getTransactionReceipt', [hash]);
-      if (receipt) {
-        assert.equal(receipt.status, '0x1', `${JSON.stringify(tx).slice(0, 200)} reverted`);
-        return receipt;
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`${hash} was not mined`);
-  }
-
-  const deploy = async (code) => (await send({ data: `0x${code}`, gas: '0x1c9c380' })).contractAddress;
-  const callAsDev = async (to, signature, words, value = 0n) =>
-    send({ to, data: `0x${await selector(signature)}${words.join('')}`, value: `0x${value.toString(16)}`, gas: '0x7a1200' });
-
   async function waitTransfer(id, status) {
     let last;
     for (let i = 0; i < 200; i += 1) {
@@ -85,13 +53,14 @@ describe('web console contract calls', { timeout: 300000 }, () => {
 
     // Uniswap V2 as published on npm: a test ERC-20 (its whole supply minted to the dev account), WETH9, the
     // factory and the router, and a token/WETH pool of 100 000 tokens and 10 ETH.
-    token = await deploy(bytecode('v2-core', 'ERC20.json') + word(1_000_000n * E18));
-    weth = await deploy(bytecode('v2-periphery', 'WETH9.json'));
-    const factory = await deploy(bytecode('v2-core', 'UniswapV2Factory.json') + word(DEV));
-    router = await deploy(bytecode('v2-periphery', 'UniswapV2Router02.json') + word(factory) + word(weth));
+    token = await deploy(stack.rpc, uniswap('v2-core', 'ERC20.json') + word(1_000_000n * E18));
+    weth = await deploy(stack.rpc, uniswap('v2-periphery', 'WETH9.json'));
+    const factory = await deploy(stack.rpc, uniswap('v2-core', 'UniswapV2Factory.json') + word(DEV));
+    router = await deploy(stack.rpc, uniswap('v2-periphery', 'UniswapV2Router02.json') + word(factory) + word(weth));
     for (const a of [token, weth, factory, router]) assert.match(a, /^0x[0-9a-f]{40}$/i);
-    await callAsDev(token, 'approve(address,uint256)', [word(router), word(100_000n * E18)]);
-    await callAsDev(
+    await call(stack.rpc, token, 'approve(address,uint256)', [word(router), word(100_000n * E18)]);
+    await call(
+      stack.rpc,
       router,
       'addLiquidityETH(address,uint256,uint256,uint256,address,uint256)',
       [word(token), word(100_000n * E18), word(0n), word(0n), word(DEV), word(BigInt(2 ** 40))],
@@ -116,8 +85,8 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     agentId = created.body.id;
     agentToken = created.body.access_token;
     address = created.body.wallet_addresses.base;
-    await send({ to: address, value: `0x${E18.toString(16)}` });
-    await callAsDev(token, 'transfer(address,uint256)', [word(address), word(1000n * E18)]);
+    await send(stack.rpc, { to: address, value: `0x${E18.toString(16)}` });
+    await call(stack.rpc, token, 'transfer(address,uint256)', [word(address), word(1000n * E18)]);
     const policy = await api(
       'PUT',
       `/api/agents/${agentId}/policy`,

@@ -25,8 +25,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertLocalTx, assertRefusedInHistory, callApi, jsonRpc, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
-import { tokenBalance, USDC_BASE } from './paywall.mjs';
+import { agentdBin, artifactsDir, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
+import { jsonRpc, tokenBalance, USDC } from '../../scripts/evm.mjs';
 
 const TIMEOUT = 20000;
 const ETH = 10n ** 18n;
@@ -413,7 +413,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const [offer] = JSON.parse(Buffer.from(unpaid.headers.get('payment-required'), 'base64').toString('utf8')).accepts;
     const payee = offer.payTo;
     const price = BigInt(offer.amount);
-    const usdc = (holder) => tokenBalance(rpc, USDC_BASE, holder);
+    const usdc = (holder) => tokenBalance(rpc, USDC, holder);
     const before = await usdc(payee);
 
     await openAgent('Demo agent');

@@ -8,6 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { chromium } from 'playwright-core';
+import { client } from '../../scripts/evm.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const repoRoot = resolve(here, '..', '..');
@@ -119,18 +120,6 @@ export async function watchPage(page, baseUrl, errors, expected = []) {
   );
 }
 
-/** One JSON-RPC call to a node (the tests' anvil, the demo's node): its result, or an error naming the method. */
-export async function jsonRpc(url, method, params) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  const body = await response.json();
-  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-  return body.result;
-}
-
 /** Polls `check` every 100 ms until it gives a truthy value, which it returns; after `ms`, fails naming `what`. */
 export async function until(what, check, ms = 30000) {
   const end = Date.now() + ms;
@@ -210,7 +199,7 @@ export async function startStack({ env = {} } = {}) {
     baseUrl,
     browser,
     agentdOutput: agentd.output,
-    rpc: (method, params) => jsonRpc(rpcUrl, method, params),
+    rpc: client(rpcUrl),
     async stop() {
       await browser.close().catch(() => {});
       for (const child of stopped.reverse()) {

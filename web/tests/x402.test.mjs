@@ -1,5 +1,5 @@
 // x402 in headless Chromium against the real binary and anvil (docs/api.md §16): an agent fetches a paid resource
-// (the node paywall of paywall.mjs, protocol v2, settling through an EIP-3009 token at USDC's base address) whose
+// (the node paywall of scripts/evm.mjs, protocol v2, settling through an EIP-3009 token at USDC's base address) whose
 // price is above its policy's `approval_above` on base:USDC, so the payment waits unsigned; the approvals inbox shows
 // the resource's host and path, the price and payTo, and approves it with the admin token; the service then makes
 // the paid request itself, and the agent's history shows the payment confirmed with its settlement link.
@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { artifactsDir, assertLocalTx, callApi, startStack, watchPage } from './harness.mjs';
-import { USDC_BASE, startPaywall, tokenBalance, usdcOnBase } from './paywall.mjs';
+import { USDC, mintUsdc, placeUsdc, startPaywall, tokenBalance } from '../../scripts/evm.mjs';
 
 // The payee (EIP-55, as x402 servers send it).
 const PAY_TO = '0x52908400098527886E0F7030069857D2E4169EE7';
@@ -44,18 +44,26 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     agentToken = created.body.access_token;
     address = created.body.wallet_addresses.base;
 
-    const usdc = await usdcOnBase(stack.rpc, address, 1_000_000n);
+    await placeUsdc(stack.rpc);
+    await mintUsdc(stack.rpc, address, 1_000_000n);
+    // The facilitator (sends the settlement, pays its gas) is anvil's second dev account.
+    const [, facilitator] = await stack.rpc('eth_accounts');
     paywall = await startPaywall({
       rpc: stack.rpc,
+      facilitator,
       entry: {
         scheme: 'exact',
         network: 'eip155:8453',
         amount: PRICE.toString(),
-        asset: usdc,
+        asset: USDC,
         payTo: PAY_TO,
         maxTimeoutSeconds: 300,
         extra: { name: 'USD Coin', version: '2' },
       },
+      path: '/paid',
+      description: 'a paid resource of the browser tests',
+      type: 'text/plain',
+      body: () => 'paid content',
     });
     const policy = await api('PUT', `/api/agents/${agentId}/policy`, { limits: { 'base:USDC': { approval_above: '0.005' } } }, asAdmin);
     assert.equal(policy.status, 200, JSON.stringify(policy.body));
@@ -117,7 +125,7 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     assert.equal(paywall.paidRequests(), 1);
     assert.equal(paywall.settlements.length, 1);
     const settlement = paywall.settlements[0].hash;
-    assert.equal(await tokenBalance(stack.rpc, USDC_BASE, PAY_TO), PRICE);
+    assert.equal(await tokenBalance(stack.rpc, USDC, PAY_TO), PRICE);
 
     await page.getByRole('tab', { name: 'History' }).click();
     const row = page.locator(`[data-testid="history-row"][data-transfer-id="${transferId}"]`);
