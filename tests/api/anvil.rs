@@ -175,13 +175,25 @@ impl Anvil {
         }
     }
 
-    /// The receipt of a mined transaction (panics when it has none).
+    /// The receipt of a transaction, waiting up to 15 s for it to be mined (panics when it has none by then). A
+    /// transfer is answered once broadcast, but a broadcast the node did not acknowledge in time (a loaded machine)
+    /// is answered as well and sent again by the watcher: its receipt comes a little later.
     pub async fn receipt(&self, hash: TxHash) -> TransactionReceipt {
-        self.provider
-            .get_transaction_receipt(hash)
-            .await
-            .expect("eth_getTransactionReceipt")
-            .unwrap_or_else(|| panic!("{hash} has a receipt"))
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let receipt = self
+                .provider
+                .get_transaction_receipt(hash)
+                .await
+                .expect("eth_getTransactionReceipt");
+            match receipt {
+                Some(receipt) => return receipt,
+                None if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                None => panic!("{hash} has no receipt after 15 s"),
+            }
+        }
     }
 
     pub async fn block_number(&self) -> u64 {
