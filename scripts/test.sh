@@ -10,6 +10,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentd-target}"
 . scripts/steps.sh
 trap 'steps_report scripts/test.sh' EXIT
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+# The in-process apps of the API suite log their warnings and errors into the test's captured output, which a
+# failing test prints (tests/api/helpers.rs): a failure under load shows what the service saw.
+export TEST_LOG="${TEST_LOG:-warn}"
 
 step "installing what the tests need beside Rust, where missing (scripts/install.sh)"
 ./scripts/install.sh

@@ -95,8 +95,15 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(&[]).await
 }
 
-/// Starts the app with the harness defaults overridden (or extended) by `extra_vars`.
+/// Starts the app with the harness defaults overridden (or extended) by `extra_vars`. With `TEST_LOG` set (a filter
+/// such as `warn` or `agentd=debug`), the app's log lines go to the test's captured output, shown when it fails.
 pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
+    if let Ok(filter) = std::env::var("TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let mut vars = base_vars(&dir);
     let explicit_db = extra_vars.iter().any(|(k, _)| *k == "DATABASE_URL");
