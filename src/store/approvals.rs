@@ -86,23 +86,26 @@ impl Approval {
     }
 
     /// The most the network fee could be at the fees of its request (gas limit × `maxFeePerGas`, plus the L1 fee
-    /// estimate on OP-stack chains), in the chain's smallest unit: half of what its reservation holds beyond the
-    /// native coin it moves (`Cost::of`). `None` for what pays no fee of the agent's (x402, typed data).
-    pub fn max_fee_wei(&self) -> Option<U256> {
+    /// estimate on OP-stack chains), in whole units of the chain's native coin: half of what its reservation holds
+    /// beyond the native coin it moves (`Cost::of`). `None` for what pays no fee of the agent's (x402, typed data).
+    pub fn max_fee(&self) -> Option<String> {
         let native = match (self.kind(), self.token) {
             ("transfer", None) | ("call", _) => self.value_wei,
             ("transfer", Some(_)) => U256::ZERO,
             _ => return None,
         };
-        Some(self.reserved_wei.saturating_sub(native) / U256::from(2))
+        let fee = self.reserved_wei.saturating_sub(native) / U256::from(2);
+        Some(format_units(fee, self.native_decimals()))
     }
 
     /// The amount in whole units of its asset.
     pub fn amount(&self) -> String {
-        let decimals = self
-            .token
-            .map_or_else(|| chain::find(&self.chain).map_or(18, |c| c.decimals), |t| t.decimals);
+        let decimals = self.token.map_or_else(|| self.native_decimals(), |t| t.decimals);
         format_units(self.value_wei, decimals)
+    }
+
+    fn native_decimals(&self) -> u8 {
+        chain::find(&self.chain).map_or(18, |c| c.decimals)
     }
 
     /// `transfer`, `call` or `x402`, as shown.
@@ -127,7 +130,6 @@ impl Approval {
             "to": self.to.to_checksum(None),
             "amount": self.amount(),
             "expires_at": self.expires_at,
-            "held_by": self.held_by,
         });
         // A held call shows what it would do (§18): the decoded call and its simulated changes.
         if let Some(call) = &self.call {

@@ -224,7 +224,7 @@ const NAMED: Record<string, string> = {
  */
 export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
   const inferred = policyHoldReasons(t, facts);
-  const named = (t as Transfer & { held_by?: string[] }).held_by;
+  const named = t.held_by;
   if (!named?.length) return inferred;
   return named.flatMap((rule) => {
     const worded = inferred.filter((r) => r.rule === rule);
@@ -299,7 +299,7 @@ export function feeText(t: Transfer & CallFields, nativeSymbol: string): string 
   if (t.kind === 'typed_data') return 'Network fee: none — this is a signature; whoever uses it pays the gas.';
   const gas = simulationOf(t).gas_used;
   const simulated = t.kind === 'call' && gas ? ` The simulation used ${gas} gas.` : '';
-  const maxFee = (t as Transfer & { max_fee?: string }).max_fee;
+  const maxFee = t.max_fee;
   const shown = maxFee && shortUnits(maxFee, 8) !== '0' ? shortUnits(maxFee, 8) : maxFee;
   const figure = shown ? `at most ${shown} ${nativeSymbol} at the fees of the request; ` : '';
   return (

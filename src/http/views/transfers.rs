@@ -288,9 +288,7 @@ impl From<&Approval> for TransferView {
             explorer_url: None,
             expires_at: Some(a.expires_at),
             held_by: Some(a.held_by.clone()),
-            max_fee: a
-                .max_fee_wei()
-                .map(|fee| format_units(fee, registry::find(&a.chain).map_or(18, |c| c.decimals))),
+            max_fee: a.max_fee(),
             created_at: a.created_at,
             updated_at: a.updated_at,
         }
