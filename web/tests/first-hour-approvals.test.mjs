@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, assertRefusedInHistory, callApi, startStack, until, watchPage } from './harness.mjs';
+import { artifactsDir, assertHeldAboveThreshold, assertRefusedInHistory, callApi, startStack, until, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const RECIPIENT_B = '0x8617E340B3D01FA5F11F306F4090FD50E238070D';
@@ -105,13 +105,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await card.waitFor();
     await page.getByTestId('approval-count').filter({ hasText: '1' }).waitFor();
 
-    const rule = card.getByTestId('approval-rule');
-    await rule.filter({ hasText: /Why it waits/ }).waitFor();
-    assert.equal(await rule.getAttribute('data-rules'), 'approval_above');
-    assert.match(await rule.textContent(), /moves 0\.02 ETH, more than the 0\.01 ETH/);
-    const daily = card.getByTestId('approval-daily');
-    assert.equal(await daily.getAttribute('data-limit'), '0.05');
-    assert.equal(await daily.getAttribute('data-left'), '0.03', await daily.textContent());
+    const daily = await assertHeldAboveThreshold(card, { moves: '0.02', threshold: '0.01', limit: '0.05', left: '0.03' });
     assert.match(await daily.textContent(), /Daily limit 0\.05 ETH: 0\.02 counted in the last 24 h, this one included, 0\.03 left/);
     assert.match(
       await card.getByTestId('approval-fee').textContent(),

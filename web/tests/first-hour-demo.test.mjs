@@ -25,7 +25,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
+import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
 import { jsonRpc, tokenBalance, USDC } from '../../scripts/evm.mjs';
 
 const TIMEOUT = 20000;
@@ -316,14 +316,8 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('tab', { name: /^Approvals/ }).click();
     const card = page.locator(`[data-testid="approval"][data-transfer-id="${id}"]`);
     await card.waitFor();
-    const rule = card.getByTestId('approval-rule');
-    await rule.filter({ hasText: /Why it waits/ }).waitFor();
-    assert.equal(await rule.getAttribute('data-rules'), 'approval_above');
-    assert.match(await rule.textContent(), /moves 0\.1 ETH, more than the 0\.05 ETH/);
     // The day counts the demo's 0.01, the Wallet tab's 0.01 and this 0.1: 0.12 of 0.2.
-    const daily = card.getByTestId('approval-daily');
-    assert.equal(await daily.getAttribute('data-limit'), '0.2');
-    assert.equal(await daily.getAttribute('data-left'), '0.08', await daily.textContent());
+    await assertHeldAboveThreshold(card, { moves: '0.1', threshold: '0.05', limit: '0.2', left: '0.08' });
     await shot('10-held-with-its-rule');
 
     await card.getByRole('button', { name: /^Approve 0\.1 ETH/ }).click();

@@ -251,3 +251,18 @@ export async function assertRefusedInHistory(page, { limit, counted, left, asked
   assert.ok((await row.textContent()).includes(`${asked} ${symbol}`));
   return row;
 }
+
+/**
+ * An approval card held by `approval_above`: the rule named (as the service recorded it), what it moves against the
+ * threshold, and the daily limit with what is left of it, this request included (amounts as decimal strings).
+ */
+export async function assertHeldAboveThreshold(card, { moves, threshold, limit, left, symbol = 'ETH' }) {
+  const rule = card.getByTestId('approval-rule');
+  await rule.filter({ hasText: /Why it waits/ }).waitFor();
+  assert.equal(await rule.getAttribute('data-rules'), 'approval_above');
+  assert.ok((await rule.textContent()).includes(`moves ${moves} ${symbol}, more than the ${threshold} ${symbol}`), await rule.textContent());
+  const daily = card.getByTestId('approval-daily');
+  assert.equal(await daily.getAttribute('data-limit'), limit);
+  assert.equal(await daily.getAttribute('data-left'), left, await daily.textContent());
+  return daily;
+}
