@@ -169,6 +169,14 @@ impl ToolContext<'_> {
         (tool.run)(self, Args::new(args)?).await
     }
 
+    /// Marks a transaction result `local_node: true` when `chain` is on a node on this machine, whose transactions
+    /// no public explorer knows (the answer then gives no explorer link).
+    pub fn mark_local_node(&self, chain: &str, result: &mut Value) {
+        if self.services.chains.is_local_node(chain) {
+            result["local_node"] = Value::Bool(true);
+        }
+    }
+
     /// The agent's own wallet on a chain.
     pub fn wallet(&self, chain: &ChainInfo) -> Result<Address, ToolError> {
         self.agent

@@ -148,9 +148,7 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
                     "tx_hash": tx.tx_hash, "nonce": tx.nonce, "explorer_url": chain.tx_url(&tx.tx_hash),
                     "call": call, "simulation": previewed.record.simulation,
                 });
-                if cx.services.chains.is_local_node(chain.name) {
-                    sent["local_node"] = json!(true);
-                }
+                cx.mark_local_node(chain.name, &mut sent);
                 sent
             }
             TransferOutcome::AwaitingApproval { approval, .. } => json!({

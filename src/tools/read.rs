@@ -112,9 +112,7 @@ fn get_transaction<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
             "gas_used": tx.gas_used,
             "explorer_url": chain.tx_url(&hash.to_string()),
         });
-        if cx.services.chains.is_local_node(chain.name) {
-            found["local_node"] = json!(true);
-        }
+        cx.mark_local_node(chain.name, &mut found);
         Ok(found)
     })
 }

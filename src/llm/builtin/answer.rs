@@ -20,7 +20,6 @@ pub fn compose(calls: &[ToolCall], results: &[Option<&str>], context: &TurnConte
     parts.join("\n")
 }
 
-/// A scalar as written in the result (strings unquoted, numbers as JSON renders them).
 /// The explorer link of a transaction result after `lead`, or, for a chain on a local node (`local_node`), that no
 /// public explorer shows it (a link there would lead nowhere).
 fn explorer(value: &Value, lead: &str) -> String {
@@ -30,6 +29,7 @@ fn explorer(value: &Value, lead: &str) -> String {
     field(value, "explorer_url").map_or_else(String::new, |url| format!("{lead}{url}"))
 }
 
+/// A scalar as written in the result (strings unquoted, numbers as JSON renders them).
 fn field(value: &Value, key: &str) -> Option<String> {
     match value.get(key)? {
         Value::String(s) => Some(s.clone()),
