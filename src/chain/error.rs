@@ -7,6 +7,7 @@ use alloy::transports::http::reqwest;
 use alloy::transports::{RpcError, TransportError, TransportErrorKind};
 
 use crate::domain::chain as registry;
+use crate::domain::erc20;
 
 /// The longest node error message passed on to callers; a node could answer with a whole page.
 const MAX_RPC_MESSAGE: usize = 300;
@@ -108,6 +109,8 @@ pub enum RefusalKind {
     AlreadyKnown,
     /// The fee is too low to be accepted or to replace a pending transaction.
     Underpriced,
+    /// The call reverted because the sender holds less of a token than it moves (`erc20::reverted_for_balance`).
+    TokenBalanceTooLow,
     /// Any other refusal: an unsupported method, an invalid parameter, a revert.
     Other,
 }
@@ -156,8 +159,11 @@ pub(crate) fn classify(chain: &str, err: &TransportError) -> Failure {
         RpcError::ErrorResp(payload) => Failure {
             error: ChainError::Refused {
                 chain: chain.to_owned(),
-                // Classified on the whole message, before it is cut for display.
-                reason: RefusalKind::classify(&payload.message),
+                // Classified on the whole message, before it is cut for display, and on the revert data if any.
+                reason: match payload.as_revert_data() {
+                    Some(revert) if erc20::reverted_for_balance(&revert) => RefusalKind::TokenBalanceTooLow,
+                    _ => RefusalKind::classify(&payload.message),
+                },
                 message: short_message(&payload.message),
             },
             transient: false,
@@ -242,6 +248,24 @@ mod tests {
             }
         );
         assert_eq!(failure.error.code(), "rpc_error");
+    }
+
+    #[test]
+    fn a_token_revert_for_the_balance_is_classified_from_its_data() {
+        // As anvil answers an estimate of such a transfer: the revert data under `data`.
+        let revert = "0xe450d38c00000000000000000000000064b7fedec3e0f940e1ecf12b067e224a5eca16cb\
+            00000000000000000000000000000000000000000000000000000000000f4240\
+            00000000000000000000000000000000000000000000000000000000002dc6c0";
+        let answer =
+            format!(r#"{{"code":3,"message":"execution reverted: custom error 0xe450d38c","data":"{revert}"}}"#);
+        let failure = classify("base", &error_resp(&answer));
+        assert_eq!(failure.error.refusal(), Some(RefusalKind::TokenBalanceTooLow));
+        // Another revert stays a plain refusal.
+        let paused = r#"{"code":3,"message":"execution reverted","data":"0xdeadbeef"}"#;
+        assert_eq!(
+            classify("base", &error_resp(paused)).error.refusal(),
+            Some(RefusalKind::Other)
+        );
     }
 
     #[test]

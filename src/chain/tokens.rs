@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use alloy::eips::BlockNumberOrTag;
+use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::providers::Provider;
 use alloy::rpc::client::BatchRequest;
@@ -112,11 +112,14 @@ impl ChainClient {
     }
 
     /// Gas for a call from `from` to `to` with `data` and no value (`eth_estimateGas`); a call that would revert is
-    /// refused by the node.
+    /// refused by the node. Estimated at the latest block, where balances are read: a node's default may be its
+    /// pending state, where the wallet's own transfers on their way have already moved their amounts, and those are
+    /// the service's to count (it holds them in the reservation), not the estimate's to refuse.
     pub async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError> {
         let p = self.provider();
         let request = TransactionRequest::default().from(from).to(to).input(data.into());
-        self.call(|| p.estimate_gas(request.clone())).await
+        self.call(|| p.estimate_gas(request.clone()).block(BlockId::latest()))
+            .await
     }
 
     /// Sends `eth_call`s as one JSON-RPC batch (one round trip), under the client's timeout and retry.

@@ -569,7 +569,20 @@ async fn quote_token(
             balance: held,
         });
     }
-    let (gas_limit, fees, balance, l1_fee) = (gas_limit?, fees?, balance?, l1_fee?);
+    let gas_limit = match gas_limit {
+        Ok(gas) => gas,
+        // Blocks landed between the two reads and took the balance below the amount: refused as if read after them.
+        Err(e) if e.refusal() == Some(RefusalKind::TokenBalanceTooLow) => {
+            return Err(TransferError::InsufficientTokenFunds {
+                symbol: token.symbol.clone(),
+                decimals: token.decimals,
+                needed: value,
+                balance: client.token_balance(from, token).await?,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
     // On OP-stack chains the L1 data fee is part of the fee (§14).
     let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit).saturating_add(l1_fee));
     Ok(Quote {

@@ -404,6 +404,28 @@ async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_cover
 }
 
 #[tokio::test]
+async fn a_token_send_behind_unmined_ones_is_refused_as_insufficient_funds() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    usdc_on(&anvil, wallet(&agent), 10 * ONE_USDC).await;
+    // Three sends wait in the node's pool: its pending state holds 1 USDC, its latest block still 10.
+    anvil.set_automine(false).await;
+    let to = fresh_address();
+    for _ in 0..3 {
+        let (status, sent) = post_transfer(&app, &agent, token_order(to, "3", "USDC")).await;
+        assert_eq!(status, StatusCode::CREATED, "{sent}");
+    }
+    let fourth = post_transfer(&app, &agent, token_order(to, "3", "USDC")).await;
+    assert_error(&fourth, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
+    anvil.set_automine(true).await;
+    anvil.mine(1).await;
+
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 3, "the fourth send was not signed");
+    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(9 * ONE_USDC));
+}
+
+#[tokio::test]
 async fn token_transfers_that_landed_are_not_held_again_before_the_watcher_settles_them() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     // A watcher that never comes round in this test: every transfer stays `pending` in the store after it lands.
