@@ -6,7 +6,7 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use alloy::eips::BlockNumberOrTag;
+use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::client::{BatchRequest, RpcClient};
@@ -314,11 +314,14 @@ impl ChainClient {
     }
 
     /// Gas for sending `value` wei from `from` to `to` with no data (`eth_estimateGas`). The node
-    /// refuses (`ChainError::Refused`, e.g. insufficient funds) when `from` cannot pay `value`.
+    /// refuses (`ChainError::Refused`, e.g. insufficient funds) when `from` cannot pay `value`. Estimated at the
+    /// latest block, where the balance is read: the wallet's own transfers on their way are the reservation's to
+    /// count, not the node's pending state's (a node may estimate there by default).
     pub async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
         let p = &self.inner.provider;
         let request = TransactionRequest::default().from(from).to(to).value(value);
-        self.call(|| p.estimate_gas(request.clone())).await
+        self.call(|| p.estimate_gas(request.clone()).block(BlockId::latest()))
+            .await
     }
 
     /// Gas for a native transfer of `value` from `from` to `to`: 21,000 when `to` has no code (a plain account, not

@@ -13,7 +13,7 @@ use crate::anvil::Anvil;
 use crate::helpers::chain::{
     BASE_CHAIN_ID, ONE_ETH, assert_nothing_sent, fresh_address, node_cost, wait_for_transactions, wallet, wei,
 };
-use crate::helpers::solidity::{copy_code, deploy_test_token, mint, token_balance};
+use crate::helpers::solidity::{copy_code, deploy_test_token, mint, set_code, token_balance};
 use crate::helpers::{CreatedAgent, TestApp, assert_error, checksummed};
 use crate::owners::{As, call, owner_session};
 use crate::policy::{ADMIN, admin_app, set_policy};
@@ -256,4 +256,44 @@ async fn a_sweep_without_owner_authority_or_to_a_stranger_or_an_unknown_asset_is
     }
     assert_nothing_sent(&anvil, &app, &agent).await;
     assert_eq!(anvil.balance(wallet(&agent)).await, wei(ONE_ETH));
+}
+
+/// A sweep is quoted on the balance the latest block shows; a transfer still on its way holds part of it, so the
+/// sweep is refused for funds, whatever the recipient: an account, or a contract (whose gas the node estimates).
+#[tokio::test]
+async fn a_sweep_behind_an_unmined_transfer_is_refused_for_funds_and_sends_nothing() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = admin_app(&anvil).await;
+    let agent = app
+        .create_agent_ok(
+            json!({"name": "behind", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 1}),
+        )
+        .await;
+    anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    anvil.set_automine(false).await;
+    let order = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "0.1"});
+    let (status, sent) = post_transfer(&app, &agent, order).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+
+    // A contract that takes any call and keeps the coin (one STOP opcode).
+    let vault = fresh_address();
+    set_code(&anvil, vault, vec![0x00].into()).await;
+    let who = As {
+        admin: Some(ADMIN),
+        ..As::default()
+    };
+    for to in [fresh_address(), vault] {
+        let body = json!({"chain": "base", "to": to.to_string()});
+        let refused = call(&app, Method::POST, &sweep_path(&agent), who, Some(body)).await;
+        assert_eq!(refused.0, StatusCode::UNPROCESSABLE_ENTITY, "to {to}: {}", refused.1);
+        assert_eq!(
+            refused.1["error"]["code"], "insufficient_funds",
+            "to {to}: {}",
+            refused.1
+        );
+    }
+    anvil.set_automine(true).await;
+    anvil.mine(1).await;
+    assert_eq!(anvil.nonce(wallet(&agent)).await, 1, "only the transfer was signed");
+    assert_eq!(anvil.balance(vault).await, U256::ZERO);
 }

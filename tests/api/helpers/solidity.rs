@@ -129,6 +129,11 @@ async fn mined(anvil: &Anvil, hash: TxHash) -> alloy::rpc::types::TransactionRec
 /// Immutables travel with the code; storage (balances, name, symbol) does not.
 pub async fn copy_code(anvil: &Anvil, from: Address, to: Address) {
     let code = anvil.provider().get_code_at(from).await.expect("eth_getCode");
+    set_code(anvil, to, code).await;
+}
+
+/// Puts `code` at `to` (anvil_setCode).
+pub async fn set_code(anvil: &Anvil, to: Address, code: alloy::primitives::Bytes) {
     let _: Value = anvil
         .provider()
         .raw_request("anvil_setCode".into(), (to, code))
