@@ -187,13 +187,18 @@ impl Authenticator {
                 "the message must be the Sign-In with Ethereum (EIP-4361) message of an owner challenge".into(),
             )
         })?;
+        let now = crate::domain::now();
+        // As for a reissue: the message's own expiry first, so that a challenge expired long enough to be purged is
+        // still answered as expired rather than unknown.
+        if parsed.expiration_time.is_some_and(|t| t <= now) {
+            return Err(ProofError::ChallengeExpired);
+        }
         let stored = self
             .store
             .get_owner_challenge(&parsed.nonce)
             .await?
             .filter(|c| c.agent_id == agent.id && c.message == message && c.chain == chain)
             .ok_or(ProofError::Invalid)?;
-        let now = crate::domain::now();
         if stored.expires_at <= now {
             return Err(ProofError::ChallengeExpired);
         }
