@@ -362,16 +362,36 @@ async fn a_token_refused_for_its_decimals_is_asked_again_after_a_minute_and_then
     assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(ONE_USDC));
 }
 
-#[tokio::test]
-async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_covers() {
+/// An agent holding 10 USDC on a node that mines nothing until `three_sends_landed`: every balance read says 10 USDC
+/// meanwhile, so only what the service holds for transfers on their way keeps a fourth 3 USDC from being signed.
+async fn ten_usdc_unmined() -> (Anvil, TestApp, CreatedAgent, Address) {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let app = transfer_app(&anvil, &[]).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     usdc_on(&anvil, wallet(&agent), 10 * ONE_USDC).await;
-    // Nothing is mined during the burst: every balance read says 10 USDC, so only what the service holds of it for
-    // transfers on their way keeps the fourth 3 USDC from being signed.
     anvil.set_automine(false).await;
-    let to = fresh_address();
+    (anvil, app, agent, fresh_address())
+}
+
+/// Mines what waits and checks that exactly three sends of 3 USDC reached the chain.
+async fn three_sends_landed(anvil: &Anvil, agent: &CreatedAgent, to: Address) {
+    anvil.set_automine(true).await;
+    anvil.mine(1).await;
+    assert_eq!(
+        anvil.nonce(wallet(agent)).await,
+        3,
+        "no signed send beyond the balance reached the chain"
+    );
+    assert_eq!(token_balance(anvil, BASE_USDC, to).await, U256::from(9 * ONE_USDC));
+    assert_eq!(
+        token_balance(anvil, BASE_USDC, wallet(agent)).await,
+        U256::from(ONE_USDC)
+    );
+}
+
+#[tokio::test]
+async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_covers() {
+    let (anvil, app, agent, to) = ten_usdc_unmined().await;
     let sends = (0..8).map(|_| post_transfer(&app, &agent, token_order(to, "3", "USDC")));
     let answers = futures::future::join_all(sends).await;
     let accepted = answers
@@ -387,42 +407,22 @@ async fn parallel_token_sends_above_the_balance_sign_only_what_the_balance_cover
             );
         }
     }
-    anvil.set_automine(true).await;
-    anvil.mine(1).await;
-
     assert_eq!(accepted, 3, "{answers:?}");
-    assert_eq!(
-        anvil.nonce(wallet(&agent)).await,
-        3,
-        "no signed send beyond the balance reached the chain"
-    );
-    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(9 * ONE_USDC));
-    assert_eq!(
-        token_balance(&anvil, BASE_USDC, wallet(&agent)).await,
-        U256::from(ONE_USDC)
-    );
+    three_sends_landed(&anvil, &agent, to).await;
 }
 
+/// The node's pending state (where a node may estimate gas by default) already holds only 1 USDC; the latest block
+/// still holds 10, and the service's own holds refuse the fourth send, as `insufficient_funds`.
 #[tokio::test]
 async fn a_token_send_behind_unmined_ones_is_refused_as_insufficient_funds() {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = transfer_app(&anvil, &[]).await;
-    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
-    usdc_on(&anvil, wallet(&agent), 10 * ONE_USDC).await;
-    // Three sends wait in the node's pool: its pending state holds 1 USDC, its latest block still 10.
-    anvil.set_automine(false).await;
-    let to = fresh_address();
+    let (anvil, app, agent, to) = ten_usdc_unmined().await;
     for _ in 0..3 {
         let (status, sent) = post_transfer(&app, &agent, token_order(to, "3", "USDC")).await;
         assert_eq!(status, StatusCode::CREATED, "{sent}");
     }
     let fourth = post_transfer(&app, &agent, token_order(to, "3", "USDC")).await;
     assert_error(&fourth, StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds");
-    anvil.set_automine(true).await;
-    anvil.mine(1).await;
-
-    assert_eq!(anvil.nonce(wallet(&agent)).await, 3, "the fourth send was not signed");
-    assert_eq!(token_balance(&anvil, BASE_USDC, to).await, U256::from(9 * ONE_USDC));
+    three_sends_landed(&anvil, &agent, to).await;
 }
 
 #[tokio::test]
