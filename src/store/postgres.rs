@@ -45,8 +45,12 @@ impl Backend for Postgres {
         Ok(WriteTx::new(store.pool.begin().await?, None))
     }
 
+    /// `FOR NO KEY UPDATE`: writers of one agent wait for each other, but a row that merely references the agent (an
+    /// audit entry, an event) is still written meanwhile. `FOR UPDATE` would also stop those references' key-share
+    /// checks, and a transaction holding a transfer's row while it appends to the audit log (a broadcast's mark) then
+    /// waits in a circle with a settlement that holds the agent and waits for that row: PostgreSQL aborts one.
     async fn lock_agent(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-        sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")
+        sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR NO KEY UPDATE")
             .bind(id)
             .execute(conn)
             .await?;

@@ -839,6 +839,85 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
 }
 
 /// An audit entry for a change made straight on the store.
+/// How many other sessions of this PostgreSQL database wait for a lock.
+async fn waiting_for_locks(pool: &sqlx::PgPool) -> i64 {
+    let (waiting,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' \
+         AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_activity");
+    waiting
+}
+
+/// Waits until `count` sessions wait for a lock.
+async fn until_waiting(pool: &sqlx::PgPool, count: i64) {
+    for _ in 0..200 {
+        if waiting_for_locks(pool).await >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{count} sessions never waited for a lock");
+}
+
+/// PostgreSQL: a settlement holds its agent's lock while it waits for the transfer's row, which a broadcast's
+/// audited mark holds while it appends to the audit log, whose entries reference the agent. The agent's lock must
+/// not stop that reference (only writers of the agent wait for each other), else the two wait for each other in a
+/// circle and PostgreSQL aborts one of them ("deadlock detected"): a send answered `internal_error` that way under
+/// load. The audit head is held here so that each of them stops where the circle would close.
+#[tokio::test]
+async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlock() {
+    use secrecy::ExposeSecret;
+    let (db, store) = open().await;
+    if matches!(db.config.database.kind, DatabaseKind::Sqlite(_)) {
+        // SQLite has one writer at a time: nothing waits in a circle.
+        return;
+    }
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let request = transfer(&agent, 1_000, None);
+    reserve(store.as_ref(), &request).await;
+    let url = db.config.database.url.expose_secret().to_string();
+    let pool = sqlx::PgPool::connect(&url).await.expect("connect to PostgreSQL");
+
+    let mut audit_writer = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM audit_head WHERE id = 1 FOR UPDATE")
+        .execute(&mut *audit_writer)
+        .await
+        .unwrap();
+    let marking = tokio::spawn({
+        let store = store.clone();
+        let event = noted(agent.id, "transfer_sent");
+        async move { store.mark_broadcast_audited(request.id, &event).await }
+    });
+    // The mark holds the transfer's row and waits for the audit head.
+    until_waiting(&pool, 1).await;
+    let settling = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .settle_transaction(request.id, &confirmed(21_000), json!({}), None)
+                .await
+        }
+    });
+    // The settlement holds the agent's lock and waits for the transfer's row.
+    until_waiting(&pool, 2).await;
+    audit_writer.commit().await.unwrap();
+
+    let marked = tokio::time::timeout(Duration::from_secs(10), marking).await;
+    marked.expect("the mark ends").unwrap().expect("the mark is stored");
+    let settled = tokio::time::timeout(Duration::from_secs(10), settling).await;
+    let settled = settled.expect("the settlement ends").unwrap();
+    assert!(
+        settled.expect("the settlement is stored").is_some(),
+        "the transfer settled"
+    );
+    assert!(store.open_transactions(CHAIN).await.unwrap().is_empty());
+    let audit = store.list_audit(agent.id, None, 10).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "transfer_sent"), "{audit:?}");
+}
+
 fn noted(agent_id: Uuid, action: &'static str) -> AuditEvent {
     AuditEvent {
         agent_id,
