@@ -314,12 +314,17 @@ impl ChainClient {
     }
 
     /// Gas for sending `value` wei from `from` to `to` with no data (`eth_estimateGas`). The node
-    /// refuses (`ChainError::Refused`, e.g. insufficient funds) when `from` cannot pay `value`. Estimated at the
-    /// latest block, where the balance is read: the wallet's own transfers on their way are the reservation's to
-    /// count, not the node's pending state's (a node may estimate there by default).
+    /// refuses (`ChainError::Refused`, e.g. insufficient funds) when `from` cannot pay `value`.
     pub async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
+        self.estimate_gas(TransactionRequest::default().from(from).to(to).value(value))
+            .await
+    }
+
+    /// `eth_estimateGas` at the latest block, where balances are read. A node's default may be its pending state,
+    /// where the wallet's own transfers on their way have already moved their amounts: those are the reservation's
+    /// to count (it holds them), not the estimate's to refuse.
+    pub(super) async fn estimate_gas(&self, request: TransactionRequest) -> Result<u64, ChainError> {
         let p = &self.inner.provider;
-        let request = TransactionRequest::default().from(from).to(to).value(value);
         self.call(|| p.estimate_gas(request.clone()).block(BlockId::latest()))
             .await
     }

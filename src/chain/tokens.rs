@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use alloy::eips::{BlockId, BlockNumberOrTag};
+use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::providers::Provider;
 use alloy::rpc::client::BatchRequest;
@@ -111,14 +111,10 @@ impl ChainClient {
         balances.pop().unwrap_or_else(|| Err(self.not_a_token(token)))
     }
 
-    /// Gas for a call from `from` to `to` with `data` and no value (`eth_estimateGas`); a call that would revert is
-    /// refused by the node. Estimated at the latest block, where balances are read: a node's default may be its
-    /// pending state, where the wallet's own transfers on their way have already moved their amounts, and those are
-    /// the service's to count (it holds them in the reservation), not the estimate's to refuse.
+    /// Gas for a call from `from` to `to` with `data` and no value (`eth_estimateGas`, at the latest block); a call
+    /// that would revert is refused by the node.
     pub async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError> {
-        let p = self.provider();
-        let request = TransactionRequest::default().from(from).to(to).input(data.into());
-        self.call(|| p.estimate_gas(request.clone()).block(BlockId::latest()))
+        self.estimate_gas(TransactionRequest::default().from(from).to(to).input(data.into()))
             .await
     }
 

@@ -560,25 +560,21 @@ async fn quote_token(
         client.l1_fee(&probe),
         client.mined_nonce(from),
     );
+    let short_of = |balance| TransferError::InsufficientTokenFunds {
+        symbol: token.symbol.clone(),
+        decimals: token.decimals,
+        needed: value,
+        balance,
+    };
     let held = held?;
     if held < value {
-        return Err(TransferError::InsufficientTokenFunds {
-            symbol: token.symbol.clone(),
-            decimals: token.decimals,
-            needed: value,
-            balance: held,
-        });
+        return Err(short_of(held));
     }
     let gas_limit = match gas_limit {
         Ok(gas) => gas,
         // Blocks landed between the two reads and took the balance below the amount: refused as if read after them.
         Err(e) if e.refusal() == Some(RefusalKind::TokenBalanceTooLow) => {
-            return Err(TransferError::InsufficientTokenFunds {
-                symbol: token.symbol.clone(),
-                decimals: token.decimals,
-                needed: value,
-                balance: client.token_balance(from, token).await?,
-            });
+            return Err(short_of(client.token_balance(from, token).await?));
         }
         Err(e) => return Err(e.into()),
     };
