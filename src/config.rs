@@ -145,6 +145,9 @@ pub struct ChainsConfig {
     pub tokens: crate::domain::asset::Registry,
     /// `STUCK_AFTER_SECS`: how long a transfer may stay pending before it is sent again with higher fees (§14).
     pub stuck_after: Duration,
+    /// `DELEGATION_MANAGER_<CHAIN>`: the delegation framework's `DelegationManager` per chain name (§21). Typed
+    /// data it verifies is never signed (§18 `delegation_signature`).
+    pub delegation_managers: Vec<(String, alloy::primitives::Address)>,
 }
 
 impl ChainsConfig {
@@ -458,8 +461,16 @@ impl ChainsConfig {
         let mut rpc_urls = Vec::new();
         let mut confirmations = HashMap::new();
         let mut tokens = crate::domain::asset::Registry::default();
+        let mut delegation_managers = Vec::new();
         for chain in CHAINS {
             let suffix = registry::env_suffix(chain.name);
+            if let Some(manager) = vars.get(&format!("DELEGATION_MANAGER_{suffix}")) {
+                let address = manager.trim().parse().map_err(|_| ConfigError::Invalid {
+                    var: "DELEGATION_MANAGER_<CHAIN>",
+                    reason: format!("DELEGATION_MANAGER_{suffix} must be a 0x address"),
+                })?;
+                delegation_managers.push((chain.name.to_string(), address));
+            }
             if let Some(url) = vars.get(&format!("RPC_URL_{suffix}")) {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(ConfigError::Invalid {
@@ -499,6 +510,7 @@ impl ChainsConfig {
             watcher_interval: Duration::from_millis(vars.number("WATCHER_INTERVAL_MS", 1_000)?),
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
             stuck_after: Duration::from_secs(vars.number("STUCK_AFTER_SECS", 120)?),
+            delegation_managers,
         })
     }
 

@@ -206,7 +206,8 @@ fn build_chains(config: &Config) -> anyhow::Result<Chains> {
         .collect();
     let mut chains = Chains::new(urls, config.chains.rpc_timeout)
         .map_err(|e| anyhow::anyhow!("RPC_URL_<CHAIN>: {e}"))?
-        .with_tokens(config.chains.tokens.clone());
+        .with_tokens(config.chains.tokens.clone())
+        .with_delegation_managers(config.chains.delegation_managers.clone());
     for (name, _) in &config.chains.rpc_urls {
         chains
             .set_confirmations(name, config.chains.confirmations_for(name))

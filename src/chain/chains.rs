@@ -19,6 +19,8 @@ pub struct Chains {
     clients: Vec<ChainClient>,
     /// The ERC-20 tokens of every registry chain (configured or not).
     tokens: std::sync::Arc<Registry>,
+    /// The delegation framework's `DelegationManager` per chain name (§21), configured or not.
+    delegation_managers: std::sync::Arc<Vec<(String, alloy::primitives::Address)>>,
 }
 
 impl std::fmt::Debug for Chains {
@@ -68,6 +70,7 @@ impl Chains {
         Ok(Chains {
             clients,
             tokens: Default::default(),
+            delegation_managers: Default::default(),
         })
     }
 
@@ -75,6 +78,18 @@ impl Chains {
     pub fn with_tokens(mut self, tokens: Registry) -> Chains {
         self.tokens = std::sync::Arc::new(tokens);
         self
+    }
+
+    /// The same chains with `managers` as the delegation framework's managers.
+    pub fn with_delegation_managers(mut self, managers: Vec<(String, alloy::primitives::Address)>) -> Chains {
+        self.delegation_managers = std::sync::Arc::new(managers);
+        self
+    }
+
+    /// Every chain's `DelegationManager`: typed data any of them verifies is never signed (one key signs for every
+    /// chain, §18).
+    pub fn delegation_managers(&self) -> Vec<alloy::primitives::Address> {
+        self.delegation_managers.iter().map(|(_, a)| *a).collect()
     }
 
     /// Whether `name` is configured with a node on this machine (its transactions exist on that node only).

@@ -35,6 +35,9 @@ pub struct Request<'a> {
 pub struct CallSite<'a> {
     /// The call, or the typed data, as the `calls` rules see it.
     pub subject: Subject<'a>,
+    /// The rule that refuses it whatever the `calls` rules say (`delegation_signature`, `permit_not_understood`,
+    /// `call_not_understood`), worked out from what it is.
+    pub forbidden: Option<PolicyRule>,
     /// Whether it grants an unlimited allowance (by its decoded arguments or its simulated approvals).
     pub unlimited: bool,
     /// Whether the agent is guarded (an unguarded agent's calls are allowed when no rule decides).
@@ -42,6 +45,9 @@ pub struct CallSite<'a> {
     /// What it counts against the assets' limits: its native value, each simulated token outflow and each
     /// allowance it grants, with the party the recipient rules judge.
     pub counts: &'a [Counted],
+    /// Every address that receives coin or tokens anywhere in it, and every spender it names (§18:
+    /// `blocked_recipients` sees them all).
+    pub receivers: &'a [Address],
 }
 
 /// What the `calls` rules judge: a contract call, or EIP-712 typed data to sign (which has no nonce).
@@ -331,10 +337,15 @@ fn verdict(r: &Request<'_>, policy: &Policy, windows: Windows, paid_before: bool
     })
 }
 
-/// The verdict on a call, in §18's order: the unlimited-approval guard, the `calls` rules, then for each count the
-/// recipient rules and the asset's limits. `allow` by a rule never lifts the limits; any `approve` holds it.
+/// The verdict on a call, in §18's order: what it is forbidden to be whatever the rules, the unlimited-approval
+/// guard, the `calls` rules, then for each count the recipient rules and the asset's limits. Several counts of one
+/// asset are judged as their sum (`per_transfer`, `approval_above` and the windows see it), each with its own party
+/// for the recipient rules. `allow` by a rule never lifts the limits; any `approve` holds it.
 pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, bool)]) -> Verdict {
     use super::call::CallVerdict;
+    if let Some(rule) = call.forbidden {
+        return Verdict::Deny(rule);
+    }
     if call.unlimited && !policy.allows_unlimited_approvals() {
         return Verdict::Deny(PolicyRule::UnlimitedApproval);
     }
@@ -350,12 +361,20 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
         },
         (CallVerdict::Allow, _) => Holds::default(),
     };
+    if call.receivers.iter().any(|r| policy.blocked_recipients.contains(r)) {
+        return Verdict::Deny(PolicyRule::RecipientBlocked);
+    }
     for (i, count) in call.counts.iter().enumerate() {
         let (w, paid_before) = windows.get(i).copied().unwrap_or_default();
+        let sum = call
+            .counts
+            .iter()
+            .filter(|c| c.asset_key == count.asset_key)
+            .fold(U256::ZERO, |total, c| total.saturating_add(c.value));
         match policy.evaluate(&Proposed {
             asset_key: &count.asset_key,
             to: count.party,
-            value: count.value,
+            value: sum,
             day_total: w.day,
             week_total: w.week,
             paid_before,
@@ -1121,9 +1140,11 @@ mod tests {
                 value_wei: U256::ZERO,
                 agent: Address::repeat_byte(0x11),
             }),
+            forbidden: None,
             unlimited,
             guarded,
             counts,
+            receivers: &[],
         }
     }
 

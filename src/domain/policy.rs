@@ -70,6 +70,12 @@ pub enum PolicyRule {
     CallDenied,
     /// A call that grants an unlimited allowance, without `allow_unlimited_approvals` (§18).
     UnlimitedApproval,
+    /// Permit2-domain or `Permit…` typed data the service does not decode (§18).
+    PermitNotUnderstood,
+    /// Typed data that would delegate the wallet's authority (§18, §21).
+    DelegationSignature,
+    /// A call to Permit2 or a limited token with a selector the service does not decode into counts (§18).
+    CallNotUnderstood,
 }
 
 impl PolicyRule {
@@ -84,6 +90,9 @@ impl PolicyRule {
             PolicyRule::HostNotAllowed => "host_not_allowed",
             PolicyRule::CallDenied => "call_denied",
             PolicyRule::UnlimitedApproval => "unlimited_approval",
+            PolicyRule::PermitNotUnderstood => "permit_not_understood",
+            PolicyRule::DelegationSignature => "delegation_signature",
+            PolicyRule::CallNotUnderstood => "call_not_understood",
         }
     }
 }

@@ -191,8 +191,12 @@ pub struct TransferRequest {
 
 /// What a call's reservation judges (§18): the unlimited-approval guard, the `calls` rules (whether the agent is
 /// guarded decides when none does), and what it counts against the assets' limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CallCheck {
+    /// The rule that refuses it whatever the `calls` rules say (`domain::decision::CallSite::forbidden`).
+    pub forbidden: Option<crate::domain::policy::PolicyRule>,
+    /// Typed data to sign, as parsed: the rules read its values from the parse that made its digest.
+    pub typed: Option<std::sync::Arc<crate::domain::call::typed::Typed>>,
     pub unlimited: bool,
     pub guarded: bool,
     /// What counts whatever the ledger holds: the native value.
@@ -201,6 +205,9 @@ pub struct CallCheck {
     pub outs: Vec<crate::domain::call::ledger::TokenOut>,
     /// The allowances it moves, read before and after it in its simulation.
     pub moves: Vec<crate::domain::call::ledger::AllowanceMove>,
+    /// Every address that receives coin or tokens anywhere in its simulation, and every spender it names: each is
+    /// judged by `blocked_recipients` (§18).
+    pub receivers: Vec<alloy::primitives::Address>,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the

@@ -49,7 +49,7 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        let held = match approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
+        let (held, check) = match approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
             Some(record) => {
                 // What the owner saw must still be what the call does (§18), simulated under the send lock that is
                 // held until it is signed.
@@ -58,23 +58,26 @@ impl Transfers {
                     .lock_sender(agent.id, chain.name)
                     .await
                     .map_err(store_error)?;
-                self.check_unchanged(agent, chain, &approval, record).await?;
-                Some(guard)
+                let check = self.check_unchanged(agent, chain, &approval, record).await?;
+                (Some(guard), Some(check))
             }
-            None => None,
+            None => (None, None),
         };
         let kind = match (&approval.call, approval.token) {
-            // A signature grants what its message says, whenever it is made: nothing to simulate again.
+            // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
+            // sets is written to the allowance ledger only now that it is signed (§18).
             (Some(record), _) if let Some(typed) = &record.typed_data => {
+                let parsed = crate::domain::call::typed::read(&typed.typed_data)
+                    .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
                 Kind::TypedData(Box::new(super::send::TypedDraft {
                     record: record.clone(),
                     digest: typed.digest,
-                    check: None,
+                    check: Some(self.typed_check(chain, &parsed, true)),
                 }))
             }
             (Some(record), _) => Kind::Call(Box::new(super::send::CallDraft {
                 record: record.clone(),
-                check: None,
+                check,
                 gas_limit: approval.gas_limit,
             })),
             (None, None) => Kind::Native,

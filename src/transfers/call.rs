@@ -17,7 +17,7 @@ use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
 use crate::domain::audit::Actor;
-use crate::domain::call::ledger::{AllowanceMove, TokenOut};
+use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
 use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Counted;
@@ -26,6 +26,13 @@ use crate::store::{Authorization, CallCheck, Mandate};
 
 alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
+}
+
+mod permit2 {
+    alloy::sol! {
+        /// Permit2's own allowances (`AllowanceTransfer`): the amount, its expiration and the nonce.
+        function allowance(address owner, address token, address spender) external view returns (uint160, uint48, uint48);
+    }
 }
 
 /// The gas limit signed: what the simulation used, and half more. A node reports gas used after refunds (up to a
@@ -259,7 +266,7 @@ impl Transfers {
         let moves = self
             .allowance_moves(client, order, from, &decoded, &effect, (pending, &run))
             .await?;
-        let (fixed, outs) = self.outflows(chain, order, &decoded, &effect);
+        let (fixed, outs) = self.outflows(chain, order, from, &decoded, &effect);
         let simulation = self.simulation_view(chain, &effect, gas_used);
         let record = CallRecord {
             data,
@@ -274,11 +281,14 @@ impl Transfers {
             record,
             simulation,
             check: CallCheck {
+                forbidden: None,
+                typed: None,
                 unlimited,
                 guarded: order.guarded,
                 fixed,
                 outs,
                 moves,
+                receivers: effect.receivers.iter().chain(&effect.spenders).copied().collect(),
             },
             gas_limit,
         })
@@ -329,6 +339,7 @@ impl Transfers {
         &self,
         chain: &'static ChainInfo,
         order: &CallOrder<'_>,
+        order_from: Address,
         decoded: &call::DecodedCall,
         effect: &Effect,
     ) -> (Vec<Counted>, Vec<TokenOut>) {
@@ -340,8 +351,16 @@ impl Transfers {
                 party: order.to,
             });
         }
+        let address = |v: &serde_json::Value| v.as_str().and_then(|t| t.parse::<Address>().ok());
+        // A token sent by the agent itself goes through no allowance: it is judged by its receiver, also when the
+        // agent pulls it through an allowance of its own (`transferFrom(agent, X, …)`, §18).
         let direct_recipient = match (decoded.function.as_deref(), decoded.args.as_deref()) {
-            (Some("transfer(address,uint256)"), Some([to, _])) => to.as_str().and_then(|t| t.parse().ok()),
+            (Some("transfer(address,uint256)"), Some([to, _])) => address(to),
+            (Some("transferFrom(address,address,uint256)"), Some([owner, to, _]))
+                if address(owner) == Some(order_from) =>
+            {
+                address(to)
+            }
             _ => None,
         };
         let outs = effect
@@ -361,10 +380,12 @@ impl Transfers {
         (fixed, outs)
     }
 
-    /// The allowances the call moves: `allowance(agent, spender)` read just before and just after it in one
-    /// simulation, for each token it moves or approves and each spender that may pull it (those its approvals
-    /// name, the called contract, those the service counted before). A node that cannot run the reads beside the
-    /// call (no `eth_simulateV1`) gives the approvals as granted from nothing: each counts whole.
+    /// The allowances the call moves: each read just before and just after it in one simulation (ERC-20's
+    /// `allowance(agent, spender)` on the token, Permit2's `allowance(agent, token, spender)` for its own), for each
+    /// pair its approval events name, its top function names, the called contract as a spender of every token it
+    /// moves or approves, and every pair the service counted before for those tokens; each with how the call moved
+    /// it (`ledger::how_moved`). A node that cannot run the reads beside the call (no `eth_simulateV1`) gives the
+    /// approvals as set from nothing: each counts whole.
     async fn allowance_moves(
         &self,
         client: &crate::chain::ChainClient,
@@ -374,38 +395,57 @@ impl Transfers {
         effect: &Effect,
         (pending, run): (&[SimCall], &SimCall),
     ) -> Result<Vec<AllowanceMove>, TransferError> {
+        use crate::domain::call::ledger::{Pair, TopCall, how_moved};
+        use crate::domain::call::typed::PERMIT2;
         let chain = order.chain;
         let ledger = self
             .store
             .allowance_ledger(order.agent.id, chain.name)
             .await
             .map_err(store_error)?;
-        let mut pairs: Vec<(Address, Address)> = Vec::new();
-        let mut add = |token: Address, spender: Address| {
-            if spender != from && !pairs.contains(&(token, spender)) {
-                pairs.push((token, spender));
+        let mut pairs: Vec<Pair> = Vec::new();
+        let mut add = |holder: Address, token: Address, spender: Address| {
+            let pair = Pair { holder, token, spender };
+            if spender != from && !pairs.contains(&pair) {
+                pairs.push(pair);
             }
         };
         for grant in &effect.approvals {
-            add(grant.token, grant.spender);
+            add(grant.holder, grant.token, grant.spender);
+        }
+        let args = decoded.args.as_deref().unwrap_or_default();
+        let arg = |i: usize| args.get(i).and_then(|a| a.as_str()?.parse::<Address>().ok());
+        match decoded.function.as_deref() {
+            Some(
+                "approve(address,uint256)"
+                | "increaseAllowance(address,uint256)"
+                | "decreaseAllowance(address,uint256)",
+            ) => {
+                if let Some(spender) = arg(0) {
+                    add(order.to, order.to, spender);
+                }
+            }
+            Some(
+                "permit(address,address,uint256,uint256,uint8,bytes32,bytes32)"
+                | "permit(address,address,uint256,uint256,bool,uint8,bytes32,bytes32)",
+            ) => {
+                if let Some(spender) = arg(1) {
+                    add(order.to, order.to, spender);
+                }
+            }
+            Some("approve(address,address,uint160,uint48)") if order.to == PERMIT2 => {
+                if let (Some(token), Some(spender)) = (arg(0), arg(1)) {
+                    add(PERMIT2, token, spender);
+                }
+            }
+            _ => {}
         }
         let mut tokens: Vec<Address> = effect.changes.iter().filter_map(|c| c.token).collect();
         tokens.extend(effect.approvals.iter().map(|g| g.token));
-        if matches!(
-            decoded.function.as_deref(),
-            Some("approve(address,uint256)" | "increaseAllowance(address,uint256)")
-        ) && let Some(spender) = decoded
-            .args
-            .as_ref()
-            .and_then(|a| a.first())
-            .and_then(|s| s.as_str()?.parse().ok())
-        {
-            add(order.to, spender);
-        }
         for token in tokens {
-            add(token, order.to);
+            add(token, token, order.to);
             for row in ledger.iter().filter(|l| l.token == token) {
-                add(token, row.spender);
+                add(row.holder, token, row.spender);
             }
         }
         if pairs.is_empty() {
@@ -413,15 +453,24 @@ impl Transfers {
         }
         let reads: Vec<SimCall> = pairs
             .iter()
-            .map(|(token, spender)| SimCall {
+            .map(|p| SimCall {
                 from: Address::ZERO,
-                to: *token,
-                data: allowanceCall {
-                    owner: from,
-                    spender: *spender,
-                }
-                .abi_encode()
-                .into(),
+                to: p.holder,
+                data: match p.holder == p.token {
+                    true => allowanceCall {
+                        owner: from,
+                        spender: p.spender,
+                    }
+                    .abi_encode()
+                    .into(),
+                    false => permit2::allowanceCall {
+                        owner: from,
+                        token: p.token,
+                        spender: p.spender,
+                    }
+                    .abi_encode()
+                    .into(),
+                },
                 ..SimCall::default()
             })
             .collect();
@@ -430,21 +479,40 @@ impl Transfers {
         batch.push(run.clone());
         batch.extend(reads);
         let first = pending.len();
+        // Both reads answer the amount in their first word (Permit2's is a uint160 beside its expiration and nonce).
         let read =
             |r: &Simulated| (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]));
+        let top = TopCall {
+            to: order.to,
+            function: decoded.function.as_deref(),
+            args,
+        };
+        let out_of = |token: Address| {
+            effect
+                .changes
+                .iter()
+                .filter(|c| c.token == Some(token) && c.direction == Direction::Out)
+                .fold(U256::ZERO, |t, c| t.saturating_add(c.amount))
+        };
         let moves = match client.simulate(&batch, false, None).await {
             Ok((_, results)) if results.len() == batch.len() => pairs
                 .iter()
                 .enumerate()
-                .filter_map(|(i, (token, spender))| {
+                .filter_map(|(i, p)| {
                     let before = read(&results[first + i])?;
                     let after = read(&results[first + pairs.len() + 1 + i])?;
+                    let granted = effect
+                        .approvals
+                        .iter()
+                        .any(|g| g.holder == p.holder && g.token == p.token && g.spender == p.spender);
                     Some(AllowanceMove {
-                        asset_key: self.name_token(chain, Some(*token)).asset_key,
-                        token: *token,
-                        spender: *spender,
+                        asset_key: self.name_token(chain, Some(p.token)).asset_key,
+                        holder: p.holder,
+                        token: p.token,
+                        spender: p.spender,
                         before,
                         after,
+                        how: how_moved(&top, p, PERMIT2, (before, after), granted, out_of(p.token)),
                     })
                 })
                 .collect(),
@@ -453,10 +521,12 @@ impl Transfers {
                 .iter()
                 .map(|g| AllowanceMove {
                     asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                    holder: g.holder,
                     token: g.token,
                     spender: g.spender,
                     before: U256::ZERO,
                     after: g.amount,
+                    how: Moved::Set,
                 })
                 .collect(),
             Err(SimulationError::InsufficientFunds) => Vec::new(),
@@ -624,9 +694,11 @@ impl Transfers {
                 value_wei: order.value,
                 agent: from,
             }),
+            forbidden: previewed.check.forbidden,
             unlimited: previewed.check.unlimited,
             guarded: previewed.check.guarded,
             counts: &counts,
+            receivers: &previewed.check.receivers,
         };
         let verdict = crate::domain::decision::call_verdict(&site, &policy, &windows);
         if let Verdict::Deny(rule) = verdict {
@@ -663,14 +735,15 @@ impl Transfers {
 
 impl Transfers {
     /// Simulates a held call again before it is approved: refused (`SimulationChanged`, it stays waiting) when any
-    /// outflow or allowance grew, or one appeared that the owner was not shown.
+    /// outflow or allowance grew, or one appeared that the owner was not shown. Its answer is what the approved
+    /// call counts and leaves in the allowance ledger when it is reserved for signing (§18: nothing before).
     pub(super) async fn check_unchanged(
         &self,
         agent: &crate::domain::agent::Agent,
         chain: &'static ChainInfo,
         approval: &crate::store::Approval,
         record: &CallRecord,
-    ) -> Result<(), TransferError> {
+    ) -> Result<CallCheck, TransferError> {
         let mandate = Mandate::NONE;
         let order = CallOrder {
             agent,
@@ -686,7 +759,8 @@ impl Transfers {
             mandate: &mandate,
             guarded: true,
         };
-        let now = self.preview_call(&order).await?.simulation;
+        let previewed = self.preview_call(&order).await?;
+        let now = previewed.simulation;
         let shown: SimulationView = serde_json::from_value(record.simulation.clone()).map_err(|e| {
             store_error(crate::store::StoreError::Corrupt(format!(
                 "call_record.simulation: {e}"
@@ -717,6 +791,6 @@ impl Transfers {
                 )));
             }
         }
-        Ok(())
+        Ok(previewed.check)
     }
 }

@@ -3,18 +3,16 @@
 //! grants counted against the assets' limits in the reserving transaction, exactly as the same allowance granted
 //! by a call. Nothing is sent: the signature is the transfer's signed bytes, complete once made.
 
-use alloy::primitives::{Address, Bytes, U256};
-use alloy::sol_types::SolCall;
+use alloy::primitives::{Bytes, U256};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::call::{AllowanceView, ChangeView, SimulationView, allowanceCall};
+use super::call::{AllowanceView, ChangeView, SimulationView};
 use super::send::{Kind, Outflow, TypedDraft};
 use super::{TransferError, TransferOutcome, Transfers};
-use crate::chain::simulate::SimCall;
 use crate::domain::agent::Agent;
 use crate::domain::audit::Actor;
-use crate::domain::call::ledger::{AllowanceMove, TokenOut};
+use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{CallRecord, TypedDataRecord};
@@ -36,13 +34,14 @@ impl Transfers {
     /// `typed_data_signed` with the domain, the primary type and what it grants; held or refused as a transfer is.
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let grants = order.typed.grants();
+        // `parse` refused typed data whose grants cannot be read.
+        let grants = order.typed.grants().unwrap_or_default();
         let record = self.typed_record(order.chain, &order.typed, &grants);
         let detail = json!({"chain": order.chain.name, "kind": "typed_data",
-            "to": verifying(&order.typed).to_checksum(None),
+            "to": order.typed.verifying().to_checksum(None),
             "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
             "digest": order.typed.digest, "simulation": record.simulation});
-        let outcome = self.try_sign_typed(&order, &grants, record).await;
+        let outcome = self.try_sign_typed(&order, record).await;
         self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
             .await;
         outcome
@@ -51,7 +50,6 @@ impl Transfers {
     async fn try_sign_typed(
         &self,
         order: &TypedOrder<'_>,
-        grants: &[TypedGrant],
         record: CallRecord,
     ) -> Result<TransferOutcome, TransferError> {
         let chain = order.chain;
@@ -60,31 +58,14 @@ impl Transfers {
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let moves = self.typed_moves(chain, from, grants).await?;
-        let outs = grants
-            .iter()
-            .filter(|g| g.transfer)
-            .map(|g| TokenOut {
-                asset_key: self.name_token(chain, Some(g.token)).asset_key,
-                token: g.token,
-                amount: g.amount,
-                party: g.spender,
-            })
-            .collect();
-        let check = CallCheck {
-            unlimited: order.typed.grants_unlimited(),
-            guarded: order.guarded,
-            fixed: Vec::new(),
-            outs,
-            moves,
-        };
+        let check = self.typed_check(chain, &order.typed, order.guarded);
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
             chain,
             conversation_id: order.conversation_id,
             from,
-            to: verifying(&order.typed),
+            to: order.typed.verifying(),
             value: U256::ZERO,
             kind: Kind::TypedData(Box::new(TypedDraft {
                 record,
@@ -97,13 +78,55 @@ impl Transfers {
         .await
     }
 
+    /// What the reservation judges of a signature: what is forbidden whatever the rules, the unlimited guard, the
+    /// transfers it lets the spender make (outflows), and the allowances it sets — a permit sets the allowance it
+    /// names whatever stood before, so it counts whole (§18), and the ledger's counted remainder for its spender
+    /// becomes it once signed.
+    pub(super) fn typed_check(&self, chain: &'static ChainInfo, typed: &Typed, guarded: bool) -> CallCheck {
+        // `parse` refused typed data whose grants cannot be read.
+        let grants = typed.grants().unwrap_or_default();
+        let outs = grants
+            .iter()
+            .filter(|g| g.is_transfer())
+            .map(|g| TokenOut {
+                asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                token: g.token,
+                amount: g.amount,
+                party: g.spender,
+            })
+            .collect();
+        let moves = grants
+            .iter()
+            .filter(|g| !g.is_transfer())
+            .map(|g| AllowanceMove {
+                asset_key: self.name_token(chain, Some(g.token)).asset_key,
+                holder: g.holder,
+                token: g.token,
+                spender: g.spender,
+                before: U256::ZERO,
+                after: g.amount,
+                how: Moved::Set,
+            })
+            .collect();
+        CallCheck {
+            forbidden: typed.forbidden(&self.chains.delegation_managers()),
+            typed: Some(std::sync::Arc::new(typed.clone())),
+            unlimited: typed.grants_unlimited(),
+            guarded,
+            fixed: Vec::new(),
+            outs,
+            moves,
+            receivers: grants.iter().map(|g| g.spender).collect(),
+        }
+    }
+
     /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation
     /// is (`approvals` for allowances, `changes` out for a transfer the spender may make).
     fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed, grants: &[TypedGrant]) -> CallRecord {
         let simulation = SimulationView {
             changes: grants
                 .iter()
-                .filter(|g| g.transfer)
+                .filter(|g| g.is_transfer())
                 .map(|g| {
                     let named = self.name_token(chain, Some(g.token));
                     ChangeView {
@@ -116,7 +139,7 @@ impl Transfers {
                 .collect(),
             approvals: grants
                 .iter()
-                .filter(|g| !g.transfer)
+                .filter(|g| !g.is_transfer())
                 .map(|g| AllowanceView {
                     token: g.token.to_checksum(None),
                     spender: g.spender.to_checksum(None),
@@ -139,62 +162,4 @@ impl Transfers {
             figures: Vec::new(),
         }
     }
-
-    /// The allowances a signature sets: from what the token shows now for an EIP-2612 or DAI permit (read in one
-    /// batch; a node that cannot run it, or a token that does not answer, counts the permit whole), from nothing
-    /// for Permit2's, which keeps its own.
-    async fn typed_moves(
-        &self,
-        chain: &'static ChainInfo,
-        from: Address,
-        grants: &[TypedGrant],
-    ) -> Result<Vec<AllowanceMove>, TransferError> {
-        let allowances: Vec<&TypedGrant> = grants.iter().filter(|g| !g.transfer).collect();
-        let reads: Vec<SimCall> = allowances
-            .iter()
-            .filter(|g| g.erc20_allowance)
-            .map(|g| SimCall {
-                from: Address::ZERO,
-                to: g.token,
-                data: allowanceCall {
-                    owner: from,
-                    spender: g.spender,
-                }
-                .abi_encode()
-                .into(),
-                ..SimCall::default()
-            })
-            .collect();
-        let mut current = Vec::new();
-        if !reads.is_empty() {
-            let client = self.chains.get(chain.name)?;
-            if let Ok((_, results)) = client.simulate(&reads, false, None).await {
-                current = results
-                    .iter()
-                    .map(|r| {
-                        (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]))
-                    })
-                    .collect();
-            }
-        }
-        let mut read = current.into_iter();
-        Ok(allowances
-            .into_iter()
-            .map(|g| AllowanceMove {
-                asset_key: self.name_token(chain, Some(g.token)).asset_key,
-                token: g.token,
-                spender: g.spender,
-                before: match g.erc20_allowance {
-                    true => read.next().flatten().unwrap_or(U256::ZERO),
-                    false => U256::ZERO,
-                },
-                after: g.amount,
-            })
-            .collect())
-    }
-}
-
-/// The contract that verifies the signature (the transfer's `to`); the zero address when the domain names none.
-fn verifying(typed: &Typed) -> Address {
-    typed.data.domain.verifying_contract.unwrap_or_default()
 }

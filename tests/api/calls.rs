@@ -229,15 +229,16 @@ async fn an_approval_counts_once_and_the_swap_that_pulls_it_not_again() {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     wait_for_transactions(&s.app, &s.agent, 3, "confirmed").await;
-    // Lowering the allowance counts nothing; raising it again counts the rise.
-    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(10 * USDC))).await;
+    // A grant to 0 counts nothing; any other grant that sets an allowance counts whole, also below the standing
+    // one (§18: the spender may take the standing one first): the day has nothing left for 10.
+    let lowered = post(&s, "calls", approve(&s, s.uni.router, U256::from(10 * USDC))).await;
+    assert_error(&lowered, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(lowered.1["error"]["details"]["rule"], "per_day");
+    let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::ZERO)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     wait_for_transactions(&s.app, &s.agent, 4, "confirmed").await;
-    let raised = post(&s, "calls", approve(&s, s.uni.router, U256::from(60 * USDC))).await;
-    assert_error(&raised, StatusCode::FORBIDDEN, "policy_denied");
-    assert_eq!(raised.1["error"]["details"]["rule"], "per_day");
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 4);
-    assert_eq!(allowance_on_chain(&s, s.uni.router).await, U256::from(10 * USDC));
+    assert_eq!(allowance_on_chain(&s, s.uni.router).await, U256::ZERO);
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ mod export_key;
 mod guide;
 mod health;
 mod helpers;
+mod hostile;
 mod idempotency;
 mod l1_fee;
 mod mcp;

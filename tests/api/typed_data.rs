@@ -200,11 +200,11 @@ async fn a_held_permit_is_signed_once_the_owner_approves_and_counts_against_the_
     let signature = got["typed_data"]["signature"].as_str().unwrap().to_owned();
     assert_eq!(use_permit(&s, 1000, &signature).await, U256::from(1000));
 
-    // The day has 500 of the pair's token left. A permit to 1,600 raises the allowance the chain shows (1,000) by
-    // 600: refused. One to 1,500 raises it by 500: it fits, and waits for the owner again.
-    let over = sign(&s, permit_of(&s, "1600", BASE_CHAIN_ID, 1)).await;
+    // The day has 500 of the pair's token left. A permit sets the allowance it names whatever the chain shows
+    // (1,000): it counts whole (§18), so 600 is refused and 500 fits, and waits for the owner again.
+    let over = sign(&s, permit_of(&s, "600", BASE_CHAIN_ID, 1)).await;
     assert_error(&over, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(over.1["error"]["details"]["rule"], "per_day", "{}", over.1);
-    let (status, fits) = sign(&s, permit_of(&s, "1500", BASE_CHAIN_ID, 1)).await;
+    let (status, fits) = sign(&s, permit_of(&s, "500", BASE_CHAIN_ID, 1)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{fits}");
 }

@@ -10,7 +10,7 @@
 use alloy::primitives::{Address, B256, Bytes, U256, address};
 use alloy::sol_types::SolEvent;
 
-use super::unlimited::is_unlimited_amount;
+use super::unlimited::{is_unlimited_amount, is_unlimited_permit2_amount};
 
 /// Where `eth_simulateV1` with `traceTransfers` reports native value moves, as ERC-20-shaped `Transfer` logs.
 pub const NATIVE_PSEUDO_TOKEN: Address = address!("0xEeeeeEeeeEeEeeEeEeEeeEEEeeeeEeeeeeeeEEeE");
@@ -64,6 +64,8 @@ pub struct Change {
 /// `ApprovalForAll(false)` and Permit2's `Lockdown` zero.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
+    /// The contract that keeps the allowance: the token itself, or Permit2.
+    pub holder: Address,
     pub token: Address,
     pub spender: Address,
     pub amount: U256,
@@ -82,6 +84,9 @@ pub struct Effect {
     /// Every spender an approval event of the agent names, in order of first appearance: the candidates whose
     /// `allowance(agent, spender)` the service reads.
     pub spenders: Vec<Address>,
+    /// Every address that receives native coin or tokens anywhere in the call, the agent's own moves or not, in
+    /// order of first appearance (§18: `blocked_recipients` sees every receiver).
+    pub receivers: Vec<Address>,
 }
 
 impl Effect {
@@ -100,11 +105,12 @@ impl Effect {
         }
     }
 
-    fn grant(&mut self, token: Address, spender: Address, amount: U256, unlimited: bool) {
+    fn grant(&mut self, holder: Address, token: Address, spender: Address, amount: U256, unlimited: bool) {
         if !self.spenders.contains(&spender) {
             self.spenders.push(spender);
         }
         let grant = Grant {
+            holder,
             token,
             spender,
             amount,
@@ -113,7 +119,7 @@ impl Effect {
         match self
             .approvals
             .iter_mut()
-            .find(|g| g.token == token && g.spender == spender)
+            .find(|g| g.holder == holder && g.token == token && g.spender == spender)
         {
             Some(existing) => *existing = grant,
             None => self.approvals.push(grant),
@@ -136,6 +142,9 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 };
                 let native = [NATIVE_PSEUDO_TOKEN, NATIVE_PROTOCOL_EMITTER].contains(&log.address);
                 let token = (!native).then_some(log.address);
+                if !amount.is_zero() && to != agent && !effect.receivers.contains(&to) {
+                    effect.receivers.push(to);
+                }
                 // A transfer to oneself is both: it leaves and comes back.
                 if from == agent {
                     effect.add(token, Direction::Out, amount);
@@ -162,7 +171,7 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 if let (Some(owner), Some(spender), Some(amount)) = (topic(1), topic(2), word(0))
                     && owner == agent
                 {
-                    effect.grant(log.address, spender, amount, is_unlimited_amount(amount));
+                    effect.grant(log.address, log.address, spender, amount, is_unlimited_amount(amount));
                 }
             }
             ApprovalForAll::SIGNATURE_HASH if n == 3 => {
@@ -171,14 +180,14 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 {
                     let all = !approved.is_zero();
                     let amount = if all { U256::MAX } else { U256::ZERO };
-                    effect.grant(log.address, operator, amount, all);
+                    effect.grant(log.address, log.address, operator, amount, all);
                 }
             }
             IPermit2::Approval::SIGNATURE_HASH | IPermit2::Permit::SIGNATURE_HASH if n == 4 => {
                 if let (Some(owner), Some(token), Some(spender), Some(amount)) = (topic(1), topic(2), topic(3), word(0))
                     && owner == agent
                 {
-                    effect.grant(token, spender, amount, is_unlimited_amount(amount));
+                    effect.grant(log.address, token, spender, amount, is_unlimited_permit2_amount(amount));
                 }
             }
             IPermit2::Lockdown::SIGNATURE_HASH if n == 2 => {
@@ -186,7 +195,7 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 if let (Some(owner), Some(token), Some(spender)) = (topic(1), as_address(0), as_address(1))
                     && owner == agent
                 {
-                    effect.grant(token, spender, U256::ZERO, false);
+                    effect.grant(log.address, token, spender, U256::ZERO, false);
                 }
             }
             _ => {}
@@ -366,7 +375,8 @@ mod tests {
             log(PERMIT2, IPermit2::Lockdown::SIGNATURE_HASH, &[AGENT], lockdown),
         ];
         let effect = effect(&logs, AGENT);
-        let grant = |token, spender, amount: U256, unlimited| Grant {
+        let grant = |holder, token, spender, amount: U256, unlimited| Grant {
+            holder,
             token,
             spender,
             amount,
@@ -376,12 +386,14 @@ mod tests {
         assert_eq!(
             effect.approvals,
             vec![
-                grant(USDC, ROUTER, U256::ZERO, false),
-                grant(WETH, PERMIT2, U256::MAX, true),
-                grant(nft, ROUTER, U256::MAX, true),
-                grant(nft, PERMIT2, U256::ZERO, false),
-                grant(WETH, ROUTER, p2, true),
-                grant(USDC, nft, p2, true),
+                // Permit2's lockdown of (USDC, ROUTER) lowers Permit2's allowance, not the token's own.
+                grant(USDC, USDC, ROUTER, U256::from(400), false),
+                grant(WETH, WETH, PERMIT2, U256::MAX, true),
+                grant(nft, nft, ROUTER, U256::MAX, true),
+                grant(nft, nft, PERMIT2, U256::ZERO, false),
+                grant(PERMIT2, WETH, ROUTER, p2, true),
+                grant(PERMIT2, USDC, nft, p2, true),
+                grant(PERMIT2, USDC, ROUTER, U256::ZERO, false),
             ]
         );
         assert_eq!(effect.spenders, vec![ROUTER, PERMIT2, nft]);

@@ -1,21 +1,38 @@
-//! What a call counts against the assets' limits once the allowances the service already counted are known (§18):
-//! an allowance's rise counts at once (the spender may take it any time, in transactions the agent never signs); a
-//! pull within an allowance already counted does not count again; what leaves the wallet otherwise counts. Pure: the
-//! store reads the ledger and applies the updates in the reserving transaction.
+//! What a call or a signature counts against the assets' limits once the allowances the service already counted are
+//! known (§18, "Counting that holds against a hostile agent"): a grant that sets an allowance counts the whole
+//! amount it sets, whatever stood before (the spender may take the standing one first); a grant that adds counts
+//! what it adds; a grant to 0 and a decrease count nothing; a pull within an allowance already counted does not
+//! count again; what leaves the wallet otherwise counts. Pure: the store reads the ledger and applies the updates
+//! in the reserving transaction.
 
 use alloy::primitives::{Address, U256};
 
 use crate::domain::decision::Counted;
 
-/// One allowance a call may move: `allowance(agent, spender)` of `token` read just before and just after the call
-/// in its simulation.
+/// How a call or signature moved one allowance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// Set to `after` (`approve`, a permit, Permit2's `approve`, or any rise the call shows): counts `after` whole.
+    Set,
+    /// Raised by `after - before` (`increaseAllowance`): counts the rise.
+    Added,
+    /// Lowered by the agent (`decreaseAllowance`, Permit2's `lockdown`): counts nothing, pulls nothing.
+    Lowered,
+    /// Fell because the spender pulled through it in this call (or nothing moved): not a grant.
+    Pulled,
+}
+
+/// One allowance a call may move: kept by `holder` (the token itself, or Permit2) for `token` and `spender`, read
+/// just before and just after the call in its simulation, and how the call moved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowanceMove {
     pub asset_key: String,
+    pub holder: Address,
     pub token: Address,
     pub spender: Address,
     pub before: U256,
     pub after: U256,
+    pub how: Moved,
 }
 
 /// What leaves the wallet of one token in the call (summed).
@@ -31,6 +48,7 @@ pub struct TokenOut {
 /// What is left of an allowance the service counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Remaining {
+    pub holder: Address,
     pub token: Address,
     pub spender: Address,
     pub remaining: U256,
@@ -50,29 +68,42 @@ pub fn count(
     for m in moves {
         let counted = ledger
             .iter()
-            .find(|l| l.token == m.token && l.spender == m.spender)
+            .find(|l| l.holder == m.holder && l.token == m.token && l.spender == m.spender)
             .map_or(U256::ZERO, |l| l.remaining);
         // Pulled or lowered outside the service since it was counted: only what is still allowed stays counted.
         let mut left = counted.min(m.before);
-        if m.after > m.before {
-            let rise = m.after - m.before;
-            counts.push(Counted {
-                asset_key: m.asset_key.clone(),
-                value: rise,
-                party: m.spender,
-            });
-            left = left.saturating_add(rise);
-        } else if m.after < m.before {
-            let fall = m.before - m.after;
-            let within = fall.min(left);
-            left -= within;
-            match covered.iter_mut().find(|(t, _)| *t == m.token) {
-                Some((_, total)) => *total = total.saturating_add(within),
-                None => covered.push((m.token, within)),
+        let mut grant = |value: U256| {
+            if !value.is_zero() {
+                counts.push(Counted {
+                    asset_key: m.asset_key.clone(),
+                    value,
+                    party: m.spender,
+                });
+            }
+        };
+        match m.how {
+            Moved::Set => {
+                grant(m.after);
+                left = m.after;
+            }
+            Moved::Added => {
+                let rise = m.after.saturating_sub(m.before);
+                grant(rise);
+                left = left.saturating_add(rise);
+            }
+            Moved::Lowered => left = left.min(m.after),
+            Moved::Pulled => {
+                let within = m.before.saturating_sub(m.after).min(left);
+                left -= within;
+                match covered.iter_mut().find(|(t, _)| *t == m.token) {
+                    Some((_, total)) => *total = total.saturating_add(within),
+                    None => covered.push((m.token, within)),
+                }
             }
         }
         if left != counted {
             updates.push(Remaining {
+                holder: m.holder,
                 token: m.token,
                 spender: m.spender,
                 remaining: left,
@@ -94,6 +125,82 @@ pub fn count(
         }
     }
     (counts, updates)
+}
+
+/// One allowance a call may move: kept by `holder` (the token itself for ERC-20, Permit2 for its own) for `token`
+/// and `spender`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    pub holder: Address,
+    pub token: Address,
+    pub spender: Address,
+}
+
+/// The function the agent's call runs at the top, as decoded: `function` its canonical signature, `args` as a
+/// request spells them, `to` the contract called.
+#[derive(Debug, Clone, Copy)]
+pub struct TopCall<'a> {
+    pub to: Address,
+    pub function: Option<&'a str>,
+    pub args: &'a [serde_json::Value],
+}
+
+impl TopCall<'_> {
+    fn address(&self, i: usize) -> Option<Address> {
+        self.args.get(i)?.as_str()?.parse().ok()
+    }
+
+    /// How this call, by itself, moves `pair`'s allowance: `None` where the function does not name it.
+    fn moves(&self, pair: &Pair, permit2: Address) -> Option<Moved> {
+        let (function, erc20) = (self.function?, pair.holder == pair.token);
+        if self.to != pair.holder {
+            return None;
+        }
+        let spender_at = |i: usize| self.address(i) == Some(pair.spender);
+        match function {
+            "approve(address,uint256)" if erc20 && spender_at(0) => Some(Moved::Set),
+            "increaseAllowance(address,uint256)" if erc20 && spender_at(0) => Some(Moved::Added),
+            "decreaseAllowance(address,uint256)" if erc20 && spender_at(0) => Some(Moved::Lowered),
+            "permit(address,address,uint256,uint256,uint8,bytes32,bytes32)"
+            | "permit(address,address,uint256,uint256,bool,uint8,bytes32,bytes32)"
+                if erc20 && spender_at(1) =>
+            {
+                Some(Moved::Set)
+            }
+            "approve(address,address,uint160,uint48)"
+                if pair.holder == permit2 && self.address(0) == Some(pair.token) && spender_at(1) =>
+            {
+                Some(Moved::Set)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How a call moved one allowance, from the function it runs at the top and what its simulation shows: the
+/// allowance before and after, whether an approval event named the pair (`granted`), and how much of the token
+/// left the wallet (`out`). Where the top function names the pair, it decides (`approve` sets, `increaseAllowance`
+/// adds, `decreaseAllowance` lowers). Elsewhere a rise, or an approval event the call's own outflow does not
+/// explain, is a grant that sets (a permit submitted inside a router, erring towards counting); a fall the
+/// outflow explains is a pull.
+pub fn how_moved(
+    top: &TopCall<'_>,
+    pair: &Pair,
+    permit2: Address,
+    (before, after): (U256, U256),
+    granted: bool,
+    out: U256,
+) -> Moved {
+    if let Some(how) = top.moves(pair, permit2) {
+        return how;
+    }
+    let fall = before.saturating_sub(after);
+    if after > before || (granted && !after.is_zero() && out < fall) || (granted && fall.is_zero() && !after.is_zero())
+    {
+        Moved::Set
+    } else {
+        Moved::Pulled
+    }
 }
 
 /// What a call moved of one token, as its simulation showed it and, once mined, as its receipt's logs show it: the
@@ -249,13 +356,15 @@ mod tests {
         Address::repeat_byte(0x5e)
     }
 
-    fn moved(before: u64, after: u64) -> AllowanceMove {
+    fn moved(before: u64, after: u64, how: Moved) -> AllowanceMove {
         AllowanceMove {
             asset_key: KEY.into(),
+            holder: token(),
             token: token(),
             spender: spender(),
             before: U256::from(before),
             after: U256::from(after),
+            how,
         }
     }
 
@@ -270,6 +379,7 @@ mod tests {
 
     fn ledger(remaining: u64) -> Vec<Remaining> {
         vec![Remaining {
+            holder: token(),
             token: token(),
             spender: spender(),
             remaining: U256::from(remaining),
@@ -283,44 +393,67 @@ mod tests {
     #[test]
     fn an_allowance_counts_when_granted_and_its_pull_does_not_count_again() {
         // approve 100: counted at once, the ledger holds 100.
-        let (counts, updates) = count(&[], &[], &[moved(0, 100)], &[]);
+        let (counts, updates) = count(&[], &[], &[moved(0, 100, Moved::Set)], &[]);
         assert_eq!(total(&counts), 100);
         assert_eq!(updates, ledger(100));
         // a swap pulling 50 of it: nothing more counts, 50 left.
-        let (counts, updates) = count(&[], &[out(50)], &[moved(100, 50)], &ledger(100));
+        let (counts, updates) = count(&[], &[out(50)], &[moved(100, 50, Moved::Pulled)], &ledger(100));
         assert_eq!(total(&counts), 0);
         assert_eq!(updates, ledger(50));
     }
 
     #[test]
     fn a_pull_the_service_never_counted_counts_as_an_outflow() {
-        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50)], &[]);
+        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50, Moved::Pulled)], &[]);
         assert_eq!(total(&counts), 30);
         assert!(updates.is_empty());
         // Partly counted: only the rest counts.
-        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50)], &ledger(10));
+        let (counts, updates) = count(&[], &[out(30)], &[moved(80, 50, Moved::Pulled)], &ledger(10));
         assert_eq!(total(&counts), 20);
         assert_eq!(updates, ledger(0));
     }
 
     #[test]
-    fn an_allowance_pulled_outside_is_counted_again_when_granted_again() {
+    fn a_grant_that_sets_counts_whole_whatever_stood_before() {
         // Counted 40; the spender took it in a transaction of its own (on-chain allowance 0); approved 40 again.
-        let (counts, updates) = count(&[], &[], &[moved(0, 40)], &ledger(40));
+        let (counts, updates) = count(&[], &[], &[moved(0, 40, Moved::Set)], &ledger(40));
         assert_eq!(
             total(&counts),
             40,
             "a drainer approved again and again takes what the windows allow"
         );
         assert!(updates.is_empty(), "the ledger holds 40 again: {updates:?}");
-        // Re-approved to the same amount while untouched: nothing more counts.
-        let (counts, updates) = count(&[], &[], &[moved(40, 40)], &ledger(40));
-        assert_eq!(total(&counts), 0);
+        // Re-approved to the same amount while it stands: the spender may pull the standing 40 first in the same
+        // block, so the grant counts whole again (§18).
+        let (counts, updates) = count(&[], &[], &[moved(40, 40, Moved::Set)], &ledger(40));
+        assert_eq!(total(&counts), 40);
         assert!(updates.is_empty());
-        // Lowered: nothing counts, the ledger follows.
-        let (counts, updates) = count(&[], &[], &[moved(40, 10)], &ledger(40));
+        // Lowered by a grant that sets 39: counts 39, and the ledger holds 39.
+        let (counts, updates) = count(&[], &[], &[moved(40, 39, Moved::Set)], &ledger(40));
+        assert_eq!(total(&counts), 39);
+        assert_eq!(updates, ledger(39));
+        // Set to 0, or decreased: nothing counts, the ledger follows.
+        let (counts, updates) = count(&[], &[], &[moved(40, 0, Moved::Set)], &ledger(40));
         assert_eq!(total(&counts), 0);
+        assert_eq!(updates, ledger(0));
+        let (counts, updates) = count(&[], &[out(10)], &[moved(40, 10, Moved::Lowered)], &ledger(40));
+        assert_eq!(total(&counts), 10, "a decrease covers no outflow");
         assert_eq!(updates, ledger(10));
+        // Added: what it adds.
+        let (counts, updates) = count(&[], &[], &[moved(40, 50, Moved::Added)], &ledger(40));
+        assert_eq!(total(&counts), 10);
+        assert_eq!(updates, ledger(50));
+    }
+
+    #[test]
+    fn allowances_kept_by_permit2_are_apart_from_the_tokens_own() {
+        let permit2 = AllowanceMove {
+            holder: Address::repeat_byte(0x22),
+            ..moved(100, 50, Moved::Pulled)
+        };
+        // The ERC-20 row counted 100 covers no pull through Permit2.
+        let (counts, _) = count(&[], &[out(50)], &[permit2], &ledger(100));
+        assert_eq!(total(&counts), 50);
     }
 
     #[test]

@@ -1,25 +1,71 @@
-//! EIP-712 typed data an agent is asked to sign (§18 `sign-typed-data`): read once into alloy's `TypedData` (the
-//! digest is its `eip712_signing_hash`), tied to the request's chain, and decoded as what it grants once signed —
-//! EIP-2612 and DAI permits as allowances of the token that verifies them, Permit2's `PermitSingle` and
-//! `PermitBatch` as allowances through Permit2, `PermitTransferFrom` as a transfer the spender may make. EIP-3009
-//! authorizations are refused: they are paid through x402 only.
+//! EIP-712 typed data an agent is asked to sign (§18 `sign-typed-data`), judged exactly as it is signed (§18,
+//! "Counting that holds against a hostile agent"):
+//!
+//! - its size is bounded before alloy reads it (at most 64 types, structs and arrays nested at most 16 deep, 1,024
+//!   values), by walks that use no recursion, so no JSON can exhaust a worker's stack;
+//! - a message key that its type does not declare is refused, at any depth, and so is a domain key alloy's domain
+//!   does not hash;
+//! - every value a rule or a count reads comes from the one parse that makes the digest (alloy's coercion of the
+//!   message by its declared types, and alloy's domain): an integer written in hex, octal, with `_` or as a JSON
+//!   number is that integer, a boolean written as a string that boolean;
+//! - what signing grants is decided by the declared types (the type string the verifying contract hashes), never
+//!   by the keys the message holds: EIP-2612 and DAI permits as allowances the token keeps, Permit2's
+//!   `PermitSingle` / `PermitBatch` as allowances Permit2 keeps, its `PermitTransferFrom` and
+//!   `PermitBatchTransferFrom` (witness forms included) as transfers the spender may make;
+//! - Permit2-domain or `Permit…` typed data the service does not decode, and a delegation of the framework of §21,
+//!   are refused whatever the rules (`forbidden`). EIP-3009 authorizations are refused: x402 pays them.
 
-use alloy::primitives::{Address, B256, U256};
-use alloy_dyn_abi::TypedData;
-use serde_json::Value;
+use alloy::primitives::{Address, B256, U256, address};
+use alloy_dyn_abi::{DynSolValue, Eip712Domain, TypedData};
+use serde_json::{Map, Value};
 
-use super::condition::{Operand, loose};
-use super::unlimited::is_unlimited_amount;
-use super::value::parse_uint;
+use super::condition::{Operand, loose, operand_of};
+use super::unlimited::{is_unlimited_amount, is_unlimited_permit2_amount};
+use crate::domain::policy::PolicyRule;
+
+/// Permit2's canonical deployment, the same address on every chain (Uniswap's published deployments).
+pub const PERMIT2: Address = address!("0x000000000022D473030F116dDEE9F6B43aC78BA3");
+
+/// At most this many types (§18).
+pub const MAX_TYPES: usize = 64;
+/// Structs and arrays nested at most this deep, each a level (§18).
+pub const MAX_DEPTH: usize = 16;
+/// At most this many values in the message, and this many fields declared in all (§18).
+pub const MAX_VALUES: usize = 1024;
+
+/// The keys of a domain alloy hashes (`EIP712Domain`'s fields).
+const DOMAIN_KEYS: [&str; 5] = ["name", "version", "chainId", "verifyingContract", "salt"];
 
 /// Typed data that may be judged and signed.
 #[derive(Debug, Clone)]
 pub struct Typed {
-    /// As the request wrote it (what is stored and signed again on approval).
+    /// As the request wrote it (what is stored and signed again on approval); a JSON string holding the typed data
+    /// is stored as the object it holds.
     pub json: Value,
     pub data: TypedData,
+    /// The message as the digest encodes it: alloy's coercion by the declared types.
+    pub message: DynSolValue,
     /// The EIP-712 hash that is signed.
     pub digest: B256,
+    /// What the declared types make it.
+    pub form: Form,
+}
+
+/// What typed data is, by its declared primary type and fields (the type string its verifier hashes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// EIP-2612 `Permit(owner, spender, value, nonce, deadline)`.
+    Eip2612,
+    /// DAI's `Permit(holder, spender, nonce, expiry, allowed)`.
+    Dai,
+    /// Permit2 `PermitSingle` (one allowance) or `PermitBatch` (several).
+    Permit2Allowance { batch: bool },
+    /// Permit2 `PermitTransferFrom` / `PermitBatchTransferFrom`, with or without a witness.
+    Permit2Transfer { batch: bool },
+    /// The delegation framework's `Delegation` (§21).
+    Delegation,
+    /// Anything else: judged by the rules alone, granting nothing the service counts.
+    Other,
 }
 
 /// Why typed data is refused before any rule reads it (422).
@@ -27,19 +73,24 @@ pub struct Typed {
 pub enum TypedError {
     #[error("typed_data is not EIP-712 typed data ({{types, primaryType, domain, message}}): {0}")]
     Malformed(String),
+    #[error("typed_data is too large: {0}")]
+    TooLarge(String),
+    #[error("typed_data.{0} is not declared by its type")]
+    Undeclared(String),
     #[error("typed_data.domain.chainId is required: one key signs for every chain")]
     NoChainId,
     #[error("typed_data.domain.chainId is {found}, but the request's chain has id {expected}")]
     WrongChain { found: U256, expected: u64 },
     #[error("{0} is an EIP-3009 authorization: those are paid through x402 only")]
     Eip3009(String),
+    #[error("typed_data: {0}")]
+    Unreadable(String),
 }
 
 /// Reads `json` as typed data for the chain of id `chain_id`.
 pub fn parse(json: &Value, chain_id: u64) -> Result<Typed, TypedError> {
-    let data: TypedData =
-        serde_json::from_value(json.clone()).map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?;
-    match data.domain.chain_id {
+    let typed = read(json)?;
+    match typed.data.domain.chain_id {
         None => return Err(TypedError::NoChainId),
         Some(found) if found != U256::from(chain_id) => {
             return Err(TypedError::WrongChain {
@@ -50,18 +101,41 @@ pub fn parse(json: &Value, chain_id: u64) -> Result<Typed, TypedError> {
         Some(_) => {}
     }
     if matches!(
-        data.primary_type.as_str(),
+        typed.data.primary_type.as_str(),
         "TransferWithAuthorization" | "ReceiveWithAuthorization"
     ) {
-        return Err(TypedError::Eip3009(data.primary_type.clone()));
+        return Err(TypedError::Eip3009(typed.data.primary_type.clone()));
     }
+    // A value a count needs that cannot be read is a refusal, never "grants nothing".
+    typed.grants()?;
+    Ok(typed)
+}
+
+/// Reads typed data whatever its chain: bounded, checked for undeclared keys, coerced and hashed.
+pub fn read(json: &Value) -> Result<Typed, TypedError> {
+    let json = match json {
+        // alloy also takes the typed data as a JSON string: it is read, bounded and stored as the object it holds.
+        Value::String(text) => {
+            serde_json::from_str(text).map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?
+        }
+        other => other.clone(),
+    };
+    check_shape(&json)?;
+    let data: TypedData =
+        serde_json::from_value(json.clone()).map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?;
+    let message = data
+        .coerce()
+        .map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?;
     let digest = data
         .eip712_signing_hash()
         .map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?;
+    let form = form_of(&json, &data.primary_type);
     Ok(Typed {
-        json: json.clone(),
+        json,
         data,
+        message,
         digest,
+        form,
     })
 }
 
@@ -69,7 +143,274 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().chars().take(200).collect()
 }
 
-/// One thing a signature grants: an allowance of `token` to `spender` (set to `amount`), or a one-time transfer of
+/// A declared type: `(field name, field type)` in order.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
+/// The declared types of `json` (`types`), as written.
+fn declared(json: &Value) -> Result<Vec<(&str, Fields<'_>)>, TypedError> {
+    let malformed = |what: &str| TypedError::Malformed(what.to_string());
+    let types = json
+        .get("types")
+        .and_then(Value::as_object)
+        .ok_or_else(|| malformed("types must be an object"))?;
+    if types.len() > MAX_TYPES {
+        return Err(TypedError::TooLarge(format!(
+            "{} types (at most {MAX_TYPES})",
+            types.len()
+        )));
+    }
+    let mut all = Vec::with_capacity(types.len());
+    let mut total = 0usize;
+    for (name, fields) in types {
+        let fields = fields
+            .as_array()
+            .ok_or_else(|| malformed("each type must be a list of {name, type}"))?;
+        total += fields.len();
+        if total > MAX_VALUES {
+            return Err(TypedError::TooLarge(format!("more than {MAX_VALUES} fields declared")));
+        }
+        let mut list = Vec::with_capacity(fields.len());
+        for field in fields {
+            let (Some(n), Some(t)) = (
+                field.get("name").and_then(Value::as_str),
+                field.get("type").and_then(Value::as_str),
+            ) else {
+                return Err(malformed("each field must be {name, type}"));
+            };
+            list.push((n, t));
+        }
+        all.push((name.as_str(), list));
+    }
+    Ok(all)
+}
+
+/// A type as written split into its root and its array dimensions (`Foo[][2]` → `Foo`, 2), without recursion.
+fn split_type(ty: &str) -> (&str, usize) {
+    let mut root = ty.trim();
+    let mut dims = 0;
+    while let Some(open) = root.strip_suffix(']').and_then(|r| r.rfind('[')) {
+        root = &root[..open];
+        dims += 1;
+    }
+    (root, dims)
+}
+
+/// Bounds the typed data before alloy reads it and refuses keys no type declares; iterative throughout.
+fn check_shape(json: &Value) -> Result<(), TypedError> {
+    let types = declared(json)?;
+    let index = |name: &str| types.iter().position(|(n, _)| *n == name);
+    // Depth of each type, relaxed until it settles: a cycle (a type that contains itself) never settles and passes
+    // the bound, as does any nesting deeper than it.
+    let mut depth = vec![0usize; types.len()];
+    loop {
+        let mut changed = false;
+        for (i, (_, fields)) in types.iter().enumerate() {
+            let inner = fields
+                .iter()
+                .map(|(_, ty)| {
+                    let (root, dims) = split_type(ty);
+                    dims + index(root).map_or(0, |j| depth[j])
+                })
+                .max()
+                .unwrap_or(0);
+            let d = inner + 1;
+            if d > MAX_DEPTH {
+                return Err(TypedError::TooLarge(format!(
+                    "types nest deeper than {MAX_DEPTH} levels (or contain themselves)"
+                )));
+            }
+            if d != depth[i] {
+                depth[i] = d;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if let Some(domain) = json.get("domain") {
+        let domain = domain
+            .as_object()
+            .ok_or_else(|| TypedError::Malformed("domain must be an object".into()))?;
+        if let Some(key) = domain.keys().find(|k| !DOMAIN_KEYS.contains(&k.as_str())) {
+            return Err(TypedError::Undeclared(format!("domain.{key}")));
+        }
+    }
+    let primary = json.get("primaryType").and_then(Value::as_str).unwrap_or_default();
+    let Some(message) = json.get("message") else {
+        return Ok(());
+    };
+    // The message walked along its types: every node counted, every object's keys declared.
+    let mut stack: Vec<(&Value, &str, String, usize)> = vec![(message, primary, "message".to_string(), 1)];
+    let mut values = 0usize;
+    while let Some((value, ty, path, level)) = stack.pop() {
+        values += 1;
+        if values > MAX_VALUES {
+            return Err(TypedError::TooLarge(format!("more than {MAX_VALUES} values")));
+        }
+        if level > MAX_DEPTH + 1 {
+            return Err(TypedError::TooLarge(format!("nested deeper than {MAX_DEPTH} levels")));
+        }
+        let (root, dims) = split_type(ty);
+        if dims > 0 {
+            let element = ty.trim()[..ty.trim().rfind('[').unwrap_or(0)].trim_end();
+            if let Some(items) = value.as_array() {
+                for (i, item) in items.iter().enumerate() {
+                    stack.push((item, element, format!("{path}.{i}"), level + 1));
+                }
+            }
+            continue;
+        }
+        let (Some(i), Some(object)) = (index(root), value.as_object()) else {
+            // A primitive, or a shape alloy's coercion refuses.
+            continue;
+        };
+        let fields = &types[i].1;
+        if let Some(key) = undeclared(object, fields) {
+            return Err(TypedError::Undeclared(format!("{path}.{key}")));
+        }
+        for (name, ty) in fields {
+            if let Some(v) = object.get(*name) {
+                stack.push((v, ty, format!("{path}.{name}"), level + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn undeclared<'a>(object: &'a Map<String, Value>, fields: &[(&str, &str)]) -> Option<&'a str> {
+    object
+        .keys()
+        .map(String::as_str)
+        .find(|k| !fields.iter().any(|(name, _)| name == k))
+}
+
+/// The declared fields of `name`, with their types as written.
+fn fields_of<'a>(json: &'a Value, name: &str) -> Option<Vec<(&'a str, &'a str)>> {
+    json.get("types")?
+        .get(name)?
+        .as_array()?
+        .iter()
+        .map(|f| Some((f.get("name")?.as_str()?, f.get("type")?.as_str()?.trim())))
+        .collect()
+}
+
+fn same(fields: &[(&str, &str)], expected: &[(&str, &str)]) -> bool {
+    fields.len() == expected.len() && fields.iter().zip(expected).all(|(a, b)| a == b)
+}
+
+const EIP2612: [(&str, &str); 5] = [
+    ("owner", "address"),
+    ("spender", "address"),
+    ("value", "uint256"),
+    ("nonce", "uint256"),
+    ("deadline", "uint256"),
+];
+const DAI: [(&str, &str); 5] = [
+    ("holder", "address"),
+    ("spender", "address"),
+    ("nonce", "uint256"),
+    ("expiry", "uint256"),
+    ("allowed", "bool"),
+];
+const PERMIT_DETAILS: [(&str, &str); 4] = [
+    ("token", "address"),
+    ("amount", "uint160"),
+    ("expiration", "uint48"),
+    ("nonce", "uint48"),
+];
+const TOKEN_PERMISSIONS: [(&str, &str); 2] = [("token", "address"), ("amount", "uint256")];
+const DELEGATION: [(&str, &str); 5] = [
+    ("delegate", "address"),
+    ("delegator", "address"),
+    ("authority", "bytes32"),
+    ("caveats", "Caveat[]"),
+    ("salt", "uint256"),
+];
+
+/// What the declared types make the typed data (see `Form`).
+fn form_of(json: &Value, primary: &str) -> Form {
+    let fields = |name: &str| fields_of(json, name).unwrap_or_default();
+    if json
+        .get("types")
+        .and_then(Value::as_object)
+        .is_some_and(|t| t.contains_key("Delegation") && same(&fields("Delegation"), &DELEGATION))
+    {
+        return Form::Delegation;
+    }
+    let own = fields(primary);
+    let transfer_head = |list: &'static str| -> [(&str, &str); 4] {
+        [
+            ("permitted", list),
+            ("spender", "address"),
+            ("nonce", "uint256"),
+            ("deadline", "uint256"),
+        ]
+    };
+    let permissions = || same(&fields("TokenPermissions"), &TOKEN_PERMISSIONS);
+    let details = || same(&fields("PermitDetails"), &PERMIT_DETAILS);
+    match primary {
+        "Permit" if same(&own, &EIP2612) => Form::Eip2612,
+        "Permit" if same(&own, &DAI) => Form::Dai,
+        "PermitSingle"
+            if details()
+                && same(
+                    &own,
+                    &[
+                        ("details", "PermitDetails"),
+                        ("spender", "address"),
+                        ("sigDeadline", "uint256"),
+                    ],
+                ) =>
+        {
+            Form::Permit2Allowance { batch: false }
+        }
+        "PermitBatch"
+            if details()
+                && same(
+                    &own,
+                    &[
+                        ("details", "PermitDetails[]"),
+                        ("spender", "address"),
+                        ("sigDeadline", "uint256"),
+                    ],
+                ) =>
+        {
+            Form::Permit2Allowance { batch: true }
+        }
+        "PermitTransferFrom" if permissions() && same(&own, &transfer_head("TokenPermissions")) => {
+            Form::Permit2Transfer { batch: false }
+        }
+        "PermitBatchTransferFrom" if permissions() && same(&own, &transfer_head("TokenPermissions[]")) => {
+            Form::Permit2Transfer { batch: true }
+        }
+        // Permit2 hashes the plain fields, then the witness the caller names (one more field of any type).
+        "PermitWitnessTransferFrom"
+            if permissions() && own.len() == 5 && same(&own[..4], &transfer_head("TokenPermissions")) =>
+        {
+            Form::Permit2Transfer { batch: false }
+        }
+        "PermitBatchWitnessTransferFrom"
+            if permissions() && own.len() == 5 && same(&own[..4], &transfer_head("TokenPermissions[]")) =>
+        {
+            Form::Permit2Transfer { batch: true }
+        }
+        _ => Form::Other,
+    }
+}
+
+/// What a grant is: an allowance kept by `holder` (the token itself, or Permit2), or a one-time transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantKind {
+    /// An allowance the token keeps (EIP-2612, DAI): its `allowance(owner, spender)` shows it.
+    TokenAllowance,
+    /// An allowance Permit2 keeps (`PermitSingle`, `PermitBatch`): Permit2's `allowance(owner, token, spender)`.
+    Permit2Allowance,
+    /// A one-time transfer of up to the amount (Permit2 `PermitTransferFrom`, batch and witness forms).
+    Transfer,
+}
+
+/// One thing a signature grants: an allowance of `token` to `spender` set to `amount`, or a one-time transfer of
 /// up to `amount` that `spender` may make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TypedGrant {
@@ -77,10 +418,25 @@ pub struct TypedGrant {
     pub spender: Address,
     pub amount: U256,
     pub unlimited: bool,
-    /// An allowance the token itself keeps (EIP-2612, DAI): its `allowance(owner, spender)` shows it.
-    pub erc20_allowance: bool,
-    /// A one-time transfer (Permit2 `PermitTransferFrom`), not an allowance.
-    pub transfer: bool,
+    pub kind: GrantKind,
+    /// The contract that keeps the allowance or makes the transfer: the token, or Permit2.
+    pub holder: Address,
+}
+
+impl TypedGrant {
+    pub fn is_transfer(&self) -> bool {
+        self.kind == GrantKind::Transfer
+    }
+}
+
+/// A field of a coerced struct, by its declared name.
+fn field<'a>(value: &'a DynSolValue, name: &str) -> Option<&'a DynSolValue> {
+    match value {
+        DynSolValue::CustomStruct { prop_names, tuple, .. } => {
+            prop_names.iter().position(|p| p == name).and_then(|i| tuple.get(i))
+        }
+        _ => None,
+    }
 }
 
 impl Typed {
@@ -88,223 +444,177 @@ impl Typed {
         &self.data.primary_type
     }
 
-    /// What signing it grants; empty for typed data that is none of the permits §18 names.
-    pub fn grants(&self) -> Vec<TypedGrant> {
-        let m = &self.data.message;
-        let address = |v: Option<&Value>| v.and_then(Value::as_str).and_then(|s| s.trim().parse::<Address>().ok());
-        let amount = |v: Option<&Value>| v.and_then(parse_uint);
-        let grant = |token: Option<Address>, spender: Option<Address>, value: Option<U256>, erc20, transfer| {
-            let (token, spender, amount) = (token?, spender?, value?);
-            Some(TypedGrant {
-                token,
-                spender,
-                amount,
-                unlimited: is_unlimited_amount(amount),
-                erc20_allowance: erc20,
-                transfer,
-            })
-        };
-        let verifying = self.data.domain.verifying_contract;
-        let spender = address(m.get("spender"));
-        let detail = |d: &Value, transfer: bool| {
-            let amount_of = amount(d.get("amount"));
-            grant(address(d.get("token")), spender, amount_of, false, transfer)
-        };
-        let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
-        match self.primary_type() {
-            // DAI's permit: all or nothing.
-            "Permit" if m.get("allowed").is_some() => {
-                let allowed = m.get("allowed").and_then(Value::as_bool) == Some(true);
-                let amount = if allowed { U256::MAX } else { U256::ZERO };
-                grant(verifying, spender, Some(amount), true, false)
-                    .map(|g| TypedGrant {
-                        unlimited: allowed,
-                        ..g
-                    })
-                    .into_iter()
-                    .collect()
-            }
-            "Permit" => grant(verifying, spender, amount(m.get("value")), true, false)
-                .into_iter()
-                .collect(),
-            "PermitSingle" => m.get("details").and_then(|d| detail(d, false)).into_iter().collect(),
-            "PermitBatch" => list(m.get("details")).iter().filter_map(|d| detail(d, false)).collect(),
-            "PermitTransferFrom" => m.get("permitted").and_then(|p| detail(p, true)).into_iter().collect(),
-            "PermitBatchTransferFrom" => list(m.get("permitted"))
-                .iter()
-                .filter_map(|p| detail(p, true))
-                .collect(),
-            _ => Vec::new(),
-        }
+    /// The contract that verifies the signature (the transfer's `to`); the zero address when the domain names none.
+    pub fn verifying(&self) -> Address {
+        self.data.domain.verifying_contract.unwrap_or_default()
     }
 
-    /// Whether signing grants an unlimited allowance (§18's forms, DAI's `allowed: true` included).
+    /// What signing it grants, read from the coerced message; empty for typed data that is none of the permits §18
+    /// names. A permit whose values cannot be read is an error (a refusal), never "grants nothing".
+    pub fn grants(&self) -> Result<Vec<TypedGrant>, TypedError> {
+        let unreadable = |what: &str| TypedError::Unreadable(format!("{} of {}", what, self.primary_type()));
+        let address = |v: Option<&DynSolValue>, what: &str| match v {
+            Some(DynSolValue::Address(a)) => Ok(*a),
+            _ => Err(unreadable(what)),
+        };
+        let uint = |v: Option<&DynSolValue>, what: &str| match v {
+            Some(DynSolValue::Uint(u, _)) => Ok(*u),
+            _ => Err(unreadable(what)),
+        };
+        let m = &self.message;
+        let holder = match self.data.domain.verifying_contract {
+            Some(contract) => contract,
+            None if matches!(self.form, Form::Eip2612 | Form::Dai) => {
+                return Err(unreadable("domain.verifyingContract (the token)"));
+            }
+            None => PERMIT2,
+        };
+        let list = |v: Option<&DynSolValue>, what: &str| match v {
+            Some(DynSolValue::Array(items) | DynSolValue::FixedArray(items)) => Ok(items.clone()),
+            _ => Err(unreadable(what)),
+        };
+        Ok(match self.form {
+            Form::Eip2612 => {
+                let amount = uint(field(m, "value"), "value")?;
+                vec![TypedGrant {
+                    token: holder,
+                    spender: address(field(m, "spender"), "spender")?,
+                    amount,
+                    unlimited: is_unlimited_amount(amount),
+                    kind: GrantKind::TokenAllowance,
+                    holder,
+                }]
+            }
+            // DAI's permit: all or nothing.
+            Form::Dai => {
+                let allowed = match field(m, "allowed") {
+                    Some(DynSolValue::Bool(b)) => *b,
+                    _ => return Err(unreadable("allowed")),
+                };
+                vec![TypedGrant {
+                    token: holder,
+                    spender: address(field(m, "spender"), "spender")?,
+                    amount: if allowed { U256::MAX } else { U256::ZERO },
+                    unlimited: allowed,
+                    kind: GrantKind::TokenAllowance,
+                    holder,
+                }]
+            }
+            Form::Permit2Allowance { batch } => {
+                let spender = address(field(m, "spender"), "spender")?;
+                let details = match batch {
+                    true => list(field(m, "details"), "details")?,
+                    false => vec![field(m, "details").cloned().ok_or_else(|| unreadable("details"))?],
+                };
+                details
+                    .iter()
+                    .map(|d| {
+                        let amount = uint(field(d, "amount"), "details.amount")?;
+                        Ok(TypedGrant {
+                            token: address(field(d, "token"), "details.token")?,
+                            spender,
+                            amount,
+                            unlimited: is_unlimited_permit2_amount(amount),
+                            kind: GrantKind::Permit2Allowance,
+                            holder,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            Form::Permit2Transfer { batch } => {
+                let spender = address(field(m, "spender"), "spender")?;
+                let permitted = match batch {
+                    true => list(field(m, "permitted"), "permitted")?,
+                    false => vec![field(m, "permitted").cloned().ok_or_else(|| unreadable("permitted"))?],
+                };
+                permitted
+                    .iter()
+                    .map(|p| {
+                        Ok(TypedGrant {
+                            token: address(field(p, "token"), "permitted.token")?,
+                            spender,
+                            amount: uint(field(p, "amount"), "permitted.amount")?,
+                            unlimited: false,
+                            kind: GrantKind::Transfer,
+                            holder,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            Form::Delegation | Form::Other => Vec::new(),
+        })
+    }
+
+    /// Whether signing grants an unlimited allowance (§18's amounts, DAI's `allowed: true`).
     pub fn grants_unlimited(&self) -> bool {
-        self.grants().iter().any(|g| g.unlimited && !g.transfer)
-            || super::typed_data_grants_unlimited(self.primary_type(), &self.data.message)
+        self.grants()
+            .map(|grants| grants.iter().any(|g| g.unlimited && !g.is_transfer()))
+            .unwrap_or(true)
+    }
+
+    /// The rule that refuses it whatever the `calls` rules say: `delegation_signature` for a delegation of the
+    /// framework or a domain verified by a configured `DelegationManager` (`managers`, every chain's), then
+    /// `permit_not_understood` for Permit2-domain or `Permit…` typed data the service does not decode.
+    pub fn forbidden(&self, managers: &[Address]) -> Option<PolicyRule> {
+        let verifying = self.data.domain.verifying_contract;
+        if self.form == Form::Delegation || verifying.is_some_and(|v| managers.contains(&v)) {
+            return Some(PolicyRule::DelegationSignature);
+        }
+        let undecoded = matches!(self.form, Form::Other | Form::Delegation);
+        if undecoded && (verifying == Some(PERMIT2) || self.primary_type().starts_with("Permit")) {
+            return Some(PolicyRule::PermitNotUnderstood);
+        }
+        None
     }
 
     /// The typed data as the `calls` rules see it.
     pub fn facts(&self, agent: Address) -> TypedFacts<'_> {
-        TypedFacts::of(&self.json, agent)
-    }
-}
-
-/// Typed data as the rules see it: the domain and message as written (fields read by name, the message's by
-/// dotted path), the primary type, and the agent's address for `"$agent"`.
-#[derive(Debug, Clone, Copy)]
-pub struct TypedFacts<'a> {
-    pub domain: &'a Value,
-    pub primary_type: &'a str,
-    pub message: &'a Value,
-    pub agent: Address,
-}
-
-impl<'a> TypedFacts<'a> {
-    /// The facts of typed data as written (`{types, primaryType, domain, message}`).
-    pub fn of(json: &'a Value, agent: Address) -> Self {
         TypedFacts {
-            domain: json.get("domain").unwrap_or(&Value::Null),
-            primary_type: json.get("primaryType").and_then(Value::as_str).unwrap_or_default(),
-            message: json.get("message").unwrap_or(&Value::Null),
+            domain: &self.data.domain,
+            primary_type: self.primary_type(),
+            message: &self.message,
             agent,
         }
     }
+}
 
+/// Typed data as the rules see it: the domain alloy hashes, the primary type, the message as the digest encodes it
+/// (fields read by name, nested ones by dotted path, array items by index), and the agent's address for `"$agent"`.
+#[derive(Debug, Clone, Copy)]
+pub struct TypedFacts<'a> {
+    pub domain: &'a Eip712Domain,
+    pub primary_type: &'a str,
+    pub message: &'a DynSolValue,
+    pub agent: Address,
+}
+
+impl TypedFacts<'_> {
     /// A field of the domain, or of the message by its dotted path, as an operand; `None` when absent or not a
-    /// scalar (conditions never reach objects and arrays).
+    /// scalar (conditions never reach structs and arrays). Integers, addresses, booleans and bytes are the values
+    /// hashed; a string is read by its text as a condition's operand is.
     pub fn operand(&self, in_domain: bool, path: &str) -> Option<Operand> {
-        let root = if in_domain { self.domain } else { self.message };
-        let value = path.split('.').try_fold(root, |v, part| match v {
-            Value::Array(items) => items.get(part.parse::<usize>().ok()?),
-            other => other.get(part),
+        if in_domain {
+            let d = self.domain;
+            let text = |s: &str| loose(&Value::String(s.to_string()));
+            return match path {
+                "name" => d.name.as_deref().and_then(text),
+                "version" => d.version.as_deref().and_then(text),
+                "chainId" => d.chain_id.map(Operand::Uint),
+                "verifyingContract" => d.verifying_contract.map(Operand::Address),
+                "salt" => d.salt.map(|s| Operand::Bytes(s.to_vec())),
+                _ => None,
+            };
+        }
+        let value = path.split('.').try_fold(self.message, |v, part| match v {
+            DynSolValue::Array(items) | DynSolValue::FixedArray(items) => items.get(part.parse::<usize>().ok()?),
+            other => field(other, part),
         })?;
-        loose(value)
+        match value {
+            DynSolValue::String(s) => loose(&Value::String(s.clone())),
+            other => operand_of(other),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    const TOKEN: Address = Address::repeat_byte(0x70);
-    const SPENDER: Address = Address::repeat_byte(0x5e);
-    const OWNER: Address = Address::repeat_byte(0xa1);
-
-    fn permit(chain_id: Value, primary: &str, message: Value, extra_types: Value) -> Value {
-        let mut types = json!({
-            "EIP712Domain": [
-                {"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}],
-            "Permit": [
-                {"name": "owner", "type": "address"}, {"name": "spender", "type": "address"},
-                {"name": "value", "type": "uint256"}, {"name": "nonce", "type": "uint256"},
-                {"name": "deadline", "type": "uint256"}]
-        });
-        if let (Some(types), Some(extra)) = (types.as_object_mut(), extra_types.as_object()) {
-            types.extend(extra.clone());
-        }
-        json!({"types": types, "primaryType": primary,
-            "domain": {"name": "USD Coin", "version": "2", "chainId": chain_id, "verifyingContract": TOKEN.to_string()},
-            "message": message})
-    }
-
-    fn eip2612(value: &str) -> Value {
-        permit(
-            json!(8453),
-            "Permit",
-            json!({"owner": OWNER.to_string(), "spender": SPENDER.to_string(), "value": value, "nonce": "0",
-                "deadline": "99999999999"}),
-            json!({}),
-        )
-    }
-
-    #[test]
-    fn a_permit_is_tied_to_its_chain_and_grants_an_allowance_of_the_token_that_verifies_it() {
-        let typed = parse(&eip2612("250000000"), 8453).expect("valid");
-        assert_eq!(
-            typed.grants(),
-            vec![TypedGrant {
-                token: TOKEN,
-                spender: SPENDER,
-                amount: U256::from(250_000_000u64),
-                unlimited: false,
-                erc20_allowance: true,
-                transfer: false,
-            }]
-        );
-        assert!(!typed.grants_unlimited());
-        assert_eq!(typed.digest, typed.data.eip712_signing_hash().expect("hash"));
-        assert_eq!(
-            parse(&eip2612("1"), 1).expect_err("other chain"),
-            TypedError::WrongChain {
-                found: U256::from(8453),
-                expected: 1
-            }
-        );
-        let mut no_chain = eip2612("1");
-        no_chain["domain"].as_object_mut().expect("object").remove("chainId");
-        assert_eq!(parse(&no_chain, 8453).expect_err("no chain"), TypedError::NoChainId);
-        let max = U256::MAX.to_string();
-        assert!(parse(&eip2612(&max), 8453).expect("valid").grants_unlimited());
-        assert!(matches!(
-            parse(&json!({"types": {}}), 8453),
-            Err(TypedError::Malformed(_))
-        ));
-    }
-
-    #[test]
-    fn eip3009_is_refused_and_dai_and_permit2_are_read_as_what_they_grant() {
-        let auth = permit(
-            json!(8453),
-            "TransferWithAuthorization",
-            json!({"from": OWNER.to_string()}),
-            json!({"TransferWithAuthorization": [{"name": "from", "type": "address"}]}),
-        );
-        assert!(matches!(parse(&auth, 8453), Err(TypedError::Eip3009(_))));
-
-        let dai = |allowed: bool| {
-            let mut typed = permit(
-                json!("8453"),
-                "Permit",
-                json!({"holder": OWNER.to_string(), "spender": SPENDER.to_string(), "nonce": 0, "expiry": 0,
-                    "allowed": allowed}),
-                json!({}),
-            );
-            typed["types"]["Permit"] = json!([
-                {"name": "holder", "type": "address"}, {"name": "spender", "type": "address"},
-                {"name": "nonce", "type": "uint256"}, {"name": "expiry", "type": "uint256"},
-                {"name": "allowed", "type": "bool"}]);
-            parse(&typed, 8453).expect("valid")
-        };
-        assert!(dai(true).grants_unlimited());
-        assert!(!dai(false).grants_unlimited());
-        assert_eq!(dai(false).grants()[0].amount, U256::ZERO);
-
-        let single = permit(
-            json!(8453),
-            "PermitSingle",
-            json!({"details": {"token": TOKEN.to_string(), "amount": "5", "expiration": 1, "nonce": 0},
-                "spender": SPENDER.to_string(), "sigDeadline": "1"}),
-            json!({"PermitSingle": [{"name": "details", "type": "PermitDetails"},
-                    {"name": "spender", "type": "address"}, {"name": "sigDeadline", "type": "uint256"}],
-                "PermitDetails": [{"name": "token", "type": "address"}, {"name": "amount", "type": "uint160"},
-                    {"name": "expiration", "type": "uint48"}, {"name": "nonce", "type": "uint48"}]}),
-        );
-        let typed = parse(&single, 8453).expect("valid");
-        let grants = typed.grants();
-        assert_eq!(
-            (grants[0].token, grants[0].spender, grants[0].amount),
-            (TOKEN, SPENDER, U256::from(5))
-        );
-        assert!(!grants[0].erc20_allowance && !grants[0].transfer);
-        let facts = typed.facts(OWNER);
-        assert_eq!(
-            facts.operand(false, "details.amount"),
-            Some(Operand::Uint(U256::from(5)))
-        );
-        assert_eq!(facts.operand(true, "chainId"), Some(Operand::Uint(U256::from(8453))));
-        assert_eq!(facts.operand(false, "details.missing"), None);
-    }
-}
+mod tests;

@@ -27,41 +27,37 @@ pub fn grants_unlimited(decoded: &DecodedCall) -> bool {
         return false;
     };
     let unlimited_at = |path: &[usize]| at(args, path).and_then(parse_uint).is_some_and(is_unlimited_amount);
+    // Permit2 keeps uint160 amounts: 2^159 and more is unlimited there (§18).
+    let permit2_unlimited_at = |path: &[usize]| {
+        at(args, path)
+            .and_then(parse_uint)
+            .is_some_and(is_unlimited_permit2_amount)
+    };
     let is_true = |i: usize| args.get(i).and_then(Value::as_bool) == Some(true);
     match function {
         "approve(address,uint256)" | "increaseAllowance(address,uint256)" => unlimited_at(&[1]),
-        "approve(address,address,uint160,uint48)" => unlimited_at(&[2]),
+        "approve(address,address,uint160,uint48)" => permit2_unlimited_at(&[2]),
         "setApprovalForAll(address,bool)" => is_true(1),
         "permit(address,address,uint256,uint256,uint8,bytes32,bytes32)" => unlimited_at(&[2]),
         "permit(address,address,uint256,uint256,bool,uint8,bytes32,bytes32)" => is_true(4),
         // PermitSingle: (details (token, amount, expiration, nonce), spender, sigDeadline).
-        "permit(address,((address,uint160,uint48,uint48),address,uint256),bytes)" => unlimited_at(&[1, 0, 1]),
+        "permit(address,((address,uint160,uint48,uint48),address,uint256),bytes)" => permit2_unlimited_at(&[1, 0, 1]),
         "permit(address,((address,uint160,uint48,uint48)[],address,uint256),bytes)" => {
             at(args, &[1, 0]).and_then(Value::as_array).is_some_and(|details| {
-                details
-                    .iter()
-                    .any(|d| at_one(d, 1).and_then(parse_uint).is_some_and(is_unlimited_amount))
+                details.iter().any(|d| {
+                    at_one(d, 1)
+                        .and_then(parse_uint)
+                        .is_some_and(is_unlimited_permit2_amount)
+                })
             })
         }
         _ => false,
     }
 }
 
-/// Whether EIP-712 typed data grants an unlimited allowance once signed: EIP-2612 `Permit` (`value`), DAI's
-/// `Permit` (`allowed: true`; told apart by that field), Permit2's `PermitSingle` / `PermitBatch`
-/// (`details.amount`). Amounts may be decimal strings or JSON integers, as wallets write them.
-pub fn typed_data_grants_unlimited(primary_type: &str, message: &Value) -> bool {
-    let unlimited = |v: Option<&Value>| v.and_then(parse_uint).is_some_and(is_unlimited_amount);
-    match primary_type {
-        "Permit" if message.get("allowed").is_some() => message.get("allowed").and_then(Value::as_bool) == Some(true),
-        "Permit" => unlimited(message.get("value")),
-        "PermitSingle" => unlimited(message.get("details").and_then(|d| d.get("amount"))),
-        "PermitBatch" => message
-            .get("details")
-            .and_then(Value::as_array)
-            .is_some_and(|list| list.iter().any(|d| unlimited(d.get("amount")))),
-        _ => false,
-    }
+/// Whether a Permit2 allowance amount means "infinite": 2^159 or more (§18), besides the amounts above.
+pub fn is_unlimited_permit2_amount(amount: U256) -> bool {
+    amount >= U256::from(1u8) << 159 || is_unlimited_amount(amount)
 }
 
 fn at_one(value: &Value, i: usize) -> Option<&Value> {
@@ -184,36 +180,5 @@ mod tests {
             args: None,
         };
         assert!(!grants_unlimited(&unknown));
-    }
-
-    #[test]
-    fn typed_data_that_grants_unlimited_allowances() {
-        let max = U256::MAX.to_string();
-        let cases = [
-            ("Permit", json!({"owner": "0x1", "value": max}), true),
-            ("Permit", json!({"owner": "0x1", "value": "10"}), false),
-            ("Permit", json!({"holder": "0x1", "allowed": true}), true),
-            ("Permit", json!({"holder": "0x1", "allowed": false}), false),
-            (
-                "PermitSingle",
-                json!({"details": {"amount": "1461501637330902918203684832716283019655932542975"}}),
-                true,
-            ),
-            ("PermitSingle", json!({"details": {"amount": 5}}), false),
-            (
-                "PermitBatch",
-                json!({"details": [{"amount": "1"}, {"amount": max}]}),
-                true,
-            ),
-            ("PermitBatch", json!({"details": [{"amount": "1"}]}), false),
-            ("TransferWithAuthorization", json!({"value": max}), false),
-        ];
-        for (primary, message, expected) in cases {
-            assert_eq!(
-                typed_data_grants_unlimited(primary, &message),
-                expected,
-                "{primary} {message}"
-            );
-        }
     }
 }

@@ -303,15 +303,17 @@ where
         agent_id: Uuid,
         chain: &str,
     ) -> StoreResult<Vec<Remaining>> {
-        let rows: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT token, spender, remaining FROM allowance_ledger WHERE agent_id = $1 AND chain = $2")
-                .bind(agent_id)
-                .bind(chain)
-                .fetch_all(&mut *conn)
-                .await?;
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT holder, token, spender, remaining FROM allowance_ledger WHERE agent_id = $1 AND chain = $2",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_all(&mut *conn)
+        .await?;
         rows.into_iter()
-            .map(|(token, spender, remaining)| {
+            .map(|(holder, token, spender, remaining)| {
                 Ok(Remaining {
+                    holder: shared::address_from_text(&holder)?,
                     token: shared::address_from_text(&token)?,
                     spender: shared::address_from_text(&spender)?,
                     remaining: shared::wei_from_text(&remaining, "allowance_ledger.remaining")?,
@@ -347,17 +349,28 @@ where
         }
         for row in ledger {
             sqlx::query(
-                "INSERT INTO allowance_ledger (agent_id, chain, token, spender, remaining) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (agent_id, chain, token, spender) DO UPDATE SET remaining = $5",
+                "INSERT INTO allowance_ledger (agent_id, chain, holder, token, spender, remaining) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (agent_id, chain, holder, token, spender) DO UPDATE SET remaining = $6",
             )
             .bind(r.agent_id)
             .bind(&r.chain)
+            .bind(format!("{:#x}", row.holder))
             .bind(format!("{:#x}", row.token))
             .bind(format!("{:#x}", row.spender))
             .bind(row.remaining.to_string())
             .execute(&mut *conn)
             .await?;
         }
+        Ok(())
+    }
+
+    /// Removes what a waiting call counted in the windows (its approval counts it again as signed).
+    pub(super) async fn uncount_call_in(conn: &mut B::Connection, transfer_id: Uuid) -> StoreResult<()> {
+        sqlx::query("DELETE FROM call_outflows WHERE transfer_id = $1")
+            .bind(transfer_id)
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     }
 

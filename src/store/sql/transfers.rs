@@ -14,7 +14,6 @@ use super::policies::GateRead;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
 use crate::domain::call::CallFacts;
-use crate::domain::call::typed::TypedFacts;
 use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing, Subject};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
@@ -141,9 +140,12 @@ where
             }),
             call: match (&r.call, &r.call_check) {
                 (Some(call), Some(check)) => Some(CallSite {
-                    subject: match &call.typed_data {
-                        Some(typed) => Subject::TypedData(TypedFacts::of(&typed.typed_data, r.from)),
-                        None => Subject::Call(CallFacts {
+                    subject: match (&call.typed_data, &check.typed) {
+                        (Some(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
+                        (Some(_), None) => {
+                            return Err(StoreError::Corrupt("typed data came without its parse".into()));
+                        }
+                        (None, _) => Subject::Call(CallFacts {
                             chain: &r.chain,
                             to: r.to,
                             calldata: &call.data,
@@ -151,9 +153,11 @@ where
                             agent: r.from,
                         }),
                     },
+                    forbidden: check.forbidden,
                     unlimited: check.unlimited,
                     guarded: check.guarded,
                     counts: &call_counts,
+                    receivers: &check.receivers,
                 }),
                 _ => None,
             },
@@ -172,7 +176,9 @@ where
             Decision::Refuse(refusal) => return Ok(refusal.into()),
             Decision::Hold { ttl_secs, holds } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs, holds).await?;
-                Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
+                // A held call counts in the windows while it waits; the allowance ledger changes only once it is
+                // reserved for signing (§18): a rejected or expired one leaves nothing behind.
+                Self::count_call_in(&mut tx, r, &call_counts, &[], now).await?;
                 Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
                 tx.commit().await?;
                 self.feed.announce(&event);
@@ -197,6 +203,10 @@ where
         let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
+        if approved.is_some() {
+            // What it counted while it waited gives way to what it counts as signed.
+            Self::uncount_call_in(&mut tx, r.id).await?;
+        }
         Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
         if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
             && let Some(audit) = approval.decided_audit(by, record.chain_hash(), None)
@@ -646,7 +656,27 @@ where
         .bind(mined_nonce.map_or(0, |n| n as i64))
         .fetch_all(&mut *conn)
         .await?;
-        shared::sum_wei(&rows, "value_wei")
+        let transfers = shared::sum_wei(&rows, "value_wei")?;
+        // A call's simulated outflows of the token are held as a token transfer's are while it is on its way (§18).
+        let calls: Vec<(Option<String>,)> = sqlx::query_as(
+            "SELECT call_record FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
+             AND call_record IS NOT NULL AND status IN ('signed', 'pending') AND nonce >= $3",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .bind(mined_nonce.map_or(0, |n| n as i64))
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut held = transfers;
+        for (record,) in calls {
+            let Some(record) = shared::call_from_column(record, "transactions.call_record")? else {
+                continue;
+            };
+            for figure in record.figures.iter().filter(|f| f.token == token) {
+                held = held.saturating_add(figure.out);
+            }
+        }
+        Ok(held)
     }
 
     /// What the agent's signed or pending transfers on `chain` hold: their reservations (value and up to twice the
