@@ -218,6 +218,9 @@ pub trait TransferStore: Send + Sync + 'static {
     /// `Reservation::Sign` with the nonce to sign at. The signature is never made inside the transaction.
     async fn reserve_transfer(&self, request: &TransferRequest, signed: Option<&Presigned>)
     -> StoreResult<Reservation>;
+    /// What `reserve_transfer` would decide now, read and decided the same way under the agent's lock, with
+    /// nothing written (a call's preview, §18 `calls/simulate`).
+    async fn judge_transfer(&self, request: &TransferRequest) -> StoreResult<crate::domain::decision::Decision>;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
@@ -376,18 +379,6 @@ pub trait OwnerStore: Send + Sync + 'static {
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
-    /// What a call counts with the allowance ledger as it is now, and the windows of each count's asset with
-    /// whether its party was paid before (a call's simulation reports its verdict with them; its reservation reads
-    /// them again under the agent's lock).
-    async fn call_counts(
-        &self,
-        agent_id: Uuid,
-        chain: &str,
-        check: &CallCheck,
-    ) -> StoreResult<(
-        Vec<crate::domain::decision::Counted>,
-        Vec<(crate::domain::decision::Windows, bool)>,
-    )>;
     /// The allowances the service counted for the agent on `chain` (§18).
     async fn allowance_ledger(
         &self,

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::send::{CallDraft, Kind, Outflow};
+use super::send::{CallDraft, Judged, Kind, Outflow};
 use super::{TransferError, TransferOutcome, Transfers, store_error};
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
 use crate::domain::agent::Agent;
@@ -665,70 +665,47 @@ impl DecisionView {
 }
 
 impl Transfers {
-    /// The verdict on a previewed call, as its reservation would reach it now: the unlimited-approval guard, the
-    /// `calls` rules, the recipient rules and limits of each asset it counts, then the cap. Nothing is reserved.
+    /// The verdict on a previewed call: the one decision its reservation would reach now (the same request, facts
+    /// and `decide`, under the agent's lock), with nothing reserved, signed or written.
     pub async fn judge_call(
         &self,
         order: &CallOrder<'_>,
         previewed: &Previewed,
     ) -> Result<DecisionView, TransferError> {
-        use crate::domain::policy::Verdict;
-        let chain = order.chain;
-        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
-        let (counts, windows) = self
-            .store
-            .call_counts(order.agent.id, chain.name, &previewed.check)
-            .await
-            .map_err(store_error)?;
-        let from = order
+        let from = *order
             .agent
             .wallet_addresses
-            .get(chain.name)
-            .copied()
-            .unwrap_or_default();
-        let site = crate::domain::decision::CallSite {
-            subject: crate::domain::decision::Subject::Call(call::CallFacts {
-                chain: chain.name,
-                to: order.to,
-                calldata: &previewed.record.data,
-                value_wei: order.value,
-                agent: from,
-            }),
-            forbidden: previewed.check.forbidden,
-            unlimited: previewed.check.unlimited,
-            guarded: previewed.check.guarded,
-            counts: &counts,
-            receivers: &previewed.check.receivers,
+            .get(order.chain.name)
+            .ok_or(TransferError::NoWallet)?;
+        let outflow = Outflow {
+            id: Uuid::new_v4(),
+            agent_id: order.agent.id,
+            chain: order.chain,
+            conversation_id: order.conversation_id,
+            from,
+            to: order.to,
+            value: order.value,
+            kind: Kind::Call(Box::new(CallDraft {
+                record: previewed.record.clone(),
+                check: Some(previewed.check.clone()),
+                gas_limit: previewed.gas_limit,
+            })),
+            authorization: Authorization::Policy,
+            mandate: order.mandate.clone(),
         };
-        let verdict = crate::domain::decision::call_verdict(&site, &policy, &windows);
-        if let Verdict::Deny(rule) = verdict {
-            return Ok(DecisionView::deny("policy_denied", Some(rule.as_str())));
-        }
-        let client = self.chains.get(chain.name)?;
-        let fees = client.recent_fees(super::FEE_MAX_AGE).await?;
-        let reserved = crate::domain::decision::Cost::of(order.value, fees.max_cost(previewed.gas_limit)).reserved;
-        let spent = self
-            .store
-            .spent_by_chain(order.agent.id)
-            .await
-            .map_err(store_error)?
-            .get(chain.name)
-            .copied()
-            .unwrap_or_default();
-        if !crate::domain::decision::fits(order.agent.spending_cap_wei, spent, reserved) {
-            return Ok(DecisionView::deny("spending_cap_exceeded", None));
-        }
-        Ok(match verdict {
-            Verdict::NeedsApproval(_) => DecisionView {
-                result: "approve",
-                code: None,
-                rule: None,
-            },
-            _ => DecisionView {
+        Ok(match self.judge_outflow(&outflow).await? {
+            Judged::Allow => DecisionView {
                 result: "allow",
                 code: None,
                 rule: None,
             },
+            Judged::Approve => DecisionView {
+                result: "approve",
+                code: None,
+                rule: None,
+            },
+            Judged::Deny(TransferError::PolicyDenied(rule)) => DecisionView::deny("policy_denied", Some(rule.as_str())),
+            Judged::Deny(e) => DecisionView::deny(e.code(), None),
         })
     }
 }

@@ -244,7 +244,42 @@ impl Outflow<'_> {
     }
 }
 
+/// What the reservation of an outflow would decide now (a call's preview, §18 `calls/simulate`).
+pub(super) enum Judged {
+    Allow,
+    /// Held for an owner's approval.
+    Approve,
+    /// Refused, with the error the send would answer.
+    Deny(TransferError),
+}
+
 impl Transfers {
+    /// What sending `o` would decide now, by the same quote, request and decision as `send_outflow`, with nothing
+    /// reserved, signed or written. A quote that already refuses (funds) is that refusal.
+    pub(super) async fn judge_outflow(&self, o: &Outflow<'_>) -> Result<Judged, TransferError> {
+        let chain = o.chain;
+        let client = self.chains.get(chain.name)?;
+        let quote = match o.kind.quote(client, o).await {
+            Ok(quote) => quote,
+            Err(e @ TransferError::InsufficientFunds { .. }) => return Ok(Judged::Deny(e)),
+            Err(e) => return Err(e),
+        };
+        let node_nonce = match o.kind.on_chain() {
+            true => self.node_nonce(client, o.agent_id, chain, o.from).await?,
+            false => None,
+        };
+        let request = o.request(&quote, node_nonce);
+        let decision = self.store.judge_transfer(&request).await.map_err(store_error)?;
+        Ok(match decision {
+            crate::domain::decision::Decision::Reserve { .. } => Judged::Allow,
+            crate::domain::decision::Decision::Hold { .. } => Judged::Approve,
+            crate::domain::decision::Decision::Refuse(refusal) => match reserved(refusal.into(), &request, chain) {
+                Err(e) => Judged::Deny(e),
+                Ok(_) => Judged::Allow,
+            },
+        })
+    }
+
     /// Sends `o` (see the module's doc). `Sent` with `Pending` when the node took it (the caller marks it so),
     /// `Submitted` when it is stored signed for the watcher (or, for an authorization, for the paid request).
     pub(super) async fn send_outflow(&self, o: Outflow<'_>) -> Result<TransferOutcome, TransferError> {

@@ -588,3 +588,41 @@ async fn a_calls_token_outflow_is_held_against_the_balance_while_it_is_on_its_wa
         "one transaction, none reverted"
     );
 }
+
+#[tokio::test]
+async fn a_preview_decides_as_the_send_does() {
+    let s = setup().await;
+    put_policy(&s, json!({"calls": {"default": "allow"}})).await;
+    // Within the cap of 0.5 but beyond a wallet of 0.1 ETH: the send refuses it for its funds, and so does the
+    // preview (it once said "allow": a second, partial copy of the decision without the funds).
+    s.anvil.set_balance(wallet(&s.agent), wei(ONE_ETH / 10)).await;
+    let deposit =
+        json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": "0.2"});
+    let (status, preview) = post(&s, "calls/simulate", deposit.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    assert_eq!(preview["decision"]["result"], "deny", "{preview}");
+    assert_eq!(preview["decision"]["code"], "insufficient_funds", "{preview}");
+    assert_error(
+        &post(&s, "calls", deposit).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "insufficient_funds",
+    );
+    // Where the send signs, the preview says allow; where a limit refuses, both name it.
+    let small =
+        json!({"chain": "base", "to": s.uni.weth.to_string(), "function": "deposit()", "args": [], "value": "0.01"});
+    let (_, preview) = post(&s, "calls/simulate", small.clone()).await;
+    assert_eq!(preview["decision"]["result"], "allow", "{preview}");
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:ETH": {"per_transfer": "0.001"}}}),
+    )
+    .await;
+    let (_, preview) = post(&s, "calls/simulate", small.clone()).await;
+    assert_eq!(
+        preview["decision"],
+        json!({"result": "deny", "code": "policy_denied", "rule": "per_transfer"})
+    );
+    let refused = post(&s, "calls", small).await;
+    assert_eq!(rule(&refused), "per_transfer", "{}", refused.1);
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
+}

@@ -12,14 +12,13 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::asset;
 use crate::domain::audit::Actor;
-use crate::domain::call::ledger::{self, Remaining};
+use crate::domain::call::ledger::Remaining;
 use crate::domain::decision::{self, Counted, Gate, Windows};
 use crate::domain::policy::{ApprovalStatus, Holds, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
-    Approval, AuditEvent, Authorization, CallCheck, Closing, EventRecord, PolicyStore, StoreError, StoreResult,
-    TransferRequest,
+    Approval, AuditEvent, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
 };
 
 #[async_trait]
@@ -43,21 +42,6 @@ where
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<Policy> {
         let mut conn = self.pool.acquire().await?;
         Self::policy_in(&mut conn, agent_id).await
-    }
-
-    async fn call_counts(
-        &self,
-        agent_id: Uuid,
-        chain: &str,
-        check: &CallCheck,
-    ) -> StoreResult<(Vec<Counted>, Vec<(Windows, bool)>)> {
-        let mut conn = self.pool.acquire().await?;
-        let policy = Self::policy_in(&mut conn, agent_id).await?;
-        let ledger = Self::ledger_in(&mut conn, agent_id, chain).await?;
-        let (counts, _) = ledger::count(&check.fixed, &check.outs, &check.moves, &ledger);
-        let windows =
-            Self::call_windows_in(&mut conn, (agent_id, chain), &counts, &policy, crate::domain::now()).await?;
-        Ok((counts, windows))
     }
 
     async fn allowance_ledger(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<Remaining>> {

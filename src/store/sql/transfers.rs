@@ -24,6 +24,15 @@ use crate::store::{
     TransferRequest, TransferStore,
 };
 
+/// What a reservation read under the agent's lock, and what `decide` answered on it.
+struct Decided {
+    decision: Decision,
+    gate: GateRead,
+    spent: U256,
+    call_counts: Vec<decision::Counted>,
+    ledger_rows: Vec<crate::domain::call::ledger::Remaining>,
+}
+
 #[async_trait]
 impl<B> TransferStore for SqlStore<B>
 where
@@ -84,95 +93,28 @@ where
         Self::stored_nonce(&mut conn, agent_id, chain).await
     }
 
+    async fn judge_transfer(&self, r: &TransferRequest) -> StoreResult<Decision> {
+        let mut tx = B::begin_write(self).await?;
+        B::lock_agent(&mut tx, r.agent_id).await?;
+        let read = Self::read_and_decide(&mut tx, r).await?;
+        // Nothing is written: the transaction rolls back when it is dropped.
+        Ok(read.decision)
+    }
+
     async fn reserve_transfer(&self, r: &TransferRequest, signed: Option<&Presigned>) -> StoreResult<Reservation> {
         let mut tx = B::begin_write(self).await?;
         // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending, the balances'
         // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
         B::lock_agent(&mut tx, r.agent_id).await?;
         let now = crate::domain::now();
-        let standing = Self::standing_in(&mut tx, r.agent_id, &r.mandate).await?;
-        let cap = Self::cap_in(&mut tx, r.agent_id).await?;
-        let spent = Self::spent_on_chain(&mut tx, r.agent_id, &r.chain).await?;
-        let tokens = match (r.token_balance, r.token) {
-            (Some(balance), Some(token)) => Some(Funds {
-                balance,
-                held: Self::held_of_token(&mut tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
-            }),
-            _ => None,
-        };
-        let native = match r.native_funds {
-            Some(funds) => Some(Funds {
-                balance: funds.balance,
-                held: Self::held_by_transfers(&mut tx, r.agent_id, &r.chain).await?,
-            }),
-            None => None,
-        };
-        let gate = Self::gate_in(&mut tx, r, now).await?;
-        // A call's counts depend on the allowances counted before it, read under the same lock (§18).
-        let (call_counts, ledger_rows) = match &r.call_check {
-            Some(check) => {
-                let ledger = Self::ledger_in(&mut tx, r.agent_id, &r.chain).await?;
-                crate::domain::call::ledger::count(&check.fixed, &check.outs, &check.moves, &ledger)
-            }
-            None => (Vec::new(), Vec::new()),
-        };
-        let call_windows = match (&r.call_check, &gate) {
-            (Some(_), GateRead::Policy { policy, .. }) => {
-                Self::call_windows_in(&mut tx, (r.agent_id, &r.chain), &call_counts, policy, now).await?
-            }
-            _ => Vec::new(),
-        };
-        let off_chain = r.x402.is_some() || r.call.as_ref().is_some_and(|c| c.typed_data.is_some());
-        let stored_nonce = match off_chain {
-            true => None,
-            false => Self::stored_nonce(&mut tx, r.agent_id, &r.chain).await?,
-        };
-        let asset_key = asset::key(&r.chain, &r.asset);
-        let request = decision::Request {
-            asset_key: &asset_key,
-            to: r.to,
-            value: r.value_wei,
-            reserved: r.reserved_wei,
-            native_needed: r.native_funds.map(|f| f.needed),
-            node_nonce: r.node_nonce,
-            payment: r.x402.as_ref().map(|x| PaymentSite {
-                host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
-            }),
-            call: match (&r.call, &r.call_check) {
-                (Some(call), Some(check)) => Some(CallSite {
-                    subject: match (&call.typed_data, &check.typed) {
-                        (Some(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
-                        (Some(_), None) => {
-                            return Err(StoreError::Corrupt("typed data came without its parse".into()));
-                        }
-                        (None, _) => Subject::Call(CallFacts {
-                            chain: &r.chain,
-                            to: r.to,
-                            calldata: &call.data,
-                            value_wei: r.value_wei,
-                            agent: r.from,
-                        }),
-                    },
-                    forbidden: check.forbidden,
-                    unlimited: check.unlimited,
-                    guarded: check.guarded,
-                    counts: &call_counts,
-                    receivers: &check.receivers,
-                }),
-                _ => None,
-            },
-        };
-        let facts = Facts {
-            standing,
-            cap,
+        let Decided {
+            decision,
+            gate,
             spent,
-            tokens,
-            native,
-            gate: gate.gate(now),
-            stored_nonce,
-            call_windows: &call_windows,
-        };
-        let (nonce, release) = match decision::decide(&request, &facts) {
+            call_counts,
+            ledger_rows,
+        } = Self::read_and_decide(&mut tx, r).await?;
+        let (nonce, release) = match decision {
             Decision::Refuse(refusal) => return Ok(refusal.into()),
             Decision::Hold { ttl_secs, holds } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs, holds).await?;
@@ -554,6 +496,121 @@ where
 }
 
 /// The insert of a transfer row, inside the caller's transaction.
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    // Amounts and addresses are text, nonces and gas integers, raw transactions bytes; tuples are read by index,
+    // transfers and events by column name. Settlement appends a message (see `conversations`).
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    /// The facts of a reservation read under the agent's lock, and `domain::decision::decide`'s answer on them:
+    /// what `reserve_transfer` applies and `judge_transfer` reports.
+    async fn read_and_decide(tx: &mut B::Connection, r: &TransferRequest) -> StoreResult<Decided> {
+        let now = crate::domain::now();
+        let standing = Self::standing_in(tx, r.agent_id, &r.mandate).await?;
+        let cap = Self::cap_in(tx, r.agent_id).await?;
+        let spent = Self::spent_on_chain(tx, r.agent_id, &r.chain).await?;
+        let tokens = match (r.token_balance, r.token) {
+            (Some(balance), Some(token)) => Some(Funds {
+                balance,
+                held: Self::held_of_token(tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
+            }),
+            _ => None,
+        };
+        let native = match r.native_funds {
+            Some(funds) => Some(Funds {
+                balance: funds.balance,
+                held: Self::held_by_transfers(tx, r.agent_id, &r.chain).await?,
+            }),
+            None => None,
+        };
+        let gate = Self::gate_in(tx, r, now).await?;
+        // A call's counts depend on the allowances counted before it, read under the same lock (§18).
+        let (call_counts, ledger_rows) = match &r.call_check {
+            Some(check) => {
+                let ledger = Self::ledger_in(tx, r.agent_id, &r.chain).await?;
+                crate::domain::call::ledger::count(&check.fixed, &check.outs, &check.moves, &ledger)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        let call_windows = match (&r.call_check, &gate) {
+            (Some(_), GateRead::Policy { policy, .. }) => {
+                Self::call_windows_in(tx, (r.agent_id, &r.chain), &call_counts, policy, now).await?
+            }
+            _ => Vec::new(),
+        };
+        let off_chain = r.x402.is_some() || r.call.as_ref().is_some_and(|c| c.typed_data.is_some());
+        let stored_nonce = match off_chain {
+            true => None,
+            false => Self::stored_nonce(tx, r.agent_id, &r.chain).await?,
+        };
+        let asset_key = asset::key(&r.chain, &r.asset);
+        let request = decision::Request {
+            asset_key: &asset_key,
+            to: r.to,
+            value: r.value_wei,
+            reserved: r.reserved_wei,
+            native_needed: r.native_funds.map(|f| f.needed),
+            node_nonce: r.node_nonce,
+            payment: r.x402.as_ref().map(|x| PaymentSite {
+                host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
+            }),
+            call: match (&r.call, &r.call_check) {
+                (Some(call), Some(check)) => Some(CallSite {
+                    subject: match (&call.typed_data, &check.typed) {
+                        (Some(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
+                        (Some(_), None) => {
+                            return Err(StoreError::Corrupt("typed data came without its parse".into()));
+                        }
+                        (None, _) => Subject::Call(CallFacts {
+                            chain: &r.chain,
+                            to: r.to,
+                            calldata: &call.data,
+                            value_wei: r.value_wei,
+                            agent: r.from,
+                        }),
+                    },
+                    forbidden: check.forbidden,
+                    unlimited: check.unlimited,
+                    guarded: check.guarded,
+                    counts: &call_counts,
+                    receivers: &check.receivers,
+                }),
+                _ => None,
+            },
+        };
+        let facts = Facts {
+            standing,
+            cap,
+            spent,
+            tokens,
+            native,
+            gate: gate.gate(now),
+            stored_nonce,
+            call_windows: &call_windows,
+        };
+        Ok(Decided {
+            decision: decision::decide(&request, &facts),
+            gate,
+            spent,
+            call_counts,
+            ledger_rows,
+        })
+    }
+}
+
 impl<B> SqlStore<B>
 where
     B: Backend,
