@@ -48,6 +48,19 @@ pub struct CallSite<'a> {
     /// Every address that receives coin or tokens anywhere in it, and every spender it names (§18:
     /// `blocked_recipients` sees them all).
     pub receivers: &'a [Address],
+    /// Set when its selector is none the service decodes into counts (§18 `call_not_understood`).
+    pub opaque: Option<&'a Opaque>,
+}
+
+/// Where a call whose selector the service does not decode into counts goes: refused at Permit2 always, at a token
+/// when the policy's `limits` name its asset (§18 `call_not_understood`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opaque {
+    Permit2,
+    /// Any other contract, by the asset key it has as a token.
+    Contract {
+        asset_key: String,
+    },
 }
 
 /// What the `calls` rules judge: a contract call, or EIP-712 typed data to sign (which has no nonce).
@@ -345,6 +358,13 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
     use super::call::CallVerdict;
     if let Some(rule) = call.forbidden {
         return Verdict::Deny(rule);
+    }
+    match call.opaque {
+        Some(Opaque::Permit2) => return Verdict::Deny(PolicyRule::CallNotUnderstood),
+        Some(Opaque::Contract { asset_key }) if policy.limits.contains_key(asset_key) => {
+            return Verdict::Deny(PolicyRule::CallNotUnderstood);
+        }
+        _ => {}
     }
     if call.unlimited && !policy.allows_unlimited_approvals() {
         return Verdict::Deny(PolicyRule::UnlimitedApproval);
@@ -1145,6 +1165,7 @@ mod tests {
             guarded,
             counts,
             receivers: &[],
+            opaque: None,
         }
     }
 

@@ -208,6 +208,8 @@ pub struct CallCheck {
     /// Every address that receives coin or tokens anywhere in its simulation, and every spender it names: each is
     /// judged by `blocked_recipients` (§18).
     pub receivers: Vec<alloy::primitives::Address>,
+    /// Set when the call's selector is none the service decodes into counts (§18 `call_not_understood`).
+    pub opaque: Option<crate::domain::decision::Opaque>,
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the

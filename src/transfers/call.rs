@@ -26,6 +26,7 @@ use crate::store::{Authorization, CallCheck, Mandate};
 
 alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
+    function totalSupply() external view returns (uint256);
 }
 
 mod permit2 {
@@ -258,16 +259,37 @@ impl Transfers {
                 },
             );
         }
+        let (moves, supplies) = self
+            .allowance_moves(client, order, from, &decoded, &effect, (pending, &run))
+            .await?;
+        // Unlimited: §18's amounts, or at least the token's whole supply as the simulation reads it after the call.
+        let whole_supply = |token: Address, amount: U256| {
+            supplies
+                .iter()
+                .any(|(t, supply)| *t == token && !supply.is_zero() && amount >= *supply)
+        };
         let unlimited = call::grants_unlimited(&decoded)
             || effect
                 .approvals
                 .iter()
-                .any(|g| g.unlimited || call::is_unlimited_amount(g.amount));
-        let moves = self
-            .allowance_moves(client, order, from, &decoded, &effect, (pending, &run))
-            .await?;
+                .any(|g| g.unlimited || call::is_unlimited_amount(g.amount) || whole_supply(g.token, g.amount))
+            || moves
+                .iter()
+                .any(|m| matches!(m.how, Moved::Set | Moved::Added) && whole_supply(m.token, m.after));
         let (fixed, outs) = self.outflows(chain, order, from, &decoded, &effect);
         let simulation = self.simulation_view(chain, &effect, gas_used);
+        // Only the standard functions are decoded into counts; any other selector at Permit2 or a limited token is
+        // refused (§18), whatever the request or a policy ABI calls it.
+        let standard = data
+            .get(..4)
+            .is_some_and(|s| call::known::function(alloy::primitives::Selector::from_slice(s)).is_some());
+        let opaque = match (standard, order.to == crate::domain::call::typed::PERMIT2) {
+            (true, _) => None,
+            (false, true) => Some(crate::domain::decision::Opaque::Permit2),
+            (false, false) => Some(crate::domain::decision::Opaque::Contract {
+                asset_key: self.name_token(chain, Some(order.to)).asset_key,
+            }),
+        };
         let record = CallRecord {
             data,
             selector: decoded.selector,
@@ -289,6 +311,7 @@ impl Transfers {
                 outs,
                 moves,
                 receivers: effect.receivers.iter().chain(&effect.spenders).copied().collect(),
+                opaque,
             },
             gas_limit,
         })
@@ -351,16 +374,29 @@ impl Transfers {
                 party: order.to,
             });
         }
+        // A single ERC-721 token approved hands one unit of its collection to the spender at once (§18).
+        for (collection, spender) in &effect.token_approvals {
+            fixed.push(Counted {
+                asset_key: self.name_token(chain, Some(*collection)).asset_key,
+                value: U256::from(1u8),
+                party: *spender,
+            });
+        }
         let address = |v: &serde_json::Value| v.as_str().and_then(|t| t.parse::<Address>().ok());
         // A token sent by the agent itself goes through no allowance: it is judged by its receiver, also when the
         // agent pulls it through an allowance of its own (`transferFrom(agent, X, …)`, §18).
         let direct_recipient = match (decoded.function.as_deref(), decoded.args.as_deref()) {
             (Some("transfer(address,uint256)"), Some([to, _])) => address(to),
-            (Some("transferFrom(address,address,uint256)"), Some([owner, to, _]))
-                if address(owner) == Some(order_from) =>
-            {
-                address(to)
-            }
+            (
+                Some(
+                    "transferFrom(address,address,uint256)"
+                    | "safeTransferFrom(address,address,uint256)"
+                    | "safeTransferFrom(address,address,uint256,bytes)"
+                    | "safeTransferFrom(address,address,uint256,uint256,bytes)"
+                    | "safeBatchTransferFrom(address,address,uint256[],uint256[],bytes)",
+                ),
+                Some([owner, to, ..]),
+            ) if address(owner) == Some(order_from) => address(to),
             _ => None,
         };
         let outs = effect
@@ -394,7 +430,7 @@ impl Transfers {
         decoded: &call::DecodedCall,
         effect: &Effect,
         (pending, run): (&[SimCall], &SimCall),
-    ) -> Result<Vec<AllowanceMove>, TransferError> {
+    ) -> Result<(Vec<AllowanceMove>, Vec<(Address, U256)>), TransferError> {
         use crate::domain::call::ledger::{Pair, TopCall, how_moved};
         use crate::domain::call::typed::PERMIT2;
         let chain = order.chain;
@@ -449,7 +485,14 @@ impl Transfers {
             }
         }
         if pairs.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // The supply of each token an allowance of which may be granted, read after the call.
+        let mut granted_tokens: Vec<Address> = Vec::new();
+        for p in &pairs {
+            if !granted_tokens.contains(&p.token) {
+                granted_tokens.push(p.token);
+            }
         }
         let reads: Vec<SimCall> = pairs
             .iter()
@@ -478,6 +521,12 @@ impl Transfers {
         batch.extend(reads.iter().cloned());
         batch.push(run.clone());
         batch.extend(reads);
+        batch.extend(granted_tokens.iter().map(|token| SimCall {
+            from: Address::ZERO,
+            to: *token,
+            data: totalSupplyCall {}.abi_encode().into(),
+            ..SimCall::default()
+        }));
         let first = pending.len();
         // Both reads answer the amount in their first word (Permit2's is a uint160 beside its expiration and nonce).
         let read =
@@ -494,7 +543,19 @@ impl Transfers {
                 .filter(|c| c.token == Some(token) && c.direction == Direction::Out)
                 .fold(U256::ZERO, |t, c| t.saturating_add(c.amount))
         };
-        let moves = match client.simulate(&batch, false, None).await {
+        let simulated = client.simulate(&batch, false, None).await;
+        let supplies: Vec<(Address, U256)> = match &simulated {
+            Ok((_, results)) if results.len() == batch.len() => {
+                let at = first + 2 * pairs.len() + 1;
+                granted_tokens
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, token)| Some((*token, read(&results[at + i])?)))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        let moves = match simulated {
             Ok((_, results)) if results.len() == batch.len() => pairs
                 .iter()
                 .enumerate()
@@ -532,7 +593,7 @@ impl Transfers {
             Err(SimulationError::InsufficientFunds) => Vec::new(),
             Err(SimulationError::Chain(e)) => return Err(e.into()),
         };
-        Ok(moves)
+        Ok((moves, supplies))
     }
 
     fn simulation_view(&self, chain: &'static ChainInfo, effect: &Effect, gas_used: u64) -> SimulationView {

@@ -3,13 +3,15 @@
 //! grants counted against the assets' limits in the reserving transaction, exactly as the same allowance granted
 //! by a call. Nothing is sent: the signature is the transfer's signed bytes, complete once made.
 
-use alloy::primitives::{Bytes, U256};
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::sol_types::SolCall;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::call::{AllowanceView, ChangeView, SimulationView};
+use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
 use super::send::{Kind, Outflow, TypedDraft};
 use super::{TransferError, TransferOutcome, Transfers};
+use crate::chain::simulate::SimCall;
 use crate::domain::agent::Agent;
 use crate::domain::audit::Actor;
 use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
@@ -58,7 +60,8 @@ impl Transfers {
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let check = self.typed_check(chain, &order.typed, order.guarded);
+        let mut check = self.typed_check(chain, &order.typed, order.guarded);
+        check.unlimited |= self.grants_whole_supply(chain, &order.typed).await;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.agent.id,
@@ -117,7 +120,43 @@ impl Transfers {
             outs,
             moves,
             receivers: grants.iter().map(|g| g.spender).collect(),
+            opaque: None,
         }
+    }
+
+    /// Whether a permit sets an allowance of at least its token's whole supply (§18: unlimited), read at the latest
+    /// block; a node or token that does not answer leaves it to the amounts §18 names.
+    async fn grants_whole_supply(&self, chain: &'static ChainInfo, typed: &Typed) -> bool {
+        let grants: Vec<TypedGrant> = typed
+            .grants()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|g| !g.is_transfer() && !g.amount.is_zero())
+            .collect();
+        if grants.is_empty() {
+            return false;
+        }
+        let Ok(client) = self.chains.get(chain.name) else {
+            return false;
+        };
+        let reads: Vec<SimCall> = grants
+            .iter()
+            .map(|g| SimCall {
+                from: Address::ZERO,
+                to: g.token,
+                data: totalSupplyCall {}.abi_encode().into(),
+                ..SimCall::default()
+            })
+            .collect();
+        let Ok((_, results)) = client.simulate(&reads, false, None).await else {
+            return false;
+        };
+        grants.iter().zip(results).any(|(g, r)| {
+            r.success && r.return_data.len() >= 32 && {
+                let supply = U256::from_be_slice(&r.return_data[..32]);
+                !supply.is_zero() && g.amount >= supply
+            }
+        })
     }
 
     /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation

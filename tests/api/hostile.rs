@@ -626,3 +626,98 @@ async fn a_preview_decides_as_the_send_does() {
     assert_eq!(rule(&refused), "per_transfer", "{}", refused.1);
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
 }
+
+#[tokio::test]
+async fn an_allowance_of_the_whole_supply_is_unlimited() {
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow", "rules": [{"typed_data": {"primary_type": "Permit"}, "action": "allow"}]}}),
+    )
+    .await;
+    // 2^254 is none of the magic values, and neither is 2,000,000 USDC; both are more than the 1,001,000 there are.
+    for amount in [U256::from(1u8) << 254usize, U256::from(2_000_000 * USDC)] {
+        let body = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
+            "args": [s.thief.to_string(), amount.to_string()]});
+        let refused = post(&s, "calls", body).await;
+        assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+        assert_eq!(rule(&refused), "unlimited_approval", "{amount}: {}", refused.1);
+    }
+    // A permit of the pair's whole supply, the same.
+    let supply = {
+        alloy::sol! { function totalSupply() external view returns (uint256); }
+        U256::from_be_slice(&read(&s.anvil, s.uni.pair, totalSupplyCall {}.abi_encode().into()).await[..32])
+    };
+    let refused = sign(&s, lp_permit(&s, s.thief, json!(supply.to_string()), 0)).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule(&refused), "unlimited_approval", "{}", refused.1);
+    assert_eq!(allowance_of(&s, s.uni.usdc, s.thief).await, U256::ZERO);
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
+}
+
+#[tokio::test]
+async fn a_call_the_service_cannot_count_is_refused_at_a_limited_token_or_permit2() {
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
+    )
+    .await;
+    // The test USDC's `mint` is none of the functions the service decodes into counts.
+    let mint_call = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "mint(address,uint256)",
+        "args": [wallet(&s.agent).to_string(), "1"]});
+    let refused = post(&s, "calls", mint_call).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule(&refused), "call_not_understood", "{}", refused.1);
+    let permit2 = json!({"chain": "base", "to": "0x000000000022D473030F116dDEE9F6B43aC78BA3",
+        "function": "invalidateUnorderedNonces(uint256,uint256)", "args": ["0", "1"]});
+    let refused = post(&s, "calls", permit2).await;
+    assert_eq!(rule(&refused), "call_not_understood", "{}", refused.1);
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0);
+}
+
+#[tokio::test]
+async fn an_nft_is_an_asset_its_transfers_and_approvals_count() {
+    use crate::helpers::solidity::{bytecode, deploy};
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
+    )
+    .await;
+    // An ERC-721 token is an asset like any other: the limits name USDC only, so sending one is not allowed, and
+    // neither is approving one to a spender.
+    let nft = deploy(&s.anvil, bytecode("TestNft.sol", "TestNft")).await;
+    alloy::sol! {
+        function mint(address to, uint256 id) external;
+        function ownerOf(uint256 id) external view returns (address);
+    }
+    call_as_dev(
+        &s.anvil,
+        nft,
+        mintCall {
+            to: wallet(&s.agent),
+            id: U256::from(7),
+        }
+        .abi_encode()
+        .into(),
+    )
+    .await;
+    let send_nft = json!({"chain": "base", "to": nft.to_string(),
+        "function": "safeTransferFrom(address,address,uint256)",
+        "args": [wallet(&s.agent).to_string(), s.thief.to_string(), "7"]});
+    let refused = post(&s, "calls", send_nft).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule(&refused), "asset_not_allowed", "{}", refused.1);
+    let approve_nft = json!({"chain": "base", "to": nft.to_string(), "function": "approve(address,uint256)",
+        "args": [s.thief.to_string(), "7"]});
+    let refused = post(&s, "calls", approve_nft).await;
+    assert_eq!(rule(&refused), "asset_not_allowed", "{}", refused.1);
+    let owner = read(&s.anvil, nft, ownerOfCall { id: U256::from(7) }.abi_encode().into()).await;
+    assert_eq!(
+        Address::from_slice(&owner[12..32]),
+        wallet(&s.agent),
+        "the chain shows the token still the agent's"
+    );
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0);
+}

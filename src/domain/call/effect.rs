@@ -3,9 +3,10 @@
 //! call, and only when that call succeeded (`status 0x1`): anvil 1.7.1 leaks the native pseudo-log of a reverted
 //! top-level call (seen on anvil: a log of the native move although the call reverted).
 //!
-//! Not counted here: ERC-721 transfers and single-token approvals (4 topics: a token id, not an amount) and ERC-1155
-//! transfers. They carry no amount a limit could be kept in; `ApprovalForAll`, which hands over every token of a
-//! collection, is recorded as an unlimited grant.
+//! ERC-721 and ERC-1155 tokens are assets like any other (§18): a token id that leaves the wallet is one unit of
+//! its collection out, an ERC-1155 transfer its amount; a single-token approval (ERC-721 `Approval` with a token id)
+//! hands one unit to its spender; `ApprovalForAll`, which hands over every token of a collection, is recorded as an
+//! unlimited grant.
 
 use alloy::primitives::{Address, B256, Bytes, U256, address};
 use alloy::sol_types::SolEvent;
@@ -28,6 +29,10 @@ alloy::sol! {
     event Deposit(address indexed dst, uint256 wad);
     /// WETH9 unwrapping: the wrapped balance of `src` falls by `wad`.
     event Withdrawal(address indexed src, uint256 wad);
+    /// ERC-1155, one id.
+    event TransferSingle(address indexed operator, address indexed from, address indexed to, uint256 id, uint256 value);
+    /// ERC-1155, several ids.
+    event TransferBatch(address indexed operator, address indexed from, address indexed to, uint256[] ids, uint256[] values);
     /// The Permit2 events that set an allowance, emitted by Permit2 with the token in a topic.
     interface IPermit2 {
         event Approval(address indexed owner, address indexed token, address indexed spender, uint160 amount, uint48 expiration);
@@ -87,6 +92,9 @@ pub struct Effect {
     /// Every address that receives native coin or tokens anywhere in the call, the agent's own moves or not, in
     /// order of first appearance (§18: `blocked_recipients` sees every receiver).
     pub receivers: Vec<Address>,
+    /// Single ERC-721 tokens the agent approves (collection, approved spender): one unit each of the collection,
+    /// which the spender may take in transactions the agent never signs.
+    pub token_approvals: Vec<(Address, Address)>,
 }
 
 impl Effect {
@@ -151,6 +159,64 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 }
                 if to == agent {
                     effect.add(token, Direction::In, amount);
+                }
+            }
+            // ERC-721: the token id is the third topic; one unit of the collection moves.
+            Transfer::SIGNATURE_HASH if n == 4 => {
+                let (Some(from), Some(to)) = (topic(1), topic(2)) else {
+                    continue;
+                };
+                if to != agent && !effect.receivers.contains(&to) {
+                    effect.receivers.push(to);
+                }
+                if from == agent {
+                    effect.add(Some(log.address), Direction::Out, U256::from(1u8));
+                }
+                if to == agent {
+                    effect.add(Some(log.address), Direction::In, U256::from(1u8));
+                }
+            }
+            Approval::SIGNATURE_HASH if n == 4 => {
+                if let (Some(owner), Some(approved)) = (topic(1), topic(2))
+                    && owner == agent
+                    && approved != Address::ZERO
+                {
+                    if !effect.spenders.contains(&approved) {
+                        effect.spenders.push(approved);
+                    }
+                    effect.token_approvals.push((log.address, approved));
+                }
+            }
+            TransferSingle::SIGNATURE_HASH if n == 4 => {
+                let (Some(from), Some(to), Some(value)) = (topic(2), topic(3), word(1)) else {
+                    continue;
+                };
+                if to != agent && !value.is_zero() && !effect.receivers.contains(&to) {
+                    effect.receivers.push(to);
+                }
+                if from == agent {
+                    effect.add(Some(log.address), Direction::Out, value);
+                }
+                if to == agent {
+                    effect.add(Some(log.address), Direction::In, value);
+                }
+            }
+            TransferBatch::SIGNATURE_HASH if n == 4 => {
+                let (Some(from), Some(to)) = (topic(2), topic(3)) else {
+                    continue;
+                };
+                let Ok(batch) = TransferBatch::decode_raw_log(log.topics.iter().copied(), &log.data) else {
+                    continue;
+                };
+                let value = batch.values.iter().fold(U256::ZERO, |t, v| t.saturating_add(*v));
+                if to != agent && !value.is_zero() && !effect.receivers.contains(&to) {
+                    effect.receivers.push(to);
+                }
+                if from == agent {
+                    effect.add(Some(log.address), Direction::Out, value);
+                }
+                if to == agent {
+                    effect.add(Some(log.address), Direction::In, value);
                 }
             }
             Deposit::SIGNATURE_HASH if n == 2 && log.data.len() == 32 => {

@@ -587,6 +587,7 @@ where
                     guarded: check.guarded,
                     counts: &call_counts,
                     receivers: &check.receivers,
+                    opaque: check.opaque.as_ref(),
                 }),
                 _ => None,
             },
