@@ -37,6 +37,9 @@ impl App {
         let listener = TcpListener::bind(bind_addr)
             .await
             .with_context(|| format!("cannot listen on {bind_addr}"))?;
+        if let Ok(bound) = listener.local_addr() {
+            let _ = state.listening.set(bound);
+        }
         Ok(App { listener, state, stop })
     }
 

@@ -60,6 +60,10 @@ pub struct Services {
     pub tools: ToolServices,
     /// What a chat turn uses.
     pub chat: ChatServices,
+    /// The address this instance's HTTP listener is bound to (`BIND_ADDR`, its port as bound), once it is: where
+    /// links to the console point when `PUBLIC_URL` is unset. Never the `Host` a request names, which whoever sends
+    /// it chooses.
+    pub listening: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
 }
 
 impl FromRef<AppState> for Authenticator {
@@ -164,6 +168,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         metrics,
         shutdown,
         transfers,
+        listening: Arc::default(),
         tools,
         chat,
     }));

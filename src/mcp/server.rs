@@ -113,19 +113,20 @@ impl AgentServer {
         Ok((caller, agent))
     }
 
-    /// Where the console is, for links to its approval page: `PUBLIC_URL`, else the origin this HTTP request was
-    /// addressed to; over stdio without `PUBLIC_URL`, nowhere.
-    fn console_origin(&self, cx: &RequestContext<RoleServer>) -> Option<String> {
+    /// Where the console is, for links to its approval page: `PUBLIC_URL`, else the address this instance listens
+    /// on (`BIND_ADDR`; an unspecified address as the loopback one); over stdio without `PUBLIC_URL`, nowhere. Never
+    /// the request's `Host`, which whoever sends it chooses: a link an owner follows must not lead elsewhere.
+    fn console_origin(&self) -> Option<String> {
         if let Some(public) = &self.state.config.security.public_url {
             return Some(public.origin.to_string());
         }
-        let parts = cx.extensions.get::<axum::http::request::Parts>()?;
-        let host = parts.headers.get(axum::http::header::HOST)?.to_str().ok()?;
-        let valid = !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
-        valid.then(|| format!("http://{host}"))
+        let bound = *self.state.listening.get()?;
+        let ip = match bound.ip() {
+            std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        Some(format!("http://{}", std::net::SocketAddr::new(ip, bound.port())))
     }
 
     /// The task of this agent named `task_id`, or the not-found error (the same for another agent's task).
@@ -136,7 +137,7 @@ impl AgentServer {
     ) -> Result<rmcp::model::DetailedTask, ErrorData> {
         let (_, agent) = self.agent(cx).await?;
         let url = tasks::url_elicitation(cx.client_capabilities().as_ref())
-            .then(|| self.console_origin(cx))
+            .then(|| self.console_origin())
             .flatten()
             .map(|origin| tasks::approval_page(&origin, agent.id));
         match tasks::detailed(&self.state, &agent, task_id, url).await {

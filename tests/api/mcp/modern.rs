@@ -84,6 +84,27 @@ async fn raw(
     app.send(builder).await
 }
 
+/// `tasks/get` sent with a `Host` header of the sender's choosing.
+async fn task_get_as_host(app: &TestApp, token: &str, task_id: &str, capabilities: Value, host: &str) -> TestResponse {
+    let mut params = json!({"taskId": task_id});
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": params});
+    let builder = app
+        .client
+        .post(app.url("/mcp"))
+        .header("Host", host)
+        .header("X-Agent-Access-Token", token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", "tasks/get")
+        .header("Mcp-Name", task_id)
+        .json(&body);
+    app.send(builder).await
+}
+
 async fn task_get(app: &TestApp, token: &str, task_id: &str, capabilities: Value) -> TestResponse {
     raw(
         app,
@@ -234,6 +255,21 @@ async fn a_held_transfer_is_followed_as_a_task_until_the_owner_approves_it() {
     assert_eq!(asked["params"]["mode"], "url", "{asked}");
     let url = asked["params"]["url"].as_str().expect("a URL");
     assert!(url.ends_with(&format!("/#/agents/{}/approvals", agent.id)), "{url}");
+    // Without PUBLIC_URL the link names the address the instance listens on, never the Host a request names.
+    assert!(url.starts_with(&first.url("/#/")), "{url}");
+    let forged = task_get_as_host(
+        &first,
+        &agent.token,
+        &id,
+        json!({"extensions": {TASKS: {}}, "elicitation": {"url": {}}}),
+        "evil.example",
+    )
+    .await;
+    let url = forged.body["result"]["inputRequests"]["owner_approval"]["params"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(url.starts_with(&first.url("/#/")), "{url}: {}", forged.text);
     assert!(
         !url.contains(&agent.token) && !url.contains(ADMIN),
         "no credential in {url}"
