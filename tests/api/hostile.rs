@@ -721,3 +721,164 @@ async fn an_nft_is_an_asset_its_transfers_and_approvals_count() {
     );
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0);
 }
+
+/// A small deterministic generator for the interleavings (xorshift64*).
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+/// The agent's balance of `token` on chain.
+async fn held(s: &Setup, token: Address) -> U256 {
+    token_balance(&s.anvil, token, wallet(&s.agent)).await
+}
+
+/// The thief takes all it can of `token` now: the allowance the chain shows, up to the balance.
+async fn pull_all_of(s: &Setup, token: Address, mining: bool) {
+    let amount = allowance_of(s, token, s.thief).await.min(held(s, token).await);
+    if amount.is_zero() {
+        return;
+    }
+    let data: Bytes = transferFromCall {
+        from: wallet(&s.agent),
+        to: s.thief,
+        amount,
+    }
+    .abi_encode()
+    .into();
+    match mining {
+        true => {
+            send_as(&s.anvil, s.thief, token, data).await;
+        }
+        false => {
+            send_first(&s.anvil, s.thief, token, data).await;
+        }
+    }
+}
+
+/// Submits a signed permit of the pair from the thief; whether the chain took it.
+async fn submit_permit(s: &Setup, value: U256, signature: &str) -> bool {
+    let bytes = alloy::hex::decode(signature).expect("hex");
+    let submit = permitCall {
+        owner: wallet(&s.agent),
+        spender: s.thief,
+        value,
+        deadline: U256::from(99_999_999_999u64),
+        v: bytes[64],
+        r: B256::from_slice(&bytes[..32]),
+        s: B256::from_slice(&bytes[32..64]),
+    };
+    send_as(&s.anvil, s.thief, s.uni.pair, submit.abi_encode().into())
+        .await
+        .1
+}
+
+/// One interleaving of a hostile agent and its thief: approvals (raised, repeated, lowered, zeroed), permits,
+/// transfers and calls that send, pulls landing before, between and after them, blocks mined or held back. At the
+/// end the thief takes everything the chain still lets it take; what left the wallet is then compared with the day.
+async fn hostile_interleaving(seed: u64, steps: usize) {
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow", "rules": [{"typed_data": {"primary_type": "Permit"}, "action": "allow"}]},
+            "limits": {"base:USDC": {"per_day": "100"}, pair_key(&s): {"per_day": "1000"}}}),
+    )
+    .await;
+    let (usdc_before, lp_before) = (held(&s, s.uni.usdc).await, held(&s, s.uni.pair).await);
+    let mut draw = Draw(seed | 1);
+    let mut mining = true;
+    let mut permits: Vec<(U256, String)> = Vec::new();
+    let mut signed_permits = 0u64;
+    let mut trace = Vec::new();
+    // Weighted towards what the attacks of §18 are made of: grants, pulls, held-back blocks, permits submitted.
+    let weighted = [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 6, 7, 8, 8];
+    for _ in 0..steps {
+        let step = draw.pick(&weighted);
+        trace.push(step);
+        match step {
+            0 => {
+                let amount = draw.pick(&[0u64, 10, 40, 99, 100, 150]);
+                post(&s, "calls", approve_usdc(&s, s.thief, amount)).await;
+            }
+            1 => {
+                let value = U256::from(draw.pick(&[0u64, 300, 600, 999, 1000, 1500]));
+                let (status, body) = sign(&s, lp_permit(&s, s.thief, json!(value.to_string()), signed_permits)).await;
+                if status == StatusCode::OK {
+                    signed_permits += 1;
+                    permits.push((value, body["signature"].as_str().unwrap_or_default().to_string()));
+                }
+            }
+            2 => pull_all_of(&s, s.uni.usdc, mining).await,
+            3 => pull_all_of(&s, s.uni.pair, mining).await,
+            4 => {
+                let amount = draw.pick(&["10", "30", "60"]);
+                let body = json!({"chain": "base", "to": s.thief.to_string(), "amount": amount, "asset": "USDC"});
+                post(&s, "transfers", body).await;
+            }
+            5 => {
+                let amount = draw.pick(&[5u64, 25, 50]);
+                let body = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "transfer(address,uint256)",
+                    "args": [s.thief.to_string(), (amount * USDC).to_string()]});
+                post(&s, "calls", body).await;
+            }
+            6 => {
+                mining = !mining;
+                s.anvil.set_automine(mining).await;
+            }
+            7 => s.anvil.mine(1).await,
+            _ => {
+                // The thief submits the oldest permit it holds that the chain has not taken yet.
+                if mining && let Some((value, signature)) = permits.first().cloned() {
+                    submit_permit(&s, value, &signature).await;
+                    permits.remove(0);
+                }
+            }
+        }
+    }
+    // Everything still held back lands; then the thief takes all that any signature or allowance still allows.
+    s.anvil.set_automine(true).await;
+    s.anvil.mine(1).await;
+    pull_all_of(&s, s.uni.usdc, true).await;
+    pull_all_of(&s, s.uni.pair, true).await;
+    for (value, signature) in permits {
+        submit_permit(&s, value, &signature).await;
+        pull_all_of(&s, s.uni.pair, true).await;
+    }
+    let usdc_out = usdc_before - held(&s, s.uni.usdc).await;
+    let lp_out = lp_before - held(&s, s.uni.pair).await;
+    assert!(
+        usdc_out <= U256::from(100 * USDC),
+        "seed {seed:#x}, steps {trace:?}: {usdc_out} USDC units left the wallet in a day of 100 USDC"
+    );
+    assert!(
+        lp_out <= U256::from(1000),
+        "seed {seed:#x}, steps {trace:?}: {lp_out} LP units left the wallet in a day of 1,000"
+    );
+}
+
+#[tokio::test]
+async fn whatever_a_hostile_agent_and_its_spender_interleave_a_day_never_passes_per_day() {
+    // A new seed each run widens what is tried over time; a failure prints its seed and steps, and HOSTILE_SEED
+    // (hex) replays them.
+    let seed = std::env::var("HOSTILE_SEED")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    for round in 0..6u64 {
+        hostile_interleaving(seed.wrapping_add(round.wrapping_mul(0x9E37_79B9_7F4A_7C15)), 40).await;
+    }
+}
