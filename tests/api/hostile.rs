@@ -882,3 +882,72 @@ async fn whatever_a_hostile_agent_and_its_spender_interleave_a_day_never_passes_
         hostile_interleaving(seed.wrapping_add(round.wrapping_mul(0x9E37_79B9_7F4A_7C15)), 40).await;
     }
 }
+
+#[tokio::test]
+async fn an_allowance_counted_by_a_call_that_never_landed_covers_no_pull() {
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}, "base:ETH": {}}}),
+    )
+    .await;
+    // An approval of 100 to the router, cancelled before it lands: it counts nothing once cancelled, and the
+    // allowance it would have granted must not stay "counted" either.
+    s.anvil.set_automine(false).await;
+    let (status, approving) = post(&s, "calls", approve_usdc(&s, s.uni.router, 100)).await;
+    assert_eq!(status, StatusCode::CREATED, "{approving}");
+    let id = approving["id"].as_str().unwrap().to_owned();
+    let cancel = format!("/api/agents/{}/transfers/{id}/cancel", s.agent.id);
+    let (status, body) = s.app.request(Method::POST, &cancel, Some(&s.agent.token), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    s.anvil.mine(1).await;
+    s.anvil.set_automine(true).await;
+    let get = format!("/api/agents/{}/transfers/{id}", s.agent.id);
+    let mut status = Value::Null;
+    for _ in 0..300 {
+        s.app.settle().await;
+        let (_, got) = s.app.request(Method::GET, &get, Some(&s.agent.token), None).await;
+        status = got["status"].clone();
+        if status == "cancelled" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "cancelled");
+    assert_eq!(
+        allowance_of(&s, s.uni.usdc, s.uni.router).await,
+        U256::ZERO,
+        "the approval never landed"
+    );
+    // Allowances granted outside the service (an exported key) are counted nowhere: each swap through them counts.
+    impersonate(&s.anvil, wallet(&s.agent)).await;
+    let outside = approveCall {
+        spender: s.uni.router,
+        amount: U256::from(200 * USDC),
+    };
+    assert!(
+        send_as(&s.anvil, wallet(&s.agent), s.uni.usdc, outside.abi_encode().into())
+            .await
+            .1
+    );
+    // The wallet's nonce moved outside the service: a small send finds that out first (its first attempt is
+    // refused as too low, and the service resynchronises), so the swaps below are each reserved once.
+    let nudge = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "0.0001"});
+    let (status, body) = post(&s, "transfers", nudge).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let swap = json!({"chain": "base", "to": s.uni.router.to_string(),
+        "function": "swapExactTokensForETH(uint256,uint256,address[],address,uint256)",
+        "args": [(100 * USDC).to_string(), "0", [s.uni.usdc.to_string(), s.uni.weth.to_string()],
+            wallet(&s.agent).to_string(), "99999999999"]});
+    let before = held(&s, s.uni.usdc).await;
+    let (status, body) = post(&s, "calls", swap.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let over = post(&s, "calls", swap).await;
+    assert_error(&over, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule(&over), "per_day", "{}", over.1);
+    assert_eq!(
+        before - held(&s, s.uni.usdc).await,
+        U256::from(100 * USDC),
+        "the chain shows 100 USDC gone, the day's limit"
+    );
+}

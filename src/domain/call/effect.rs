@@ -376,20 +376,40 @@ mod tests {
     }
 
     #[test]
-    fn erc721_transfers_and_malformed_logs_are_ignored() {
+    fn nft_transfers_and_approvals_are_units_of_their_collection_and_malformed_logs_are_ignored() {
+        let nft = Address::repeat_byte(0x72);
         let token_id = Address::with_last_byte(9);
+        let single = (U256::from(9u8), U256::from(4u8)).abi_encode_params();
+        let batch = (
+            vec![U256::from(1u8), U256::from(2u8)],
+            vec![U256::from(3u8), U256::from(5u8)],
+        )
+            .abi_encode_params();
         let logs = [
-            log(USDC, Transfer::SIGNATURE_HASH, &[AGENT, ROUTER, token_id], vec![]),
+            log(nft, Transfer::SIGNATURE_HASH, &[AGENT, ROUTER, token_id], vec![]),
+            log(nft, Approval::SIGNATURE_HASH, &[AGENT, ROUTER, token_id], vec![]),
+            log(nft, Approval::SIGNATURE_HASH, &[AGENT, Address::ZERO, token_id], vec![]), // a clearing
+            log(WETH, TransferSingle::SIGNATURE_HASH, &[ROUTER, AGENT, ROUTER], single),
+            log(WETH, TransferBatch::SIGNATURE_HASH, &[ROUTER, AGENT, ROUTER], batch),
             log(USDC, Transfer::SIGNATURE_HASH, &[AGENT, ROUTER], vec![1, 2]),
             log(USDC, Transfer::SIGNATURE_HASH, &[AGENT], amount(1)),
-            log(USDC, Approval::SIGNATURE_HASH, &[AGENT, ROUTER, token_id], vec![]),
             SimLog {
                 address: USDC,
                 topics: vec![],
                 data: Bytes::new(),
             },
         ];
-        assert_eq!(effect(&logs, AGENT), Effect::default());
+        let effect = effect(&logs, AGENT);
+        assert_eq!(
+            effect.changes,
+            vec![
+                change(Some(nft), 1, Direction::Out),
+                change(Some(WETH), 12, Direction::Out)
+            ]
+        );
+        assert_eq!(effect.token_approvals, vec![(nft, ROUTER)]);
+        assert_eq!(effect.receivers, vec![ROUTER]);
+        assert!(effect.approvals.is_empty());
     }
 
     #[test]

@@ -287,8 +287,11 @@ where
         agent_id: Uuid,
         chain: &str,
     ) -> StoreResult<Vec<Remaining>> {
+        // A row whose writer never landed counts nothing (see migration 0023).
         let rows: Vec<(String, String, String, String)> = sqlx::query_as(
-            "SELECT holder, token, spender, remaining FROM allowance_ledger WHERE agent_id = $1 AND chain = $2",
+            "SELECT l.holder, l.token, l.spender, l.remaining FROM allowance_ledger l WHERE l.agent_id = $1 \
+             AND l.chain = $2 AND (l.transfer_id IS NULL OR EXISTS (SELECT 1 FROM transactions t \
+             WHERE t.id = l.transfer_id AND t.status IN ('signed', 'pending', 'confirmed')))",
         )
         .bind(agent_id)
         .bind(chain)
@@ -333,9 +336,9 @@ where
         }
         for row in ledger {
             sqlx::query(
-                "INSERT INTO allowance_ledger (agent_id, chain, holder, token, spender, remaining) \
-                 VALUES ($1, $2, $3, $4, $5, $6) \
-                 ON CONFLICT (agent_id, chain, holder, token, spender) DO UPDATE SET remaining = $6",
+                "INSERT INTO allowance_ledger (agent_id, chain, holder, token, spender, remaining, transfer_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (agent_id, chain, holder, token, spender) DO UPDATE SET remaining = $6, transfer_id = $7",
             )
             .bind(r.agent_id)
             .bind(&r.chain)
@@ -343,6 +346,7 @@ where
             .bind(format!("{:#x}", row.token))
             .bind(format!("{:#x}", row.spender))
             .bind(row.remaining.to_string())
+            .bind(r.id)
             .execute(&mut *conn)
             .await?;
         }
