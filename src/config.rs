@@ -145,7 +145,7 @@ pub struct ChainsConfig {
     pub tokens: crate::domain::asset::Registry,
     /// `STUCK_AFTER_SECS`: how long a transfer may stay pending before it is sent again with higher fees (§14).
     pub stuck_after: Duration,
-    /// `DELEGATION_MANAGER_<CHAIN>`: the delegation framework's `DelegationManager` per chain name (§21). Typed
+    /// `DELEGATION_MANAGER_<CHAIN>`: the delegation framework's `DelegationManager` per chain name (MetaMask's Delegation Framework). Typed
     /// data it verifies is never signed (§18 `delegation_signature`).
     pub delegation_managers: Vec<(String, alloy::primitives::Address)>,
 }

@@ -19,7 +19,7 @@ pub struct Chains {
     clients: Vec<ChainClient>,
     /// The ERC-20 tokens of every registry chain (configured or not).
     tokens: std::sync::Arc<Registry>,
-    /// The delegation framework's `DelegationManager` per chain name (§21), configured or not.
+    /// The delegation framework's `DelegationManager` per chain name (the MetaMask Delegation Framework), configured or not.
     delegation_managers: std::sync::Arc<Vec<(String, alloy::primitives::Address)>>,
 }
 

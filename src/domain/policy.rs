@@ -72,7 +72,7 @@ pub enum PolicyRule {
     UnlimitedApproval,
     /// Permit2-domain or `Permit…` typed data the service does not decode (§18).
     PermitNotUnderstood,
-    /// Typed data that would delegate the wallet's authority (§18, §21).
+    /// Typed data that would delegate the wallet's authority (§18; the Delegation Framework).
     DelegationSignature,
     /// A call to Permit2 or a limited token with a selector the service does not decode into counts (§18).
     CallNotUnderstood,

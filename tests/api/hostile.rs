@@ -951,3 +951,72 @@ async fn an_allowance_counted_by_a_call_that_never_landed_covers_no_pull() {
         "the chain shows 100 USDC gone, the day's limit"
     );
 }
+
+#[tokio::test]
+async fn permit2_allowances_are_read_from_permit2_and_counted() {
+    use crate::helpers::solidity::permit2_at_canonical_address;
+    alloy::sol! {
+        interface Permit2 {
+            function approve(address token, address spender, uint160 amount, uint48 expiration) external;
+            function transferFrom(address from, address to, uint160 amount, address token) external;
+        }
+    }
+    let s = setup().await;
+    let permit2 = permit2_at_canonical_address(&s.anvil).await;
+    // As wallets do once, outside the service: the token lets Permit2 move everything; Permit2's own allowances are
+    // then what limits a spender.
+    impersonate(&s.anvil, wallet(&s.agent)).await;
+    let once = approveCall {
+        spender: permit2,
+        amount: U256::MAX,
+    };
+    assert!(
+        send_as(&s.anvil, wallet(&s.agent), s.uni.usdc, once.abi_encode().into())
+            .await
+            .1
+    );
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}, "base:ETH": {}}}),
+    )
+    .await;
+    // The service's nonce learns of the outside transaction first (its first attempt is refused as too low).
+    let nudge = json!({"chain": "base", "to": fresh_address().to_string(), "amount": "0.0001"});
+    assert_eq!(post(&s, "transfers", nudge).await.0, StatusCode::CREATED);
+    let grant = |amount: U256| {
+        json!({"chain": "base", "to": permit2.to_string(),
+            "function": "approve(address,address,uint160,uint48)",
+            "args": [s.uni.usdc.to_string(), s.thief.to_string(), amount.to_string(), "99999999999"]})
+    };
+    // 500 USDC through Permit2: counted (it once counted nothing, read with the token's own allowance).
+    let over = post(&s, "calls", grant(U256::from(500 * USDC))).await;
+    assert_error(&over, StatusCode::FORBIDDEN, "policy_denied");
+    assert_eq!(rule(&over), "per_day", "{}", over.1);
+    // 2^159 is unlimited for Permit2.
+    let unlimited = post(&s, "calls", grant(U256::from(1u8) << 159usize)).await;
+    assert_eq!(rule(&unlimited), "unlimited_approval", "{}", unlimited.1);
+    // 60 fits; the thief takes it, and nothing more.
+    let (status, body) = post(&s, "calls", grant(U256::from(60 * USDC))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
+    let take = |amount: u64| Permit2::transferFromCall {
+        from: wallet(&s.agent),
+        to: s.thief,
+        amount: alloy::primitives::Uint::from(amount * USDC),
+        token: s.uni.usdc,
+    };
+    assert!(
+        send_as(&s.anvil, s.thief, permit2, take(60).abi_encode().into())
+            .await
+            .1
+    );
+    assert!(!send_as(&s.anvil, s.thief, permit2, take(1).abi_encode().into()).await.1);
+    // Granting it again counts again: the day is spent.
+    let again = post(&s, "calls", grant(U256::from(60 * USDC))).await;
+    assert_eq!(rule(&again), "per_day", "{}", again.1);
+    assert_eq!(
+        token_balance(&s.anvil, s.uni.usdc, s.thief).await,
+        U256::from(60 * USDC),
+        "the chain shows 60 USDC taken through Permit2"
+    );
+}

@@ -12,7 +12,7 @@
 //!   by the keys the message holds: EIP-2612 and DAI permits as allowances the token keeps, Permit2's
 //!   `PermitSingle` / `PermitBatch` as allowances Permit2 keeps, its `PermitTransferFrom` and
 //!   `PermitBatchTransferFrom` (witness forms included) as transfers the spender may make;
-//! - Permit2-domain or `Permit…` typed data the service does not decode, and a delegation of the framework of §21,
+//! - Permit2-domain or `Permit…` typed data the service does not decode, and a delegation of the MetaMask Delegation Framework,
 //!   are refused whatever the rules (`forbidden`). EIP-3009 authorizations are refused: x402 pays them.
 
 use alloy::primitives::{Address, B256, U256, address};
@@ -62,7 +62,7 @@ pub enum Form {
     Permit2Allowance { batch: bool },
     /// Permit2 `PermitTransferFrom` / `PermitBatchTransferFrom`, with or without a witness.
     Permit2Transfer { batch: bool },
-    /// The delegation framework's `Delegation` (§21).
+    /// The MetaMask Delegation Framework's `Delegation`.
     Delegation,
     /// Anything else: judged by the rules alone, granting nothing the service counts.
     Other,

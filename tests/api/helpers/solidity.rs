@@ -21,24 +21,43 @@ pub fn bytecode(file: &str, contract: &str) -> Bytes {
     let source_path = root.join("tests/contracts").join(file);
     let source = std::fs::read_to_string(&source_path)
         .unwrap_or_else(|e| panic!("could not read {}: {e}", source_path.display()));
+    compiled(
+        contract,
+        &source,
+        &[
+            root.join("test-tools/solc-compile.mjs"),
+            source_path.clone(),
+            contract.into(),
+        ],
+    )
+}
+
+/// Uniswap's Permit2 as npm ships its source (`test-tools/solc-permit2.mjs`): creation bytecode.
+pub fn permit2_bytecode() -> Bytes {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("test-tools/solc-permit2.mjs");
+    let source = std::fs::read_to_string(&script).expect("the Permit2 build script is there");
+    compiled("Permit2", &source, &[script])
+}
+
+/// What `node <args>` prints as `{"bytecode"}`, cached under `name` and a hash of `source` (a compile takes seconds).
+fn compiled(name: &str, source: &str, args: &[PathBuf]) -> Bytes {
     let mut hasher = DefaultHasher::new();
-    (source.as_str(), contract).hash(&mut hasher);
-    let cache = cache_dir().join(format!("{contract}-{:016x}.hex", hasher.finish()));
+    (source, name).hash(&mut hasher);
+    let cache = cache_dir().join(format!("{name}-{:016x}.hex", hasher.finish()));
     if let Ok(hex) = std::fs::read_to_string(&cache) {
         return hex.trim().parse().expect("the cached bytecode is hex");
     }
     let output = Command::new("node")
-        .arg(root.join("test-tools/solc-compile.mjs"))
-        .arg(&source_path)
-        .arg(contract)
+        .args(args)
         .output()
         .expect("node runs (the test tools need Node.js)");
     assert!(
         output.status.success(),
-        "solc could not compile {contract} (npm ci --prefix test-tools?): {}",
+        "solc could not compile {name} (npm ci --prefix test-tools?): {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let compiled: Value = serde_json::from_slice(&output.stdout).expect("solc-compile prints JSON");
+    let compiled: Value = serde_json::from_slice(&output.stdout).expect("the compile script prints JSON");
     let hex = compiled["bytecode"]
         .as_str()
         .expect("the output has a bytecode")
@@ -48,6 +67,15 @@ pub fn bytecode(file: &str, contract: &str) -> Bytes {
     std::fs::write(&partial, &hex).expect("the compile cache is writable");
     std::fs::rename(&partial, &cache).expect("the compile cache is writable");
     hex.parse().expect("solc's bytecode is hex")
+}
+
+/// Permit2 deployed and its code put at its canonical address (where the service knows it): deployed elsewhere
+/// first, since its constructor keeps its domain separator (signatures are not used here; allowances are).
+pub async fn permit2_at_canonical_address(anvil: &Anvil) -> Address {
+    let deployed = deploy(anvil, permit2_bytecode()).await;
+    let canonical: Address = "0x000000000022D473030F116dDEE9F6B43aC78BA3".parse().unwrap();
+    copy_code(anvil, deployed, canonical).await;
+    canonical
 }
 
 fn cache_dir() -> PathBuf {
