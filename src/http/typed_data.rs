@@ -64,8 +64,11 @@ enum SignatureView {
 ///
 /// Signs typed data that a typed-data rule of the policy's `calls` allows (none matching: 403 `policy_denied`, rule
 /// `call_denied`, on every agent). The domain's `chainId` must be the chain's id; EIP-3009 authorizations are
-/// refused (paid through x402 only). Permits (EIP-2612, DAI, Permit2) count as the allowances they grant, against
-/// the assets' limits and the unlimited-approval guard. 200 `{signature, digest}`, or 202 when held for approval.
+/// refused (paid through x402 only). Permits (EIP-2612, DAI, Permit2 with its witness forms) count whole as the
+/// allowances or transfers they grant, against the assets' limits and the unlimited-approval guard; values are read
+/// as the digest encodes them, undeclared keys are refused (422), and so is typed data past 64 types, depth 16 or
+/// 1,024 values. Undecoded Permit2 or `Permit…` typed data (rule `permit_not_understood`) and delegations (rule
+/// `delegation_signature`) are refused whatever the rules. 200 `{signature, digest}`, or 202 when held for approval.
 #[utoipa::path(post, path = "/api/agents/{id}/sign-typed-data", tag = "wallets", request_body = NewSignature,
     params(("id" = String, Path, format = "uuid"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a repeat with the same body within 24 h answers the first answer again")),

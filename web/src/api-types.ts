@@ -375,8 +375,11 @@ export interface paths {
          * Sign EIP-712 typed data
          * @description Signs typed data that a typed-data rule of the policy's `calls` allows (none matching: 403 `policy_denied`, rule
          *     `call_denied`, on every agent). The domain's `chainId` must be the chain's id; EIP-3009 authorizations are
-         *     refused (paid through x402 only). Permits (EIP-2612, DAI, Permit2) count as the allowances they grant, against
-         *     the assets' limits and the unlimited-approval guard. 200 `{signature, digest}`, or 202 when held for approval.
+         *     refused (paid through x402 only). Permits (EIP-2612, DAI, Permit2 with its witness forms) count whole as the
+         *     allowances or transfers they grant, against the assets' limits and the unlimited-approval guard; values are read
+         *     as the digest encodes them, undeclared keys are refused (422), and so is typed data past 64 types, depth 16 or
+         *     1,024 values. Undecoded Permit2 or `Permit…` typed data (rule `permit_not_understood`) and delegations (rule
+         *     `delegation_signature`) are refused whatever the rules. 200 `{signature, digest}`, or 202 when held for approval.
          */
         post: operations["sign_typed_data"];
         delete?: never;
