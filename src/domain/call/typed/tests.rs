@@ -374,7 +374,7 @@ mod property {
                 let digits = value.to_string();
                 let mut with_underscores = String::new();
                 for (i, c) in digits.chars().enumerate() {
-                    if i > 0 && (digits.len() - i) % 3 == 0 {
+                    if i > 0 && (digits.len() - i).is_multiple_of(3) {
                         with_underscores.push('_');
                     }
                     with_underscores.push(c);
