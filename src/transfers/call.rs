@@ -59,6 +59,28 @@ pub struct CallOrder<'a> {
     pub guarded: bool,
 }
 
+impl CallOrder<'_> {
+    /// The previewed call from `from` as the one send path takes it (and its preview judges it).
+    fn outflow(&self, from: Address, previewed: &Previewed) -> Outflow<'_> {
+        Outflow {
+            id: Uuid::new_v4(),
+            agent_id: self.agent.id,
+            chain: self.chain,
+            conversation_id: self.conversation_id,
+            from,
+            to: self.to,
+            value: self.value,
+            kind: Kind::Call(Box::new(CallDraft {
+                record: previewed.record.clone(),
+                check: Some(previewed.check.clone()),
+                gas_limit: previewed.gas_limit,
+            })),
+            authorization: Authorization::Policy,
+            mandate: self.mandate.clone(),
+        }
+    }
+}
+
 /// One balance change of the agent's (§18 `simulation.changes`).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ChangeView {
@@ -580,14 +602,13 @@ impl Transfers {
             Ok(_) | Err(SimulationError::Unsupported { .. }) => effect
                 .approvals
                 .iter()
-                .map(|g| AllowanceMove {
-                    asset_key: self.name_token(chain, Some(g.token)).asset_key,
-                    holder: g.holder,
-                    token: g.token,
-                    spender: g.spender,
-                    before: U256::ZERO,
-                    after: g.amount,
-                    how: Moved::Set,
+                .map(|g| {
+                    let pair = Pair {
+                        holder: g.holder,
+                        token: g.token,
+                        spender: g.spender,
+                    };
+                    AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, pair, g.amount)
                 })
                 .collect(),
             Err(SimulationError::InsufficientFunds) => Vec::new(),
@@ -677,25 +698,7 @@ impl Transfers {
             .get(order.chain.name)
             .ok_or((TransferError::NoWallet, None))?;
         let sent = self
-            .send_outflow_locked(
-                Outflow {
-                    id: Uuid::new_v4(),
-                    agent_id: order.agent.id,
-                    chain: order.chain,
-                    conversation_id: order.conversation_id,
-                    from,
-                    to: order.to,
-                    value: order.value,
-                    kind: Kind::Call(Box::new(CallDraft {
-                        record: previewed.record.clone(),
-                        check: Some(previewed.check.clone()),
-                        gas_limit: previewed.gas_limit,
-                    })),
-                    authorization: Authorization::Policy,
-                    mandate: order.mandate.clone(),
-                },
-                Some(guard),
-            )
+            .send_outflow_locked(order.outflow(from, &previewed), Some(guard))
             .await;
         match sent {
             Ok(outcome) => Ok((outcome, previewed)),
@@ -738,23 +741,7 @@ impl Transfers {
             .wallet_addresses
             .get(order.chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let outflow = Outflow {
-            id: Uuid::new_v4(),
-            agent_id: order.agent.id,
-            chain: order.chain,
-            conversation_id: order.conversation_id,
-            from,
-            to: order.to,
-            value: order.value,
-            kind: Kind::Call(Box::new(CallDraft {
-                record: previewed.record.clone(),
-                check: Some(previewed.check.clone()),
-                gas_limit: previewed.gas_limit,
-            })),
-            authorization: Authorization::Policy,
-            mandate: order.mandate.clone(),
-        };
-        Ok(match self.judge_outflow(&outflow).await? {
+        Ok(match self.judge_outflow(&order.outflow(from, previewed)).await? {
             Judged::Allow => DecisionView {
                 result: "allow",
                 code: None,

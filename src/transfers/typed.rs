@@ -14,7 +14,7 @@ use super::{TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
 use crate::domain::agent::Agent;
 use crate::domain::audit::Actor;
-use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
+use crate::domain::call::ledger::{AllowanceMove, Pair, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{CallRecord, TypedDataRecord};
@@ -101,14 +101,13 @@ impl Transfers {
         let moves = grants
             .iter()
             .filter(|g| !g.is_transfer())
-            .map(|g| AllowanceMove {
-                asset_key: self.name_token(chain, Some(g.token)).asset_key,
-                holder: g.holder,
-                token: g.token,
-                spender: g.spender,
-                before: U256::ZERO,
-                after: g.amount,
-                how: Moved::Set,
+            .map(|g| {
+                let pair = Pair {
+                    holder: g.holder,
+                    token: g.token,
+                    spender: g.spender,
+                };
+                AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, pair, g.amount)
             })
             .collect();
         CallCheck {

@@ -113,6 +113,20 @@ impl Effect {
         }
     }
 
+    /// `value` units of the collection `token` moved `from` → `to` (ERC-721, ERC-1155): the agent's change, and a
+    /// receiver.
+    fn moved(&mut self, token: Address, (from, to): (Address, Address), value: U256, agent: Address) {
+        if to != agent && !value.is_zero() && !self.receivers.contains(&to) {
+            self.receivers.push(to);
+        }
+        if from == agent {
+            self.add(Some(token), Direction::Out, value);
+        }
+        if to == agent {
+            self.add(Some(token), Direction::In, value);
+        }
+    }
+
     fn grant(&mut self, holder: Address, token: Address, spender: Address, amount: U256, unlimited: bool) {
         if !self.spenders.contains(&spender) {
             self.spenders.push(spender);
@@ -163,17 +177,8 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
             }
             // ERC-721: the token id is the third topic; one unit of the collection moves.
             Transfer::SIGNATURE_HASH if n == 4 => {
-                let (Some(from), Some(to)) = (topic(1), topic(2)) else {
-                    continue;
-                };
-                if to != agent && !effect.receivers.contains(&to) {
-                    effect.receivers.push(to);
-                }
-                if from == agent {
-                    effect.add(Some(log.address), Direction::Out, U256::from(1u8));
-                }
-                if to == agent {
-                    effect.add(Some(log.address), Direction::In, U256::from(1u8));
+                if let (Some(from), Some(to)) = (topic(1), topic(2)) {
+                    effect.moved(log.address, (from, to), U256::from(1u8), agent);
                 }
             }
             Approval::SIGNATURE_HASH if n == 4 => {
@@ -188,17 +193,8 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 }
             }
             TransferSingle::SIGNATURE_HASH if n == 4 => {
-                let (Some(from), Some(to), Some(value)) = (topic(2), topic(3), word(1)) else {
-                    continue;
-                };
-                if to != agent && !value.is_zero() && !effect.receivers.contains(&to) {
-                    effect.receivers.push(to);
-                }
-                if from == agent {
-                    effect.add(Some(log.address), Direction::Out, value);
-                }
-                if to == agent {
-                    effect.add(Some(log.address), Direction::In, value);
+                if let (Some(from), Some(to), Some(value)) = (topic(2), topic(3), word(1)) {
+                    effect.moved(log.address, (from, to), value, agent);
                 }
             }
             TransferBatch::SIGNATURE_HASH if n == 4 => {
@@ -209,15 +205,7 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                     continue;
                 };
                 let value = batch.values.iter().fold(U256::ZERO, |t, v| t.saturating_add(*v));
-                if to != agent && !value.is_zero() && !effect.receivers.contains(&to) {
-                    effect.receivers.push(to);
-                }
-                if from == agent {
-                    effect.add(Some(log.address), Direction::Out, value);
-                }
-                if to == agent {
-                    effect.add(Some(log.address), Direction::In, value);
-                }
+                effect.moved(log.address, (from, to), value, agent);
             }
             Deposit::SIGNATURE_HASH if n == 2 && log.data.len() == 32 => {
                 if let (Some(dst), Some(wad)) = (topic(1), word(0))

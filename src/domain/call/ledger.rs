@@ -35,6 +35,22 @@ pub struct AllowanceMove {
     pub how: Moved,
 }
 
+impl AllowanceMove {
+    /// An allowance set to `amount` by a grant whose standing allowance is not known (a permit; a node that cannot
+    /// read it): it counts whole.
+    pub fn set(asset_key: String, pair: Pair, amount: U256) -> Self {
+        AllowanceMove {
+            asset_key,
+            holder: pair.holder,
+            token: pair.token,
+            spender: pair.spender,
+            before: U256::ZERO,
+            after: amount,
+            how: Moved::Set,
+        }
+    }
+}
+
 /// What leaves the wallet of one token in the call (summed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenOut {
