@@ -42,9 +42,14 @@ pub struct Setup {
 /// A pool, an unguarded agent holding 1 ETH, 1,000 USDC and 1,000,000 of the pair's LP units (an EIP-2612 token),
 /// and a thief account funded with ETH that the node signs for.
 pub async fn setup() -> Setup {
+    setup_with(&[]).await
+}
+
+/// `setup` on an app with `vars` (an `ADMIN_TOKEN`: the agent is guarded).
+pub async fn setup_with(vars: &[(&str, &str)]) -> Setup {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
-    let app = transfer_app(&anvil, &[]).await;
+    let app = transfer_app(&anvil, vars).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     mint(&anvil, uni.usdc, wallet(&agent), U256::from(1_000 * USDC)).await;
     let lp = transferCall {
@@ -62,6 +67,17 @@ pub async fn setup() -> Setup {
         uni,
         thief,
     }
+}
+
+/// `setup` with calls allowed and a day of 100 USDC.
+async fn usdc_day() -> Setup {
+    let s = setup().await;
+    put_policy(
+        &s,
+        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
+    )
+    .await;
+    s
 }
 
 /// Lets `eth_sendTransaction` send from `address` (anvil_impersonateAccount).
@@ -224,12 +240,7 @@ async fn a_permit_is_judged_as_its_digest_encodes_it_whatever_its_spelling() {
 
 #[tokio::test]
 async fn a_re_approval_raced_by_its_spenders_pull_counts_whole() {
-    let s = setup().await;
-    put_policy(
-        &s,
-        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
-    )
-    .await;
+    let s = usdc_day().await;
     let (status, body) = post(&s, "calls", approve_usdc(&s, s.thief, 100)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
@@ -416,18 +427,7 @@ async fn several_counts_of_one_asset_are_judged_as_their_sum_and_witness_forms_a
 
 #[tokio::test]
 async fn approval_above_sees_the_sum_of_a_batch() {
-    use crate::policy::ADMIN;
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
-    let app = transfer_app(&anvil, &[("ADMIN_TOKEN", ADMIN)]).await;
-    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
-    let s = Setup {
-        anvil,
-        app,
-        agent,
-        uni,
-        thief: fresh_address(),
-    };
+    let s = setup_with(&[("ADMIN_TOKEN", crate::policy::ADMIN)]).await;
     let path = format!("/api/agents/{}/policy", s.agent.id);
     let policy = json!({"calls": {"rules": [{"typed_data": {"primary_type": "PermitBatchTransferFrom"},
         "action": "allow"}]}, "limits": {"base:USDC": {"approval_above": "150"}}});
@@ -467,19 +467,7 @@ async fn a_delegation_of_the_framework_is_never_signed() {
 
 #[tokio::test]
 async fn a_held_call_that_is_rejected_leaves_no_allowance_counted() {
-    use crate::policy::ADMIN;
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
-    let app = transfer_app(&anvil, &[("ADMIN_TOKEN", ADMIN)]).await;
-    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
-    mint(&anvil, uni.usdc, wallet(&agent), U256::from(1_000 * USDC)).await;
-    let s = Setup {
-        anvil,
-        app,
-        agent,
-        uni,
-        thief: fresh_address(),
-    };
+    let s = setup_with(&[("ADMIN_TOKEN", crate::policy::ADMIN)]).await;
     let path = format!("/api/agents/{}/policy", s.agent.id);
     let policy = json!({"calls": {"default": "allow", "rules": [{"chain": "base", "to": s.uni.usdc.to_string(),
         "function": "approve(address,uint256)", "action": "approve"}]},
@@ -657,12 +645,7 @@ async fn an_allowance_of_the_whole_supply_is_unlimited() {
 
 #[tokio::test]
 async fn a_call_the_service_cannot_count_is_refused_at_a_limited_token_or_permit2() {
-    let s = setup().await;
-    put_policy(
-        &s,
-        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
-    )
-    .await;
+    let s = usdc_day().await;
     // The test USDC's `mint` is none of the functions the service decodes into counts.
     let mint_call = json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "mint(address,uint256)",
         "args": [wallet(&s.agent).to_string(), "1"]});
@@ -679,12 +662,7 @@ async fn a_call_the_service_cannot_count_is_refused_at_a_limited_token_or_permit
 #[tokio::test]
 async fn an_nft_is_an_asset_its_transfers_and_approvals_count() {
     use crate::helpers::solidity::{bytecode, deploy};
-    let s = setup().await;
-    put_policy(
-        &s,
-        json!({"calls": {"default": "allow"}, "limits": {"base:USDC": {"per_day": "100"}}}),
-    )
-    .await;
+    let s = usdc_day().await;
     // An ERC-721 token is an asset like any other: the limits name USDC only, so sending one is not allowed, and
     // neither is approving one to a spender.
     let nft = deploy(&s.anvil, bytecode("TestNft.sol", "TestNft")).await;
