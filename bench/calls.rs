@@ -4,6 +4,9 @@
 //! simulation with transfer tracing, the allowance reads before and after it, the policy's rules, the ledger and the
 //! windows, the cap — and signs nothing. The direct figure is one `eth_simulateV1` of the same call, sent by a
 //! client straight to anvil. The two alternate, one request at a time. overhead = p50(agentd) - p50(direct).
+//! Then the call itself, `POST …/calls` (simulation, the one decision, the signature, the broadcast) one at a time:
+//! the whole of what a call costs in agentd, whose counting (allowances read before and after, the ledger, the sums
+//! per asset) is a part.
 
 use std::time::{Duration, Instant};
 
@@ -118,4 +121,34 @@ pub async fn run() {
         ],
     );
     println!("errors {errors}");
+
+    // The call as sent: signed and broadcast (anvil mines each at once), one at a time.
+    let send_url = format!("{}/api/agents/{}/calls", app.address, created.id);
+    let mut sent: Vec<Duration> = Vec::with_capacity(N);
+    let mut send_errors = 0usize;
+    for _ in 0..N {
+        let started = Instant::now();
+        let response = client
+            .post(&send_url)
+            .header(TOKEN_HEADER, &created.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST …/calls");
+        let ok = response.status().is_success();
+        let _ = response.bytes().await;
+        match ok {
+            true => sent.push(started.elapsed()),
+            false => send_errors += 1,
+        }
+    }
+    let s = Samples::from_durations(&sent);
+    table(
+        &["call", "n", "p50", "p99", "max"],
+        &[row(
+            "agentd: POST …/calls (simulation, decision, signature, broadcast)",
+            &s,
+        )],
+    );
+    println!("errors {send_errors}");
 }

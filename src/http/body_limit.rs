@@ -2,13 +2,24 @@
 //! (docs/api.md §15): a declared `Content-Length` over the limit is refused at once, and every body is wrapped so
 //! that reading past the limit fails instead of buffering. `DefaultBodyLimit` alone is not enough: it limits axum's
 //! extractors only, and a handler that reads the raw body (`POST /mcp`) would buffer whatever a client sends.
+//!
+//! A response to a request whose body was not read to its end (refused before it was read: a 401 on a `PUT`)
+//! says `Connection: close`. hyper drains such a body only when its bytes already arrived, and otherwise closes the
+//! connection after the response without saying so; a client that keeps the connection for its next request (as
+//! every HTTP client does) then loses that request on a connection the server has closed.
 
-use axum::body::Body;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::Limited;
+use hyper::body::{Frame, SizeHint};
 
 use super::error::AppError;
 
@@ -75,8 +86,50 @@ pub async fn limit(State(limits): State<BodyLimits>, request: Request, next: Nex
     if declared.is_some_and(|len| len > limit as u64) {
         return too_large(request.uri().path());
     }
-    let request = request.map(|body| Body::new(Limited::new(body, limit)));
-    next.run(request).await
+    let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+    let request = request.map(|body| {
+        Body::new(Tracked {
+            inner: Body::new(Limited::new(body, limit)),
+            read: read.clone(),
+        })
+    });
+    let mut response = next.run(request).await;
+    if !read.load(Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that notes when it has been read to its end.
+struct Tracked {
+    inner: Body,
+    read: Arc<AtomicBool>,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Whether a body read failed because it went past the limit (as opposed to a broken connection).

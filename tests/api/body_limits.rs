@@ -164,3 +164,81 @@ async fn a_policy_may_carry_up_to_one_mib_and_other_routes_stop_at_max_body_byte
         .await;
     assert_eq!(response.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", response.text);
 }
+
+/// One HTTP/1.1 answer read off `stream`: its status, whether it says `Connection: close`, and `None` when the
+/// connection was closed under the request (what a client sees as "Remote end closed connection without response").
+fn answer(stream: &mut TcpStream) -> Option<(u16, bool)> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let length: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).ok()?;
+    Some((status, text.lines().any(|l| l.trim() == "connection: close")))
+}
+
+#[tokio::test]
+async fn a_body_refused_before_it_is_read_never_leaves_a_dead_keep_alive_connection() {
+    let app = spawn_app().await;
+    let agent = app.create_default_agent().await;
+    let address = app.address.trim_start_matches("http://").to_string();
+    let id = agent.id.clone();
+    // Blocking sockets on a thread of their own: the in-process server answers on the test's runtime.
+    let errors = tokio::task::spawn_blocking(move || {
+        let connect = || {
+            let stream = TcpStream::connect(&address).expect("connect");
+            stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+            stream
+        };
+        let mut stream = connect();
+        let mut errors = 0;
+        let body = br#"{"name": "renamed"}"#;
+        for _ in 0..50 {
+            // A PUT refused (401) before its body is read: the body comes after the answer, as a client that writes
+            // headers and body apart may send it.
+            let head = format!(
+                "PUT /api/agents/{id} HTTP/1.1\r\nHost: agentd\r\nX-Agent-Access-Token: agt_not_a_token\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let refused = stream
+                .write_all(head.as_bytes())
+                .ok()
+                .and_then(|()| answer(&mut stream));
+            let Some((401, close)) = refused else {
+                errors += 1;
+                stream = connect();
+                continue;
+            };
+            let _ = stream.write_all(body);
+            if close {
+                // Told so: a client opens a new connection for its next request.
+                stream = connect();
+            }
+            // The next request on the connection the server left open must be answered.
+            let next = stream
+                .write_all(b"GET /health HTTP/1.1\r\nHost: agentd\r\n\r\n")
+                .ok()
+                .and_then(|()| answer(&mut stream));
+            if next.map(|(status, _)| status) != Some(200) {
+                errors += 1;
+                stream = connect();
+            }
+        }
+        errors
+    })
+    .await
+    .expect("the client thread");
+    assert_eq!(errors, 0, "requests lost on connections the server had closed");
+}
