@@ -208,3 +208,39 @@ async fn a_held_permit_is_signed_once_the_owner_approves_and_counts_against_the_
     let (status, fits) = sign(&s, permit_of(&s, "500", BASE_CHAIN_ID, 1)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{fits}");
 }
+
+/// Approving a held signature uses no nonce of the wallet's: transfers on their way keep theirs, and the next one
+/// takes the one after them (the approval once set the wallet's nonce counter back to 1, so a later send reused the
+/// nonce of a transfer still in the pool and the node refused it).
+#[tokio::test]
+async fn approving_a_held_signature_leaves_the_wallets_nonces_alone() {
+    use crate::policy::ADMIN;
+    let s = setup(&[("ADMIN_TOKEN", ADMIN)]).await;
+    put_policy(&s, permit_rule(&s, "approve")).await;
+    s.anvil.set_automine(false).await;
+    let send = |to: alloy::primitives::Address| {
+        let path = format!("/api/agents/{}/transfers", s.agent.id);
+        let body = json!({"chain": "base", "to": to.to_string(), "amount": "0.001"});
+        s.app.send(s.app.build(Method::POST, &path, Some(&s.agent.token), Some(body)))
+    };
+    let (first, second, third) = (
+        crate::helpers::chain::fresh_address(),
+        crate::helpers::chain::fresh_address(),
+        crate::helpers::chain::fresh_address(),
+    );
+    assert_eq!(send(first).await.status, StatusCode::CREATED);
+    assert_eq!(send(second).await.status, StatusCode::CREATED);
+    let (status, held) = sign(&s, permit_of(&s, "500", BASE_CHAIN_ID, 0)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{held}");
+    let id = held["transfer_id"].as_str().unwrap().to_owned();
+    let approve = format!("/api/agents/{}/transfers/{id}/approve", s.agent.id);
+    let (status, approved) = crate::policy::call(&s.app, &s.agent, true, Method::POST, &approve, None).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    let after = send(third).await;
+    assert_eq!(after.status, StatusCode::CREATED, "{}", after.body);
+    assert_eq!(after.body["nonce"], 2, "{}", after.body);
+    s.anvil.mine(1).await;
+    s.anvil.set_automine(true).await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 3, "the chain shows all three transfers");
+    assert_eq!(s.anvil.balance(third).await, wei(ONE_ETH / 1000));
+}
