@@ -230,3 +230,25 @@ fn every_section_cited_exists_in_the_api_reference() {
     assert!(!sections.is_empty(), "no `## n.` headings read in docs/api.md");
     assert!(missing.is_empty(), "sections cited but not in docs/api.md: {missing:?}");
 }
+
+/// The domain is pure (README, "Architecture"): no file under `src/domain` names the database, HTTP or async
+/// runtime crates outside comments; the store, the chain client and the services do the I/O.
+#[test]
+fn the_domain_names_no_database_http_or_runtime_crate() {
+    let domain = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/domain");
+    let mut files = Vec::new();
+    source_files(&domain, &mut files);
+    files.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/domain.rs"));
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for name in ["sqlx::", "reqwest::", "tokio::", "hyper::", "axum::"] {
+                if line.contains(name) {
+                    found.push(format!("{}: {}", file.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "the domain does I/O: {found:#?}");
+}
