@@ -20,6 +20,22 @@ pub const CONVERSATION_SELECT: &str = "SELECT c.id, c.agent_id, c.title, c.creat
 
 pub const MESSAGE_COLUMNS: &str = "id, conversation_id, role, content, chain_calls, tokens_used, created_at";
 
+/// The statuses of a transfer on its way (signed, or broadcast and not settled), as SQL for `status IN …`.
+macro_rules! open_statuses {
+    () => {
+        "('signed', 'pending')"
+    };
+}
+/// The statuses of a transfer that moved or may still move money: on its way, or confirmed.
+macro_rules! outgoing_statuses {
+    () => {
+        "('signed', 'pending', 'confirmed')"
+    };
+}
+pub(crate) use {open_statuses, outgoing_statuses};
+/// `open_statuses!()` for SQL built with `format!`.
+pub const OPEN: &str = open_statuses!();
+
 pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
      created_at, updated_at, asset, token_address, asset_decimals, kind, x402, call_record";

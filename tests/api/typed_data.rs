@@ -221,7 +221,8 @@ async fn approving_a_held_signature_leaves_the_wallets_nonces_alone() {
     let send = |to: alloy::primitives::Address| {
         let path = format!("/api/agents/{}/transfers", s.agent.id);
         let body = json!({"chain": "base", "to": to.to_string(), "amount": "0.001"});
-        s.app.send(s.app.build(Method::POST, &path, Some(&s.agent.token), Some(body)))
+        s.app
+            .send(s.app.build(Method::POST, &path, Some(&s.agent.token), Some(body)))
     };
     let (first, second, third) = (
         crate::helpers::chain::fresh_address(),
@@ -241,6 +242,10 @@ async fn approving_a_held_signature_leaves_the_wallets_nonces_alone() {
     assert_eq!(after.body["nonce"], 2, "{}", after.body);
     s.anvil.mine(1).await;
     s.anvil.set_automine(true).await;
-    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 3, "the chain shows all three transfers");
+    assert_eq!(
+        s.anvil.nonce(wallet(&s.agent)).await,
+        3,
+        "the chain shows all three transfers"
+    );
     assert_eq!(s.anvil.balance(third).await, wei(ONE_ETH / 1000));
 }

@@ -288,11 +288,13 @@ where
         chain: &str,
     ) -> StoreResult<Vec<Remaining>> {
         // A row whose writer never landed counts nothing (see migration 0023).
-        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(concat!(
             "SELECT l.holder, l.token, l.spender, l.remaining FROM allowance_ledger l WHERE l.agent_id = $1 \
              AND l.chain = $2 AND (l.transfer_id IS NULL OR EXISTS (SELECT 1 FROM transactions t \
-             WHERE t.id = l.transfer_id AND t.status IN ('signed', 'pending', 'confirmed')))",
-        )
+             WHERE t.id = l.transfer_id AND t.status IN ",
+            shared::outgoing_statuses!(),
+            "))"
+        ))
         .bind(agent_id)
         .bind(chain)
         .fetch_all(&mut *conn)
@@ -371,22 +373,26 @@ where
         asset: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<(U256, DateTime<Utc>)>> {
-        let mut rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        let mut rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(concat!(
             "SELECT value_wei, created_at FROM transactions WHERE agent_id = $1 AND chain = $2 AND asset = $3 \
-             AND status IN ('signed', 'pending', 'confirmed') AND created_at >= $4",
-        )
+             AND status IN ",
+            shared::outgoing_statuses!(),
+            " AND created_at >= $4"
+        ))
         .bind(agent_id)
         .bind(chain)
         .bind(asset)
         .bind(decision::week_ago(now))
         .fetch_all(&mut *conn)
         .await?;
-        let counted: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        let counted: Vec<(String, DateTime<Utc>)> = sqlx::query_as(concat!(
             "SELECT o.amount, o.created_at FROM call_outflows o WHERE o.agent_id = $1 AND o.chain = $2 \
              AND o.asset = $3 AND o.created_at >= $4 AND (EXISTS (SELECT 1 FROM transactions t WHERE t.id = \
-             o.transfer_id AND t.status IN ('signed', 'pending', 'confirmed')) OR EXISTS (SELECT 1 FROM approvals a \
-             WHERE a.id = o.transfer_id AND a.status = 'awaiting_approval' AND a.expires_at > $5))",
-        )
+             o.transfer_id AND t.status IN ",
+            shared::outgoing_statuses!(),
+            ") OR EXISTS (SELECT 1 FROM approvals a \
+             WHERE a.id = o.transfer_id AND a.status = 'awaiting_approval' AND a.expires_at > $5))"
+        ))
         .bind(agent_id)
         .bind(chain)
         .bind(asset)
@@ -418,10 +424,12 @@ where
     /// Whether the agent has a sent (signed, pending or confirmed) transfer to `to` on any chain. Addresses are
     /// stored checksummed; `lower` makes the comparison independent of case.
     pub(super) async fn paid_before(conn: &mut B::Connection, agent_id: Uuid, to: Address) -> StoreResult<bool> {
-        let row: Option<(Uuid,)> = sqlx::query_as(
+        let row: Option<(Uuid,)> = sqlx::query_as(concat!(
             "SELECT id FROM transactions WHERE agent_id = $1 AND lower(to_address) = $2 \
-             AND status IN ('signed', 'pending', 'confirmed') LIMIT 1",
-        )
+             AND status IN ",
+            shared::outgoing_statuses!(),
+            " LIMIT 1"
+        ))
         .bind(agent_id)
         .bind(to.to_string().to_lowercase())
         .fetch_optional(&mut *conn)

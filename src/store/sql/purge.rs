@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::tokens::CHALLENGE_KEPT_AFTER_EXPIRY;
 use super::{Backend, SqlStore};
 use crate::domain::transaction::X402Record;
+use crate::store::shared;
 use crate::store::{KEY_LIFETIME, PurgeStore, StoreError, StoreResult};
 
 /// How long a resolved x402 payment keeps the paid answer (`x402.response`).
@@ -58,10 +59,11 @@ where
         }
         // The paid answers of x402 payments resolved (neither signed nor pending) more than 30 days ago.
         let before = now - PAID_ANSWER_KEPT;
-        let rows: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT id, x402 FROM transactions WHERE kind = 'x402' AND status NOT IN ('signed', 'pending') \
-             AND updated_at < $1 AND x402 LIKE '%\"response\"%' LIMIT $2",
-        )
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(concat!(
+            "SELECT id, x402 FROM transactions WHERE kind = 'x402' AND status NOT IN ",
+            shared::open_statuses!(),
+            " AND updated_at < $1 AND x402 LIKE '%\"response\"%' LIMIT $2"
+        ))
         .bind(before)
         .bind(ANSWERS_PER_PURGE)
         .fetch_all(&self.pool)

@@ -39,14 +39,17 @@ where
 {
     async fn open_attempts(&self, chain: &str) -> StoreResult<BTreeMap<Uuid, Vec<Attempt>>> {
         // One statement, so that a replacement committed meanwhile is seen whole or not at all.
-        let rows: Vec<OpenAttemptRow> = sqlx::query_as(
+        let rows: Vec<OpenAttemptRow> = sqlx::query_as(concat!(
             "SELECT id, CAST(-1 AS BIGINT), tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM transactions \
-             WHERE chain = $1 AND status IN ('signed', 'pending') \
+             WHERE chain = $1 AND status IN ",
+            shared::open_statuses!(),
+            " \
              UNION ALL \
              SELECT r.transfer_id, r.seq, r.tx_hash, r.raw_tx, r.max_fee_per_gas, r.attempt_kind \
              FROM replaced_attempts r JOIN transactions t ON t.id = r.transfer_id \
-             WHERE t.chain = $1 AND t.status IN ('signed', 'pending')",
-        )
+             WHERE t.chain = $1 AND t.status IN ",
+            shared::open_statuses!()
+        ))
         .bind(chain)
         .fetch_all(&self.pool)
         .await?;
@@ -198,10 +201,11 @@ where
         };
         // The agent first, as reservations do, so the spending row changes under one lock.
         B::lock_agent(&mut *conn, agent_id).await?;
-        let done = sqlx::query(
+        let done = sqlx::query(concat!(
             "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
-             updated_at = $5 WHERE id = $6 AND status IN ('signed', 'pending')",
-        )
+             updated_at = $5 WHERE id = $6 AND status IN ",
+            shared::open_statuses!()
+        ))
         .bind(s.status.as_str())
         .bind(s.block_number.map(|n| n as i64))
         .bind(s.gas_used.map(|n| n as i64))

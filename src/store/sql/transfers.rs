@@ -17,7 +17,7 @@ use crate::domain::call::CallFacts;
 use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing, Subject};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{StoredTx, X402Record};
-use crate::store::shared::{self, TX_COLUMNS, TxRow};
+use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
 use crate::store::{AuditEvent, Authorization, Mandate, idempotency};
 use crate::store::{
     Closing, EventRecord, Message, NonceFill, Presigned, Reservation, SendGuard, Settlement, StoreError, StoreResult,
@@ -298,10 +298,11 @@ where
         let Some((nonce, held, _)) = row.filter(|(_, _, status)| status == "signed" || status == "pending") else {
             return Ok(NonceFill::NotNeeded);
         };
-        let (others,): (i64,) = sqlx::query_as(
+        let (others,): (i64,) = sqlx::query_as(concat!(
             "SELECT COUNT(*) FROM transactions WHERE agent_id = $1 AND chain = $2 AND nonce = $3 AND id <> $4 \
-             AND status IN ('signed', 'pending')",
-        )
+             AND status IN ",
+            shared::open_statuses!()
+        ))
         .bind(r.agent_id)
         .bind(&r.chain)
         .bind(nonce)
@@ -332,7 +333,7 @@ where
 
     async fn open_transactions(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
+            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN {OPEN} \
              AND kind = 'transfer' ORDER BY agent_id, nonce"
         )))
         .bind(chain)
@@ -344,7 +345,7 @@ where
     async fn open_transactions_of(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE agent_id = $1 AND chain = $2 \
-             AND status IN ('signed', 'pending') AND kind = 'transfer' ORDER BY nonce"
+             AND status IN {OPEN} AND kind = 'transfer' ORDER BY nonce"
         )))
         .bind(agent_id)
         .bind(chain)
@@ -373,7 +374,7 @@ where
 
     async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>> {
         let rows: Vec<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN ('signed', 'pending') \
+            "SELECT {TX_COLUMNS} FROM transactions WHERE chain = $1 AND status IN {OPEN} \
              AND kind = 'x402' ORDER BY created_at"
         )))
         .bind(chain)
@@ -435,10 +436,11 @@ where
             return Ok(false);
         };
         B::lock_agent(&mut tx, agent_id).await?;
-        let done = sqlx::query(
+        let done = sqlx::query(concat!(
             "UPDATE transactions SET status = 'expired', actual_cost_wei = '0', updated_at = $1 \
-             WHERE id = $2 AND status IN ('signed', 'pending')",
-        )
+             WHERE id = $2 AND status IN ",
+            shared::open_statuses!()
+        ))
         .bind(crate::domain::now())
         .bind(id)
         .execute(&mut *tx)
@@ -704,10 +706,12 @@ where
     ) -> StoreResult<U256> {
         // A transfer below the node's mined nonce has landed (the balance read shows it) even before the watcher
         // settles it: only the others are held. Authorizations (no nonce) are held until settled.
-        let rows: Vec<(String,)> = sqlx::query_as(
+        let rows: Vec<(String,)> = sqlx::query_as(concat!(
             "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
-             AND token_address = $3 AND status IN ('signed', 'pending') AND (nonce IS NULL OR nonce >= $4)",
-        )
+             AND token_address = $3 AND status IN ",
+            shared::open_statuses!(),
+            " AND (nonce IS NULL OR nonce >= $4)"
+        ))
         .bind(agent_id)
         .bind(chain)
         .bind(token.to_checksum(None))
@@ -716,10 +720,12 @@ where
         .await?;
         let transfers = shared::sum_wei(&rows, "value_wei")?;
         // A call's simulated outflows of the token are held as a token transfer's are while it is on its way (§18).
-        let calls: Vec<(Option<String>,)> = sqlx::query_as(
+        let calls: Vec<(Option<String>,)> = sqlx::query_as(concat!(
             "SELECT call_record FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
-             AND call_record IS NOT NULL AND status IN ('signed', 'pending') AND nonce >= $3",
-        )
+             AND call_record IS NOT NULL AND status IN ",
+            shared::open_statuses!(),
+            " AND nonce >= $3"
+        ))
         .bind(agent_id)
         .bind(chain)
         .bind(mined_nonce.map_or(0, |n| n as i64))
@@ -741,10 +747,11 @@ where
     /// first maximum fee, room for the bumps), none of which a balance read may show yet (the index on agent, chain,
     /// kind and status finds them). x402 payments move tokens only.
     async fn held_by_transfers(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
-        let rows: Vec<(String,)> = sqlx::query_as(
+        let rows: Vec<(String,)> = sqlx::query_as(concat!(
             "SELECT reserved_wei FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
-             AND status IN ('signed', 'pending')",
-        )
+             AND status IN ",
+            shared::open_statuses!()
+        ))
         .bind(agent_id)
         .bind(chain)
         .fetch_all(&mut *conn)
