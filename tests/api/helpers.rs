@@ -182,17 +182,96 @@ fn postgres_admin_url() -> Option<String> {
         .filter(|url| !url.trim().is_empty())
 }
 
-/// Creates `agentd_test_<uuid>` on the server of `admin_url` and returns its name.
+/// Creates `agentd_test_<uuid>` on the server of `admin_url`, a copy of the migrated template, and returns its name.
 async fn create_postgres_database(admin_url: &str) -> String {
     use sqlx::{Connection, Executor};
 
+    let template = postgres_template(admin_url);
     let name = format!("agentd_test_{}", uuid::Uuid::new_v4().simple());
     let mut conn = sqlx::PgConnection::connect(admin_url)
         .await
         .expect("connect to TEST_POSTGRES_URL");
-    conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        r#"CREATE DATABASE "{name}" TEMPLATE "{template}""#
+    )))
+    .await
+    .expect("create the test database");
+    let _ = conn.close().await;
+    name
+}
+
+/// The database every test database is copied from: migrated once per set of migrations (its name holds a hash of
+/// them), so that a test does not run every migration again (a copy is a fraction of that). The app still runs its
+/// migrations at start; on a copy they are all applied already.
+fn postgres_template(admin_url: &str) -> String {
+    static TEMPLATE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEMPLATE
+        .get_or_init(|| {
+            let admin_url = admin_url.to_string();
+            // The asking test's runtime is blocked here: build it on a runtime of our own on another thread.
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime");
+                runtime.block_on(build_postgres_template(&admin_url))
+            })
+            .join()
+            .expect("the template is built")
+        })
+        .clone()
+}
+
+async fn build_postgres_template(admin_url: &str) -> String {
+    use sqlx::{Connection, Executor};
+    use std::hash::{Hash, Hasher};
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the migrations are readable")
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    files.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for file in &files {
+        file.file_name().hash(&mut hasher);
+        std::fs::read(file).expect("a readable migration").hash(&mut hasher);
+    }
+    let name = format!("agentd_template_{:016x}", hasher.finish());
+    let mut conn = sqlx::PgConnection::connect(admin_url)
         .await
-        .expect("create the test database");
+        .expect("connect to TEST_POSTGRES_URL");
+    let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_database WHERE datname = $1")
+        .bind(&name)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("read pg_database");
+    if exists.is_none() {
+        // Built under a name of its own and renamed once migrated: another run building it at the same time never
+        // sees half of it (whichever renames second drops its own).
+        let building = format!("agentd_building_{}", uuid::Uuid::new_v4().simple());
+        conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{building}""#)))
+            .await
+            .expect("create the template database");
+        let mut migrating = sqlx::PgConnection::connect(&with_database_name(admin_url, &building))
+            .await
+            .expect("connect to the template database");
+        sqlx::migrate!("./migrations/postgres")
+            .run(&mut migrating)
+            .await
+            .expect("migrate the template database");
+        let _ = migrating.close().await;
+        let renamed = conn
+            .execute(sqlx::AssertSqlSafe(format!(
+                r#"ALTER DATABASE "{building}" RENAME TO "{name}""#
+            )))
+            .await;
+        if renamed.is_err() {
+            let _ = conn
+                .execute(sqlx::AssertSqlSafe(format!(r#"DROP DATABASE IF EXISTS "{building}""#)))
+                .await;
+        }
+    }
     let _ = conn.close().await;
     name
 }
