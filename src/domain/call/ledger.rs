@@ -211,11 +211,15 @@ pub fn how_moved(
         return how;
     }
     let fall = before.saturating_sub(after);
-    if after > before || (granted && !after.is_zero() && out < fall) || (granted && fall.is_zero() && !after.is_zero())
-    {
-        Moved::Set
-    } else {
-        Moved::Pulled
+    let explained = out >= fall;
+    match (after > before, granted) {
+        (true, _) => Moved::Set,
+        // An approval event the outflow does not explain: a grant, of 0 (a lockdown) or of what it sets.
+        (false, true) if !explained || fall.is_zero() => match after.is_zero() {
+            true => Moved::Lowered,
+            false => Moved::Set,
+        },
+        _ => Moved::Pulled,
     }
 }
 
@@ -470,6 +474,60 @@ mod tests {
         // The ERC-20 row counted 100 covers no pull through Permit2.
         let (counts, _) = count(&[], &[out(50)], &[permit2], &ledger(100));
         assert_eq!(total(&counts), 50);
+    }
+
+    #[test]
+    fn how_an_allowance_moved_is_the_top_functions_word_then_the_simulations() {
+        let (token, spender, router, permit2) = (
+            token(),
+            spender(),
+            Address::repeat_byte(0x70),
+            Address::repeat_byte(0x22),
+        );
+        let pair = Pair {
+            holder: token,
+            token,
+            spender,
+        };
+        let args = [serde_json::json!(spender.to_string()), serde_json::json!("5")];
+        let top = |function: &'static str, to: Address| TopCall {
+            to,
+            function: Some(function),
+            args: &args,
+        };
+        let u = |n: u64| U256::from(n);
+        let how = |top: &TopCall<'_>, before: u64, after: u64, granted: bool, out: u64| {
+            how_moved(top, &pair, permit2, (u(before), u(after)), granted, u(out))
+        };
+        // The top function names the pair: it decides, whatever the figures.
+        assert_eq!(
+            how(&top("approve(address,uint256)", token), 100, 100, true, 0),
+            Moved::Set
+        );
+        assert_eq!(
+            how(&top("approve(address,uint256)", token), 100, 99, true, 0),
+            Moved::Set
+        );
+        assert_eq!(
+            how(&top("increaseAllowance(address,uint256)", token), 100, 150, true, 0),
+            Moved::Added
+        );
+        assert_eq!(
+            how(&top("decreaseAllowance(address,uint256)", token), 100, 40, true, 0),
+            Moved::Lowered
+        );
+        // Elsewhere (a router): a rise is a grant that sets (a permit submitted inside it) ...
+        let swap = top("swap(uint256)", router);
+        assert_eq!(how(&swap, 0, 100, true, 0), Moved::Set);
+        assert_eq!(how(&swap, 0, 100, false, 0), Moved::Set);
+        // ... a fall the call's own outflow explains is a pull, with or without an approval event (OZ 4 emits one) ...
+        assert_eq!(how(&swap, 100, 50, false, 50), Moved::Pulled);
+        assert_eq!(how(&swap, 100, 50, true, 50), Moved::Pulled);
+        // ... and an approval event the outflow does not explain is a grant: of what it sets, or of 0.
+        assert_eq!(how(&swap, 100, 99, true, 0), Moved::Set);
+        assert_eq!(how(&swap, 100, 100, true, 0), Moved::Set);
+        assert_eq!(how(&swap, 100, 0, true, 0), Moved::Lowered);
+        assert_eq!(how(&swap, 100, 100, false, 0), Moved::Pulled, "nothing moved");
     }
 
     #[test]
