@@ -29,8 +29,13 @@ json_field() { python3 -c "import json, sys; v = json.load(sys.stdin); print(v$1
 # anvil, cast and solc from npm (test-tools), unless already current.
 scripts/install.sh test-tools
 if [ -z "${AGENTD_BIN:-}" ]; then
-  echo "==> building agentd (release)"
-  cargo build --release --quiet
+  if [ -x "$CARGO_TARGET_DIR/release/agentd" ]; then
+    echo "==> building agentd (release): only what changed since the last build, usually seconds"
+  else
+    echo "==> building agentd (release) for the first time: about 15 minutes on a 2-core machine, a few on a laptop."
+    echo "    Cargo shows its progress below. AGENTD_BIN=path/to/agentd scripts/demo.sh skips the build."
+  fi
+  cargo build --release
   AGENTD_BIN="$CARGO_TARGET_DIR/release/agentd"
 fi
 
