@@ -602,14 +602,7 @@ impl Transfers {
             Ok(_) | Err(SimulationError::Unsupported { .. }) => effect
                 .approvals
                 .iter()
-                .map(|g| {
-                    let pair = Pair {
-                        holder: g.holder,
-                        token: g.token,
-                        spender: g.spender,
-                    };
-                    AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, pair, g.amount)
-                })
+                .map(|g| AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, g.pair(), g.amount))
                 .collect(),
             Err(SimulationError::InsufficientFunds) => Vec::new(),
             Err(SimulationError::Chain(e)) => return Err(e.into()),

@@ -14,7 +14,7 @@ use super::{TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
 use crate::domain::agent::Agent;
 use crate::domain::audit::Actor;
-use crate::domain::call::ledger::{AllowanceMove, Pair, TokenOut};
+use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::{CallRecord, TypedDataRecord};
@@ -36,9 +36,7 @@ impl Transfers {
     /// `typed_data_signed` with the domain, the primary type and what it grants; held or refused as a transfer is.
     #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        // `parse` refused typed data whose grants cannot be read.
-        let grants = order.typed.grants().unwrap_or_default();
-        let record = self.typed_record(order.chain, &order.typed, &grants);
+        let record = self.typed_record(order.chain, &order.typed);
         let detail = json!({"chain": order.chain.name, "kind": "typed_data",
             "to": order.typed.verifying().to_checksum(None),
             "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
@@ -86,8 +84,7 @@ impl Transfers {
     /// names whatever stood before, so it counts whole (§18), and the ledger's counted remainder for its spender
     /// becomes it once signed.
     pub(super) fn typed_check(&self, chain: &'static ChainInfo, typed: &Typed, guarded: bool) -> CallCheck {
-        // `parse` refused typed data whose grants cannot be read.
-        let grants = typed.grants().unwrap_or_default();
+        let grants = &typed.grants;
         let outs = grants
             .iter()
             .filter(|g| g.is_transfer())
@@ -101,14 +98,7 @@ impl Transfers {
         let moves = grants
             .iter()
             .filter(|g| !g.is_transfer())
-            .map(|g| {
-                let pair = Pair {
-                    holder: g.holder,
-                    token: g.token,
-                    spender: g.spender,
-                };
-                AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, pair, g.amount)
-            })
+            .map(|g| AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, g.pair(), g.amount))
             .collect();
         CallCheck {
             forbidden: typed.forbidden(&self.chains.delegation_managers()),
@@ -126,10 +116,9 @@ impl Transfers {
     /// Whether a permit sets an allowance of at least its token's whole supply (§18: unlimited), read at the latest
     /// block; a node or token that does not answer leaves it to the amounts §18 names.
     async fn grants_whole_supply(&self, chain: &'static ChainInfo, typed: &Typed) -> bool {
-        let grants: Vec<TypedGrant> = typed
-            .grants()
-            .unwrap_or_default()
-            .into_iter()
+        let grants: Vec<&TypedGrant> = typed
+            .grants
+            .iter()
             .filter(|g| !g.is_transfer() && !g.amount.is_zero())
             .collect();
         if grants.is_empty() {
@@ -160,7 +149,8 @@ impl Transfers {
 
     /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation
     /// is (`approvals` for allowances, `changes` out for a transfer the spender may make).
-    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed, grants: &[TypedGrant]) -> CallRecord {
+    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed) -> CallRecord {
+        let grants = &typed.grants;
         let simulation = SimulationView {
             changes: grants
                 .iter()

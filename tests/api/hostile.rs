@@ -152,21 +152,10 @@ pub async fn sign(s: &Setup, typed_data: Value) -> (StatusCode, Value) {
     post(s, "sign-typed-data", json!({"chain": "base", "typed_data": typed_data})).await
 }
 
-/// Submits the agent's signed permit of `value` LP units to `spender` from the thief, then pulls `value` to the
+/// Submits the agent's signed permit of `value` LP units to the thief, from the thief, then pulls `value` to the
 /// thief: what the chain lets the signature take. Whether the pull went through.
-pub async fn take_with_permit(s: &Setup, spender: Address, value: U256, signature: &str) -> bool {
-    let bytes = alloy::hex::decode(signature).expect("hex");
-    let submit = permitCall {
-        owner: wallet(&s.agent),
-        spender,
-        value,
-        deadline: U256::from(99_999_999_999u64),
-        v: bytes[64],
-        r: B256::from_slice(&bytes[..32]),
-        s: B256::from_slice(&bytes[32..64]),
-    };
-    let (_, permitted) = send_as(&s.anvil, s.thief, s.uni.pair, submit.abi_encode().into()).await;
-    permitted && pull(s, s.uni.pair, value).await
+pub async fn take_with_permit(s: &Setup, value: U256, signature: &str) -> bool {
+    submit_permit(s, value, signature).await && pull(s, s.uni.pair, value).await
 }
 
 /// The thief pulls `amount` of `token` from the agent's wallet to itself; whether the chain let it.
@@ -232,7 +221,7 @@ async fn a_permit_is_judged_as_its_digest_encodes_it_whatever_its_spelling() {
     let (status, signed) = sign(&s, lp_permit(&s, s.thief, json!("0x1f4"), 0)).await;
     assert_eq!(status, StatusCode::OK, "{signed}");
     let signature = signed["signature"].as_str().unwrap().to_owned();
-    assert!(take_with_permit(&s, s.thief, U256::from(500), &signature).await);
+    assert!(take_with_permit(&s, U256::from(500), &signature).await);
     assert_eq!(token_balance(&s.anvil, s.uni.pair, s.thief).await, U256::from(500));
     assert_eq!(allowance_of(&s, s.uni.pair, s.thief).await, U256::ZERO);
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "the agent sent nothing");
@@ -284,21 +273,7 @@ async fn a_permit_counts_whole_while_an_allowance_it_counted_stands() {
     // The thief submits it: the allowance of 600 stands on chain. A new permit of 600 sets 600 again, which the
     // thief may take after the first: it counts whole, past the day.
     let signature = first["signature"].as_str().unwrap().to_owned();
-    let bytes = alloy::hex::decode(&signature).unwrap();
-    let submit = permitCall {
-        owner: wallet(&s.agent),
-        spender: s.thief,
-        value: U256::from(600),
-        deadline: U256::from(99_999_999_999u64),
-        v: bytes[64],
-        r: B256::from_slice(&bytes[..32]),
-        s: B256::from_slice(&bytes[32..64]),
-    };
-    assert!(
-        send_as(&s.anvil, s.thief, s.uni.pair, submit.abi_encode().into())
-            .await
-            .1
-    );
+    assert!(submit_permit(&s, U256::from(600), &signature).await);
     let second = sign(&s, lp_permit(&s, s.thief, json!("600"), 1)).await;
     assert_error(&second, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(rule(&second), "per_day", "{}", second.1);

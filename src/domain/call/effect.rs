@@ -77,6 +77,17 @@ pub struct Grant {
     pub unlimited: bool,
 }
 
+impl Grant {
+    /// The allowance it names in the ledger's terms.
+    pub fn pair(&self) -> super::ledger::Pair {
+        super::ledger::Pair {
+            holder: self.holder,
+            token: self.token,
+            spender: self.spender,
+        }
+    }
+}
+
 /// The call's effect on the agent's wallet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Effect {

@@ -49,6 +49,9 @@ pub struct Typed {
     pub digest: B256,
     /// What the declared types make it.
     pub form: Form,
+    /// What signing it grants, read once from the coerced message (`read` refuses typed data whose grants it cannot
+    /// read).
+    pub grants: Vec<TypedGrant>,
 }
 
 /// What typed data is, by its declared primary type and fields (the type string its verifier hashes).
@@ -106,8 +109,6 @@ pub fn parse(json: &Value, chain_id: u64) -> Result<Typed, TypedError> {
     ) {
         return Err(TypedError::Eip3009(typed.data.primary_type.clone()));
     }
-    // A value a count needs that cannot be read is a refusal, never "grants nothing".
-    typed.grants()?;
     Ok(typed)
 }
 
@@ -130,13 +131,17 @@ pub fn read(json: &Value) -> Result<Typed, TypedError> {
         .eip712_signing_hash()
         .map_err(|e| TypedError::Malformed(first_line(&e.to_string())))?;
     let form = form_of(&json, &data.primary_type);
-    Ok(Typed {
+    let mut typed = Typed {
         json,
         data,
         message,
         digest,
         form,
-    })
+        grants: Vec::new(),
+    };
+    // A value a count needs that cannot be read is a refusal, never "grants nothing".
+    typed.grants = typed.read_grants()?;
+    Ok(typed)
 }
 
 fn first_line(text: &str) -> String {
@@ -427,6 +432,15 @@ impl TypedGrant {
     pub fn is_transfer(&self) -> bool {
         self.kind == GrantKind::Transfer
     }
+
+    /// The allowance it names in the ledger's terms.
+    pub fn pair(&self) -> super::ledger::Pair {
+        super::ledger::Pair {
+            holder: self.holder,
+            token: self.token,
+            spender: self.spender,
+        }
+    }
 }
 
 /// A field of a coerced struct, by its declared name.
@@ -451,7 +465,7 @@ impl Typed {
 
     /// What signing it grants, read from the coerced message; empty for typed data that is none of the permits §18
     /// names. A permit whose values cannot be read is an error (a refusal), never "grants nothing".
-    pub fn grants(&self) -> Result<Vec<TypedGrant>, TypedError> {
+    fn read_grants(&self) -> Result<Vec<TypedGrant>, TypedError> {
         let unreadable = |what: &str| TypedError::Unreadable(format!("{} of {}", what, self.primary_type()));
         let address = |v: Option<&DynSolValue>, what: &str| match v {
             Some(DynSolValue::Address(a)) => Ok(*a),
@@ -547,9 +561,7 @@ impl Typed {
 
     /// Whether signing grants an unlimited allowance (§18's amounts, DAI's `allowed: true`).
     pub fn grants_unlimited(&self) -> bool {
-        self.grants()
-            .map(|grants| grants.iter().any(|g| g.unlimited && !g.is_transfer()))
-            .unwrap_or(true)
+        self.grants.iter().any(|g| g.unlimited && !g.is_transfer())
     }
 
     /// The rule that refuses it whatever the `calls` rules say: `delegation_signature` for a delegation of the

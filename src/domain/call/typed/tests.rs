@@ -73,14 +73,14 @@ fn permit2_types() -> Value {
 }
 
 fn amounts(typed: &Typed) -> Vec<U256> {
-    typed.grants().expect("readable").iter().map(|g| g.amount).collect()
+    typed.grants.iter().map(|g| g.amount).collect()
 }
 
 #[test]
 fn a_permit_is_tied_to_its_chain_and_grants_an_allowance_of_the_token_that_verifies_it() {
     let typed = parse(&eip2612(json!("250000000")), 8453).expect("valid");
     assert_eq!(
-        typed.grants().expect("readable"),
+        typed.grants.clone(),
         vec![TypedGrant {
             token: TOKEN,
             spender: SPENDER,
@@ -204,7 +204,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     let typed = parse(&batch, 8453).expect("valid");
     assert_eq!(typed.form, Form::Permit2Transfer { batch: true });
     assert_eq!(amounts(&typed), vec![U256::from(100), U256::from(100)]);
-    assert!(typed.grants().expect("readable").iter().all(TypedGrant::is_transfer));
+    assert!(typed.grants.iter().all(TypedGrant::is_transfer));
     let witness = with(
         "PermitWitnessTransferFrom",
         permit2_types(),
@@ -227,7 +227,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     );
     let typed = parse(&single, 8453).expect("valid");
     assert!(typed.grants_unlimited());
-    assert_eq!(typed.grants().expect("readable")[0].kind, GrantKind::Permit2Allowance);
+    assert_eq!(typed.grants.clone()[0].kind, GrantKind::Permit2Allowance);
     // Typed data of Permit2's domain, or named Permit…, that is none of these: refused whatever the rules.
     let unknown = with(
         "Order",
