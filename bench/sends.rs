@@ -530,15 +530,19 @@ async fn sends(
     for _ in 0..N {
         let sent = Instant::now();
         let order = TransferOrder {
-            agent,
+            by: agentd::transfers::Transacting::check(
+                agent,
+                // The reservation still reads the agent's standing (one statement) whatever the credential.
+                &agentd::store::Mandate::NONE,
+                agentd::auth::Actor::Agent,
+                "sending",
+            )
+            .expect("an agent that transacts"),
             chain,
             to,
             token: token.clone(),
             amount: Amount::parse(amount, token.as_ref().map_or(chain.decimals, |t| t.decimals)).expect("an amount"),
             conversation_id: None,
-            actor: agentd::auth::Actor::Agent,
-            // The reservation still reads the agent's standing (one statement) whatever the credential.
-            mandate: &agentd::store::Mandate::NONE,
         };
         let outcome = transfers.send(order).await;
         run.latencies.push(sent.elapsed());

@@ -326,7 +326,7 @@ impl Watcher {
         };
         let settlement = Settlement {
             status,
-            landed: (attempt.tx_hash != tx.tx_hash).then(|| attempt.tx_hash.clone()),
+            landed: (Some(attempt.tx_hash.as_str()) != tx.tx_hash()).then(|| attempt.tx_hash.clone()),
             block_number: Some(block),
             gas_used: Some(receipt.gas_used),
             actual_cost_wei: Some(cost),
@@ -339,7 +339,7 @@ impl Watcher {
     /// was counted, or short of it. Nothing for a transfer that is not a call.
     fn receipt_counts(&self, tx: &StoredTx, receipt: &ReceiptInfo) -> Vec<crate::store::CountChange> {
         use crate::domain::call::ledger;
-        let Some(record) = tx.call.as_ref().filter(|c| c.typed_data.is_none()) else {
+        let Some(record) = tx.body.call() else {
             return Vec::new();
         };
         let real = ledger::figures(&crate::domain::call::effect(&receipt.logs, tx.from));
@@ -367,7 +367,7 @@ impl Watcher {
                 return Ok(false);
             }
         }
-        if mined <= tx.nonce {
+        if tx.nonce().is_some_and(|nonce| mined <= nonce) {
             self.state.transfers.fill_gap(client, tx).await?;
             return Ok(false);
         }
@@ -403,7 +403,7 @@ impl Watcher {
     fn settling(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> anyhow::Result<Settling> {
         let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
         // The attempt that landed names the transfer from now on (§14).
-        let tx_hash = s.landed.as_deref().unwrap_or(&tx.tx_hash);
+        let tx_hash = s.landed.as_deref().or(tx.tx_hash()).unwrap_or_default();
         let explorer_url = chain.tx_url(tx_hash);
         let event = json!({
             "type": "tx_confirmation",
@@ -444,8 +444,8 @@ impl Watcher {
                 s.block_number.unwrap_or_default()
             ),
             _ => format!(
-                "Transaction {} sending {amount} on {} was dropped by the network; nothing was spent.",
-                tx.tx_hash, tx.chain
+                "Transaction {tx_hash} sending {amount} on {} was dropped by the network; nothing was spent.",
+                tx.chain
             ),
         };
         let message = tx.conversation_id.map(|conversation_id| Message {
@@ -511,7 +511,7 @@ impl Watcher {
         latest: u64,
         now: u64,
     ) -> anyhow::Result<bool> {
-        let (Some(record), Some(token)) = (&tx.x402, tx.token) else {
+        let (Some(record), Some(token)) = (tx.body.x402(), tx.token) else {
             return Ok(false);
         };
         let nonce: alloy::primitives::B256 = record.nonce.parse()?;

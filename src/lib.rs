@@ -29,6 +29,7 @@ pub mod llm;
 pub mod mcp;
 /// Prometheus metrics.
 pub mod metrics;
+pub mod net;
 /// Rate limits in bounded tables, keyed by client address or agent id.
 pub mod rate_limit;
 /// Wallet key custody.

@@ -148,6 +148,16 @@ pub struct ToolContext<'a> {
 }
 
 impl ToolContext<'_> {
+    /// The agent as one that may move money (the `transact` capability), for the tools that do.
+    pub fn transacting(&self, doing: &'static str) -> Result<crate::transfers::Transacting<'_>, ToolError> {
+        Ok(crate::transfers::Transacting::check(
+            self.agent,
+            self.mandate,
+            self.actor,
+            doing,
+        )?)
+    }
+
     /// Runs a tool after checking the agent's capability again (a model may ask for anything).
     pub async fn execute(&self, name: &str, args: &Value) -> (ToolResult, u64) {
         let started = Instant::now();

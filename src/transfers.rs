@@ -1,11 +1,14 @@
-//! Transfers of the native coin and of ERC-20 tokens, and x402 payments (`pay`), all on one send path (`send`):
-//! quote -> lock -> decide, sign and record in one DB transaction -> release -> broadcast (or, for a payment, the
-//! paid request) -> on refusal give the nonce back or fill it. The rules that decide (cap, funds, policy, approval)
-//! are `domain::decision`'s, applied by the store in that transaction: a refusal names its rule, and a transfer that
-//! needs an owner's approval is stored waiting instead of signed (`approvals` approves and rejects). Sends of one
-//! (agent, chain) are serialised by a store lock, so no nonce is ever reused or skipped. The service answers with a
-//! typed outcome or a `TransferError`; what a caller shows of them (a tool result, an HTTP body) is decided at that
-//! caller.
+//! The money path: every outflow of an agent's wallet (native and ERC-20 transfers, contract calls and typed-data
+//! signatures, §18; x402 payments, `pay`, §16; an owner's sweep, §20) goes through one send path (`send`):
+//! quote -> the agent's send lock -> decide in the store's transaction (nothing written) -> sign outside every
+//! database transaction -> decide again under the agent's lock and record the signature -> release -> broadcast
+//! (or, for a payment, the paid request) -> on refusal give the nonce back or fill it. The rules that decide (cap,
+//! funds, policy, call rules, approval, a sweep's destination) are `domain::decision::decide`'s, on facts the store
+//! reads in that transaction: a refusal names its rule, and an outflow that needs an owner's approval is stored
+//! waiting instead of signed (`approvals` approves and rejects). Only an agent checked for the `transact`
+//! capability (`Transacting`) reaches the path. Sends of one (agent, chain) are serialised by a store lock, so no
+//! nonce is ever reused or skipped. The service answers with a typed outcome or a `TransferError`; what a caller shows
+//! of them (a tool result, an HTTP body) is decided at that caller.
 
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::domain::recipient::Recipient;
-use crate::domain::transaction::{StoredTx, TokenRef, on_chain_call};
+use crate::domain::transaction::{Body, OnChain, StoredTx, TokenRef, on_chain_call};
 use crate::signer::{Keys, SignerError, WalletSigner};
 use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
@@ -34,6 +37,7 @@ mod pay;
 mod replace;
 mod send;
 mod sweep;
+mod transacting;
 mod typed;
 
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
@@ -42,6 +46,7 @@ pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 use send::{Kind, Outflow};
 pub use sweep::SweepOrder;
+pub use transacting::Transacting;
 pub use typed::TypedOrder;
 
 /// How old a fee reading a transfer may use (its fee cap covers the base-fee growth of a few blocks).
@@ -60,7 +65,7 @@ pub struct Transfers {
     keys: Arc<Keys>,
     faults: Faults,
     /// The guarded fetch x402 payments go through.
-    fetcher: crate::x402::Fetcher,
+    fetcher: crate::net::egress::Fetcher,
     /// (agent, chain) pairs the store is known to count nonces for (its rows are never removed): their sends need
     /// not ask whether to start from the node's count.
     counted: Arc<std::sync::Mutex<std::collections::HashSet<(Uuid, &'static str)>>>,
@@ -68,7 +73,8 @@ pub struct Transfers {
 
 /// A transfer the agent was asked to make.
 pub struct TransferOrder<'a> {
-    pub agent: &'a Agent,
+    /// The agent, checked for the `transact` capability, with who asked and the mandate the request came with.
+    pub by: Transacting<'a>,
     pub chain: &'static ChainInfo,
     pub to: Address,
     /// The registry token to move (its `token` set); `None`: the chain's native coin.
@@ -76,13 +82,9 @@ pub struct TransferOrder<'a> {
     /// In base units of the asset (parsed once, where the order entered), never zero.
     pub amount: Amount,
     pub conversation_id: Option<Uuid>,
-    /// Who asked for it, as the audit log records it: the agent (chat, transfers API) or an MCP client.
-    pub actor: Actor,
-    /// The agent token and idempotency claim the request came with: the reservation checks that both still hold.
-    pub mandate: &'a Mandate,
 }
 
-/// Where a stored transfer stands when `send_native` returns.
+/// Where a stored outflow stands when the send path returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BroadcastStatus {
     /// The node accepted it.
@@ -136,18 +138,18 @@ impl Transfers {
             vault,
             keys,
             faults,
-            fetcher: crate::x402::Fetcher::new(x402),
+            fetcher: crate::net::egress::Fetcher::new(x402),
             counted: Default::default(),
         }
     }
 
     /// Sends the native coin or a token. Refusals create no transaction.
-    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
         let detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(&order),
             "to": order.to.to_checksum(None), "amount": order.amount.text()});
-        self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
+        self.record_outcome(order.by.agent.id, order.by.actor, detail, outcome.as_ref())
             .await;
         outcome
     }
@@ -189,14 +191,14 @@ impl Transfers {
         (accepted, refused): (&'static str, &'static str),
     ) {
         let action = match outcome {
-            Ok(TransferOutcome::Sent { tx, .. }) if !tx.on_chain() && tx.x402.is_none() => {
+            Ok(TransferOutcome::Sent { tx, .. }) if matches!(tx.body, Body::Signature(_)) => {
                 detail["transfer_id"] = serde_json::json!(tx.id);
                 "typed_data_signed"
             }
             Ok(TransferOutcome::Sent { tx, status, .. }) => {
                 detail["transfer_id"] = serde_json::json!(tx.id);
                 detail["status"] = serde_json::json!(status.as_str());
-                detail["tx_hash"] = serde_json::json!(tx.tx_hash);
+                detail["tx_hash"] = serde_json::json!(tx.on_chain().map(|t| &t.at.tx_hash));
                 accepted
             }
             Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
@@ -233,10 +235,10 @@ impl Transfers {
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let to = recipient(order.agent, order.chain, order.to)?;
+        let to = recipient(order.by.agent, order.chain, order.to)?;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
-            agent_id: order.agent.id,
+            agent_id: order.by.agent.id,
             chain: order.chain,
             conversation_id: order.conversation_id,
             from: to.from(),
@@ -247,17 +249,18 @@ impl Transfers {
                 Some(token) => Kind::Token(token.clone()),
             },
             authorization: Authorization::Policy,
-            mandate: order.mandate.clone(),
+            mandate: order.by.mandate.clone(),
         })
         .await
     }
 
     /// Records and broadcasts the send that fills the nonce of a refused transfer.
     async fn send_fill(&self, client: &ChainClient, refused: &StoredTx, fill: &StoredTx) {
-        tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = fill.nonce,
+        let at = fill.on_chain().map(|t| &t.at);
+        tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = ?at.map(|a| a.nonce),
             "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
         let detail = serde_json::json!({"transfer_id": refused.id, "fill_id": fill.id, "chain": fill.chain,
-            "nonce": fill.nonce, "tx_hash": fill.tx_hash});
+            "nonce": at.map(|a| a.nonce), "tx_hash": at.map(|a| &a.tx_hash)});
         self.audit(fill.agent_id, "nonce_filled", "system", detail).await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => {
@@ -370,8 +373,6 @@ fn nonce_filler(
         from: tx.from,
         to: tx.from,
         value_wei: U256::ZERO,
-        gas_limit,
-        max_fee_per_gas,
         reserved_wei,
         node_nonce: None,
         asset: chain.native_symbol.to_string(),
@@ -380,8 +381,12 @@ fn nonce_filler(
         token_balance: None,
         mined_nonce: None,
         native_funds: None,
-        x402: None,
-        call: None,
+        body: Body::Transaction(OnChain {
+            at: (),
+            gas_limit,
+            max_fee_per_gas,
+            call: None,
+        }),
         call_check: None,
         mandate: Mandate::NONE,
     }
@@ -395,16 +400,17 @@ fn sign_transfer(
     priority_fee: u128,
     nonce: u64,
 ) -> Result<SignedTx, SignerError> {
-    let (to, value, input) = match &request.call {
+    let (to, value, input) = match request.body.call() {
         Some(call) => (request.to, request.value_wei, call.data.clone()),
         None => on_chain_call(request.to, request.value_wei, request.token),
     };
+    let (gas_limit, max_fee_per_gas) = request.body.fees();
     let tx = TxEip1559 {
         chain_id: chain.chain_id,
         nonce,
-        gas_limit: request.gas_limit,
-        max_fee_per_gas: request.max_fee_per_gas,
-        max_priority_fee_per_gas: priority_fee.min(request.max_fee_per_gas),
+        gas_limit,
+        max_fee_per_gas,
+        max_priority_fee_per_gas: priority_fee.min(max_fee_per_gas),
         to: TxKind::Call(to),
         value,
         input,
@@ -467,7 +473,9 @@ pub(crate) fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes
 /// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then
 /// `true`, so that nothing that may be on chain is ever discarded; the watcher settles it later.
 async fn node_knows(client: &ChainClient, tx: &StoredTx) -> bool {
-    let Ok(hash) = tx.tx_hash.parse() else { return false };
+    let Some(Ok(hash)) = tx.on_chain().map(|t| t.at.tx_hash.parse()) else {
+        return false;
+    };
     match client.transaction(hash).await {
         Ok(found) => found.is_some(),
         Err(e) => {

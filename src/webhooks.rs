@@ -13,10 +13,10 @@ use tokio::sync::watch;
 
 use crate::config::{WebhookConfig, X402Config};
 use crate::domain::webhook::{self, KEEP_LIMIT, READ_LIMIT};
+use crate::net::egress::{FetchError, FetchRequest, Fetcher};
 use crate::store::Store;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::vault::Vault;
-use crate::x402::{FetchError, FetchRequest, Fetcher};
 
 /// How often the worker looks for due deliveries when it found none.
 const IDLE_POLL: Duration = Duration::from_millis(250);

@@ -14,13 +14,10 @@
 //! echoed exactly.
 
 pub mod choose;
-pub mod fetch;
-pub mod guard;
 pub mod sign;
 pub mod wire;
 
 pub use choose::{Choice, KnownToken, Offered, X402Error, check_price, choose};
-pub use fetch::{FetchError, FetchRequest, Fetched, Fetcher};
 pub use sign::{Authorization, SignError, SignedPayment, sign_payment};
 pub use wire::{PaymentRequired, Protocol, Requirements, SettleResponse, WireError};
 

@@ -257,6 +257,19 @@ impl Registry {
         self.find(chain::find(chain_name)?, symbol)
     }
 
+    /// The asset a request names on `chain` (`None`: the native coin), or why none: what handlers and tools answer
+    /// alike ("unknown asset DOGE on base: one of ETH, USDC").
+    pub fn named(&self, chain: &'static ChainInfo, wanted: Option<&str>) -> Result<Asset, UnknownAsset> {
+        let Some(wanted) = wanted.map(str::trim) else {
+            return Ok(Asset::native(chain));
+        };
+        self.find(chain, wanted).ok_or_else(|| UnknownAsset {
+            wanted: wanted.to_string(),
+            chain: chain.name,
+            known: self.on_chain(chain).into_iter().map(|a| a.symbol).collect(),
+        })
+    }
+
     /// An asset of `chain` by symbol (any case) or, for tokens, by contract address.
     pub fn find(&self, chain: &'static ChainInfo, symbol_or_address: &str) -> Option<Asset> {
         let wanted = symbol_or_address.trim();
@@ -269,6 +282,16 @@ impl Registry {
             .into_iter()
             .find(|a| a.symbol.eq_ignore_ascii_case(wanted))
     }
+}
+
+/// An asset name that is none of a chain's assets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown asset {wanted} on {chain}: one of {}", known.join(", "))]
+pub struct UnknownAsset {
+    pub wanted: String,
+    pub chain: &'static str,
+    /// The chain's assets: its native coin, then its registry tokens.
+    pub known: Vec<String>,
 }
 
 fn chain_index(chain: &ChainInfo) -> usize {

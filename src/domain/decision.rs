@@ -122,7 +122,9 @@ pub enum Gate<'a> {
     Decided,
     /// An owner's sweep of the whole balance to the owner (§20): neither the cap nor the policy applies (they guard
     /// the agent, not its owner), and an inactive agent may be swept; the funds and the nonce are judged as always.
-    Sweep,
+    /// `owners`: the agent's owner addresses, as this transaction sees them, when the sweep must go to one (an owner
+    /// session's); `None` with the admin token, which sweeps to any address.
+    Sweep { owners: Option<&'a [Address]> },
     /// An owner approved the waiting transfer: as found in this transaction.
     Approval {
         status: ApprovalStatus,
@@ -193,6 +195,8 @@ pub enum Refusal {
     },
     /// An approval of a transfer no longer waiting (`Expired` also when past `expires_at`).
     NotAwaiting(ApprovalStatus),
+    /// An owner session's sweep to an address that is none of the agent's owner addresses (§20).
+    OwnerAddressRequired,
 }
 
 /// What the store does.
@@ -247,9 +251,19 @@ pub fn spent_after(spent: U256, add: U256, sub: U256) -> U256 {
 
 /// The one decision of a reservation. Order: a payment on a chain whose cap is 0; the token funds; the native funds;
 /// the gate (policy or approval; a transfer held for approval must fit the cap as it is); the cap; the nonce.
+/// Whether a sweep may go to `to`: one of `owners` (an owner session's sweep), or anywhere (`None`: the admin's).
+pub fn sweeps_to(to: Address, owners: Option<&[Address]>) -> bool {
+    owners.is_none_or(|owners| owners.contains(&to))
+}
+
 pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     let refuse = Decision::Refuse;
-    let sweep = matches!(f.gate, Gate::Sweep);
+    let sweep = matches!(f.gate, Gate::Sweep { .. });
+    if let Gate::Sweep { owners } = f.gate
+        && !sweeps_to(r.to, owners)
+    {
+        return refuse(Refusal::OwnerAddressRequired);
+    }
     if !f.standing.agent_active && !sweep {
         return refuse(Refusal::AgentInactive);
     }
@@ -284,7 +298,7 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
         return refuse(refusal);
     }
     let release = match f.gate {
-        Gate::Decided | Gate::Sweep => U256::ZERO,
+        Gate::Decided | Gate::Sweep { .. } => U256::ZERO,
         Gate::Approval { status, .. } if status != ApprovalStatus::AwaitingApproval => {
             return refuse(Refusal::NotAwaiting(status));
         }
@@ -590,7 +604,7 @@ mod tests {
         let swept = Facts {
             standing: inactive,
             stored_nonce: Some(4),
-            ..facts(1, 50, Gate::Sweep)
+            ..facts(1, 50, Gate::Sweep { owners: None })
         };
         assert_eq!(decide(&request(1_000, 1_200), &swept), reserve(Some(4), 0));
         // The same request as the agent's own transfer is refused by the cap, and on an inactive agent at all.
@@ -638,6 +652,32 @@ mod tests {
             decide(&request(1_000, 1_200), &revoked),
             Decision::Refuse(Refusal::TokenRevoked)
         );
+    }
+
+    #[test]
+    fn an_owner_sessions_sweep_goes_only_to_an_owner_address_and_the_admins_anywhere() {
+        let r = request(1_000, 1_200);
+        let owner = r.to;
+        let stranger = Address::repeat_byte(0x77);
+        assert_ne!(owner, stranger);
+        let to_owners = |owners: &[Address]| {
+            decide(
+                &r,
+                &Facts {
+                    stored_nonce: Some(2),
+                    ..facts(1, 50, Gate::Sweep { owners: Some(owners) })
+                },
+            )
+        };
+        assert_eq!(to_owners(&[stranger, owner]), reserve(Some(2), 0));
+        assert_eq!(to_owners(&[stranger]), Decision::Refuse(Refusal::OwnerAddressRequired));
+        assert_eq!(to_owners(&[]), Decision::Refuse(Refusal::OwnerAddressRequired));
+        let anywhere = Facts {
+            stored_nonce: Some(2),
+            ..facts(1, 50, Gate::Sweep { owners: None })
+        };
+        assert_eq!(decide(&r, &anywhere), reserve(Some(2), 0));
+        assert!(sweeps_to(stranger, None) && !sweeps_to(stranger, Some(&[owner])));
     }
 
     #[test]

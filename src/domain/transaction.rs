@@ -72,14 +72,14 @@ pub fn on_chain_call(to: Address, value: U256, token: Option<TokenRef>) -> (Addr
     }
 }
 
-/// One stored transfer.
+/// One stored outflow: what every kind shares (who, what asset, how much, what the cap holds, where it stands),
+/// and its `body`, what its kind carries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredTx {
     pub id: Uuid,
     pub agent_id: Uuid,
     pub chain: String,
     pub conversation_id: Option<Uuid>,
-    pub nonce: u64,
     pub from: Address,
     /// The recipient (of the token, for a token transfer).
     pub to: Address,
@@ -88,23 +88,156 @@ pub struct StoredTx {
     /// The asset's symbol (`ETH`, `USDC`).
     pub asset: String,
     pub token: Option<TokenRef>,
-    pub gas_limit: u64,
-    pub max_fee_per_gas: u128,
     /// The native value plus twice the first attempt's maximum fee: what the cap holds while the transfer is open.
     pub reserved_wei: U256,
     /// `value + gas_used * effective_gas_price` once a receipt is known.
     pub actual_cost_wei: Option<U256>,
+    /// The signed bytes: the transaction (its latest attempt), the x402 payment document, or the signature.
     pub raw_tx: Vec<u8>,
-    pub tx_hash: String,
     pub status: TxState,
     pub block_number: Option<u64>,
     pub gas_used: Option<u64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// Set on an x402 payment (`kind: "x402"`, §16): an off-chain authorization, no transaction of the agent's.
-    pub x402: Option<X402Record>,
-    /// Set on a contract call (`kind: "call"`, §18).
+    pub body: Body,
+}
+
+/// What an outflow is, with what its kind carries. `Body<()>` is an outflow as requested or held for approval;
+/// `Body` (`Body<Placed>`) one signed, whose transaction has its nonce and hash.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body<P = Placed> {
+    /// A transaction of the agent's wallet: a transfer of the native coin or of a token, or a contract call (§18).
+    Transaction(OnChain<P>),
+    /// An x402 payment (§16): an EIP-3009 authorization a resource settles; no transaction of the agent's.
+    Authorization(X402Record),
+    /// An EIP-712 signature (§18 `sign-typed-data`): nothing sent, complete once made.
+    Signature(SignatureRecord),
+}
+
+/// A transaction of the agent's wallet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnChain<P = Placed> {
+    /// Its place in the wallet's nonces once signed (`()` before).
+    pub at: P,
+    pub gas_limit: u64,
+    /// Of its latest attempt.
+    pub max_fee_per_gas: u128,
+    /// The call it makes (§18); none for a transfer (a token's `transfer(to, value)` is not a call).
     pub call: Option<CallRecord>,
+}
+
+/// Where a signed transaction is: its nonce and the hash of its latest attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub nonce: u64,
+    pub tx_hash: String,
+}
+
+/// The kinds of outflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Transfer,
+    Call,
+    X402,
+    TypedData,
+}
+
+impl Kind {
+    /// As the `kind` column stores it: a call is a transaction of the wallet, stored as `transfer` with its record.
+    pub fn stored(self) -> &'static str {
+        match self {
+            Kind::Transfer | Kind::Call => "transfer",
+            Kind::X402 => "x402",
+            Kind::TypedData => "typed_data",
+        }
+    }
+
+    /// As the API shows it (`kind`).
+    pub fn shown(self) -> &'static str {
+        match self {
+            Kind::Transfer => "transfer",
+            Kind::Call => "call",
+            Kind::X402 => "x402",
+            Kind::TypedData => "typed_data",
+        }
+    }
+}
+
+impl<P> Body<P> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Body::Transaction(OnChain { call: None, .. }) => Kind::Transfer,
+            Body::Transaction(OnChain { call: Some(_), .. }) => Kind::Call,
+            Body::Authorization(_) => Kind::X402,
+            Body::Signature(_) => Kind::TypedData,
+        }
+    }
+
+    /// The transaction, for what is one.
+    pub fn transaction(&self) -> Option<&OnChain<P>> {
+        match self {
+            Body::Transaction(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The contract call, for a call.
+    pub fn call(&self) -> Option<&CallRecord> {
+        self.transaction().and_then(|t| t.call.as_ref())
+    }
+
+    /// The x402 authorization, for a payment.
+    pub fn x402(&self) -> Option<&X402Record> {
+        match self {
+            Body::Authorization(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    pub fn x402_mut(&mut self) -> Option<&mut X402Record> {
+        match self {
+            Body::Authorization(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// The typed data, for a signature.
+    pub fn signature(&self) -> Option<&SignatureRecord> {
+        match self {
+            Body::Signature(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// What its simulation showed (§18 `simulation`): a call's, or what a signature grants; none for the others.
+    pub fn simulation(&self) -> Option<&serde_json::Value> {
+        match self {
+            Body::Transaction(t) => t.call.as_ref().map(|c| &c.simulation),
+            Body::Signature(s) => Some(&s.simulation),
+            Body::Authorization(_) => None,
+        }
+    }
+
+    /// The gas limit and maximum fee of a transaction (0 for what pays no fee of the agent's).
+    pub fn fees(&self) -> (u64, u128) {
+        self.transaction().map_or((0, 0), |t| (t.gas_limit, t.max_fee_per_gas))
+    }
+}
+
+impl Body<()> {
+    /// The outflow once signed: a transaction at `nonce` with hash `tx_hash` (ignored by the other kinds).
+    pub fn placed(self, nonce: u64, tx_hash: String) -> Body {
+        match self {
+            Body::Transaction(t) => Body::Transaction(OnChain {
+                at: Placed { nonce, tx_hash },
+                gas_limit: t.gas_limit,
+                max_fee_per_gas: t.max_fee_per_gas,
+                call: t.call,
+            }),
+            Body::Authorization(x) => Body::Authorization(x),
+            Body::Signature(s) => Body::Signature(s),
+        }
+    }
 }
 
 /// What an x402 payment stores beside the transfer columns (as JSON): what was signed, where, and what came back.
@@ -160,21 +293,26 @@ pub struct CallRecord {
     pub function: Option<String>,
     pub args: Option<Vec<serde_json::Value>>,
     pub simulation: serde_json::Value,
-    /// Set on an EIP-712 signature (`sign-typed-data`, kind `typed_data`): no calldata, no transaction; the
-    /// signature, once made, is the transfer's signed bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub typed_data: Option<TypedDataRecord>,
     /// What the simulation moved of each token (raw amounts), so that the receipt's logs can replace what it
     /// counted once the call is mined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<crate::domain::call::ledger::Figure>,
 }
 
-/// What a typed-data signature is made from: the typed data as the request wrote it, and its EIP-712 digest.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TypedDataRecord {
+/// What a typed-data signature (§18 `sign-typed-data`) is made from: the typed data as the request wrote it, its
+/// EIP-712 digest, and what it grants, shown as a simulation is (the signature, once made, is the signed bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignatureRecord {
     pub typed_data: serde_json::Value,
     pub digest: alloy::primitives::B256,
+    pub simulation: serde_json::Value,
+}
+
+impl SignatureRecord {
+    /// The typed data's `primaryType`.
+    pub fn primary_type(&self) -> Option<&str> {
+        self.typed_data.get("primaryType")?.as_str()
+    }
 }
 
 impl CallRecord {
@@ -186,42 +324,38 @@ impl CallRecord {
     }
 }
 
-/// What an outflow is, as stored (the `kind` column): `transfer`, a transaction of the agent's wallet (a call
-/// included), `x402`, an authorization a resource settles (§16; its record is `x402`), or `typed_data`, an EIP-712
-/// signature (§18), complete once made.
-pub fn kind_of(x402: Option<&X402Record>, call: Option<&CallRecord>) -> &'static str {
-    match (x402, call) {
-        (Some(_), _) => "x402",
-        (None, Some(c)) if c.typed_data.is_some() => "typed_data",
-        (None, _) => "transfer",
-    }
-}
-
-/// What an outflow is, as shown (`kind`): a call (§18) is a transaction of the wallet shown as `call`.
-pub fn shown_kind(x402: Option<&X402Record>, call: Option<&CallRecord>) -> &'static str {
-    match call {
-        Some(c) if c.typed_data.is_none() => "call",
-        _ => kind_of(x402, call),
-    }
-}
-
 impl StoredTx {
-    /// Whether it is a transaction of the agent's wallet (a nonce, a hash), not an off-chain signature.
-    pub fn on_chain(&self) -> bool {
-        self.x402.is_none() && self.call.as_ref().is_none_or(|c| c.typed_data.is_none())
+    /// Its transaction, for what is one (not an x402 authorization or a typed-data signature).
+    pub fn on_chain(&self) -> Option<&OnChain> {
+        self.body.transaction()
     }
 
-    /// `transfer`, `call` or `x402`, as shown (see `shown_kind`).
+    /// Its nonce and hash, for a transaction.
+    pub fn placed(&self) -> Option<&Placed> {
+        self.on_chain().map(|t| &t.at)
+    }
+
+    /// Its nonce, for a transaction.
+    pub fn nonce(&self) -> Option<u64> {
+        self.placed().map(|at| at.nonce)
+    }
+
+    /// The hash of its transaction's latest attempt, for a transaction.
+    pub fn tx_hash(&self) -> Option<&str> {
+        self.placed().map(|at| at.tx_hash.as_str())
+    }
+
+    /// `transfer`, `call`, `x402` or `typed_data`, as shown.
     pub fn kind(&self) -> &'static str {
-        shown_kind(self.x402.as_ref(), self.call.as_ref())
+        self.body.kind().shown()
     }
 
     /// The transaction that moves it on chain: the agent's own, or a payment's settlement once known.
     pub fn chain_hash(&self) -> Option<&str> {
-        match &self.x402 {
-            Some(record) => record.settlement_tx.as_deref(),
-            None if !self.on_chain() => None,
-            None => Some(&self.tx_hash),
+        match &self.body {
+            Body::Transaction(t) => Some(&t.at.tx_hash),
+            Body::Authorization(record) => record.settlement_tx.as_deref(),
+            Body::Signature(_) => None,
         }
     }
 

@@ -18,13 +18,13 @@ use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::{CallView, ErrorBody, TransferView};
 use crate::auth::Caller;
-use crate::domain::agent::{Capability, parse_address};
+use crate::domain::agent::parse_address;
 use crate::domain::amount::parse_units;
 use crate::domain::call::{self, CallInput};
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::store::Mandate;
-use crate::transfers::{CallOrder, DecisionView, Transfers};
+use crate::transfers::{CallOrder, DecisionView, Transacting, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -97,7 +97,7 @@ async fn create_call(
             claim,
         };
         let parsed = parse(&caller, body)?;
-        let order = parsed.order(&caller, &mandate);
+        let order = parsed.order(&caller, &mandate)?;
         let (outcome, _) = transfers.call(order).await?;
         Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
     })
@@ -123,7 +123,7 @@ async fn simulate_call(
 ) -> Result<Json<SimulatedCall>> {
     let parsed = parse(&caller, body)?;
     let mandate = Mandate::NONE;
-    let order = parsed.order(&caller, &mandate);
+    let order = parsed.order(&caller, &mandate)?;
     let previewed = transfers.preview_call(&order).await?;
     let decision = transfers.judge_call(&order, &previewed).await?;
     Ok(Json(SimulatedCall {
@@ -142,30 +142,23 @@ struct Parsed {
 }
 
 impl Parsed {
-    fn order<'a>(self, caller: &'a Caller, mandate: &'a Mandate) -> CallOrder<'a> {
-        CallOrder {
-            agent: &caller.agent,
+    fn order<'a>(self, caller: &'a Caller, mandate: &'a Mandate) -> Result<CallOrder<'a>> {
+        Ok(CallOrder {
+            by: Transacting::check(&caller.agent, mandate, caller.actor(), "calling contracts")?,
             chain: self.chain,
             to: self.to,
             value: self.value,
             encoded: self.encoded,
             conversation_id: None,
-            actor: caller.actor(),
-            mandate,
             guarded: caller.guarded,
-        }
+        })
     }
 }
 
 /// The capability, then the request's fields: the chain one of the agent's, the contract a nonzero address other
 /// than the agent's, the value a decimal amount, and exactly one of `data` or `function` + `args`.
 fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
-    if !caller.agent.has(Capability::Transact) {
-        return Err(AppError::Denied {
-            code: "capability_denied",
-            message: "calling contracts needs the 'transact' capability, which this agent does not have".into(),
-        });
-    }
+    Transacting::check(&caller.agent, &Mandate::NONE, caller.actor(), "calling contracts")?;
     let request: NewCall = shape(body)?;
     let chain = registry::find(request.chain.trim())
         .filter(|c| caller.agent.has_chain(c.name))

@@ -54,5 +54,5 @@ pub(super) async fn sent_view(state: &AppState, tx: &StoredTx) -> Result<Transfe
     let mut replaced = state.store.replaced_hashes(tx.agent_id).await?;
     Ok(TransferView::from(tx)
         .with_replaced(replaced.remove(&tx.id).unwrap_or_default())
-        .with_response(tx.x402.as_ref()))
+        .with_response(tx.body.x402()))
 }

@@ -10,9 +10,10 @@ use crate::auth::streams::TooManyStreams;
 use crate::auth::{AuthError, ProofError};
 use crate::chat::ChatError;
 use crate::llm::LlmError;
+use crate::net::egress::FetchError;
 use crate::store::StoreError;
 use crate::transfers::{PayError, TransferError};
-use crate::x402::{FetchError, Offered, X402Error};
+use crate::x402::{Offered, X402Error};
 
 /// Handler result type.
 pub type Result<T, E = AppError> = std::result::Result<T, E>;
@@ -334,7 +335,9 @@ impl From<TransferError> for AppError {
             | TransferError::InsufficientTokenFunds { .. }
             | TransferError::InvalidRecipient(_)
             | TransferError::NothingToSweep(_) => AppError::Unprocessable { code, message },
-            TransferError::CapExceeded { .. } => AppError::Denied { code, message },
+            TransferError::CapExceeded { .. }
+            | TransferError::CapabilityDenied(_)
+            | TransferError::OwnerAddressRequired => AppError::Denied { code, message },
             TransferError::TransferNotFound => AppError::TransferNotFound,
             TransferError::AgentInactive => AppError::AgentInactive,
             TransferError::TokenRevoked => AppError::InvalidToken,
@@ -447,7 +450,7 @@ impl From<X402Error> for AppError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::x402::guard::NotAllowed;
+    use crate::net::egress::guard::NotAllowed;
 
     #[test]
     fn x402_refusals_carry_the_contract_codes_and_statuses() {

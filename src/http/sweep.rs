@@ -16,7 +16,6 @@ use super::json::ApiJson;
 use super::views::{ErrorBody, TransferView};
 use crate::auth::{AuthError, OwnerAuthority};
 use crate::domain::agent::parse_address;
-use crate::domain::asset::Asset;
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::transfers::SweepOrder;
@@ -76,31 +75,17 @@ async fn sweep(
         .filter(|c| agent.has_chain(c.name))
         .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
     let assets = state.chains.tokens();
-    let asset = match body.asset.as_deref().map(str::trim) {
-        None => Asset::native(chain),
-        Some(wanted) => assets.find(chain, wanted).ok_or_else(|| {
-            let known: Vec<String> = assets.on_chain(chain).into_iter().map(|a| a.symbol).collect();
-            AppError::field(
-                "asset",
-                format!("unknown asset on {}: one of {}", chain.name, known.join(", ")),
-            )
-        })?,
-    };
+    let asset = assets
+        .named(chain, body.asset.as_deref())
+        .map_err(|e| AppError::field("asset", e.to_string()))?;
     let to = parse_address(body.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
-    if let Some(OwnerAuthority::Owner { .. }) = caller.owner
-        && !agent.owner_addresses.values().any(|owner| *owner == to)
-    {
-        return Err(AppError::Denied {
-            code: "owner_address_required",
-            message: "an owner sweeps only to one of the agent's owner addresses (the admin token to any)".into(),
-        });
-    }
     let order = SweepOrder {
         agent,
         chain,
         to,
         token: (!asset.is_native()).then_some(asset),
         actor: caller.actor(),
+        anywhere: matches!(caller.owner, Some(OwnerAuthority::Admin)),
     };
     let outcome = state.transfers.sweep(order).await?;
     Ok((StatusCode::CREATED, axum::Json(TransferView::from(&outcome))))

@@ -18,13 +18,13 @@ use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::{ErrorBody, TransferView};
 use crate::auth::Actor;
-use crate::domain::agent::{Agent, Capability, parse_address};
+use crate::domain::agent::{Agent, parse_address};
 use crate::domain::amount::Amount;
-use crate::domain::asset::{Asset, Registry};
+use crate::domain::asset::Registry;
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::store::Mandate;
-use crate::transfers::{TransferOrder, Transfers};
+use crate::transfers::{Transacting, TransferOrder, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -94,38 +94,24 @@ async fn send(
     mandate: &Mandate,
     body: Value,
 ) -> Result<Answer> {
-    if !agent.has(Capability::Transact) {
-        return Err(AppError::Denied {
-            code: "capability_denied",
-            message: "sending needs the 'transact' capability, which this agent does not have".into(),
-        });
-    }
+    let by = Transacting::check(agent, mandate, Actor::Agent, "sending")?;
     let request: NewTransfer = shape(body)?;
     let chain = registry::find(request.chain.trim())
         .filter(|c| agent.has_chain(c.name))
         .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
-    let asset = match request.asset.as_deref().map(str::trim) {
-        None => Asset::native(chain),
-        Some(wanted) => assets.find(chain, wanted).ok_or_else(|| {
-            let known: Vec<String> = assets.on_chain(chain).into_iter().map(|a| a.symbol).collect();
-            AppError::field(
-                "asset",
-                format!("unknown asset on {}: one of {}", chain.name, known.join(", ")),
-            )
-        })?,
-    };
+    let asset = assets
+        .named(chain, request.asset.as_deref())
+        .map_err(|e| AppError::field("asset", e.to_string()))?;
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     let amount = Amount::parse(&request.amount, asset.decimals)
         .map_err(|_| AppError::field("amount", "must be a decimal amount greater than zero"))?;
     let order = TransferOrder {
-        agent,
+        by,
         chain,
         to,
         token: (!asset.is_native()).then_some(asset),
         amount,
         conversation_id: None,
-        actor: Actor::Agent,
-        mandate,
     };
     let outcome = transfers.send(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))

@@ -18,12 +18,11 @@ use super::error::{AppError, Result};
 use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::ErrorBody;
-use crate::domain::agent::Capability;
 use crate::domain::call::typed;
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::store::Mandate;
-use crate::transfers::{TransferOutcome, Transfers, TypedOrder};
+use crate::transfers::{Transacting, TransferOutcome, Transfers, TypedOrder};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(sign_typed_data))
@@ -87,12 +86,7 @@ async fn sign_typed_data(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response> {
     caller.require_agent_token()?;
-    if !caller.agent.has(Capability::Transact) {
-        return Err(AppError::Denied {
-            code: "capability_denied",
-            message: "signing typed data needs the 'transact' capability, which this agent does not have".into(),
-        });
-    }
+    Transacting::check(&caller.agent, &Mandate::NONE, caller.actor(), "signing typed data")?;
     let path = format!("/api/agents/{}/sign-typed-data", caller.agent.id);
     let request = Idempotent::new(key.key()?, caller.agent.id, "POST", &path, &body);
     run_once(state.store.clone(), request, |claim| async move {
@@ -108,12 +102,10 @@ async fn sign_typed_data(
         };
         let outcome = transfers
             .sign_typed_data(TypedOrder {
-                agent: &caller.agent,
+                by: Transacting::check(&caller.agent, &mandate, caller.actor(), "signing typed data")?,
                 chain,
                 typed,
                 conversation_id: None,
-                actor: caller.actor(),
-                mandate: &mandate,
                 guarded: caller.guarded,
             })
             .await?;
@@ -130,7 +122,7 @@ fn answer(outcome: &TransferOutcome) -> (StatusCode, SignatureView) {
             StatusCode::OK,
             SignatureView::Signed {
                 signature: alloy::hex::encode_prefixed(&tx.raw_tx),
-                digest: digest_of(tx.call.as_ref()),
+                digest: digest_of(&tx.body),
             },
         ),
         TransferOutcome::AwaitingApproval { approval, .. } => (
@@ -139,15 +131,12 @@ fn answer(outcome: &TransferOutcome) -> (StatusCode, SignatureView) {
                 transfer_id: approval.id,
                 status: "awaiting_approval",
                 expires_at: approval.expires_at,
-                digest: digest_of(approval.call.as_ref()),
+                digest: digest_of(&approval.body),
             },
         ),
     }
 }
 
-fn digest_of(record: Option<&crate::domain::transaction::CallRecord>) -> String {
-    record
-        .and_then(|c| c.typed_data.as_ref())
-        .map(|t| t.digest.to_string())
-        .unwrap_or_default()
+fn digest_of<P>(body: &crate::domain::transaction::Body<P>) -> String {
+    body.signature().map(|t| t.digest.to_string()).unwrap_or_default()
 }

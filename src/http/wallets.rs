@@ -116,14 +116,11 @@ async fn fund_agent(
     let mut deposits = Vec::new();
     for name in chains {
         let chain = registry::find(name).ok_or_else(|| AppError::field("chain", "unknown chain"))?;
-        let asset = match wanted {
-            None => Asset::native(chain),
-            Some(wanted) => match state.chains.tokens().find(chain, wanted) {
-                Some(asset) => asset,
-                // Without a chain, the chains that do not know the asset are left out.
-                None if request.chain.is_none() => continue,
-                None => return Err(AppError::field("asset", format!("unknown asset on {}", chain.name))),
-            },
+        let asset = match state.chains.tokens().named(chain, wanted) {
+            Ok(asset) => asset,
+            // Without a chain, the chains that do not know the asset are left out.
+            Err(_) if request.chain.is_none() => continue,
+            Err(e) => return Err(AppError::field("asset", e.to_string())),
         };
         let address = agent
             .wallet_addresses

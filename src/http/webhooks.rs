@@ -166,7 +166,7 @@ fn check_url(state: &AppState, url: &str) -> std::result::Result<String, String>
         return Err(format!("at most {MAX_URL_LEN} characters"));
     }
     // Kept as given (trimmed): the answer shows the URL the caller registered; every attempt checks it again.
-    crate::x402::guard::check_url(url, state.config.webhooks.allow_private)
+    crate::net::egress::guard::check_url(url, state.config.webhooks.allow_private)
         .map(|_| url.trim().to_string())
         .map_err(|e| e.to_string())
 }

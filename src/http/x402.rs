@@ -19,11 +19,11 @@ use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::{ErrorBody, TransferView};
 use crate::auth::Actor;
-use crate::domain::agent::{Agent, Capability};
+use crate::domain::agent::Agent;
 use crate::domain::amount::parse_units;
 use crate::state::AppState;
 use crate::store::Mandate;
-use crate::transfers::{Paid, PayOrder, Payment, Transfers};
+use crate::transfers::{Paid, PayOrder, Payment, Transacting, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(fetch_paid))
@@ -119,12 +119,7 @@ async fn fetch_paid(
 }
 
 async fn fetch(transfers: &Transfers, agent: &Agent, mandate: &Mandate, body: Value) -> Result<Answer> {
-    if !agent.has(Capability::Transact) {
-        return Err(AppError::Denied {
-            code: "capability_denied",
-            message: "paying needs the 'transact' capability, which this agent does not have".into(),
-        });
-    }
+    let by = Transacting::check(agent, mandate, Actor::Agent, "paying")?;
     let request: FetchBody = shape(body)?;
     let max_amount = request.max_amount.trim();
     // Checked as an amount now; against the chosen token's decimals once a price is known.
@@ -134,7 +129,7 @@ async fn fetch(transfers: &Transfers, agent: &Agent, mandate: &Mandate, body: Va
     let headers = request.headers.unwrap_or_default();
     let paid = transfers
         .pay(PayOrder {
-            agent,
+            by,
             url: request.url.trim(),
             max_amount,
             method: request.method.as_deref(),
@@ -142,8 +137,6 @@ async fn fetch(transfers: &Transfers, agent: &Agent, mandate: &Mandate, body: Va
             body: request.body,
             asset: request.asset.as_deref().map(str::trim),
             conversation_id: None,
-            actor: Actor::Agent,
-            mandate,
         })
         .await?;
     let status = match paid.payment {

@@ -134,8 +134,8 @@ async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id
         .map_err(ToolError::from)?;
     let result = match &outcome {
         TransferOutcome::Sent { chain, tx, status } => json!({
-            "transfer_id": id, "status": status.as_str(), "chain": chain.name, "tx_hash": tx.tx_hash,
-            "to": tx.to.to_checksum(None), "explorer_url": chain.tx_url(&tx.tx_hash),
+            "transfer_id": id, "status": status.as_str(), "chain": chain.name, "tx_hash": tx.tx_hash(),
+            "to": tx.to.to_checksum(None), "explorer_url": tx.tx_hash().map(|h| chain.tx_url(h)),
         }),
         TransferOutcome::AwaitingApproval { approval, .. } => {
             json!({"transfer_id": id, "status": "awaiting_approval", "expires_at": approval.expires_at})

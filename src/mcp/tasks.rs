@@ -178,10 +178,10 @@ fn sent(tx: &StoredTx) -> Value {
         "transfer_id": tx.id, "status": shown_status(tx.status), "chain": tx.chain, "asset": tx.asset,
         "amount": format_units(tx.value_wei, decimals), "to": tx.to.to_checksum(None),
     });
-    if tx.on_chain() {
-        value["tx_hash"] = json!(tx.tx_hash);
+    if let Some(tx_hash) = tx.tx_hash() {
+        value["tx_hash"] = json!(tx_hash);
         if let Some(chain) = chain {
-            value["explorer_url"] = json!(chain.tx_url(&tx.tx_hash));
+            value["explorer_url"] = json!(chain.tx_url(tx_hash));
         }
     }
     value

@@ -6,12 +6,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::shared::{address_from_text, u64_from, wei_from_text};
+use super::shared::{address_from_text, wei_from_text};
 use super::{AuditEvent, StoreError, StoreResult, TransferRequest};
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain;
 use crate::domain::policy::{ApprovalStatus, Holds};
+use crate::domain::transaction::{Body, Kind};
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by";
@@ -30,18 +31,15 @@ pub struct Approval {
     pub from: alloy::primitives::Address,
     pub to: alloy::primitives::Address,
     pub value_wei: U256,
-    pub gas_limit: u64,
-    pub max_fee_per_gas: u128,
     /// What it holds against the cap while it waits (value plus the fee estimate of its request).
     pub reserved_wei: U256,
     pub status: ApprovalStatus,
     pub expires_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// An x402 payment that waits (§16): what to fetch and pay once approved.
-    pub x402: Option<crate::domain::transaction::X402Record>,
-    /// A contract call that waits (§18): the call and what its simulation showed.
-    pub call: Option<crate::domain::transaction::CallRecord>,
+    /// What waits: a transfer, a call with what its simulation showed (§18), an x402 payment with what to fetch
+    /// and pay once approved (§16), or typed data to sign.
+    pub body: Body<()>,
     /// The rules that asked for the approval, as the policy names them (`Holds::names`); empty for one held before
     /// they were kept.
     pub held_by: Vec<String>,
@@ -72,15 +70,12 @@ impl Approval {
             from: r.from,
             to: r.to,
             value_wei: r.value_wei,
-            gas_limit: r.gas_limit,
-            max_fee_per_gas: r.max_fee_per_gas,
             reserved_wei: r.reserved_wei,
             status: ApprovalStatus::AwaitingApproval,
             expires_at: now.checked_add_signed(ttl).unwrap_or(DateTime::<Utc>::MAX_UTC),
             created_at: now,
             updated_at: now,
-            x402: r.x402.clone(),
-            call: r.call.clone(),
+            body: r.body.clone(),
             held_by: holds.names(),
         }
     }
@@ -89,10 +84,10 @@ impl Approval {
     /// estimate on OP-stack chains), in whole units of the chain's native coin: half of what its reservation holds
     /// beyond the native coin it moves (`Cost::of`). `None` for what pays no fee of the agent's (x402, typed data).
     pub fn max_fee(&self) -> Option<String> {
-        let native = match (self.kind(), self.token) {
-            ("transfer", None) | ("call", _) => self.value_wei,
-            ("transfer", Some(_)) => U256::ZERO,
-            _ => return None,
+        let native = match (self.body.kind(), self.token) {
+            (Kind::Transfer, None) | (Kind::Call, _) => self.value_wei,
+            (Kind::Transfer, Some(_)) => U256::ZERO,
+            (Kind::X402 | Kind::TypedData, _) => return None,
         };
         let fee = self.reserved_wei.saturating_sub(native) / U256::from(2);
         Some(format_units(fee, self.native_decimals()))
@@ -110,7 +105,7 @@ impl Approval {
 
     /// `transfer`, `call` or `x402`, as shown.
     pub fn kind(&self) -> &'static str {
-        crate::domain::transaction::shown_kind(self.x402.as_ref(), self.call.as_ref())
+        self.body.kind().shown()
     }
 
     /// Whether it can still be approved at `now`.
@@ -132,12 +127,12 @@ impl Approval {
             "expires_at": self.expires_at,
         });
         // A held call shows what it would do (§18): the decoded call and its simulated changes.
-        if let Some(call) = &self.call {
+        if let Some(simulation) = self.body.simulation() {
             event["kind"] = json!(self.kind());
-            if call.typed_data.is_none() {
+            if let Some(call) = self.body.call() {
                 event["call"] = call.shown(self.to);
             }
-            event["simulation"] = call.simulation.clone();
+            event["simulation"] = simulation.clone();
         }
         event
     }
@@ -154,7 +149,7 @@ impl Approval {
         };
         let mut detail = json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,
             "to": self.to.to_checksum(None), "amount": self.amount(), "tx_hash": tx_hash, "kind": self.kind(),
-            "url": self.x402.as_ref().map(|x| &x.url)});
+            "url": self.body.x402().map(|x| &x.url)});
         if let Some(reason) = reason {
             detail["reason"] = json!(reason);
         }
@@ -209,25 +204,23 @@ impl ApprovalRow {
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
             value_wei: wei_from_text(&self.value_wei, "approvals.value_wei")?,
-            gas_limit: u64_from(self.gas_limit, "approvals.gas_limit")?,
-            max_fee_per_gas: self
-                .max_fee_per_gas
-                .parse()
-                .map_err(|_| StoreError::Corrupt("approvals.max_fee_per_gas".into()))?,
             reserved_wei: wei_from_text(&self.reserved_wei, "approvals.reserved_wei")?,
             status: ApprovalStatus::parse(&self.status)
                 .ok_or_else(|| StoreError::Corrupt(format!("approvals.status {}", self.status)))?,
             expires_at: self.expires_at,
             created_at: self.created_at,
             updated_at: self.updated_at,
-            x402: match (self.kind.as_str(), self.x402) {
-                ("x402", Some(text)) => {
-                    Some(serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("approvals.x402".into()))?)
-                }
-                ("x402", None) => return Err(StoreError::Corrupt("approvals.x402".into())),
-                _ => None,
-            },
-            call: super::shared::call_from_column(self.call_record, "approvals.call_record")?,
+            body: super::shared::body_from_columns(
+                super::shared::BodyColumns {
+                    kind: self.kind,
+                    gas_limit: self.gas_limit,
+                    max_fee_per_gas: self.max_fee_per_gas,
+                    x402: self.x402,
+                    call_record: self.call_record,
+                },
+                || Ok(()),
+                "approvals",
+            )?,
             held_by: match self.held_by {
                 Some(text) => {
                     serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("approvals.held_by".into()))?

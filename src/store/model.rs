@@ -156,8 +156,6 @@ pub struct TransferRequest {
     pub to: Address,
     /// In base units of the asset.
     pub value_wei: U256,
-    pub gas_limit: u64,
-    pub max_fee_per_gas: u128,
     /// The native value plus twice `gas_limit * max_fee_per_gas`.
     pub reserved_wei: U256,
     /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
@@ -178,12 +176,11 @@ pub struct TransferRequest {
     /// reservation refuses it when the balance less the reservations of the agent's transfers still on their way on
     /// the chain (signed or pending: the read may not show them yet) is below that (`InsufficientFunds`).
     pub native_funds: Option<NativeFunds>,
-    /// An x402 payment (§16): no native cost and no nonce; refused outright when the chain's cap is 0; `sign` is
-    /// called with 0 and its `raw` is the signed payment document.
-    pub x402: Option<crate::domain::transaction::X402Record>,
-    /// A contract call (§18): signed with its calldata, stored with what its simulation showed.
-    pub call: Option<crate::domain::transaction::CallRecord>,
-    /// What the reservation judges of a call besides the cap (set with `call`).
+    /// What it is: a transaction (a transfer, or a call signed with its calldata and stored with what its
+    /// simulation showed, §18), an x402 authorization (§16: no native cost and no nonce; `sign` is called with 0 and
+    /// its `raw` is the signed payment document), or typed data to sign.
+    pub body: crate::domain::transaction::Body<()>,
+    /// What the reservation judges of a call or typed data besides the cap (none when an owner approved it).
     pub call_check: Option<CallCheck>,
     /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
     pub mandate: super::Mandate,
@@ -232,7 +229,9 @@ pub enum Authorization {
     Decided,
     /// An owner's sweep of the agent's whole balance to its owner (§20): exempt from the cap and the policy, which
     /// guard the agent, not its owner, and allowed on an inactive agent; funds, nonce and lock apply as to any send.
-    Sweep,
+    /// An owner session sweeps only to one of the agent's owner addresses, read in the reserving transaction; the
+    /// admin token (`anywhere`) to any address.
+    Sweep { anywhere: bool },
 }
 
 /// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
@@ -263,45 +262,10 @@ pub enum Reservation {
     Sign {
         nonce: Option<u64>,
     },
-    CapExceeded {
-        cap: U256,
-        spent: U256,
-    },
-    /// The policy refused it; nothing was stored.
-    PolicyDenied(crate::domain::policy::PolicyRule),
     /// Stored as waiting for an owner's approval, holding its reservation; no nonce, no signature.
     AwaitingApproval(Box<super::Approval>),
-    /// The token balance less the agent's unused x402 authorizations of that token is below the amount.
-    InsufficientTokens {
-        available: U256,
-    },
-    /// The native balance less what the agent's transfers on their way hold is below what this one needs.
-    InsufficientFunds {
-        available: U256,
-    },
-    /// An approval that was no longer waiting (its status as found; `expired` also when past `expires_at`).
-    NotAwaiting(crate::domain::policy::ApprovalStatus),
-    /// The agent was deleted, or the caller's token reissued, since the request was authenticated; or its
-    /// idempotency claim was taken over.
-    AgentInactive,
-    TokenRevoked,
-    ClaimLost,
-}
-
-impl From<crate::domain::decision::Refusal> for Reservation {
-    fn from(refusal: crate::domain::decision::Refusal) -> Self {
-        use crate::domain::decision::Refusal;
-        match refusal {
-            Refusal::CapExceeded { cap, spent } => Reservation::CapExceeded { cap, spent },
-            Refusal::PolicyDenied(rule) => Reservation::PolicyDenied(rule),
-            Refusal::InsufficientTokens { available } => Reservation::InsufficientTokens { available },
-            Refusal::InsufficientFunds { available } => Reservation::InsufficientFunds { available },
-            Refusal::NotAwaiting(status) => Reservation::NotAwaiting(status),
-            Refusal::AgentInactive => Reservation::AgentInactive,
-            Refusal::TokenRevoked => Reservation::TokenRevoked,
-            Refusal::ClaimLost => Reservation::ClaimLost,
-        }
-    }
+    /// Refused: nothing was written.
+    Refused(crate::domain::decision::Refusal),
 }
 
 /// What became of a request to fill the nonce of a transfer that can no longer land.

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{Challenge, EventRecord, Message, Role, StoreError, StoreResult};
 use crate::domain::agent::{Agent, Capability};
-use crate::domain::transaction::{StoredTx, TxState};
+use crate::domain::transaction::{Body, CallRecord, OnChain, Placed, SignatureRecord, StoredTx, TxState};
 use crate::vault::EncryptedKey;
 
 pub const AGENT_COLUMNS: &str =
@@ -207,114 +207,190 @@ pub struct TxRow {
 
 impl TxRow {
     pub fn into_tx(self) -> StoreResult<StoredTx> {
+        let (nonce, tx_hash) = (self.nonce, self.tx_hash);
+        // Only a transaction of the agent's has a nonce and a hash; an authorization or a signature has NULL in both.
+        let at = || match (nonce, tx_hash) {
+            (Some(n), Some(tx_hash)) => Ok(Placed {
+                nonce: u64_from(n, "nonce")?,
+                tx_hash,
+            }),
+            _ => Err(StoreError::Corrupt("transactions.nonce, tx_hash".into())),
+        };
+        let body = body_from_columns(
+            BodyColumns {
+                kind: self.kind,
+                gas_limit: self.gas_limit,
+                max_fee_per_gas: self.max_fee_per_gas,
+                x402: self.x402,
+                call_record: self.call_record,
+            },
+            at,
+            "transactions",
+        )?;
         Ok(StoredTx {
             id: self.id,
             agent_id: self.agent_id,
             chain: self.chain,
             conversation_id: self.conversation_id,
-            // An x402 payment has no nonce and no transaction of the agent's: both columns are NULL (0 and "" here).
-            nonce: match self.nonce {
-                Some(n) => u64_from(n, "nonce")?,
-                None if self.kind == "x402" || self.kind == "typed_data" => 0,
-                None => return Err(StoreError::Corrupt("transactions.nonce".into())),
-            },
             from: address_from_text(&self.from_address)?,
             to: address_from_text(&self.to_address)?,
             value_wei: wei_from_text(&self.value_wei, "value_wei")?,
             asset: self.asset,
             token: token_from_columns(self.token_address, self.asset_decimals)?,
-            gas_limit: u64_from(self.gas_limit, "gas_limit")?,
-            max_fee_per_gas: self
-                .max_fee_per_gas
-                .parse()
-                .map_err(|_| StoreError::Corrupt("max_fee_per_gas".into()))?,
             reserved_wei: wei_from_text(&self.reserved_wei, "reserved_wei")?,
             actual_cost_wei: opt_wei_from_text(self.actual_cost_wei, "actual_cost_wei")?,
             raw_tx: self.raw_tx,
-            tx_hash: match self.tx_hash {
-                Some(hash) => hash,
-                None if self.kind == "x402" || self.kind == "typed_data" => String::new(),
-                None => return Err(StoreError::Corrupt("transactions.tx_hash".into())),
-            },
             status: TxState::parse(&self.status)
                 .ok_or_else(|| StoreError::Corrupt(format!("transactions.status {}", self.status)))?,
             block_number: self.block_number.map(|n| n as u64),
             gas_used: self.gas_used.map(|n| n as u64),
             created_at: self.created_at,
             updated_at: self.updated_at,
-            x402: match (self.kind.as_str(), self.x402) {
-                ("x402", Some(text)) => {
-                    Some(serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("transactions.x402".into()))?)
-                }
-                ("x402", None) => return Err(StoreError::Corrupt("transactions.x402".into())),
-                _ => None,
-            },
-            call: call_from_column(self.call_record, "transactions.call_record")?,
+            body,
         })
     }
 }
 
-/// The `kind` and `x402` columns of a transfer.
-pub fn x402_columns(tx: &StoredTx) -> (&'static str, Option<String>) {
-    let record = tx
-        .x402
-        .as_ref()
-        .map(|record| serde_json::to_string(record).expect("an x402 record serialises"));
-    (
-        crate::domain::transaction::kind_of(tx.x402.as_ref(), tx.call.as_ref()),
-        record,
-    )
+/// The columns that say what an outflow is, in `transactions` and `approvals` alike: its `kind` (`transfer`, a
+/// call included; `x402`; `typed_data`), a transaction's gas limit and maximum fee (0 for the others), the x402
+/// record, and the call or typed-data record.
+pub struct BodyColumns {
+    pub kind: String,
+    pub gas_limit: i64,
+    pub max_fee_per_gas: String,
+    pub x402: Option<String>,
+    pub call_record: Option<String>,
 }
 
-/// The `call_record` column of a call (NULL for anything else).
-pub fn call_column(call: Option<&crate::domain::transaction::CallRecord>) -> Option<String> {
-    call.map(|c| serde_json::to_string(c).expect("a call record serialises"))
+impl BodyColumns {
+    /// The columns of `body`: the one place a body becomes its columns.
+    pub fn of<P>(body: &Body<P>) -> BodyColumns {
+        let (gas_limit, max_fee_per_gas) = body.fees();
+        let call_record = match body {
+            Body::Transaction(t) => t.call.clone().map(|call| CallColumn { call, typed_data: None }),
+            Body::Signature(s) => Some(CallColumn {
+                call: CallRecord {
+                    data: Default::default(),
+                    selector: None,
+                    function: None,
+                    args: None,
+                    simulation: s.simulation.clone(),
+                    figures: Vec::new(),
+                },
+                typed_data: Some(TypedColumn {
+                    typed_data: s.typed_data.clone(),
+                    digest: s.digest,
+                }),
+            }),
+            Body::Authorization(_) => None,
+        };
+        BodyColumns {
+            kind: body.kind().stored().to_string(),
+            gas_limit: i64::try_from(gas_limit).unwrap_or(i64::MAX),
+            max_fee_per_gas: max_fee_per_gas.to_string(),
+            x402: body
+                .x402()
+                .map(|record| serde_json::to_string(record).expect("an x402 record serialises")),
+            call_record: call_record.map(|c| serde_json::to_string(&c).expect("a call record serialises")),
+        }
+    }
 }
 
-/// A call record as read from its column.
-pub fn call_from_column(
-    text: Option<String>,
-    column: &str,
-) -> StoreResult<Option<crate::domain::transaction::CallRecord>> {
-    text.map(|t| serde_json::from_str(&t).map_err(|_| StoreError::Corrupt(column.into())))
+/// The `call_record` column as written: a call's record, or a typed-data signature's (no calldata, the typed data
+/// under `typed_data`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CallColumn {
+    #[serde(flatten)]
+    call: CallRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    typed_data: Option<TypedColumn>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct TypedColumn {
+    typed_data: serde_json::Value,
+    digest: alloy::primitives::B256,
+}
+
+/// A body as read from its columns (`table` names them in errors); `at` places a transaction (a held one has no place).
+pub fn body_from_columns<P>(
+    columns: BodyColumns,
+    at: impl FnOnce() -> StoreResult<P>,
+    table: &str,
+) -> StoreResult<Body<P>> {
+    let corrupt = |column: &str| StoreError::Corrupt(format!("{table}.{column}"));
+    let call = columns
+        .call_record
+        .map(|text| serde_json::from_str::<CallColumn>(&text).map_err(|_| corrupt("call_record")))
+        .transpose()?;
+    Ok(match (columns.kind.as_str(), call) {
+        ("x402", _) => {
+            let text = columns.x402.ok_or_else(|| corrupt("x402"))?;
+            Body::Authorization(serde_json::from_str(&text).map_err(|_| corrupt("x402"))?)
+        }
+        (
+            "typed_data",
+            Some(CallColumn {
+                call,
+                typed_data: Some(typed),
+            }),
+        ) => Body::Signature(SignatureRecord {
+            typed_data: typed.typed_data,
+            digest: typed.digest,
+            simulation: call.simulation,
+        }),
+        ("typed_data", _) => return Err(corrupt("call_record")),
+        ("transfer", call) => Body::Transaction(OnChain {
+            at: at()?,
+            gas_limit: u64_from(columns.gas_limit, "gas_limit")?,
+            max_fee_per_gas: columns
+                .max_fee_per_gas
+                .parse()
+                .map_err(|_| corrupt("max_fee_per_gas"))?,
+            call: call.map(|c| c.call),
+        }),
+        (other, _) => return Err(StoreError::Corrupt(format!("{table}.kind {other}"))),
+    })
+}
+
+/// The call record of a `call_record` column (none for a typed-data signature's).
+pub fn call_from_column(text: Option<String>, column: &str) -> StoreResult<Option<CallRecord>> {
+    text.map(|t| serde_json::from_str::<CallColumn>(&t).map_err(|_| StoreError::Corrupt(column.into())))
         .transpose()
+        .map(|c| c.filter(|c| c.typed_data.is_none()).map(|c| c.call))
 }
 
-/// A transfer as the store will insert it once signed: status `signed`, nothing settled yet.
+/// A transfer as the store will insert it once signed: status `signed` (a signature: `confirmed`, complete once
+/// made), nothing settled yet.
 pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super::SignedTx) -> StoredTx {
     let now = crate::domain::now();
+    let mut body = request.body.clone().placed(nonce, signed.hash);
+    // The request to make once approved belongs to a waiting payment only, never to a signed one.
+    if let Some(x) = body.x402_mut() {
+        x.pending_request = None;
+    }
     StoredTx {
         id: request.id,
         agent_id: request.agent_id,
         chain: request.chain.clone(),
         conversation_id: request.conversation_id,
-        nonce,
         from: request.from,
         to: request.to,
         value_wei: request.value_wei,
         asset: request.asset.clone(),
         token: request.token,
-        gas_limit: request.gas_limit,
-        max_fee_per_gas: request.max_fee_per_gas,
         reserved_wei: request.reserved_wei,
         actual_cost_wei: None,
         raw_tx: signed.raw,
-        tx_hash: signed.hash,
-        // A typed-data signature is complete once made: nothing is sent or mined.
-        status: match request.call.as_ref().is_some_and(|c| c.typed_data.is_some()) {
-            true => TxState::Confirmed,
-            false => TxState::Signed,
+        status: match body {
+            Body::Signature(_) => TxState::Confirmed,
+            _ => TxState::Signed,
         },
         block_number: None,
         gas_used: None,
         created_at: now,
         updated_at: now,
-        // The request to make once approved belongs to a waiting payment only, never to a signed one.
-        x402: request.x402.clone().map(|mut x| {
-            x.pending_request = None;
-            x
-        }),
-        call: request.call.clone(),
+        body,
     }
 }
 

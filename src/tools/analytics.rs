@@ -87,7 +87,7 @@ impl<'a> From<&'a StoredTx> for HistoryEntry<'a> {
             asset: &tx.asset,
             amount: format_units(tx.value_wei, tx.decimals()),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
-            nonce: tx.nonce,
+            nonce: tx.nonce().unwrap_or_default(),
             replaced_hashes: Vec::new(),
             // Stored-but-not-yet-accepted transfers are still on their way: to clients they are pending.
             status: match tx.status {

@@ -130,21 +130,10 @@ impl<'a> Args<'a> {
         let Some(wanted) = self.string("token")? else {
             return Ok(None);
         };
-        match registry.find(chain, wanted) {
-            Some(asset) if asset.is_native() => Ok(None),
-            Some(asset) => Ok(Some(asset)),
-            None => {
-                let known: Vec<String> = registry.tokens(chain).map(|t| t.symbol.clone()).collect();
-                Err(ToolError::invalid(format!(
-                    "unknown token {wanted} on {}; its tokens are: {}",
-                    chain.name,
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                )))
-            }
+        match registry.named(chain, Some(wanted)) {
+            Ok(asset) if asset.is_native() => Ok(None),
+            Ok(asset) => Ok(Some(asset)),
+            Err(e) => Err(ToolError::invalid(e.to_string())),
         }
     }
 

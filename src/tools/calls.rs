@@ -71,12 +71,10 @@ fn sign_typed_data<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
             .services
             .transfers
             .sign_typed_data(crate::transfers::TypedOrder {
-                agent: cx.agent,
+                by: cx.transacting("signing typed data")?,
                 chain,
                 typed,
                 conversation_id: cx.conversation_id,
-                actor: cx.actor,
-                mandate: cx.mandate,
                 guarded: cx.guarded,
             })
             .await?;
@@ -119,14 +117,12 @@ fn order<'a>(cx: &'a ToolContext<'a>, args: &Args<'a>) -> Result<CallOrder<'a>, 
     };
     let encoded = call::encode(input).map_err(|e| ToolError::invalid(format!("{}: {e}", e.field())))?;
     Ok(CallOrder {
-        agent: cx.agent,
+        by: cx.transacting("calling contracts")?,
         chain,
         to,
         value,
         encoded,
         conversation_id: cx.conversation_id,
-        actor: cx.actor,
-        mandate: cx.mandate,
         guarded: cx.guarded,
     })
 }
@@ -145,7 +141,8 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
             TransferOutcome::Sent { chain, tx, status } => {
                 let mut sent = json!({
                     "transfer_id": tx.id, "kind": "call", "chain": chain.name, "status": status.as_str(),
-                    "tx_hash": tx.tx_hash, "nonce": tx.nonce, "explorer_url": chain.tx_url(&tx.tx_hash),
+                    "tx_hash": tx.tx_hash(), "nonce": tx.nonce(),
+                    "explorer_url": tx.tx_hash().map(|h| chain.tx_url(h)),
                     "call": call, "simulation": previewed.record.simulation,
                 });
                 cx.mark_local_node(chain.name, &mut sent);

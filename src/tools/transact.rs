@@ -68,7 +68,7 @@ fn pay_http<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolRe
             .services
             .transfers
             .pay(PayOrder {
-                agent: cx.agent,
+                by: cx.transacting("paying")?,
                 url,
                 max_amount,
                 method: args.text("method")?,
@@ -76,8 +76,6 @@ fn pay_http<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolRe
                 body: args.text("body")?.map(str::to_owned),
                 asset: args.text("asset")?,
                 conversation_id: cx.conversation_id,
-                actor: cx.actor,
-                mandate: cx.mandate,
             })
             .await?;
         Ok(paid_json(&paid))
@@ -93,7 +91,7 @@ fn paid_json(paid: &Paid) -> Value {
     match &paid.payment {
         None => {}
         Some(Payment::Signed(tx)) => {
-            let x402 = tx.x402.as_ref();
+            let x402 = tx.body.x402();
             result["payment"] = json!({
                 "id": tx.id, "transfer_id": tx.id, "kind": "x402", "chain": tx.chain, "asset": tx.asset,
                 "amount": format_units(tx.value_wei, tx.decimals()), "to": tx.to.to_checksum(None),
@@ -103,7 +101,7 @@ fn paid_json(paid: &Paid) -> Value {
             });
         }
         Some(Payment::AwaitingApproval(a)) => {
-            let x402 = a.x402.as_ref();
+            let x402 = a.body.x402();
             result["payment"] = json!({
                 "id": a.id, "transfer_id": a.id, "kind": "x402", "chain": a.chain, "asset": a.asset,
                 "amount": a.amount(), "to": a.to.to_checksum(None), "status": "awaiting_approval",
@@ -157,14 +155,12 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
             }
         };
         let order = TransferOrder {
-            agent: cx.agent,
+            by: cx.transacting("sending")?,
             chain,
             to,
             token,
             amount,
             conversation_id: cx.conversation_id,
-            actor: cx.actor,
-            mandate: cx.mandate,
         };
         let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome, cx.services.chains.is_local_node(chain.name)))
@@ -211,7 +207,7 @@ fn outcome_json(outcome: &TransferOutcome, local_node: bool) -> Value {
         }),
         TransferOutcome::Sent { chain, tx, status } => serde_json::to_value(Sent {
             chain: chain.name,
-            tx_hash: tx.tx_hash.clone(),
+            tx_hash: tx.tx_hash().unwrap_or_default().to_string(),
             status: status.as_str(),
             from: tx.from.to_checksum(None),
             to: tx.to.to_checksum(None),
@@ -219,11 +215,11 @@ fn outcome_json(outcome: &TransferOutcome, local_node: bool) -> Value {
             amount_wei: tx.value_wei.to_string(),
             symbol: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
-            nonce: tx.nonce,
-            gas_limit: tx.gas_limit,
-            max_fee_per_gas_gwei: format_gwei(tx.max_fee_per_gas),
+            nonce: tx.nonce().unwrap_or_default(),
+            gas_limit: tx.body.fees().0,
+            max_fee_per_gas_gwei: format_gwei(tx.body.fees().1),
             reserved: format_units(tx.reserved_wei, chain.decimals),
-            explorer_url: chain.tx_url(&tx.tx_hash),
+            explorer_url: chain.tx_url(tx.tx_hash().unwrap_or_default()),
             local_node,
         }),
     };

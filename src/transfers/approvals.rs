@@ -10,6 +10,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
+use crate::domain::transaction::{Body, OnChain};
 use crate::store::{Approval, Authorization, Closing, Mandate};
 
 impl Transfers {
@@ -38,7 +39,7 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
     pub async fn approve(&self, agent: &Agent, id: Uuid, by: Actor) -> Result<TransferOutcome, TransferError> {
         let approval = self.waiting(agent, id).await?;
-        if approval.x402.is_some() {
+        if approval.body.x402().is_some() {
             // An x402 payment: the service makes the paid request itself (§16).
             let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
             let tx = self.approve_payment(agent, &approval, by).await?;
@@ -49,7 +50,7 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        let (held, check) = match approval.call.as_ref().filter(|c| c.typed_data.is_none()) {
+        let (held, check) = match approval.body.call() {
             Some(record) => {
                 // What the owner saw must still be what the call does (§18), simulated under the send lock that is
                 // held until it is signed.
@@ -63,25 +64,36 @@ impl Transfers {
             }
             None => (None, None),
         };
-        let kind = match (&approval.call, approval.token) {
+        let kind = match (&approval.body, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
             // sets is written to the allowance ledger only now that it is signed (§18).
-            (Some(record), _) if let Some(typed) = &record.typed_data => {
-                let parsed = crate::domain::call::typed::read(&typed.typed_data)
+            (Body::Signature(record), _) => {
+                let parsed = crate::domain::call::typed::read(&record.typed_data)
                     .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
                 Kind::TypedData(Box::new(super::send::TypedDraft {
                     record: record.clone(),
-                    digest: typed.digest,
                     check: Some(self.typed_check(chain, &parsed, true)),
                 }))
             }
-            (Some(record), _) => Kind::Call(Box::new(super::send::CallDraft {
+            (
+                Body::Transaction(OnChain {
+                    call: Some(record),
+                    gas_limit,
+                    ..
+                }),
+                _,
+            ) => Kind::Call(Box::new(super::send::CallDraft {
                 record: record.clone(),
                 check,
-                gas_limit: approval.gas_limit,
+                gas_limit: *gas_limit,
             })),
-            (None, None) => Kind::Native,
-            (None, Some(token)) => Kind::Token(Asset {
+            (Body::Authorization(_), _) => {
+                return Err(store_error(crate::store::StoreError::Corrupt(
+                    "an x402 approval past its path".into(),
+                )));
+            }
+            (Body::Transaction(_), None) => Kind::Native,
+            (Body::Transaction(_), Some(token)) => Kind::Token(Asset {
                 chain,
                 symbol: approval.asset.clone(),
                 decimals: token.decimals,

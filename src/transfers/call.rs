@@ -11,18 +11,16 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::send::{CallDraft, Judged, Kind, Outflow};
-use super::{TransferError, TransferOutcome, Transfers, store_error};
+use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
-use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
-use crate::domain::audit::Actor;
 use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
 use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Counted;
 use crate::domain::transaction::CallRecord;
-use crate::store::{Authorization, CallCheck, Mandate};
+use crate::store::{Authorization, CallCheck};
 
 alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
@@ -45,15 +43,14 @@ fn gas_limit_for(gas_used: u64) -> u64 {
 
 /// A call the agent was asked to make.
 pub struct CallOrder<'a> {
-    pub agent: &'a Agent,
+    /// The agent, checked for the `transact` capability, with who asked and the mandate the request came with.
+    pub by: Transacting<'a>,
     pub chain: &'static ChainInfo,
     pub to: Address,
     /// Native value, in wei.
     pub value: U256,
     pub encoded: Encoded,
     pub conversation_id: Option<Uuid>,
-    pub actor: Actor,
-    pub mandate: &'a Mandate,
     /// Whether the agent is guarded (an admin token, or owner addresses): when no rule decides, a guarded agent's
     /// calls are refused.
     pub guarded: bool,
@@ -64,7 +61,7 @@ impl CallOrder<'_> {
     fn outflow(&self, from: Address, previewed: &Previewed) -> Outflow<'_> {
         Outflow {
             id: Uuid::new_v4(),
-            agent_id: self.agent.id,
+            agent_id: self.by.agent.id,
             chain: self.chain,
             conversation_id: self.conversation_id,
             from,
@@ -76,7 +73,7 @@ impl CallOrder<'_> {
                 gas_limit: previewed.gas_limit,
             })),
             authorization: Authorization::Policy,
-            mandate: self.mandate.clone(),
+            mandate: self.by.mandate.clone(),
         }
     }
 }
@@ -167,13 +164,14 @@ impl Transfers {
         use alloy::eips::eip2718::Decodable2718;
         let chain = order.chain;
         let from = *order
+            .by
             .agent
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
         let open = self
             .store
-            .open_transactions_of(order.agent.id, chain.name)
+            .open_transactions_of(order.by.agent.id, chain.name)
             .await
             .map_err(store_error)?;
         if open.is_empty() {
@@ -182,7 +180,7 @@ impl Transfers {
         let mined = self.chains.get(chain.name)?.mined_nonce(from).await?;
         Ok(open
             .iter()
-            .filter(|tx| tx.nonce >= mined)
+            .filter(|tx| tx.nonce().is_some_and(|n| n >= mined))
             .filter_map(|tx| {
                 let envelope = alloy::consensus::TxEnvelope::decode_2718(&mut tx.raw_tx.as_slice()).ok()?;
                 Some(SimCall {
@@ -207,11 +205,12 @@ impl Transfers {
         let chain = order.chain;
         let client = self.chains.get(chain.name)?;
         let from = *order
+            .by
             .agent
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
+        let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
         let abi = policy.calls.as_ref().and_then(|c| c.abi_for(chain.name, order.to));
         let data = order.encoded.calldata.clone();
         let decoded = call::decode(&data, order.encoded.function.as_ref(), abi);
@@ -318,7 +317,6 @@ impl Transfers {
             function: decoded.function,
             args: decoded.args,
             simulation: serde_json::to_value(&simulation).unwrap_or_default(),
-            typed_data: None,
             figures: call::ledger::figures(&effect),
         };
         Ok(Previewed {
@@ -354,7 +352,7 @@ impl Transfers {
     ) -> Result<Option<Simulated>, TransferError> {
         let stored = self
             .store
-            .next_nonce(order.agent.id, order.chain.name)
+            .next_nonce(order.by.agent.id, order.chain.name)
             .await
             .map_err(store_error)?;
         let (node, fees) = tokio::join!(client.pending_nonce(from), client.recent_fees(super::FEE_MAX_AGE));
@@ -458,7 +456,7 @@ impl Transfers {
         let chain = order.chain;
         let ledger = self
             .store
-            .allowance_ledger(order.agent.id, chain.name)
+            .allowance_ledger(order.by.agent.id, chain.name)
             .await
             .map_err(store_error)?;
         let mut pairs: Vec<Pair> = Vec::new();
@@ -653,7 +651,7 @@ impl Transfers {
 
     /// Simulates, judges and — when allowed — signs and sends the call (see the module's doc). Audited as a
     /// transfer is, with the call's function and its simulated changes.
-    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn call(&self, order: CallOrder<'_>) -> Result<(TransferOutcome, Previewed), TransferError> {
         let outcome = self.try_call(&order).await;
         let mut detail = json!({"chain": order.chain.name, "to": order.to.to_checksum(None), "kind": "call",
@@ -668,7 +666,8 @@ impl Transfers {
             detail["simulation"] = previewed.record.simulation.clone();
         }
         let result = outcome.as_ref().map(|(o, _)| o).map_err(|(e, _)| e);
-        self.record_outcome(order.agent.id, order.actor, detail, result).await;
+        self.record_outcome(order.by.agent.id, order.by.actor, detail, result)
+            .await;
         outcome.map_err(|(e, _)| e)
     }
 
@@ -680,12 +679,13 @@ impl Transfers {
         // them, and the call is simulated after the agent's transactions still pending (§18).
         let guard = self
             .store
-            .lock_sender(order.agent.id, order.chain.name)
+            .lock_sender(order.by.agent.id, order.chain.name)
             .await
             .map_err(|e| (store_error(e), None))?;
         let pending = self.pending_calls(order).await.map_err(|e| (e, None))?;
         let previewed = self.preview_after(order, &pending).await.map_err(|e| (e, None))?;
         let from = *order
+            .by
             .agent
             .wallet_addresses
             .get(order.chain.name)
@@ -730,6 +730,7 @@ impl Transfers {
         previewed: &Previewed,
     ) -> Result<DecisionView, TransferError> {
         let from = *order
+            .by
             .agent
             .wallet_addresses
             .get(order.chain.name)
@@ -762,9 +763,8 @@ impl Transfers {
         approval: &crate::store::Approval,
         record: &CallRecord,
     ) -> Result<CallCheck, TransferError> {
-        let mandate = Mandate::NONE;
         let order = CallOrder {
-            agent,
+            by: Transacting::approved(agent),
             chain,
             to: approval.to,
             value: approval.value_wei,
@@ -773,8 +773,6 @@ impl Transfers {
                 function: None,
             },
             conversation_id: approval.conversation_id,
-            actor: Actor::Owner,
-            mandate: &mandate,
             guarded: true,
         };
         let previewed = self.preview_call(&order).await?;

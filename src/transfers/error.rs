@@ -92,6 +92,12 @@ pub enum TransferError {
     /// A sweep (§20) of an asset the wallet holds none of (for the native coin: no more than one maximum fee).
     #[error("the wallet holds no {0} to sweep (for the native coin: no more than the fee of sending it)")]
     NothingToSweep(String),
+    /// The agent lacks the `transact` capability (§2); what was asked (`sending`, `paying`).
+    #[error("{0} needs the 'transact' capability, which this agent does not have")]
+    CapabilityDenied(&'static str),
+    /// An owner session sweeps only to one of the agent's owner addresses (§20; the admin token to any).
+    #[error("an owner sweeps only to one of the agent's owner addresses (the admin token to any)")]
+    OwnerAddressRequired,
 }
 
 impl TransferError {
@@ -117,6 +123,8 @@ impl TransferError {
             Self::SimulationUnavailable(_) => "simulation_unavailable",
             Self::SimulationChanged(_) => "simulation_changed",
             Self::NothingToSweep(_) => "nothing_to_sweep",
+            Self::CapabilityDenied(_) => "capability_denied",
+            Self::OwnerAddressRequired => "owner_address_required",
         }
     }
 }

@@ -19,6 +19,9 @@ impl Transfers {
     /// nonce is already being filled) or the cap cannot hold the fee. A fill the node does not take now stays stored
     /// as `signed`, and the watcher sends it again like any transfer.
     pub async fn fill_gap(&self, client: &ChainClient, gap: &StoredTx) -> Result<Option<StoredTx>, TransferError> {
+        let Some(nonce) = gap.nonce() else {
+            return Ok(None);
+        };
         let chain = client.info();
         let probe = l1_probe(chain, gap.from, U256::ZERO, Default::default());
         let (gas_limit, fees, l1_fee) = tokio::join!(
@@ -31,16 +34,10 @@ impl Transfers {
         let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
         // Signed outside the store's transaction, at the gap's nonce (the one the fill takes).
-        let signed = sign_transfer(
-            signer.as_ref(),
-            chain,
-            &request,
-            fees.max_priority_fee_per_gas,
-            gap.nonce,
-        )
-        .map_err(|e| signer_error(gap.agent_id, e))?;
+        let signed = sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce)
+            .map_err(|e| signer_error(gap.agent_id, e))?;
         let signed = Presigned {
-            nonce: Some(gap.nonce),
+            nonce: Some(nonce),
             signed,
         };
         let fill = match self
@@ -52,15 +49,15 @@ impl Transfers {
             NonceFill::Stored(fill) => *fill,
             NonceFill::NotNeeded => return Ok(None),
             NonceFill::CapExceeded => {
-                tracing::warn!(tx_id = %gap.id, chain = chain.name, nonce = gap.nonce,
+                tracing::warn!(tx_id = %gap.id, chain = chain.name, nonce,
                     "a transfer that cannot land holds back later nonces, and the cap cannot hold the fee to fill it");
                 return Ok(None);
             }
         };
-        tracing::warn!(tx_id = %gap.id, fill_id = %fill.id, chain = chain.name, nonce = gap.nonce,
+        tracing::warn!(tx_id = %gap.id, fill_id = %fill.id, chain = chain.name, nonce,
             "a transfer that cannot land held back later nonces; filling its nonce with a zero-value self-send");
-        let detail = json!({"transfer_id": gap.id, "fill_id": fill.id, "chain": chain.name, "nonce": gap.nonce,
-            "tx_hash": fill.tx_hash});
+        let detail = json!({"transfer_id": gap.id, "fill_id": fill.id, "chain": chain.name, "nonce": nonce,
+            "tx_hash": fill.tx_hash()});
         self.audit(gap.agent_id, "nonce_filled", "system", detail).await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => self.store.mark_broadcast(fill.id).await.map_err(store_error)?,

@@ -14,20 +14,22 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::send::{Kind, Outflow, PaymentDraft};
-use super::{TransferError, TransferOutcome, Transfers, store_error};
+use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
+use crate::net::egress::{FetchError, FetchRequest, Fetched};
 use crate::store::{Approval, Authorization as Check, Mandate, StoreError};
 use crate::x402::wire::{self, PaymentRequired};
-use crate::x402::{Authorization, Choice, FetchError, FetchRequest, Fetched, KnownToken, X402Error};
+use crate::x402::{Authorization, Choice, KnownToken, X402Error};
 
 /// A paid (or free) fetch an agent was asked to make.
 pub struct PayOrder<'a> {
-    pub agent: &'a Agent,
+    /// The agent, checked for the `transact` capability, with who asked and the mandate the request came with.
+    pub by: Transacting<'a>,
     pub url: &'a str,
     /// Decimal string in whole units of the chosen token.
     pub max_amount: &'a str,
@@ -37,9 +39,6 @@ pub struct PayOrder<'a> {
     /// A registry token's symbol or address the payment must be in.
     pub asset: Option<&'a str>,
     pub conversation_id: Option<Uuid>,
-    pub actor: Actor,
-    /// The agent token and idempotency claim the request came with: the reservation checks that both still hold.
-    pub mandate: &'a Mandate,
 }
 
 /// What a fetch gave: the resource's answer and the payment made for it, if one was asked.
@@ -143,7 +142,7 @@ fn now_unix() -> u64 {
 
 impl Transfers {
     /// Fetches `order.url`, paying a 402 under the agent's guardrails. Every outcome is audited.
-    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id))]
+    #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id))]
     pub async fn pay(&self, order: PayOrder<'_>) -> Result<Paid, PayError> {
         let request = FetchRequest::new(order.method, order.url, order.headers, order.body.clone())?;
         let url = self.fetcher.check_url(order.url)?;
@@ -176,7 +175,8 @@ impl Transfers {
         if let (Some(detail), Some(extra)) = (audit.as_object_mut(), extra.as_object()) {
             detail.extend(extra.clone());
         }
-        self.audit(order.agent.id, action, order.actor.as_str(), audit).await;
+        self.audit(order.by.agent.id, action, order.by.actor.as_str(), audit)
+            .await;
         result
     }
 
@@ -188,7 +188,7 @@ impl Transfers {
         audit: &mut Value,
     ) -> Result<Paid, PayError> {
         // The host rule comes before any request, paid or not.
-        let policy = self.store.get_policy(order.agent.id).await.map_err(store_error)?;
+        let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
         let host = url.host_str().unwrap_or_default();
         if !policy.allows_host(host, url.port_or_known_default().unwrap_or(0)) {
             return Err(TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into());
@@ -207,7 +207,7 @@ impl Transfers {
         let ticket = Ticket {
             id,
             conversation_id: order.conversation_id,
-            mandate: order.mandate.clone(),
+            mandate: order.by.mandate.clone(),
             check: Check::Policy,
             pending: Some(self.vault.seal_request(id, &plain)),
         };
@@ -219,7 +219,7 @@ impl Transfers {
         };
         let deadline = self.fetcher.deadline();
         let (first, required, payment) = match self
-            .exchange_and_reserve(order.agent, &ticket, request, url, order.asset, deadline, accept)
+            .exchange_and_reserve(order.by.agent, &ticket, request, url, order.asset, deadline, accept)
             .await?
         {
             Exchanged::Free(answer) => return Ok(Paid { answer, payment: None }),
@@ -240,8 +240,13 @@ impl Transfers {
         };
         let mut accepted = audit.clone();
         accepted["status"] = json!("pending");
-        self.audit(order.agent.id, "x402_payment_accepted", order.actor.as_str(), accepted)
-            .await;
+        self.audit(
+            order.by.agent.id,
+            "x402_payment_accepted",
+            order.by.actor.as_str(),
+            accepted,
+        )
+        .await;
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
@@ -379,7 +384,7 @@ impl Transfers {
             tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment could not be marked sent");
         }
         tx.status = crate::domain::transaction::TxState::Pending;
-        if let (Ok(answer), Some(record)) = (&answer, tx.x402.as_mut()) {
+        if let (Ok(answer), Some(record)) = (&answer, tx.body.x402_mut()) {
             let settled = wire::settle_response(answer.header(wire::settle_header_name(required.protocol)));
             record.settlement_tx = settled
                 .map(|s| s.transaction)
@@ -412,7 +417,7 @@ impl Transfers {
             tracing::warn!(transfer_id = %approval.id, reason, "an approved x402 payment could not be made");
             TransferError::NotPending("unpayable")
         };
-        let sealed = approval.x402.as_ref().and_then(|x| x.pending_request.as_ref());
+        let sealed = approval.body.x402().and_then(|x| x.pending_request.as_ref());
         let plain = sealed
             .map(|sealed| self.vault.open_request(approval.id, sealed))
             .ok_or_else(|| unpayable("no request kept"))?

@@ -18,7 +18,7 @@ use crate::domain::agent::Agent;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{Attempt, AttemptKind, StoredTx};
+use crate::domain::transaction::{Attempt, AttemptKind, Placed, StoredTx};
 use crate::store::{Replacement, StoreError};
 
 /// What a fee bump did.
@@ -79,6 +79,9 @@ impl Transfers {
     /// Signs the latest attempt of a stuck transfer again with higher fees (the watcher, once it has been pending
     /// for `STUCK_AFTER_SECS`).
     pub async fn bump(&self, client: &ChainClient, tx: &StoredTx) -> Result<Bump, TransferError> {
+        let Some(at) = tx.placed() else {
+            return Ok(Bump::Nothing);
+        };
         let latest = decode(&tx.raw_tx)?;
         let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
         let next = TxEip1559 {
@@ -94,17 +97,17 @@ impl Transfers {
             Some(attempt) => attempt.kind,
             None => return Ok(Bump::Nothing),
         };
-        let outcome = match self.replace(client, tx, next, kind, needed, false).await? {
+        let outcome = match self.replace(client, (tx, at), next, kind, needed, false).await? {
             Ok(outcome) => outcome,
             Err(Replacement::NotCovered) => return Ok(Bump::NotCovered),
             Err(_) => return Ok(Bump::Nothing),
         };
         match outcome {
             Broadcast::Sent(stored) | Broadcast::Queued(stored) => {
-                tracing::warn!(tx_id = %tx.id, chain = client.name(), nonce = tx.nonce, tx_hash = %stored.tx_hash,
+                tracing::warn!(tx_id = %tx.id, chain = client.name(), nonce = at.nonce, tx_hash = ?stored.tx_hash(),
                     "a stuck transfer was sent again with higher fees");
-                let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": tx.nonce,
-                    "replaced": tx.tx_hash, "tx_hash": stored.tx_hash});
+                let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce,
+                    "replaced": at.tx_hash, "tx_hash": stored.tx_hash()});
                 self.audit(tx.agent_id, "transfer_fee_bumped", "system", detail).await;
                 Ok(Bump::Sent(stored))
             }
@@ -118,7 +121,7 @@ impl Transfers {
     /// Replaces the agent's pending transfer `id` with a zero-value send to its own wallet at the same nonce.
     #[tracing::instrument(skip_all, fields(agent_id = %agent.id, transfer_id = %id))]
     pub async fn cancel(&self, agent: &Agent, id: Uuid, actor: Actor) -> Result<Cancelled, TransferError> {
-        let tx = self.cancellable(agent, id).await?;
+        let (tx, at) = self.cancellable(agent, id).await?;
         let attempts = self.store.attempts(tx.id).await.map_err(store_error)?;
         if attempts.first().is_some_and(|a| a.kind == AttemptKind::Cancel) {
             // Already being cancelled: the same answer again, nothing new signed.
@@ -130,7 +133,7 @@ impl Transfers {
         let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
         let next = TxEip1559 {
             chain_id: chain.chain_id,
-            nonce: tx.nonce,
+            nonce: at.nonce,
             gas_limit: TRANSFER_GAS,
             max_fee_per_gas: max_fee,
             max_priority_fee_per_gas: priority,
@@ -141,7 +144,7 @@ impl Transfers {
         };
         let needed = needed(client, &next).await?;
         let outcome = match self
-            .replace(client, &tx, next, AttemptKind::Cancel, needed, true)
+            .replace(client, (&tx, &at), next, AttemptKind::Cancel, needed, true)
             .await?
         {
             Ok(outcome) => outcome,
@@ -168,19 +171,22 @@ impl Transfers {
         let stored = match &cancelled {
             Cancelled::Sent(stored) | Cancelled::Queued(stored) => stored,
         };
-        let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": tx.nonce, "replaced": tx.tx_hash,
-            "tx_hash": stored.tx_hash});
+        let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce, "replaced": at.tx_hash,
+            "tx_hash": stored.tx_hash()});
         self.audit(agent.id, "transfer_cancel_requested", actor.as_str(), detail)
             .await;
         Ok(cancelled)
     }
 
-    /// The agent's open transfer `id`, or why it cannot be cancelled.
-    async fn cancellable(&self, agent: &Agent, id: Uuid) -> Result<StoredTx, TransferError> {
+    /// The agent's open transaction `id` and where it is, or why it cannot be cancelled.
+    async fn cancellable(&self, agent: &Agent, id: Uuid) -> Result<(StoredTx, Placed), TransferError> {
         match self.store.get_transaction(agent.id, id).await.map_err(store_error)? {
             // An x402 authorization has no transaction of the agent's to replace (§16).
-            Some(tx) if tx.x402.is_some() => Err(TransferError::NotPending("x402")),
-            Some(tx) if tx.status.is_open() => Ok(tx),
+            Some(tx) if tx.body.x402().is_some() => Err(TransferError::NotPending("x402")),
+            Some(tx) if tx.status.is_open() => match tx.placed().cloned() {
+                Some(at) => Ok((tx, at)),
+                None => Err(TransferError::NotPending(tx.kind())),
+            },
             Some(_) => Err(self.not_pending(agent, id).await),
             None => Err(self.not_pending(agent, id).await),
         }
@@ -204,12 +210,12 @@ impl Transfers {
         }
     }
 
-    /// Signs `next`, stores it as the latest attempt of `tx` (in place of `tx.tx_hash`) and broadcasts it. The inner
+    /// Signs `next`, stores it as the latest attempt of `tx` (in place of `at.tx_hash`) and broadcasts it. The inner
     /// `Err` is the store's reason for storing nothing.
     async fn replace(
         &self,
         client: &ChainClient,
-        tx: &StoredTx,
+        (tx, at): (&StoredTx, &Placed),
         next: TxEip1559,
         kind: AttemptKind,
         needed: U256,
@@ -227,7 +233,7 @@ impl Transfers {
         };
         let stored = match self
             .store
-            .replace_attempt(tx.id, &tx.tx_hash, &attempt, needed, may_grow)
+            .replace_attempt(tx.id, &at.tx_hash, &attempt, needed, may_grow)
             .await
             .map_err(store_error)?
         {

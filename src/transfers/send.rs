@@ -18,8 +18,8 @@ use super::{
 use crate::chain::{ChainClient, ChainError, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
-use crate::domain::transaction::{CallRecord, StoredTx, X402Record};
+use crate::domain::decision::{Cost, Refusal};
+use crate::domain::transaction::{Body, CallRecord, OnChain, SignatureRecord, StoredTx, X402Record};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{
     Authorization, Mandate, NativeFunds, Presigned, Reservation, SendGuard, SignedTx, StoreError, TransferRequest,
@@ -69,8 +69,7 @@ pub(super) enum Kind<'a> {
 /// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
 /// approved it).
 pub(super) struct TypedDraft {
-    pub record: CallRecord,
-    pub digest: alloy::primitives::B256,
+    pub record: SignatureRecord,
     pub check: Option<crate::store::CallCheck>,
 }
 
@@ -191,7 +190,7 @@ impl Kind<'_> {
                     crate::x402::SignError::Signer(e) => e,
                     other => SignerError::Key(other.to_string()),
                 }),
-            Kind::TypedData(t) => signer.sign_hash(&t.digest).map(|signature| SignedTx {
+            Kind::TypedData(t) => signer.sign_hash(&t.record.digest).map(|signature| SignedTx {
                 raw: signature.as_bytes().to_vec(),
                 hash: String::new(),
             }),
@@ -211,8 +210,6 @@ impl Outflow<'_> {
             from: self.from,
             to: self.to,
             value_wei: quote.value.unwrap_or(self.value),
-            gas_limit: quote.gas_limit,
-            max_fee_per_gas: quote.max_fee_per_gas,
             reserved_wei: quote.reserved,
             node_nonce,
             asset: self.kind.symbol(self.chain),
@@ -225,14 +222,21 @@ impl Outflow<'_> {
             token_balance: quote.token_balance,
             mined_nonce: quote.mined_nonce,
             native_funds: quote.funds,
-            x402: match &self.kind {
-                Kind::Payment(p) => Some(p.record.clone()),
-                _ => None,
-            },
-            call: match &self.kind {
-                Kind::Call(c) => Some(c.record.clone()),
-                Kind::TypedData(t) => Some(t.record.clone()),
-                _ => None,
+            body: match &self.kind {
+                Kind::Payment(p) => Body::Authorization(p.record.clone()),
+                Kind::TypedData(t) => Body::Signature(t.record.clone()),
+                Kind::Call(c) => Body::Transaction(OnChain {
+                    at: (),
+                    gas_limit: quote.gas_limit,
+                    max_fee_per_gas: quote.max_fee_per_gas,
+                    call: Some(c.record.clone()),
+                }),
+                Kind::Native | Kind::Token(_) | Kind::Sweep(_) => Body::Transaction(OnChain {
+                    at: (),
+                    gas_limit: quote.gas_limit,
+                    max_fee_per_gas: quote.max_fee_per_gas,
+                    call: None,
+                }),
             },
             call_check: match &self.kind {
                 Kind::Call(c) => c.check.clone(),
@@ -273,10 +277,7 @@ impl Transfers {
         Ok(match decision {
             crate::domain::decision::Decision::Reserve { .. } => Judged::Allow,
             crate::domain::decision::Decision::Hold { .. } => Judged::Approve,
-            crate::domain::decision::Decision::Refuse(refusal) => match reserved(refusal.into(), &request, chain) {
-                Err(e) => Judged::Deny(e),
-                Ok(_) => Judged::Allow,
-            },
+            crate::domain::decision::Decision::Refuse(r) => Judged::Deny(refusal(r, &request, chain)),
         })
     }
 
@@ -310,10 +311,21 @@ impl Transfers {
         let mut request = o.request(&quote, node_nonce);
         let from_approval = matches!(o.authorization, Authorization::Approval { .. });
         for attempt in 0..2 {
-            let reservation = self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await?;
-            let tx = match reserved(reservation, &request, chain)? {
-                Ok(tx) => tx,
-                Err(held) => return Ok(held),
+            let tx = match self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await? {
+                Reservation::Reserved(tx) => *tx,
+                Reservation::AwaitingApproval(approval) => {
+                    return Ok(TransferOutcome::AwaitingApproval {
+                        chain,
+                        approval: *approval,
+                    });
+                }
+                Reservation::Refused(r) => return Err(refusal(r, &request, chain)),
+                // `reserve` signs and asks again until the store stores or refuses.
+                Reservation::Sign { .. } => {
+                    return Err(store_error(StoreError::Corrupt(
+                        "a reservation was left unsigned".into(),
+                    )));
+                }
             };
             drop(guard.take());
             let sent = |status| TransferOutcome::Sent {
@@ -415,17 +427,23 @@ impl Transfers {
     ) -> TransferError {
         let chain = client.info();
         tracing::warn!(chain = chain.name, tx_id = %tx.id, error = %e, "the node refused the transfer");
+        let Some(sent) = tx.on_chain() else {
+            return store_error(crate::store::StoreError::Corrupt(format!(
+                "the refused outflow {} is not a transaction",
+                tx.id
+            )));
+        };
         let gas = crate::chain::TRANSFER_GAS;
-        let fee = U256::from(gas).saturating_mul(U256::from(tx.max_fee_per_gas));
-        let fill = nonce_filler(tx, chain, gas, tx.max_fee_per_gas, fee.min(tx.reserved_wei));
+        let fee = U256::from(gas).saturating_mul(U256::from(sent.max_fee_per_gas));
+        let fill = nonce_filler(tx, chain, gas, sent.max_fee_per_gas, fee.min(tx.reserved_wei));
         // Signed before the store is asked, outside its transaction, at the refused transfer's nonce: used only
         // when later nonces are out and the nonce cannot be given back.
-        let signed = match sign_transfer(signer, chain, &fill, quote.priority_fee, tx.nonce) {
+        let signed = match sign_transfer(signer, chain, &fill, quote.priority_fee, sent.at.nonce) {
             Ok(signed) => signed,
             Err(err) => return signer_error(tx.agent_id, err),
         };
         let signed = Presigned {
-            nonce: Some(tx.nonce),
+            nonce: Some(sent.at.nonce),
             signed,
         };
         match self.store.discard_or_fill(tx.id, &fill, &signed).await {
@@ -447,39 +465,27 @@ impl Transfers {
     }
 }
 
-/// The stored outflow, or (`Err`) the outcome of one held for approval; a refusal as the error.
-fn reserved(
-    reservation: Reservation,
-    request: &TransferRequest,
-    chain: &'static ChainInfo,
-) -> Result<Result<StoredTx, TransferOutcome>, TransferError> {
-    match reservation {
-        Reservation::Reserved(tx) => Ok(Ok(*tx)),
-        Reservation::AwaitingApproval(approval) => Ok(Err(TransferOutcome::AwaitingApproval {
-            chain,
-            approval: *approval,
-        })),
-        Reservation::CapExceeded { cap, spent } => Err(TransferError::CapExceeded {
+/// A reservation's refusal, as the transfer service says it.
+fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInfo) -> TransferError {
+    match refusal {
+        Refusal::CapExceeded { cap, spent } => TransferError::CapExceeded {
             chain,
             reserved: request.reserved_wei,
             cap,
             spent,
-        }),
-        Reservation::PolicyDenied(rule) => Err(TransferError::PolicyDenied(rule)),
-        Reservation::AgentInactive => Err(TransferError::AgentInactive),
-        Reservation::TokenRevoked => Err(TransferError::TokenRevoked),
-        Reservation::ClaimLost => Err(TransferError::ClaimLost),
-        Reservation::NotAwaiting(status) => Err(TransferError::NotAwaiting(status)),
-        Reservation::InsufficientTokens { available } => Err(insufficient_tokens(request, available)),
-        // `reserve` signs and asks again until the store stores or refuses.
-        Reservation::Sign { .. } => Err(store_error(StoreError::Corrupt(
-            "a reservation was left unsigned".into(),
-        ))),
-        Reservation::InsufficientFunds { available } => Err(TransferError::InsufficientFunds {
+        },
+        Refusal::PolicyDenied(rule) => TransferError::PolicyDenied(rule),
+        Refusal::AgentInactive => TransferError::AgentInactive,
+        Refusal::TokenRevoked => TransferError::TokenRevoked,
+        Refusal::ClaimLost => TransferError::ClaimLost,
+        Refusal::NotAwaiting(status) => TransferError::NotAwaiting(status),
+        Refusal::OwnerAddressRequired => TransferError::OwnerAddressRequired,
+        Refusal::InsufficientTokens { available } => insufficient_tokens(request, available),
+        Refusal::InsufficientFunds { available } => TransferError::InsufficientFunds {
             chain,
             needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
             balance: Some(available),
-        }),
+        },
     }
 }
 

@@ -17,8 +17,8 @@ use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::store::{Authorization, Mandate};
 
-/// A sweep an owner asked for; whether `to` may receive it is the caller's check (an owner address, or any with the
-/// admin token).
+/// A sweep an owner asked for. An owner session sweeps only to one of the agent's owner addresses, the admin token
+/// (`anywhere`) to any: decided with everything else (`domain::decision`), and a refusal audited as `sweep_refused`.
 pub struct SweepOrder<'a> {
     pub agent: &'a Agent,
     pub chain: &'static ChainInfo,
@@ -27,6 +27,8 @@ pub struct SweepOrder<'a> {
     pub token: Option<Asset>,
     /// The owner or the admin, as the audit log records it.
     pub actor: Actor,
+    /// The admin token's sweep, which may go to any address.
+    pub anywhere: bool,
 }
 
 impl Transfers {
@@ -52,6 +54,11 @@ impl Transfers {
     }
 
     async fn try_sweep(&self, order: &SweepOrder<'_>) -> Result<TransferOutcome, TransferError> {
+        // Refused before the node is asked, by the rule the reservation applies again to the owner addresses it reads.
+        let owners: Vec<Address> = order.agent.owner_addresses.values().copied().collect();
+        if !crate::domain::decision::sweeps_to(order.to, (!order.anywhere).then_some(&owners)) {
+            return Err(TransferError::OwnerAddressRequired);
+        }
         let to = super::recipient(order.agent, order.chain, order.to)?;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
@@ -63,7 +70,9 @@ impl Transfers {
             // The quote reads the amount: the whole balance.
             value: alloy::primitives::U256::ZERO,
             kind: Kind::Sweep(order.token.clone()),
-            authorization: Authorization::Sweep,
+            authorization: Authorization::Sweep {
+                anywhere: order.anywhere,
+            },
             // Owner authority carries no agent token and no idempotency claim.
             mandate: Mandate::NONE,
         })

@@ -3,38 +3,35 @@
 //! grants counted against the assets' limits in the reserving transaction, exactly as the same allowance granted
 //! by a call. Nothing is sent: the signature is the transfer's signed bytes, complete once made.
 
-use alloy::primitives::{Address, Bytes, U256};
+use alloy::primitives::{Address, U256};
 use alloy::sol_types::SolCall;
 use serde_json::json;
 use uuid::Uuid;
 
 use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
 use super::send::{Kind, Outflow, TypedDraft};
-use super::{TransferError, TransferOutcome, Transfers};
+use super::{Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
-use crate::domain::agent::Agent;
-use crate::domain::audit::Actor;
 use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::{CallRecord, TypedDataRecord};
-use crate::store::{Authorization, CallCheck, Mandate};
+use crate::domain::transaction::SignatureRecord;
+use crate::store::{Authorization, CallCheck};
 
 /// Typed data the agent was asked to sign.
 pub struct TypedOrder<'a> {
-    pub agent: &'a Agent,
+    /// The agent, checked for the `transact` capability, with who asked and the mandate the request came with.
+    pub by: Transacting<'a>,
     pub chain: &'static ChainInfo,
     pub typed: Typed,
     pub conversation_id: Option<Uuid>,
-    pub actor: Actor,
-    pub mandate: &'a Mandate,
     pub guarded: bool,
 }
 
 impl Transfers {
     /// Judges, counts and — when allowed — signs typed data (see the module's doc). Audited as
     /// `typed_data_signed` with the domain, the primary type and what it grants; held or refused as a transfer is.
-    #[tracing::instrument(skip_all, fields(agent_id = %order.agent.id, chain = order.chain.name))]
+    #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let record = self.typed_record(order.chain, &order.typed);
         let detail = json!({"chain": order.chain.name, "kind": "typed_data",
@@ -42,7 +39,7 @@ impl Transfers {
             "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
             "digest": order.typed.digest, "simulation": record.simulation});
         let outcome = self.try_sign_typed(&order, record).await;
-        self.record_outcome(order.agent.id, order.actor, detail, outcome.as_ref())
+        self.record_outcome(order.by.agent.id, order.by.actor, detail, outcome.as_ref())
             .await;
         outcome
     }
@@ -50,10 +47,11 @@ impl Transfers {
     async fn try_sign_typed(
         &self,
         order: &TypedOrder<'_>,
-        record: CallRecord,
+        record: SignatureRecord,
     ) -> Result<TransferOutcome, TransferError> {
         let chain = order.chain;
         let from = *order
+            .by
             .agent
             .wallet_addresses
             .get(chain.name)
@@ -62,7 +60,7 @@ impl Transfers {
         check.unlimited |= self.grants_whole_supply(chain, &order.typed).await;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
-            agent_id: order.agent.id,
+            agent_id: order.by.agent.id,
             chain,
             conversation_id: order.conversation_id,
             from,
@@ -70,11 +68,10 @@ impl Transfers {
             value: U256::ZERO,
             kind: Kind::TypedData(Box::new(TypedDraft {
                 record,
-                digest: order.typed.digest,
                 check: Some(check),
             })),
             authorization: Authorization::Policy,
-            mandate: order.mandate.clone(),
+            mandate: order.by.mandate.clone(),
         })
         .await
     }
@@ -149,7 +146,7 @@ impl Transfers {
 
     /// What is stored of a signature: the typed data, its digest, and what it grants shown as a call's simulation
     /// is (`approvals` for allowances, `changes` out for a transfer the spender may make).
-    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed) -> CallRecord {
+    fn typed_record(&self, chain: &'static ChainInfo, typed: &Typed) -> SignatureRecord {
         let grants = &typed.grants;
         let simulation = SimulationView {
             changes: grants
@@ -177,17 +174,10 @@ impl Transfers {
                 .collect(),
             gas_used: 0,
         };
-        CallRecord {
-            data: Bytes::new(),
-            selector: None,
-            function: None,
-            args: None,
+        SignatureRecord {
+            typed_data: typed.json.clone(),
+            digest: typed.digest,
             simulation: serde_json::to_value(&simulation).unwrap_or_default(),
-            typed_data: Some(TypedDataRecord {
-                typed_data: typed.json.clone(),
-                digest: typed.digest,
-            }),
-            figures: Vec::new(),
         }
     }
 }

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
         "events",
         "metrics",
         "rate_limit",
+        "net",
     ],
     &["auth", "custody", "transfers", "tools", "x402", "webhooks"],
     &["chat", "confirmations"],

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
-use agentd::domain::transaction::TxState;
+use agentd::domain::decision::Refusal;
+use agentd::domain::transaction::{Body, OnChain, TxState};
 use agentd::store::{
     AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
     Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
@@ -81,8 +82,6 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         from: wallet(),
         to: Address::repeat_byte(0x33),
         value_wei: U256::from(value),
-        gas_limit: 21_000,
-        max_fee_per_gas: 1,
         reserved_wei: U256::from(value + 21_000),
         node_nonce: None,
         asset: "ETH".into(),
@@ -91,8 +90,12 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         token_balance: None,
         mined_nonce: None,
         native_funds: None,
-        x402: None,
-        call: None,
+        body: Body::Transaction(OnChain {
+            at: (),
+            gas_limit: 21_000,
+            max_fee_per_gas: 1,
+            call: None,
+        }),
         call_check: None,
         mandate: agentd::store::Mandate::NONE,
     }
@@ -129,8 +132,10 @@ pub(crate) async fn reserve(store: &dyn Store, request: &TransferRequest) -> Res
 
 async fn reserved_nonce(store: &dyn Store, request: &TransferRequest) -> u64 {
     match reserve(store, request).await {
-        Reservation::Reserved(tx) => tx.nonce,
-        Reservation::CapExceeded { cap, spent } => panic!("refused under the cap: cap {cap}, spent {spent}"),
+        Reservation::Reserved(tx) => tx.nonce().unwrap(),
+        Reservation::Refused(Refusal::CapExceeded { cap, spent }) => {
+            panic!("refused under the cap: cap {cap}, spent {spent}")
+        }
         other => panic!("not reserved: {other:?}"),
     }
 }
@@ -436,7 +441,7 @@ async fn a_reservation_under_the_cap_is_kept_and_one_over_it_refused() {
     assert_eq!(store.spent_by_chain(agent.id).await.unwrap()[CHAIN], first.reserved_wei);
 
     match reserve(store.as_ref(), &transfer(&agent, 50_000, None)).await {
-        Reservation::CapExceeded { cap, spent } => {
+        Reservation::Refused(Refusal::CapExceeded { cap, spent }) => {
             assert_eq!(cap, U256::from(100_000u64));
             assert_eq!(spent, first.reserved_wei);
         }
@@ -484,9 +489,9 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     let signed = presigned(request.id, Some(0));
     match store.reserve_transfer(&request, Some(&signed)).await.unwrap() {
         Reservation::Reserved(tx) => {
-            assert_eq!(tx.nonce, 0);
+            assert_eq!(tx.nonce(), Some(0));
             assert_eq!(tx.raw_tx, signed.signed.raw);
-            assert_eq!(tx.tx_hash, signed.signed.hash);
+            assert_eq!(tx.tx_hash(), Some(signed.signed.hash.as_str()));
         }
         other => panic!("a signature at the named nonce was not stored: {other:?}"),
     }
@@ -499,7 +504,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
             .reserve_transfer(&over, Some(&presigned(over.id, Some(1))))
             .await
             .unwrap(),
-        Reservation::CapExceeded { .. }
+        Reservation::Refused(Refusal::CapExceeded { .. })
     ));
     assert_eq!(rows().await, 1);
 }
@@ -554,7 +559,7 @@ async fn fill(store: &dyn Store, gap: Uuid, fill: &TransferRequest) -> NonceFill
         .get_transaction(fill.agent_id, gap)
         .await
         .unwrap()
-        .map(|tx| tx.nonce);
+        .map(|tx| tx.nonce().unwrap());
     store
         .fill_nonce(gap, fill, &presigned(fill.id, nonce))
         .await
@@ -580,7 +585,7 @@ async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
     let NonceFill::Stored(stored) = fill(store.as_ref(), gap.id, &self_send).await else {
         panic!("the fill is stored");
     };
-    assert_eq!(stored.nonce, 0, "the fill takes the transfer's nonce");
+    assert_eq!(stored.nonce(), Some(0), "the fill takes the transfer's nonce");
     assert_eq!(
         store.spent_by_chain(agent.id).await.unwrap()[CHAIN],
         before,
@@ -596,7 +601,7 @@ async fn a_nonce_is_filled_once_with_its_fee_held_out_of_the_transfer() {
         .await
         .unwrap()
         .iter()
-        .map(|tx| tx.nonce)
+        .map(|tx| tx.nonce().unwrap())
         .collect();
     assert_eq!(open, [0, 0, 1], "the transfer and its fill both stay open");
 
@@ -804,7 +809,6 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         token_balance: None,
         mined_nonce: None,
         native_funds: None,
-        x402: None,
         ..request.clone()
     };
     assert!(matches!(

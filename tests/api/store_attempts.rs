@@ -38,13 +38,13 @@ async fn attempts_are_replaced_withdrawn_and_the_one_that_lands_names_the_transf
     let Reservation::Reserved(tx) = reserve(store.as_ref(), &request).await else {
         panic!("reserved")
     };
-    let first = tx.tx_hash.clone();
+    let first = tx.tx_hash().unwrap().to_string();
 
     let bump = attempt(AttemptKind::Send);
     let Replacement::Stored(stored) = replace(store.as_ref(), tx.id, &first, &bump, 22_000, false).await else {
         panic!("a bump within the reservation is stored")
     };
-    assert_eq!(stored.tx_hash, bump.tx_hash);
+    assert_eq!(stored.tx_hash(), Some(bump.tx_hash.as_str()));
     assert_eq!(stored.status, TxState::Signed, "signed until the node takes it");
     let stale = attempt(AttemptKind::Send);
     assert!(matches!(
@@ -84,7 +84,7 @@ async fn attempts_are_replaced_withdrawn_and_the_one_that_lands_names_the_transf
     };
     store.settle_transaction(tx.id, &landed, json!({}), None).await.unwrap();
     let settled = store.get_transaction(agent.id, tx.id).await.unwrap().unwrap();
-    assert_eq!(settled.tx_hash, first);
+    assert_eq!(settled.tx_hash(), Some(first.as_str()));
     assert_eq!(settled.status, TxState::Confirmed);
     assert_eq!(
         store.replaced_hashes(agent.id).await.unwrap()[&tx.id],
@@ -112,11 +112,11 @@ async fn a_cancel_that_needs_more_than_the_cap_is_refused() {
         panic!("reserved")
     };
     let cancel = attempt(AttemptKind::Cancel);
-    match replace(store.as_ref(), tx.id, &tx.tx_hash, &cancel, 30_001, true).await {
+    match replace(store.as_ref(), tx.id, tx.tx_hash().unwrap(), &cancel, 30_001, true).await {
         Replacement::CapExceeded { cap, spent } => {
             assert_eq!((cap, spent), (U256::from(30_000u64), U256::from(22_000u64)));
         }
         other => panic!("refused by the cap: {other:?}"),
     }
-    assert_eq!(hashes(&store.attempts(tx.id).await.unwrap()), [&tx.tx_hash]);
+    assert_eq!(hashes(&store.attempts(tx.id).await.unwrap()), [tx.tx_hash().unwrap()]);
 }

@@ -237,6 +237,14 @@ async fn a_sweep_without_owner_authority_or_to_a_stranger_or_an_unknown_asset_is
     let stranger = json!({"chain": "base", "to": fresh_address().to_string()});
     let refused = sweep_as_owner(&app, &agent, &session, stranger).await;
     assert_error(&refused, StatusCode::FORBIDDEN, "owner_address_required");
+    // The refusal is audited as every other refusal of a sweep is, with its code.
+    let entries = audit(&app, &agent).await;
+    let refusal = entries
+        .iter()
+        .find(|e| e["action"] == "sweep_refused")
+        .unwrap_or_else(|| panic!("no sweep_refused entry: {entries:?}"));
+    assert_eq!(refusal["detail"]["code"], "owner_address_required", "{refusal}");
+    assert_eq!(refusal["actor"], "owner", "{refusal}");
 
     for (body, field) in [
         (json!({"chain": "ethereum", "to": checksummed(&owner)}), "chain"),

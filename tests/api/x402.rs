@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentd::config::X402Config;
+use agentd::net::egress::{FetchRequest, Fetched, Fetcher};
 use agentd::x402::wire::{self, PAYMENT_REQUIRED};
-use agentd::x402::{
-    Authorization, FetchRequest, Fetched, Fetcher, KnownToken, Protocol, X402Error, check_price, choose, sign_payment,
-};
+use agentd::x402::{Authorization, KnownToken, Protocol, X402Error, check_price, choose, sign_payment};
 use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;

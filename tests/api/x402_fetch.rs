@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentd::config::X402Config;
-use agentd::x402::{FetchError, FetchRequest, Fetcher};
+use agentd::net::egress::{FetchError, FetchRequest, Fetcher};
 
 use crate::helpers::paywall::{Paywall, PaywallSetup};
 
@@ -42,7 +42,7 @@ async fn urls_that_reach_non_global_addresses_are_refused_before_any_request() {
     assert!(
         resolved
             .iter()
-            .all(|a| agentd::x402::guard::non_global(a.ip()).is_some()),
+            .all(|a| agentd::net::egress::guard::non_global(a.ip()).is_some()),
         "this test needs the hostname {hostname} to resolve to this machine (loopback or private): {resolved:?}"
     );
     let fetcher = fetcher(false);

@@ -9,9 +9,9 @@ use crate::chat::ChatError;
 use crate::domain::policy::{ApprovalStatus, PolicyRule};
 use crate::http::error::AppError;
 use crate::llm::LlmError;
+use crate::net::egress::FetchError;
+use crate::net::egress::guard::NotAllowed;
 use crate::transfers::{PayError, TransferError};
-use crate::x402::FetchError;
-use crate::x402::guard::NotAllowed;
 
 const TRANSFER_ID: &str = "7d444840-9dc0-11d1-b245-5ffdce74fad2";
 

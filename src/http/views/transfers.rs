@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{CallRecord, StoredTx, TxState, X402Record};
+use crate::domain::transaction::{Body, CallRecord, StoredTx, TxState, X402Record};
 use crate::store::Approval;
 use crate::transfers::TransferOutcome;
 
@@ -95,7 +95,7 @@ pub struct TypedDataView {
 impl TypedDataView {
     /// The signature of a stored typed-data transfer (`None` for anything else).
     pub fn of(tx: &StoredTx) -> Option<Self> {
-        let typed = tx.call.as_ref()?.typed_data.as_ref()?;
+        let typed = tx.body.signature()?;
         Some(TypedDataView {
             signature: alloy::hex::encode_prefixed(&tx.raw_tx),
             digest: typed.digest.to_string(),
@@ -104,9 +104,8 @@ impl TypedDataView {
 }
 
 /// The `primaryType` of a typed-data signature's typed data, as the request wrote it.
-fn primary_type(call: Option<&crate::domain::transaction::CallRecord>) -> Option<String> {
-    let typed = call?.typed_data.as_ref()?;
-    typed.typed_data.get("primaryType")?.as_str().map(str::to_owned)
+fn primary_type<P>(body: &Body<P>) -> Option<String> {
+    body.signature()?.primary_type().map(str::to_owned)
 }
 
 /// What an x402 payment (§16) adds to its transfer.
@@ -227,14 +226,10 @@ impl From<&StoredTx> for TransferView {
             chain: tx.chain.clone(),
             kind: tx.kind(),
             typed_data: TypedDataView::of(tx),
-            primary_type: primary_type(tx.call.as_ref()),
-            x402: tx.x402.as_ref().map(X402View::new),
-            call: tx
-                .call
-                .as_ref()
-                .filter(|c| c.typed_data.is_none())
-                .map(|c| CallView::new(tx.to, c)),
-            simulation: tx.call.as_ref().map(|c| c.simulation.clone()),
+            primary_type: primary_type(&tx.body),
+            x402: tx.body.x402().map(X402View::new),
+            call: tx.body.call().map(|c| CallView::new(tx.to, c)),
+            simulation: tx.body.simulation().cloned(),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
             from: tx.from.to_checksum(None),
@@ -242,7 +237,7 @@ impl From<&StoredTx> for TransferView {
             amount: format_units(tx.value_wei, tx.decimals()),
             amount_wei: tx.value_wei.to_string(),
             status: tx.status.into(),
-            nonce: tx.on_chain().then_some(tx.nonce),
+            nonce: tx.nonce(),
             replaced_hashes: Vec::new(),
             block_number: tx.block_number,
             conversation_id: tx.conversation_id,
@@ -265,14 +260,10 @@ impl From<&Approval> for TransferView {
             chain: a.chain.clone(),
             kind: a.kind(),
             typed_data: None,
-            primary_type: primary_type(a.call.as_ref()),
-            x402: a.x402.as_ref().map(X402View::new),
-            call: a
-                .call
-                .as_ref()
-                .filter(|c| c.typed_data.is_none())
-                .map(|c| CallView::new(a.to, c)),
-            simulation: a.call.as_ref().map(|c| c.simulation.clone()),
+            primary_type: primary_type(&a.body),
+            x402: a.body.x402().map(X402View::new),
+            call: a.body.call().map(|c| CallView::new(a.to, c)),
+            simulation: a.body.simulation().cloned(),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),
             from: a.from.to_checksum(None),
@@ -314,7 +305,7 @@ impl TransferView {
 impl From<&TransferOutcome> for TransferView {
     fn from(outcome: &TransferOutcome) -> Self {
         match outcome {
-            TransferOutcome::Sent { tx, .. } => Self::from(tx).with_response(tx.x402.as_ref()),
+            TransferOutcome::Sent { tx, .. } => Self::from(tx).with_response(tx.body.x402()),
             TransferOutcome::AwaitingApproval { approval, .. } => Self::from(approval),
         }
     }

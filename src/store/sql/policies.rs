@@ -153,8 +153,10 @@ where
 /// What a reservation's gate reads (`domain::decision::Gate` borrows from it).
 pub(super) enum GateRead {
     Decided,
-    /// An owner's sweep (§20).
-    Sweep,
+    /// An owner's sweep (§20), with the agent's owner addresses when it must go to one of them.
+    Sweep {
+        owners: Option<Vec<Address>>,
+    },
     /// The waiting transfer being approved, as found under the lock.
     Approval(Box<Approval>),
     Policy {
@@ -168,7 +170,9 @@ impl GateRead {
     pub(super) fn gate(&self, now: DateTime<Utc>) -> Gate<'_> {
         match self {
             GateRead::Decided => Gate::Decided,
-            GateRead::Sweep => Gate::Sweep,
+            GateRead::Sweep { owners } => Gate::Sweep {
+                owners: owners.as_deref(),
+            },
             GateRead::Approval(a) => Gate::Approval {
                 status: a.status,
                 expired: a.is_expired_at(now),
@@ -233,7 +237,18 @@ where
     ) -> StoreResult<GateRead> {
         match r.authorization {
             Authorization::Decided => Ok(GateRead::Decided),
-            Authorization::Sweep => Ok(GateRead::Sweep),
+            Authorization::Sweep { anywhere: true } => Ok(GateRead::Sweep { owners: None }),
+            Authorization::Sweep { anywhere: false } => {
+                let rows: Vec<(String,)> = sqlx::query_as("SELECT address FROM owner_addresses WHERE agent_id = $1")
+                    .bind(r.agent_id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let owners = rows
+                    .iter()
+                    .map(|(address,)| shared::address_from_text(address))
+                    .collect::<StoreResult<Vec<_>>>()?;
+                Ok(GateRead::Sweep { owners: Some(owners) })
+            }
             Authorization::Approval { .. } => match Self::approval_in(conn, r.id).await? {
                 Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
@@ -446,6 +461,7 @@ where
     ) -> StoreResult<(Approval, EventRecord)> {
         let a = Approval::from_request(r, ttl_secs, holds);
         let (token_address, asset_decimals) = shared::token_columns(a.token);
+        let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
@@ -458,8 +474,8 @@ where
         .bind(a.from.to_checksum(None))
         .bind(a.to.to_checksum(None))
         .bind(a.value_wei.to_string())
-        .bind(a.gas_limit as i64)
-        .bind(a.max_fee_per_gas.to_string())
+        .bind(body.gas_limit)
+        .bind(body.max_fee_per_gas)
         .bind(a.reserved_wei.to_string())
         .bind(a.status.as_str())
         .bind(a.expires_at)
@@ -467,13 +483,9 @@ where
         .bind(a.updated_at)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(crate::domain::transaction::kind_of(a.x402.as_ref(), a.call.as_ref()))
-        .bind(
-            a.x402
-                .as_ref()
-                .map(|x| serde_json::to_string(x).expect("an x402 record serialises")),
-        )
-        .bind(shared::call_column(a.call.as_ref()))
+        .bind(body.kind)
+        .bind(body.x402)
+        .bind(body.call_record)
         .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
         .execute(&mut *conn)
         .await?;
@@ -503,13 +515,11 @@ where
         }
         // A waiting payment's request (the caller's query and headers) is not kept past its decision; an approved
         // one was opened before this step.
-        let mut x402 = a.x402.clone();
-        if let Some(record) = x402.as_mut() {
+        let mut body = a.body.clone();
+        if let Some(record) = body.x402_mut() {
             record.pending_request = None;
         }
-        let x402_text = x402
-            .as_ref()
-            .map(|x| serde_json::to_string(x).expect("an x402 record serialises"));
+        let x402_text = shared::BodyColumns::of(&body).x402;
         sqlx::query(
             "UPDATE approvals SET status = $1, updated_at = $2, x402 = $3 \
              WHERE id = $4 AND status = 'awaiting_approval'",
@@ -520,7 +530,7 @@ where
         .bind(id)
         .execute(&mut *conn)
         .await?;
-        a.x402 = x402;
+        a.body = body;
         if release {
             Self::adjust_spent(conn, a.agent_id, &a.chain, U256::ZERO, a.reserved_wei).await?;
         }
@@ -552,7 +562,7 @@ where
         B::notify_event(&mut *conn, record.id).await?;
         let mut data = a.required_event();
         data["kind"] = json!(a.kind());
-        if let Some(x402) = &a.x402 {
+        if let Some(x402) = a.body.x402() {
             data["url"] = json!(x402.url);
         }
         let ty = if kind == "approval_required" {

@@ -16,7 +16,7 @@ use crate::domain::asset;
 use crate::domain::call::CallFacts;
 use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing, Subject};
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{StoredTx, X402Record};
+use crate::domain::transaction::{Body, OnChain, StoredTx, X402Record};
 use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
 use crate::store::{AuditEvent, Authorization, Mandate, idempotency};
 use crate::store::{
@@ -115,7 +115,7 @@ where
             ledger_rows,
         } = Self::read_and_decide(&mut tx, r).await?;
         let (nonce, release) = match decision {
-            Decision::Refuse(refusal) => return Ok(refusal.into()),
+            Decision::Refuse(refusal) => return Ok(Reservation::Refused(refusal)),
             Decision::Hold { ttl_secs, holds } => {
                 let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs, holds).await?;
                 // A held call counts in the windows while it waits; the allowance ledger changes only once it is
@@ -553,10 +553,9 @@ where
             }
             _ => Vec::new(),
         };
-        let off_chain = r.x402.is_some() || r.call.as_ref().is_some_and(|c| c.typed_data.is_some());
-        let stored_nonce = match off_chain {
-            true => None,
-            false => Self::stored_nonce(tx, r.agent_id, &r.chain).await?,
+        let stored_nonce = match r.body.transaction() {
+            None => None,
+            Some(_) => Self::stored_nonce(tx, r.agent_id, &r.chain).await?,
         };
         let asset_key = asset::key(&r.chain, &r.asset);
         let request = decision::Request {
@@ -566,23 +565,22 @@ where
             reserved: r.reserved_wei,
             native_needed: r.native_funds.map(|f| f.needed),
             node_nonce: r.node_nonce,
-            payment: r.x402.as_ref().map(|x| PaymentSite {
+            payment: r.body.x402().map(|x| PaymentSite {
                 host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
             }),
-            call: match (&r.call, &r.call_check) {
-                (Some(call), Some(check)) => Some(CallSite {
-                    subject: match (&call.typed_data, &check.typed) {
-                        (Some(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
-                        (Some(_), None) => {
-                            return Err(StoreError::Corrupt("typed data came without its parse".into()));
-                        }
-                        (None, _) => Subject::Call(CallFacts {
+            call: match (&r.body, &r.call_check) {
+                (Body::Transaction(OnChain { call: None, .. }) | Body::Authorization(_), _) | (_, None) => None,
+                (body, Some(check)) => Some(CallSite {
+                    subject: match (body, &check.typed) {
+                        (Body::Signature(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
+                        (Body::Transaction(OnChain { call: Some(call), .. }), _) => Subject::Call(CallFacts {
                             chain: &r.chain,
                             to: r.to,
                             calldata: &call.data,
                             value_wei: r.value_wei,
                             agent: r.from,
                         }),
+                        _ => return Err(StoreError::Corrupt("typed data came without its parse".into())),
                     },
                     forbidden: check.forbidden,
                     unlimited: check.unlimited,
@@ -591,7 +589,6 @@ where
                     receivers: &check.receivers,
                     opaque: check.opaque.as_ref(),
                 }),
-                _ => None,
             },
         };
         let facts = Facts {
@@ -632,11 +629,11 @@ where
     /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
     async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
-        let (kind, x402) = shared::x402_columns(record);
-        // An x402 payment is an authorization: no nonce and no transaction hash of the agent's (NULL).
+        let body = shared::BodyColumns::of(&record.body);
+        // An authorization or a signature has no nonce and no transaction hash of the agent's (NULL).
         let (nonce, tx_hash) = match record.on_chain() {
-            false => (None, None),
-            true => (Some(record.nonce as i64), Some(record.tx_hash.as_str())),
+            None => (None, None),
+            Some(t) => (Some(t.at.nonce as i64), Some(t.at.tx_hash.as_str())),
         };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
@@ -651,8 +648,8 @@ where
         .bind(record.from.to_checksum(None))
         .bind(record.to.to_checksum(None))
         .bind(record.value_wei.to_string())
-        .bind(record.gas_limit as i64)
-        .bind(record.max_fee_per_gas.to_string())
+        .bind(body.gas_limit)
+        .bind(body.max_fee_per_gas)
         .bind(record.reserved_wei.to_string())
         .bind(Option::<String>::None)
         .bind(&record.raw_tx)
@@ -665,9 +662,9 @@ where
         .bind(&record.asset)
         .bind(token_address)
         .bind(asset_decimals)
-        .bind(kind)
-        .bind(x402)
-        .bind(shared::call_column(record.call.as_ref()))
+        .bind(body.kind)
+        .bind(body.x402)
+        .bind(body.call_record)
         .bind(fills)
         .execute(&mut *conn)
         .await?;

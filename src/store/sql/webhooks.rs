@@ -633,17 +633,17 @@ where
         };
         let mut data = json!({
             "transfer_id": tx.id,
-            "kind": crate::domain::transaction::shown_kind(tx.x402.as_ref(), tx.call.as_ref()),
+            "kind": tx.kind(),
             "conversation_id": tx.conversation_id,
             "chain": tx.chain,
             "asset": tx.asset,
             "amount": format_units(tx.value_wei, tx.decimals()),
             "to": tx.to.to_checksum(None),
-            "tx_hash": tx.tx_hash,
-            "nonce": tx.nonce,
+            "tx_hash": tx.tx_hash().unwrap_or_default(),
+            "nonce": tx.nonce().unwrap_or_default(),
             "status": "pending",
         });
-        if let Some(record) = &tx.x402 {
+        if let Some(record) = tx.body.x402() {
             data["tx_hash"] = json!(record.settlement_tx);
             data["url"] = json!(record.url);
         }

@@ -1,4 +1,5 @@
-//! The guarded HTTP fetch an agent's paid (or free) request goes through: the URL and every address its host
+//! The guarded HTTP fetch every request to an address a caller chose goes through (an agent's paid or free request,
+//! §16; a webhook delivery, §19): the URL and every address its host
 //! resolves to are checked first (`guard`), and the connection goes to exactly those addresses (a client built for
 //! the request, whose only resolver is that answer); redirects are handed back, not followed; the body is cut at
 //! `X402_MAX_RESPONSE_BYTES`; one deadline bounds the whole exchange; the caller's headers are filtered.
@@ -11,8 +12,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 use tokio::time::Instant;
 
-use super::guard::{self, NotAllowed, Target};
+pub mod guard;
+
 use crate::config::X402Config;
+use guard::{NotAllowed, Target};
 
 /// Header names a caller may not set: the fetch sets them itself, they belong to one connection (hop-by-hop), or
 /// they would carry a payment the service did not decide.
