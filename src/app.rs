@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -32,8 +33,13 @@ pub struct App {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
+        Self::build_on(config, Arc::new(crate::domain::clock::SystemClock)).await
+    }
+
+    /// `build` with the time read on `clock` (a test's `ManualClock`).
+    pub async fn build_on(config: Config, clock: Arc<dyn crate::domain::clock::Clock>) -> anyhow::Result<App> {
         let bind_addr = config.server.bind_addr;
-        let BuiltState { state, stop } = crate::state::build_state(config).await?;
+        let BuiltState { state, stop } = crate::state::build_state_on(config, clock).await?;
         let listener = TcpListener::bind(bind_addr)
             .await
             .with_context(|| format!("cannot listen on {bind_addr}"))?;
@@ -200,7 +206,7 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Purges at start and then every `PURGE_EVERY` until the shutdown signal. Several instances purging at once only
 /// find less to delete.
-async fn purge_until_stopped(store: std::sync::Arc<dyn crate::store::Store>, mut stop: watch::Receiver<bool>) {
+async fn purge_until_stopped(store: Arc<dyn crate::store::Store>, mut stop: watch::Receiver<bool>) {
     loop {
         match store.purge(crate::domain::now()).await {
             Ok(0) => {}

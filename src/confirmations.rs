@@ -19,8 +19,30 @@ use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
 use crate::store::Store;
+use crate::store::StoreError;
 use crate::store::{AuditEvent, Message, Role, Settlement, Settling};
-use crate::transfers::{Bump, Transfers};
+use crate::transfers::{Bump, TransferError, Transfers};
+
+/// Why a round of the watcher stopped short; the next round tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// A fee bump or a nonce fill the round asked of the transfer service.
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    /// A stored value that does not read as it must (a malformed hash, an unknown chain).
+    #[error("a stored record is malformed: {0}")]
+    Corrupt(String),
+}
+
+/// A 32-byte 0x-hex value as stored (a transaction hash, an EIP-3009 nonce).
+fn hash(text: &str) -> Result<alloy::primitives::B256, WatchError> {
+    text.parse()
+        .map_err(|_| WatchError::Corrupt(format!("{text:?} is not a 32-byte hex value")))
+}
 
 /// What the watchers use, and nothing more: built once at startup, shared by the watcher of each chain.
 #[derive(Clone)]
@@ -78,7 +100,7 @@ impl Watcher {
     /// Transfers of this chain still awaiting approval past their `expires_at` become `expired`, releasing their
     /// reservations (the store announces `approval_resolved` and audits it as the system's doing). One approved or
     /// rejected meanwhile is left as it is.
-    async fn expire_approvals(&self) -> anyhow::Result<()> {
+    async fn expire_approvals(&self) -> Result<(), WatchError> {
         let store = &self.state.store;
         for due in store.due_approvals(self.chain, crate::domain::now()).await? {
             // Approved or rejected meanwhile: nothing to do.
@@ -94,7 +116,7 @@ impl Watcher {
     /// it may have put in a block since the last round: all of them once the head moved, else only attempts new since;
     /// the transfers that landed deep enough settle together in one database
     /// transaction; then those still out are looked after one by one (rebroadcast, fee bump, nonce fill, drop).
-    pub async fn poll_once(&self) -> anyhow::Result<usize> {
+    pub async fn poll_once(&self) -> Result<usize, WatchError> {
         let Some(_guard) = self.state.store.try_lock_watcher(self.chain).await? else {
             return Ok(0);
         };
@@ -154,7 +176,7 @@ impl Watcher {
         &self,
         client: &ChainClient,
         watched: &[(StoredTx, Vec<Attempt>)],
-    ) -> anyhow::Result<(u64, Vec<anyhow::Result<Option<(usize, ReceiptInfo)>>>)> {
+    ) -> Result<(u64, Vec<Result<Option<(usize, ReceiptInfo)>, WatchError>>), WatchError> {
         let mut hashes = Vec::new();
         let mut parsed = Vec::with_capacity(watched.len());
         for (_, attempts) in watched {
@@ -195,7 +217,7 @@ impl Watcher {
         let mut found = Vec::with_capacity(watched.len());
         for ((_, attempts), first) in watched.iter().zip(parsed) {
             let Ok(_) = first else {
-                found.push(Err(anyhow::anyhow!("an attempt's hash is malformed")));
+                found.push(Err(WatchError::Corrupt("an attempt's hash is malformed".into())));
                 continue;
             };
             let mut answer = Ok(None);
@@ -251,7 +273,7 @@ impl Watcher {
     }
 
     /// An open transfer none of whose attempts has a receipt.
-    async fn check(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> anyhow::Result<bool> {
+    async fn check(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> Result<bool, WatchError> {
         if tx.status == TxState::Signed {
             let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
             if tx.updated_at >= self.started_at && age < SENDER_GRACE {
@@ -301,7 +323,7 @@ impl Watcher {
         receipt: &ReceiptInfo,
         latest: u64,
         needed: u64,
-    ) -> anyhow::Result<Option<Settling>> {
+    ) -> Result<Option<Settling>, WatchError> {
         let Some(block) = receipt.block_number else {
             return Ok(None);
         };
@@ -359,11 +381,16 @@ impl Watcher {
     /// A transfer the node refused again and none of whose attempts it knows: `dropped` once another transaction used
     /// its nonce; while none has, later nonces of the wallet wait behind it, so its nonce is filled
     /// (`Transfers::fill_gap`) and it stays open until either lands.
-    async fn drop_if_unknown(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> anyhow::Result<bool> {
+    async fn drop_if_unknown(
+        &self,
+        client: &ChainClient,
+        tx: &StoredTx,
+        attempts: &[Attempt],
+    ) -> Result<bool, WatchError> {
         // The nonce first: an attempt mined after this read is then found below, never taken for a stranger.
         let mined = client.mined_nonce(tx.from).await?;
         for attempt in attempts {
-            if client.transaction(attempt.tx_hash.parse()?).await?.is_some() {
+            if client.transaction(hash(&attempt.tx_hash)?).await?.is_some() {
                 return Ok(false);
             }
         }
@@ -382,7 +409,7 @@ impl Watcher {
         self.settle(tx, settlement, 0).await
     }
 
-    async fn settle(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> anyhow::Result<bool> {
+    async fn settle(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> Result<bool, WatchError> {
         let item = self.settling(tx, s, confirmations)?;
         match self
             .state
@@ -400,8 +427,9 @@ impl Watcher {
     }
 
     /// The settlement of `tx` with its `tx_confirmation` event and, in its conversation, a message saying it.
-    fn settling(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> anyhow::Result<Settling> {
-        let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
+    fn settling(&self, tx: &StoredTx, s: Settlement, confirmations: u64) -> Result<Settling, WatchError> {
+        let chain =
+            registry::find(&tx.chain).ok_or_else(|| WatchError::Corrupt(format!("unknown chain {}", tx.chain)))?;
         // The attempt that landed names the transfer from now on (§14).
         let tx_hash = s.landed.as_deref().or(tx.tx_hash()).unwrap_or_default();
         let explorer_url = chain.tx_url(tx_hash);
@@ -481,7 +509,7 @@ impl Watcher {
     /// `AuthorizationCanceled` is `cancelled`; one still unused once the wall clock passed its `validBefore` is
     /// `expired`, its reservation released, with no event. Everything is read from the store and the chain, so a
     /// restart loses nothing.
-    async fn settle_authorizations(&self) -> anyhow::Result<usize> {
+    async fn settle_authorizations(&self) -> Result<usize, WatchError> {
         let open = self.state.store.open_authorizations(self.chain).await?;
         if open.is_empty() {
             return Ok(0);
@@ -510,11 +538,11 @@ impl Watcher {
         tx: &StoredTx,
         latest: u64,
         now: u64,
-    ) -> anyhow::Result<bool> {
+    ) -> Result<bool, WatchError> {
         let (Some(record), Some(token)) = (tx.body.x402(), tx.token) else {
             return Ok(false);
         };
-        let nonce: alloy::primitives::B256 = record.nonce.parse()?;
+        let nonce = hash(&record.nonce)?;
         if !client.authorization_state(token.address, tx.from, nonce).await? {
             if now > record.valid_before.saturating_add(EXPIRY_GRACE_SECS) {
                 let host_path = reqwest::Url::parse(&record.url).ok();
@@ -560,7 +588,8 @@ impl Watcher {
             self.state.store.merge_x402(tx.id, None, hash.clone()).await?;
         }
         let confirmations = block.map_or(0, |b| latest.saturating_sub(b) + 1);
-        let chain = registry::find(&tx.chain).ok_or_else(|| anyhow::anyhow!("unknown chain {}", tx.chain))?;
+        let chain =
+            registry::find(&tx.chain).ok_or_else(|| WatchError::Corrupt(format!("unknown chain {}", tx.chain)))?;
         let amount = format_units(tx.value_wei, tx.decimals());
         let event = json!({
             "type": "tx_confirmation",

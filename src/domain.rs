@@ -7,6 +7,7 @@ pub mod audit;
 pub mod call;
 pub mod chain;
 pub mod challenge;
+pub mod clock;
 pub mod decision;
 pub mod erc20;
 pub mod net;

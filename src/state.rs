@@ -64,6 +64,8 @@ pub struct Services {
     /// links to the console point when `PUBLIC_URL` is unset. Never the `Host` a request names, which whoever sends
     /// it chooses.
     pub listening: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
+    /// The time as the service reads it where a test may move it (the chain clients' caches and rechecks).
+    pub clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 impl FromRef<AppState> for Authenticator {
@@ -99,6 +101,11 @@ pub struct BuiltState {
 
 /// Opens and migrates the store, opens the vault, builds the chain clients and the LLM provider.
 pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
+    build_state_on(config, Arc::new(crate::domain::clock::SystemClock)).await
+}
+
+/// `build_state` with the time read on `clock` (a test's `ManualClock`).
+pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock::Clock>) -> anyhow::Result<BuiltState> {
     let store = crate::store::open(&config).await?;
     let generated;
     let key = match &config.security.encryption_key {
@@ -114,7 +121,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
     if let Some(audit_key) = crate::custody::open_audit_key(store.as_ref(), &vault, true).await? {
         store.use_audit_key(audit_key);
     }
-    let chains = build_chains(&config)?;
+    let chains = build_chains(&config)?.with_clock(clock.clone());
     let llm = build_llm(&config)?;
     let vault = Arc::new(vault);
     let keys = Arc::new(open_keys(&config, store.as_ref(), vault.clone()).await?);
@@ -169,6 +176,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
         shutdown,
         transfers,
         listening: Arc::default(),
+        clock,
         tools,
         chat,
     }));

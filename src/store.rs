@@ -28,7 +28,7 @@ pub use audit::verify_audit;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
-    AgentUpdate, AuditEvent, Authorization, CallCheck, Challenge, Conversation, CountChange, EventRecord, Message,
+    AgentUpdate, AuditEvent, CallCheck, Challenge, Clearance, Conversation, CountChange, EventRecord, Message,
     NativeFunds, NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement,
     ResealFn, Reservation, Role, Settlement, Settling, SignedTx, TransferRequest,
 };

@@ -26,7 +26,7 @@ use crate::domain::chain::ChainInfo;
 use crate::domain::recipient::Recipient;
 use crate::domain::transaction::{Body, OnChain, StoredTx, TokenRef, on_chain_call};
 use crate::signer::{Keys, SignerError, WalletSigner};
-use crate::store::{Approval, AuditEvent, Authorization, Mandate, SignedTx, Store, StoreError, TransferRequest};
+use crate::store::{Approval, AuditEvent, Clearance, Mandate, SignedTx, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;
@@ -248,7 +248,7 @@ impl Transfers {
                 None => Kind::Native,
                 Some(token) => Kind::Token(token.clone()),
             },
-            authorization: Authorization::Policy,
+            clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
         })
         .await
@@ -377,7 +377,7 @@ fn nonce_filler(
         node_nonce: None,
         asset: chain.native_symbol.to_string(),
         token: None,
-        authorization: Authorization::Decided,
+        clearance: Clearance::Decided,
         token_balance: None,
         mined_nonce: None,
         native_funds: None,

@@ -74,6 +74,12 @@ impl Chains {
         })
     }
 
+    /// The same chains reading the ages of their caches and rechecks on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::domain::clock::Clock>) -> Chains {
+        self.clients = self.clients.into_iter().map(|c| c.with_clock(clock.clone())).collect();
+        self
+    }
+
     /// The same chains with `tokens` as the token registry (the built-in one by default).
     pub fn with_tokens(mut self, tokens: Registry) -> Chains {
         self.tokens = std::sync::Arc::new(tokens);

@@ -6,6 +6,8 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::domain::clock::{Clock, SystemClock};
+
 use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{Provider, RootProvider};
@@ -93,6 +95,8 @@ pub struct ChainClient {
     /// Its node is on this machine (a loopback URL, as alloy's transport judges it): a development node whose
     /// transactions no public explorer knows.
     local: bool,
+    /// What the ages of its caches and rechecks are read on (the system's clock outside tests).
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for ChainClient {
@@ -129,7 +133,24 @@ impl ChainClient {
             }),
             confirmations: 1,
             local: is_local,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same client reading ages on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long ago `at` was, on the client's clock.
+    fn age(&self, at: Instant) -> Duration {
+        self.clock.instant().saturating_duration_since(at)
+    }
+
+    /// The client's clock.
+    pub(super) fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
     }
 
     /// Whether the node is on this machine (a development node, such as the demo's anvil).
@@ -219,12 +240,12 @@ impl ChainClient {
     pub async fn recent_fees(&self, max_age: Duration) -> Result<Fees, ChainError> {
         let cached = *self.inner.recent_fees.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((at, fees)) = cached
-            && at.elapsed() <= max_age
+            && self.age(at) <= max_age
         {
             return Ok(fees);
         }
         let fees = self.fees().await?;
-        *self.inner.recent_fees.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), fees));
+        *self.inner.recent_fees.lock().unwrap_or_else(PoisonError::into_inner) = Some((self.clock.instant(), fees));
         Ok(fees)
     }
 
@@ -349,14 +370,14 @@ impl ChainClient {
         if seen.len() >= NO_CODE_ENTRIES {
             seen.clear();
         }
-        seen.insert(to, Instant::now());
+        seen.insert(to, self.clock.instant());
         Ok(super::fees::TRANSFER_GAS)
     }
 
     /// Whether `to` was found without code less than `NO_CODE_TTL` ago.
     fn known_without_code(&self, to: Address) -> bool {
         let seen = self.inner.no_code.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.get(&to).is_some_and(|at| at.elapsed() < NO_CODE_TTL)
+        seen.get(&to).is_some_and(|at| self.age(*at) < NO_CODE_TTL)
     }
 
     /// The L1 fee of `unsigned` (see `l1_fee`), reusing the last estimate when it was for the same encoding and is no
@@ -368,7 +389,7 @@ impl ChainClient {
         {
             let cached = self.inner.recent_l1_fee.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((at, probe, fee)) = cached.as_ref()
-                && at.elapsed() <= max_age
+                && self.age(*at) <= max_age
                 && probe.as_slice() == unsigned
             {
                 return Ok(*fee);
@@ -376,7 +397,7 @@ impl ChainClient {
         }
         let fee = self.l1_fee(unsigned).await?;
         *self.inner.recent_l1_fee.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((Instant::now(), unsigned.to_vec(), fee));
+            Some((self.clock.instant(), unsigned.to_vec(), fee));
         Ok(fee)
     }
 
@@ -480,7 +501,7 @@ impl ChainClient {
 
     /// Returns the cached verdict on the node's chain id when there is one, else asks the node.
     async fn ensure_chain_id(&self) -> Result<(), ChainError> {
-        let asked_at = Instant::now();
+        let asked_at = self.clock.instant();
         if let Some(verdict) = self.cached_verdict(None) {
             return verdict;
         }
@@ -503,7 +524,7 @@ impl ChainClient {
                 (
                     IdState::Mismatch {
                         actual,
-                        at: Instant::now(),
+                        at: self.clock.instant(),
                     },
                     Err(self.wrong_chain_id(actual)),
                 )
@@ -511,7 +532,7 @@ impl ChainClient {
             Err(error) => (
                 IdState::Unreachable {
                     error: error.clone(),
-                    at: Instant::now(),
+                    at: self.clock.instant(),
                 },
                 Err(error),
             ),
@@ -526,7 +547,7 @@ impl ChainClient {
         let state = self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner);
         match &*state {
             IdState::Verified => Some(Ok(())),
-            IdState::Mismatch { actual, at } if at.elapsed() < MISMATCH_RECHECK => {
+            IdState::Mismatch { actual, at } if self.age(*at) < MISMATCH_RECHECK => {
                 Some(Err(self.wrong_chain_id(*actual)))
             }
             IdState::Unreachable { error, at } if waited_since.is_some_and(|since| *at >= since) => {

@@ -29,11 +29,11 @@ pub const DECIMALS_RECHECK: Duration = Duration::from_secs(60);
 pub(super) struct DecimalsSeen(Mutex<HashMap<Address, (u8, Instant)>>);
 
 impl DecimalsSeen {
-    /// What `token` reported, unless that disagreed with `expected` long enough ago to ask again.
-    fn get(&self, token: Address, expected: u8) -> Option<u8> {
+    /// What `token` reported, unless that disagreed with `expected` long enough before `now` to ask again.
+    fn get(&self, token: Address, expected: u8, now: Instant) -> Option<u8> {
         let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match seen.get(&token) {
-            Some((actual, at)) if *actual != expected && at.elapsed() >= DECIMALS_RECHECK => {
+            Some((actual, at)) if *actual != expected && now.saturating_duration_since(*at) >= DECIMALS_RECHECK => {
                 seen.remove(&token);
                 None
             }
@@ -41,11 +41,11 @@ impl DecimalsSeen {
         }
     }
 
-    fn put(&self, token: Address, decimals: u8) {
+    fn put(&self, token: Address, decimals: u8, now: Instant) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(token, (decimals, Instant::now()));
+            .insert(token, (decimals, now));
     }
 }
 
@@ -65,7 +65,10 @@ impl ChainClient {
         for token in tokens {
             let address = token.token.unwrap_or_default();
             calls.push((address, IERC20::balanceOfCall { owner }.abi_encode().into()));
-            let ask = self.decimals_seen().get(address, token.decimals).is_none();
+            let ask = self
+                .decimals_seen()
+                .get(address, token.decimals, self.clock().instant())
+                .is_none();
             if ask {
                 calls.push((address, IERC20::decimalsCall {}.abi_encode().into()));
             }
@@ -151,7 +154,8 @@ impl ChainClient {
 
     fn record_decimals(&self, token: &Asset, bytes: &Bytes) -> Result<(), ChainError> {
         let decimals = IERC20::decimalsCall::abi_decode_returns(bytes).map_err(|_| self.not_a_token(token))?;
-        self.decimals_seen().put(token.token.unwrap_or_default(), decimals);
+        self.decimals_seen()
+            .put(token.token.unwrap_or_default(), decimals, self.clock().instant());
         if decimals != token.decimals {
             tracing::error!(
                 chain = self.name(),
@@ -168,7 +172,7 @@ impl ChainClient {
     fn verify_decimals(&self, token: &Asset) -> Result<(), ChainError> {
         match self
             .decimals_seen()
-            .get(token.token.unwrap_or_default(), token.decimals)
+            .get(token.token.unwrap_or_default(), token.decimals, self.clock().instant())
         {
             Some(actual) if actual != token.decimals => Err(ChainError::TokenDecimalsMismatch {
                 chain: self.name().to_string(),

@@ -165,7 +165,7 @@ pub struct TransferRequest {
     /// The token moved, for an ERC-20 transfer (`value_wei` is then in its base units).
     pub token: Option<crate::domain::transaction::TokenRef>,
     /// What besides the cap the reservation checks.
-    pub authorization: Authorization,
+    pub clearance: Clearance,
     /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
     /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
     pub token_balance: Option<U256>,
@@ -217,9 +217,10 @@ pub struct NativeFunds {
     pub needed: U256,
 }
 
-/// What a reservation checks besides the cap, in the same transaction.
+/// What clears an outflow besides the cap (read as a `domain::decision::Gate` in the reserving transaction): the
+/// agent's policy, an owner's approval, a decision already taken, or an owner's sweep. (Not an x402 `Authorization`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authorization {
+pub enum Clearance {
     /// The agent's policy: a refusal, or a transfer held for approval instead of signed.
     Policy,
     /// An owner (or the admin, `by`) approved the waiting transfer with the request's id: it must still be waiting

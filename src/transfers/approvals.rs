@@ -11,7 +11,7 @@ use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Body, OnChain};
-use crate::store::{Approval, Authorization, Closing, Mandate};
+use crate::store::{Approval, Clearance, Closing, Mandate};
 
 impl Transfers {
     /// The agent's transfer `id` if it still waits; one past `expires_at` is expired on the spot (releasing its
@@ -112,7 +112,7 @@ impl Transfers {
                     to: approval.to,
                     value: approval.value_wei,
                     kind,
-                    authorization: Authorization::Approval { by },
+                    clearance: Clearance::Approval { by },
                     mandate: Mandate::NONE,
                 },
                 held,

@@ -20,7 +20,7 @@ use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Counted;
 use crate::domain::transaction::CallRecord;
-use crate::store::{Authorization, CallCheck};
+use crate::store::{CallCheck, Clearance};
 
 alloy::sol! {
     function allowance(address owner, address spender) external view returns (uint256);
@@ -72,7 +72,7 @@ impl CallOrder<'_> {
                 check: Some(previewed.check.clone()),
                 gas_limit: previewed.gas_limit,
             })),
-            authorization: Authorization::Policy,
+            clearance: Clearance::Policy,
             mandate: self.by.mandate.clone(),
         }
     }

@@ -22,7 +22,7 @@ use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
 use crate::net::egress::{FetchError, FetchRequest, Fetched};
-use crate::store::{Approval, Authorization as Check, Mandate, StoreError};
+use crate::store::{Approval, Clearance, Mandate, StoreError};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, KnownToken, X402Error};
 
@@ -104,14 +104,14 @@ struct Exchange {
     asset: Option<String>,
 }
 
-/// Who a payment is and what decides it: its id, conversation, the check besides the cap (the policy on a first
-/// try, the approval after one), and for a first try the exchange to make again if it must wait.
+/// Who a payment is and what decides it: its id, conversation, what clears it besides the cap (the policy on a
+/// first try, the approval after one), and for a first try the exchange to make again if it must wait.
 struct Ticket {
     id: Uuid,
     conversation_id: Option<Uuid>,
     /// The agent token and idempotency claim that asked (a first try), checked again as the payment is reserved.
     mandate: Mandate,
-    check: Check,
+    clearance: Clearance,
     pending: Option<SealedRequest>,
 }
 
@@ -208,7 +208,7 @@ impl Transfers {
             id,
             conversation_id: order.conversation_id,
             mandate: order.by.mandate.clone(),
-            check: Check::Policy,
+            clearance: Clearance::Policy,
             pending: Some(self.vault.seal_request(id, &plain)),
         };
         let accept = |choice: &Choice| {
@@ -356,7 +356,7 @@ impl Transfers {
                 to: choice.pay_to,
                 value: choice.amount,
                 kind: Kind::Payment(Box::new(draft)),
-                authorization: ticket.check,
+                clearance: ticket.clearance,
                 mandate: ticket.mandate.clone(),
             })
             .await?;
@@ -435,7 +435,7 @@ impl Transfers {
             id: approval.id,
             conversation_id: approval.conversation_id,
             mandate: Mandate::NONE,
-            check: Check::Approval { by },
+            clearance: Clearance::Approval { by },
             pending: None,
         };
         // The price must be the one approved (or lower), to the same payee in the same token.

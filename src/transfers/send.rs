@@ -22,7 +22,7 @@ use crate::domain::decision::{Cost, Refusal};
 use crate::domain::transaction::{Body, CallRecord, OnChain, SignatureRecord, StoredTx, X402Record};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{
-    Authorization, Mandate, NativeFunds, Presigned, Reservation, SendGuard, SignedTx, StoreError, TransferRequest,
+    Clearance, Mandate, NativeFunds, Presigned, Reservation, SendGuard, SignedTx, StoreError, TransferRequest,
 };
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -43,7 +43,7 @@ pub(super) struct Outflow<'a> {
     pub value: U256,
     pub kind: Kind<'a>,
     /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
-    pub authorization: Authorization,
+    pub clearance: Clearance,
     /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
     pub mandate: Mandate,
 }
@@ -218,7 +218,7 @@ impl Outflow<'_> {
                 Kind::Token(asset) | Kind::Sweep(Some(asset)) => token_ref(asset),
                 Kind::Payment(p) => token_ref(&p.token),
             },
-            authorization: self.authorization,
+            clearance: self.clearance,
             token_balance: quote.token_balance,
             mined_nonce: quote.mined_nonce,
             native_funds: quote.funds,
@@ -309,7 +309,7 @@ impl Transfers {
             false => None,
         };
         let mut request = o.request(&quote, node_nonce);
-        let from_approval = matches!(o.authorization, Authorization::Approval { .. });
+        let from_approval = matches!(o.clearance, Clearance::Approval { .. });
         for attempt in 0..2 {
             let tx = match self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await? {
                 Reservation::Reserved(tx) => *tx,
@@ -354,8 +354,8 @@ impl Transfers {
                         .await
                         .map_err(store_error)?;
                     // An approved transfer keeps its id (the discarded row is gone) and its approval.
-                    if matches!(request.authorization, Authorization::Approval { .. }) {
-                        request.authorization = Authorization::Decided;
+                    if matches!(request.clearance, Clearance::Approval { .. }) {
+                        request.clearance = Clearance::Decided;
                     } else {
                         request.id = Uuid::new_v4();
                     }

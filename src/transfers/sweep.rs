@@ -15,7 +15,7 @@ use crate::domain::amount::format_units;
 use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
-use crate::store::{Authorization, Mandate};
+use crate::store::{Clearance, Mandate};
 
 /// A sweep an owner asked for. An owner session sweeps only to one of the agent's owner addresses, the admin token
 /// (`anywhere`) to any: decided with everything else (`domain::decision`), and a refusal audited as `sweep_refused`.
@@ -70,7 +70,7 @@ impl Transfers {
             // The quote reads the amount: the whole balance.
             value: alloy::primitives::U256::ZERO,
             kind: Kind::Sweep(order.token.clone()),
-            authorization: Authorization::Sweep {
+            clearance: Clearance::Sweep {
                 anywhere: order.anywhere,
             },
             // Owner authority carries no agent token and no idempotency claim.

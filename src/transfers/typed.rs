@@ -16,7 +16,7 @@ use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::SignatureRecord;
-use crate::store::{Authorization, CallCheck};
+use crate::store::{CallCheck, Clearance};
 
 /// Typed data the agent was asked to sign.
 pub struct TypedOrder<'a> {
@@ -70,7 +70,7 @@ impl Transfers {
                 record,
                 check: Some(check),
             })),
-            authorization: Authorization::Policy,
+            clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
         })
         .await

@@ -52,6 +52,8 @@ pub struct TestApp {
     pub dir: TempDir,
     /// The running app's state, for the few tests that look inside (the rate limiters' sizes).
     pub state: agentd::state::AppState,
+    /// The app's clock: `advance` skips an interval the app waits out (a recheck, a cache's age).
+    pub clock: std::sync::Arc<agentd::domain::clock::ManualClock>,
     /// `(server URL, database name)` of the PostgreSQL database created for this test, dropped with it.
     postgres_database: Option<(String, String)>,
     // Dropping the sender resolves the shutdown future, so the server stops with the test.
@@ -120,7 +122,8 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
     let admin_token = vars.get("ADMIN_TOKEN").cloned();
 
     let config = Config::from_vars(vars).expect("the test configuration is valid");
-    let app = App::build(config).await.expect("the app builds");
+    let clock = std::sync::Arc::new(agentd::domain::clock::ManualClock::default());
+    let app = App::build_on(config, clock.clone()).await.expect("the app builds");
     let addr = app.local_addr();
     let state = app.state().clone();
     let (tx, rx) = oneshot::channel::<()>();
@@ -138,6 +141,7 @@ pub async fn spawn_app_with(extra_vars: &[(&str, &str)]) -> TestApp {
         admin_token,
         dir,
         state,
+        clock,
         postgres_database,
         _shutdown: tx,
     }

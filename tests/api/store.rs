@@ -10,7 +10,7 @@ use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::decision::Refusal;
 use agentd::domain::transaction::{Body, OnChain, TxState};
 use agentd::store::{
-    AgentUpdate, AuditEvent, Authorization, Challenge, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
+    AgentUpdate, AuditEvent, Challenge, Clearance, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
     Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
 use agentd::vault::EncryptedKey;
@@ -86,7 +86,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         node_nonce: None,
         asset: "ETH".into(),
         token: None,
-        authorization: Authorization::Policy,
+        clearance: Clearance::Policy,
         token_balance: None,
         mined_nonce: None,
         native_funds: None,
@@ -803,7 +803,7 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
 
     // Approved: the sent record replaces the waiting one's reservation; then the node refuses and it is discarded.
     let approved = TransferRequest {
-        authorization: Authorization::Approval {
+        clearance: Clearance::Approval {
             by: agentd::domain::audit::Actor::Owner,
         },
         token_balance: None,

@@ -18,7 +18,7 @@ use crate::domain::policy::{ApprovalStatus, Holds, Policy};
 use crate::store::approvals::{APPROVAL_COLUMNS, ApprovalRow};
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{
-    Approval, AuditEvent, Authorization, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
+    Approval, AuditEvent, Clearance, Closing, EventRecord, PolicyStore, StoreError, StoreResult, TransferRequest,
 };
 
 #[async_trait]
@@ -235,10 +235,10 @@ where
         r: &TransferRequest,
         now: DateTime<Utc>,
     ) -> StoreResult<GateRead> {
-        match r.authorization {
-            Authorization::Decided => Ok(GateRead::Decided),
-            Authorization::Sweep { anywhere: true } => Ok(GateRead::Sweep { owners: None }),
-            Authorization::Sweep { anywhere: false } => {
+        match r.clearance {
+            Clearance::Decided => Ok(GateRead::Decided),
+            Clearance::Sweep { anywhere: true } => Ok(GateRead::Sweep { owners: None }),
+            Clearance::Sweep { anywhere: false } => {
                 let rows: Vec<(String,)> = sqlx::query_as("SELECT address FROM owner_addresses WHERE agent_id = $1")
                     .bind(r.agent_id)
                     .fetch_all(&mut *conn)
@@ -249,11 +249,11 @@ where
                     .collect::<StoreResult<Vec<_>>>()?;
                 Ok(GateRead::Sweep { owners: Some(owners) })
             }
-            Authorization::Approval { .. } => match Self::approval_in(conn, r.id).await? {
+            Clearance::Approval { .. } => match Self::approval_in(conn, r.id).await? {
                 Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
             },
-            Authorization::Policy => {
+            Clearance::Policy => {
                 let policy = Self::policy_in(conn, r.agent_id).await?;
                 let windows = if policy.counts_windows(&asset::key(&r.chain, &r.asset)) {
                     decision::windows(

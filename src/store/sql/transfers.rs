@@ -18,7 +18,7 @@ use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSit
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Body, OnChain, StoredTx, X402Record};
 use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
-use crate::store::{AuditEvent, Authorization, Mandate, idempotency};
+use crate::store::{AuditEvent, Clearance, Mandate, idempotency};
 use crate::store::{
     Closing, EventRecord, Message, NonceFill, Presigned, Reservation, SendGuard, Settlement, StoreError, StoreResult,
     TransferRequest, TransferStore,
@@ -150,7 +150,7 @@ where
             Self::uncount_call_in(&mut tx, r.id).await?;
         }
         Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
-        if let (Some((approval, _)), Authorization::Approval { by }) = (&approved, r.authorization)
+        if let (Some((approval, _)), Clearance::Approval { by }) = (&approved, r.clearance)
             && let Some(audit) = approval.decided_audit(by, record.chain_hash(), None)
         {
             Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
