@@ -27,12 +27,43 @@ export interface ApprovalsPanel {
   el: HTMLElement;
   load(): void;
   refresh(): Promise<void>;
+  /** Reads the list and brings one transfer's card into view (a link from History, a send, a chat card). */
+  reveal(transferId: string): Promise<void>;
 }
 
 /** How often the waiting list is read again while it is shown (and the page visible). */
 export const POLL_MS = 4000;
 /** How often the facts behind the explanations (policy, history, cap) are read again when nothing else changed. */
 const FACTS_MS = 30000;
+
+/**
+ * What the console last read as waiting, per agent: every read of an agent's approvals (its tab, the inbox, the
+ * overview, the history) reports here, and the sidebar's inbox badge shows the total. The API has no stream across
+ * agents (§7's stream is one conversation's), so the badge moves with what the console reads and with the open
+ * conversation's `approval_required` / `approval_resolved` events, which make the agent's list read again.
+ */
+const waitingByAgent = new Map<string, number>();
+const waitingListeners = new Set<(total: number) => void>();
+
+function emitWaiting(): void {
+  const total = [...waitingByAgent.values()].reduce((a, b) => a + b, 0);
+  for (const listen of waitingListeners) listen(total);
+}
+
+export function noteWaiting(agentId: string, count: number): void {
+  waitingByAgent.set(agentId, count);
+  emitWaiting();
+}
+
+export function onWaitingTotal(listen: (total: number) => void): void {
+  waitingListeners.add(listen);
+}
+
+/** Forgets the counts of agents no longer known (another admin token, a forgotten token). */
+export function keepWaitingOf(agentIds: Set<string>): void {
+  for (const id of [...waitingByAgent.keys()]) if (!agentIds.has(id)) waitingByAgent.delete(id);
+  emitWaiting();
+}
 
 export interface ApprovalListOptions {
   agentId: string;
@@ -311,6 +342,7 @@ export function approvalList(opts: ApprovalListOptions): ApprovalList {
       card.explain(facts);
     }
     if (waiting.length === 0 && empty) el.append(empty);
+    noteWaiting(opts.agentId, waiting.length);
     opts.onCount?.(waiting.length);
     return waiting.length;
   }
@@ -402,5 +434,18 @@ export function approvalsPanel(
       poll(el, () => refresh(false));
     },
     refresh: () => refresh(true),
+    async reveal(transferId: string) {
+      await refresh(true);
+      const card = list.el.querySelector<HTMLElement>(`[data-transfer-id="${CSS.escape(transferId)}"]`);
+      for (const other of list.el.querySelectorAll('.highlight')) other.classList.remove('highlight');
+      if (!card) {
+        notify('That transfer no longer waits for approval: it was decided or it expired (History shows what became of it).');
+        return;
+      }
+      card.classList.add('highlight');
+      card.tabIndex = -1;
+      card.scrollIntoView({ block: 'center' });
+      card.focus({ preventScroll: true });
+    },
   };
 }

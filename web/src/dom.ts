@@ -93,6 +93,23 @@ export function formatTime(iso: string): string {
   return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
 }
 
+const sameDay = (a: Date, b: Date) => a.toDateString() === b.toDateString();
+
+/**
+ * A time for a list, in the reader's time zone and words: "14:03" today, "12 Mar, 14:03" this year, "12 Mar 2025,
+ * 14:03" before; the full local date and time in its title.
+ */
+export function whenEl(iso: string): HTMLElement {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return h('span', {}, iso);
+  const now = new Date();
+  const time = date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  const day = sameDay(date, now)
+    ? 'Today'
+    : date.toLocaleDateString(undefined, { day: 'numeric', month: 'short', ...(date.getFullYear() === now.getFullYear() ? {} : { year: 'numeric' }) });
+  return h('time', { datetime: date.toISOString(), title: date.toLocaleString() }, h('span', { class: 'when-day' }, day), ' ', h('span', { class: 'when-time' }, time));
+}
+
 export function shortHex(value: string, head = 6, tail = 4): string {
   return value.length > head + tail + 2 ? `${value.slice(0, head)}…${value.slice(-tail)}` : value;
 }
