@@ -15,7 +15,7 @@ import {
   type Transfer,
   type TxConfirmation,
 } from './api';
-import { clear, formatTime, h, shortHex, uid } from './dom';
+import { clear, h, readableTime, shortHex, uid } from './dom';
 import { loadFacts, refusalText } from './explain';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
@@ -306,16 +306,6 @@ function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[],
 const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
 const ISO_TIME = /\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})\b/g;
 
-/** A time in the reader's zone and words: "18:32" today, else "12 Mar 2026, 18:32". */
-function readableTime(iso: string): string {
-  const date = new Date(iso);
-  if (Number.isNaN(date.getTime())) return iso;
-  const today = date.toDateString() === new Date().toDateString();
-  return today
-    ? date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
-    : date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-}
-
 /**
  * An answer's prose as a person reads it: the engine writes transfer ids and UTC times (ISO 8601) for programs; the
  * console says "this transfer" (its card, History and Approvals carry the id) and the local time.
@@ -347,7 +337,7 @@ function messageEl(role: string, time: string | null): {
   const el = h(
     'article',
     { class: `msg ${role}`, 'data-testid': 'message', 'data-role': role },
-    h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${formatTime(time)}` : ''),
+    h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${readableTime(time)}` : ''),
     calls,
     body,
     status,
@@ -498,7 +488,7 @@ export function chatPanel(
           onclick: () => void openConversation(c.id),
         },
         h('span', { class: 'conv-title' }, c.title || 'Untitled'),
-        h('small', { class: 'muted' }, `${c.message_count} messages · ${formatTime(c.updated_at)}`),
+        h('small', { class: 'muted' }, `${c.message_count} messages · ${readableTime(c.updated_at)}`),
       );
       const remove = h(
         'button',
@@ -562,7 +552,7 @@ export function chatPanel(
   function applyTransfer(t: Tracked, view: Transfer): void {
     learnHash(t, view.tx_hash);
     if (view.status === 'awaiting_approval') {
-      advance(t, 'awaiting_approval', view.expires_at ? `until ${formatTime(view.expires_at)}` : undefined);
+      advance(t, 'awaiting_approval', view.expires_at ? `until ${readableTime(view.expires_at)}` : undefined);
     } else if (view.status === 'pending') {
       advance(t, 'pending', view.tx_hash ? shortHex(view.tx_hash, 10, 8) : undefined);
     } else {
@@ -607,7 +597,7 @@ export function chatPanel(
     if (source.status === 'awaiting_approval') {
       t.state = 'awaiting_approval';
       if (transferId) linkApproval(t, transferId);
-      const until = typeof source.expires_at === 'string' ? `until ${formatTime(source.expires_at)}` : undefined;
+      const until = typeof source.expires_at === 'string' ? `until ${readableTime(source.expires_at)}` : undefined;
       card.transfer('awaiting_approval', until);
       if (!live) void refreshTransfer(t);
     } else if (live) card.transfer('pending', txHash ? shortHex(txHash, 10, 8) : undefined);

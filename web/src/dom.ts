@@ -95,6 +95,15 @@ export function formatTime(iso: string): string {
 
 const sameDay = (a: Date, b: Date) => a.toDateString() === b.toDateString();
 
+/** A time in the reader's zone and words: "18:32" today, else "12 Mar 2026, 18:32". */
+export function readableTime(iso: string): string {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return sameDay(date, new Date())
+    ? date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
+    : date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
 /**
  * A time for a list, in the reader's time zone and words: "14:03" today, "12 Mar, 14:03" this year, "12 Mar 2025,
  * 14:03" before; the full local date and time in its title.

@@ -8,7 +8,7 @@ import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEnt
 import { noteWaiting } from './approvals';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
 import { DAYS, spendingChart, spendingSeries } from './chart';
-import { clear, formatTime, h, shortHex, uid, whenEl } from './dom';
+import { clear, formatTime, h, readableTime, shortHex, uid, whenEl } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { errorLine, notify, txHashLink } from './ui';
 
@@ -235,7 +235,7 @@ export function historyPanel(
           'div',
           { class: 'small held-note', 'data-testid': 'held-note' },
           'Waits for the owner\u2019s approval',
-          e.expires_at ? ` until ${formatTime(e.expires_at)}` : '',
+          e.expires_at ? ` until ${readableTime(e.expires_at)}` : '',
           ': nothing is signed yet. ',
           h(
             'a',

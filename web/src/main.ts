@@ -236,6 +236,8 @@ function showSignIn(): void {
   state.selected = null;
   history.replaceState(null, '', location.pathname);
   renderAgentList();
+  listError.clear();
+  adminDetails.hidden = true;
   clear(main);
   const input = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'The server\u2019s ADMIN_TOKEN' });
   const error = errorLine();
@@ -418,6 +420,8 @@ function showOverview(): void {
 function closeAgent(): void {
   activeChat?.close();
   activeChat = null;
+  // The sign-in screen hides the sidebar's admin token form (one form at a time); every other screen shows it.
+  adminDetails.hidden = false;
 }
 
 function selectAgent(id: string, tab: Tab = state.tab): void {

@@ -398,17 +398,19 @@ describe('the admin token is checked with the server (ADMIN_TOKEN set)', { timeo
 
   it('refuses a wrong admin token and accepts the right one', async () => {
     await page.goto(`${stack.baseUrl}/`);
-    const admin = page.locator('details.admin');
-    await page.getByText(/needs the admin token to list/).waitFor();
-    await admin.getByLabel(/Admin token/).fill('adm_wrong');
-    await admin.getByRole('button', { name: 'Save' }).click();
-    await admin.getByRole('alert').filter({ hasText: /refused this admin token/ }).waitFor();
+    const signIn = page.getByTestId('sign-in');
+    await signIn.waitFor();
+    await signIn.getByLabel('Admin token').fill('adm_wrong');
+    await signIn.getByRole('button', { name: 'Continue' }).click();
+    await signIn.getByRole('alert').filter({ hasText: /refused this admin token/ }).waitFor();
     assert.equal(await page.evaluate(() => localStorage.getItem('agentd.adminToken')), null);
     await page.screenshot({ path: join(artifactsDir, 'first-hour-18-wrong-admin-token.png'), fullPage: true });
 
-    await admin.getByLabel(/Admin token/).fill(ADMIN);
-    await admin.getByRole('button', { name: 'Save' }).click();
+    await signIn.getByLabel('Admin token').fill(ADMIN);
+    await signIn.getByRole('button', { name: 'Continue' }).click();
     await page.getByRole('list', { name: 'Agent list' }).getByText('Operated agent').waitFor();
+    // Accepted: the console moved on to the overview by itself.
+    await page.getByTestId('overview').waitFor();
     assert.equal(await page.evaluate(() => localStorage.getItem('agentd.adminToken')), ADMIN);
     // With the admin token the overview reads the agent without its token (owner authority alone, §10).
     await page.getByRole('link', { name: 'Overview' }).click();
