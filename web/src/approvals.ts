@@ -8,7 +8,7 @@
 import { api, type AgentDetail, type ChainInfo, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
 import { callDetails, callLabel, type Abis, type CallFields } from './calls';
-import { clear, formatTime, h, uid } from './dom';
+import { clear, h, readableTime, uid } from './dom';
 import {
   capLine,
   feeText,
@@ -201,7 +201,7 @@ function approvalCard(
   confirmReject.addEventListener('click', () => void decide('reject'));
 
   const expires = t.expires_at ? Date.parse(t.expires_at) : NaN;
-  const expiry = Number.isNaN(expires) ? '' : expires <= Date.now() ? 'expired' : `expires ${formatTime(t.expires_at as string)}`;
+  const expiry = Number.isNaN(expires) ? '' : expires <= Date.now() ? 'expired' : `expires ${readableTime(t.expires_at as string)}`;
   const why = h('div', { class: 'approval-why small', 'data-testid': 'approval-why' }, h('p', { class: 'muted' }, 'Reading the policy…'));
 
   const el = h(
@@ -231,7 +231,7 @@ function approvalCard(
       h(
         'p',
         { class: 'muted small' },
-        `Requested ${formatTime(t.created_at)}`,
+        `Requested ${readableTime(t.created_at)}`,
         expiry ? ` · ${expiry}` : '',
         t.conversation_id ? ' · from a chat' : ' · through the API',
       ),

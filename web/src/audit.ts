@@ -19,7 +19,7 @@ export function detailText(detail: unknown): string {
   if (!detail || typeof detail !== 'object') return detail == null ? '' : String(detail);
   return Object.entries(detail as Record<string, unknown>)
     .filter(([, v]) => v !== null && v !== undefined && v !== '')
-    .map(([k, v]) => `${k.replace(/_/g, ' ')}: ${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .map(([k, v]) => `${k.replace(/_/g, ' ')}: ${typeof v === 'string' ? v : JSON.stringify(v, (_, x: unknown) => (x === null ? undefined : x))}`)
     .join(' · ');
 }
 

@@ -409,7 +409,7 @@ function showOverview(): void {
   clear(main);
   main.append(
     overviewPage(state.agents, state.chains, {
-      open: (id, tab) => selectAgent(id, tab ?? 'chat'),
+      open: (id, tab) => selectAgent(id, tab ?? 'history'),
       create: () => showCreate(),
     }),
   );

@@ -11,7 +11,7 @@ import { getToken } from './tokens';
 import { errorText } from './ui';
 
 export interface OverviewHooks {
-  open(agentId: string, tab?: 'wallet' | 'approvals' | 'chat'): void;
+  open(agentId: string, tab?: 'history' | 'wallet' | 'approvals' | 'chat'): void;
   create(): void;
 }
 
