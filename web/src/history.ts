@@ -265,7 +265,7 @@ export function historyPanel(
       cell('Status', {}, h('span', { class: `status status-${status}` }, STATUS_TEXT[status] ?? status)),
       cell('What', { class: 'what' }, what(e), heldNote),
       cell('Amount', { class: 'amount' }, h('strong', {}, e.amount), ` ${e.asset}`, e.kind === 'x402' ? h('div', { class: 'small muted' }, 'price') : null),
-      cell('To', {}, h('code', { class: 'mono small', title: e.to }, shortHex(e.to, 6, 4)), e.kind === 'x402' ? h('div', { class: 'small muted' }, 'payTo') : null),
+      cell('To', {}, h('code', { class: 'mono small', title: e.to }, shortHex(e.to, 8, 6)), e.kind === 'x402' ? h('div', { class: 'small muted' }, 'payTo') : null),
       cell(
         'Transaction',
         { 'data-testid': 'tx' },
@@ -444,7 +444,7 @@ export function historyPanel(
         { class: 'amount' },
         amount ? [h('strong', {}, amount), ` ${asset ?? (str('kind') === 'call' ? native : '')}`] : str('max_amount') ? `up to ${str('max_amount')}` : '—',
       ),
-      cell('To', {}, to ? h('code', { class: 'mono small', title: to }, shortHex(to, 6, 4)) : '—'),
+      cell('To', {}, to ? h('code', { class: 'mono small', title: to }, shortHex(to, 8, 6)) : '—'),
       cell('Transaction', { class: 'no-tx' }, h('span', { class: 'muted small' }, 'nothing sent')),
       cell('', { class: 'actions' }),
     );
