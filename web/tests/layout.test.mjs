@@ -212,7 +212,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     assert.doesNotMatch(await result.textContent(), /HTTP/);
   });
 
-  it('fits every main screen at 1280 and 390 pixels', async () => {
+  it('fits every main screen at 1280 and 390 pixels (and 1024, between the two layouts)', async () => {
     const base = `#/agents/${agentId}`;
     const screens = [
       { name: 'overview', hash: '#/overview', ready: () => page.getByTestId('overview-row').first().getByTestId('overview-balance-base').waitFor() },
@@ -244,7 +244,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
       { name: 'settings', hash: `${base}/settings`, ready: () => page.getByRole('button', { name: 'Delete agent…' }).waitFor() },
     ];
     const failures = [];
-    for (const size of WIDTHS) {
+    for (const size of [...WIDTHS, { width: 1024, height: 768 }]) {
       await page.setViewportSize(size);
       for (const screen of screens) {
         await open(screen.hash);
