@@ -56,6 +56,10 @@ const state = {
   tab: 'history' as Tab,
   /** Whether the agent list was read (false: the server wants the admin token, or it failed). */
   listed: false,
+  /** The server refused the list without the admin token (401): the console asks for it. */
+  needsAdmin: false,
+  /** Why the list could not be read otherwise. */
+  listProblem: null as unknown,
 };
 
 let activeChat: ChatPanel | null = null;
@@ -81,9 +85,13 @@ async function loadAgents(): Promise<void> {
   try {
     state.agents = await api.listAgents();
     state.listed = true;
+    state.needsAdmin = false;
+    state.listProblem = null;
   } catch (e) {
     state.agents = [];
     state.listed = false;
+    state.needsAdmin = e instanceof ApiError && e.status === 401;
+    state.listProblem = state.needsAdmin ? null : e;
     if (e instanceof ApiError && e.status === 401) {
       listError.show(new Error('This server needs the admin token to list and create agents: enter it below.'));
       adminDetails.open = true;
@@ -241,6 +249,8 @@ function showSignIn(): void {
   clear(main);
   const input = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'The server\u2019s ADMIN_TOKEN' });
   const error = errorLine();
+  // A token kept from before that the server no longer takes (ADMIN_TOKEN changed): said, and asked again.
+  if (adminToken()) error.show(new Error('The admin token saved in this browser was refused: the server\u2019s ADMIN_TOKEN has changed. Enter the current one.'));
   const heading = uid('sign-in');
   const form = h(
     'form',
@@ -277,8 +287,21 @@ function showSignIn(): void {
 
 /** Where the console opens when no agent or screen is asked for. */
 function landing(): void {
-  if (!state.listed && state.agents.length === 0 && !adminToken()) showSignIn();
-  else if (state.listed && state.agents.length === 0) showCreate();
+  if (state.needsAdmin) showSignIn();
+  else if (state.listProblem) {
+    closeAgent();
+    state.selected = null;
+    clear(main);
+    main.append(
+      h(
+        'section',
+        { class: 'card', role: 'alert' },
+        h('h2', {}, 'The agent list could not be read'),
+        h('p', {}, errorText(state.listProblem)),
+        h('div', { class: 'row' }, h('button', { type: 'button', onclick: () => void loadAgents().then(landing) }, 'Try again')),
+      ),
+    );
+  } else if (state.agents.length === 0) showCreate();
   else showOverview();
 }
 
