@@ -2,8 +2,7 @@
 // time ("Older entries" asks for the ones before the last shown). A filter narrows what is shown to a kind of
 // entry, an actor or a word; the API filters nothing, so it applies to the entries read so far.
 import { api, type AgentDetail, type AuditEntry } from './api';
-import { cell } from './history';
-import { clear, h, shortHex, uid, whenEl } from './dom';
+import { cell, clear, h, shortHex, uid, whenEl } from './dom';
 import { errorLine } from './ui';
 
 export interface AuditPanel {

@@ -45,6 +45,11 @@ export function uid(prefix: string): string {
   return `${prefix}-${nextId}`;
 }
 
+/** A table cell with its column's name, which a narrow page shows beside the value (tables with class `cards`). */
+export function cell(label: string, attrs: Record<string, string>, ...children: (Child | Child[])[]): HTMLElement {
+  return h('td', { 'data-label': label, ...attrs }, h('div', { class: 'cell-value' }, ...children));
+}
+
 /** A labelled form field. */
 export function field(label: string, control: HTMLElement, hint?: string): HTMLElement {
   const id = control.id || uid('f');

@@ -8,7 +8,7 @@ import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEnt
 import { noteWaiting } from './approvals';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
 import { DAYS, spendingChart, spendingSeries } from './chart';
-import { clear, formatTime, h, readableTime, shortHex, uid, whenEl } from './dom';
+import { cell, clear, formatTime, h, readableTime, shortHex, uid, whenEl } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { errorLine, notify, txHashLink } from './ui';
 
@@ -69,11 +69,6 @@ function heldEntry(t: Transfer): HistoryEntry & { expires_at?: string | null } {
     replaced_hashes: [],
     expires_at: t.expires_at,
   };
-}
-
-/** A table cell with the column's name, which a narrow screen shows beside the value (the card layout). */
-export function cell(label: string, attrs: Record<string, string>, ...children: (Node | string | null | (Node | string | null)[])[]): HTMLElement {
-  return h('td', { 'data-label': label, ...attrs }, h('div', { class: 'cell-value' }, ...children));
 }
 
 export function historyPanel(
