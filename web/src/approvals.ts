@@ -8,7 +8,7 @@
 import { api, type AgentDetail, type ChainInfo, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
 import { callDetails, callLabel, type Abis, type CallFields } from './calls';
-import { clear, formatTime, h, uid } from './dom';
+import { clear, h, readableTime, uid } from './dom';
 import {
   capLine,
   feeText,
@@ -27,12 +27,43 @@ export interface ApprovalsPanel {
   el: HTMLElement;
   load(): void;
   refresh(): Promise<void>;
+  /** Reads the list and brings one transfer's card into view (a link from History, a send, a chat card). */
+  reveal(transferId: string): Promise<void>;
 }
 
 /** How often the waiting list is read again while it is shown (and the page visible). */
 export const POLL_MS = 4000;
 /** How often the facts behind the explanations (policy, history, cap) are read again when nothing else changed. */
 const FACTS_MS = 30000;
+
+/**
+ * What the console last read as waiting, per agent: every read of an agent's approvals (its tab, the inbox, the
+ * overview, the history) reports here, and the sidebar's inbox badge shows the total. The API has no stream across
+ * agents (§7's stream is one conversation's), so the badge moves with what the console reads and with the open
+ * conversation's `approval_required` / `approval_resolved` events, which make the agent's list read again.
+ */
+const waitingByAgent = new Map<string, number>();
+const waitingListeners = new Set<(total: number) => void>();
+
+function emitWaiting(): void {
+  const total = [...waitingByAgent.values()].reduce((a, b) => a + b, 0);
+  for (const listen of waitingListeners) listen(total);
+}
+
+export function noteWaiting(agentId: string, count: number): void {
+  waitingByAgent.set(agentId, count);
+  emitWaiting();
+}
+
+export function onWaitingTotal(listen: (total: number) => void): void {
+  waitingListeners.add(listen);
+}
+
+/** Forgets the counts of agents no longer known (another admin token, a forgotten token). */
+export function keepWaitingOf(agentIds: Set<string>): void {
+  for (const id of [...waitingByAgent.keys()]) if (!agentIds.has(id)) waitingByAgent.delete(id);
+  emitWaiting();
+}
 
 export interface ApprovalListOptions {
   agentId: string;
@@ -170,7 +201,7 @@ function approvalCard(
   confirmReject.addEventListener('click', () => void decide('reject'));
 
   const expires = t.expires_at ? Date.parse(t.expires_at) : NaN;
-  const expiry = Number.isNaN(expires) ? '' : expires <= Date.now() ? 'expired' : `expires ${formatTime(t.expires_at as string)}`;
+  const expiry = Number.isNaN(expires) ? '' : expires <= Date.now() ? 'expired' : `expires ${readableTime(t.expires_at as string)}`;
   const why = h('div', { class: 'approval-why small', 'data-testid': 'approval-why' }, h('p', { class: 'muted' }, 'Reading the policy…'));
 
   const el = h(
@@ -200,7 +231,7 @@ function approvalCard(
       h(
         'p',
         { class: 'muted small' },
-        `Requested ${formatTime(t.created_at)}`,
+        `Requested ${readableTime(t.created_at)}`,
         expiry ? ` · ${expiry}` : '',
         t.conversation_id ? ' · from a chat' : ' · through the API',
       ),
@@ -311,6 +342,7 @@ export function approvalList(opts: ApprovalListOptions): ApprovalList {
       card.explain(facts);
     }
     if (waiting.length === 0 && empty) el.append(empty);
+    noteWaiting(opts.agentId, waiting.length);
     opts.onCount?.(waiting.length);
     return waiting.length;
   }
@@ -402,5 +434,18 @@ export function approvalsPanel(
       poll(el, () => refresh(false));
     },
     refresh: () => refresh(true),
+    async reveal(transferId: string) {
+      await refresh(true);
+      const card = list.el.querySelector<HTMLElement>(`[data-transfer-id="${CSS.escape(transferId)}"]`);
+      for (const other of list.el.querySelectorAll('.highlight')) other.classList.remove('highlight');
+      if (!card) {
+        notify('That transfer no longer waits for approval: it was decided or it expired (History shows what became of it).');
+        return;
+      }
+      card.classList.add('highlight');
+      card.tabIndex = -1;
+      card.scrollIntoView({ block: 'center' });
+      card.focus({ preventScroll: true });
+    },
   };
 }

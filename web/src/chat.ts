@@ -15,7 +15,7 @@ import {
   type Transfer,
   type TxConfirmation,
 } from './api';
-import { clear, formatTime, h, shortHex, uid } from './dom';
+import { clear, h, readableTime, shortHex, uid } from './dom';
 import { loadFacts, refusalText } from './explain';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
@@ -239,8 +239,7 @@ function heldSentence(t: Tracked, original: string, what: string): string {
  * "… the payment awaits an owner's approval (transfer …)") get their state word or sentence replaced live; for
  * any other prose (an LLM's), a status line under it says where each transfer stands now.
  */
-function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[]): void {
-  const text = body.textContent ?? '';
+function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[], text: string): void {
   const pieces: { start: number; end: number; render: (t: Tracked) => string; t: Tracked }[] = [];
   const unmatched: Tracked[] = [];
   const escape = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -277,16 +276,16 @@ function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[])
     let at = 0;
     for (const p of pieces) {
       if (p.start < at) continue;
-      body.append(text.slice(at, p.start));
-      const span = h('span', { class: 'prose-status', 'data-testid': 'prose-status', 'data-transfer-status': p.t.state }, p.render(p.t));
+      body.append(readable(text.slice(at, p.start)));
+      const span = h('span', { class: 'prose-status', 'data-testid': 'prose-status', 'data-transfer-status': p.t.state }, readable(p.render(p.t)));
       p.t.listeners.push((x) => {
-        span.textContent = p.render(x);
+        span.textContent = readable(p.render(x));
         span.dataset.transferStatus = x.state;
       });
       body.append(span);
       at = p.end;
     }
-    body.append(text.slice(at));
+    body.append(readable(text.slice(at)));
   }
   if (unmatched.length) {
     const line = () => {
@@ -294,7 +293,7 @@ function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[])
       status.append(
         'Now: ',
         unmatched
-          .map((x) => `${x.transferId ? `transfer ${shortHex(x.transferId, 8, 4)}` : x.txHash ? `transaction ${shortHex(x.txHash, 10, 8)}` : 'transfer'} ${STATE_LABEL[x.state]}${x.note && FINAL.has(x.state) ? ` (${x.note})` : ''}`)
+          .map((x) => `${x.txHash ? `transaction ${shortHex(x.txHash, 10, 8)}` : 'the transfer'} ${STATE_LABEL[x.state]}${x.note && FINAL.has(x.state) ? ` (${x.note})` : ''}`)
           .join(' · '),
       );
       status.dataset.transferStatus = unmatched.map((x) => x.state).join(' ');
@@ -302,6 +301,22 @@ function followProse(body: HTMLElement, status: HTMLElement, tracked: Tracked[])
     for (const t of unmatched) t.listeners.push(line);
     line();
   }
+}
+
+const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
+const ISO_TIME = /\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})\b/g;
+
+/**
+ * An answer's prose as a person reads it: the engine writes transfer ids and UTC times (ISO 8601) for programs; the
+ * console says "this transfer" (its card, History and Approvals carry the id) and the local time.
+ */
+export function readable(text: string): string {
+  return text
+    .replace(new RegExp(`\\bTransfer ${UUID}`, 'g'), 'This transfer')
+    .replace(new RegExp(` \\(transfer ${UUID}\\)`, 'g'), '')
+    .replace(new RegExp(`\\btransfer ${UUID}`, 'gi'), 'the transfer')
+    .replace(new RegExp(`\\b${UUID}\\b`, 'g'), (id) => `${id.slice(0, 8)}…`)
+    .replace(ISO_TIME, (iso) => readableTime(iso));
 }
 
 function record(value: unknown): Record<string, unknown> | null {
@@ -322,7 +337,7 @@ function messageEl(role: string, time: string | null): {
   const el = h(
     'article',
     { class: `msg ${role}`, 'data-testid': 'message', 'data-role': role },
-    h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${formatTime(time)}` : ''),
+    h('header', { class: 'muted small' }, role === 'user' ? 'You' : 'Agent', time ? ` · ${readableTime(time)}` : ''),
     calls,
     body,
     status,
@@ -336,6 +351,7 @@ export function chatPanel(
   token: string,
   onConfirmation: () => void,
   onApprovalEvent: () => void = () => {},
+  openApproval: (transferId: string) => void = () => {},
 ): ChatPanel {
   let conversations: Conversation[] = [];
   let current: string | null = null;
@@ -472,7 +488,7 @@ export function chatPanel(
           onclick: () => void openConversation(c.id),
         },
         h('span', { class: 'conv-title' }, c.title || 'Untitled'),
-        h('small', { class: 'muted' }, `${c.message_count} messages · ${formatTime(c.updated_at)}`),
+        h('small', { class: 'muted' }, `${c.message_count} messages · ${readableTime(c.updated_at)}`),
       );
       const remove = h(
         'button',
@@ -536,7 +552,7 @@ export function chatPanel(
   function applyTransfer(t: Tracked, view: Transfer): void {
     learnHash(t, view.tx_hash);
     if (view.status === 'awaiting_approval') {
-      advance(t, 'awaiting_approval', view.expires_at ? `until ${formatTime(view.expires_at)}` : undefined);
+      advance(t, 'awaiting_approval', view.expires_at ? `until ${readableTime(view.expires_at)}` : undefined);
     } else if (view.status === 'pending') {
       advance(t, 'pending', view.tx_hash ? shortHex(view.tx_hash, 10, 8) : undefined);
     } else {
@@ -580,7 +596,8 @@ export function chatPanel(
     }
     if (source.status === 'awaiting_approval') {
       t.state = 'awaiting_approval';
-      const until = typeof source.expires_at === 'string' ? `until ${formatTime(source.expires_at)}` : undefined;
+      if (transferId) linkApproval(t, transferId);
+      const until = typeof source.expires_at === 'string' ? `until ${readableTime(source.expires_at)}` : undefined;
       card.transfer('awaiting_approval', until);
       if (!live) void refreshTransfer(t);
     } else if (live) card.transfer('pending', txHash ? shortHex(txHash, 10, 8) : undefined);
@@ -588,6 +605,29 @@ export function chatPanel(
     else if (txHash) byHashLater.push(t);
     learnHash(t, txHash);
     return t;
+  }
+
+  /** Under a held transfer's card, the way to its approval, while it waits. */
+  function linkApproval(t: Tracked, transferId: string): void {
+    const line = h(
+      'p',
+      { class: 'small held-link', 'data-testid': 'held-link' },
+      'Waits for the owner\u2019s approval: ',
+      h(
+        'a',
+        {
+          href: `#/agents/${agent.id}/approvals`,
+          'data-testid': 'approval-link',
+          onclick: (event: Event) => {
+            event.preventDefault();
+            openApproval(transferId);
+          },
+        },
+        'review it in Approvals',
+      ),
+    );
+    t.card.el.after(line);
+    t.listeners.push((x) => (line.hidden = x.state !== 'awaiting_approval'));
   }
 
   /** Sent transfers of reopened messages known by hash only: their state comes from the history, once. */
@@ -617,8 +657,8 @@ export function chatPanel(
       if (t) tracked.push(t);
       if (call.error) void explainRefusal(card, call, m.created_at);
     }
-    view.body.textContent = m.content;
-    if (tracked.length) followProse(view.body, view.status, tracked);
+    view.body.textContent = m.role === 'assistant' ? readable(m.content) : m.content;
+    if (tracked.length) followProse(view.body, view.status, tracked, m.content);
     thread.append(view.el);
   }
 
@@ -811,7 +851,7 @@ export function chatPanel(
           }
           case 'text_delta':
             text_ += String(data.text ?? '');
-            reply.body.textContent = text_;
+            reply.body.textContent = readable(text_);
             break;
           case 'tool_call': {
             const card = callCard({ id: String(data.id), tool: String(data.tool), args: data.args });
@@ -840,21 +880,15 @@ export function chatPanel(
           case 'final': {
             // The same body as POST /api/chat answers.
             const turn = data as unknown as ChatResponse;
-            if (typeof turn.response === 'string' && turn.response !== text_) reply.body.textContent = turn.response;
-            if (tracked.length) followProse(reply.body, reply.status, tracked);
+            const prose = typeof turn.response === 'string' ? turn.response : text_;
+            if (readable(prose) !== reply.body.textContent) reply.body.textContent = readable(prose);
+            if (tracked.length) followProse(reply.body, reply.status, tracked, prose);
             reply.el.dataset.state = 'done';
-            // The language model's usage (prompt + completion tokens): named so it does not read as crypto tokens.
+            // The language model's usage (prompt + completion tokens) decides nothing about money, and the builtin
+            // engine only counts words: it is kept out of the answer, in the title of its header.
             clear(reply.foot);
-            reply.foot.append(
-              h(
-                'span',
-                {
-                  'data-testid': 'llm-usage',
-                  title: 'Text units (prompt and completion tokens) the language model used for this answer — not crypto tokens',
-                },
-                `Language model: ${turn.tokens_used ?? 0} text units used`,
-              ),
-            );
+            reply.el.querySelector('header')?.setAttribute('title', `Language model usage for this answer: ${turn.tokens_used ?? 0} (prompt and completion text units, not crypto tokens)`);
+            reply.el.dataset.tokensUsed = String(turn.tokens_used ?? 0);
             // The answer asks for a connected wallet: the way to connect is right there.
             if (/connect your wallet|no wallet is connected/i.test(turn.response ?? '') && !connector.address()) {
               reply.foot.append(' · ', h('button', { type: 'button', class: 'secondary small', onclick: () => connector.connect() }, 'Connect your wallet'));

@@ -45,6 +45,11 @@ export function uid(prefix: string): string {
   return `${prefix}-${nextId}`;
 }
 
+/** A table cell with its column's name, which a narrow page shows beside the value (tables with class `cards`). */
+export function cell(label: string, attrs: Record<string, string>, ...children: (Child | Child[])[]): HTMLElement {
+  return h('td', { 'data-label': label, ...attrs }, h('div', { class: 'cell-value' }, ...children));
+}
+
 /** A labelled form field. */
 export function field(label: string, control: HTMLElement, hint?: string): HTMLElement {
   const id = control.id || uid('f');
@@ -91,6 +96,32 @@ export function copyButton(text: string, label: string): HTMLButtonElement {
 export function formatTime(iso: string): string {
   const date = new Date(iso);
   return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
+}
+
+const sameDay = (a: Date, b: Date) => a.toDateString() === b.toDateString();
+
+/** A time in the reader's zone and words: "18:32" today, else "12 Mar 2026, 18:32". */
+export function readableTime(iso: string): string {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return sameDay(date, new Date())
+    ? date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
+    : date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+/**
+ * A time for a list, in the reader's time zone and words: "14:03" today, "12 Mar, 14:03" this year, "12 Mar 2025,
+ * 14:03" before; the full local date and time in its title.
+ */
+export function whenEl(iso: string): HTMLElement {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return h('span', {}, iso);
+  const now = new Date();
+  const time = date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  const day = sameDay(date, now)
+    ? 'Today'
+    : date.toLocaleDateString(undefined, { day: 'numeric', month: 'short', ...(date.getFullYear() === now.getFullYear() ? {} : { year: 'numeric' }) });
+  return h('time', { datetime: date.toISOString(), title: date.toLocaleString() }, h('span', { class: 'when-day' }, day), ' ', h('span', { class: 'when-time' }, time));
 }
 
 export function shortHex(value: string, head = 6, tail = 4): string {

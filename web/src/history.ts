@@ -1,13 +1,21 @@
 // The history tab: the agent's transfers (docs/api.md §12, §14, §16), newest first, a page at a time, with their
 // status, asset, amount, recipient, explorer link and replaced attempts; x402 payments with the host and path they
 // paid for; contract calls with their function and balance changes, typed-data signatures with their primary type
-// (§18). A pending transfer can be cancelled here. Above the table, the spending chart per asset.
+// (§18). A pending transfer can be cancelled here. Transfers held for the owner's approval are not in that list
+// (§11 keeps them with the approvals): they are read from `GET …/approvals` and shown first, each linked to its
+// approval. Above the table, the spending chart per asset. The table is a card per row on a narrow screen.
 import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEntry, type Transfer } from './api';
+import { noteWaiting } from './approvals';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
 import { DAYS, spendingChart, spendingSeries } from './chart';
-import { clear, formatTime, h, shortHex, uid } from './dom';
+import { cell, clear, formatTime, h, readableTime, shortHex, uid, whenEl } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { errorLine, notify, txHashLink } from './ui';
+
+export interface HistoryHooks {
+  /** Opens the Approvals tab at the card of a held transfer. */
+  openApproval(transferId: string): void;
+}
 
 export interface HistoryPanel {
   el: HTMLElement;
@@ -52,7 +60,23 @@ const ACTIVITY: Record<string, 'refused' | 'rejected' | 'expired'> = {
 /** Audit pages (of 500, the API's largest) read at most per history page. */
 const AUDIT_PAGES = 10;
 
-export function historyPanel(agent: AgentDetail, token: string, chains: ChainInfo[]): HistoryPanel {
+/** A held transfer (`GET …/approvals`) as a row of the history: no hash, no nonce yet. */
+function heldEntry(t: Transfer): HistoryEntry & { expires_at?: string | null } {
+  return {
+    ...(t as unknown as HistoryEntry),
+    status: 'awaiting_approval',
+    tx_hash: '',
+    replaced_hashes: [],
+    expires_at: t.expires_at,
+  };
+}
+
+export function historyPanel(
+  agent: AgentDetail,
+  token: string,
+  chains: ChainInfo[],
+  hooks: HistoryHooks = { openApproval: () => {} },
+): HistoryPanel {
   const heading = uid('history');
   const error = errorLine();
   const chartError = errorLine();
@@ -60,17 +84,22 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
   const rows = h('tbody', {});
   const table = h(
     'table',
-    { class: 'history', 'aria-labelledby': heading, 'data-testid': 'history' },
+    { class: 'history feed cards', 'aria-labelledby': heading, 'data-testid': 'history' },
     h(
       'thead',
       {},
-      h('tr', {}, ['When', 'Status', 'What', 'Amount', 'To', 'Transaction', ''].map((t) => h('th', { scope: 'col' }, t))),
+      h(
+        'tr',
+        {},
+        ['When', 'Status', 'What', 'Amount', 'To', 'Transaction', ''].map((t) => h('th', { scope: 'col', class: `col-${t.toLowerCase() || 'actions'}` }, t)),
+      ),
     ),
     rows,
   );
   const empty = h('p', { class: 'muted', hidden: true }, 'No transfers yet.');
   const shown = h('span', { class: 'muted small', 'data-testid': 'history-count' });
   const activityCount = h('span', { class: 'muted small', 'data-testid': 'activity-count' });
+  const heldCount = h('span', { class: 'small', 'data-testid': 'held-count' });
   const activityToggle = h('input', { type: 'checkbox', id: uid('activity'), checked: true });
   // The audit log read so far (newest first), for the refused, rejected and expired requests shown between transfers.
   let auditBefore: number | null = null;
@@ -162,8 +191,9 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
     return h('span', {}, `transfer on ${e.chain}`);
   }
 
-  function row(e: HistoryEntry): HTMLElement {
+  function row(e: HistoryEntry & { expires_at?: string | null }): HTMLElement {
     const status = e.status;
+    const held = status === 'awaiting_approval';
     const cancel =
       status === 'pending' && e.kind !== 'x402'
         ? h('button', { type: 'button', class: 'secondary small', 'aria-label': `Cancel the transfer of ${e.amount} ${e.asset} to ${e.to}` }, 'Cancel')
@@ -194,6 +224,28 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
       e.kind === 'x402' && e.x402 && status === 'pending'
         ? h('div', { class: 'small muted' }, `usable until ${formatTime(new Date(e.x402.valid_before * 1000).toISOString())}`)
         : null;
+    // A held transfer: until when it waits, and the way to its approval.
+    const heldNote = held
+      ? h(
+          'div',
+          { class: 'small held-note', 'data-testid': 'held-note' },
+          'Waits for the owner\u2019s approval',
+          e.expires_at ? ` until ${readableTime(e.expires_at)}` : '',
+          ': nothing is signed yet. ',
+          h(
+            'a',
+            {
+              href: `#/agents/${agent.id}/approvals`,
+              'data-testid': 'approval-link',
+              onclick: (event: Event) => {
+                event.preventDefault();
+                hooks.openApproval(e.id);
+              },
+            },
+            'Review it in Approvals',
+          ),
+        )
+      : null;
     const el = h(
       'tr',
       {
@@ -202,14 +254,21 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         'data-status': status,
         'data-kind': e.kind ?? 'transfer',
         'data-at': String(Date.parse(e.created_at)),
+        class: held ? 'held' : null,
       },
-      h('td', { class: 'nowrap' }, formatTime(e.created_at)),
-      h('td', {}, h('span', { class: `status status-${status}` }, STATUS_TEXT[status] ?? status)),
-      h('td', {}, what(e)),
-      h('td', { class: 'nowrap' }, h('strong', {}, e.amount), ` ${e.asset}`, e.kind === 'x402' ? h('div', { class: 'small muted' }, 'price') : null),
-      h('td', {}, h('code', { class: 'mono small', title: e.to }, shortHex(e.to, 8, 6)), e.kind === 'x402' ? h('div', { class: 'small muted' }, 'payTo') : null),
-      h('td', { 'data-testid': 'tx' }, e.tx_hash ? [settlement, txLink(e.chain, e.tx_hash)] : '—', replaced, validBefore),
-      h('td', {}, cancel, rowError.el),
+      cell('When', { class: 'when' }, whenEl(e.created_at)),
+      cell('Status', {}, h('span', { class: `status status-${status}` }, STATUS_TEXT[status] ?? status)),
+      cell('What', { class: 'what' }, what(e), heldNote),
+      cell('Amount', { class: 'amount' }, h('strong', {}, e.amount), ` ${e.asset}`, e.kind === 'x402' ? h('div', { class: 'small muted' }, 'price') : null),
+      cell('To', {}, h('code', { class: 'mono small', title: e.to }, shortHex(e.to, 8, 6)), e.kind === 'x402' ? h('div', { class: 'small muted' }, 'payTo') : null),
+      cell(
+        'Transaction',
+        { 'data-testid': 'tx' },
+        e.tx_hash ? [settlement, txLink(e.chain, e.tx_hash, 8, 6)] : held ? h('span', { class: 'muted small' }, 'not signed yet') : '—',
+        replaced,
+        validBefore,
+      ),
+      cell('', { class: 'actions' }, cancel, rowError.el),
     );
     return el;
   }
@@ -218,7 +277,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
   function update(entry: HistoryEntry, note?: string): void {
     const old = byId.get(entry.id);
     const el = row(entry);
-    if (note) el.children[1].append(h('div', { class: 'small muted' }, note));
+    if (note) el.children[1].querySelector('.cell-value')?.append(h('div', { class: 'small muted' }, note));
     old?.el.replaceWith(el);
     byId.set(entry.id, { entry, el });
     schedulePoll();
@@ -257,7 +316,10 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
     refreshButton.disabled = true;
     const size = Number(sizeSelect.value);
     try {
-      const entries = await api.transactions(agent.id, token, size, before);
+      const [entries, held] = await Promise.all([
+        api.transactions(agent.id, token, size, before),
+        before === null ? api.approvals(agent.id, token).catch(() => null) : Promise.resolve(null),
+      ]);
       if (before === null) {
         clear(rows);
         byId.clear();
@@ -272,11 +334,23 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         rows.append(el);
       }
       if (entries.length) last = entries[entries.length - 1].id;
+      // Held transfers are not in the history's list: they come from the approvals, once, on the newest page.
+      for (const t of held ?? []) {
+        if (byId.has(t.id)) continue;
+        const entry = heldEntry(t);
+        const el = row(entry);
+        byId.set(entry.id, { entry, el });
+        rows.append(el);
+      }
+      if (held) noteWaiting(agent.id, held.length);
+      sortRows();
       // A full page may have more behind it; a short one is the end.
       older.hidden = entries.length < size;
       empty.hidden = rows.childElementCount > 0;
-      shown.textContent = `${byId.size} shown`;
-      if (entries.some((e) => e.status === 'pending')) schedulePoll();
+      const waiting = [...byId.values()].filter((r) => r.entry.status === 'awaiting_approval').length;
+      shown.textContent = `${byId.size - waiting} transfer${byId.size - waiting === 1 ? '' : 's'} shown`;
+      heldCount.textContent = waiting ? `· ${waiting} waiting for approval` : '';
+      if (entries.some((e) => e.status === 'pending') || waiting) schedulePoll();
       // The refused, rejected and expired requests as far back as the transfers shown (all of them at the end).
       const oldest = entries.length && !older.hidden ? Date.parse(entries[entries.length - 1].created_at) : -Infinity;
       await showActivity(oldest);
@@ -357,17 +431,17 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
         'data-transfer-id': transferId,
         'data-at': String(Date.parse(a.at)),
       },
-      h('td', { class: 'nowrap' }, formatTime(a.at)),
-      h('td', {}, h('span', { class: `status status-${kind}` }, kind), reason),
-      h('td', {}, what),
-      h(
-        'td',
-        { class: 'nowrap' },
+      cell('When', { class: 'when' }, whenEl(a.at)),
+      cell('Status', {}, h('span', { class: `status status-${kind}` }, kind)),
+      cell('What', { class: 'what' }, what, reason),
+      cell(
+        'Amount',
+        { class: 'amount' },
         amount ? [h('strong', {}, amount), ` ${asset ?? (str('kind') === 'call' ? native : '')}`] : str('max_amount') ? `up to ${str('max_amount')}` : '—',
       ),
-      h('td', {}, to ? h('code', { class: 'mono small', title: to }, shortHex(to, 8, 6)) : '—'),
-      h('td', {}, '—'),
-      h('td', {}),
+      cell('To', {}, to ? h('code', { class: 'mono small', title: to }, shortHex(to, 8, 6)) : '—'),
+      cell('Transaction', { class: 'no-tx' }, h('span', { class: 'muted small' }, 'nothing sent')),
+      cell('', { class: 'actions' }),
     );
   }
 
@@ -459,10 +533,10 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
     h(
       'p',
       { class: 'muted' },
-      'Newest first: the transfers, and between them the requests that never became one — refused by the policy or ',
-      'the cap (with the limit that refused them and what was left), rejected by the owner, or expired unapproved ',
-      '(from the audit log). A pending transfer can be cancelled: a zero-value send to the agent itself takes its ',
-      'nonce, and only its fee is spent. Fee bumps of a stuck transfer list the hashes they replaced.',
+      'Newest first: what the agent sent or paid, what waits for the owner\u2019s approval (with a link to decide), ',
+      'and the requests that never became a transfer — refused by the policy or the cap (with the limit that refused ',
+      'them and what was left), rejected by the owner, or expired unapproved. A pending transfer can be cancelled: a ',
+      'zero-value send to the agent itself takes its place, and only its fee is spent.',
     ),
     h(
       'div',
@@ -470,6 +544,7 @@ export function historyPanel(agent: AgentDetail, token: string, chains: ChainInf
       h('label', { for: sizeSelect.id }, 'Per page'),
       sizeSelect,
       shown,
+      heldCount,
       activityCount,
       h('label', { class: 'check', for: activityToggle.id }, activityToggle, h('span', {}, 'Show refused, rejected and expired requests')),
     ),

@@ -2,14 +2,14 @@
 // service's own API.
 import './style.css';
 import { api, ApiError, adminToken, checkAdminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
-import { approvalsPanel } from './approvals';
+import { approvalsPanel, keepWaitingOf, noteWaiting, onWaitingTotal } from './approvals';
 import { auditPanel } from './audit';
-import { onAuthorityChange } from './authority';
+import { onAuthorityChange, ownerCredential } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
 import { overviewPage } from './overview';
-import { inboxView } from './inbox';
+import { inboxView, knownAgents } from './inbox';
 import { policyPanel } from './policy';
 import {
   adminRefusal,
@@ -37,11 +37,12 @@ import { walletPanel } from './wallet';
 import { webhooksPanel } from './webhooks';
 
 type Tab = 'chat' | 'wallet' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
+// History first: opening an agent answers "what did it do" (its activity), not an empty chat.
 const TABS: { id: Tab; label: string }[] = [
-  { id: 'chat', label: 'Chat' },
-  { id: 'wallet', label: 'Wallet' },
   { id: 'history', label: 'History' },
   { id: 'approvals', label: 'Approvals' },
+  { id: 'wallet', label: 'Wallet' },
+  { id: 'chat', label: 'Chat' },
   { id: 'policy', label: 'Policy' },
   { id: 'webhooks', label: 'Webhooks' },
   { id: 'audit', label: 'Audit' },
@@ -52,7 +53,13 @@ const state = {
   chains: [] as ChainInfo[],
   agents: [] as AgentSummary[],
   selected: null as string | null,
-  tab: 'chat' as Tab,
+  tab: 'history' as Tab,
+  /** Whether the agent list was read (false: the server wants the admin token, or it failed). */
+  listed: false,
+  /** The server refused the list without the admin token (401): the console asks for it. */
+  needsAdmin: false,
+  /** Why the list could not be read otherwise. */
+  listProblem: null as unknown,
 };
 
 let activeChat: ChatPanel | null = null;
@@ -63,10 +70,10 @@ const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
   const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
-  return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'chat' };
+  return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'history' };
 }
 
-function setRoute(agent: string | null, tab: Tab = 'chat'): void {
+function setRoute(agent: string | null, tab: Tab = 'history'): void {
   const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' || location.hash === '#/overview' ? location.hash : '';
   if (location.hash !== hash) history.replaceState(null, '', hash || location.pathname);
 }
@@ -77,20 +84,46 @@ async function loadAgents(): Promise<void> {
   listError.clear();
   try {
     state.agents = await api.listAgents();
+    state.listed = true;
+    state.needsAdmin = false;
+    state.listProblem = null;
   } catch (e) {
     state.agents = [];
+    state.listed = false;
+    state.needsAdmin = e instanceof ApiError && e.status === 401;
+    state.listProblem = state.needsAdmin ? null : e;
     if (e instanceof ApiError && e.status === 401) {
       listError.show(new Error('This server needs the admin token to list and create agents: enter it below.'));
       adminDetails.open = true;
     } else listError.show(e);
   }
   renderAgentList();
+  void countWaiting();
+}
+
+/**
+ * The inbox badge from the start: what waits for every agent the console can read (its token, its owner session or
+ * the admin token). Later reads anywhere in the console (the agent's Approvals tab, the inbox, the overview, the
+ * history) and the open conversation's approval events keep it current (./approvals `noteWaiting`).
+ */
+async function countWaiting(): Promise<void> {
+  const agents = knownAgents(state.agents).filter((a) => a.active && (getToken(a.id) || ownerCredential(a.id)));
+  keepWaitingOf(new Set(agents.map((a) => a.id)));
+  await Promise.all(
+    agents.map((a) =>
+      api.approvalsAny(a.id, getToken(a.id)).then(
+        (waiting) => noteWaiting(a.id, waiting.length),
+        () => {},
+      ),
+    ),
+  );
 }
 
 function renderAgentList(): void {
   clear(agentList);
   if (state.agents.length === 0) {
-    agentList.append(h('li', { class: 'muted small' }, 'No agents yet.'));
+    // "No agents yet" only when the server said so: a list it refused says why above (listError).
+    if (state.listed) agentList.append(h('li', { class: 'muted small' }, 'No agents yet.'));
     return;
   }
   for (const agent of state.agents) {
@@ -132,6 +165,34 @@ onAuthorityChange(adminInput, () => {
     void loadAgents();
   }
 });
+/**
+ * Checks an admin token with the server, then uses it and moves on: from the sign-in screen or an empty page to the
+ * overview (or, when the server has no agent yet, the New agent form). False, with the reason shown, when refused.
+ */
+async function acceptAdminToken(value: string | null, error: ReturnType<typeof errorLine>): Promise<boolean> {
+  error.clear();
+  if (value) {
+    // Checked with the server before the console says it uses it.
+    try {
+      const verdict = await checkAdminToken(value);
+      if (verdict !== 'valid') {
+        error.show(new Error(adminRefusal(verdict)));
+        return false;
+      }
+    } catch (e) {
+      error.show(e);
+      return false;
+    }
+  }
+  listedWith = value;
+  setAdminToken(listedWith);
+  notify(listedWith ? 'Admin token checked with the server and saved in this browser.' : 'Admin token removed.');
+  await loadAgents();
+  // An open agent or the inbox stays where it is (they follow the new authority); anything else moves on.
+  if (value && state.selected === null && location.hash !== '#/approvals') landing();
+  return true;
+}
+
 const adminDetails = h(
   'details',
   { class: 'admin' },
@@ -141,25 +202,7 @@ const adminDetails = h(
     {
       onsubmit: async (event: Event) => {
         event.preventDefault();
-        adminError.clear();
-        const value = adminInput.value.trim() || null;
-        if (value) {
-          // Checked with the server before the console says it uses it.
-          try {
-            const verdict = await checkAdminToken(value);
-            if (verdict !== 'valid') {
-              adminError.show(new Error(adminRefusal(verdict)));
-              return;
-            }
-          } catch (e) {
-            adminError.show(e);
-            return;
-          }
-        }
-        listedWith = value;
-        setAdminToken(listedWith);
-        notify(listedWith ? 'Admin token checked with the server and saved in this browser.' : 'Admin token removed.');
-        void loadAgents();
+        await acceptAdminToken(adminInput.value.trim() || null, adminError);
       },
     },
     field('Admin token (only when the server sets ADMIN_TOKEN)', adminInput),
@@ -173,6 +216,11 @@ const adminDetails = h(
 // ---------------------------------------------------------------- approvals inbox (every agent)
 
 const inboxCount = h('span', { class: 'count', 'data-testid': 'inbox-count' });
+onWaitingTotal((n) => {
+  inboxCount.textContent = n ? String(n) : '';
+  if (n) inboxCount.setAttribute('aria-label', `${n} waiting`);
+  else inboxCount.removeAttribute('aria-label');
+});
 
 function showInbox(): void {
   closeAgent();
@@ -184,10 +232,77 @@ function showInbox(): void {
     inboxView(
       state.agents,
       state.chains,
-      (n) => (inboxCount.textContent = n ? String(n) : ''),
+      () => {},
       (id) => selectAgent(id, 'approvals'),
     ),
   );
+}
+
+/** The first screen of a server that lists its agents to the admin token only: the token, up front. */
+function showSignIn(): void {
+  closeAgent();
+  state.selected = null;
+  history.replaceState(null, '', location.pathname);
+  renderAgentList();
+  listError.clear();
+  adminDetails.hidden = true;
+  clear(main);
+  const input = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'The server\u2019s ADMIN_TOKEN' });
+  const error = errorLine();
+  // A token kept from before that the server no longer takes (ADMIN_TOKEN changed): said, and asked again.
+  if (adminToken()) error.show(new Error('The admin token saved in this browser was refused: the server\u2019s ADMIN_TOKEN has changed. Enter the current one.'));
+  const heading = uid('sign-in');
+  const form = h(
+    'form',
+    { class: 'card sign-in', 'aria-labelledby': heading, 'data-testid': 'sign-in' },
+    h('h2', { id: heading }, 'Enter the admin token'),
+    h(
+      'p',
+      {},
+      'This agentd keeps its list of agents behind an admin token: the ADMIN_TOKEN it was started with (the demo ',
+      'prints it). With it you see every agent, their balances and what waits for your approval.',
+    ),
+    field('Admin token', input),
+    error.el,
+    h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Continue')),
+    h(
+      'p',
+      { class: 'muted small' },
+      'The token is checked with the server, then kept in this browser (remove it in the sidebar\u2019s Admin token). ',
+      'An agent\u2019s own access token opens only that agent: use the link the agent was created with, or ask the operator.',
+    ),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const value = input.value.trim();
+    if (!value) {
+      error.show(new Error('Paste the admin token first.'));
+      return;
+    }
+    await acceptAdminToken(value, error);
+  });
+  main.append(form);
+  input.focus();
+}
+
+/** Where the console opens when no agent or screen is asked for. */
+function landing(): void {
+  if (state.needsAdmin) showSignIn();
+  else if (state.listProblem) {
+    closeAgent();
+    state.selected = null;
+    clear(main);
+    main.append(
+      h(
+        'section',
+        { class: 'card', role: 'alert' },
+        h('h2', {}, 'The agent list could not be read'),
+        h('p', {}, errorText(state.listProblem)),
+        h('div', { class: 'row' }, h('button', { type: 'button', onclick: () => void loadAgents().then(landing) }, 'Try again')),
+      ),
+    );
+  } else if (state.agents.length === 0) showCreate();
+  else showOverview();
 }
 
 function showCreate(): void {
@@ -233,7 +348,12 @@ function showCreate(): void {
     'form',
     { class: 'card', 'aria-labelledby': heading },
     h('h2', { id: heading }, 'New agent'),
-    h('p', { class: 'muted' }, 'The agent gets its own wallet on each chain and a one-time access token.'),
+    h(
+      'p',
+      { class: 'muted' },
+      state.listed && state.agents.length === 0 ? 'This server has no agent yet. ' : '',
+      'The agent gets its own wallet on each chain and a one-time access token.',
+    ),
     field('Name', name),
     field('Description (optional)', description),
     chains.el,
@@ -312,7 +432,7 @@ function showOverview(): void {
   clear(main);
   main.append(
     overviewPage(state.agents, state.chains, {
-      open: (id, tab) => selectAgent(id, tab ?? 'chat'),
+      open: (id, tab) => selectAgent(id, tab ?? 'history'),
       create: () => showCreate(),
     }),
   );
@@ -323,6 +443,8 @@ function showOverview(): void {
 function closeAgent(): void {
   activeChat?.close();
   activeChat = null;
+  // The sign-in screen hides the sidebar's admin token form (one form at a time); every other screen shows it.
+  adminDetails.hidden = false;
 }
 
 function selectAgent(id: string, tab: Tab = state.tab): void {
@@ -472,7 +594,12 @@ async function renderAgent(id: string): Promise<void> {
       void loadAgents().then(() => selectAgent(id));
     },
   };
-  const wallet = walletPanel(agent, token, state.chains, () => void approvals.refresh());
+  // A held transfer (History, the send's answer, a chat card) links to its card in the Approvals tab.
+  const openApproval = (transferId: string) => {
+    show('approvals');
+    void approvals.reveal(transferId);
+  };
+  const wallet = walletPanel(agent, token, state.chains, () => void approvals.refresh(), openApproval);
   const approvalCount = h('span', { class: 'count', 'data-testid': 'approval-count' });
   const approvals = approvalsPanel(
     agent,
@@ -490,6 +617,7 @@ async function renderAgent(id: string): Promise<void> {
     token,
     () => void wallet.refreshBalances(),
     () => void approvals.refresh(),
+    openApproval,
   );
   activeChat = chat;
   const settings = h(
@@ -503,7 +631,7 @@ async function renderAgent(id: string): Promise<void> {
   const panels: Record<Tab, { el: HTMLElement; load(): void }> = {
     chat,
     wallet,
-    history: historyPanel(agent, token, state.chains),
+    history: historyPanel(agent, token, state.chains, { openApproval }),
     approvals,
     policy: policyPanel(agent, token, state.chains),
     webhooks: webhooksPanel(agent, token),
@@ -512,6 +640,7 @@ async function renderAgent(id: string): Promise<void> {
   };
   const tabButtons = new Map<Tab, HTMLButtonElement>();
   const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Agent sections' });
+  const tabsWrap = scrollCue(tablist);
   const panelEls = new Map<Tab, HTMLElement>();
   for (const t of TABS) {
     const tabId = uid('tab');
@@ -545,12 +674,34 @@ async function renderAgent(id: string): Promise<void> {
       button.tabIndex = selected ? 0 : -1;
       panelEls.get(t.id)!.hidden = !selected;
     }
+    tabButtons.get(tab)?.scrollIntoView({ block: 'nearest', inline: 'nearest' });
     panels[tab].load();
   }
-  main.append(tablist, ...panelEls.values());
+  main.append(tabsWrap.el, ...panelEls.values());
+  tabsWrap.update();
   show(state.tab);
   // The count of waiting transfers shows on the tab from the start.
   approvals.load();
+}
+
+/**
+ * A row that scrolls sideways (the tab bar on a narrow screen) with a visible cue: a fade and an arrow button on
+ * each side that has more, which scrolls by most of a screen.
+ */
+function scrollCue(row: HTMLElement): { el: HTMLElement; update(): void } {
+  const left = h('button', { type: 'button', class: 'scroll-cue left', 'aria-label': 'Scroll the sections left', tabindex: -1 }, '\u2039');
+  const right = h('button', { type: 'button', class: 'scroll-cue right', 'aria-label': 'Scroll the sections right', tabindex: -1 }, '\u203a');
+  const el = h('div', { class: 'tabs-wrap', 'data-testid': 'tabs-wrap' }, row, left, right);
+  const update = () => {
+    const more = row.scrollWidth - row.clientWidth;
+    el.dataset.moreLeft = String(row.scrollLeft > 2);
+    el.dataset.moreRight = String(more - row.scrollLeft > 2);
+  };
+  left.addEventListener('click', () => row.scrollBy({ left: -row.clientWidth * 0.7, behavior: 'smooth' }));
+  right.addEventListener('click', () => row.scrollBy({ left: row.clientWidth * 0.7, behavior: 'smooth' }));
+  row.addEventListener('scroll', update, { passive: true });
+  new ResizeObserver(update).observe(row);
+  return { el, update };
 }
 
 // ---------------------------------------------------------------- start
@@ -612,8 +763,7 @@ async function start(): Promise<void> {
   if (location.hash === '#/new') showCreate();
   else if (location.hash === '#/approvals') showInbox();
   else if (r.agent) selectAgent(r.agent, r.tab);
-  else if (state.agents.length === 0 && location.hash !== '#/overview') showCreate();
-  else showOverview();
+  else landing();
 }
 
 void start();

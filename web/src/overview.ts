@@ -4,13 +4,14 @@
 // which alone opens these reads, docs/api.md §10). An agent the console holds nothing for says how to open it.
 import { api, type AgentDetail, type AgentSummary, type Balances, type ChainInfo, type Transfer } from './api';
 import { compareDecimal, roundAmount } from './amount';
+import { noteWaiting } from './approvals';
 import { ownerCredential } from './authority';
 import { clear, h, uid } from './dom';
 import { getToken } from './tokens';
 import { errorText } from './ui';
 
 export interface OverviewHooks {
-  open(agentId: string, tab?: 'wallet' | 'approvals' | 'chat'): void;
+  open(agentId: string, tab?: 'history' | 'wallet' | 'approvals' | 'chat'): void;
   create(): void;
 }
 
@@ -42,7 +43,7 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
   const body = h('tbody', {});
   const table = h(
     'table',
-    { class: 'overview', 'aria-labelledby': heading },
+    { class: 'overview cards', 'aria-labelledby': heading },
     h(
       'thead',
       {},
@@ -56,13 +57,14 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
   const rows = agents.map((agent) => {
     const name = h('button', { type: 'button', class: 'link', onclick: () => hooks.open(agent.id) }, agent.name);
     const flags = h('span', { class: 'muted small' });
-    const balances = h('td', { 'data-testid': 'overview-balances' }, h('span', { class: 'muted' }, '…'));
-    const cap = h('td', { 'data-testid': 'overview-cap' }, h('span', { class: 'muted' }, '…'));
-    const approvals = h('td', { 'data-testid': 'overview-approvals' }, h('span', { class: 'muted' }, '…'));
+    // Each cell names its column, which a narrow screen shows beside it (a card per agent).
+    const balances = h('td', { 'data-testid': 'overview-balances', 'data-label': 'Balances' }, h('span', { class: 'muted' }, '…'));
+    const cap = h('td', { 'data-testid': 'overview-cap', 'data-label': 'Spent / cap' }, h('span', { class: 'muted' }, '…'));
+    const approvals = h('td', { 'data-testid': 'overview-approvals', 'data-label': 'Waiting' }, h('span', { class: 'muted' }, '…'));
     const row = h(
       'tr',
       { 'data-testid': 'overview-row', 'data-agent-id': agent.id },
-      h('td', {}, name, h('br', {}), h('span', { class: 'muted small' }, agent.chains.join(', ')), ' ', flags),
+      h('td', { 'data-label': '', class: 'agent-cell' }, name, h('br', {}), h('span', { class: 'muted small' }, agent.chains.join(', ')), ' ', flags),
       balances,
       cap,
       approvals,
@@ -148,6 +150,7 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
     }
     const count = result.value.length;
     waiting += count;
+    noteWaiting(agentId, count);
     if (!count) {
       cell.append(h('span', { class: 'muted' }, 'none'));
       return;

@@ -44,7 +44,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
   const tbody = h('tbody', {});
   const table = h(
     'table',
-    { class: 'limits call-rules', 'aria-label': 'Contract-call rules', 'data-testid': 'call-rules' },
+    { class: 'limits call-rules cards', 'aria-label': 'Contract-call rules', 'data-testid': 'call-rules' },
     h(
       'thead',
       {},
@@ -107,10 +107,12 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     const n = i + 1;
     const problems = new Map<string, FieldProblem>();
     const view: RowView = { el: h('tr', { 'data-testid': 'call-rule', 'data-index': String(i) }), problems, broken: false };
+    // Each cell names its column: a narrow screen shows a card per rule.
+    const LABELS: Record<string, string> = { typed_data: 'Typed data', chain: 'Chain', to: 'Contract', function: 'Function', args: 'Arguments', value: 'Value', action: 'Action' };
     const cell = (name: string, control: HTMLElement, attrs: Record<string, string | number> = {}) => {
       const p = fieldProblem(control);
       problems.set(name, p);
-      return h('td', attrs, control, p.el);
+      return h('td', { 'data-label': LABELS[name] ?? '', ...attrs }, control, p.el);
     };
     const action = h(
       'select',
@@ -186,10 +188,10 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     const rowP = fieldProblem(view.el);
     problems.set('', rowP);
     view.el.append(
-      h('td', { class: 'muted' }, String(n), typed ? h('div', { class: 'small' }, 'typed data') : null, rowP.el),
+      h('td', { class: 'muted', 'data-label': 'Rule' }, h('span', {}, String(n)), typed ? h('div', { class: 'small' }, 'typed data') : null, rowP.el),
       ...cells,
       cell('action', action),
-      h('td', { class: 'nowrap' }, up, down, remove),
+      h('td', { class: 'nowrap actions', 'data-label': '' }, up, down, remove),
     );
     view.el.addEventListener('input', () => {
       view.broken = false;

@@ -78,7 +78,7 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
     const table = h('tbody', {});
     const limitsTable = h(
       'table',
-      { class: 'limits', 'aria-label': 'Limits per asset' },
+      { class: 'limits cards', 'aria-label': 'Limits per asset' },
       h(
         'thead',
         {},
@@ -114,7 +114,7 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
         inputs.set(f.name, input);
         const p = problem(input);
         rowProblems.set(f.name, p);
-        return h('td', {}, input, p.el);
+        return h('td', { 'data-label': f.label }, input, p.el);
       });
       const row: LimitRow = { el: h('tr', {}), asset, inputs, problems: rowProblems };
       const remove = h(
@@ -130,7 +130,8 @@ export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo
         },
         '×',
       );
-      row.el.append(h('td', {}, asset, assetProblem.el), ...cells, h('td', {}, remove));
+      // Each cell names its column: a narrow screen shows a card per asset.
+      row.el.append(h('td', { 'data-label': 'Asset' }, asset, assetProblem.el), ...cells, h('td', { 'data-label': '', class: 'actions' }, remove));
       rows.push(row);
       table.append(row.el);
     };

@@ -6,11 +6,14 @@
 import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
 import { compareDecimal, roundAmount, subtractDecimal } from './amount';
 import { clear, field, h, uid } from './dom';
+import { loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { errorLine, errorText, txHashLink } from './ui';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
   onChange(): void;
+  /** Opens the Approvals tab at a held transfer's card. */
+  openApproval?(transferId: string): void;
 }
 
 interface Draft {
@@ -108,10 +111,12 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
     review.hidden = false;
     review.append(h('p', { class: 'muted' }, 'Reading the balance, the cap and the policy…'));
     // Fresh figures from the API: the agent (cap and what it has counted), its balances, its policy.
-    const [detail, balances, policy] = await Promise.allSettled([
+    const [detail, balances, policy, known] = await Promise.allSettled([
       api.agent(agent.id, token),
       api.balances(agent.id, token),
       api.policy(agent.id, token),
+      // The daily and weekly windows (what was sent and what waits) and whether this recipient was ever paid.
+      api.approvals(agent.id, token).then((waiting) => loadFacts(agent.id, token, waiting)),
     ]);
     clear(review);
     const c = draft.chain.name;
@@ -164,10 +169,24 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
     } else fact('Spending cap', h('span', { class: 'muted' }, `unavailable (${errorText(detail.reason)})`));
 
     // The policy's limits for <chain>:<SYMBOL>.
-    if (policy.status === 'fulfilled') policyFacts(policy.value, draft, fact, notes);
-    else fact('Policy', h('span', { class: 'muted' }, `unavailable (${errorText(policy.reason)})`));
+    let held = false;
+    if (policy.status === 'fulfilled') {
+      const facts = known.status === 'fulfilled' ? { ...known.value, policy: policy.value } : null;
+      // Held only if nothing refuses it first (funds, cap, a limit, a recipient rule).
+      held = policyFacts(policy.value, draft, fact, notes, facts);
+      if (notes.some((n) => n.classList.contains('bad'))) {
+        // A refusal comes before a hold: what would hold it no longer matters.
+        held = false;
+        for (const n of notes.filter((x) => x.classList.contains('waiting'))) notes.splice(notes.indexOf(n), 1);
+      }
+    } else fact('Policy', h('span', { class: 'muted' }, `unavailable (${errorText(policy.reason)})`));
 
-    const confirm = h('button', { type: 'button' }, `Confirm and send ${draft.amount} ${draft.asset}`);
+    // A transfer the policy will hold is submitted for the owner's approval, not sent: the button says so.
+    const confirm = h(
+      'button',
+      { type: 'button', 'data-will-hold': String(held) },
+      held ? `Submit ${draft.amount} ${draft.asset} for approval` : `Confirm and send ${draft.amount} ${draft.asset}`,
+    );
     const back = h('button', { type: 'button', class: 'secondary' }, 'Back to edit');
     const sendError = errorLine();
     back.addEventListener('click', () => {
@@ -184,7 +203,7 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
         const answer = await api.send(agent.id, token, { chain: c, to: draft.to, amount: draft.amount, asset: draft.asset }, draft.key);
         review.hidden = true;
         clear(review);
-        showResult(answer.status, answer.body, draft);
+        showResult(answer.body, draft);
         hooks.onChange();
       } catch (e) {
         // A refusal is an answer too: the form comes back for a new try (with a new key).
@@ -197,7 +216,13 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
       h('h3', {}, 'Review the transfer'),
       facts,
       notes.length ? h('ul', { class: 'review-notes', 'data-testid': 'review-notes' }, notes) : '',
-      h('p', { class: 'muted small' }, 'Nothing is sent until you confirm. A transfer on chain cannot be undone.'),
+      h(
+        'p',
+        { class: 'muted small' },
+        held
+          ? 'Nothing is signed when you submit it: it waits for the owner, who approves or rejects it in Approvals.'
+          : 'Nothing is sent until you confirm. A transfer on chain cannot be undone.',
+      ),
       h('div', { class: 'row' }, confirm, back),
       sendError.el,
     );
@@ -217,7 +242,7 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
     editing(false);
   }
 
-  function showResult(status: number, transfer: Transfer, draft: Draft): void {
+  function showResult(transfer: Transfer, draft: Draft): void {
     clear(result);
     result.hidden = false;
     result.dataset.status = transfer.status;
@@ -231,9 +256,23 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
       clear(line);
       if (t.status === 'awaiting_approval') {
         line.append(
-          'Held for the owner\u2019s approval',
+          'Waits for the owner\u2019s approval',
           t.expires_at ? ` until ${new Date(t.expires_at).toLocaleString()}` : '',
-          '. Nothing is signed yet: the owner approves or rejects it in the Approvals tab (owner authority needed).',
+          '. Nothing is signed yet. ',
+          hooks.openApproval
+            ? h(
+                'a',
+                {
+                  href: `#/agents/${agent.id}/approvals`,
+                  'data-testid': 'approval-link',
+                  onclick: (event: Event) => {
+                    event.preventDefault();
+                    hooks.openApproval?.(t.id);
+                  },
+                },
+                'Review it in Approvals',
+              )
+            : 'The owner approves or rejects it in the Approvals tab.',
         );
       } else if (t.tx_hash) {
         const hash = txHashLink(t.chain, t.tx_hash, t.explorer_url);
@@ -246,12 +285,11 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
       h(
         'p',
         {},
-        h('strong', {}, transfer.status === 'awaiting_approval' ? 'Held: ' : 'Sent: '),
+        h('strong', {}, transfer.status === 'awaiting_approval' ? 'Submitted for approval: ' : 'Sent: '),
         `${transfer.amount} ${transfer.asset} to `,
         h('code', { class: 'mono' }, transfer.to),
         ` on ${transfer.chain} `,
         statusEl,
-        h('span', { class: 'muted small' }, ` (HTTP ${status})`),
       ),
       line,
       capLine,
@@ -317,45 +355,81 @@ export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
   );
 }
 
-/** The policy's limits for the transfer's asset, and what they mean for it. */
+/** A policy's limits for one asset, in words: "up to 0.5 ETH a transfer · 0.2 ETH a day · approval above 0.05 ETH". */
+export function limitsInWords(limits: Partial<Record<'per_transfer' | 'per_day' | 'per_week' | 'approval_above', string | null>>, symbol: string): string {
+  const parts: string[] = [];
+  if (limits.per_transfer) parts.push(`at most ${limits.per_transfer} ${symbol} a transfer`);
+  if (limits.per_day) parts.push(`${limits.per_day} ${symbol} a day`);
+  if (limits.per_week) parts.push(`${limits.per_week} ${symbol} a week`);
+  if (limits.approval_above) parts.push(`the owner approves anything above ${limits.approval_above} ${symbol}`);
+  return parts.join(' · ');
+}
+
+/**
+ * The policy's limits for the transfer's asset, and what they mean for it, with the windows and the recipients paid
+ * from `facts` (null: unknown). True when the service will hold the transfer for the owner's approval.
+ */
 function policyFacts(
   policy: Policy,
   draft: Draft,
   fact: (term: string, ...value: (Node | string)[]) => void,
   notes: HTMLElement[],
-): void {
+  facts: AgentFacts | null,
+): boolean {
+  const paid = facts ? paidBefore(facts, draft.to) : null;
   const key = `${draft.chain.name}:${draft.asset}`;
+  const what = `${draft.amount} ${draft.asset}`;
   const entries = Object.entries(policy.limits ?? {});
   const limits = entries.find(([k]) => k.toLowerCase() === key.toLowerCase())?.[1];
+  let held = false;
   if (entries.length && !limits) {
-    fact('Policy', `the policy names assets but not ${key}`);
-    notes.push(h('li', { class: 'bad' }, `The policy does not allow ${key}: the service will refuse (policy_denied, asset_not_allowed).`));
+    fact('Policy', `${draft.asset} on ${draft.chain.name} is not among the assets the policy allows`);
+    notes.push(h('li', { class: 'bad' }, `The policy does not allow ${draft.asset} on ${draft.chain.name}: the service will refuse it.`));
   } else if (!limits || !Object.keys(limits).length) {
-    fact('Policy', `no limits on ${key}`);
+    fact('Policy', `no limits on ${draft.asset} on ${draft.chain.name}`);
   } else {
-    const parts = (['per_transfer', 'per_day', 'per_week', 'approval_above'] as const)
-      .filter((k) => limits[k] !== undefined && limits[k] !== null)
-      .map((k) => `${k.replace('_', ' ')} ${limits[k]}`);
-    fact('Policy', h('span', { 'data-testid': 'review-policy' }, `${key}: ${parts.join(' · ')}`));
+    fact('Policy', h('span', { 'data-testid': 'review-policy', title: key }, limitsInWords(limits, draft.asset)));
     if (limits.per_transfer && compareDecimal(draft.amount, limits.per_transfer) === 1) {
-      notes.push(h('li', { class: 'bad' }, `Above the per-transfer limit of ${limits.per_transfer}: the service will refuse (policy_denied, per_transfer).`));
-    }
-    if (limits.approval_above && compareDecimal(draft.amount, limits.approval_above) === 1) {
+      notes.push(h('li', { class: 'bad' }, `${what} is above the per-transfer limit of ${limits.per_transfer} ${draft.asset}: the service will refuse it.`));
+    } else if (limits.approval_above && compareDecimal(draft.amount, limits.approval_above) === 1) {
+      held = true;
       notes.push(
-        h('li', { class: 'waiting' }, `Above approval_above (${limits.approval_above}): it will wait for the owner\u2019s approval before it is signed.`),
+        h(
+          'li',
+          { class: 'waiting' },
+          `${what} is more than the ${limits.approval_above} ${draft.asset} this agent may send without the owner: it will wait for the owner\u2019s approval, and nothing is signed until then.`,
+        ),
       );
     }
-    if (limits.per_day || limits.per_week) {
-      notes.push(h('li', {}, 'The daily and weekly limits count what was sent in the last 24 h / 7 days: the History tab shows it.'));
+    if (facts) {
+      // What the daily and weekly windows have counted (sent, pending, waiting) and what this one leaves.
+      for (const w of windows(facts, key)) {
+        const over = compareDecimal(draft.amount, w.left) === 1;
+        notes.push(
+          h(
+            'li',
+            { class: over ? 'bad' : null, 'data-testid': `review-${w.rule === 'per_day' ? 'daily' : 'weekly'}` },
+            windowSentence(w, draft.asset),
+            over ? ` ${what} would go over it: the service will refuse it.` : '',
+          ),
+        );
+      }
+    } else if (limits.per_day || limits.per_week) {
+      notes.push(h('li', {}, 'The daily and weekly limits count what was sent in the last 24 hours and 7 days: the History tab shows it.'));
     }
   }
   const lower = draft.to.toLowerCase();
   if (policy.blocked_recipients?.some((a) => a.toLowerCase() === lower)) {
-    notes.push(h('li', { class: 'bad' }, 'The policy blocks this recipient: the service will refuse (recipient_blocked).'));
+    notes.push(h('li', { class: 'bad' }, 'The policy blocks this recipient: the service will refuse it.'));
   } else if (policy.allowed_recipients && !policy.allowed_recipients.some((a) => a.toLowerCase() === lower)) {
-    notes.push(h('li', { class: 'bad' }, 'This recipient is not on the policy\u2019s allowed list: the service will refuse (recipient_not_allowed).'));
+    notes.push(h('li', { class: 'bad' }, 'This recipient is not on the policy\u2019s list of allowed recipients: the service will refuse it.'));
+  } else if (policy.approve_new_recipients) {
+    if (paid === false) {
+      held = true;
+      notes.push(h('li', { class: 'waiting' }, 'This agent never paid this recipient, and the policy asks the owner to approve new recipients: it will wait for the owner\u2019s approval.'));
+    } else if (paid === null) {
+      notes.push(h('li', {}, 'The policy asks the owner to approve recipients never paid before.'));
+    }
   }
-  if (policy.approve_new_recipients) {
-    notes.push(h('li', {}, 'The policy asks for approval of recipients never paid before.'));
-  }
+  return held;
 }

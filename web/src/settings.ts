@@ -207,7 +207,10 @@ export function deleteSection(agent: AgentDetail, token: string, hooks: Settings
     h(
       'p',
       { class: 'muted' },
-      'Deleting deactivates the agent: its token, chat and transfers stop working. Nothing is erased, and funds stay at its addresses (export the key through the API first if you need them).',
+      'Deleting deactivates the agent: its access token stops working, so it can no longer chat, send or pay. Nothing ',
+      'is erased: its history, audit log and addresses are kept. Funds stay at its addresses: move them first (Wallet ',
+      '\u2192 Send, or Keys and recovery). Afterwards the owner (or the operator) can still, through the API, export its ',
+      'key (POST /api/agents/{id}/export-key) or reactivate it (POST /api/agents/{id}/reactivate).',
     ),
     h('div', { class: 'row' }, start),
     confirmRow,

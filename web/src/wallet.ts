@@ -19,6 +19,7 @@ export function walletPanel(
   token: string,
   chains: ChainInfo[],
   onMoved: () => void = () => {},
+  openApproval: (transferId: string) => void = () => {},
 ): WalletPanel {
   const byName = new Map(chains.map((c) => [c.name, c]));
   const balanceEls = new Map<string, HTMLElement>();
@@ -201,6 +202,7 @@ export function walletPanel(
         void refreshBalances();
         onMoved();
       },
+      openApproval,
     }),
     keysPanel(agent, token, chains, () => {
       void refreshBalances();

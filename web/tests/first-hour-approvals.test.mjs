@@ -210,9 +210,10 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     await sentProse.and(page.locator('[data-transfer-status="confirmed"]')).waitFor();
     assert.match(await sent.getByTestId('message-content').textContent(), /Transaction 0x[0-9a-f]{64} is confirmed/);
     assert.doesNotMatch(await sent.getByTestId('message-content').textContent(), /is pending/);
-    const usage = sent.getByTestId('llm-usage');
-    assert.match(await usage.textContent(), /^Language model: \d+ text units used$/);
-    assert.doesNotMatch(await sent.locator('.foot').textContent(), /tokens/);
+    // The model's usage decides nothing about money (and the builtin engine only counts words): not in the answer,
+    // only in its header's title.
+    assert.doesNotMatch(await sent.textContent(), /text units|tokens used/);
+    assert.match(await sent.locator('header').getAttribute('title'), /^Language model usage for this answer: \d+ /);
 
     // Above it: held; approved elsewhere (the API), the prose says so and then that it is confirmed.
     await page.getByLabel('Message', { exact: true }).fill(`send 0.012 ETH to ${RECIPIENT} on base`);
@@ -226,7 +227,9 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     const approved = await api('POST', `/api/agents/${agents.a.id}/transfers/${id}/approve`, undefined, asAdmin);
     assert.equal(approved.status, 200, JSON.stringify(approved.body));
     await heldProse.and(page.locator('[data-transfer-status="confirmed"]')).waitFor();
-    assert.match(await heldProse.textContent(), /^Transfer [0-9a-f-]{36} was approved and is confirmed \(block \d+\)$/);
+    assert.match(await heldProse.textContent(), /^This transfer was approved and is confirmed \(block \d+\)$/);
+    // No raw ids or UTC times in the prose: a person reads it.
+    assert.doesNotMatch(await held.getByTestId('message-content').textContent(), /[0-9a-f]{8}-[0-9a-f]{4}-|\d{4}-\d{2}-\d{2}T/);
     assert.match(await held.locator('[data-testid="chain-call"] summary').textContent(), /confirmed/);
 
     // Over the daily limit (0.02 + 0.005 + 0.012 counted): refused, and the card says by which limit and what was left.

@@ -107,7 +107,7 @@ describe('web console history', { timeout: 240000 }, () => {
   it('lists confirmed transfers with their hashes (a local node: no explorer link), a page at a time', async () => {
     assert.ok(agentId, 'needs the set-up');
     await page.getByLabel('Per page').selectOption('10');
-    await page.getByTestId('history-count').filter({ hasText: /^10 shown$/ }).waitFor();
+    await page.getByTestId('history-count').filter({ hasText: /^10 transfers shown$/ }).waitFor();
     assert.equal(await rows().count(), 10);
     // Newest first: the cancelled one, then the confirmed ones.
     assert.equal(await rows().first().getAttribute('data-transfer-id'), cancelledId);
@@ -123,7 +123,7 @@ describe('web console history', { timeout: 240000 }, () => {
     await shot('h03-history-page-1');
 
     await page.getByRole('button', { name: 'Older transfers' }).click();
-    await page.getByTestId('history-count').filter({ hasText: /^13 shown$/ }).waitFor();
+    await page.getByTestId('history-count').filter({ hasText: /^13 transfers shown$/ }).waitFor();
     const ids = await rows().evaluateAll((els) => els.map((e) => e.dataset.transferId));
     assert.deepEqual(ids, listed.body.map((t) => t.id), 'both pages together: the whole history, newest first, once each');
     assert.equal(await page.getByRole('button', { name: 'Older transfers' }).isHidden(), true, 'the short page is the last');
