@@ -549,7 +549,7 @@ impl Watcher {
                 let event = AuditEvent {
                     agent_id: tx.agent_id,
                     action: "x402_payment_expired",
-                    actor: "system".into(),
+                    actor: Actor::System,
                     detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
                         "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),
                         "host": host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),

@@ -217,7 +217,7 @@ impl Transfers {
         let event = AuditEvent {
             agent_id,
             action,
-            actor: actor.as_str().to_string(),
+            actor,
             detail,
         };
         let recorded = match outcome {
@@ -261,7 +261,7 @@ impl Transfers {
             "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
         let detail = serde_json::json!({"transfer_id": refused.id, "fill_id": fill.id, "chain": fill.chain,
             "nonce": at.map(|a| a.nonce), "tx_hash": at.map(|a| &a.tx_hash)});
-        self.audit(fill.agent_id, "nonce_filled", "system", detail).await;
+        self.audit(fill.agent_id, "nonce_filled", Actor::System, detail).await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => {
                 if let Err(e) = self.store.mark_broadcast(fill.id).await {
@@ -300,11 +300,11 @@ impl Transfers {
     }
 
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
-    async fn audit(&self, agent_id: Uuid, action: &'static str, actor: &str, detail: serde_json::Value) {
+    async fn audit(&self, agent_id: Uuid, action: &'static str, actor: Actor, detail: serde_json::Value) {
         let event = AuditEvent {
             agent_id,
             action,
-            actor: actor.to_string(),
+            actor,
             detail,
         };
         if let Err(e) = self.store.insert_audit(&event).await {

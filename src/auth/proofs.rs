@@ -107,7 +107,7 @@ impl Authenticator {
         let event = AuditEvent {
             agent_id: agent.id,
             action: "token_reissued",
-            actor: reissued.actor.as_str().to_string(),
+            actor: reissued.actor,
             detail,
         };
         if !self
@@ -232,7 +232,7 @@ impl Authenticator {
         let event = AuditEvent {
             agent_id: agent.id,
             action: "owner_session_opened",
-            actor: Actor::Owner.as_str().to_string(),
+            actor: Actor::Owner,
             detail,
         };
         if !self.store.open_owner_session(&stored.nonce, &session, &event).await? {

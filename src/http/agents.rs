@@ -389,7 +389,7 @@ pub(super) fn audit_event(agent_id: Uuid, actor: Actor, action: &'static str, de
     AuditEvent {
         agent_id,
         action,
-        actor: actor.as_str().to_string(),
+        actor,
         detail,
     }
 }

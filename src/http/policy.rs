@@ -100,7 +100,7 @@ async fn put_policy(
     let event = AuditEvent {
         agent_id: caller.agent.id,
         action: "policy_updated",
-        actor: caller.actor().as_str().to_string(),
+        actor: caller.actor(),
         detail: json!({ "policy": view }),
     };
     state.store.put_policy(caller.agent.id, &policy, &event).await?;

@@ -155,7 +155,7 @@ fn audit(w: &Webhook, scope: &Scope<'_>, action: &'static str) -> Option<AuditEv
     Some(AuditEvent {
         agent_id,
         action,
-        actor: scope.actor().as_str().to_string(),
+        actor: scope.actor(),
         detail: json!({"webhook_id": w.id, "url": crate::store::webhooks::url_shown(&w.url), "events": w.events,
             "enabled": w.enabled, "description": w.description}),
     })

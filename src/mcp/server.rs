@@ -174,7 +174,7 @@ impl AgentServer {
         let event = AuditEvent {
             agent_id: caller.session.agent_id(),
             action: "mcp_tool_call",
-            actor: crate::auth::Actor::Mcp.as_str().into(),
+            actor: crate::auth::Actor::Mcp,
             detail,
         };
         if let Err(e) = self.state.store.insert_audit(&event).await {

@@ -156,7 +156,7 @@ impl Approval {
         Some(AuditEvent {
             agent_id: self.agent_id,
             action,
-            actor: by.as_str().to_string(),
+            actor: by,
             detail,
         })
     }

@@ -101,7 +101,7 @@ pub struct OwnerSessionRecord {
 pub struct AuditEvent {
     pub agent_id: Uuid,
     pub action: &'static str,
-    pub actor: String,
+    pub actor: crate::domain::audit::Actor,
     pub detail: serde_json::Value,
 }
 

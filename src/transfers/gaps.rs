@@ -58,7 +58,13 @@ impl Transfers {
             "a transfer that cannot land held back later nonces; filling its nonce with a zero-value self-send");
         let detail = json!({"transfer_id": gap.id, "fill_id": fill.id, "chain": chain.name, "nonce": nonce,
             "tx_hash": fill.tx_hash()});
-        self.audit(gap.agent_id, "nonce_filled", "system", detail).await;
+        self.audit(
+            gap.agent_id,
+            "nonce_filled",
+            crate::domain::audit::Actor::System,
+            detail,
+        )
+        .await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => self.store.mark_broadcast(fill.id).await.map_err(store_error)?,
             Err(e) => {

@@ -175,8 +175,7 @@ impl Transfers {
         if let (Some(detail), Some(extra)) = (audit.as_object_mut(), extra.as_object()) {
             detail.extend(extra.clone());
         }
-        self.audit(order.by.agent.id, action, order.by.actor.as_str(), audit)
-            .await;
+        self.audit(order.by.agent.id, action, order.by.actor, audit).await;
         result
     }
 
@@ -240,13 +239,8 @@ impl Transfers {
         };
         let mut accepted = audit.clone();
         accepted["status"] = json!("pending");
-        self.audit(
-            order.by.agent.id,
-            "x402_payment_accepted",
-            order.by.actor.as_str(),
-            accepted,
-        )
-        .await;
+        self.audit(order.by.agent.id, "x402_payment_accepted", order.by.actor, accepted)
+            .await;
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
@@ -491,7 +485,8 @@ impl Transfers {
         if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
             d.extend(o.clone());
         }
-        self.audit(agent.id, "x402_payment_outcome", "system", detail).await;
+        self.audit(agent.id, "x402_payment_outcome", Actor::System, detail)
+            .await;
         Ok(tx)
     }
 }

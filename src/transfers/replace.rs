@@ -108,7 +108,8 @@ impl Transfers {
                     "a stuck transfer was sent again with higher fees");
                 let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce,
                     "replaced": at.tx_hash, "tx_hash": stored.tx_hash()});
-                self.audit(tx.agent_id, "transfer_fee_bumped", "system", detail).await;
+                self.audit(tx.agent_id, "transfer_fee_bumped", Actor::System, detail)
+                    .await;
                 Ok(Bump::Sent(stored))
             }
             Broadcast::Refused(e) => {
@@ -173,8 +174,7 @@ impl Transfers {
         };
         let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce, "replaced": at.tx_hash,
             "tx_hash": stored.tx_hash()});
-        self.audit(agent.id, "transfer_cancel_requested", actor.as_str(), detail)
-            .await;
+        self.audit(agent.id, "transfer_cancel_requested", actor, detail).await;
         Ok(cancelled)
     }
 

@@ -766,7 +766,7 @@ async fn an_audit_event_is_stored() {
     let event = AuditEvent {
         agent_id: agent.id,
         action: "token_reissued",
-        actor: "owner".into(),
+        actor: agentd::domain::audit::Actor::Owner,
         detail: json!({"proof": "challenge"}),
     };
     store.insert_audit(&event).await.expect("the audit event is stored");
@@ -926,7 +926,7 @@ fn noted(agent_id: Uuid, action: &'static str) -> AuditEvent {
     AuditEvent {
         agent_id,
         action,
-        actor: "admin".into(),
+        actor: agentd::domain::audit::Actor::Admin,
         detail: json!({}),
     }
 }

@@ -126,7 +126,7 @@ where
         )
         .bind(event.agent_id)
         .bind(event.action)
-        .bind(&event.actor)
+        .bind(event.actor.as_str())
         .bind(&detail)
         .bind(at)
         .bind(&prev_hash)
@@ -136,7 +136,7 @@ where
             id,
             at,
             agent_id: event.agent_id,
-            actor: event.actor.clone(),
+            actor: event.actor.as_str().to_string(),
             action: event.action.to_string(),
             detail,
             prev_hash,
@@ -154,7 +154,7 @@ where
             .execute(&mut *conn)
             .await?;
         // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
-        if let Some(pushed) = webhook::from_audit(event.agent_id, event.action, &event.actor, &event.detail) {
+        if let Some(pushed) = webhook::from_audit(event.agent_id, event.action, event.actor.as_str(), &event.detail) {
             Self::outbox_in(conn, pushed).await?;
         }
         Ok(())

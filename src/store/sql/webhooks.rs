@@ -507,7 +507,7 @@ where
                     let event = AuditEvent {
                         agent_id,
                         action: "webhook_disabled",
-                        actor: crate::domain::audit::Actor::System.as_str().to_string(),
+                        actor: crate::domain::audit::Actor::System,
                         detail: json!({"webhook_id": due.webhook_id, "url": crate::store::webhooks::url_shown(&url),
                             "reason": "every attempt failed for 24 hours"}),
                     };
