@@ -548,7 +548,7 @@ impl Watcher {
                 let host_path = reqwest::Url::parse(&record.url).ok();
                 let event = AuditEvent {
                     agent_id: tx.agent_id,
-                    action: "x402_payment_expired",
+                    action: crate::domain::audit::Action::X402PaymentExpired,
                     actor: Actor::System,
                     detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
                         "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),

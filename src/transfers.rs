@@ -177,7 +177,10 @@ impl Transfers {
         detail: serde_json::Value,
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
-        let actions = ("transfer_accepted", "transfer_refused");
+        let actions = (
+            crate::domain::audit::Action::TransferAccepted,
+            crate::domain::audit::Action::TransferRefused,
+        );
         self.record_outcome_as(agent_id, actor, detail, outcome, actions).await;
     }
 
@@ -188,12 +191,12 @@ impl Transfers {
         actor: Actor,
         mut detail: serde_json::Value,
         outcome: Result<&TransferOutcome, &TransferError>,
-        (accepted, refused): (&'static str, &'static str),
+        (accepted, refused): (crate::domain::audit::Action, crate::domain::audit::Action),
     ) {
         let action = match outcome {
             Ok(TransferOutcome::Sent { tx, .. }) if matches!(tx.body, Body::Signature(_)) => {
                 detail["transfer_id"] = serde_json::json!(tx.id);
-                "typed_data_signed"
+                crate::domain::audit::Action::TypedDataSigned
             }
             Ok(TransferOutcome::Sent { tx, status, .. }) => {
                 detail["transfer_id"] = serde_json::json!(tx.id);
@@ -230,7 +233,7 @@ impl Transfers {
         };
         if let Err(e) = recorded {
             // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
-            tracing::error!(agent_id = %agent_id, action = event.action, error = %e, "audit entry not recorded");
+            tracing::error!(agent_id = %agent_id, action = %event.action, error = %e, "audit entry not recorded");
         }
     }
 
@@ -261,7 +264,13 @@ impl Transfers {
             "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
         let detail = serde_json::json!({"transfer_id": refused.id, "fill_id": fill.id, "chain": fill.chain,
             "nonce": at.map(|a| a.nonce), "tx_hash": at.map(|a| &a.tx_hash)});
-        self.audit(fill.agent_id, "nonce_filled", Actor::System, detail).await;
+        self.audit(
+            fill.agent_id,
+            crate::domain::audit::Action::NonceFilled,
+            Actor::System,
+            detail,
+        )
+        .await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => {
                 if let Err(e) = self.store.mark_broadcast(fill.id).await {
@@ -300,7 +309,13 @@ impl Transfers {
     }
 
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
-    async fn audit(&self, agent_id: Uuid, action: &'static str, actor: Actor, detail: serde_json::Value) {
+    async fn audit(
+        &self,
+        agent_id: Uuid,
+        action: crate::domain::audit::Action,
+        actor: Actor,
+        detail: serde_json::Value,
+    ) {
         let event = AuditEvent {
             agent_id,
             action,
@@ -308,7 +323,7 @@ impl Transfers {
             detail,
         };
         if let Err(e) = self.store.insert_audit(&event).await {
-            tracing::error!(%agent_id, action, error = %e, "audit entry not recorded");
+            tracing::error!(%agent_id, %action, error = %e, "audit entry not recorded");
         }
     }
 

@@ -106,7 +106,7 @@ impl Authenticator {
         merge(&mut detail, context);
         let event = AuditEvent {
             agent_id: agent.id,
-            action: "token_reissued",
+            action: crate::domain::audit::Action::TokenReissued,
             actor: reissued.actor,
             detail,
         };
@@ -231,7 +231,7 @@ impl Authenticator {
         merge(&mut detail, context);
         let event = AuditEvent {
             agent_id: agent.id,
-            action: "owner_session_opened",
+            action: crate::domain::audit::Action::OwnerSessionOpened,
             actor: Actor::Owner,
             detail,
         };

@@ -39,6 +39,121 @@ impl fmt::Debug for AuditKey {
     }
 }
 
+/// What an audit entry records (its `action`, docs/api.md §10, §15): the one list of the audit's actions, each named
+/// as the log and the webhooks derived from it spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    AgentCreated,
+    AgentUpdated,
+    AgentDeleted,
+    AgentReactivated,
+    TokenReissued,
+    OwnerSessionOpened,
+    OwnerSessionClosed,
+    KeyExported,
+    PolicyUpdated,
+    TransferAccepted,
+    TransferRefused,
+    TypedDataSigned,
+    TransferApproved,
+    TransferRejected,
+    TransferExpired,
+    TransferCancelRequested,
+    TransferFeeBumped,
+    NonceFilled,
+    FundsSwept,
+    SweepRefused,
+    X402PaymentAccepted,
+    X402PaymentOutcome,
+    X402PaymentExpired,
+    McpToolCall,
+    WebhookCreated,
+    WebhookUpdated,
+    WebhookDeleted,
+    WebhookSecretRotated,
+    WebhookDisabled,
+    X402FetchFree,
+    X402PaymentRefused,
+}
+
+impl Action {
+    pub const ALL: [Action; 31] = [
+        Action::AgentCreated,
+        Action::AgentUpdated,
+        Action::AgentDeleted,
+        Action::AgentReactivated,
+        Action::TokenReissued,
+        Action::OwnerSessionOpened,
+        Action::OwnerSessionClosed,
+        Action::KeyExported,
+        Action::PolicyUpdated,
+        Action::TransferAccepted,
+        Action::TransferRefused,
+        Action::TypedDataSigned,
+        Action::TransferApproved,
+        Action::TransferRejected,
+        Action::TransferExpired,
+        Action::TransferCancelRequested,
+        Action::TransferFeeBumped,
+        Action::NonceFilled,
+        Action::FundsSwept,
+        Action::SweepRefused,
+        Action::X402PaymentAccepted,
+        Action::X402PaymentOutcome,
+        Action::X402PaymentExpired,
+        Action::McpToolCall,
+        Action::WebhookCreated,
+        Action::WebhookUpdated,
+        Action::WebhookDeleted,
+        Action::WebhookSecretRotated,
+        Action::WebhookDisabled,
+        Action::X402FetchFree,
+        Action::X402PaymentRefused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::AgentCreated => "agent_created",
+            Action::AgentUpdated => "agent_updated",
+            Action::AgentDeleted => "agent_deleted",
+            Action::AgentReactivated => "agent_reactivated",
+            Action::TokenReissued => "token_reissued",
+            Action::OwnerSessionOpened => "owner_session_opened",
+            Action::OwnerSessionClosed => "owner_session_closed",
+            Action::KeyExported => "key_exported",
+            Action::PolicyUpdated => "policy_updated",
+            Action::TransferAccepted => "transfer_accepted",
+            Action::TransferRefused => "transfer_refused",
+            Action::TypedDataSigned => "typed_data_signed",
+            Action::TransferApproved => "transfer_approved",
+            Action::TransferRejected => "transfer_rejected",
+            Action::TransferExpired => "transfer_expired",
+            Action::TransferCancelRequested => "transfer_cancel_requested",
+            Action::TransferFeeBumped => "transfer_fee_bumped",
+            Action::NonceFilled => "nonce_filled",
+            Action::FundsSwept => "funds_swept",
+            Action::SweepRefused => "sweep_refused",
+            Action::X402PaymentAccepted => "x402_payment_accepted",
+            Action::X402PaymentOutcome => "x402_payment_outcome",
+            Action::X402PaymentExpired => "x402_payment_expired",
+            Action::McpToolCall => "mcp_tool_call",
+            Action::WebhookCreated => "webhook_created",
+            Action::WebhookUpdated => "webhook_updated",
+            Action::WebhookDeleted => "webhook_deleted",
+            Action::WebhookSecretRotated => "webhook_secret_rotated",
+            Action::WebhookDisabled => "webhook_disabled",
+            Action::X402FetchFree => "x402_fetch_free",
+            Action::X402PaymentRefused => "x402_payment_refused",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Who did something, as the audit log records it (docs/api.md §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
@@ -235,6 +350,19 @@ impl ChainCheck {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_action_has_its_own_name_and_the_reference_names_each() {
+        let names: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        let reference = include_str!("../../docs/api.md");
+        let missing: Vec<&&str> = names
+            .iter()
+            .filter(|n| !reference.contains(&format!("`{n}`")))
+            .collect();
+        assert!(missing.is_empty(), "actions docs/api.md does not name: {missing:?}");
+    }
     use super::*;
     use serde_json::json;
 

@@ -200,7 +200,7 @@ async fn create_agent(
     // Whoever may create agents is the operator: with ADMIN_TOKEN its bearer, without it the open endpoint. The
     // entry is written with the agent and its token, so a creation is never stored without it, nor answered with an
     // error after its token was stored.
-    let event = audit_event(id, Actor::Admin, "agent_created", detail);
+    let event = audit_event(id, Actor::Admin, crate::domain::audit::Action::AgentCreated, detail);
     let new = NewAgent {
         agent: agent.clone(),
         key,
@@ -320,7 +320,7 @@ async fn update_agent(
     let record = |before: &Agent, after: &Agent| {
         let detail = changes(before, after);
         let changed = detail["fields"].as_array().is_some_and(|f| !f.is_empty());
-        changed.then(|| audit_event(before.id, actor, "agent_updated", detail))
+        changed.then(|| audit_event(before.id, actor, crate::domain::audit::Action::AgentUpdated, detail))
     };
     let updated = state.store.update_agent(agent.id, &update, wallet, &record).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
@@ -385,7 +385,12 @@ fn checksummed(map: &BTreeMap<String, alloy::primitives::Address>) -> BTreeMap<S
 }
 
 /// An audit entry (docs/api.md §10) for the store to write in the transaction of the change it records (§15).
-pub(super) fn audit_event(agent_id: Uuid, actor: Actor, action: &'static str, detail: serde_json::Value) -> AuditEvent {
+pub(super) fn audit_event(
+    agent_id: Uuid,
+    actor: Actor,
+    action: crate::domain::audit::Action,
+    detail: serde_json::Value,
+) -> AuditEvent {
     AuditEvent {
         agent_id,
         action,
@@ -399,7 +404,7 @@ pub(super) async fn audit(
     state: &AppState,
     agent_id: Uuid,
     actor: Actor,
-    action: &'static str,
+    action: crate::domain::audit::Action,
     detail: serde_json::Value,
 ) -> Result<()> {
     Ok(state
@@ -419,7 +424,12 @@ pub(super) async fn audit(
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<StatusCode> {
     let agent = &caller.agent;
-    let event = audit_event(agent.id, caller.actor(), "agent_deleted", json!({}));
+    let event = audit_event(
+        agent.id,
+        caller.actor(),
+        crate::domain::audit::Action::AgentDeleted,
+        json!({}),
+    );
     if !state.store.deactivate_agent(agent.id, &event).await? {
         return Err(AppError::AgentInactive);
     }
@@ -485,7 +495,14 @@ async fn export_key(
     let signer = state.vault.open(agent.id, &key).map_err(AppError::internal)?;
     let secret = Zeroizing::new(format!("0x{}", alloy::hex::encode(signer.credential().to_bytes())));
     let detail = json!({ "chain": body.chain, "address": address.to_checksum(None) });
-    audit(&state, agent.id, caller.actor(), "key_exported", detail).await?;
+    audit(
+        &state,
+        agent.id,
+        caller.actor(),
+        crate::domain::audit::Action::KeyExported,
+        detail,
+    )
+    .await?;
     tracing::warn!(agent_id = %agent.id, chain = %body.chain, "private key exported");
     Ok(Json(ExportedKeyView {
         chain: body.chain,

@@ -203,7 +203,12 @@ async fn close_owner_session(
         return Err(AppError::Forbidden);
     }
     let detail = json!({ "address": session.address.to_checksum(None), "chain": session.chain });
-    let event = audit_event(agent_id, Actor::Owner, "owner_session_closed", detail);
+    let event = audit_event(
+        agent_id,
+        Actor::Owner,
+        crate::domain::audit::Action::OwnerSessionClosed,
+        detail,
+    );
     if state.store.close_owner_session(&token::hash(presented), &event).await? {
         tracing::info!(%agent_id, "owner session closed");
     }
@@ -229,7 +234,12 @@ async fn reactivate_agent(
     // Guarded: only the owner (a deleted agent's token must not bring it back); unguarded: its token may too.
     caller.require_owner_if_guarded()?;
     let agent = &caller.agent;
-    let event = audit_event(agent.id, caller.actor(), "agent_reactivated", json!({}));
+    let event = audit_event(
+        agent.id,
+        caller.actor(),
+        crate::domain::audit::Action::AgentReactivated,
+        json!({}),
+    );
     if state.store.reactivate_agent(agent.id, &event).await? {
         tracing::info!(agent_id = %agent.id, "agent reactivated");
     }

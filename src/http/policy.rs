@@ -99,7 +99,7 @@ async fn put_policy(
     let view = PolicyView::new(&policy, state.chains.tokens());
     let event = AuditEvent {
         agent_id: caller.agent.id,
-        action: "policy_updated",
+        action: crate::domain::audit::Action::PolicyUpdated,
         actor: caller.actor(),
         detail: json!({ "policy": view }),
     };

@@ -150,7 +150,7 @@ fn owner(caller: &Caller) -> Result<Scope<'_>> {
 }
 
 /// The audit entry of a change to `w`, in its agent's log (an operator endpoint of every agent is in none).
-fn audit(w: &Webhook, scope: &Scope<'_>, action: &'static str) -> Option<AuditEvent> {
+fn audit(w: &Webhook, scope: &Scope<'_>, action: crate::domain::audit::Action) -> Option<AuditEvent> {
     let agent_id = w.agent_id?;
     Some(AuditEvent {
         agent_id,
@@ -253,7 +253,11 @@ async fn create(
     let (secret, sealed) = new_secret(state, w.id);
     state
         .store
-        .create_webhook(&w, &sealed, audit(&w, &scope, "webhook_created").as_ref())
+        .create_webhook(
+            &w,
+            &sealed,
+            audit(&w, &scope, crate::domain::audit::Action::WebhookCreated).as_ref(),
+        )
         .await?;
     tracing::info!(webhook_id = %w.id, agent_id = ?w.agent_id, "webhook created");
     Ok((StatusCode::CREATED, Json(WebhookSecretView::new(&w, secret))))
@@ -306,7 +310,7 @@ async fn update(state: &AppState, scope: Scope<'_>, wid: &str, body: UpdateWebho
     if let Some(description) = &change.description {
         after.description = description.clone();
     }
-    let record = audit(&after, &scope, "webhook_updated");
+    let record = audit(&after, &scope, crate::domain::audit::Action::WebhookUpdated);
     let updated = state
         .store
         .update_webhook(w.id, &change, record.as_ref())
@@ -319,7 +323,10 @@ async fn delete(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<StatusC
     let w = find(state, &scope, wid).await?;
     if !state
         .store
-        .delete_webhook(w.id, audit(&w, &scope, "webhook_deleted").as_ref())
+        .delete_webhook(
+            w.id,
+            audit(&w, &scope, crate::domain::audit::Action::WebhookDeleted).as_ref(),
+        )
         .await?
     {
         return Err(AppError::WebhookNotFound);
@@ -330,7 +337,7 @@ async fn delete(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<StatusC
 async fn rotate(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<Json<WebhookSecretView>> {
     let w = find(state, &scope, wid).await?;
     let (secret, sealed) = new_secret(state, w.id);
-    let record = audit(&w, &scope, "webhook_secret_rotated");
+    let record = audit(&w, &scope, crate::domain::audit::Action::WebhookSecretRotated);
     if !state
         .store
         .rotate_webhook_secret(w.id, &sealed, record.as_ref())

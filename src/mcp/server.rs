@@ -173,7 +173,7 @@ impl AgentServer {
         }
         let event = AuditEvent {
             agent_id: caller.session.agent_id(),
-            action: "mcp_tool_call",
+            action: crate::domain::audit::Action::McpToolCall,
             actor: crate::auth::Actor::Mcp,
             detail,
         };

@@ -142,9 +142,9 @@ impl Approval {
     /// The audit entry of a decision; `reason` is the owner's, when a rejection gave one.
     pub fn decided_audit(&self, by: Actor, tx_hash: Option<&str>, reason: Option<&str>) -> Option<AuditEvent> {
         let action = match self.status {
-            ApprovalStatus::Approved => "transfer_approved",
-            ApprovalStatus::Rejected => "transfer_rejected",
-            ApprovalStatus::Expired => "transfer_expired",
+            ApprovalStatus::Approved => crate::domain::audit::Action::TransferApproved,
+            ApprovalStatus::Rejected => crate::domain::audit::Action::TransferRejected,
+            ApprovalStatus::Expired => crate::domain::audit::Action::TransferExpired,
             ApprovalStatus::AwaitingApproval => return None,
         };
         let mut detail = json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,

@@ -100,7 +100,7 @@ pub struct OwnerSessionRecord {
 #[derive(Debug, Clone)]
 pub struct AuditEvent {
     pub agent_id: Uuid,
-    pub action: &'static str,
+    pub action: crate::domain::audit::Action,
     pub actor: crate::domain::audit::Actor,
     pub detail: serde_json::Value,
 }

@@ -60,7 +60,7 @@ impl Transfers {
             "tx_hash": fill.tx_hash()});
         self.audit(
             gap.agent_id,
-            "nonce_filled",
+            crate::domain::audit::Action::NonceFilled,
             crate::domain::audit::Actor::System,
             detail,
         )

@@ -149,27 +149,34 @@ impl Transfers {
         let mut audit = json!({"host": url.host_str(), "path": url.path(), "max_amount": order.max_amount});
         let result = self.try_pay(&order, &request, &url, &mut audit).await;
         let (action, extra) = match &result {
-            Ok(Paid { payment: None, answer }) => ("x402_fetch_free", json!({"status": answer.status})),
+            Ok(Paid { payment: None, answer }) => (
+                crate::domain::audit::Action::X402FetchFree,
+                json!({"status": answer.status}),
+            ),
             Ok(Paid {
                 payment: Some(Payment::AwaitingApproval(_)),
                 ..
-            }) => ("x402_payment_accepted", json!({"status": "awaiting_approval"})),
+            }) => (
+                crate::domain::audit::Action::X402PaymentAccepted,
+                json!({"status": "awaiting_approval"}),
+            ),
             Ok(Paid {
                 payment: Some(Payment::Signed(_)),
                 answer,
             }) => (
-                "x402_payment_outcome",
+                crate::domain::audit::Action::X402PaymentOutcome,
                 json!({"response_status": answer.status, "status": "pending"}),
             ),
-            Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => {
-                ("x402_payment_outcome", json!({"code": e.code()}))
-            }
+            Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => (
+                crate::domain::audit::Action::X402PaymentOutcome,
+                json!({"code": e.code()}),
+            ),
             Err(e) => {
                 let mut extra = json!({"code": e.code()});
                 if let PayError::Transfer(TransferError::PolicyDenied(rule)) = e {
                     extra["rule"] = json!(rule.as_str());
                 }
-                ("x402_payment_refused", extra)
+                (crate::domain::audit::Action::X402PaymentRefused, extra)
             }
         };
         if let (Some(detail), Some(extra)) = (audit.as_object_mut(), extra.as_object()) {
@@ -239,8 +246,13 @@ impl Transfers {
         };
         let mut accepted = audit.clone();
         accepted["status"] = json!("pending");
-        self.audit(order.by.agent.id, "x402_payment_accepted", order.by.actor, accepted)
-            .await;
+        self.audit(
+            order.by.agent.id,
+            crate::domain::audit::Action::X402PaymentAccepted,
+            order.by.actor,
+            accepted,
+        )
+        .await;
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
@@ -485,8 +497,13 @@ impl Transfers {
         if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
             d.extend(o.clone());
         }
-        self.audit(agent.id, "x402_payment_outcome", Actor::System, detail)
-            .await;
+        self.audit(
+            agent.id,
+            crate::domain::audit::Action::X402PaymentOutcome,
+            Actor::System,
+            detail,
+        )
+        .await;
         Ok(tx)
     }
 }

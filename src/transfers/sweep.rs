@@ -47,7 +47,10 @@ impl Transfers {
             let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
             detail["amount"] = serde_json::json!(format_units(tx.value_wei, decimals));
         }
-        let actions = ("funds_swept", "sweep_refused");
+        let actions = (
+            crate::domain::audit::Action::FundsSwept,
+            crate::domain::audit::Action::SweepRefused,
+        );
         self.record_outcome_as(order.agent.id, order.actor, detail, outcome.as_ref(), actions)
             .await;
         outcome

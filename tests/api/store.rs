@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
+use agentd::domain::audit::Action;
 use agentd::domain::decision::Refusal;
 use agentd::domain::transaction::{Body, OnChain, TxState};
 use agentd::store::{
@@ -66,7 +67,7 @@ pub(crate) async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String)
                 key,
                 token_hash: token_hash.clone(),
             },
-            &noted(agent.id, "agent_created"),
+            &noted(agent.id, Action::AgentCreated),
         )
         .await
         .expect("the agent is stored");
@@ -254,13 +255,13 @@ async fn an_agent_is_created_read_updated_and_deactivated() {
 
     assert!(
         store
-            .deactivate_agent(agent.id, &noted(agent.id, "agent_deleted"))
+            .deactivate_agent(agent.id, &noted(agent.id, Action::AgentDeleted))
             .await
             .unwrap()
     );
     assert!(
         !store
-            .deactivate_agent(agent.id, &noted(agent.id, "agent_deleted"))
+            .deactivate_agent(agent.id, &noted(agent.id, Action::AgentDeleted))
             .await
             .unwrap(),
         "already inactive"
@@ -283,7 +284,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     let proof = ReissueProof::CurrentToken { token_hash: &first };
     assert!(
         store
-            .reissue_token(agent.id, proof, "second", &noted(agent.id, "token_reissued"))
+            .reissue_token(agent.id, proof, "second", &noted(agent.id, Action::TokenReissued))
             .await
             .unwrap()
     );
@@ -296,7 +297,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     let stale = ReissueProof::CurrentToken { token_hash: &first };
     assert!(
         !store
-            .reissue_token(agent.id, stale, "never", &noted(agent.id, "token_reissued"))
+            .reissue_token(agent.id, stale, "never", &noted(agent.id, Action::TokenReissued))
             .await
             .unwrap()
     );
@@ -314,7 +315,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     };
     assert!(
         store
-            .reissue_token(agent.id, proof, "third", &noted(agent.id, "token_reissued"))
+            .reissue_token(agent.id, proof, "third", &noted(agent.id, Action::TokenReissued))
             .await
             .unwrap()
     );
@@ -327,7 +328,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     };
     assert!(
         !store
-            .reissue_token(agent.id, used, "fourth", &noted(agent.id, "token_reissued"))
+            .reissue_token(agent.id, used, "fourth", &noted(agent.id, Action::TokenReissued))
             .await
             .unwrap(),
         "a used challenge is refused"
@@ -765,7 +766,7 @@ async fn an_audit_event_is_stored() {
     let (agent, _) = stored_agent(store.as_ref(), 0).await;
     let event = AuditEvent {
         agent_id: agent.id,
-        action: "token_reissued",
+        action: Action::TokenReissued,
         actor: agentd::domain::audit::Actor::Owner,
         detail: json!({"proof": "challenge"}),
     };
@@ -789,7 +790,7 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         ..Default::default()
     };
     store
-        .put_policy(agent.id, &policy, &noted(agent.id, "policy_updated"))
+        .put_policy(agent.id, &policy, &noted(agent.id, Action::PolicyUpdated))
         .await
         .unwrap();
     let request = transfer(&agent, 1_000, None);
@@ -892,7 +893,7 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
         .unwrap();
     let marking = tokio::spawn({
         let store = store.clone();
-        let event = noted(agent.id, "transfer_sent");
+        let event = noted(agent.id, Action::TransferAccepted);
         async move { store.mark_broadcast_audited(request.id, &event).await }
     });
     // The mark holds the transfer's row and waits for the audit head.
@@ -919,10 +920,10 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
     );
     assert!(store.open_transactions(CHAIN).await.unwrap().is_empty());
     let audit = store.list_audit(agent.id, None, 10).await.unwrap();
-    assert!(audit.iter().any(|e| e.action == "transfer_sent"), "{audit:?}");
+    assert!(audit.iter().any(|e| e.action == "transfer_accepted"), "{audit:?}");
 }
 
-fn noted(agent_id: Uuid, action: &'static str) -> AuditEvent {
+fn noted(agent_id: Uuid, action: Action) -> AuditEvent {
     AuditEvent {
         agent_id,
         action,

@@ -125,7 +125,7 @@ where
              VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(event.agent_id)
-        .bind(event.action)
+        .bind(event.action.as_str())
         .bind(event.actor.as_str())
         .bind(&detail)
         .bind(at)
@@ -154,7 +154,12 @@ where
             .execute(&mut *conn)
             .await?;
         // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
-        if let Some(pushed) = webhook::from_audit(event.agent_id, event.action, event.actor.as_str(), &event.detail) {
+        if let Some(pushed) = webhook::from_audit(
+            event.agent_id,
+            event.action.as_str(),
+            event.actor.as_str(),
+            &event.detail,
+        ) {
             Self::outbox_in(conn, pushed).await?;
         }
         Ok(())

@@ -506,7 +506,7 @@ where
                 if let Some((Some(agent_id), url)) = agent {
                     let event = AuditEvent {
                         agent_id,
-                        action: "webhook_disabled",
+                        action: crate::domain::audit::Action::WebhookDisabled,
                         actor: crate::domain::audit::Actor::System,
                         detail: json!({"webhook_id": due.webhook_id, "url": crate::store::webhooks::url_shown(&url),
                             "reason": "every attempt failed for 24 hours"}),
