@@ -68,11 +68,13 @@ async fn needed(client: &ChainClient, tx: &TxEip1559) -> Result<U256, TransferEr
     Ok(tx.value().saturating_add(gas).saturating_add(l1_fee))
 }
 
-/// How a replacement's broadcast went.
+/// How a replacement went: stored and broadcast, stored and queued for the watcher, refused by the node (the
+/// earlier attempt is the latest again), or not stored at all (`Declined`: the store's reason).
 enum Broadcast {
     Sent(Box<StoredTx>),
     Queued(Box<StoredTx>),
     Refused(ChainError),
+    Declined(Replacement),
 }
 
 impl Transfers {
@@ -97,19 +99,21 @@ impl Transfers {
             Some(attempt) => attempt.kind,
             None => return Ok(Bump::Nothing),
         };
-        let outcome = match self.replace(client, (tx, at), next, kind, needed, false).await? {
-            Ok(outcome) => outcome,
-            Err(Replacement::NotCovered) => return Ok(Bump::NotCovered),
-            Err(_) => return Ok(Bump::Nothing),
-        };
-        match outcome {
+        match self.replace(client, (tx, at), next, kind, needed, false).await? {
+            Broadcast::Declined(Replacement::NotCovered) => Ok(Bump::NotCovered),
+            Broadcast::Declined(_) => Ok(Bump::Nothing),
             Broadcast::Sent(stored) | Broadcast::Queued(stored) => {
                 tracing::warn!(tx_id = %tx.id, chain = client.name(), nonce = at.nonce, tx_hash = ?stored.tx_hash(),
                     "a stuck transfer was sent again with higher fees");
                 let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce,
                     "replaced": at.tx_hash, "tx_hash": stored.tx_hash()});
-                self.audit(tx.agent_id, "transfer_fee_bumped", Actor::System, detail)
-                    .await;
+                self.audit(
+                    tx.agent_id,
+                    crate::domain::audit::Action::TransferFeeBumped,
+                    Actor::System,
+                    detail,
+                )
+                .await;
                 Ok(Bump::Sent(stored))
             }
             Broadcast::Refused(e) => {
@@ -144,12 +148,11 @@ impl Transfers {
             ..Default::default()
         };
         let needed = needed(client, &next).await?;
-        let outcome = match self
+        let outcome = self
             .replace(client, (&tx, &at), next, AttemptKind::Cancel, needed, true)
-            .await?
-        {
-            Ok(outcome) => outcome,
-            Err(Replacement::CapExceeded { cap, spent }) => {
+            .await?;
+        let cancelled = match outcome {
+            Broadcast::Declined(Replacement::CapExceeded { cap, spent }) => {
                 return Err(TransferError::CapExceeded {
                     chain,
                     reserved: needed,
@@ -158,9 +161,7 @@ impl Transfers {
                 });
             }
             // Settled or replaced meanwhile: answer with what it is now.
-            Err(_) => return Err(self.not_pending(agent, id).await),
-        };
-        let cancelled = match outcome {
+            Broadcast::Declined(_) => return Err(self.not_pending(agent, id).await),
             Broadcast::Sent(stored) => Cancelled::Sent(stored),
             Broadcast::Queued(stored) => Cancelled::Queued(stored),
             Broadcast::Refused(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => {
@@ -174,7 +175,13 @@ impl Transfers {
         };
         let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce, "replaced": at.tx_hash,
             "tx_hash": stored.tx_hash()});
-        self.audit(agent.id, "transfer_cancel_requested", actor, detail).await;
+        self.audit(
+            agent.id,
+            crate::domain::audit::Action::TransferCancelRequested,
+            actor,
+            detail,
+        )
+        .await;
         Ok(cancelled)
     }
 
@@ -210,8 +217,8 @@ impl Transfers {
         }
     }
 
-    /// Signs `next`, stores it as the latest attempt of `tx` (in place of `at.tx_hash`) and broadcasts it. The inner
-    /// `Err` is the store's reason for storing nothing.
+    /// Signs `next`, stores it as the latest attempt of `tx` (in place of `at.tx_hash`) and broadcasts it;
+    /// `Broadcast::Declined` with the store's reason when it stored nothing.
     async fn replace(
         &self,
         client: &ChainClient,
@@ -220,7 +227,7 @@ impl Transfers {
         kind: AttemptKind,
         needed: U256,
         may_grow: bool,
-    ) -> Result<Result<Broadcast, Replacement>, TransferError> {
+    ) -> Result<Broadcast, TransferError> {
         let signer = self.signer(tx.agent_id).await?;
         let max_fee_per_gas = next.max_fee_per_gas;
         // A token that does not answer: nothing is replaced; the bump or cancel waits for it (§20).
@@ -238,16 +245,16 @@ impl Transfers {
             .map_err(store_error)?
         {
             Replacement::Stored(stored) => stored,
-            other => return Ok(Err(other)),
+            other => return Ok(Broadcast::Declined(other)),
         };
         match client.send_raw(&attempt.raw_tx).await {
             Ok(_) => {
                 self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
-                Ok(Ok(Broadcast::Sent(stored)))
+                Ok(Broadcast::Sent(stored))
             }
             Err(e) if e.is_transport() => {
                 tracing::warn!(tx_id = %tx.id, error = %e, "a replacement's broadcast was not confirmed; will retry");
-                Ok(Ok(Broadcast::Queued(stored)))
+                Ok(Broadcast::Queued(stored))
             }
             Err(e) => {
                 // Refused, so not in the node's pool: the attempt it replaced is the latest again.
@@ -255,7 +262,7 @@ impl Transfers {
                     .withdraw_attempt(tx.id, &attempt.tx_hash)
                     .await
                     .map_err(store_error)?;
-                Ok(Ok(Broadcast::Refused(e)))
+                Ok(Broadcast::Refused(e))
             }
         }
     }
