@@ -28,6 +28,10 @@ const BATCH: i64 = 32;
 const PARALLEL: usize = 32;
 /// Finished attempts recorded per transaction, at most.
 const RECORD_BATCH: usize = 64;
+/// The shortest time between two claims, and between two records: each is a commit (on SQLite, a turn of the one
+/// writer that the money path also waits for), so under a burst one takes what came meanwhile instead of one commit
+/// per event. An idle worker woken by a commit claims at once.
+const COMMIT_GAP: Duration = Duration::from_millis(5);
 /// Events fanned out per round.
 const FAN_OUT_BATCH: i64 = 200;
 
@@ -85,7 +89,10 @@ impl Deliverer {
         let (finished, to_record) = mpsc::unbounded_channel();
         // Records until every sender is gone: attempts still running at the stop are recorded when they end.
         tokio::spawn(self.clone().record_until_closed(to_record));
+        let mut next_claim = tokio::time::Instant::now();
         loop {
+            tokio::time::sleep_until(next_claim).await;
+            next_claim = tokio::time::Instant::now() + COMMIT_GAP;
             let full = match self.start_due(&slots, &finished).await {
                 Ok(full) => full,
                 Err(e) => {
@@ -150,6 +157,7 @@ impl Deliverer {
         while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {
             self.record(&batch).await;
             batch.clear();
+            tokio::time::sleep(COMMIT_GAP).await;
         }
     }
 
