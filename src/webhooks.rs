@@ -1,7 +1,8 @@
 //! The webhook delivery worker (§19), one per instance: fans recorded events out to the endpoints subscribed to
 //! them, leases the deliveries that are due, and attempts each once through the guarded fetch of x402 (the name
 //! resolved again and every address checked at each attempt, the connection made to those addresses, no redirects,
-//! the answer read up to 64 KiB), signed the Standard Webhooks way. Instances share the work through the store.
+//! the answer read up to 64 KiB), signed the Standard Webhooks way. Instances share the work through the store; an
+//! outbox row wakes the worker when it commits, and a slow poll catches the rest.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use rand_core::RngCore;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::config::{WebhookConfig, X402Config};
 use crate::domain::webhook::{self, KEEP_LIMIT, READ_LIMIT};
@@ -18,13 +19,24 @@ use crate::store::Store;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::vault::Vault;
 
-/// How often the worker looks for due deliveries when it found none.
-const IDLE_POLL: Duration = Duration::from_millis(250);
-/// Deliveries leased per round, and attempted at once.
+/// How often the worker looks for due deliveries without being woken: retries that come due, leases another
+/// instance let run out, a wake that was missed. New events wake it as they commit (`OutboxWake`).
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// Deliveries leased per claim, at most.
 const BATCH: i64 = 32;
-const PARALLEL: usize = 8;
+/// Attempts in flight at once, whatever their endpoints: a slow receiver holds one slot per attempt, not a round.
+const PARALLEL: usize = 32;
+/// Finished attempts recorded per transaction, at most.
+const RECORD_BATCH: usize = 64;
+/// The shortest time between two claims, and between two records: each is a commit (on SQLite, a turn of the one
+/// writer that the money path also waits for), so under a burst one takes what came meanwhile instead of one commit
+/// per event. An idle worker woken by a commit claims at once.
+const COMMIT_GAP: Duration = Duration::from_millis(5);
 /// Events fanned out per round.
 const FAN_OUT_BATCH: i64 = 200;
+
+/// An attempt made, waiting to be recorded.
+type Done = (DueDelivery, AttemptOutcome);
 
 /// What the worker needs: built once at start.
 #[derive(Clone)]
@@ -50,46 +62,114 @@ impl Deliverer {
         }
     }
 
-    /// One round: fan out new events, lease what is due, attempt it, record each attempt. Answers how many
+    /// One round: fan out new events, lease what is due, attempt it, record the attempts. Answers how many
     /// attempts were made (tests drive rounds with it instead of waiting).
     pub async fn run_once(&self) -> anyhow::Result<usize> {
-        while self.store.fan_out_webhook_events(FAN_OUT_BATCH).await? == FAN_OUT_BATCH as usize {}
-        let now = crate::domain::now();
-        // The lease outlasts the attempt's deadline, so no other instance attempts it meanwhile.
-        let lease = chrono::TimeDelta::from_std(self.config.timeout + Duration::from_secs(30))?;
-        let due = self.store.claim_deliveries(now, lease, BATCH).await?;
+        let due = self.claim(BATCH).await?;
         let count = due.len();
-        futures::stream::iter(due)
-            .for_each_concurrent(PARALLEL, |d| async move {
+        let done: Vec<Done> = futures::stream::iter(due)
+            .map(|d| async move {
                 let outcome = self.attempt(&d).await;
-                match self.store.record_attempt(&d, &outcome, webhook::DISABLE_AFTER).await {
-                    Ok(true) => tracing::warn!(webhook_id = %d.webhook_id, "webhook disabled after 24 h of failures"),
-                    Ok(false) => {}
-                    // The lease runs out and the attempt is made again: at least once.
-                    Err(e) => {
-                        tracing::error!(webhook_id = %d.webhook_id, error = %e, "a webhook attempt was not recorded")
-                    }
-                }
+                (d, outcome)
             })
+            .buffer_unordered(PARALLEL)
+            .collect()
             .await;
+        self.record(&done).await;
         Ok(count)
     }
 
-    /// Rounds until `stop` turns true; a full batch is followed at once by the next round.
+    /// Delivers until `stop` turns true. What is due is leased as soon as a slot is free and attempted at once,
+    /// each attempt on its own (different endpoints in parallel, none waiting for a round to end); finished
+    /// attempts are recorded together by a second task. Between claims the worker sleeps until an outbox row
+    /// commits (`OutboxWake`) or `IDLE_POLL` passes.
     pub async fn run_until_stopped(self, mut stop: watch::Receiver<bool>) {
+        let mut wake = self.store.outbox_wake().await;
+        let slots = Arc::new(Semaphore::new(PARALLEL));
+        let (finished, to_record) = mpsc::unbounded_channel();
+        // Records until every sender is gone: attempts still running at the stop are recorded when they end.
+        tokio::spawn(self.clone().record_until_closed(to_record));
+        let mut next_claim = tokio::time::Instant::now();
         loop {
-            let wait = match self.run_once().await {
-                Ok(n) if n as i64 >= BATCH => Duration::ZERO,
-                Ok(_) => IDLE_POLL,
+            tokio::time::sleep_until(next_claim).await;
+            next_claim = tokio::time::Instant::now() + COMMIT_GAP;
+            let full = match self.start_due(&slots, &finished).await {
+                Ok(full) => full,
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook round failed; trying again");
-                    Duration::from_secs(1)
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                        _ = stop.wait_for(|stopped| *stopped) => return,
+                    }
                 }
             };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.wait_for(|stopped| *stopped) => return,
+            if full {
+                // More may be due: claim again once a slot is free.
+                tokio::select! {
+                    _ = slots.acquire() => {}
+                    _ = stop.wait_for(|stopped| *stopped) => return,
+                }
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep(IDLE_POLL) => {}
+                    _ = wake.wait() => {}
+                    _ = stop.wait_for(|stopped| *stopped) => return,
+                }
             }
+        }
+    }
+
+    /// Fans out new events, leases as many due deliveries as there are free slots and starts their attempts.
+    /// Answers whether every free slot was filled (more may be due).
+    async fn start_due(&self, slots: &Arc<Semaphore>, finished: &mpsc::UnboundedSender<Done>) -> anyhow::Result<bool> {
+        let free = slots.available_permits().min(BATCH as usize);
+        if free == 0 {
+            return Ok(true);
+        }
+        let due = self.claim(free as i64).await?;
+        let full = due.len() == free;
+        for d in due {
+            // Only this loop takes slots, and it asks no more than were free: this never waits.
+            let slot = slots.clone().acquire_owned().await?;
+            let this = self.clone();
+            let finished = finished.clone();
+            tokio::spawn(async move {
+                let outcome = this.attempt(&d).await;
+                drop(slot);
+                // The recorder is gone only after a stop; the lease runs out and the attempt is made again.
+                let _ = finished.send((d, outcome));
+            });
+        }
+        Ok(full)
+    }
+
+    /// New events fanned out, then up to `limit` due deliveries leased.
+    async fn claim(&self, limit: i64) -> anyhow::Result<Vec<DueDelivery>> {
+        while self.store.fan_out_webhook_events(FAN_OUT_BATCH).await? == FAN_OUT_BATCH as usize {}
+        // The lease outlasts the attempt's deadline, so no other instance attempts it meanwhile.
+        let lease = chrono::TimeDelta::from_std(self.config.timeout + Duration::from_secs(30))?;
+        Ok(self.store.claim_deliveries(crate::domain::now(), lease, limit).await?)
+    }
+
+    /// Records what finished, in batches: whatever ended while the previous batch was being written.
+    async fn record_until_closed(self, mut finished: mpsc::UnboundedReceiver<Done>) {
+        let mut batch = Vec::with_capacity(RECORD_BATCH);
+        while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+            self.record(&batch).await;
+            batch.clear();
+            tokio::time::sleep(COMMIT_GAP).await;
+        }
+    }
+
+    async fn record(&self, done: &[Done]) {
+        match self.store.record_attempts(done, webhook::DISABLE_AFTER).await {
+            Ok(disabled) => {
+                for webhook_id in disabled {
+                    tracing::warn!(%webhook_id, "webhook disabled after 24 h of failures");
+                }
+            }
+            // The leases run out and the attempts are made again: at least once.
+            Err(e) => tracing::error!(attempts = done.len(), error = %e, "webhook attempts were not recorded"),
         }
     }
 

@@ -6,6 +6,7 @@ mod listener;
 
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool, Postgres};
 use uuid::Uuid;
@@ -67,6 +68,20 @@ impl Backend for Postgres {
         Ok(())
     }
 
+    /// Wakes the delivery worker of every instance, this one included (delivered when the transaction commits;
+    /// several in one transaction arrive as one).
+    async fn notify_outbox(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(OUTBOX_CHANNEL)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn outbox_listener(store: &PgStore) -> Option<BoxStream<'static, ()>> {
+        listener::outbox_listener(store).await
+    }
+
     async fn lock(store: &PgStore, name: &str) -> StoreResult<Box<dyn SendGuard>> {
         lease::lock(store, name).await
     }
@@ -87,3 +102,5 @@ impl Backend for Postgres {
 
 /// The `LISTEN/NOTIFY` channel that carries new event ids.
 const EVENTS_CHANNEL: &str = "agentd_events";
+/// The `LISTEN/NOTIFY` channel that says an outbox row (a webhook event) committed.
+const OUTBOX_CHANNEL: &str = "agentd_webhook_outbox";

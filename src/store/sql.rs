@@ -23,6 +23,7 @@ mod transfers;
 mod webhooks;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sqlx::{Database, Executor, IntoArguments, Pool, Transaction};
@@ -30,6 +31,7 @@ use uuid::Uuid;
 
 use super::feed::LocalFeed;
 use super::locks::LocalLocks;
+use super::webhooks::OutboxBell;
 use super::{EventFeed, HealthStore, SendGuard, StoreResult};
 
 /// What differs between the SQL dialects the store runs on. Everything else is the same SQL (`$n` placeholders work
@@ -60,6 +62,15 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// Tells other instances, once the transaction commits, that event `id` was stored.
     fn notify_event(conn: &mut Self::Connection, id: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+    /// Tells every instance's delivery worker, once the transaction commits, that an outbox row was recorded.
+    fn notify_outbox(conn: &mut Self::Connection) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// The outbox notifications of every instance sharing the database, where the database can tell (`None`: this
+    /// instance's bell is all there is).
+    fn outbox_listener(
+        store: &SqlStore<Self>,
+    ) -> impl Future<Output = Option<futures::stream::BoxStream<'static, ()>>> + Send;
+
     /// Waits for the named lock (sends of one agent and chain).
     fn lock(store: &SqlStore<Self>, name: &str) -> impl Future<Output = StoreResult<Box<dyn SendGuard>>> + Send;
 
@@ -82,16 +93,34 @@ pub struct WriteTx<B: Database> {
     // Declared first, so dropped first: the rollback is queued before the turn passes on.
     tx: Transaction<'static, B>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// Rung after the commit when the transaction wrote an outbox row (SQLite; PostgreSQL's `NOTIFY` does it).
+    bell: Option<Arc<OutboxBell>>,
 }
 
 impl<B: Database> WriteTx<B> {
     pub(in crate::store) fn new(tx: Transaction<'static, B>, turn: Option<tokio::sync::OwnedMutexGuard<()>>) -> Self {
-        WriteTx { tx, _turn: turn }
+        WriteTx {
+            tx,
+            _turn: turn,
+            bell: None,
+        }
     }
 
-    /// Commits, then gives the writer turn to the next one.
+    /// Rings `bell` after the commit if an outbox row was written meanwhile (the caller holds the writer turn).
+    pub(in crate::store) fn ringing(mut self, bell: Arc<OutboxBell>) -> Self {
+        bell.begin();
+        self.bell = Some(bell);
+        self
+    }
+
+    /// Commits, rings the outbox bell when due, then gives the writer turn to the next one.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+        let WriteTx { tx, _turn, bell } = self;
+        tx.commit().await?;
+        if let Some(bell) = bell {
+            bell.committed();
+        }
+        Ok(())
     }
 }
 
@@ -116,6 +145,8 @@ pub struct SqlStore<B: Database> {
     pub(in crate::store) locks: LocalLocks,
     /// Events this instance committed, announced to this instance's feeds.
     pub(in crate::store) feed: LocalFeed,
+    /// Rung when this instance commits an outbox row or queues a delivery; the delivery worker waits on it.
+    pub(in crate::store) outbox: Arc<OutboxBell>,
     /// SQLite's speed machinery (read connections, the view cache, the writer turn: `store::sqlite`); `None` on
     /// PostgreSQL, which reads and writes through the pool.
     pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::sqlite::Speedups<B::Connection>>>,
@@ -129,6 +160,7 @@ impl<B: Database> SqlStore<B> {
             pool,
             locks: LocalLocks::default(),
             feed: LocalFeed::default(),
+            outbox: Default::default(),
             sqlite: None,
             audit_key: Default::default(),
         }
@@ -142,6 +174,7 @@ impl<B: Database> Clone for SqlStore<B> {
             pool: self.pool.clone(),
             locks: self.locks.clone(),
             feed: self.feed.clone(),
+            outbox: self.outbox.clone(),
             sqlite: self.sqlite.clone(),
             audit_key: self.audit_key.clone(),
         }

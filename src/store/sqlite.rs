@@ -6,11 +6,12 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteOperation, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::sql::{Backend, SqlStore, WriteTx};
+use super::webhooks::OutboxBell;
 use super::{EventFeed, SendGuard, StoreError, StoreResult};
 
 pub(in crate::store) mod reads;
@@ -54,14 +55,30 @@ impl SqlStore<Sqlite> {
         let read_options = SqliteConnectOptions::from_str(url)?
             .read_only(true)
             .busy_timeout(Duration::from_secs(10));
+        // The outbox bell learns of an outbox row from the connection that inserts it (SQLite's update hook, called
+        // before the commit); the write transaction rings it once committed (`WriteTx::commit`).
+        let bell = std::sync::Arc::new(OutboxBell::default());
+        let hooked = bell.clone();
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .after_connect(move |conn, _| {
+                let bell = hooked.clone();
+                Box::pin(async move {
+                    conn.lock_handle().await?.set_update_hook(move |change| {
+                        if change.table == "webhook_events" && matches!(change.operation, SqliteOperation::Insert) {
+                            bell.written();
+                        }
+                    });
+                    Ok(())
+                })
+            })
             // A connection to a local file does not go stale while idle: no ping (a round trip to the connection's
             // worker thread) before each use. sqlx still checks it when it comes back to the pool.
             .test_before_acquire(false)
             .connect_with(options)
             .await?;
         let mut store = SqlStore::with_pool(pool);
+        store.outbox = bell;
         let watch = read_options.connect().await?;
         store.sqlite = Some(std::sync::Arc::new(Speedups {
             views: ViewCache::new(watch),
@@ -101,7 +118,11 @@ impl Backend for Sqlite {
             None => None,
         };
         let tx = store.pool.begin_with("BEGIN IMMEDIATE").await?;
-        Ok(WriteTx::new(tx, turn))
+        Ok(match turn {
+            // Under the turn, the bell's mark is this transaction's alone.
+            Some(turn) => WriteTx::new(tx, Some(turn)).ringing(store.outbox.clone()),
+            None => WriteTx::new(tx, None),
+        })
     }
 
     /// `BEGIN IMMEDIATE` already holds the only write lock.
@@ -112,6 +133,16 @@ impl Backend for Sqlite {
     /// One instance per file: nobody else to tell.
     async fn notify_event(_conn: &mut SqliteConnection, _id: i64) -> Result<(), sqlx::Error> {
         Ok(())
+    }
+
+    /// The bell (the update hook and `WriteTx::commit`) does it in-process.
+    async fn notify_outbox(_conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
+    /// One instance per file: its own bell is all.
+    async fn outbox_listener(_store: &SqliteStore) -> Option<futures::stream::BoxStream<'static, ()>> {
+        None
     }
 
     async fn lock(store: &SqliteStore, name: &str) -> StoreResult<Box<dyn SendGuard>> {

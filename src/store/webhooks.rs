@@ -1,8 +1,14 @@
 //! Webhook endpoints, their outbox and their deliveries log (§19): what the HTTP layer and the delivery worker
 //! read and write.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::{AuditEvent, StoreResult};
@@ -75,6 +81,70 @@ pub struct AttemptOutcome {
     pub next_at: Option<DateTime<Utc>>,
 }
 
+/// This instance's side of the outbox wake: rung after a commit that recorded an outbox row, or queued a delivery.
+#[derive(Debug, Default)]
+pub struct OutboxBell {
+    /// The write transaction now holding SQLite's writer turn inserted an outbox row (set by the write
+    /// connections' update hook; SQLite's writers take turns, so one flag serves them all).
+    written: AtomicBool,
+    notify: Notify,
+}
+
+impl OutboxBell {
+    /// A write transaction begins: nothing written yet (a rolled-back one leaves no mark behind).
+    pub fn begin(&self) {
+        self.written.store(false, Ordering::Release);
+    }
+
+    /// An outbox row was inserted by the current write transaction (not yet committed).
+    pub fn written(&self) {
+        self.written.store(true, Ordering::Release);
+    }
+
+    /// The current write transaction committed: rings when it inserted an outbox row.
+    pub fn committed(&self) {
+        if self.written.swap(false, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Rings at once (a delivery was queued and committed).
+    pub fn ring(&self) {
+        self.notify.notify_one();
+    }
+}
+
+/// What the delivery worker waits on between rounds: this instance's bell and, on PostgreSQL, the outbox
+/// notifications of every instance sharing the database (`NOTIFY`, delivered on commit). A wake may be spurious or
+/// missed (a listener reconnecting): the worker still polls.
+pub struct OutboxWake {
+    local: Arc<OutboxBell>,
+    remote: Option<BoxStream<'static, ()>>,
+}
+
+impl OutboxWake {
+    pub fn new(local: Arc<OutboxBell>, remote: Option<BoxStream<'static, ()>>) -> Self {
+        OutboxWake { local, remote }
+    }
+
+    /// Returns once an outbox row may have committed since the last return (at once if one did meanwhile).
+    pub async fn wait(&mut self) {
+        let ended = match self.remote.as_mut() {
+            Some(remote) => tokio::select! {
+                _ = self.local.notify.notified() => false,
+                heard = remote.next() => heard.is_none(),
+            },
+            None => {
+                self.local.notify.notified().await;
+                false
+            }
+        };
+        if ended {
+            self.remote = None;
+        }
+    }
+}
+
 /// The audit entry to write in the transaction of a change, given the endpoint (`None`: not audited, an operator
 /// endpoint of every agent, which no agent's log holds).
 pub type WebhookAudit<'a> = Option<&'a AuditEvent>;
@@ -122,14 +192,16 @@ pub trait WebhookStore: Send + Sync + 'static {
         lease: chrono::TimeDelta,
         limit: i64,
     ) -> StoreResult<Vec<DueDelivery>>;
-    /// Logs the attempt and moves the delivery on (delivered, due again, or failed); an endpoint whose attempts
-    /// all failed for `disable_after` is disabled, audited `webhook_disabled`. Answers whether it was disabled.
-    async fn record_attempt(
+    /// Logs each attempt and moves its delivery on (delivered, due again, or failed), all in one transaction; an
+    /// endpoint whose attempts all failed for `disable_after` is disabled, audited `webhook_disabled`. Answers the
+    /// endpoints disabled.
+    async fn record_attempts(
         &self,
-        due: &DueDelivery,
-        outcome: &AttemptOutcome,
+        done: &[(DueDelivery, AttemptOutcome)],
         disable_after: chrono::TimeDelta,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<Vec<Uuid>>;
+    /// What the delivery worker waits on for new outbox rows (`OutboxWake`).
+    async fn outbox_wake(&self) -> OutboxWake;
 }
 
 /// An endpoint's URL as the audit log and events show it: without its query, which may hold a receiver's key.

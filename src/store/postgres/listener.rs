@@ -1,14 +1,15 @@
 //! The PostgreSQL event feed: this instance's committed events, merged with the ids other instances announce by
-//! `NOTIFY` (read back from the table), each event once.
+//! `NOTIFY` (read back from the table), each event once; and the webhook outbox's wake-ups.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::{EVENTS_CHANNEL, PgStore};
+use super::{EVENTS_CHANNEL, OUTBOX_CHANNEL, PgStore};
 use crate::store::{EventFeed, EventRecord, EventStore};
 
 /// How many recent ids a feed remembers to drop the second copy (local announce and notification) of an event.
@@ -106,4 +107,31 @@ impl Follower {
             }
         }
     }
+}
+
+/// Wakes on every outbox notification, its own connection listening; after an interruption it wakes once too (a
+/// notification may have been missed while reconnecting). `None`, with an error in the log, when it cannot listen:
+/// the worker's poll still finds everything.
+pub(super) async fn outbox_listener(store: &PgStore) -> Option<BoxStream<'static, ()>> {
+    let listened = async {
+        let mut listener = PgListener::connect_with(&store.pool).await?;
+        listener.listen(OUTBOX_CHANNEL).await?;
+        Ok::<_, sqlx::Error>(listener)
+    };
+    let listener = match listened.await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for webhook events; deliveries wait for the poll");
+            return None;
+        }
+    };
+    let wakes = futures::stream::unfold(listener, |mut listener| async move {
+        if let Err(e) = listener.recv().await {
+            // `recv` reconnects by itself on the next call; this pause keeps a dead server from spinning us.
+            tracing::warn!(error = %e, "webhook outbox listener interrupted; reconnecting");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Some(((), listener))
+    });
+    Some(wakes.boxed())
 }

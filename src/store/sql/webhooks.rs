@@ -1,7 +1,8 @@
 //! Webhooks (§19) in SQL: the endpoints, the outbox written inside the transaction of each change (`outbox_in`,
 //! `pending_in`), the fan-out of recorded events to endpoints, and the leased deliveries the worker attempts.
 //! Instances share the work through the database: rows are taken with `FOR UPDATE SKIP LOCKED` on PostgreSQL
-//! (under SQLite's single writer elsewhere) and a delivery is leased while its attempt runs.
+//! (under SQLite's single writer elsewhere) and a delivery is leased while its attempt runs. An outbox row wakes the
+//! workers once committed: `NOTIFY` on PostgreSQL (every instance), the outbox bell in-process on SQLite.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,7 +15,7 @@ use crate::domain::amount::format_units;
 use crate::domain::webhook::{self, WebhookEvent};
 use crate::store::shared::{TX_COLUMNS, TxRow};
 use crate::store::webhooks::{
-    AttemptOutcome, Delivery, DueDelivery, Webhook, WebhookAudit, WebhookChange, WebhookStore,
+    AttemptOutcome, Delivery, DueDelivery, OutboxWake, Webhook, WebhookAudit, WebhookChange, WebhookStore,
 };
 use crate::store::{AuditEvent, StoreError, StoreResult};
 use crate::vault::SealedSecret;
@@ -262,6 +263,7 @@ where
         .await?;
         Self::insert_job(&mut tx, w.id, id, now).await?;
         tx.commit().await?;
+        self.outbox.ring();
         Ok(id)
     }
 
@@ -323,6 +325,7 @@ where
             Self::insert_job(&mut tx, w.id, event_id, now).await?;
         }
         tx.commit().await?;
+        self.outbox.ring();
         Ok(true)
     }
 
@@ -437,13 +440,59 @@ where
         Ok(due)
     }
 
-    async fn record_attempt(
+    async fn record_attempts(
         &self,
+        done: &[(DueDelivery, AttemptOutcome)],
+        disable_after: chrono::TimeDelta,
+    ) -> StoreResult<Vec<Uuid>> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One commit for every attempt that finished meanwhile: under a burst, the worker's writes stay few.
+        let mut tx = B::begin_write(self).await?;
+        let mut disabled = Vec::new();
+        for (due, outcome) in done {
+            if Self::record_in(&mut tx, self.audit_key.get(), due, outcome, disable_after).await? {
+                disabled.push(due.webhook_id);
+            }
+        }
+        tx.commit().await?;
+        Ok(disabled)
+    }
+
+    async fn outbox_wake(&self) -> OutboxWake {
+        OutboxWake::new(self.outbox.clone(), B::outbox_listener(self).await)
+    }
+}
+
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> bool: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<DateTime<Utc>>: Encode<'r, B> + Decode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    /// One attempt logged and its delivery moved on, inside the caller's transaction; answers whether the endpoint
+    /// was disabled by it.
+    async fn record_in(
+        tx: &mut B::Connection,
+        audit_key: Option<&crate::domain::audit::AuditKey>,
         due: &DueDelivery,
         o: &AttemptOutcome,
         disable_after: chrono::TimeDelta,
     ) -> StoreResult<bool> {
-        let mut tx = B::begin_write(self).await?;
         sqlx::query(
             "INSERT INTO webhook_deliveries (webhook_id, event_id, type, attempt, status_code, error, response, \
              duration_ms, at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -511,11 +560,10 @@ where
                         detail: json!({"webhook_id": due.webhook_id, "url": crate::store::webhooks::url_shown(&url),
                             "reason": "every attempt failed for 24 hours"}),
                     };
-                    Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
+                    Self::append_audit(&mut *tx, audit_key, &event).await?;
                 }
             }
         }
-        tx.commit().await?;
         Ok(disabled)
     }
 }
@@ -591,7 +639,7 @@ where
                 map.entry("to").or_insert(Value::String(to));
             }
         }
-        sqlx::query(
+        let done = sqlx::query(
             "INSERT INTO webhook_events (id, type, agent_id, body, dedup, created_at) \
              VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6) ON CONFLICT DO NOTHING",
         )
@@ -603,6 +651,9 @@ where
         .bind(event.at)
         .execute(&mut *conn)
         .await?;
+        if B::rows_affected(&done) == 1 {
+            B::notify_outbox(conn).await?;
+        }
         Ok(())
     }
 }
