@@ -363,7 +363,7 @@ export function poll(el: HTMLElement, tick: () => Promise<unknown>): void {
 
 export function approvalsPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   onDecided: (transfer: Transfer) => void,
   onCount: (count: number) => void,
   chains: ChainInfo[] = [],

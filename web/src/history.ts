@@ -73,7 +73,7 @@ function heldEntry(t: Transfer): HistoryEntry & { expires_at?: string | null } {
 
 export function historyPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   chains: ChainInfo[],
   hooks: HistoryHooks = { openApproval: () => {} },
 ): HistoryPanel {

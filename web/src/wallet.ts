@@ -16,7 +16,7 @@ export interface WalletPanel {
 
 export function walletPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   chains: ChainInfo[],
   onMoved: () => void = () => {},
   openApproval: (transferId: string) => void = () => {},

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account: unlocked, so anvil signs as the owner (as `cast wallet sign` would with its key).
@@ -120,6 +120,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     // The same in the agent's settings: the status line keeps saying there is no owner authority.
     await page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: /Treasurer/ }).click();
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill('adm_made_up');
     await owner.getByRole('button', { name: 'Use admin token' }).click();
@@ -142,6 +143,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     ownerToken = session.body.owner_token;
     assert.match(ownerToken, /^own_/);
 
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     const form = owner.getByTestId('owner-token-form');
     await form.getByLabel('Owner session token').fill(`own_${'x'.repeat(43)}`);

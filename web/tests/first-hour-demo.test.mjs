@@ -25,7 +25,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
+import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage, openFold } from './harness.mjs';
 import { jsonRpc, tokenBalance, USDC } from '../../scripts/evm.mjs';
 
 const TIMEOUT = 20000;
@@ -213,10 +213,12 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await item.waitFor();
     await shot('02-demo-agent-listed');
 
-    // Opened with the access token the demo printed.
+    // The admin token alone opens the agent as its owner; the access token the demo printed is given for the rest.
     await item.click();
-    await page.getByRole('textbox', { name: 'Access token' }).fill(demo.agentToken);
-    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByTestId('opened-as-owner').getByRole('button', { name: 'Add the agent token' }).click();
+    const given = page.getByTestId('header-agent-token');
+    await given.getByRole('textbox', { name: 'Access token' }).fill(demo.agentToken);
+    await given.getByRole('button', { name: 'Use token' }).click();
     await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = page.getByTestId('wallet-base');
@@ -238,6 +240,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
 
   step('gives owner authority from the console: the admin token, and an owner session opened with the owner key', async () => {
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     // The admin token given in the sidebar is the agent's owner authority too.
     await owner.getByTestId('authority-status').filter({ hasText: /admin token/ }).waitFor();
