@@ -225,6 +225,9 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     // 10 ETH funded, 0.01 sent by the demo and its fee; 1000 test USDC.
     await card.getByTestId('balance-base').filter({ hasText: /^9\.9\d* ETH$/ }).waitFor();
     await card.getByTestId('token-base-USDC').filter({ hasText: /^1000 USDC$/ }).waitFor();
+    // A stablecoin's dollar value, at the peg (said so), beside it; none for ETH (no price source).
+    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $1,000.00 (at the peg)');
+    assert.equal(await card.getByTestId('balance-base').getByTestId('usd').count(), 0);
     await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
     assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
     await shot('03-wallet-eth-usdc-local-node');
@@ -427,6 +430,10 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const call = answer.locator('[data-testid="chain-call"][data-tool="pay_http"]');
     await call.and(page.locator('[data-state="done"]')).waitFor();
     assert.match(await call.getByTestId('chain-call-result').textContent(), /the paid sample report/);
+    // What the payment bought, readable under the card: the paywall's answer as text, with its status.
+    const bought = answer.getByTestId('paid-answer');
+    assert.equal(await bought.getAttribute('data-status'), '200');
+    assert.match(await bought.getByTestId('paid-answer-body').textContent(), /the paid sample report/);
     await shot('18-paywall-paid-in-chat');
 
     assert.equal((await usdc(payee)) - before, price, "the paywall's payee got the test USDC on the demo chain");
@@ -442,6 +449,9 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal(await row.getAttribute('data-kind'), 'x402');
     assert.match(await row.getByTestId('x402').textContent(), /127\.0\.0\.1:\d+\/report/);
     await assertLocalTx(row.getByTestId('tx'), payment.tx_hash);
+    // "What it bought" reads the payment's kept answer (x402.response on GET …/transfers/{id}).
+    await row.getByTestId('x402-bought').click();
+    await row.getByTestId('paid-answer-body').filter({ hasText: /the paid sample report/ }).waitFor();
     await shot('19-history-x402-confirmed');
   });
 

@@ -136,6 +136,12 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     assert.match(await row.textContent(), /0\.01 USDC/);
     assert.doesNotMatch(await row.textContent(), /secret-query-value/);
     await assertLocalTx(row.getByTestId('tx'), settlement);
+    // What it bought: the resource's answer kept on the transfer, shown as text with its status.
+    await row.getByTestId('x402-bought').click();
+    const bought = row.getByTestId('paid-answer');
+    await bought.getByTestId('paid-answer-body').filter({ hasText: /^paid content$/ }).waitFor();
+    assert.equal(await bought.getAttribute('data-status'), '200');
+    assert.match(await bought.getByTestId('paid-answer-facts').textContent(), /HTTP 200/);
     await shot('x03-history-confirmed');
 
     const transfer = await api('GET', `/api/agents/${agentId}/transfers/${transferId}`, undefined, asAgent());
