@@ -159,6 +159,27 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     assert.equal(stored.token, ownerToken);
     await shot('06-owner-token-pasted');
 
+    // Another browser holding nothing of this agent opens it as its owner with the pasted session alone (§10):
+    // History and Policy work; Chat asks for the agent's token.
+    const other = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
+    try {
+      const owned = await other.newPage();
+      owned.setDefaultTimeout(20000);
+      await owned.goto(`${stack.baseUrl}/#/agents/${guardedId}`);
+      const open = owned.getByTestId('open-as-owner');
+      await open.getByLabel('Owner session token').fill(ownerToken);
+      await open.getByRole('button', { name: 'Open as owner' }).click();
+      await owned.getByTestId('opened-as-owner').filter({ hasText: /Opened as owner with a pasted owner session/ }).waitFor();
+      await owned.getByRole('tab', { name: 'History', selected: true }).waitFor();
+      await owned.getByRole('tab', { name: 'Policy' }).click();
+      await owned.getByTestId('policy-saved').waitFor({ state: 'attached' });
+      await owned.getByRole('tab', { name: 'Chat' }).click();
+      await owned.getByRole('tabpanel').getByTestId('needs-agent-token').waitFor();
+      await owned.screenshot({ path: join(artifactsDir, 'first-hour-06b-opened-with-owner-session.png'), fullPage: true });
+    } finally {
+      await other.close();
+    }
+
     // The owner sets the policy (through the API here: the policy editor has its own tests).
     const policy = await api(
       'PUT',

@@ -271,6 +271,18 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
       { name: 'new-agent', hash: '#/new', ready: () => page.getByRole('heading', { name: 'New agent' }).waitFor() },
       { name: 'agent-as-owner', hash: `#/agents/${otherId}/chat`, ready: () => page.getByTestId('opened-as-owner').waitFor() },
       {
+        // A browser without the admin token: the agent's token form, and opening it as its owner with a session.
+        name: 'agent-token',
+        hash: `#/agents/${otherId}`,
+        ready: async () => {
+          await page.evaluate(() => localStorage.removeItem('agentd.adminToken'));
+          await page.reload();
+          await page.getByTestId('open-as-owner').waitFor();
+          await page.getByRole('button', { name: 'Use token' }).waitFor();
+        },
+        done: () => page.evaluate((admin) => localStorage.setItem('agentd.adminToken', admin), ADMIN),
+      },
+      {
         name: 'history',
         hash: `${base}/history`,
         ready: async () => {
@@ -315,6 +327,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
         } catch (e) {
           failures.push(e.message);
         }
+        if (screen.done) await screen.done();
       }
     }
     assert.deepEqual(failures, []);
