@@ -119,6 +119,9 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     await item.getByRole('button', { name: /^Approve 0\.01 USDC for / }).click();
     await item.getByRole('button', { name: /^Confirm: approve 0\.01 USDC for / }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
+    // The approval's answer carries what the paid request bought: shown where the decision was taken.
+    const boughtHere = page.locator(`[data-testid="approval-bought"][data-transfer-id="${transferId}"]`);
+    await boughtHere.getByTestId('paid-answer-body').filter({ hasText: /^paid content$/ }).waitFor();
     await shot('x02-approved');
 
     // The service made the paid request itself, once, and kept the resource's answer on the transfer.
