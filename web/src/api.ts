@@ -227,12 +227,12 @@ export const api = {
   createAgent: (body: CreateAgentBody) => call<CreatedAgent>('POST', '/api/agents', { body, admin: true }),
   agent: (id: string, token: string | null) => call<AgentDetail>('GET', `/api/agents/${enc(id)}`, reader(id, token)),
   // Raising the cap, adding chains or capabilities and changing owners need owner authority on a guarded agent.
-  updateAgent: (id: string, token: string, body: UpdateAgentBody) =>
+  updateAgent: (id: string, token: string | null, body: UpdateAgentBody) =>
     call<AgentDetail>('PUT', `/api/agents/${enc(id)}`, { token, body, owner: id }),
-  deleteAgent: (id: string, token: string) => call<void>('DELETE', `/api/agents/${enc(id)}`, { token }),
-  balances: (id: string, token: string) => call<Balances>('GET', `/api/agents/${enc(id)}/balances`, { token }),
-  fund: (id: string, token: string, body: FundBody) =>
-    call<Funding>('POST', `/api/agents/${enc(id)}/fund`, { token, body }),
+  deleteAgent: (id: string, token: string | null) => call<void>('DELETE', `/api/agents/${enc(id)}`, reader(id, token)),
+  balances: (id: string, token: string | null) => call<Balances>('GET', `/api/agents/${enc(id)}/balances`, reader(id, token)),
+  fund: (id: string, token: string | null, body: FundBody) =>
+    call<Funding>('POST', `/api/agents/${enc(id)}/fund`, { ...reader(id, token), body }),
   challenge: (id: string) => call<Challenge>('GET', `/api/agents/${enc(id)}/reissue-challenge`),
   reissue: (id: string, proof: Proof) =>
     call<Reissued>('POST', `/api/agents/${enc(id)}/reissue-token`, {
@@ -282,8 +282,8 @@ export const api = {
     call<Balances>('GET', `/api/agents/${enc(id)}/balances`, { token, owner: id }),
   approvalsAny: (id: string, token: string | null) =>
     call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, { token, owner: id }),
-  cancel: (id: string, token: string, transferId: string) =>
-    call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/cancel`, { token }),
+  cancel: (id: string, token: string | null, transferId: string) =>
+    call<Transfer>('POST', `/api/agents/${enc(id)}/transfers/${enc(transferId)}/cancel`, reader(id, token)),
   approvals: (id: string, token: string | null) => call<Transfer[]>('GET', `/api/agents/${enc(id)}/approvals`, reader(id, token)),
   transfer: (id: string, token: string | null, transferId: string) =>
     call<Transfer>('GET', `/api/agents/${enc(id)}/transfers/${enc(transferId)}`, reader(id, token)),
@@ -297,7 +297,7 @@ export const api = {
       ...(reason ? { body: { reason } } : {}),
     }),
   policy: (id: string, token: string | null) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, reader(id, token)),
-  putPolicy: (id: string, token: string, body: PolicyBody) =>
+  putPolicy: (id: string, token: string | null, body: PolicyBody) =>
     call<Policy>('PUT', `/api/agents/${enc(id)}/policy`, { token, body, owner: id }),
   audit: (id: string, token: string | null, limit: number, before: number | null) => {
     const params = new URLSearchParams({ limit: String(limit) });
@@ -305,24 +305,24 @@ export const api = {
     return call<AuditEntry[]>('GET', `/api/agents/${enc(id)}/audit?${params}`, reader(id, token));
   },
   // Webhooks (§19): every call, reading included, needs owner authority on a guarded agent.
-  webhooks: (id: string, token: string) => call<Webhook[]>('GET', `/api/agents/${enc(id)}/webhooks`, { token, owner: id }),
-  createWebhook: (id: string, token: string, body: CreateWebhookBody) =>
+  webhooks: (id: string, token: string | null) => call<Webhook[]>('GET', `/api/agents/${enc(id)}/webhooks`, { token, owner: id }),
+  createWebhook: (id: string, token: string | null, body: CreateWebhookBody) =>
     call<WebhookWithSecret>('POST', `/api/agents/${enc(id)}/webhooks`, { token, body, owner: id }),
-  updateWebhook: (id: string, token: string, wid: string, body: UpdateWebhookBody) =>
+  updateWebhook: (id: string, token: string | null, wid: string, body: UpdateWebhookBody) =>
     call<Webhook>('PATCH', `/api/agents/${enc(id)}/webhooks/${enc(wid)}`, { token, body, owner: id }),
-  deleteWebhook: (id: string, token: string, wid: string) =>
+  deleteWebhook: (id: string, token: string | null, wid: string) =>
     call<void>('DELETE', `/api/agents/${enc(id)}/webhooks/${enc(wid)}`, { token, owner: id }),
-  rotateWebhookSecret: (id: string, token: string, wid: string) =>
+  rotateWebhookSecret: (id: string, token: string | null, wid: string) =>
     call<WebhookWithSecret>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/rotate-secret`, { token, owner: id }),
-  testWebhook: (id: string, token: string, wid: string) =>
+  testWebhook: (id: string, token: string | null, wid: string) =>
     call<QueuedEvent>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/test`, { token, owner: id }),
   /** One page of a webhook's attempts, newest first; `before` is the id of the last attempt of the previous page. */
-  deliveries: (id: string, token: string, wid: string, limit: number, before: number | null) => {
+  deliveries: (id: string, token: string | null, wid: string, limit: number, before: number | null) => {
     const params = new URLSearchParams({ limit: String(limit) });
     if (before !== null) params.set('before', String(before));
     return call<Delivery[]>('GET', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/deliveries?${params}`, { token, owner: id });
   },
-  redeliver: (id: string, token: string, wid: string, eventId: string) =>
+  redeliver: (id: string, token: string | null, wid: string, eventId: string) =>
     call<QueuedEvent>('POST', `/api/agents/${enc(id)}/webhooks/${enc(wid)}/deliveries/${enc(eventId)}/redeliver`, {
       token,
       owner: id,

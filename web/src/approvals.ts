@@ -21,6 +21,7 @@ import {
   type AgentFacts,
 } from './explain';
 import { hostAndPath } from './history';
+import { paidAnswerView } from './paid';
 import { errorLine, notify } from './ui';
 
 export interface ApprovalsPanel {
@@ -299,6 +300,20 @@ export function approvalList(opts: ApprovalListOptions): ApprovalList {
 
   async function decided(t: Transfer): Promise<void> {
     opts.onDecided?.(t);
+    // An approved x402 payment: the service made the paid request at once and answers what it bought (§16).
+    const answer = t.kind === 'x402' ? t.x402?.response : null;
+    if (answer) {
+      const item = h(
+        'li',
+        { class: 'approval-result', 'data-testid': 'approval-bought', 'data-transfer-id': t.id },
+        paidAnswerView(answer, `Paid ${t.amount} ${t.asset} for ${t.x402 ? hostAndPath(t.x402.url) : 'the resource'}: what it bought`),
+      );
+      const dismiss = h('button', { type: 'button', class: 'secondary small', onclick: () => item.remove() }, 'Dismiss');
+      const row = item.querySelector('.paid-answer .row');
+      if (row) row.append(dismiss);
+      else item.querySelector('.paid-answer')?.append(h('div', { class: 'row' }, dismiss));
+      el.prepend(item);
+    }
     await refresh(true);
   }
 
@@ -363,7 +378,7 @@ export function poll(el: HTMLElement, tick: () => Promise<unknown>): void {
 
 export function approvalsPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   onDecided: (transfer: Transfer) => void,
   onCount: (count: number) => void,
   chains: ChainInfo[] = [],

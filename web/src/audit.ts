@@ -35,7 +35,7 @@ const KINDS: { id: string; label: string; match: (action: string) => boolean }[]
 /** An action's name in words: `transfer_refused` → "transfer refused". */
 const actionWords = (action: string) => action.replace(/_/g, ' ');
 
-export function auditPanel(agent: AgentDetail, token: string): AuditPanel {
+export function auditPanel(agent: AgentDetail, token: string | null): AuditPanel {
   const heading = uid('audit');
   const error = errorLine();
   const rows = h('tbody', {});

@@ -17,6 +17,7 @@ import {
 } from './api';
 import { clear, h, readableTime, shortHex, uid } from './dom';
 import { loadFacts, refusalText } from './explain';
+import { isPaidAnswer, paidAnswerView } from './paid';
 import { readSse } from './sse';
 import { lastEventId, setLastEventId } from './tokens';
 import { errorText, notify, txHashLink } from './ui';
@@ -161,6 +162,7 @@ function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
   const duration = h('span', { class: 'muted small' });
   const resultBlock = h('pre', { class: 'mono small', 'data-testid': 'chain-call-result' });
   const resultLabel = h('h4', {}, 'Result');
+  let paid: HTMLElement | null = null;
   const el = h(
     'details',
     { class: 'call', 'data-testid': 'chain-call', 'data-tool': call.tool },
@@ -178,6 +180,14 @@ function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
     resultLabel.textContent = failed ? 'Error' : 'Result';
     resultBlock.textContent = json(failed ? r.error : (r.result ?? null));
     duration.textContent = r.duration_ms !== undefined ? `${r.duration_ms} ms` : '';
+    // A paid request (pay_http, §16): what it bought, readable under the card rather than inside its JSON.
+    if (!failed && call.tool === 'pay_http' && isPaidAnswer(r.result) && !paid) {
+      const answer = r.result;
+      paid = paidAnswerView(answer, answer.status === 402 ? 'The resource\u2019s answer' : 'What the payment bought');
+      const place = () => el.after(paid!);
+      if (el.parentNode) place();
+      else queueMicrotask(() => el.parentNode && place());
+    }
   }
   function transfer(state: TransferState, text?: string): void {
     status.textContent = STATE_LABEL[state];

@@ -10,7 +10,8 @@ import { compactEffects, functionName, simulationOf, typedLabel, type CallFields
 import { DAYS, spendingChart, spendingSeries } from './chart';
 import { cell, clear, formatTime, h, readableTime, shortHex, uid, whenEl } from './dom';
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
-import { errorLine, notify, txHashLink } from './ui';
+import { errorLine, errorText, notify, txHashLink } from './ui';
+import { paidAnswerView } from './paid';
 
 export interface HistoryHooks {
   /** Opens the Approvals tab at the card of a held transfer. */
@@ -73,7 +74,7 @@ function heldEntry(t: Transfer): HistoryEntry & { expires_at?: string | null } {
 
 export function historyPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   chains: ChainInfo[],
   hooks: HistoryHooks = { openApproval: () => {} },
 ): HistoryPanel {
@@ -185,10 +186,41 @@ export function historyPanel(
         h('span', { class: 'badge kind' }, 'x402'),
         ' ',
         e.x402 ? h('span', { class: 'mono small', title: e.x402.url }, hostAndPath(e.x402.url)) : 'paid request',
+        e.status === 'awaiting_approval' ? null : boughtButton(e.id),
       );
     }
     if (e.kind === 'call' || e.kind === 'typed_data') return callCell(e);
     return h('span', {}, `transfer on ${e.chain}`);
+  }
+
+  /**
+   * "What it bought": the paid request's answer, kept by the service and returned on single-transfer reads only
+   * (`x402.response`, §16), read when asked and shown under the row's description.
+   */
+  function boughtButton(transferId: string): HTMLElement {
+    const slot = h('div', { class: 'bought' });
+    const button = h('button', { type: 'button', class: 'link small', 'data-testid': 'x402-bought', 'aria-expanded': 'false' }, 'What it bought');
+    button.addEventListener('click', async () => {
+      if (slot.firstChild) {
+        slot.replaceChildren();
+        button.setAttribute('aria-expanded', 'false');
+        return;
+      }
+      button.disabled = true;
+      try {
+        const t = await api.transfer(agent.id, token, transferId);
+        const answer = t.x402?.response;
+        slot.replaceChildren(
+          answer ? paidAnswerView(answer) : h('p', { class: 'muted small' }, 'The service kept no answer for this payment (the paid request was not made, or failed before an answer).'),
+        );
+        button.setAttribute('aria-expanded', 'true');
+      } catch (err) {
+        slot.replaceChildren(h('p', { class: 'form-error small' }, errorText(err)));
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return h('div', {}, button, slot);
   }
 
   function row(e: HistoryEntry & { expires_at?: string | null }): HTMLElement {

@@ -16,7 +16,7 @@ function credentialText(agent: AgentDetail): string {
   return `This agent is guarded: export needs owner authority, the admin token or an owner session (Settings → Owner authority); its own token alone is refused (owner_required). ${held}`;
 }
 
-export function keysPanel(agent: AgentDetail, token: string, chains: ChainInfo[], onSwept: () => void): HTMLElement {
+export function keysPanel(agent: AgentDetail, token: string | null, chains: ChainInfo[], onSwept: () => void): HTMLElement {
   const chain = h('select', {}, agent.chains.map((c) => h('option', { value: c }, c)));
   const understood = h('input', { type: 'checkbox', id: uid('understood') });
   const exportButton = h('button', { type: 'submit', class: 'danger' }, 'Export private key');
@@ -128,7 +128,7 @@ export function keysPanel(agent: AgentDetail, token: string, chains: ChainInfo[]
 }
 
 /** Sweep: the whole balance of one asset to an owner address (owner authority). */
-function sweepForm(agent: AgentDetail, token: string, chains: ChainInfo[], onSwept: () => void): HTMLDetailsElement {
+function sweepForm(agent: AgentDetail, token: string | null, chains: ChainInfo[], onSwept: () => void): HTMLDetailsElement {
   const known = chains.filter((c) => agent.chains.includes(c.name));
   const chain = h('select', {}, known.map((c) => h('option', { value: c.name }, c.name)));
   const asset = h('select', {});

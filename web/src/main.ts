@@ -4,7 +4,7 @@ import './style.css';
 import { api, ApiError, adminToken, checkAdminToken, setAdminToken, type AgentDetail, type AgentSummary, type Capability, type ChainInfo } from './api';
 import { approvalsPanel, keepWaitingOf, noteWaiting, onWaitingTotal } from './approvals';
 import { auditPanel } from './audit';
-import { onAuthorityChange, ownerCredential } from './authority';
+import { onAuthorityChange, ownerCredential, ownerSession, setOwnerSession } from './authority';
 import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
@@ -23,7 +23,9 @@ import {
 } from './settings';
 import { forgetToken, getToken, isRemembered, setToken } from './tokens';
 import {
+  agentTokenPrompt,
   capabilityPicker,
+  fold,
   chainPicker,
   errorLine,
   errorText,
@@ -502,8 +504,73 @@ function tokenForm(id: string, summary: AgentSummary | undefined, message?: stri
   });
   const chains = summary?.chains ?? [];
   const lost = h('section', { class: 'card' }, h('h3', {}, 'Lost the token?'), walletReissue({ id, chains }, (token, owners) => revealReissued(id, token, owners)));
-  main.append(agentHeader(summary?.name ?? 'Agent', summary ?? null, id), form, chains.length ? lost : '');
+  main.append(agentHeader(summary?.name ?? 'Agent', summary ?? null, id), form, ownerOpenForm(id), chains.length ? lost : '');
   input.focus();
+}
+
+/**
+ * Opening an agent as its owner, without its token (§10: owner authority alone reads and governs every agent-scoped
+ * resource but chat, sending and the conversations): the admin token (the sidebar's, or Settings), or an owner
+ * session token (`own_…`) got elsewhere, pasted here.
+ */
+function ownerOpenForm(id: string): HTMLElement {
+  const pasted = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'own_…' });
+  const error = errorLine();
+  const heading = uid('open-owner');
+  const form = h(
+    'form',
+    { class: 'card', 'aria-labelledby': heading, 'data-testid': 'open-as-owner' },
+    h('h3', { id: heading }, 'Open it as its owner'),
+    h(
+      'p',
+      { class: 'muted' },
+      'The owner does not need the agent\u2019s token to see its history, approve its transfers, set its policy, webhooks ',
+      'and settings or read its audit log: enter the server\u2019s admin token in the sidebar (Admin token), or paste an ',
+      'owner session token (own_\u2026, from POST \u2026/owner-session, 15 minutes). Chat and sending still take the agent\u2019s own token.',
+    ),
+    field('Owner session token', pasted),
+    error.el,
+    h('div', { class: 'row' }, h('button', { type: 'submit', class: 'secondary' }, 'Open as owner')),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    error.clear();
+    const value = pasted.value.trim();
+    if (!value.startsWith('own_')) {
+      error.show(new Error('An owner session token starts with own_. The admin token goes in the sidebar\u2019s Admin token.'));
+      return;
+    }
+    try {
+      await api.checkOwnerToken(id, value);
+    } catch (e) {
+      error.show(
+        e instanceof ApiError && e.code === 'invalid_owner_token'
+          ? new Error('The server does not know this owner token, or it has expired (invalid_owner_token): open a new session and paste it.')
+          : e instanceof ApiError && e.status === 403
+            ? new Error(`This owner token is another agent's session (${e.code}).`)
+            : e,
+      );
+      return;
+    }
+    setOwnerSession(id, { token: value, expires_at: new Date(Date.now() + 15 * 60_000).toISOString(), address: null });
+    notify('Owner session checked with the server: the agent opens as its owner.');
+    selectAgent(id);
+  });
+  return form;
+}
+
+/** The owner authority the console holds for an agent, for a summary line. */
+function ownerShort(id: string): string {
+  const session = ownerSession(id);
+  if (session) return session.address ? `signed in as owner ${session.address.slice(0, 6)}\u2026${session.address.slice(-4)}` : 'a pasted owner session in use';
+  return adminToken() ? 'the admin token in use' : 'no owner authority in this browser';
+}
+
+/** What owner authority the console opens an agent with, in a few words. */
+function ownerWords(id: string): string {
+  const session = ownerSession(id);
+  if (session) return session.address ? `your owner session (${session.address})` : 'a pasted owner session';
+  return 'the admin token';
 }
 
 function revealReissued(id: string, token: string, owners?: Record<string, string>): void {
@@ -513,31 +580,9 @@ function revealReissued(id: string, token: string, owners?: Record<string, strin
   renderAgentList();
 }
 
-async function renderAgent(id: string): Promise<void> {
-  const summary = state.agents.find((a) => a.id === id);
-  const token = getToken(id);
-  if (!token) {
-    tokenForm(id, summary);
-    return;
-  }
-  clear(main);
-  main.append(h('p', { class: 'muted' }, 'Loading…'));
-  let agent: AgentDetail;
-  try {
-    agent = await api.agent(id, token);
-  } catch (e) {
-    if (e instanceof ApiError && (e.status === 401 || e.status === 403)) {
-      forgetToken(id);
-      tokenForm(id, summary, `The saved token no longer works (${e.code}): it was probably reissued. Paste the current one.`);
-    } else {
-      clear(main);
-      main.append(h('p', { class: 'form-error', role: 'alert' }, errorText(e)));
-    }
-    return;
-  }
-  if (state.selected !== id) return;
-
-  const tokenInfo = h(
+/** The header's line for an agent opened with its own token: where it is kept, and "Forget token". */
+function agentTokenInfo(id: string): HTMLElement {
+  return h(
     'div',
     { class: 'token-info' },
     h('span', { class: 'muted small' }, isRemembered(id) ? 'Token remembered in this browser' : 'Token kept for this tab only'),
@@ -555,9 +600,82 @@ async function renderAgent(id: string): Promise<void> {
       'Forget token',
     ),
   );
+}
+
+async function renderAgent(id: string): Promise<void> {
+  const summary = state.agents.find((a) => a.id === id);
+  // The agent's own token when the console holds one; else owner authority alone (§10: the admin token or an owner
+  // session opens every view an owner needs; chat and sending then ask for the agent's token in place).
+  const token = getToken(id);
+  if (!token && !ownerCredential(id)) {
+    tokenForm(id, summary);
+    return;
+  }
+  clear(main);
+  main.append(h('p', { class: 'muted' }, 'Loading…'));
+  let agent: AgentDetail;
+  try {
+    agent = await api.agent(id, token);
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 401 || e.status === 403)) {
+      if (token) {
+        forgetToken(id);
+        if (ownerCredential(id)) {
+          notify(`The saved token of this agent no longer works (${e.code}): it was probably reissued. Opened as its owner.`, 'error');
+          if (state.selected === id) void renderAgent(id);
+          return;
+        }
+        tokenForm(id, summary, `The saved token no longer works (${e.code}): it was probably reissued. Paste the current one.`);
+      } else {
+        tokenForm(id, summary, `The server refused ${ownerWords(id)} for this agent (${e.code}). Paste the agent\u2019s token, or check the owner authority.`);
+      }
+    } else {
+      clear(main);
+      main.append(h('p', { class: 'form-error', role: 'alert' }, errorText(e)));
+    }
+    return;
+  }
+  if (state.selected !== id) return;
+
+  // Opened as the owner: a slot under the header for the agent's token, for chat and sending.
+  const tokenSlot = h('div', { class: 'token-slot', hidden: true });
+  const tokenInfo = token
+    ? agentTokenInfo(id)
+    : h(
+        'div',
+        { class: 'token-info', 'data-testid': 'opened-as-owner' },
+        h('span', { class: 'muted small' }, `Opened as owner with ${ownerWords(id)}: no agent token here`),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary small',
+            'aria-expanded': 'false',
+            onclick: (event: Event) => {
+              tokenSlot.hidden = !tokenSlot.hidden;
+              (event.currentTarget as HTMLElement).setAttribute('aria-expanded', String(!tokenSlot.hidden));
+              if (!tokenSlot.hidden) tokenSlot.querySelector('input')?.focus();
+            },
+          },
+          'Add the agent token',
+        ),
+      );
+  if (!token) {
+    tokenSlot.append(
+      agentTokenPrompt(id, {
+        title: 'The agent\u2019s access token',
+        why: 'Chat and sending act as the agent and take only its own token. History, Approvals, Policy, Webhooks, Audit and Settings work as its owner without it.',
+        testid: 'header-agent-token',
+      }),
+    );
+    // Owner authority that goes away (the admin token forgotten, the session ended) leaves nothing to read with.
+    onAuthorityChange(tokenInfo, () => {
+      if (!ownerCredential(id) && state.selected === id && !getToken(id)) selectAgent(id, state.tab);
+    });
+  }
 
   clear(main);
-  main.append(agentHeader(agent.name, agent, id, tokenInfo));
+  main.append(agentHeader(agent.name, agent, id, tokenInfo), tokenSlot);
   if (agent.description) main.append(h('p', { class: 'description' }, agent.description));
   main.append(
     h(
@@ -612,21 +730,54 @@ async function renderAgent(id: string): Promise<void> {
     },
     state.chains,
   );
-  const chat = chatPanel(
-    agent,
-    token,
-    () => void wallet.refreshBalances(),
-    () => void approvals.refresh(),
-    openApproval,
-  );
+  const chat: ChatPanel = token
+    ? chatPanel(
+        agent,
+        token,
+        () => void wallet.refreshBalances(),
+        () => void approvals.refresh(),
+        openApproval,
+      )
+    : {
+        // §10: chat and the conversations act as the agent and refuse owner authority alone.
+        el: h(
+          'section',
+          { class: 'chat-locked' },
+          agentTokenPrompt(id, {
+            title: 'Chat needs the agent\u2019s own token',
+            why: 'Chat talks as the agent (its conversations, its tools, its sends), so the service takes only the agent\u2019s access token for it, not the admin token or an owner session. Give the token to chat here; the other tabs work without it.',
+          }),
+        ),
+        load() {},
+        close() {},
+        transferUpdated() {},
+      };
   activeChat = chat;
+  // Settings: each block folded behind a one-line summary (the agent's own settings open), not one long page.
+  const ownerFold = fold(ownerSection(agent), {
+    testid: 'settings-owner',
+    summary: () => `${agent.guarded ? 'Guarded' : 'Not guarded: its own token can lift its limits'} \u00b7 ${ownerShort(id)}`,
+  });
+  onAuthorityChange(ownerFold.el, ownerFold.refresh);
   const settings = h(
     'div',
     { class: 'stack' },
-    editForm(agent, token, state.chains, hooks),
-    ownerSection(agent),
-    reissueSection(agent, hooks),
-    deleteSection(agent, token, hooks),
+    fold(editForm(agent, token, state.chains, hooks), {
+      testid: 'settings-agent',
+      open: true,
+      summary: () =>
+        `Name, chains, capabilities, cap (${agent.spending_cap} per chain), owner address${agent.owner_addresses && Object.keys(agent.owner_addresses).length ? '' : ' (none)'}`,
+    }).el,
+    ownerFold.el,
+    fold(reissueSection(agent, hooks), {
+      testid: 'settings-reissue',
+      summary: () =>
+        token ? 'A new token for the agent: with the current one, or a wallet signature' : 'A new token for the agent, with a wallet signature',
+    }).el,
+    fold(deleteSection(agent, token, hooks), {
+      testid: 'settings-delete',
+      summary: () => 'Deactivate the agent: its token stops working, nothing is erased',
+    }).el,
   );
   const panels: Record<Tab, { el: HTMLElement; load(): void }> = {
     chat,
@@ -705,6 +856,14 @@ function scrollCue(row: HTMLElement): { el: HTMLElement; update(): void } {
 }
 
 // ---------------------------------------------------------------- start
+
+// The agent's token given in place (chat, send, the header of an agent opened as its owner): the agent re-opens with
+// it, on the same tab.
+window.addEventListener('agentd:agent-token', (event) => {
+  const id = (event as CustomEvent<string>).detail;
+  if (state.selected === id) selectAgent(id, state.tab);
+  else renderAgentList();
+});
 
 async function start(): Promise<void> {
   const app = document.getElementById('app')!;

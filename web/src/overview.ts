@@ -8,6 +8,7 @@ import { noteWaiting } from './approvals';
 import { ownerCredential } from './authority';
 import { clear, h, uid } from './dom';
 import { getToken } from './tokens';
+import { usdValue } from './usd';
 import { errorText } from './ui';
 
 export interface OverviewHooks {
@@ -135,7 +136,7 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
         line.append(h('span', { 'data-testid': `overview-balance-${chain}` }, amount(entry.formatted, entry.symbol)));
         // Tokens are listed when the wallet holds some.
         for (const [symbol, t] of Object.entries(entry.tokens ?? {})) {
-          if (!('error' in t) && compareDecimal(t.formatted, '0') === 1) line.append(' · ', amount(t.formatted, symbol));
+          if (!('error' in t) && compareDecimal(t.formatted, '0') === 1) line.append(' · ', amount(t.formatted, symbol), usdValue(t.formatted, symbol) ?? '');
         }
       }
       cell.append(line);

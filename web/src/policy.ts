@@ -35,7 +35,7 @@ function lines(text: string): string[] {
     .filter(Boolean);
 }
 
-export function policyPanel(agent: AgentDetail, token: string, chains: ChainInfo[]): PolicyPanel {
+export function policyPanel(agent: AgentDetail, token: string | null, chains: ChainInfo[]): PolicyPanel {
   const heading = uid('policy');
   const formError = errorLine();
   const authority = h('p', { class: 'muted small' });

@@ -7,7 +7,7 @@ import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Tran
 import { compareDecimal, roundAmount, subtractDecimal } from './amount';
 import { clear, field, h, uid } from './dom';
 import { loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
-import { errorLine, errorText, txHashLink } from './ui';
+import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
@@ -38,7 +38,24 @@ export function amountSpan(value: string, unit: string, testid?: string): HTMLEl
   return h('span', { title: `${value} ${unit}`.trim(), 'data-testid': testid ?? null }, `${roundAmount(value)} ${unit}`.trim());
 }
 
-export function sendPanel(agent: AgentDetail, token: string, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
+export function sendPanel(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
+  // Sending acts as the agent (§10: POST …/transfers refuses owner authority alone): without its token, ask for it.
+  if (!token) {
+    const heading = uid('send');
+    return h(
+      'section',
+      { class: 'card send', 'aria-labelledby': heading, 'data-testid': 'send-card' },
+      h('h2', { id: heading }, 'Send'),
+      agentTokenPrompt(agent.id, {
+        title: 'Sending needs the agent\u2019s own token',
+        why: 'A send acts as the agent, under its spending cap and policy: the service takes only the agent\u2019s access token for it, not the admin token or an owner session. Give the token to send from here; everything else on this page works without it.',
+      }),
+    );
+  }
+  return sendForm(agent, token, chains, hooks);
+}
+
+function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
   const known = chains.filter((c) => agent.chains.includes(c.name));
   const canSend = agent.capabilities.includes('transact');
   const chain = h('select', {}, known.map((c) => h('option', { value: c.name }, `${c.name} (chain id ${c.chain_id})`)));

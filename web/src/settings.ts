@@ -21,7 +21,7 @@ export interface SettingsHooks {
   onDeleted(): void;
 }
 
-export function editForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks: SettingsHooks): HTMLElement {
+export function editForm(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SettingsHooks): HTMLElement {
   const name = h('input', { type: 'text', required: true, maxlength: 100, value: agent.name, autocomplete: 'off' });
   const description = h('textarea', { rows: 2, maxlength: 1000 }, agent.description ?? '');
   const chainBoxes = chainPicker(chains, agent.chains, 'Chains');
@@ -159,19 +159,22 @@ export function reissueSection(agent: AgentDetail, hooks: SettingsHooks): HTMLEl
     }
   });
   const heading = uid('reissue');
+  const held = getToken(agent.id) !== null;
   return h(
     'section',
     { class: 'card', 'aria-labelledby': heading },
     h('h2', { id: heading }, 'Reissue the access token'),
     h('p', { class: 'muted' }, 'A new token replaces the current one at once: the old one stops working everywhere.'),
-    h('div', { class: 'row' }, button),
+    held
+      ? h('div', { class: 'row' }, button)
+      : h('p', { class: 'muted small' }, 'This browser holds no token of this agent (it is opened as its owner): reissue with a wallet signature below.'),
     error.el,
     h('h3', {}, 'With a wallet signature'),
     walletReissue(agent, hooks.onReissued),
   );
 }
 
-export function deleteSection(agent: AgentDetail, token: string, hooks: SettingsHooks): HTMLElement {
+export function deleteSection(agent: AgentDetail, token: string | null, hooks: SettingsHooks): HTMLElement {
   const error = errorLine();
   const confirmRow = h('div', { class: 'row', hidden: true });
   const start = h('button', { type: 'button', class: 'danger' }, 'Delete agent…');

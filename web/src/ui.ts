@@ -1,5 +1,5 @@
 // Shared pieces: notifications, error text, the one-time token panel, chain and capability pickers.
-import { ApiError, type ChainInfo } from './api';
+import { api, ApiError, type ChainInfo } from './api';
 import { copyButton, field, h, shortHex, uid } from './dom';
 import { hasToken, isRemembered, setToken } from './tokens';
 
@@ -221,6 +221,90 @@ export function fieldProblem(control: HTMLElement): FieldProblem {
       el.textContent = '';
       el.hidden = true;
       control.removeAttribute('aria-invalid');
+    },
+  };
+}
+
+/**
+ * Asks for the agent's own access token where only it will do (docs/api.md §10: chat, sending, the conversations act
+ * as the agent and refuse owner authority alone), without closing the rest of the agent: the token is checked by
+ * reading the agent with it alone, kept (in this browser when asked), then `onToken` runs (by default the event
+ * `agentd:agent-token`, on which the console re-opens the agent with its token, on the same tab).
+ */
+export function agentTokenPrompt(
+  agentId: string,
+  opts: { title: string; why: string; onToken?: () => void; testid?: string },
+): HTMLElement {
+  const input = h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'agt_…' });
+  const remember = h('input', { type: 'checkbox', id: uid('remember'), checked: true });
+  const error = errorLine();
+  const heading = uid('needs-token');
+  const form = h(
+    'form',
+    { class: 'card needs-token', 'aria-labelledby': heading, 'data-testid': opts.testid ?? 'needs-agent-token' },
+    h('h3', { id: heading }, opts.title),
+    h('p', { class: 'muted' }, opts.why),
+    field('Access token', input, 'The agt_… token shown when the agent was created or last reissued.'),
+    h('label', { class: 'check', for: remember.id }, remember, h('span', {}, 'Remember it in this browser')),
+    error.el,
+    h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Use token')),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const token = input.value.trim();
+    error.clear();
+    if (!token) {
+      error.show(new Error('Paste the agent\u2019s access token first.'));
+      return;
+    }
+    if (!token.startsWith('agt_')) {
+      error.show(new Error('An agent access token starts with agt_. The admin token and owner sessions (own_…) go in Settings \u2192 Owner authority.'));
+      return;
+    }
+    try {
+      await api.agent(agentId, token);
+    } catch (e) {
+      error.show(
+        e instanceof ApiError && (e.status === 401 || e.status === 403)
+          ? new Error(`The server refused this token for this agent (${e.code}): it may have been reissued, or belong to another agent.`)
+          : e,
+      );
+      return;
+    }
+    setToken(agentId, token, remember.checked);
+    notify('The agent\u2019s token was checked with the server and kept.');
+    if (opts.onToken) opts.onToken();
+    else window.dispatchEvent(new CustomEvent('agentd:agent-token', { detail: agentId }));
+  });
+  return form;
+}
+
+/**
+ * A block folded behind a one-line summary (Settings' expert blocks): the section's own heading becomes the
+ * summary's title, with `summary()` beside it (called again by `refresh`).
+ */
+export function fold(
+  section: HTMLElement,
+  opts: { testid: string; summary: () => string; open?: boolean },
+): { el: HTMLDetailsElement; refresh(): void } {
+  const heading = section.querySelector(':scope > h2');
+  const title = heading?.textContent ?? '';
+  const id = heading?.id || uid('fold');
+  heading?.remove();
+  const danger = section.classList.contains('danger-zone');
+  section.classList.remove('card', 'danger-zone');
+  section.classList.add('fold-body');
+  const line = h('span', { class: 'fold-summary muted small', 'data-testid': `${opts.testid}-summary` }, opts.summary());
+  const el = h(
+    'details',
+    { class: `card fold${danger ? ' danger-zone' : ''}`, 'data-testid': opts.testid, open: opts.open ? true : null },
+    h('summary', {}, h('span', { class: 'fold-head' }, h('h2', { id }, title), line)),
+    section,
+  );
+  return {
+    el,
+    refresh() {
+      line.textContent = opts.summary();
     },
   };
 }

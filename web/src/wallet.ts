@@ -5,6 +5,7 @@ import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
 import { roundAmount } from './amount';
 import { keysPanel } from './keys';
+import { usdValue } from './usd';
 import { sendPanel } from './send';
 import { errorLine, errorText, isLocalChain } from './ui';
 
@@ -16,7 +17,7 @@ export interface WalletPanel {
 
 export function walletPanel(
   agent: AgentDetail,
-  token: string,
+  token: string | null,
   chains: ChainInfo[],
   onMoved: () => void = () => {},
   openApproval: (transferId: string) => void = () => {},
@@ -124,7 +125,15 @@ export function walletPanel(
       const text =
         'error' in token ? `${symbol}: unavailable (${token.error.code})` : `${roundAmount(token.formatted)} ${symbol}`;
       const title = 'error' in token ? token.error.message : `${token.formatted} ${symbol} (${token.units} base units)`;
-      list.append(h('li', { class: 'error' in token ? 'error' : '', 'data-testid': `token-${chain}-${symbol}`, title }, text));
+      // The USD value of a stablecoin sits beside the amount, outside the element that names the amount.
+      list.append(
+        h(
+          'li',
+          { class: 'error' in token ? 'error' : '' },
+          h('span', { 'data-testid': `token-${chain}-${symbol}`, title }, text),
+          'error' in token ? null : usdValue(token.formatted, symbol),
+        ),
+      );
     }
   }
 

@@ -74,7 +74,7 @@ function eventsText(events: string[]): string {
   return events.includes('*') ? 'all events' : events.join(', ');
 }
 
-export function webhooksPanel(agent: AgentDetail, token: string): WebhooksPanel {
+export function webhooksPanel(agent: AgentDetail, token: string | null): WebhooksPanel {
   const heading = uid('webhooks');
   const error = errorLine();
   const authority = h('p', { class: 'muted small', 'data-testid': 'webhooks-authority' });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
 import { call, deploy, send, uniswap, word } from '../../scripts/evm.mjs';
 
 // anvil's first dev account (unlocked, the one scripts/evm.mjs sends from): deploys Uniswap, provides liquidity, funds
@@ -166,6 +166,7 @@ describe('web console contract calls', { timeout: 300000 }, () => {
   it('approves the swap with the admin token entered in the console; the history shows the calls confirmed', async () => {
     assert.ok(swapId, 'needs the set-up');
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill(ADMIN);
     await owner.getByRole('button', { name: 'Use admin token' }).click();

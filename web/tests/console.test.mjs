@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
-import { artifactsDir, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, startStack, watchPage, openFold } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const TIMEOUT = 20000;
@@ -169,6 +169,7 @@ describe('web console', { timeout: 180000 }, () => {
 
     const before = await page.evaluate((id) => localStorage.getItem(`agentd.token.${id}`), agentId);
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-reissue');
     await page.getByRole('button', { name: 'Reissue with the current token' }).click();
     const reveal = page.getByTestId('token-reveal');
     await reveal.waitFor();
@@ -180,6 +181,7 @@ describe('web console', { timeout: 180000 }, () => {
     await reveal.getByRole('button', { name: 'I have saved the token' }).click();
 
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-delete');
     await page.getByRole('button', { name: 'Delete agent…' }).click();
     await page.getByRole('button', { name: /^Yes, delete/ }).click();
     await page.getByText(/This agent is deleted/).waitFor();

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, assertHeldAboveThreshold, assertRefusedInHistory, callApi, startStack, until, watchPage } from './harness.mjs';
+import { artifactsDir, assertHeldAboveThreshold, assertRefusedInHistory, callApi, startStack, until, watchPage, openFold } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const RECIPIENT_B = '0x8617E340B3D01FA5F11F306F4090FD50E238070D';
@@ -72,6 +72,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
   it('sets a policy in the console: approval above 0.01 ETH, at most 0.05 ETH a day', async () => {
     await page.goto(`${stack.baseUrl}/#/agents/${agents.a.id}/settings`);
     await page.getByRole('heading', { name: 'Treasury agent' }).waitFor();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill(ADMIN);
     await owner.getByRole('button', { name: 'Use admin token' }).click();

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account: unlocked, so anvil signs as the owner (as `cast wallet sign` would with its key).
@@ -120,6 +120,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     // The same in the agent's settings: the status line keeps saying there is no owner authority.
     await page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: /Treasurer/ }).click();
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill('adm_made_up');
     await owner.getByRole('button', { name: 'Use admin token' }).click();
@@ -142,6 +143,7 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     ownerToken = session.body.owner_token;
     assert.match(ownerToken, /^own_/);
 
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     const form = owner.getByTestId('owner-token-form');
     await form.getByLabel('Owner session token').fill(`own_${'x'.repeat(43)}`);
@@ -156,6 +158,27 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     const stored = await page.evaluate((id) => JSON.parse(sessionStorage.getItem(`agentd.ownerSession.${id}`)), guardedId);
     assert.equal(stored.token, ownerToken);
     await shot('06-owner-token-pasted');
+
+    // Another browser holding nothing of this agent opens it as its owner with the pasted session alone (§10):
+    // History and Policy work; Chat asks for the agent's token.
+    const other = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
+    try {
+      const owned = await other.newPage();
+      owned.setDefaultTimeout(20000);
+      await owned.goto(`${stack.baseUrl}/#/agents/${guardedId}`);
+      const open = owned.getByTestId('open-as-owner');
+      await open.getByLabel('Owner session token').fill(ownerToken);
+      await open.getByRole('button', { name: 'Open as owner' }).click();
+      await owned.getByTestId('opened-as-owner').filter({ hasText: /Opened as owner with a pasted owner session/ }).waitFor();
+      await owned.getByRole('tab', { name: 'History', selected: true }).waitFor();
+      await owned.getByRole('tab', { name: 'Policy' }).click();
+      await owned.getByTestId('policy-saved').waitFor({ state: 'attached' });
+      await owned.getByRole('tab', { name: 'Chat' }).click();
+      await owned.getByRole('tabpanel').getByTestId('needs-agent-token').waitFor();
+      await owned.screenshot({ path: join(artifactsDir, 'first-hour-06b-opened-with-owner-session.png'), fullPage: true });
+    } finally {
+      await other.close();
+    }
 
     // The owner sets the policy (through the API here: the policy editor has its own tests).
     const policy = await api(

@@ -25,7 +25,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage } from './harness.mjs';
+import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, assertRefusedInHistory, callApi, launchBrowser, repoRoot, until, watchPage, openFold } from './harness.mjs';
 import { jsonRpc, tokenBalance, USDC } from '../../scripts/evm.mjs';
 
 const TIMEOUT = 20000;
@@ -213,16 +213,21 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await item.waitFor();
     await shot('02-demo-agent-listed');
 
-    // Opened with the access token the demo printed.
+    // The admin token alone opens the agent as its owner; the access token the demo printed is given for the rest.
     await item.click();
-    await page.getByRole('textbox', { name: 'Access token' }).fill(demo.agentToken);
-    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByTestId('opened-as-owner').getByRole('button', { name: 'Add the agent token' }).click();
+    const given = page.getByTestId('header-agent-token');
+    await given.getByRole('textbox', { name: 'Access token' }).fill(demo.agentToken);
+    await given.getByRole('button', { name: 'Use token' }).click();
     await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = page.getByTestId('wallet-base');
     // 10 ETH funded, 0.01 sent by the demo and its fee; 1000 test USDC.
     await card.getByTestId('balance-base').filter({ hasText: /^9\.9\d* ETH$/ }).waitFor();
     await card.getByTestId('token-base-USDC').filter({ hasText: /^1000 USDC$/ }).waitFor();
+    // A stablecoin's dollar value, at the peg (said so), beside it; none for ETH (no price source).
+    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $1,000.00 (at the peg)');
+    assert.equal(await card.getByTestId('balance-base').getByTestId('usd').count(), 0);
     await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
     assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
     await shot('03-wallet-eth-usdc-local-node');
@@ -238,6 +243,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
 
   step('gives owner authority from the console: the admin token, and an owner session opened with the owner key', async () => {
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     // The admin token given in the sidebar is the agent's owner authority too.
     await owner.getByTestId('authority-status').filter({ hasText: /admin token/ }).waitFor();
@@ -424,6 +430,10 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const call = answer.locator('[data-testid="chain-call"][data-tool="pay_http"]');
     await call.and(page.locator('[data-state="done"]')).waitFor();
     assert.match(await call.getByTestId('chain-call-result').textContent(), /the paid sample report/);
+    // What the payment bought, readable under the card: the paywall's answer as text, with its status.
+    const bought = answer.getByTestId('paid-answer');
+    assert.equal(await bought.getAttribute('data-status'), '200');
+    assert.match(await bought.getByTestId('paid-answer-body').textContent(), /the paid sample report/);
     await shot('18-paywall-paid-in-chat');
 
     assert.equal((await usdc(payee)) - before, price, "the paywall's payee got the test USDC on the demo chain");
@@ -439,6 +449,9 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal(await row.getAttribute('data-kind'), 'x402');
     assert.match(await row.getByTestId('x402').textContent(), /127\.0\.0\.1:\d+\/report/);
     await assertLocalTx(row.getByTestId('tx'), payment.tx_hash);
+    // "What it bought" reads the payment's kept answer (x402.response on GET …/transfers/{id}).
+    await row.getByTestId('x402-bought').click();
+    await row.getByTestId('paid-answer-body').filter({ hasText: /the paid sample report/ }).waitFor();
     await shot('19-history-x402-confirmed');
   });
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent, and signs as its owner).
@@ -110,6 +110,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
 
     // The admin token, entered in the agent's settings.
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill(ADMIN);
     await owner.getByRole('button', { name: 'Use admin token' }).click();
@@ -218,6 +219,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
   it('signs in as the owner with a browser wallet and changes the policy as the owner', async () => {
     assert.ok(agentId, 'needs the set-up');
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByRole('button', { name: 'Forget admin token' }).click();
     await owner.getByTestId('authority-status').filter({ hasText: /No owner authority/ }).waitFor();

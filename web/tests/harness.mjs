@@ -266,3 +266,11 @@ export async function assertHeldAboveThreshold(card, { moves, threshold, limit, 
   assert.equal(await daily.getAttribute('data-left'), left, await daily.textContent());
   return daily;
 }
+
+/** Opens one of Settings' folded blocks (`details.fold`, by its test id) unless it is open, and returns it. */
+export async function openFold(page, testid) {
+  const fold = page.getByTestId(testid);
+  await fold.waitFor();
+  if (!(await fold.evaluate((el) => el.open))) await fold.locator(':scope > summary').click();
+  return fold;
+}

@@ -157,11 +157,62 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     await page.getByTestId('inbox-count').filter({ hasText: /^2$/ }).waitFor();
   });
 
-  it('opens an agent on its History, where the held transfer links to its approval', async () => {
+  it('the admin token alone opens an agent: History, Approvals, Policy, Audit and Webhooks; chat and send ask for its token', async () => {
+    // Issue 37, point 5: owner authority (§10) opens every view an owner needs without the agent's secret.
     await page.getByRole('list', { name: 'Agent list' }).getByRole('button', { name: /Treasury agent/ }).click();
-    // The admin token reads the agent but the console asks for its token to act as it (point 5 is the service's).
-    await page.getByRole('textbox', { name: 'Access token' }).fill(agentToken);
-    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByRole('heading', { name: 'Treasury agent' }).waitFor();
+    assert.match(await page.getByTestId('opened-as-owner').textContent(), /Opened as owner with the admin token/);
+    assert.equal(await page.getByRole('button', { name: 'Use token' }).count(), 0, 'no token form blocks the agent');
+    assert.equal(await page.evaluate((id) => localStorage.getItem(`agentd.token.${id}`), agentId), null, 'no agent token held');
+    // History: the confirmed transfer, the held one and the refused request.
+    await page.getByRole('tab', { name: 'History', selected: true }).waitFor();
+    await page.locator(`[data-testid="history-row"][data-transfer-id="${heldId}"][data-status="awaiting_approval"]`).waitFor();
+    await page.locator('[data-testid="history-row"][data-status="confirmed"]').waitFor();
+    await page.locator('[data-testid="activity-row"][data-activity="refused"]').waitFor();
+    await shot('owner-history', 1280);
+    // Approvals: the held cards, with what held them.
+    await page.getByRole('tab', { name: /^Approvals/ }).click();
+    await page.locator(`[data-testid="approval"][data-transfer-id="${heldId}"]`).getByTestId('approval-rule').waitFor();
+    // Policy: the limits set through the API.
+    await page.getByRole('tab', { name: 'Policy' }).click();
+    await page.getByTestId('policy-saved').waitFor({ state: 'attached' });
+    await until('the policy read as the owner', async () => (await page.getByRole('tabpanel').locator('input').evaluateAll((els) => els.map((e) => e.value))).includes('0.01'));
+    // Audit: the agent's entries.
+    await page.getByRole('tab', { name: 'Audit' }).click();
+    await page.getByTestId('audit-entry').first().waitFor();
+    assert.ok((await page.getByTestId('audit-entry').count()) >= 4);
+    // Webhooks: listed, and the form to add one.
+    await page.getByRole('tab', { name: 'Webhooks' }).click();
+    await page.getByTestId('webhook-form').waitFor();
+    await page.locator('.webhooks-panel').getByText('No webhooks yet.').waitFor();
+    assert.equal(await page.locator('.webhooks-panel .form-error:visible').count(), 0, 'nothing refused');
+    // Chat and sending act as the agent: each says so, with a field for the token, and nothing else is blocked.
+    await page.getByRole('tab', { name: 'Chat' }).click();
+    const chatAsk = page.getByRole('tabpanel').getByTestId('needs-agent-token');
+    await chatAsk.filter({ hasText: /Chat needs the agent.s own token/ }).waitFor();
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    await page.getByTestId('balance-base').filter({ hasText: /ETH/ }).waitFor();
+    const sendAsk = page.getByTestId('send-card').getByTestId('needs-agent-token');
+    await sendAsk.filter({ hasText: /Sending needs the agent.s own token/ }).waitFor();
+    for (const size of WIDTHS) {
+      await page.setViewportSize(size);
+      await assertFits('the wallet opened as owner', size.width);
+      await shot('owner-wallet', size.width);
+    }
+    await page.setViewportSize(WIDTHS[0]);
+    // A wrong token is refused in place; the agent's own is taken and the agent re-opens on the same tab with it.
+    await sendAsk.getByLabel('Access token').fill('agt_not_this_agents_token_at_all_0000000000000000');
+    await sendAsk.getByRole('button', { name: 'Use token' }).click();
+    await sendAsk.getByRole('alert').filter({ hasText: /refused this token/ }).waitFor();
+    await sendAsk.getByLabel('Access token').fill(agentToken);
+    await sendAsk.getByRole('button', { name: 'Use token' }).click();
+    await page.getByRole('tab', { name: 'Wallet', selected: true }).waitFor();
+    await page.getByTestId('send-card').getByLabel('Recipient').waitFor();
+    assert.equal(await page.getByTestId('opened-as-owner').count(), 0);
+  });
+
+  it('opens an agent on its History, where the held transfer links to its approval', async () => {
+    await open(`#/agents/${agentId}`);
     await page.getByRole('tab', { name: 'History', selected: true }).waitFor();
     const held = page.locator(`[data-testid="history-row"][data-transfer-id="${heldId}"]`);
     await held.and(page.locator('[data-status="awaiting_approval"]')).waitFor();
@@ -218,7 +269,19 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
       { name: 'overview', hash: '#/overview', ready: () => page.getByTestId('overview-row').first().getByTestId('overview-balance-base').waitFor() },
       { name: 'inbox', hash: '#/approvals', ready: () => page.getByTestId('inbox').getByTestId('approval-rule').first().waitFor() },
       { name: 'new-agent', hash: '#/new', ready: () => page.getByRole('heading', { name: 'New agent' }).waitFor() },
-      { name: 'agent-token', hash: `#/agents/${otherId}`, ready: () => page.getByRole('button', { name: 'Use token' }).waitFor() },
+      { name: 'agent-as-owner', hash: `#/agents/${otherId}/chat`, ready: () => page.getByTestId('opened-as-owner').waitFor() },
+      {
+        // A browser without the admin token: the agent's token form, and opening it as its owner with a session.
+        name: 'agent-token',
+        hash: `#/agents/${otherId}`,
+        ready: async () => {
+          await page.evaluate(() => localStorage.removeItem('agentd.adminToken'));
+          await page.reload();
+          await page.getByTestId('open-as-owner').waitFor();
+          await page.getByRole('button', { name: 'Use token' }).waitFor();
+        },
+        done: () => page.evaluate((admin) => localStorage.setItem('agentd.adminToken', admin), ADMIN),
+      },
       {
         name: 'history',
         hash: `${base}/history`,
@@ -241,7 +304,16 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
       { name: 'policy', hash: `${base}/policy`, ready: () => page.getByTestId('policy-saved').waitFor({ state: 'attached' }) },
       { name: 'webhooks', hash: `${base}/webhooks`, ready: () => page.getByTestId('webhook-form').waitFor() },
       { name: 'audit', hash: `${base}/audit`, ready: () => page.getByTestId('audit-entry').first().waitFor() },
-      { name: 'settings', hash: `${base}/settings`, ready: () => page.getByRole('button', { name: 'Delete agent…' }).waitFor() },
+      { name: 'settings', hash: `${base}/settings`, ready: () => page.getByTestId('settings-delete').waitFor() },
+      {
+        name: 'settings-open',
+        hash: `${base}/settings`,
+        ready: async () => {
+          await page.getByTestId('settings-delete').waitFor();
+          await page.locator('details.fold').evaluateAll((folds) => folds.forEach((f) => (f.open = true)));
+          await page.getByRole('button', { name: 'Delete agent…' }).waitFor();
+        },
+      },
     ];
     const failures = [];
     for (const size of [...WIDTHS, { width: 1024, height: 768 }]) {
@@ -255,6 +327,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
         } catch (e) {
           failures.push(e.message);
         }
+        if (screen.done) await screen.done();
       }
     }
     assert.deepEqual(failures, []);
@@ -272,7 +345,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     await shot('tabs-scrolled', 390);
     // Choosing a tab off screen brings it into view.
     await page.getByRole('tab', { name: 'Settings' }).click();
-    await page.getByRole('button', { name: 'Delete agent…' }).waitFor();
+    await page.getByTestId('settings-delete').waitFor();
     assert.ok(await page.getByRole('tab', { name: 'Settings' }).isVisible());
     await page.setViewportSize(WIDTHS[0]);
     await open(`#/agents/${agentId}/history`);

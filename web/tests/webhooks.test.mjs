@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { createHmac, randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, until, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, startStack, until, watchPage, openFold } from './harness.mjs';
 
 // anvil's first dev account: the agent's owner address (it makes the agent guarded).
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -92,6 +92,7 @@ describe('web console webhooks', { timeout: 240000 }, () => {
     await shot('w01-webhooks-without-owner');
 
     await page.getByRole('tab', { name: 'Settings' }).click();
+    await openFold(page, 'settings-owner');
     const owner = page.getByTestId('owner-authority');
     await owner.getByLabel('Admin token', { exact: true }).fill(ADMIN);
     await owner.getByRole('button', { name: 'Use admin token' }).click();

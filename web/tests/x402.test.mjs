@@ -119,6 +119,9 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     await item.getByRole('button', { name: /^Approve 0\.01 USDC for / }).click();
     await item.getByRole('button', { name: /^Confirm: approve 0\.01 USDC for / }).click();
     await page.getByText('Nothing is waiting for approval.').waitFor();
+    // The approval's answer carries what the paid request bought: shown where the decision was taken.
+    const boughtHere = page.locator(`[data-testid="approval-bought"][data-transfer-id="${transferId}"]`);
+    await boughtHere.getByTestId('paid-answer-body').filter({ hasText: /^paid content$/ }).waitFor();
     await shot('x02-approved');
 
     // The service made the paid request itself, once, and kept the resource's answer on the transfer.
@@ -136,6 +139,12 @@ describe('web console x402 approvals', { timeout: 240000 }, () => {
     assert.match(await row.textContent(), /0\.01 USDC/);
     assert.doesNotMatch(await row.textContent(), /secret-query-value/);
     await assertLocalTx(row.getByTestId('tx'), settlement);
+    // What it bought: the resource's answer kept on the transfer, shown as text with its status.
+    await row.getByTestId('x402-bought').click();
+    const bought = row.getByTestId('paid-answer');
+    await bought.getByTestId('paid-answer-body').filter({ hasText: /^paid content$/ }).waitFor();
+    assert.equal(await bought.getAttribute('data-status'), '200');
+    assert.match(await bought.getByTestId('paid-answer-facts').textContent(), /HTTP 200/);
     await shot('x03-history-confirmed');
 
     const transfer = await api('GET', `/api/agents/${agentId}/transfers/${transferId}`, undefined, asAgent());
