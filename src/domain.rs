@@ -11,6 +11,7 @@ pub mod clock;
 pub mod decision;
 pub mod erc20;
 pub mod net;
+pub mod outflow;
 pub mod policy;
 pub mod recipient;
 pub mod siwe;

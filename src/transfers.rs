@@ -17,7 +17,7 @@ use alloy::eips::eip2718::Encodable2718;
 use alloy::primitives::{Address, Bytes, TxKind, U256};
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, Chains, RefusalKind};
+use crate::chain::{ChainError, Chains, Node, RefusalKind};
 use crate::domain::agent::Agent;
 use crate::domain::amount::Amount;
 use crate::domain::asset::Asset;
@@ -44,6 +44,7 @@ pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, Si
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
+pub use send::reserve_once;
 use send::{Kind, Outflow};
 pub use sweep::SweepOrder;
 pub use transacting::Transacting;
@@ -258,7 +259,7 @@ impl Transfers {
     }
 
     /// Records and broadcasts the send that fills the nonce of a refused transfer.
-    async fn send_fill(&self, client: &ChainClient, refused: &StoredTx, fill: &StoredTx) {
+    async fn send_fill(&self, client: &dyn Node, refused: &StoredTx, fill: &StoredTx) {
         let at = fill.on_chain().map(|t| &t.at);
         tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = ?at.map(|a| a.nonce),
             "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
@@ -286,7 +287,7 @@ impl Transfers {
     /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
     async fn node_nonce(
         &self,
-        client: &ChainClient,
+        client: &dyn Node,
         agent_id: Uuid,
         chain: &ChainInfo,
         from: Address,
@@ -330,7 +331,7 @@ impl Transfers {
     /// Hands the stored transaction to the node. A refusal can follow our own earlier attempt that did land (the
     /// client retries once after a lost answer; the node then calls the nonce used): a transaction the node knows
     /// counts as accepted and is never discarded.
-    async fn broadcast(&self, client: &ChainClient, tx: &StoredTx) -> Result<(), ChainError> {
+    async fn broadcast(&self, client: &dyn Node, tx: &StoredTx) -> Result<(), ChainError> {
         if self.faults.exit_before_broadcast {
             tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signed transfer");
             std::process::exit(86);
@@ -487,7 +488,7 @@ pub(crate) fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes
 
 /// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then
 /// `true`, so that nothing that may be on chain is ever discarded; the watcher settles it later.
-async fn node_knows(client: &ChainClient, tx: &StoredTx) -> bool {
+async fn node_knows(client: &dyn Node, tx: &StoredTx) -> bool {
     let Some(Ok(hash)) = tx.on_chain().map(|t| t.at.tx_hash.parse()) else {
         return false;
     };
@@ -501,7 +502,7 @@ async fn node_knows(client: &ChainClient, tx: &StoredTx) -> bool {
 }
 
 /// Broadcasts a stored transaction again (after a restart or a lost broadcast). `Ok(true)` when a node has it.
-pub async fn rebroadcast(client: &ChainClient, tx: &StoredTx) -> Result<bool, ChainError> {
+pub async fn rebroadcast(client: &dyn Node, tx: &StoredTx) -> Result<bool, ChainError> {
     match client.send_raw(&tx.raw_tx).await {
         Ok(_) => Ok(true),
         Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => Ok(false),
