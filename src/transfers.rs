@@ -40,6 +40,9 @@ mod sweep;
 mod transacting;
 mod typed;
 
+#[cfg(test)]
+mod tests;
+
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
