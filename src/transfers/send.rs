@@ -409,6 +409,31 @@ impl Transfers {
         )))
     }
 
+    /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
+    async fn node_nonce(
+        &self,
+        client: &dyn Node,
+        agent_id: Uuid,
+        chain: &ChainInfo,
+        from: Address,
+    ) -> Result<Option<u64>, TransferError> {
+        let known = |counted: &std::collections::HashSet<_>| counted.contains(&(agent_id, chain.name));
+        if known(&self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+            return Ok(None);
+        }
+        match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
+            Some(_) => {
+                let mut counted = self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if counted.len() >= 100_000 {
+                    counted.clear();
+                }
+                counted.insert((agent_id, chain.name));
+                Ok(None)
+            }
+            None => Ok(Some(client.pending_nonce(from).await?)),
+        }
+    }
+
     async fn lock(&self, o: &Outflow<'_>) -> Result<Box<dyn SendGuard>, TransferError> {
         self.store
             .lock_sender(o.agent_id, o.chain.name)

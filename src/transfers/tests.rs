@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::chain::simulate::{SimCall, SimMethod, Simulated, SimulationError};
-use crate::chain::{Fees, Node, TxInfo};
+use crate::chain::{ChainError, Fees, Node, RefusalKind, TxInfo};
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::Amount;
 use crate::domain::audit::{Action, Actor};
