@@ -149,10 +149,10 @@ pub struct ChainsConfig {
     /// `DELEGATION_MANAGER_<CHAIN>`: the delegation framework's `DelegationManager` per chain name (MetaMask's Delegation Framework). Typed
     /// data it verifies is never signed (§18 `delegation_signature`); delegations the owner grants are verified and
     /// redeemed through it (§21). Default: the framework's v1.3 deployment on the registry chains that have one;
-    /// set empty, none.
+    /// set to `none` or empty, none.
     pub delegation_managers: Vec<(String, alloy::primitives::Address)>,
     /// `DELEGATION_ENFORCERS_<CHAIN>`: the caveat enforcers agentd reads per chain name (`name=address`, §21).
-    /// Default: the framework's v1.3 deployments on the registry chains that have them; set empty, none.
+    /// Default: the framework's v1.3 deployments on the registry chains that have them; set to `none` or empty, none.
     pub delegation_enforcers: Vec<(
         String,
         Vec<(crate::domain::delegation::Kind, alloy::primitives::Address)>,
@@ -498,8 +498,8 @@ impl ChainsConfig {
         for chain in CHAINS {
             let suffix = registry::env_suffix(chain.name);
             let deployed = delegation::deployments::CHAIN_IDS.contains(&chain.chain_id);
-            match vars.get(&format!("DELEGATION_MANAGER_{suffix}")) {
-                Some(manager) if manager.trim().is_empty() => {}
+            match vars.get_or_off(&format!("DELEGATION_MANAGER_{suffix}")) {
+                Some(manager) if manager.is_empty() => {}
                 Some(manager) => {
                     let address = manager.trim().parse().map_err(|_| ConfigError::Invalid {
                         var: "DELEGATION_MANAGER_<CHAIN>",
@@ -512,7 +512,7 @@ impl ChainsConfig {
                 }
                 None => {}
             }
-            let enforcers = match vars.get(&format!("DELEGATION_ENFORCERS_{suffix}")) {
+            let enforcers = match vars.get_or_off(&format!("DELEGATION_ENFORCERS_{suffix}")) {
                 Some(spec) => parse_enforcers(&spec).map_err(|reason| ConfigError::Invalid {
                     var: "DELEGATION_ENFORCERS_<CHAIN>",
                     reason: format!("DELEGATION_ENFORCERS_{suffix}: {reason}"),
@@ -695,6 +695,13 @@ struct Vars(HashMap<String, String>);
 impl Vars {
     fn get(&self, name: &str) -> Option<String> {
         self.0.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    }
+
+    /// Like `get`, but a variable set to nothing (or to `none`) is `Some("")`: for settings whose default is
+    /// something, so that an operator can turn it off.
+    fn get_or_off(&self, name: &str) -> Option<String> {
+        let value = self.0.get(name)?.trim();
+        Some(if value.eq_ignore_ascii_case("none") { "" } else { value }.to_string())
     }
 
     /// A secret from `NAME`, or from the file named by `NAME_FILE`.

@@ -58,6 +58,7 @@ alloy::sol! {
         function getDelegationHash(Delegation input) external pure returns (bytes32);
         function getDomainHash() external view returns (bytes32);
         function disableDelegation(Delegation delegation) external;
+        function enableDelegation(Delegation delegation) external;
     }
 
     interface IERC1271 {

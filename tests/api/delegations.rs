@@ -273,9 +273,9 @@ async fn a_redemption_costs_this_much_gas_against_a_plain_erc20_transfer() {
         .abi_encode()
         .into()
     };
-    let first = send_as_key(&world.anvil, &holder, world.usdc, U256::ZERO, plain(other), 100_000).await;
+    let fresh = send_as_key(&world.anvil, &holder, world.usdc, U256::ZERO, plain(other), 100_000).await;
     let direct = send_as_key(&world.anvil, &holder, world.usdc, U256::ZERO, plain(other), 100_000).await;
-    assert!(first.status() && direct.status());
+    assert!(fresh.status() && direct.status());
     let calldata = transferCall {
         to,
         amount: U256::from(USDC),
@@ -302,7 +302,7 @@ async fn a_redemption_costs_this_much_gas_against_a_plain_erc20_transfer() {
     assert!(first.status() && redeemed.status());
     println!(
         "gas: plain ERC-20 transfer {} (first to a fresh holder {}); redemption of one {} (first of the delegation {})",
-        direct.gas_used, first.gas_used, redeemed.gas_used, first.gas_used
+        direct.gas_used, fresh.gas_used, redeemed.gas_used, first.gas_used
     );
     assert!(redeemed.gas_used > direct.gas_used);
 }
@@ -692,15 +692,29 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
         .collect();
     assert_eq!(revocations.len(), 1);
     assert_eq!(revocations[0]["actor"], "system");
-    // Revoked is final: the agent token cannot register it again (owner authority would, once enabled on chain).
-    let again = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_error(&again, StatusCode::CONFLICT, "delegation_exists");
+    // Still disabled on chain: registering it again is refused as revoked, whoever asks.
+    let body_again = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let again = post(&app, &agent, true, body_again.clone()).await;
+    assert_error(&again, StatusCode::CONFLICT, "delegation_revoked");
+    // Enabled again on chain: revoked is final in agentd for the agent token; owner authority registers it again.
+    assert!(
+        world
+            .framework
+            .enable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    assert_error(
+        &post(&app, &agent, false, body_again.clone()).await,
+        StatusCode::CONFLICT,
+        "delegation_exists",
+    );
+    let (status, back) = post(&app, &agent, true, body_again).await;
+    assert_eq!(status, StatusCode::CREATED, "{back}");
+    assert_eq!(
+        (back["id"].clone(), back["status"].clone()),
+        (body["id"].clone(), json!("active"))
+    );
 }
 
 /// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one

@@ -188,6 +188,17 @@ impl Framework {
     }
 }
 
+impl Framework {
+    /// The delegator enables a disabled `delegation` again (`enableDelegation`).
+    pub async fn enable(&self, anvil: &Anvil, owner: &PrivateKeySigner, delegation: &Delegation) -> TransactionReceipt {
+        let data = IDelegationManager::enableDelegationCall {
+            delegation: delegation.abi(),
+        }
+        .abi_encode();
+        send_as_key(anvil, owner, self.manager, U256::ZERO, data.into(), 300_000).await
+    }
+}
+
 /// The framework's JSON form of `delegation`, as a client posts it.
 pub fn delegation_json(delegation: &Delegation) -> Value {
     agentd::delegations::canonical_json(delegation)
