@@ -8,6 +8,7 @@
 pub mod authorizations;
 pub mod chains;
 pub mod client;
+pub mod delegations;
 pub mod error;
 pub mod fees;
 pub mod l1_fee;

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod challenge;
 pub mod clock;
 pub mod decision;
+pub mod delegation;
 pub mod erc20;
 pub mod net;
 pub mod outflow;

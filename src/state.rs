@@ -56,6 +56,8 @@ pub struct Services {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The money path, built once: its nonce cache and the x402 fetcher's connection pool live as long as the app.
     pub transfers: Transfers,
+    /// On-chain delegations the owner grants (§21).
+    pub delegations: crate::delegations::Delegations,
     /// What the tools act through (chat turns, MCP calls).
     pub tools: ToolServices,
     /// What a chat turn uses.
@@ -77,6 +79,12 @@ impl FromRef<AppState> for Authenticator {
 impl FromRef<AppState> for Transfers {
     fn from_ref(state: &AppState) -> Self {
         state.transfers.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::delegations::Delegations {
+    fn from_ref(state: &AppState) -> Self {
+        state.delegations.clone()
     }
 }
 
@@ -149,6 +157,12 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.faults,
         config.x402.clone(),
     );
+    let delegations = crate::delegations::Delegations::new(
+        store.clone(),
+        chains.clone(),
+        config.chains.delegation_managers.clone(),
+        config.chains.delegation_enforcers.clone(),
+    );
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
@@ -175,6 +189,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         metrics,
         shutdown,
         transfers,
+        delegations,
         listening: Arc::default(),
         clock,
         tools,

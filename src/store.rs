@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+pub mod delegations;
 mod feed;
 mod idempotency;
 mod locks;
@@ -26,6 +27,7 @@ use uuid::Uuid;
 pub use crate::domain::outflow::{CallCheck, Clearance, NativeFunds, TransferRequest};
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
+pub use delegations::DelegationStore;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
@@ -72,8 +74,9 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
-        OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore, TransferStore, WebhookStore,
+        AgentStore, AttemptStore, AuditStore, ConversationStore, DelegationStore, EventStore, HealthStore,
+        IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore,
+        TransferStore, WebhookStore,
     };
 }
 
@@ -94,6 +97,7 @@ pub trait Store:
     + KeyStore
     + PurgeStore
     + WebhookStore
+    + DelegationStore
 {
 }
 
@@ -113,6 +117,7 @@ impl<T> Store for T where
         + KeyStore
         + PurgeStore
         + WebhookStore
+        + DelegationStore
 {
 }
 

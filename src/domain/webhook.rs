@@ -26,6 +26,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "policy.denied",
     "agent.updated",
     "policy.updated",
+    "delegation.revoked",
     "webhook.test",
 ];
 
@@ -123,6 +124,7 @@ pub fn from_audit(agent_id: Uuid, action: &str, actor: &str, detail: &Value) -> 
         "transfer_refused" if detail.get("code").and_then(Value::as_str) == Some("policy_denied") => "policy.denied",
         "agent_updated" => "agent.updated",
         "policy_updated" => "policy.updated",
+        "delegation_revoked" => "delegation.revoked",
         "transfer_expired" | "x402_payment_expired" => {
             data.insert("status".into(), json!("expired"));
             if action == "x402_payment_expired" {
