@@ -29,6 +29,9 @@ pub(super) struct RedeemDraft {
     pub via: Via,
     /// What the caveats leave of the asset this period, read at the latest block (the smallest of its limits).
     pub available: U256,
+    /// The wallet's mined nonce, read before `available`: a redemption mined between the two reads is then both in
+    /// the chain's figure and among those the reservation holds against it, counted twice rather than missed.
+    pub mined_nonce: u64,
 }
 
 impl RedeemDraft {
@@ -41,19 +44,23 @@ impl RedeemDraft {
 }
 
 impl Transfers {
-    /// The agent's delegation `id` on `chain`, checked in §21's order for a transfer of `amount` of `token` to `to`.
+    /// The agent's delegation `id` on `chain`, checked in §21's order for a transfer of `amount` of `token` to `to`
+    /// redeemed by the agent's `wallet`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn redeemable(
         &self,
         agent_id: Uuid,
         chain: &'static ChainInfo,
         id: Uuid,
         token: Option<&Asset>,
+        wallet: Address,
         to: Address,
         amount: U256,
     ) -> Result<RedeemDraft, TransferError> {
         let unavailable = || TransferError::DelegationsUnavailable(chain.name.to_string());
         let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
         let manager = delegations.manager(chain.name).map_err(|_| unavailable())?;
+        let mined_nonce = self.chains.node(chain.name)?.mined_nonce(wallet).await?;
         let mut described = delegations.get(agent_id, id).await.map_err(delegation_error)?;
         if described.record.chain != chain.name {
             return Err(TransferError::DelegationNotActive);
@@ -106,6 +113,7 @@ impl Transfers {
                 data: rules::redemption(&described.delegation, target, value, &calldata),
             },
             available,
+            mined_nonce,
         })
     }
 }
@@ -152,11 +160,10 @@ pub(super) async fn quote_redeem(
         data: draft.via.data.clone(),
         ..SimCall::default()
     };
-    let (simulated, fees, balance, mined) = tokio::join!(
+    let (simulated, fees, balance) = tokio::join!(
         client.simulate(std::slice::from_ref(&call), false, None),
         client.recent_fees(super::FEE_MAX_AGE),
         client.balance(from),
-        client.mined_nonce(from),
     );
     let simulated = match simulated {
         Ok((_, mut results)) => results
@@ -176,7 +183,7 @@ pub(super) async fn quote_redeem(
         let reason = crate::domain::call::revert_reason(&simulated.return_data, std::iter::empty());
         return Err(refused_by_caveat(reason, draft, chain));
     }
-    let (fees, balance, mined) = (fees?, balance?, mined?);
+    let (fees, balance) = (fees?, balance?);
     // The simulation's gas with a quarter more: the period enforcers' storage writes cost more when a period rolls.
     let gas_limit = simulated
         .gas_used
@@ -190,7 +197,7 @@ pub(super) async fn quote_redeem(
         reserved: cost.reserved,
         funds: Some(super::send::native_funds(chain, balance, cost.needed)?),
         token_balance: None,
-        mined_nonce: Some(mined),
+        mined_nonce: Some(draft.mined_nonce),
         value: None,
     })
 }
