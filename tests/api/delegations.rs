@@ -70,9 +70,14 @@ impl World {
     }
 
     async fn app(&self) -> TestApp {
+        self.app_with(&[]).await
+    }
+
+    async fn app_with(&self, more: &[(&str, &str)]) -> TestApp {
         let vars = self.framework.vars();
         let mut extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         extra.push(("ADMIN_TOKEN", ADMIN));
+        extra.extend_from_slice(more);
         transfer_app(&self.anvil, &extra).await
     }
 }
@@ -627,7 +632,7 @@ async fn a_hash_is_registered_once_and_only_owner_authority_brings_a_removed_one
 #[tokio::test]
 async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() {
     let world = world().await;
-    let app = world.app().await;
+    let app = world.app_with(&[("WEBHOOK_ALLOW_PRIVATE", "true")]).await;
     let agent = agent_on_base(&app).await;
     let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 40).await;
     let (status, body) = post(
@@ -639,6 +644,11 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let mut events = app.state.events.subscribe();
+    let receiver = crate::helpers::webhook_receiver::Receiver::start().await;
+    let hooks = format!("/api/agents/{}/webhooks", agent.id);
+    let hook = json!({"url": receiver.url, "events": ["delegation.revoked"]});
+    let (status, registered) = call(&app, &agent, true, Method::POST, &hooks, Some(hook)).await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
 
     assert_eq!(
         app.state.delegations.check_revocations("base").await.unwrap(),
@@ -692,6 +702,12 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
         .collect();
     assert_eq!(revocations.len(), 1);
     assert_eq!(revocations[0]["actor"], "system");
+    let pushed = receiver.wait_for(1).await;
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(pushed[0].ty(), "delegation.revoked");
+    let pushed: Value = serde_json::from_str(&pushed[0].body).unwrap();
+    assert_eq!(pushed["data"]["delegation_id"], body["id"]);
+    assert_eq!(pushed["data"]["agent_id"], json!(agent.id));
     // Still disabled on chain: registering it again is refused as revoked, whoever asks.
     let body_again = json!({"chain": "base", "delegation": delegation_json(&delegation)});
     let again = post(&app, &agent, true, body_again.clone()).await;
