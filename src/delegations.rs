@@ -86,6 +86,26 @@ pub struct Described {
     pub expires_at: Option<u64>,
 }
 
+impl Described {
+    /// What the delegation lets the agent take of `asset` now: the smallest `available` of its limits on that
+    /// asset (§21: several limits on one asset, the smallest); `None` without a limit on it or while a figure is
+    /// unknown.
+    pub fn available(&self, asset: rules::LimitAsset) -> Option<U256> {
+        let figures: Vec<Option<U256>> = self
+            .limits
+            .iter()
+            .filter(|(limit, _)| limit.asset == asset)
+            .map(|(_, available)| *available)
+            .collect();
+        figures
+            .iter()
+            .copied()
+            .collect::<Option<Vec<U256>>>()?
+            .into_iter()
+            .min()
+    }
+}
+
 /// The service; cheap to clone.
 #[derive(Clone)]
 pub struct Delegations {
@@ -288,8 +308,17 @@ impl Delegations {
     }
 
     /// The record with its parse, decoded caveats and, while active, what is left of each limit at the latest
-    /// block.
-    async fn describe(&self, record: DelegationRecord) -> Result<Described, DelegationError> {
+    /// block. An active one is asked of the manager first: disabled on chain, it is recorded `revoked` now rather
+    /// than at the watcher's next pass (a node that does not answer leaves that to the watcher).
+    async fn describe(&self, mut record: DelegationRecord) -> Result<Described, DelegationError> {
+        if record.status == Status::Active
+            && let Ok(manager) = self.manager(&record.chain)
+            && let Ok(true) = self.disabled_on_chain(&record.chain, manager, record.hash).await
+        {
+            self.mark_revoked(&record).await?;
+            record.status = Status::Revoked;
+            record.revoked_at = Some(crate::domain::now());
+        }
         let delegation = serde_json::from_value::<DelegationJson>(record.delegation.clone())
             .ok()
             .and_then(|json| json.parse().ok())

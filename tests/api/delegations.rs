@@ -733,6 +733,49 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
     );
 }
 
+#[tokio::test]
+async fn a_revocation_is_noticed_at_the_next_read_before_the_watchers_pass() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 60).await;
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let (status, created) = post(&app, &agent, false, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    let list = format!("/api/agents/{}/delegations", agent.id);
+    let (_, listed) = call(&app, &agent, false, Method::GET, &list, None).await;
+    assert_eq!(listed[0]["status"], "revoked");
+    assert!(listed[0]["limits"][0]["available"].is_null());
+    assert_eq!(
+        app.state.delegations.check_revocations("base").await.unwrap(),
+        0,
+        "recorded already"
+    );
+    let (_, audit) = call(
+        &app,
+        &agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    let revocations = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "delegation_revoked")
+        .count();
+    assert_eq!(revocations, 1);
+}
+
 /// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one
 /// delegation, its removal.
 pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
