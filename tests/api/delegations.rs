@@ -776,6 +776,114 @@ async fn a_revocation_is_noticed_at_the_next_read_before_the_watchers_pass() {
     assert_eq!(revocations, 1);
 }
 
+#[tokio::test]
+async fn lifetime_amounts_read_what_the_enforcer_spent_and_every_caveat_kind_is_shown() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let now = chain_now(&world.anvil).await;
+    let window = [
+        U256::from(now - 60).to_be_bytes::<32>()[16..].to_vec(),
+        U256::from(now + DAY).to_be_bytes::<32>()[16..].to_vec(),
+    ]
+    .concat();
+    let transfer_selector = transferCall::SELECTOR.to_vec();
+    let token = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (
+                Kind::Erc20TransferAmount,
+                [world.usdc.as_slice(), &word(U256::from(10 * USDC))].concat(),
+            ),
+            (Kind::AllowedTargets, world.usdc.to_vec()),
+            (Kind::AllowedMethods, transfer_selector.clone()),
+            (Kind::ValueLte, word(U256::ZERO).to_vec()),
+            (Kind::Timestamp, window),
+            (Kind::LimitedCalls, word(U256::from(5)).to_vec()),
+        ],
+        70,
+    );
+    let native = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (Kind::NativeTokenTransferAmount, word(wei(ONE_ETH)).to_vec()),
+            (Kind::ExactCalldata, Vec::new()),
+        ],
+        71,
+    );
+    for d in [&token, &native] {
+        let (status, body) = post(
+            &app,
+            &agent,
+            false,
+            json!({"chain": "base", "delegation": delegation_json(d)}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let key = exported_key(&app, &agent).await;
+    world.anvil.set_balance(key.address(), wei(ONE_ETH)).await;
+    assert!(redeem_usdc(&world, &key, &token, fresh_address(), 4 * USDC).await);
+    let to = fresh_address();
+    let redemption = rules::redemption(&native, to, wei(ONE_ETH / 4), &[]);
+    let sent = send_as_key(
+        &world.anvil,
+        &key,
+        world.framework.manager,
+        U256::ZERO,
+        redemption,
+        500_000,
+    )
+    .await;
+    assert!(sent.status());
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH / 4));
+
+    let (_, list) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations", agent.id),
+        None,
+    )
+    .await;
+    let (first, second) = (&list[0], &list[1]);
+    let kinds: Vec<&str> = first["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "erc20_transfer_amount",
+            "allowed_targets",
+            "allowed_methods",
+            "value_lte",
+            "timestamp",
+            "limited_calls"
+        ]
+    );
+    assert_eq!(first["limits"][0]["asset"], "base:USDC");
+    assert_eq!(first["limits"][0]["amount"], "10");
+    assert_eq!(first["limits"][0]["available"], "6");
+    assert!(first["limits"][0]["period_seconds"].is_null());
+    assert_eq!(first["targets"], json!([world.usdc.to_checksum(None)]));
+    assert_eq!(first["methods"], json!(["0xa9059cbb"]));
+    assert_eq!(
+        (first["not_before"].as_u64(), first["expires_at"].as_u64()),
+        (Some(now - 60), Some(now + DAY))
+    );
+    assert_eq!(first["caveats"][5]["limit"], "5");
+    assert_eq!(second["caveats"][1]["calldata"], "0x");
+    assert_eq!(second["limits"][0]["asset"], "base:ETH");
+    assert_eq!(second["limits"][0]["amount"], "1");
+    assert_eq!(second["limits"][0]["available"], "0.75");
+}
+
 /// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one
 /// delegation, its removal.
 pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
