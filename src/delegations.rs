@@ -50,6 +50,9 @@ pub enum DelegationError {
     Exists,
     #[error("delegation not found")]
     NotFound,
+    /// A send names a delegation that is unknown, removed, expired, another agent's or of another chain (422).
+    #[error("the delegation is not active: {0}")]
+    NotActive(&'static str),
     #[error(transparent)]
     Chain(#[from] ChainError),
     #[error(transparent)]
@@ -384,6 +387,31 @@ impl Delegations {
                 tracing::warn!(delegation_id = %record.id, error = %e, "what is available could not be read");
                 None
             }
+        }
+    }
+
+    /// The delegation a send on `chain` names, checked in §21's order for a delegated send:
+    /// `delegations_unavailable` → `delegation_not_active` (unknown, another agent's, of another chain, removed,
+    /// revoked or expired) → `delegation_revoked` (disabled on chain now: recorded, 409) — with each limit's
+    /// `available` read at the latest block, for the money path to judge the amount against.
+    pub async fn for_send(&self, agent_id: Uuid, chain: &str, id: Uuid) -> Result<Described, DelegationError> {
+        self.manager(chain)?;
+        let record = self
+            .store
+            .get_delegation(agent_id, id)
+            .await?
+            .filter(|r| r.chain == chain)
+            .ok_or(DelegationError::NotActive(
+                "no such delegation of this agent on this chain",
+            ))?;
+        let was_active = record.status == Status::Active;
+        let described = self.describe(record).await?;
+        match described.status {
+            Status::Active => Ok(described),
+            Status::Revoked if was_active => Err(DelegationError::Revoked),
+            Status::Revoked => Err(DelegationError::NotActive("it was revoked on chain")),
+            Status::Removed => Err(DelegationError::NotActive("it was removed")),
+            Status::Expired => Err(DelegationError::NotActive("it expired")),
         }
     }
 

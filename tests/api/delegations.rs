@@ -884,6 +884,62 @@ async fn lifetime_amounts_read_what_the_enforcer_spent_and_every_caveat_kind_is_
     assert_eq!(second["limits"][0]["available"], "0.75");
 }
 
+#[tokio::test]
+async fn a_send_finds_only_an_active_delegation_of_its_agent_and_chain() {
+    use agentd::delegations::DelegationError;
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let other = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 80).await;
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let (status, created) = post(&app, &agent, false, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id: uuid::Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let (agent_id, other_id): (uuid::Uuid, uuid::Uuid) = (agent.id.parse().unwrap(), other.id.parse().unwrap());
+    let service = &app.state.delegations;
+
+    let usable = service.for_send(agent_id, "base", id).await.expect("active");
+    assert_eq!(
+        usable.available(rules::LimitAsset::Token(world.usdc)),
+        Some(U256::from(5 * USDC))
+    );
+    assert_eq!(usable.available(rules::LimitAsset::Native), None);
+    for (who, chain, what) in [
+        (other_id, "base", "another agent's"),
+        (agent_id, "optimism", "another chain"),
+    ] {
+        let refused = service.for_send(who, chain, id).await;
+        assert!(
+            matches!(
+                refused,
+                Err(DelegationError::NotActive(_)) | Err(DelegationError::Unavailable(_))
+            ),
+            "{what}: {refused:?}"
+        );
+    }
+    assert!(matches!(
+        service.for_send(agent_id, "base", uuid::Uuid::new_v4()).await,
+        Err(DelegationError::NotActive(_))
+    ));
+    // Disabled on chain: noticed at this use (409 once), not active afterwards.
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    assert!(matches!(
+        service.for_send(agent_id, "base", id).await,
+        Err(DelegationError::Revoked)
+    ));
+    assert!(matches!(
+        service.for_send(agent_id, "base", id).await,
+        Err(DelegationError::NotActive(_))
+    ));
+}
+
 /// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one
 /// delegation, its removal.
 pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
