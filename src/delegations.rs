@@ -238,11 +238,8 @@ impl Delegations {
     /// The agent's delegations with what is left of each limit now.
     pub async fn list(&self, agent_id: Uuid) -> Result<Vec<Described>, DelegationError> {
         let records = self.store.list_delegations(agent_id).await?;
-        let mut out = Vec::with_capacity(records.len());
-        for record in records {
-            out.push(self.describe(record).await?);
-        }
-        Ok(out)
+        // Each delegation's reads of the chain are independent: asked concurrently, answered in the list's order.
+        futures::future::try_join_all(records.into_iter().map(|record| self.describe(record))).await
     }
 
     /// One of the agent's delegations (`NotFound` for another agent's or an unknown id).
