@@ -361,6 +361,7 @@ impl From<crate::delegations::DelegationError> for AppError {
                 message,
             },
             E::NotFound => AppError::DelegationNotFound,
+            E::NotActive(_) => unprocessable("delegation_not_active"),
             E::Chain(e) => AppError::Upstream {
                 status: StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_GATEWAY),
                 code: e.code(),
