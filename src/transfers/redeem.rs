@@ -18,7 +18,7 @@ use crate::domain::amount::format_units;
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
-use crate::domain::delegation::{self as rules, LimitAsset, Status};
+use crate::domain::delegation::{self as rules, LimitAsset};
 use crate::domain::outflow::Delegated;
 use crate::domain::transaction::{Via, on_chain_call};
 
@@ -61,23 +61,11 @@ impl Transfers {
         let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
         let manager = delegations.manager(chain.name).map_err(|_| unavailable())?;
         let mined_nonce = self.chains.node(chain.name)?.mined_nonce(wallet).await?;
-        let mut described = delegations.get(agent_id, id).await.map_err(delegation_error)?;
-        if described.record.chain != chain.name {
-            return Err(TransferError::DelegationNotActive);
-        }
-        if described.status == Status::Active {
-            // A revocation on chain is noticed at the latest at the next use (§21).
-            delegations
-                .check_revocations(chain.name)
-                .await
-                .map_err(delegation_error)?;
-            described = delegations.get(agent_id, id).await.map_err(delegation_error)?;
-        }
-        match described.status {
-            Status::Active => {}
-            Status::Revoked => return Err(TransferError::DelegationRevoked),
-            Status::Removed | Status::Expired => return Err(TransferError::DelegationNotActive),
-        }
+        // Known, this agent's, on this chain, active, and not disabled on chain now (noticed and recorded at use).
+        let described = delegations
+            .for_send(agent_id, chain.name, id)
+            .await
+            .map_err(delegation_error)?;
         let asset = match token {
             None => LimitAsset::Native,
             Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive)?),
@@ -121,7 +109,7 @@ impl Transfers {
 /// What the delegation service's refusals are to a send.
 fn delegation_error(e: DelegationError) -> TransferError {
     match e {
-        DelegationError::NotFound => TransferError::DelegationNotActive,
+        DelegationError::NotFound | DelegationError::NotActive(_) => TransferError::DelegationNotActive,
         DelegationError::Unavailable(chain) => TransferError::DelegationsUnavailable(chain),
         DelegationError::Revoked => TransferError::DelegationRevoked,
         DelegationError::Chain(e) => TransferError::Chain(e),
