@@ -12,6 +12,7 @@ pub mod decision;
 pub mod delegation;
 pub mod erc20;
 pub mod net;
+pub mod outflow;
 pub mod policy;
 pub mod recipient;
 pub mod siwe;

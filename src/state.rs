@@ -149,6 +149,12 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.security.reissue_limit_per_agent,
     );
     let (chains, metrics) = (Arc::new(chains), Arc::<crate::metrics::Metrics>::default());
+    let delegations = crate::delegations::Delegations::new(
+        store.clone(),
+        chains.clone(),
+        config.chains.delegation_managers.clone(),
+        config.chains.delegation_enforcers.clone(),
+    );
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),
@@ -156,13 +162,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         keys.clone(),
         config.faults,
         config.x402.clone(),
-    );
-    let delegations = crate::delegations::Delegations::new(
-        store.clone(),
-        chains.clone(),
-        config.chains.delegation_managers.clone(),
-        config.chains.delegation_enforcers.clone(),
-    );
+    )
+    .with_delegations(delegations.clone());
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),

@@ -968,3 +968,127 @@ pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
     oracle.check("DELETE", one_template, &send(false, Method::DELETE, &one, None).await);
     oracle.check("DELETE", one_template, &send(true, Method::DELETE, &one, None).await);
 }
+
+/// `POST …/transfers` as the agent.
+async fn transfer(app: &TestApp, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
+    call(
+        app,
+        agent,
+        false,
+        Method::POST,
+        &format!("/api/agents/{}/transfers", agent.id),
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_beyond_the_period_before_signing() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    // The gas counts against the cap (§21); the delegated amount does not.
+    let (status, body) = call(
+        &app,
+        &agent,
+        true,
+        Method::PUT,
+        &format!("/api/agents/{}", agent.id),
+        Some(json!({"spending_cap": 0.1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let wallet = wallet(&agent);
+    world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(wallet, 5 * USDC, 21).await;
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    let to = fresh_address();
+
+    let (status, sent) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "2", "asset": "USDC", "delegation": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(sent["from"], world.owner.address().to_checksum(None), "{sent}");
+    assert_eq!(sent["delegation"]["id"], id);
+    assert_eq!(sent["delegation"]["delegator"], world.owner.address().to_checksum(None));
+    // What the chain shows: the owner's USDC went to the recipient; the agent's wallet held none and paid the gas.
+    for _ in 0..100 {
+        if token_balance(&world.anvil, world.usdc, to).await == U256::from(2 * USDC) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(98 * USDC)
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, wallet).await, U256::ZERO);
+    assert!(
+        world.anvil.balance(wallet).await < wei(ONE_ETH),
+        "the agent's wallet paid the gas"
+    );
+    let nonce = world.anvil.nonce(wallet).await;
+    assert_eq!(nonce, 1);
+
+    // 3 USDC are left this period: 4 are refused by agentd before anything is signed.
+    let (status, refused) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "4", "asset": "USDC", "delegation": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["code"], "policy_denied");
+    assert_eq!(refused["error"]["details"]["rule"], "delegation_limit");
+    assert_eq!(refused["error"]["details"]["available"], "3");
+    assert_eq!(world.anvil.nonce(wallet).await, nonce, "nothing was signed or sent");
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
+
+    // A delegation id the agent does not have.
+    let (status, unknown) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "1", "asset": "USDC",
+               "delegation": uuid::Uuid::new_v4().to_string()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{unknown}");
+    assert_eq!(unknown["error"]["code"], "delegation_not_active");
+    assert_eq!(world.anvil.nonce(wallet).await, nonce);
+}
+
+#[tokio::test]
+async fn a_send_naming_a_delegation_on_a_chain_without_a_manager_is_refused() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(
+        &anvil,
+        &[
+            ("ADMIN_TOKEN", ADMIN),
+            ("DELEGATION_MANAGER_BASE", "none"),
+            ("DELEGATION_ENFORCERS_BASE", "none"),
+        ],
+    )
+    .await;
+    let agent = agent_on_base(&app).await;
+    let (status, body) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": fresh_address().to_checksum(None), "amount": "1",
+               "delegation": uuid::Uuid::new_v4().to_string()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "delegations_unavailable");
+}
