@@ -274,6 +274,7 @@ impl Transfers {
                         order.chain,
                         id,
                         order.token.as_ref(),
+                        to.from(),
                         to.to(),
                         order.amount.value(),
                     )

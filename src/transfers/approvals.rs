@@ -107,6 +107,7 @@ impl Transfers {
                         chain,
                         via.delegation_id,
                         asset.as_ref(),
+                        approval.from,
                         approval.to,
                         approval.value_wei,
                     )

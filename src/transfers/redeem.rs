@@ -18,7 +18,7 @@ use crate::domain::amount::format_units;
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
-use crate::domain::delegation::{self as rules, LimitAsset, Status};
+use crate::domain::delegation::{self as rules, LimitAsset};
 use crate::domain::outflow::Delegated;
 use crate::domain::transaction::{Via, on_chain_call};
 
@@ -29,6 +29,9 @@ pub(super) struct RedeemDraft {
     pub via: Via,
     /// What the caveats leave of the asset this period, read at the latest block (the smallest of its limits).
     pub available: U256,
+    /// The wallet's mined nonce, read before `available`: a redemption mined between the two reads is then both in
+    /// the chain's figure and among those the reservation holds against it, counted twice rather than missed.
+    pub mined_nonce: u64,
 }
 
 impl RedeemDraft {
@@ -41,36 +44,28 @@ impl RedeemDraft {
 }
 
 impl Transfers {
-    /// The agent's delegation `id` on `chain`, checked in §21's order for a transfer of `amount` of `token` to `to`.
+    /// The agent's delegation `id` on `chain`, checked in §21's order for a transfer of `amount` of `token` to `to`
+    /// redeemed by the agent's `wallet`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn redeemable(
         &self,
         agent_id: Uuid,
         chain: &'static ChainInfo,
         id: Uuid,
         token: Option<&Asset>,
+        wallet: Address,
         to: Address,
         amount: U256,
     ) -> Result<RedeemDraft, TransferError> {
         let unavailable = || TransferError::DelegationsUnavailable(chain.name.to_string());
         let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
         let manager = delegations.manager(chain.name).map_err(|_| unavailable())?;
-        let mut described = delegations.get(agent_id, id).await.map_err(delegation_error)?;
-        if described.record.chain != chain.name {
-            return Err(TransferError::DelegationNotActive);
-        }
-        if described.status == Status::Active {
-            // A revocation on chain is noticed at the latest at the next use (§21).
-            delegations
-                .check_revocations(chain.name)
-                .await
-                .map_err(delegation_error)?;
-            described = delegations.get(agent_id, id).await.map_err(delegation_error)?;
-        }
-        match described.status {
-            Status::Active => {}
-            Status::Revoked => return Err(TransferError::DelegationRevoked),
-            Status::Removed | Status::Expired => return Err(TransferError::DelegationNotActive),
-        }
+        let mined_nonce = self.chains.node(chain.name)?.mined_nonce(wallet).await?;
+        // Known, this agent's, on this chain, active, and not disabled on chain now (noticed and recorded at use).
+        let described = delegations
+            .for_send(agent_id, chain.name, id)
+            .await
+            .map_err(delegation_error)?;
         let asset = match token {
             None => LimitAsset::Native,
             Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive)?),
@@ -106,6 +101,7 @@ impl Transfers {
                 data: rules::redemption(&described.delegation, target, value, &calldata),
             },
             available,
+            mined_nonce,
         })
     }
 }
@@ -113,7 +109,7 @@ impl Transfers {
 /// What the delegation service's refusals are to a send.
 fn delegation_error(e: DelegationError) -> TransferError {
     match e {
-        DelegationError::NotFound => TransferError::DelegationNotActive,
+        DelegationError::NotFound | DelegationError::NotActive(_) => TransferError::DelegationNotActive,
         DelegationError::Unavailable(chain) => TransferError::DelegationsUnavailable(chain),
         DelegationError::Revoked => TransferError::DelegationRevoked,
         DelegationError::Chain(e) => TransferError::Chain(e),
@@ -152,11 +148,10 @@ pub(super) async fn quote_redeem(
         data: draft.via.data.clone(),
         ..SimCall::default()
     };
-    let (simulated, fees, balance, mined) = tokio::join!(
+    let (simulated, fees, balance) = tokio::join!(
         client.simulate(std::slice::from_ref(&call), false, None),
         client.recent_fees(super::FEE_MAX_AGE),
         client.balance(from),
-        client.mined_nonce(from),
     );
     let simulated = match simulated {
         Ok((_, mut results)) => results
@@ -176,7 +171,7 @@ pub(super) async fn quote_redeem(
         let reason = crate::domain::call::revert_reason(&simulated.return_data, std::iter::empty());
         return Err(refused_by_caveat(reason, draft, chain));
     }
-    let (fees, balance, mined) = (fees?, balance?, mined?);
+    let (fees, balance) = (fees?, balance?);
     // The simulation's gas with a quarter more: the period enforcers' storage writes cost more when a period rolls.
     let gas_limit = simulated
         .gas_used
@@ -190,7 +185,7 @@ pub(super) async fn quote_redeem(
         reserved: cost.reserved,
         funds: Some(super::send::native_funds(chain, balance, cost.needed)?),
         token_balance: None,
-        mined_nonce: Some(mined),
+        mined_nonce: Some(draft.mined_nonce),
         value: None,
     })
 }

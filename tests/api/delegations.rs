@@ -1092,3 +1092,99 @@ async fn a_send_naming_a_delegation_on_a_chain_without_a_manager_is_refused() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["error"]["code"], "delegations_unavailable");
 }
+
+#[tokio::test]
+async fn concurrent_redemptions_from_two_instances_on_one_database_never_exceed_the_period() {
+    let world = world().await;
+    let first = world.app().await;
+    let vars = world.framework.vars();
+    let mut extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    extra.extend([
+        ("ADMIN_TOKEN", ADMIN),
+        ("DATABASE_URL", first.db_url.as_str()),
+        ("RPC_URL_BASE", world.anvil.url()),
+        ("WATCHER_INTERVAL_MS", "50"),
+    ]);
+    let second = crate::helpers::spawn_app_with(&extra).await;
+    let agent = agent_on_base(&first).await;
+    let (status, body) = call(
+        &first,
+        &agent,
+        true,
+        Method::PUT,
+        &format!("/api/agents/{}", agent.id),
+        Some(json!({"spending_cap": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let wallet = wallet(&agent);
+    world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(wallet, 5 * USDC, 33).await;
+    let (status, registered) = post(
+        &first,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap().to_string();
+    let to = fresh_address();
+
+    // Twelve transfers of 1 USDC at once, alternating between the instances, against 5 USDC a day.
+    let sends = (0..12).map(|n| {
+        let (app, agent, id) = (if n % 2 == 0 { &first } else { &second }, &agent, id.clone());
+        async move {
+            transfer(
+                app,
+                agent,
+                json!({"chain": "base", "to": to.to_checksum(None), "amount": "1", "asset": "USDC",
+                       "delegation": id}),
+            )
+            .await
+        }
+    });
+    let answers = futures::future::join_all(sends).await;
+    let sent = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    for (status, body) in answers.iter().filter(|(s, _)| *s != StatusCode::CREATED) {
+        assert_eq!(*status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(body["error"]["details"]["rule"], "delegation_limit", "{body}");
+    }
+    if !(1..=5).contains(&sent) {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let landed = token_balance(&world.anvil, world.usdc, to).await;
+        let (_, list) = call(
+            &first,
+            &agent,
+            false,
+            Method::GET,
+            &format!("/api/agents/{}/transactions", agent.id),
+            None,
+        )
+        .await;
+        let statuses: Vec<_> = list
+            .as_array()
+            .map(|a| a.iter().map(|t| (t["nonce"].clone(), t["status"].clone())).collect())
+            .unwrap_or_default();
+        panic!("{sent} sent, {landed} landed: {statuses:?}");
+    }
+    // What the chain shows: every redemption signed landed (none the chain refused), within the period.
+    let mut landed = U256::ZERO;
+    for _ in 0..100 {
+        landed = token_balance(&world.anvil, world.usdc, to).await;
+        if landed == U256::from(sent as u64 * USDC) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(landed, U256::from(sent as u64 * USDC));
+    assert_eq!(
+        world.anvil.nonce(wallet).await,
+        sent as u64,
+        "no redemption was signed that did not land"
+    );
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(100 * USDC - sent as u64 * USDC)
+    );
+}

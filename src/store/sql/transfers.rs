@@ -710,8 +710,9 @@ where
     }
 
     /// What this service's redemptions of a delegation that the chain may not count yet hold of it (§21): those
-    /// still open whose nonce the agent's wallet has not used at the block `available` was read at (`mined_nonce`);
-    /// one that block includes is in the chain's figure already, whatever its recorded status.
+    /// whose nonce the agent's wallet had not used when `available` was read (`mined_nonce`, read before it), in
+    /// any status that may spend (signed, pending, or confirmed since: a redemption mined after the read is not in
+    /// its figure); one the read's block includes is in the chain's figure already, whatever its recorded status.
     async fn held_by_redemptions(
         conn: &mut B::Connection,
         delegation_id: Uuid,
@@ -719,7 +720,7 @@ where
     ) -> StoreResult<U256> {
         let rows: Vec<(String,)> = sqlx::query_as(concat!(
             "SELECT value_wei FROM transactions WHERE delegation_id = $1 AND status IN ",
-            shared::open_statuses!(),
+            shared::outgoing_statuses!(),
             " AND nonce >= $2"
         ))
         .bind(delegation_id)
