@@ -4,6 +4,8 @@
 //! disabled on chain); lists each limit with what is `available` at the latest block; removes; and notices a
 //! revocation on chain (`check_revocations`, the watcher's pass, also run at the next use).
 
+pub mod view;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -168,6 +168,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         store: store.clone(),
         chains: chains.clone(),
         transfers: transfers.clone(),
+        delegations: delegations.clone(),
     };
     let chat = ChatServices {
         store: store.clone(),

@@ -130,6 +130,8 @@ pub struct ToolServices {
     pub store: Arc<dyn Store>,
     pub chains: Arc<Chains>,
     pub transfers: Transfers,
+    /// The on-chain delegations the agents were granted (§21, `list_delegations`).
+    pub delegations: crate::delegations::Delegations,
 }
 
 /// Executes tool calls for one agent: within a chat turn, or for an MCP session.
@@ -258,7 +260,13 @@ mod tests {
         };
         assert_eq!(
             of(Capability::Read),
-            ["get_balance", "get_gas_price", "get_block_number", "get_transaction"]
+            [
+                "get_balance",
+                "get_gas_price",
+                "get_block_number",
+                "get_transaction",
+                "list_delegations"
+            ]
         );
         assert_eq!(
             of(Capability::Compare),

@@ -7,7 +7,6 @@ pub mod audit;
 pub mod chains;
 pub mod chat;
 pub mod conversations;
-pub mod delegations;
 pub mod error;
 pub mod owners;
 pub mod policy;
@@ -17,12 +16,13 @@ pub mod transfers;
 pub mod wallets;
 pub mod webhooks;
 
+/// Delegation views live with the service (the tools show the same view, §21).
+pub use crate::delegations::view::{CaveatView, DelegationView, LimitView};
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView, AuditHeadView};
 pub use chains::{ChainView, HealthView, TokenView};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
-pub use delegations::{CaveatView, DelegationView, LimitView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
 pub use owners::{OwnerChallengeView, OwnerSessionView};
 pub use policy::{AssetLimitsView, PolicyView};

@@ -1,4 +1,5 @@
-//! The read tools (capability `read`): one chain, one question: balance, gas price, latest block, a transaction.
+//! The read tools (capability `read`): one chain, one question: balance, gas price, latest block, a transaction;
+//! and the on-chain delegations the agent was granted, with what each leaves this period (§21).
 
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -44,6 +45,15 @@ pub const TOOLS: &[Tool] = &[
         arguments: |f| json!({ "chain": f.chain, "tx_hash": { "type": "string", "pattern": "^0x[0-9a-fA-F]{64}$" } }),
         required: &["chain", "tx_hash"],
         run: get_transaction,
+    },
+    Tool {
+        name: "list_delegations",
+        capability: Capability::Read,
+        effect: Effect::ReadsChain,
+        description: "The on-chain delegations the owner granted the agent's wallet (§21): what each lets it spend per period from the owner's account, what is available now, and its status; pass one's id as `delegation` to send_native or send_token.",
+        arguments: |f| json!({ "chain": f.chain }),
+        required: &[],
+        run: list_delegations,
     },
 ];
 
@@ -114,5 +124,24 @@ fn get_transaction<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
         });
         cx.mark_local_node(chain.name, &mut found);
         Ok(found)
+    })
+}
+
+fn list_delegations<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
+    Box::pin(async move {
+        let chain = args.optional_chain(cx.agent)?;
+        let listed = cx.services.delegations.list(cx.agent.id).await.map_err(|e| match e {
+            crate::delegations::DelegationError::Store(_) => {
+                super::ToolError::new("internal_error", "the delegations could not be read")
+            }
+            other => super::ToolError::new("upstream_unavailable", other.to_string()),
+        })?;
+        let tokens = cx.services.chains.tokens();
+        let views: Vec<_> = listed
+            .iter()
+            .filter(|d| chain.is_none_or(|c| d.record.chain == c.name))
+            .map(|d| crate::delegations::view::DelegationView::new(d, tokens))
+            .collect();
+        Ok(json!({ "delegations": views }))
     })
 }

@@ -25,7 +25,13 @@ use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp};
 /// The newest protocol revision with an `initialize` handshake that rmcp speaks (2025-06-18 at least, per §17).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
-pub const READ_TOOLS: [&str; 4] = ["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
+pub const READ_TOOLS: [&str; 5] = [
+    "get_balance",
+    "get_gas_price",
+    "get_block_number",
+    "get_transaction",
+    "list_delegations",
+];
 
 pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)

@@ -19,7 +19,13 @@ use crate::helpers::{
     CreatedAgent, ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, TestApp, assert_error_shape, spawn_app_with, sqlite_url,
 };
 
-const READ_TOOLS: &[&str] = &["get_balance", "get_gas_price", "get_block_number", "get_transaction"];
+const READ_TOOLS: &[&str] = &[
+    "get_balance",
+    "get_gas_price",
+    "get_block_number",
+    "get_transaction",
+    "list_delegations",
+];
 
 /// Every tool of the registry whose capability is one of `capabilities`, in the order offered to models.
 fn registry_tools(capabilities: &[Capability]) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! Views of on-chain delegations (§21): the delegation with its caveats decoded, its limits with what is available
+//! Views of on-chain delegations (§21), as the HTTP API and the `list_delegations` tool show them: the delegation with its caveats decoded, its limits with what is available
 //! now, its window and status.
 
 use alloy::primitives::U256;
