@@ -10,7 +10,6 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::{Deserialize, Deserializer};
-use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,6 +20,8 @@ use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{DeliveryView, ErrorBody, QueuedEventView, WebhookSecretView, WebhookView};
 use crate::auth::{Actor, Authenticator, Caller};
+use crate::domain::audit::Detail;
+use crate::domain::audit::detail::WebhookEndpoint;
 use crate::domain::webhook;
 use crate::state::AppState;
 use crate::store::webhooks::{Webhook, WebhookChange};
@@ -150,15 +151,16 @@ fn owner(caller: &Caller) -> Result<Scope<'_>> {
 }
 
 /// The audit entry of a change to `w`, in its agent's log (an operator endpoint of every agent is in none).
-fn audit(w: &Webhook, scope: &Scope<'_>, action: crate::domain::audit::Action) -> Option<AuditEvent> {
+fn audit(w: &Webhook, scope: &Scope<'_>, action: fn(WebhookEndpoint) -> Detail) -> Option<AuditEvent> {
     let agent_id = w.agent_id?;
-    Some(AuditEvent {
-        agent_id,
-        action,
-        actor: scope.actor(),
-        detail: json!({"webhook_id": w.id, "url": crate::store::webhooks::url_shown(&w.url), "events": w.events,
-            "enabled": w.enabled, "description": w.description}),
-    })
+    let change = WebhookEndpoint {
+        webhook_id: w.id,
+        url: crate::store::webhooks::url_shown(&w.url),
+        events: w.events.clone(),
+        enabled: w.enabled,
+        description: w.description.clone(),
+    };
+    Some(AuditEvent::new(agent_id, scope.actor(), action(change)))
 }
 
 fn check_url(state: &AppState, url: &str) -> std::result::Result<String, String> {
@@ -253,11 +255,7 @@ async fn create(
     let (secret, sealed) = new_secret(state, w.id);
     state
         .store
-        .create_webhook(
-            &w,
-            &sealed,
-            audit(&w, &scope, crate::domain::audit::Action::WebhookCreated).as_ref(),
-        )
+        .create_webhook(&w, &sealed, audit(&w, &scope, Detail::WebhookCreated).as_ref())
         .await?;
     tracing::info!(webhook_id = %w.id, agent_id = ?w.agent_id, "webhook created");
     Ok((StatusCode::CREATED, Json(WebhookSecretView::new(&w, secret))))
@@ -310,7 +308,7 @@ async fn update(state: &AppState, scope: Scope<'_>, wid: &str, body: UpdateWebho
     if let Some(description) = &change.description {
         after.description = description.clone();
     }
-    let record = audit(&after, &scope, crate::domain::audit::Action::WebhookUpdated);
+    let record = audit(&after, &scope, Detail::WebhookUpdated);
     let updated = state
         .store
         .update_webhook(w.id, &change, record.as_ref())
@@ -323,10 +321,7 @@ async fn delete(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<StatusC
     let w = find(state, &scope, wid).await?;
     if !state
         .store
-        .delete_webhook(
-            w.id,
-            audit(&w, &scope, crate::domain::audit::Action::WebhookDeleted).as_ref(),
-        )
+        .delete_webhook(w.id, audit(&w, &scope, Detail::WebhookDeleted).as_ref())
         .await?
     {
         return Err(AppError::WebhookNotFound);
@@ -337,7 +332,7 @@ async fn delete(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<StatusC
 async fn rotate(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<Json<WebhookSecretView>> {
     let w = find(state, &scope, wid).await?;
     let (secret, sealed) = new_secret(state, w.id);
-    let record = audit(&w, &scope, crate::domain::audit::Action::WebhookSecretRotated);
+    let record = audit(&w, &scope, Detail::WebhookSecretRotated);
     if !state
         .store
         .rotate_webhook_secret(w.id, &sealed, record.as_ref())
