@@ -19,6 +19,10 @@ use crate::store::Store;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::vault::Vault;
 
+pub mod endpoints;
+
+pub use endpoints::Endpoints;
+
 /// How often the worker looks for due deliveries without being woken: retries that come due, leases another
 /// instance let run out, a wake that was missed. New events wake it as they commit (`OutboxWake`).
 const IDLE_POLL: Duration = Duration::from_secs(1);
