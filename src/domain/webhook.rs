@@ -353,4 +353,46 @@ mod tests {
         assert_eq!(body["type"], "policy.denied");
         assert!(body["timestamp"].as_str().unwrap().ends_with('Z'));
     }
+
+    #[test]
+    fn expiries_carry_the_entry_with_their_status_and_an_authorizations_kind() {
+        use crate::domain::audit::detail::{Decided, X402PaymentExpired};
+        let agent = Uuid::new_v4();
+        let held = Detail::TransferExpired(Decided {
+            transfer_id: Uuid::nil(),
+            chain: "base".into(),
+            asset: "ETH".into(),
+            to: "0xb".into(),
+            amount: "1".into(),
+            tx_hash: None,
+            kind: "transfer".into(),
+            url: None,
+            reason: None,
+        });
+        let e = from_audit(agent, Actor::System, &held).unwrap().unwrap();
+        assert_eq!(e.ty, "transfer.expired");
+        assert_eq!(
+            e.data,
+            json!({"agent_id": agent, "transfer_id": Uuid::nil(), "chain": "base", "asset": "ETH", "to": "0xb",
+                "amount": "1", "tx_hash": null, "kind": "transfer", "url": null, "status": "expired",
+                "actor": "system"})
+        );
+        let unused = Detail::X402PaymentExpired(X402PaymentExpired {
+            transfer_id: Uuid::nil(),
+            chain: "base".into(),
+            asset: "USDC".into(),
+            pay_to: "0xb".into(),
+            amount: "0.01".into(),
+            host: Some("api.example.com".into()),
+            path: None,
+        });
+        let e = from_audit(agent, Actor::System, &unused).unwrap().unwrap();
+        assert_eq!(e.ty, "transfer.expired");
+        assert_eq!(
+            e.data,
+            json!({"agent_id": agent, "transfer_id": Uuid::nil(), "chain": "base", "asset": "USDC", "pay_to": "0xb",
+                "amount": "0.01", "host": "api.example.com", "path": null, "status": "expired", "kind": "x402",
+                "actor": "system"})
+        );
+    }
 }
