@@ -188,6 +188,12 @@ impl App {
             let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
         }
+        tokio::spawn(
+            self.state
+                .delegations
+                .clone()
+                .run_until_stopped(self.state.shutdown.clone()),
+        );
         let deliverer = crate::webhooks::Deliverer::new(
             self.state.store.clone(),
             self.state.vault.clone(),

@@ -8,9 +8,11 @@
 pub mod authorizations;
 pub mod chains;
 pub mod client;
+pub mod delegations;
 pub mod error;
 pub mod fees;
 pub mod l1_fee;
+pub mod node;
 pub mod simulate;
 pub mod tokens;
 pub mod tx;
@@ -19,5 +21,6 @@ pub use chains::Chains;
 pub use client::{ChainClient, DEFAULT_TIMEOUT};
 pub use error::{ChainError, RefusalKind};
 pub use fees::{Fees, GWEI, TRANSFER_GAS, format_gwei, format_native};
+pub use node::Node;
 
 pub use tx::{ReceiptInfo, TxInfo, TxStatus, raw_tx_hash};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretBox, SecretString};
 
 use crate::domain::chain::{self as registry, CHAINS};
+use crate::domain::delegation;
 
 /// Why the configuration was refused. Messages name the variable, never its secret value.
 #[derive(Debug, thiserror::Error)]
@@ -146,8 +147,16 @@ pub struct ChainsConfig {
     /// `STUCK_AFTER_SECS`: how long a transfer may stay pending before it is sent again with higher fees (§14).
     pub stuck_after: Duration,
     /// `DELEGATION_MANAGER_<CHAIN>`: the delegation framework's `DelegationManager` per chain name (MetaMask's Delegation Framework). Typed
-    /// data it verifies is never signed (§18 `delegation_signature`).
+    /// data it verifies is never signed (§18 `delegation_signature`); delegations the owner grants are verified and
+    /// redeemed through it (§21). Default: the framework's v1.3 deployment on the registry chains that have one;
+    /// set to `none` or empty, none.
     pub delegation_managers: Vec<(String, alloy::primitives::Address)>,
+    /// `DELEGATION_ENFORCERS_<CHAIN>`: the caveat enforcers agentd reads per chain name (`name=address`, §21).
+    /// Default: the framework's v1.3 deployments on the registry chains that have them; set to `none` or empty, none.
+    pub delegation_enforcers: Vec<(
+        String,
+        Vec<(crate::domain::delegation::Kind, alloy::primitives::Address)>,
+    )>,
 }
 
 impl ChainsConfig {
@@ -159,6 +168,29 @@ impl ChainsConfig {
             .find(|(name, _)| name == chain)
             .is_some_and(|(_, url)| is_loopback_url(url.expose_secret()))
     }
+}
+
+/// `DELEGATION_ENFORCERS_<CHAIN>`: comma-separated `name=address`, each name one of §21's once (empty: none).
+fn parse_enforcers(spec: &str) -> Result<Vec<(delegation::Kind, alloy::primitives::Address)>, String> {
+    let mut out: Vec<(delegation::Kind, alloy::primitives::Address)> = Vec::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, address) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("`{entry}` is not name=address"))?;
+        let kind = delegation::Kind::from_name(name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = delegation::Kind::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown enforcer name `{}` (known: {})", name.trim(), names.join(", "))
+        })?;
+        let address = address
+            .trim()
+            .parse()
+            .map_err(|_| format!("the address of {} must be a 0x address", kind.name()))?;
+        if out.iter().any(|(k, _)| *k == kind) {
+            return Err(format!("{} is named twice", kind.name()));
+        }
+        out.push((kind, address));
+    }
+    Ok(out)
 }
 
 /// `http(s)://host[:port]/…` with a host of `localhost`, 127.0.0.0/8 or `[::1]`.
@@ -462,14 +494,37 @@ impl ChainsConfig {
         let mut confirmations = HashMap::new();
         let mut tokens = crate::domain::asset::Registry::default();
         let mut delegation_managers = Vec::new();
+        let mut delegation_enforcers = Vec::new();
         for chain in CHAINS {
             let suffix = registry::env_suffix(chain.name);
-            if let Some(manager) = vars.get(&format!("DELEGATION_MANAGER_{suffix}")) {
-                let address = manager.trim().parse().map_err(|_| ConfigError::Invalid {
-                    var: "DELEGATION_MANAGER_<CHAIN>",
-                    reason: format!("DELEGATION_MANAGER_{suffix} must be a 0x address"),
-                })?;
-                delegation_managers.push((chain.name.to_string(), address));
+            let deployed = delegation::deployments::CHAIN_IDS.contains(&chain.chain_id);
+            match vars.get_or_off(&format!("DELEGATION_MANAGER_{suffix}")) {
+                Some(manager) if manager.is_empty() => {}
+                Some(manager) => {
+                    let address = manager.trim().parse().map_err(|_| ConfigError::Invalid {
+                        var: "DELEGATION_MANAGER_<CHAIN>",
+                        reason: format!("DELEGATION_MANAGER_{suffix} must be a 0x address"),
+                    })?;
+                    delegation_managers.push((chain.name.to_string(), address));
+                }
+                None if deployed => {
+                    delegation_managers.push((chain.name.to_string(), delegation::deployments::DELEGATION_MANAGER));
+                }
+                None => {}
+            }
+            let enforcers = match vars.get_or_off(&format!("DELEGATION_ENFORCERS_{suffix}")) {
+                Some(spec) => parse_enforcers(&spec).map_err(|reason| ConfigError::Invalid {
+                    var: "DELEGATION_ENFORCERS_<CHAIN>",
+                    reason: format!("DELEGATION_ENFORCERS_{suffix}: {reason}"),
+                })?,
+                None if deployed => delegation::Kind::ALL
+                    .iter()
+                    .map(|k| (*k, delegation::deployments::enforcer(*k)))
+                    .collect(),
+                None => Vec::new(),
+            };
+            if !enforcers.is_empty() {
+                delegation_enforcers.push((chain.name.to_string(), enforcers));
             }
             if let Some(url) = vars.get(&format!("RPC_URL_{suffix}")) {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -511,7 +566,16 @@ impl ChainsConfig {
             tx_drop_after: Duration::from_secs(vars.number("TX_DROP_AFTER_SECS", 600)?),
             stuck_after: Duration::from_secs(vars.number("STUCK_AFTER_SECS", 120)?),
             delegation_managers,
+            delegation_enforcers,
         })
+    }
+
+    /// The `DelegationManager` of `chain`, if one is configured (or deployed there by default).
+    pub fn delegation_manager(&self, chain: &str) -> Option<alloy::primitives::Address> {
+        self.delegation_managers
+            .iter()
+            .find(|(c, _)| c == chain)
+            .map(|(_, a)| *a)
     }
 
     /// Confirmation depth for a chain (1 = included).
@@ -631,6 +695,13 @@ struct Vars(HashMap<String, String>);
 impl Vars {
     fn get(&self, name: &str) -> Option<String> {
         self.0.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    }
+
+    /// Like `get`, but a variable set to nothing (or to `none`) is `Some("")`: for settings whose default is
+    /// something, so that an operator can turn it off.
+    fn get_or_off(&self, name: &str) -> Option<String> {
+        let value = self.0.get(name)?.trim();
+        Some(if value.eq_ignore_ascii_case("none") { "" } else { value }.to_string())
     }
 
     /// A secret from `NAME`, or from the file named by `NAME_FILE`.

@@ -14,6 +14,7 @@ pub mod client_addr;
 pub mod console;
 pub mod conversations;
 pub mod cors;
+pub mod delegations;
 pub mod error;
 pub mod idempotency;
 pub mod json;
@@ -133,6 +134,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(policy::router())
         .merge(approvals::router())
         .merge(webhooks::router())
+        .merge(delegations::router())
 }
 
 /// The OpenAPI document served at `/api/openapi.json`.

@@ -17,6 +17,8 @@ pub mod config;
 pub mod confirmations;
 /// The master-key check at start and key rotation.
 pub mod custody;
+/// On-chain delegations the owner grants an agent (§21): registration, limits, revocation.
+pub mod delegations;
 /// Plain domain types and rules.
 pub mod domain;
 /// The live event bus, fed by the store.

@@ -58,6 +58,8 @@ pub struct Services {
     pub transfers: Transfers,
     /// Webhook endpoints (§19): registration, changes, secrets, the delivery log.
     pub webhooks: crate::webhooks::Endpoints,
+    /// On-chain delegations the owner grants (§21).
+    pub delegations: crate::delegations::Delegations,
     /// What the tools act through (chat turns, MCP calls).
     pub tools: ToolServices,
     /// What a chat turn uses.
@@ -85,6 +87,12 @@ impl FromRef<AppState> for Transfers {
 impl FromRef<AppState> for crate::webhooks::Endpoints {
     fn from_ref(state: &AppState) -> Self {
         state.webhooks.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::delegations::Delegations {
+    fn from_ref(state: &AppState) -> Self {
+        state.delegations.clone()
     }
 }
 
@@ -158,6 +166,12 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.x402.clone(),
     );
     let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private);
+    let delegations = crate::delegations::Delegations::new(
+        store.clone(),
+        chains.clone(),
+        config.chains.delegation_managers.clone(),
+        config.chains.delegation_enforcers.clone(),
+    );
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
@@ -185,6 +199,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         shutdown,
         transfers,
         webhooks,
+        delegations,
         listening: Arc::default(),
         clock,
         tools,

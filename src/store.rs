@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+pub mod delegations;
 mod feed;
 mod idempotency;
 mod locks;
@@ -23,14 +24,16 @@ use async_trait::async_trait;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
 
+pub use crate::domain::outflow::{CallCheck, Clearance, NativeFunds, TransferRequest};
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
+pub use delegations::DelegationStore;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
-    AgentUpdate, AuditEvent, CallCheck, Challenge, Clearance, Conversation, CountChange, EventRecord, Message,
-    NativeFunds, NewAgent, NonceFill, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement,
-    ResealFn, Reservation, Role, Settlement, Settling, SignedTx, TransferRequest,
+    AgentUpdate, AuditEvent, Challenge, Conversation, CountChange, EventRecord, Gathered, Message, NewAgent, NonceFill,
+    OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement, ResealFn, Reservation, Reserve, Role,
+    Settlement, Settling, SignedTx,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -71,8 +74,9 @@ pub trait SendGuard: Send {}
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
     pub use super::{
-        AgentStore, AttemptStore, AuditStore, ConversationStore, EventStore, HealthStore, IdempotencyStore, KeyStore,
-        OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore, TransferStore, WebhookStore,
+        AgentStore, AttemptStore, AuditStore, ConversationStore, DelegationStore, EventStore, HealthStore,
+        IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore,
+        TransferStore, WebhookStore,
     };
 }
 
@@ -93,6 +97,7 @@ pub trait Store:
     + KeyStore
     + PurgeStore
     + WebhookStore
+    + DelegationStore
 {
 }
 
@@ -112,6 +117,7 @@ impl<T> Store for T where
         + KeyStore
         + PurgeStore
         + WebhookStore
+        + DelegationStore
 {
 }
 
@@ -212,15 +218,10 @@ pub trait TransferStore: Send + Sync + 'static {
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>>;
     /// The next nonce the store would hand out, if it has one.
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>>;
-    /// In one transaction under the agent's lock: read the facts, ask `domain::decision::decide`, and apply its
-    /// decision: refuse (nothing stored), hold for approval, or allocate the nonce and insert as `signed` with
-    /// `signed` when it was made at that nonce; without it (or at another nonce) nothing is written and the answer is
-    /// `Reservation::Sign` with the nonce to sign at. The signature is never made inside the transaction.
-    async fn reserve_transfer(&self, request: &TransferRequest, signed: Option<&Presigned>)
-    -> StoreResult<Reservation>;
-    /// What `reserve_transfer` would decide now, read and decided the same way under the agent's lock, with
-    /// nothing written (a call's preview, §18 `calls/simulate`).
-    async fn judge_transfer(&self, request: &TransferRequest) -> StoreResult<crate::domain::decision::Decision>;
+    /// Opens a reserving transaction (`Reserving`): the facts of each request it reads stay still until it commits,
+    /// so what `domain::decision::decide` answers on them holds when it is applied. Dropped without `commit`, it
+    /// writes nothing (a preview, a refusal, a decision that waits for its signature).
+    async fn reserving(&self) -> StoreResult<Box<dyn Reserving + '_>>;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
@@ -279,6 +280,47 @@ pub trait TransferStore: Send + Sync + 'static {
         before: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Option<Vec<StoredTx>>>;
+}
+
+/// One reserving transaction (`TransferStore::reserving`): the store reads the facts of a request under its agent's
+/// lock and applies the decision the service took on them in the domain (`TransferRequest::decision_request`,
+/// `domain::decision::decide`); it decides nothing itself. A refusal, or a reservation that waits for its signature,
+/// is applied by dropping it.
+#[async_trait]
+pub trait Reserving: Send {
+    /// Takes the request's agent's lock (`BEGIN IMMEDIATE` on SQLite, the agent's row on PostgreSQL) and reads what
+    /// the decision reads: the standing, the cap and what counts against it, the funds' holds, the gate, the
+    /// store's nonce for a transaction, and for a call the allowances counted before it (`Gathered::counted`).
+    /// `Facts::call_windows` is left empty: see `call_windows`.
+    async fn facts(&mut self, request: &TransferRequest) -> StoreResult<Gathered>;
+    /// For a call judged by `policy`: the windows of each asset `counts` names and whether its party was paid
+    /// before, in `counts` order (`Facts::call_windows`).
+    async fn call_windows(
+        &mut self,
+        request: &TransferRequest,
+        counts: &[crate::domain::decision::Counted],
+        policy: &crate::domain::policy::Policy,
+    ) -> StoreResult<Vec<(crate::domain::decision::Windows, bool)>>;
+    /// Applies `Decision::Hold`: stored waiting for an owner's approval, holding its reservation; a call counts in
+    /// the windows while it waits (its allowances only once reserved for signing, §18).
+    async fn hold(
+        &mut self,
+        request: &TransferRequest,
+        hold: (u64, crate::domain::policy::Holds),
+        count: &crate::domain::outflow::CallCount,
+    ) -> StoreResult<Approval>;
+    /// Applies `Decision::Reserve` with the signature made at its nonce: the nonce handed out, the record stored as
+    /// `signed`, its reservation counted against the cap (`spent` as `facts` read it, less `release`), what a call
+    /// counts and leaves of the allowances stored, and an approval it carries out closed and audited.
+    async fn reserve(
+        &mut self,
+        request: &TransferRequest,
+        reserve: Reserve,
+        signed: SignedTx,
+        count: &crate::domain::outflow::CallCount,
+    ) -> StoreResult<StoredTx>;
+    /// Commits what was applied, then announces its events.
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
 /// What the confirmation watcher reads and writes once per round for all the open transfers of a chain, however
@@ -374,7 +416,7 @@ pub trait OwnerStore: Send + Sync + 'static {
 }
 
 /// Transfer policies and the transfers held for an owner's approval. Holding and approving happen inside
-/// `TransferStore::reserve_transfer` (the same transaction as the cap); these are the reads and the closings.
+/// `Reserving` (the same transaction as the cap); these are the reads and the closings.
 #[async_trait]
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).

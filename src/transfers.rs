@@ -9,15 +9,19 @@
 //! capability (`Transacting`) reaches the path. Sends of one (agent, chain) are serialised by a store lock, so no
 //! nonce is ever reused or skipped. The service answers with a typed outcome or a `TransferError`; what a caller shows
 //! of them (a tool result, an HTTP body) is decided at that caller.
+//!
+//! Rooms: `send` is the path (quote, lock, `reserve_once`, deliver, the refusal handler); `signing` opens the
+//! agent's signer and signs; `deliver` hands a stored transaction to the node and fills a refused one's nonce;
+//! `call`, `typed`, `pay` and `sweep` are the kinds' entry points onto the path; `approvals`, `replace` (fee bumps
+//! and cancels) and `gaps` act on what the path stored; this file holds the service, its orders and outcomes, and
+//! the audit of each outcome.
 
 use std::sync::Arc;
 
-use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
-use alloy::eips::eip2718::Encodable2718;
-use alloy::primitives::{Address, Bytes, TxKind, U256};
+use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, Chains, RefusalKind};
+use crate::chain::Chains;
 use crate::domain::agent::Agent;
 use crate::domain::amount::Amount;
 use crate::domain::asset::Asset;
@@ -25,27 +29,37 @@ use crate::domain::audit::detail::{self, Asked, AssetAsked};
 use crate::domain::audit::{Actor, Detail};
 use crate::domain::chain::ChainInfo;
 use crate::domain::recipient::Recipient;
-use crate::domain::transaction::{Body, OnChain, StoredTx, TokenRef, on_chain_call};
-use crate::signer::{Keys, SignerError, WalletSigner};
-use crate::store::{Approval, AuditEvent, Clearance, Mandate, SignedTx, Store, StoreError, TransferRequest};
+use crate::domain::transaction::{Body, StoredTx, TokenRef};
+use crate::signer::Keys;
+use crate::store::{Approval, AuditEvent, Clearance, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;
 mod call;
+mod deliver;
 mod error;
 mod gaps;
 mod pay;
 mod replace;
 mod send;
+mod signing;
 mod sweep;
 mod transacting;
 mod typed;
 
+#[cfg(test)]
+mod tests;
+
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
+pub use deliver::rebroadcast;
 pub use error::TransferError;
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
+pub use send::reserve_once;
 use send::{Kind, Outflow};
+pub(crate) use signing::l1_probe;
+pub(crate) use signing::signer_error;
+use signing::{nonce_filler, sign_eip1559, sign_transfer};
 pub use sweep::SweepOrder;
 pub use transacting::Transacting;
 pub use typed::TypedOrder;
@@ -257,95 +271,12 @@ impl Transfers {
         .await
     }
 
-    /// Records and broadcasts the send that fills the nonce of a refused transfer.
-    async fn send_fill(&self, client: &ChainClient, refused: &StoredTx, fill: &StoredTx) {
-        let at = fill.on_chain().map(|t| &t.at);
-        tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = ?at.map(|a| a.nonce),
-            "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
-        let detail = Detail::NonceFilled(detail::NonceFilled {
-            transfer_id: refused.id,
-            fill_id: fill.id,
-            chain: fill.chain.clone(),
-            nonce: at.map(|a| a.nonce),
-            tx_hash: at.map(|a| a.tx_hash.clone()),
-        });
-        self.audit(fill.agent_id, Actor::System, detail).await;
-        match client.send_raw(&fill.raw_tx).await {
-            Ok(_) => {
-                if let Err(e) = self.store.mark_broadcast(fill.id).await {
-                    tracing::error!(fill_id = %fill.id, error = %e, "a nonce fill's broadcast was not recorded");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(fill_id = %fill.id, error = %e, "the nonce fill was not accepted yet; it will be sent again")
-            }
-        }
-    }
-
-    /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
-    async fn node_nonce(
-        &self,
-        client: &ChainClient,
-        agent_id: Uuid,
-        chain: &ChainInfo,
-        from: Address,
-    ) -> Result<Option<u64>, TransferError> {
-        let known = |counted: &std::collections::HashSet<_>| counted.contains(&(agent_id, chain.name));
-        if known(&self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
-            return Ok(None);
-        }
-        match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
-            Some(_) => {
-                let mut counted = self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if counted.len() >= 100_000 {
-                    counted.clear();
-                }
-                counted.insert((agent_id, chain.name));
-                Ok(None)
-            }
-            None => Ok(Some(client.pending_nonce(from).await?)),
-        }
-    }
-
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
     async fn audit(&self, agent_id: Uuid, actor: Actor, detail: Detail) {
         let event = AuditEvent::new(agent_id, actor, detail);
         if let Err(e) = self.store.insert_audit(&event).await {
             tracing::error!(%agent_id, action = %event.action(), error = %e, "audit entry not recorded");
         }
-    }
-
-    /// Hands the stored transaction to the node. A refusal can follow our own earlier attempt that did land (the
-    /// client retries once after a lost answer; the node then calls the nonce used): a transaction the node knows
-    /// counts as accepted and is never discarded.
-    async fn broadcast(&self, client: &ChainClient, tx: &StoredTx) -> Result<(), ChainError> {
-        if self.faults.exit_before_broadcast {
-            tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signed transfer");
-            std::process::exit(86);
-        }
-        if self.faults.lost_broadcast_answer {
-            let _ = client.send_raw(&tx.raw_tx).await;
-        }
-        match client.send_raw(&tx.raw_tx).await {
-            Err(e) if !e.is_transport() && node_knows(client, tx).await => Ok(()),
-            other => other.map(|_| ()),
-        }
-    }
-
-    /// The agent's signer (§20): its vault key opened, or its key in the token (asked nothing until it signs).
-    async fn signer(&self, agent_id: Uuid) -> Result<Arc<dyn WalletSigner>, TransferError> {
-        let key = self.store.wallet_key(agent_id).await.map_err(store_error)?;
-        self.keys.open(agent_id, &key).map_err(|e| signer_error(agent_id, e))
-    }
-}
-
-/// What a signer's failure is to the caller: a token that does not answer is 503 `signer_unavailable` (nothing
-/// recorded, try again), a key that cannot be used an internal error.
-pub(crate) fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
-    tracing::error!(%agent_id, error = %e, "the wallet key could not sign");
-    match e {
-        SignerError::Unavailable(_) => TransferError::SignerUnavailable,
-        SignerError::Key(_) => TransferError::KeyUnavailable,
     }
 }
 
@@ -357,80 +288,6 @@ fn insufficient_tokens(request: &TransferRequest, available: U256) -> TransferEr
         needed: request.value_wei,
         balance: available,
     }
-}
-
-/// A zero-value send of `tx`'s wallet to itself, to take a nonce that `tx` left unused (a gap, or a transfer refused
-/// after later ones were signed): nothing moves but the fee, held against the cap as `reserved_wei`.
-fn nonce_filler(
-    tx: &StoredTx,
-    chain: &ChainInfo,
-    gas_limit: u64,
-    max_fee_per_gas: u128,
-    reserved_wei: U256,
-) -> TransferRequest {
-    TransferRequest {
-        id: Uuid::new_v4(),
-        agent_id: tx.agent_id,
-        chain: tx.chain.clone(),
-        conversation_id: None,
-        from: tx.from,
-        to: tx.from,
-        value_wei: U256::ZERO,
-        reserved_wei,
-        node_nonce: None,
-        asset: chain.native_symbol.to_string(),
-        token: None,
-        clearance: Clearance::Decided,
-        token_balance: None,
-        mined_nonce: None,
-        native_funds: None,
-        body: Body::Transaction(OnChain {
-            at: (),
-            gas_limit,
-            max_fee_per_gas,
-            call: None,
-        }),
-        call_check: None,
-        mandate: Mandate::NONE,
-    }
-}
-
-/// Signs `request` at `nonce` (EIP-1559 with the chain's id): the raw bytes and hash to store before broadcast.
-fn sign_transfer(
-    signer: &dyn WalletSigner,
-    chain: &ChainInfo,
-    request: &TransferRequest,
-    priority_fee: u128,
-    nonce: u64,
-) -> Result<SignedTx, SignerError> {
-    let (to, value, input) = match request.body.call() {
-        Some(call) => (request.to, request.value_wei, call.data.clone()),
-        None => on_chain_call(request.to, request.value_wei, request.token),
-    };
-    let (gas_limit, max_fee_per_gas) = request.body.fees();
-    let tx = TxEip1559 {
-        chain_id: chain.chain_id,
-        nonce,
-        gas_limit,
-        max_fee_per_gas,
-        max_priority_fee_per_gas: priority_fee.min(max_fee_per_gas),
-        to: TxKind::Call(to),
-        value,
-        input,
-        ..Default::default()
-    };
-    sign_eip1559(signer, tx)
-}
-
-/// Signs an EIP-1559 transaction (its signature hash, through the signer seam): the raw bytes and hash to store
-/// before broadcast.
-fn sign_eip1559(signer: &dyn WalletSigner, tx: TxEip1559) -> Result<SignedTx, SignerError> {
-    let signature = signer.sign_hash(&tx.signature_hash())?;
-    let envelope = TxEnvelope::from(tx.into_signed(signature));
-    Ok(SignedTx {
-        hash: envelope.tx_hash().to_string(),
-        raw: envelope.encoded_2718(),
-    })
 }
 
 /// The symbol of the order's asset.
@@ -477,45 +334,4 @@ fn token_ref(token: &Asset) -> Option<TokenRef> {
 fn recipient(agent: &Agent, chain: &ChainInfo, to: Address) -> Result<Recipient, TransferError> {
     let from = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
     Ok(Recipient::new(to, from)?)
-}
-
-/// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce
-/// are known: those fields take values at least as long as the real ones, so the estimate does not fall short.
-pub(crate) fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes) -> Vec<u8> {
-    TxEip1559 {
-        chain_id: chain.chain_id,
-        nonce: u64::from(u32::MAX),
-        gas_limit: 30_000_000,
-        max_fee_per_gas: 1_000 * crate::chain::GWEI,
-        max_priority_fee_per_gas: 1_000 * crate::chain::GWEI,
-        to: TxKind::Call(to),
-        value,
-        input,
-        ..Default::default()
-    }
-    .encoded_for_signing()
-}
-
-/// Whether the node knows this exact transaction (pending or mined). Unknown when the node cannot be asked: then
-/// `true`, so that nothing that may be on chain is ever discarded; the watcher settles it later.
-async fn node_knows(client: &ChainClient, tx: &StoredTx) -> bool {
-    let Some(Ok(hash)) = tx.on_chain().map(|t| t.at.tx_hash.parse()) else {
-        return false;
-    };
-    match client.transaction(hash).await {
-        Ok(found) => found.is_some(),
-        Err(e) => {
-            tracing::warn!(tx_id = %tx.id, error = %e, "cannot tell whether the node has the transaction; keeping it");
-            true
-        }
-    }
-}
-
-/// Broadcasts a stored transaction again (after a restart or a lost broadcast). `Ok(true)` when a node has it.
-pub async fn rebroadcast(client: &ChainClient, tx: &StoredTx) -> Result<bool, ChainError> {
-    match client.send_raw(&tx.raw_tx).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.refusal() == Some(RefusalKind::NonceTooLow) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

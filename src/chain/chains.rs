@@ -21,6 +21,8 @@ pub struct Chains {
     tokens: std::sync::Arc<Registry>,
     /// The delegation framework's `DelegationManager` per chain name (the MetaMask Delegation Framework), configured or not.
     delegation_managers: std::sync::Arc<Vec<(String, alloy::primitives::Address)>>,
+    /// Nodes standing in for configured clients' on the money path (`with_node`: a unit test's scripted node).
+    nodes: Vec<(&'static str, std::sync::Arc<dyn super::Node>)>,
 }
 
 impl std::fmt::Debug for Chains {
@@ -71,6 +73,7 @@ impl Chains {
             clients,
             tokens: Default::default(),
             delegation_managers: Default::default(),
+            nodes: Vec::new(),
         })
     }
 
@@ -139,6 +142,23 @@ impl Chains {
             .iter()
             .find(|c| c.name() == name)
             .ok_or_else(|| self.missing(name))
+    }
+
+    /// The node the money path uses for a chain (`Transfers`): its client, or the node that stands in for it.
+    pub fn node(&self, name: &str) -> Result<&dyn super::Node, ChainError> {
+        if let Some((_, node)) = self.nodes.iter().find(|(n, _)| *n == name) {
+            return Ok(node.as_ref());
+        }
+        self.get(name).map(|c| c as &dyn super::Node)
+    }
+
+    /// The same chains with `node` in place of its chain's client on the money path (the transfer service's unit
+    /// tests script one); the chain need not have a URL.
+    pub fn with_node(mut self, node: std::sync::Arc<dyn super::Node>) -> Chains {
+        let name = node.info().name;
+        self.nodes.retain(|(n, _)| *n != name);
+        self.nodes.push((name, node));
+        self
     }
 
     /// Whether the chain has an RPC URL.

@@ -80,10 +80,13 @@ pub enum Action {
     WebhookDisabled,
     X402FetchFree,
     X402PaymentRefused,
+    DelegationAdded,
+    DelegationRemoved,
+    DelegationRevoked,
 }
 
 impl Action {
-    pub const ALL: [Action; 31] = [
+    pub const ALL: [Action; 34] = [
         Action::AgentCreated,
         Action::AgentUpdated,
         Action::AgentDeleted,
@@ -115,10 +118,16 @@ impl Action {
         Action::WebhookDisabled,
         Action::X402FetchFree,
         Action::X402PaymentRefused,
+        Action::DelegationAdded,
+        Action::DelegationRemoved,
+        Action::DelegationRevoked,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Action::DelegationAdded => "delegation_added",
+            Action::DelegationRemoved => "delegation_removed",
+            Action::DelegationRevoked => "delegation_revoked",
             Action::AgentCreated => "agent_created",
             Action::AgentUpdated => "agent_updated",
             Action::AgentDeleted => "agent_deleted",

@@ -116,15 +116,15 @@ pub struct Windows {
 }
 
 /// What besides the cap and the balances decides.
-#[derive(Debug, Clone, Copy)]
-pub enum Gate<'a> {
+#[derive(Debug, Clone)]
+pub enum Gate {
     /// Already decided (a retry of an approved transfer after a nonce resynchronisation).
     Decided,
     /// An owner's sweep of the whole balance to the owner (§20): neither the cap nor the policy applies (they guard
     /// the agent, not its owner), and an inactive agent may be swept; the funds and the nonce are judged as always.
     /// `owners`: the agent's owner addresses, as this transaction sees them, when the sweep must go to one (an owner
     /// session's); `None` with the admin token, which sweeps to any address.
-    Sweep { owners: Option<&'a [Address]> },
+    Sweep { owners: Option<Vec<Address>> },
     /// An owner approved the waiting transfer: as found in this transaction.
     Approval {
         status: ApprovalStatus,
@@ -134,7 +134,7 @@ pub enum Gate<'a> {
     },
     /// The agent's policy, with the windows and recipient history as this transaction sees them.
     Policy {
-        policy: &'a Policy,
+        policy: Box<Policy>,
         windows: Windows,
         paid_before: bool,
     },
@@ -153,8 +153,8 @@ pub struct Standing {
 }
 
 /// Everything the store read under the agent's lock.
-#[derive(Debug, Clone, Copy)]
-pub struct Facts<'a> {
+#[derive(Debug, Clone)]
+pub struct Facts {
     pub standing: Standing,
     pub cap: U256,
     /// What counts against the cap on the chain: reservations of open transfers, costs of settled ones.
@@ -166,8 +166,8 @@ pub struct Facts<'a> {
     pub native: Option<Funds>,
     /// For a call: the windows of each of its counts' assets and whether their party was paid before, in the order
     /// of `CallSite::counts`.
-    pub call_windows: &'a [(Windows, bool)],
-    pub gate: Gate<'a>,
+    pub call_windows: Vec<(Windows, bool)>,
+    pub gate: Gate,
     /// The store's next nonce for (agent, chain), if it counts one.
     pub stored_nonce: Option<u64>,
 }
@@ -256,11 +256,11 @@ pub fn sweeps_to(to: Address, owners: Option<&[Address]>) -> bool {
     owners.is_none_or(|owners| owners.contains(&to))
 }
 
-pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
+pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     let refuse = Decision::Refuse;
     let sweep = matches!(f.gate, Gate::Sweep { .. });
-    if let Gate::Sweep { owners } = f.gate
-        && !sweeps_to(r.to, owners)
+    if let Gate::Sweep { owners } = &f.gate
+        && !sweeps_to(r.to, owners.as_deref())
     {
         return refuse(Refusal::OwnerAddressRequired);
     }
@@ -297,20 +297,20 @@ pub fn decide(r: &Request<'_>, f: &Facts<'_>) -> Decision {
     if let (Some(refusal), None) = (short, r.call) {
         return refuse(refusal);
     }
-    let release = match f.gate {
+    let release = match &f.gate {
         Gate::Decided | Gate::Sweep { .. } => U256::ZERO,
-        Gate::Approval { status, .. } if status != ApprovalStatus::AwaitingApproval => {
-            return refuse(Refusal::NotAwaiting(status));
+        Gate::Approval { status, .. } if *status != ApprovalStatus::AwaitingApproval => {
+            return refuse(Refusal::NotAwaiting(*status));
         }
         Gate::Approval { expired: true, .. } => return refuse(Refusal::NotAwaiting(ApprovalStatus::Expired)),
-        Gate::Approval { held, .. } => held,
+        Gate::Approval { held, .. } => *held,
         Gate::Policy {
             policy,
             windows,
             paid_before,
         } => match match r.call {
-            Some(call) => call_verdict(&call, policy, f.call_windows),
-            None => verdict(r, policy, windows, paid_before),
+            Some(call) => call_verdict(&call, policy, &f.call_windows),
+            None => verdict(r, policy, *windows, *paid_before),
         } {
             Verdict::Allow => U256::ZERO,
             Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
@@ -523,7 +523,7 @@ mod tests {
         }
     }
 
-    fn facts(cap: u64, spent: u64, gate: Gate<'_>) -> Facts<'_> {
+    fn facts(cap: u64, spent: u64, gate: Gate) -> Facts {
         Facts {
             standing: Standing {
                 agent_active: true,
@@ -536,7 +536,7 @@ mod tests {
             native: None,
             gate,
             stored_nonce: None,
-            call_windows: &[],
+            call_windows: Vec::new(),
         }
     }
 
@@ -558,9 +558,9 @@ mod tests {
         Decision::Refuse(Refusal::PolicyDenied(rule))
     }
 
-    fn policy_gate(policy: &Policy, day: u64, week: u64, paid_before: bool) -> Gate<'_> {
+    fn policy_gate(policy: &Policy, day: u64, week: u64, paid_before: bool) -> Gate {
         Gate::Policy {
-            policy,
+            policy: Box::new(policy.clone()),
             windows: Windows {
                 day: wei(day),
                 week: wei(week),
@@ -610,7 +610,7 @@ mod tests {
         // The same request as the agent's own transfer is refused by the cap, and on an inactive agent at all.
         let as_agent = Facts {
             gate: Gate::Decided,
-            ..swept
+            ..swept.clone()
         };
         assert_eq!(
             decide(&request(1_000, 1_200), &as_agent),
@@ -630,7 +630,7 @@ mod tests {
                 balance: wei(1_100),
                 held: wei(200),
             }),
-            ..swept
+            ..swept.clone()
         };
         let r = Request {
             native_needed: Some(wei(1_100)),
@@ -646,7 +646,7 @@ mod tests {
                 token_current: false,
                 ..inactive
             },
-            ..swept
+            ..swept.clone()
         };
         assert_eq!(
             decide(&request(1_000, 1_200), &revoked),
@@ -665,7 +665,13 @@ mod tests {
                 &r,
                 &Facts {
                     stored_nonce: Some(2),
-                    ..facts(1, 50, Gate::Sweep { owners: Some(owners) })
+                    ..facts(
+                        1,
+                        50,
+                        Gate::Sweep {
+                            owners: Some(owners.to_vec()),
+                        },
+                    )
                 },
             )
         };

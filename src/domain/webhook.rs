@@ -29,6 +29,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "policy.denied",
     "agent.updated",
     "policy.updated",
+    "delegation.revoked",
     "webhook.test",
 ];
 
@@ -119,9 +120,9 @@ pub fn body(ty: &str, at: DateTime<Utc>, data: &Value) -> String {
     json!({"type": ty, "timestamp": at.to_rfc3339_opts(SecondsFormat::Micros, true), "data": data}).to_string()
 }
 
-/// The events an audit entry reports: policy refusals, agent and policy changes, expiries and fee bumps. `data`
-/// is the entry's detail with who acted, and what the event's type adds (an expiry's `status`; a replacement's
-/// `replaced` hash named `replaced_hash`).
+/// The events an audit entry reports: policy refusals, agent and policy changes, revoked delegations, expiries and
+/// fee bumps. `data` is the entry's detail with who acted, and what the event's type adds (an expiry's `status`; a
+/// replacement's `replaced` hash named `replaced_hash`).
 pub fn from_audit(agent_id: Uuid, actor: Actor, detail: &Detail) -> Result<Option<WebhookEvent>, serde_json::Error> {
     let (ty, data) = match detail {
         Detail::TransferRefused(d) if d.refused.code == "policy_denied" => {
@@ -129,6 +130,7 @@ pub fn from_audit(agent_id: Uuid, actor: Actor, detail: &Detail) -> Result<Optio
         }
         Detail::AgentUpdated(d) => ("agent.updated", reported(d, actor, None, None)?),
         Detail::PolicyUpdated(d) => ("policy.updated", reported(d, actor, None, None)?),
+        Detail::DelegationRevoked(d) => ("delegation.revoked", reported(d, actor, None, None)?),
         Detail::TransferExpired(d) => ("transfer.expired", reported(d, actor, Some("expired"), None)?),
         Detail::X402PaymentExpired(d) => ("transfer.expired", reported(d, actor, Some("expired"), Some("x402"))?),
         Detail::TransferFeeBumped(d) | Detail::TransferCancelRequested(d) => {

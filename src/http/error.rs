@@ -55,6 +55,8 @@ pub enum AppError {
     WebhookNotFound,
     #[error("no such event for this webhook")]
     EventNotFound,
+    #[error("delegation not found")]
+    DelegationNotFound,
     #[error("not found")]
     NotFound,
     #[error("this method is not allowed on this path")]
@@ -140,9 +142,8 @@ impl AppError {
             MissingToken | MissingCredential(_) | InvalidToken | AdminRequired | MetricsTokenRequired
             | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
-            AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound | NotFound => {
-                StatusCode::NOT_FOUND
-            }
+            AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound
+            | DelegationNotFound | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             Conflict { .. } => StatusCode::CONFLICT,
@@ -179,6 +180,7 @@ impl AppError {
             TransferNotFound => "transfer_not_found",
             WebhookNotFound => "webhook_not_found",
             EventNotFound => "event_not_found",
+            DelegationNotFound => "delegation_not_found",
             NotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             AgentInactive => "agent_inactive",
@@ -327,6 +329,43 @@ impl From<ChatError> for AppError {
             status,
             code: err.code(),
             message: err.to_string(),
+        }
+    }
+}
+
+/// §21's codes: each refusal of a registration is a 422 with its own code; a revoked or known delegation 409.
+impl From<crate::delegations::DelegationError> for AppError {
+    fn from(err: crate::delegations::DelegationError) -> Self {
+        use crate::delegations::DelegationError as E;
+        let message = err.to_string();
+        let unprocessable = |code| AppError::Unprocessable {
+            code,
+            message: message.clone(),
+        };
+        match err {
+            E::Field { field, reason } => AppError::field(&field, reason),
+            E::Unavailable(_) => unprocessable("delegations_unavailable"),
+            E::DelegateMismatch { .. } => unprocessable("delegate_mismatch"),
+            E::NotRoot => unprocessable("delegation_not_root"),
+            E::NotSmart(_) => unprocessable("delegator_not_smart"),
+            E::InvalidSignature => unprocessable("invalid_delegation_signature"),
+            E::UnknownCaveat { .. } => unprocessable("unknown_caveat"),
+            E::Unbounded => unprocessable("delegation_unbounded"),
+            E::Revoked => AppError::Conflict {
+                code: "delegation_revoked",
+                message,
+            },
+            E::Exists => AppError::Conflict {
+                code: "delegation_exists",
+                message,
+            },
+            E::NotFound => AppError::DelegationNotFound,
+            E::Chain(e) => AppError::Upstream {
+                status: StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_GATEWAY),
+                code: e.code(),
+                message,
+            },
+            E::Store(e) => AppError::from(e),
         }
     }
 }

@@ -11,38 +11,7 @@ use super::StoreResult;
 /// How long a key is remembered after its first use (docs/api.md §12).
 pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
-/// The `Idempotency-Key` claim a request runs under: checked, and marked as having moved money, in the transaction
-/// that reserves for it, so that a claim taken over (its lease ran out) moves nothing, and a claim that moved money is
-/// never taken over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimFence {
-    pub key: String,
-    pub claim_id: Uuid,
-}
-
-/// On whose word money moves, checked again in the reserving transaction: the agent token the request came with
-/// (none for an owner's approval, §15) and the `Idempotency-Key` claim it runs under (none without a key, §12).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Mandate {
-    pub token_hash: Option<String>,
-    pub claim: Option<ClaimFence>,
-}
-
-impl Mandate {
-    /// No agent token and no key: an owner's approval, a retry already decided.
-    pub const NONE: Mandate = Mandate {
-        token_hash: None,
-        claim: None,
-    };
-
-    /// A request authenticated with the agent token of this hash, without a key.
-    pub fn token(token_hash: Option<String>) -> Mandate {
-        Mandate {
-            token_hash,
-            claim: None,
-        }
-    }
-}
+pub use crate::domain::outflow::{ClaimFence, Mandate};
 
 /// What a request asks for when it claims a key.
 #[derive(Debug, Clone)]

@@ -158,96 +158,6 @@ impl Role {
     }
 }
 
-/// A transfer to reserve: the cap check, nonce allocation and insert happen in one database transaction.
-#[derive(Debug, Clone)]
-pub struct TransferRequest {
-    pub id: Uuid,
-    pub agent_id: Uuid,
-    pub chain: String,
-    pub conversation_id: Option<Uuid>,
-    pub from: Address,
-    pub to: Address,
-    /// In base units of the asset.
-    pub value_wei: U256,
-    /// The native value plus twice `gas_limit * max_fee_per_gas`.
-    pub reserved_wei: U256,
-    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
-    pub node_nonce: Option<u64>,
-    /// The asset symbol (`ETH`); with `chain`, the policy's asset key.
-    pub asset: String,
-    /// The token moved, for an ERC-20 transfer (`value_wei` is then in its base units).
-    pub token: Option<crate::domain::transaction::TokenRef>,
-    /// What besides the cap the reservation checks.
-    pub clearance: Clearance,
-    /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
-    /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
-    pub token_balance: Option<U256>,
-    /// The wallet's nonce the node has mined, read with `token_balance`: the agent's open token transfers below it
-    /// have landed and the balance read already shows them, so only the others are held against it.
-    pub mined_nonce: Option<u64>,
-    /// The wallet's native balance read on chain before the reservation, and what this transfer needs of it: the
-    /// reservation refuses it when the balance less the reservations of the agent's transfers still on their way on
-    /// the chain (signed or pending: the read may not show them yet) is below that (`InsufficientFunds`).
-    pub native_funds: Option<NativeFunds>,
-    /// What it is: a transaction (a transfer, or a call signed with its calldata and stored with what its
-    /// simulation showed, §18), an x402 authorization (§16: no native cost and no nonce; `sign` is called with 0 and
-    /// its `raw` is the signed payment document), or typed data to sign.
-    pub body: crate::domain::transaction::Body<()>,
-    /// What the reservation judges of a call or typed data besides the cap (none when an owner approved it).
-    pub call_check: Option<CallCheck>,
-    /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
-    pub mandate: super::Mandate,
-}
-
-/// What a call's reservation judges (§18): the unlimited-approval guard, the `calls` rules (whether the agent is
-/// guarded decides when none does), and what it counts against the assets' limits.
-#[derive(Debug, Clone)]
-pub struct CallCheck {
-    /// The rule that refuses it whatever the `calls` rules say (`domain::decision::CallSite::forbidden`).
-    pub forbidden: Option<crate::domain::policy::PolicyRule>,
-    /// Typed data to sign, as parsed: the rules read its values from the parse that made its digest.
-    pub typed: Option<std::sync::Arc<crate::domain::call::typed::Typed>>,
-    pub unlimited: bool,
-    pub guarded: bool,
-    /// What counts whatever the ledger holds: the native value.
-    pub fixed: Vec<crate::domain::decision::Counted>,
-    /// What leaves the wallet of each token.
-    pub outs: Vec<crate::domain::call::ledger::TokenOut>,
-    /// The allowances it moves, read before and after it in its simulation.
-    pub moves: Vec<crate::domain::call::ledger::AllowanceMove>,
-    /// Every address that receives coin or tokens anywhere in its simulation, and every spender it names: each is
-    /// judged by `blocked_recipients` (§18).
-    pub receivers: Vec<alloy::primitives::Address>,
-    /// Set when the call's selector is none the service decodes into counts (§18 `call_not_understood`).
-    pub opaque: Option<crate::domain::decision::Opaque>,
-}
-
-/// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the
-/// fee).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NativeFunds {
-    pub balance: U256,
-    pub needed: U256,
-}
-
-/// What clears an outflow besides the cap (read as a `domain::decision::Gate` in the reserving transaction): the
-/// agent's policy, an owner's approval, a decision already taken, or an owner's sweep. (Not an x402 `Authorization`.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clearance {
-    /// The agent's policy: a refusal, or a transfer held for approval instead of signed.
-    Policy,
-    /// An owner (or the admin, `by`) approved the waiting transfer with the request's id: it must still be waiting
-    /// and unexpired; its held reservation is released as this one is taken, and the approval audited with it.
-    Approval { by: crate::domain::audit::Actor },
-    /// Already decided (the retry of an approved transfer after a nonce resynchronisation).
-    Decided,
-    /// An owner's sweep of the agent's whole balance to its owner (§20): exempt from the cap and the policy, which
-    /// guard the agent, not its owner, and allowed on an inactive agent; funds, nonce and lock apply as to any send.
-    /// An owner session sweeps only to one of the agent's owner addresses, read in the reserving transaction; the
-    /// admin token (`anywhere`) to any address.
-    Sweep { anywhere: bool },
-}
-
 /// A signed transaction ready to store: EIP-2718 bytes and the 0x hash.
 #[derive(Clone)]
 pub struct SignedTx {
@@ -265,6 +175,23 @@ pub type ResealFn<'a> = &'a (dyn Fn(Uuid, &EncryptedKey) -> Result<EncryptedKey,
 pub struct Presigned {
     pub nonce: Option<u64>,
     pub signed: SignedTx,
+}
+
+/// What a reserving transaction read for a request (`Reserving::facts`).
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    pub facts: crate::domain::decision::Facts,
+    /// The allowances the service counted for the agent on the chain (a call's counts start from them, §18).
+    pub counted: Vec<crate::domain::call::ledger::Remaining>,
+}
+
+/// A `Decision::Reserve` to apply: the nonce to hand out (`None`: an outflow that uses none of the agent's), what
+/// counted against the cap when the facts were read, and what an approved transfer held while it waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    pub nonce: Option<u64>,
+    pub spent: U256,
+    pub release: U256,
 }
 
 /// The outcome of a reservation.

@@ -11,6 +11,7 @@ mod agents;
 mod attempts;
 mod audit;
 mod conversations;
+mod delegations;
 mod events;
 mod idempotency;
 mod keys;

@@ -178,7 +178,7 @@ impl Transfers {
         if open.is_empty() {
             return Ok(Vec::new());
         }
-        let mined = self.chains.get(chain.name)?.mined_nonce(from).await?;
+        let mined = self.chains.node(chain.name)?.mined_nonce(from).await?;
         Ok(open
             .iter()
             .filter(|tx| tx.nonce().is_some_and(|n| n >= mined))
@@ -204,7 +204,7 @@ impl Transfers {
     /// `preview_call` after `pending`, the agent's transactions still to land.
     async fn preview_after(&self, order: &CallOrder<'_>, pending: &[SimCall]) -> Result<Previewed, TransferError> {
         let chain = order.chain;
-        let client = self.chains.get(chain.name)?;
+        let client = self.chains.node(chain.name)?;
         let from = *order
             .by
             .agent
@@ -344,7 +344,7 @@ impl Transfers {
     /// last, §18), or a validation the agent's own pending transactions fail (one stuck below today's base fee).
     async fn exact_run(
         &self,
-        client: &crate::chain::ChainClient,
+        client: &dyn crate::chain::Node,
         order: &CallOrder<'_>,
         from: Address,
         pending: &[SimCall],
@@ -445,7 +445,7 @@ impl Transfers {
     /// approvals as set from nothing: each counts whole.
     async fn allowance_moves(
         &self,
-        client: &crate::chain::ChainClient,
+        client: &dyn crate::chain::Node,
         order: &CallOrder<'_>,
         from: Address,
         decoded: &call::DecodedCall,

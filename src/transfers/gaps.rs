@@ -8,7 +8,7 @@
 use alloy::primitives::U256;
 
 use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, signer_error, store_error};
-use crate::chain::ChainClient;
+use crate::chain::Node;
 use crate::domain::transaction::StoredTx;
 use crate::store::{NonceFill, Presigned};
 
@@ -17,7 +17,7 @@ impl Transfers {
     /// transfer's reservation) and broadcasts it. `None` when there is nothing to fill (settled meanwhile, or its
     /// nonce is already being filled) or the cap cannot hold the fee. A fill the node does not take now stays stored
     /// as `signed`, and the watcher sends it again like any transfer.
-    pub async fn fill_gap(&self, client: &ChainClient, gap: &StoredTx) -> Result<Option<StoredTx>, TransferError> {
+    pub async fn fill_gap(&self, client: &dyn Node, gap: &StoredTx) -> Result<Option<StoredTx>, TransferError> {
         let Some(nonce) = gap.nonce() else {
             return Ok(None);
         };

@@ -12,7 +12,7 @@ use alloy::primitives::{Bytes, TxKind, U256};
 use uuid::Uuid;
 
 use super::{TransferError, Transfers, sign_eip1559, store_error};
-use crate::chain::{ChainClient, ChainError, Fees, RefusalKind, TRANSFER_GAS};
+use crate::chain::{ChainError, Fees, Node, RefusalKind, TRANSFER_GAS};
 use crate::domain::agent::Agent;
 use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::chain as registry;
@@ -72,7 +72,7 @@ fn decode(raw: &[u8]) -> Result<TxEip1559, TransferError> {
 }
 
 /// What the cap must hold for `tx` to land: its value, its gas at its fee cap, and the L1 data fee where there is one.
-async fn needed(client: &ChainClient, tx: &TxEip1559) -> Result<U256, TransferError> {
+async fn needed(client: &dyn Node, tx: &TxEip1559) -> Result<U256, TransferError> {
     let l1_fee = client.l1_fee(&tx.encoded_for_signing()).await?;
     let gas = U256::from(tx.gas_limit) * U256::from(tx.max_fee_per_gas);
     Ok(tx.value().saturating_add(gas).saturating_add(l1_fee))
@@ -90,7 +90,7 @@ enum Broadcast {
 impl Transfers {
     /// Signs the latest attempt of a stuck transfer again with higher fees (the watcher, once it has been pending
     /// for `STUCK_AFTER_SECS`).
-    pub async fn bump(&self, client: &ChainClient, tx: &StoredTx) -> Result<Bump, TransferError> {
+    pub async fn bump(&self, client: &dyn Node, tx: &StoredTx) -> Result<Bump, TransferError> {
         let Some(at) = tx.placed() else {
             return Ok(Bump::Nothing);
         };
@@ -136,7 +136,7 @@ impl Transfers {
             return Ok(Cancelled::Sent(Box::new(tx)));
         }
         let chain = registry::find(&tx.chain).ok_or(TransferError::NoWallet)?;
-        let client = self.chains.get(chain.name)?;
+        let client = self.chains.node(chain.name)?;
         let latest = decode(&tx.raw_tx)?;
         let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
         let next = TxEip1559 {
@@ -217,7 +217,7 @@ impl Transfers {
     /// `Broadcast::Declined` with the store's reason when it stored nothing.
     async fn replace(
         &self,
-        client: &ChainClient,
+        client: &dyn Node,
         (tx, at): (&StoredTx, &Placed),
         next: TxEip1559,
         kind: AttemptKind,

@@ -1,7 +1,7 @@
 //! The one send path of every outflow — the native coin, a token, an x402 authorization; a first try or an owner's
-//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide (`Store::reserve_transfer`,
-//! whose rules are `domain::decision::decide`), sign outside the database, decide again and record in one store
-//! transaction (`reserve`) → release the lock → deliver.
+//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide (`reserve_once`: the store's
+//! reserving transaction reads the facts, the domain decides with `domain::decision::decide`), sign outside the
+//! database, decide again and record in one reserving transaction (`reserve`) → release the lock → deliver.
 //! A transaction is broadcast after the lock is released, so the agent's next transfer is signed while this one
 //! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
 //! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
@@ -15,14 +15,16 @@ use super::{
     BroadcastStatus, FEE_MAX_AGE, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
     nonce_filler, sign_transfer, signer_error, store_error, token_ref,
 };
-use crate::chain::{ChainClient, ChainError, RefusalKind};
+use crate::chain::{ChainError, Node, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::{Cost, Refusal};
+use crate::domain::decision::{Cost, Decision, Gate, Refusal};
+use crate::domain::outflow::CallCount;
 use crate::domain::transaction::{Body, CallRecord, OnChain, SignatureRecord, StoredTx, X402Record};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{
-    Clearance, Mandate, NativeFunds, Presigned, Reservation, SendGuard, SignedTx, StoreError, TransferRequest,
+    Clearance, Gathered, Mandate, NativeFunds, Presigned, Reservation, Reserve, Reserving, SendGuard, SignedTx,
+    StoreError, TransferRequest, TransferStore,
 };
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -126,7 +128,7 @@ impl Kind<'_> {
         !matches!(self, Kind::Payment(_) | Kind::TypedData(_))
     }
 
-    async fn quote(&self, client: &ChainClient, o: &Outflow<'_>) -> Result<Quote, TransferError> {
+    async fn quote(&self, client: &dyn Node, o: &Outflow<'_>) -> Result<Quote, TransferError> {
         match self {
             Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
             Kind::Call(call) => quote_call(client, o.chain, call, o.from, o.to, o.value).await,
@@ -262,7 +264,7 @@ impl Transfers {
     /// reserved, signed or written. A quote that already refuses (funds) is that refusal.
     pub(super) async fn judge_outflow(&self, o: &Outflow<'_>) -> Result<Judged, TransferError> {
         let chain = o.chain;
-        let client = self.chains.get(chain.name)?;
+        let client = self.chains.node(chain.name)?;
         let quote = match o.kind.quote(client, o).await {
             Ok(quote) => quote,
             Err(e @ TransferError::InsufficientFunds { .. }) => return Ok(Judged::Deny(e)),
@@ -273,11 +275,14 @@ impl Transfers {
             false => None,
         };
         let request = o.request(&quote, node_nonce);
-        let decision = self.store.judge_transfer(&request).await.map_err(store_error)?;
-        Ok(match decision {
-            crate::domain::decision::Decision::Reserve { .. } => Judged::Allow,
-            crate::domain::decision::Decision::Hold { .. } => Judged::Approve,
-            crate::domain::decision::Decision::Refuse(r) => Judged::Deny(refusal(r, &request, chain)),
+        // The reserving transaction's own read and decision, rolled back when it is dropped: nothing is written.
+        let mut tx = self.store.reserving().await.map_err(store_error)?;
+        let decided = decide_in(tx.as_mut(), &request).await?;
+        drop(tx);
+        Ok(match decided.decision {
+            Decision::Reserve { .. } => Judged::Allow,
+            Decision::Hold { .. } => Judged::Approve,
+            Decision::Refuse(r) => Judged::Deny(refusal(r, &request, chain)),
         })
     }
 
@@ -295,7 +300,7 @@ impl Transfers {
         held: Option<Box<dyn SendGuard>>,
     ) -> Result<TransferOutcome, TransferError> {
         let chain = o.chain;
-        let client = self.chains.get(chain.name)?;
+        let client = self.chains.node(chain.name)?;
         let (quote, signer) = tokio::join!(o.kind.quote(client, &o), self.signer(o.agent_id));
         let (quote, signer) = (quote?, signer?);
         let on_chain = o.kind.on_chain();
@@ -388,9 +393,9 @@ impl Transfers {
         // on the same SQLite file (`agentd mcp`, a second instance) takes no part in this process's send lock: it may
         // take the nonce between the two, and the store then names the next one; signing again converges.
         for _ in 0..SIGNING_ROUNDS {
-            let nonce = match self.store.reserve_transfer(request, presigned.as_ref()).await {
-                Ok(Reservation::Sign { nonce }) => nonce,
-                other => return other.map_err(store_error),
+            let nonce = match reserve_once(self.store.as_ref(), request, presigned.as_ref()).await? {
+                Reservation::Sign { nonce } => nonce,
+                other => return Ok(other),
             };
             // An x402 authorization or a typed-data signature uses no nonce of the agent's (`sign` ignores it).
             let signed = o
@@ -402,6 +407,31 @@ impl Transfers {
         Err(store_error(StoreError::Corrupt(
             "the nonce to sign at moved under the agent's send lock".into(),
         )))
+    }
+
+    /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
+    async fn node_nonce(
+        &self,
+        client: &dyn Node,
+        agent_id: Uuid,
+        chain: &ChainInfo,
+        from: Address,
+    ) -> Result<Option<u64>, TransferError> {
+        let known = |counted: &std::collections::HashSet<_>| counted.contains(&(agent_id, chain.name));
+        if known(&self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+            return Ok(None);
+        }
+        match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
+            Some(_) => {
+                let mut counted = self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if counted.len() >= 100_000 {
+                    counted.clear();
+                }
+                counted.insert((agent_id, chain.name));
+                Ok(None)
+            }
+            None => Ok(Some(client.pending_nonce(from).await?)),
+        }
     }
 
     async fn lock(&self, o: &Outflow<'_>) -> Result<Box<dyn SendGuard>, TransferError> {
@@ -418,7 +448,7 @@ impl Transfers {
     /// approval stands, §11). The refusal is the answer.
     async fn refused(
         &self,
-        client: &ChainClient,
+        client: &dyn Node,
         signer: &dyn WalletSigner,
         tx: &StoredTx,
         quote: &Quote,
@@ -465,6 +495,71 @@ impl Transfers {
     }
 }
 
+/// What a reserving transaction read for a request and what `domain::decision::decide` answered on it.
+struct Decided {
+    decision: Decision,
+    /// What counted against the cap on the chain as read.
+    spent: U256,
+    /// What a call counts, and leaves of the allowances it moves.
+    count: CallCount,
+}
+
+/// The one decision on `request`: the store reads the facts under the agent's lock (a call's windows once its counts
+/// are known), the domain builds the request and decides. The same for a send, an approval and a preview.
+async fn decide_in(tx: &mut (dyn Reserving + '_), request: &TransferRequest) -> Result<Decided, TransferError> {
+    let Gathered { mut facts, counted } = tx.facts(request).await.map_err(store_error)?;
+    let count = request.call_count(&counted);
+    if let (Some(_), Gate::Policy { policy, .. }) = (&request.call_check, &facts.gate) {
+        facts.call_windows = tx
+            .call_windows(request, &count.counts, policy)
+            .await
+            .map_err(store_error)?;
+    }
+    let asset_key = request.asset_key();
+    let judged = request
+        .decision_request(&asset_key, &count.counts)
+        .map_err(|_| store_error(StoreError::Corrupt("typed data came without its parse".into())))?;
+    let decision = crate::domain::decision::decide(&judged, &facts);
+    Ok(Decided {
+        decision,
+        spent: facts.spent,
+        count,
+    })
+}
+
+/// One round of a reservation, in one reserving transaction: the decision on `request` (`decide_in`), applied.
+/// Refused, or held for approval (stored), or allowed at a nonce: then stored as signed with `signed` when it was
+/// made at that nonce; without it (or at another nonce) nothing is written and the answer is `Reservation::Sign`
+/// with the nonce to sign at. The signature is never made inside the transaction.
+pub async fn reserve_once(
+    store: &dyn TransferStore,
+    request: &TransferRequest,
+    signed: Option<&Presigned>,
+) -> Result<Reservation, TransferError> {
+    let mut tx = store.reserving().await.map_err(store_error)?;
+    let Decided { decision, spent, count } = decide_in(tx.as_mut(), request).await?;
+    let (nonce, release) = match decision {
+        Decision::Refuse(r) => return Ok(Reservation::Refused(r)),
+        Decision::Hold { ttl_secs, holds } => {
+            let approval = tx.hold(request, (ttl_secs, holds), &count).await.map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            return Ok(Reservation::AwaitingApproval(Box::new(approval)));
+        }
+        Decision::Reserve { nonce, release } => (nonce, release),
+    };
+    // Dropped unsigned, the transaction rolls back: the caller signs at `nonce` and comes again.
+    let Some(signed) = signed.filter(|p| p.nonce == nonce) else {
+        return Ok(Reservation::Sign { nonce });
+    };
+    let reserve = Reserve { nonce, spent, release };
+    let record = tx
+        .reserve(request, reserve, signed.signed.clone(), &count)
+        .await
+        .map_err(store_error)?;
+    tx.commit().await.map_err(store_error)?;
+    Ok(Reservation::Reserved(Box::new(record)))
+}
+
 /// A reservation's refusal, as the transfer service says it.
 fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInfo) -> TransferError {
     match refusal {
@@ -505,7 +600,7 @@ fn native_funds(chain: &'static ChainInfo, balance: U256, needed: U256) -> Resul
 /// cannot pay the amount plus the maximum fee. Gas is 21,000 without an estimate for a recipient without code, fees
 /// and the L1 fee estimate are reused for `FEE_MAX_AGE`: besides the balance, most quotes ask the node nothing.
 async fn quote_native(
-    client: &ChainClient,
+    client: &dyn Node,
     chain: &'static ChainInfo,
     from: Address,
     to: Address,
@@ -547,7 +642,7 @@ async fn quote_native(
 /// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
 /// and twice the maximum fee, as a native transfer's.
 async fn quote_call(
-    client: &ChainClient,
+    client: &dyn Node,
     chain: &'static ChainInfo,
     call: &CallDraft,
     from: Address,
@@ -583,7 +678,7 @@ async fn quote_call(
 /// native balance; the cap holds twice the maximum fee and no value (the native coin moves none). The token's
 /// decimals are checked against the registry by the balance read.
 async fn quote_token(
-    client: &ChainClient,
+    client: &dyn Node,
     chain: &'static ChainInfo,
     token: &Asset,
     from: Address,
@@ -638,7 +733,7 @@ async fn quote_token(
 /// chains, §14): what an owner's sweep sends (§20). The balance is read first, so the gas of a recipient with code is
 /// estimated for the amount it will receive; `nothing_to_sweep` when the balance does not exceed the fee.
 async fn quote_native_sweep(
-    client: &ChainClient,
+    client: &dyn Node,
     chain: &'static ChainInfo,
     from: Address,
     to: Address,

@@ -126,7 +126,7 @@ impl Transfers {
         if grants.is_empty() {
             return false;
         }
-        let Ok(client) = self.chains.get(chain.name) else {
+        let Ok(client) = self.chains.node(chain.name) else {
             return false;
         };
         let reads: Vec<SimCall> = grants

@@ -20,7 +20,15 @@ const LAYERS: &[&[&str]] = &[
         "rate_limit",
         "net",
     ],
-    &["auth", "custody", "transfers", "tools", "x402", "webhooks"],
+    &[
+        "auth",
+        "custody",
+        "transfers",
+        "delegations",
+        "tools",
+        "x402",
+        "webhooks",
+    ],
     &["chat", "confirmations"],
     &["state", "http", "mcp"],
     &["app"],
@@ -252,4 +260,35 @@ fn the_domain_names_no_database_http_or_runtime_crate() {
         }
     }
     assert!(found.is_empty(), "the domain does I/O: {found:#?}");
+}
+
+/// The rooms inside `store/`: the store reads facts and applies decisions, it takes none (issue 34). No file under
+/// `src/store` calls the one decider, counts a call's allowances, or builds what the decider judges; those are the
+/// domain's (`domain::decision`, `domain::outflow`), asked by the transfer service.
+#[test]
+fn the_store_reads_facts_and_applies_decisions_but_takes_none() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    source_files(&root.join("src/store"), &mut files);
+    files.push(root.join("src/store.rs"));
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for name in [
+                "decide(",
+                "ledger::count(",
+                "TypedFacts",
+                "decision::Request",
+                "CallSite",
+                "decision_request(",
+                "call_count(",
+            ] {
+                if line.contains(name) {
+                    found.push(format!("{}: {}", file.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "the store decides: {found:#?}");
 }

@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 
 pub mod chain;
 pub mod chat;
+pub mod delegation_framework;
 pub mod gated_rpc;
 pub mod l1_proxy;
 pub mod llm_server;

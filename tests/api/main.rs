@@ -16,6 +16,7 @@ mod chat_stream;
 mod confirmations;
 mod conversations;
 mod cors;
+mod delegations;
 mod demo;
 mod errors;
 mod export_key;

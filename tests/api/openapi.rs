@@ -47,6 +47,10 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/calls/simulate"),
     ("POST", "/api/agents/{id}/sign-typed-data"),
     ("POST", "/api/agents/{id}/x402/fetch"),
+    ("POST", "/api/agents/{id}/delegations"),
+    ("GET", "/api/agents/{id}/delegations"),
+    ("GET", "/api/agents/{id}/delegations/{did}"),
+    ("DELETE", "/api/agents/{id}/delegations/{did}"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
     ("POST", "/api/chat/stream"),
@@ -607,6 +611,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     drive_sweep(&mut oracle).await;
     drive_x402(&mut oracle).await;
     drive_webhooks(&mut oracle).await;
+    crate::delegations::drive_delegations(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(

@@ -14,6 +14,7 @@ use agentd::store::{
     AgentUpdate, AuditEvent, Challenge, Clearance, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
     Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
 };
+use agentd::transfers::reserve_once;
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
 use futures::StreamExt;
@@ -117,16 +118,11 @@ fn presigned(id: Uuid, nonce: Option<u64>) -> Presigned {
 /// Reserves a transfer as the send path does: the store names the nonce (writing nothing), the transfer is
 /// "signed" at it outside the store, and the store decides again and records it.
 pub(crate) async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
-    let nonce = match store
-        .reserve_transfer(request, None)
-        .await
-        .expect("the reservation runs")
-    {
+    let nonce = match reserve_once(store, request, None).await.expect("the reservation runs") {
         Reservation::Sign { nonce } => nonce,
         other => return other,
     };
-    store
-        .reserve_transfer(request, Some(&presigned(request.id, nonce)))
+    reserve_once(store, request, Some(&presigned(request.id, nonce)))
         .await
         .expect("the reservation runs")
 }
@@ -462,7 +458,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     let asked_nonce = |presigned: Option<Presigned>| {
         let (store, request) = (store.as_ref(), &request);
         async move {
-            match store.reserve_transfer(request, presigned.as_ref()).await.unwrap() {
+            match reserve_once(store, request, presigned.as_ref()).await.unwrap() {
                 Reservation::Sign { nonce } => nonce,
                 other => panic!("the store did not ask for a signature: {other:?}"),
             }
@@ -488,7 +484,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     assert_eq!(rows().await, 0);
 
     let signed = presigned(request.id, Some(0));
-    match store.reserve_transfer(&request, Some(&signed)).await.unwrap() {
+    match reserve_once(store.as_ref(), &request, Some(&signed)).await.unwrap() {
         Reservation::Reserved(tx) => {
             assert_eq!(tx.nonce(), Some(0));
             assert_eq!(tx.raw_tx, signed.signed.raw);
@@ -501,8 +497,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     // Over the cap, a signature brought along is not stored either: the decision is taken again.
     let over = transfer(&agent, 20_000_000, None);
     assert!(matches!(
-        store
-            .reserve_transfer(&over, Some(&presigned(over.id, Some(1))))
+        reserve_once(store.as_ref(), &over, Some(&presigned(over.id, Some(1))))
             .await
             .unwrap(),
         Reservation::Refused(Refusal::CapExceeded { .. })

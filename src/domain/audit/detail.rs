@@ -387,6 +387,33 @@ pub struct WebhookDisabled {
     pub reason: String,
 }
 
+/// `delegation_added`: the delegation registered (its hash as `0x` hex, its delegator EIP-55) and its id (an
+/// earlier id when a removed or revoked one is registered again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelegationAdded {
+    pub delegation_id: Uuid,
+    pub chain: String,
+    pub hash: String,
+    pub delegator: String,
+}
+
+/// `delegation_removed`: which one the owner stopped using.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelegationRemoved {
+    pub delegation_id: Uuid,
+}
+
+/// `delegation_revoked`: a delegation the manager reports disabled (`status` is `revoked`); also the
+/// `delegation_revoked` stream event and the `delegation.revoked` webhook event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelegationRevoked {
+    pub delegation_id: Uuid,
+    pub chain: String,
+    pub hash: String,
+    pub delegator: String,
+    pub status: String,
+}
+
 /// An entry's detail, by action: the variant names the action, its struct what the entry says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -422,6 +449,9 @@ pub enum Detail {
     WebhookDisabled(WebhookDisabled),
     X402FetchFree(X402FetchFree),
     X402PaymentRefused(X402PaymentRefused),
+    DelegationAdded(DelegationAdded),
+    DelegationRemoved(DelegationRemoved),
+    DelegationRevoked(DelegationRevoked),
 }
 
 impl Detail {
@@ -459,6 +489,9 @@ impl Detail {
             Detail::WebhookDisabled(_) => Action::WebhookDisabled,
             Detail::X402FetchFree(_) => Action::X402FetchFree,
             Detail::X402PaymentRefused(_) => Action::X402PaymentRefused,
+            Detail::DelegationAdded(_) => Action::DelegationAdded,
+            Detail::DelegationRemoved(_) => Action::DelegationRemoved,
+            Detail::DelegationRevoked(_) => Action::DelegationRevoked,
         }
     }
 
@@ -502,6 +535,9 @@ impl Detail {
             Action::WebhookDisabled => Detail::WebhookDisabled(read(json)?),
             Action::X402FetchFree => Detail::X402FetchFree(read(json)?),
             Action::X402PaymentRefused => Detail::X402PaymentRefused(read(json)?),
+            Action::DelegationAdded => Detail::DelegationAdded(read(json)?),
+            Action::DelegationRemoved => Detail::DelegationRemoved(read(json)?),
+            Action::DelegationRevoked => Detail::DelegationRevoked(read(json)?),
         })
     }
 }

@@ -487,6 +487,29 @@ fn examples(action: Action) -> Vec<(Detail, &'static str)> {
                 r#"{"code":"policy_denied","host":"api.example.com","max_amount":"0.01","path":"/weather","rule":"host_not_allowed"}"#,
             ),
         ],
+        Action::DelegationAdded => vec![(
+            Detail::DelegationAdded(DelegationAdded {
+                delegation_id: id(1),
+                chain: s("base"),
+                hash: hash(0xcd),
+                delegator: s(OWNER),
+            }),
+            r#"{"chain":"base","delegation_id":"00000000-0000-0000-0000-000000000001","delegator":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","hash":"0xcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"}"#,
+        )],
+        Action::DelegationRemoved => vec![(
+            Detail::DelegationRemoved(DelegationRemoved { delegation_id: id(1) }),
+            r#"{"delegation_id":"00000000-0000-0000-0000-000000000001"}"#,
+        )],
+        Action::DelegationRevoked => vec![(
+            Detail::DelegationRevoked(DelegationRevoked {
+                delegation_id: id(1),
+                chain: s("base"),
+                hash: hash(0xcd),
+                delegator: s(OWNER),
+                status: s("revoked"),
+            }),
+            r#"{"chain":"base","delegation_id":"00000000-0000-0000-0000-000000000001","delegator":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","hash":"0xcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd","status":"revoked"}"#,
+        )],
     }
 }
 

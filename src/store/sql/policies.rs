@@ -150,47 +150,6 @@ where
     }
 }
 
-/// What a reservation's gate reads (`domain::decision::Gate` borrows from it).
-pub(super) enum GateRead {
-    Decided,
-    /// An owner's sweep (§20), with the agent's owner addresses when it must go to one of them.
-    Sweep {
-        owners: Option<Vec<Address>>,
-    },
-    /// The waiting transfer being approved, as found under the lock.
-    Approval(Box<Approval>),
-    Policy {
-        policy: Policy,
-        windows: Windows,
-        paid_before: bool,
-    },
-}
-
-impl GateRead {
-    pub(super) fn gate(&self, now: DateTime<Utc>) -> Gate<'_> {
-        match self {
-            GateRead::Decided => Gate::Decided,
-            GateRead::Sweep { owners } => Gate::Sweep {
-                owners: owners.as_deref(),
-            },
-            GateRead::Approval(a) => Gate::Approval {
-                status: a.status,
-                expired: a.is_expired_at(now),
-                held: a.reserved_wei,
-            },
-            GateRead::Policy {
-                policy,
-                windows,
-                paid_before,
-            } => Gate::Policy {
-                policy,
-                windows: *windows,
-                paid_before: *paid_before,
-            },
-        }
-    }
-}
-
 /// The policy and approval steps, inside the caller's write transaction (the agent locked).
 impl<B> SqlStore<B>
 where
@@ -234,10 +193,10 @@ where
         conn: &mut B::Connection,
         r: &TransferRequest,
         now: DateTime<Utc>,
-    ) -> StoreResult<GateRead> {
+    ) -> StoreResult<Gate> {
         match r.clearance {
-            Clearance::Decided => Ok(GateRead::Decided),
-            Clearance::Sweep { anywhere: true } => Ok(GateRead::Sweep { owners: None }),
+            Clearance::Decided => Ok(Gate::Decided),
+            Clearance::Sweep { anywhere: true } => Ok(Gate::Sweep { owners: None }),
             Clearance::Sweep { anywhere: false } => {
                 let rows: Vec<(String,)> = sqlx::query_as("SELECT address FROM owner_addresses WHERE agent_id = $1")
                     .bind(r.agent_id)
@@ -247,10 +206,14 @@ where
                     .iter()
                     .map(|(address,)| shared::address_from_text(address))
                     .collect::<StoreResult<Vec<_>>>()?;
-                Ok(GateRead::Sweep { owners: Some(owners) })
+                Ok(Gate::Sweep { owners: Some(owners) })
             }
             Clearance::Approval { .. } => match Self::approval_in(conn, r.id).await? {
-                Some(approval) => Ok(GateRead::Approval(Box::new(approval))),
+                Some(a) => Ok(Gate::Approval {
+                    status: a.status,
+                    expired: a.is_expired_at(now),
+                    held: a.reserved_wei,
+                }),
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
             },
             Clearance::Policy => {
@@ -264,8 +227,8 @@ where
                     Windows::default()
                 };
                 let paid_before = !policy.approve_new_recipients || Self::paid_before(conn, r.agent_id, r.to).await?;
-                Ok(GateRead::Policy {
-                    policy,
+                Ok(Gate::Policy {
+                    policy: Box::new(policy),
                     windows,
                     paid_before,
                 })

@@ -1,5 +1,5 @@
-//! Transfers — the facts of a reservation read, `domain::decision::decide` asked, and its decision applied (nonce,
-//! insert, spending) in one write transaction; broadcast marks,
+//! Transfers — the reserving transaction (the facts of a request read under its agent's lock, the decision the
+//! service took on them applied: nonce, insert, spending, counts); broadcast marks,
 //! discards, settlement with its event and message; send and watcher locks.
 
 use std::collections::BTreeMap;
@@ -10,28 +10,17 @@ use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
-use super::policies::GateRead;
-use super::{Backend, SqlStore};
-use crate::domain::asset;
-use crate::domain::call::CallFacts;
-use crate::domain::decision::{self, CallSite, Decision, Facts, Funds, PaymentSite, Standing, Subject};
-use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{Body, OnChain, StoredTx, X402Record};
+use super::{Backend, SqlStore, WriteTx};
+use crate::domain::decision::{self, Counted, Facts, Funds, Standing, Windows};
+use crate::domain::outflow::CallCount;
+use crate::domain::policy::{ApprovalStatus, Holds, Policy};
+use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
-use crate::store::{AuditEvent, Clearance, Mandate, idempotency};
+use crate::store::{Approval, AuditEvent, Clearance, Mandate, idempotency};
 use crate::store::{
-    Closing, EventRecord, Message, NonceFill, Presigned, Reservation, SendGuard, Settlement, StoreError, StoreResult,
-    TransferRequest, TransferStore,
+    Closing, EventRecord, Gathered, Message, NonceFill, Presigned, Reserve, Reserving, SendGuard, Settlement, SignedTx,
+    StoreError, StoreResult, TransferRequest, TransferStore,
 };
-
-/// What a reservation read under the agent's lock, and what `decide` answered on it.
-struct Decided {
-    decision: Decision,
-    gate: GateRead,
-    spent: U256,
-    call_counts: Vec<decision::Counted>,
-    ledger_rows: Vec<crate::domain::call::ledger::Remaining>,
-}
 
 #[async_trait]
 impl<B> TransferStore for SqlStore<B>
@@ -93,92 +82,12 @@ where
         Self::stored_nonce(&mut conn, agent_id, chain).await
     }
 
-    async fn judge_transfer(&self, r: &TransferRequest) -> StoreResult<Decision> {
-        let mut tx = B::begin_write(self).await?;
-        B::lock_agent(&mut tx, r.agent_id).await?;
-        let read = Self::read_and_decide(&mut tx, r).await?;
-        // Nothing is written: the transaction rolls back when it is dropped.
-        Ok(read.decision)
-    }
-
-    async fn reserve_transfer(&self, r: &TransferRequest, signed: Option<&Presigned>) -> StoreResult<Reservation> {
-        let mut tx = B::begin_write(self).await?;
-        // `BEGIN IMMEDIATE` on SQLite, the agent's row lock on PostgreSQL: the cap, the spending, the balances'
-        // holds and the nonce stay still until this commits, so the decision below holds when it is applied.
-        B::lock_agent(&mut tx, r.agent_id).await?;
-        let now = crate::domain::now();
-        let Decided {
-            decision,
-            gate,
-            spent,
-            call_counts,
-            ledger_rows,
-        } = Self::read_and_decide(&mut tx, r).await?;
-        let (nonce, release) = match decision {
-            Decision::Refuse(refusal) => return Ok(Reservation::Refused(refusal)),
-            Decision::Hold { ttl_secs, holds } => {
-                let (approval, event) = Self::hold_in(&mut tx, r, ttl_secs, holds).await?;
-                // A held call counts in the windows while it waits; the allowance ledger changes only once it is
-                // reserved for signing (§18): a rejected or expired one leaves nothing behind.
-                Self::count_call_in(&mut tx, r, &call_counts, &[], now).await?;
-                Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
-                tx.commit().await?;
-                self.feed.announce(&event);
-                return Ok(Reservation::AwaitingApproval(Box::new(approval)));
-            }
-            Decision::Reserve { nonce, release } => (nonce, release),
-        };
-        // Signed outside this transaction, at the nonce it hands out: without such a signature nothing is written
-        // (the transaction rolls back) and the caller signs at `nonce` and comes again.
-        let signed = match signed {
-            Some(presigned) if presigned.nonce == nonce => presigned.signed.clone(),
-            _ => return Ok(Reservation::Sign { nonce }),
-        };
-        let approved = match gate {
-            GateRead::Approval(_) => match Self::close_in(&mut tx, r.id, ApprovalStatus::Approved, false).await? {
-                Closing::Closed(approval, event) => Some((approval, event)),
-                _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
-            },
-            _ => None,
-        };
-        // An x402 authorization or a typed-data signature uses no nonce of the agent's.
-        let record = shared::new_transfer(r, nonce.unwrap_or(0), signed);
-        Self::insert_transfer(&mut tx, &record, None).await?;
-        Self::mark_acted_in(&mut tx, r.agent_id, &r.mandate).await?;
-        if approved.is_some() {
-            // What it counted while it waited gives way to what it counts as signed.
-            Self::uncount_call_in(&mut tx, r.id).await?;
-        }
-        Self::count_call_in(&mut tx, r, &call_counts, &ledger_rows, now).await?;
-        if let (Some((approval, _)), Clearance::Approval { by }) = (&approved, r.clearance)
-            && let Some(audit) = approval.decided_audit(by, record.chain_hash(), None)
-        {
-            Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
-        }
-        let event = approved.map(|(_, event)| event);
-        if let Some(nonce) = nonce {
-            sqlx::query(
-                "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
-                 ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
-            )
-            .bind(r.agent_id)
-            .bind(&r.chain)
-            .bind(nonce as i64 + 1)
-            .execute(&mut *tx)
-            .await?;
-        }
-        Self::set_spent(
-            &mut tx,
-            r.agent_id,
-            &r.chain,
-            decision::spent_after(spent, r.reserved_wei, release),
-        )
-        .await?;
-        tx.commit().await?;
-        if let Some(event) = &event {
-            self.feed.announce(event);
-        }
-        Ok(Reservation::Reserved(Box::new(record)))
+    async fn reserving(&self) -> StoreResult<Box<dyn Reserving + '_>> {
+        Ok(Box::new(SqlReserving {
+            store: self,
+            tx: B::begin_write(self).await?,
+            announce: Vec::new(),
+        }))
     }
 
     /// With the transfer's `transfer.pending` webhook event, in one transaction.
@@ -242,7 +151,7 @@ where
         signed: &Presigned,
     ) -> StoreResult<Option<StoredTx>> {
         let mut tx = B::begin_write(self).await?;
-        // The agent's row lock first (PostgreSQL): `reserve_transfer` takes it before it hands out a nonce.
+        // The agent's row lock first (PostgreSQL): a reserving transaction takes it before it hands out a nonce.
         B::lock_agent(&mut tx, fill.agent_id).await?;
         let row: Option<(i64, String)> = sqlx::query_as(
             "SELECT nonce, reserved_wei FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3 \
@@ -497,13 +406,20 @@ where
     }
 }
 
-/// The insert of a transfer row, inside the caller's transaction.
-impl<B> SqlStore<B>
+/// A reserving transaction on SQLite or PostgreSQL (`TransferStore::reserving`); the events of what it applied
+/// are announced once it commits.
+struct SqlReserving<'s, B: Backend> {
+    store: &'s SqlStore<B>,
+    tx: WriteTx<B>,
+    announce: Vec<EventRecord>,
+}
+
+#[async_trait]
+impl<B> Reserving for SqlReserving<'_, B>
 where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    // Amounts and addresses are text, nonces and gas integers, raw transactions bytes; tuples are read by index,
-    // transfers and events by column name. Settlement appends a message (see `conversations`).
+    // As `TransferStore` above: amounts and addresses are text, nonces integers, raw transactions bytes.
     for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
@@ -517,97 +433,139 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// The facts of a reservation read under the agent's lock, and `domain::decision::decide`'s answer on them:
-    /// what `reserve_transfer` applies and `judge_transfer` reports.
-    async fn read_and_decide(tx: &mut B::Connection, r: &TransferRequest) -> StoreResult<Decided> {
+    async fn facts(&mut self, r: &TransferRequest) -> StoreResult<Gathered> {
+        let tx = &mut self.tx;
+        // The cap, the spending, the balances' holds and the nonce stay still until this commits.
+        B::lock_agent(tx, r.agent_id).await?;
         let now = crate::domain::now();
-        let standing = Self::standing_in(tx, r.agent_id, &r.mandate).await?;
-        let cap = Self::cap_in(tx, r.agent_id).await?;
-        let spent = Self::spent_on_chain(tx, r.agent_id, &r.chain).await?;
+        let standing = SqlStore::<B>::standing_in(tx, r.agent_id, &r.mandate).await?;
+        let cap = SqlStore::<B>::cap_in(tx, r.agent_id).await?;
+        let spent = SqlStore::<B>::spent_on_chain(tx, r.agent_id, &r.chain).await?;
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
-                held: Self::held_of_token(tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
+                held: SqlStore::<B>::held_of_token(tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
             }),
             _ => None,
         };
         let native = match r.native_funds {
             Some(funds) => Some(Funds {
                 balance: funds.balance,
-                held: Self::held_by_transfers(tx, r.agent_id, &r.chain).await?,
+                held: SqlStore::<B>::held_by_transfers(tx, r.agent_id, &r.chain).await?,
             }),
             None => None,
         };
-        let gate = Self::gate_in(tx, r, now).await?;
-        // A call's counts depend on the allowances counted before it, read under the same lock (§18).
-        let (call_counts, ledger_rows) = match &r.call_check {
-            Some(check) => {
-                let ledger = Self::ledger_in(tx, r.agent_id, &r.chain).await?;
-                crate::domain::call::ledger::count(&check.fixed, &check.outs, &check.moves, &ledger)
-            }
-            None => (Vec::new(), Vec::new()),
+        let gate = SqlStore::<B>::gate_in(tx, r, now).await?;
+        let counted = match r.call_check {
+            Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
+            None => Vec::new(),
         };
-        let call_windows = match (&r.call_check, &gate) {
-            (Some(_), GateRead::Policy { policy, .. }) => {
-                Self::call_windows_in(tx, (r.agent_id, &r.chain), &call_counts, policy, now).await?
-            }
-            _ => Vec::new(),
+        let stored_nonce = match r.uses_nonce() {
+            true => SqlStore::<B>::stored_nonce(tx, r.agent_id, &r.chain).await?,
+            false => None,
         };
-        let stored_nonce = match r.body.transaction() {
-            None => None,
-            Some(_) => Self::stored_nonce(tx, r.agent_id, &r.chain).await?,
-        };
-        let asset_key = asset::key(&r.chain, &r.asset);
-        let request = decision::Request {
-            asset_key: &asset_key,
-            to: r.to,
-            value: r.value_wei,
-            reserved: r.reserved_wei,
-            native_needed: r.native_funds.map(|f| f.needed),
-            node_nonce: r.node_nonce,
-            payment: r.body.x402().map(|x| PaymentSite {
-                host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
-            }),
-            call: match (&r.body, &r.call_check) {
-                (Body::Transaction(OnChain { call: None, .. }) | Body::Authorization(_), _) | (_, None) => None,
-                (body, Some(check)) => Some(CallSite {
-                    subject: match (body, &check.typed) {
-                        (Body::Signature(_), Some(typed)) => Subject::TypedData(typed.facts(r.from)),
-                        (Body::Transaction(OnChain { call: Some(call), .. }), _) => Subject::Call(CallFacts {
-                            chain: &r.chain,
-                            to: r.to,
-                            calldata: &call.data,
-                            value_wei: r.value_wei,
-                            agent: r.from,
-                        }),
-                        _ => return Err(StoreError::Corrupt("typed data came without its parse".into())),
-                    },
-                    forbidden: check.forbidden,
-                    unlimited: check.unlimited,
-                    guarded: check.guarded,
-                    counts: &call_counts,
-                    receivers: &check.receivers,
-                    opaque: check.opaque.as_ref(),
-                }),
+        Ok(Gathered {
+            facts: Facts {
+                standing,
+                cap,
+                spent,
+                tokens,
+                native,
+                gate,
+                stored_nonce,
+                call_windows: Vec::new(),
             },
-        };
-        let facts = Facts {
-            standing,
-            cap,
-            spent,
-            tokens,
-            native,
-            gate: gate.gate(now),
-            stored_nonce,
-            call_windows: &call_windows,
-        };
-        Ok(Decided {
-            decision: decision::decide(&request, &facts),
-            gate,
-            spent,
-            call_counts,
-            ledger_rows,
+            counted,
         })
+    }
+
+    async fn call_windows(
+        &mut self,
+        r: &TransferRequest,
+        counts: &[Counted],
+        policy: &Policy,
+    ) -> StoreResult<Vec<(Windows, bool)>> {
+        SqlStore::<B>::call_windows_in(
+            &mut self.tx,
+            (r.agent_id, &r.chain),
+            counts,
+            policy,
+            crate::domain::now(),
+        )
+        .await
+    }
+
+    async fn hold(
+        &mut self,
+        r: &TransferRequest,
+        (ttl_secs, holds): (u64, Holds),
+        count: &CallCount,
+    ) -> StoreResult<Approval> {
+        let tx = &mut self.tx;
+        let (approval, event) = SqlStore::<B>::hold_in(tx, r, ttl_secs, holds).await?;
+        // A held call counts in the windows while it waits; the allowance ledger changes only once it is reserved
+        // for signing (§18): a rejected or expired one leaves nothing behind.
+        SqlStore::<B>::count_call_in(tx, r, &count.counts, &[], crate::domain::now()).await?;
+        SqlStore::<B>::mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        self.announce.push(event);
+        Ok(approval)
+    }
+
+    async fn reserve(
+        &mut self,
+        r: &TransferRequest,
+        reserve: Reserve,
+        signed: SignedTx,
+        count: &CallCount,
+    ) -> StoreResult<StoredTx> {
+        let tx = &mut self.tx;
+        let approved = match r.clearance {
+            Clearance::Approval { by } => {
+                match SqlStore::<B>::close_in(tx, r.id, ApprovalStatus::Approved, false).await? {
+                    Closing::Closed(approval, event) => Some((by, approval, event)),
+                    _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
+                }
+            }
+            _ => None,
+        };
+        // An x402 authorization or a typed-data signature uses no nonce of the agent's.
+        let record = shared::new_transfer(r, reserve.nonce.unwrap_or(0), signed);
+        SqlStore::<B>::insert_transfer(tx, &record, None).await?;
+        SqlStore::<B>::mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        if approved.is_some() {
+            // What it counted while it waited gives way to what it counts as signed.
+            SqlStore::<B>::uncount_call_in(tx, r.id).await?;
+        }
+        SqlStore::<B>::count_call_in(tx, r, &count.counts, &count.ledger, crate::domain::now()).await?;
+        if let Some((by, approval, event)) = approved {
+            if let Some(audit) = approval.decided_audit(by, record.chain_hash(), None) {
+                SqlStore::<B>::append_audit(tx, self.store.audit_key.get(), &audit).await?;
+            }
+            self.announce.push(event);
+        }
+        if let Some(nonce) = reserve.nonce {
+            sqlx::query(
+                "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+            )
+            .bind(r.agent_id)
+            .bind(&r.chain)
+            .bind(nonce as i64 + 1)
+            .execute(&mut **tx)
+            .await?;
+        }
+        let spent = decision::spent_after(reserve.spent, r.reserved_wei, reserve.release);
+        SqlStore::<B>::set_spent(tx, r.agent_id, &r.chain, spent).await?;
+        Ok(record)
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        let SqlReserving { store, tx, announce } = *self;
+        tx.commit().await?;
+        for event in &announce {
+            store.feed.announce(event);
+        }
+        Ok(())
     }
 }
 

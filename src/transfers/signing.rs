@@ -1,0 +1,124 @@
+//! Signing: the agent's signer opened (§20), a transfer signed at its nonce as EIP-1559, the zero-value send that
+//! fills a nonce, and the encoding an L1 fee is estimated on.
+
+use std::sync::Arc;
+
+use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+use alloy::eips::eip2718::Encodable2718;
+use alloy::primitives::{Address, Bytes, TxKind, U256};
+use uuid::Uuid;
+
+use super::{TransferError, Transfers, store_error};
+use crate::domain::chain::ChainInfo;
+use crate::domain::transaction::{Body, OnChain, StoredTx, on_chain_call};
+use crate::signer::{SignerError, WalletSigner};
+use crate::store::{Clearance, Mandate, SignedTx, TransferRequest};
+
+impl Transfers {
+    /// The agent's signer (§20): its vault key opened, or its key in the token (asked nothing until it signs).
+    pub(super) async fn signer(&self, agent_id: Uuid) -> Result<Arc<dyn WalletSigner>, TransferError> {
+        let key = self.store.wallet_key(agent_id).await.map_err(store_error)?;
+        self.keys.open(agent_id, &key).map_err(|e| signer_error(agent_id, e))
+    }
+}
+
+/// What a signer's failure is to the caller: a token that does not answer is 503 `signer_unavailable` (nothing
+/// recorded, try again), a key that cannot be used an internal error.
+pub(crate) fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
+    tracing::error!(%agent_id, error = %e, "the wallet key could not sign");
+    match e {
+        SignerError::Unavailable(_) => TransferError::SignerUnavailable,
+        SignerError::Key(_) => TransferError::KeyUnavailable,
+    }
+}
+
+/// A zero-value send of `tx`'s wallet to itself, to take a nonce that `tx` left unused (a gap, or a transfer refused
+/// after later ones were signed): nothing moves but the fee, held against the cap as `reserved_wei`.
+pub(super) fn nonce_filler(
+    tx: &StoredTx,
+    chain: &ChainInfo,
+    gas_limit: u64,
+    max_fee_per_gas: u128,
+    reserved_wei: U256,
+) -> TransferRequest {
+    TransferRequest {
+        id: Uuid::new_v4(),
+        agent_id: tx.agent_id,
+        chain: tx.chain.clone(),
+        conversation_id: None,
+        from: tx.from,
+        to: tx.from,
+        value_wei: U256::ZERO,
+        reserved_wei,
+        node_nonce: None,
+        asset: chain.native_symbol.to_string(),
+        token: None,
+        clearance: Clearance::Decided,
+        token_balance: None,
+        mined_nonce: None,
+        native_funds: None,
+        body: Body::Transaction(OnChain {
+            at: (),
+            gas_limit,
+            max_fee_per_gas,
+            call: None,
+        }),
+        call_check: None,
+        mandate: Mandate::NONE,
+    }
+}
+
+/// Signs `request` at `nonce` (EIP-1559 with the chain's id): the raw bytes and hash to store before broadcast.
+pub(super) fn sign_transfer(
+    signer: &dyn WalletSigner,
+    chain: &ChainInfo,
+    request: &TransferRequest,
+    priority_fee: u128,
+    nonce: u64,
+) -> Result<SignedTx, SignerError> {
+    let (to, value, input) = match request.body.call() {
+        Some(call) => (request.to, request.value_wei, call.data.clone()),
+        None => on_chain_call(request.to, request.value_wei, request.token),
+    };
+    let (gas_limit, max_fee_per_gas) = request.body.fees();
+    let tx = TxEip1559 {
+        chain_id: chain.chain_id,
+        nonce,
+        gas_limit,
+        max_fee_per_gas,
+        max_priority_fee_per_gas: priority_fee.min(max_fee_per_gas),
+        to: TxKind::Call(to),
+        value,
+        input,
+        ..Default::default()
+    };
+    sign_eip1559(signer, tx)
+}
+
+/// Signs an EIP-1559 transaction (its signature hash, through the signer seam): the raw bytes and hash to store
+/// before broadcast.
+pub(super) fn sign_eip1559(signer: &dyn WalletSigner, tx: TxEip1559) -> Result<SignedTx, SignerError> {
+    let signature = signer.sign_hash(&tx.signature_hash())?;
+    let envelope = TxEnvelope::from(tx.into_signed(signature));
+    Ok(SignedTx {
+        hash: envelope.tx_hash().to_string(),
+        raw: envelope.encoded_2718(),
+    })
+}
+
+/// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce
+/// are known: those fields take values at least as long as the real ones, so the estimate does not fall short.
+pub(crate) fn l1_probe(chain: &ChainInfo, to: Address, value: U256, input: Bytes) -> Vec<u8> {
+    TxEip1559 {
+        chain_id: chain.chain_id,
+        nonce: u64::from(u32::MAX),
+        gas_limit: 30_000_000,
+        max_fee_per_gas: 1_000 * crate::chain::GWEI,
+        max_priority_fee_per_gas: 1_000 * crate::chain::GWEI,
+        to: TxKind::Call(to),
+        value,
+        input,
+        ..Default::default()
+    }
+    .encoded_for_signing()
+}

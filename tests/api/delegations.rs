@@ -1,0 +1,747 @@
+//! On-chain delegations (§21) against the real, unmodified MetaMask Delegation Framework v1.3 on anvil: agentd's
+//! hashes, terms and redemption encoding checked against the deployed contracts; a redemption built by agentd
+//! spending from the owner's account, and the agent's own key refused by the chain beyond the period; registration
+//! through the HTTP API with each of §21's refusals in order, listing with `available`, removal, and a revocation
+//! on chain noticed. Money assertions read the chain.
+
+use agentd::domain::delegation::{self as rules, Delegation, Kind, Terms};
+use alloy::primitives::{Address, B256, Bytes, U256};
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol_types::SolCall;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::anvil::Anvil;
+use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wallet, wei};
+use crate::helpers::delegation_framework::{
+    Framework, chain_now, delegation_json, erc20_period_terms, native_period_terms, send_as_key, upgrade_to_delegator,
+    word,
+};
+use crate::helpers::solidity::{mint, token_balance, usdc_on_base};
+use crate::helpers::{CreatedAgent, TestApp, assert_error};
+
+const ADMIN: &str = "admin-token-for-delegation-tests-0123456789";
+const DAY: u64 = 86_400;
+/// 1 USDC in base units (6 decimals).
+const USDC: u64 = 1_000_000;
+
+alloy::sol! {
+    function transfer(address to, uint256 amount) external returns (bool);
+    function getTermsInfo(bytes terms) external view returns (bytes);
+}
+
+/// A node with the framework, an owner EOA upgraded to the 7702 delegator holding 100 USDC and 10 ETH.
+struct World {
+    anvil: Anvil,
+    framework: Framework,
+    owner: PrivateKeySigner,
+    usdc: Address,
+}
+
+async fn world() -> World {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let framework = Framework::deploy(&anvil, BASE_CHAIN_ID).await;
+    let owner = PrivateKeySigner::random();
+    anvil.set_balance(owner.address(), wei(10 * ONE_ETH)).await;
+    upgrade_to_delegator(&anvil, &owner, framework.delegator, BASE_CHAIN_ID).await;
+    let usdc = usdc_on_base(&anvil).await;
+    mint(&anvil, usdc, owner.address(), U256::from(100 * USDC)).await;
+    World {
+        anvil,
+        framework,
+        owner,
+        usdc,
+    }
+}
+
+impl World {
+    /// A daily budget of `amount` USDC base units to `delegate`, started an hour ago on the chain's clock.
+    async fn daily_usdc(&self, delegate: Address, amount: u64, salt: u64) -> Delegation {
+        let start = chain_now(&self.anvil).await - 3600;
+        self.framework.grant(
+            &self.owner,
+            delegate,
+            &[(
+                Kind::Erc20PeriodTransfer,
+                erc20_period_terms(self.usdc, U256::from(amount), DAY, start),
+            )],
+            salt,
+        )
+    }
+
+    async fn app(&self) -> TestApp {
+        let vars = self.framework.vars();
+        let mut extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        extra.push(("ADMIN_TOKEN", ADMIN));
+        transfer_app(&self.anvil, &extra).await
+    }
+}
+
+/// The agent's own key redeems `delegation` directly (without agentd) for `USDC.transfer(to, amount)`.
+async fn redeem_usdc(world: &World, key: &PrivateKeySigner, delegation: &Delegation, to: Address, amount: u64) -> bool {
+    let calldata = transferCall {
+        to,
+        amount: U256::from(amount),
+    }
+    .abi_encode();
+    let redemption = rules::redemption(delegation, world.usdc, U256::ZERO, &calldata);
+    let receipt = send_as_key(
+        &world.anvil,
+        key,
+        world.framework.manager,
+        U256::ZERO,
+        redemption,
+        500_000,
+    )
+    .await;
+    receipt.status()
+}
+
+#[tokio::test]
+async fn agentds_hash_domain_and_terms_are_the_deployed_frameworks() {
+    let world = world().await;
+    let delegation = world.daily_usdc(fresh_address(), 5 * USDC, 7).await;
+    assert_eq!(
+        world.framework.domain_hash(&world.anvil).await,
+        rules::domain_hash(BASE_CHAIN_ID, world.framework.manager)
+    );
+    assert_eq!(
+        world.framework.delegation_hash(&world.anvil, &delegation).await,
+        delegation.hash()
+    );
+    // Each enforcer's `getTermsInfo` accepts the terms agentd decodes, and refuses one byte less.
+    let mut ts = [0u8; 32];
+    ts[15] = 1;
+    ts[31] = 200;
+    let samples: Vec<(Kind, Vec<u8>)> = vec![
+        (
+            Kind::Erc20PeriodTransfer,
+            erc20_period_terms(world.usdc, U256::from(5), DAY, 9),
+        ),
+        (
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(U256::from(5), DAY, 9),
+        ),
+        (
+            Kind::Erc20TransferAmount,
+            [world.usdc.as_slice(), &word(U256::from(3))].concat(),
+        ),
+        (Kind::NativeTokenTransferAmount, word(U256::from(3)).to_vec()),
+        (
+            Kind::AllowedTargets,
+            [world.usdc.as_slice(), Address::ZERO.as_slice()].concat(),
+        ),
+        (Kind::AllowedMethods, vec![0xa9, 0x05, 0x9c, 0xbb]),
+        (Kind::ValueLte, word(U256::from(1)).to_vec()),
+        (Kind::Timestamp, ts.to_vec()),
+        (Kind::LimitedCalls, word(U256::from(2)).to_vec()),
+    ];
+    for (kind, terms) in samples {
+        let decoded = Terms::decode(kind, &terms).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let enforcer = world.framework.enforcer(kind);
+        let call = getTermsInfoCall {
+            terms: terms.clone().into(),
+        }
+        .abi_encode();
+        let accepted = read_ok(&world.anvil, enforcer, call).await;
+        assert!(
+            accepted,
+            "{} accepts the terms agentd reads as {decoded:?}",
+            kind.contract()
+        );
+        let short = getTermsInfoCall {
+            terms: terms[..terms.len() - 1].to_vec().into(),
+        }
+        .abi_encode();
+        assert!(
+            !read_ok(&world.anvil, enforcer, short).await,
+            "{} refuses terms one byte short",
+            kind.contract()
+        );
+        assert!(
+            Terms::decode(kind, &terms[..terms.len() - 1]).is_err(),
+            "{kind:?} one byte short"
+        );
+    }
+}
+
+/// Whether an `eth_call` succeeds.
+async fn read_ok(anvil: &Anvil, to: Address, data: Vec<u8>) -> bool {
+    use alloy::providers::Provider;
+    let request = alloy::rpc::types::TransactionRequest::default()
+        .to(to)
+        .input(Bytes::from(data).into());
+    anvil.provider().call(request).await.is_ok()
+}
+
+#[tokio::test]
+async fn a_redemption_spends_from_the_owner_and_the_chain_refuses_the_delegates_key_beyond_the_period() {
+    let world = world().await;
+    let delegate = PrivateKeySigner::random();
+    world.anvil.set_balance(delegate.address(), wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(delegate.address(), 5 * USDC, 1).await;
+    let (to, owner) = (fresh_address(), world.owner.address());
+
+    assert!(
+        redeem_usdc(&world, &delegate, &delegation, to, 3 * USDC).await,
+        "within the period"
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(3 * USDC));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, owner).await,
+        U256::from(97 * USDC)
+    );
+    assert_eq!(
+        world.anvil.nonce(owner).await,
+        1,
+        "the owner sent nothing: only its 7702 upgrade counted"
+    );
+
+    // The key alone, without agentd: the enforcer refuses what the period no longer holds.
+    assert!(
+        !redeem_usdc(&world, &delegate, &delegation, to, 3 * USDC).await,
+        "beyond the period"
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(3 * USDC));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, owner).await,
+        U256::from(97 * USDC)
+    );
+
+    // A plain native send under a native period and exact empty calldata.
+    let start = chain_now(&world.anvil).await - 10;
+    let native = world.framework.grant(
+        &world.owner,
+        delegate.address(),
+        &[
+            (
+                Kind::NativeTokenPeriodTransfer,
+                native_period_terms(wei(ONE_ETH / 10), DAY, start),
+            ),
+            (Kind::ExactCalldata, Vec::new()),
+        ],
+        2,
+    );
+    let before = world.anvil.balance(owner).await;
+    let redemption = rules::redemption(&native, to, wei(ONE_ETH / 20), &[]);
+    let receipt = send_as_key(
+        &world.anvil,
+        &delegate,
+        world.framework.manager,
+        U256::ZERO,
+        redemption,
+        500_000,
+    )
+    .await;
+    assert!(receipt.status());
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH / 20));
+    assert_eq!(
+        world.anvil.balance(owner).await,
+        before - wei(ONE_ETH / 20),
+        "the owner paid no gas"
+    );
+    let beyond = rules::redemption(&native, to, wei(ONE_ETH / 10), &[]);
+    let refused = send_as_key(
+        &world.anvil,
+        &delegate,
+        world.framework.manager,
+        U256::ZERO,
+        beyond,
+        500_000,
+    )
+    .await;
+    assert!(!refused.status());
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH / 20));
+}
+
+#[tokio::test]
+async fn a_redemption_costs_this_much_gas_against_a_plain_erc20_transfer() {
+    let world = world().await;
+    let delegate = PrivateKeySigner::random();
+    world.anvil.set_balance(delegate.address(), wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(delegate.address(), 5 * USDC, 3).await;
+    let (to, other) = (fresh_address(), fresh_address());
+    // Warm both recipients' balances the same way: each receives once before the measured transfer.
+    let holder = PrivateKeySigner::random();
+    world.anvil.set_balance(holder.address(), wei(ONE_ETH)).await;
+    mint(&world.anvil, world.usdc, holder.address(), U256::from(10 * USDC)).await;
+    let plain = |to: Address| -> Bytes {
+        transferCall {
+            to,
+            amount: U256::from(USDC),
+        }
+        .abi_encode()
+        .into()
+    };
+    let fresh = send_as_key(&world.anvil, &holder, world.usdc, U256::ZERO, plain(other), 100_000).await;
+    let direct = send_as_key(&world.anvil, &holder, world.usdc, U256::ZERO, plain(other), 100_000).await;
+    assert!(fresh.status() && direct.status());
+    let calldata = transferCall {
+        to,
+        amount: U256::from(USDC),
+    }
+    .abi_encode();
+    let first = send_as_key(
+        &world.anvil,
+        &delegate,
+        world.framework.manager,
+        U256::ZERO,
+        rules::redemption(&delegation, world.usdc, U256::ZERO, &calldata),
+        500_000,
+    )
+    .await;
+    let redeemed = send_as_key(
+        &world.anvil,
+        &delegate,
+        world.framework.manager,
+        U256::ZERO,
+        rules::redemption(&delegation, world.usdc, U256::ZERO, &calldata),
+        500_000,
+    )
+    .await;
+    assert!(first.status() && redeemed.status());
+    println!(
+        "gas: plain ERC-20 transfer {} (first to a fresh holder {}); redemption of one {} (first of the delegation {})",
+        direct.gas_used, fresh.gas_used, redeemed.gas_used, first.gas_used
+    );
+    assert!(redeemed.gas_used > direct.gas_used);
+}
+
+/// `POST …/delegations` as the agent (and the operator when `owner`).
+async fn post(app: &TestApp, agent: &CreatedAgent, owner: bool, body: Value) -> (StatusCode, Value) {
+    call(
+        app,
+        agent,
+        owner,
+        Method::POST,
+        &format!("/api/agents/{}/delegations", agent.id),
+        Some(body),
+    )
+    .await
+}
+
+async fn call(
+    app: &TestApp,
+    agent: &CreatedAgent,
+    owner: bool,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut builder = app.build(method, path, Some(&agent.token), body);
+    if owner {
+        builder = builder.bearer_auth(ADMIN);
+    }
+    let response = app.send(builder).await;
+    (response.status, response.body)
+}
+
+async fn agent_on_base(app: &TestApp) -> CreatedAgent {
+    let body = json!({"name": "delegate", "chains": ["base"], "capabilities": ["read", "transact"]});
+    let response = app
+        .send(
+            app.build(Method::POST, "/api/agents", None, Some(body))
+                .bearer_auth(ADMIN),
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.body);
+    CreatedAgent {
+        id: response.body["id"].as_str().unwrap().to_string(),
+        token: response.body["access_token"].as_str().unwrap().to_string(),
+        body: response.body,
+    }
+}
+
+#[tokio::test]
+async fn a_registered_delegation_shows_its_caveats_limits_and_what_is_available() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 10).await;
+    let (status, body) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["chain"], "base");
+    assert_eq!(body["hash"], format!("{:#x}", delegation.hash()));
+    assert_eq!(body["delegator"], world.owner.address().to_checksum(None));
+    assert_eq!(body["delegate"], wallet(&agent).to_checksum(None));
+    assert_eq!(body["status"], "active");
+    assert_eq!(body["caveats"][0]["kind"], "erc20_period_transfer");
+    assert_eq!(body["caveats"][0]["period_seconds"], DAY);
+    let limit = &body["limits"][0];
+    assert_eq!(limit["asset"], "base:USDC");
+    assert_eq!(limit["amount"], "5");
+    assert_eq!(limit["available"], "5");
+    assert_eq!(limit["period_seconds"], DAY);
+    assert!(body["created_at"].is_string() && body["id"].is_string());
+    assert!(body["targets"].is_null() && body["methods"].is_null() && body["expires_at"].is_null());
+
+    // Spent on chain by the agent's key directly: `available` follows the chain.
+    let key = exported_key(&app, &agent).await;
+    world.anvil.set_balance(key.address(), wei(ONE_ETH)).await;
+    assert!(redeem_usdc(&world, &key, &delegation, fresh_address(), 2 * USDC).await);
+    let id = body["id"].as_str().unwrap();
+    let (status, one) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations/{id}", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(one["limits"][0]["available"], "3");
+    let (status, list) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["limits"][0]["available"], "3");
+    let unknown = format!("/api/agents/{}/delegations/{}", agent.id, uuid::Uuid::new_v4());
+    assert_error(
+        &call(&app, &agent, false, Method::GET, &unknown, None).await,
+        StatusCode::NOT_FOUND,
+        "delegation_not_found",
+    );
+}
+
+async fn exported_key(app: &TestApp, agent: &CreatedAgent) -> PrivateKeySigner {
+    let (status, body) = call(
+        app,
+        agent,
+        true,
+        Method::POST,
+        &format!("/api/agents/{}/export-key", agent.id),
+        Some(json!({"chain": "base", "confirm": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    crate::helpers::parse_private_key(body["private_key"].as_str().unwrap())
+}
+
+#[tokio::test]
+async fn each_refusal_of_a_registration_answers_in_the_contracts_order() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let good = world.daily_usdc(wallet(&agent), 5 * USDC, 20).await;
+    let register = |d: &Delegation| json!({"chain": "base", "delegation": delegation_json(d)});
+    let refused = async |d: &Delegation, status: StatusCode, code: &str| {
+        let answer = post(&app, &agent, false, register(d)).await;
+        assert_error(&answer, status, code);
+    };
+
+    // Everything wrong at once: the first check answers, and so on down the list.
+    let mut d = world.daily_usdc(fresh_address(), 5 * USDC, 21).await;
+    d.authority = B256::ZERO;
+    refused(&d, StatusCode::UNPROCESSABLE_ENTITY, "delegate_mismatch").await;
+    d.delegate = wallet(&agent);
+    refused(&d, StatusCode::UNPROCESSABLE_ENTITY, "delegation_not_root").await;
+
+    // A delegator without code (a plain EOA's signature).
+    let plain = PrivateKeySigner::random();
+    let mut not_smart = good.clone();
+    not_smart.delegator = plain.address();
+    world.framework.sign(&plain, &mut not_smart);
+    refused(&not_smart, StatusCode::UNPROCESSABLE_ENTITY, "delegator_not_smart").await;
+
+    // Signed by another key than the delegator's.
+    let mut forged = good.clone();
+    world.framework.sign(&PrivateKeySigner::random(), &mut forged);
+    refused(
+        &forged,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_delegation_signature",
+    )
+    .await;
+    // Signed for another manager's domain.
+    let mut elsewhere = good.clone();
+    let digest = elsewhere.digest(BASE_CHAIN_ID, fresh_address());
+    elsewhere.signature = sign_digest(&world.owner, digest);
+    refused(
+        &elsewhere,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_delegation_signature",
+    )
+    .await;
+
+    // A caveat of an enforcer agentd does not know, terms its enforcer refuses, or args.
+    let start = chain_now(&world.anvil).await;
+    let mut unknown = good.clone();
+    unknown.caveats[0].enforcer = fresh_address();
+    world.framework.sign(&world.owner, &mut unknown);
+    refused(&unknown, StatusCode::UNPROCESSABLE_ENTITY, "unknown_caveat").await;
+    let short = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[(
+            Kind::Erc20PeriodTransfer,
+            erc20_period_terms(world.usdc, U256::from(5), DAY, start)[..115].to_vec(),
+        )],
+        22,
+    );
+    refused(&short, StatusCode::UNPROCESSABLE_ENTITY, "unknown_caveat").await;
+    let mut with_args = good.clone();
+    with_args.caveats[0].args = Bytes::from_static(&[1]);
+    refused(&with_args, StatusCode::UNPROCESSABLE_ENTITY, "unknown_caveat").await;
+
+    // Caveats that leave some execution unbounded: a native amount alone (any zero-value call), nothing at all.
+    let native_alone = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[(
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(wei(ONE_ETH), DAY, start),
+        )],
+        23,
+    );
+    refused(&native_alone, StatusCode::UNPROCESSABLE_ENTITY, "delegation_unbounded").await;
+    let targets_only = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[(Kind::AllowedTargets, world.usdc.to_vec())],
+        24,
+    );
+    refused(&targets_only, StatusCode::UNPROCESSABLE_ENTITY, "delegation_unbounded").await;
+
+    // Disabled on chain before it was registered.
+    let disabled = world.daily_usdc(wallet(&agent), 5 * USDC, 25).await;
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &disabled)
+            .await
+            .status()
+    );
+    refused(&disabled, StatusCode::CONFLICT, "delegation_revoked").await;
+
+    // Nothing of the above was stored.
+    let (_, list) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(list, json!([]));
+
+    // A chain without a manager.
+    let no_manager = transfer_app(&world.anvil, &[("ADMIN_TOKEN", ADMIN), ("DELEGATION_MANAGER_BASE", "")]).await;
+    let other = agent_on_base(&no_manager).await;
+    let answer = post(&no_manager, &other, false, register(&good)).await;
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "delegations_unavailable");
+}
+
+fn sign_digest(signer: &PrivateKeySigner, digest: B256) -> Bytes {
+    use alloy::signers::SignerSync;
+    signer.sign_hash_sync(&digest).unwrap().as_bytes().to_vec().into()
+}
+
+#[tokio::test]
+async fn a_hash_is_registered_once_and_only_owner_authority_brings_a_removed_one_back() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 30).await;
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let (status, first) = post(&app, &agent, false, body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_error(
+        &post(&app, &agent, false, body.clone()).await,
+        StatusCode::CONFLICT,
+        "delegation_exists",
+    );
+    // Another spelling and signature of the same grant is the same hash.
+    let mut respelled = delegation_json(&delegation);
+    respelled["salt"] = json!(format!("{:#x}", delegation.salt));
+    respelled["delegator"] = json!(format!("{:#x}", delegation.delegator));
+    let answer = post(&app, &agent, false, json!({"chain": "base", "delegation": respelled})).await;
+    assert_error(&answer, StatusCode::CONFLICT, "delegation_exists");
+
+    // Removing takes owner authority.
+    let path = format!("/api/agents/{}/delegations/{}", agent.id, first["id"].as_str().unwrap());
+    let answer = call(&app, &agent, false, Method::DELETE, &path, None).await;
+    assert_error(&answer, StatusCode::FORBIDDEN, "owner_required");
+    let (status, _) = call(&app, &agent, true, Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, removed) = call(&app, &agent, false, Method::GET, &path, None).await;
+    assert_eq!(removed["status"], "removed");
+    assert!(removed["limits"][0]["available"].is_null());
+
+    // The agent token cannot bring it back; owner authority can, under the same id.
+    assert_error(
+        &post(&app, &agent, false, body.clone()).await,
+        StatusCode::CONFLICT,
+        "delegation_exists",
+    );
+    let (status, back) = post(&app, &agent, true, body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{back}");
+    assert_eq!(back["id"], first["id"]);
+    assert_eq!(back["status"], "active");
+    assert_error(
+        &post(&app, &agent, true, body).await,
+        StatusCode::CONFLICT,
+        "delegation_exists",
+    );
+
+    let (_, audit) = call(
+        &app,
+        &agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| a.starts_with("delegation_"))
+            .copied()
+            .collect::<Vec<_>>(),
+        vec!["delegation_added", "delegation_removed", "delegation_added"],
+        "newest first: {actions:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 40).await;
+    let (status, body) = post(
+        &app,
+        &agent,
+        true,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut events = app.state.events.subscribe();
+
+    assert_eq!(
+        app.state.delegations.check_revocations("base").await.unwrap(),
+        0,
+        "still enabled"
+    );
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    assert_eq!(app.state.delegations.check_revocations("base").await.unwrap(), 1);
+    assert_eq!(
+        app.state.delegations.check_revocations("base").await.unwrap(),
+        0,
+        "recorded once"
+    );
+
+    let path = format!("/api/agents/{}/delegations/{}", agent.id, body["id"].as_str().unwrap());
+    let (_, revoked) = call(&app, &agent, false, Method::GET, &path, None).await;
+    assert_eq!(revoked["status"], "revoked");
+    assert!(revoked["revoked_at"].is_string());
+    let event = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            let event = events.recv().await.expect("the bus");
+            if event.kind == "delegation_revoked" {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("a delegation_revoked event");
+    assert_eq!(event.payload["delegation_id"], body["id"]);
+    assert_eq!(event.payload["hash"], body["hash"]);
+    let (_, audit) = call(
+        &app,
+        &agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    let revocations: Vec<&Value> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "delegation_revoked")
+        .collect();
+    assert_eq!(revocations.len(), 1);
+    assert_eq!(revocations[0]["actor"], "system");
+    // Still disabled on chain: registering it again is refused as revoked, whoever asks.
+    let body_again = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let again = post(&app, &agent, true, body_again.clone()).await;
+    assert_error(&again, StatusCode::CONFLICT, "delegation_revoked");
+    // Enabled again on chain: revoked is final in agentd for the agent token; owner authority registers it again.
+    assert!(
+        world
+            .framework
+            .enable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    assert_error(
+        &post(&app, &agent, false, body_again.clone()).await,
+        StatusCode::CONFLICT,
+        "delegation_exists",
+    );
+    let (status, back) = post(&app, &agent, true, body_again).await;
+    assert_eq!(status, StatusCode::CREATED, "{back}");
+    assert_eq!(
+        (back["id"].clone(), back["status"].clone()),
+        (body["id"].clone(), json!("active"))
+    );
+}
+
+/// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one
+/// delegation, its removal.
+pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 50).await;
+    let list = format!("/api/agents/{}/delegations", agent.id);
+    let template = "/api/agents/{id}/delegations";
+    let send = async |owner: bool, method: Method, path: &str, body: Option<Value>| {
+        let mut builder = app.build(method, path, Some(&agent.token), body);
+        if owner {
+            builder = builder.bearer_auth(ADMIN);
+        }
+        app.send(builder).await
+    };
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let created = send(false, Method::POST, &list, Some(body.clone())).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    oracle.check("POST", template, &created);
+    oracle.check("POST", template, &send(false, Method::POST, &list, Some(body)).await);
+    oracle.check("GET", template, &send(false, Method::GET, &list, None).await);
+    let one = format!("{list}/{}", created.body["id"].as_str().unwrap());
+    let one_template = "/api/agents/{id}/delegations/{did}";
+    oracle.check("GET", one_template, &send(false, Method::GET, &one, None).await);
+    oracle.check("DELETE", one_template, &send(false, Method::DELETE, &one, None).await);
+    oracle.check("DELETE", one_template, &send(true, Method::DELETE, &one, None).await);
+}
