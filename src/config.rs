@@ -1089,6 +1089,67 @@ mod tests {
     }
 
     #[test]
+    fn delegations_default_to_the_frameworks_deployments_and_can_be_set_or_turned_off() {
+        use crate::domain::delegation::{Kind, deployments};
+        let c = Config::from_vars(vars(&[])).unwrap();
+        assert_eq!(
+            c.chains.delegation_manager("base"),
+            Some(deployments::DELEGATION_MANAGER)
+        );
+        assert_eq!(
+            c.chains.delegation_manager("sepolia"),
+            Some(deployments::DELEGATION_MANAGER)
+        );
+        let base = &c
+            .chains
+            .delegation_enforcers
+            .iter()
+            .find(|(n, _)| n == "base")
+            .unwrap()
+            .1;
+        assert_eq!(base.len(), Kind::ALL.len());
+        let manager = "0x00000000000000000000000000000000000000a1";
+        let c = Config::from_vars(vars(&[
+            ("DELEGATION_MANAGER_BASE", manager),
+            (
+                "DELEGATION_ENFORCERS_BASE",
+                "timestamp=0x00000000000000000000000000000000000000b2",
+            ),
+            ("DELEGATION_MANAGER_OPTIMISM", "none"),
+            ("DELEGATION_ENFORCERS_OPTIMISM", ""),
+        ]))
+        .unwrap();
+        assert_eq!(c.chains.delegation_manager("base"), Some(manager.parse().unwrap()));
+        let base = &c
+            .chains
+            .delegation_enforcers
+            .iter()
+            .find(|(n, _)| n == "base")
+            .unwrap()
+            .1;
+        assert_eq!(
+            base,
+            &vec![(
+                Kind::Timestamp,
+                "0x00000000000000000000000000000000000000b2".parse().unwrap()
+            )]
+        );
+        assert_eq!(c.chains.delegation_manager("optimism"), None);
+        assert!(!c.chains.delegation_enforcers.iter().any(|(n, _)| n == "optimism"));
+        for bad in [
+            "nope=0x00000000000000000000000000000000000000b2",
+            "timestamp",
+            "timestamp=0x12",
+        ] {
+            let err = Config::from_vars(vars(&[("DELEGATION_ENFORCERS_BASE", bad)])).unwrap_err();
+            assert!(err.to_string().contains("DELEGATION_ENFORCERS_BASE"), "{err}");
+        }
+        let twice =
+            "timestamp=0x00000000000000000000000000000000000000b2,timestamp=0x00000000000000000000000000000000000000b3";
+        assert!(Config::from_vars(vars(&[("DELEGATION_ENFORCERS_BASE", twice)])).is_err());
+    }
+
+    #[test]
     fn token_lists_add_tokens_per_chain_and_refuse_bad_entries() {
         let c = Config::from_vars(vars(&[(
             "TOKENS_BASE",

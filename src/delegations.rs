@@ -50,6 +50,9 @@ pub enum DelegationError {
     Exists,
     #[error("delegation not found")]
     NotFound,
+    /// A send names a delegation that is unknown, removed, expired, another agent's or of another chain (422).
+    #[error("the delegation is not active: {0}")]
+    NotActive(&'static str),
     #[error(transparent)]
     Chain(#[from] ChainError),
     #[error(transparent)]
@@ -84,6 +87,26 @@ pub struct Described {
     pub status: Status,
     pub not_before: Option<u64>,
     pub expires_at: Option<u64>,
+}
+
+impl Described {
+    /// What the delegation lets the agent take of `asset` now: the smallest `available` of its limits on that
+    /// asset (§21: several limits on one asset, the smallest); `None` without a limit on it or while a figure is
+    /// unknown.
+    pub fn available(&self, asset: rules::LimitAsset) -> Option<U256> {
+        let figures: Vec<Option<U256>> = self
+            .limits
+            .iter()
+            .filter(|(limit, _)| limit.asset == asset)
+            .map(|(_, available)| *available)
+            .collect();
+        figures
+            .iter()
+            .copied()
+            .collect::<Option<Vec<U256>>>()?
+            .into_iter()
+            .min()
+    }
 }
 
 /// The service; cheap to clone.
@@ -213,11 +236,8 @@ impl Delegations {
     /// The agent's delegations with what is left of each limit now.
     pub async fn list(&self, agent_id: Uuid) -> Result<Vec<Described>, DelegationError> {
         let records = self.store.list_delegations(agent_id).await?;
-        let mut out = Vec::with_capacity(records.len());
-        for record in records {
-            out.push(self.describe(record).await?);
-        }
-        Ok(out)
+        // Each delegation's reads of the chain are independent: asked concurrently, answered in the list's order.
+        futures::future::try_join_all(records.into_iter().map(|record| self.describe(record))).await
     }
 
     /// One of the agent's delegations (`NotFound` for another agent's or an unknown id).
@@ -278,8 +298,17 @@ impl Delegations {
     }
 
     /// The record with its parse, decoded caveats and, while active, what is left of each limit at the latest
-    /// block.
-    async fn describe(&self, record: DelegationRecord) -> Result<Described, DelegationError> {
+    /// block. An active one is asked of the manager first: disabled on chain, it is recorded `revoked` now rather
+    /// than at the watcher's next pass (a node that does not answer leaves that to the watcher).
+    async fn describe(&self, mut record: DelegationRecord) -> Result<Described, DelegationError> {
+        if record.status == Status::Active
+            && let Ok(manager) = self.manager(&record.chain)
+            && let Ok(true) = self.disabled_on_chain(&record.chain, manager, record.hash).await
+        {
+            self.mark_revoked(&record).await?;
+            record.status = Status::Revoked;
+            record.revoked_at = Some(crate::domain::now());
+        }
         let delegation = serde_json::from_value::<DelegationJson>(record.delegation.clone())
             .ok()
             .and_then(|json| json.parse().ok())
@@ -345,6 +374,31 @@ impl Delegations {
                 tracing::warn!(delegation_id = %record.id, error = %e, "what is available could not be read");
                 None
             }
+        }
+    }
+
+    /// The delegation a send on `chain` names, checked in §21's order for a delegated send:
+    /// `delegations_unavailable` → `delegation_not_active` (unknown, another agent's, of another chain, removed,
+    /// revoked or expired) → `delegation_revoked` (disabled on chain now: recorded, 409) — with each limit's
+    /// `available` read at the latest block, for the money path to judge the amount against.
+    pub async fn for_send(&self, agent_id: Uuid, chain: &str, id: Uuid) -> Result<Described, DelegationError> {
+        self.manager(chain)?;
+        let record = self
+            .store
+            .get_delegation(agent_id, id)
+            .await?
+            .filter(|r| r.chain == chain)
+            .ok_or(DelegationError::NotActive(
+                "no such delegation of this agent on this chain",
+            ))?;
+        let was_active = record.status == Status::Active;
+        let described = self.describe(record).await?;
+        match described.status {
+            Status::Active => Ok(described),
+            Status::Revoked if was_active => Err(DelegationError::Revoked),
+            Status::Revoked => Err(DelegationError::NotActive("it was revoked on chain")),
+            Status::Removed => Err(DelegationError::NotActive("it was removed")),
+            Status::Expired => Err(DelegationError::NotActive("it expired")),
         }
     }
 

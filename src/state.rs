@@ -157,6 +157,12 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.security.reissue_limit_per_agent,
     );
     let (chains, metrics) = (Arc::new(chains), Arc::<crate::metrics::Metrics>::default());
+    let delegations = crate::delegations::Delegations::new(
+        store.clone(),
+        chains.clone(),
+        config.chains.delegation_managers.clone(),
+        config.chains.delegation_enforcers.clone(),
+    );
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),
@@ -164,14 +170,9 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         keys.clone(),
         config.faults,
         config.x402.clone(),
-    );
+    )
+    .with_delegations(delegations.clone());
     let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private);
-    let delegations = crate::delegations::Delegations::new(
-        store.clone(),
-        chains.clone(),
-        config.chains.delegation_managers.clone(),
-        config.chains.delegation_enforcers.clone(),
-    );
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),

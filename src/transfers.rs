@@ -40,6 +40,7 @@ mod deliver;
 mod error;
 mod gaps;
 mod pay;
+mod redeem;
 mod replace;
 mod send;
 mod signing;
@@ -84,6 +85,9 @@ pub struct Transfers {
     /// (agent, chain) pairs the store is known to count nonces for (its rows are never removed): their sends need
     /// not ask whether to start from the node's count.
     counted: Arc<std::sync::Mutex<std::collections::HashSet<(Uuid, &'static str)>>>,
+    /// The on-chain delegations the agents' transfers may redeem (§21); none: every chain answers
+    /// `delegations_unavailable`.
+    delegations: Option<crate::delegations::Delegations>,
 }
 
 /// A transfer the agent was asked to make.
@@ -97,6 +101,8 @@ pub struct TransferOrder<'a> {
     /// In base units of the asset (parsed once, where the order entered), never zero.
     pub amount: Amount,
     pub conversation_id: Option<Uuid>,
+    /// An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
+    pub delegation: Option<Uuid>,
 }
 
 /// Where a stored outflow stands when the send path returns.
@@ -155,7 +161,14 @@ impl Transfers {
             faults,
             fetcher: crate::net::egress::Fetcher::new(x402),
             counted: Default::default(),
+            delegations: None,
         }
+    }
+
+    /// The same service redeeming the delegations `delegations` registers (§21).
+    pub fn with_delegations(mut self, delegations: crate::delegations::Delegations) -> Self {
+        self.delegations = Some(delegations);
+        self
     }
 
     /// Sends the native coin or a token. Refusals create no transaction.
@@ -253,6 +266,24 @@ impl Transfers {
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let to = recipient(order.by.agent, order.chain, order.to)?;
+        let kind = match (&order.token, order.delegation) {
+            (_, Some(id)) => {
+                let draft = self
+                    .redeemable(
+                        order.by.agent.id,
+                        order.chain,
+                        id,
+                        order.token.as_ref(),
+                        to.from(),
+                        to.to(),
+                        order.amount.value(),
+                    )
+                    .await?;
+                Kind::Redeem(Box::new(draft))
+            }
+            (None, None) => Kind::Native,
+            (Some(token), None) => Kind::Token(token.clone()),
+        };
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.by.agent.id,
@@ -261,10 +292,7 @@ impl Transfers {
             from: to.from(),
             to: to.to(),
             value: order.amount.value(),
-            kind: match &order.token {
-                None => Kind::Native,
-                Some(token) => Kind::Token(token.clone()),
-            },
+            kind,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
         })

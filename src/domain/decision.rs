@@ -170,6 +170,9 @@ pub struct Facts {
     pub gate: Gate,
     /// The store's next nonce for (agent, chain), if it counts one.
     pub stored_nonce: Option<u64>,
+    /// A redemption of an on-chain delegation (§21): what the chain's caveats leave this period (`balance`, read at
+    /// the latest block) and what this service's redemptions of it that block has not included hold.
+    pub delegation: Option<Funds>,
 }
 
 /// Why nothing moves.
@@ -197,6 +200,11 @@ pub enum Refusal {
     NotAwaiting(ApprovalStatus),
     /// An owner session's sweep to an address that is none of the agent's owner addresses (§20).
     OwnerAddressRequired,
+    /// More than what the delegation's caveats leave this period, less this service's redemptions the chain has not
+    /// counted yet (§21 `delegation_limit`).
+    DelegationLimit {
+        available: U256,
+    },
 }
 
 /// What the store does.
@@ -272,6 +280,15 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     }
     if !f.standing.claim_held {
         return refuse(Refusal::ClaimLost);
+    }
+    // What the delegation leaves must hold the amount, so that no number of concurrent redemptions on any number of
+    // instances sends what the chain would refuse (§21).
+    if let Some(delegation) = f.delegation
+        && delegation.available() < r.value
+    {
+        return refuse(Refusal::DelegationLimit {
+            available: delegation.available(),
+        });
     }
     // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
     if r.payment.is_some() && f.cap.is_zero() {
@@ -537,6 +554,7 @@ mod tests {
             gate,
             stored_nonce: None,
             call_windows: Vec::new(),
+            delegation: None,
         }
     }
 

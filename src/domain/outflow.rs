@@ -82,6 +82,17 @@ pub struct TransferRequest {
     pub call_check: Option<CallCheck>,
     /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
     pub mandate: Mandate,
+    /// A redemption of an on-chain delegation (§21): what the chain's caveats leave of the asset this period, read
+    /// at the latest block; the reservation holds the amount against it less this service's redemptions of the
+    /// delegation the block has not included.
+    pub delegated: Option<Delegated>,
+}
+
+/// What a redemption's reservation reads of its delegation (§21).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delegated {
+    pub delegation_id: Uuid,
+    pub available: U256,
 }
 
 /// What a call's reservation judges (§18): the unlimited-approval guard, the `calls` rules (whether the agent is

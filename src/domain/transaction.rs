@@ -124,6 +124,19 @@ pub struct OnChain<P = Placed> {
     pub max_fee_per_gas: u128,
     /// The call it makes (§18); none for a transfer (a token's `transfer(to, value)` is not a call).
     pub call: Option<CallRecord>,
+    /// Set when it redeems an on-chain delegation (§21): the money leaves the delegator's account, and what the
+    /// agent's wallet signs is `redeemDelegations` to the manager.
+    pub via: Option<Via>,
+}
+
+/// A transfer redeemed through an on-chain delegation (§21): the agent's wallet signs one `redeemDelegations`
+/// transaction to `manager` (calldata `data`) and pays its gas; the amount leaves `delegator`'s account.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Via {
+    pub delegation_id: Uuid,
+    pub delegator: Address,
+    pub manager: Address,
+    pub data: alloy::primitives::Bytes,
 }
 
 /// Where a signed transaction is: its nonce and the hash of its latest attempt.
@@ -181,6 +194,11 @@ impl<P> Body<P> {
         }
     }
 
+    /// The delegation it redeems (§21), for a delegated transfer.
+    pub fn via(&self) -> Option<&Via> {
+        self.transaction().and_then(|t| t.via.as_ref())
+    }
+
     /// The contract call, for a call.
     pub fn call(&self) -> Option<&CallRecord> {
         self.transaction().and_then(|t| t.call.as_ref())
@@ -233,6 +251,7 @@ impl Body<()> {
                 gas_limit: t.gas_limit,
                 max_fee_per_gas: t.max_fee_per_gas,
                 call: t.call,
+                via: t.via,
             }),
             Body::Authorization(x) => Body::Authorization(x),
             Body::Signature(s) => Body::Signature(s),
@@ -361,7 +380,8 @@ impl StoredTx {
 
     /// The native coin the transaction itself moves (none for a token transfer).
     pub fn native_value(&self) -> U256 {
-        if self.token.is_some() {
+        // A redemption's amount is its delegator's (§21): the wallet pays only the gas.
+        if self.token.is_some() || self.body.via().is_some() {
             U256::ZERO
         } else {
             self.value_wei

@@ -46,7 +46,7 @@ struct AddDelegation {
     params(("id" = String, Path, format = "uuid")), request_body = AddDelegation,
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 201, body = DelegationView, description = "Registered"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody),
         (status = 502, body = ErrorBody), (status = 503, body = ErrorBody), (status = 504, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
@@ -90,6 +90,9 @@ async fn list_delegations(
 }
 
 /// Read a delegation
+///
+/// One of the agent's delegations with each limit's `available` now; an unknown or another agent's id is 404
+/// `delegation_not_found`.
 #[utoipa::path(get, path = "/api/agents/{id}/delegations/{did}", tag = "delegations",
     params(("id" = String, Path, format = "uuid"), ("did" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),

@@ -89,9 +89,15 @@ pub enum AppError {
     /// A 402 whose price list holds nothing the agent can pay: 422 `x402_unsupported` with `details.offered`.
     #[error("{message}")]
     X402Unsupported { message: String, offered: Vec<Offered> },
-    /// A transfer the agent's policy refuses: 403 `policy_denied` with `details.rule`.
+    /// A transfer the agent's policy (or an on-chain delegation's caveats, §21) refuses: 403 `policy_denied` with
+    /// `details.rule`, and `details.available` (`delegation_limit`) or `details.reason` (`delegation_caveat`).
     #[error("{message}")]
-    PolicyDenied { rule: &'static str, message: String },
+    PolicyDenied {
+        rule: &'static str,
+        message: String,
+        available: Option<String>,
+        reason: Option<String>,
+    },
     /// A paid request that failed after its payment was signed (§16): 502 `x402_payment_failed`, 504
     /// `upstream_timeout` or 502 `upstream_unavailable`, with `details.reason` and `details.transfer_id`.
     #[error("{message}")]
@@ -199,8 +205,15 @@ impl AppError {
                 fields: Some(fields.clone()),
                 ..FieldErrors::default()
             }),
-            AppError::PolicyDenied { rule, .. } => Some(FieldErrors {
+            AppError::PolicyDenied {
+                rule,
+                available,
+                reason,
+                ..
+            } => Some(FieldErrors {
                 rule: Some(rule.to_string()),
+                available: available.clone(),
+                reason: reason.clone(),
                 ..FieldErrors::default()
             }),
             AppError::PaidRequestFailed {
@@ -360,6 +373,7 @@ impl From<crate::delegations::DelegationError> for AppError {
                 message,
             },
             E::NotFound => AppError::DelegationNotFound,
+            E::NotActive(_) => unprocessable("delegation_not_active"),
             E::Chain(e) => AppError::Upstream {
                 status: StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_GATEWAY),
                 code: e.code(),
@@ -379,7 +393,25 @@ impl From<TransferError> for AppError {
             TransferError::PolicyDenied(rule) => AppError::PolicyDenied {
                 rule: rule.as_str(),
                 message,
+                available: None,
+                reason: None,
             },
+            TransferError::DelegationLimit { ref available, .. } => AppError::PolicyDenied {
+                rule: "delegation_limit",
+                available: Some(available.clone()),
+                message,
+                reason: None,
+            },
+            TransferError::DelegationCaveat(reason) => AppError::PolicyDenied {
+                rule: "delegation_caveat",
+                message,
+                available: None,
+                reason: Some(reason),
+            },
+            TransferError::DelegationsUnavailable(_) | TransferError::DelegationNotActive => {
+                AppError::Unprocessable { code, message }
+            }
+            TransferError::DelegationRevoked => AppError::Conflict { code, message },
             TransferError::InvalidAmount(_) | TransferError::ZeroAmount => AppError::field("amount", message),
             TransferError::NoWallet => AppError::field("chain", message),
             TransferError::InsufficientFunds { .. }

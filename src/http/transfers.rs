@@ -46,6 +46,9 @@ struct NewTransfer {
     /// The asset: the chain's native symbol (the default) or a registry token's symbol or contract address
     /// (`USDC`), any case.
     asset: Option<String>,
+    /// An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
+    #[schema(format = "uuid")]
+    delegation: Option<String>,
 }
 
 /// Send a transfer
@@ -105,7 +108,14 @@ async fn send(
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     let amount = Amount::parse(&request.amount, asset.decimals)
         .map_err(|_| AppError::field("amount", "must be a decimal amount greater than zero"))?;
+    let delegation = request
+        .delegation
+        .as_deref()
+        .map(|id| uuid::Uuid::parse_str(id.trim()))
+        .transpose()
+        .map_err(|_| AppError::field("delegation", "must be the id of one of the agent's delegations"))?;
     let order = TransferOrder {
+        delegation,
         by,
         chain,
         to,

@@ -16,7 +16,7 @@ use crate::domain::policy::{ApprovalStatus, Holds};
 use crate::domain::transaction::{Body, Kind};
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by, delegation";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +191,7 @@ pub struct ApprovalRow {
     x402: Option<String>,
     call_record: Option<String>,
     held_by: Option<String>,
+    delegation: Option<String>,
 }
 
 impl ApprovalRow {
@@ -218,6 +219,7 @@ impl ApprovalRow {
                     max_fee_per_gas: self.max_fee_per_gas,
                     x402: self.x402,
                     call_record: self.call_record,
+                    delegation: self.delegation,
                 },
                 || Ok(()),
                 "approvals",

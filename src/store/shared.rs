@@ -38,7 +38,7 @@ pub const OPEN: &str = open_statuses!();
 
 pub const TX_COLUMNS: &str = "id, agent_id, chain, conversation_id, nonce, from_address, to_address, value_wei, \
      gas_limit, max_fee_per_gas, reserved_wei, actual_cost_wei, raw_tx, tx_hash, status, block_number, gas_used, \
-     created_at, updated_at, asset, token_address, asset_decimals, kind, x402, call_record";
+     created_at, updated_at, asset, token_address, asset_decimals, kind, x402, call_record, delegation, delegation_id";
 
 pub const EVENT_COLUMNS: &str = "id, conversation_id, agent_id, kind, payload";
 
@@ -203,6 +203,9 @@ pub struct TxRow {
     kind: String,
     x402: Option<String>,
     call_record: Option<String>,
+    delegation: Option<String>,
+    #[allow(dead_code)] // Read for the index's sake only: `delegation` holds the same id.
+    delegation_id: Option<Uuid>,
 }
 
 impl TxRow {
@@ -223,6 +226,7 @@ impl TxRow {
                 max_fee_per_gas: self.max_fee_per_gas,
                 x402: self.x402,
                 call_record: self.call_record,
+                delegation: self.delegation,
             },
             at,
             "transactions",
@@ -260,6 +264,8 @@ pub struct BodyColumns {
     pub max_fee_per_gas: String,
     pub x402: Option<String>,
     pub call_record: Option<String>,
+    /// A redemption's delegation (§21), as JSON.
+    pub delegation: Option<String>,
 }
 
 impl BodyColumns {
@@ -292,6 +298,9 @@ impl BodyColumns {
                 .x402()
                 .map(|record| serde_json::to_string(record).expect("an x402 record serialises")),
             call_record: call_record.map(|c| serde_json::to_string(&c).expect("a call record serialises")),
+            delegation: body
+                .via()
+                .map(|via| serde_json::to_string(via).expect("a redemption serialises")),
         }
     }
 }
@@ -348,6 +357,10 @@ pub fn body_from_columns<P>(
                 .parse()
                 .map_err(|_| corrupt("max_fee_per_gas"))?,
             call: call.map(|c| c.call),
+            via: columns
+                .delegation
+                .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("delegation")))
+                .transpose()?,
         }),
         (other, _) => return Err(StoreError::Corrupt(format!("{table}.kind {other}"))),
     })

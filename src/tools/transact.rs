@@ -160,6 +160,11 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
                 return Err(refused.await.into());
             }
         };
+        let delegation = args
+            .text("delegation")?
+            .map(|id| uuid::Uuid::parse_str(id.trim()))
+            .transpose()
+            .map_err(|_| ToolError::invalid("delegation must be the id of one of the agent's delegations"))?;
         let order = TransferOrder {
             by: cx.transacting("sending")?,
             chain,
@@ -167,6 +172,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
             token,
             amount,
             conversation_id: cx.conversation_id,
+            delegation,
         };
         let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome, cx.services.chains.is_local_node(chain.name)))

@@ -92,6 +92,28 @@ impl Transfers {
                     "an x402 approval past its path".into(),
                 )));
             }
+            // A held redemption (§21) is checked again against its delegation as it is approved.
+            (Body::Transaction(OnChain { via: Some(via), .. }), token) => {
+                let asset = token.map(|token| Asset {
+                    chain,
+                    symbol: approval.asset.clone(),
+                    decimals: token.decimals,
+                    token: Some(token.address),
+                    eip712: None,
+                });
+                let draft = self
+                    .redeemable(
+                        agent.id,
+                        chain,
+                        via.delegation_id,
+                        asset.as_ref(),
+                        approval.from,
+                        approval.to,
+                        approval.value_wei,
+                    )
+                    .await?;
+                Kind::Redeem(Box::new(draft))
+            }
             (Body::Transaction(_), None) => Kind::Native,
             (Body::Transaction(_), Some(token)) => Kind::Token(Asset {
                 chain,

@@ -98,6 +98,23 @@ pub enum TransferError {
     /// An owner session sweeps only to one of the agent's owner addresses (§20; the admin token to any).
     #[error("an owner sweeps only to one of the agent's owner addresses (the admin token to any)")]
     OwnerAddressRequired,
+    /// A send naming a delegation on a chain without a `DelegationManager` (§21, 422).
+    #[error("on-chain delegations are not available on {0}: no DelegationManager is configured")]
+    DelegationsUnavailable(String),
+    /// The delegation named is unknown, removed, expired, on another chain or another agent's (§21, 422).
+    #[error("the delegation is not active for this agent on this chain (unknown, removed or expired)")]
+    DelegationNotActive,
+    /// The delegator disabled the delegation on chain (§21, 409): it is `revoked` from now on.
+    #[error("the delegation was disabled on chain by its delegator; it is revoked")]
+    DelegationRevoked,
+    /// More than the delegation's caveats leave this period, less this service's redemptions the chain has not
+    /// counted yet (§21: 403 `policy_denied`, rule `delegation_limit`, `details.available`). Nothing was signed.
+    #[error("the delegation leaves {available} {symbol} this period; nothing was signed")]
+    DelegationLimit { available: String, symbol: String },
+    /// An enforcer other than an amount caveat refuses the redemption in its simulation (§21: 403 `policy_denied`,
+    /// rule `delegation_caveat`, `details.reason`). Nothing was signed.
+    #[error("a caveat of the delegation refuses this: {0}; nothing was signed")]
+    DelegationCaveat(String),
 }
 
 impl TransferError {
@@ -125,6 +142,10 @@ impl TransferError {
             Self::NothingToSweep(_) => "nothing_to_sweep",
             Self::CapabilityDenied(_) => "capability_denied",
             Self::OwnerAddressRequired => "owner_address_required",
+            Self::DelegationsUnavailable(_) => "delegations_unavailable",
+            Self::DelegationNotActive => "delegation_not_active",
+            Self::DelegationRevoked => "delegation_revoked",
+            Self::DelegationLimit { .. } | Self::DelegationCaveat(_) => "policy_denied",
         }
     }
 }

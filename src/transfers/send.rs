@@ -66,6 +66,8 @@ pub(super) enum Kind<'a> {
     /// An owner's sweep (§20) of the whole balance of the native coin (`None`: less the maximum fee) or of a token
     /// (the gas paid in the native coin): its amount is the quote's, read from the node.
     Sweep(Option<Asset>),
+    /// A transfer redeemed through an on-chain delegation (§21): the delegator's money, the agent's gas.
+    Redeem(Box<super::redeem::RedeemDraft>),
 }
 
 /// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
@@ -95,21 +97,21 @@ pub(super) struct PaymentDraft<'a> {
 
 /// What the node says an outflow will cost, read before anything is reserved.
 pub(super) struct Quote {
-    gas_limit: u64,
-    max_fee_per_gas: u128,
-    priority_fee: u128,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    pub priority_fee: u128,
     /// What it holds against the cap until it settles.
-    reserved: U256,
+    pub reserved: U256,
     /// The native balance as read and what the wallet must hold of it; the reservation checks it again, less what
     /// the agent's transfers on their way hold. `None`: no native coin is needed (a payment).
-    funds: Option<NativeFunds>,
+    pub funds: Option<NativeFunds>,
     /// The token balance as read (a token transfer or a payment): the reservation subtracts unused x402
     /// authorizations from it.
-    token_balance: Option<U256>,
-    /// The wallet's nonce the node has mined, read with the token balance (a token transfer).
-    mined_nonce: Option<u64>,
+    pub token_balance: Option<U256>,
+    /// The wallet's nonce the node has mined, read with the token balance (a token transfer, a redemption).
+    pub mined_nonce: Option<u64>,
     /// The amount the quote found (a sweep: the whole balance), in place of the outflow's.
-    value: Option<U256>,
+    pub value: Option<U256>,
 }
 
 impl Kind<'_> {
@@ -120,6 +122,11 @@ impl Kind<'_> {
             Kind::Token(asset) | Kind::Sweep(Some(asset)) => asset.symbol.clone(),
             Kind::Payment(p) => p.token.symbol.clone(),
             Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => chain.native_symbol.to_string(),
+            Kind::Redeem(r) => r
+                .token
+                .as_ref()
+                .map_or(chain.native_symbol, |t| t.symbol.as_str())
+                .to_string(),
         }
     }
 
@@ -133,6 +140,7 @@ impl Kind<'_> {
             Kind::Native => quote_native(client, o.chain, o.from, o.to, o.value).await,
             Kind::Call(call) => quote_call(client, o.chain, call, o.from, o.to, o.value).await,
             Kind::Token(asset) => quote_token(client, o.chain, asset, o.from, o.to, o.value).await,
+            Kind::Redeem(r) => super::redeem::quote_redeem(client, o.chain, r, o.from, o.value).await,
             Kind::Sweep(None) => quote_native_sweep(client, o.chain, o.from, o.to).await,
             Kind::Sweep(Some(asset)) => {
                 let held = client.token_balance(o.from, asset).await?;
@@ -219,6 +227,7 @@ impl Outflow<'_> {
                 Kind::Native | Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => None,
                 Kind::Token(asset) | Kind::Sweep(Some(asset)) => token_ref(asset),
                 Kind::Payment(p) => token_ref(&p.token),
+                Kind::Redeem(r) => r.token.as_ref().and_then(token_ref),
             },
             clearance: self.clearance,
             token_balance: quote.token_balance,
@@ -232,12 +241,14 @@ impl Outflow<'_> {
                     gas_limit: quote.gas_limit,
                     max_fee_per_gas: quote.max_fee_per_gas,
                     call: Some(c.record.clone()),
+                    via: None,
                 }),
-                Kind::Native | Kind::Token(_) | Kind::Sweep(_) => Body::Transaction(OnChain {
+                Kind::Native | Kind::Token(_) | Kind::Sweep(_) | Kind::Redeem(_) => Body::Transaction(OnChain {
                     at: (),
                     gas_limit: quote.gas_limit,
                     max_fee_per_gas: quote.max_fee_per_gas,
                     call: None,
+                    via: self.kind.redeem().map(|r| r.via.clone()),
                 }),
             },
             call_check: match &self.kind {
@@ -246,6 +257,7 @@ impl Outflow<'_> {
                 _ => None,
             },
             mandate: self.mandate.clone(),
+            delegated: self.kind.redeem().map(|r| r.delegated()),
         }
     }
 }
@@ -576,6 +588,13 @@ fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInf
         Refusal::NotAwaiting(status) => TransferError::NotAwaiting(status),
         Refusal::OwnerAddressRequired => TransferError::OwnerAddressRequired,
         Refusal::InsufficientTokens { available } => insufficient_tokens(request, available),
+        Refusal::DelegationLimit { available } => TransferError::DelegationLimit {
+            available: crate::domain::amount::format_units(
+                available,
+                request.token.map_or(chain.decimals, |t| t.decimals),
+            ),
+            symbol: request.asset.clone(),
+        },
         Refusal::InsufficientFunds { available } => TransferError::InsufficientFunds {
             chain,
             needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
@@ -585,7 +604,11 @@ fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInf
 }
 
 /// The native balance as read and what a transfer needs of it; refused at once when the balance alone falls short.
-fn native_funds(chain: &'static ChainInfo, balance: U256, needed: U256) -> Result<NativeFunds, TransferError> {
+pub(super) fn native_funds(
+    chain: &'static ChainInfo,
+    balance: U256,
+    needed: U256,
+) -> Result<NativeFunds, TransferError> {
     if balance < needed {
         return Err(TransferError::InsufficientFunds {
             chain,

@@ -62,9 +62,11 @@ pub(super) fn nonce_filler(
             gas_limit,
             max_fee_per_gas,
             call: None,
+            via: None,
         }),
         call_check: None,
         mandate: Mandate::NONE,
+        delegated: None,
     }
 }
 
@@ -76,9 +78,11 @@ pub(super) fn sign_transfer(
     priority_fee: u128,
     nonce: u64,
 ) -> Result<SignedTx, SignerError> {
-    let (to, value, input) = match request.body.call() {
-        Some(call) => (request.to, request.value_wei, call.data.clone()),
-        None => on_chain_call(request.to, request.value_wei, request.token),
+    let (to, value, input) = match (request.body.via(), request.body.call()) {
+        // A redemption (§21): the agent's wallet calls the manager; the amount moves from the delegator's account.
+        (Some(via), _) => (via.manager, U256::ZERO, via.data.clone()),
+        (None, Some(call)) => (request.to, request.value_wei, call.data.clone()),
+        (None, None) => on_chain_call(request.to, request.value_wei, request.token),
     };
     let (gas_limit, max_fee_per_gas) = request.body.fees();
     let tx = TxEip1559 {

@@ -244,6 +244,7 @@ impl Bench {
             token: None,
             amount: Amount::parse(wei, 18).expect("an amount"),
             conversation_id: None,
+            delegation: None,
         };
         self.transfers.send(order).await
     }

@@ -70,9 +70,14 @@ impl World {
     }
 
     async fn app(&self) -> TestApp {
+        self.app_with(&[]).await
+    }
+
+    async fn app_with(&self, more: &[(&str, &str)]) -> TestApp {
         let vars = self.framework.vars();
         let mut extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         extra.push(("ADMIN_TOKEN", ADMIN));
+        extra.extend_from_slice(more);
         transfer_app(&self.anvil, &extra).await
     }
 }
@@ -627,7 +632,7 @@ async fn a_hash_is_registered_once_and_only_owner_authority_brings_a_removed_one
 #[tokio::test]
 async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() {
     let world = world().await;
-    let app = world.app().await;
+    let app = world.app_with(&[("WEBHOOK_ALLOW_PRIVATE", "true")]).await;
     let agent = agent_on_base(&app).await;
     let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 40).await;
     let (status, body) = post(
@@ -639,6 +644,11 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let mut events = app.state.events.subscribe();
+    let receiver = crate::helpers::webhook_receiver::Receiver::start().await;
+    let hooks = format!("/api/agents/{}/webhooks", agent.id);
+    let hook = json!({"url": receiver.url, "events": ["delegation.revoked"]});
+    let (status, registered) = call(&app, &agent, true, Method::POST, &hooks, Some(hook)).await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
 
     assert_eq!(
         app.state.delegations.check_revocations("base").await.unwrap(),
@@ -692,6 +702,12 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
         .collect();
     assert_eq!(revocations.len(), 1);
     assert_eq!(revocations[0]["actor"], "system");
+    let pushed = receiver.wait_for(1).await;
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(pushed[0].ty(), "delegation.revoked");
+    let pushed: Value = serde_json::from_str(&pushed[0].body).unwrap();
+    assert_eq!(pushed["data"]["delegation_id"], body["id"]);
+    assert_eq!(pushed["data"]["agent_id"], json!(agent.id));
     // Still disabled on chain: registering it again is refused as revoked, whoever asks.
     let body_again = json!({"chain": "base", "delegation": delegation_json(&delegation)});
     let again = post(&app, &agent, true, body_again.clone()).await;
@@ -715,6 +731,213 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
         (back["id"].clone(), back["status"].clone()),
         (body["id"].clone(), json!("active"))
     );
+}
+
+#[tokio::test]
+async fn a_revocation_is_noticed_at_the_next_read_before_the_watchers_pass() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 60).await;
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let (status, created) = post(&app, &agent, false, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    let list = format!("/api/agents/{}/delegations", agent.id);
+    let (_, listed) = call(&app, &agent, false, Method::GET, &list, None).await;
+    assert_eq!(listed[0]["status"], "revoked");
+    assert!(listed[0]["limits"][0]["available"].is_null());
+    assert_eq!(
+        app.state.delegations.check_revocations("base").await.unwrap(),
+        0,
+        "recorded already"
+    );
+    let (_, audit) = call(
+        &app,
+        &agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    let revocations = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "delegation_revoked")
+        .count();
+    assert_eq!(revocations, 1);
+}
+
+#[tokio::test]
+async fn lifetime_amounts_read_what_the_enforcer_spent_and_every_caveat_kind_is_shown() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let now = chain_now(&world.anvil).await;
+    let window = [
+        U256::from(now - 60).to_be_bytes::<32>()[16..].to_vec(),
+        U256::from(now + DAY).to_be_bytes::<32>()[16..].to_vec(),
+    ]
+    .concat();
+    let transfer_selector = transferCall::SELECTOR.to_vec();
+    let token = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (
+                Kind::Erc20TransferAmount,
+                [world.usdc.as_slice(), &word(U256::from(10 * USDC))].concat(),
+            ),
+            (Kind::AllowedTargets, world.usdc.to_vec()),
+            (Kind::AllowedMethods, transfer_selector.clone()),
+            (Kind::ValueLte, word(U256::ZERO).to_vec()),
+            (Kind::Timestamp, window),
+            (Kind::LimitedCalls, word(U256::from(5)).to_vec()),
+        ],
+        70,
+    );
+    let native = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (Kind::NativeTokenTransferAmount, word(wei(ONE_ETH)).to_vec()),
+            (Kind::ExactCalldata, Vec::new()),
+        ],
+        71,
+    );
+    for d in [&token, &native] {
+        let (status, body) = post(
+            &app,
+            &agent,
+            false,
+            json!({"chain": "base", "delegation": delegation_json(d)}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let key = exported_key(&app, &agent).await;
+    world.anvil.set_balance(key.address(), wei(ONE_ETH)).await;
+    assert!(redeem_usdc(&world, &key, &token, fresh_address(), 4 * USDC).await);
+    let to = fresh_address();
+    let redemption = rules::redemption(&native, to, wei(ONE_ETH / 4), &[]);
+    let sent = send_as_key(
+        &world.anvil,
+        &key,
+        world.framework.manager,
+        U256::ZERO,
+        redemption,
+        500_000,
+    )
+    .await;
+    assert!(sent.status());
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH / 4));
+
+    let (_, list) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations", agent.id),
+        None,
+    )
+    .await;
+    let (first, second) = (&list[0], &list[1]);
+    let kinds: Vec<&str> = first["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "erc20_transfer_amount",
+            "allowed_targets",
+            "allowed_methods",
+            "value_lte",
+            "timestamp",
+            "limited_calls"
+        ]
+    );
+    assert_eq!(first["limits"][0]["asset"], "base:USDC");
+    assert_eq!(first["limits"][0]["amount"], "10");
+    assert_eq!(first["limits"][0]["available"], "6");
+    assert!(first["limits"][0]["period_seconds"].is_null());
+    assert_eq!(first["targets"], json!([world.usdc.to_checksum(None)]));
+    assert_eq!(first["methods"], json!(["0xa9059cbb"]));
+    assert_eq!(
+        (first["not_before"].as_u64(), first["expires_at"].as_u64()),
+        (Some(now - 60), Some(now + DAY))
+    );
+    assert_eq!(first["caveats"][5]["limit"], "5");
+    assert_eq!(second["caveats"][1]["calldata"], "0x");
+    assert_eq!(second["limits"][0]["asset"], "base:ETH");
+    assert_eq!(second["limits"][0]["amount"], "1");
+    assert_eq!(second["limits"][0]["available"], "0.75");
+}
+
+#[tokio::test]
+async fn a_send_finds_only_an_active_delegation_of_its_agent_and_chain() {
+    use agentd::delegations::DelegationError;
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let other = agent_on_base(&app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 80).await;
+    let body = json!({"chain": "base", "delegation": delegation_json(&delegation)});
+    let (status, created) = post(&app, &agent, false, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id: uuid::Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let (agent_id, other_id): (uuid::Uuid, uuid::Uuid) = (agent.id.parse().unwrap(), other.id.parse().unwrap());
+    let service = &app.state.delegations;
+
+    let usable = service.for_send(agent_id, "base", id).await.expect("active");
+    assert_eq!(
+        usable.available(rules::LimitAsset::Token(world.usdc)),
+        Some(U256::from(5 * USDC))
+    );
+    assert_eq!(usable.available(rules::LimitAsset::Native), None);
+    for (who, chain, what) in [
+        (other_id, "base", "another agent's"),
+        (agent_id, "optimism", "another chain"),
+    ] {
+        let refused = service.for_send(who, chain, id).await;
+        assert!(
+            matches!(
+                refused,
+                Err(DelegationError::NotActive(_)) | Err(DelegationError::Unavailable(_))
+            ),
+            "{what}: {refused:?}"
+        );
+    }
+    assert!(matches!(
+        service.for_send(agent_id, "base", uuid::Uuid::new_v4()).await,
+        Err(DelegationError::NotActive(_))
+    ));
+    // Disabled on chain: noticed at this use (409 once), not active afterwards.
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    assert!(matches!(
+        service.for_send(agent_id, "base", id).await,
+        Err(DelegationError::Revoked)
+    ));
+    assert!(matches!(
+        service.for_send(agent_id, "base", id).await,
+        Err(DelegationError::NotActive(_))
+    ));
 }
 
 /// The delegation routes for the OpenAPI check (`openapi.rs`): a registration, its refusals, the list, one
@@ -744,4 +967,224 @@ pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
     oracle.check("GET", one_template, &send(false, Method::GET, &one, None).await);
     oracle.check("DELETE", one_template, &send(false, Method::DELETE, &one, None).await);
     oracle.check("DELETE", one_template, &send(true, Method::DELETE, &one, None).await);
+}
+
+/// `POST …/transfers` as the agent.
+async fn transfer(app: &TestApp, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
+    call(
+        app,
+        agent,
+        false,
+        Method::POST,
+        &format!("/api/agents/{}/transfers", agent.id),
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_beyond_the_period_before_signing() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    // The gas counts against the cap (§21); the delegated amount does not.
+    let (status, body) = call(
+        &app,
+        &agent,
+        true,
+        Method::PUT,
+        &format!("/api/agents/{}", agent.id),
+        Some(json!({"spending_cap": 0.1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let wallet = wallet(&agent);
+    world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(wallet, 5 * USDC, 21).await;
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    let to = fresh_address();
+
+    let (status, sent) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "2", "asset": "USDC", "delegation": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(sent["from"], world.owner.address().to_checksum(None), "{sent}");
+    assert_eq!(sent["delegation"]["id"], id);
+    assert_eq!(sent["delegation"]["delegator"], world.owner.address().to_checksum(None));
+    // What the chain shows: the owner's USDC went to the recipient; the agent's wallet held none and paid the gas.
+    for _ in 0..100 {
+        if token_balance(&world.anvil, world.usdc, to).await == U256::from(2 * USDC) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(98 * USDC)
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, wallet).await, U256::ZERO);
+    assert!(
+        world.anvil.balance(wallet).await < wei(ONE_ETH),
+        "the agent's wallet paid the gas"
+    );
+    let nonce = world.anvil.nonce(wallet).await;
+    assert_eq!(nonce, 1);
+
+    // 3 USDC are left this period: 4 are refused by agentd before anything is signed.
+    let (status, refused) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "4", "asset": "USDC", "delegation": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["code"], "policy_denied");
+    assert_eq!(refused["error"]["details"]["rule"], "delegation_limit");
+    assert_eq!(refused["error"]["details"]["available"], "3");
+    assert_eq!(world.anvil.nonce(wallet).await, nonce, "nothing was signed or sent");
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
+
+    // A delegation id the agent does not have.
+    let (status, unknown) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": to.to_checksum(None), "amount": "1", "asset": "USDC",
+               "delegation": uuid::Uuid::new_v4().to_string()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{unknown}");
+    assert_eq!(unknown["error"]["code"], "delegation_not_active");
+    assert_eq!(world.anvil.nonce(wallet).await, nonce);
+}
+
+#[tokio::test]
+async fn a_send_naming_a_delegation_on_a_chain_without_a_manager_is_refused() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(
+        &anvil,
+        &[
+            ("ADMIN_TOKEN", ADMIN),
+            ("DELEGATION_MANAGER_BASE", "none"),
+            ("DELEGATION_ENFORCERS_BASE", "none"),
+        ],
+    )
+    .await;
+    let agent = agent_on_base(&app).await;
+    let (status, body) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": fresh_address().to_checksum(None), "amount": "1",
+               "delegation": uuid::Uuid::new_v4().to_string()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "delegations_unavailable");
+}
+
+#[tokio::test]
+async fn concurrent_redemptions_from_two_instances_on_one_database_never_exceed_the_period() {
+    let world = world().await;
+    let first = world.app().await;
+    let vars = world.framework.vars();
+    let mut extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    extra.extend([
+        ("ADMIN_TOKEN", ADMIN),
+        ("DATABASE_URL", first.db_url.as_str()),
+        ("RPC_URL_BASE", world.anvil.url()),
+        ("WATCHER_INTERVAL_MS", "50"),
+    ]);
+    let second = crate::helpers::spawn_app_with(&extra).await;
+    let agent = agent_on_base(&first).await;
+    let (status, body) = call(
+        &first,
+        &agent,
+        true,
+        Method::PUT,
+        &format!("/api/agents/{}", agent.id),
+        Some(json!({"spending_cap": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let wallet = wallet(&agent);
+    world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
+    let delegation = world.daily_usdc(wallet, 5 * USDC, 33).await;
+    let (status, registered) = post(
+        &first,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap().to_string();
+    let to = fresh_address();
+
+    // Twelve transfers of 1 USDC at once, alternating between the instances, against 5 USDC a day.
+    let sends = (0..12).map(|n| {
+        let (app, agent, id) = (if n % 2 == 0 { &first } else { &second }, &agent, id.clone());
+        async move {
+            transfer(
+                app,
+                agent,
+                json!({"chain": "base", "to": to.to_checksum(None), "amount": "1", "asset": "USDC",
+                       "delegation": id}),
+            )
+            .await
+        }
+    });
+    let answers = futures::future::join_all(sends).await;
+    let sent = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    for (status, body) in answers.iter().filter(|(s, _)| *s != StatusCode::CREATED) {
+        assert_eq!(*status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(body["error"]["details"]["rule"], "delegation_limit", "{body}");
+    }
+    if !(1..=5).contains(&sent) {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let landed = token_balance(&world.anvil, world.usdc, to).await;
+        let (_, list) = call(
+            &first,
+            &agent,
+            false,
+            Method::GET,
+            &format!("/api/agents/{}/transactions", agent.id),
+            None,
+        )
+        .await;
+        let statuses: Vec<_> = list
+            .as_array()
+            .map(|a| a.iter().map(|t| (t["nonce"].clone(), t["status"].clone())).collect())
+            .unwrap_or_default();
+        panic!("{sent} sent, {landed} landed: {statuses:?}");
+    }
+    // What the chain shows: every redemption signed landed (none the chain refused), within the period.
+    let mut landed = U256::ZERO;
+    for _ in 0..100 {
+        landed = token_balance(&world.anvil, world.usdc, to).await;
+        if landed == U256::from(sent as u64 * USDC) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(landed, U256::from(sent as u64 * USDC));
+    assert_eq!(
+        world.anvil.nonce(wallet).await,
+        sent as u64,
+        "no redemption was signed that did not land"
+    );
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(100 * USDC - sent as u64 * USDC)
+    );
 }

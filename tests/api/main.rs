@@ -45,6 +45,7 @@ mod standing;
 mod startup;
 mod store;
 mod store_attempts;
+mod store_delegations;
 mod stream_leases;
 mod stuck_transfers;
 mod sweep;

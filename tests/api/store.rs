@@ -97,9 +97,11 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
             gas_limit: 21_000,
             max_fee_per_gas: 1,
             call: None,
+            via: None,
         }),
         call_check: None,
         mandate: agentd::store::Mandate::NONE,
+        delegated: None,
     }
 }
 

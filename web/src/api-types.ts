@@ -175,6 +175,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/delegations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List delegations
+         * @description The agent's delegations, oldest first, removed ones included, each limit with what is `available` now (read at
+         *     the latest block).
+         */
+        get: operations["list_delegations"];
+        put?: never;
+        /**
+         * Register a delegation
+         * @description A delegation the owner's account (a smart account or an EOA upgraded by EIP-7702) granted the agent's wallet on
+         *     chain. Checked in this order, the first failure answering 422 with its code and nothing stored:
+         *     `delegations_unavailable`, `delegate_mismatch`, `delegation_not_root`, `delegator_not_smart`,
+         *     `invalid_delegation_signature`, `unknown_caveat`, `delegation_unbounded`; disabled on chain 409
+         *     `delegation_revoked`; a hash already registered (also removed) 409 `delegation_exists`, except that owner
+         *     authority may register a removed or revoked one again.
+         */
+        post: operations["add_delegation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/delegations/{did}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a delegation
+         * @description One of the agent's delegations with each limit's `available` now; an unknown or another agent's id is 404
+         *     `delegation_not_found`.
+         */
+        get: operations["get_delegation"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a delegation
+         * @description Owner authority: agentd stops using it (revoking it on chain is the delegator's act, `disableDelegation`). Its
+         *     hash stays known: the agent token cannot register it again.
+         */
+        delete: operations["remove_delegation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/export-key": {
         parameters: {
             query?: never;
@@ -1066,6 +1122,15 @@ export interface components {
          * @enum {string}
          */
         ActorView: "agent" | "owner" | "admin" | "mcp" | "system";
+        /** @description `POST …/delegations`: the chain and the delegation in the framework's JSON form. */
+        AddDelegation: {
+            chain: string;
+            /**
+             * @description `{delegate, delegator, authority, caveats: [{enforcer, terms, args}], salt, signature}`: byte strings 0x-hex,
+             *     `salt` a decimal or 0x string.
+             */
+            delegation: Record<string, never>;
+        };
         /** @description The creation answer: the detail plus the access token, shown this once. */
         AgentCreatedView: components["schemas"]["AgentDetailView"] & {
             /** @description `agt_` + 43 base64url characters. Store it: it cannot be shown again. */
@@ -1213,6 +1278,30 @@ export interface components {
          * @enum {string}
          */
         CapabilityView: "read" | "compare" | "transact" | "analytics";
+        /**
+         * @description One caveat: its enforcer, `kind` (the configuration name, `unknown` for an enforcer no longer configured), its
+         *     terms as signed, and the fields its enforcer reads from them (amounts in base units, times in unix seconds).
+         */
+        CaveatView: {
+            enforcer: string;
+            kind: string;
+            terms: string;
+            token?: string | null;
+            amount?: string | null;
+            /** Format: int64 */
+            period_seconds?: number | null;
+            /** Format: int64 */
+            start?: number | null;
+            calldata?: string | null;
+            targets?: string[] | null;
+            methods?: string[] | null;
+            value?: string | null;
+            /** Format: int64 */
+            after?: number | null;
+            /** Format: int64 */
+            before?: number | null;
+            limit?: string | null;
+        };
         /** @description One tool call of a turn, in call order. */
         ChainCallView: {
             id: string;
@@ -1331,6 +1420,42 @@ export interface components {
              */
             agent_id?: string | null;
             description?: string | null;
+        };
+        /** @description A registered delegation. */
+        DelegationView: {
+            /** Format: uuid */
+            id: string;
+            chain: string;
+            /** @description The delegation's hash as the DelegationManager computes it (`getDelegationHash`). */
+            hash: string;
+            delegator: string;
+            /** @description The agent's wallet on `chain`. */
+            delegate: string;
+            caveats: components["schemas"]["CaveatView"][];
+            limits: components["schemas"]["LimitView"][];
+            /** @description Contracts the `allowed_targets` caveats let the agent call; `null` without such a caveat. */
+            targets?: string[] | null;
+            /** @description Selectors the `allowed_methods` caveats let through; `null` without such a caveat. */
+            methods?: string[] | null;
+            /**
+             * Format: int64
+             * @description Unix seconds: the `timestamp` caveat's lower threshold (usable strictly after it).
+             */
+            not_before?: number | null;
+            /**
+             * Format: int64
+             * @description Unix seconds: the `timestamp` caveat's upper threshold (usable strictly before it).
+             */
+            expires_at?: number | null;
+            /** @description `active`, `revoked` (disabled on chain), `expired` (past the `timestamp` caveat) or `removed`. */
+            status: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the revocation on chain was noticed.
+             */
+            revoked_at?: string | null;
         };
         /** @description One attempt to deliver an event. */
         DeliveryView: {
@@ -1494,6 +1619,30 @@ export interface components {
             version: string;
             /** @description `ok`: the database answered. */
             database: string;
+        };
+        /** @description What one amount caveat lets the agent take. */
+        LimitView: {
+            /**
+             * @description As in §18's `changes`: `<chain>:<SYMBOL>` for the native coin and registry tokens, `<chain>:<address>`
+             *     (lower-case) for any other token.
+             */
+            asset: string;
+            /** @description The token's contract, for a token. */
+            token?: string | null;
+            /** @description Per period (or in all, without a period): whole units of a registry asset, base units otherwise. */
+            amount: string;
+            /**
+             * Format: int64
+             * @description `null`: the amount counts over the delegation's life (`*_transfer_amount`).
+             */
+            period_seconds?: number | null;
+            /** Format: int64 */
+            start?: number | null;
+            /**
+             * @description What is left now, read at the latest block, in `amount`'s units; `null` when the delegation is not active
+             *     or the node did not answer.
+             */
+            available?: string | null;
         };
         MessageView: {
             /** Format: uuid */
@@ -3554,6 +3703,686 @@ export interface operations {
                      *       "error": {
                      *         "code": "upstream_timeout",
                      *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_delegations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's delegations */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "caveats": [
+                     *           {
+                     *             "amount": "25000000",
+                     *             "enforcer": "0x474e3Ae7E169e940607cC624Da8A15Eb120139aB",
+                     *             "kind": "erc20_period_transfer",
+                     *             "period_seconds": 86400,
+                     *             "start": 1763856000,
+                     *             "terms": "0x833589fcd6edb6e08f4c7c32d4f71b54bda0291300000000000000000000000000000000000000000000000000000000017d784000000000000000000000000000000000000000000000000000000000000151800000000000000000000000000000000000000000000000000000000069224e80",
+                     *             "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *           }
+                     *         ],
+                     *         "chain": "base",
+                     *         "created_at": "2026-11-23T10:00:00Z",
+                     *         "delegate": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "delegator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *         "expires_at": null,
+                     *         "hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *         "id": "3e8a1f5c-7b2d-4c9e-a6f1-0d4b2c8e5a73",
+                     *         "limits": [
+                     *           {
+                     *             "amount": "25",
+                     *             "asset": "base:USDC",
+                     *             "available": "12.5",
+                     *             "period_seconds": 86400,
+                     *             "start": 1763856000,
+                     *             "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *           }
+                     *         ],
+                     *         "methods": null,
+                     *         "not_before": null,
+                     *         "status": "active",
+                     *         "targets": null
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["DelegationView"][];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_delegation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "chain": "base",
+                 *       "delegation": {
+                 *         "authority": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+                 *         "caveats": [
+                 *           {
+                 *             "args": "0x",
+                 *             "enforcer": "0x474e3Ae7E169e940607cC624Da8A15Eb120139aB",
+                 *             "terms": "0x833589fcd6edb6e08f4c7c32d4f71b54bda0291300000000000000000000000000000000000000000000000000000000017d784000000000000000000000000000000000000000000000000000000000000151800000000000000000000000000000000000000000000000000000000069224e80"
+                 *           }
+                 *         ],
+                 *         "delegate": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "delegator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                 *         "salt": "1",
+                 *         "signature": "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb5322505d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AddDelegation"];
+            };
+        };
+        responses: {
+            /** @description Registered */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "caveats": [
+                     *         {
+                     *           "amount": "25000000",
+                     *           "enforcer": "0x474e3Ae7E169e940607cC624Da8A15Eb120139aB",
+                     *           "kind": "erc20_period_transfer",
+                     *           "period_seconds": 86400,
+                     *           "start": 1763856000,
+                     *           "terms": "0x833589fcd6edb6e08f4c7c32d4f71b54bda0291300000000000000000000000000000000000000000000000000000000017d784000000000000000000000000000000000000000000000000000000000000151800000000000000000000000000000000000000000000000000000000069224e80",
+                     *           "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *         }
+                     *       ],
+                     *       "chain": "base",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "delegate": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "delegator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *       "expires_at": null,
+                     *       "hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "id": "3e8a1f5c-7b2d-4c9e-a6f1-0d4b2c8e5a73",
+                     *       "limits": [
+                     *         {
+                     *           "amount": "25",
+                     *           "asset": "base:USDC",
+                     *           "available": "12.5",
+                     *           "period_seconds": 86400,
+                     *           "start": 1763856000,
+                     *           "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *         }
+                     *       ],
+                     *       "methods": null,
+                     *       "not_before": null,
+                     *       "status": "active",
+                     *       "targets": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DelegationView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the resource's state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "delegation_exists",
+                     *         "message": "this delegation is registered already"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "delegation_unbounded",
+                     *         "message": "the caveats do not bound every execution: an ERC-20 amount caveat, or a native amount caveat beside exact_calldata with empty terms, is required"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_delegation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                did: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delegation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "caveats": [
+                     *         {
+                     *           "amount": "25000000",
+                     *           "enforcer": "0x474e3Ae7E169e940607cC624Da8A15Eb120139aB",
+                     *           "kind": "erc20_period_transfer",
+                     *           "period_seconds": 86400,
+                     *           "start": 1763856000,
+                     *           "terms": "0x833589fcd6edb6e08f4c7c32d4f71b54bda0291300000000000000000000000000000000000000000000000000000000017d784000000000000000000000000000000000000000000000000000000000000151800000000000000000000000000000000000000000000000000000000069224e80",
+                     *           "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *         }
+                     *       ],
+                     *       "chain": "base",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "delegate": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "delegator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *       "expires_at": null,
+                     *       "hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b",
+                     *       "id": "3e8a1f5c-7b2d-4c9e-a6f1-0d4b2c8e5a73",
+                     *       "limits": [
+                     *         {
+                     *           "amount": "25",
+                     *           "asset": "base:USDC",
+                     *           "available": "12.5",
+                     *           "period_seconds": 86400,
+                     *           "start": 1763856000,
+                     *           "token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *         }
+                     *       ],
+                     *       "methods": null,
+                     *       "not_before": null,
+                     *       "status": "active",
+                     *       "targets": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DelegationView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "delegation_not_found",
+                     *         "message": "delegation not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_delegation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                did: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "delegation_not_found",
+                     *         "message": "delegation not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
                      *       }
                      *     }
                      */

@@ -52,7 +52,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         },
         "403" => match operation {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
-            | "reject_transfer" | "sweep" => crate::auth::AuthError::OwnerRequired.into(),
+            | "reject_transfer" | "sweep" | "remove_delegation" => crate::auth::AuthError::OwnerRequired.into(),
             _ if is_webhook_operation(operation) => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
             "create_call" | "simulate_call" | "sign_typed_data" => {
@@ -70,8 +70,10 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         {
             AppError::WebhookNotFound
         }
+        "404" if matches!(operation, "get_delegation" | "remove_delegation") => AppError::DelegationNotFound,
         "404" => AppError::AgentNotFound,
         "409" => match operation {
+            "add_delegation" => crate::delegations::DelegationError::Exists.into(),
             "approve_transfer" => TransferError::NotAwaiting(ApprovalStatus::Expired).into(),
             "reject_transfer" => TransferError::NotAwaiting(ApprovalStatus::Approved).into(),
             "cancel_transfer" => TransferError::NotPending("confirmed").into(),
@@ -117,6 +119,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
                 AppError::field("url", "the url's host is a private address, which cannot be fetched")
             }
             "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
+            "add_delegation" => crate::delegations::DelegationError::Unbounded.into(),
             _ => return None,
         },
         "429" => AppError::RateLimited { retry_after_secs: 5 },

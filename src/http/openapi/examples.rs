@@ -37,6 +37,49 @@ fn webhook() -> Value {
     })
 }
 
+const DELEGATION_ID: &str = "3e8a1f5c-7b2d-4c9e-a6f1-0d4b2c8e5a73";
+const PERIOD_ENFORCER: &str = "0x474e3Ae7E169e940607cC624Da8A15Eb120139aB";
+/// `erc20_period_transfer` terms: USDC on base, 25 USDC a day from 2025-11-23T00:00:00Z.
+const PERIOD_TERMS: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913\
+00000000000000000000000000000000000000000000000000000000017d7840\
+0000000000000000000000000000000000000000000000000000000000015180\
+0000000000000000000000000000000000000000000000000000000069224e80";
+
+fn delegation_form() -> Value {
+    json!({
+        "delegate": WALLET,
+        "delegator": OWNER,
+        "authority": format!("0x{}", "f".repeat(64)),
+        "caveats": [{"enforcer": PERIOD_ENFORCER, "terms": PERIOD_TERMS, "args": "0x"}],
+        "salt": "1",
+        "signature": SIGNATURE,
+    })
+}
+
+fn delegation() -> Value {
+    json!({
+        "id": DELEGATION_ID,
+        "chain": "base",
+        "hash": TX_HASH,
+        "delegator": OWNER,
+        "delegate": WALLET,
+        "caveats": [{
+            "enforcer": PERIOD_ENFORCER, "kind": "erc20_period_transfer", "terms": PERIOD_TERMS,
+            "token": USDC_BASE, "amount": "25000000", "period_seconds": 86400, "start": 1763856000u64,
+        }],
+        "limits": [{
+            "asset": "base:USDC", "token": USDC_BASE, "amount": "25", "period_seconds": 86400,
+            "start": 1763856000u64, "available": "12.5",
+        }],
+        "targets": null,
+        "methods": null,
+        "not_before": null,
+        "expires_at": null,
+        "status": "active",
+        "created_at": CREATED_AT,
+    })
+}
+
 fn siwe_message() -> String {
     format!(
         "agentd.example.com wants you to sign in with your Ethereum account:\n{OWNER}\n\nSign in as an owner of \
@@ -117,6 +160,8 @@ pub fn component(name: &str) -> Option<Value> {
         }),
         "UpdateWebhook" => json!({"events": ["*"], "enabled": true}),
         "WebhookView" => webhook(),
+        "AddDelegation" => json!({"chain": "base", "delegation": delegation_form()}),
+        "DelegationView" => delegation(),
         "WebhookSecretView" => {
             let mut created = webhook();
             created["secret"] = json!("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwJ4sbV1ExKRw=");

@@ -35,6 +35,11 @@ pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub rule: Option<String>,
+    /// What an on-chain delegation leaves this period (§21 rule `delegation_limit`), in the units of its
+    /// `limits[].available`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub available: Option<String>,
     /// What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, value_type = Option<Vec<Object>>)]

@@ -172,8 +172,13 @@ pub struct TransferView {
     /// EIP-55 address of the token contract; null for the native coin.
     #[schema(required = true)]
     pub token_address: Option<String>,
-    /// EIP-55 address of the agent's wallet.
+    /// EIP-55 address of the agent's wallet, or of the delegator's account for a redemption of an on-chain
+    /// delegation (§21).
     pub from: String,
+    /// Set on a transfer that redeems an on-chain delegation (§21): the money left the delegator's account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub delegation: Option<DelegationUseView>,
     /// EIP-55 address.
     pub to: String,
     /// Decimal string in whole units of the asset.
@@ -215,6 +220,23 @@ pub struct TransferView {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The on-chain delegation a transfer redeemed (§21).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DelegationUseView {
+    pub id: Uuid,
+    /// EIP-55 address of the delegator, whose account the money left.
+    pub delegator: String,
+}
+
+impl DelegationUseView {
+    fn new(via: &crate::domain::transaction::Via) -> Self {
+        DelegationUseView {
+            id: via.delegation_id,
+            delegator: via.delegator.to_checksum(None),
+        }
+    }
+}
+
 impl From<&StoredTx> for TransferView {
     fn from(tx: &StoredTx) -> Self {
         let chain = registry::find(&tx.chain);
@@ -232,7 +254,8 @@ impl From<&StoredTx> for TransferView {
             simulation: tx.body.simulation().cloned(),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
-            from: tx.from.to_checksum(None),
+            from: tx.body.via().map_or(tx.from, |v| v.delegator).to_checksum(None),
+            delegation: tx.body.via().map(DelegationUseView::new),
             to: tx.to.to_checksum(None),
             amount: format_units(tx.value_wei, tx.decimals()),
             amount_wei: tx.value_wei.to_string(),
@@ -266,7 +289,8 @@ impl From<&Approval> for TransferView {
             simulation: a.body.simulation().cloned(),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),
-            from: a.from.to_checksum(None),
+            from: a.body.via().map_or(a.from, |v| v.delegator).to_checksum(None),
+            delegation: a.body.via().map(DelegationUseView::new),
             to: a.to.to_checksum(None),
             amount: a.amount(),
             amount_wei: a.value_wei.to_string(),

@@ -427,7 +427,7 @@ where
         let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -450,6 +450,7 @@ where
         .bind(body.x402)
         .bind(body.call_record)
         .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
+        .bind(body.delegation)
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

@@ -455,6 +455,13 @@ where
             }),
             None => None,
         };
+        let delegation = match r.delegated {
+            Some(d) => Some(Funds {
+                balance: d.available,
+                held: SqlStore::<B>::held_by_redemptions(tx, d.delegation_id, r.mined_nonce).await?,
+            }),
+            None => None,
+        };
         let gate = SqlStore::<B>::gate_in(tx, r, now).await?;
         let counted = match r.call_check {
             Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
@@ -474,6 +481,7 @@ where
                 gate,
                 stored_nonce,
                 call_windows: Vec::new(),
+                delegation,
             },
             counted,
         })
@@ -596,7 +604,7 @@ where
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-              $23, $24, $25, $26)"
+              $23, $24, $25, $26, $27, $28)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
@@ -623,6 +631,8 @@ where
         .bind(body.kind)
         .bind(body.x402)
         .bind(body.call_record)
+        .bind(body.delegation)
+        .bind(record.body.via().map(|v| v.delegation_id))
         .bind(fills)
         .execute(&mut *conn)
         .await?;
@@ -661,9 +671,10 @@ where
     ) -> StoreResult<U256> {
         // A transfer below the node's mined nonce has landed (the balance read shows it) even before the watcher
         // settles it: only the others are held. Authorizations (no nonce) are held until settled.
+        // A redemption moves the delegator's tokens, not the wallet's (§21).
         let rows: Vec<(String,)> = sqlx::query_as(concat!(
             "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
-             AND token_address = $3 AND status IN ",
+             AND token_address = $3 AND delegation_id IS NULL AND status IN ",
             shared::open_statuses!(),
             " AND (nonce IS NULL OR nonce >= $4)"
         ))
@@ -696,6 +707,27 @@ where
             }
         }
         Ok(held)
+    }
+
+    /// What this service's redemptions of a delegation that the chain may not count yet hold of it (§21): those
+    /// whose nonce the agent's wallet had not used when `available` was read (`mined_nonce`, read before it), in
+    /// any status that may spend (signed, pending, or confirmed since: a redemption mined after the read is not in
+    /// its figure); one the read's block includes is in the chain's figure already, whatever its recorded status.
+    async fn held_by_redemptions(
+        conn: &mut B::Connection,
+        delegation_id: Uuid,
+        mined_nonce: Option<u64>,
+    ) -> StoreResult<U256> {
+        let rows: Vec<(String,)> = sqlx::query_as(concat!(
+            "SELECT value_wei FROM transactions WHERE delegation_id = $1 AND status IN ",
+            shared::outgoing_statuses!(),
+            " AND nonce >= $2"
+        ))
+        .bind(delegation_id)
+        .bind(mined_nonce.map_or(0, |n| n as i64))
+        .fetch_all(&mut *conn)
+        .await?;
+        shared::sum_wei(&rows, "value_wei")
     }
 
     /// What the agent's signed or pending transfers on `chain` hold: their reservations (value and up to twice the

@@ -1,0 +1,215 @@
+//! Spending an on-chain delegation (§21): a transfer of the native coin or a token that leaves the delegator's
+//! account. The agent's wallet signs one `redeemDelegations` transaction to the `DelegationManager` and pays its gas
+//! (which counts against the cap); the amount is the delegator's and counts against what the caveats leave this
+//! period, read on chain and held again in the reserving transaction less this service's redemptions the chain has
+//! not counted yet. Order of the checks: `delegations_unavailable` → `delegation_not_active` → `delegation_revoked`
+//! → `delegation_limit` (against the chain's figure) → the simulation exactly as signed (an amount caveat's revert is
+//! `delegation_limit`, any other enforcer's `delegation_caveat`) → the send path (funds, policy, cap, approvals).
+
+use alloy::primitives::{Address, U256};
+use uuid::Uuid;
+
+use super::send::{Kind, Quote};
+use super::{TransferError, Transfers, token_ref};
+use crate::chain::Node;
+use crate::chain::simulate::{SimCall, SimulationError};
+use crate::delegations::DelegationError;
+use crate::domain::amount::format_units;
+use crate::domain::asset::Asset;
+use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Cost;
+use crate::domain::delegation::{self as rules, LimitAsset};
+use crate::domain::outflow::Delegated;
+use crate::domain::transaction::{Via, on_chain_call};
+
+/// A delegated transfer, ready for the send path: what is signed and what the reservation holds it against.
+pub(super) struct RedeemDraft {
+    /// The asset moved (`None`: the native coin).
+    pub token: Option<Asset>,
+    pub via: Via,
+    /// What the caveats leave of the asset this period, read at the latest block (the smallest of its limits).
+    pub available: U256,
+    /// The wallet's mined nonce, read before `available`: a redemption mined between the two reads is then both in
+    /// the chain's figure and among those the reservation holds against it, counted twice rather than missed.
+    pub mined_nonce: u64,
+}
+
+impl RedeemDraft {
+    pub(super) fn delegated(&self) -> Delegated {
+        Delegated {
+            delegation_id: self.via.delegation_id,
+            available: self.available,
+        }
+    }
+}
+
+impl Transfers {
+    /// The agent's delegation `id` on `chain`, checked in §21's order for a transfer of `amount` of `token` to `to`
+    /// redeemed by the agent's `wallet`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn redeemable(
+        &self,
+        agent_id: Uuid,
+        chain: &'static ChainInfo,
+        id: Uuid,
+        token: Option<&Asset>,
+        wallet: Address,
+        to: Address,
+        amount: U256,
+    ) -> Result<RedeemDraft, TransferError> {
+        let unavailable = || TransferError::DelegationsUnavailable(chain.name.to_string());
+        let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
+        let manager = delegations.manager(chain.name).map_err(|_| unavailable())?;
+        let mined_nonce = self.chains.node(chain.name)?.mined_nonce(wallet).await?;
+        // Known, this agent's, on this chain, active, and not disabled on chain now (noticed and recorded at use).
+        let described = delegations
+            .for_send(agent_id, chain.name, id)
+            .await
+            .map_err(delegation_error)?;
+        let asset = match token {
+            None => LimitAsset::Native,
+            Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive)?),
+        };
+        // The smallest of the limits on the asset; none on it leaves nothing (the chain would refuse).
+        let mut available: Option<U256> = None;
+        for (limit, left) in described.limits.iter().filter(|(l, _)| l.asset == asset) {
+            let left = left.ok_or_else(|| {
+                TransferError::Chain(crate::chain::ChainError::Unavailable {
+                    chain: chain.name.to_string(),
+                    reason: format!("what caveat {} leaves could not be read", limit.caveat),
+                })
+            })?;
+            available = Some(available.map_or(left, |a| a.min(left)));
+        }
+        let available = available.unwrap_or(U256::ZERO);
+        let (symbol, decimals) = token.map_or((chain.native_symbol, chain.decimals), |t| {
+            (t.symbol.as_str(), t.decimals)
+        });
+        if amount > available {
+            return Err(TransferError::DelegationLimit {
+                available: format_units(available, decimals),
+                symbol: symbol.to_string(),
+            });
+        }
+        let (target, value, calldata) = on_chain_call(to, amount, token.and_then(token_ref));
+        Ok(RedeemDraft {
+            token: token.cloned(),
+            via: Via {
+                delegation_id: id,
+                delegator: described.delegation.delegator,
+                manager,
+                data: rules::redemption(&described.delegation, target, value, &calldata),
+            },
+            available,
+            mined_nonce,
+        })
+    }
+}
+
+/// What the delegation service's refusals are to a send.
+fn delegation_error(e: DelegationError) -> TransferError {
+    match e {
+        DelegationError::NotFound | DelegationError::NotActive(_) => TransferError::DelegationNotActive,
+        DelegationError::Unavailable(chain) => TransferError::DelegationsUnavailable(chain),
+        DelegationError::Revoked => TransferError::DelegationRevoked,
+        DelegationError::Chain(e) => TransferError::Chain(e),
+        DelegationError::Store(e) => super::store_error(e),
+        other => TransferError::DelegationCaveat(other.to_string()),
+    }
+}
+
+/// The gas, fees and balances of a redemption: simulated exactly as it will be signed (from the agent's wallet to the
+/// manager, no value), its gas the simulation's with headroom; the delegator must hold the amount; the agent's
+/// wallet pays the gas, which the cap holds twice (no value: the amount is not the agent's).
+pub(super) async fn quote_redeem(
+    client: &dyn Node,
+    chain: &'static ChainInfo,
+    draft: &RedeemDraft,
+    from: Address,
+    amount: U256,
+) -> Result<Quote, TransferError> {
+    let held = match &draft.token {
+        None => client.balance(draft.via.delegator).await?,
+        Some(token) => client.token_balance(draft.via.delegator, token).await?,
+    };
+    if held < amount {
+        let symbol = draft.token.as_ref().map_or(chain.native_symbol, |t| t.symbol.as_str());
+        return Err(TransferError::InsufficientTokenFunds {
+            symbol: symbol.to_string(),
+            decimals: draft.token.as_ref().map_or(chain.decimals, |t| t.decimals),
+            needed: amount,
+            balance: held,
+        });
+    }
+    let call = SimCall {
+        from,
+        to: draft.via.manager,
+        value: U256::ZERO,
+        data: draft.via.data.clone(),
+        ..SimCall::default()
+    };
+    let (simulated, fees, balance) = tokio::join!(
+        client.simulate(std::slice::from_ref(&call), false, None),
+        client.recent_fees(super::FEE_MAX_AGE),
+        client.balance(from),
+    );
+    let simulated = match simulated {
+        Ok((_, mut results)) => results
+            .pop()
+            .ok_or_else(|| TransferError::SimulationUnavailable(chain.name.to_string()))?,
+        Err(SimulationError::Unsupported { chain }) => return Err(TransferError::SimulationUnavailable(chain)),
+        Err(SimulationError::InsufficientFunds) => {
+            return Err(TransferError::InsufficientFunds {
+                chain,
+                needed: U256::ZERO,
+                balance: None,
+            });
+        }
+        Err(SimulationError::Chain(e)) => return Err(e.into()),
+    };
+    if !simulated.success {
+        let reason = crate::domain::call::revert_reason(&simulated.return_data, std::iter::empty());
+        return Err(refused_by_caveat(reason, draft, chain));
+    }
+    let (fees, balance) = (fees?, balance?);
+    // The simulation's gas with a quarter more: the period enforcers' storage writes cost more when a period rolls.
+    let gas_limit = simulated
+        .gas_used
+        .saturating_add(simulated.gas_used / 4)
+        .saturating_add(20_000);
+    let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit));
+    Ok(Quote {
+        gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(super::send::native_funds(chain, balance, cost.needed)?),
+        token_balance: None,
+        mined_nonce: Some(draft.mined_nonce),
+        value: None,
+    })
+}
+
+/// An enforcer's revert in the simulation: an amount caveat's is `delegation_limit`, any other `delegation_caveat`.
+fn refused_by_caveat(reason: String, draft: &RedeemDraft, chain: &ChainInfo) -> TransferError {
+    if reason.contains("transfer-amount-exceeded") || reason.contains("allowance-exceeded") {
+        let (symbol, decimals) = draft.token.as_ref().map_or((chain.native_symbol, chain.decimals), |t| {
+            (t.symbol.as_str(), t.decimals)
+        });
+        return TransferError::DelegationLimit {
+            available: format_units(draft.available, decimals),
+            symbol: symbol.to_string(),
+        };
+    }
+    TransferError::DelegationCaveat(reason)
+}
+
+impl Kind<'_> {
+    /// The delegation a redemption redeems.
+    pub(super) fn redeem(&self) -> Option<&RedeemDraft> {
+        match self {
+            Kind::Redeem(draft) => Some(draft),
+            _ => None,
+        }
+    }
+}
