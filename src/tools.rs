@@ -300,6 +300,7 @@ mod tests {
                 "chain",
                 "chains",
                 "data",
+                "delegation",
                 "function",
                 "limit",
                 "max_amount",

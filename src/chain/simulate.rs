@@ -185,18 +185,22 @@ impl ChainClient {
     ) -> Result<(SimMethod, Vec<Simulated>), SimulationError> {
         // The simulated block is stamped a little after now, as the one that will include the call: contracts that
         // do more work when time has passed since their last update (a Uniswap V2 pair's price accumulators) are
-        // then simulated with that work, and their gas with it.
-        let soon = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-            .saturating_add(SIMULATED_BLOCK_AHEAD_SECS);
+        // then simulated with that work, and their gas with it. Now is the chain's clock when it runs ahead of this
+        // machine's (a node whose time was moved, a clock that drifts): a block stamped before the latest one would
+        // be judged in a period the chain has left (§21's period caveats).
+        let p = self.provider();
+        let latest = self
+            .call(|| p.get_block_by_number(alloy::eips::BlockNumberOrTag::Latest))
+            .await?
+            .map_or(0, |b| b.header.timestamp);
+        let here = u64::try_from(self.clock().now().timestamp()).unwrap_or_default();
+        let soon = here.max(latest).saturating_add(SIMULATED_BLOCK_AHEAD_SECS);
         let mut block = json!({"calls": calls.iter().map(call_json).collect::<Vec<_>>(),
             "blockOverrides": {"time": format!("{soon:#x}")}});
         if let Some(overrides) = &overrides {
             block["stateOverrides"] = overrides.clone();
         }
         let payload = json!({"blockStateCalls": [block], "traceTransfers": true, "validation": validate});
-        let p = self.provider();
         let answer: Result<Vec<SimBlock>, ChainError> = self
             .call(|| {
                 let payload = payload.clone();

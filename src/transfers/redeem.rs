@@ -192,6 +192,7 @@ pub(super) async fn quote_redeem(
 
 /// An enforcer's revert in the simulation: an amount caveat's is `delegation_limit`, any other `delegation_caveat`.
 fn refused_by_caveat(reason: String, draft: &RedeemDraft, chain: &ChainInfo) -> TransferError {
+    tracing::info!(delegation_id = %draft.via.delegation_id, %reason, "a caveat refused a redemption in its simulation");
     if reason.contains("transfer-amount-exceeded") || reason.contains("allowance-exceeded") {
         let (symbol, decimals) = draft.token.as_ref().map_or((chain.native_symbol, chain.decimals), |t| {
             (t.symbol.as_str(), t.decimals)

@@ -1188,3 +1188,130 @@ async fn concurrent_redemptions_from_two_instances_on_one_database_never_exceed_
         U256::from(100 * USDC - sent as u64 * USDC)
     );
 }
+
+/// An agent on base with a cap of 1 ETH for gas and 1 ETH in its wallet.
+async fn spending_agent(world: &World, app: &TestApp) -> CreatedAgent {
+    let agent = agent_on_base(app).await;
+    let path = format!("/api/agents/{}", agent.id);
+    let (status, body) = call(app, &agent, true, Method::PUT, &path, Some(json!({"spending_cap": 1}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    world.anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    agent
+}
+
+#[tokio::test]
+async fn a_delegated_native_send_answers_to_the_policy_on_top_and_its_period_rolls_on_the_chains_clock() {
+    use alloy::providers::Provider;
+    let world = world().await;
+    let app = world.app().await;
+    let agent = spending_agent(&world, &app).await;
+    let start = chain_now(&world.anvil).await - 3600;
+    let delegation = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (
+                Kind::NativeTokenPeriodTransfer,
+                native_period_terms(wei(ONE_ETH), DAY, start),
+            ),
+            (Kind::ExactCalldata, Vec::new()),
+        ],
+        41,
+    );
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    let policy = json!({"limits": {"base:ETH": {"per_transfer": "0.5"}}});
+    let path = format!("/api/agents/{}/policy", agent.id);
+    let (status, body) = call(&app, &agent, true, Method::PUT, &path, Some(policy)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let to = fresh_address();
+    let send = |amount: &'static str| {
+        let (app, agent) = (&app, &agent);
+        async move {
+            transfer(
+                app,
+                agent,
+                json!({"chain": "base", "to": to.to_checksum(None), "amount": amount, "delegation": id}),
+            )
+            .await
+        }
+    };
+    let owner_before = world.anvil.balance(world.owner.address()).await;
+
+    // The policy's own limits apply on top of the delegation's.
+    let (status, refused) = send("0.6").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "per_transfer");
+    let (status, sent) = send("0.4").await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let (status, sent) = send("0.5").await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    for _ in 0..100 {
+        if world.anvil.balance(to).await == wei(ONE_ETH * 9 / 10) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH * 9 / 10));
+    assert_eq!(
+        world.anvil.balance(world.owner.address()).await,
+        owner_before - wei(ONE_ETH * 9 / 10),
+        "the coin left the owner's account"
+    );
+    // 0.1 ETH is left today.
+    let (status, refused) = send("0.2").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "delegation_limit");
+    assert_eq!(refused["error"]["details"]["available"], "0.1");
+    // A day later on the chain's clock the period has rolled.
+    let _: serde_json::Value = world
+        .anvil
+        .provider()
+        .raw_request("evm_increaseTime".into(), (DAY,))
+        .await
+        .unwrap();
+    world.anvil.mine(1).await;
+    let (status, sent) = send("0.2").await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(world.anvil.nonce(wallet(&agent)).await, 3);
+}
+
+#[tokio::test]
+async fn a_delegation_disabled_on_chain_refuses_the_next_send_once_as_revoked() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = spending_agent(&world, &app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 51).await;
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    assert!(
+        world
+            .framework
+            .disable(&world.anvil, &world.owner, &delegation)
+            .await
+            .status()
+    );
+    let body = json!({"chain": "base", "to": fresh_address().to_checksum(None), "amount": "1", "asset": "USDC",
+                      "delegation": id});
+    let (status, refused) = transfer(&app, &agent, body.clone()).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "delegation_revoked");
+    let (status, refused) = transfer(&app, &agent, body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["error"]["code"], "delegation_not_active");
+    assert_eq!(world.anvil.nonce(wallet(&agent)).await, 0, "nothing was signed");
+}

@@ -1421,6 +1421,13 @@ export interface components {
             agent_id?: string | null;
             description?: string | null;
         };
+        /** @description The on-chain delegation a transfer redeemed (§21). */
+        DelegationUseView: {
+            /** Format: uuid */
+            id: string;
+            /** @description EIP-55 address of the delegator, whose account the money left. */
+            delegator: string;
+        };
         /** @description A registered delegation. */
         DelegationView: {
             /** Format: uuid */
@@ -1584,6 +1591,11 @@ export interface components {
              *     `recipient_not_allowed`, `recipient_blocked`).
              */
             rule?: string;
+            /**
+             * @description What an on-chain delegation leaves this period (§21 rule `delegation_limit`), in the units of its
+             *     `limits[].available`.
+             */
+            available?: string;
             /** @description What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid. */
             offered?: Record<string, never>[];
             /**
@@ -1692,6 +1704,11 @@ export interface components {
              *     (`USDC`), any case.
              */
             asset?: string | null;
+            /**
+             * Format: uuid
+             * @description An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
+             */
+            delegation?: string | null;
         };
         OpenSession: {
             chain: string;
@@ -1912,8 +1929,13 @@ export interface components {
             asset: string;
             /** @description EIP-55 address of the token contract; null for the native coin. */
             token_address: string | null;
-            /** @description EIP-55 address of the agent's wallet. */
+            /**
+             * @description EIP-55 address of the agent's wallet, or of the delegator's account for a redemption of an on-chain
+             *     delegation (§21).
+             */
             from: string;
+            /** @description Set on a transfer that redeems an on-chain delegation (§21): the money left the delegator's account. */
+            delegation?: components["schemas"]["DelegationUseView"];
             /** @description EIP-55 address. */
             to: string;
             /** @description Decimal string in whole units of the asset. */
