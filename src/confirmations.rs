@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::chain::{ChainClient, ChainError, Chains, ReceiptInfo};
 use crate::domain::amount::format_units;
-use crate::domain::audit::Actor;
+use crate::domain::audit::{Actor, Detail};
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
@@ -546,15 +546,16 @@ impl Watcher {
         if !client.authorization_state(token.address, tx.from, nonce).await? {
             if now > record.valid_before.saturating_add(EXPIRY_GRACE_SECS) {
                 let host_path = reqwest::Url::parse(&record.url).ok();
-                let event = AuditEvent {
-                    agent_id: tx.agent_id,
-                    action: crate::domain::audit::Action::X402PaymentExpired,
-                    actor: Actor::System,
-                    detail: json!({"transfer_id": tx.id, "chain": tx.chain, "asset": tx.asset,
-                        "pay_to": tx.to.to_checksum(None), "amount": format_units(tx.value_wei, tx.decimals()),
-                        "host": host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
-                        "path": host_path.as_ref().map(|u| u.path().to_owned())}),
+                let expired = crate::domain::audit::detail::X402PaymentExpired {
+                    transfer_id: tx.id,
+                    chain: tx.chain.clone(),
+                    asset: tx.asset.clone(),
+                    pay_to: tx.to.to_checksum(None),
+                    amount: format_units(tx.value_wei, tx.decimals()),
+                    host: host_path.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
+                    path: host_path.as_ref().map(|u| u.path().to_owned()),
                 };
+                let event = AuditEvent::new(tx.agent_id, Actor::System, Detail::X402PaymentExpired(expired));
                 let expired = self.state.store.expire_authorization(tx.id, &event).await?;
                 if expired {
                     tracing::info!(tx_id = %tx.id, chain = self.chain, "an unused x402 authorization expired");

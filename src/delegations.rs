@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::chain::delegations::Read;
 use crate::chain::{ChainError, Chains};
 use crate::domain::agent::Agent;
-use crate::domain::audit::{Action, Actor};
+use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::delegation::{self as rules, Delegation, DelegationJson, Kind, Limit, Status, Terms};
 use crate::store::delegations::{DelegationRecord, Registration};
 use crate::store::{AuditEvent, Store, StoreError};
@@ -221,16 +221,14 @@ impl Delegations {
             created_at: crate::domain::now(),
             revoked_at: None,
         };
-        let audit = AuditEvent {
-            agent_id: agent.id,
-            action: Action::DelegationAdded,
-            actor,
-            detail: serde_json::json!({
-                "chain": record.chain,
-                "hash": format!("{hash:#x}"),
-                "delegator": record.delegator.to_checksum(None),
-            }),
+        // The store names the id it keeps (an earlier one when this delegation is registered again).
+        let added = detail::DelegationAdded {
+            delegation_id: record.id,
+            chain: record.chain.clone(),
+            hash: format!("{hash:#x}"),
+            delegator: record.delegator.to_checksum(None),
         };
+        let audit = AuditEvent::new(agent.id, actor, Detail::DelegationAdded(added));
         match self.store.add_delegation(&record, owner, &audit).await? {
             Registration::Added(stored) => self.describe(stored).await,
             Registration::Exists => Err(DelegationError::Exists),
@@ -257,12 +255,8 @@ impl Delegations {
     /// Stops using it (owner authority; revoking it on chain is the delegator's act). Removing a removed one again
     /// changes nothing.
     pub async fn remove(&self, agent_id: Uuid, id: Uuid, actor: Actor) -> Result<(), DelegationError> {
-        let audit = AuditEvent {
-            agent_id,
-            action: Action::DelegationRemoved,
-            actor,
-            detail: serde_json::json!({"delegation_id": id}),
-        };
+        let removed = detail::DelegationRemoved { delegation_id: id };
+        let audit = AuditEvent::new(agent_id, actor, Detail::DelegationRemoved(removed));
         match self.store.remove_delegation(agent_id, id, &audit).await? {
             None => Err(DelegationError::NotFound),
             Some(_) => Ok(()),
@@ -286,18 +280,14 @@ impl Delegations {
 
     /// Records a revocation noticed on chain; false when another pass or instance recorded it first.
     async fn mark_revoked(&self, record: &DelegationRecord) -> Result<bool, DelegationError> {
-        let audit = AuditEvent {
-            agent_id: record.agent_id,
-            action: Action::DelegationRevoked,
-            actor: Actor::System,
-            detail: serde_json::json!({
-                "delegation_id": record.id,
-                "chain": record.chain,
-                "hash": format!("{:#x}", record.hash),
-                "delegator": record.delegator.to_checksum(None),
-                "status": "revoked",
-            }),
+        let revoked = detail::DelegationRevoked {
+            delegation_id: record.id,
+            chain: record.chain.clone(),
+            hash: format!("{:#x}", record.hash),
+            delegator: record.delegator.to_checksum(None),
+            status: "revoked".into(),
         };
+        let audit = AuditEvent::new(record.agent_id, Actor::System, Detail::DelegationRevoked(revoked));
         Ok(self.store.revoke_delegation(record.id, &audit).await?.is_some())
     }
 

@@ -56,6 +56,8 @@ pub struct Services {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The money path, built once: its nonce cache and the x402 fetcher's connection pool live as long as the app.
     pub transfers: Transfers,
+    /// Webhook endpoints (§19): registration, changes, secrets, the delivery log.
+    pub webhooks: crate::webhooks::Endpoints,
     /// On-chain delegations the owner grants (§21).
     pub delegations: crate::delegations::Delegations,
     /// What the tools act through (chat turns, MCP calls).
@@ -79,6 +81,12 @@ impl FromRef<AppState> for Authenticator {
 impl FromRef<AppState> for Transfers {
     fn from_ref(state: &AppState) -> Self {
         state.transfers.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::webhooks::Endpoints {
+    fn from_ref(state: &AppState) -> Self {
+        state.webhooks.clone()
     }
 }
 
@@ -164,6 +172,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.x402.clone(),
     )
     .with_delegations(delegations.clone());
+    let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private);
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
@@ -191,6 +200,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         metrics,
         shutdown,
         transfers,
+        webhooks,
         delegations,
         listening: Arc::default(),
         clock,

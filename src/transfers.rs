@@ -25,7 +25,8 @@ use crate::chain::Chains;
 use crate::domain::agent::Agent;
 use crate::domain::amount::Amount;
 use crate::domain::asset::Asset;
-use crate::domain::audit::Actor;
+use crate::domain::audit::detail::{self, Asked, AssetAsked};
+use crate::domain::audit::{Actor, Detail};
 use crate::domain::chain::ChainInfo;
 use crate::domain::recipient::Recipient;
 use crate::domain::transaction::{Body, StoredTx, TokenRef};
@@ -174,82 +175,81 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let outcome = self.try_send(&order).await;
-        let detail = serde_json::json!({"chain": order.chain.name, "asset": symbol(&order),
-            "to": order.to.to_checksum(None), "amount": order.amount.text()});
-        self.record_outcome(order.by.agent.id, order.by.actor, detail, outcome.as_ref())
+        let asked = Asked::Asset(AssetAsked {
+            chain: order.chain.name.into(),
+            asset: symbol(&order).into(),
+            to: order.to.to_checksum(None),
+            amount: Some(order.amount.text().to_owned()),
+        });
+        self.record_outcome(order.by.agent.id, order.by.actor, asked, outcome.as_ref())
             .await;
         outcome
     }
 
     /// An outflow refused where it entered, before it was an order (an amount that does not parse): audited as
-    /// `send` audits its own refusals (`detail` saying what was asked), and returned.
+    /// `send` audits its own refusals (`asked` saying what was asked), and returned.
     pub async fn refused_order(
         &self,
         agent: &Agent,
         actor: Actor,
-        detail: serde_json::Value,
+        asked: Asked,
         refusal: TransferError,
     ) -> TransferError {
-        self.record_outcome(agent.id, actor, detail, Err(&refusal)).await;
+        self.record_outcome(agent.id, actor, asked, Err(&refusal)).await;
         refusal
     }
 
-    /// Audits what became of an outflow (`transfer_accepted` with its id, status and hash, or `transfer_refused`
-    /// with its code and rule), `detail` saying what was asked. One the node accepted is marked `pending` in the
-    /// audit entry's transaction (the send path leaves it `signed` until then).
+    /// Audits what became of an outflow (`transfer_accepted` with its id, status and hash, `typed_data_signed`, or
+    /// `transfer_refused` with its code and rule), `asked` saying what was asked.
     pub(crate) async fn record_outcome(
         &self,
         agent_id: Uuid,
         actor: Actor,
-        detail: serde_json::Value,
+        asked: Asked,
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
-        let actions = (
-            crate::domain::audit::Action::TransferAccepted,
-            crate::domain::audit::Action::TransferRefused,
-        );
-        self.record_outcome_as(agent_id, actor, detail, outcome, actions).await;
+        let detail = match (asked, outcome) {
+            (Asked::TypedData(asked), Ok(TransferOutcome::Sent { tx, .. }))
+                if matches!(tx.body, Body::Signature(_)) =>
+            {
+                Detail::TypedDataSigned(detail::TypedDataSigned {
+                    asked,
+                    transfer_id: tx.id,
+                })
+            }
+            (asked, outcome) => match audited(outcome) {
+                Ok(accepted) => Detail::TransferAccepted(detail::TransferAccepted { asked, accepted }),
+                Err(refused) => Detail::TransferRefused(detail::TransferRefused { asked, refused }),
+            },
+        };
+        self.record_audited(agent_id, actor, detail, outcome).await;
     }
 
-    /// `record_outcome` under other names for the accepted and the refused outflow (a sweep's, §20).
-    async fn record_outcome_as(
+    /// `record_outcome` for a sweep (§20): `funds_swept` or `sweep_refused`.
+    async fn record_sweep(
         &self,
         agent_id: Uuid,
         actor: Actor,
-        mut detail: serde_json::Value,
+        asked: AssetAsked,
         outcome: Result<&TransferOutcome, &TransferError>,
-        (accepted, refused): (crate::domain::audit::Action, crate::domain::audit::Action),
     ) {
-        let action = match outcome {
-            Ok(TransferOutcome::Sent { tx, .. }) if matches!(tx.body, Body::Signature(_)) => {
-                detail["transfer_id"] = serde_json::json!(tx.id);
-                crate::domain::audit::Action::TypedDataSigned
-            }
-            Ok(TransferOutcome::Sent { tx, status, .. }) => {
-                detail["transfer_id"] = serde_json::json!(tx.id);
-                detail["status"] = serde_json::json!(status.as_str());
-                detail["tx_hash"] = serde_json::json!(tx.on_chain().map(|t| &t.at.tx_hash));
-                accepted
-            }
-            Ok(TransferOutcome::AwaitingApproval { approval, .. }) => {
-                detail["transfer_id"] = serde_json::json!(approval.id);
-                detail["status"] = serde_json::json!("awaiting_approval");
-                accepted
-            }
-            Err(e) => {
-                detail["code"] = serde_json::json!(e.code());
-                if let TransferError::PolicyDenied(rule) = e {
-                    detail["rule"] = serde_json::json!(rule.as_str());
-                }
-                refused
-            }
+        let detail = match audited(outcome) {
+            Ok(accepted) => Detail::FundsSwept(detail::FundsSwept { asked, accepted }),
+            Err(refused) => Detail::SweepRefused(detail::SweepRefused { asked, refused }),
         };
-        let event = AuditEvent {
-            agent_id,
-            action,
-            actor,
-            detail,
-        };
+        self.record_audited(agent_id, actor, detail, outcome).await;
+    }
+
+    /// Writes an outflow's audit entry. One the node accepted is marked `pending` in the entry's transaction (the
+    /// send path leaves it `signed` until then).
+    async fn record_audited(
+        &self,
+        agent_id: Uuid,
+        actor: Actor,
+        detail: Detail,
+        outcome: Result<&TransferOutcome, &TransferError>,
+    ) {
+        let event = AuditEvent::new(agent_id, actor, detail);
         let recorded = match outcome {
             Ok(TransferOutcome::Sent {
                 tx,
@@ -260,7 +260,7 @@ impl Transfers {
         };
         if let Err(e) = recorded {
             // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
-            tracing::error!(agent_id = %agent_id, action = %event.action, error = %e, "audit entry not recorded");
+            tracing::error!(agent_id = %agent_id, action = %event.action(), error = %e, "audit entry not recorded");
         }
     }
 
@@ -300,21 +300,10 @@ impl Transfers {
     }
 
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
-    async fn audit(
-        &self,
-        agent_id: Uuid,
-        action: crate::domain::audit::Action,
-        actor: Actor,
-        detail: serde_json::Value,
-    ) {
-        let event = AuditEvent {
-            agent_id,
-            action,
-            actor,
-            detail,
-        };
+    async fn audit(&self, agent_id: Uuid, actor: Actor, detail: Detail) {
+        let event = AuditEvent::new(agent_id, actor, detail);
         if let Err(e) = self.store.insert_audit(&event).await {
-            tracing::error!(%agent_id, %action, error = %e, "audit entry not recorded");
+            tracing::error!(%agent_id, action = %event.action(), error = %e, "audit entry not recorded");
         }
     }
 }
@@ -330,6 +319,29 @@ fn insufficient_tokens(request: &TransferRequest, available: U256) -> TransferEr
 }
 
 /// The symbol of the order's asset.
+/// What became of an outflow, as its audit entry records it beside what was asked.
+fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::Accepted, detail::Refused> {
+    match outcome {
+        Ok(TransferOutcome::Sent { tx, status, .. }) => Ok(detail::Accepted {
+            transfer_id: tx.id,
+            status: status.as_str().into(),
+            tx_hash: Some(tx.on_chain().map(|t| t.at.tx_hash.clone())),
+        }),
+        Ok(TransferOutcome::AwaitingApproval { approval, .. }) => Ok(detail::Accepted {
+            transfer_id: approval.id,
+            status: "awaiting_approval".into(),
+            tx_hash: None,
+        }),
+        Err(e) => Err(detail::Refused {
+            code: e.code().into(),
+            rule: match e {
+                TransferError::PolicyDenied(rule) => Some(rule.as_str().into()),
+                _ => None,
+            },
+        }),
+    }
+}
+
 fn symbol<'a>(order: &'a TransferOrder<'_>) -> &'a str {
     order
         .token

@@ -2,7 +2,8 @@
 //! them, leases the deliveries that are due, and attempts each once through the guarded fetch of x402 (the name
 //! resolved again and every address checked at each attempt, the connection made to those addresses, no redirects,
 //! the answer read up to 64 KiB), signed the Standard Webhooks way. Instances share the work through the store; an
-//! outbox row wakes the worker when it commits, and a slow poll catches the rest.
+//! outbox row wakes the worker when it commits, and a slow poll catches the rest. `endpoints` is the service that
+//! registers and changes the endpoints themselves.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +19,10 @@ use crate::net::egress::{FetchError, FetchRequest, Fetcher};
 use crate::store::Store;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::vault::Vault;
+
+pub mod endpoints;
+
+pub use endpoints::Endpoints;
 
 /// How often the worker looks for due deliveries without being woken: retries that come due, leases another
 /// instance let run out, a wake that was missed. New events wake it as they commit (`OutboxWake`).

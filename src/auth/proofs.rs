@@ -8,6 +8,8 @@ use chrono::{TimeZone, Utc};
 
 use super::{Actor, Authenticator};
 use crate::domain::agent::Agent;
+use crate::domain::audit::Detail;
+use crate::domain::audit::detail::{OwnerSessionOpened, Proof, TokenReissued};
 use crate::domain::chain as registry;
 use crate::domain::siwe::{self, SiweMessage};
 use crate::domain::{challenge, token};
@@ -54,8 +56,8 @@ pub struct Reissued {
 
 impl Authenticator {
     /// Checks `proof` for `agent` and, when it holds, makes `new_hash` the agent's token (the previous one dies);
-    /// a challenge is used up in the same step, and the `token_reissued` audit entry (its detail with `context`
-    /// added, e.g. the client) is written in that transaction too. `challenge_prefix` is the deployment's
+    /// a challenge is used up in the same step, and the `token_reissued` audit entry (naming the proof and
+    /// `client`, the caller's address) is written in that transaction too. `challenge_prefix` is the deployment's
     /// (`CHALLENGE_PREFIX`).
     pub async fn reissue(
         &self,
@@ -63,7 +65,7 @@ impl Authenticator {
         proof: ReissueWith<'_>,
         new_hash: &str,
         challenge_prefix: &str,
-        context: serde_json::Value,
+        client: String,
     ) -> Result<Reissued, ProofError> {
         let (hash, nonce, reissued);
         let stored_proof = match proof {
@@ -97,19 +99,15 @@ impl Authenticator {
                 ReissueProof::Challenge { nonce: &nonce }
             }
         };
-        let mut detail = match &reissued.signer {
-            None => serde_json::json!({ "proof": "current_token" }),
-            Some((chain, signer)) => {
-                serde_json::json!({ "proof": "wallet_signature", "chain": chain, "signer": signer.to_checksum(None) })
-            }
+        let proof = match &reissued.signer {
+            None => Proof::CurrentToken,
+            Some((chain, signer)) => Proof::WalletSignature {
+                chain: chain.clone(),
+                signer: signer.to_checksum(None),
+            },
         };
-        merge(&mut detail, context);
-        let event = AuditEvent {
-            agent_id: agent.id,
-            action: crate::domain::audit::Action::TokenReissued,
-            actor: reissued.actor,
-            detail,
-        };
+        let detail = Detail::TokenReissued(TokenReissued { proof, client });
+        let event = AuditEvent::new(agent.id, reissued.actor, detail);
         if !self
             .store
             .reissue_token(agent.id, stored_proof, new_hash, &event)
@@ -172,7 +170,7 @@ impl Authenticator {
     }
 
     /// Checks an owner challenge signed for `chain` and, when it holds, uses it up and stores the session (whose
-    /// token has the hash `token_hash`) in one step. A failing proof leaves the challenge unused.
+    /// token has the hash `token_hash`) in one step, audited with `client`. A failing proof leaves the challenge unused.
     pub async fn open_owner_session(
         &self,
         agent: &Agent,
@@ -180,7 +178,7 @@ impl Authenticator {
         message: &str,
         signature: &str,
         token_hash: String,
-        context: serde_json::Value,
+        client: String,
     ) -> Result<OwnerSessionRecord, ProofError> {
         let parsed = SiweMessage::parse(message).ok_or_else(|| {
             ProofError::MalformedChallenge(
@@ -226,15 +224,13 @@ impl Authenticator {
             chain: Some(owned_on),
             expires_at: now + chrono::Duration::seconds(siwe::SESSION_LIFETIME_SECS),
         };
-        let mut detail = serde_json::json!({ "address": signer.to_checksum(None), "chain": chain,
-            "expires_at": session.expires_at });
-        merge(&mut detail, context);
-        let event = AuditEvent {
-            agent_id: agent.id,
-            action: crate::domain::audit::Action::OwnerSessionOpened,
-            actor: Actor::Owner,
-            detail,
-        };
+        let detail = Detail::OwnerSessionOpened(OwnerSessionOpened {
+            address: signer.to_checksum(None),
+            chain: chain.to_string(),
+            expires_at: session.expires_at,
+            client,
+        });
+        let event = AuditEvent::new(agent.id, Actor::Owner, detail);
         if !self.store.open_owner_session(&stored.nonce, &session, &event).await? {
             return Err(ProofError::Invalid);
         }
@@ -257,13 +253,6 @@ fn recover_signer(message: &str, signature: &str, public_key: Option<&str>) -> O
             let key = alloy::signers::k256::ecdsa::VerifyingKey::from_sec1_bytes(&key).ok()?;
             (Address::from_public_key(&key) == signer).then_some(signer)
         }
-    }
-}
-
-/// Adds `context`'s fields (when it is an object) to the audit detail `detail`.
-fn merge(detail: &mut serde_json::Value, context: serde_json::Value) {
-    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), context) {
-        detail.extend(extra);
     }
 }
 

@@ -17,6 +17,12 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
+pub mod detail;
+#[cfg(test)]
+mod snapshots;
+
+pub use detail::Detail;
+
 /// The key the chain is keyed with, and the first entry id it applies to.
 #[derive(Clone)]
 pub struct AuditKey {
@@ -171,6 +177,12 @@ pub enum Actor {
     Admin,
     Mcp,
     System,
+}
+
+impl serde::Serialize for Actor {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 impl Actor {

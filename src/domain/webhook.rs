@@ -7,10 +7,13 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
 use hmac::{Hmac, Mac};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 use uuid::Uuid;
 use zeroize::Zeroizing;
+
+use crate::domain::audit::{Actor, Detail};
 
 /// Every event type an endpoint may subscribe to (`"*"` stands for all of them).
 pub const EVENT_TYPES: &[&str] = &[
@@ -117,30 +120,70 @@ pub fn body(ty: &str, at: DateTime<Utc>, data: &Value) -> String {
     json!({"type": ty, "timestamp": at.to_rfc3339_opts(SecondsFormat::Micros, true), "data": data}).to_string()
 }
 
-/// The events an audit entry reports: policy refusals, agent and policy changes, expiries and fee bumps.
-pub fn from_audit(agent_id: Uuid, action: &str, actor: &str, detail: &Value) -> Option<WebhookEvent> {
-    let mut data = detail.as_object().cloned().unwrap_or_default();
-    let ty = match action {
-        "transfer_refused" if detail.get("code").and_then(Value::as_str) == Some("policy_denied") => "policy.denied",
-        "agent_updated" => "agent.updated",
-        "policy_updated" => "policy.updated",
-        "delegation_revoked" => "delegation.revoked",
-        "transfer_expired" | "x402_payment_expired" => {
-            data.insert("status".into(), json!("expired"));
-            if action == "x402_payment_expired" {
-                data.insert("kind".into(), json!("x402"));
-            }
-            "transfer.expired"
+/// The events an audit entry reports: policy refusals, agent and policy changes, revoked delegations, expiries and
+/// fee bumps. `data` is the entry's detail with who acted, and what the event's type adds (an expiry's `status`; a
+/// replacement's `replaced` hash named `replaced_hash`).
+pub fn from_audit(agent_id: Uuid, actor: Actor, detail: &Detail) -> Result<Option<WebhookEvent>, serde_json::Error> {
+    let (ty, data) = match detail {
+        Detail::TransferRefused(d) if d.refused.code == "policy_denied" => {
+            ("policy.denied", reported(d, actor, None, None)?)
         }
-        "transfer_fee_bumped" | "transfer_cancel_requested" => {
-            let replaced = data.remove("replaced").unwrap_or(Value::Null);
-            data.insert("replaced_hash".into(), replaced);
-            "transfer.replaced"
+        Detail::AgentUpdated(d) => ("agent.updated", reported(d, actor, None, None)?),
+        Detail::PolicyUpdated(d) => ("policy.updated", reported(d, actor, None, None)?),
+        Detail::DelegationRevoked(d) => ("delegation.revoked", reported(d, actor, None, None)?),
+        Detail::TransferExpired(d) => ("transfer.expired", reported(d, actor, Some("expired"), None)?),
+        Detail::X402PaymentExpired(d) => ("transfer.expired", reported(d, actor, Some("expired"), Some("x402"))?),
+        Detail::TransferFeeBumped(d) | Detail::TransferCancelRequested(d) => {
+            let data = ReplacedEvent {
+                transfer_id: d.transfer_id,
+                chain: &d.chain,
+                nonce: d.nonce,
+                replaced_hash: &d.replaced,
+                tx_hash: d.tx_hash.as_deref(),
+                actor,
+            };
+            ("transfer.replaced", serde_json::to_value(data)?)
         }
-        _ => return None,
+        _ => return Ok(None),
     };
-    data.insert("actor".into(), json!(actor));
-    Some(WebhookEvent::new(ty, agent_id, Value::Object(data)))
+    Ok(Some(WebhookEvent::new(ty, agent_id, data)))
+}
+
+fn reported<T: Serialize>(
+    detail: &T,
+    actor: Actor,
+    status: Option<&'static str>,
+    kind: Option<&'static str>,
+) -> Result<Value, serde_json::Error> {
+    serde_json::to_value(Reported {
+        detail,
+        actor,
+        status,
+        kind,
+    })
+}
+
+/// An audit entry's detail as its event carries it.
+#[derive(Serialize)]
+struct Reported<'a, T> {
+    #[serde(flatten)]
+    detail: &'a T,
+    actor: Actor,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+}
+
+/// `transfer.replaced`: a `Replaced` detail with the hash it replaced named for the event.
+#[derive(Serialize)]
+struct ReplacedEvent<'a> {
+    transfer_id: Uuid,
+    chain: &'a str,
+    nonce: u64,
+    replaced_hash: &'a str,
+    tx_hash: Option<&'a str>,
+    actor: Actor,
 }
 
 /// The event a stored stream event reports (`tx_confirmation`, `approval_required`, `approval_resolved`), given
@@ -268,29 +311,90 @@ mod tests {
 
     #[test]
     fn audit_entries_become_events() {
+        use crate::domain::audit::detail::{Asked, AssetAsked, Refused, Replaced, TransferRefused};
         let agent = Uuid::new_v4();
-        let denied = json!({"code": "policy_denied", "rule": "per_transfer", "chain": "base"});
-        let e = from_audit(agent, "transfer_refused", "agent", &denied).unwrap();
+        let refused = |code: &str, rule: Option<&str>| {
+            Detail::TransferRefused(TransferRefused {
+                asked: Asked::Asset(AssetAsked {
+                    chain: "base".into(),
+                    asset: "ETH".into(),
+                    to: "0x0000000000000000000000000000000000000001".into(),
+                    amount: Some("1".into()),
+                }),
+                refused: Refused {
+                    code: code.into(),
+                    rule: rule.map(Into::into),
+                },
+            })
+        };
+        let e = from_audit(agent, Actor::Agent, &refused("policy_denied", Some("per_transfer")))
+            .unwrap()
+            .unwrap();
         assert_eq!(e.ty, "policy.denied");
         assert_eq!(e.data["agent_id"], json!(agent));
-        assert!(
-            from_audit(
-                agent,
-                "transfer_refused",
-                "agent",
-                &json!({"code": "spending_cap_exceeded"})
-            )
-            .is_none()
+        assert_eq!(e.data["actor"], "agent");
+        assert_eq!(e.data["rule"], "per_transfer");
+        assert_eq!(e.data["chain"], "base");
+        let capped = refused("spending_cap_exceeded", None);
+        assert!(from_audit(agent, Actor::Agent, &capped).unwrap().is_none());
+        let bumped = Detail::TransferFeeBumped(Replaced {
+            transfer_id: Uuid::nil(),
+            chain: "base".into(),
+            nonce: 3,
+            replaced: "0xa".into(),
+            tx_hash: Some("0xb".into()),
+        });
+        let bumped = from_audit(agent, Actor::System, &bumped).unwrap().unwrap();
+        assert_eq!(bumped.ty, "transfer.replaced");
+        assert_eq!(
+            bumped.data,
+            json!({"agent_id": agent, "transfer_id": Uuid::nil(), "chain": "base", "nonce": 3,
+                "replaced_hash": "0xa", "tx_hash": "0xb", "actor": "system"})
         );
-        let bumped = from_audit(
-            agent,
-            "transfer_fee_bumped",
-            "system",
-            &json!({"replaced": "0xa", "tx_hash": "0xb"}),
-        );
-        assert_eq!(bumped.unwrap().data["replaced_hash"], "0xa");
         let body: Value = serde_json::from_str(&e.body()).unwrap();
         assert_eq!(body["type"], "policy.denied");
         assert!(body["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn expiries_carry_the_entry_with_their_status_and_an_authorizations_kind() {
+        use crate::domain::audit::detail::{Decided, X402PaymentExpired};
+        let agent = Uuid::new_v4();
+        let held = Detail::TransferExpired(Decided {
+            transfer_id: Uuid::nil(),
+            chain: "base".into(),
+            asset: "ETH".into(),
+            to: "0xb".into(),
+            amount: "1".into(),
+            tx_hash: None,
+            kind: "transfer".into(),
+            url: None,
+            reason: None,
+        });
+        let e = from_audit(agent, Actor::System, &held).unwrap().unwrap();
+        assert_eq!(e.ty, "transfer.expired");
+        assert_eq!(
+            e.data,
+            json!({"agent_id": agent, "transfer_id": Uuid::nil(), "chain": "base", "asset": "ETH", "to": "0xb",
+                "amount": "1", "tx_hash": null, "kind": "transfer", "url": null, "status": "expired",
+                "actor": "system"})
+        );
+        let unused = Detail::X402PaymentExpired(X402PaymentExpired {
+            transfer_id: Uuid::nil(),
+            chain: "base".into(),
+            asset: "USDC".into(),
+            pay_to: "0xb".into(),
+            amount: "0.01".into(),
+            host: Some("api.example.com".into()),
+            path: None,
+        });
+        let e = from_audit(agent, Actor::System, &unused).unwrap().unwrap();
+        assert_eq!(e.ty, "transfer.expired");
+        assert_eq!(
+            e.data,
+            json!({"agent_id": agent, "transfer_id": Uuid::nil(), "chain": "base", "asset": "USDC", "pay_to": "0xb",
+                "amount": "0.01", "host": "api.example.com", "path": null, "status": "expired", "kind": "x402",
+                "actor": "system"})
+        );
     }
 }

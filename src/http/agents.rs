@@ -8,7 +8,6 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
-use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -20,7 +19,8 @@ use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ErrorBody, ExportedKeyView};
 use crate::auth::{Actor, AuthError};
-use crate::domain::agent::{self, Agent};
+use crate::domain::agent::{self, Agent, Capability};
+use crate::domain::audit::{Detail, detail};
 use crate::domain::{amount, token};
 use crate::state::AppState;
 use crate::store::{AgentUpdate, AuditEvent, NewAgent};
@@ -190,17 +190,17 @@ async fn create_agent(
         created_at: now,
         updated_at: now,
     };
-    let detail = json!({
-        "name": agent.name,
-        "chains": agent.chains,
-        "capabilities": agent.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-        "spending_cap": amount::format_units(agent.spending_cap_wei, 18),
-        "owner_addresses": checksummed(&agent.owner_addresses),
+    let detail = Detail::AgentCreated(detail::AgentCreated {
+        name: agent.name.clone(),
+        chains: agent.chains.clone(),
+        capabilities: capability_names(&agent.capabilities),
+        spending_cap: amount::format_units(agent.spending_cap_wei, 18),
+        owner_addresses: checksummed(&agent.owner_addresses),
     });
     // Whoever may create agents is the operator: with ADMIN_TOKEN its bearer, without it the open endpoint. The
     // entry is written with the agent and its token, so a creation is never stored without it, nor answered with an
     // error after its token was stored.
-    let event = audit_event(id, Actor::Admin, crate::domain::audit::Action::AgentCreated, detail);
+    let event = AuditEvent::new(id, Actor::Admin, detail);
     let new = NewAgent {
         agent: agent.clone(),
         key,
@@ -319,8 +319,8 @@ async fn update_agent(
     let actor = caller.actor();
     let record = |before: &Agent, after: &Agent| {
         let detail = changes(before, after);
-        let changed = detail["fields"].as_array().is_some_and(|f| !f.is_empty());
-        changed.then(|| audit_event(before.id, actor, crate::domain::audit::Action::AgentUpdated, detail))
+        let changed = !detail.fields.is_empty();
+        changed.then(|| AuditEvent::new(before.id, actor, Detail::AgentUpdated(detail)))
     };
     let updated = state.store.update_agent(agent.id, &update, wallet, &record).await?;
     tracing::info!(agent_id = %agent.id, "agent updated");
@@ -348,69 +348,43 @@ fn loosens(agent: &Agent, update: &AgentUpdate) -> bool {
 
 /// The audit detail of an update: the names of the fields that changed and their new values (no secrets live in
 /// an agent's fields; the description is named only, as it may be long).
-fn changes(before: &Agent, after: &Agent) -> serde_json::Value {
+fn changes(before: &Agent, after: &Agent) -> detail::AgentUpdated {
     let mut fields = Vec::new();
-    let mut to = serde_json::Map::new();
+    let mut to = detail::AgentChanges::default();
     if before.name != after.name {
-        fields.push("name");
-        to.insert("name".into(), json!(after.name));
+        fields.push("name".to_string());
+        to.name = Some(after.name.clone());
     }
     if before.description != after.description {
-        fields.push("description");
+        fields.push("description".to_string());
     }
     if before.chains != after.chains {
-        fields.push("chains");
-        to.insert("chains".into(), json!(after.chains));
+        fields.push("chains".to_string());
+        to.chains = Some(after.chains.clone());
     }
     if before.capabilities != after.capabilities {
-        fields.push("capabilities");
-        let caps: Vec<_> = after.capabilities.iter().map(|c| c.as_str()).collect();
-        to.insert("capabilities".into(), json!(caps));
+        fields.push("capabilities".to_string());
+        to.capabilities = Some(capability_names(&after.capabilities));
     }
     if before.spending_cap_wei != after.spending_cap_wei {
-        fields.push("spending_cap");
+        fields.push("spending_cap".to_string());
         let cap = |wei| amount::format_units(wei, 18);
-        to.insert("spending_cap".into(), json!(cap(after.spending_cap_wei)));
-        to.insert("spending_cap_before".into(), json!(cap(before.spending_cap_wei)));
+        to.spending_cap = Some(cap(after.spending_cap_wei));
+        to.spending_cap_before = Some(cap(before.spending_cap_wei));
     }
     if before.owner_addresses != after.owner_addresses {
-        fields.push("owner_addresses");
-        to.insert("owner_addresses".into(), json!(checksummed(&after.owner_addresses)));
+        fields.push("owner_addresses".to_string());
+        to.owner_addresses = Some(checksummed(&after.owner_addresses));
     }
-    json!({ "fields": fields, "to": to })
+    detail::AgentUpdated { fields, to }
+}
+
+fn capability_names(capabilities: &[Capability]) -> Vec<String> {
+    capabilities.iter().map(|c| c.as_str().to_string()).collect()
 }
 
 fn checksummed(map: &BTreeMap<String, alloy::primitives::Address>) -> BTreeMap<String, String> {
     map.iter().map(|(c, a)| (c.clone(), a.to_checksum(None))).collect()
-}
-
-/// An audit entry (docs/api.md §10) for the store to write in the transaction of the change it records (§15).
-pub(super) fn audit_event(
-    agent_id: Uuid,
-    actor: Actor,
-    action: crate::domain::audit::Action,
-    detail: serde_json::Value,
-) -> AuditEvent {
-    AuditEvent {
-        agent_id,
-        action,
-        actor,
-        detail,
-    }
-}
-
-/// Appends to the audit chain an entry that records no change of its own (a key export).
-pub(super) async fn audit(
-    state: &AppState,
-    agent_id: Uuid,
-    actor: Actor,
-    action: crate::domain::audit::Action,
-    detail: serde_json::Value,
-) -> Result<()> {
-    Ok(state
-        .store
-        .insert_audit(&audit_event(agent_id, actor, action, detail))
-        .await?)
 }
 
 /// Delete an agent (soft)
@@ -424,12 +398,7 @@ pub(super) async fn audit(
 #[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
 async fn delete_agent(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<StatusCode> {
     let agent = &caller.agent;
-    let event = audit_event(
-        agent.id,
-        caller.actor(),
-        crate::domain::audit::Action::AgentDeleted,
-        json!({}),
-    );
+    let event = AuditEvent::new(agent.id, caller.actor(), Detail::AgentDeleted(detail::Nothing {}));
     if !state.store.deactivate_agent(agent.id, &event).await? {
         return Err(AppError::AgentInactive);
     }
@@ -494,15 +463,15 @@ async fn export_key(
     }
     let signer = state.vault.open(agent.id, &key).map_err(AppError::internal)?;
     let secret = Zeroizing::new(format!("0x{}", alloy::hex::encode(signer.credential().to_bytes())));
-    let detail = json!({ "chain": body.chain, "address": address.to_checksum(None) });
-    audit(
-        &state,
-        agent.id,
-        caller.actor(),
-        crate::domain::audit::Action::KeyExported,
-        detail,
-    )
-    .await?;
+    let detail = Detail::KeyExported(detail::KeyExported {
+        chain: body.chain.clone(),
+        address: address.to_checksum(None),
+    });
+    // An entry that records no change of its own: appended alone, before the key is answered.
+    state
+        .store
+        .insert_audit(&AuditEvent::new(agent.id, caller.actor(), detail))
+        .await?;
     tracing::warn!(agent_id = %agent.id, chain = %body.chain, "private key exported");
     Ok(Json(ExportedKeyView {
         chain: body.chain,

@@ -13,6 +13,7 @@ use crate::llm::LlmError;
 use crate::net::egress::FetchError;
 use crate::store::StoreError;
 use crate::transfers::{PayError, TransferError};
+use crate::webhooks::endpoints::EndpointError;
 use crate::x402::{Offered, X402Error};
 
 /// Handler result type.
@@ -270,6 +271,17 @@ impl From<StoreError> for AppError {
             StoreError::AgentNotFound => AppError::AgentNotFound,
             StoreError::ConversationNotFound => AppError::ConversationNotFound,
             other => AppError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<EndpointError> for AppError {
+    fn from(err: EndpointError) -> Self {
+        match err {
+            EndpointError::Invalid(fields) => AppError::fields(fields),
+            EndpointError::NotFound => AppError::WebhookNotFound,
+            EndpointError::EventNotFound => AppError::EventNotFound,
+            EndpointError::Store(e) => e.into(),
         }
     }
 }

@@ -10,24 +10,24 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::agents::audit_event;
 use super::auth::{AnyCaller, OWNER_TOKEN_HEADER, counted_failure, limited_agent_any_state, parse_id};
 use super::client_addr::ClientAddr;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{AgentDetailView, ErrorBody, OwnerChallengeView, OwnerSessionView};
 use crate::auth::Actor;
+use crate::domain::audit::Detail;
+use crate::domain::audit::detail::{Nothing, OwnerSessionClosed};
 use crate::domain::chain as registry;
 use crate::domain::siwe::{self, SiweMessage};
 use crate::domain::token;
 use crate::rate_limit::ProofEndpoint;
 use crate::state::AppState;
-use crate::store::OwnerChallenge;
+use crate::store::{AuditEvent, OwnerChallenge};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -165,7 +165,7 @@ async fn owner_session(
             &body.message,
             &body.signature,
             issued.hash.clone(),
-            json!({ "client": client.to_string() }),
+            client.to_string(),
         )
         .await
         .map_err(|e| counted_failure(&state, agent.id, e.into()))?;
@@ -202,13 +202,11 @@ async fn close_owner_session(
     if session.agent_id != agent_id {
         return Err(AppError::Forbidden);
     }
-    let detail = json!({ "address": session.address.to_checksum(None), "chain": session.chain });
-    let event = audit_event(
-        agent_id,
-        Actor::Owner,
-        crate::domain::audit::Action::OwnerSessionClosed,
-        detail,
-    );
+    let closed = OwnerSessionClosed {
+        address: session.address.to_checksum(None),
+        chain: session.chain,
+    };
+    let event = AuditEvent::new(agent_id, Actor::Owner, Detail::OwnerSessionClosed(closed));
     if state.store.close_owner_session(&token::hash(presented), &event).await? {
         tracing::info!(%agent_id, "owner session closed");
     }
@@ -234,12 +232,7 @@ async fn reactivate_agent(
     // Guarded: only the owner (a deleted agent's token must not bring it back); unguarded: its token may too.
     caller.require_owner_if_guarded()?;
     let agent = &caller.agent;
-    let event = audit_event(
-        agent.id,
-        caller.actor(),
-        crate::domain::audit::Action::AgentReactivated,
-        json!({}),
-    );
+    let event = AuditEvent::new(agent.id, caller.actor(), Detail::AgentReactivated(Nothing {}));
     if state.store.reactivate_agent(agent.id, &event).await? {
         tracing::info!(agent_id = %agent.id, "agent reactivated");
     }

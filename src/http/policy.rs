@@ -7,7 +7,6 @@ use alloy::primitives::Address;
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -18,6 +17,8 @@ use super::json::ApiJson;
 use super::views::{ErrorBody, PolicyView};
 use crate::domain::amount::parse_units;
 use crate::domain::asset;
+use crate::domain::audit::Detail;
+use crate::domain::audit::detail::PolicyUpdated;
 use crate::domain::policy::{AssetLimits, DEFAULT_APPROVAL_TTL_SECS, Policy};
 use crate::state::AppState;
 use crate::store::AuditEvent;
@@ -97,12 +98,9 @@ async fn put_policy(
         ));
     }
     let view = PolicyView::new(&policy, state.chains.tokens());
-    let event = AuditEvent {
-        agent_id: caller.agent.id,
-        action: crate::domain::audit::Action::PolicyUpdated,
-        actor: caller.actor(),
-        detail: json!({ "policy": view }),
-    };
+    let policy_json = serde_json::to_value(&view).map_err(AppError::internal)?;
+    let detail = Detail::PolicyUpdated(PolicyUpdated { policy: policy_json });
+    let event = AuditEvent::new(caller.agent.id, caller.actor(), detail);
     state.store.put_policy(caller.agent.id, &policy, &event).await?;
     Ok(Json(view))
 }

@@ -10,7 +10,6 @@ use utoipa_axum::routes;
 
 use rand_core::{OsRng, RngCore};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::auth::{counted_failure, limited_agent_any_state};
 use super::client_addr::ClientAddr;
@@ -147,13 +146,7 @@ async fn reissue_token(
     // The new token and its audit entry are stored in one transaction (or neither is).
     state
         .auth
-        .reissue(
-            &agent,
-            body.proof.as_given(),
-            &issued.hash,
-            prefix,
-            json!({ "client": client.to_string() }),
-        )
+        .reissue(&agent, body.proof.as_given(), &issued.hash, prefix, client.to_string())
         .await
         .map_err(|e| counted_failure(&state, agent.id, e.into()))?;
     tracing::info!(agent_id = %agent.id, "access token reissued");

@@ -1,33 +1,24 @@
 //! Webhook endpoints (§19): the operator's under `/api/webhooks` (every agent, or one; `ADMIN_TOKEN` required, so
 //! with none set they answer 401) and an owner's under `/api/agents/{id}/webhooks` (that agent only; owner
-//! authority on a guarded agent, as for its policy). Both share one implementation, the `Scope` saying whose they
-//! are. Registration checks the URL's form and any literal address (§16's rules), never resolving a name.
-
-use std::collections::BTreeMap;
+//! authority on a guarded agent, as for its policy). Both call one service, `webhooks::Endpoints` (checks, audit,
+//! store), the `Scope` saying whose endpoints they reach; here are the routes, who may call them, and the views.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::{Deserialize, Deserializer};
-use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use super::auth::ActiveCaller;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
 use super::views::{DeliveryView, ErrorBody, QueuedEventView, WebhookSecretView, WebhookView};
-use crate::auth::{Actor, Authenticator, Caller};
-use crate::domain::webhook;
+use crate::auth::{Authenticator, Caller};
 use crate::state::AppState;
-use crate::store::webhooks::{Webhook, WebhookChange};
-use crate::store::{AuditEvent, StoreError};
-
-const MAX_URL_LEN: usize = 2048;
-const MAX_DESCRIPTION_LEN: usize = 500;
+use crate::webhooks::endpoints::{EndpointEdit, NewEndpoint, Scope};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -114,276 +105,82 @@ struct DeliveryParams {
     before: Option<i64>,
 }
 
-/// Whose endpoints a request reaches.
-enum Scope<'a> {
-    Operator,
-    Agent(&'a Caller),
-}
-
-impl Scope<'_> {
-    fn agent_id(&self) -> Option<Uuid> {
-        match self {
-            Scope::Operator => None,
-            Scope::Agent(caller) => Some(caller.agent.id),
-        }
-    }
-
-    fn actor(&self) -> Actor {
-        match self {
-            Scope::Operator => Actor::Admin,
-            Scope::Agent(caller) => caller.actor(),
-        }
-    }
-
-    fn reaches(&self, w: &Webhook) -> bool {
-        match self {
-            Scope::Operator => true,
-            Scope::Agent(caller) => w.agent_id == Some(caller.agent.id),
-        }
-    }
-}
-
-/// The agent's caller, once it proved owner authority where the agent is guarded.
-fn owner(caller: &Caller) -> Result<Scope<'_>> {
+/// The agent's endpoints, once its caller proved owner authority where the agent is guarded.
+fn owner(caller: &Caller) -> Result<Scope> {
     caller.require_owner_if_guarded().map_err(AppError::from)?;
-    Ok(Scope::Agent(caller))
-}
-
-/// The audit entry of a change to `w`, in its agent's log (an operator endpoint of every agent is in none).
-fn audit(w: &Webhook, scope: &Scope<'_>, action: crate::domain::audit::Action) -> Option<AuditEvent> {
-    let agent_id = w.agent_id?;
-    Some(AuditEvent {
-        agent_id,
-        action,
-        actor: scope.actor(),
-        detail: json!({"webhook_id": w.id, "url": crate::store::webhooks::url_shown(&w.url), "events": w.events,
-            "enabled": w.enabled, "description": w.description}),
+    Ok(Scope::Agent {
+        agent_id: caller.agent.id,
+        actor: caller.actor(),
     })
 }
 
-fn check_url(state: &AppState, url: &str) -> std::result::Result<String, String> {
-    if url.len() > MAX_URL_LEN {
-        return Err(format!("at most {MAX_URL_LEN} characters"));
-    }
-    // Kept as given (trimmed): the answer shows the URL the caller registered; every attempt checks it again.
-    crate::net::egress::guard::check_url(url, state.config.webhooks.allow_private)
-        .map(|_| url.trim().to_string())
-        .map_err(|e| e.to_string())
-}
-
-fn check_description(text: Option<String>, errors: &mut BTreeMap<String, String>) -> Option<String> {
-    let text = text.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-    if text.as_ref().is_some_and(|t| t.chars().count() > MAX_DESCRIPTION_LEN) {
-        errors.insert(
-            "description".into(),
-            format!("at most {MAX_DESCRIPTION_LEN} characters"),
-        );
-    }
-    text
-}
-
-async fn find(state: &AppState, scope: &Scope<'_>, wid: &str) -> Result<Webhook> {
-    let id = Uuid::parse_str(wid).map_err(|_| AppError::WebhookNotFound)?;
-    match state.store.get_webhook(id).await? {
-        Some(w) if scope.reaches(&w) => Ok(w),
-        _ => Err(AppError::WebhookNotFound),
-    }
-}
-
-/// A fresh secret: the text shown once, and its sealed form for the store.
-fn new_secret(state: &AppState, id: Uuid) -> (String, crate::vault::SealedSecret) {
-    let bytes = webhook::new_secret();
-    let sealed = state.vault.seal_webhook_secret(id, bytes.as_ref());
-    (webhook::secret_text(bytes.as_ref()).to_string(), sealed)
-}
-
-async fn create(
-    state: &AppState,
-    scope: Scope<'_>,
-    body: CreateWebhook,
-) -> Result<(StatusCode, Json<WebhookSecretView>)> {
-    let mut errors = BTreeMap::new();
-    let url = check_url(state, &body.url).unwrap_or_else(|e| {
-        errors.insert("url".into(), e);
-        String::new()
-    });
-    let events = webhook::check_events(&body.events).unwrap_or_else(|e| {
-        errors.insert("events".into(), e);
-        Vec::new()
-    });
-    let description = check_description(body.description, &mut errors);
-    let named = match body.agent_id.as_deref().map(Uuid::parse_str) {
-        None => None,
-        Some(Ok(id)) => Some(id),
-        Some(Err(_)) => {
-            errors.insert("agent_id".into(), "must be an agent id (uuid)".into());
-            None
-        }
+async fn create(state: &AppState, scope: Scope, body: CreateWebhook) -> Result<(StatusCode, Json<WebhookSecretView>)> {
+    let new = NewEndpoint {
+        url: body.url,
+        events: body.events,
+        agent_id: body.agent_id,
+        description: body.description,
     };
-    let agent_id = match (&scope, named) {
-        (Scope::Agent(caller), Some(id)) if id != caller.agent.id => {
-            errors.insert("agent_id".into(), "may only name this agent".into());
-            None
-        }
-        (Scope::Agent(caller), _) => Some(caller.agent.id),
-        (Scope::Operator, Some(id)) => match state.store.get_agent(id).await {
-            Ok(_) => Some(id),
-            Err(StoreError::AgentNotFound) => {
-                errors.insert("agent_id".into(), "unknown agent".into());
-                None
-            }
-            Err(e) => return Err(e.into()),
-        },
-        (Scope::Operator, None) => None,
-    };
-    if !errors.is_empty() {
-        return Err(AppError::fields(errors));
-    }
-    let now = crate::domain::now();
-    let w = Webhook {
-        id: Uuid::new_v4(),
-        agent_id,
-        url,
-        events,
-        description,
-        enabled: true,
-        created_at: now,
-        updated_at: now,
-    };
-    let (secret, sealed) = new_secret(state, w.id);
-    state
-        .store
-        .create_webhook(
-            &w,
-            &sealed,
-            audit(&w, &scope, crate::domain::audit::Action::WebhookCreated).as_ref(),
-        )
-        .await?;
-    tracing::info!(webhook_id = %w.id, agent_id = ?w.agent_id, "webhook created");
-    Ok((StatusCode::CREATED, Json(WebhookSecretView::new(&w, secret))))
+    let created = state.webhooks.create(scope, new).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(WebhookSecretView::new(&created.webhook, created.secret)),
+    ))
 }
 
-async fn list(state: &AppState, scope: Scope<'_>) -> Result<Json<Vec<WebhookView>>> {
-    let all = state.store.list_webhooks(scope.agent_id()).await?;
+async fn list(state: &AppState, scope: Scope) -> Result<Json<Vec<WebhookView>>> {
+    let all = state.webhooks.list(scope).await?;
     Ok(Json(all.iter().map(WebhookView::from).collect()))
 }
 
-async fn update(state: &AppState, scope: Scope<'_>, wid: &str, body: UpdateWebhook) -> Result<Json<WebhookView>> {
-    let w = find(state, &scope, wid).await?;
-    let mut errors = BTreeMap::new();
-    let mut change = WebhookChange {
-        enabled: body.enabled,
-        ..WebhookChange::default()
-    };
-    if let Some(url) = body.url {
-        match check_url(state, &url) {
-            Ok(url) => change.url = Some(url),
-            Err(e) => {
-                errors.insert("url".into(), e);
-            }
-        }
-    }
-    if let Some(events) = body.events {
-        match webhook::check_events(&events) {
-            Ok(events) => change.events = Some(events),
-            Err(e) => {
-                errors.insert("events".into(), e);
-            }
-        }
-    }
-    if let Some(description) = body.description {
-        change.description = Some(check_description(description, &mut errors));
-    }
-    if !errors.is_empty() {
-        return Err(AppError::fields(errors));
-    }
-    let mut after = w.clone();
-    if let Some(url) = &change.url {
-        after.url = url.clone();
-    }
-    if let Some(events) = &change.events {
-        after.events = events.clone();
-    }
-    if let Some(enabled) = change.enabled {
-        after.enabled = enabled;
-    }
-    if let Some(description) = &change.description {
-        after.description = description.clone();
-    }
-    let record = audit(&after, &scope, crate::domain::audit::Action::WebhookUpdated);
-    let updated = state
-        .store
-        .update_webhook(w.id, &change, record.as_ref())
-        .await?
-        .ok_or(AppError::WebhookNotFound)?;
-    Ok(Json(WebhookView::from(&updated)))
+async fn get(state: &AppState, scope: Scope, wid: &str) -> Result<Json<WebhookView>> {
+    Ok(Json(WebhookView::from(&state.webhooks.get(scope, wid).await?)))
 }
 
-async fn delete(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<StatusCode> {
-    let w = find(state, &scope, wid).await?;
-    if !state
-        .store
-        .delete_webhook(
-            w.id,
-            audit(&w, &scope, crate::domain::audit::Action::WebhookDeleted).as_ref(),
-        )
-        .await?
-    {
-        return Err(AppError::WebhookNotFound);
-    }
+async fn update(state: &AppState, scope: Scope, wid: &str, body: UpdateWebhook) -> Result<Json<WebhookView>> {
+    let edit = EndpointEdit {
+        url: body.url,
+        events: body.events,
+        enabled: body.enabled,
+        description: body.description,
+    };
+    Ok(Json(WebhookView::from(&state.webhooks.update(scope, wid, edit).await?)))
+}
+
+async fn delete(state: &AppState, scope: Scope, wid: &str) -> Result<StatusCode> {
+    state.webhooks.delete(scope, wid).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rotate(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<Json<WebhookSecretView>> {
-    let w = find(state, &scope, wid).await?;
-    let (secret, sealed) = new_secret(state, w.id);
-    let record = audit(&w, &scope, crate::domain::audit::Action::WebhookSecretRotated);
-    if !state
-        .store
-        .rotate_webhook_secret(w.id, &sealed, record.as_ref())
-        .await?
-    {
-        return Err(AppError::WebhookNotFound);
-    }
-    Ok(Json(WebhookSecretView::new(&w, secret)))
+async fn rotate(state: &AppState, scope: Scope, wid: &str) -> Result<Json<WebhookSecretView>> {
+    let rotated = state.webhooks.rotate(scope, wid).await?;
+    Ok(Json(WebhookSecretView::new(&rotated.webhook, rotated.secret)))
 }
 
-async fn test(state: &AppState, scope: Scope<'_>, wid: &str) -> Result<(StatusCode, Json<QueuedEventView>)> {
-    let w = find(state, &scope, wid).await?;
-    let event_id = state.store.queue_webhook_test(&w).await?;
+async fn test(state: &AppState, scope: Scope, wid: &str) -> Result<(StatusCode, Json<QueuedEventView>)> {
+    let event_id = state.webhooks.test(scope, wid).await?;
     Ok((StatusCode::ACCEPTED, Json(QueuedEventView { event_id })))
 }
 
 async fn deliveries(
     state: &AppState,
-    scope: Scope<'_>,
+    scope: Scope,
     wid: &str,
     params: std::result::Result<Query<DeliveryParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<DeliveryView>>> {
-    let w = find(state, &scope, wid).await?;
+    let w = state.webhooks.get(scope, wid).await?;
     let Query(params) = params.map_err(|_| AppError::field("limit", "limit and before must be integers"))?;
-    let limit = params.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(AppError::field("limit", "must be between 1 and 500"));
-    }
-    if params.before.is_some_and(|b| b < 1) {
-        return Err(AppError::field("before", "must be a delivery id"));
-    }
-    let list = state.store.list_deliveries(w.id, params.before, limit).await?;
+    let list = state.webhooks.deliveries(&w, params.before, params.limit).await?;
     Ok(Json(list.iter().map(DeliveryView::from).collect()))
 }
 
 async fn redeliver(
     state: &AppState,
-    scope: Scope<'_>,
+    scope: Scope,
     wid: &str,
     event_id: &str,
 ) -> Result<(StatusCode, Json<QueuedEventView>)> {
-    let w = find(state, &scope, wid).await?;
-    let event_id = Uuid::parse_str(event_id).map_err(|_| AppError::EventNotFound)?;
-    if !state.store.redeliver(&w, event_id).await? {
-        return Err(AppError::EventNotFound);
-    }
+    let event_id = state.webhooks.redeliver(scope, wid, event_id).await?;
     Ok((StatusCode::ACCEPTED, Json(QueuedEventView { event_id })))
 }
 
@@ -428,7 +225,7 @@ async fn get_webhook(
     _op: Operator,
     Path(wid): Path<String>,
 ) -> Result<Json<WebhookView>> {
-    Ok(Json(WebhookView::from(&find(&state, &Scope::Operator, &wid).await?)))
+    get(&state, Scope::Operator, &wid).await
 }
 
 /// Change a webhook (operator)
@@ -571,7 +368,7 @@ async fn get_agent_webhook(
     ActiveCaller(caller): ActiveCaller,
     Path((_, wid)): Path<(String, String)>,
 ) -> Result<Json<WebhookView>> {
-    Ok(Json(WebhookView::from(&find(&state, &owner(&caller)?, &wid).await?)))
+    get(&state, owner(&caller)?, &wid).await
 }
 
 /// Change one of the agent's webhooks

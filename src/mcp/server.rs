@@ -158,25 +158,20 @@ impl AgentServer {
 
     /// Records a tool call in the audit table: the tool, its outcome and its (non-secret) arguments.
     async fn audit(&self, caller: &McpCaller, tool: &str, arguments: &Value, outcome: Outcome<'_>) {
-        let mut detail = json!({
-            "transport": self.transport.as_str(),
-            "tool": tool,
-            "ok": outcome.error_code.is_none(),
-            "arguments": catalog::audited_arguments(arguments),
-            "duration_ms": outcome.duration_ms,
-        });
-        if let Some(code) = outcome.error_code {
-            detail["error_code"] = json!(code);
-        }
-        if let Some(hash) = outcome.tx_hash {
-            detail["tx_hash"] = hash;
-        }
-        let event = AuditEvent {
-            agent_id: caller.session.agent_id(),
-            action: crate::domain::audit::Action::McpToolCall,
-            actor: crate::auth::Actor::Mcp,
-            detail,
+        let detail = crate::domain::audit::detail::McpToolCall {
+            transport: self.transport.as_str().into(),
+            tool: tool.into(),
+            ok: outcome.error_code.is_none(),
+            arguments: catalog::audited_arguments(arguments),
+            duration_ms: outcome.duration_ms,
+            error_code: outcome.error_code.map(str::to_owned),
+            tx_hash: outcome.tx_hash,
         };
+        let event = AuditEvent::new(
+            caller.session.agent_id(),
+            crate::auth::Actor::Mcp,
+            crate::domain::audit::Detail::McpToolCall(detail),
+        );
         if let Err(e) = self.state.store.insert_audit(&event).await {
             tracing::error!(agent_id = %event.agent_id, tool, error = %e, "could not audit an MCP tool call");
         }

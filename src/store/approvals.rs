@@ -10,6 +10,7 @@ use super::shared::{address_from_text, wei_from_text};
 use super::{AuditEvent, StoreError, StoreResult, TransferRequest};
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
+use crate::domain::audit::{Detail, detail::Decided};
 use crate::domain::chain;
 use crate::domain::policy::{ApprovalStatus, Holds};
 use crate::domain::transaction::{Body, Kind};
@@ -141,24 +142,24 @@ impl Approval {
     /// `transfer_expired`), written in the transaction that takes it; `None` while it waits.
     /// The audit entry of a decision; `reason` is the owner's, when a rejection gave one.
     pub fn decided_audit(&self, by: Actor, tx_hash: Option<&str>, reason: Option<&str>) -> Option<AuditEvent> {
-        let action = match self.status {
-            ApprovalStatus::Approved => crate::domain::audit::Action::TransferApproved,
-            ApprovalStatus::Rejected => crate::domain::audit::Action::TransferRejected,
-            ApprovalStatus::Expired => crate::domain::audit::Action::TransferExpired,
+        let decided = Decided {
+            transfer_id: self.id,
+            chain: self.chain.clone(),
+            asset: self.asset.clone(),
+            to: self.to.to_checksum(None),
+            amount: self.amount(),
+            tx_hash: tx_hash.map(str::to_owned),
+            kind: self.kind().into(),
+            url: self.body.x402().map(|x| x.url.clone()),
+            reason: reason.map(str::to_owned),
+        };
+        let detail = match self.status {
+            ApprovalStatus::Approved => Detail::TransferApproved(decided),
+            ApprovalStatus::Rejected => Detail::TransferRejected(decided),
+            ApprovalStatus::Expired => Detail::TransferExpired(decided),
             ApprovalStatus::AwaitingApproval => return None,
         };
-        let mut detail = json!({"transfer_id": self.id, "chain": self.chain, "asset": self.asset,
-            "to": self.to.to_checksum(None), "amount": self.amount(), "tx_hash": tx_hash, "kind": self.kind(),
-            "url": self.body.x402().map(|x| &x.url)});
-        if let Some(reason) = reason {
-            detail["reason"] = json!(reason);
-        }
-        Some(AuditEvent {
-            agent_id: self.agent_id,
-            action,
-            actor: by,
-            detail,
-        })
+        Some(AuditEvent::new(self.agent_id, by, detail))
     }
 
     /// `event: approval_resolved`.

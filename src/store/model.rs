@@ -95,14 +95,27 @@ pub struct OwnerSessionRecord {
     pub chain: Option<String>,
 }
 
-/// An audit record to append: who did what to which agent (never secrets). `actor` is one of `agent`, `owner`,
-/// `admin`, `mcp`, `system`.
-#[derive(Debug, Clone)]
+/// An audit record to append: who did what to which agent (never secrets). Its action is its detail's.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AuditEvent {
     pub agent_id: Uuid,
-    pub action: crate::domain::audit::Action,
     pub actor: crate::domain::audit::Actor,
-    pub detail: serde_json::Value,
+    pub detail: crate::domain::audit::Detail,
+}
+
+impl AuditEvent {
+    pub fn new(agent_id: Uuid, actor: crate::domain::audit::Actor, detail: crate::domain::audit::Detail) -> Self {
+        AuditEvent {
+            agent_id,
+            actor,
+            detail,
+        }
+    }
+
+    /// What the entry records (`agent_created`, ...): its detail's action.
+    pub fn action(&self) -> crate::domain::audit::Action {
+        self.detail.action()
+    }
 }
 
 /// A conversation summary (read straight from its row).

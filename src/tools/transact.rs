@@ -10,6 +10,7 @@ use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult};
 use crate::chain::format_gwei;
 use crate::domain::agent::Capability;
 use crate::domain::amount::{Amount, AmountError, format_units};
+use crate::domain::audit::detail::{Asked, AssetAsked};
 use crate::transfers::{Paid, PayOrder, Payment, TransferError, TransferOrder, TransferOutcome};
 
 /// The optional `delegation` argument of the send tools (§21).
@@ -154,8 +155,13 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
                     other => TransferError::InvalidAmount(other.to_string()),
                 };
                 let symbol = token.as_ref().map_or(chain.native_symbol, |t| t.symbol.as_str());
-                let detail = json!({"chain": chain.name, "asset": symbol, "to": to.to_checksum(None), "amount": text});
-                let refused = cx.services.transfers.refused_order(cx.agent, cx.actor, detail, refusal);
+                let asked = Asked::Asset(AssetAsked {
+                    chain: chain.name.into(),
+                    asset: symbol.into(),
+                    to: to.to_checksum(None),
+                    amount: Some(text),
+                });
+                let refused = cx.services.transfers.refused_order(cx.agent, cx.actor, asked, refusal);
                 return Err(refused.await.into());
             }
         };

@@ -15,6 +15,7 @@ use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error}
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
+use crate::domain::audit::detail::{Asked, CallAsked, CallKind, CallPreview};
 use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
 use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
 use crate::domain::chain::ChainInfo;
@@ -654,19 +655,23 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn call(&self, order: CallOrder<'_>) -> Result<(TransferOutcome, Previewed), TransferError> {
         let outcome = self.try_call(&order).await;
-        let mut detail = json!({"chain": order.chain.name, "to": order.to.to_checksum(None), "kind": "call",
-            "amount": format_units(order.value, order.chain.decimals)});
         let previewed = match &outcome {
             Ok((_, previewed)) => Some(previewed),
             Err((_, previewed)) => previewed.as_ref(),
         };
-        if let Some(previewed) = previewed {
-            detail["selector"] = json!(previewed.record.selector);
-            detail["function"] = json!(previewed.record.function);
-            detail["simulation"] = previewed.record.simulation.clone();
-        }
+        let asked = Asked::Call(CallAsked {
+            chain: order.chain.name.into(),
+            to: order.to.to_checksum(None),
+            kind: CallKind::Call,
+            amount: format_units(order.value, order.chain.decimals),
+            previewed: previewed.map(|previewed| CallPreview {
+                selector: previewed.record.selector.clone(),
+                function: previewed.record.function.clone(),
+                simulation: previewed.record.simulation.clone(),
+            }),
+        });
         let result = outcome.as_ref().map(|(o, _)| o).map_err(|(e, _)| e);
-        self.record_outcome(order.by.agent.id, order.by.actor, detail, result)
+        self.record_outcome(order.by.agent.id, order.by.actor, asked, result)
             .await;
         outcome.map_err(|(e, _)| e)
     }

@@ -3,7 +3,7 @@
 
 use super::Transfers;
 use crate::chain::{ChainError, Node, RefusalKind};
-use crate::domain::audit::Actor;
+use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::transaction::StoredTx;
 
 impl Transfers {
@@ -12,15 +12,14 @@ impl Transfers {
         let at = fill.on_chain().map(|t| &t.at);
         tracing::warn!(tx_id = %refused.id, fill_id = %fill.id, chain = %fill.chain, nonce = ?at.map(|a| a.nonce),
             "a refused transfer's nonce was followed by later ones; filling it with a zero-value self-send");
-        let detail = serde_json::json!({"transfer_id": refused.id, "fill_id": fill.id, "chain": fill.chain,
-            "nonce": at.map(|a| a.nonce), "tx_hash": at.map(|a| &a.tx_hash)});
-        self.audit(
-            fill.agent_id,
-            crate::domain::audit::Action::NonceFilled,
-            Actor::System,
-            detail,
-        )
-        .await;
+        let detail = Detail::NonceFilled(detail::NonceFilled {
+            transfer_id: refused.id,
+            fill_id: fill.id,
+            chain: fill.chain.clone(),
+            nonce: at.map(|a| a.nonce),
+            tx_hash: at.map(|a| a.tx_hash.clone()),
+        });
+        self.audit(fill.agent_id, Actor::System, detail).await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => {
                 if let Err(e) = self.store.mark_broadcast(fill.id).await {

@@ -6,7 +6,6 @@
 //! transaction that is none of its attempts) and gives its reservation back, and only the fill's fee counts.
 
 use alloy::primitives::U256;
-use serde_json::json;
 
 use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, signer_error, store_error};
 use crate::chain::Node;
@@ -56,15 +55,15 @@ impl Transfers {
         };
         tracing::warn!(tx_id = %gap.id, fill_id = %fill.id, chain = chain.name, nonce,
             "a transfer that cannot land held back later nonces; filling its nonce with a zero-value self-send");
-        let detail = json!({"transfer_id": gap.id, "fill_id": fill.id, "chain": chain.name, "nonce": nonce,
-            "tx_hash": fill.tx_hash()});
-        self.audit(
-            gap.agent_id,
-            crate::domain::audit::Action::NonceFilled,
-            crate::domain::audit::Actor::System,
-            detail,
-        )
-        .await;
+        let detail = crate::domain::audit::Detail::NonceFilled(crate::domain::audit::detail::NonceFilled {
+            transfer_id: gap.id,
+            fill_id: fill.id,
+            chain: chain.name.into(),
+            nonce: Some(nonce),
+            tx_hash: fill.tx_hash().map(str::to_owned),
+        });
+        self.audit(gap.agent_id, crate::domain::audit::Actor::System, detail)
+            .await;
         match client.send_raw(&fill.raw_tx).await {
             Ok(_) => self.store.mark_broadcast(fill.id).await.map_err(store_error)?,
             Err(e) => {

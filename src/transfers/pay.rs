@@ -17,7 +17,8 @@ use super::send::{Kind, Outflow, PaymentDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
-use crate::domain::audit::Actor;
+use crate::domain::audit::detail::{self, X402Choice, X402Fetch, X402Result};
+use crate::domain::audit::{Actor, Detail};
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
@@ -146,43 +147,54 @@ impl Transfers {
     pub async fn pay(&self, order: PayOrder<'_>) -> Result<Paid, PayError> {
         let request = FetchRequest::new(order.method, order.url, order.headers, order.body.clone())?;
         let url = self.fetcher.check_url(order.url)?;
-        let mut audit = json!({"host": url.host_str(), "path": url.path(), "max_amount": order.max_amount});
-        let result = self.try_pay(&order, &request, &url, &mut audit).await;
-        let (action, extra) = match &result {
-            Ok(Paid { payment: None, answer }) => (
-                crate::domain::audit::Action::X402FetchFree,
-                json!({"status": answer.status}),
-            ),
+        let mut fetch = X402Fetch {
+            host: url.host_str().map(str::to_owned),
+            path: url.path().into(),
+            max_amount: Some(order.max_amount.into()),
+            chosen: None,
+            transfer_id: None,
+        };
+        let result = self.try_pay(&order, &request, &url, &mut fetch).await;
+        let detail = match &result {
+            Ok(Paid { payment: None, answer }) => Detail::X402FetchFree(detail::X402FetchFree {
+                fetch,
+                status: answer.status,
+            }),
             Ok(Paid {
                 payment: Some(Payment::AwaitingApproval(_)),
                 ..
-            }) => (
-                crate::domain::audit::Action::X402PaymentAccepted,
-                json!({"status": "awaiting_approval"}),
-            ),
+            }) => Detail::X402PaymentAccepted(detail::X402PaymentAccepted {
+                fetch,
+                status: "awaiting_approval".into(),
+            }),
             Ok(Paid {
                 payment: Some(Payment::Signed(_)),
                 answer,
-            }) => (
-                crate::domain::audit::Action::X402PaymentOutcome,
-                json!({"response_status": answer.status, "status": "pending"}),
-            ),
-            Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => (
-                crate::domain::audit::Action::X402PaymentOutcome,
-                json!({"code": e.code()}),
-            ),
-            Err(e) => {
-                let mut extra = json!({"code": e.code()});
-                if let PayError::Transfer(TransferError::PolicyDenied(rule)) = e {
-                    extra["rule"] = json!(rule.as_str());
-                }
-                (crate::domain::audit::Action::X402PaymentRefused, extra)
+            }) => Detail::X402PaymentOutcome(detail::X402PaymentOutcome {
+                fetch,
+                result: X402Result::Answered {
+                    status: "pending".into(),
+                    response_status: answer.status,
+                },
+            }),
+            Err(e @ (PayError::PaymentFailed { .. } | PayError::Timeout { .. } | PayError::Unavailable { .. })) => {
+                Detail::X402PaymentOutcome(detail::X402PaymentOutcome {
+                    fetch,
+                    result: X402Result::Failed { code: e.code().into() },
+                })
             }
+            Err(e) => Detail::X402PaymentRefused(detail::X402PaymentRefused {
+                fetch,
+                refused: detail::Refused {
+                    code: e.code().into(),
+                    rule: match e {
+                        PayError::Transfer(TransferError::PolicyDenied(rule)) => Some(rule.as_str().into()),
+                        _ => None,
+                    },
+                },
+            }),
         };
-        if let (Some(detail), Some(extra)) = (audit.as_object_mut(), extra.as_object()) {
-            detail.extend(extra.clone());
-        }
-        self.audit(order.by.agent.id, action, order.by.actor, audit).await;
+        self.audit(order.by.agent.id, order.by.actor, detail).await;
         result
     }
 
@@ -191,7 +203,7 @@ impl Transfers {
         order: &PayOrder<'_>,
         request: &FetchRequest,
         url: &reqwest::Url,
-        audit: &mut Value,
+        audit: &mut X402Fetch,
     ) -> Result<Paid, PayError> {
         // The host rule comes before any request, paid or not.
         let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
@@ -218,9 +230,9 @@ impl Transfers {
             pending: Some(self.vault.seal_request(id, &plain)),
         };
         let accept = |choice: &Choice| {
-            describe(audit, choice);
+            audit.chosen = Some(chosen(choice));
             crate::x402::check_price(choice, order.max_amount)?;
-            audit["transfer_id"] = json!(ticket.id);
+            audit.transfer_id = Some(ticket.id);
             Ok(())
         };
         let deadline = self.fetcher.deadline();
@@ -244,15 +256,12 @@ impl Transfers {
                 });
             }
         };
-        let mut accepted = audit.clone();
-        accepted["status"] = json!("pending");
-        self.audit(
-            order.by.agent.id,
-            crate::domain::audit::Action::X402PaymentAccepted,
-            order.by.actor,
-            accepted,
-        )
-        .await;
+        let accepted = detail::X402PaymentAccepted {
+            fetch: audit.clone(),
+            status: "pending".into(),
+        };
+        self.audit(order.by.agent.id, order.by.actor, Detail::X402PaymentAccepted(accepted))
+            .await;
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
@@ -487,33 +496,42 @@ impl Transfers {
             Err(_) => return Err(unpayable("nothing payable")),
         };
         let (tx, answer) = self.send_paid(&request, &required, *tx, deadline).await;
-        let outcome = match &answer {
-            Ok(a) => json!({"response_status": a.status}),
-            Err(e) => json!({"error": e.to_string()}),
+        let result = match &answer {
+            Ok(a) => X402Result::Answered {
+                status: "pending".into(),
+                response_status: a.status,
+            },
+            Err(e) => X402Result::Unanswered {
+                status: "pending".into(),
+                error: e.to_string(),
+            },
         };
-        let mut detail = json!({"transfer_id": tx.id, "host": url.host_str(), "path": url.path(),
-            "amount": format_units(tx.value_wei, tx.decimals()), "asset": tx.asset,
-            "pay_to": tx.to.to_checksum(None), "chain": tx.chain, "status": "pending"});
-        if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
-            d.extend(o.clone());
-        }
-        self.audit(
-            agent.id,
-            crate::domain::audit::Action::X402PaymentOutcome,
-            Actor::System,
-            detail,
-        )
-        .await;
+        let fetch = X402Fetch {
+            host: url.host_str().map(str::to_owned),
+            path: url.path().into(),
+            max_amount: None,
+            chosen: Some(X402Choice {
+                chain: tx.chain.clone(),
+                asset: tx.asset.clone(),
+                amount: format_units(tx.value_wei, tx.decimals()),
+                pay_to: tx.to.to_checksum(None),
+            }),
+            transfer_id: Some(tx.id),
+        };
+        let detail = Detail::X402PaymentOutcome(detail::X402PaymentOutcome { fetch, result });
+        self.audit(agent.id, Actor::System, detail).await;
         Ok(tx)
     }
 }
 
 /// What the audit log keeps of the chosen entry.
-fn describe(audit: &mut Value, choice: &Choice) {
-    audit["chain"] = json!(choice.token.chain);
-    audit["asset"] = json!(choice.token.symbol);
-    audit["amount"] = json!(choice.price());
-    audit["pay_to"] = json!(choice.pay_to.to_checksum(None));
+fn chosen(choice: &Choice) -> X402Choice {
+    X402Choice {
+        chain: choice.token.chain.clone(),
+        asset: choice.token.symbol.clone(),
+        amount: choice.price(),
+        pay_to: choice.pay_to.to_checksum(None),
+    }
 }
 
 /// The paid retry's answer: passed through unless the resource refused the payment (402 again) or did not answer.

@@ -9,13 +9,12 @@
 use alloy::consensus::{SignableTransaction, Transaction as _, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{Bytes, TxKind, U256};
-use serde_json::json;
 use uuid::Uuid;
 
 use super::{TransferError, Transfers, sign_eip1559, store_error};
 use crate::chain::{ChainError, Fees, Node, RefusalKind, TRANSFER_GAS};
 use crate::domain::agent::Agent;
-use crate::domain::audit::Actor;
+use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, Placed, StoredTx};
@@ -51,6 +50,17 @@ fn next_fees(latest: &TxEip1559, fees: &Fees) -> (u128, u128) {
     let priority = raised(latest.max_priority_fee_per_gas, fees.max_priority_fee_per_gas);
     let max_fee = raised(latest.max_fee_per_gas, fees.max_fee_per_gas).max(priority);
     (max_fee, priority)
+}
+
+/// The audit detail of `tx`'s attempt at `at` replaced by `stored` (a fee bump or a cancellation).
+fn replaced(tx: &StoredTx, at: &Placed, stored: &StoredTx) -> detail::Replaced {
+    detail::Replaced {
+        transfer_id: tx.id,
+        chain: tx.chain.clone(),
+        nonce: at.nonce,
+        replaced: at.tx_hash.clone(),
+        tx_hash: stored.tx_hash().map(str::to_owned),
+    }
 }
 
 /// The EIP-1559 transaction inside a stored attempt.
@@ -105,15 +115,8 @@ impl Transfers {
             Broadcast::Sent(stored) | Broadcast::Queued(stored) => {
                 tracing::warn!(tx_id = %tx.id, chain = client.name(), nonce = at.nonce, tx_hash = ?stored.tx_hash(),
                     "a stuck transfer was sent again with higher fees");
-                let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce,
-                    "replaced": at.tx_hash, "tx_hash": stored.tx_hash()});
-                self.audit(
-                    tx.agent_id,
-                    crate::domain::audit::Action::TransferFeeBumped,
-                    Actor::System,
-                    detail,
-                )
-                .await;
+                let detail = Detail::TransferFeeBumped(replaced(tx, at, &stored));
+                self.audit(tx.agent_id, Actor::System, detail).await;
                 Ok(Bump::Sent(stored))
             }
             Broadcast::Refused(e) => {
@@ -173,15 +176,8 @@ impl Transfers {
         let stored = match &cancelled {
             Cancelled::Sent(stored) | Cancelled::Queued(stored) => stored,
         };
-        let detail = json!({"transfer_id": tx.id, "chain": tx.chain, "nonce": at.nonce, "replaced": at.tx_hash,
-            "tx_hash": stored.tx_hash()});
-        self.audit(
-            agent.id,
-            crate::domain::audit::Action::TransferCancelRequested,
-            actor,
-            detail,
-        )
-        .await;
+        let detail = Detail::TransferCancelRequested(replaced(&tx, &at, stored));
+        self.audit(agent.id, actor, detail).await;
         Ok(cancelled)
     }
 

@@ -41,17 +41,17 @@ impl Transfers {
             .map_or(order.chain.native_symbol, |t| t.symbol.as_str())
             .to_string();
         let outcome = self.try_sweep(&order).await;
-        let mut detail = serde_json::json!({"chain": order.chain.name, "asset": symbol,
-            "to": order.to.to_checksum(None)});
-        if let Ok(TransferOutcome::Sent { tx, .. }) = &outcome {
-            let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
-            detail["amount"] = serde_json::json!(format_units(tx.value_wei, decimals));
-        }
-        let actions = (
-            crate::domain::audit::Action::FundsSwept,
-            crate::domain::audit::Action::SweepRefused,
-        );
-        self.record_outcome_as(order.agent.id, order.actor, detail, outcome.as_ref(), actions)
+        let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
+        let asked = crate::domain::audit::detail::AssetAsked {
+            chain: order.chain.name.into(),
+            asset: symbol,
+            to: order.to.to_checksum(None),
+            amount: match &outcome {
+                Ok(TransferOutcome::Sent { tx, .. }) => Some(format_units(tx.value_wei, decimals)),
+                _ => None,
+            },
+        };
+        self.record_sweep(order.agent.id, order.actor, asked, outcome.as_ref())
             .await;
         outcome
     }

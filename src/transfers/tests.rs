@@ -19,7 +19,7 @@ use crate::chain::simulate::{SimCall, SimMethod, Simulated, SimulationError};
 use crate::chain::{ChainError, Fees, Node, RefusalKind, TxInfo};
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::Amount;
-use crate::domain::audit::{Action, Actor};
+use crate::domain::audit::Actor;
 use crate::domain::chain::ChainInfo;
 use crate::store::{AuditEvent, Mandate, NewAgent, SqliteStore};
 use crate::vault::Vault;
@@ -201,12 +201,14 @@ impl Bench {
             created_at: now,
             updated_at: now,
         };
-        let created = AuditEvent {
-            agent_id: id,
-            action: Action::AgentCreated,
-            actor: Actor::Admin,
-            detail: serde_json::json!({}),
+        let created = crate::domain::audit::detail::AgentCreated {
+            name: agent.name.clone(),
+            chains: agent.chains.clone(),
+            capabilities: vec!["read".into(), "transact".into()],
+            spending_cap: "0".into(),
+            owner_addresses: BTreeMap::new(),
         };
+        let created = AuditEvent::new(id, Actor::Admin, crate::domain::audit::Detail::AgentCreated(created));
         let new = NewAgent {
             agent: agent.clone(),
             key: sealed,

@@ -5,13 +5,13 @@
 
 use alloy::primitives::{Address, U256};
 use alloy::sol_types::SolCall;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
 use super::send::{Kind, Outflow, TypedDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
+use crate::domain::audit::detail::{Asked, TypedAsked, TypedKind};
 use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
 use crate::domain::chain::ChainInfo;
@@ -34,12 +34,17 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let record = self.typed_record(order.chain, &order.typed);
-        let detail = json!({"chain": order.chain.name, "kind": "typed_data",
-            "to": order.typed.verifying().to_checksum(None),
-            "domain": order.typed.json.get("domain"), "primary_type": order.typed.primary_type(),
-            "digest": order.typed.digest, "simulation": record.simulation});
+        let asked = Asked::TypedData(TypedAsked {
+            chain: order.chain.name.into(),
+            kind: TypedKind::TypedData,
+            to: order.typed.verifying().to_checksum(None),
+            domain: order.typed.json.get("domain").cloned().unwrap_or_default(),
+            primary_type: order.typed.primary_type().into(),
+            digest: order.typed.digest,
+            simulation: record.simulation.clone(),
+        });
         let outcome = self.try_sign_typed(&order, record).await;
-        self.record_outcome(order.by.agent.id, order.by.actor, detail, outcome.as_ref())
+        self.record_outcome(order.by.agent.id, order.by.actor, asked, outcome.as_ref())
             .await;
         outcome
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
-use agentd::domain::audit::Action;
+use agentd::domain::audit::{Detail, detail};
 use agentd::domain::decision::Refusal;
 use agentd::domain::transaction::{Body, OnChain, TxState};
 use agentd::store::{
@@ -68,7 +68,7 @@ pub(crate) async fn stored_agent(store: &dyn Store, cap: u64) -> (Agent, String)
                 key,
                 token_hash: token_hash.clone(),
             },
-            &noted(agent.id, Action::AgentCreated),
+            &noted(agent.id, created(&agent)),
         )
         .await
         .expect("the agent is stored");
@@ -253,13 +253,13 @@ async fn an_agent_is_created_read_updated_and_deactivated() {
 
     assert!(
         store
-            .deactivate_agent(agent.id, &noted(agent.id, Action::AgentDeleted))
+            .deactivate_agent(agent.id, &noted(agent.id, Detail::AgentDeleted(detail::Nothing {})))
             .await
             .unwrap()
     );
     assert!(
         !store
-            .deactivate_agent(agent.id, &noted(agent.id, Action::AgentDeleted))
+            .deactivate_agent(agent.id, &noted(agent.id, Detail::AgentDeleted(detail::Nothing {})))
             .await
             .unwrap(),
         "already inactive"
@@ -282,7 +282,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     let proof = ReissueProof::CurrentToken { token_hash: &first };
     assert!(
         store
-            .reissue_token(agent.id, proof, "second", &noted(agent.id, Action::TokenReissued))
+            .reissue_token(agent.id, proof, "second", &noted(agent.id, reissued()))
             .await
             .unwrap()
     );
@@ -295,7 +295,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     let stale = ReissueProof::CurrentToken { token_hash: &first };
     assert!(
         !store
-            .reissue_token(agent.id, stale, "never", &noted(agent.id, Action::TokenReissued))
+            .reissue_token(agent.id, stale, "never", &noted(agent.id, reissued()))
             .await
             .unwrap()
     );
@@ -313,7 +313,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     };
     assert!(
         store
-            .reissue_token(agent.id, proof, "third", &noted(agent.id, Action::TokenReissued))
+            .reissue_token(agent.id, proof, "third", &noted(agent.id, reissued()))
             .await
             .unwrap()
     );
@@ -326,7 +326,7 @@ async fn a_token_is_looked_up_and_reissued_with_either_proof_once() {
     };
     assert!(
         !store
-            .reissue_token(agent.id, used, "fourth", &noted(agent.id, Action::TokenReissued))
+            .reissue_token(agent.id, used, "fourth", &noted(agent.id, reissued()))
             .await
             .unwrap(),
         "a used challenge is refused"
@@ -761,12 +761,7 @@ async fn the_event_feed_of_another_instance_delivers_a_settled_event_on_postgres
 async fn an_audit_event_is_stored() {
     let (_db, store) = open().await;
     let (agent, _) = stored_agent(store.as_ref(), 0).await;
-    let event = AuditEvent {
-        agent_id: agent.id,
-        action: Action::TokenReissued,
-        actor: agentd::domain::audit::Actor::Owner,
-        detail: json!({"proof": "challenge"}),
-    };
+    let event = AuditEvent::new(agent.id, agentd::domain::audit::Actor::Owner, reissued());
     store.insert_audit(&event).await.expect("the audit event is stored");
     let unknown = AuditEvent {
         agent_id: Uuid::new_v4(),
@@ -787,7 +782,14 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         ..Default::default()
     };
     store
-        .put_policy(agent.id, &policy, &noted(agent.id, Action::PolicyUpdated))
+        .put_policy(
+            agent.id,
+            &policy,
+            &noted(
+                agent.id,
+                Detail::PolicyUpdated(detail::PolicyUpdated { policy: json!({}) }),
+            ),
+        )
         .await
         .unwrap();
     let request = transfer(&agent, 1_000, None);
@@ -890,7 +892,7 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
         .unwrap();
     let marking = tokio::spawn({
         let store = store.clone();
-        let event = noted(agent.id, Action::TransferAccepted);
+        let event = noted(agent.id, accepted(request.id));
         async move { store.mark_broadcast_audited(request.id, &event).await }
     });
     // The mark holds the transfer's row and waits for the audit head.
@@ -920,11 +922,40 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
     assert!(audit.iter().any(|e| e.action == "transfer_accepted"), "{audit:?}");
 }
 
-fn noted(agent_id: Uuid, action: Action) -> AuditEvent {
-    AuditEvent {
-        agent_id,
-        action,
-        actor: agentd::domain::audit::Actor::Admin,
-        detail: json!({}),
-    }
+fn created(agent: &Agent) -> Detail {
+    Detail::AgentCreated(detail::AgentCreated {
+        name: agent.name.clone(),
+        chains: agent.chains.clone(),
+        capabilities: vec![],
+        spending_cap: "0".into(),
+        owner_addresses: Default::default(),
+    })
+}
+
+fn reissued() -> Detail {
+    Detail::TokenReissued(detail::TokenReissued {
+        proof: detail::Proof::CurrentToken,
+        client: "127.0.0.1".into(),
+    })
+}
+
+fn accepted(transfer_id: Uuid) -> Detail {
+    Detail::TransferAccepted(detail::TransferAccepted {
+        asked: detail::Asked::Asset(detail::AssetAsked {
+            chain: CHAIN.into(),
+            asset: "ETH".into(),
+            to: "0x0000000000000000000000000000000000000001".into(),
+            amount: Some("1".into()),
+        }),
+        accepted: detail::Accepted {
+            transfer_id,
+            status: "pending".into(),
+            tx_hash: None,
+        },
+    })
+}
+
+/// An entry for a change whose detail the test does not look at.
+fn noted(agent_id: Uuid, detail: Detail) -> AuditEvent {
+    AuditEvent::new(agent_id, agentd::domain::audit::Actor::Admin, detail)
 }

@@ -2,7 +2,7 @@
 //! PostgreSQL with `TEST_POSTGRES_URL`): a hash registered once per chain, kept after removal, brought back by owner
 //! authority only, and a revocation recorded once.
 
-use agentd::domain::audit::{Action, Actor};
+use agentd::domain::audit::{Actor, Detail, detail};
 use agentd::domain::delegation::Status;
 use agentd::store::AuditEvent;
 use agentd::store::delegations::{DelegationRecord, Registration};
@@ -26,13 +26,17 @@ fn record(agent_id: Uuid, chain: &str, hash: B256) -> DelegationRecord {
     }
 }
 
-fn audit(agent_id: Uuid, action: Action) -> AuditEvent {
-    AuditEvent {
-        agent_id,
-        action,
-        actor: Actor::Admin,
-        detail: json!({}),
-    }
+fn audit(agent_id: Uuid, detail: Detail) -> AuditEvent {
+    AuditEvent::new(agent_id, Actor::Admin, detail)
+}
+
+fn added(id: Uuid) -> Detail {
+    Detail::DelegationAdded(detail::DelegationAdded {
+        delegation_id: id,
+        chain: "base".into(),
+        hash: format!("{:#x}", B256::repeat_byte(0x33)),
+        delegator: "0x0000000000000000000000000000000000000001".into(),
+    })
 }
 
 #[tokio::test]
@@ -41,7 +45,7 @@ async fn a_delegation_hash_is_registered_once_per_chain_and_outlives_its_removal
     let (agent, _) = stored_agent(store.as_ref(), 0).await;
     let hash = B256::repeat_byte(0x33);
     let first = record(agent.id, "base", hash);
-    let added = audit(agent.id, Action::DelegationAdded);
+    let added = audit(agent.id, added(first.id));
     let Registration::Added(stored) = store.add_delegation(&first, false, &added).await.unwrap() else {
         panic!("the first registration is stored");
     };
@@ -58,7 +62,12 @@ async fn a_delegation_hash_is_registered_once_per_chain_and_outlives_its_removal
         Registration::Added(_)
     ));
 
-    let removed = audit(agent.id, Action::DelegationRemoved);
+    let removed = audit(
+        agent.id,
+        Detail::DelegationRemoved(detail::DelegationRemoved {
+            delegation_id: first.id,
+        }),
+    );
     assert_eq!(
         store.remove_delegation(agent.id, first.id, &removed).await.unwrap(),
         Some(true)
@@ -116,12 +125,20 @@ async fn a_revocation_is_recorded_once_with_its_event() {
     let (agent, _) = stored_agent(store.as_ref(), 0).await;
     let delegation = record(agent.id, "base", B256::repeat_byte(0x44));
     store
-        .add_delegation(&delegation, false, &audit(agent.id, Action::DelegationAdded))
+        .add_delegation(&delegation, false, &audit(agent.id, added(delegation.id)))
         .await
         .unwrap();
     assert_eq!(store.active_delegations("base").await.unwrap().len(), 1);
-    let mut revoked = audit(agent.id, Action::DelegationRevoked);
-    revoked.detail = json!({"delegation_id": delegation.id});
+    let revoked = audit(
+        agent.id,
+        Detail::DelegationRevoked(detail::DelegationRevoked {
+            delegation_id: delegation.id,
+            chain: "base".into(),
+            hash: format!("{:#x}", delegation.hash),
+            delegator: delegation.delegator.to_checksum(None),
+            status: "revoked".into(),
+        }),
+    );
     let event = store
         .revoke_delegation(delegation.id, &revoked)
         .await

@@ -11,7 +11,7 @@ use super::{Backend, SqlStore};
 use crate::domain::audit::{self, AuditEntry, AuditKey};
 use crate::domain::webhook;
 use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
-use crate::store::{AuditEvent, AuditStore, StoreResult};
+use crate::store::{AuditEvent, AuditStore, StoreError, StoreResult};
 
 #[async_trait]
 impl<B> AuditStore for SqlStore<B>
@@ -119,13 +119,17 @@ where
         let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
         let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
         let at = crate::domain::now();
-        let detail = audit::canonical_json(&event.detail);
+        let json = event
+            .detail
+            .to_json()
+            .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
+        let detail = audit::canonical_json(&json);
         let (id,): (i64,) = sqlx::query_as(
             "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) \
              VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(event.agent_id)
-        .bind(event.action.as_str())
+        .bind(event.action().as_str())
         .bind(event.actor.as_str())
         .bind(&detail)
         .bind(at)
@@ -137,7 +141,7 @@ where
             at,
             agent_id: event.agent_id,
             actor: event.actor.as_str().to_string(),
-            action: event.action.to_string(),
+            action: event.action().to_string(),
             detail,
             prev_hash,
             hash: String::new(),
@@ -154,12 +158,9 @@ where
             .execute(&mut *conn)
             .await?;
         // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
-        if let Some(pushed) = webhook::from_audit(
-            event.agent_id,
-            event.action.as_str(),
-            event.actor.as_str(),
-            &event.detail,
-        ) {
+        let pushed = webhook::from_audit(event.agent_id, event.actor, &event.detail)
+            .map_err(|e| StoreError::Corrupt(format!("webhook event of an audit entry: {e}")))?;
+        if let Some(pushed) = pushed {
             Self::outbox_in(conn, pushed).await?;
         }
         Ok(())

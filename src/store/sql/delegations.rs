@@ -8,6 +8,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
+use crate::domain::audit::Detail;
 use crate::domain::delegation::Status;
 use crate::store::delegations::{DelegationRecord, DelegationStore, Registration};
 use crate::store::shared::{EVENT_COLUMNS, EventRow};
@@ -127,7 +128,9 @@ where
             Some(_) => return Ok(Registration::Exists),
         };
         let mut audit = audit.clone();
-        audit.detail["delegation_id"] = json!(record.id);
+        if let Detail::DelegationAdded(added) = &mut audit.detail {
+            added.delegation_id = record.id;
+        }
         Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
         tx.commit().await?;
         Ok(Registration::Added(record))
@@ -199,7 +202,10 @@ where
         if B::rows_affected(&changed) != 1 {
             return Ok(None);
         }
-        let mut payload = audit.detail.clone();
+        let mut payload = audit
+            .detail
+            .to_json()
+            .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
         payload["type"] = json!("delegation_revoked");
         payload["agent_id"] = json!(audit.agent_id);
         let row: EventRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(

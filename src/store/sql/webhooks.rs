@@ -553,13 +553,16 @@ where
                         .fetch_optional(&mut *tx)
                         .await?;
                 if let Some((Some(agent_id), url)) = agent {
-                    let event = AuditEvent {
-                        agent_id,
-                        action: crate::domain::audit::Action::WebhookDisabled,
-                        actor: crate::domain::audit::Actor::System,
-                        detail: json!({"webhook_id": due.webhook_id, "url": crate::store::webhooks::url_shown(&url),
-                            "reason": "every attempt failed for 24 hours"}),
+                    let disabled = crate::domain::audit::detail::WebhookDisabled {
+                        webhook_id: due.webhook_id,
+                        url: crate::store::webhooks::url_shown(&url),
+                        reason: "every attempt failed for 24 hours".into(),
                     };
+                    let event = AuditEvent::new(
+                        agent_id,
+                        crate::domain::audit::Actor::System,
+                        crate::domain::audit::Detail::WebhookDisabled(disabled),
+                    );
                     Self::append_audit(&mut *tx, audit_key, &event).await?;
                 }
             }
