@@ -180,6 +180,7 @@ impl Transfers {
             asset: symbol(&order).into(),
             to: order.to.to_checksum(None),
             amount: Some(order.amount.text().to_owned()),
+            delegation_id: order.delegation,
         });
         self.record_outcome(order.by.agent.id, order.by.actor, asked, outcome.as_ref())
             .await;

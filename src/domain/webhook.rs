@@ -320,6 +320,7 @@ mod tests {
                     asset: "ETH".into(),
                     to: "0x0000000000000000000000000000000000000001".into(),
                     amount: Some("1".into()),
+                    delegation_id: None,
                 }),
                 refused: Refused {
                     code: code.into(),

@@ -160,6 +160,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
                     asset: symbol.into(),
                     to: to.to_checksum(None),
                     amount: Some(text),
+                    delegation_id: None,
                 });
                 let refused = cx.services.transfers.refused_order(cx.agent, cx.actor, asked, refusal);
                 return Err(refused.await.into());

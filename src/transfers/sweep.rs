@@ -50,6 +50,7 @@ impl Transfers {
                 Ok(TransferOutcome::Sent { tx, .. }) => Some(format_units(tx.value_wei, decimals)),
                 _ => None,
             },
+            delegation_id: None,
         };
         self.record_sweep(order.agent.id, order.actor, asked, outcome.as_ref())
             .await;

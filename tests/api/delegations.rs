@@ -1022,6 +1022,23 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
     assert_eq!(sent["from"], world.owner.address().to_checksum(None), "{sent}");
     assert_eq!(sent["delegation"]["id"], id);
     assert_eq!(sent["delegation"]["delegator"], world.owner.address().to_checksum(None));
+    // Audited as a transfer, with the delegation it redeemed.
+    let (_, audit) = call(
+        &app,
+        &agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    let accepted = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "transfer_accepted")
+        .unwrap_or_else(|| panic!("no transfer_accepted in {audit}"));
+    assert_eq!(accepted["detail"]["delegation_id"], id, "{accepted}");
     // What the chain shows: the owner's USDC went to the recipient; the agent's wallet held none and paid the gas.
     for _ in 0..100 {
         if token_balance(&world.anvil, world.usdc, to).await == U256::from(2 * USDC) {

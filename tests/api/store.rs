@@ -946,6 +946,7 @@ fn accepted(transfer_id: Uuid) -> Detail {
             asset: "ETH".into(),
             to: "0x0000000000000000000000000000000000000001".into(),
             amount: Some("1".into()),
+            delegation_id: None,
         }),
         accepted: detail::Accepted {
             transfer_id,

@@ -142,6 +142,9 @@ pub struct AssetAsked {
     pub to: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub amount: Option<String>,
+    /// The on-chain delegation a send redeems (§21): the amount leaves its delegator's account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_id: Option<Uuid>,
 }
 
 /// A contract call: the contract, the value sent with it, and what its simulation showed once it ran.

@@ -36,6 +36,7 @@ fn asset() -> AssetAsked {
         asset: s("ETH"),
         to: s(PAYEE),
         amount: Some(s("0.5")),
+        delegation_id: None,
     }
 }
 
