@@ -85,7 +85,7 @@ pub struct Described {
     /// The caveats' terms, in order (`None` for one the chain's configured enforcers no longer name).
     pub terms: Vec<Option<Terms>>,
     /// Each limit with what is left of it now (`None`: not active, or the node did not answer).
-    pub limits: Vec<(Limit, Option<U256>)>,
+    pub limits: Vec<(Limit, Option<Left>)>,
     pub status: Status,
     pub not_before: Option<u64>,
     pub expires_at: Option<u64>,
@@ -100,7 +100,7 @@ impl Described {
             .limits
             .iter()
             .filter(|(limit, _)| limit.asset == asset)
-            .map(|(_, available)| *available)
+            .map(|(_, left)| left.map(|l| l.shown))
             .collect();
         figures
             .iter()
@@ -357,16 +357,40 @@ impl Delegations {
     }
 
     /// What is left of `limit` now: the enforcer's figure at the latest block, less this service's redemptions the
-    /// block has not included yet. `None` when the node does not answer (logged).
-    async fn available(&self, record: &DelegationRecord, delegation: &Delegation, limit: &Limit) -> Option<U256> {
+    /// block has not included yet (those whose nonce the delegate's wallet had not used, its mined nonce read before
+    /// the figure, so one mined in between is counted twice rather than missed). `None` when the node does not
+    /// answer (logged). The money path reads the chain's figure alone (`Left::on_chain`): its reserving
+    /// transaction holds the redemptions itself.
+    async fn available(&self, record: &DelegationRecord, delegation: &Delegation, limit: &Limit) -> Option<Left> {
         let manager = self.manager(&record.chain).ok()?;
         let client = self.chains.get(&record.chain).ok()?;
         let enforcer = delegation.caveats.get(limit.caveat)?;
+        let mined = match client.mined_nonce(delegation.delegate).await {
+            Ok(mined) => mined,
+            Err(e) => {
+                tracing::warn!(delegation_id = %record.id, error = %e, "the delegate's nonce could not be read");
+                return None;
+            }
+        };
         let call = rules::available_call(limit, record.hash, manager, &enforcer.terms);
         match client.read(enforcer.enforcer, call).await {
             Ok(Read::Answer(out)) => {
                 let on_chain = rules::available_answer(limit, &out)?;
-                Some(rules::available(on_chain, pending_redemptions(record, limit)))
+                let token = match limit.asset {
+                    rules::LimitAsset::Native => None,
+                    rules::LimitAsset::Token(token) => Some(token),
+                };
+                let pending = match self.store.unmined_redemptions(record.id, token, mined).await {
+                    Ok(pending) => pending,
+                    Err(e) => {
+                        tracing::error!(delegation_id = %record.id, error = %e, "the redemptions on their way could not be read");
+                        return None;
+                    }
+                };
+                Some(Left {
+                    on_chain,
+                    shown: rules::available(on_chain, pending),
+                })
             }
             Ok(Read::Reverted) => {
                 tracing::warn!(delegation_id = %record.id, "the enforcer refused to report what is available");
@@ -420,11 +444,13 @@ impl Delegations {
     }
 }
 
-/// The amounts of this service's redemptions of `record` under `limit` that the latest block has not included
-/// yet (signed but unmined), to take off the chain's figure. Redemptions are not recorded yet (the money path's
-/// part of §21): until they are, nothing is pending.
-pub fn pending_redemptions(_record: &DelegationRecord, _limit: &Limit) -> U256 {
-    U256::ZERO
+/// What is left of a limit now (§21 `available`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Left {
+    /// The enforcer's figure at the latest block.
+    pub on_chain: U256,
+    /// Less this service's redemptions that block has not included: what the API shows.
+    pub shown: U256,
 }
 
 fn unreadable(chain: &str, what: &str) -> DelegationError {

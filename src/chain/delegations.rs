@@ -28,7 +28,12 @@ impl ChainClient {
     pub async fn read(&self, to: Address, data: Bytes) -> Result<Read, ChainError> {
         let p = self.provider();
         let request = TransactionRequest::default().to(to).input(data.into());
-        match self.call(|| p.call(request.clone())).await {
+        // At the latest block, named: a node's default may be its pending state, whose figures already count the
+        // transactions in its pool (§21 reads `available` at the latest block).
+        match self
+            .call(|| p.call(request.clone()).block(alloy::eips::BlockId::latest()))
+            .await
+        {
             Ok(out) => Ok(Read::Answer(out)),
             Err(ChainError::Refused {
                 reason: RefusalKind::Other | RefusalKind::TokenBalanceTooLow,

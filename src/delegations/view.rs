@@ -1,7 +1,6 @@
 //! Views of on-chain delegations (§21), as the HTTP API and the `list_delegations` tool show them: the delegation with its caveats decoded, its limits with what is available
 //! now, its window and status.
 
-use alloy::primitives::U256;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -125,7 +124,7 @@ impl DelegationView {
                     amount: format_units(limit.amount, decimals),
                     period_seconds: limit.period_seconds,
                     start: limit.start,
-                    available: available.map(|a: U256| format_units(a, decimals)),
+                    available: available.map(|a| format_units(a.shown, decimals)),
                 }
             })
             .collect();

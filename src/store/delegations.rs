@@ -52,6 +52,15 @@ pub trait DelegationStore: Send + Sync + 'static {
     /// Marks it `removed` with `audit`; `None` for an unknown id, `Some(false)` when it was removed already
     /// (nothing written).
     async fn remove_delegation(&self, agent_id: Uuid, id: Uuid, audit: &AuditEvent) -> StoreResult<Option<bool>>;
+    /// What this service's redemptions of delegation `id` in `token` (`None`: the native coin) hold that the chain
+    /// may not count yet: those whose nonce the delegate's wallet had not used at `mined_nonce`, in any status that
+    /// may spend (§21 `available`).
+    async fn unmined_redemptions(
+        &self,
+        id: Uuid,
+        token: Option<alloy::primitives::Address>,
+        mined_nonce: u64,
+    ) -> StoreResult<alloy::primitives::U256>;
     /// The `active` delegations on `chain`, for the revocation watcher.
     async fn active_delegations(&self, chain: &str) -> StoreResult<Vec<DelegationRecord>>;
     /// `active` -> `revoked` once: records the time, `audit` and the `delegation_revoked` stream event (the

@@ -79,6 +79,8 @@ impl Transfers {
                     reason: format!("what caveat {} leaves could not be read", limit.caveat),
                 })
             })?;
+            // The chain's figure: the reserving transaction holds this service's redemptions against it itself.
+            let left = left.on_chain;
             available = Some(available.map_or(left, |a| a.min(left)));
         }
         let available = available.unwrap_or(U256::ZERO);

@@ -1332,3 +1332,45 @@ async fn a_delegation_disabled_on_chain_refuses_the_next_send_once_as_revoked() 
     assert_eq!(refused["error"]["code"], "delegation_not_active");
     assert_eq!(world.anvil.nonce(wallet(&agent)).await, 0, "nothing was signed");
 }
+
+#[tokio::test]
+async fn available_is_the_chains_figure_less_this_services_redemptions_the_latest_block_has_not_included() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = spending_agent(&world, &app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 61).await;
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    let one = format!("/api/agents/{}/delegations/{id}", agent.id);
+    let available = || async {
+        let (status, body) = call(&app, &agent, false, Method::GET, &one, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["limits"][0]["available"].clone()
+    };
+    world.anvil.set_automine(false).await;
+    let (status, sent) = transfer(
+        &app,
+        &agent,
+        json!({"chain": "base", "to": fresh_address().to_checksum(None), "amount": "2", "asset": "USDC",
+               "delegation": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    // Not mined: the chain still says 5, less the 2 on their way.
+    assert_eq!(available().await, "3");
+    world.anvil.mine(1).await;
+    assert_eq!(world.anvil.mined_nonce(wallet(&agent)).await, 1, "mined");
+    // Mined: the chain says 3, and nothing is on its way.
+    assert_eq!(available().await, "3");
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(98 * USDC)
+    );
+}

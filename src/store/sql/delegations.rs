@@ -1,6 +1,7 @@
 //! Delegations (§21): registration, listing, removal and the revocation noticed on chain, each change with its
 //! audit entry (and, for a revocation, its stream event) in one transaction.
 
+use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -63,6 +64,7 @@ where
     for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> Option<DateTime<Utc>>: Decode<'r, B>,
     for<'r> Option<Uuid>: Decode<'r, B> + Encode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B>,
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
@@ -178,6 +180,21 @@ where
         Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
         tx.commit().await?;
         Ok(Some(true))
+    }
+
+    async fn unmined_redemptions(&self, id: Uuid, token: Option<Address>, mined_nonce: u64) -> StoreResult<U256> {
+        // As the reserving transaction holds them (`held_by_redemptions`): whatever their recorded status since.
+        let rows: Vec<(String,)> = sqlx::query_as(concat!(
+            "SELECT value_wei FROM transactions WHERE delegation_id = $1 AND nonce >= $2 \
+             AND token_address IS NOT DISTINCT FROM $3 AND status IN ",
+            crate::store::shared::outgoing_statuses!()
+        ))
+        .bind(id)
+        .bind(i64::try_from(mined_nonce).unwrap_or(i64::MAX))
+        .bind(token.map(|t| t.to_checksum(None)))
+        .fetch_all(&self.pool)
+        .await?;
+        crate::store::shared::sum_wei(&rows, "value_wei")
     }
 
     async fn active_delegations(&self, chain: &str) -> StoreResult<Vec<DelegationRecord>> {
