@@ -51,6 +51,10 @@ struct NewCall {
     /// tuples as arrays.
     #[schema(value_type = Option<Vec<serde_json::Value>>)]
     args: Option<Vec<Value>>,
+    /// An on-chain delegation of the agent's to redeem (§21): the call runs from the delegator's account, judged as
+    /// its execution (a registry token's `transfer`, or a plain native send).
+    #[schema(format = "uuid")]
+    delegation: Option<String>,
 }
 
 /// A call's simulation and the verdict it would get now.
@@ -97,8 +101,12 @@ async fn create_call(
             claim,
         };
         let parsed = parse(&caller, body)?;
+        let delegation = parsed.delegation;
         let order = parsed.order(&caller, &mandate)?;
-        let (outcome, _) = transfers.call(order).await?;
+        let outcome = match delegation {
+            Some(id) => transfers.call_through(order, id).await?,
+            None => transfers.call(order).await?.0,
+        };
         Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
     })
     .await
@@ -122,6 +130,12 @@ async fn simulate_call(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<SimulatedCall>> {
     let parsed = parse(&caller, body)?;
+    if parsed.delegation.is_some() {
+        return Err(AppError::field(
+            "delegation",
+            "a delegated call is judged as its transfer: send it with POST …/calls or POST …/transfers",
+        ));
+    }
     let mandate = Mandate::NONE;
     let order = parsed.order(&caller, &mandate)?;
     let previewed = transfers.preview_call(&order).await?;
@@ -139,6 +153,7 @@ struct Parsed {
     to: alloy::primitives::Address,
     value: alloy::primitives::U256,
     encoded: call::Encoded,
+    delegation: Option<uuid::Uuid>,
 }
 
 impl Parsed {
@@ -190,10 +205,17 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
         }
     };
     let encoded = call::encode(input).map_err(|e| AppError::field(&e.field(), e.to_string()))?;
+    let delegation = request
+        .delegation
+        .as_deref()
+        .map(|id| uuid::Uuid::parse_str(id.trim()))
+        .transpose()
+        .map_err(|_| AppError::field("delegation", "must be the id of one of the agent's delegations"))?;
     Ok(Parsed {
         chain,
         to,
         value,
         encoded,
+        delegation,
     })
 }

@@ -216,3 +216,56 @@ impl Kind<'_> {
         }
     }
 }
+
+impl Transfers {
+    /// A contract call redeemed through delegation `id` (§21): judged as its execution. With the caveats agentd takes,
+    /// the chain lets through only a registry token's `transfer(to, amount)` or a plain native send, so it is sent as
+    /// that transfer (every check of a delegated send, then the send path); any other call is refused, after the
+    /// delegation's own checks, as `delegation_caveat`.
+    pub async fn call_through(
+        &self,
+        order: super::CallOrder<'_>,
+        id: Uuid,
+    ) -> Result<super::TransferOutcome, TransferError> {
+        let chain = order.chain;
+        let calldata = &order.encoded.calldata;
+        let (token, to, amount) = if calldata.is_empty() && !order.value.is_zero() {
+            (None, order.to, order.value)
+        } else {
+            let token = self.chains.tokens().find(chain, &order.to.to_checksum(None));
+            let transfer =
+                <crate::domain::erc20::IERC20::transferCall as alloy::sol_types::SolCall>::abi_decode(calldata);
+            match (token, transfer) {
+                (Some(token), Ok(call)) if order.value.is_zero() && token.token.is_some() => {
+                    (Some(token), call.to, call.value)
+                }
+                _ => {
+                    let unavailable = || TransferError::DelegationsUnavailable(chain.name.to_string());
+                    let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
+                    delegations
+                        .for_send(order.by.agent.id, chain.name, id)
+                        .await
+                        .map_err(delegation_error)?;
+                    return Err(TransferError::DelegationCaveat(
+                        "through a delegation only a registry token's transfer(to, amount) or a plain native send \
+                         is let through by the caveats agentd takes"
+                            .into(),
+                    ));
+                }
+            }
+        };
+        let decimals = token.as_ref().map_or(chain.decimals, |t| t.decimals);
+        let amount = crate::domain::amount::Amount::parse(&format_units(amount, decimals), decimals)
+            .map_err(|e| TransferError::InvalidAmount(e.to_string()))?;
+        self.send(super::TransferOrder {
+            by: order.by,
+            chain,
+            to,
+            token,
+            amount,
+            conversation_id: order.conversation_id,
+            delegation: Some(id),
+        })
+        .await
+    }
+}

@@ -1374,3 +1374,48 @@ async fn available_is_the_chains_figure_less_this_services_redemptions_the_lates
         U256::from(98 * USDC)
     );
 }
+
+#[tokio::test]
+async fn a_delegated_call_is_judged_as_its_transfer_and_any_other_call_is_refused_as_a_caveat() {
+    let world = world().await;
+    let app = world.app().await;
+    let agent = spending_agent(&world, &app).await;
+    let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 71).await;
+    let (status, registered) = post(
+        &app,
+        &agent,
+        false,
+        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let id = registered["id"].as_str().unwrap();
+    let calls = format!("/api/agents/{}/calls", agent.id);
+    let to = fresh_address();
+    let body = json!({"chain": "base", "to": world.usdc.to_checksum(None), "function": "transfer(address,uint256)",
+                      "args": [to.to_checksum(None), (USDC * 3 / 2).to_string()], "delegation": id});
+    let (status, sent) = call(&app, &agent, false, Method::POST, &calls, Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(sent["delegation"]["id"], id, "{sent}");
+    for _ in 0..100 {
+        if token_balance(&world.anvil, world.usdc, to).await == U256::from(USDC * 3 / 2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, to).await,
+        U256::from(USDC * 3 / 2)
+    );
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(100 * USDC - USDC * 3 / 2)
+    );
+    let nonce = world.anvil.nonce(wallet(&agent)).await;
+    let approve = json!({"chain": "base", "to": world.usdc.to_checksum(None), "function": "approve(address,uint256)",
+                         "args": [to.to_checksum(None), "1"], "delegation": id});
+    let (status, refused) = call(&app, &agent, false, Method::POST, &calls, Some(approve)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "delegation_caveat", "{refused}");
+    assert_eq!(world.anvil.nonce(wallet(&agent)).await, nonce, "nothing was signed");
+}

@@ -1683,6 +1683,12 @@ export interface components {
              *     tuples as arrays.
              */
             args?: unknown[] | null;
+            /**
+             * Format: uuid
+             * @description An on-chain delegation of the agent's to redeem (§21): the call runs from the delegator's account, judged as
+             *     its execution (a registry token's `transfer`, or a plain native send).
+             */
+            delegation?: string | null;
         };
         /** @description Typed data to sign on one of the agent's chains. */
         NewSignature: {
