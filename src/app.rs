@@ -76,8 +76,9 @@ impl App {
 
     /// Serves until `shutdown` completes: then stops the watchers, ends the streams and finishes in-flight requests.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        tracing::info!("listening on {}", self.local_addr());
+        // The warnings come first: whoever waits for "listening on" (a supervisor, a test) has read them by then.
         self.warn_of_missing_setup();
+        tracing::info!("listening on {}", self.local_addr());
         self.spawn_workers().await;
         let stop = self.stop;
         let mut stopping = stop.subscribe();

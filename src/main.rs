@@ -109,7 +109,11 @@ fn main() -> ExitCode {
             } => import_to_pkcs11(&config).await,
             Command::RotateKey { new_key } => rotate_key(&config, new_key.as_deref()).await,
             Command::Openapi => unreachable!("answered before the configuration is loaded"),
-            Command::Serve => App::build(config).await?.run_until_stopped(shutdown_signal()).await,
+            Command::Serve => {
+                // The handlers are installed before the server starts: a signal while it starts stops it gracefully.
+                let stop = shutdown_signal();
+                App::build(config).await?.run_until_stopped(stop).await
+            }
         }
     });
     runtime.shutdown_timeout(Duration::from_secs(2));
@@ -247,22 +251,27 @@ async fn import_to_pkcs11(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when the future is first
+/// polled (once the server runs): a signal that arrives in between would otherwise take its default action and end
+/// the process at once, cutting its start-up log short.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let installed = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
+    async move {
+        #[cfg(unix)]
+        match installed {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! { _ = interrupt.recv() => {}, _ = terminate.recv() => {} }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown signal received; finishing in-flight requests");
+    }
 }
