@@ -969,6 +969,14 @@ pub async fn drive_delegations(oracle: &mut crate::helpers::openapi::Oracle) {
     oracle.check("DELETE", one_template, &send(true, Method::DELETE, &one, None).await);
 }
 
+/// Registers `delegation` with the agent's token; its id.
+async fn register(app: &TestApp, agent: &CreatedAgent, delegation: &Delegation) -> String {
+    let body = json!({"chain": "base", "delegation": delegation_json(delegation)});
+    let (status, registered) = post(app, agent, false, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    registered["id"].as_str().expect("an id").to_string()
+}
+
 /// `POST …/transfers` as the agent.
 async fn transfer(app: &TestApp, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
     call(
@@ -1001,15 +1009,8 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
     let wallet = wallet(&agent);
     world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
     let delegation = world.daily_usdc(wallet, 5 * USDC, 21).await;
-    let (status, registered) = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap();
+    let id = register(&app, &agent, &delegation).await;
+    let id = id.as_str();
     let to = fresh_address();
 
     let (status, sent) = transfer(
@@ -1137,15 +1138,7 @@ async fn concurrent_redemptions_from_two_instances_on_one_database_never_exceed_
     let wallet = wallet(&agent);
     world.anvil.set_balance(wallet, wei(ONE_ETH)).await;
     let delegation = world.daily_usdc(wallet, 5 * USDC, 33).await;
-    let (status, registered) = post(
-        &first,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap().to_string();
+    let id = register(&first, &agent, &delegation).await;
     let to = fresh_address();
 
     // Twelve transfers of 1 USDC at once, alternating between the instances, against 5 USDC a day.
@@ -1235,15 +1228,8 @@ async fn a_delegated_native_send_answers_to_the_policy_on_top_and_its_period_rol
         ],
         41,
     );
-    let (status, registered) = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap();
+    let id = register(&app, &agent, &delegation).await;
+    let id = id.as_str();
     let policy = json!({"limits": {"base:ETH": {"per_transfer": "0.5"}}});
     let path = format!("/api/agents/{}/policy", agent.id);
     let (status, body) = call(&app, &agent, true, Method::PUT, &path, Some(policy)).await;
@@ -1306,15 +1292,8 @@ async fn a_delegation_disabled_on_chain_refuses_the_next_send_once_as_revoked() 
     let app = world.app().await;
     let agent = spending_agent(&world, &app).await;
     let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 51).await;
-    let (status, registered) = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap();
+    let id = register(&app, &agent, &delegation).await;
+    let id = id.as_str();
     assert!(
         world
             .framework
@@ -1339,15 +1318,8 @@ async fn available_is_the_chains_figure_less_this_services_redemptions_the_lates
     let app = world.app().await;
     let agent = spending_agent(&world, &app).await;
     let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 61).await;
-    let (status, registered) = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap();
+    let id = register(&app, &agent, &delegation).await;
+    let id = id.as_str();
     let one = format!("/api/agents/{}/delegations/{id}", agent.id);
     let available = || async {
         let (status, body) = call(&app, &agent, false, Method::GET, &one, None).await;
@@ -1381,15 +1353,8 @@ async fn a_delegated_call_is_judged_as_its_transfer_and_any_other_call_is_refuse
     let app = world.app().await;
     let agent = spending_agent(&world, &app).await;
     let delegation = world.daily_usdc(wallet(&agent), 5 * USDC, 71).await;
-    let (status, registered) = post(
-        &app,
-        &agent,
-        false,
-        json!({"chain": "base", "delegation": delegation_json(&delegation)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let id = registered["id"].as_str().unwrap();
+    let id = register(&app, &agent, &delegation).await;
+    let id = id.as_str();
     let calls = format!("/api/agents/{}/calls", agent.id);
     let to = fresh_address();
     let body = json!({"chain": "base", "to": world.usdc.to_checksum(None), "function": "transfer(address,uint256)",
