@@ -222,6 +222,9 @@ pub trait TransferStore: Send + Sync + 'static {
     /// so what `domain::decision::decide` answers on them holds when it is applied. Dropped without `commit`, it
     /// writes nothing (a preview, a refusal, a decision that waits for its signature).
     async fn reserving(&self) -> StoreResult<Box<dyn Reserving + '_>>;
+    /// How many reservation rounds may write at once: one where the database has one writer (SQLite), a few
+    /// where transactions of different agents run side by side (PostgreSQL).
+    fn round_leaders(&self) -> usize;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);
@@ -380,9 +383,9 @@ pub trait AuditStore: Send + Sync + 'static {
     /// From now on, entries are hashed under `key` from its `keyed_from` on (set once, at start).
     fn use_audit_key(&self, key: crate::domain::audit::AuditKey);
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
-    /// `signed` -> `pending` (as `mark_broadcast`) and `event` appended, in one transaction: a native send's record
-    /// once the node accepted it, one commit instead of two.
-    async fn mark_broadcast_audited(&self, id: Uuid, event: &AuditEvent) -> StoreResult<()>;
+    /// Outflows' audit entries appended in order, each accepted transfer (`Some(id)`) moved `signed` -> `pending`
+    /// (as `mark_broadcast`) with its entry, all in one transaction: a round of sends' records, one commit.
+    async fn record_outflows(&self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()>;
     /// The agent's entries newest first, older than the entry `before` when given.
     async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>>;
     /// Every agent's entries with an id above `after_id`, oldest first (for `agentd audit verify`). Rows written

@@ -42,6 +42,7 @@ mod gaps;
 mod pay;
 mod redeem;
 mod replace;
+mod rounds;
 mod send;
 mod signing;
 mod sweep;
@@ -88,6 +89,11 @@ pub struct Transfers {
     /// The on-chain delegations the agents' transfers may redeem (§21); none: every chain answers
     /// `delegations_unavailable`.
     delegations: Option<crate::delegations::Delegations>,
+    /// On-chain sends waiting to be reserved, a round of them per transaction (group commit).
+    rounds: rounds::Group<rounds::Sending>,
+    /// Outflows' audit entries (with the `pending` mark of the ones the node took) waiting to be written, a round of
+    /// them per transaction.
+    records: rounds::Group<rounds::Record>,
 }
 
 /// A transfer the agent was asked to make.
@@ -153,7 +159,10 @@ impl Transfers {
         faults: Faults,
         x402: crate::config::X402Config,
     ) -> Self {
+        let leaders = store.round_leaders();
         Transfers {
+            rounds: rounds::reservations(store.clone(), leaders),
+            records: rounds::records(store.clone(), leaders),
             store,
             chains,
             vault,
@@ -250,19 +259,22 @@ impl Transfers {
         detail: Detail,
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
-        let event = AuditEvent::new(agent_id, actor, detail);
-        let recorded = match outcome {
+        let accepted = match outcome {
             Ok(TransferOutcome::Sent {
                 tx,
                 status: BroadcastStatus::Pending,
                 ..
-            }) => self.store.mark_broadcast_audited(tx.id, &event).await,
-            _ => self.store.insert_audit(&event).await,
+            }) => Some(tx.id),
+            _ => None,
         };
-        if let Err(e) = recorded {
-            // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
-            tracing::error!(agent_id = %agent_id, action = %event.action(), error = %e, "audit entry not recorded");
-        }
+        let (done, written) = tokio::sync::oneshot::channel();
+        self.records.push(rounds::Record {
+            accepted,
+            event: AuditEvent::new(agent_id, actor, detail),
+            done,
+        });
+        // Answered once written (or its failure logged): what the caller answers next is in the audit.
+        let _ = written.await;
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {

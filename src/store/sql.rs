@@ -45,6 +45,8 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// What a `SELECT` of work rows appends so that instances take different rows: locked rows are skipped
     /// (PostgreSQL); nothing where the write transaction is the only writer (SQLite).
     const SKIP_LOCKED: &'static str;
+    /// How many reservation rounds write at once (`TransferStore::round_leaders`).
+    const ROUND_LEADERS: usize;
 
     /// How many rows a statement changed (each driver has its own result type).
     fn rows_affected(done: &Self::QueryResult) -> u64;

@@ -98,6 +98,8 @@ impl SqlStore<Sqlite> {
 impl Backend for Sqlite {
     const ROW_LOCK: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
+    /// One writer at a time: one round.
+    const ROUND_LEADERS: usize = 1;
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()

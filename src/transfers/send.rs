@@ -8,12 +8,14 @@
 //! and is delivered by the paid request (`pay`). What differs between kinds is data: what is quoted
 //! (`Kind::quote`) and what is signed (`Kind::sign`).
 
+use std::sync::Arc;
+
 use alloy::primitives::{Address, Bytes, U256};
 use uuid::Uuid;
 
 use super::{
     BroadcastStatus, FEE_MAX_AGE, TransferError, TransferOutcome, Transfers, insufficient_tokens, l1_probe,
-    nonce_filler, sign_transfer, signer_error, store_error, token_ref,
+    nonce_filler, rounds, sign_transfer, signer_error, store_error, token_ref,
 };
 use crate::chain::{ChainError, Node, RefusalKind};
 use crate::domain::asset::Asset;
@@ -30,7 +32,7 @@ use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
 
 /// How many times a reservation is signed when the nonce it named was taken meanwhile (see `Transfers::reserve`).
-const SIGNING_ROUNDS: usize = 16;
+pub(super) const SIGNING_ROUNDS: usize = 16;
 
 /// One outflow to send, whatever its kind.
 pub(super) struct Outflow<'a> {
@@ -316,11 +318,8 @@ impl Transfers {
         let (quote, signer) = tokio::join!(o.kind.quote(client, &o), self.signer(o.agent_id));
         let (quote, signer) = (quote?, signer?);
         let on_chain = o.kind.on_chain();
-        let mut guard = match (on_chain, held) {
-            (true, Some(held)) => Some(held),
-            (true, None) => Some(self.lock(&o).await?),
-            (false, _) => None,
-        };
+        // Without a lock of the caller's, an on-chain send is reserved in a round, which takes the lock.
+        let mut guard = held.filter(|_| on_chain);
         let node_nonce = match on_chain {
             true => self.node_nonce(client, o.agent_id, chain, o.from).await?,
             false => None,
@@ -328,7 +327,11 @@ impl Transfers {
         let mut request = o.request(&quote, node_nonce);
         let from_approval = matches!(o.clearance, Clearance::Approval { .. });
         for attempt in 0..2 {
-            let tx = match self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await? {
+            let reservation = match (on_chain, &guard) {
+                (true, None) => self.reserve_in_round(&o, &signer, &request, quote.priority_fee).await?,
+                _ => self.reserve(&o, signer.as_ref(), &request, quote.priority_fee).await?,
+            };
+            let tx = match reservation {
                 Reservation::Reserved(tx) => *tx,
                 Reservation::AwaitingApproval(approval) => {
                     return Ok(TransferOutcome::AwaitingApproval {
@@ -419,6 +422,29 @@ impl Transfers {
         Err(store_error(StoreError::Corrupt(
             "the nonce to sign at moved under the agent's send lock".into(),
         )))
+    }
+
+    /// `reserve` for an on-chain send, in the next reservation round with the sends of any agents waiting with it
+    /// (`rounds`); alone, under its own lock, when the round could not take it.
+    async fn reserve_in_round(
+        &self,
+        o: &Outflow<'_>,
+        signer: &Arc<dyn WalletSigner>,
+        request: &TransferRequest,
+        priority_fee: u128,
+    ) -> Result<Reservation, TransferError> {
+        let (sending, answer) = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
+        self.rounds.push(sending);
+        match answer.await {
+            Ok(rounds::Answer::Decided(reservation)) => reservation,
+            Ok(rounds::Answer::Alone) => {
+                let _guard = self.lock(o).await?;
+                self.reserve(o, signer.as_ref(), request, priority_fee).await
+            }
+            Err(_) => Err(store_error(StoreError::Corrupt(
+                "the round reserving a transfer ended without an answer".into(),
+            ))),
+        }
     }
 
     /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
@@ -539,37 +565,69 @@ async fn decide_in(tx: &mut (dyn Reserving + '_), request: &TransferRequest) -> 
     })
 }
 
-/// One round of a reservation, in one reserving transaction: the decision on `request` (`decide_in`), applied.
-/// Refused, or held for approval (stored), or allowed at a nonce: then stored as signed with `signed` when it was
-/// made at that nonce; without it (or at another nonce) nothing is written and the answer is `Reservation::Sign`
-/// with the nonce to sign at. The signature is never made inside the transaction.
+/// What `apply` did with a decision.
+pub(super) enum Applied {
+    /// Refused (nothing written), held for approval (stored), or reserved and stored with its signature.
+    Final(Reservation),
+    /// Allowed at `nonce`, but not signed for it: the caller signs there (outside the database) and comes again.
+    Unsigned { nonce: Option<u64> },
+}
+
+/// The decision on `request` (`decide_in`), applied in `tx`: refused; or held for approval (stored); or allowed at
+/// a nonce, then stored as signed with `signed` when it was made at that nonce. Unsigned for that nonce, nothing is
+/// written unless `stand_in`: then the reservation is written with a stand-in for its signature, so that what a
+/// round decides after it counts it, and the caller must roll `tx` back. The signature is never made inside `tx`.
+pub(super) async fn apply(
+    tx: &mut (dyn Reserving + '_),
+    request: &TransferRequest,
+    signed: Option<&Presigned>,
+    stand_in: bool,
+) -> Result<Applied, TransferError> {
+    let Decided { decision, spent, count } = decide_in(tx, request).await?;
+    let (nonce, release) = match decision {
+        Decision::Refuse(r) => return Ok(Applied::Final(Reservation::Refused(r))),
+        Decision::Hold { ttl_secs, holds } => {
+            let approval = tx.hold(request, (ttl_secs, holds), &count).await.map_err(store_error)?;
+            return Ok(Applied::Final(Reservation::AwaitingApproval(Box::new(approval))));
+        }
+        Decision::Reserve { nonce, release } => (nonce, release),
+    };
+    let reserve = Reserve { nonce, spent, release };
+    let signature = match signed.filter(|p| p.nonce == nonce) {
+        Some(p) => p.signed.clone(),
+        None if stand_in => SignedTx {
+            raw: Vec::new(),
+            // Unique, as every stored hash must be; never committed.
+            hash: format!("0x{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple()),
+        },
+        None => return Ok(Applied::Unsigned { nonce }),
+    };
+    let record = tx
+        .reserve(request, reserve, signature, &count)
+        .await
+        .map_err(store_error)?;
+    match signed.is_some_and(|p| p.nonce == nonce) {
+        true => Ok(Applied::Final(Reservation::Reserved(Box::new(record)))),
+        false => Ok(Applied::Unsigned { nonce }),
+    }
+}
+
+/// One reservation of one request, in one reserving transaction (`apply`): committed when held or stored;
+/// `Reservation::Sign` with the nonce to sign at when allowed but not signed for it (nothing written).
 pub async fn reserve_once(
     store: &dyn TransferStore,
     request: &TransferRequest,
     signed: Option<&Presigned>,
 ) -> Result<Reservation, TransferError> {
     let mut tx = store.reserving().await.map_err(store_error)?;
-    let Decided { decision, spent, count } = decide_in(tx.as_mut(), request).await?;
-    let (nonce, release) = match decision {
-        Decision::Refuse(r) => return Ok(Reservation::Refused(r)),
-        Decision::Hold { ttl_secs, holds } => {
-            let approval = tx.hold(request, (ttl_secs, holds), &count).await.map_err(store_error)?;
+    match apply(tx.as_mut(), request, signed, false).await? {
+        Applied::Unsigned { nonce } => Ok(Reservation::Sign { nonce }),
+        Applied::Final(refused @ Reservation::Refused(_)) => Ok(refused),
+        Applied::Final(done) => {
             tx.commit().await.map_err(store_error)?;
-            return Ok(Reservation::AwaitingApproval(Box::new(approval)));
+            Ok(done)
         }
-        Decision::Reserve { nonce, release } => (nonce, release),
-    };
-    // Dropped unsigned, the transaction rolls back: the caller signs at `nonce` and comes again.
-    let Some(signed) = signed.filter(|p| p.nonce == nonce) else {
-        return Ok(Reservation::Sign { nonce });
-    };
-    let reserve = Reserve { nonce, spent, release };
-    let record = tx
-        .reserve(request, reserve, signed.signed.clone(), &count)
-        .await
-        .map_err(store_error)?;
-    tx.commit().await.map_err(store_error)?;
-    Ok(Reservation::Reserved(Box::new(record)))
+    }
 }
 
 /// A reservation's refusal, as the transfer service says it.

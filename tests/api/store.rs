@@ -893,7 +893,7 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
     let marking = tokio::spawn({
         let store = store.clone();
         let event = noted(agent.id, accepted(request.id));
-        async move { store.mark_broadcast_audited(request.id, &event).await }
+        async move { store.record_outflows(&[(Some(request.id), &event)]).await }
     });
     // The mark holds the transfer's row and waits for the audit head.
     until_waiting(&pool, 1).await;

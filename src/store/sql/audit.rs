@@ -42,19 +42,23 @@ where
         Ok(())
     }
 
-    async fn mark_broadcast_audited(&self, id: Uuid, event: &AuditEvent) -> StoreResult<()> {
+    async fn record_outflows(&self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        let done = sqlx::query(
-            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
-        )
-        .bind(crate::domain::now())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if B::rows_affected(&done) == 1 {
-            Self::pending_in(&mut tx, id).await?;
+        for (accepted, event) in records {
+            if let Some(id) = accepted {
+                let done = sqlx::query(
+                    "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
+                )
+                .bind(crate::domain::now())
+                .bind(*id)
+                .execute(&mut *tx)
+                .await?;
+                if B::rows_affected(&done) == 1 {
+                    Self::pending_in(&mut tx, *id).await?;
+                }
+            }
+            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
         }
-        Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
         tx.commit().await?;
         Ok(())
     }

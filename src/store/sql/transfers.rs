@@ -82,6 +82,10 @@ where
         Self::stored_nonce(&mut conn, agent_id, chain).await
     }
 
+    fn round_leaders(&self) -> usize {
+        B::ROUND_LEADERS
+    }
+
     async fn reserving(&self) -> StoreResult<Box<dyn Reserving + '_>> {
         Ok(Box::new(SqlReserving {
             store: self,
