@@ -2,8 +2,8 @@
 //! session, with only the variables the demo prints (`export NAME=value` lines before `DEMO_READY`) added to its
 //! environment. `curl` is wrapped to check each answer's status: a 2xx passes, any other only when the same block
 //! names that status in a comment (the guide's documented outcome, such as the 409 of cancelling a mined transfer).
-//! A stream (`curl -N`) that is still open after 5 s counts as answered. §14's delegation walk is checked on the
-//! chain itself: what moved from the owner's account, and that the delegation is disabled there.
+//! A stream (`curl -N`) that is still open after 5 s counts as answered. The guide's delegation walk (its §14) is
+//! checked on the chain itself too: what moved from the owner's account, and that the delegation is disabled there.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -194,9 +194,9 @@ fn every_call_of_the_guide_runs_as_written_against_the_demo() {
     drop(demo);
 }
 
-/// §14, from its answers on disk and from the chain: 4 USDC left the owner's account through agentd; 7 more were
-/// refused by agentd (with what is available) and by the chain (the agent's exported key); the delegation ended
-/// disabled on chain and `revoked` in agentd, with nothing moved after the first transfer.
+/// The guide's §14, from its answers on disk and from the chain: 4 USDC left the owner's account through agentd; 7
+/// more were refused by agentd (with what is available) and by the chain (the agent's exported key); the delegation
+/// ended disabled on chain and `revoked` in agentd, with nothing moved after the first transfer.
 fn delegation_walk(cwd: &Path, demo: &Demo) {
     let var = |name: &str| -> String {
         demo.vars
