@@ -223,6 +223,15 @@ fn delegation_walk(cwd: &Path, demo: &Demo) {
     assert_eq!(refused["error"]["details"]["available"], "6", "{refused}");
     let delegation = read("delegation.json");
     assert_eq!(delegation["status"], "revoked", "{delegation}");
+    let audit = std::fs::read_to_string(cwd.join("delegation-audit.txt")).unwrap();
+    for action in [
+        "delegation_added",
+        "key_exported",
+        "delegation_revoked",
+        &format!("transfer_accepted {}", var("DELEGATION")),
+    ] {
+        assert!(audit.lines().any(|l| l.starts_with(action)), "{action} in:\n{audit}");
+    }
 
     // The balances the guide printed: before, after 4 USDC, after the chain's refusal, after the revocation.
     let printed: Vec<(u128, u128)> = std::fs::read_to_string(cwd.join("usdc-balances.txt"))
