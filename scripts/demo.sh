@@ -10,7 +10,7 @@
 # temporary directory.
 #
 #   scripts/demo.sh                           (DEMO_PORT=8080 by default)
-#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops after the transfer is confirmed)
+#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops once set up: the transfer confirmed, the delegation registered)
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
 #
 # Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
@@ -124,10 +124,14 @@ node scripts/demo-chain.mjs fund "$RPC" "$OWNER" 0 100 >/dev/null
 DELEGATION_FILE="$WORK/delegation.json"
 node scripts/demo-chain.mjs grant "$RPC" "$OWNER_KEY" "$DELEGATION_MANAGER" "$PERIOD_ENFORCER" "$WALLET" "$USDC" \
   10000000 86400 > "$DELEGATION_FILE"
-registered="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/delegations" -H 'content-type: application/json' \
+registered="$(curl -s -X POST "$BASE/api/agents/$AGENT_ID/delegations" -H 'content-type: application/json' \
   -H "X-Agent-Access-Token: $TOKEN" \
   -d "{\"chain\": \"base\", \"delegation\": $(cat "$DELEGATION_FILE")}")"
-DELEGATION_ID="$(printf '%s' "$registered" | json_field '["id"]')"
+DELEGATION_ID="$(printf '%s' "$registered" | json_field '.get("id", "")')"
+if [ -z "$DELEGATION_ID" ]; then
+  echo "agentd did not register the owner's delegation: $registered" >&2
+  exit 1
+fi
 
 cat <<MSG
 
