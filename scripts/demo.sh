@@ -2,12 +2,15 @@
 # A one-command demo: a local anvil node as "base" (chain id 8453) with a test USDC at USDC's base address, WETH,
 # a Uniswap V2 USDC/WETH pool and a sample x402 paywall (scripts/demo-chain.mjs); agentd against it (release build,
 # SQLite in a temporary directory, the builtin chat engine, an admin token); an agent owned by anvil's dev account
-# #1, funded with 10 ETH and 1000 test USDC, and one real transfer through the API, confirmed on chain. It prints the
-# console URL, the admin and agent tokens, and the shell variables that make every call of docs/guide.md run as
-# written. Ctrl-C (or SIGTERM) stops everything and removes the temporary directory.
+# #1, funded with 10 ETH and 1000 test USDC, and one real transfer through the API, confirmed on chain; then the
+# owner's account upgraded by EIP-7702 to the MetaMask Delegation Framework's delegator (deployed on the node from
+# its npm bytecode), holding 100 test USDC, and a delegation granting the agent 10 of them a day, signed by the owner
+# and registered with agentd (§21). It prints the console URL, the admin and agent tokens, and the shell variables
+# that make every call of docs/guide.md run as written. Ctrl-C (or SIGTERM) stops everything and removes the
+# temporary directory.
 #
 #   scripts/demo.sh                           (DEMO_PORT=8080 by default)
-#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops after the transfer is confirmed)
+#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops once set up: the transfer confirmed, the delegation registered)
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
 #
 # Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
@@ -52,12 +55,16 @@ trap 'exit 0' INT TERM
 stack_start_anvil
 RPC="$STACK_RPC"
 
-echo "==> deploying the demo contracts: test USDC, WETH, Uniswap V2 with a USDC/WETH pool"
+echo "==> deploying the demo contracts: test USDC, WETH, Uniswap V2 with a USDC/WETH pool, the delegation framework"
 contracts="$(node scripts/demo-chain.mjs setup "$RPC")"
 ROUTER="$(printf '%s' "$contracts" | json_field '["router"]')"
 USDC="$(printf '%s' "$contracts" | json_field '["usdc"]')"
 WETH="$(printf '%s' "$contracts" | json_field '["weth"]')"
 PERMIT_TOKEN="$(printf '%s' "$contracts" | json_field '["permit_token"]')"
+DELEGATION_MANAGER="$(printf '%s' "$contracts" | json_field '["delegation_manager"]')"
+DELEGATOR_IMPLEMENTATION="$(printf '%s' "$contracts" | json_field '["delegator_implementation"]')"
+DELEGATION_ENFORCERS="$(printf '%s' "$contracts" | json_field '["delegation_enforcers"]')"
+PERIOD_ENFORCER="$(printf '%s' "$DELEGATION_ENFORCERS" | tr ',' '\n' | sed -n 's/^erc20_period_transfer=//p')"
 
 PAYWALL_PORT="$(stack_free_port)"
 node scripts/demo-chain.mjs paywall "$RPC" "$PAYWALL_PORT" "$PAY_TO" > "$WORK/paywall.log" 2>&1 &
@@ -68,8 +75,10 @@ PAYWALL_URL="http://127.0.0.1:$PAYWALL_PORT/report"
 ADMIN_TOKEN="adm_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 METRICS_TOKEN="met_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 # X402_ALLOW_PRIVATE and WEBHOOK_ALLOW_PRIVATE: the sample paywall (and any webhook receiver you try) is on 127.0.0.1.
+# The delegation framework is at the node's own addresses, not at its published ones (agentd's default on base).
 stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK" "ADMIN_TOKEN=$ADMIN_TOKEN" "METRICS_TOKEN=$METRICS_TOKEN" \
-  X402_ALLOW_PRIVATE=true WEBHOOK_ALLOW_PRIVATE=true
+  X402_ALLOW_PRIVATE=true WEBHOOK_ALLOW_PRIVATE=true \
+  "DELEGATION_MANAGER_BASE=$DELEGATION_MANAGER" "DELEGATION_ENFORCERS_BASE=$DELEGATION_ENFORCERS"
 AGENTD_PID="$STACK_AGENTD_PID"
 BASE="$STACK_URL"
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$PAYWALL_PORT/free" && break; sleep 0.1; done
@@ -107,6 +116,23 @@ if [ "$status" != "confirmed" ]; then
   exit 1
 fi
 
+# The owner keeps money in its own account, whose key agentd never sees, and grants the agent a budget the chain
+# enforces (docs/api.md §21): the account designates the framework's delegator (EIP-7702), then signs a delegation.
+echo "==> upgrading the owner's account $OWNER by EIP-7702 and granting the agent 10 of its 100 test USDC a day"
+node scripts/demo-chain.mjs upgrade "$RPC" "$OWNER_KEY" "$DELEGATOR_IMPLEMENTATION" >/dev/null
+node scripts/demo-chain.mjs fund "$RPC" "$OWNER" 0 100 >/dev/null
+DELEGATION_FILE="$WORK/delegation.json"
+node scripts/demo-chain.mjs grant "$RPC" "$OWNER_KEY" "$DELEGATION_MANAGER" "$PERIOD_ENFORCER" "$WALLET" "$USDC" \
+  10000000 86400 > "$DELEGATION_FILE"
+registered="$(curl -s -X POST "$BASE/api/agents/$AGENT_ID/delegations" -H 'content-type: application/json' \
+  -H "X-Agent-Access-Token: $TOKEN" \
+  -d "{\"chain\": \"base\", \"delegation\": $(cat "$DELEGATION_FILE")}")"
+DELEGATION_ID="$(printf '%s' "$registered" | json_field '.get("id", "")')"
+if [ -z "$DELEGATION_ID" ]; then
+  echo "agentd did not register the owner's delegation: $registered" >&2
+  exit 1
+fi
+
 cat <<MSG
 
   agentd is running at $BASE against a LOCAL node: anvil as "base" (chain id 8453) at $RPC.
@@ -120,6 +146,8 @@ cat <<MSG
   Access token:  $TOKEN
   Transfer:      $TRANSFER_ID, 0.01 ETH to $OWNER: $status ($TX_HASH)
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
+  Delegation:    $DELEGATION_ID: the owner's account (EIP-7702) grants the agent 10 test USDC a day
+                 (signed delegation: $DELEGATION_FILE; docs/guide.md §14 spends and revokes it)
 
   Fund any agent from the local node (test ETH and test USDC, e.g. one made in the console):
         node scripts/demo-chain.mjs fund $RPC 0xAGENT_ADDRESS 1 100
@@ -142,10 +170,15 @@ export USDC=$USDC
 export WETH=$WETH
 export ROUTER=$ROUTER
 export PERMIT_TOKEN=$PERMIT_TOKEN
+export DEMO_AGENT=$AGENT_ID
+export DEMO_TOKEN=$TOKEN
+export DELEGATION=$DELEGATION_ID
+export DELEGATION_FILE=$DELEGATION_FILE
+export DELEGATION_MANAGER=$DELEGATION_MANAGER
 
 MSG
 if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
-  echo "DEMO_OK transfer=$TRANSFER_ID status=$status"
+  echo "DEMO_OK transfer=$TRANSFER_ID status=$status delegation=$DELEGATION_ID"
   exit 0
 fi
 echo "Press Ctrl-C to stop (the demo's data is removed)."

@@ -2,7 +2,8 @@
 //! session, with only the variables the demo prints (`export NAME=value` lines before `DEMO_READY`) added to its
 //! environment. `curl` is wrapped to check each answer's status: a 2xx passes, any other only when the same block
 //! names that status in a comment (the guide's documented outcome, such as the 409 of cancelling a mined transfer).
-//! A stream (`curl -N`) that is still open after 5 s counts as answered.
+//! A stream (`curl -N`) that is still open after 5 s counts as answered. The guide's delegation walk (its §14) is
+//! checked on the chain itself too: what moved from the owner's account, and that the delegation is disabled there.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -189,5 +190,84 @@ fn every_call_of_the_guide_runs_as_written_against_the_demo() {
     assert_eq!(transfer["chain"], "base", "{transfer}");
     // The sample paywall was paid: its answer is in the output.
     assert!(stdout.contains("the paid sample report"), "{stdout}");
+    delegation_walk(&cwd, &demo);
     drop(demo);
+}
+
+/// The guide's §14, from its answers on disk and from the chain: 4 USDC left the owner's account through agentd; 7
+/// more were refused by agentd (with what is available) and by the chain (the agent's exported key); the delegation
+/// ended disabled on chain and `revoked` in agentd, with nothing moved after the first transfer.
+fn delegation_walk(cwd: &Path, demo: &Demo) {
+    let var = |name: &str| -> String {
+        demo.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("the demo exports {name}"))
+    };
+    let read = |file: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(cwd.join(file)).unwrap()).unwrap()
+    };
+    const FOUR_USDC: u128 = 4_000_000;
+
+    let delegated = read("delegated.json");
+    assert_eq!(delegated["delegation"]["id"], var("DELEGATION").as_str(), "{delegated}");
+    assert_eq!(
+        delegated["from"].as_str().unwrap().to_lowercase(),
+        var("OWNER_ADDRESS").to_lowercase(),
+        "{delegated}"
+    );
+    let refused = read("refused.json");
+    assert_eq!(refused["error"]["code"], "policy_denied", "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "delegation_limit", "{refused}");
+    assert_eq!(refused["error"]["details"]["available"], "6", "{refused}");
+    let delegation = read("delegation.json");
+    assert_eq!(delegation["status"], "revoked", "{delegation}");
+    let audit = std::fs::read_to_string(cwd.join("delegation-audit.txt")).unwrap();
+    for action in [
+        "delegation_added",
+        "key_exported",
+        "delegation_revoked",
+        &format!("transfer_accepted {}", var("DELEGATION")),
+    ] {
+        assert!(audit.lines().any(|l| l.starts_with(action)), "{action} in:\n{audit}");
+    }
+
+    // The balances the guide printed: before, after 4 USDC, after the chain's refusal, after the revocation.
+    let printed: Vec<(u128, u128)> = std::fs::read_to_string(cwd.join("usdc-balances.txt"))
+        .unwrap()
+        .lines()
+        .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["owner", owner, "shop", shop] => (owner.parse().unwrap(), shop.parse().unwrap()),
+            _ => panic!("an unexpected balance line: {line}"),
+        })
+        .collect();
+    let (owner_before, shop_before) = printed[0];
+    let after = (owner_before - FOUR_USDC, shop_before + FOUR_USDC);
+    assert_eq!(printed, vec![printed[0], after, after, after]);
+
+    // The chain, asked directly.
+    let cast = |args: &[&str]| -> String {
+        let output = Command::new(format!("{REPO}/test-tools/node_modules/.bin/cast"))
+            .args(args)
+            .args(["--rpc-url", &var("DEMO_RPC")])
+            .output()
+            .expect("cast runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    let usdc = |holder: &str| -> u128 {
+        let out = cast(&["call", &var("USDC"), "balanceOf(address)(uint256)", holder]);
+        out.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert_eq!(usdc(&var("OWNER_ADDRESS")), after.0);
+    assert_eq!(usdc("0x000000000000000000000000000000000000bEEF"), FOUR_USDC);
+    let hash = delegation["hash"].as_str().unwrap();
+    let disabled = cast(&[
+        "call",
+        &var("DELEGATION_MANAGER"),
+        "disabledDelegations(bytes32)(bool)",
+        hash,
+    ]);
+    assert_eq!(disabled, "true");
 }
