@@ -31,8 +31,8 @@ impl SqlStore<Postgres> {
 impl Backend for Postgres {
     const ROW_LOCK: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-    /// Rounds of different agents commit side by side.
-    const ROUND_LEADERS: usize = 4;
+    /// Rounds of different agents commit side by side, on half the pool's connections at most.
+    const ROUND_LEADERS: usize = 8;
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()

@@ -246,14 +246,16 @@ enum Passed {
 }
 
 /// Decides each send in turn in one reserving transaction. One allowed at a nonce it is not signed for is applied
-/// with a stand-in for its signature so that the sends after it are decided with it counted, and the transaction
-/// is rolled back: nothing is committed before every allowed send carries its signature.
+/// with a stand-in for its signature when sends come after it, so that they are decided with it counted, and the
+/// transaction is rolled back: nothing is committed before every allowed send carries its signature.
 async fn pass(store: &dyn Store, sends: &[Sending]) -> Result<Passed, TransferError> {
     let mut tx = store.reserving().await.map_err(store_error)?;
     let mut answers = Vec::with_capacity(sends.len());
     let mut to_sign = Vec::new();
     for (i, send) in sends.iter().enumerate() {
-        match apply(tx.as_mut(), &send.request, send.signed.as_ref(), true).await? {
+        // The last send's stand-in would count for nobody: it is decided as alone, writing nothing unsigned.
+        let stand_in = i + 1 < sends.len();
+        match apply(tx.as_mut(), &send.request, send.signed.as_ref(), stand_in).await? {
             Applied::Final(reservation) => answers.push(reservation),
             Applied::Unsigned { nonce } => to_sign.push((i, nonce)),
         }

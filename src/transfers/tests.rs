@@ -400,3 +400,29 @@ async fn a_call_whose_simulation_reverts_is_refused_before_anything_is_signed() 
     assert!(bench.node.sent().is_empty(), "nothing was signed or sent");
     assert!(bench.stored().await.is_empty());
 }
+
+#[tokio::test]
+async fn sends_that_arrive_together_are_reserved_in_rounds_at_consecutive_nonces_within_the_cap() {
+    // Each send holds 0.01 ETH and its fee (21,000 gas at 2 gwei): the cap of 0.05 ETH takes four of them.
+    let bench = Bench::new(Script::new(wei(10 * ETH)), wei(5 * ETH / 100)).await;
+    let to = Address::repeat_byte(0x55);
+
+    let outcomes = futures::future::join_all((0..8).map(|_| bench.send(to, "0.01"))).await;
+
+    let sent = outcomes.iter().filter(|o| o.is_ok()).count();
+    let over_cap = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(TransferError::CapExceeded { .. })))
+        .count();
+    assert_eq!((sent, over_cap), (4, 4), "{outcomes:?}");
+    let value = wei(ETH / 100);
+    let mut on_node = bench.node.sent();
+    on_node.sort();
+    let expected: Vec<_> = (0..4).map(|n| (n, to, value)).collect();
+    assert_eq!(on_node, expected, "every nonce once, none skipped");
+    assert_eq!(bench.stored().await, expected);
+    assert_eq!(
+        bench.store.next_nonce(bench.agent.id, "ethereum").await.unwrap(),
+        Some(4)
+    );
+}
