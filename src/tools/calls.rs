@@ -28,7 +28,7 @@ pub const TOOLS: &[Tool] = &[
         capability: Capability::Transact,
         effect: Effect::MovesFunds,
         description: "Call a contract from the agent's wallet (a swap, a deposit, an approval): the service simulates it first, judges what it would take or allow by the agent's policy and spending cap, then signs and sends it.",
-        arguments,
+        arguments: call_contract_arguments,
         required: &["chain", "to"],
         run: call_contract,
     },
@@ -51,6 +51,13 @@ pub const TOOLS: &[Tool] = &[
         run: sign_typed_data,
     },
 ];
+
+/// `call_contract` also takes a delegation to run the call through (§21); `simulate_call` does not.
+fn call_contract_arguments(f: &super::Fragments) -> Value {
+    let mut all = arguments(f);
+    all["delegation"] = super::transact::delegation_arg();
+    all
+}
 
 fn typed_data_arguments(f: &super::Fragments) -> Value {
     json!({
@@ -89,6 +96,14 @@ fn sign_typed_data<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
             }),
         })
     })
+}
+
+/// The delegation a call names, if any.
+pub(super) fn delegation(args: &Args<'_>) -> Result<Option<uuid::Uuid>, ToolError> {
+    args.text("delegation")?
+        .map(|id| uuid::Uuid::parse_str(id.trim()))
+        .transpose()
+        .map_err(|_| ToolError::invalid("delegation must be the id of one of the agent's delegations"))
 }
 
 /// The order a tool call asks for.
@@ -135,6 +150,25 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
     Box::pin(async move {
         let order = order(cx, &args)?;
         let to = order.to;
+        if let Some(id) = delegation(&args)? {
+            // Judged as its execution: a delegated transfer from the delegator's account, or refused (§21).
+            let outcome = cx.services.transfers.call_through(order, id).await?;
+            return Ok(match outcome {
+                TransferOutcome::Sent { chain, tx, status } => {
+                    let mut sent = json!({
+                        "transfer_id": tx.id, "kind": "transfer", "chain": chain.name, "status": status.as_str(),
+                        "tx_hash": tx.tx_hash(), "nonce": tx.nonce(), "delegation_id": id,
+                        "explorer_url": tx.tx_hash().map(|h| chain.tx_url(h)),
+                    });
+                    cx.mark_local_node(chain.name, &mut sent);
+                    sent
+                }
+                TransferOutcome::AwaitingApproval { approval, .. } => json!({
+                    "transfer_id": approval.id, "kind": "transfer", "status": "awaiting_approval",
+                    "expires_at": approval.expires_at, "delegation_id": id,
+                }),
+            });
+        }
         let (outcome, previewed) = cx.services.transfers.call(order).await?;
         let call = call_json(to, &previewed.record);
         Ok(match outcome {

@@ -14,7 +14,7 @@ use crate::domain::audit::detail::{Asked, AssetAsked};
 use crate::transfers::{Paid, PayOrder, Payment, TransferError, TransferOrder, TransferOutcome};
 
 /// The optional `delegation` argument of the send tools (§21).
-fn delegation_arg() -> Value {
+pub(super) fn delegation_arg() -> Value {
     json!({ "type": "string", "format": "uuid", "description": "an on-chain delegation of the agent's (list_delegations) to spend from: the amount leaves the delegator's account, within what its caveats leave this period" })
 }
 
@@ -166,11 +166,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
                 return Err(refused.await.into());
             }
         };
-        let delegation = args
-            .text("delegation")?
-            .map(|id| uuid::Uuid::parse_str(id.trim()))
-            .transpose()
-            .map_err(|_| ToolError::invalid("delegation must be the id of one of the agent's delegations"))?;
+        let delegation = super::calls::delegation(&args)?;
         let order = TransferOrder {
             by: cx.transacting("sending")?,
             chain,

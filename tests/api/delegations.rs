@@ -1383,4 +1383,28 @@ async fn a_delegated_call_is_judged_as_its_transfer_and_any_other_call_is_refuse
     assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
     assert_eq!(refused["error"]["details"]["rule"], "delegation_caveat", "{refused}");
     assert_eq!(world.anvil.nonce(wallet(&agent)).await, nonce, "nothing was signed");
+
+    // The call_contract tool (MCP here) takes the same delegation: 1 USDC more leaves the owner's account.
+    let arguments = json!({"chain": "base", "to": world.usdc.to_checksum(None), "function": "transfer(address,uint256)",
+                           "args": [to.to_checksum(None), USDC.to_string()], "delegation": id});
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "call_contract", "arguments": arguments}});
+    let (status, body) = app.request(Method::POST, "/mcp", Some(&agent.token), Some(rpc)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    let text = body["result"]["content"][0]["text"].as_str().expect("a text result");
+    let sent: Value = serde_json::from_str(text).expect("the result is JSON");
+    assert_eq!(sent["delegation_id"], id, "{sent}");
+    let expected = U256::from(USDC * 5 / 2);
+    for _ in 0..100 {
+        if token_balance(&world.anvil, world.usdc, to).await == expected {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, expected);
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, world.owner.address()).await,
+        U256::from(100 * USDC) - expected
+    );
 }
