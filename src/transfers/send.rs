@@ -1,7 +1,9 @@
 //! The one send path of every outflow — the native coin, a token, an x402 authorization; a first try or an owner's
 //! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide (`reserve_once`: the store's
 //! reserving transaction reads the facts, the domain decides with `domain::decision::decide`), sign outside the
-//! database, decide again and record in one reserving transaction (`reserve`) → release the lock → deliver.
+//! database, decide again and record in one reserving transaction (`reserve`) → release the lock → deliver. An
+//! on-chain send not already under its lock is reserved so in a round with the sends that came meanwhile
+//! (`rounds`, group commit): one lock per (agent, chain), one commit for all.
 //! A transaction is broadcast after the lock is released, so the agent's next transfer is signed while this one
 //! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
 //! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
