@@ -143,10 +143,12 @@ export async function callApi(baseUrl, method, path, body, headers = {}) {
 }
 
 /**
- * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
- * not needed here: each test file opens its own context.
+ * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `prepare(rpc, rpcUrl)`, when
+ * given, runs on the node before agentd starts and may answer more environment (contracts deployed there and named in
+ * agentd's configuration, e.g. the delegation framework). `page` options are not needed here: each test file opens
+ * its own context.
  */
-export async function startStack({ env = {} } = {}) {
+export async function startStack({ env = {}, prepare = null } = {}) {
   for (const [path, hint] of [
     [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],
     [anvilBin, 'install it: npm ci --prefix test-tools'],
@@ -167,6 +169,13 @@ export async function startStack({ env = {} } = {}) {
   );
   stopped.push(anvil.child);
   const rpcUrl = `http://${anvil.match[1]}`;
+  let prepared = {};
+  try {
+    if (prepare) prepared = await prepare(client(rpcUrl), rpcUrl);
+  } catch (e) {
+    anvil.child.kill('SIGKILL');
+    throw e;
+  }
 
   const agentd = await startAndWait(
     agentdBin,
@@ -184,6 +193,7 @@ export async function startStack({ env = {} } = {}) {
         RUST_LOG: 'info',
         NO_COLOR: '1',
         ...env,
+        ...prepared,
       },
     },
     /listening on ([\d.]+:\d+)/,
