@@ -106,11 +106,15 @@ async fn a_chain_whose_node_is_on_a_loopback_address_is_marked_local() {
 async fn each_chain_names_the_delegation_manager_and_enforcers_a_client_signs_for() {
     use agentd::domain::delegation::{Kind, deployments};
     use serde_json::json;
-    let manager = "0x00000000000000000000000000000000000000aA";
-    let enforcer = "0x00000000000000000000000000000000000000bB";
+    let manager = "0x00000000000000000000000000000000000000aa";
+    let enforcer = "0x00000000000000000000000000000000000000bb";
+    let checksum = |a: &str| a.parse::<alloy::primitives::Address>().unwrap().to_checksum(None);
     let app = spawn_app_with(&[
         ("DELEGATION_MANAGER_BASE", manager),
-        ("DELEGATION_ENFORCERS_BASE", &format!("erc20_period_transfer={enforcer}")),
+        (
+            "DELEGATION_ENFORCERS_BASE",
+            &format!("erc20_period_transfer={enforcer}"),
+        ),
         ("DELEGATION_MANAGER_POLYGON", "none"),
     ])
     .await;
@@ -119,10 +123,10 @@ async fn each_chain_names_the_delegation_manager_and_enforcers_a_client_signs_fo
 
     assert_eq!(status, StatusCode::OK, "{chains}");
     let base = &find(&chains, "base")["delegations"];
-    assert_eq!(base["manager"], "0x00000000000000000000000000000000000000aA", "{base}");
+    assert_eq!(base["manager"], checksum(manager), "{base}");
     assert_eq!(
         base["enforcers"],
-        json!({ "erc20_period_transfer": "0x00000000000000000000000000000000000000bB" }),
+        json!({ "erc20_period_transfer": checksum(enforcer) }),
         "only the configured enforcer: {base}"
     );
     // A chain left at the defaults names the framework's published deployment, every enforcer by its name.
