@@ -434,8 +434,19 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     if (enforcers.erc20_period_transfer) for (const t of c.tokens) asset.append(h('option', { value: t.symbol }, `${t.symbol} (token)`));
     if (enforcers.native_token_period_transfer && enforcers.exact_calldata) asset.append(h('option', { value: c.native_symbol }, `${c.native_symbol} (native coin)`));
   }
-  chain.addEventListener('change', fillAssets);
+  // On chain, a token amount caveat already pins the call to the token's `transfer`, so addresses restrict only a
+  // native coin's recipients (the execution's target); for a token, the policy's allowed recipients do that.
+  const targetsField = field('Only to these recipients (optional)', targets, 'The native coin may then be sent to these addresses only, whatever agentd is told.');
+  const syncTargets = () => {
+    targetsField.hidden = asset.value !== chainInfo().native_symbol;
+  };
+  chain.addEventListener('change', () => {
+    fillAssets();
+    syncTargets();
+  });
+  asset.addEventListener('change', syncTargets);
   fillAssets();
+  syncTargets();
 
   const form = h(
     'form',
@@ -453,7 +464,7 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     field('Amount per period', amount, 'In whole units, e.g. 5 or 0.25'),
     field('Period', period),
     secondsField,
-    field('Only to these addresses (optional)', targets, 'For the native coin: the recipients it may pay. For a token: the token contract is added for you.'),
+    targetsField,
     field('Usable until (optional, your local time)', until),
     error.el,
     h('div', { class: 'row' }, submit),
@@ -480,7 +491,7 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       error.show(new Error('The period must be a whole number of seconds.'));
       return;
     }
-    const addresses = targets.value
+    const addresses = (targetsField.hidden ? '' : targets.value)
       .split(/[\s,]+/)
       .map((t) => t.trim())
       .filter(Boolean);
@@ -518,8 +529,7 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
         error.show(new Error('This server reads no allowed_targets enforcer on this chain.'));
         return;
       }
-      const all = native || !tokenInfo ? addresses : [tokenInfo.address, ...addresses.filter((a) => a.toLowerCase() !== tokenInfo.address.toLowerCase())];
-      caveats.push({ enforcer: e.allowed_targets, terms: allowedTargetsTerms(all), args: '0x' });
+      caveats.push({ enforcer: e.allowed_targets, terms: allowedTargetsTerms(addresses), args: '0x' });
     }
     if (before) {
       if (!e.timestamp) {

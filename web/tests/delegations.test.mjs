@@ -6,9 +6,10 @@
 // service's words. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
 // on chain, from the owner's account to the recipient; the console shows what is left this day; the revoke call it
 // shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
-// console then shows.
+// console then shows; removed from agentd with owner authority (the admin token), it shows removed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { mintUsdc, placeUsdc, tokenBalance, selector, word, USDC } from '../../scripts/evm.mjs';
@@ -18,6 +19,7 @@ import { castBin, deployFramework, newKey, signTypedData, upgradeToDelegator } f
 // anvil's first dev account (unlocked): it deploys the framework and funds the agent.
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
+const ADMIN = `adm_${randomBytes(24).toString('hex')}`;
 const TIMEOUT = 20000;
 
 describe('web console delegations', { timeout: 300000 }, () => {
@@ -39,7 +41,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
 
   before(async () => {
     stack = await startStack({
-      env: { CONFIRMATIONS_BASE: '1' },
+      env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' },
       prepare: async (rpc, rpcUrl) => {
         framework = await deployFramework(rpc);
         await rpc('anvil_setBalance', [owner.address, '0x8ac7230489e80000']);
@@ -50,12 +52,13 @@ describe('web console delegations', { timeout: 300000 }, () => {
         return framework.env;
       },
     });
-    const created = await callApi(stack.baseUrl, 'POST', '/api/agents', {
-      name: 'Delegated agent',
-      chains: ['base'],
-      capabilities: ['read', 'transact', 'analytics'],
-      spending_cap: 1,
-    });
+    const created = await callApi(
+      stack.baseUrl,
+      'POST',
+      '/api/agents',
+      { name: 'Delegated agent', chains: ['base'], capabilities: ['read', 'transact', 'analytics'], spending_cap: 1 },
+      { authorization: `Bearer ${ADMIN}` },
+    );
     assert.equal(created.status, 201, JSON.stringify(created.body));
     agentId = created.body.id;
     agentToken = created.body.access_token;
@@ -64,7 +67,14 @@ describe('web console delegations', { timeout: 300000 }, () => {
     await stack.rpc('eth_sendTransaction', [{ from: DEV, to: wallet, value: '0xde0b6b3a7640000' }]);
 
     const context = await stack.browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.addInitScript(([id, token]) => localStorage.setItem(`agentd.token.${id}`, token), [agentId, agentToken]);
+    // The browser holds the agent's token and, as its owner, the admin token (Remove needs owner authority).
+    await context.addInitScript(
+      ([id, token, admin]) => {
+        localStorage.setItem(`agentd.token.${id}`, token);
+        localStorage.setItem('agentd.adminToken', admin);
+      },
+      [agentId, agentToken, ADMIN],
+    );
     // The test wallet: its account, typed data signed with that account's key (cast), transactions sent by anvil
     // from the account (impersonated: the node holds no key of it).
     await context.exposeBinding('__testWallet', async (_source, method, params) => {
@@ -206,6 +216,15 @@ describe('web console delegations', { timeout: 300000 }, () => {
     });
     assert.match(await panel.getByTestId('delegation-status').textContent(), /Revoked on chain/);
     await shot('delegations-06-revoked');
+
+    // Removed from agentd with owner authority (the admin token): listed as removed, and the service says so.
+    page.once('dialog', (dialog) => dialog.accept());
+    await panel.getByTestId('delegation-remove').click();
+    await panel.locator('[data-testid="delegation"][data-status="removed"]').waitFor();
+    assert.match(await panel.getByTestId('delegation-status').textContent(), /Removed from agentd/);
+    const removed = await api('GET', `/api/agents/${agentId}/delegations/${id}`);
+    assert.equal(removed.body.status, 'removed', JSON.stringify(removed.body));
+    await shot('delegations-07-removed');
 
     assert.deepEqual(pageErrors, []);
   });
