@@ -6,7 +6,8 @@
 // service's words. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
 // on chain, from the owner's account to the recipient; the console shows what is left this day; the revoke call it
 // shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
-// console then shows; removed from agentd with owner authority (the admin token), it shows removed.
+// console then shows; removed from agentd with owner authority (the admin token), it shows removed. Then 0.1 ETH a
+// week to one recipient until a set time: the native caveats the console builds are the ones the service reads.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -225,6 +226,38 @@ describe('web console delegations', { timeout: 300000 }, () => {
     const removed = await api('GET', `/api/agents/${agentId}/delegations/${id}`);
     assert.equal(removed.body.status, 'removed', JSON.stringify(removed.body));
     await shot('delegations-07-removed');
+
+    // The native coin: 0.1 ETH a week to one recipient only, until a time two days ahead (local time): the console
+    // adds exact_calldata with empty terms (plain sends), allowed_targets and timestamp caveats, which the service
+    // reads back as the limit, the targets and the end.
+    const end = new Date(Date.now() + 2 * 86400 * 1000);
+    end.setSeconds(0, 0);
+    const pad = (n) => String(n).padStart(2, '0');
+    const local = `${end.getFullYear()}-${pad(end.getMonth() + 1)}-${pad(end.getDate())}T${pad(end.getHours())}:${pad(end.getMinutes())}`;
+    await form.getByLabel('Asset').selectOption('ETH');
+    await form.getByLabel('Amount per period').fill('0.1');
+    await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a week' });
+    await form.getByLabel('Only to these recipients').fill(RECIPIENT);
+    await form.getByLabel('Usable until').fill(local);
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    await form.getByTestId('grant-done').filter({ hasText: 'Granted: 0.1 ETH a week' }).waitFor();
+    const native = panel.locator('[data-testid="delegation"][data-status="active"]');
+    await native.waitFor();
+    const nativeLimit = native.getByTestId('delegation-limit');
+    assert.equal(await nativeLimit.getAttribute('data-asset'), 'base:ETH');
+    assert.equal(await nativeLimit.getAttribute('data-available'), '0.1');
+    assert.match(await nativeLimit.textContent(), /0\.1 ETH a week — left this week: 0\.1 of 0\.1 ETH/);
+    assert.match(await native.textContent(), new RegExp(`Only to these contracts or addresses: ${RECIPIENT}`));
+    const nativeId = await native.getAttribute('data-delegation-id');
+    const read = await api('GET', `/api/agents/${agentId}/delegations/${nativeId}`);
+    assert.equal(read.status, 200, JSON.stringify(read.body));
+    assert.deepEqual(read.body.caveats.map((c) => c.kind), ['native_token_period_transfer', 'exact_calldata', 'allowed_targets', 'timestamp']);
+    assert.deepEqual(read.body.targets, [RECIPIENT]);
+    assert.equal(read.body.expires_at, Math.floor(end.getTime() / 1000));
+    // In the browser's own local time and words.
+    const shown = await page.evaluate((ms) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }), end.getTime());
+    assert.ok((await native.textContent()).includes(`usable until ${shown}`), await native.textContent());
+    await shot('delegations-08-native');
 
     assert.deepEqual(pageErrors, []);
   });
