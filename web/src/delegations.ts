@@ -11,7 +11,7 @@ import { clear, copyButton, field, h, shortHex, uid } from './dom';
 import { injectedWallet, walletAccount } from './wallet-provider';
 import { errorLine, notify } from './ui';
 
-type Delegation = components['schemas']['DelegationView'];
+export type Delegation = components['schemas']['DelegationView'];
 type Limit = components['schemas']['LimitView'];
 
 export interface DelegationsPanel {
@@ -34,7 +34,8 @@ export interface SignedDelegation {
 }
 
 const enc = encodeURIComponent;
-const listDelegations = (id: string, token: string | null) =>
+/** The agent's delegations (agent token or owner authority): also what the send form offers to pay from. */
+export const listDelegations = (id: string, token: string | null) =>
   call<Delegation[]>('GET', `/api/agents/${enc(id)}/delegations`, { token, owner: id });
 const addDelegation = (id: string, token: string | null, chain: string, delegation: SignedDelegation) =>
   call<Delegation>('POST', `/api/agents/${enc(id)}/delegations`, { token, owner: id, body: { chain, delegation } });

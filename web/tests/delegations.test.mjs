@@ -4,7 +4,8 @@
 // holds) grants the agent a daily USDC budget from the console — the console builds the delegation, the wallet signs
 // it (eth_signTypedData_v4), the console posts it; a wallet account that is no smart account is refused first, in the
 // service's words. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
-// on chain, from the owner's account to the recipient; the console shows what is left this day; the revoke call it
+// on chain, from the owner's account to the recipient; the console shows what is left this day; the Wallet tab's
+// send form pays 1 USDC more from the owner's account through it, reviewed with what the delegation leaves; the revoke call it
 // shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
 // console then shows; removed from agentd with owner authority (the admin token), it shows removed. Then 0.1 ETH a
 // week to one recipient until a set time: the native caveats the console builds are the ones the service reads.
@@ -188,6 +189,31 @@ describe('web console delegations', { timeout: 300000 }, () => {
     assert.match(await panel.getByTestId('delegation-limit').textContent(), /left this day: 3\.5 of 5 USDC/);
     await shot('delegations-04-used');
 
+    // The Wallet tab's send form offers to pay from the owner's account through the delegation: 1 USDC more.
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const send = page.getByTestId('send-card');
+    await send.getByLabel('Asset').selectOption('USDC');
+    await send.getByLabel('Recipient').click();
+    await until('the send form offers the delegation', async () => (await send.locator(`[data-testid="send-source"] option[value="${id}"]`).count()) === 1);
+    await send.getByLabel('Pay from').selectOption(id);
+    await send.getByLabel('Recipient').fill(RECIPIENT);
+    await send.getByLabel('Amount', { exact: true }).fill('1');
+    await send.getByRole('button', { name: 'Review' }).click();
+    const review = send.getByTestId('send-review');
+    await review.getByTestId('review-delegation').waitFor();
+    assert.equal(await review.getByTestId('review-delegation').textContent(), '3.5 of 5 USDC left this day');
+    assert.match(await review.textContent(), new RegExp(`From${owner.address}`));
+    await shot('delegations-05-send-review');
+    await review.getByRole('button', { name: 'Confirm and send 1 USDC' }).click();
+    await send.getByTestId('send-result').and(page.locator('[data-status="confirmed"]')).waitFor();
+    assert.equal(await tokenBalance(stack.rpc, USDC, RECIPIENT), 2_500_000n, 'the recipient holds 2.5 USDC on chain');
+    assert.equal(await tokenBalance(stack.rpc, USDC, owner.address), 97_500_000n, "from the owner's account");
+    await page.getByRole('tab', { name: 'Delegations' }).click();
+    await until('the console shows 2.5 USDC left', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator('[data-testid="delegation-limit"][data-available="2.5"]').count()) === 1;
+    });
+
     // The tab fits 1280 px and a phone (390 px): nothing past the right edge (checked as layout.test.mjs checks).
     for (const width of [390, 1280]) {
       await page.setViewportSize({ width, height: 844 });
@@ -199,7 +225,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
       await page.waitForTimeout(150);
       const problems = await page.evaluate(overflowProblems);
       assert.deepEqual(problems, [], `the Delegations tab (freshly loaded) at ${width} px does not fit:\n${problems.join('\n')}`);
-      await shot(`delegations-05-${width}px`);
+      await shot(`delegations-06-${width}px`);
     }
 
     // Revoked on chain with the wallet, from the delegator's account: the manager says so, and so does the console.
@@ -216,7 +242,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
       return (await panel.locator('[data-testid="delegation"][data-status="revoked"]').count()) === 1;
     });
     assert.match(await panel.getByTestId('delegation-status').textContent(), /Revoked on chain/);
-    await shot('delegations-06-revoked');
+    await shot('delegations-07-revoked');
 
     // Removed from agentd with owner authority (the admin token): listed as removed, and the service says so.
     page.once('dialog', (dialog) => dialog.accept());
@@ -225,7 +251,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
     assert.match(await panel.getByTestId('delegation-status').textContent(), /Removed from agentd/);
     const removed = await api('GET', `/api/agents/${agentId}/delegations/${id}`);
     assert.equal(removed.body.status, 'removed', JSON.stringify(removed.body));
-    await shot('delegations-07-removed');
+    await shot('delegations-08-removed');
 
     // The native coin: 0.1 ETH a week to one recipient only, until a time two days ahead (local time): the console
     // adds exact_calldata with empty terms (plain sends), allowed_targets and timestamp caveats, which the service
@@ -257,7 +283,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
     // In the browser's own local time and words.
     const shown = await page.evaluate((ms) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }), end.getTime());
     assert.ok((await native.textContent()).includes(`usable until ${shown}`), await native.textContent());
-    await shot('delegations-08-native');
+    await shot('delegations-09-native');
 
     assert.deepEqual(pageErrors, []);
   });
