@@ -192,13 +192,14 @@ const STATUS_WORDS: Record<string, string> = {
 };
 
 /** One limit in words: "5 USDC a day — left this day: 3.5 of 5 USDC". */
-function limitEl(limit: Limit): HTMLElement {
+function limitEl(limit: Limit, active: boolean): HTMLElement {
   const unit = symbolOf(limit);
   const amount = `${roundAmount(limit.amount)} ${unit}`;
   const period = limit.period_seconds ? periodWords(limit.period_seconds) : null;
   const what = period ? `${amount} ${period.per}` : `${amount} in all`;
-  const left =
-    limit.available === null || limit.available === undefined
+  const left = !active
+    ? 'nothing can be spent through it now'
+    : limit.available === null || limit.available === undefined
       ? 'what is left cannot be read now'
       : `left ${period ? `this ${period.noun}` : 'in all'}: ${roundAmount(limit.available)} of ${amount}`;
   const full = limit.available !== null && limit.available !== undefined && compareDecimal(limit.available, limit.amount) === 0;
@@ -246,7 +247,7 @@ function recalled(hash: string): Granted | null {
 }
 
 /** The call that revokes a delegation on chain, to copy or to send with the connected wallet. */
-function revokeCall(granted: Granted, onSent: () => void): HTMLElement {
+function revokeCall(granted: Granted): HTMLElement {
   const data = disableDelegationCalldata(granted.delegation);
   const status = h('p', { class: 'muted small', role: 'status', 'data-testid': 'revoke-status' });
   const send = h('button', { type: 'button', class: 'secondary' }, 'Revoke it now with my wallet');
@@ -266,8 +267,8 @@ function revokeCall(granted: Granted, onSent: () => void): HTMLElement {
         method: 'eth_sendTransaction',
         params: [{ from: account, to: granted.manager, data, value: '0x0' }],
       })) as string;
-      status.textContent = `Sent: transaction ${hash}. agentd notices the revocation within a minute, or at the next use.`;
-      onSent();
+      // The list is not read again here: that would replace this card, and this line, before it is read.
+      status.textContent = `Sent: transaction ${hash}. agentd notices the revocation within a minute, or at the next read (Refresh).`;
     } catch (e) {
       status.textContent = `Not sent: ${(e as Error).message}`;
       send.disabled = false;
@@ -346,12 +347,12 @@ export function delegationsPanel(agent: AgentDetail, token: string | null, chain
         h('code', { class: 'mono wrap', title: d.delegate }, d.delegate),
         ` spend from it${chain ? ` on ${d.chain}` : ''}, within these limits the chain enforces:`,
       ),
-      h('ul', { class: 'limits' }, d.limits.map(limitEl)),
+      h('ul', { class: 'limits' }, d.limits.map((l) => limitEl(l, d.status === 'active'))),
       d.targets ? h('p', { class: 'small' }, 'Only to these contracts or addresses: ', d.targets.flatMap((t, i) => [i ? ', ' : '', h('code', { class: 'mono wrap' }, t)])) : null,
       span.length ? h('p', { class: 'small' }, `${span.join(', ')}.`) : null,
       d.revoked_at ? h('p', { class: 'small' }, `Revoked on chain; agentd noticed it ${new Date(d.revoked_at).toLocaleString()}.`) : null,
       h('p', { class: 'muted small' }, `Registered ${new Date(d.created_at).toLocaleString()} \u00b7 id `, h('code', { class: 'mono' }, d.id)),
-      granted && d.status === 'active' ? revokeCall(granted, load) : null,
+      granted && d.status === 'active' ? revokeCall(granted) : null,
       removeError.el,
       removeButton ? h('div', { class: 'row' }, removeButton) : null,
     );
@@ -559,7 +560,7 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       const words = `${roundAmount(amount.value.trim())} ${asset.value} ${periodWords(periodSeconds).per}`;
       result.append(
         h('p', { class: 'success', role: 'status', 'data-testid': 'grant-done' }, `Granted: ${words} from ${delegator} to this agent.`),
-        revokeCall(granted, onGranted),
+        revokeCall(granted),
       );
       (result.querySelector('details') as HTMLDetailsElement | null)?.setAttribute('open', '');
       amount.value = '';

@@ -82,14 +82,15 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     }
     sourceField.hidden = source.options.length < 2;
   }
-  // Read when the form is built and again when it is used (at most every 3 s): a delegation granted in the
-  // Delegations tab since then is offered without reloading the page.
-  let readAt = 0;
+  // Read when the form is built and again whenever it is used (a field gains focus, the chain or asset changes): a
+  // delegation granted in the Delegations tab since then is offered without reloading the page. Only the answer to
+  // the latest read is applied.
+  let reads = 0;
   function readDelegations(): void {
-    if (Date.now() - readAt < 3000) return;
-    readAt = Date.now();
+    const read = ++reads;
     void listDelegations(agent.id, token)
       .then((all) => {
+        if (read !== reads) return;
         const chosen = source.value;
         delegations = all;
         fillSources();
@@ -113,8 +114,12 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   chain.addEventListener('change', () => {
     fillAssets();
     fillSources();
+    readDelegations();
   });
-  asset.addEventListener('change', fillSources);
+  asset.addEventListener('change', () => {
+    fillSources();
+    readDelegations();
+  });
   fillAssets();
 
   const form = h(

@@ -242,6 +242,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
       return (await panel.locator('[data-testid="delegation"][data-status="revoked"]').count()) === 1;
     });
     assert.match(await panel.getByTestId('delegation-status').textContent(), /Revoked on chain/);
+    assert.match(await panel.getByTestId('delegation-limit').textContent(), /5 USDC a day — nothing can be spent through it now/);
     await shot('delegations-07-revoked');
 
     // Removed from agentd with owner authority (the admin token): listed as removed, and the service says so.
