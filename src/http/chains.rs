@@ -6,7 +6,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::Result;
-use super::views::{ChainView, ErrorBody, HealthView};
+use super::views::{ChainDelegationsView, ChainView, ErrorBody, HealthView};
 use crate::domain::chain::CHAINS;
 use crate::state::AppState;
 
@@ -18,17 +18,28 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// List the chain registry
 ///
-/// Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, and its
-/// tokens. Needs no token.
+/// Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, its tokens,
+/// and its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager). Needs no
+/// token.
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
-    let configured = |name: &str| state.config.chains.rpc_urls.iter().any(|(n, _)| n == name);
+    let chains = &state.config.chains;
+    let configured = |name: &str| chains.rpc_urls.iter().any(|(n, _)| n == name);
+    let delegations = |name: &str| {
+        let (_, manager) = chains.delegation_managers.iter().find(|(n, _)| n == name)?;
+        let enforcers = chains
+            .delegation_enforcers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(&[][..], |(_, e)| e.as_slice());
+        Some(ChainDelegationsView::new(*manager, enforcers))
+    };
     Json(
         CHAINS
             .iter()
             .map(|c| {
                 let local = state.config.chains.is_local_node(c.name);
-                ChainView::new(c, configured(c.name), local, state.chains.tokens())
+                ChainView::new(c, configured(c.name), local, state.chains.tokens(), delegations(c.name))
             })
             .collect(),
     )

@@ -101,3 +101,50 @@ async fn a_chain_whose_node_is_on_a_loopback_address_is_marked_local() {
         "{chains}"
     );
 }
+
+#[tokio::test]
+async fn each_chain_names_the_delegation_manager_and_enforcers_a_client_signs_for() {
+    use agentd::domain::delegation::{Kind, deployments};
+    use serde_json::json;
+    let manager = "0x00000000000000000000000000000000000000aa";
+    let enforcer = "0x00000000000000000000000000000000000000bb";
+    let checksum = |a: &str| a.parse::<alloy::primitives::Address>().unwrap().to_checksum(None);
+    let app = spawn_app_with(&[
+        ("DELEGATION_MANAGER_BASE", manager),
+        (
+            "DELEGATION_ENFORCERS_BASE",
+            &format!("erc20_period_transfer={enforcer}"),
+        ),
+        ("DELEGATION_MANAGER_POLYGON", "none"),
+    ])
+    .await;
+
+    let (status, chains) = app.request(Method::GET, "/api/chains", None, None).await;
+
+    assert_eq!(status, StatusCode::OK, "{chains}");
+    let base = &find(&chains, "base")["delegations"];
+    assert_eq!(base["manager"], checksum(manager), "{base}");
+    assert_eq!(
+        base["enforcers"],
+        json!({ "erc20_period_transfer": checksum(enforcer) }),
+        "only the configured enforcer: {base}"
+    );
+    // A chain left at the defaults names the framework's published deployment, every enforcer by its name.
+    let ethereum = &find(&chains, "ethereum")["delegations"];
+    assert_eq!(
+        ethereum["manager"],
+        deployments::DELEGATION_MANAGER.to_checksum(None),
+        "{ethereum}"
+    );
+    for kind in Kind::ALL {
+        assert_eq!(
+            ethereum["enforcers"][kind.name()],
+            deployments::enforcer(kind).to_checksum(None),
+            "{ethereum}"
+        );
+    }
+    assert!(
+        find(&chains, "polygon")["delegations"].is_null(),
+        "no manager on polygon: {chains}"
+    );
+}

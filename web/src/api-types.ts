@@ -796,8 +796,9 @@ export interface paths {
         };
         /**
          * List the chain registry
-         * @description Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, and its
-         *     tokens. Needs no token.
+         * @description Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, its tokens,
+         *     and its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager). Needs no
+         *     token.
          */
         get: operations["list_chains"];
         put?: never;
@@ -1318,6 +1319,18 @@ export interface components {
             /** Format: int64 */
             duration_ms: number;
         };
+        /** @description The delegation framework a chain is configured with (`DELEGATION_MANAGER_<CHAIN>`, `DELEGATION_ENFORCERS_<CHAIN>`). */
+        ChainDelegationsView: {
+            /** @description EIP-55 address of the `DelegationManager`. */
+            manager: string;
+            /**
+             * @description Each configured enforcer's EIP-55 address by its configuration name (`erc20_period_transfer`, …, the names
+             *     of `DELEGATION_ENFORCERS_<CHAIN>`).
+             */
+            enforcers: {
+                [key: string]: string;
+            };
+        };
         /** @description A registry chain and whether this server has an RPC URL for it. */
         ChainView: {
             name: string;
@@ -1338,6 +1351,7 @@ export interface components {
             local_node?: boolean;
             /** @description The registry's ERC-20 tokens on this chain. */
             tokens: components["schemas"]["TokenView"][];
+            delegations?: components["schemas"]["ChainDelegationsView"] | null;
         };
         /** @description A single-use reissue challenge to sign with `personal_sign`. */
         ChallengeView: {

@@ -37,13 +37,15 @@ import {
 } from './ui';
 import { walletPanel } from './wallet';
 import { webhooksPanel } from './webhooks';
+import { delegationsPanel } from './delegations';
 
-type Tab = 'chat' | 'wallet' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
+type Tab = 'chat' | 'wallet' | 'delegations' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
 // History first: opening an agent answers "what did it do" (its activity), not an empty chat.
 const TABS: { id: Tab; label: string }[] = [
   { id: 'history', label: 'History' },
   { id: 'approvals', label: 'Approvals' },
   { id: 'wallet', label: 'Wallet' },
+  { id: 'delegations', label: 'Delegations' },
   { id: 'chat', label: 'Chat' },
   { id: 'policy', label: 'Policy' },
   { id: 'webhooks', label: 'Webhooks' },
@@ -71,7 +73,7 @@ const listError = errorLine();
 const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
-  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|delegations|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'history' };
 }
 
@@ -785,6 +787,7 @@ async function renderAgent(id: string): Promise<void> {
     history: historyPanel(agent, token, state.chains, { openApproval }),
     approvals,
     policy: policyPanel(agent, token, state.chains),
+    delegations: delegationsPanel(agent, token, state.chains),
     webhooks: webhooksPanel(agent, token),
     audit: auditPanel(agent, token),
     settings: { el: settings, load() {} },

@@ -8,6 +8,7 @@ import { compareDecimal, roundAmount, subtractDecimal } from './amount';
 import { clear, field, h, uid } from './dom';
 import { loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
+import { listDelegations, periodWords, type Delegation } from './delegations';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
@@ -23,6 +24,8 @@ interface Draft {
   to: string;
   amount: string;
   key: string;
+  /** Paid from an owner's account through a delegation (§21), with what its limit leaves now; null: the wallet. */
+  delegation: { id: string; delegator: string; available: string | null; limit: string; per: string } | null;
 }
 
 const FINAL = new Set(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
@@ -62,6 +65,40 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   const asset = h('select', {});
   const to = h('input', { type: 'text', class: 'mono', placeholder: '0x…', autocomplete: 'off', spellcheck: 'false' });
   const amount = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'e.g. 0.01', autocomplete: 'off' });
+  // Pay from the agent's wallet, or from an owner's account through an active delegation of this chain and asset.
+  const source = h('select', { 'data-testid': 'send-source' });
+  const sourceField = field('Pay from', source, 'A delegation spends from the owner\u2019s account, within the limits it sets on chain.');
+  sourceField.hidden = true;
+  let delegations: Delegation[] = [];
+  const limitOf = (d: Delegation) => d.limits.find((l) => l.asset === `${chain.value}:${asset.value}`);
+  function fillSources(): void {
+    clear(source);
+    source.append(h('option', { value: '' }, 'This agent\u2019s wallet'));
+    for (const d of delegations) {
+      const limit = d.status === 'active' && d.chain === chain.value ? limitOf(d) : undefined;
+      if (!limit) continue;
+      const left = limit.available == null ? '' : `, ${roundAmount(limit.available)} ${asset.value} left`;
+      source.append(h('option', { value: d.id }, `The owner\u2019s account ${d.delegator.slice(0, 8)}\u2026 (delegation${left})`));
+    }
+    sourceField.hidden = source.options.length < 2;
+  }
+  // Read when the form is built and again whenever it is used (a field gains focus, the chain or asset changes): a
+  // delegation granted in the Delegations tab since then is offered without reloading the page. Only the answer to
+  // the latest read is applied.
+  let reads = 0;
+  function readDelegations(): void {
+    const read = ++reads;
+    void listDelegations(agent.id, token)
+      .then((all) => {
+        if (read !== reads) return;
+        const chosen = source.value;
+        delegations = all;
+        fillSources();
+        if ([...source.options].some((o) => o.value === chosen)) source.value = chosen;
+      })
+      .catch(() => {});
+  }
+  readDelegations();
   const formError = errorLine();
   const reviewButton = h('button', { type: 'submit' }, 'Review');
   const review = h('div', { class: 'send-review', 'data-testid': 'send-review', hidden: true });
@@ -74,7 +111,15 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     asset.append(h('option', { value: info.native_symbol }, `${info.native_symbol} (native coin)`));
     for (const t of info.tokens ?? []) asset.append(h('option', { value: t.symbol }, t.symbol));
   }
-  chain.addEventListener('change', fillAssets);
+  chain.addEventListener('change', () => {
+    fillAssets();
+    fillSources();
+    readDelegations();
+  });
+  asset.addEventListener('change', () => {
+    fillSources();
+    readDelegations();
+  });
   fillAssets();
 
   const form = h(
@@ -86,17 +131,19 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       field('Chain', chain),
       field('Asset', asset),
     ),
+    sourceField,
     field('Recipient', to, 'A 0x address. The agent\u2019s own address and the zero address are refused.'),
     field('Amount', amount, 'In whole units of the asset (e.g. 0.01 ETH, 5 USDC).'),
     formError.el,
     h('div', { class: 'row' }, reviewButton),
   );
+  form.addEventListener('focusin', readDelegations);
   if (!canSend) {
-    for (const el of [chain, asset, to, amount, reviewButton]) el.disabled = true;
+    for (const el of [chain, asset, source, to, amount, reviewButton]) el.disabled = true;
   }
 
   function editing(on: boolean): void {
-    for (const el of [chain, asset, to, amount, reviewButton]) el.disabled = !canSend || !on;
+    for (const el of [chain, asset, source, to, amount, reviewButton]) el.disabled = !canSend || !on;
   }
 
   form.addEventListener('submit', async (event) => {
@@ -118,7 +165,14 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       to: recipient,
       amount: value,
       key: newKey(),
+      delegation: null,
     };
+    const chosen = delegations.find((d) => d.id === source.value);
+    const limit = chosen ? limitOf(chosen) : undefined;
+    if (chosen && limit) {
+      const per = limit.period_seconds ? `this ${periodWords(limit.period_seconds).noun}` : 'in all';
+      draft.delegation = { id: chosen.id, delegator: chosen.delegator, available: limit.available ?? null, limit: limit.amount, per };
+    }
     editing(false);
     await showReview(draft);
   });
@@ -142,11 +196,30 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     const fact = (term: string, ...value: (Node | string)[]) => facts.append(h('dt', {}, term), h('dd', {}, ...value));
     fact('Send', h('strong', { 'data-testid': 'review-amount' }, `${draft.amount} ${draft.asset}`), ` on ${c} (chain id ${draft.chain.chain_id})`);
     fact('To', h('code', { class: 'mono', 'data-testid': 'review-to' }, draft.to));
-    fact('From', h('code', { class: 'mono' }, from), ' (this agent\u2019s wallet)');
     const notes: HTMLElement[] = [];
+    const delegated = draft.delegation;
+    if (delegated) {
+      fact('From', h('code', { class: 'mono' }, delegated.delegator), ' (the owner\u2019s account, through a delegation; this agent\u2019s wallet pays the network fee)');
+      fact(
+        'Delegation',
+        h(
+          'span',
+          { 'data-testid': 'review-delegation' },
+          delegated.available == null
+            ? `at most ${delegated.limit} ${draft.asset} ${delegated.per}; what is left cannot be read now`
+            : `${roundAmount(delegated.available)} of ${roundAmount(delegated.limit)} ${draft.asset} left ${delegated.per}`,
+        ),
+      );
+      if (delegated.available != null && compareDecimal(draft.amount, delegated.available) === 1) {
+        notes.push(h('li', { class: 'bad' }, `More than the delegation leaves (${delegated.available} ${draft.asset}): the service will refuse (delegation_limit).`));
+      }
+    } else fact('From', h('code', { class: 'mono' }, from), ' (this agent\u2019s wallet)');
 
-    // The balance of that asset.
-    if (balances.status === 'fulfilled') {
+    // The balance of that asset (the wallet's: a delegated send reads the owner's account, which the API does not
+    // show here; the service refuses with insufficient_funds if it holds too little).
+    if (delegated) {
+      // nothing: see above
+    } else if (balances.status === 'fulfilled') {
       const entry = balances.value.balances[c];
       let have: string | null = null;
       if (entry && !('error' in entry)) {
@@ -176,11 +249,13 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       );
       fact(
         'Network fee',
-        draft.native
+        delegated
+          ? `paid in ${sym} by this agent\u2019s wallet and counted against the cap; the delegated ${draft.asset} is the owner\u2019s and counts against the delegation and the policy, not the cap.`
+          : draft.native
           ? `paid in ${sym} on top of the amount and counted against the cap. The service prices it when it signs, and reserves the amount plus twice the maximum fee until the transfer lands; then only what it really cost counts.`
           : `paid in ${sym} by the agent and counted against the cap; the ${draft.asset} amount counts against the policy, not the cap.`,
       );
-      if (draft.native && compareDecimal(draft.amount, left.startsWith('-') ? '0' : left) === 1) {
+      if (!delegated && draft.native && compareDecimal(draft.amount, left.startsWith('-') ? '0' : left) === 1) {
         notes.push(h('li', { class: 'bad' }, `More than what is left of the cap (${left} ${sym}): the service will refuse (spending_cap_exceeded).`));
       }
     } else fact('Spending cap', h('span', { class: 'muted' }, `unavailable (${errorText(detail.reason)})`));
@@ -217,7 +292,8 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       confirm.disabled = true;
       back.disabled = true;
       try {
-        const answer = await api.send(agent.id, token, { chain: c, to: draft.to, amount: draft.amount, asset: draft.asset }, draft.key);
+        const body = { chain: c, to: draft.to, amount: draft.amount, asset: draft.asset, ...(delegated ? { delegation: delegated.id } : {}) };
+        const answer = await api.send(agent.id, token, body, draft.key);
         review.hidden = true;
         clear(review);
         showResult(answer.body, draft);

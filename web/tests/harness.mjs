@@ -143,10 +143,12 @@ export async function callApi(baseUrl, method, path, body, headers = {}) {
 }
 
 /**
- * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `page` options are
- * not needed here: each test file opens its own context.
+ * Starts anvil, agentd and Chromium. `env` adds to agentd's environment (e.g. `ADMIN_TOKEN`); `prepare(rpc, rpcUrl)`, when
+ * given, runs on the node before agentd starts and may answer more environment (contracts deployed there and named in
+ * agentd's configuration, e.g. the delegation framework). `page` options are not needed here: each test file opens
+ * its own context.
  */
-export async function startStack({ env = {} } = {}) {
+export async function startStack({ env = {}, prepare = null } = {}) {
   for (const [path, hint] of [
     [agentdBin, 'build it first: cargo build (or set AGENTD_BIN)'],
     [anvilBin, 'install it: npm ci --prefix test-tools'],
@@ -167,6 +169,13 @@ export async function startStack({ env = {} } = {}) {
   );
   stopped.push(anvil.child);
   const rpcUrl = `http://${anvil.match[1]}`;
+  let prepared = {};
+  try {
+    if (prepare) prepared = await prepare(client(rpcUrl), rpcUrl);
+  } catch (e) {
+    anvil.child.kill('SIGKILL');
+    throw e;
+  }
 
   const agentd = await startAndWait(
     agentdBin,
@@ -184,6 +193,7 @@ export async function startStack({ env = {} } = {}) {
         RUST_LOG: 'info',
         NO_COLOR: '1',
         ...env,
+        ...prepared,
       },
     },
     /listening on ([\d.]+:\d+)/,
@@ -273,4 +283,37 @@ export async function openFold(page, testid) {
   await fold.waitFor();
   if (!(await fold.evaluate((el) => el.open))) await fold.locator(':scope > summary').click();
   return fold;
+}
+
+/** Runs in the page: what sticks out sideways, described (empty when everything fits). */
+export function overflowProblems() {
+  const vw = document.documentElement.clientWidth;
+  const problems = [];
+  const name = (el) =>
+    `${el.tagName.toLowerCase()}${el.dataset.testid ? `[data-testid=${el.dataset.testid}]` : ''}${
+      typeof el.className === 'string' && el.className ? `.${el.className.trim().split(/\s+/).join('.')}` : ''
+    }`;
+  if (document.documentElement.scrollWidth > vw + 1) {
+    problems.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} px wide in ${vw} px`);
+  }
+  for (const el of document.querySelectorAll('body *')) {
+    // The tab bar scrolls sideways on purpose (with its cue); toasts, visually hidden labels and closed details do
+    // not take part in the layout.
+    if (el.closest('.tabs, .toasts, .visually-hidden, .offscreen, details:not([open]) > :not(summary)')) continue;
+    // A table's header row hidden for the eye (a card per row) but kept for screen readers.
+    const thead = el.closest('thead');
+    if (thead && getComputedStyle(thead).position === 'absolute') continue;
+    const style = getComputedStyle(el);
+    if (style.display === 'none' || style.visibility === 'hidden' || style.position === 'fixed') continue;
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0) continue;
+    if (box.right > vw + 1) problems.push(`${name(el)} ends at ${Math.round(box.right)} px, past the ${vw} px screen`);
+    const scrolls = ['auto', 'scroll'].includes(style.overflowX);
+    // A box that scrolls sideways hides part of what it shows (the history's recipient and hash were cut so); code
+    // blocks and form controls may scroll.
+    if (scrolls && el.scrollWidth > el.clientWidth + 1 && !el.matches('pre, textarea, input, select')) {
+      problems.push(`${name(el)} scrolls sideways: ${el.scrollWidth} px of content in ${el.clientWidth} px`);
+    }
+  }
+  return [...new Set(problems)].slice(0, 12);
 }

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, until, watchPage } from './harness.mjs';
+import { artifactsDir, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -19,39 +19,6 @@ const WIDTHS = [
   { width: 1280, height: 800 },
   { width: 390, height: 844 },
 ];
-
-/** Runs in the page: what sticks out sideways, described (empty when everything fits). */
-function overflowProblems() {
-  const vw = document.documentElement.clientWidth;
-  const problems = [];
-  const name = (el) =>
-    `${el.tagName.toLowerCase()}${el.dataset.testid ? `[data-testid=${el.dataset.testid}]` : ''}${
-      typeof el.className === 'string' && el.className ? `.${el.className.trim().split(/\s+/).join('.')}` : ''
-    }`;
-  if (document.documentElement.scrollWidth > vw + 1) {
-    problems.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} px wide in ${vw} px`);
-  }
-  for (const el of document.querySelectorAll('body *')) {
-    // The tab bar scrolls sideways on purpose (with its cue); toasts, visually hidden labels and closed details do
-    // not take part in the layout.
-    if (el.closest('.tabs, .toasts, .visually-hidden, .offscreen, details:not([open]) > :not(summary)')) continue;
-    // A table's header row hidden for the eye (a card per row) but kept for screen readers.
-    const thead = el.closest('thead');
-    if (thead && getComputedStyle(thead).position === 'absolute') continue;
-    const style = getComputedStyle(el);
-    if (style.display === 'none' || style.visibility === 'hidden' || style.position === 'fixed') continue;
-    const box = el.getBoundingClientRect();
-    if (box.width === 0 || box.height === 0) continue;
-    if (box.right > vw + 1) problems.push(`${name(el)} ends at ${Math.round(box.right)} px, past the ${vw} px screen`);
-    const scrolls = ['auto', 'scroll'].includes(style.overflowX);
-    // A box that scrolls sideways hides part of what it shows (the history's recipient and hash were cut so); code
-    // blocks and form controls may scroll.
-    if (scrolls && el.scrollWidth > el.clientWidth + 1 && !el.matches('pre, textarea, input, select')) {
-      problems.push(`${name(el)} scrolls sideways: ${el.scrollWidth} px of content in ${el.clientWidth} px`);
-    }
-  }
-  return [...new Set(problems)].slice(0, 12);
-}
 
 describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () => {
   let stack;

@@ -1,10 +1,14 @@
 //! Views of the chain registry and the health check.
 
+use std::collections::BTreeMap;
+
+use alloy::primitives::Address;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::asset::Registry;
 use crate::domain::chain::ChainInfo;
+use crate::domain::delegation::Enforcers;
 
 /// A registry chain and whether this server has an RPC URL for it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,6 +28,35 @@ pub struct ChainView {
     pub local_node: bool,
     /// The registry's ERC-20 tokens on this chain.
     pub tokens: Vec<TokenView>,
+    /// On-chain delegations (§21) on this chain: the `DelegationManager` and the caveat enforcers agentd reads, what
+    /// a client needs to build and sign a delegation (EIP-712 domain `DelegationManager`, version `1`, this chain
+    /// id, `verifyingContract` the manager); `null` on a chain without a manager (`delegations_unavailable`). (Not
+    /// required in the schema: clients of servers before this field treat its absence as `null`.)
+    #[schema(required = false)]
+    pub delegations: Option<ChainDelegationsView>,
+}
+
+/// The delegation framework a chain is configured with (`DELEGATION_MANAGER_<CHAIN>`, `DELEGATION_ENFORCERS_<CHAIN>`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainDelegationsView {
+    /// EIP-55 address of the `DelegationManager`.
+    pub manager: String,
+    /// Each configured enforcer's EIP-55 address by its configuration name (`erc20_period_transfer`, …, the names
+    /// of `DELEGATION_ENFORCERS_<CHAIN>`).
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub enforcers: BTreeMap<&'static str, String>,
+}
+
+impl ChainDelegationsView {
+    pub fn new(manager: Address, enforcers: &Enforcers) -> Self {
+        Self {
+            manager: manager.to_checksum(None),
+            enforcers: enforcers
+                .iter()
+                .map(|(kind, address)| (kind.name(), address.to_checksum(None)))
+                .collect(),
+        }
+    }
 }
 
 /// A registry token.
@@ -36,7 +69,13 @@ pub struct TokenView {
 }
 
 impl ChainView {
-    pub fn new(chain: &ChainInfo, configured: bool, local_node: bool, assets: &Registry) -> Self {
+    pub fn new(
+        chain: &ChainInfo,
+        configured: bool,
+        local_node: bool,
+        assets: &Registry,
+        delegations: Option<ChainDelegationsView>,
+    ) -> Self {
         Self {
             name: chain.name,
             chain_id: chain.chain_id,
@@ -53,6 +92,7 @@ impl ChainView {
                     decimals: t.decimals,
                 })
                 .collect(),
+            delegations,
         }
     }
 }

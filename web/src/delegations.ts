@@ -1,0 +1,575 @@
+// The Delegations tab (docs/api.md §21): what the owner granted the agent's wallet on chain (ERC-7710, the MetaMask
+// Delegation Framework v1.3) — each limit with what is left this period, the contracts it may call, its window and
+// status — and a form with which an owner holding a browser wallet grants one: the console builds the delegation
+// (root authority, the caveats the owner picks, from the enforcers `GET /api/chains` names), the wallet signs it
+// (`eth_signTypedData_v4`, EIP-712 under the chain's DelegationManager), the console posts it, then shows the call
+// that revokes it on chain (`disableDelegation`, the delegator's own act) and offers to send it with the wallet.
+import { call, type AgentDetail, type ChainInfo } from './api';
+import type { components } from './api-types';
+import { compareDecimal, roundAmount } from './amount';
+import { clear, copyButton, field, h, shortHex, uid } from './dom';
+import { injectedWallet, walletAccount } from './wallet-provider';
+import { errorLine, notify } from './ui';
+
+export type Delegation = components['schemas']['DelegationView'];
+type Limit = components['schemas']['LimitView'];
+
+export interface DelegationsPanel {
+  el: HTMLElement;
+  load(): void;
+}
+
+/** A delegation granted directly by its delegator (no chain of redelegation): `authority` all ones. */
+export const ROOT_AUTHORITY = `0x${'f'.repeat(64)}`;
+
+/** A delegation as the framework's JSON form spells it (what `POST …/delegations` takes and the wallet signs). */
+export interface SignedDelegation {
+  delegate: string;
+  delegator: string;
+  authority: string;
+  caveats: { enforcer: string; terms: string; args: string }[];
+  /** Decimal string. */
+  salt: string;
+  signature: string;
+}
+
+const enc = encodeURIComponent;
+/** The agent's delegations (agent token or owner authority): also what the send form offers to pay from. */
+export const listDelegations = (id: string, token: string | null) =>
+  call<Delegation[]>('GET', `/api/agents/${enc(id)}/delegations`, { token, owner: id });
+const addDelegation = (id: string, token: string | null, chain: string, delegation: SignedDelegation) =>
+  call<Delegation>('POST', `/api/agents/${enc(id)}/delegations`, { token, owner: id, body: { chain, delegation } });
+const removeDelegation = (id: string, token: string | null, did: string) =>
+  call<void>('DELETE', `/api/agents/${enc(id)}/delegations/${enc(did)}`, { token, owner: id });
+
+// ------------------------------------------------------------------ encodings (the enforcers' terms, the ABI)
+
+const hex = (s: string) => s.replace(/^0x/i, '').toLowerCase();
+/** A 32-byte big-endian word of a non-negative integer. */
+const word = (n: bigint) => n.toString(16).padStart(64, '0');
+/** Bytes right-padded to whole words, after their length. */
+const tail = (bytes: string) => word(BigInt(bytes.length / 2)) + bytes.padEnd(Math.ceil(bytes.length / 64) * 64, '0');
+
+/** `ERC20PeriodTransferEnforcer` terms: `token(20) ‖ periodAmount(32) ‖ periodDuration(32) ‖ startDate(32)`. */
+export function erc20PeriodTerms(token: string, amount: bigint, period: number, start: number): string {
+  return `0x${hex(token)}${word(amount)}${word(BigInt(period))}${word(BigInt(start))}`;
+}
+
+/** `NativeTokenPeriodTransferEnforcer` terms: `periodAmount(32) ‖ periodDuration(32) ‖ startDate(32)`. */
+export function nativePeriodTerms(amount: bigint, period: number, start: number): string {
+  return `0x${word(amount)}${word(BigInt(period))}${word(BigInt(start))}`;
+}
+
+/** `AllowedTargetsEnforcer` terms: the addresses, 20 bytes each. */
+export const allowedTargetsTerms = (targets: string[]) => `0x${targets.map(hex).join('')}`;
+
+/** `TimestampEnforcer` terms: `after(16) ‖ before(16)` (uint128 each, 0 = none, both exclusive). */
+export const timestampTerms = (after: number, before: number) =>
+  `0x${BigInt(after).toString(16).padStart(32, '0')}${BigInt(before).toString(16).padStart(32, '0')}`;
+
+/** `disableDelegation((address,address,bytes32,(address,bytes,bytes)[],uint256,bytes))`'s selector (`cast sig`). */
+const DISABLE_DELEGATION = '49934047';
+
+/** The ABI encoding of the framework's `Delegation` tuple (a dynamic tuple: its head, then its tails). */
+function delegationTuple(d: SignedDelegation): string {
+  const caveats = d.caveats.map((c) => {
+    const terms = tail(hex(c.terms));
+    const args = tail(hex(c.args));
+    return word(BigInt(`0x${hex(c.enforcer)}`)) + word(96n) + word(BigInt(96 + terms.length / 2)) + terms + args;
+  });
+  let offset = 32 * caveats.length;
+  const heads = caveats.map((c) => {
+    const head = word(BigInt(offset));
+    offset += c.length / 2;
+    return head;
+  });
+  const caveatArray = word(BigInt(caveats.length)) + heads.join('') + caveats.join('');
+  const signature = tail(hex(d.signature));
+  const headSize = 6 * 32;
+  return (
+    word(BigInt(`0x${hex(d.delegate)}`)) +
+    word(BigInt(`0x${hex(d.delegator)}`)) +
+    hex(d.authority).padStart(64, '0') +
+    word(BigInt(headSize)) +
+    word(BigInt(d.salt)) +
+    word(BigInt(headSize + caveatArray.length / 2)) +
+    caveatArray +
+    signature
+  );
+}
+
+/** The calldata of `disableDelegation(delegation)` on the DelegationManager: what the delegator sends to revoke it. */
+export function disableDelegationCalldata(d: SignedDelegation): string {
+  return `0x${DISABLE_DELEGATION}${word(32n)}${delegationTuple(d)}`;
+}
+
+/** The EIP-712 typed data of a delegation under the manager's domain (what `eth_signTypedData_v4` signs). */
+export function delegationTypedData(d: Omit<SignedDelegation, 'signature'>, chainId: number, manager: string): unknown {
+  return {
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'version', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+      Delegation: [
+        { name: 'delegate', type: 'address' },
+        { name: 'delegator', type: 'address' },
+        { name: 'authority', type: 'bytes32' },
+        { name: 'caveats', type: 'Caveat[]' },
+        { name: 'salt', type: 'uint256' },
+      ],
+      Caveat: [
+        { name: 'enforcer', type: 'address' },
+        { name: 'terms', type: 'bytes' },
+      ],
+    },
+    primaryType: 'Delegation',
+    domain: { name: 'DelegationManager', version: '1', chainId, verifyingContract: manager },
+    message: {
+      delegate: d.delegate,
+      delegator: d.delegator,
+      authority: d.authority,
+      caveats: d.caveats.map((c) => ({ enforcer: c.enforcer, terms: c.terms })),
+      salt: d.salt,
+    },
+  };
+}
+
+/** A decimal amount in whole units as base units (`decimals` places), or null when it is not a positive decimal. */
+export function toBaseUnits(amount: string, decimals: number): bigint | null {
+  const m = /^(\d+)(?:\.(\d+))?$/.exec(amount.trim());
+  if (!m) return null;
+  const fraction = m[2] ?? '';
+  if (fraction.length > decimals) return null;
+  const units = BigInt(m[1] + fraction.padEnd(decimals, '0'));
+  return units > 0n ? units : null;
+}
+
+// ------------------------------------------------------------------ words
+
+const PERIODS: [number, string, string][] = [
+  [3600, 'hour', 'an hour'],
+  [86400, 'day', 'a day'],
+  [604800, 'week', 'a week'],
+];
+
+/** "day", "week", or "3 days", "90 minutes" … for a period in seconds. */
+export function periodWords(seconds: number): { noun: string; per: string } {
+  const known = PERIODS.find(([s]) => s === seconds);
+  if (known) return { noun: known[1], per: known[2] };
+  const units: [number, string][] = [
+    [604800, 'week'],
+    [86400, 'day'],
+    [3600, 'hour'],
+    [60, 'minute'],
+  ];
+  for (const [size, name] of units) {
+    if (seconds % size === 0) {
+      const n = seconds / size;
+      const noun = `${n} ${name}${n === 1 ? '' : 's'}`;
+      return { noun, per: `every ${noun}` };
+    }
+  }
+  return { noun: `${seconds} seconds`, per: `every ${seconds} seconds` };
+}
+
+const localTime = (unix: number) =>
+  new Date(unix * 1000).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+/** The symbol of a limit's asset (`base:USDC` → `USDC`; an unknown token's address shortened). */
+function symbolOf(limit: Limit): string {
+  const after = limit.asset.slice(limit.asset.indexOf(':') + 1);
+  return after.startsWith('0x') ? `units of ${shortHex(after)}` : after;
+}
+
+const STATUS_WORDS: Record<string, string> = {
+  active: 'Active',
+  revoked: 'Revoked on chain',
+  expired: 'Expired',
+  removed: 'Removed from agentd',
+};
+
+/** One limit in words: "5 USDC a day — left this day: 3.5 of 5 USDC". */
+function limitEl(limit: Limit, active: boolean): HTMLElement {
+  const unit = symbolOf(limit);
+  const amount = `${roundAmount(limit.amount)} ${unit}`;
+  const period = limit.period_seconds ? periodWords(limit.period_seconds) : null;
+  const what = period ? `${amount} ${period.per}` : `${amount} in all`;
+  const left = !active
+    ? 'nothing can be spent through it now'
+    : limit.available === null || limit.available === undefined
+      ? 'what is left cannot be read now'
+      : `left ${period ? `this ${period.noun}` : 'in all'}: ${roundAmount(limit.available)} of ${amount}`;
+  const full = limit.available !== null && limit.available !== undefined && compareDecimal(limit.available, limit.amount) === 0;
+  return h(
+    'li',
+    {
+      'data-testid': 'delegation-limit',
+      'data-asset': limit.asset,
+      'data-amount': limit.amount,
+      'data-available': limit.available ?? '',
+      title: `${limit.asset}: ${limit.amount} per period, ${limit.available ?? 'unknown'} available`,
+    },
+    h('strong', {}, what),
+    ' \u2014 ',
+    h('span', { class: full ? '' : 'emphasis', 'data-testid': 'delegation-available' }, left),
+    limit.start && period ? h('span', { class: 'muted small' }, ` (periods counted from ${localTime(limit.start)})`) : null,
+  );
+}
+
+// ------------------------------------------------------------------ what the console granted (for the revoke call)
+
+const GRANTED_KEY = (hash: string) => `agentd.delegation.${hash.toLowerCase()}`;
+
+interface Granted {
+  chain: string;
+  manager: string;
+  delegation: SignedDelegation;
+}
+
+function remember(hash: string, granted: Granted): void {
+  try {
+    localStorage.setItem(GRANTED_KEY(hash), JSON.stringify(granted));
+  } catch {
+    // storage full or denied: the revoke call is still shown now
+  }
+}
+
+function recalled(hash: string): Granted | null {
+  try {
+    const text = localStorage.getItem(GRANTED_KEY(hash));
+    return text ? (JSON.parse(text) as Granted) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The call that revokes a delegation on chain, to copy or to send with the connected wallet. */
+function revokeCall(granted: Granted): HTMLElement {
+  const data = disableDelegationCalldata(granted.delegation);
+  const status = h('p', { class: 'muted small', role: 'status', 'data-testid': 'revoke-status' });
+  const send = h('button', { type: 'button', class: 'secondary' }, 'Revoke it now with my wallet');
+  send.addEventListener('click', async () => {
+    const wallet = injectedWallet();
+    if (!wallet) {
+      status.textContent = 'No browser wallet was found: send the call above from the delegator account yourself.';
+      return;
+    }
+    send.disabled = true;
+    try {
+      const account = await walletAccount();
+      if (account.toLowerCase() !== granted.delegation.delegator.toLowerCase()) {
+        throw new Error(`The wallet's account is ${account}; the revocation must come from the delegator ${granted.delegation.delegator}.`);
+      }
+      const hash = (await wallet.request({
+        method: 'eth_sendTransaction',
+        params: [{ from: account, to: granted.manager, data, value: '0x0' }],
+      })) as string;
+      // The list is not read again here: that would replace this card, and this line, before it is read.
+      status.textContent = `Sent: transaction ${hash}. agentd notices the revocation within a minute, or at the next read (Refresh).`;
+    } catch (e) {
+      status.textContent = `Not sent: ${(e as Error).message}`;
+      send.disabled = false;
+    }
+  });
+  return h(
+    'details',
+    { class: 'revoke-call', 'data-testid': 'revoke-call' },
+    h('summary', {}, 'How to revoke it on chain'),
+    h(
+      'p',
+      { class: 'small' },
+      'Removing it here only stops agentd from using it. To end it for good, the delegator account ',
+      h('code', { class: 'mono' }, granted.delegation.delegator),
+      ' calls disableDelegation on the DelegationManager with this delegation: send a transaction from that account, ',
+      'with no value, to:',
+    ),
+    h('div', { class: 'row' }, h('code', { class: 'mono wrap', 'data-testid': 'revoke-to' }, granted.manager), copyButton(granted.manager, 'Copy the manager address')),
+    h('p', { class: 'small' }, 'with this data:'),
+    h('div', { class: 'row' }, h('code', { class: 'mono wrap calldata', 'data-testid': 'revoke-data' }, data), copyButton(data, 'Copy the calldata')),
+    h('div', { class: 'row' }, send),
+    status,
+  );
+}
+
+// ------------------------------------------------------------------ the panel
+
+export function delegationsPanel(agent: AgentDetail, token: string | null, chains: ChainInfo[]): DelegationsPanel {
+  const heading = uid('delegations');
+  const error = errorLine();
+  const list = h('ul', { class: 'delegations', 'aria-label': 'Delegations', 'data-testid': 'delegations' });
+  const empty = h('p', { class: 'muted', hidden: true }, 'No delegations yet: nothing of an owner\u2019s account is granted to this agent.');
+  const refresh = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
+  const usable = chains.filter((c) => agent.chains.includes(c.name) && c.delegations);
+  const byName = new Map(chains.map((c) => [c.name, c]));
+
+  function card(d: Delegation): HTMLElement {
+    const chain = byName.get(d.chain);
+    const removeButton =
+      d.status === 'removed'
+        ? null
+        : h('button', { type: 'button', class: 'secondary danger', 'data-testid': 'delegation-remove' }, 'Remove from agentd');
+    const removeError = errorLine();
+    removeButton?.addEventListener('click', async () => {
+      if (!confirm('Stop agentd from using this delegation? Revoking it on chain is a separate step, from the delegator account.')) return;
+      removeButton.disabled = true;
+      removeError.clear();
+      try {
+        await removeDelegation(agent.id, token, d.id);
+        notify('The delegation is removed: agentd no longer uses it.');
+        load();
+      } catch (e) {
+        removeError.show(e);
+        removeButton.disabled = false;
+      }
+    });
+    const granted = recalled(d.hash);
+    const span: string[] = [];
+    if (d.not_before) span.push(`usable after ${localTime(d.not_before)}`);
+    if (d.expires_at) span.push(`usable until ${localTime(d.expires_at)}`);
+    return h(
+      'li',
+      { class: 'card delegation', 'data-testid': 'delegation', 'data-delegation-id': d.id, 'data-status': d.status, 'data-hash': d.hash },
+      h(
+        'div',
+        { class: 'row spread' },
+        h('strong', {}, `From ${shortHex(d.delegator)} on ${d.chain}`),
+        h('span', { class: `badge status-${d.status}`, 'data-testid': 'delegation-status' }, STATUS_WORDS[d.status] ?? d.status),
+      ),
+      h(
+        'p',
+        { class: 'small muted' },
+        'The owner\u2019s account ',
+        h('code', { class: 'mono wrap', title: d.delegator }, d.delegator),
+        ' lets this agent\u2019s wallet ',
+        h('code', { class: 'mono wrap', title: d.delegate }, d.delegate),
+        ` spend from it${chain ? ` on ${d.chain}` : ''}, within these limits the chain enforces:`,
+      ),
+      h('ul', { class: 'limits' }, d.limits.map((l) => limitEl(l, d.status === 'active'))),
+      d.targets ? h('p', { class: 'small' }, 'Only to these contracts or addresses: ', d.targets.flatMap((t, i) => [i ? ', ' : '', h('code', { class: 'mono wrap' }, t)])) : null,
+      span.length ? h('p', { class: 'small' }, `${span.join(', ')}.`) : null,
+      d.revoked_at ? h('p', { class: 'small' }, `Revoked on chain; agentd noticed it ${new Date(d.revoked_at).toLocaleString()}.`) : null,
+      h('p', { class: 'muted small' }, `Registered ${new Date(d.created_at).toLocaleString()} \u00b7 id `, h('code', { class: 'mono' }, d.id)),
+      granted && d.status === 'active' ? revokeCall(granted) : null,
+      removeError.el,
+      removeButton ? h('div', { class: 'row' }, removeButton) : null,
+    );
+  }
+
+  async function load(): Promise<void> {
+    error.clear();
+    try {
+      const all = await listDelegations(agent.id, token);
+      clear(list);
+      list.append(...all.map(card));
+      empty.hidden = all.length > 0;
+    } catch (e) {
+      error.show(e);
+    }
+  }
+  refresh.addEventListener('click', () => void load());
+
+  const el = h(
+    'section',
+    { class: 'stack', 'aria-labelledby': heading, 'data-testid': 'delegations-panel' },
+    h(
+      'div',
+      { class: 'card' },
+      h('div', { class: 'row spread' }, h('h2', { id: heading }, 'Delegations'), refresh),
+      h(
+        'p',
+        { class: 'muted small' },
+        'Money an owner keeps in their own account (an EOA upgraded by EIP-7702, or a smart account) and lets this agent ',
+        'spend under limits the chain itself enforces (ERC-7710): a stolen agent key can take no more than what is left.',
+      ),
+      error.el,
+      empty,
+      list,
+    ),
+    grantForm(agent, token, usable, load),
+  );
+  return { el, load: () => void load() };
+}
+
+// ------------------------------------------------------------------ the grant form
+
+function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[], onGranted: () => void): HTMLElement {
+  const heading = uid('grant');
+  if (!usable.length) {
+    return h(
+      'section',
+      { class: 'card', 'aria-labelledby': heading },
+      h('h3', { id: heading }, 'Grant a delegation'),
+      h('p', { class: 'muted' }, 'None of this agent\u2019s chains has a DelegationManager configured on this server (DELEGATION_MANAGER_<CHAIN>).'),
+    );
+  }
+  const chain = h('select', {}, usable.map((c) => h('option', { value: c.name }, c.name)));
+  const asset = h('select', {});
+  const amount = h('input', { type: 'text', inputmode: 'decimal', autocomplete: 'off', placeholder: '5', required: true });
+  const period = h(
+    'select',
+    {},
+    h('option', { value: '86400' }, 'a day'),
+    h('option', { value: '604800' }, 'a week'),
+    h('option', { value: 'custom' }, 'another period (seconds)'),
+  );
+  const seconds = h('input', { type: 'number', min: 60, step: 1, value: 3600, hidden: true });
+  const secondsField = field('Period in seconds', seconds);
+  secondsField.hidden = true;
+  period.addEventListener('change', () => {
+    secondsField.hidden = period.value !== 'custom';
+    seconds.hidden = period.value !== 'custom';
+  });
+  const targets = h('textarea', { rows: 2, spellcheck: 'false', placeholder: '0x… one address a line (optional)' });
+  const until = h('input', { type: 'datetime-local' });
+  const error = errorLine();
+  const submit = h('button', { type: 'submit' }, 'Sign with my wallet and grant');
+  const result = h('div', { 'data-testid': 'grant-result' });
+
+  const chainInfo = () => usable.find((c) => c.name === chain.value)!;
+  function fillAssets(): void {
+    const c = chainInfo();
+    clear(asset);
+    const enforcers = c.delegations?.enforcers ?? {};
+    if (enforcers.erc20_period_transfer) for (const t of c.tokens) asset.append(h('option', { value: t.symbol }, `${t.symbol} (token)`));
+    if (enforcers.native_token_period_transfer && enforcers.exact_calldata) asset.append(h('option', { value: c.native_symbol }, `${c.native_symbol} (native coin)`));
+  }
+  // On chain, a token amount caveat already pins the call to the token's `transfer`, so addresses restrict only a
+  // native coin's recipients (the execution's target); for a token, the policy's allowed recipients do that.
+  const targetsField = field('Only to these recipients (optional)', targets, 'The native coin may then be sent to these addresses only, whatever agentd is told.');
+  const syncTargets = () => {
+    targetsField.hidden = asset.value !== chainInfo().native_symbol;
+  };
+  chain.addEventListener('change', () => {
+    fillAssets();
+    syncTargets();
+  });
+  asset.addEventListener('change', syncTargets);
+  fillAssets();
+  syncTargets();
+
+  const form = h(
+    'form',
+    { class: 'card grant', 'aria-labelledby': heading, 'data-testid': 'grant-form' },
+    h('h3', { id: heading }, 'Grant a delegation'),
+    h(
+      'p',
+      { class: 'muted small' },
+      'Your browser wallet signs a delegation from its account to this agent\u2019s wallet: at most the amount each ',
+      'period, in one asset. The account must be an EOA upgraded by EIP-7702 to the framework\u2019s delegator, or a ',
+      'smart account. No key leaves your wallet.',
+    ),
+    field('Chain', chain),
+    field('Asset', asset),
+    field('Amount per period', amount, 'In whole units, e.g. 5 or 0.25'),
+    field('Period', period),
+    secondsField,
+    targetsField,
+    field('Usable until (optional, your local time)', until),
+    error.el,
+    h('div', { class: 'row' }, submit),
+    result,
+  );
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    error.clear();
+    clear(result);
+    const c = chainInfo();
+    const config = c.delegations;
+    if (!config) return;
+    const native = asset.value === c.native_symbol;
+    const tokenInfo = c.tokens.find((t) => t.symbol === asset.value);
+    const decimals = native ? c.decimals : (tokenInfo?.decimals ?? 18);
+    const units = toBaseUnits(amount.value, decimals);
+    if (units === null) {
+      error.show(new Error(`The amount must be a positive number with at most ${decimals} decimals.`));
+      return;
+    }
+    const periodSeconds = period.value === 'custom' ? Number(seconds.value) : Number(period.value);
+    if (!Number.isInteger(periodSeconds) || periodSeconds < 1) {
+      error.show(new Error('The period must be a whole number of seconds.'));
+      return;
+    }
+    const addresses = (targetsField.hidden ? '' : targets.value)
+      .split(/[\s,]+/)
+      .map((t) => t.trim())
+      .filter(Boolean);
+    const bad = addresses.find((a) => !/^0x[0-9a-fA-F]{40}$/.test(a));
+    if (bad) {
+      error.show(new Error(`${bad} is not an address (0x and 40 hex digits).`));
+      return;
+    }
+    let before = 0;
+    if (until.value) {
+      before = Math.floor(new Date(until.value).getTime() / 1000);
+      if (!Number.isFinite(before) || before <= Date.now() / 1000) {
+        error.show(new Error('"Usable until" must be in the future.'));
+        return;
+      }
+    }
+    const delegate = agent.wallet_addresses[c.name];
+    if (!delegate) {
+      error.show(new Error(`The agent has no wallet on ${c.name}.`));
+      return;
+    }
+    // The first period starts an hour back on this computer's clock, so that a chain whose latest block is a little
+    // behind it already counts the period as started.
+    const start = Math.floor(Date.now() / 1000) - 3600;
+    const e = config.enforcers;
+    const caveats: { enforcer: string; terms: string; args: string }[] = [];
+    if (native) {
+      caveats.push({ enforcer: e.native_token_period_transfer, terms: nativePeriodTerms(units, periodSeconds, start), args: '0x' });
+      caveats.push({ enforcer: e.exact_calldata, terms: '0x', args: '0x' });
+    } else if (tokenInfo) {
+      caveats.push({ enforcer: e.erc20_period_transfer, terms: erc20PeriodTerms(tokenInfo.address, units, periodSeconds, start), args: '0x' });
+    }
+    if (addresses.length) {
+      if (!e.allowed_targets) {
+        error.show(new Error('This server reads no allowed_targets enforcer on this chain.'));
+        return;
+      }
+      caveats.push({ enforcer: e.allowed_targets, terms: allowedTargetsTerms(addresses), args: '0x' });
+    }
+    if (before) {
+      if (!e.timestamp) {
+        error.show(new Error('This server reads no timestamp enforcer on this chain.'));
+        return;
+      }
+      caveats.push({ enforcer: e.timestamp, terms: timestampTerms(0, before), args: '0x' });
+    }
+    const wallet = injectedWallet();
+    if (!wallet) {
+      error.show(new Error('No browser wallet was found: granting needs one to sign the delegation.'));
+      return;
+    }
+    submit.disabled = true;
+    try {
+      const delegator = await walletAccount();
+      const salt = BigInt(`0x${Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('')}`).toString();
+      const unsigned = { delegate, delegator, authority: ROOT_AUTHORITY, caveats, salt };
+      const typed = delegationTypedData(unsigned, c.chain_id, config.manager);
+      const signature = (await wallet.request({ method: 'eth_signTypedData_v4', params: [delegator, JSON.stringify(typed)] })) as string;
+      if (typeof signature !== 'string' || !signature.startsWith('0x')) throw new Error('The wallet returned no signature.');
+      const delegation: SignedDelegation = { ...unsigned, signature };
+      const added = await addDelegation(agent.id, token, c.name, delegation);
+      const granted = { chain: c.name, manager: config.manager, delegation };
+      remember(added.hash, granted);
+      const words = `${roundAmount(amount.value.trim())} ${asset.value} ${periodWords(periodSeconds).per}`;
+      result.append(
+        h('p', { class: 'success', role: 'status', 'data-testid': 'grant-done' }, `Granted: ${words} from ${delegator} to this agent.`),
+        revokeCall(granted),
+      );
+      (result.querySelector('details') as HTMLDetailsElement | null)?.setAttribute('open', '');
+      amount.value = '';
+      onGranted();
+    } catch (err) {
+      error.show(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}

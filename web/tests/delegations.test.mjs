@@ -1,0 +1,291 @@
+// The console's Delegations tab (docs/api.md §21) in headless Chromium against the real binary and anvil, with the
+// real MetaMask Delegation Framework v1.3 deployed there (web/tests/delegation-framework.mjs) and an owner EOA
+// upgraded to its delegator by EIP-7702: a browser wallet (an injected EIP-1193 provider whose key only this test
+// holds) grants the agent a daily USDC budget from the console — the console builds the delegation, the wallet signs
+// it (eth_signTypedData_v4), the console posts it; a wallet account that is no smart account is refused first, in the
+// service's words. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
+// on chain, from the owner's account to the recipient; the console shows what is left this day; the Wallet tab's
+// send form pays 1 USDC more from the owner's account through it, reviewed with what the delegation leaves; the revoke call it
+// shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
+// console then shows; removed from agentd with owner authority (the admin token), it shows removed. Then 0.1 ETH a
+// week to one recipient until a set time: the native caveats the console builds are the ones the service reads.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { join } from 'node:path';
+import { mintUsdc, placeUsdc, tokenBalance, selector, word, USDC } from '../../scripts/evm.mjs';
+import { artifactsDir, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
+import { castBin, deployFramework, newKey, signTypedData, upgradeToDelegator } from './delegation-framework.mjs';
+
+// anvil's first dev account (unlocked): it deploys the framework and funds the agent.
+const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
+const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
+const ADMIN = `adm_${randomBytes(24).toString('hex')}`;
+const TIMEOUT = 20000;
+
+describe('web console delegations', { timeout: 300000 }, () => {
+  let stack;
+  let page;
+  let framework;
+  let agentId;
+  let agentToken;
+  let wallet;
+  // The owner's account (upgraded to the delegator) and one that is not: the test wallet's keys, held here only.
+  const owner = newKey();
+  const plain = newKey();
+  const keys = new Map([owner, plain].map((k) => [k.address.toLowerCase(), k]));
+  let account = plain.address;
+  const pageErrors = [];
+
+  const api = (method, path, body) => callApi(stack.baseUrl, method, path, body, { 'x-agent-access-token': agentToken });
+  const shot = (name) => page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
+
+  before(async () => {
+    stack = await startStack({
+      env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' },
+      prepare: async (rpc, rpcUrl) => {
+        framework = await deployFramework(rpc);
+        await rpc('anvil_setBalance', [owner.address, '0x8ac7230489e80000']);
+        const code = await upgradeToDelegator(rpc, rpcUrl, owner, framework.delegator);
+        assert.equal(code.toLowerCase(), `0xef0100${framework.delegator.slice(2).toLowerCase()}`, 'a 7702 designation');
+        await placeUsdc(rpc);
+        await mintUsdc(rpc, owner.address, 100_000_000n);
+        return framework.env;
+      },
+    });
+    const created = await callApi(
+      stack.baseUrl,
+      'POST',
+      '/api/agents',
+      { name: 'Delegated agent', chains: ['base'], capabilities: ['read', 'transact', 'analytics'], spending_cap: 1 },
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    agentId = created.body.id;
+    agentToken = created.body.access_token;
+    wallet = created.body.wallet_addresses.base;
+    // The agent's wallet pays the redemption's gas.
+    await stack.rpc('eth_sendTransaction', [{ from: DEV, to: wallet, value: '0xde0b6b3a7640000' }]);
+
+    const context = await stack.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    // The browser holds the agent's token and, as its owner, the admin token (Remove needs owner authority).
+    await context.addInitScript(
+      ([id, token, admin]) => {
+        localStorage.setItem(`agentd.token.${id}`, token);
+        localStorage.setItem('agentd.adminToken', admin);
+      },
+      [agentId, agentToken, ADMIN],
+    );
+    // The test wallet: its account, typed data signed with that account's key (cast), transactions sent by anvil
+    // from the account (impersonated: the node holds no key of it).
+    await context.exposeBinding('__testWallet', async (_source, method, params) => {
+      if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [account];
+      if (method === 'eth_signTypedData_v4') {
+        const key = keys.get(String(params[0]).toLowerCase());
+        if (!key) throw new Error(`the test wallet holds no key of ${params[0]}`);
+        return signTypedData(key, params[1]);
+      }
+      if (method === 'eth_sendTransaction') {
+        await stack.rpc('anvil_impersonateAccount', [params[0].from]);
+        return stack.rpc('eth_sendTransaction', params);
+      }
+      return stack.rpc(method, params ?? []);
+    });
+    await context.addInitScript(() => {
+      window.ethereum = { request: ({ method, params }) => window.__testWallet(method, params ?? []) };
+    });
+    page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    // The console shows the 422 of the refused grant; the browser logs it itself.
+    await watchPage(page, stack.baseUrl, pageErrors, [422]);
+  });
+
+  after(async () => {
+    if (page) await page.screenshot({ path: join(artifactsDir, 'delegations-zz-last-state.png'), fullPage: true }).catch(() => {});
+    await stack?.stop();
+  });
+
+  it('grants a daily USDC budget with the browser wallet, sees it used on chain and what is left, and revokes it', async () => {
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+    const panel = page.getByTestId('delegations-panel');
+    await panel.getByText(/No delegations yet/).waitFor();
+    const form = page.getByTestId('grant-form');
+    await form.getByLabel('Chain').selectOption('base');
+    await form.getByLabel('Asset').selectOption('USDC');
+    await form.getByLabel('Amount per period').fill('5');
+    await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a day' });
+    await shot('delegations-01-form');
+
+    // A wallet account that is neither a smart account nor upgraded: the service's refusal, in its own words.
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    const refusal = form.getByRole('alert');
+    await refusal.filter({ hasText: 'delegator_not_smart' }).waitFor();
+    assert.ok(
+      (await refusal.textContent()).includes(`the delegator ${plain.address} has no code: it must be a smart account or an EOA upgraded by EIP-7702`),
+      await refusal.textContent(),
+    );
+    await shot('delegations-02-refused');
+
+    // The owner's account, upgraded to the delegator: granted.
+    account = owner.address;
+    await form.getByLabel('Amount per period').fill('5');
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    await form.getByTestId('grant-done').waitFor();
+    assert.match(await form.getByTestId('grant-done').textContent(), /Granted: 5 USDC a day/);
+    const card = panel.locator('[data-testid="delegation"][data-status="active"]');
+    await card.waitFor();
+    const id = await card.getAttribute('data-delegation-id');
+    const hash = await card.getAttribute('data-hash');
+    const limit = card.getByTestId('delegation-limit');
+    assert.equal(await limit.getAttribute('data-asset'), 'base:USDC');
+    assert.equal(await limit.getAttribute('data-amount'), '5');
+    assert.equal(await limit.getAttribute('data-available'), '5');
+    assert.match(await limit.textContent(), /5 USDC a day — left this day: 5 of 5 USDC/);
+    assert.match(await card.textContent(), new RegExp(owner.address));
+    assert.match(await card.textContent(), new RegExp(wallet));
+
+    // The service holds what the console built: the agent's wallet as delegate, the owner as delegator, the limit.
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    assert.equal(listed.status, 200, JSON.stringify(listed.body));
+    assert.equal(listed.body.length, 1);
+    assert.equal(listed.body[0].delegator, owner.address);
+    assert.equal(listed.body[0].delegate, wallet);
+    assert.deepEqual(
+      listed.body[0].limits.map((l) => [l.asset, l.amount, l.period_seconds]),
+      [['base:USDC', '5', 86400]],
+    );
+
+    // The revoke call shown is the manager and cast's own ABI encoding of disableDelegation(delegation).
+    const revoke = form.getByTestId('revoke-call');
+    assert.equal((await revoke.getByTestId('revoke-to').textContent()).toLowerCase(), framework.manager.toLowerCase());
+    const granted = JSON.parse(await page.evaluate((h) => localStorage.getItem(`agentd.delegation.${h}`), hash.toLowerCase()));
+    const d = granted.delegation;
+    const tuple = `(${d.delegate},${d.delegator},${d.authority},[${d.caveats.map((c) => `(${c.enforcer},${c.terms},${c.args})`).join(',')}],${d.salt},${d.signature})`;
+    const expected = execFileSync(castBin, ['calldata', 'disableDelegation((address,address,bytes32,(address,bytes,bytes)[],uint256,bytes))', tuple])
+      .toString()
+      .trim();
+    assert.equal(await revoke.getByTestId('revoke-data').textContent(), expected);
+    await shot('delegations-03-granted');
+
+    // A transfer through the delegation: 1.5 USDC leave the owner's account for the recipient, on chain.
+    const sent = await api('POST', `/api/agents/${agentId}/transfers`, {
+      chain: 'base',
+      to: RECIPIENT,
+      amount: '1.5',
+      asset: 'USDC',
+      delegation: id,
+    });
+    assert.equal(sent.status, 201, JSON.stringify(sent.body));
+    assert.equal(sent.body.from, owner.address);
+    await until('the recipient holds 1.5 USDC on chain', async () => (await tokenBalance(stack.rpc, USDC, RECIPIENT)) === 1_500_000n);
+    assert.equal(await tokenBalance(stack.rpc, USDC, owner.address), 98_500_000n, "it left the owner's account");
+
+    // The console shows what is left this day.
+    await until('the console shows 3.5 USDC left', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator('[data-testid="delegation-limit"][data-available="3.5"]').count()) === 1;
+    });
+    assert.match(await panel.getByTestId('delegation-limit').textContent(), /left this day: 3\.5 of 5 USDC/);
+    await shot('delegations-04-used');
+
+    // The Wallet tab's send form offers to pay from the owner's account through the delegation: 1 USDC more.
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const send = page.getByTestId('send-card');
+    await send.getByLabel('Asset').selectOption('USDC');
+    await send.getByLabel('Recipient').click();
+    await until('the send form offers the delegation', async () => (await send.locator(`[data-testid="send-source"] option[value="${id}"]`).count()) === 1);
+    await send.getByLabel('Pay from').selectOption(id);
+    await send.getByLabel('Recipient').fill(RECIPIENT);
+    await send.getByLabel('Amount', { exact: true }).fill('1');
+    await send.getByRole('button', { name: 'Review' }).click();
+    const review = send.getByTestId('send-review');
+    await review.getByTestId('review-delegation').waitFor();
+    assert.equal(await review.getByTestId('review-delegation').textContent(), '3.5 of 5 USDC left this day');
+    assert.match(await review.textContent(), new RegExp(`From${owner.address}`));
+    await shot('delegations-05-send-review');
+    await review.getByRole('button', { name: 'Confirm and send 1 USDC' }).click();
+    await send.getByTestId('send-result').and(page.locator('[data-status="confirmed"]')).waitFor();
+    assert.equal(await tokenBalance(stack.rpc, USDC, RECIPIENT), 2_500_000n, 'the recipient holds 2.5 USDC on chain');
+    assert.equal(await tokenBalance(stack.rpc, USDC, owner.address), 97_500_000n, "from the owner's account");
+    await page.getByRole('tab', { name: 'Delegations' }).click();
+    await until('the console shows 2.5 USDC left', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator('[data-testid="delegation-limit"][data-available="2.5"]').count()) === 1;
+    });
+
+    // The tab fits 1280 px and a phone (390 px): nothing past the right edge (checked as layout.test.mjs checks).
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: 844 });
+      await page.reload();
+      await panel.getByTestId('delegation-limit').waitFor();
+      // With the revoke call (the manager's address and the calldata) open.
+      await panel.getByTestId('revoke-call').locator('summary').click();
+      await panel.getByTestId('revoke-data').waitFor();
+      await page.waitForTimeout(150);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `the Delegations tab (freshly loaded) at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`delegations-06-${width}px`);
+    }
+
+    // Revoked on chain with the wallet, from the delegator's account: the manager says so, and so does the console.
+    const listedRevoke = card.getByTestId('revoke-call');
+    await listedRevoke.getByRole('button', { name: 'Revoke it now with my wallet' }).click();
+    await listedRevoke.getByTestId('revoke-status').filter({ hasText: /^Sent: transaction 0x/ }).waitFor();
+    const disabled = await stack.rpc('eth_call', [
+      { to: framework.manager, data: `0x${await selector(stack.rpc, 'disabledDelegations(bytes32)')}${word(hash)}` },
+      'latest',
+    ]);
+    assert.equal(BigInt(disabled), 1n, 'the manager holds the delegation disabled');
+    await until('the console shows the delegation revoked', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator('[data-testid="delegation"][data-status="revoked"]').count()) === 1;
+    });
+    assert.match(await panel.getByTestId('delegation-status').textContent(), /Revoked on chain/);
+    assert.match(await panel.getByTestId('delegation-limit').textContent(), /5 USDC a day — nothing can be spent through it now/);
+    await shot('delegations-07-revoked');
+
+    // Removed from agentd with owner authority (the admin token): listed as removed, and the service says so.
+    page.once('dialog', (dialog) => dialog.accept());
+    await panel.getByTestId('delegation-remove').click();
+    await panel.locator('[data-testid="delegation"][data-status="removed"]').waitFor();
+    assert.match(await panel.getByTestId('delegation-status').textContent(), /Removed from agentd/);
+    const removed = await api('GET', `/api/agents/${agentId}/delegations/${id}`);
+    assert.equal(removed.body.status, 'removed', JSON.stringify(removed.body));
+    await shot('delegations-08-removed');
+
+    // The native coin: 0.1 ETH a week to one recipient only, until a time two days ahead (local time): the console
+    // adds exact_calldata with empty terms (plain sends), allowed_targets and timestamp caveats, which the service
+    // reads back as the limit, the targets and the end.
+    const end = new Date(Date.now() + 2 * 86400 * 1000);
+    end.setSeconds(0, 0);
+    const pad = (n) => String(n).padStart(2, '0');
+    const local = `${end.getFullYear()}-${pad(end.getMonth() + 1)}-${pad(end.getDate())}T${pad(end.getHours())}:${pad(end.getMinutes())}`;
+    await form.getByLabel('Asset').selectOption('ETH');
+    await form.getByLabel('Amount per period').fill('0.1');
+    await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a week' });
+    await form.getByLabel('Only to these recipients').fill(RECIPIENT);
+    await form.getByLabel('Usable until').fill(local);
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    await form.getByTestId('grant-done').filter({ hasText: 'Granted: 0.1 ETH a week' }).waitFor();
+    const native = panel.locator('[data-testid="delegation"][data-status="active"]');
+    await native.waitFor();
+    const nativeLimit = native.getByTestId('delegation-limit');
+    assert.equal(await nativeLimit.getAttribute('data-asset'), 'base:ETH');
+    assert.equal(await nativeLimit.getAttribute('data-available'), '0.1');
+    assert.match(await nativeLimit.textContent(), /0\.1 ETH a week — left this week: 0\.1 of 0\.1 ETH/);
+    assert.match(await native.textContent(), new RegExp(`Only to these contracts or addresses: ${RECIPIENT}`));
+    const nativeId = await native.getAttribute('data-delegation-id');
+    const read = await api('GET', `/api/agents/${agentId}/delegations/${nativeId}`);
+    assert.equal(read.status, 200, JSON.stringify(read.body));
+    assert.deepEqual(read.body.caveats.map((c) => c.kind), ['native_token_period_transfer', 'exact_calldata', 'allowed_targets', 'timestamp']);
+    assert.deepEqual(read.body.targets, [RECIPIENT]);
+    assert.equal(read.body.expires_at, Math.floor(end.getTime() / 1000));
+    // In the browser's own local time and words.
+    const shown = await page.evaluate((ms) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }), end.getTime());
+    assert.ok((await native.textContent()).includes(`usable until ${shown}`), await native.textContent());
+    await shot('delegations-09-native');
+
+    assert.deepEqual(pageErrors, []);
+  });
+});
