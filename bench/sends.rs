@@ -242,6 +242,7 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
         checked.push(("PostgreSQL 32 agents", many));
     }
     for (name, sent) in checked {
+        println!("{}", sent.rounds_line(name));
         if let Some(e) = &sent.run.first_error {
             println!("  first {name} error: {e}");
         }
@@ -299,6 +300,8 @@ enum Via {
 struct Sent {
     run: Run,
     nonces: u64,
+    /// Group commit's rounds during the run: (reservation rounds, sends reserved, audit rounds, entries written).
+    rounds: [u64; 4],
 }
 
 impl Sent {
@@ -308,6 +311,17 @@ impl Sent {
 
     fn row(&self, name: &str, nonce: u64) -> Vec<String> {
         self.run.row(name, nonce)
+    }
+
+    /// What a round took on average during the run.
+    fn rounds_line(&self, name: &str) -> String {
+        let [rounds, reserved, records, recorded] = self.rounds;
+        let per = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
+        format!(
+            "  {name}: {rounds} reservation rounds took {reserved} sends ({:.1} a round); {records} audit rounds wrote {recorded} entries ({:.1} a round)",
+            per(reserved, rounds),
+            per(recorded, records)
+        )
     }
 }
 
@@ -324,8 +338,19 @@ async fn funded(app: &LocalApp, anvil: &Anvil, name: &str) -> CreatedAgent {
 }
 
 /// `HTTP_N` transfers from one new agent, `CONCURRENCY` requests in flight.
+/// Group commit's figures so far (`Transfers::round_figures`).
+fn round_figures(app: &LocalApp) -> [u64; 4] {
+    let f = app.state.transfers.round_figures();
+    [f.reservation_rounds, f.reserved, f.record_rounds, f.recorded]
+}
+
+fn since(before: [u64; 4], after: [u64; 4]) -> [u64; 4] {
+    std::array::from_fn(|i| after[i] - before[i])
+}
+
 async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
     let agent = Arc::new(funded(app, anvil, "bench http sender").await);
+    let before = round_figures(app);
     let (client, base) = (app.client.clone(), app.address.clone());
     let from = agent.address("base");
     let run = drive(HTTP_N, CONCURRENCY, move |_| {
@@ -333,7 +358,8 @@ async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
     })
     .await;
     let nonces = mined_nonce(anvil, from, HTTP_N as u64).await;
-    Sent { run, nonces }
+    let rounds = since(before, round_figures(app));
+    Sent { run, nonces, rounds }
 }
 
 /// `HTTP_N` transfers in all from `AGENTS` new agents at once, each one request at a time.
@@ -344,6 +370,7 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
     }
     let addresses: Vec<Address> = agents.iter().map(|a| a.address("base")).collect();
     let agents = Arc::new(agents);
+    let before = round_figures(app);
     let (client, base) = (app.client.clone(), app.address.clone());
     // Worker `w` of `AGENTS` takes jobs w, w + AGENTS, …: job `i` is agent `i % AGENTS`'s, one at a time per agent.
     let run = drive_by_worker(HTTP_N, AGENTS, move |i| {
@@ -387,7 +414,8 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
         }
         nonces += nonce;
     }
-    Sent { run, nonces }
+    let rounds = since(before, round_figures(app));
+    Sent { run, nonces, rounds }
 }
 
 /// One transfer request; what went wrong, if anything.

@@ -90,10 +90,19 @@ pub struct Transfers {
     /// `delegations_unavailable`.
     delegations: Option<crate::delegations::Delegations>,
     /// On-chain sends waiting to be reserved, a round of them per transaction (group commit).
-    rounds: rounds::Group<rounds::Sending>,
+    rounds: rounds::Reservations,
     /// Outflows' audit entries (with the `pending` mark of the ones the node took) waiting to be written, a round of
     /// them per transaction.
     records: rounds::Group<rounds::Record>,
+}
+
+/// Counts of group commit's rounds (`Transfers::round_figures`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundFigures {
+    pub reservation_rounds: u64,
+    pub reserved: u64,
+    pub record_rounds: u64,
+    pub recorded: u64,
 }
 
 /// A transfer the agent was asked to make.
@@ -161,7 +170,7 @@ impl Transfers {
     ) -> Self {
         let leaders = store.round_leaders();
         Transfers {
-            rounds: rounds::reservations(store.clone(), leaders),
+            rounds: rounds::Reservations::new(store.clone(), leaders),
             records: rounds::records(store.clone(), leaders),
             store,
             chains,
@@ -171,6 +180,19 @@ impl Transfers {
             fetcher: crate::net::egress::Fetcher::new(x402),
             counted: Default::default(),
             delegations: None,
+        }
+    }
+
+    /// How group commit went so far, for the benchmarks: reservation rounds and the sends they reserved, audit
+    /// rounds and the entries they wrote.
+    pub fn round_figures(&self) -> RoundFigures {
+        let (reservation_rounds, reserved) = self.rounds.figures();
+        let (record_rounds, recorded) = self.records.figures();
+        RoundFigures {
+            reservation_rounds,
+            reserved,
+            record_rounds,
+            recorded,
         }
     }
 

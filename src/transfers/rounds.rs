@@ -14,7 +14,9 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -48,6 +50,9 @@ struct Shared<I> {
     queue: Mutex<Queue<I>>,
     leaders: usize,
     round: Round<I>,
+    /// Rounds run and items they took, for the benchmarks (`Transfers::round_figures`).
+    rounds: AtomicU64,
+    items: AtomicU64,
 }
 
 struct Queue<I> {
@@ -65,6 +70,8 @@ impl<I: Send + 'static> Group<I> {
                 }),
                 leaders: leaders.max(1),
                 round,
+                rounds: AtomicU64::new(0),
+                items: AtomicU64::new(0),
             }),
         }
     }
@@ -88,6 +95,14 @@ impl<I: Send + 'static> Group<I> {
             tokio::spawn(lead(self.shared.clone()));
         }
     }
+
+    /// (rounds run, items they took) so far.
+    pub(super) fn figures(&self) -> (u64, u64) {
+        (
+            self.shared.rounds.load(Ordering::Relaxed),
+            self.shared.items.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Runs rounds while items wait. A round runs in a task of its own: one that panics drops its items' answers (their
@@ -103,6 +118,8 @@ async fn lead<I: Send + 'static>(shared: Arc<Shared<I>>) {
             let n = queue.waiting.len().min(MOST);
             queue.waiting.drain(..n).collect()
         };
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        shared.items.fetch_add(items.len() as u64, Ordering::Relaxed);
         if let Err(e) = tokio::spawn((shared.round)(items)).await {
             tracing::error!(error = %e, "a round of writes ended without answering");
         }
@@ -157,12 +174,41 @@ impl Sending {
     }
 }
 
-/// The reservation rounds of a store.
-pub(super) fn reservations(store: Arc<dyn Store>, leaders: usize) -> Group<Sending> {
-    Group::new(
-        leaders,
-        Box::new(move |sends| Box::pin(reserve_round(store.clone(), sends))),
-    )
+/// The reservation rounds of a store: `shards` queues with one round at a time each, a send's queue chosen by its
+/// (agent, chain), so that one agent's sends wait for the same round and different agents' may run side by side.
+#[derive(Clone)]
+pub(super) struct Reservations {
+    shards: Arc<[Group<Sending>]>,
+}
+
+impl Reservations {
+    pub(super) fn new(store: Arc<dyn Store>, shards: usize) -> Self {
+        let shards = (0..shards.max(1))
+            .map(|_| {
+                let store = store.clone();
+                Group::new(
+                    1,
+                    Box::new(move |sends| Box::pin(reserve_round(store.clone(), sends)) as _),
+                )
+            })
+            .collect();
+        Reservations { shards }
+    }
+
+    pub(super) fn push(&self, send: Sending) {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        send.lock_name().hash(&mut hasher);
+        let shard = (hasher.finish() % self.shards.len() as u64) as usize;
+        self.shards[shard].push(send);
+    }
+
+    /// (rounds run, sends they took) so far, over every shard.
+    pub(super) fn figures(&self) -> (u64, u64) {
+        self.shards
+            .iter()
+            .map(Group::figures)
+            .fold((0, 0), |(r, s), (dr, ds)| (r + dr, s + ds))
+    }
 }
 
 /// One reservation round (see the module's doc).
