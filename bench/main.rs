@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -7,6 +7,20 @@
 mod anvil;
 mod calls;
 mod common;
+mod delegation;
+#[allow(dead_code)]
+#[path = "../tests/api/helpers/delegation_framework.rs"]
+mod delegation_framework;
+/// What the test suite's helpers find under `crate::helpers`.
+mod helpers {
+    pub(crate) use super::solidity;
+
+    pub fn parse_private_key(key: &str) -> alloy::signers::local::PrivateKeySigner {
+        key.trim_start_matches("0x")
+            .parse()
+            .unwrap_or_else(|e| panic!("a secp256k1 key in hex: {e}"))
+    }
+}
 mod http;
 #[path = "../tests/api/helpers/paywall.rs"]
 mod paywall;
@@ -23,8 +37,17 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 9] = [
-    "http", "turn", "sends", "stream", "x402", "watcher", "calls", "webhooks", "signing",
+const SECTIONS: [&str; 10] = [
+    "http",
+    "turn",
+    "sends",
+    "stream",
+    "x402",
+    "watcher",
+    "calls",
+    "webhooks",
+    "signing",
+    "delegation",
 ];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
@@ -64,6 +87,7 @@ fn main() {
                 "calls" => calls::run().await,
                 "webhooks" => webhooks::run().await,
                 "signing" => signing::run().await,
+                "delegation" => delegation::run().await,
                 _ => stream::run().await,
             }
         });
