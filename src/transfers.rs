@@ -347,10 +347,7 @@ fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::
         }),
         Err(e) => Err(detail::Refused {
             code: e.code().into(),
-            rule: match e {
-                TransferError::PolicyDenied(rule) => Some(rule.as_str().into()),
-                _ => None,
-            },
+            rule: e.policy_rule().map(|rule| rule.as_str().into()),
         }),
     }
 }

@@ -188,7 +188,7 @@ impl Transfers {
                 refused: detail::Refused {
                     code: e.code().into(),
                     rule: match e {
-                        PayError::Transfer(TransferError::PolicyDenied(rule)) => Some(rule.as_str().into()),
+                        PayError::Transfer(e) => e.policy_rule().map(|rule| rule.as_str().into()),
                         _ => None,
                     },
                 },
