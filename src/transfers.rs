@@ -348,6 +348,7 @@ fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::
         Err(e) => Err(detail::Refused {
             code: e.code().into(),
             rule: e.policy_rule().map(|rule| rule.as_str().into()),
+            limit: e.over_limit().map(str::to_owned),
         }),
     }
 }

@@ -162,6 +162,14 @@ impl TransferError {
             _ => None,
         }
     }
+
+    /// A refusal over a limit in words, with the decision's figures.
+    pub fn over_limit(&self) -> Option<&str> {
+        match self {
+            Self::OverLimit { words, .. } => Some(words),
+            _ => None,
+        }
+    }
 }
 
 fn not_awaiting_message(status: ApprovalStatus) -> String {

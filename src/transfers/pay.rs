@@ -191,6 +191,10 @@ impl Transfers {
                         PayError::Transfer(e) => e.policy_rule().map(|rule| rule.as_str().into()),
                         _ => None,
                     },
+                    limit: match e {
+                        PayError::Transfer(e) => e.over_limit().map(str::to_owned),
+                        _ => None,
+                    },
                 },
             }),
         };

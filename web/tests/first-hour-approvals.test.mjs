@@ -243,7 +243,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     assert.equal(await why.getAttribute('data-rule'), 'per_day');
     assert.match(
       await why.textContent(),
-      /Over the daily limit of 0\.05 ETH \(base:ETH\): 0\.037 was already counted in the 24 h before it, 0\.013 was left, and it asked 0\.02\./,
+      /Over the daily limit of 0\.05 ETH: 0\.037 was already counted in the last 24 h, 0\.013 was left, and it asked 0\.02\./,
     );
     await shot('fa08-chat-prose-follows-status');
   });
