@@ -3280,6 +3280,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "caps": {
+                     *         "base": {
+                     *           "counted": "0.0021",
+                     *           "left": "0.4979",
+                     *           "limit": "0.5"
+                     *         }
+                     *       },
+                     *       "limits": {
+                     *         "base:USDC": {
+                     *           "per_day": {
+                     *             "counted": "120",
+                     *             "left": "80",
+                     *             "limit": "200"
+                     *           },
+                     *           "per_week": {
+                     *             "counted": "420",
+                     *             "left": "580",
+                     *             "limit": "1000"
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["BudgetView"];
                 };
             };
