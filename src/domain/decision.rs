@@ -1040,6 +1040,7 @@ mod tests {
             ttl_secs: 60,
             holds: Holds {
                 approval_above: true,
+                above: Some(wei(5)),
                 ..Holds::default()
             },
         };
@@ -1457,6 +1458,7 @@ mod tests {
                 daily(0),
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
+                    above: Some(wei(5)),
                     ..Holds::default()
                 }),
             ),
@@ -1470,6 +1472,7 @@ mod tests {
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
                     call: Some(crate::domain::policy::CallRuleRef::Rule(1)),
+                    above: Some(wei(5)),
                     ..Holds::default()
                 }),
             ),

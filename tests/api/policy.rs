@@ -261,6 +261,19 @@ async fn the_budget_counts_pending_and_held_transfers_and_its_left_is_what_the_n
     let (status, held) = transfer(&app, &agent, "0.05", to).await;
     assert_eq!(status, StatusCode::CREATED, "{held}");
     assert_eq!(held["status"], "awaiting_approval", "{held}");
+    // The rule that held it and its threshold, as they were when it was held.
+    assert_eq!(held["held_by"], json!(["approval_above"]), "{held}");
+    assert_eq!(held["held_above"], "0.03", "{held}");
+    let approvals = format!("/api/agents/{}/approvals", agent.id);
+    set_policy(
+        &app,
+        &agent,
+        json!({"limits": {"base:ETH": {"per_transfer": "0.06", "per_day": "0.1", "per_week": "0.2",
+            "approval_above": "0.04"}}}),
+    )
+    .await;
+    let (_, waiting) = call(&app, &agent, true, Method::GET, &approvals, None).await;
+    assert_eq!(waiting[0]["held_above"], "0.03", "{waiting}");
     let counted = budget(&app, &agent, false).await;
     assert_eq!(
         counted["limits"]["base:ETH"],

@@ -2023,6 +2023,12 @@ export interface components {
              */
             held_by?: string[];
             /**
+             * @description Beyond the contract, set on a transfer or x402 payment that `approval_above` held: the threshold in force
+             *     when it was held, in whole units of its asset (the policy may say otherwise since).
+             * @example 0.01
+             */
+            held_above?: string;
+            /**
              * @description Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
              *     in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
              *     signed at the fees of the moment it is approved; until then its reservation holds twice this fee.

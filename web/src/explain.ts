@@ -194,14 +194,25 @@ const NAMED: Record<string, string> = {
 };
 
 /**
- * The rules that ask for the owner's approval of this waiting request: those the service named (`held_by`), worded
- * with the current policy's figures; for a request held before the service named them, those of the current policy.
+ * The rules that ask for the owner's approval of this waiting request: those the service named (`held_by`), with the
+ * threshold it recorded when it held it (`held_above`), the others worded with the current policy's figures; for a
+ * request held before the service named them, those of the current policy.
  */
 export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
   const inferred = policyHoldReasons(t, facts);
   const named = t.held_by;
   if (!named?.length) return inferred;
   return named.flatMap((rule) => {
+    // The threshold that held it, as the service recorded it when it was held (`held_above`).
+    const o = outflows(t as Transfer & CallFields)[0];
+    if (rule === 'approval_above' && t.held_above && o) {
+      return [
+        {
+          rule,
+          text: `Approval threshold of ${o.key}: it moves ${o.amount} ${o.asset}, more than the ${t.held_above} ${o.asset} the policy let pass without the owner when it was asked.`,
+        },
+      ];
+    }
     const worded = inferred.filter((r) => r.rule === rule);
     if (worded.length) return worded;
     const call = /^calls\.rules\[(\d+)\]$/.exec(rule);

@@ -459,7 +459,7 @@ where
         let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -483,6 +483,7 @@ where
         .bind(body.call_record)
         .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
         .bind(body.delegation)
+        .bind(a.held_above.map(|w| w.to_string()))
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
