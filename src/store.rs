@@ -424,6 +424,15 @@ pub trait OwnerStore: Send + Sync + 'static {
 pub trait PolicyStore: Send + Sync + 'static {
     /// The agent's policy (the default when none was set).
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<crate::domain::policy::Policy>;
+    /// The agent's policy and, for each asset whose limits have a rolling window, what the windows count now,
+    /// read as the reserving transaction reads them for a decision (§11, §18).
+    async fn budget_windows(
+        &self,
+        agent_id: Uuid,
+    ) -> StoreResult<(
+        crate::domain::policy::Policy,
+        BTreeMap<String, crate::domain::decision::Windows>,
+    )>;
     /// The allowances the service counted for the agent on `chain` (§18).
     async fn allowance_ledger(
         &self,

@@ -369,10 +369,8 @@ fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::
         }),
         Err(e) => Err(detail::Refused {
             code: e.code().into(),
-            rule: match e {
-                TransferError::PolicyDenied(rule) => Some(rule.as_str().into()),
-                _ => None,
-            },
+            rule: e.policy_rule().map(|rule| rule.as_str().into()),
+            limit: e.over_limit().map(str::to_owned),
         }),
     }
 }

@@ -205,6 +205,15 @@ pub enum Refusal {
     DelegationLimit {
         available: U256,
     },
+    /// A transfer over one of its asset's limits (`per_transfer`, `per_day`, `per_week`: `policy_denied` with that
+    /// rule), with the figures the decision used: the limit, what its window had counted before it (0 for
+    /// `per_transfer`) and what it asked.
+    OverLimit {
+        rule: PolicyRule,
+        limit: U256,
+        counted: U256,
+        asked: U256,
+    },
 }
 
 /// What the store does.
@@ -330,6 +339,7 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
             None => verdict(r, policy, *windows, *paid_before),
         } {
             Verdict::Allow => U256::ZERO,
+            Verdict::Deny(rule) if r.call.is_none() => return refuse(denial(r, policy, *windows, rule)),
             Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
             Verdict::NeedsApproval(_) if !fits(f.cap, f.spent, r.reserved) => {
                 return refuse(Refusal::CapExceeded {
@@ -362,6 +372,60 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         false => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
     };
     Decision::Reserve { nonce, release }
+}
+
+/// A transfer's refusal by `rule`, with the figures of the limit it broke when it broke one.
+fn denial(r: &Request<'_>, policy: &Policy, windows: Windows, rule: PolicyRule) -> Refusal {
+    let limits = policy.limits.get(r.asset_key);
+    let (limit, counted) = match rule {
+        PolicyRule::PerTransfer => (limits.and_then(|l| l.per_transfer), U256::ZERO),
+        PolicyRule::PerDay => (limits.and_then(|l| l.per_day), windows.day),
+        PolicyRule::PerWeek => (limits.and_then(|l| l.per_week), windows.week),
+        _ => (None, U256::ZERO),
+    };
+    match limit {
+        Some(limit) => Refusal::OverLimit {
+            rule,
+            limit,
+            counted,
+            asked: r.value,
+        },
+        None => Refusal::PolicyDenied(rule),
+    }
+}
+
+/// One rolling window of an asset's limits (or a chain's spending cap) as the decision counts it: the limit, what
+/// it has counted, and what is left of it (never below zero). A transfer of up to `left` fits it; more does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub limit: U256,
+    pub counted: U256,
+    pub left: U256,
+}
+
+impl Window {
+    pub fn of(limit: U256, counted: U256) -> Window {
+        Window {
+            limit,
+            counted,
+            left: limit.saturating_sub(counted),
+        }
+    }
+}
+
+/// What each window of an asset's limits has counted and has left: the `windows` the store read for the asset
+/// (the same read the decision takes) against `limits`; `None` where the policy sets no such window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Budget {
+    pub per_day: Option<Window>,
+    pub per_week: Option<Window>,
+}
+
+pub fn budget(limits: &crate::domain::policy::AssetLimits, windows: Windows) -> Budget {
+    Budget {
+        per_day: limits.per_day.map(|l| Window::of(l, windows.day)),
+        per_week: limits.per_week.map(|l| Window::of(l, windows.week)),
+    }
 }
 
 /// The policy's verdict, the host rule of a payment first (the policy may have changed since its fetch began).
@@ -574,6 +638,54 @@ mod tests {
 
     fn denied(rule: PolicyRule) -> Decision {
         Decision::Refuse(Refusal::PolicyDenied(rule))
+    }
+
+    fn over(rule: PolicyRule, limit: u64, counted: u64, asked: u64) -> Decision {
+        Decision::Refuse(Refusal::OverLimit {
+            rule,
+            limit: wei(limit),
+            counted: wei(counted),
+            asked: wei(asked),
+        })
+    }
+
+    #[test]
+    fn a_budget_leaves_what_the_next_decision_allows_and_not_one_unit_more() {
+        let limits = AssetLimits {
+            per_day: Some(wei(30)),
+            per_week: Some(wei(50)),
+            ..AssetLimits::default()
+        };
+        let policy = limited(limits.clone());
+        for (day, week) in [(0, 0), (12, 12), (12, 40), (29, 45), (30, 50), (31, 60)] {
+            let w = Windows {
+                day: wei(day),
+                week: wei(week),
+            };
+            let b = budget(&limits, w);
+            let (d, wk) = (b.per_day.expect("a day window"), b.per_week.expect("a week window"));
+            assert_eq!((d.limit, d.counted), (wei(30), wei(day)));
+            assert_eq!((wk.limit, wk.counted), (wei(50), wei(week)));
+            let left = d.left.min(wk.left);
+            let f = facts(u64::MAX, 0, policy_gate(&policy, day, week, true));
+            let at = |v: U256| {
+                decide(
+                    &Request {
+                        value: v,
+                        ..request(0, 1)
+                    },
+                    &f,
+                )
+            };
+            if !left.is_zero() {
+                assert_eq!(at(left), reserve(Some(0), 0), "day {day}, week {week}");
+            }
+            assert!(
+                matches!(at(left + wei(1)), Decision::Refuse(Refusal::OverLimit { .. })),
+                "day {day}, week {week}"
+            );
+        }
+        assert_eq!(budget(&AssetLimits::default(), Windows::default()), Budget::default());
     }
 
     fn policy_gate(policy: &Policy, day: u64, week: u64, paid_before: bool) -> Gate {
@@ -887,11 +999,11 @@ mod tests {
         // (policy, value, day, week, expected)
         let cases: [(&Policy, u64, u64, u64, Decision); 11] = [
             (&limits, 10, 0, 0, reserve(Some(0), 0)),
-            (&limits, 11, 0, 0, denied(PolicyRule::PerTransfer)),
+            (&limits, 11, 0, 0, over(PolicyRule::PerTransfer, 10, 0, 11)),
             (&limits, 10, 20, 20, reserve(Some(0), 0)),
-            (&limits, 10, 21, 21, denied(PolicyRule::PerDay)),
+            (&limits, 10, 21, 21, over(PolicyRule::PerDay, 30, 21, 10)),
             (&limits, 10, 0, 40, reserve(Some(0), 0)),
-            (&limits, 10, 0, 41, denied(PolicyRule::PerWeek)),
+            (&limits, 10, 0, 41, over(PolicyRule::PerWeek, 50, 41, 10)),
             (&blocked, 1, 0, 0, denied(PolicyRule::RecipientBlocked)),
             (&allowed_other, 1, 0, 0, denied(PolicyRule::RecipientNotAllowed)),
             (&other_asset, 1, 0, 0, denied(PolicyRule::AssetNotAllowed)),
@@ -912,7 +1024,7 @@ mod tests {
             ..AssetLimits::default()
         });
         let f = facts(0, 0, policy_gate(&limits, 0, 0, true));
-        assert_eq!(decide(&request(2, 10), &f), denied(PolicyRule::PerTransfer));
+        assert_eq!(decide(&request(2, 10), &f), over(PolicyRule::PerTransfer, 1, 0, 2));
     }
 
     #[test]
@@ -928,6 +1040,7 @@ mod tests {
             ttl_secs: 60,
             holds: Holds {
                 approval_above: true,
+                above: Some(wei(5)),
                 ..Holds::default()
             },
         };
@@ -1071,7 +1184,7 @@ mod tests {
         // (host, day total, expected)
         let cases = [
             (Some(("API.example.com", 443)), 5, reserve(None, 0)),
-            (Some(("api.example.com", 443)), 6, denied(PolicyRule::PerDay)),
+            (Some(("api.example.com", 443)), 6, over(PolicyRule::PerDay, 10, 6, 5)),
             (Some(("pay.example.org", 8443)), 0, reserve(None, 0)),
             (Some(("pay.example.org", 443)), 0, denied(PolicyRule::HostNotAllowed)),
             (Some(("evil.example.com", 443)), 0, denied(PolicyRule::HostNotAllowed)),
@@ -1345,6 +1458,7 @@ mod tests {
                 daily(0),
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
+                    above: Some(wei(5)),
                     ..Holds::default()
                 }),
             ),
@@ -1358,6 +1472,7 @@ mod tests {
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
                     call: Some(crate::domain::policy::CallRuleRef::Rule(1)),
+                    above: Some(wei(5)),
                     ..Holds::default()
                 }),
             ),

@@ -130,6 +130,8 @@ pub struct Holds {
     pub new_recipient: bool,
     /// The part of `calls` whose action is `approve`.
     pub call: Option<CallRuleRef>,
+    /// The `approval_above` threshold the amount was above (base units of its asset), when that rule asked.
+    pub above: Option<U256>,
 }
 
 /// Which part of a policy's `calls` decided a call (§18).
@@ -148,6 +150,7 @@ impl Holds {
             approval_above: self.approval_above || other.approval_above,
             new_recipient: self.new_recipient || other.new_recipient,
             call: self.call.or(other.call),
+            above: self.above.or(other.above),
         }
     }
 
@@ -263,6 +266,7 @@ impl Policy {
             approval_above: limits.approval_above.is_some_and(|a| t.value > a),
             new_recipient: self.approve_new_recipients && !t.paid_before,
             call: None,
+            above: limits.approval_above.filter(|a| t.value > *a),
         };
         match holds.any() {
             true => Verdict::NeedsApproval(holds),
@@ -398,6 +402,7 @@ mod tests {
         assert_eq!(policy.evaluate(&proposed(5)), Verdict::Allow);
         let above = Holds {
             approval_above: true,
+            above: Some(wei(5)),
             ..Holds::default()
         };
         assert_eq!(policy.evaluate(&proposed(6)), Verdict::NeedsApproval(above));

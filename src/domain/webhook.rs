@@ -325,6 +325,7 @@ mod tests {
                 refused: Refused {
                     code: code.into(),
                     rule: rule.map(Into::into),
+                    limit: None,
                 },
             })
         };

@@ -390,7 +390,7 @@ impl From<TransferError> for AppError {
         let message = err.to_string();
         let code = err.code();
         match err {
-            TransferError::PolicyDenied(rule) => AppError::PolicyDenied {
+            TransferError::PolicyDenied(rule) | TransferError::OverLimit { rule, .. } => AppError::PolicyDenied {
                 rule: rule.as_str(),
                 message,
                 available: None,

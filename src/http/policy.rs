@@ -14,11 +14,12 @@ use utoipa_axum::routes;
 use super::auth::ActiveCaller;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::views::{ErrorBody, PolicyView};
+use super::views::{BudgetView, ErrorBody, PolicyView};
 use crate::domain::amount::parse_units;
 use crate::domain::asset;
 use crate::domain::audit::Detail;
 use crate::domain::audit::detail::PolicyUpdated;
+use crate::domain::decision::Window;
 use crate::domain::policy::{AssetLimits, DEFAULT_APPROVAL_TTL_SECS, Policy};
 use crate::state::AppState;
 use crate::store::AuditEvent;
@@ -27,7 +28,9 @@ use crate::store::AuditEvent;
 const MAX_APPROVAL_TTL_SECS: u64 = 7 * 24 * 3600;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_policy, put_policy))
+    OpenApiRouter::new()
+        .routes(routes!(get_policy, put_policy))
+        .routes(routes!(get_budget))
 }
 
 /// Limits on one asset, decimal strings in whole units.
@@ -71,6 +74,28 @@ struct PolicyBody {
 async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<Json<PolicyView>> {
     let policy = state.store.get_policy(caller.agent.id).await?;
     Ok(Json(PolicyView::new(&policy, state.chains.tokens())))
+}
+
+/// Read what the limits have counted and have left
+///
+/// Per asset whose limits have `per_day` or `per_week`, and per chain for the spending cap: `limit`, `counted`
+/// (transfers mined, pending, signed and held for approval, and what calls and signatures counted, allowances
+/// included: the figure the next decision counts) and `left` (what a transfer may still take), decimal strings in
+/// whole units of the asset. Read as the reserving transaction reads them: a transfer of `left` fits the window,
+/// one unit more does not (other rules, the cap and the balance still apply).
+#[utoipa::path(get, path = "/api/agents/{id}/budget", tag = "agents", params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, body = BudgetView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn get_budget(State(state): State<AppState>, ActiveCaller(caller): ActiveCaller) -> Result<Json<BudgetView>> {
+    let (policy, windows) = state.store.budget_windows(caller.agent.id).await?;
+    let spent = state.store.spent_by_chain(caller.agent.id).await?;
+    let caps = caller.agent.chains.iter().map(|c| {
+        let counted = spent.get(c).copied().unwrap_or_default();
+        (c.clone(), Window::of(caller.agent.spending_cap_wei, counted))
+    });
+    Ok(Json(BudgetView::new(&policy, &windows, caps, state.chains.tokens())))
 }
 
 /// Replace the spending policy

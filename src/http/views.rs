@@ -25,7 +25,7 @@ pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
 pub use owners::{OwnerChallengeView, OwnerSessionView};
-pub use policy::{AssetLimitsView, PolicyView};
+pub use policy::{AssetBudgetView, AssetLimitsView, BudgetView, PolicyView, WindowView};
 pub use reissue::{ChallengeView, ReissuedView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use transfers::{CallView, TransferStatusView, TransferView, TypedDataView};

@@ -16,7 +16,7 @@ use crate::domain::policy::{ApprovalStatus, Holds};
 use crate::domain::transaction::{Body, Kind};
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by, delegation";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by, delegation, held_above";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +44,9 @@ pub struct Approval {
     /// The rules that asked for the approval, as the policy names them (`Holds::names`); empty for one held before
     /// they were kept.
     pub held_by: Vec<String>,
+    /// The `approval_above` threshold in force when it was held (base units of its asset), for a transfer or an
+    /// x402 payment that rule held; `None` otherwise and for one held before it was kept.
+    pub held_above: Option<U256>,
 }
 
 /// How an approval claim or close went.
@@ -78,6 +81,9 @@ impl Approval {
             updated_at: now,
             body: r.body.clone(),
             held_by: holds.names(),
+            held_above: holds
+                .above
+                .filter(|_| matches!(r.body.kind(), Kind::Transfer | Kind::X402)),
         }
     }
 
@@ -96,8 +102,13 @@ impl Approval {
 
     /// The amount in whole units of its asset.
     pub fn amount(&self) -> String {
+        self.units(self.value_wei)
+    }
+
+    /// `value` (base units of its asset) in whole units of its asset.
+    pub fn units(&self, value: U256) -> String {
         let decimals = self.token.map_or_else(|| self.native_decimals(), |t| t.decimals);
-        format_units(self.value_wei, decimals)
+        format_units(value, decimals)
     }
 
     fn native_decimals(&self) -> u8 {
@@ -192,6 +203,7 @@ pub struct ApprovalRow {
     call_record: Option<String>,
     held_by: Option<String>,
     delegation: Option<String>,
+    held_above: Option<String>,
 }
 
 impl ApprovalRow {
@@ -230,6 +242,10 @@ impl ApprovalRow {
                 }
                 None => Vec::new(),
             },
+            held_above: self
+                .held_above
+                .map(|w| wei_from_text(&w, "approvals.held_above"))
+                .transpose()?,
         })
     }
 }

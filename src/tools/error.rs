@@ -49,7 +49,7 @@ impl From<ChainError> for ToolError {
 impl From<TransferError> for ToolError {
     fn from(err: TransferError) -> Self {
         let mut tool_error = ToolError::new(err.code(), err.to_string());
-        if let TransferError::PolicyDenied(rule) = err {
+        if let Some(rule) = err.policy_rule() {
             tool_error.details = Some(json!({ "rule": rule.as_str() }));
         }
         tool_error
@@ -61,7 +61,9 @@ impl From<crate::transfers::PayError> for ToolError {
         use crate::transfers::PayError;
         let mut tool_error = ToolError::new(err.code(), err.to_string());
         tool_error.details = match &err {
-            PayError::Transfer(TransferError::PolicyDenied(rule)) => Some(json!({ "rule": rule.as_str() })),
+            PayError::Transfer(e) if e.policy_rule().is_some() => {
+                e.policy_rule().map(|rule| json!({ "rule": rule.as_str() }))
+            }
             PayError::PaymentFailed { reason, transfer_id } => {
                 Some(json!({ "reason": reason, "transfer_id": transfer_id }))
             }

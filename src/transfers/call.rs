@@ -751,7 +751,9 @@ impl Transfers {
                 code: None,
                 rule: None,
             },
-            Judged::Deny(TransferError::PolicyDenied(rule)) => DecisionView::deny("policy_denied", Some(rule.as_str())),
+            Judged::Deny(e) if e.policy_rule().is_some() => {
+                DecisionView::deny("policy_denied", e.policy_rule().map(|rule| rule.as_str()))
+            }
             Judged::Deny(e) => DecisionView::deny(e.code(), None),
         })
     }

@@ -71,6 +71,10 @@ pub enum TransferError {
     /// The agent's policy refused it (nothing stored, nothing sent).
     #[error("the agent's policy refuses this transfer (rule {})", .0.as_str())]
     PolicyDenied(PolicyRule),
+    /// The agent's policy refused it as over one of its asset's limits (`per_transfer`, `per_day`, `per_week`),
+    /// said in words with the figures the decision used (`policy_denied` with that rule; nothing stored or sent).
+    #[error("the agent's policy refuses this transfer (rule {}): {words}", .rule.as_str())]
+    OverLimit { rule: PolicyRule, words: String },
     /// No transfer of this agent with that id waits for approval.
     #[error("transfer not found")]
     TransferNotFound,
@@ -129,7 +133,7 @@ impl TransferError {
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
             Self::SignerUnavailable => "signer_unavailable",
-            Self::PolicyDenied(_) => "policy_denied",
+            Self::PolicyDenied(_) | Self::OverLimit { .. } => "policy_denied",
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",
             Self::ClaimLost => "idempotency_in_progress",
@@ -146,6 +150,24 @@ impl TransferError {
             Self::DelegationNotActive => "delegation_not_active",
             Self::DelegationRevoked => "delegation_revoked",
             Self::DelegationLimit { .. } | Self::DelegationCaveat(_) => "policy_denied",
+        }
+    }
+}
+
+impl TransferError {
+    /// The policy rule that refused it (`details.rule`), when the policy did.
+    pub fn policy_rule(&self) -> Option<PolicyRule> {
+        match self {
+            Self::PolicyDenied(rule) | Self::OverLimit { rule, .. } => Some(*rule),
+            _ => None,
+        }
+    }
+
+    /// A refusal over a limit in words, with the decision's figures.
+    pub fn over_limit(&self) -> Option<&str> {
+        match self {
+            Self::OverLimit { words, .. } => Some(words),
+            _ => None,
         }
     }
 }

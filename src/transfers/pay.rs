@@ -188,7 +188,11 @@ impl Transfers {
                 refused: detail::Refused {
                     code: e.code().into(),
                     rule: match e {
-                        PayError::Transfer(TransferError::PolicyDenied(rule)) => Some(rule.as_str().into()),
+                        PayError::Transfer(e) => e.policy_rule().map(|rule| rule.as_str().into()),
+                        _ => None,
+                    },
+                    limit: match e {
+                        PayError::Transfer(e) => e.over_limit().map(str::to_owned),
                         _ => None,
                     },
                 },

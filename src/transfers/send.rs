@@ -24,6 +24,7 @@ use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::{Cost, Decision, Gate, Refusal};
 use crate::domain::outflow::CallCount;
+use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{Body, CallRecord, OnChain, SignatureRecord, StoredTx, X402Record};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{
@@ -632,6 +633,38 @@ pub async fn reserve_once(
     }
 }
 
+/// A refusal over one of the asset's limits in words, with the figures the decision used (in whole units).
+fn over_limit(
+    rule: PolicyRule,
+    (limit, counted, asked): (U256, U256, U256),
+    request: &TransferRequest,
+    chain: &'static ChainInfo,
+) -> TransferError {
+    let units = |v: U256| crate::domain::amount::format_units(v, request.token.map_or(chain.decimals, |t| t.decimals));
+    let asset = &request.asset;
+    let words = match rule {
+        PolicyRule::PerTransfer => format!(
+            "over the per-transfer limit of {} {asset}: it asked {}",
+            units(limit),
+            units(asked)
+        ),
+        _ => {
+            let (name, span) = match rule {
+                PolicyRule::PerDay => ("daily", "24 h"),
+                _ => ("weekly", "7 days"),
+            };
+            format!(
+                "over the {name} limit of {} {asset}: {} was already counted in the last {span}, {} was left, and it asked {}",
+                units(limit),
+                units(counted),
+                units(limit.saturating_sub(counted)),
+                units(asked)
+            )
+        }
+    };
+    TransferError::OverLimit { rule, words }
+}
+
 /// A reservation's refusal, as the transfer service says it.
 fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInfo) -> TransferError {
     match refusal {
@@ -642,6 +675,12 @@ fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInf
             spent,
         },
         Refusal::PolicyDenied(rule) => TransferError::PolicyDenied(rule),
+        Refusal::OverLimit {
+            rule,
+            limit,
+            counted,
+            asked,
+        } => over_limit(rule, (limit, counted, asked), request, chain),
         Refusal::AgentInactive => TransferError::AgentInactive,
         Refusal::TokenRevoked => TransferError::TokenRevoked,
         Refusal::ClaimLost => TransferError::ClaimLost,

@@ -57,6 +57,14 @@ async fn set_calls(s: &Setup, policy: Value) {
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
+/// The agent's `base:USDC` day window as `GET /api/agents/{id}/budget` states it.
+async fn usdc_day(s: &Setup) -> Value {
+    let path = format!("/api/agents/{}/budget", s.agent.id);
+    let (status, body) = s.app.request(Method::GET, &path, Some(&s.agent.token), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["limits"]["base:USDC"]["per_day"].clone()
+}
+
 fn approve(s: &Setup, spender: Address, amount: U256) -> Value {
     json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
         "args": [spender.to_string(), amount.to_string()]})
@@ -203,7 +211,20 @@ async fn an_approval_counts_once_and_the_swap_that_pulls_it_not_again() {
     // 100 allowed to the router counts at once: a plain transfer of 30 USDC would pass the day, 20 fits.
     let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    // The service states the allowance it counted: 20 left, which is what the next decision allows.
+    assert_eq!(
+        usdc_day(&s).await,
+        json!({"limit": "120", "counted": "100", "left": "20"})
+    );
     let to = Address::repeat_byte(0x55).to_string();
+    let one_more = json!({"chain": "base", "to": to, "amount": "20.000001", "asset": "USDC"});
+    let refused = post(&s, "transfers", one_more).await;
+    assert_error(&refused, StatusCode::FORBIDDEN, "policy_denied");
+    let message = refused.1["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("100 was already counted in the last 24 h, 20 was left, and it asked 20.000001"),
+        "{message}"
+    );
     let refused = post(
         &s,
         "transfers",
@@ -219,6 +240,10 @@ async fn an_approval_counts_once_and_the_swap_that_pulls_it_not_again() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        usdc_day(&s).await,
+        json!({"limit": "120", "counted": "120", "left": "0"})
+    );
     wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
     // The swap pulls 50 within the counted allowance: the day is full, and it still goes through.
     let (status, body) = post(

@@ -36,6 +36,7 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/agents/{id}/transactions"),
     ("GET", "/api/agents/{id}/policy"),
     ("PUT", "/api/agents/{id}/policy"),
+    ("GET", "/api/agents/{id}/budget"),
     ("GET", "/api/agents/{id}/approvals"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
@@ -641,7 +642,7 @@ async fn drive_policy_and_approvals(anvil: &Anvil, oracle: &mut Oracle) {
             .bearer_auth(crate::policy::ADMIN)
     };
     let policy = format!("/api/agents/{}/policy", agent.id);
-    let rules = json!({"limits": {"base:ETH": {"per_transfer": "0.5", "approval_above": "0.005"}}});
+    let rules = json!({"limits": {"base:ETH": {"per_transfer": "0.5", "per_day": "1", "approval_above": "0.005"}}});
     oracle.check(
         "GET",
         "/api/agents/{id}/policy",
@@ -669,6 +670,12 @@ async fn drive_policy_and_approvals(anvil: &Anvil, oracle: &mut Oracle) {
                 .to_string(),
         );
     }
+    let budget = format!("/api/agents/{}/budget", agent.id);
+    oracle.check(
+        "GET",
+        "/api/agents/{id}/budget",
+        &send(&app, Method::GET, &budget, Some(&agent.token), None).await,
+    );
     let approvals = format!("/api/agents/{}/approvals", agent.id);
     let listed = send(&app, Method::GET, &approvals, Some(&agent.token), None).await;
     oracle.check("GET", "/api/agents/{id}/approvals", &listed);

@@ -212,3 +212,117 @@ async fn a_daily_limit_holds_across_two_instances_on_one_postgresql() {
     assert_eq!(burst(&[&first, &second], &agent, 10).await, 5);
     assert_eq!(anvil.nonce(wallet(&agent)).await, 5);
 }
+
+/// `POST /api/agents/{id}/transfers` of `amount` ETH on base to `to` as the agent.
+async fn transfer(app: &TestApp, agent: &CreatedAgent, amount: &str, to: Address) -> (StatusCode, Value) {
+    let path = format!("/api/agents/{}/transfers", agent.id);
+    let body = json!({"chain": "base", "to": to.to_string(), "amount": amount});
+    call(app, agent, false, Method::POST, &path, Some(body)).await
+}
+
+/// `GET /api/agents/{id}/budget` as the agent (`owner`: with owner authority too); insists on a 200.
+async fn budget(app: &TestApp, agent: &CreatedAgent, owner: bool) -> Value {
+    let path = format!("/api/agents/{}/budget", agent.id);
+    let (status, body) = call(app, agent, owner, Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn the_budget_counts_pending_and_held_transfers_and_its_left_is_what_the_next_decision_allows() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = admin_app(&anvil).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    let to = fresh_address();
+    let fresh = budget(&app, &agent, false).await;
+    assert_eq!(fresh["limits"], json!({}), "{fresh}");
+    assert_eq!(
+        fresh["caps"]["base"],
+        json!({"limit": "0.5", "counted": "0", "left": "0.5"}),
+        "{fresh}"
+    );
+    set_policy(
+        &app,
+        &agent,
+        json!({"limits": {"base:ETH": {"per_transfer": "0.06", "per_day": "0.1", "per_week": "0.2",
+            "approval_above": "0.03"}}}),
+    )
+    .await;
+    let untouched = budget(&app, &agent, true).await;
+    assert_eq!(
+        untouched["limits"]["base:ETH"],
+        json!({"per_day": {"limit": "0.1", "counted": "0", "left": "0.1"},
+               "per_week": {"limit": "0.2", "counted": "0", "left": "0.2"}})
+    );
+
+    // One sent (pending or mined), one held for approval: both count in the windows.
+    let (status, sent) = transfer(&app, &agent, "0.02", to).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let (status, held) = transfer(&app, &agent, "0.05", to).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+    // The rule that held it and its threshold, as they were when it was held.
+    assert_eq!(held["held_by"], json!(["approval_above"]), "{held}");
+    assert_eq!(held["held_above"], "0.03", "{held}");
+    let approvals = format!("/api/agents/{}/approvals", agent.id);
+    set_policy(
+        &app,
+        &agent,
+        json!({"limits": {"base:ETH": {"per_transfer": "0.06", "per_day": "0.1", "per_week": "0.2",
+            "approval_above": "0.04"}}}),
+    )
+    .await;
+    let (_, waiting) = call(&app, &agent, true, Method::GET, &approvals, None).await;
+    assert_eq!(waiting[0]["held_above"], "0.03", "{waiting}");
+    let counted = budget(&app, &agent, false).await;
+    assert_eq!(
+        counted["limits"]["base:ETH"],
+        json!({"per_day": {"limit": "0.1", "counted": "0.07", "left": "0.03"},
+               "per_week": {"limit": "0.2", "counted": "0.07", "left": "0.13"}}),
+        "{counted}"
+    );
+    let cap = &counted["caps"]["base"];
+    assert_eq!(cap["limit"], "0.5");
+    assert_ne!(cap["counted"], "0", "the reservations count against the cap: {counted}");
+
+    // The refusals say it in words, with the figures the decision used.
+    let (status, over) = transfer(&app, &agent, "0.07", to).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{over}");
+    assert_eq!(over["error"]["details"]["rule"], "per_transfer");
+    let message = over["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("over the per-transfer limit of 0.06 ETH: it asked 0.07"),
+        "{message}"
+    );
+
+    // One unit more than `left` is refused; exactly `left` passes.
+    let (status, over) = transfer(&app, &agent, "0.030000000000000001", to).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{over}");
+    assert_eq!(over["error"]["code"], "policy_denied");
+    assert_eq!(over["error"]["details"]["rule"], "per_day");
+    let message = over["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            "over the daily limit of 0.1 ETH: 0.07 was already counted in the last 24 h, 0.03 was left, and it \
+             asked 0.030000000000000001"
+        ),
+        "{message}"
+    );
+    let (status, exact) = transfer(&app, &agent, "0.03", to).await;
+    assert_eq!(status, StatusCode::CREATED, "{exact}");
+    let spent = budget(&app, &agent, false).await;
+    assert_eq!(
+        spent["limits"]["base:ETH"]["per_day"],
+        json!({"limit": "0.1", "counted": "0.1", "left": "0"}),
+        "{spent}"
+    );
+    assert_eq!(spent["limits"]["base:ETH"]["per_week"]["left"], "0.1", "{spent}");
+
+    // A rejected transfer leaves the windows.
+    let id = held["id"].as_str().expect("an id");
+    let path = format!("/api/agents/{}/transfers/{id}/reject", agent.id);
+    let (status, body) = call(&app, &agent, true, Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after = budget(&app, &agent, false).await;
+    assert_eq!(after["limits"]["base:ETH"]["per_day"]["left"], "0.05", "{after}");
+}

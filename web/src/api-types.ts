@@ -130,6 +130,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read what the limits have counted and have left
+         * @description Per asset whose limits have `per_day` or `per_week`, and per chain for the spending cap: `limit`, `counted`
+         *     (transfers mined, pending, signed and held for approval, and what calls and signatures counted, allowances
+         *     included: the figure the next decision counts) and `left` (what a transfer may still take), decimal strings in
+         *     whole units of the asset. Read as the reserving transaction reads them: a transfer of `left` fits the window,
+         *     one unit more does not (other rules, the cap and the balance still apply).
+         */
+        get: operations["get_budget"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/calls": {
         parameters: {
             query?: never;
@@ -1192,6 +1216,13 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description The windows of one asset's limits; a window the policy does not set is absent. */
+        AssetBudgetView: {
+            /** @description The last 24 hours. */
+            per_day?: components["schemas"]["WindowView"];
+            /** @description The last 7 days. */
+            per_week?: components["schemas"]["WindowView"];
+        };
         /** @description Limits on one asset, decimal strings in whole units. */
         AssetLimitsBody: {
             per_transfer?: string | null;
@@ -1258,6 +1289,17 @@ export interface components {
             /** @description Chain name -> the balance there, or why it could not be read. */
             balances: {
                 [key: string]: components["schemas"]["BalanceEntryView"];
+            };
+        };
+        /** @description What the agent's limits have counted and have left, as the service's next decision counts them. */
+        BudgetView: {
+            /** @description Keyed by asset (`<chain>:<SYMBOL>`) as in the policy's `limits`: only assets with `per_day` or `per_week`. */
+            limits: {
+                [key: string]: components["schemas"]["AssetBudgetView"];
+            };
+            /** @description Keyed by chain: the spending cap (§8) there, what counts against it and what is left, in native units. */
+            caps: {
+                [key: string]: components["schemas"]["WindowView"];
             };
         };
         /**
@@ -1995,6 +2037,12 @@ export interface components {
              */
             held_by?: string[];
             /**
+             * @description Beyond the contract, set on a transfer or x402 payment that `approval_above` held: the threshold in force
+             *     when it was held, in whole units of its asset (the policy may say otherwise since).
+             * @example 0.01
+             */
+            held_above?: string;
+            /**
              * @description Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
              *     in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
              *     signed at the fees of the moment it is approved; until then its reservation holds twice this fee.
@@ -2070,6 +2118,20 @@ export interface components {
             enabled: boolean;
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description One window of a limit as the service counts it, decimal strings in whole units of the asset (native units for
+         *     the cap): `counted` is what the next decision counts against `limit` (transfers mined, pending, signed and held
+         *     for approval, what calls and signatures counted, allowances included), `left` what a transfer may still take
+         *     (`limit − counted`, never below 0).
+         */
+        WindowView: {
+            /** @example 500 */
+            limit: string;
+            /** @example 120 */
+            counted: string;
+            /** @example 380 */
+            left: string;
         };
         /** @description The resource's answer and the payment made for it. */
         X402FetchView: {
@@ -3132,6 +3194,138 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["BalancesView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_budget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "caps": {
+                     *         "base": {
+                     *           "counted": "0.0021",
+                     *           "left": "0.4979",
+                     *           "limit": "0.5"
+                     *         }
+                     *       },
+                     *       "limits": {
+                     *         "base:USDC": {
+                     *           "per_day": {
+                     *             "counted": "120",
+                     *             "left": "80",
+                     *             "limit": "200"
+                     *           },
+                     *           "per_week": {
+                     *             "counted": "420",
+                     *             "left": "580",
+                     *             "limit": "1000"
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BudgetView"];
                 };
             };
             /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */

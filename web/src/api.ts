@@ -58,6 +58,8 @@ export type HistoryStatus = Schemas['TransferStatusView'] | Schemas['TxStatusVie
 export type HistoryEntry = Omit<Transaction, 'status'> & PaymentFields & { status: HistoryStatus };
 export type Transfer = Schemas['TransferView'] & PaymentFields;
 export type Policy = Schemas['PolicyView'];
+export type Budget = Schemas['BudgetView'];
+export type BudgetWindow = Schemas['WindowView'];
 export type PolicyBody = Schemas['PolicyBody'];
 export type AssetLimits = Schemas['AssetLimitsBody'];
 export type AuditEntry = Schemas['AuditEntryView'];
@@ -297,6 +299,8 @@ export const api = {
       ...(reason ? { body: { reason } } : {}),
     }),
   policy: (id: string, token: string | null) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, reader(id, token)),
+  /** What each window of the limits and the cap has counted and has left, as the service's next decision counts it. */
+  budget: (id: string, token: string | null) => call<Budget>('GET', `/api/agents/${enc(id)}/budget`, reader(id, token)),
   putPolicy: (id: string, token: string | null, body: PolicyBody) =>
     call<Policy>('PUT', `/api/agents/${enc(id)}/policy`, { token, body, owner: id }),
   audit: (id: string, token: string | null, limit: number, before: number | null) => {

@@ -261,7 +261,8 @@ function approvalCard(
           : 'no rule of the current policy would hold it now — the policy may have changed since it was asked.',
       ),
     );
-    // The windows of each asset it moves, at this moment: what waits (this one included), is pending or confirmed.
+    // The windows of each asset it moves, as the service states them now: what waits (this one included), is pending
+    // or confirmed, and what calls and allowances counted.
     const lines: HTMLElement[] = [];
     for (const o of outflows(t as Transfer & CallFields)) {
       const limits = limitsFor(facts.policy, o.key);
@@ -281,7 +282,7 @@ function approvalCard(
     }
     if (lines.length) why.append(h('div', { class: 'limits' }, lines));
     why.append(h('div', { 'data-testid': 'approval-fee' }, feeText(t as Transfer & CallFields, native)));
-    const cap = t.kind === 'x402' || t.kind === 'typed_data' ? null : capLine(facts.detail as AgentDetail | null, t.chain, native);
+    const cap = t.kind === 'x402' || t.kind === 'typed_data' ? null : capLine(facts.budget, t.chain, native);
     if (cap) why.append(h('div', { 'data-testid': 'approval-cap' }, cap));
   }
 

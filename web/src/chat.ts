@@ -393,6 +393,8 @@ export function chatPanel(
     const detail: Record<string, unknown> = {
       code,
       rule: details?.rule,
+      // The service's own words, with the figures of its decision (over a limit).
+      message: e?.message,
       chain,
       asset: call.tool === 'send_native' ? native : call.tool === 'send_token' ? a.token : undefined,
       amount: a.amount,

@@ -1,17 +1,16 @@
 // Why a request waits or was refused, in the policy's own terms (docs/api.md §8, §11, §16, §18): the rule that
 // holds or refuses it, the limits of its asset with what the rolling windows have counted and what is left, the
 // spending cap with what it has counted, and what is known of the network fee. The service names the rules that
-// held a transfer (`held_by`, with `max_fee`); the console words them with the figures of the current policy and the
-// agent's history, worked out with the same arithmetic the service does (limits inclusive, `approval_above` strictly
-// greater, windows over the value of transfers awaiting approval, pending or confirmed, the last 24 h / 7 days).
-// For a transfer held before the service kept its rules (no `held_by`), the rules are worked out the same way.
-import { api, type AgentDetail, type HistoryEntry, type Policy, type Transfer } from './api';
+// held a transfer (`held_by`, with `max_fee`); the console words them with the figures of the current policy. What
+// the windows and the cap have counted and have left is only what the service states (`GET …/budget`: the figures
+// its next decision uses, allowances, pending and held transfers included); a refusal over a limit is worded by the
+// service with the figures of its decision. For a transfer held before the service kept its rules (no `held_by`),
+// the rules are worked out from the current policy.
+import { api, type AgentDetail, type Budget, type BudgetWindow, type HistoryEntry, type Policy, type Transfer } from './api';
 import { simulationOf, type CallFields } from './calls';
-import { formatUnits, parseUnits } from './chart';
+import { parseUnits } from './chart';
 import { shortHex } from './dom';
 
-export const DAY_MS = 24 * 60 * 60 * 1000;
-export const WEEK_MS = 7 * DAY_MS;
 /** Pages of 500 read to know the history (the chart reads as many). */
 const PAGES = 10;
 
@@ -19,6 +18,8 @@ const PAGES = 10;
 export interface AgentFacts {
   policy: Policy | null;
   detail: AgentDetail | null;
+  /** What the windows and the caps have counted and have left, as the service states it. */
+  budget: Budget | null;
   /** The history, newest first (at most PAGES × 500). */
   entries: HistoryEntry[];
   /** Whether `entries` is the whole history. */
@@ -27,27 +28,15 @@ export interface AgentFacts {
   waiting: Transfer[];
 }
 
-/** Something counted by a window: a history entry or a waiting transfer. */
-interface Counted {
-  id: string;
-  chain: string;
-  asset: string;
-  amount: string;
-  status: string;
-  created_at: string;
-  to: string;
-}
-
-const COUNTED = new Set(['awaiting_approval', 'pending', 'confirmed']);
-
 /** Reads the policy, the detail (cap and spent) and the history of an agent; each part may fail on its own. */
 export async function loadFacts(agentId: string, token: string | null, waiting: Transfer[]): Promise<AgentFacts> {
-  const [policy, detail, history] = await Promise.all([
+  const [policy, detail, budget, history] = await Promise.all([
     api.policy(agentId, token).catch(() => null),
     api.agent(agentId, token).catch(() => null),
+    api.budget(agentId, token).catch(() => null),
     readHistory(agentId, token).catch(() => ({ entries: [] as HistoryEntry[], complete: false })),
   ]);
-  return { policy, detail, entries: history.entries, complete: history.complete, waiting };
+  return { policy, detail, budget, entries: history.entries, complete: history.complete, waiting };
 }
 
 export async function readHistory(agentId: string, token: string | null): Promise<{ entries: HistoryEntry[]; complete: boolean }> {
@@ -70,49 +59,35 @@ export function limitsFor(policy: Policy | null, key: string): Record<string, st
   return found ? (limits[found] ?? null) : null;
 }
 
-/** The value of `key` counted by a window of `ms` ending at `at` (entries created in (at − ms, at]). */
-export function windowTotal(items: Counted[], key: string, at: number, ms: number): bigint {
-  let total = 0n;
-  const seen = new Set<string>();
-  for (const e of items) {
-    if (seen.has(e.id)) continue;
-    seen.add(e.id);
-    if (!COUNTED.has(e.status) || `${e.chain}:${e.asset}`.toLowerCase() !== key.toLowerCase()) continue;
-    const t = Date.parse(e.created_at);
-    if (Number.isNaN(t) || t > at || t <= at - ms) continue;
-    total += parseUnits(e.amount) ?? 0n;
-  }
-  return total;
-}
-
-/** Everything a window counts for this agent: the history and what waits now. */
-function counted(facts: AgentFacts): Counted[] {
-  return [...facts.waiting, ...facts.entries] as Counted[];
-}
-
 export interface WindowLine {
   rule: 'per_day' | 'per_week';
   limit: string;
   used: string;
   left: string;
-  /** Whether the window is already over the limit (the policy changed, or the history is incomplete). */
+  /** Whether the window has counted more than its limit (the policy was lowered since). */
   over: boolean;
 }
 
-/** The daily and weekly windows of an asset at `at`, with the limit, what they counted and what is left. */
-export function windows(facts: AgentFacts, key: string, at: number = Date.now()): WindowLine[] {
-  const limits = limitsFor(facts.policy, key);
+/** The service's entry of `key` in a map keyed by asset or chain, matched without regard to case as a fallback. */
+function entryOf<T>(map: Record<string, T> | undefined, key: string): T | null {
+  if (!map) return null;
+  if (map[key]) return map[key];
+  const found = Object.keys(map).find((k) => k.toLowerCase() === key.toLowerCase());
+  return found ? map[found] : null;
+}
+
+/** The daily and weekly windows of an asset as the service states them now: the limit, what they counted (sent,
+ *  pending, waiting, and what calls and allowances counted) and what is left. Empty when the service said nothing. */
+export function windows(facts: AgentFacts, key: string): WindowLine[] {
+  const entry = entryOf(facts.budget?.limits, key);
   const lines: WindowLine[] = [];
-  for (const [rule, ms] of [
-    ['per_day', DAY_MS],
-    ['per_week', WEEK_MS],
-  ] as const) {
-    const text = limits?.[rule];
-    const limit = text ? parseUnits(text) : null;
-    if (limit === null || limit === undefined) continue;
-    const used = windowTotal(counted(facts), key, at, ms);
-    const left = limit - used;
-    lines.push({ rule, limit: formatUnits(limit), used: formatUnits(used), left: formatUnits(left > 0n ? left : 0n), over: left < 0n });
+  for (const rule of ['per_day', 'per_week'] as const) {
+    const w: BudgetWindow | undefined | null = entry?.[rule];
+    if (!w) continue;
+    const limit = parseUnits(w.limit);
+    const counted = parseUnits(w.counted);
+    const over = limit !== null && counted !== null && counted > limit;
+    lines.push({ rule, limit: w.limit, used: w.counted, left: w.left, over });
   }
   return lines;
 }
@@ -219,14 +194,25 @@ const NAMED: Record<string, string> = {
 };
 
 /**
- * The rules that ask for the owner's approval of this waiting request: those the service named (`held_by`), worded
- * with the current policy's figures; for a request held before the service named them, those of the current policy.
+ * The rules that ask for the owner's approval of this waiting request: those the service named (`held_by`), with the
+ * threshold it recorded when it held it (`held_above`), the others worded with the current policy's figures; for a
+ * request held before the service named them, those of the current policy.
  */
 export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
   const inferred = policyHoldReasons(t, facts);
   const named = t.held_by;
   if (!named?.length) return inferred;
   return named.flatMap((rule) => {
+    // The threshold that held it, as the service recorded it when it was held (`held_above`).
+    const o = outflows(t as Transfer & CallFields)[0];
+    if (rule === 'approval_above' && t.held_above && o) {
+      return [
+        {
+          rule,
+          text: `Approval threshold of ${o.key}: it moves ${o.amount} ${o.asset}, more than the ${t.held_above} ${o.asset} the policy let pass without the owner when it was asked.`,
+        },
+      ];
+    }
     const worded = inferred.filter((r) => r.rule === rule);
     if (worded.length) return worded;
     const call = /^calls\.rules\[(\d+)\]$/.exec(rule);
@@ -276,15 +262,12 @@ export function shortUnits(text: string, places = 6): string {
   return cut ? `${whole}.${cut}` : whole;
 }
 
-/** The cap of a chain (native units): what it allows, what it counted (fees and reservations included), what is left. */
-export function capLine(detail: AgentDetail | null, chain: string, symbol: string): string | null {
-  if (!detail) return null;
-  const cap = parseUnits(capText(detail.spending_cap));
-  const spent = parseUnits(detail.spent?.[chain] ?? '0') ?? 0n;
-  if (cap === null) return null;
-  const left = cap - spent;
-  const counted = shortUnits(formatUnits(spent));
-  return `Spending cap on ${chain}: ${formatUnits(cap)} ${symbol}; ${counted} counted so far (fees and held reservations included), ${shortUnits(formatUnits(left > 0n ? left : 0n))} left.`;
+/** The cap of a chain (native units) as the service states it: what it allows, what it counted (fees and held
+ *  reservations included), what is left. */
+export function capLine(budget: Budget | null, chain: string, symbol: string): string | null {
+  const w = entryOf(budget?.caps, chain);
+  if (!w) return null;
+  return `Spending cap on ${chain}: ${w.limit} ${symbol}; ${shortUnits(w.counted)} counted so far (fees and held reservations included), ${shortUnits(w.left)} left.`;
 }
 
 /** The agent detail's cap (a JSON number) as a decimal string. */
@@ -312,7 +295,7 @@ export function feeText(t: Transfer & CallFields, nativeSymbol: string): string 
 /** Meaning of a refusal's rule, naming the limit and what was left when it was refused. */
 export function refusalText(
   detail: Record<string, unknown>,
-  at: string,
+  _at: string,
   facts: AgentFacts | null,
   nativeSymbol = '',
 ): string {
@@ -321,7 +304,6 @@ export function refusalText(
   const chain = typeof detail.chain === 'string' ? detail.chain : '';
   const asset = typeof detail.asset === 'string' ? detail.asset : null;
   const amount = typeof detail.amount === 'string' ? detail.amount : null;
-  const when = Date.parse(at);
   const policy = facts?.policy ?? null;
   const candidates = facts
     ? outflows({ kind: (detail.kind as string) ?? null, chain, asset: asset ?? '', amount: amount ?? '0', simulation: detail.simulation })
@@ -330,22 +312,21 @@ export function refusalText(
 
   const limitOf = (r: string) => keyed.map((c) => ({ ...c, limit: limitsFor(policy, c.key)?.[r] })).find((c) => c.limit);
   switch (rule) {
-    case 'per_transfer': {
-      const c = limitOf('per_transfer');
-      return c
-        ? `Over the per-transfer limit of ${c.limit} ${c.asset} (${c.key}): it asked ${c.amount}.`
-        : 'Over the per-transfer limit of its asset.';
-    }
+    case 'per_transfer':
     case 'per_day':
     case 'per_week': {
+      // The service says it with the figures of its decision (an audit entry's `limit`, an error's message); an older
+      // refusal kept only the rule.
+      const said =
+        typeof detail.limit === 'string'
+          ? detail.limit
+          : typeof detail.message === 'string'
+            ? /: (over the .*)$/.exec(detail.message)?.[1]
+            : undefined;
+      if (said) return `${said.charAt(0).toUpperCase()}${said.slice(1)}${said.endsWith('.') ? '' : '.'}`;
+      const name = rule === 'per_transfer' ? 'per-transfer' : rule === 'per_day' ? 'daily' : 'weekly';
       const c = limitOf(rule);
-      if (!c || !facts) return `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of its asset.`;
-      // What the window had counted just before the request (it was refused, so it counted nothing itself).
-      const w = windows(facts, c.key, when).find((x) => x.rule === rule);
-      const span = rule === 'per_day' ? '24 h' : '7 days';
-      return w
-        ? `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of ${w.limit} ${c.asset} (${c.key}): ${w.used} was already counted in the ${span} before it, ${w.left} was left, and it asked ${c.amount}.`
-        : `Over the ${rule === 'per_day' ? 'daily' : 'weekly'} limit of ${c.asset}.`;
+      return c ? `Over the ${name} limit of ${c.limit} ${c.asset} (${c.key}).` : `Over the ${name} limit of its asset.`;
     }
     case 'asset_not_allowed': {
       const named = Object.keys(policy?.limits ?? {});
@@ -364,7 +345,7 @@ export function refusalText(
   }
   switch (code) {
     case 'spending_cap_exceeded': {
-      const now = facts?.detail && chain ? capLine(facts.detail, chain, nativeSymbol) : null;
+      const now = facts?.budget && chain ? capLine(facts.budget, chain, nativeSymbol) : null;
       return `Over the spending cap on ${chain || 'its chain'}: the amount plus twice its maximum fee did not fit.${now ? ` Now: ${now}` : ''}`;
     }
     case 'insufficient_funds':

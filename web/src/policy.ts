@@ -1,7 +1,9 @@
 // The policy tab (docs/api.md §11, §18): per-asset limits, recipients, approvals, x402 hosts and contract-call rules.
 // GET shows the policy; Save PUTs it whole (owner authority on a guarded agent); a 422 puts each field's problem next
-// to that field.
+// to that field. Under the form, what each daily and weekly window has counted and has left, as the service states
+// it (`GET …/budget`: the figures its next decision uses).
 import { api, ApiError, type AgentDetail, type AssetLimits, type ChainInfo, type Policy, type PolicyBody } from './api';
+import { windows, windowSentence, type AgentFacts } from './explain';
 import { authorityText, onAuthorityChange } from './authority';
 import { callsEditor, type CallsEditor } from './policy-calls';
 import { clear, field, h, uid } from './dom';
@@ -41,6 +43,7 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
   const authority = h('p', { class: 'muted small' });
   const savedAt = h('span', { class: 'muted small', 'data-testid': 'policy-saved', role: 'status' });
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading the policy…'));
+  const budget = h('div', { class: 'small', 'data-testid': 'policy-budget', 'aria-live': 'polite' });
   const save = h('button', { type: 'submit' }, 'Save policy');
   const reload = h('button', { type: 'button', class: 'secondary' }, 'Reload');
   const form = h(
@@ -55,6 +58,7 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
     ),
     authority,
     body,
+    budget,
     formError.el,
     h('div', { class: 'row' }, save, savedAt),
   );
@@ -267,6 +271,7 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
     try {
       render(await api.policy(agent.id, token));
       formError.clear();
+      void showBudget();
     } catch (e) {
       clear(body);
       formError.show(e);
@@ -298,6 +303,7 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
     try {
       const saved = await api.putPolicy(agent.id, token, policy);
       render(saved);
+      void showBudget();
       savedAt.textContent = `Saved ${new Date().toLocaleTimeString()}`;
       notify('Policy saved.');
     } catch (e) {
@@ -317,6 +323,24 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
   });
   reload.addEventListener('click', () => void load());
   onAuthorityChange(form, () => (authority.textContent = authorityText(agent.id)));
+
+  /** What the windows have counted and have left now, as the service states it (nothing of its own). */
+  async function showBudget(): Promise<void> {
+    const stated = await api.budget(agent.id, token).catch(() => null);
+    clear(budget);
+    if (!stated) return;
+    const facts = { budget: stated } as AgentFacts;
+    const lines = Object.keys(stated.limits ?? {}).flatMap((key) =>
+      windows(facts, key).map((w) =>
+        h(
+          'div',
+          { 'data-testid': `policy-budget-${w.rule === 'per_day' ? 'daily' : 'weekly'}`, 'data-asset': key, 'data-left': w.left },
+          windowSentence(w, `${key.split(':')[1] ?? key} (${key})`),
+        ),
+      ),
+    );
+    if (lines.length) budget.append(h('p', {}, h('strong', {}, 'Counted now')), ...lines);
+  }
 
   let loaded = false;
   return {

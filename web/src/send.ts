@@ -4,7 +4,7 @@
 // a double click or a retry never sends twice. The answer is shown as it comes: sent (pending, then followed to its
 // confirmation), held for the owner's approval, or refused with the service's message, code and rule.
 import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
-import { compareDecimal, roundAmount, subtractDecimal } from './amount';
+import { compareDecimal, roundAmount } from './amount';
 import { clear, field, h, uid } from './dom';
 import { loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
@@ -238,14 +238,20 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     } else fact('Balance', h('span', { class: 'muted' }, `unavailable (${errorText(balances.reason)})`));
 
     // The spending cap: per chain, native units; value and fees count.
+    // What the cap counted and has left, as the service states it (`GET …/budget`).
+    const stated = known.status === 'fulfilled' ? (known.value.budget?.caps?.[c] ?? null) : null;
     if (detail.status === 'fulfilled') {
-      const cap = String(detail.value.spending_cap);
-      const spent = detail.value.spent?.[c] ?? '0';
-      const left = subtractDecimal(cap, spent) ?? '?';
+      const cap = stated?.limit ?? String(detail.value.spending_cap);
+      const spent = stated?.counted ?? detail.value.spent?.[c] ?? '0';
+      const left = stated?.left ?? null;
       const sym = draft.chain.native_symbol;
       fact(
         'Spending cap',
-        h('span', { 'data-testid': 'review-cap' }, `${roundAmount(spent)} of ${roundAmount(cap)} ${sym} counted on ${c}; ${roundAmount(left)} ${sym} left`),
+        h(
+          'span',
+          { 'data-testid': 'review-cap' },
+          `${roundAmount(spent)} of ${roundAmount(cap)} ${sym} counted on ${c}${left === null ? '' : `; ${roundAmount(left)} ${sym} left`}`,
+        ),
       );
       fact(
         'Network fee',
@@ -255,7 +261,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
           ? `paid in ${sym} on top of the amount and counted against the cap. The service prices it when it signs, and reserves the amount plus twice the maximum fee until the transfer lands; then only what it really cost counts.`
           : `paid in ${sym} by the agent and counted against the cap; the ${draft.asset} amount counts against the policy, not the cap.`,
       );
-      if (!delegated && draft.native && compareDecimal(draft.amount, left.startsWith('-') ? '0' : left) === 1) {
+      if (!delegated && draft.native && left !== null && compareDecimal(draft.amount, left) === 1) {
         notes.push(h('li', { class: 'bad' }, `More than what is left of the cap (${left} ${sym}): the service will refuse (spending_cap_exceeded).`));
       }
     } else fact('Spending cap', h('span', { class: 'muted' }, `unavailable (${errorText(detail.reason)})`));

@@ -87,6 +87,13 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     const policy = await api('GET', `/api/agents/${agents.a.id}/policy`, undefined, asAgent('a'));
     assert.equal(policy.body.limits['base:ETH'].per_day, '0.05', JSON.stringify(policy.body));
     assert.equal(policy.body.limits['base:ETH'].approval_above, '0.01', JSON.stringify(policy.body));
+    // What the day has counted and has left, as the service states it (GET …/budget), under the form.
+    const stated = await api('GET', `/api/agents/${agents.a.id}/budget`, undefined, asAgent('a'));
+    assert.deepEqual(stated.body.limits['base:ETH'].per_day, { limit: '0.05', counted: '0', left: '0.05' }, JSON.stringify(stated.body));
+    const day = page.getByTestId('policy-budget-daily');
+    await day.waitFor();
+    assert.equal(await day.getAttribute('data-left'), '0.05');
+    assert.match(await day.textContent(), /Daily limit 0\.05 ETH \(base:ETH\): 0 counted in the last 24 h, 0\.05 left\./);
     await shot('fa01-policy-set');
   });
 
@@ -243,7 +250,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
     assert.equal(await why.getAttribute('data-rule'), 'per_day');
     assert.match(
       await why.textContent(),
-      /Over the daily limit of 0\.05 ETH \(base:ETH\): 0\.037 was already counted in the 24 h before it, 0\.013 was left, and it asked 0\.02\./,
+      /Over the daily limit of 0\.05 ETH: 0\.037 was already counted in the last 24 h, 0\.013 was left, and it asked 0\.02\./,
     );
     await shot('fa08-chat-prose-follows-status');
   });

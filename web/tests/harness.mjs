@@ -246,16 +246,17 @@ export async function assertLocalTx(cell, hash) {
 
 /**
  * The History tab's row for a request the daily limit refused: the rule named, and the limit, what was counted, what
- * was left and what was asked, as the console words them (amounts as decimal strings, e.g. `'0.05'`).
+ * was left and what was asked, as the service worded them in its refusal (the audit entry's `limit`; amounts as
+ * decimal strings, e.g. `'0.05'`).
  */
-export async function assertRefusedInHistory(page, { limit, counted, left, asked, asset = 'base:ETH', symbol = 'ETH' }) {
+export async function assertRefusedInHistory(page, { limit, counted, left, asked, symbol = 'ETH' }) {
   await page.getByRole('tab', { name: 'History' }).click();
   const row = page.locator('[data-testid="activity-row"][data-activity="refused"]');
   await row.waitFor();
   const reason = row.getByTestId('activity-reason');
   assert.equal(await reason.getAttribute('data-rule'), 'per_day');
   const words =
-    `Over the daily limit of ${limit} ${symbol} (${asset}): ${counted} was already counted in the 24 h before it, ` +
+    `Over the daily limit of ${limit} ${symbol}: ${counted} was already counted in the last 24 h, ` +
     `${left} was left, and it asked ${asked}.`;
   assert.ok((await reason.textContent()).includes(words), `${await reason.textContent()} should say: ${words}`);
   assert.ok((await row.textContent()).includes(`${asked} ${symbol}`));

@@ -195,6 +195,9 @@ pub struct Refused {
     pub code: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// Over a limit (`per_transfer`, `per_day`, `per_week`): the refusal in words with the decision's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 /// `transfer_accepted`.

@@ -86,6 +86,7 @@ fn refused(code: &str, rule: Option<&str>) -> Refused {
     Refused {
         code: s(code),
         rule: rule.map(s),
+        limit: None,
     }
 }
 

@@ -316,6 +316,13 @@ pub fn component(name: &str) -> Option<Value> {
             "approval_ttl_secs": 3600,
             "allowed_hosts": ["api.example.com"],
         }),
+        "BudgetView" => json!({
+            "limits": {"base:USDC": {
+                "per_day": {"limit": "200", "counted": "120", "left": "80"},
+                "per_week": {"limit": "1000", "counted": "420", "left": "580"},
+            }},
+            "caps": {"base": {"limit": "0.5", "counted": "0.0021", "left": "0.4979"}},
+        }),
         "TransactionView" => json!({
             "id": TRANSFER_ID,
             "chain": "base",

@@ -210,6 +210,11 @@ pub struct TransferView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = json!(["approval_above"]))]
     pub held_by: Option<Vec<String>>,
+    /// Beyond the contract, set on a transfer or x402 payment that `approval_above` held: the threshold in force
+    /// when it was held, in whole units of its asset (the policy may say otherwise since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "0.01")]
+    pub held_above: Option<String>,
     /// Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
     /// in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
     /// signed at the fees of the moment it is approved; until then its reservation holds twice this fee.
@@ -268,6 +273,7 @@ impl From<&StoredTx> for TransferView {
             tx_hash,
             expires_at: None,
             held_by: None,
+            held_above: None,
             max_fee: None,
             created_at: tx.created_at,
             updated_at: tx.updated_at,
@@ -303,6 +309,7 @@ impl From<&Approval> for TransferView {
             explorer_url: None,
             expires_at: Some(a.expires_at),
             held_by: Some(a.held_by.clone()),
+            held_above: a.held_above.map(|w| a.units(w)),
             max_fee: a.max_fee(),
             created_at: a.created_at,
             updated_at: a.updated_at,

@@ -2,6 +2,8 @@
 //! run inside the reserving transaction of `transfers.rs`, under the agent's write lock, so the policy sees every
 //! earlier transfer of that agent, on one instance and across instances sharing a PostgreSQL database.
 
+use std::collections::BTreeMap;
+
 use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -42,6 +44,25 @@ where
     async fn get_policy(&self, agent_id: Uuid) -> StoreResult<Policy> {
         let mut conn = self.pool.acquire().await?;
         Self::policy_in(&mut conn, agent_id).await
+    }
+
+    async fn budget_windows(&self, agent_id: Uuid) -> StoreResult<(Policy, BTreeMap<String, Windows>)> {
+        // One transaction: the policy and every window as of one moment.
+        let mut tx = self.pool.begin().await?;
+        let now = crate::domain::now();
+        let policy = Self::policy_in(&mut tx, agent_id).await?;
+        let mut windows = BTreeMap::new();
+        for key in policy.limits.keys().filter(|k| policy.counts_windows(k)) {
+            let Some((chain, asset)) = key.split_once(':') else {
+                continue;
+            };
+            windows.insert(
+                key.clone(),
+                Self::windows_in(&mut tx, (agent_id, chain), asset, now).await?,
+            );
+        }
+        tx.commit().await?;
+        Ok((policy, windows))
     }
 
     async fn allowance_ledger(&self, agent_id: Uuid, chain: &str) -> StoreResult<Vec<Remaining>> {
@@ -219,10 +240,7 @@ where
             Clearance::Policy => {
                 let policy = Self::policy_in(conn, r.agent_id).await?;
                 let windows = if policy.counts_windows(&asset::key(&r.chain, &r.asset)) {
-                    decision::windows(
-                        &Self::window_rows(conn, r.agent_id, &r.chain, &r.asset, now).await?,
-                        now,
-                    )
+                    Self::windows_in(conn, (r.agent_id, &r.chain), &r.asset, now).await?
                 } else {
                     Windows::default()
                 };
@@ -249,7 +267,7 @@ where
             let totals = match policy.counts_windows(&count.asset_key) {
                 true => {
                     let asset = count.asset_key.split_once(':').map_or("", |(_, a)| a);
-                    decision::windows(&Self::window_rows(conn, r.0, r.1, asset, now).await?, now)
+                    Self::windows_in(conn, r, asset, now).await?
                 }
                 false => Windows::default(),
             };
@@ -257,6 +275,20 @@ where
             windows.push((totals, paid));
         }
         Ok(windows)
+    }
+
+    /// What the rolling windows of `asset` on the agent's chain have counted at `now`: the one read of the windows
+    /// that the decision (`gate_in`, `call_windows_in`) and the budget (`budget_windows`) both take.
+    pub(super) async fn windows_in(
+        conn: &mut B::Connection,
+        (agent_id, chain): (Uuid, &str),
+        asset: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Windows> {
+        Ok(decision::windows(
+            &Self::window_rows(conn, agent_id, chain, asset, now).await?,
+            now,
+        ))
     }
 
     /// The allowances the service counted for the agent on `chain` (§18).
@@ -427,7 +459,7 @@ where
         let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -451,6 +483,7 @@ where
         .bind(body.call_record)
         .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
         .bind(body.delegation)
+        .bind(a.held_above.map(|w| w.to_string()))
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
