@@ -8,7 +8,6 @@ mod anvil;
 mod calls;
 mod common;
 mod delegation;
-#[allow(dead_code)]
 #[path = "../tests/api/helpers/delegation_framework.rs"]
 mod delegation_framework;
 /// What the test suite's helpers find under `crate::helpers`.

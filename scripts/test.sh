@@ -38,7 +38,8 @@ HSM_MODULE="$(ls /usr/lib/*/softhsm/libsofthsm2.so /usr/lib/softhsm/libsofthsm2.
 SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" softhsm2-util --init-token --free --label agentd-money --pin 1234 --so-pin 12345678 >/dev/null
 SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODULE="$HSM_MODULE" \
   TEST_PKCS11_TOKEN=agentd-money TEST_PKCS11_PIN=1234 env -u TEST_POSTGRES_URL cargo test --test api -- \
-  transfers:: transfers_api:: tokens:: x402_pay:: stuck_transfers:: nonce_gaps:: transfer_concurrency:: calls:: typed_data:: hostile::
+  transfers:: transfers_api:: tokens:: x402_pay:: stuck_transfers:: nonce_gaps:: transfer_concurrency:: calls:: typed_data:: hostile:: \
+  delegations::
 rm -rf "$HSM_DIR"
 
 if pg_up; then

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, fresh_address, transfer_app, wallet, wei};
 use crate::helpers::delegation_framework::{
-    Framework, chain_now, delegation_json, erc20_period_terms, native_period_terms, send_as_key, upgrade_to_delegator,
-    word,
+    Framework, chain_now, delegation_json, erc20_period_terms, native_period_terms, send_as_address, send_as_key,
+    upgrade_to_delegator, word,
 };
 use crate::helpers::solidity::{mint, token_balance, usdc_on_base};
 use crate::helpers::{CreatedAgent, TestApp, assert_error};
@@ -99,6 +99,24 @@ async fn redeem_usdc(world: &World, key: &PrivateKeySigner, delegation: &Delegat
         500_000,
     )
     .await;
+    receipt.status()
+}
+
+/// The same redemption sent from the delegate's address by the node (outside agentd, whatever holds its key).
+async fn redeem_usdc_outside(
+    world: &World,
+    delegate: Address,
+    delegation: &Delegation,
+    to: Address,
+    amount: u64,
+) -> bool {
+    let calldata = transferCall {
+        to,
+        amount: U256::from(amount),
+    }
+    .abi_encode();
+    let redemption = rules::redemption(delegation, world.usdc, U256::ZERO, &calldata);
+    let receipt = send_as_address(&world.anvil, delegate, world.framework.manager, U256::ZERO, redemption).await;
     receipt.status()
 }
 
@@ -386,10 +404,9 @@ async fn a_registered_delegation_shows_its_caveats_limits_and_what_is_available(
     assert!(body["created_at"].is_string() && body["id"].is_string());
     assert!(body["targets"].is_null() && body["methods"].is_null() && body["expires_at"].is_null());
 
-    // Spent on chain by the agent's key directly: `available` follows the chain.
-    let key = exported_key(&app, &agent).await;
-    world.anvil.set_balance(key.address(), wei(ONE_ETH)).await;
-    assert!(redeem_usdc(&world, &key, &delegation, fresh_address(), 2 * USDC).await);
+    // Spent on chain from the agent's address outside agentd: `available` follows the chain.
+    world.anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    assert!(redeem_usdc_outside(&world, wallet(&agent), &delegation, fresh_address(), 2 * USDC).await);
     let id = body["id"].as_str().unwrap();
     let (status, one) = call(
         &app,
@@ -420,20 +437,6 @@ async fn a_registered_delegation_shows_its_caveats_limits_and_what_is_available(
         StatusCode::NOT_FOUND,
         "delegation_not_found",
     );
-}
-
-async fn exported_key(app: &TestApp, agent: &CreatedAgent) -> PrivateKeySigner {
-    let (status, body) = call(
-        app,
-        agent,
-        true,
-        Method::POST,
-        &format!("/api/agents/{}/export-key", agent.id),
-        Some(json!({"chain": "base", "confirm": true})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    crate::helpers::parse_private_key(body["private_key"].as_str().unwrap())
 }
 
 #[tokio::test]
@@ -823,18 +826,16 @@ async fn lifetime_amounts_read_what_the_enforcer_spent_and_every_caveat_kind_is_
         .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
     }
-    let key = exported_key(&app, &agent).await;
-    world.anvil.set_balance(key.address(), wei(ONE_ETH)).await;
-    assert!(redeem_usdc(&world, &key, &token, fresh_address(), 4 * USDC).await);
+    world.anvil.set_balance(wallet(&agent), wei(ONE_ETH)).await;
+    assert!(redeem_usdc_outside(&world, wallet(&agent), &token, fresh_address(), 4 * USDC).await);
     let to = fresh_address();
     let redemption = rules::redemption(&native, to, wei(ONE_ETH / 4), &[]);
-    let sent = send_as_key(
+    let sent = send_as_address(
         &world.anvil,
-        &key,
+        wallet(&agent),
         world.framework.manager,
         U256::ZERO,
         redemption,
-        500_000,
     )
     .await;
     assert!(sent.status());

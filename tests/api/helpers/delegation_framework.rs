@@ -277,6 +277,32 @@ pub async fn send_as_key(
     anvil.receipt(hash).await
 }
 
+/// A transaction from `from` sent by the node itself (anvil's impersonation): money moved on chain outside agentd
+/// from an agent's address, whichever key backend holds its key (a PKCS#11 key cannot be exported).
+pub async fn send_as_address(
+    anvil: &Anvil,
+    from: Address,
+    to: Address,
+    value: U256,
+    input: Bytes,
+) -> TransactionReceipt {
+    let p = anvil.provider();
+    let _: Value = p
+        .raw_request("anvil_impersonateAccount".into(), (from,))
+        .await
+        .expect("anvil impersonates the address");
+    let tx = serde_json::json!({"from": from, "to": to, "value": value, "data": input, "gas": "0x7a120"});
+    let hash: B256 = p
+        .raw_request("eth_sendTransaction".into(), (tx,))
+        .await
+        .expect("the node takes the transaction");
+    let _: Value = p
+        .raw_request("anvil_stopImpersonatingAccount".into(), (from,))
+        .await
+        .expect("anvil stops impersonating");
+    anvil.receipt(hash).await
+}
+
 /// Big-endian 32-byte word of `n`.
 pub fn word(n: U256) -> [u8; 32] {
     n.to_be_bytes::<32>()
