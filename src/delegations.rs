@@ -476,3 +476,11 @@ pub fn canonical_json(delegation: &Delegation) -> serde_json::Value {
         "signature": hex(&delegation.signature),
     })
 }
+
+/// The delegation a request or a tool call names (`"delegation"`), if any; `Err` says what is wrong with it, as the
+/// field's message.
+pub fn named(text: Option<&str>) -> Result<Option<Uuid>, &'static str> {
+    text.map(|id| Uuid::parse_str(id.trim()))
+        .transpose()
+        .map_err(|_| "must be the id of one of the agent's delegations")
+}

@@ -205,12 +205,8 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
         }
     };
     let encoded = call::encode(input).map_err(|e| AppError::field(&e.field(), e.to_string()))?;
-    let delegation = request
-        .delegation
-        .as_deref()
-        .map(|id| uuid::Uuid::parse_str(id.trim()))
-        .transpose()
-        .map_err(|_| AppError::field("delegation", "must be the id of one of the agent's delegations"))?;
+    let delegation =
+        crate::delegations::named(request.delegation.as_deref()).map_err(|m| AppError::field("delegation", m))?;
     Ok(Parsed {
         chain,
         to,

@@ -108,12 +108,8 @@ async fn send(
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     let amount = Amount::parse(&request.amount, asset.decimals)
         .map_err(|_| AppError::field("amount", "must be a decimal amount greater than zero"))?;
-    let delegation = request
-        .delegation
-        .as_deref()
-        .map(|id| uuid::Uuid::parse_str(id.trim()))
-        .transpose()
-        .map_err(|_| AppError::field("delegation", "must be the id of one of the agent's delegations"))?;
+    let delegation =
+        crate::delegations::named(request.delegation.as_deref()).map_err(|m| AppError::field("delegation", m))?;
     let order = TransferOrder {
         delegation,
         by,

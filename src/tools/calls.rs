@@ -100,10 +100,7 @@ fn sign_typed_data<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
 
 /// The delegation a call names, if any.
 pub(super) fn delegation(args: &Args<'_>) -> Result<Option<uuid::Uuid>, ToolError> {
-    args.text("delegation")?
-        .map(|id| uuid::Uuid::parse_str(id.trim()))
-        .transpose()
-        .map_err(|_| ToolError::invalid("delegation must be the id of one of the agent's delegations"))
+    crate::delegations::named(args.text("delegation")?).map_err(|m| ToolError::invalid(format!("delegation {m}")))
 }
 
 /// The order a tool call asks for.

@@ -606,15 +606,7 @@ async fn a_hash_is_registered_once_and_only_owner_authority_brings_a_removed_one
         "delegation_exists",
     );
 
-    let (_, audit) = call(
-        &app,
-        &agent,
-        true,
-        Method::GET,
-        &format!("/api/agents/{}/audit", agent.id),
-        None,
-    )
-    .await;
+    let audit = audit(&app, &agent).await;
     let actions: Vec<&str> = audit
         .as_array()
         .unwrap()
@@ -688,15 +680,7 @@ async fn a_revocation_on_chain_is_noticed_once_with_its_event_and_audit_entry() 
     .expect("a delegation_revoked event");
     assert_eq!(event.payload["delegation_id"], body["id"]);
     assert_eq!(event.payload["hash"], body["hash"]);
-    let (_, audit) = call(
-        &app,
-        &agent,
-        true,
-        Method::GET,
-        &format!("/api/agents/{}/audit", agent.id),
-        None,
-    )
-    .await;
+    let audit = audit(&app, &agent).await;
     let revocations: Vec<&Value> = audit
         .as_array()
         .unwrap()
@@ -761,15 +745,7 @@ async fn a_revocation_is_noticed_at_the_next_read_before_the_watchers_pass() {
         0,
         "recorded already"
     );
-    let (_, audit) = call(
-        &app,
-        &agent,
-        true,
-        Method::GET,
-        &format!("/api/agents/{}/audit", agent.id),
-        None,
-    )
-    .await;
+    let audit = audit(&app, &agent).await;
     let revocations = audit
         .as_array()
         .unwrap()
@@ -978,6 +954,33 @@ async fn register(app: &TestApp, agent: &CreatedAgent, delegation: &Delegation) 
     registered["id"].as_str().expect("an id").to_string()
 }
 
+/// The agent's audit entries (owner authority), newest first.
+async fn audit(app: &TestApp, agent: &CreatedAgent) -> Value {
+    let (status, entries) = call(
+        app,
+        agent,
+        true,
+        Method::GET,
+        &format!("/api/agents/{}/audit", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{entries}");
+    entries
+}
+
+/// `to`'s USDC balance once it is `expected` (the node may still be mining), or what it is after 5 s.
+async fn usdc_when(world: &World, to: Address, expected: U256) -> U256 {
+    for _ in 0..100 {
+        let balance = token_balance(&world.anvil, world.usdc, to).await;
+        if balance == expected {
+            return balance;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    token_balance(&world.anvil, world.usdc, to).await
+}
+
 /// `POST …/transfers` as the agent.
 async fn transfer(app: &TestApp, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
     call(
@@ -1025,15 +1028,7 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
     assert_eq!(sent["delegation"]["id"], id);
     assert_eq!(sent["delegation"]["delegator"], world.owner.address().to_checksum(None));
     // Audited as a transfer, with the delegation it redeemed.
-    let (_, audit) = call(
-        &app,
-        &agent,
-        true,
-        Method::GET,
-        &format!("/api/agents/{}/audit", agent.id),
-        None,
-    )
-    .await;
+    let audit = audit(&app, &agent).await;
     let accepted = audit
         .as_array()
         .unwrap()
@@ -1042,13 +1037,7 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
         .unwrap_or_else(|| panic!("no transfer_accepted in {audit}"));
     assert_eq!(accepted["detail"]["delegation_id"], id, "{accepted}");
     // What the chain shows: the owner's USDC went to the recipient; the agent's wallet held none and paid the gas.
-    for _ in 0..100 {
-        if token_balance(&world.anvil, world.usdc, to).await == U256::from(2 * USDC) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
+    assert_eq!(usdc_when(&world, to, U256::from(2 * USDC)).await, U256::from(2 * USDC));
     assert_eq!(
         token_balance(&world.anvil, world.usdc, world.owner.address()).await,
         U256::from(98 * USDC)
@@ -1363,14 +1352,8 @@ async fn a_delegated_call_is_judged_as_its_transfer_and_any_other_call_is_refuse
     let (status, sent) = call(&app, &agent, false, Method::POST, &calls, Some(body)).await;
     assert_eq!(status, StatusCode::CREATED, "{sent}");
     assert_eq!(sent["delegation"]["id"], id, "{sent}");
-    for _ in 0..100 {
-        if token_balance(&world.anvil, world.usdc, to).await == U256::from(USDC * 3 / 2) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
     assert_eq!(
-        token_balance(&world.anvil, world.usdc, to).await,
+        usdc_when(&world, to, U256::from(USDC * 3 / 2)).await,
         U256::from(USDC * 3 / 2)
     );
     assert_eq!(
@@ -1397,13 +1380,7 @@ async fn a_delegated_call_is_judged_as_its_transfer_and_any_other_call_is_refuse
     let sent: Value = serde_json::from_str(text).expect("the result is JSON");
     assert_eq!(sent["delegation_id"], id, "{sent}");
     let expected = U256::from(USDC * 5 / 2);
-    for _ in 0..100 {
-        if token_balance(&world.anvil, world.usdc, to).await == expected {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, expected);
+    assert_eq!(usdc_when(&world, to, expected).await, expected);
     assert_eq!(
         token_balance(&world.anvil, world.usdc, world.owner.address()).await,
         U256::from(100 * USDC) - expected
