@@ -248,6 +248,17 @@ async fn reserve_round(store: Arc<dyn Store>, mut sends: Vec<Sending>) {
                 return;
             }
             Ok(Passed::Sign(to_sign)) => to_sign,
+            Ok(Passed::Unknown(e)) => {
+                // The commit may have been applied (its answer was lost): a send that reserved again alone could be
+                // stored twice. Each answers the failure; what was stored, if anything, is broadcast by the watcher.
+                tracing::error!(error = %e, "a reservation round's commit failed; its sends answer the failure");
+                drop(guards);
+                for send in sends {
+                    let unknown = StoreError::Corrupt(format!("the reservation's commit did not answer: {e}"));
+                    send.answer(Answer::Decided(Err(TransferError::Store(unknown))));
+                }
+                return;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "a reservation round failed; its sends reserve alone");
                 drop(guards);
@@ -289,6 +300,8 @@ enum Passed {
     Committed(Vec<Reservation>),
     /// Sends (by index) allowed at a nonce they are not signed for: rolled back, to be signed at these nonces.
     Sign(Vec<(usize, Option<u64>)>),
+    /// The commit failed: whether it was applied is not known.
+    Unknown(StoreError),
 }
 
 /// Decides each send in turn in one reserving transaction. One allowed at a nonce it is not signed for is applied
@@ -310,7 +323,10 @@ async fn pass(store: &dyn Store, sends: &[Sending]) -> Result<Passed, TransferEr
         drop(tx);
         return Ok(Passed::Sign(to_sign));
     }
-    tx.commit().await.map_err(store_error)?;
+    // Before the commit every failure rolls back (the round's sends may reserve alone); a failed commit may not have.
+    if let Err(e) = tx.commit().await {
+        return Ok(Passed::Unknown(e));
+    }
     Ok(Passed::Committed(answers))
 }
 
