@@ -199,10 +199,12 @@ impl App {
             self.state.store.clone(),
             self.state.vault.clone(),
             self.state.config.webhooks.clone(),
+            self.state.clock.clone(),
         );
         tokio::spawn(deliverer.run_until_stopped(self.state.shutdown.clone()));
         tokio::spawn(purge_until_stopped(
             self.state.store.clone(),
+            self.state.clock.clone(),
             self.state.shutdown.clone(),
         ));
     }
@@ -213,9 +215,13 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Purges at start and then every `PURGE_EVERY` until the shutdown signal. Several instances purging at once only
 /// find less to delete.
-async fn purge_until_stopped(store: Arc<dyn crate::store::Store>, mut stop: watch::Receiver<bool>) {
+async fn purge_until_stopped(
+    store: Arc<dyn crate::store::Store>,
+    clock: Arc<dyn crate::domain::clock::Clock>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
-        match store.purge(crate::domain::now()).await {
+        match store.purge(clock.now()).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "purged expired sessions, challenges and idempotency records"),
             Err(e) => tracing::warn!(error = %e, "purge failed; trying again later"),
@@ -237,5 +243,6 @@ pub fn watcher_state(state: &AppState) -> WatcherState {
         interval: state.config.chains.watcher_interval,
         drop_after: state.config.chains.tx_drop_after,
         stuck_after: state.config.chains.stuck_after,
+        clock: state.clock.clone(),
     }
 }

@@ -214,6 +214,8 @@ pub struct Authenticator {
     /// `DISABLE_AGENT_AUTH` (development only): agent tokens are not required.
     agent_auth_disabled: bool,
     admin_token: Option<SecretString>,
+    /// What the service reads the time on (the system's clock outside tests).
+    clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 impl Authenticator {
@@ -222,7 +224,14 @@ impl Authenticator {
             store,
             agent_auth_disabled,
             admin_token,
+            clock: Arc::new(crate::domain::clock::SystemClock),
         }
+    }
+
+    /// The same service reading the time on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::domain::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The first check of every agent-scoped call, before its body is read: a token must be present.
@@ -369,7 +378,7 @@ impl Authenticator {
             .store
             .owner_session(&token::hash(owner_token))
             .await?
-            .filter(|s| s.expires_at > crate::domain::now())
+            .filter(|s| s.expires_at > self.clock.now())
             .ok_or(AuthError::InvalidOwnerToken)?;
         Ok(OwnerSession {
             agent_id: session.agent_id,

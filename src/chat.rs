@@ -23,6 +23,8 @@ pub struct ChatServices {
     pub metrics: Arc<Metrics>,
     /// The whole turn's deadline (`LLM_TURN_TIMEOUT_MS`).
     pub turn_timeout: std::time::Duration,
+    /// What messages are stamped with (the system's clock outside tests).
+    pub clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 use serde::Serialize;

@@ -57,6 +57,8 @@ pub struct WatcherState {
     pub drop_after: Duration,
     /// How long a transfer may stay pending before it is sent again with higher fees (`STUCK_AFTER_SECS`, §14).
     pub stuck_after: Duration,
+    /// What ages and expiries are read on (the system's clock outside tests).
+    pub clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 /// Watches one chain.
@@ -76,11 +78,16 @@ const SENDER_GRACE: Duration = Duration::from_secs(5);
 impl Watcher {
     pub fn new(state: WatcherState, chain: &'static str) -> Self {
         Watcher {
+            started_at: state.clock.now(),
             state,
             chain,
-            started_at: crate::domain::now(),
             without_receipt: Mutex::new(None),
         }
+    }
+
+    /// The time now, on the watcher's clock.
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.state.clock.now()
     }
 
     /// Polls until `stop` turns true.
@@ -102,7 +109,7 @@ impl Watcher {
     /// rejected meanwhile is left as it is.
     async fn expire_approvals(&self) -> Result<(), WatchError> {
         let store = &self.state.store;
-        for due in store.due_approvals(self.chain, crate::domain::now()).await? {
+        for due in store.due_approvals(self.chain, self.now()).await? {
             // Approved or rejected meanwhile: nothing to do.
             store
                 .close_approval(due.id, ApprovalStatus::Expired, Actor::System, None)
@@ -275,7 +282,7 @@ impl Watcher {
     /// An open transfer none of whose attempts has a receipt.
     async fn check(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> Result<bool, WatchError> {
         if tx.status == TxState::Signed {
-            let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
+            let age = (self.now() - tx.updated_at).to_std().unwrap_or_default();
             if tx.updated_at >= self.started_at && age < SENDER_GRACE {
                 return Ok(false);
             }
@@ -294,7 +301,7 @@ impl Watcher {
                 }
             };
         }
-        let age = (crate::domain::now() - tx.updated_at).to_std().unwrap_or_default();
+        let age = (self.now() - tx.updated_at).to_std().unwrap_or_default();
         if age >= self.state.stuck_after {
             // Stuck: the same nonce again with higher fees while the reservation covers them; else (below) the
             // latest attempt is only broadcast again.
@@ -483,7 +490,7 @@ impl Watcher {
             content,
             chain_calls: json!([]),
             tokens_used: 0,
-            created_at: crate::domain::now(),
+            created_at: self.now(),
         });
         Ok(Settling {
             id: tx.id,
@@ -516,9 +523,7 @@ impl Watcher {
         }
         let client = self.state.chains.get(self.chain)?;
         let latest = client.block_number().await?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = u64::try_from(self.now().timestamp()).unwrap_or_default();
         let mut settled = 0;
         for tx in &open {
             match self.check_authorization(client, tx, latest, now).await {
@@ -634,7 +639,7 @@ impl Watcher {
             content,
             chain_calls: json!([]),
             tokens_used: 0,
-            created_at: crate::domain::now(),
+            created_at: self.now(),
         });
         let settlement = Settlement {
             status,

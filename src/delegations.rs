@@ -118,6 +118,8 @@ pub struct Delegations {
     chains: Arc<Chains>,
     managers: Arc<Vec<(String, Address)>>,
     enforcers: Arc<rules::EnforcersByChain>,
+    /// What the service reads the time on (the system's clock outside tests).
+    clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 impl Delegations {
@@ -132,7 +134,14 @@ impl Delegations {
             chains,
             managers: Arc::new(managers),
             enforcers: Arc::new(enforcers),
+            clock: Arc::new(crate::domain::clock::SystemClock),
         }
+    }
+
+    /// The same service reading the time on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::domain::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The manager of `chain`, or `delegations_unavailable`.
@@ -218,7 +227,7 @@ impl Delegations {
             delegator: delegation.delegator,
             delegation: canonical_json(&delegation),
             status: Status::Active,
-            created_at: crate::domain::now(),
+            created_at: self.clock.now(),
             revoked_at: None,
         };
         // The store names the id it keeps (an earlier one when this delegation is registered again).
@@ -309,7 +318,7 @@ impl Delegations {
         {
             self.mark_revoked(&record).await?;
             record.status = Status::Revoked;
-            record.revoked_at = Some(crate::domain::now());
+            record.revoked_at = Some(self.clock.now());
         }
         let delegation = serde_json::from_value::<DelegationJson>(record.delegation.clone())
             .ok()
@@ -326,7 +335,7 @@ impl Delegations {
             .collect();
         let known: Vec<Terms> = terms.iter().flatten().cloned().collect();
         let (not_before, expires_at) = rules::window(&known);
-        let now = u64::try_from(crate::domain::now().timestamp()).unwrap_or_default();
+        let now = u64::try_from(self.clock.now().timestamp()).unwrap_or_default();
         let status = record.status.at(expires_at, now);
         let mut limits = Vec::new();
         for limit in rules::limits(&known) {

@@ -122,7 +122,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
 
 /// `build_state` with the time read on `clock` (a test's `ManualClock`).
 pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock::Clock>) -> anyhow::Result<BuiltState> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_on(&config, clock.clone()).await?;
     let generated;
     let key = match &config.security.encryption_key {
         Some(key) => key,
@@ -146,7 +146,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         store.clone(),
         config.security.disable_agent_auth,
         config.security.admin_token.clone(),
-    );
+    )
+    .with_clock(clock.clone());
     let streams = OpenStreams::new(
         auth.clone(),
         config.server.max_streams_per_agent,
@@ -162,7 +163,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         chains.clone(),
         config.chains.delegation_managers.clone(),
         config.chains.delegation_enforcers.clone(),
-    );
+    )
+    .with_clock(clock.clone());
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),
@@ -171,8 +173,10 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.faults,
         config.x402.clone(),
     )
-    .with_delegations(delegations.clone());
-    let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private);
+    .with_delegations(delegations.clone())
+    .with_clock(clock.clone());
+    let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private)
+        .with_clock(clock.clone());
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
@@ -185,6 +189,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         tools: tools.clone(),
         metrics: metrics.clone(),
         turn_timeout: config.llm.turn_timeout,
+        clock: clock.clone(),
     };
     let state = AppState(Arc::new(Services {
         auth,

@@ -527,17 +527,26 @@ pub type AuditResealFn<'a> = &'a (dyn Fn(&SealedAuditKey) -> Result<SealedAuditK
 
 /// Opens the configured database and applies the embedded migrations.
 pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    open_on(config, Arc::new(crate::domain::clock::SystemClock)).await
+}
+
+/// `open` with the times the store writes read on `clock` (a test's `ManualClock`).
+pub async fn open_on(config: &Config, clock: Arc<dyn crate::domain::clock::Clock>) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.database.url.expose_secret();
     Ok(match &config.database.kind {
         DatabaseKind::Sqlite(path) => {
             let store = SqliteStore::connect(url, path)
                 .await
-                .context("cannot open the SQLite database")?;
+                .context("cannot open the SQLite database")?
+                .with_clock(clock);
             store.migrate().await.context("cannot migrate the SQLite database")?;
             Arc::new(store)
         }
         DatabaseKind::Postgres => {
-            let store = PgStore::connect(url).await.context("cannot connect to PostgreSQL")?;
+            let store = PgStore::connect(url)
+                .await
+                .context("cannot connect to PostgreSQL")?
+                .with_clock(clock);
             store
                 .migrate()
                 .await

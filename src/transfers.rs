@@ -94,6 +94,8 @@ pub struct Transfers {
     /// Outflows' audit entries (with the `pending` mark of the ones the node took) waiting to be written, a round of
     /// them per transaction.
     records: rounds::Group<rounds::Record>,
+    /// What the service reads the time on (the system's clock outside tests).
+    clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 /// Counts of group commit's rounds (`Transfers::round_figures`).
@@ -180,7 +182,14 @@ impl Transfers {
             fetcher: crate::net::egress::Fetcher::new(x402),
             counted: Default::default(),
             delegations: None,
+            clock: Arc::new(crate::domain::clock::SystemClock),
         }
+    }
+
+    /// The same service reading the time on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::domain::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// How group commit went so far, for the benchmarks: reservation rounds and the sends they reserved, audit

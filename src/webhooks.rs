@@ -50,10 +50,17 @@ pub struct Deliverer {
     vault: Arc<Vault>,
     fetcher: Fetcher,
     config: WebhookConfig,
+    /// What attempts are stamped and leases and retries timed on (the system's clock outside tests).
+    clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 impl Deliverer {
-    pub fn new(store: Arc<dyn Store>, vault: Arc<Vault>, config: WebhookConfig) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        vault: Arc<Vault>,
+        config: WebhookConfig,
+        clock: Arc<dyn crate::domain::clock::Clock>,
+    ) -> Self {
         let fetcher = Fetcher::new(X402Config {
             allow_private: config.allow_private,
             max_response_bytes: READ_LIMIT,
@@ -64,6 +71,7 @@ impl Deliverer {
             vault,
             fetcher,
             config,
+            clock,
         }
     }
 
@@ -153,7 +161,7 @@ impl Deliverer {
         while self.store.fan_out_webhook_events(FAN_OUT_BATCH).await? == FAN_OUT_BATCH as usize {}
         // The lease outlasts the attempt's deadline, so no other instance attempts it meanwhile.
         let lease = chrono::TimeDelta::from_std(self.config.timeout + Duration::from_secs(30))?;
-        Ok(self.store.claim_deliveries(crate::domain::now(), lease, limit).await?)
+        Ok(self.store.claim_deliveries(self.clock.now(), lease, limit).await?)
     }
 
     /// Records what finished, in batches: whatever ended while the previous batch was being written.
@@ -181,7 +189,7 @@ impl Deliverer {
     /// One attempt, signed now; what it came to and when the next is due.
     async fn attempt(&self, d: &DueDelivery) -> AttemptOutcome {
         let started = std::time::Instant::now();
-        let at = crate::domain::now();
+        let at = self.clock.now();
         let result = self.send(d, at.timestamp()).await;
         let duration_ms = started.elapsed().as_millis() as i64;
         let (status_code, error, response, delivered) = match result {

@@ -139,7 +139,7 @@ impl Authenticator {
         if parsed.agent_id != agent.id {
             return Err(ProofError::Invalid);
         }
-        let now = crate::domain::now();
+        let now = self.clock.now();
         if Utc
             .timestamp_opt(parsed.expires_at_unix, 0)
             .single()
@@ -185,7 +185,7 @@ impl Authenticator {
                 "the message must be the Sign-In with Ethereum (EIP-4361) message of an owner challenge".into(),
             )
         })?;
-        let now = crate::domain::now();
+        let now = self.clock.now();
         // As for a reissue: the message's own expiry first, so that a challenge expired long enough to be purged is
         // still answered as expired rather than unknown.
         if parsed.expiration_time.is_some_and(|t| t <= now) {

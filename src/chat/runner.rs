@@ -51,7 +51,7 @@ pub async fn prepare(
             (conversation, false)
         }
         None => {
-            let now = crate::domain::now();
+            let now = chat.clock.now();
             let title: String = message.trim().chars().take(80).collect();
             let conversation = Conversation {
                 id: Uuid::new_v4(),
@@ -90,7 +90,7 @@ pub async fn run_turn(
         content: turn.message.clone(),
         chain_calls: json!([]),
         tokens_used: 0,
-        created_at: crate::domain::now(),
+        created_at: chat.clock.now(),
     };
     let earlier = if turn.is_new_conversation {
         chat.store.start_conversation(&turn.conversation, &user_message).await?;
@@ -123,7 +123,10 @@ pub async fn run_turn(
         content,
         chain_calls: serde_json::to_value(&transcript.calls).unwrap_or_else(|_| json!([])),
         tokens_used: transcript.usage.total() as i64,
-        created_at: crate::domain::now().max(user_message.created_at + chrono::Duration::microseconds(1)),
+        created_at: chat
+            .clock
+            .now()
+            .max(user_message.created_at + chrono::Duration::microseconds(1)),
     };
     chat.store.insert_message(&assistant).await?;
     chat.metrics.record_turn(if outcome.is_ok() { "ok" } else { "error" });

@@ -86,8 +86,9 @@ pub struct WebhookEvent {
 }
 
 impl WebhookEvent {
-    /// A new event of `ty` about `agent_id`; `data` is an object (anything else is wrapped) and gains `agent_id`.
-    pub fn new(ty: &'static str, agent_id: Uuid, data: Value) -> Self {
+    /// A new event of `ty` about `agent_id` at `at`; `data` is an object (anything else is wrapped) and gains
+    /// `agent_id`.
+    pub fn new(ty: &'static str, agent_id: Uuid, data: Value, at: DateTime<Utc>) -> Self {
         let mut map = match data {
             Value::Object(map) => map,
             other => Map::from_iter([("value".to_string(), other)]),
@@ -100,7 +101,7 @@ impl WebhookEvent {
             agent_id,
             data: Value::Object(map),
             dedup: None,
-            at: crate::domain::now(),
+            at,
         }
     }
 
@@ -123,7 +124,12 @@ pub fn body(ty: &str, at: DateTime<Utc>, data: &Value) -> String {
 /// The events an audit entry reports: policy refusals, agent and policy changes, revoked delegations, expiries and
 /// fee bumps. `data` is the entry's detail with who acted, and what the event's type adds (an expiry's `status`; a
 /// replacement's `replaced` hash named `replaced_hash`).
-pub fn from_audit(agent_id: Uuid, actor: Actor, detail: &Detail) -> Result<Option<WebhookEvent>, serde_json::Error> {
+pub fn from_audit(
+    agent_id: Uuid,
+    actor: Actor,
+    detail: &Detail,
+    at: DateTime<Utc>,
+) -> Result<Option<WebhookEvent>, serde_json::Error> {
     let (ty, data) = match detail {
         Detail::TransferRefused(d) if d.refused.code == "policy_denied" => {
             ("policy.denied", reported(d, actor, None, None)?)
@@ -146,7 +152,7 @@ pub fn from_audit(agent_id: Uuid, actor: Actor, detail: &Detail) -> Result<Optio
         }
         _ => return Ok(None),
     };
-    Ok(Some(WebhookEvent::new(ty, agent_id, data)))
+    Ok(Some(WebhookEvent::new(ty, agent_id, data, at)))
 }
 
 fn reported<T: Serialize>(
@@ -188,7 +194,7 @@ struct ReplacedEvent<'a> {
 
 /// The event a stored stream event reports (`tx_confirmation`, `approval_required`, `approval_resolved`), given
 /// the transfer's `kind` where the stream event does not carry it.
-pub fn from_stream(agent_id: Uuid, kind: &str, payload: &Value) -> Option<WebhookEvent> {
+pub fn from_stream(agent_id: Uuid, kind: &str, payload: &Value, at: DateTime<Utc>) -> Option<WebhookEvent> {
     let ty = match kind {
         "tx_confirmation" => match payload.get("status").and_then(Value::as_str)? {
             "confirmed" => "transfer.confirmed",
@@ -202,7 +208,7 @@ pub fn from_stream(agent_id: Uuid, kind: &str, payload: &Value) -> Option<Webhoo
         "approval_resolved" => "approval.resolved",
         _ => return None,
     };
-    Some(WebhookEvent::new(ty, agent_id, payload.clone()))
+    Some(WebhookEvent::new(ty, agent_id, payload.clone(), at))
 }
 
 /// A new secret: `whsec_` + base64 of 32 random bytes; the bytes are what signs.
@@ -329,16 +335,25 @@ mod tests {
                 },
             })
         };
-        let e = from_audit(agent, Actor::Agent, &refused("policy_denied", Some("per_transfer")))
-            .unwrap()
-            .unwrap();
+        let e = from_audit(
+            agent,
+            Actor::Agent,
+            &refused("policy_denied", Some("per_transfer")),
+            crate::domain::now(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(e.ty, "policy.denied");
         assert_eq!(e.data["agent_id"], json!(agent));
         assert_eq!(e.data["actor"], "agent");
         assert_eq!(e.data["rule"], "per_transfer");
         assert_eq!(e.data["chain"], "base");
         let capped = refused("spending_cap_exceeded", None);
-        assert!(from_audit(agent, Actor::Agent, &capped).unwrap().is_none());
+        assert!(
+            from_audit(agent, Actor::Agent, &capped, crate::domain::now())
+                .unwrap()
+                .is_none()
+        );
         let bumped = Detail::TransferFeeBumped(Replaced {
             transfer_id: Uuid::nil(),
             chain: "base".into(),
@@ -346,7 +361,9 @@ mod tests {
             replaced: "0xa".into(),
             tx_hash: Some("0xb".into()),
         });
-        let bumped = from_audit(agent, Actor::System, &bumped).unwrap().unwrap();
+        let bumped = from_audit(agent, Actor::System, &bumped, crate::domain::now())
+            .unwrap()
+            .unwrap();
         assert_eq!(bumped.ty, "transfer.replaced");
         assert_eq!(
             bumped.data,
@@ -373,7 +390,9 @@ mod tests {
             url: None,
             reason: None,
         });
-        let e = from_audit(agent, Actor::System, &held).unwrap().unwrap();
+        let e = from_audit(agent, Actor::System, &held, crate::domain::now())
+            .unwrap()
+            .unwrap();
         assert_eq!(e.ty, "transfer.expired");
         assert_eq!(
             e.data,
@@ -390,7 +409,9 @@ mod tests {
             host: Some("api.example.com".into()),
             path: None,
         });
-        let e = from_audit(agent, Actor::System, &unused).unwrap().unwrap();
+        let e = from_audit(agent, Actor::System, &unused, crate::domain::now())
+            .unwrap()
+            .unwrap();
         assert_eq!(e.ty, "transfer.expired");
         assert_eq!(
             e.data,

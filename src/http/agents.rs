@@ -174,7 +174,7 @@ async fn create_agent(
             AppError::from(crate::transfers::TransferError::SignerUnavailable)
         })?;
     let issued = token::issue();
-    let now = crate::domain::now();
+    let now = state.clock.now();
     let wallet_addresses = chains.iter().map(|c| (c.clone(), key.address)).collect();
     let agent = Agent {
         id,

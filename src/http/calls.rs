@@ -95,7 +95,7 @@ async fn create_call(
     caller.require_agent_token()?;
     let path = format!("/api/agents/{}/calls", caller.agent.id);
     let request = Idempotent::new(key.key()?, caller.agent.id, "POST", &path, &body);
-    run_once(state.store.clone(), request, |claim| async move {
+    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let mandate = Mandate {
             token_hash: caller.token_hash.clone(),
             claim,

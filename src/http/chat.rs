@@ -107,7 +107,7 @@ async fn chat(
     let agent = authenticate(&state, &token, &body).await?;
     let request = Idempotent::new(key.key()?, agent.id, "POST", "/api/chat", &raw);
     // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way.
-    run_once(state.store.clone(), request, |claim| async move {
+    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let mut turn = prepare(&state, agent, &token, body).await?;
         turn.mandate.claim = claim;
         let (events, _) = mpsc::channel(1);

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::{AppError, Result};
+use crate::domain::clock::Clock;
 use crate::store::{ClaimFence, ClaimOutcome, KeyClaim, Store};
 
 pub const KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
@@ -154,7 +155,12 @@ fn is_kept(err: &AppError) -> bool {
 /// Runs `work` at most once per key, given the claim it runs under (to put in its `Mandate`). The work runs in a
 /// task of its own, so a client that hangs up never leaves a transfer half-done or a claim unanswered; the claim's
 /// lease is renewed while it runs.
-pub async fn run_once<F, W>(store: Arc<dyn Store>, request: Option<Idempotent>, work: F) -> Result<Response>
+pub async fn run_once<F, W>(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    request: Option<Idempotent>,
+    work: F,
+) -> Result<Response>
 where
     F: FnOnce(Option<ClaimFence>) -> W,
     W: Future<Output = Result<Answer>> + Send + 'static,
@@ -163,7 +169,7 @@ where
         let answer = tokio::spawn(work(None)).await.map_err(AppError::internal)??;
         return Ok(answer.into_response());
     };
-    let now = crate::domain::now();
+    let now = clock.now();
     let claim = KeyClaim {
         agent_id: request.agent_id,
         key: &request.key,
@@ -195,7 +201,7 @@ where
     let task = tokio::spawn(async move {
         let result = tokio::select! {
             result = work => result,
-            never = renew(store.as_ref(), &request, claim_id) => match never {},
+            never = renew(store.as_ref(), clock.as_ref(), &request, claim_id) => match never {},
         };
         let kept = match &result {
             Ok(answer) => Some((answer.status, answer.body.to_string())),
@@ -217,10 +223,10 @@ where
 }
 
 /// Renews the claim's lease every `RENEW_EVERY`, for as long as the work runs (never returns).
-async fn renew(store: &dyn Store, request: &Idempotent, claim_id: Uuid) -> std::convert::Infallible {
+async fn renew(store: &dyn Store, clock: &dyn Clock, request: &Idempotent, claim_id: Uuid) -> std::convert::Infallible {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        let until = crate::domain::now() + LEASE;
+        let until = clock.now() + LEASE;
         match store.renew_key(request.agent_id, &request.key, claim_id, until).await {
             Ok(true) => {}
             // Taken over (this process was stopped past its lease): the reservations' check refuses its payments.

@@ -90,7 +90,7 @@ async fn owner_challenge(
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
     let nonce = alloy::hex::encode(bytes);
-    let issued_at = crate::domain::now();
+    let issued_at = state.clock.now();
     let expires_at = issued_at + chrono::Duration::seconds(siwe::CHALLENGE_LIFETIME_SECS);
     let message = SiweMessage {
         domain,

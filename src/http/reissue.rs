@@ -56,7 +56,7 @@ async fn issue_challenge(
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
     let nonce = alloy::hex::encode(bytes);
-    let expires_at = crate::domain::now() + chrono::Duration::seconds(challenge::LIFETIME_SECS);
+    let expires_at = state.clock.now() + chrono::Duration::seconds(challenge::LIFETIME_SECS);
     let message = challenge::message(
         &state.config.security.challenge_prefix,
         agent.id,

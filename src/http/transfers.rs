@@ -82,7 +82,7 @@ async fn create_transfer(
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.transfers.clone();
     let assets = state.chains.tokens().clone();
-    run_once(state.store.clone(), request, |claim| async move {
+    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let mandate = Mandate { token_hash, claim };
         send(&transfers, &assets, &agent, &mandate, body).await
     })

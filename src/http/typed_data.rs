@@ -89,7 +89,7 @@ async fn sign_typed_data(
     Transacting::check(&caller.agent, &Mandate::NONE, caller.actor(), "signing typed data")?;
     let path = format!("/api/agents/{}/sign-typed-data", caller.agent.id);
     let request = Idempotent::new(key.key()?, caller.agent.id, "POST", &path, &body);
-    run_once(state.store.clone(), request, |claim| async move {
+    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let asked: NewSignature = shape(body)?;
         let chain = registry::find(asked.chain.trim())
             .filter(|c| caller.agent.has_chain(c.name))

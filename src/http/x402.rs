@@ -111,7 +111,7 @@ async fn fetch_paid(
     let path = format!("/api/agents/{}/x402/fetch", agent.id);
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.transfers.clone();
-    run_once(state.store.clone(), request, |claim| async move {
+    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let mandate = Mandate { token_hash, claim };
         fetch(&transfers, &agent, &mandate, body).await
     })

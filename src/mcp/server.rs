@@ -310,7 +310,11 @@ impl ServerHandler for AgentServer {
         {
             let held = self.state.store.get_approval(transfer_id).await.ok().flatten();
             tracing::info!(agent_id = %agent.id, %transfer_id, "MCP call held for approval answered as a task");
-            return Ok(CallToolResponse::Task(tasks::handle(held.as_ref(), transfer_id)));
+            return Ok(CallToolResponse::Task(tasks::handle(
+                held.as_ref(),
+                transfer_id,
+                self.state.clock.now(),
+            )));
         }
         let result = approval::elicit_if_awaiting(self, &cx, &caller, &agent, result).await;
         Ok(catalog::call_result(&result).into())

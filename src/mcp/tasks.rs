@@ -56,8 +56,8 @@ pub fn approval_page(origin: &str, agent_id: Uuid) -> String {
 }
 
 /// The handle a held transfer's tool call answers.
-pub fn handle(approval: Option<&Approval>, transfer_id: Uuid) -> CreateTaskResult {
-    let (created, updated) = approval.map_or_else(|| (Utc::now(), Utc::now()), |a| (a.created_at, a.updated_at));
+pub fn handle(approval: Option<&Approval>, transfer_id: Uuid, now: DateTime<Utc>) -> CreateTaskResult {
+    let (created, updated) = approval.map_or((now, now), |a| (a.created_at, a.updated_at));
     let task = base(transfer_id, created, updated)
         .with_status_message("The transfer awaits the owner's approval; poll tasks/get for its outcome.");
     CreateTaskResult::new(task)
@@ -102,7 +102,7 @@ pub async fn detailed(
         return Ok(None);
     };
     let task = base(id, approval.created_at, approval.updated_at);
-    let now = Utc::now();
+    let now = state.clock.now();
     let detailed = match approval.status {
         ApprovalStatus::AwaitingApproval if approval.is_expired_at(now) => not_sent(task, &approval, "expired"),
         ApprovalStatus::AwaitingApproval => {

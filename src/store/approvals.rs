@@ -60,9 +60,13 @@ pub enum Closing {
 }
 
 impl Approval {
-    /// The waiting transfer a request becomes, expiring `ttl_secs` from now, held by the rules `holds` names.
-    pub fn from_request(r: &TransferRequest, ttl_secs: u64, holds: Holds) -> Approval {
-        let now = crate::domain::now();
+    /// The waiting transfer a request becomes at `now`, expiring `ttl_secs` later, held by the rules `holds` names.
+    pub fn from_request(
+        r: &TransferRequest,
+        ttl_secs: u64,
+        holds: Holds,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Approval {
         let ttl = chrono::Duration::seconds(i64::try_from(ttl_secs).unwrap_or(i64::MAX / 1000).min(i64::MAX / 1000));
         Approval {
             id: r.id,

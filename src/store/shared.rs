@@ -373,10 +373,14 @@ pub fn call_from_column(text: Option<String>, column: &str) -> StoreResult<Optio
         .map(|c| c.filter(|c| c.typed_data.is_none()).map(|c| c.call))
 }
 
-/// A transfer as the store will insert it once signed: status `signed` (a signature: `confirmed`, complete once
-/// made), nothing settled yet.
-pub fn new_transfer(request: &super::TransferRequest, nonce: u64, signed: super::SignedTx) -> StoredTx {
-    let now = crate::domain::now();
+/// A transfer as the store will insert it at `now` once signed: status `signed` (a signature: `confirmed`, complete
+/// once made), nothing settled yet.
+pub fn new_transfer(
+    request: &super::TransferRequest,
+    nonce: u64,
+    signed: super::SignedTx,
+    now: chrono::DateTime<chrono::Utc>,
+) -> StoredTx {
     let mut body = request.body.clone().placed(nonce, signed.hash);
     // The request to make once approved belongs to a waiting payment only, never to a signed one.
     if let Some(x) = body.x402_mut() {

@@ -34,6 +34,7 @@ use super::feed::LocalFeed;
 use super::locks::LocalLocks;
 use super::webhooks::OutboxBell;
 use super::{EventFeed, HealthStore, SendGuard, StoreResult};
+use crate::domain::clock::{Clock, SystemClock};
 
 /// What differs between the SQL dialects the store runs on. Everything else is the same SQL (`$n` placeholders work
 /// on both).
@@ -155,6 +156,8 @@ pub struct SqlStore<B: Database> {
     pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::sqlite::Speedups<B::Connection>>>,
     /// The audit chain's key, once `use_audit_key` set it (at start, from the sealed copy in the database).
     pub(in crate::store) audit_key: std::sync::Arc<std::sync::OnceLock<crate::domain::audit::AuditKey>>,
+    /// What every time the store writes is read on (the system's clock outside tests).
+    pub(in crate::store) clock: Arc<dyn Clock>,
 }
 
 impl<B: Database> SqlStore<B> {
@@ -166,7 +169,19 @@ impl<B: Database> SqlStore<B> {
             outbox: Default::default(),
             sqlite: None,
             audit_key: Default::default(),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same store writing its times from `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The time now, on the store's clock.
+    pub(in crate::store) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
     }
 }
 
@@ -180,6 +195,7 @@ impl<B: Database> Clone for SqlStore<B> {
             outbox: self.outbox.clone(),
             sqlite: self.sqlite.clone(),
             audit_key: self.audit_key.clone(),
+            clock: self.clock.clone(),
         }
     }
 }

@@ -27,7 +27,7 @@ impl Transfers {
         if approval.status != ApprovalStatus::AwaitingApproval {
             return Err(TransferError::NotAwaiting(approval.status));
         }
-        if approval.is_expired_at(crate::domain::now()) {
+        if approval.is_expired_at(self.clock.now()) {
             self.close(id, ApprovalStatus::Expired, Actor::System, None).await?;
             return Err(TransferError::NotAwaiting(ApprovalStatus::Expired));
         }

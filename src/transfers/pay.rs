@@ -7,7 +7,6 @@
 //! first try and the approval share `exchange_and_reserve`.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -135,10 +134,6 @@ pub fn url_without_query(url: &reqwest::Url) -> String {
     shown.set_query(None);
     shown.set_fragment(None);
     shown.to_string()
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Transfers {
@@ -345,7 +340,11 @@ impl Transfers {
             .tokens()
             .find(chain, &choice.token.symbol)
             .ok_or(TransferError::NoWallet)?;
-        let authorization = Authorization::new(from, choice, now_unix());
+        let authorization = Authorization::new(
+            from,
+            choice,
+            u64::try_from(self.clock.now().timestamp()).unwrap_or_default(),
+        );
         let record = X402Record {
             url: url_without_query(url),
             network: choice.entry.network.clone().unwrap_or_default(),

@@ -97,6 +97,8 @@ pub struct Endpoints {
     vault: Arc<Vault>,
     /// `WEBHOOK_ALLOW_PRIVATE`: private and local addresses may be registered.
     allow_private: bool,
+    /// What the service reads the time on (the system's clock outside tests).
+    clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
 impl Endpoints {
@@ -105,7 +107,14 @@ impl Endpoints {
             store,
             vault,
             allow_private,
+            clock: Arc::new(crate::domain::clock::SystemClock),
         }
+    }
+
+    /// The same service reading the time on `clock` (a test's, which it can move ahead).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::domain::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Registers an endpoint and answers its secret, once. Every field is checked and all problems reported at once.
@@ -147,7 +156,7 @@ impl Endpoints {
         if !errors.is_empty() {
             return Err(EndpointError::Invalid(errors));
         }
-        let now = crate::domain::now();
+        let now = self.clock.now();
         let w = Webhook {
             id: Uuid::new_v4(),
             agent_id,

@@ -189,8 +189,9 @@ async fn a_rejection_keeps_the_owners_reason_in_its_audit_entry() {
 
 #[tokio::test]
 async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
-    let held = Held::start(1).await;
-    // The watcher's round expires it once `expires_at` has passed.
+    let held = Held::start(900).await;
+    // A quarter of an hour passes on the app's clock: the watcher's round expires it once `expires_at` has passed.
+    held.app.clock.advance(std::time::Duration::from_secs(901));
     held.app
         .settle_until(
             async || match spent_on_base(&held.app, &held.agent).await != U256::ZERO {

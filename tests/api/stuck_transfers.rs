@@ -93,8 +93,8 @@ async fn assert_spent_is_what_was_paid(app: &TestApp, anvil: &Anvil, agent: &Cre
 #[tokio::test]
 async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
-    // 3 s: room to read the first attempt from the node before a bump takes its place in the pool.
-    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "3")]).await;
+    // Stuck after 10 minutes, which pass on the app's clock when the test says so.
+    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "600")]).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let to = fresh_address();
 
@@ -105,6 +105,7 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
     let (first_max, first_tip) = fees_of(&anvil, first).await;
 
     // Past STUCK_AFTER_SECS the watcher signs it again at the same nonce, and the node takes the bump in its place.
+    app.clock.advance(Duration::from_secs(601));
     let bumped = wait_until(&app, &agent, &id, "the transfer was never bumped", |t| {
         !replaced(t).is_empty()
     })
@@ -164,8 +165,8 @@ async fn a_stuck_transfer_is_sent_again_with_higher_fees_and_the_bump_lands() {
 #[tokio::test]
 async fn whichever_attempt_lands_settles_the_transfer() {
     let anvil = Anvil::start_with(BASE_CHAIN_ID, &["--no-mining"]);
-    // 5 s between bumps: room for the test to act on the first bump before the watcher makes another.
-    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "5")]).await;
+    // Stuck after 10 minutes, which pass on the app's clock when the test says so.
+    let app = transfer_app(&anvil, &[("STUCK_AFTER_SECS", "600")]).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let to = fresh_address();
 
@@ -179,6 +180,7 @@ async fn whichever_attempt_lands_settles_the_transfer() {
         .expect("eth_getRawTransactionByHash")
         .expect("the first attempt is in the pool");
 
+    app.clock.advance(Duration::from_secs(601));
     let bumped = wait_until(&app, &agent, &id, "the transfer was never bumped", |t| {
         !replaced(t).is_empty()
     })

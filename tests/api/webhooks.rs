@@ -689,20 +689,6 @@ async fn a_rotated_master_key_keeps_every_webhook_secret() {
     assert_eq!(verified(&secret, &deliveries)[0]["type"], "policy.updated");
 }
 
-/// Runs one SQL statement binding a time on the app's database (SQLite file or PostgreSQL), as an operator's clock
-/// would have moved it.
-async fn at_time(db_url: &str, sql: &'static str, at: chrono::DateTime<chrono::Utc>, id: &str) {
-    use sqlx::Connection;
-    let id: uuid::Uuid = id.parse().unwrap();
-    if db_url.starts_with("sqlite") {
-        let mut conn = sqlx::SqliteConnection::connect(db_url).await.unwrap();
-        sqlx::query(sql).bind(at).bind(id).execute(&mut conn).await.unwrap();
-    } else {
-        let mut conn = sqlx::PgConnection::connect(db_url).await.unwrap();
-        sqlx::query(sql).bind(at).bind(id).execute(&mut conn).await.unwrap();
-    }
-}
-
 #[tokio::test]
 async fn an_endpoint_whose_every_attempt_failed_for_a_day_is_disabled_and_audited() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
@@ -729,15 +715,9 @@ async fn an_endpoint_whose_every_attempt_failed_for_a_day_is_disabled_and_audite
     let (_, still) = call(&app, &agent, true, Method::GET, &one, None).await;
     assert_eq!(still["enabled"], true, "one failure does not disable: {still}");
 
-    // Its failures began 25 hours ago: the next failed attempt disables it.
-    let day_ago = chrono::Utc::now() - chrono::Duration::hours(25);
-    at_time(
-        &app.db_url,
-        "UPDATE webhooks SET failing_since = $1 WHERE id = $2",
-        day_ago,
-        &id,
-    )
-    .await;
+    // 25 hours pass on the app's clock: its failures began more than a day ago, and the next failed attempt
+    // disables it.
+    app.clock.advance(Duration::from_secs(25 * 3600));
     let (status, _) = call(&app, &agent, true, Method::POST, &test, None).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -90,7 +90,7 @@ where
             .bind(a.created_at)
             .execute(&mut *tx)
             .await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -163,13 +163,13 @@ where
         .bind(shared::chains_to_text(&agent.chains))
         .bind(shared::capabilities_to_text(&agent.capabilities))
         .bind(agent.spending_cap_wei.to_string())
-        .bind(crate::domain::now())
+        .bind(self.now())
         .bind(id)
         .execute(&mut *tx)
         .await?;
         let agent = Self::load_agent_and_token(&mut tx, id, None).await?.0;
         if let Some(event) = audit(&before, &agent) {
-            Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
+            self.append_audit(&mut tx, &event).await?;
         }
         tx.commit().await?;
         Ok(agent)
@@ -179,7 +179,7 @@ where
         let mut tx = B::begin_write(self).await?;
         let done = sqlx::query("UPDATE agents SET is_active = $1, updated_at = $2 WHERE id = $3 AND is_active = $4")
             .bind(false)
-            .bind(crate::domain::now())
+            .bind(self.now())
             .bind(id)
             .bind(true)
             .execute(&mut *tx)
@@ -187,7 +187,7 @@ where
         if B::rows_affected(&done) != 1 {
             return Ok(false);
         }
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }

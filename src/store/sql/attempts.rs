@@ -93,8 +93,8 @@ where
                     .await?;
             }
         }
-        Self::retire_latest_in(&mut tx, id).await?;
-        Self::set_latest_in(&mut tx, id, next, "signed").await?;
+        self.retire_latest_in(&mut tx, id).await?;
+        self.set_latest_in(&mut tx, id, next, "signed").await?;
         let stored: TxRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {TX_COLUMNS} FROM transactions WHERE id = $1"
         )))
@@ -132,7 +132,7 @@ where
             .execute(&mut *tx)
             .await?;
         let restored = attempt_from((tx_hash, raw_tx, max_fee, kind))?;
-        Self::set_latest_in(&mut tx, id, &restored, "pending").await?;
+        self.set_latest_in(&mut tx, id, &restored, "pending").await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -184,7 +184,7 @@ where
     usize: ColumnIndex<B::Row>,
 {
     /// Copies the transfer's latest attempt to `replaced_attempts`, as the newest of the earlier ones.
-    async fn retire_latest_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+    async fn retire_latest_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
         let (seq,): (i64,) =
             sqlx::query_as("SELECT COALESCE(MAX(seq), 0) + 1 FROM replaced_attempts WHERE transfer_id = $1")
                 .bind(id)
@@ -196,14 +196,20 @@ where
         )
         .bind(id)
         .bind(seq)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&mut *conn)
         .await?;
         Ok(())
     }
 
     /// Makes `attempt` the transfer's latest, with `status`.
-    async fn set_latest_in(conn: &mut B::Connection, id: Uuid, attempt: &Attempt, status: &str) -> StoreResult<()> {
+    async fn set_latest_in(
+        &self,
+        conn: &mut B::Connection,
+        id: Uuid,
+        attempt: &Attempt,
+        status: &str,
+    ) -> StoreResult<()> {
         sqlx::query(
             "UPDATE transactions SET tx_hash = $1, raw_tx = $2, max_fee_per_gas = $3, attempt_kind = $4, status = $5, \
              updated_at = $6 WHERE id = $7",
@@ -213,7 +219,7 @@ where
         .bind(attempt.max_fee_per_gas.to_string())
         .bind(attempt.kind.as_str())
         .bind(status)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .bind(id)
         .execute(&mut *conn)
         .await?;
@@ -221,7 +227,7 @@ where
     }
 
     /// An earlier attempt `hash` landed: it becomes the latest again, and the latest joins the earlier ones.
-    pub(super) async fn adopt_in(conn: &mut B::Connection, id: Uuid, hash: &str) -> StoreResult<()> {
+    pub(super) async fn adopt_in(&self, conn: &mut B::Connection, id: Uuid, hash: &str) -> StoreResult<()> {
         let landed: Option<(i64, String, Vec<u8>, String, String)> = sqlx::query_as(
             "SELECT seq, tx_hash, raw_tx, max_fee_per_gas, attempt_kind FROM replaced_attempts \
              WHERE transfer_id = $1 AND tx_hash = $2",
@@ -238,7 +244,7 @@ where
             .bind(seq)
             .execute(&mut *conn)
             .await?;
-        Self::retire_latest_in(&mut *conn, id).await?;
+        self.retire_latest_in(&mut *conn, id).await?;
         let attempt = attempt_from((tx_hash, raw_tx, max_fee, kind))?;
         // The status is the settlement's, written by the caller right after.
         sqlx::query(

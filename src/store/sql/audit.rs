@@ -37,7 +37,7 @@ where
 
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+        self.append_audit(&mut tx, event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -49,15 +49,15 @@ where
                 let done = sqlx::query(
                     "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
                 )
-                .bind(crate::domain::now())
+                .bind(self.now())
                 .bind(*id)
                 .execute(&mut *tx)
                 .await?;
                 if B::rows_affected(&done) == 1 {
-                    Self::pending_in(&mut tx, *id).await?;
+                    self.pending_in(&mut tx, *id).await?;
                 }
             }
-            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+            self.append_audit(&mut tx, event).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -115,14 +115,11 @@ where
 {
     /// Appends `event` inside the caller's write transaction: reads the head (locked on PostgreSQL), inserts the
     /// entry, hashes it (under `key` from its `keyed_from` on), moves the head.
-    pub(super) async fn append_audit(
-        conn: &mut B::Connection,
-        key: Option<&AuditKey>,
-        event: &AuditEvent,
-    ) -> StoreResult<()> {
+    pub(super) async fn append_audit(&self, conn: &mut B::Connection, event: &AuditEvent) -> StoreResult<()> {
+        let key = self.audit_key.get();
         let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
         let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
-        let at = crate::domain::now();
+        let at = self.now();
         let json = event
             .detail
             .to_json()
@@ -162,7 +159,7 @@ where
             .execute(&mut *conn)
             .await?;
         // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
-        let pushed = webhook::from_audit(event.agent_id, event.actor, &event.detail)
+        let pushed = webhook::from_audit(event.agent_id, event.actor, &event.detail, at)
             .map_err(|e| StoreError::Corrupt(format!("webhook event of an audit entry: {e}")))?;
         if let Some(pushed) = pushed {
             Self::outbox_in(conn, pushed).await?;

@@ -133,7 +133,7 @@ where
         if let Detail::DelegationAdded(added) = &mut audit.detail {
             added.delegation_id = record.id;
         }
-        Self::append_audit(&mut tx, self.audit_key.get(), &audit).await?;
+        self.append_audit(&mut tx, &audit).await?;
         tx.commit().await?;
         Ok(Registration::Added(record))
     }
@@ -173,11 +173,11 @@ where
             Some(_) => {}
         }
         sqlx::query("UPDATE delegations SET status = 'removed', removed_at = $1 WHERE id = $2")
-            .bind(crate::domain::now())
+            .bind(self.now())
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(Some(true))
     }
@@ -207,7 +207,7 @@ where
     }
 
     async fn revoke_delegation(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<Option<EventRecord>> {
-        let now = crate::domain::now();
+        let now = self.now();
         let mut tx = B::begin_write(self).await?;
         let changed = sqlx::query(
             "UPDATE delegations SET status = 'revoked', revoked_at = $1 WHERE id = $2 AND status = 'active'",
@@ -238,7 +238,7 @@ where
         .await?;
         let record = row.into_event()?;
         B::notify_event(&mut tx, record.id).await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         self.feed.announce(&record);
         Ok(Some(record))

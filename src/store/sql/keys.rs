@@ -61,7 +61,7 @@ where
         .bind(check.key_version)
         .bind(&check.ciphertext)
         .bind(&check.nonce)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&mut *tx)
         .await?;
         let stored: CheckRow = sqlx::query_as("SELECT key_version, ciphertext, nonce FROM key_check WHERE id = 1")
@@ -222,7 +222,7 @@ where
             .bind(to.key_version)
             .bind(&to.ciphertext)
             .bind(&to.nonce)
-            .bind(crate::domain::now())
+            .bind(self.now())
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -256,7 +256,7 @@ where
         .bind(sealed.key_version)
         .bind(&sealed.ciphertext)
         .bind(&sealed.nonce)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

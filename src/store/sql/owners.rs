@@ -30,7 +30,7 @@ where
 {
     async fn insert_owner_challenge(&self, c: &OwnerChallenge) -> StoreResult<()> {
         sqlx::query("DELETE FROM owner_challenges WHERE expires_at < $1")
-            .bind(crate::domain::now() - super::tokens::CHALLENGE_KEPT_AFTER_EXPIRY)
+            .bind(self.now() - super::tokens::CHALLENGE_KEPT_AFTER_EXPIRY)
             .execute(&self.pool)
             .await?;
         sqlx::query(
@@ -43,7 +43,7 @@ where
         .bind(c.address.to_checksum(None))
         .bind(&c.message)
         .bind(c.expires_at)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -66,7 +66,7 @@ where
         session: &OwnerSessionRecord,
         audit: &AuditEvent,
     ) -> StoreResult<bool> {
-        let now = crate::domain::now();
+        let now = self.now();
         let mut tx = B::begin_write(self).await?;
         let used = sqlx::query(
             "UPDATE owner_challenges SET used_at = $1 \
@@ -92,7 +92,7 @@ where
         .bind(session.chain.as_deref())
         .execute(&mut *tx)
         .await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -115,7 +115,7 @@ where
         if B::rows_affected(&done) != 1 {
             return Ok(false);
         }
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -123,7 +123,7 @@ where
     async fn reactivate_agent(&self, id: Uuid, audit: &AuditEvent) -> StoreResult<bool> {
         let mut tx = B::begin_write(self).await?;
         let done = sqlx::query("UPDATE agents SET is_active = TRUE, updated_at = $1 WHERE id = $2 AND NOT is_active")
-            .bind(crate::domain::now())
+            .bind(self.now())
             .bind(id)
             .execute(&mut *tx)
             .await?;
@@ -135,7 +135,7 @@ where
             exists.ok_or(StoreError::AgentNotFound)?;
             return Ok(false);
         }
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }

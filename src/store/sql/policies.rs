@@ -49,7 +49,7 @@ where
     async fn budget_windows(&self, agent_id: Uuid) -> StoreResult<(Policy, BTreeMap<String, Windows>)> {
         // One transaction: the policy and every window as of one moment.
         let mut tx = self.pool.begin().await?;
-        let now = crate::domain::now();
+        let now = self.now();
         let policy = Self::policy_in(&mut tx, agent_id).await?;
         let mut windows = BTreeMap::new();
         for key in policy.limits.keys().filter(|k| policy.counts_windows(k)) {
@@ -79,10 +79,10 @@ where
         )
         .bind(agent_id)
         .bind(text)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&mut *tx)
         .await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -131,11 +131,11 @@ where
             return Ok(Closing::NotFound);
         };
         B::lock_agent(&mut tx, agent_id).await?;
-        let closing = Self::close_in(&mut tx, id, status, true).await?;
+        let closing = self.close_in(&mut tx, id, status, true).await?;
         if let Closing::Closed(approval, _) = &closing
             && let Some(event) = approval.decided_audit(by, None, reason)
         {
-            Self::append_audit(&mut tx, self.audit_key.get(), &event).await?;
+            self.append_audit(&mut tx, &event).await?;
         }
         tx.commit().await?;
         if let Closing::Closed(_, event) = &closing {
@@ -150,7 +150,7 @@ where
             return Ok(false);
         };
         B::lock_agent(&mut tx, a.agent_id).await?;
-        let now = crate::domain::now();
+        let now = self.now();
         let done = sqlx::query(
             "UPDATE approvals SET status = 'awaiting_approval', updated_at = $1 WHERE id = $2 AND status = 'approved'",
         )
@@ -164,7 +164,9 @@ where
         Self::adjust_spent(&mut tx, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
         a.status = ApprovalStatus::AwaitingApproval;
         a.updated_at = now;
-        let event = Self::approval_event_in(&mut tx, &a, "approval_required", a.required_event()).await?;
+        let event = self
+            .approval_event_in(&mut tx, &a, "approval_required", a.required_event())
+            .await?;
         tx.commit().await?;
         self.feed.announce(&event);
         Ok(true)
@@ -449,12 +451,13 @@ where
 
     /// Stores `r` as waiting for approval with its `approval_required` event, and counts its reservation.
     pub(super) async fn hold_in(
+        &self,
         conn: &mut B::Connection,
         r: &TransferRequest,
         ttl_secs: u64,
         holds: Holds,
     ) -> StoreResult<(Approval, EventRecord)> {
-        let a = Approval::from_request(r, ttl_secs, holds);
+        let a = Approval::from_request(r, ttl_secs, holds, self.now());
         let (token_address, asset_decimals) = shared::token_columns(a.token);
         let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -487,7 +490,9 @@ where
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;
-        let event = Self::approval_event_in(conn, &a, "approval_required", a.required_event()).await?;
+        let event = self
+            .approval_event_in(conn, &a, "approval_required", a.required_event())
+            .await?;
         Ok((a, event))
     }
 
@@ -495,6 +500,7 @@ where
     /// reservation back (rejected, expired); an approval keeps it for the caller to exchange. An approval past
     /// `expires_at` is refused as `expired` (the caller then closes it as such).
     pub(super) async fn close_in(
+        &self,
         conn: &mut B::Connection,
         id: Uuid,
         status: ApprovalStatus,
@@ -503,7 +509,7 @@ where
         let Some(mut a) = Self::approval_in(conn, id).await? else {
             return Ok(Closing::NotFound);
         };
-        let now = crate::domain::now();
+        let now = self.now();
         if a.status != ApprovalStatus::AwaitingApproval {
             return Ok(Closing::NotWaiting(a.status));
         }
@@ -533,12 +539,15 @@ where
         }
         a.status = status;
         a.updated_at = now;
-        let event = Self::approval_event_in(conn, &a, "approval_resolved", a.resolved_event()).await?;
+        let event = self
+            .approval_event_in(conn, &a, "approval_resolved", a.resolved_event())
+            .await?;
         Ok(Closing::Closed(Box::new(a), event))
     }
 
     /// Stores an approval event; it is announced to other instances once the transaction commits.
     async fn approval_event_in(
+        &self,
         conn: &mut B::Connection,
         a: &Approval,
         kind: &str,
@@ -552,7 +561,7 @@ where
         .bind(a.agent_id)
         .bind(kind)
         .bind(payload.to_string())
-        .bind(crate::domain::now())
+        .bind(self.now())
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
@@ -569,7 +578,11 @@ where
             data["status"] = json!(a.status.as_str());
             "approval.resolved"
         };
-        Self::outbox_in(conn, crate::domain::webhook::WebhookEvent::new(ty, a.agent_id, data)).await?;
+        Self::outbox_in(
+            conn,
+            crate::domain::webhook::WebhookEvent::new(ty, a.agent_id, data, self.now()),
+        )
+        .await?;
         Ok(record)
     }
 }

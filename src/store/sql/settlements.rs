@@ -87,8 +87,9 @@ where
         let mut tx = B::begin_write(self).await?;
         for i in order {
             let item = &batch[i];
-            records[i] =
-                Self::settle_in(&mut tx, item.id, &item.settlement, &item.event, item.message.as_ref()).await?;
+            records[i] = self
+                .settle_in(&mut tx, item.id, &item.settlement, &item.event, item.message.as_ref())
+                .await?;
         }
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it finds the events there.
@@ -184,13 +185,14 @@ where
     /// transfer's status, the attempt that landed, what counts against the cap, the event and the message. `None`
     /// when the transfer was no longer open.
     pub(super) async fn settle_in(
+        &self,
         conn: &mut B::Connection,
         id: Uuid,
         s: &Settlement,
         event: &serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
-        let now = crate::domain::now();
+        let now = self.now();
         let row: Option<(Uuid, Option<Uuid>, String, String)> =
             sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
                 .bind(id)
@@ -218,7 +220,7 @@ where
             return Ok(None);
         }
         if let Some(hash) = &s.landed {
-            Self::adopt_in(&mut *conn, id, hash).await?;
+            self.adopt_in(&mut *conn, id, hash).await?;
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         let actual = s.actual_cost_wei.unwrap_or(U256::ZERO);
@@ -238,7 +240,7 @@ where
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
-        if let Some(mut pushed) = webhook::from_stream(agent_id, "tx_confirmation", event) {
+        if let Some(mut pushed) = webhook::from_stream(agent_id, "tx_confirmation", event, now) {
             pushed.data["transfer_id"] = serde_json::json!(id);
             Self::outbox_in(&mut *conn, pushed).await?;
         }

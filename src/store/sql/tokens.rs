@@ -39,7 +39,7 @@ where
     async fn insert_challenge(&self, c: &Challenge) -> StoreResult<()> {
         // Challenges long expired are useless: each new one clears them, so the table stays bounded.
         sqlx::query("DELETE FROM reissue_challenges WHERE expires_at < $1")
-            .bind(crate::domain::now() - CHALLENGE_KEPT_AFTER_EXPIRY)
+            .bind(self.now() - CHALLENGE_KEPT_AFTER_EXPIRY)
             .execute(&self.pool)
             .await?;
         sqlx::query(
@@ -50,7 +50,7 @@ where
         .bind(c.agent_id)
         .bind(&c.message)
         .bind(c.expires_at)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -73,7 +73,7 @@ where
         new_hash: &str,
         audit: &AuditEvent,
     ) -> StoreResult<bool> {
-        let now = crate::domain::now();
+        let now = self.now();
         let mut tx = B::begin_write(self).await?;
         let consumed = match proof {
             ReissueProof::CurrentToken { token_hash } => sqlx::query(
@@ -107,7 +107,7 @@ where
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }

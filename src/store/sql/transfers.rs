@@ -100,12 +100,12 @@ where
         let done = sqlx::query(
             "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
         )
-        .bind(crate::domain::now())
+        .bind(self.now())
         .bind(id)
         .execute(&mut *tx)
         .await?;
         if B::rows_affected(&done) == 1 {
-            Self::pending_in(&mut tx, id).await?;
+            self.pending_in(&mut tx, id).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -190,7 +190,7 @@ where
         // Later nonces are out: this one is used by a send of the wallet to itself. Its fee fits in what the
         // refused transfer held (the same fee cap, 21,000 gas), so it needs no cap check.
         let nonce = shared::u64_from(nonce, "nonce")?;
-        let record = shared::new_transfer(fill, nonce, presigned_at(signed, nonce)?);
+        let record = shared::new_transfer(fill, nonce, presigned_at(signed, nonce)?, self.now());
         Self::insert_transfer(&mut tx, &record, None).await?;
         Self::adjust_spent(&mut tx, fill.agent_id, &fill.chain, fill.reserved_wei, U256::ZERO).await?;
         tx.commit().await?;
@@ -232,7 +232,7 @@ where
             return Ok(NonceFill::CapExceeded);
         };
         let nonce = shared::u64_from(nonce, "nonce")?;
-        let record = shared::new_transfer(r, nonce, presigned_at(signed, nonce)?);
+        let record = shared::new_transfer(r, nonce, presigned_at(signed, nonce)?, self.now());
         Self::insert_transfer(&mut tx, &record, Some(gap)).await?;
         sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
             .bind(cost.left.to_string())
@@ -275,7 +275,7 @@ where
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
         let mut tx = B::begin_write(self).await?;
-        let record = Self::settle_in(&mut tx, id, s, &event, message).await?;
+        let record = self.settle_in(&mut tx, id, s, &event, message).await?;
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it will find the event there.
         // Other instances hear of it through the notification (PostgreSQL).
@@ -354,7 +354,7 @@ where
              WHERE id = $2 AND status IN ",
             shared::open_statuses!()
         ))
-        .bind(crate::domain::now())
+        .bind(self.now())
         .bind(id)
         .execute(&mut *tx)
         .await?;
@@ -363,7 +363,7 @@ where
         }
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         Self::adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
-        Self::append_audit(&mut tx, self.audit_key.get(), audit).await?;
+        self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -441,7 +441,7 @@ where
         let tx = &mut self.tx;
         // The cap, the spending, the balances' holds and the nonce stay still until this commits.
         B::lock_agent(tx, r.agent_id).await?;
-        let now = crate::domain::now();
+        let now = self.store.now();
         let standing = SqlStore::<B>::standing_in(tx, r.agent_id, &r.mandate).await?;
         let cap = SqlStore::<B>::cap_in(tx, r.agent_id).await?;
         let spent = SqlStore::<B>::spent_on_chain(tx, r.agent_id, &r.chain).await?;
@@ -497,14 +497,7 @@ where
         counts: &[Counted],
         policy: &Policy,
     ) -> StoreResult<Vec<(Windows, bool)>> {
-        SqlStore::<B>::call_windows_in(
-            &mut self.tx,
-            (r.agent_id, &r.chain),
-            counts,
-            policy,
-            crate::domain::now(),
-        )
-        .await
+        SqlStore::<B>::call_windows_in(&mut self.tx, (r.agent_id, &r.chain), counts, policy, self.store.now()).await
     }
 
     async fn hold(
@@ -514,11 +507,11 @@ where
         count: &CallCount,
     ) -> StoreResult<Approval> {
         let tx = &mut self.tx;
-        let (approval, event) = SqlStore::<B>::hold_in(tx, r, ttl_secs, holds).await?;
+        let (approval, event) = self.store.hold_in(tx, r, ttl_secs, holds).await?;
         // A held call counts in the windows while it waits; the allowance ledger changes only once it is reserved
         // for signing (§18): a rejected or expired one leaves nothing behind.
-        SqlStore::<B>::count_call_in(tx, r, &count.counts, &[], crate::domain::now()).await?;
-        SqlStore::<B>::mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        SqlStore::<B>::count_call_in(tx, r, &count.counts, &[], self.store.now()).await?;
+        self.store.mark_acted_in(tx, r.agent_id, &r.mandate).await?;
         self.announce.push(event);
         Ok(approval)
     }
@@ -532,26 +525,24 @@ where
     ) -> StoreResult<StoredTx> {
         let tx = &mut self.tx;
         let approved = match r.clearance {
-            Clearance::Approval { by } => {
-                match SqlStore::<B>::close_in(tx, r.id, ApprovalStatus::Approved, false).await? {
-                    Closing::Closed(approval, event) => Some((by, approval, event)),
-                    _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
-                }
-            }
+            Clearance::Approval { by } => match self.store.close_in(tx, r.id, ApprovalStatus::Approved, false).await? {
+                Closing::Closed(approval, event) => Some((by, approval, event)),
+                _ => return Err(StoreError::Corrupt("an approval changed under the agent's lock".into())),
+            },
             _ => None,
         };
         // An x402 authorization or a typed-data signature uses no nonce of the agent's.
-        let record = shared::new_transfer(r, reserve.nonce.unwrap_or(0), signed);
+        let record = shared::new_transfer(r, reserve.nonce.unwrap_or(0), signed, self.store.now());
         SqlStore::<B>::insert_transfer(tx, &record, None).await?;
-        SqlStore::<B>::mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        self.store.mark_acted_in(tx, r.agent_id, &r.mandate).await?;
         if approved.is_some() {
             // What it counted while it waited gives way to what it counts as signed.
             SqlStore::<B>::uncount_call_in(tx, r.id).await?;
         }
-        SqlStore::<B>::count_call_in(tx, r, &count.counts, &count.ledger, crate::domain::now()).await?;
+        SqlStore::<B>::count_call_in(tx, r, &count.counts, &count.ledger, self.store.now()).await?;
         if let Some((by, approval, event)) = approved {
             if let Some(audit) = approval.decided_audit(by, record.chain_hash(), None) {
-                SqlStore::<B>::append_audit(tx, self.store.audit_key.get(), &audit).await?;
+                self.store.append_audit(tx, &audit).await?;
             }
             self.announce.push(event);
         }
@@ -782,10 +773,10 @@ where
     }
 
     /// Records that the request's idempotency claim moved (or held) money: it is never taken over after this.
-    async fn mark_acted_in(conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<()> {
+    async fn mark_acted_in(&self, conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<()> {
         if let Some(claim) = &mandate.claim {
             sqlx::query(idempotency::sql::ACTED)
-                .bind(crate::domain::now())
+                .bind(self.now())
                 .bind(agent_id)
                 .bind(&claim.key)
                 .bind(claim.claim_id)

@@ -113,7 +113,7 @@ where
         .execute(&mut *tx)
         .await?;
         if let Some(event) = audit {
-            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+            self.append_audit(&mut tx, event).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -167,7 +167,7 @@ where
         if let Some(description) = &change.description {
             w.description = description.clone();
         }
-        w.updated_at = crate::domain::now();
+        w.updated_at = self.now();
         sqlx::query(
             "UPDATE webhooks SET url = $1, events = $2, enabled = $3, description = $4, updated_at = $5 WHERE id = $6",
         )
@@ -186,7 +186,7 @@ where
                 .await?;
         }
         if let Some(event) = audit {
-            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+            self.append_audit(&mut tx, event).await?;
         }
         tx.commit().await?;
         Ok(Some(w))
@@ -210,7 +210,7 @@ where
             .await?;
         }
         if let Some(event) = audit {
-            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+            self.append_audit(&mut tx, event).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -230,7 +230,7 @@ where
         .bind(secret.key_version)
         .bind(&secret.ciphertext)
         .bind(&secret.nonce)
-        .bind(crate::domain::now())
+        .bind(self.now())
         .bind(id)
         .execute(&mut *tx)
         .await?;
@@ -238,7 +238,7 @@ where
             return Ok(false);
         }
         if let Some(event) = audit {
-            Self::append_audit(&mut tx, self.audit_key.get(), event).await?;
+            self.append_audit(&mut tx, event).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -246,7 +246,7 @@ where
 
     async fn queue_webhook_test(&self, w: &Webhook) -> StoreResult<Uuid> {
         let id = Uuid::new_v4();
-        let now = crate::domain::now();
+        let now = self.now();
         let data = json!({"webhook_id": w.id, "agent_id": w.agent_id,
             "message": "a test event, sent because POST .../test was called"});
         let body = webhook::body("webhook.test", now, &data);
@@ -296,7 +296,7 @@ where
     }
 
     async fn redeliver(&self, w: &Webhook, event_id: Uuid) -> StoreResult<bool> {
-        let now = crate::domain::now();
+        let now = self.now();
         let mut tx = B::begin_write(self).await?;
         let done = sqlx::query(
             "UPDATE webhook_jobs SET state = 'pending', round = 0, next_at = $1 WHERE webhook_id = $2 AND event_id = $3",
@@ -349,7 +349,7 @@ where
         if events.is_empty() {
             return Ok(0);
         }
-        let now = crate::domain::now();
+        let now = self.now();
         for (id, ty, agent_id) in &events {
             let endpoints: Vec<(Uuid, String)> = sqlx::query_as(
                 "SELECT id, events FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id = $1)",
@@ -452,7 +452,7 @@ where
         let mut tx = B::begin_write(self).await?;
         let mut disabled = Vec::new();
         for (due, outcome) in done {
-            if Self::record_in(&mut tx, self.audit_key.get(), due, outcome, disable_after).await? {
+            if self.record_in(&mut tx, due, outcome, disable_after).await? {
                 disabled.push(due.webhook_id);
             }
         }
@@ -487,8 +487,8 @@ where
     /// One attempt logged and its delivery moved on, inside the caller's transaction; answers whether the endpoint
     /// was disabled by it.
     async fn record_in(
+        &self,
         tx: &mut B::Connection,
-        audit_key: Option<&crate::domain::audit::AuditKey>,
         due: &DueDelivery,
         o: &AttemptOutcome,
         disable_after: chrono::TimeDelta,
@@ -563,7 +563,7 @@ where
                         crate::domain::audit::Actor::System,
                         crate::domain::audit::Detail::WebhookDisabled(disabled),
                     );
-                    Self::append_audit(&mut *tx, audit_key, &event).await?;
+                    self.append_audit(&mut *tx, &event).await?;
                 }
             }
         }
@@ -676,7 +676,7 @@ where
 {
     /// `transfer.pending` for transfer `id`, which the node just accepted (or whose x402 authorization was just
     /// sent), once per transfer (a fee bump marks it pending again); none for a nonce fill.
-    pub(super) async fn pending_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+    pub(super) async fn pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
         let sql = format!("SELECT {TX_COLUMNS} FROM transactions WHERE id = $1 AND fills IS NULL");
         let row: Option<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id)
@@ -701,7 +701,7 @@ where
             data["tx_hash"] = json!(record.settlement_tx);
             data["url"] = json!(record.url);
         }
-        let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data);
+        let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data, self.now());
         event.dedup = Some(format!("transfer.pending:{}", tx.id));
         Self::outbox_in(conn, event).await
     }
