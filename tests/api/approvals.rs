@@ -18,7 +18,7 @@ use crate::helpers::{CreatedAgent, TestApp, assert_error};
 use crate::policy::{admin_app, call, set_policy};
 
 /// A transfer of 0.01 ETH asked by chat and held for approval, on an agent whose transfers above 0.005 ETH wait
-/// (`ttl` seconds), with the node and service it runs on.
+/// (for 900 s), with the node and service it runs on.
 struct Held {
     anvil: Anvil,
     app: TestApp,
@@ -30,11 +30,11 @@ struct Held {
 
 impl Held {
     /// Asserts it waits, with nothing on chain and its reservation held.
-    async fn start(ttl: u64) -> Self {
+    async fn start() -> Self {
         let anvil = Anvil::start(BASE_CHAIN_ID);
         let app = admin_app(&anvil).await;
         let agent = funded_agent(&app, &anvil, Some(0.5)).await;
-        let policy = json!({"limits": {"base:ETH": {"approval_above": "0.005"}}, "approval_ttl_secs": ttl});
+        let policy = json!({"limits": {"base:ETH": {"approval_above": "0.005"}}, "approval_ttl_secs": 900});
         set_policy(&app, &agent, policy).await;
         let (chat, call) = send_via_chat(&app, &agent, "0.01", fresh_address()).await;
         let result = &call["result"];
@@ -86,7 +86,7 @@ impl Held {
 
 #[tokio::test]
 async fn an_approved_transfer_is_signed_and_lands_on_chain() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     let waiting = held.waiting().await;
     assert_eq!(waiting[0]["transfer_id"], held.id.as_str(), "{waiting}");
     assert_eq!(waiting[0]["amount"], "0.01", "{waiting}");
@@ -119,7 +119,7 @@ async fn an_approved_transfer_is_signed_and_lands_on_chain() {
 
 #[tokio::test]
 async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_steps() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     let (app, agent, id) = (&held.app, &held.agent, held.id.as_str());
     let conversation = held.chat["conversation_id"].as_str().expect("conversation_id");
     let path = format!("/api/conversations/{conversation}/stream?last_event_id=0");
@@ -159,7 +159,7 @@ async fn a_rejected_transfer_releases_its_reservation_and_the_stream_tells_both_
 
 #[tokio::test]
 async fn a_rejection_keeps_the_owners_reason_in_its_audit_entry() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     let path = format!("/api/agents/{}/transfers/{}/reject", held.agent.id, held.id);
     let reject = |body: Value| call(&held.app, &held.agent, true, Method::POST, &path, Some(body));
 
@@ -189,7 +189,7 @@ async fn a_rejection_keeps_the_owners_reason_in_its_audit_entry() {
 
 #[tokio::test]
 async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     // A quarter of an hour passes on the app's clock: the watcher's round expires it once `expires_at` has passed.
     held.app.clock.advance(std::time::Duration::from_secs(901));
     held.app
@@ -209,7 +209,7 @@ async fn an_expired_transfer_releases_its_reservation_and_cannot_be_approved() {
 
 #[tokio::test]
 async fn an_approval_that_no_longer_fits_the_cap_stays_waiting() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     // The cap is lowered below what the transfer needs (lowering needs no owner).
     let (status, body) = held
         .app
@@ -228,7 +228,7 @@ async fn an_approval_that_no_longer_fits_the_cap_stays_waiting() {
 /// waiting; once the log works again the approval lands, audited as the owner's.
 #[tokio::test]
 async fn a_decision_whose_audit_entry_fails_is_not_taken() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     crate::audit::refuse_audit_entries(&held.app).await;
 
     let (status, body) = held.decide(true, "approve").await;
@@ -254,7 +254,7 @@ async fn a_decision_whose_audit_entry_fails_is_not_taken() {
 /// would let it pass) does not rename it.
 #[tokio::test]
 async fn a_held_transfer_keeps_the_rule_that_held_it_when_the_policy_changes() {
-    let held = Held::start(900).await;
+    let held = Held::start().await;
     let new_recipients = json!({"approve_new_recipients": true});
     set_policy(&held.app, &held.agent, new_recipients).await;
     let waiting = held.waiting().await;
