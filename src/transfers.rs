@@ -345,8 +345,12 @@ impl Transfers {
 
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.
     async fn audit(&self, agent_id: Uuid, actor: Actor, detail: Detail) {
-        let event = AuditEvent::new(agent_id, actor, detail);
-        if let Err(e) = self.store.insert_audit(&event).await {
+        self.audit_event(&AuditEvent::new(agent_id, actor, detail)).await;
+    }
+
+    async fn audit_event(&self, event: &AuditEvent) {
+        if let Err(e) = self.store.insert_audit(event).await {
+            let agent_id = event.agent_id;
             tracing::error!(%agent_id, action = %event.action(), error = %e, "audit entry not recorded");
         }
     }

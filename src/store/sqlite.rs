@@ -79,9 +79,8 @@ impl SqlStore<Sqlite> {
             .await?;
         let mut store = SqlStore::with_pool(pool);
         store.outbox = bell;
-        let watch = read_options.connect().await?;
         store.sqlite = Some(std::sync::Arc::new(Speedups {
-            views: ViewCache::new(watch),
+            views: ViewCache::new(path.to_path_buf()),
             reads: ReadConns::new(
                 READ_CONNECTIONS,
                 Box::new(move || {

@@ -22,6 +22,7 @@ use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
 use crate::net::egress::{FetchError, FetchRequest, Fetched};
+use crate::store::AuditEvent;
 use crate::store::{Approval, Clearance, Mandate, StoreError};
 use crate::x402::wire::{self, PaymentRequired};
 use crate::x402::{Authorization, Choice, KnownToken, X402Error};
@@ -127,6 +128,31 @@ enum Exchanged {
     },
 }
 
+/// A paid request that was made: what its one closing transaction records (`TransferStore::record_paid`).
+struct Sent {
+    id: Uuid,
+    /// The paid answer and the settlement transaction it named, as `send_paid` put them on the payment.
+    response: Option<Value>,
+    settlement_tx: Option<String>,
+    /// Entries written before the outcome's, in order (a first try's `x402_payment_accepted`).
+    audits: Vec<AuditEvent>,
+}
+
+impl Sent {
+    fn of(tx: &StoredTx, audits: Vec<AuditEvent>) -> Sent {
+        let (response, settlement_tx) = tx
+            .body
+            .x402()
+            .map_or((None, None), |r| (r.response.clone(), r.settlement_tx.clone()));
+        Sent {
+            id: tx.id,
+            response,
+            settlement_tx,
+            audits,
+        }
+    }
+}
+
 /// The URL as the audit log and the transfer keep it: without its query (which may hold the caller's keys) and
 /// fragment, and without credentials (refused anyway).
 pub fn url_without_query(url: &reqwest::Url) -> String {
@@ -149,7 +175,8 @@ impl Transfers {
             chosen: None,
             transfer_id: None,
         };
-        let result = self.try_pay(&order, &request, &url, &mut fetch).await;
+        let mut sent = None;
+        let result = self.try_pay(&order, &request, &url, &mut fetch, &mut sent).await;
         let detail = match &result {
             Ok(Paid { payment: None, answer }) => Detail::X402FetchFree(detail::X402FetchFree {
                 fetch,
@@ -193,8 +220,25 @@ impl Transfers {
                 },
             }),
         };
-        self.audit(order.by.agent.id, order.by.actor, detail).await;
+        let outcome = AuditEvent::new(order.by.agent.id, order.by.actor, detail);
+        match sent {
+            Some(sent) => self.record_paid(sent, outcome).await,
+            None => self.audit_event(&outcome).await,
+        }
         result
+    }
+
+    /// Closes a paid request in one transaction: the payment marked sent, its answer and settlement kept, its audit
+    /// entries appended.
+    async fn record_paid(&self, sent: Sent, outcome: AuditEvent) {
+        let entries: Vec<&AuditEvent> = sent.audits.iter().chain(std::iter::once(&outcome)).collect();
+        let stored = self
+            .store
+            .record_paid(sent.id, sent.response.clone(), sent.settlement_tx.clone(), &entries)
+            .await;
+        if let Err(e) = stored {
+            tracing::error!(tx_id = %sent.id, error = %e, "an x402 payment's answer and audit entries could not be stored");
+        }
     }
 
     async fn try_pay(
@@ -203,6 +247,7 @@ impl Transfers {
         request: &FetchRequest,
         url: &reqwest::Url,
         audit: &mut X402Fetch,
+        sent: &mut Option<Sent>,
     ) -> Result<Paid, PayError> {
         // The host rule comes before any request, paid or not.
         let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
@@ -259,9 +304,9 @@ impl Transfers {
             fetch: audit.clone(),
             status: "pending".into(),
         };
-        self.audit(order.by.agent.id, order.by.actor, Detail::X402PaymentAccepted(accepted))
-            .await;
+        let accepted = AuditEvent::new(order.by.agent.id, order.by.actor, Detail::X402PaymentAccepted(accepted));
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
+        *sent = Some(Sent::of(&tx, vec![accepted]));
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
             answer,
@@ -384,8 +429,8 @@ impl Transfers {
         })
     }
 
-    /// Sends the paid retry and keeps its answer (and the settlement it names) with the payment, which stays
-    /// `pending` until the watcher sees the authorization used or expired.
+    /// Sends the paid retry and puts its answer (and the settlement it names) on the payment, which stays `pending`
+    /// until the watcher sees the authorization used or expired; the caller records it (`record_paid`).
     async fn send_paid(
         &self,
         request: &FetchRequest,
@@ -398,9 +443,6 @@ impl Transfers {
             Ok(paid) => self.fetcher.send(&paid, deadline).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = self.store.mark_broadcast(tx.id).await {
-            tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment could not be marked sent");
-        }
         tx.status = crate::domain::transaction::TxState::Pending;
         if let (Ok(answer), Some(record)) = (&answer, tx.body.x402_mut()) {
             let settled = wire::settle_response(answer.header(wire::settle_header_name(required.protocol)));
@@ -409,14 +451,6 @@ impl Transfers {
                 .filter(|t| t.len() == 66 && t.starts_with("0x"));
             record.response = Some(json!({"status": answer.status, "headers": answer.headers,
                 "body": answer.text()}));
-            // Merged, not replaced: the watcher may have recorded the settlement meanwhile.
-            let stored = self
-                .store
-                .merge_x402(tx.id, record.response.clone(), record.settlement_tx.clone())
-                .await;
-            if let Err(e) = stored {
-                tracing::error!(tx_id = %tx.id, error = %e, "an x402 payment's answer could not be stored");
-            }
         }
         (tx, answer)
     }
@@ -522,7 +556,8 @@ impl Transfers {
             transfer_id: Some(tx.id),
         };
         let detail = Detail::X402PaymentOutcome(detail::X402PaymentOutcome { fetch, result });
-        self.audit(agent.id, Actor::System, detail).await;
+        let outcome = AuditEvent::new(agent.id, Actor::System, detail);
+        self.record_paid(Sent::of(&tx, Vec::new()), outcome).await;
         Ok(tx)
     }
 }

@@ -115,7 +115,7 @@ where
         // SQLite: an unchanged database gives the same answer (see `store::sqlite::views` for why this is exact),
         // and a read connection without the pool's pings reads it otherwise.
         if let Some(sqlite) = &self.sqlite {
-            let before = match sqlite.views.get(id, token_hash).await {
+            let before = match sqlite.views.get(id, token_hash) {
                 Ok(view) => return Ok(view),
                 Err(mark) => mark,
             };
@@ -126,7 +126,7 @@ where
                 read.give_back();
             }
             if let (Some(before), Ok(view)) = (before, &found) {
-                sqlite.views.put(before, id, token_hash, view).await;
+                sqlite.views.put(before, id, token_hash, view);
             }
             return found;
         }

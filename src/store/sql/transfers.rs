@@ -303,37 +303,35 @@ where
         settlement_tx: Option<String>,
     ) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        let row: Option<(Uuid, Option<String>)> =
-            sqlx::query_as("SELECT agent_id, x402 FROM transactions WHERE id = $1 AND kind = 'x402'")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some((agent_id, Some(text))) = row else {
-            return Ok(());
-        };
-        // The agent's lock, as every write of its transfers takes first (SQLite holds the write lock already).
-        B::lock_agent(&mut tx, agent_id).await?;
-        let (text,): (Option<String>,) = sqlx::query_as("SELECT x402 FROM transactions WHERE id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await
-            .map(|(t,): (Option<String>,)| (t.or(Some(text)),))?;
-        let mut record: X402Record = text
-            .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .ok_or_else(|| StoreError::Corrupt("transactions.x402".into()))?;
-        if response.is_some() {
-            record.response = response;
+        self.lock_transfer_agent(&mut tx, id).await?;
+        self.merge_x402_in(&mut tx, id, response, settlement_tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn record_paid(
+        &self,
+        id: Uuid,
+        response: Option<serde_json::Value>,
+        settlement_tx: Option<String>,
+        audits: &[&AuditEvent],
+    ) -> StoreResult<()> {
+        let mut tx = B::begin_write(self).await?;
+        self.lock_transfer_agent(&mut tx, id).await?;
+        let done = sqlx::query(
+            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
+        )
+        .bind(self.now())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&done) == 1 {
+            self.pending_in(&mut tx, id).await?;
         }
-        if settlement_tx.is_some() {
-            record.settlement_tx = settlement_tx;
+        self.merge_x402_in(&mut tx, id, response, settlement_tx).await?;
+        for audit in audits {
+            self.append_audit(&mut tx, audit).await?;
         }
-        let text = serde_json::to_string(&record).map_err(|e| StoreError::Corrupt(format!("x402: {e}")))?;
-        sqlx::query("UPDATE transactions SET x402 = $1 WHERE id = $2")
-            .bind(text)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -640,13 +638,63 @@ impl<B> SqlStore<B>
 where
     B: Backend,
     for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
+    /// Takes the lock of the agent whose transfer `id` is, as every write of its transfers does first (SQLite holds
+    /// the write lock already); nothing when there is no such transfer.
+    async fn lock_transfer_agent(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+        let agent: Option<(Uuid,)> = sqlx::query_as("SELECT agent_id FROM transactions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if let Some((agent_id,)) = agent {
+            B::lock_agent(conn, agent_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Sets what is given of x402 payment `id`'s answer and settlement, keeping the rest of its record (under the
+    /// agent's lock: the request path and the watcher each write their part).
+    async fn merge_x402_in(
+        &self,
+        conn: &mut B::Connection,
+        id: Uuid,
+        response: Option<serde_json::Value>,
+        settlement_tx: Option<String>,
+    ) -> StoreResult<()> {
+        if response.is_none() && settlement_tx.is_none() {
+            return Ok(());
+        }
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT x402 FROM transactions WHERE id = $1 AND kind = 'x402'")
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?;
+        let Some((Some(text),)) = row else {
+            return Ok(());
+        };
+        let mut record: X402Record =
+            serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("transactions.x402".into()))?;
+        if response.is_some() {
+            record.response = response;
+        }
+        if settlement_tx.is_some() {
+            record.settlement_tx = settlement_tx;
+        }
+        let text = serde_json::to_string(&record).map_err(|e| StoreError::Corrupt(format!("x402: {e}")))?;
+        sqlx::query("UPDATE transactions SET x402 = $1 WHERE id = $2")
+            .bind(text)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
     async fn stored_nonce(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
         let row: Option<(i64,)> = sqlx::query_as("SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2")
             .bind(agent_id)
