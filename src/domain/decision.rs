@@ -176,7 +176,7 @@ pub struct Facts {
 }
 
 /// Why nothing moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The agent was deleted after the request was authenticated.
     AgentInactive,
@@ -190,6 +190,9 @@ pub enum Refusal {
         spent: U256,
     },
     PolicyDenied(PolicyRule),
+    /// A contract call the `calls` rules refuse (`policy_denied`, rule `call_denied`), with why in words: the rule
+    /// that denies it, or the rule and condition that did not allow it and the value the call had (§18).
+    CallDenied(String),
     InsufficientTokens {
         available: U256,
     },
@@ -217,7 +220,7 @@ pub enum Refusal {
 }
 
 /// What the store does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Sign at `nonce` (`None`: an x402 authorization, which uses no nonce of the agent's), record it, count
     /// `reserved` against the cap and give back `release` (what an approved transfer held while waiting).
@@ -320,8 +323,8 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         }),
         _ => None,
     };
-    if let (Some(refusal), None) = (short, r.call) {
-        return refuse(refusal);
+    if let (Some(refusal), None) = (&short, r.call) {
+        return refuse(refusal.clone());
     }
     let release = match &f.gate {
         Gate::Decided | Gate::Sweep { .. } => U256::ZERO,
@@ -340,7 +343,7 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         } {
             Verdict::Allow => U256::ZERO,
             Verdict::Deny(rule) if r.call.is_none() => return refuse(denial(r, policy, *windows, rule)),
-            Verdict::Deny(rule) => return refuse(Refusal::PolicyDenied(rule)),
+            Verdict::Deny(rule) => return refuse(call_denial(r, policy, rule)),
             Verdict::NeedsApproval(_) if !fits(f.cap, f.spent, r.reserved) => {
                 return refuse(Refusal::CapExceeded {
                     cap: f.cap,
@@ -372,6 +375,16 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         false => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
     };
     Decision::Reserve { nonce, release }
+}
+
+/// A call's refusal by `rule`, said in words when the `calls` rules refused a contract call.
+fn call_denial(r: &Request<'_>, policy: &Policy, rule: PolicyRule) -> Refusal {
+    match r.call.as_ref().map(|c| (&c.subject, c.guarded)) {
+        Some((Subject::Call(facts), guarded)) if rule == PolicyRule::CallDenied => {
+            Refusal::CallDenied(super::call::policy::denial(policy.calls.as_deref(), facts, guarded))
+        }
+        _ => Refusal::PolicyDenied(rule),
+    }
 }
 
 /// A transfer's refusal by `rule`, with the figures of the limit it broke when it broke one.
@@ -1047,7 +1060,7 @@ mod tests {
         // (value, cap, spent, reserved, expected)
         let cases = [
             (5, 100, 0, 50, reserve(Some(0), 0)),
-            (6, 100, 0, 50, hold),
+            (6, 100, 0, 50, hold.clone()),
             (6, 100, 50, 50, hold),
             (6, 100, 51, 50, cap_exceeded(100, 51)),
         ];
@@ -1319,7 +1332,7 @@ mod tests {
                     ..facts(10, 0, gate)
                 };
                 let got = decide(&request(1, 1), &f);
-                match want {
+                match want.clone() {
                     Some(refusal) => assert_eq!(got, Decision::Refuse(refusal)),
                     None => assert!(matches!(got, Decision::Reserve { .. }), "{got:?}"),
                 }

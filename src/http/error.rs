@@ -390,6 +390,12 @@ impl From<TransferError> for AppError {
         let message = err.to_string();
         let code = err.code();
         match err {
+            TransferError::CallDenied(_) => AppError::PolicyDenied {
+                rule: crate::domain::policy::PolicyRule::CallDenied.as_str(),
+                message,
+                available: None,
+                reason: None,
+            },
             TransferError::PolicyDenied(rule) | TransferError::OverLimit { rule, .. } => AppError::PolicyDenied {
                 rule: rule.as_str(),
                 message,

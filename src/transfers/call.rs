@@ -714,14 +714,19 @@ pub struct DecisionView {
     pub code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'static str>,
+    /// A refusal in the words its error would give (`deny` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl DecisionView {
-    fn deny(code: &'static str, rule: Option<&'static str>) -> Self {
+    fn deny(error: &TransferError) -> Self {
+        let rule = error.policy_rule();
         DecisionView {
             result: "deny",
-            code: Some(code),
-            rule,
+            code: Some(if rule.is_some() { "policy_denied" } else { error.code() }),
+            rule: rule.map(|r| r.as_str()),
+            message: Some(error.to_string()),
         }
     }
 }
@@ -745,16 +750,15 @@ impl Transfers {
                 result: "allow",
                 code: None,
                 rule: None,
+                message: None,
             },
             Judged::Approve => DecisionView {
                 result: "approve",
                 code: None,
                 rule: None,
+                message: None,
             },
-            Judged::Deny(e) if e.policy_rule().is_some() => {
-                DecisionView::deny("policy_denied", e.policy_rule().map(|rule| rule.as_str()))
-            }
-            Judged::Deny(e) => DecisionView::deny(e.code(), None),
+            Judged::Deny(e) => DecisionView::deny(&e),
         })
     }
 }

@@ -75,6 +75,10 @@ pub enum TransferError {
     /// said in words with the figures the decision used (`policy_denied` with that rule; nothing stored or sent).
     #[error("the agent's policy refuses this transfer (rule {}): {words}", .rule.as_str())]
     OverLimit { rule: PolicyRule, words: String },
+    /// The `calls` rules refused a contract call (`policy_denied`, rule `call_denied`), said in words: the rule that
+    /// denies it, or the rule and condition that did not allow it with the value the call had (§18).
+    #[error("the agent's policy refuses this call (rule call_denied): {0}")]
+    CallDenied(String),
     /// No transfer of this agent with that id waits for approval.
     #[error("transfer not found")]
     TransferNotFound,
@@ -133,7 +137,7 @@ impl TransferError {
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
             Self::SignerUnavailable => "signer_unavailable",
-            Self::PolicyDenied(_) | Self::OverLimit { .. } => "policy_denied",
+            Self::PolicyDenied(_) | Self::OverLimit { .. } | Self::CallDenied(_) => "policy_denied",
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",
             Self::ClaimLost => "idempotency_in_progress",
@@ -159,6 +163,7 @@ impl TransferError {
     pub fn policy_rule(&self) -> Option<PolicyRule> {
         match self {
             Self::PolicyDenied(rule) | Self::OverLimit { rule, .. } => Some(*rule),
+            Self::CallDenied(_) => Some(PolicyRule::CallDenied),
             _ => None,
         }
     }

@@ -675,6 +675,7 @@ fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInf
             spent,
         },
         Refusal::PolicyDenied(rule) => TransferError::PolicyDenied(rule),
+        Refusal::CallDenied(words) => TransferError::CallDenied(words),
         Refusal::OverLimit {
             rule,
             limit,

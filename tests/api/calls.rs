@@ -169,6 +169,21 @@ async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed(
     let other = post(&s, "calls", approve(&s, stranger, U256::from(USDC))).await;
     assert_error(&other, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(other.1["error"]["details"]["rule"], "call_denied");
+    // The refusal names the rule that matched the call and the condition it did not meet, with the value it had.
+    let named = format!(
+        "rule 1 (approve(address,uint256) on {}) did not allow it: argument 0 must be {}; it was {}",
+        s.uni.usdc.to_checksum(None),
+        s.uni.router.to_checksum(None),
+        stranger.to_checksum(None)
+    );
+    let message = other.1["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.ends_with(&named), "{}", other.1);
+    // The simulation gives the same verdict in the same words.
+    let (status, simulated) = post(&s, "calls/simulate", approve(&s, stranger, U256::from(USDC))).await;
+    assert_eq!(status, StatusCode::OK, "{simulated}");
+    assert_eq!(simulated["decision"]["result"], "deny", "{simulated}");
+    assert_eq!(simulated["decision"]["rule"], "call_denied", "{simulated}");
+    assert_eq!(simulated["decision"]["message"], message.as_str(), "{simulated}");
 
     let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -178,6 +193,15 @@ async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed(
     let elsewhere = post(&s, "calls", swap(&s, U256::from(10 * USDC), U256::ZERO, stranger)).await;
     assert_error(&elsewhere, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(elsewhere.1["error"]["details"]["rule"], "call_denied");
+    let message = elsewhere.1["error"]["message"].as_str().unwrap_or_default();
+    let named = format!(
+        "rule 2 (swapExactTokensForETH(uint256,uint256,address[],address,uint256) on {}) did not allow it: \
+         argument 3 must be $agent ({}); it was {}",
+        s.uni.router.to_checksum(None),
+        wallet(&s.agent).to_checksum(None),
+        stranger.to_checksum(None)
+    );
+    assert!(message.ends_with(&named), "{}", elsewhere.1);
     // A swap that cannot get its minimum reverts in the simulation, with the router's reason.
     let greedy = post(
         &s,

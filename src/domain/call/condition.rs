@@ -125,13 +125,18 @@ impl Condition {
     /// Whether `actual` satisfies every comparison; `"$agent"` is `agent`. Validation read the operands as the type
     /// of what they are compared with, so only an ordering of a non-integer (never holds) can meet another type.
     pub fn holds(&self, actual: &Operand, agent: Address) -> bool {
+        self.first_failing(actual, agent).is_none()
+    }
+
+    /// The first comparison `actual` does not satisfy (`None`: the condition holds).
+    pub fn first_failing(&self, actual: &Operand, agent: Address) -> Option<&Comparison> {
         let resolve = |o: &Operand| match o {
             Operand::Agent => Operand::Address(agent),
             other => other.clone(),
         };
         let actual = resolve(actual);
         let order = |o: &Operand| compare(&actual, &resolve(o));
-        self.comparisons.iter().all(|c| match c {
+        self.comparisons.iter().find(|c| !match c {
             Comparison::Eq(o) => actual == resolve(o),
             Comparison::Ne(o) => actual != resolve(o),
             Comparison::In(list) => list.iter().any(|o| actual == resolve(o)),
@@ -141,6 +146,30 @@ impl Condition {
             Comparison::Gt(o) => order(o).is_some_and(|c| c.is_gt()),
             Comparison::Gte(o) => order(o).is_some_and(|c| c.is_ge()),
         })
+    }
+
+    /// `actual` in the words a refusal uses: what the operands are written as (whole native units for `value`).
+    pub fn words_of(&self, actual: &Operand) -> String {
+        words(actual, self.kind)
+    }
+
+    /// A comparison in words (`must be at most 100`), `"$agent"` with the address it stands for.
+    pub fn comparison_words(&self, comparison: &Comparison, agent: Address) -> String {
+        let one = |o: &Operand| match o {
+            Operand::Agent => format!("{AGENT} ({})", agent.to_checksum(None)),
+            other => words(other, self.kind),
+        };
+        let list = |l: &[Operand]| l.iter().map(one).collect::<Vec<_>>().join(", ");
+        match comparison {
+            Comparison::Eq(o) => format!("must be {}", one(o)),
+            Comparison::Ne(o) => format!("must not be {}", one(o)),
+            Comparison::In(l) => format!("must be in [{}]", list(l)),
+            Comparison::NotIn(l) => format!("must not be in [{}]", list(l)),
+            Comparison::Lt(o) => format!("must be less than {}", one(o)),
+            Comparison::Lte(o) => format!("must be at most {}", one(o)),
+            Comparison::Gt(o) => format!("must be more than {}", one(o)),
+            Comparison::Gte(o) => format!("must be at least {}", one(o)),
+        }
     }
 
     /// The condition as the policy writes it (the stored and answered form).
@@ -176,6 +205,14 @@ pub fn operand_of(value: &DynSolValue) -> Option<Operand> {
         DynSolValue::String(s) => Operand::String(s.clone()),
         _ => return None,
     })
+}
+
+/// An operand as the policy writes it, without JSON quotes.
+fn words(operand: &Operand, kind: Kind) -> String {
+    match write_operand(operand, kind) {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
 }
 
 fn compare(a: &Operand, b: &Operand) -> Option<std::cmp::Ordering> {

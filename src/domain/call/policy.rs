@@ -16,8 +16,10 @@ use super::typed::TypedFacts;
 use crate::domain::policy::CallRuleRef;
 
 pub mod parse;
+mod why;
 
 pub use parse::{CallsError, CallsProblem, InvalidCallsPolicy};
+pub use why::denial;
 
 /// What a rule, or the default, does with a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,10 +224,42 @@ pub fn judge(calls: Option<&CallsPolicy>, call: &CallFacts<'_>, guarded: bool) -
     calls.map_or(CallVerdict::unruled(guarded), |c| c.judge(call, guarded))
 }
 
+/// How one call rule meets a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleCheck<'r> {
+    /// Its chain, contract or function is another.
+    Unmatched,
+    /// It matches and every condition holds: it decides.
+    Holds,
+    /// It names the call's chain, contract and function, but a condition fails.
+    Fails(Failure<'r>),
+}
+
+/// The condition of a rule that a call did not meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure<'r> {
+    Value {
+        condition: &'r Condition,
+        actual: U256,
+    },
+    /// `actual`: `None` when the argument is no comparable value.
+    Arg {
+        arg: &'r ArgCondition,
+        actual: Option<Operand>,
+    },
+    /// The calldata does not decode as the rule's function.
+    Undecodable,
+}
+
 impl CallRule {
-    /// Whether the rule's chain, contract and function match and every condition holds. Conditions on arguments
-    /// read the calldata as the rule's own function: calldata its types cannot decode matches no such rule.
+    /// Whether the rule's chain, contract and function match and every condition holds.
     pub fn matches(&self, call: &CallFacts<'_>) -> bool {
+        self.check(call) == RuleCheck::Holds
+    }
+
+    /// How the rule meets the call. Conditions on arguments read the calldata as the rule's own function: calldata
+    /// its types cannot decode matches no such rule.
+    pub fn check(&self, call: &CallFacts<'_>) -> RuleCheck<'_> {
         let chain = match &self.chain {
             Pattern::Any => true,
             Pattern::Only(name) => name.eq_ignore_ascii_case(call.chain),
@@ -235,13 +269,13 @@ impl CallRule {
             Pattern::Only(address) => address == call.to,
         };
         if !(chain && to) {
-            return false;
+            return RuleCheck::Unmatched;
         }
         let function = match &self.function {
             FunctionPattern::Any => None,
             FunctionPattern::Signature { function, .. } => {
                 if request::selector(call.calldata) != Some(function.selector()) {
-                    return false;
+                    return RuleCheck::Unmatched;
                 }
                 Some(function)
             }
@@ -249,20 +283,25 @@ impl CallRule {
         if let Some(value) = &self.value
             && !value.holds(&Operand::Uint(call.value_wei), call.agent)
         {
-            return false;
+            return RuleCheck::Fails(Failure::Value {
+                condition: value,
+                actual: call.value_wei,
+            });
         }
         if self.args.is_empty() {
-            return true;
+            return RuleCheck::Holds;
         }
         let Some(values) = function.and_then(|f| f.abi_decode_input(&call.calldata[4..]).ok()) else {
-            return false;
+            return RuleCheck::Fails(Failure::Undecodable);
         };
-        self.args.iter().all(|arg| {
-            values
-                .get(arg.position)
-                .and_then(operand_of)
-                .is_some_and(|actual| arg.condition.holds(&actual, call.agent))
-        })
+        let failed = self.args.iter().find_map(|arg| {
+            let actual = values.get(arg.position).and_then(operand_of);
+            match &actual {
+                Some(a) if arg.condition.holds(a, call.agent) => None,
+                _ => Some(Failure::Arg { arg, actual }),
+            }
+        });
+        failed.map_or(RuleCheck::Holds, RuleCheck::Fails)
     }
 }
 

@@ -371,3 +371,70 @@ fn typed_data_rules_never_decide_calls() {
     assert_eq!(p.judge(&facts("base", TOKEN, &data, 0), true), CallVerdict::Deny);
     assert!(matches!(&p.rules[0], Rule::TypedData(r) if r.primary_type == "Permit"));
 }
+
+#[test]
+fn a_refusal_names_the_rule_and_the_condition_that_failed() {
+    let p = policy(json!({
+        "default": "deny",
+        "rules": [
+            {"chain": "base", "to": TOKEN.to_string(), "function": "transfer(address,uint256)", "action": "allow"},
+            {"chain": "base", "to": TOKEN.to_string(), "function": "approve(address spender,uint256 amount)",
+             "args": {"0": {"in": [ROUTER.to_string()]}, "amount": {"gte": "1", "lte": "100"}}, "action": "allow"},
+            {"chain": "base", "to": ROUTER.to_string(), "function": "deposit()", "value": {"eq": "0"}, "action": "allow"},
+            {"chain": "*", "to": "*", "function": "withdraw(uint256)", "action": "deny"}
+        ]
+    }));
+    let on = |data: &[u8], to: Address, value: u128| p.denial(&facts("base", to, data, value), true);
+    let approve_rule = format!("rule 2 (approve(address,uint256) on {})", TOKEN.to_checksum(None));
+    assert_eq!(
+        on(&approve(OTHER, "1"), TOKEN, 0),
+        format!(
+            "{approve_rule} did not allow it: argument 0 (spender) must be in [{}]; it was {}",
+            ROUTER.to_checksum(None),
+            OTHER.to_checksum(None)
+        )
+    );
+    assert_eq!(
+        on(&approve(ROUTER, "101"), TOKEN, 0),
+        format!("{approve_rule} did not allow it: argument 1 (amount) must be at most 100; it was 101")
+    );
+    assert_eq!(
+        on(&approve(ROUTER, "0"), TOKEN, 0),
+        format!("{approve_rule} did not allow it: argument 1 (amount) must be at least 1; it was 0")
+    );
+    let short = approve(ROUTER, "1");
+    assert_eq!(
+        on(&short[..4 + 32], TOKEN, 0),
+        format!("{approve_rule} did not allow it: its arguments do not decode as approve(address,uint256)")
+    );
+    assert_eq!(
+        on(&calldata("deposit()", json!([])), ROUTER, 1),
+        format!(
+            "rule 3 (deposit() on {}) did not allow it: value must be 0; it was 0.000000000000000001",
+            ROUTER.to_checksum(None)
+        )
+    );
+    assert_eq!(
+        on(&calldata("withdraw(uint256)", json!(["1"])), ROUTER, 0),
+        "rule 4 (withdraw(uint256) on any contract) denies it"
+    );
+    assert_eq!(
+        on(&calldata("mint(uint256)", json!(["1"])), TOKEN, 0),
+        "no rule matches it, and calls.default is deny"
+    );
+    let unruled = policy(json!({"rules": [
+        {"chain": "*", "to": "*", "function": "approve(address,uint256)", "args": {"0": {"eq": "$agent"}}, "action": "allow"}
+    ]}));
+    assert_eq!(
+        unruled.denial(&facts("base", TOKEN, &approve(OTHER, "1"), 0), true),
+        format!(
+            "rule 1 (approve(address,uint256) on any contract) did not allow it: argument 0 must be $agent ({}); it was {}",
+            AGENT.to_checksum(None),
+            OTHER.to_checksum(None)
+        )
+    );
+    assert_eq!(
+        unruled.denial(&facts("base", TOKEN, &calldata("mint(uint256)", json!(["1"])), 0), true),
+        "no rule matches it, and a guarded agent's calls are refused unless a rule allows them"
+    );
+}
