@@ -72,6 +72,19 @@ export type CreateWebhookBody = Schemas['CreateWebhook'];
 export type UpdateWebhookBody = Schemas['UpdateWebhook'];
 export type Delivery = Schemas['DeliveryView'];
 export type NewTransferBody = Schemas['NewTransfer'];
+export type NewCallBody = Schemas['NewCall'];
+/** `decision` of a call's simulation (§18; an object in the committed document): `message` on a refusal. */
+export interface CallDecision {
+  result: 'allow' | 'deny' | 'approve';
+  code?: string;
+  rule?: string;
+  message?: string;
+}
+/** `POST …/calls/simulate`: the decoded call, the simulation (read with `calls.ts`) and the verdict. */
+export type SimulatedCall = Omit<Schemas['SimulatedCall'], 'simulation' | 'decision'> & {
+  simulation: unknown;
+  decision: CallDecision;
+};
 export type ExportKeyBody = Schemas['ExportKey'];
 export type ExportedKey = Schemas['ExportedKeyView'];
 export type SweepBody = Schemas['Sweep'];
@@ -272,6 +285,12 @@ export const api = {
       body,
       extra: { 'Idempotency-Key': idempotencyKey },
     }),
+  /** `POST …/calls/simulate`: the agent token or owner authority alone (§18); nothing is signed or recorded. */
+  simulateCall: (id: string, token: string | null, body: NewCallBody) =>
+    call<SimulatedCall>('POST', `/api/agents/${enc(id)}/calls/simulate`, { token, body, owner: id }),
+  /** `POST …/calls` with an `Idempotency-Key`: the agent token only (§18). */
+  sendCall: (id: string, token: string, body: NewCallBody, idempotencyKey: string) =>
+    request<Transfer>('POST', `/api/agents/${enc(id)}/calls`, { token, body, extra: { 'Idempotency-Key': idempotencyKey } }),
   // Key export needs owner authority on a guarded agent (the agent token alone on an unguarded one): both are sent.
   exportKey: (id: string, token: string | null, body: ExportKeyBody) =>
     call<ExportedKey>('POST', `/api/agents/${enc(id)}/export-key`, { token, body, owner: id }),

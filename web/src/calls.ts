@@ -54,6 +54,7 @@ interface AbiEntry {
   type?: string;
   name?: string;
   inputs?: AbiParam[];
+  stateMutability?: string;
 }
 /** `calls.abis` of a policy: `"<chain>:<address>"` → ABI. */
 export type Abis = Record<string, AbiEntry[]>;
@@ -68,6 +69,7 @@ const KNOWN_NAMES: Record<string, string[]> = {
   'setApprovalForAll(address,bool)': ['operator', 'approved'],
   'safeTransferFrom(address,address,uint256)': ['from', 'to', 'tokenId'],
   'withdraw(uint256)': ['amount'],
+  'deposit()': [],
   'swapExactTokensForETH(uint256,uint256,address[],address,uint256)': ['amountIn', 'amountOutMin', 'path', 'to', 'deadline'],
   'swapExactTokensForTokens(uint256,uint256,address[],address,uint256)': ['amountIn', 'amountOutMin', 'path', 'to', 'deadline'],
   'swapTokensForExactETH(uint256,uint256,address[],address,uint256)': ['amountOut', 'amountInMax', 'path', 'to', 'deadline'],
@@ -118,6 +120,31 @@ export function paramTypes(signature: string): string[] {
 function canonicalType(p: AbiParam): string {
   if (p.type.startsWith('tuple')) return `(${(p.components ?? []).map(canonicalType).join(',')})${p.type.slice(5)}`;
   return p.type;
+}
+
+/** A function an ABI of the policy names for one contract: its canonical signature and parameter names. */
+export interface AbiFunction {
+  signature: string;
+  names: (string | null)[];
+  payable: boolean;
+}
+
+/** The functions of the ABI the policy names for `to` on `chain` (`calls.abis["<chain>:<address>"]`). */
+export function abiFunctions(chain: string, to: string, abis: Abis | null): AbiFunction[] {
+  const key = `${chain}:${to}`.toLowerCase();
+  const out: AbiFunction[] = [];
+  for (const [where, abi] of Object.entries(abis ?? {})) {
+    if (where.toLowerCase() !== key || !Array.isArray(abi)) continue;
+    for (const e of abi) {
+      if ((e.type ?? 'function') !== 'function' || !e.name) continue;
+      out.push({
+        signature: `${e.name}(${(e.inputs ?? []).map(canonicalType).join(',')})`,
+        names: (e.inputs ?? []).map((p) => p.name || null),
+        payable: e.stateMutability === 'payable',
+      });
+    }
+  }
+  return out;
 }
 
 /** The names of a call's arguments: from an ABI the policy names for its contract, else a known function's. */

@@ -1,7 +1,8 @@
-// The policy's contract-call rules (docs/api.md §18 `calls`): a table of the rules in order (chain, contract,
-// function, argument and value conditions as JSON, action; typed-data rules with their `typed_data` as JSON), which
-// rows can be added, moved and removed; the default; the unlimited-approvals switch; and the whole `calls` object as
-// JSON. Both views edit one object: a change in the table rewrites the JSON, valid JSON redraws the table.
+// The policy's contract-call rules (docs/api.md §18 `calls`): a card per rule in order (chain, contract, function,
+// action; each argument condition and each value condition a row of fields — argument, operator, value(s) — that
+// can be added and removed; typed-data rules with their `typed_data` as JSON), which can be added, moved and
+// removed; the default; the unlimited-approvals switch; and the whole `calls` object as JSON. Both views edit one
+// object: a change in the fields rewrites the JSON, valid JSON redraws the fields.
 import { clear, field, h, uid } from './dom';
 import { fieldProblem, type FieldProblem } from './ui';
 
@@ -33,6 +34,132 @@ function jsonText(v: unknown): string {
   return v === undefined ? '' : JSON.stringify(v);
 }
 
+const OPERATORS: [string, string][] = [
+  ['eq', '= (eq)'],
+  ['ne', '≠ (ne)'],
+  ['in', 'in'],
+  ['not_in', 'not in'],
+  ['lt', '< (lt)'],
+  ['lte', '≤ (lte)'],
+  ['gt', '> (gt)'],
+  ['gte', '≥ (gte)'],
+];
+const LISTS = new Set(['in', 'not_in']);
+
+/** An operand as a field shows it: lists comma-separated. */
+function operandText(v: unknown): string {
+  if (Array.isArray(v)) return v.map(operandText).join(', ');
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+/** A field's text as an operand: true and false as booleans, anything else as the string the service reads. */
+function operandOf(text: string): unknown {
+  return text === 'true' ? true : text === 'false' ? false : text;
+}
+
+interface ConditionList {
+  el: HTMLElement;
+  /** The conditions keyed by argument (`{"0": {"in": […]}}`), or what is missing. */
+  read(): { conditions: Record<string, Json> } | { problem: string };
+}
+
+/**
+ * The conditions of one rule on its arguments (`args`: argument, operator, value per row) or on the call's value
+ * (`value`: operator and value per row, under the key "value"); several rows on one argument must all hold.
+ */
+function conditionList(n: number, kind: 'args' | 'value', initial: unknown): ConditionList {
+  const list = h('div', { class: 'condition-rows', 'data-testid': kind === 'args' ? 'arg-conditions' : 'value-conditions' });
+  const rows: { key: HTMLInputElement | null; op: HTMLSelectElement; value: HTMLInputElement; el: HTMLElement }[] = [];
+  const what = kind === 'args' ? 'condition' : 'value condition';
+  const changed = () => list.dispatchEvent(new Event('conditions-changed', { bubbles: true }));
+
+  function relabel(): void {
+    rows.forEach((r, i) => {
+      const k = `Rule ${n} ${what} ${i + 1}`;
+      r.key?.setAttribute('aria-label', `${k} argument`);
+      r.op.setAttribute('aria-label', `${k} operator`);
+      r.value.setAttribute('aria-label', `${k} value`);
+      r.el.querySelector('button')?.setAttribute('aria-label', `Remove rule ${n} ${what} ${i + 1}`);
+    });
+  }
+
+  function placeholderFor(op: string): string {
+    return LISTS.has(op) ? '0x…, 0x… (comma-separated)' : kind === 'value' ? 'e.g. 0.01' : '0x…, $agent or a number';
+  }
+
+  function addRow(key: string, op: string, operand: string): void {
+    const keyInput =
+      kind === 'args'
+        ? h('input', { type: 'text', class: 'mono cond-key', value: key, placeholder: '0 or name', autocomplete: 'off', spellcheck: 'false' })
+        : null;
+    const opSelect = h('select', { class: 'cond-op' }, OPERATORS.map(([v, label]) => h('option', { value: v }, label)));
+    opSelect.value = OPERATORS.some(([v]) => v === op) ? op : 'eq';
+    const valueInput = h('input', { type: 'text', class: 'mono cond-value', value: operand, placeholder: placeholderFor(opSelect.value), autocomplete: 'off', spellcheck: 'false' });
+    opSelect.addEventListener('change', () => {
+      valueInput.placeholder = placeholderFor(opSelect.value);
+    });
+    const row = { key: keyInput, op: opSelect, value: valueInput, el: h('div', { class: 'condition' }) };
+    const remove = h(
+      'button',
+      {
+        type: 'button',
+        class: 'icon',
+        onclick: () => {
+          rows.splice(rows.indexOf(row), 1);
+          row.el.remove();
+          relabel();
+          changed();
+        },
+      },
+      '×',
+    );
+    row.el.append(...(keyInput ? [keyInput] : []), opSelect, valueInput, remove);
+    rows.push(row);
+    list.insertBefore(row.el, add);
+    relabel();
+  }
+
+  const add = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary small',
+      onclick: () => {
+        addRow(kind === 'value' ? 'value' : '', 'eq', '');
+        changed();
+        (rows[rows.length - 1].key ?? rows[rows.length - 1].value).focus();
+      },
+    },
+    kind === 'args' ? 'Add argument condition' : 'Add value condition',
+  );
+  list.append(add);
+  if (isObject(initial)) {
+    for (const [key, condition] of Object.entries(initial)) {
+      if (!isObject(condition)) continue;
+      for (const [op, operand] of Object.entries(condition)) addRow(key, op, operandText(operand));
+    }
+  }
+
+  return {
+    el: list,
+    read() {
+      const out: Record<string, Json> = {};
+      for (const [i, r] of rows.entries()) {
+        const key = kind === 'value' ? 'value' : (r.key?.value.trim() ?? '');
+        const text = r.value.value.trim();
+        if (!key && !text) continue;
+        if (!key) return { problem: `${what} ${i + 1}: name the argument (its position 0, 1, … or its name).` };
+        if (!text) return { problem: `${what} ${i + 1}: give a value.` };
+        const operand = LISTS.has(r.op.value)
+          ? text.split(',').map((t) => t.trim()).filter((t) => t !== '').map(operandOf)
+          : operandOf(text);
+        out[key] = { ...(out[key] ?? {}), [r.op.value]: operand };
+      }
+      return { conditions: out };
+    },
+  };
+}
+
 export function callsEditor(initial: unknown, defaultChain: string): CallsEditor {
   let model: Json = isObject(initial) ? structuredClone(initial) : {};
   if (!Array.isArray(model.rules)) model.rules = model.rules === undefined ? [] : model.rules;
@@ -41,23 +168,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
 
   const rules = (): Json[] => (Array.isArray(model.rules) ? (model.rules as Json[]) : []);
 
-  const tbody = h('tbody', {});
-  const table = h(
-    'table',
-    { class: 'limits call-rules cards', 'aria-label': 'Contract-call rules', 'data-testid': 'call-rules' },
-    h(
-      'thead',
-      {},
-      h(
-        'tr',
-        {},
-        ['#', 'Chain', 'Contract', 'Function', 'Argument conditions', 'Value condition', 'Action', ''].map((t) =>
-          h('th', { scope: 'col' }, t),
-        ),
-      ),
-    ),
-    tbody,
-  );
+  const list = h('ol', { class: 'call-rules', 'aria-label': 'Contract-call rules', 'data-testid': 'call-rules' });
   const empty = h('p', { class: 'muted small' }, 'No rules: every call gets the default.');
 
   const defaultSelect = h(
@@ -106,13 +217,13 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
   function renderRow(rule: Json, i: number): RowView {
     const n = i + 1;
     const problems = new Map<string, FieldProblem>();
-    const view: RowView = { el: h('tr', { 'data-testid': 'call-rule', 'data-index': String(i) }), problems, broken: false };
-    // Each cell names its column: a narrow screen shows a card per rule.
-    const LABELS: Record<string, string> = { typed_data: 'Typed data', chain: 'Chain', to: 'Contract', function: 'Function', args: 'Arguments', value: 'Value', action: 'Action' };
-    const cell = (name: string, control: HTMLElement, attrs: Record<string, string | number> = {}) => {
+    const view: RowView = { el: h('li', { class: 'call-rule', 'data-testid': 'call-rule', 'data-index': String(i) }), problems, broken: false };
+    const labelled = (name: string, label: string, control: HTMLElement, extra = '') => {
       const p = fieldProblem(control);
       problems.set(name, p);
-      return h('td', { 'data-label': LABELS[name] ?? '', ...attrs }, control, p.el);
+      const id = control.id || uid('rule');
+      control.id = id;
+      return h('div', { class: `field ${extra}`.trim() }, h('label', { for: id }, label), control, p.el);
     };
     const action = h(
       'select',
@@ -122,12 +233,12 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     );
     action.value = typeof rule.action === 'string' ? rule.action : 'deny';
     const typed = 'typed_data' in rule;
-    const cells: HTMLElement[] = [];
-    // Reads the row's controls back into its rule; JSON that does not parse marks the row and leaves the rule.
+    const body: HTMLElement[] = [];
+    // Reads the row's controls back into its rule; a condition that is not complete marks the row and leaves it.
     let read: () => void;
     if (typed) {
-      const data = h('textarea', { rows: 2, class: 'mono', spellcheck: 'false', 'aria-label': `Rule ${n} typed data` }, jsonText(rule.typed_data));
-      cells.push(cell('typed_data', data, { colspan: 5 }));
+      const data = h('textarea', { rows: 3, class: 'mono', spellcheck: 'false', 'aria-label': `Rule ${n} typed data` }, jsonText(rule.typed_data));
+      body.push(labelled('typed_data', 'Typed data (JSON: domain, primary_type, message)', data, 'wide'));
       read = () => {
         const p = problems.get('typed_data');
         try {
@@ -143,28 +254,39 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
       const chain = textInput(typeof rule.chain === 'string' ? rule.chain : '', `Rule ${n} chain`, 'base or *');
       const to = textInput(typeof rule.to === 'string' ? rule.to : '', `Rule ${n} contract`, '0x… or *');
       const fn = textInput(typeof rule.function === 'string' ? rule.function : '', `Rule ${n} function`, 'approve(address,uint256) or *');
-      const args = h('textarea', { rows: 1, class: 'mono', spellcheck: 'false', placeholder: '{"0": {"eq": "$agent"}}', 'aria-label': `Rule ${n} argument conditions` }, jsonText(rule.args));
-      const value = textInput(jsonText(rule.value), `Rule ${n} value condition`, '{"eq": "0"}');
-      cells.push(cell('chain', chain), cell('to', to), cell('function', fn), cell('args', args), cell('value', value));
+      const args = conditionList(n, 'args', rule.args);
+      const value = conditionList(n, 'value', rule.value === undefined ? undefined : { value: rule.value });
+      const argsP = fieldProblem(args.el);
+      const valueP = fieldProblem(value.el);
+      problems.set('args', argsP);
+      problems.set('value', valueP);
+      body.push(
+        h(
+          'div',
+          { class: 'rule-fields' },
+          labelled('chain', 'Chain', chain, 'narrow'),
+          labelled('to', 'Contract', to),
+          labelled('function', 'Function', fn, 'wide'),
+        ),
+        h('div', { class: 'conditions' }, h('h4', {}, 'Argument conditions'), args.el, argsP.el),
+        h('div', { class: 'conditions' }, h('h4', {}, 'Value condition (whole native units)'), value.el, valueP.el),
+      );
       read = () => {
         rule.chain = chain.value.trim();
         rule.to = to.value.trim();
         rule.function = fn.value.trim();
-        for (const [name, input] of [['args', args], ['value', value]] as const) {
-          const p = problems.get(name);
-          const text = input.value.trim();
-          if (!text) {
-            delete rule[name];
-            p?.clear();
+        for (const [name, conds, p] of [['args', args, argsP], ['value', value, valueP]] as const) {
+          const got = conds.read();
+          if ('problem' in got) {
+            view.broken = true;
+            p.clear();
+            p.show(got.problem);
             continue;
           }
-          try {
-            rule[name] = JSON.parse(text);
-            p?.clear();
-          } catch {
-            view.broken = true;
-            p?.show('not valid JSON');
-          }
+          p.clear();
+          const conditions = name === 'value' ? got.conditions.value : got.conditions;
+          if (conditions && Object.keys(conditions).length) rule[name] = conditions;
+          else delete rule[name];
         }
       };
       view.el.dataset.kind = 'call';
@@ -187,30 +309,38 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     );
     const rowP = fieldProblem(view.el);
     problems.set('', rowP);
+    const actionP = fieldProblem(action);
+    problems.set('action', actionP);
     view.el.append(
-      h('td', { class: 'muted', 'data-label': 'Rule' }, h('span', {}, String(n)), typed ? h('div', { class: 'small' }, 'typed data') : null, rowP.el),
-      ...cells,
-      cell('action', action),
-      h('td', { class: 'nowrap actions', 'data-label': '' }, up, down, remove),
+      h(
+        'div',
+        { class: 'rule-head' },
+        h('strong', { class: 'rule-number' }, `Rule ${n}`),
+        typed ? h('span', { class: 'muted small' }, 'typed data') : null,
+        h('label', { class: 'rule-action' }, h('span', { class: 'muted small' }, 'Action'), action),
+        h('span', { class: 'rule-buttons' }, up, down, remove),
+      ),
+      actionP.el,
+      rowP.el,
+      ...body,
     );
-    view.el.addEventListener('input', () => {
+    const changed = () => {
       view.broken = false;
       read();
       rule.action = action.value;
       writeJson();
-    });
-    view.el.addEventListener('change', () => {
-      rule.action = action.value;
-      writeJson();
-    });
+    };
+    view.el.addEventListener('input', changed);
+    view.el.addEventListener('change', changed);
+    view.el.addEventListener('conditions-changed', changed);
     return view;
   }
 
   function renderRows(): void {
-    clear(tbody);
+    clear(list);
     rows = rules().map((rule, i) => {
       const view = renderRow(isObject(rule) ? rule : {}, i);
-      tbody.append(view.el);
+      list.append(view.el);
       return view;
     });
     empty.hidden = rows.length > 0;
@@ -233,7 +363,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     } catch (e) {
       jsonBroken = true;
       jsonP.clear();
-      jsonP.show(`Not valid JSON (${(e as Error).message}); the table shows the last valid rules.`);
+      jsonP.show(`Not valid JSON (${(e as Error).message}); the rules above show the last valid ones.`);
       return;
     }
     if (!isObject(parsed)) {
@@ -291,12 +421,12 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
       'p',
       { class: 'muted small' },
       'Every contract call is simulated first; the first rule whose chain, contract and function match (* matches any) ',
-      'and whose conditions hold decides: allow, deny, or approve (wait for approval). Conditions are JSON: argument ',
-      'positions ("0") or ABI names mapped to {"eq" | "ne" | "in" | "not_in" | "lt" | "lte" | "gt" | "gte": …}; "$agent" ',
-      'is the agent’s address; the value condition is in whole native units. Typed-data rules judge EIP-712 signatures. ',
-      'Allowing a call never lifts the limits or the cap.',
+      'and whose conditions all hold decides: allow, deny, or approve (wait for approval). A condition names an argument ',
+      'by position (0, 1, …) or by name, an operator and a value; in and not in take values separated by commas; ',
+      '$agent is the agent’s address; the value condition is in whole native units. Typed-data rules judge EIP-712 ',
+      'signatures. Allowing a call never lifts the limits or the cap.',
     ),
-    h('div', { class: 'table-wrap' }, table),
+    list,
     empty,
     h('div', { class: 'row' }, addCall, addTyped),
     field('When no rule matches', defaultSelect),
@@ -312,7 +442,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
       'details',
       { class: 'calls-json' },
       h('summary', {}, 'All contract-call settings as JSON (rules, default, ABIs)'),
-      h('p', { class: 'muted small' }, 'Edits here redraw the table; ABIs (`abis`, keyed "<chain>:<address>") are set here.'),
+      h('p', { class: 'muted small' }, 'Edits here redraw the rules above; ABIs (`abis`, keyed "<chain>:<address>") are set here.'),
       json,
       jsonP.el,
     ),
@@ -323,7 +453,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
     value() {
       if (jsonBroken) throw new Error('The contract-call JSON is not valid: fix it or reload the policy.');
       const broken = rows.findIndex((r) => r.broken);
-      if (broken >= 0) throw new Error(`Rule ${broken + 1} of the contract calls has conditions that are not valid JSON.`);
+      if (broken >= 0) throw new Error(`Rule ${broken + 1} of the contract calls has a condition that is not complete or not valid.`);
       const keys = Object.keys(model).filter((k) => !(k === 'rules' && rules().length === 0));
       return keys.length ? model : null;
     },

@@ -28,9 +28,9 @@ interface Draft {
   delegation: { id: string; delegator: string; available: string | null; limit: string; per: string } | null;
 }
 
-const FINAL = new Set(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
+export const FINAL = new Set(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
 
-function newKey(): string {
+export function newKey(): string {
   return typeof crypto.randomUUID === 'function'
     ? `console-${crypto.randomUUID()}`
     : `console-${Date.now()}-${Math.random().toString(36).slice(2)}`;

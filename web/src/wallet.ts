@@ -7,6 +7,7 @@ import { roundAmount } from './amount';
 import { keysPanel } from './keys';
 import { usdValue } from './usd';
 import { sendPanel } from './send';
+import { callComposer } from './compose-call';
 import { errorLine, errorText, isLocalChain } from './ui';
 
 export interface WalletPanel {
@@ -207,6 +208,13 @@ export function walletPanel(
     fundError.el,
     instructions,
     sendPanel(agent, token, chains, {
+      onChange: () => {
+        void refreshBalances();
+        onMoved();
+      },
+      openApproval,
+    }),
+    callComposer(agent, token, chains, {
       onChange: () => {
         void refreshBalances();
         onMoved();

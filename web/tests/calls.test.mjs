@@ -3,13 +3,19 @@
 // the calls API (allowed by a rule), then asks a swap that a rule holds for approval; the inbox shows the swap's
 // function, arguments and "You send / You receive" lines; the owner (admin token entered in the console) approves
 // it; the history shows the call confirmed with its function and changes; the policy editor shows the calls rules
-// as a table, keeps the JSON in step, and puts a 422 field error next to the rule's function.
+// as a table, keeps the JSON in step, and puts a 422 field error next to the rule's function. Then (issue 37) the
+// rules' conditions are written as fields (argument, operator, values) and a WETH deposit rule is added so; the Wallet
+// tab's call composer composes the token's approve of the router from the contract the agent called before,
+// simulates it (the allowance it grants, allowed), sends it and the chain shows the allowance; an approve to another
+// spender is refused naming the rule and the condition with the value it had; a WETH deposit with a value is
+// simulated, sent and shows on chain, and one over the rule's value condition is refused naming it. The policy and
+// the composer fit at 1280 and 390 px.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
-import { call, deploy, send, uniswap, word } from '../../scripts/evm.mjs';
+import { artifactsDir, callApi, overflowProblems, startStack, watchPage, openFold } from './harness.mjs';
+import { call, deploy, selector, send, tokenBalance, uniswap, word } from '../../scripts/evm.mjs';
 
 // anvil's first dev account (unlocked, the one scripts/evm.mjs sends from): deploys Uniswap, provides liquidity, funds
 // the agent.
@@ -194,7 +200,7 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await shot('c03-history-calls');
   });
 
-  it('shows the calls rules as a table in the policy editor, keeps the JSON in step, and places a 422', async () => {
+  it('shows the calls rules in the policy editor, keeps the JSON in step, and places a 422', async () => {
     assert.ok(agentId, 'needs the set-up');
     await page.getByRole('tab', { name: 'Policy' }).click();
     const rules = page.getByTestId('call-rule');
@@ -202,8 +208,9 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     assert.equal(await rules.count(), 2);
     assert.equal(await page.getByRole('textbox', { name: 'Rule 1 function' }).inputValue(), 'approve(address,uint256)');
     assert.equal((await page.getByRole('textbox', { name: 'Rule 1 contract' }).inputValue()).toLowerCase(), token.toLowerCase());
-    const conditions = await page.getByRole('textbox', { name: 'Rule 1 argument conditions' }).inputValue();
-    assert.deepEqual(JSON.parse(conditions.toLowerCase()), { 0: { eq: router.toLowerCase() } });
+    assert.equal(await page.getByRole('textbox', { name: 'Rule 1 condition 1 argument' }).inputValue(), '0');
+    assert.equal(await page.getByRole('combobox', { name: 'Rule 1 condition 1 operator' }).inputValue(), 'eq');
+    assert.equal((await page.getByRole('textbox', { name: 'Rule 1 condition 1 value' }).inputValue()).toLowerCase(), router.toLowerCase());
     assert.equal(await page.getByRole('textbox', { name: 'Rule 2 function' }).inputValue(), SWAP);
     assert.equal(await page.getByRole('combobox', { name: 'Rule 2 action' }).inputValue(), 'approve');
     assert.equal(await page.getByLabel('When no rule matches').inputValue(), 'deny');
@@ -237,6 +244,149 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     assert.equal(saved.body.calls.rules[0].function, 'approve(address,uint256)', JSON.stringify(saved.body.calls));
     assert.equal(saved.body.calls.rules[1].action, 'approve', JSON.stringify(saved.body.calls));
     await shot('c06-policy-calls-saved');
+  });
+
+  /** Fails naming what sticks out at 1280 and 390 px; a screenshot at each. */
+  async function assertFits(name) {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(200);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `${name} at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`${name}-${width}`);
+    }
+    await page.setViewportSize({ width: 1360, height: 900 });
+  }
+
+  async function allowance(owner, spender) {
+    const data = `0x${await selector(stack.rpc, 'allowance(address,address)')}${word(owner)}${word(spender)}`;
+    return BigInt(await stack.rpc('eth_call', [{ to: token, data }, 'latest']));
+  }
+
+  it('writes call-rule conditions as fields, keeps the JSON in step, and fits the rules in their card', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    await page.getByRole('tab', { name: 'Policy' }).click();
+    // The saved rule's condition reads as fields: argument 0, eq, the router.
+    const arg = page.getByRole('textbox', { name: 'Rule 1 condition 1 argument' });
+    await arg.waitFor();
+    assert.equal(await arg.inputValue(), '0');
+    const op = page.getByRole('combobox', { name: 'Rule 1 condition 1 operator' });
+    assert.equal(await op.inputValue(), 'eq');
+    const operand = page.getByRole('textbox', { name: 'Rule 1 condition 1 value' });
+    assert.equal((await operand.inputValue()).toLowerCase(), router.toLowerCase());
+    // The spender may be the router or the agent itself: "in" with a comma-separated list.
+    await op.selectOption('in');
+    await operand.fill(`${router}, $agent`);
+    let json = JSON.parse(await page.getByTestId('calls-json').inputValue());
+    assert.deepEqual(json.rules[0].args, { 0: { in: [router, '$agent'] } });
+
+    // A new rule: WETH's deposit() with a value of at most 0.5, written in fields.
+    await page.getByRole('button', { name: 'Add call rule' }).click();
+    await page.getByRole('textbox', { name: 'Rule 3 contract' }).fill(weth);
+    await page.getByRole('textbox', { name: 'Rule 3 function' }).fill('deposit()');
+    const rule3 = page.locator('[data-testid="call-rule"][data-index="2"]');
+    await rule3.getByRole('button', { name: 'Add value condition' }).click();
+    await page.getByRole('combobox', { name: 'Rule 3 value condition 1 operator' }).selectOption('lte');
+    await page.getByRole('textbox', { name: 'Rule 3 value condition 1 value' }).fill('0.5');
+    // A condition added and removed leaves nothing behind.
+    await rule3.getByRole('button', { name: 'Add argument condition' }).click();
+    await page.getByRole('button', { name: 'Remove rule 3 condition 1' }).click();
+    json = JSON.parse(await page.getByTestId('calls-json').inputValue());
+    assert.deepEqual(json.rules[2], { chain: 'base', to: weth, function: 'deposit()', action: 'allow', value: { lte: '0.5' } });
+    // Every rule's action and buttons are on screen, at both widths.
+    for (const n of [1, 2, 3]) assert.ok(await page.getByRole('combobox', { name: `Rule ${n} action` }).isVisible());
+    await assertFits('c07-policy-conditions');
+
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await page.getByTestId('policy-saved').filter({ hasText: /^Saved/ }).waitFor();
+    const saved = (await api('GET', `/api/agents/${agentId}/policy`, undefined, asAgent())).body.calls;
+    assert.equal(saved.rules[0].args[0].in.length, 2, JSON.stringify(saved));
+    assert.equal(saved.rules[0].args[0].in[1], '$agent', JSON.stringify(saved));
+    assert.deepEqual(saved.rules[2].value, { lte: '0.5' }, JSON.stringify(saved));
+    assert.equal(saved.rules[2].function, 'deposit()', JSON.stringify(saved));
+  });
+
+  it('composes an approve in the Wallet tab, simulates it, sends it, and the chain shows the allowance', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const composer = page.getByTestId('call-composer');
+    await composer.waitFor();
+    // The token the agent called before is offered among the known contracts.
+    const offered = await page.waitForFunction(
+      (t) => [...document.querySelectorAll('[data-testid="call-contract-pick"] option')].find((o) => o.value.toLowerCase() === t)?.value,
+      token.toLowerCase(),
+    );
+    await composer.getByTestId('call-contract-pick').selectOption(await offered.jsonValue());
+    assert.equal((await composer.getByTestId('call-to').inputValue()).toLowerCase(), token.toLowerCase());
+    await composer.getByTestId('call-function-pick').selectOption('approve(address,uint256)');
+    await composer.locator('input[data-arg="spender"]').fill(router);
+    await composer.locator('input[data-arg="amount"]').fill((5n * E18).toString());
+    await composer.getByRole('button', { name: 'Simulate' }).click();
+
+    const verdict = composer.getByTestId('call-verdict');
+    await verdict.waitFor();
+    assert.equal(await verdict.getAttribute('data-result'), 'allow', await verdict.textContent());
+    assert.match(await verdict.textContent(), /^Allowed: /);
+    assert.equal((await composer.getByTestId('call-function').textContent()).trim(), 'approve');
+    const allow = composer.getByTestId('effect-allow');
+    assert.match(await allow.textContent(), new RegExp(`^You allow 0x.{4}….{4} to spend ${5n * E18} \\(base units\\) of token 0x`));
+    assert.equal((await allow.locator('code').first().getAttribute('title')).toLowerCase(), router.toLowerCase());
+    await assertFits('c08-compose-simulated');
+
+    await composer.getByRole('button', { name: 'Review and send' }).click();
+    const review = composer.getByTestId('call-review');
+    assert.match(await review.textContent(), /approve on 0x/);
+    await review.getByRole('button', { name: 'Send the call' }).click();
+    const result = composer.getByTestId('call-result');
+    await result.and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 30000 });
+    assert.match(await result.getByTestId('call-line').textContent(), /^Transaction 0x/);
+    assert.equal(await allowance(address, router), 5n * E18, 'the chain shows the allowance the console sent');
+    await shot('c09-compose-sent');
+  });
+
+  it('refuses a composed call naming the rule and the condition it did not meet', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    const composer = page.getByTestId('call-composer');
+    await composer.locator('input[data-arg="spender"]').fill(DEV);
+    assert.equal(await composer.getByTestId('call-simulation').isHidden(), true, 'an edit hides the last simulation');
+    await composer.getByRole('button', { name: 'Simulate' }).click();
+    const verdict = composer.getByTestId('call-verdict');
+    await verdict.and(page.locator('[data-result="deny"]')).waitFor();
+    const text = await verdict.textContent();
+    const hex = '0x[0-9a-fA-F]{40}';
+    assert.match(
+      text,
+      new RegExp(
+        `^Refused: the agent's policy refuses this call \\(rule call_denied\\): rule 1 \\(approve\\(address,uint256\\) on ${hex}\\) ` +
+          `did not allow it: argument 0 must be in \\[${hex}, \\$agent \\(${hex}\\)\\]; it was ${DEV} \\(policy_denied, rule call_denied\\)$`,
+      ),
+    );
+    assert.equal(await composer.getByRole('button', { name: 'Review and send' }).count(), 0, 'a refused call is not offered for sending');
+    await assertFits('c10-compose-refused');
+  });
+
+  it('wraps ETH with a composed deposit and a value; over the rule\'s value condition it is refused naming it', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    const composer = page.getByTestId('call-composer');
+    await composer.getByTestId('call-contract-pick').selectOption('');
+    await composer.getByTestId('call-to').fill(weth);
+    await composer.getByTestId('call-function-pick').selectOption('deposit()');
+    await composer.getByTestId('call-value').fill('0.6');
+    await composer.getByRole('button', { name: 'Simulate' }).click();
+    const verdict = composer.getByTestId('call-verdict');
+    await verdict.and(page.locator('[data-result="deny"]')).waitFor();
+    assert.match(await verdict.textContent(), /rule 3 \(deposit\(\) on 0x[0-9a-fA-F]{40}\) did not allow it: value must be at most 0\.5; it was 0\.6/);
+
+    await composer.getByTestId('call-value').fill('0.1');
+    await composer.getByRole('button', { name: 'Simulate' }).click();
+    await verdict.and(page.locator('[data-result="allow"]')).waitFor();
+    assert.match(await composer.getByTestId('effect-send').textContent(), /^You send 0\.1 ETH$/);
+    assert.match(await composer.getByTestId('effect-receive').textContent(), new RegExp(`^You receive ${E18 / 10n} \\(base units\\) of token 0x`));
+    await composer.getByRole('button', { name: 'Review and send' }).click();
+    await composer.getByTestId('call-review').getByRole('button', { name: 'Send the call' }).click();
+    await composer.getByTestId('call-result').and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 30000 });
+    assert.equal(await tokenBalance(stack.rpc, weth, address), E18 / 10n, 'the chain shows the WETH the deposit made');
+    await shot('c11-compose-deposit-sent');
   });
 
   it('logged no page errors and loaded nothing from elsewhere', () => {

@@ -1,0 +1,127 @@
+// What the call composer offers and how it reads what is typed (docs/api.md §18 `function` + `args`): the functions
+// the console knows for ERC-20 tokens, WETH and the Uniswap V2 router, and each argument field's text read as the API
+// takes it — addresses as 0x-hex ("$agent" and a registry token's symbol are accepted and replaced), integers as
+// decimal strings in base units, booleans, arrays as comma-separated lists, tuples as JSON.
+import { paramTypes } from './calls';
+
+/** A function the console knows, offered under the name of the contract kind it belongs to. */
+export interface KnownFunction {
+  group: string;
+  signature: string;
+  payable: boolean;
+  /** One line on what it does, shown under the function. */
+  note: string;
+}
+
+export const KNOWN_FUNCTIONS: KnownFunction[] = [
+  { group: 'ERC-20 token', signature: 'approve(address,uint256)', payable: false, note: 'Allows the spender to take up to the amount (in the token\u2019s base units) from the wallet.' },
+  { group: 'ERC-20 token', signature: 'transfer(address,uint256)', payable: false, note: 'Sends the amount (in the token\u2019s base units) to the address.' },
+  { group: 'WETH', signature: 'deposit()', payable: true, note: 'Wraps the value sent with the call into WETH.' },
+  { group: 'WETH', signature: 'withdraw(uint256)', payable: false, note: 'Unwraps the amount of WETH (in wei) into ETH.' },
+  {
+    group: 'Uniswap V2 router',
+    signature: 'swapExactETHForTokens(uint256,address[],address,uint256)',
+    payable: true,
+    note: 'Swaps the value sent for at least amountOutMin of the last token of the path (path: WETH first).',
+  },
+  {
+    group: 'Uniswap V2 router',
+    signature: 'swapExactTokensForETH(uint256,uint256,address[],address,uint256)',
+    payable: false,
+    note: 'Swaps amountIn of the first token of the path for ETH (the router needs an allowance first: approve it on the token).',
+  },
+  {
+    group: 'Uniswap V2 router',
+    signature: 'swapExactTokensForTokens(uint256,uint256,address[],address,uint256)',
+    payable: false,
+    note: 'Swaps amountIn of the first token of the path for the last (the router needs an allowance first).',
+  },
+];
+
+/** What an argument's text may name besides a 0x address. */
+export interface ArgContext {
+  /** The agent's address on the call's chain ("$agent"). */
+  agent: string;
+  /** The chain's registry tokens: symbol → address. */
+  tokens: { symbol: string; address: string }[];
+}
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+/** A field's hint for a parameter type. */
+export function typeHint(type: string): string {
+  if (type === 'address') return 'A 0x address, $agent (this agent) or a token symbol.';
+  if (/^address\[\d*\]$/.test(type)) return 'Addresses separated by commas (0x…, $agent or token symbols).';
+  if (/^u?int\d*$/.test(type)) return 'An integer in base units (for a token: its smallest unit, e.g. 1 USDC = 1000000).';
+  if (/^u?int\d*\[\d*\]$/.test(type)) return 'Integers in base units, separated by commas.';
+  if (type === 'bool') return 'true or false.';
+  if (type.startsWith('(')) return 'A JSON array of the tuple\u2019s fields.';
+  if (type.startsWith('bytes')) return '0x-hex bytes.';
+  return '';
+}
+
+function readAddress(text: string, ctx: ArgContext): string {
+  if (text === '$agent') return ctx.agent;
+  if (ADDRESS.test(text)) return text;
+  const token = ctx.tokens.find((t) => t.symbol.toLowerCase() === text.toLowerCase());
+  if (token) return token.address;
+  throw new Error('must be a 0x address of 40 hex digits, $agent or a token symbol');
+}
+
+/** One value of `type` from its text, as the API takes it; throws with what is wrong. */
+function readOne(type: string, text: string, ctx: ArgContext): unknown {
+  const array = /^(.+)\[(\d*)\]$/.exec(type);
+  if (array && !type.startsWith('(')) {
+    const items = text.split(',').map((t) => t.trim()).filter((t) => t !== '');
+    if (array[2] && items.length !== Number(array[2])) throw new Error(`must list ${array[2]} values`);
+    return items.map((t) => readOne(array[1], t, ctx));
+  }
+  if (type === 'address') return readAddress(text, ctx);
+  if (/^uint\d*$/.test(type)) {
+    if (!/^\d+$/.test(text)) throw new Error('must be a whole number in base units (digits only)');
+    return text;
+  }
+  if (/^int\d*$/.test(type)) {
+    if (!/^-?\d+$/.test(text)) throw new Error('must be a whole number');
+    return text;
+  }
+  if (type === 'bool') {
+    if (text !== 'true' && text !== 'false') throw new Error('must be true or false');
+    return text === 'true';
+  }
+  if (type.startsWith('(')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new Error('must be a JSON array of the tuple\u2019s fields');
+    }
+  }
+  if (type.startsWith('bytes') && !/^0x([0-9a-fA-F]{2})*$/.test(text)) throw new Error('must be 0x-hex bytes');
+  return text;
+}
+
+/** The `args` of a signature from one text per parameter; the error names the argument. */
+export function readArgs(signature: string, texts: string[], names: (string | null)[], ctx: ArgContext): unknown[] {
+  return paramTypes(signature).map((type, i) => {
+    const text = (texts[i] ?? '').trim();
+    const label = `Argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
+    if (!text && !/\[\d*\]$/.test(type)) throw new Error(`${label} is empty.`);
+    try {
+      return readOne(type, text, ctx);
+    } catch (e) {
+      throw new Error(`${label} ${(e as Error).message}.`);
+    }
+  });
+}
+
+/** Whether `text` reads as a signature `name(type,…)` the API can encode (names of parameters are not allowed). */
+export function looksLikeSignature(text: string): boolean {
+  return /^[A-Za-z_$][A-Za-z0-9_$]*\((.*)\)$/.test(text) && !/\s\w+\s*[,)]/.test(text.replace(/\s+(?=[,)])/g, ''));
+}
+
+/** A sensible default for a parameter: a deadline twenty minutes from now. */
+export function defaultFor(name: string | null, type: string): string {
+  if (name === 'deadline' && /^uint/.test(type)) return String(Math.floor(Date.now() / 1000) + 20 * 60);
+  if (name === 'to' && type === 'address') return '$agent';
+  return '';
+}

@@ -1,0 +1,452 @@
+// The Wallet tab's call composer (docs/api.md §18): a contract (one the agent called before, a registry token of the
+// chain, one the policy names, or a pasted address), a function (ERC-20, WETH and Uniswap V2 router functions the
+// console knows, those of an ABI the policy names for that contract, or a typed signature), one field per argument
+// and an optional value; **Simulate** (`POST …/calls/simulate`, the agent token or owner authority) shows the call
+// as decoded, what it would do to the wallet ("You send / You receive / You allow") and the policy's verdict in
+// words; **Review and send** then confirms and sends it (`POST …/calls`, the agent's token only, with an
+// `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words.
+import { api, ApiError, type AgentDetail, type ChainInfo, type SimulatedCall, type Transfer } from './api';
+import { abiFunctions, argNames, callDetails, functionName, paramTypes, type Abis } from './calls';
+import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, typeHint, type ArgContext } from './call-args';
+import { clear, field, h, shortHex, uid } from './dom';
+import { FINAL, newKey, type SendHooks } from './send';
+import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
+
+const TYPED = '__typed';
+const OTHER = '';
+
+interface Composed {
+  chain: ChainInfo;
+  to: string;
+  signature: string;
+  args: unknown[];
+  value: string;
+}
+
+/** Contracts worth offering: registry tokens, contracts called before, contracts the policy names. */
+interface Known {
+  address: string;
+  label: string;
+  group: string;
+}
+
+export function callComposer(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
+  const known = chains.filter((c) => agent.chains.includes(c.name));
+  let abis: Abis | null = null;
+  let policyContracts: Known[] = [];
+  let calledBefore: Known[] = [];
+
+  const chain = h('select', { 'data-testid': 'call-chain' }, known.map((c) => h('option', { value: c.name }, c.name)));
+  const pick = h('select', { 'data-testid': 'call-contract-pick' });
+  const to = h('input', { type: 'text', class: 'mono', placeholder: '0x…', autocomplete: 'off', spellcheck: 'false', 'data-testid': 'call-to' });
+  const fnPick = h('select', { 'data-testid': 'call-function-pick' });
+  const signature = h('input', {
+    type: 'text',
+    class: 'mono',
+    placeholder: 'mint(address,uint256)',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    'data-testid': 'call-signature',
+  });
+  const signatureField = field('Function signature', signature, 'name(type,…) with the types only, as Solidity spells them.');
+  const fnNote = h('p', { class: 'muted small', 'data-testid': 'call-function-note' });
+  const argsBox = h('div', { class: 'call-arg-fields', 'data-testid': 'call-arg-fields' });
+  const value = h('input', { type: 'text', inputmode: 'decimal', placeholder: '0', autocomplete: 'off', 'data-testid': 'call-value' });
+  const valueField = field('Value sent with the call (optional)', value);
+  const formError = errorLine();
+  const simulateButton = h('button', { type: 'submit' }, 'Simulate');
+  const outcome = h('div', { class: 'call-outcome', 'data-testid': 'call-simulation', hidden: true, 'aria-live': 'polite' });
+  const review = h('div', { class: 'send-review', 'data-testid': 'call-review', hidden: true });
+  const result = h('div', { class: 'send-result', 'data-testid': 'call-result', hidden: true, role: 'status' });
+  let argInputs: HTMLInputElement[] = [];
+  let names: (string | null)[] = [];
+  let simulated: { composed: Composed; answer: SimulatedCall } | null = null;
+
+  const info = () => known.find((c) => c.name === chain.value) ?? null;
+  const ctx = (): ArgContext => ({
+    agent: agent.wallet_addresses[chain.value] ?? '',
+    tokens: (info()?.tokens ?? []).map((t) => ({ symbol: t.symbol, address: t.address })),
+  });
+
+  function fillContracts(): void {
+    const c = info();
+    const chosen = pick.value;
+    clear(pick);
+    pick.append(h('option', { value: OTHER }, 'Another contract (paste its address)'));
+    const groups: Known[] = [
+      ...(c?.tokens ?? []).map((t) => ({ address: t.address, label: `${t.symbol} token`, group: `Tokens on ${c?.name}` })),
+      ...calledBefore,
+      ...policyContracts,
+    ];
+    const seen = new Set<string>();
+    const byGroup = new Map<string, HTMLOptGroupElement>();
+    for (const k of groups) {
+      const key = k.address.toLowerCase();
+      if (seen.has(key)) continue;
+      seen.add(key);
+      let group = byGroup.get(k.group);
+      if (!group) {
+        group = h('optgroup', { label: k.group });
+        byGroup.set(k.group, group);
+        pick.append(group);
+      }
+      group.append(h('option', { value: k.address }, `${k.label} · ${shortHex(k.address, 6, 4)}`));
+    }
+    if ([...pick.options].some((o) => o.value === chosen)) pick.value = chosen;
+  }
+
+  /** The functions offered for the contract: its policy ABI's first, then those the console knows, then typing one. */
+  function fillFunctions(): void {
+    const chosen = fnPick.value;
+    clear(fnPick);
+    const fromAbi = /^0x[0-9a-fA-F]{40}$/.test(to.value.trim()) ? abiFunctions(chain.value, to.value.trim(), abis) : [];
+    if (fromAbi.length) {
+      fnPick.append(h('optgroup', { label: 'From the policy\u2019s ABI of this contract' }, fromAbi.map((f) => h('option', { value: f.signature }, f.signature))));
+    }
+    const groups = [...new Set(KNOWN_FUNCTIONS.map((f) => f.group))];
+    for (const g of groups) {
+      fnPick.append(
+        h('optgroup', { label: g }, KNOWN_FUNCTIONS.filter((f) => f.group === g).map((f) => h('option', { value: f.signature }, f.signature))),
+      );
+    }
+    fnPick.append(h('option', { value: TYPED }, 'Another function (type its signature)'));
+    if ([...fnPick.options].some((o) => o.value === chosen)) fnPick.value = chosen;
+  }
+
+  const currentSignature = () => (fnPick.value === TYPED ? signature.value.trim().replace(/\s+/g, '') : fnPick.value);
+
+  /** One field per parameter of the chosen function, kept where the same parameter stays. */
+  function renderArgs(): void {
+    const sig = currentSignature();
+    signatureField.hidden = fnPick.value !== TYPED;
+    const knownFn = KNOWN_FUNCTIONS.find((f) => f.signature === sig);
+    const fromAbi = abiFunctions(chain.value, to.value.trim(), abis).find((f) => f.signature === sig);
+    fnNote.textContent = knownFn?.note ?? '';
+    const payable = knownFn?.payable ?? fromAbi?.payable ?? true;
+    valueField.querySelector('small')?.remove();
+    const symbol = info()?.native_symbol ?? 'ETH';
+    const hint = h(
+      'small',
+      { class: 'hint' },
+      payable ? `In whole ${symbol} (e.g. 0.01), sent to the contract with the call.` : `This function does not take ${symbol}; leave it empty.`,
+    );
+    valueField.append(hint);
+    valueField.querySelector('label')!.textContent = `Value in ${symbol} (optional)`;
+    const old = new Map(argInputs.map((input, i) => [`${i}:${input.dataset.type}`, input.value]));
+    clear(argsBox);
+    argInputs = [];
+    const types = looksLikeSignature(sig) ? paramTypes(sig) : [];
+    names = types.length ? argNames(chain.value, { to: to.value.trim(), selector: null, function: sig, args: null }, abis) : [];
+    if (fromAbi) names = fromAbi.names;
+    if (!types.length) {
+      argsBox.append(h('p', { class: 'muted small' }, sig && !looksLikeSignature(sig) ? 'Type a signature such as mint(address,uint256).' : 'This function takes no arguments.'));
+      return;
+    }
+    argsBox.append(h('h3', { class: 'small-heading' }, 'Arguments'));
+    types.forEach((type, i) => {
+      const name = names[i] ?? null;
+      const input = h('input', {
+        type: 'text',
+        class: 'mono',
+        autocomplete: 'off',
+        spellcheck: 'false',
+        'data-type': type,
+        'data-arg': name ?? String(i),
+        value: old.get(`${i}:${type}`) ?? defaultFor(name, type),
+      });
+      argInputs.push(input);
+      const label = `${name ?? `Argument ${i}`} (${type})`;
+      const f = field(label, input, typeHint(type));
+      if (type === 'address') {
+        const mine = h('button', { type: 'button', class: 'secondary small', onclick: () => { input.value = '$agent'; stale(); } }, 'My address');
+        f.querySelector('input')?.after(h('div', { class: 'row tight' }, mine));
+      }
+      argsBox.append(f);
+    });
+  }
+
+  /** Any edit makes the last simulation stale: sending always follows a simulation of what the form says. */
+  function stale(): void {
+    simulated = null;
+    outcome.hidden = true;
+    review.hidden = true;
+    clear(review);
+  }
+
+  chain.addEventListener('change', () => {
+    fillContracts();
+    fillFunctions();
+    renderArgs();
+    stale();
+  });
+  pick.addEventListener('change', () => {
+    if (pick.value) to.value = pick.value;
+    fillFunctions();
+    suggestFunction();
+    renderArgs();
+    stale();
+    if (!pick.value) to.focus();
+  });
+  to.addEventListener('input', () => {
+    fillFunctions();
+    renderArgs();
+    stale();
+  });
+  fnPick.addEventListener('change', () => {
+    renderArgs();
+    stale();
+    if (fnPick.value === TYPED) signature.focus();
+  });
+  signature.addEventListener('input', () => {
+    renderArgs();
+    stale();
+  });
+  value.addEventListener('input', stale);
+  argsBox.addEventListener('input', stale);
+
+  /** A registry WETH suggests deposit, another registry token approve. */
+  function suggestFunction(): void {
+    const t = info()?.tokens.find((k) => k.address.toLowerCase() === to.value.trim().toLowerCase());
+    if (!t) return;
+    fnPick.value = t.symbol === 'WETH' ? 'deposit()' : 'approve(address,uint256)';
+  }
+
+  // What the console learns as it opens: the policy's ABIs and contracts, the contracts this agent called.
+  void api
+    .policy(agent.id, token)
+    .then((p) => {
+      const calls = (p as { calls?: { abis?: Abis; rules?: { to?: unknown; function?: unknown }[] } | null }).calls;
+      abis = calls?.abis ?? null;
+      const fromRules = (calls?.rules ?? [])
+        .filter((r) => typeof r.to === 'string' && /^0x[0-9a-fA-F]{40}$/.test(r.to))
+        .map((r) => ({ address: String(r.to), label: typeof r.function === 'string' && r.function !== '*' ? `rule on ${functionName(r.function)}` : 'a rule', group: 'Named in the policy' }));
+      const fromAbis = Object.keys(abis ?? {})
+        .filter((k) => k.toLowerCase().startsWith(`${chain.value.toLowerCase()}:`))
+        .map((k) => ({ address: k.slice(k.indexOf(':') + 1), label: 'ABI in the policy', group: 'Named in the policy' }));
+      policyContracts = [...fromRules, ...fromAbis];
+      fillContracts();
+      fillFunctions();
+      renderArgs();
+    })
+    .catch(() => {});
+  void api
+    .transactions(agent.id, token, 100, null)
+    .then((entries) => {
+      calledBefore = entries
+        .filter((e) => e.kind === 'call')
+        .map((e) => ({ address: e.to, label: `called before (${e.chain})`, group: 'Called by this agent' }));
+      fillContracts();
+    })
+    .catch(() => {});
+
+  function compose(): Composed {
+    const c = info();
+    if (!c) throw new Error('Choose a chain.');
+    const address = to.value.trim();
+    if (!/^0x[0-9a-fA-F]{40}$/.test(address)) throw new Error('The contract must be a 0x address of 40 hex digits: pick one or paste it.');
+    const sig = currentSignature();
+    if (!looksLikeSignature(sig)) throw new Error('The function must be a signature such as mint(address,uint256), types only.');
+    const v = value.value.trim();
+    if (v && !/^\d+(\.\d+)?$/.test(v)) throw new Error(`The value must be a decimal number of ${c.native_symbol}, such as 0.01.`);
+    const args = readArgs(sig, argInputs.map((i) => i.value), names, ctx());
+    return { chain: c, to: address, signature: sig, args, value: v || '0' };
+  }
+
+  const body = (d: Composed) => ({ chain: d.chain.name, to: d.to, function: d.signature, args: d.args, ...(d.value !== '0' ? { value: d.value } : {}) });
+
+  const form = h(
+    'form',
+    { class: 'call-form', 'aria-label': 'Compose a contract call' },
+    h('div', { class: 'inline-form' }, field('Chain', chain), field('Known contract', pick)),
+    field('Contract address', to, 'Pick a known contract above, or paste the address of another.'),
+    field('Function', fnPick),
+    signatureField,
+    fnNote,
+    argsBox,
+    valueField,
+    formError.el,
+    h('div', { class: 'row' }, simulateButton),
+  );
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    formError.clear();
+    result.hidden = true;
+    stale();
+    let composed: Composed;
+    try {
+      composed = compose();
+    } catch (e) {
+      formError.show(e);
+      return;
+    }
+    simulateButton.disabled = true;
+    clear(outcome);
+    outcome.hidden = false;
+    outcome.append(h('p', { class: 'muted' }, 'Simulating from the agent\u2019s wallet…'));
+    try {
+      const answer = await api.simulateCall(agent.id, token, body(composed));
+      simulated = { composed, answer };
+      showOutcome(composed, answer);
+    } catch (e) {
+      clear(outcome);
+      const reverted = e instanceof ApiError && e.code === 'call_reverted';
+      outcome.append(
+        h(
+          'p',
+          { class: 'form-error', role: 'alert', 'data-testid': 'call-verdict', 'data-result': reverted ? 'reverted' : 'error' },
+          h('strong', {}, reverted ? 'It would revert: ' : 'Not simulated: '),
+          errorText(e),
+        ),
+      );
+    } finally {
+      simulateButton.disabled = false;
+    }
+  });
+
+  function verdictLine(answer: SimulatedCall): HTMLElement {
+    const d = answer.decision;
+    const words =
+      d.result === 'allow'
+        ? [h('strong', {}, 'Allowed: '), 'the policy lets the agent make this call (its limits and the cap included); sending signs and sends it.']
+        : d.result === 'approve'
+          ? [h('strong', {}, 'Would be held for approval: '), 'sending submits it, and nothing is signed until the owner approves it.']
+          : [h('strong', {}, 'Refused: '), d.message ?? 'the policy refuses it', ` (${d.code ?? 'policy_denied'}${d.rule ? `, rule ${d.rule}` : ''})`];
+    return h('p', { class: d.result === 'deny' ? 'form-error' : 'verdict', 'data-testid': 'call-verdict', 'data-result': d.result }, ...words);
+  }
+
+  function showOutcome(composed: Composed, answer: SimulatedCall): void {
+    clear(outcome);
+    const fields = { kind: 'call', chain: composed.chain.name, call: answer.call, simulation: answer.simulation };
+    outcome.append(h('h3', {}, 'What it would do'), callDetails(fields, chains, abis), verdictLine(answer));
+    if (answer.decision.result === 'deny') return;
+    const next = h('button', { type: 'button', onclick: () => showReview() }, 'Review and send');
+    outcome.append(h('div', { class: 'row' }, next));
+  }
+
+  function showReview(): void {
+    if (!simulated) return;
+    const { composed, answer } = simulated;
+    clear(review);
+    review.hidden = false;
+    const from = agent.wallet_addresses[composed.chain.name] ?? '';
+    if (!token) {
+      review.append(
+        agentTokenPrompt(agent.id, {
+          title: 'Sending a call needs the agent\u2019s own token',
+          why: 'A call acts as the agent, under its spending cap and policy: the service takes only the agent\u2019s access token for it (the simulation above works with owner authority). Give the token to send from here.',
+          testid: 'call-needs-agent-token',
+        }),
+      );
+      return;
+    }
+    const key = newKey();
+    const held = answer.decision.result === 'approve';
+    const confirm = h('button', { type: 'button', 'data-testid': 'call-confirm' }, held ? 'Submit for approval' : 'Send the call');
+    const back = h('button', { type: 'button', class: 'secondary', onclick: () => { review.hidden = true; } }, 'Back');
+    const sendError = errorLine();
+    review.append(
+      h('h3', {}, 'Review'),
+      h(
+        'dl',
+        { class: 'facts-list' },
+        h('dt', {}, 'Call'),
+        h('dd', {}, h('strong', { class: 'mono', title: composed.signature }, functionName(composed.signature)), ' on ', h('code', { class: 'mono' }, composed.to)),
+        h('dt', {}, 'From'),
+        h('dd', {}, h('code', { class: 'mono' }, from), ` on ${composed.chain.name}`),
+        h('dt', {}, 'Value'),
+        h('dd', {}, `${composed.value} ${composed.chain.native_symbol}`),
+      ),
+      h('p', { class: 'muted small' }, 'The service simulates it again as it will be signed and judges it by the policy at that moment. A call on chain cannot be undone.'),
+      h('div', { class: 'row' }, confirm, back),
+      sendError.el,
+    );
+    confirm.addEventListener('click', async () => {
+      confirm.disabled = true;
+      sendError.clear();
+      try {
+        const sent = await api.sendCall(agent.id, token, body(composed), key);
+        review.hidden = true;
+        showResult(sent.body);
+        hooks.onChange();
+      } catch (e) {
+        review.hidden = true;
+        showRefusal(e);
+      } finally {
+        confirm.disabled = false;
+      }
+    });
+    confirm.focus();
+  }
+
+  function showRefusal(e: unknown): void {
+    clear(result);
+    result.hidden = false;
+    result.dataset.status = 'refused';
+    result.dataset.code = e instanceof ApiError ? e.code : 'error';
+    result.append(h('p', { class: 'form-error', role: 'alert' }, h('strong', {}, 'Not sent: '), errorText(e)));
+  }
+
+  function showResult(t: Transfer): void {
+    clear(result);
+    result.hidden = false;
+    result.dataset.transferId = t.id;
+    const line = h('p', { 'data-testid': 'call-line' });
+    const statusEl = h('span', { 'data-testid': 'call-status' });
+    const render = (x: Transfer) => {
+      result.dataset.status = x.status;
+      statusEl.className = `status status-${x.status}`;
+      statusEl.textContent = x.status.replace('_', ' ');
+      clear(line);
+      if (x.status === 'awaiting_approval') {
+        line.append('Waits for the owner\u2019s approval; nothing is signed yet. ');
+        if (hooks.openApproval) {
+          line.append(h('a', { href: `#/agents/${agent.id}/approvals`, onclick: (ev: Event) => { ev.preventDefault(); hooks.openApproval?.(x.id); } }, 'Review it in Approvals'));
+        }
+      } else if (x.tx_hash) {
+        line.append('Transaction ', txHashLink(x.chain, x.tx_hash, x.explorer_url), x.block_number ? ` in block ${x.block_number}` : '', '.');
+      }
+    };
+    render(t);
+    result.append(h('p', {}, h('strong', {}, t.status === 'awaiting_approval' ? 'Submitted for approval: ' : 'Sent: '), `the call on ${t.chain} `, statusEl), line);
+    if (!FINAL.has(t.status)) void follow(t.id, render);
+  }
+
+  async function follow(id: string, render: (t: Transfer) => void): Promise<void> {
+    for (let i = 0; i < 150; i++) {
+      await new Promise((r) => setTimeout(r, 1500));
+      if (!result.isConnected || result.dataset.transferId !== id) return;
+      try {
+        const t = await api.transfer(agent.id, token, id);
+        render(t);
+        if (FINAL.has(t.status)) {
+          hooks.onChange();
+          return;
+        }
+      } catch {
+        // a failed read is tried again
+      }
+    }
+  }
+
+  fillContracts();
+  fillFunctions();
+  renderArgs();
+
+  const heading = uid('compose-call');
+  return h(
+    'section',
+    { class: 'card compose-call', 'aria-labelledby': heading, 'data-testid': 'call-composer' },
+    h('h2', { id: heading }, 'Call a contract'),
+    h(
+      'p',
+      { class: 'muted' },
+      'Pick a contract and a function and fill in its arguments, then simulate: you see what the call would do to this wallet and what the policy says, before anything is signed.',
+      token ? '' : ' Simulating works as the owner; sending needs the agent\u2019s own token.',
+    ),
+    form,
+    outcome,
+    review,
+    result,
+  );
+}
