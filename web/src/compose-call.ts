@@ -30,7 +30,13 @@ interface Known {
   group: string;
 }
 
-export function callComposer(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SendHooks): HTMLElement {
+export interface CallComposer {
+  el: HTMLElement;
+  /** Reads what the composer offers (the policy's contracts and ABIs, the contracts called before): once, when shown. */
+  load(): void;
+}
+
+export function callComposer(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SendHooks): CallComposer {
   const known = chains.filter((c) => agent.chains.includes(c.name));
   let abis: Abis | null = null;
   let policyContracts: Known[] = [];
@@ -211,33 +217,35 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     fnPick.value = t.symbol === 'WETH' ? 'deposit()' : 'approve(address,uint256)';
   }
 
-  // What the console learns as it opens: the policy's ABIs and contracts, the contracts this agent called.
-  void api
-    .policy(agent.id, token)
-    .then((p) => {
-      const calls = (p as { calls?: { abis?: Abis; rules?: { to?: unknown; function?: unknown }[] } | null }).calls;
-      abis = calls?.abis ?? null;
-      const fromRules = (calls?.rules ?? [])
-        .filter((r) => typeof r.to === 'string' && /^0x[0-9a-fA-F]{40}$/.test(r.to))
-        .map((r) => ({ address: String(r.to), label: typeof r.function === 'string' && r.function !== '*' ? `rule on ${functionName(r.function)}` : 'a rule', group: 'Named in the policy' }));
-      const fromAbis = Object.keys(abis ?? {})
-        .filter((k) => k.toLowerCase().startsWith(`${chain.value.toLowerCase()}:`))
-        .map((k) => ({ address: k.slice(k.indexOf(':') + 1), label: 'ABI in the policy', group: 'Named in the policy' }));
-      policyContracts = [...fromRules, ...fromAbis];
-      fillContracts();
-      fillFunctions();
-      renderArgs();
-    })
-    .catch(() => {});
-  void api
-    .transactions(agent.id, token, 100, null)
-    .then((entries) => {
-      calledBefore = entries
-        .filter((e) => e.kind === 'call')
-        .map((e) => ({ address: e.to, label: `called before (${e.chain})`, group: 'Called by this agent' }));
-      fillContracts();
-    })
-    .catch(() => {});
+  // What the composer learns when it is first shown: the policy's ABIs and contracts, the contracts this agent called.
+  const learn = () => {
+    void api
+      .policy(agent.id, token)
+      .then((p) => {
+        const calls = (p as { calls?: { abis?: Abis; rules?: { to?: unknown; function?: unknown }[] } | null }).calls;
+        abis = calls?.abis ?? null;
+        const fromRules = (calls?.rules ?? [])
+          .filter((r) => typeof r.to === 'string' && /^0x[0-9a-fA-F]{40}$/.test(r.to))
+          .map((r) => ({ address: String(r.to), label: typeof r.function === 'string' && r.function !== '*' ? `rule on ${functionName(r.function)}` : 'a rule', group: 'Named in the policy' }));
+        const fromAbis = Object.keys(abis ?? {})
+          .filter((k) => k.toLowerCase().startsWith(`${chain.value.toLowerCase()}:`))
+          .map((k) => ({ address: k.slice(k.indexOf(':') + 1), label: 'ABI in the policy', group: 'Named in the policy' }));
+        policyContracts = [...fromRules, ...fromAbis];
+        fillContracts();
+        fillFunctions();
+        renderArgs();
+      })
+      .catch(() => {});
+    void api
+      .transactions(agent.id, token, 100, null)
+      .then((entries) => {
+        calledBefore = entries
+          .filter((e) => e.kind === 'call')
+          .map((e) => ({ address: e.to, label: `called before (${e.chain})`, group: 'Called by this agent' }));
+        fillContracts();
+      })
+      .catch(() => {});
+  };
 
   function compose(): Composed {
     const c = info();
@@ -434,7 +442,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   renderArgs();
 
   const heading = uid('compose-call');
-  return h(
+  const el = h(
     'section',
     { class: 'card compose-call', 'aria-labelledby': heading, 'data-testid': 'call-composer' },
     h('h2', { id: heading }, 'Call a contract'),
@@ -449,4 +457,13 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     review,
     result,
   );
+  let learnt = false;
+  return {
+    el,
+    load() {
+      if (learnt) return;
+      learnt = true;
+      learn();
+    },
+  };
 }

@@ -194,6 +194,13 @@ export function walletPanel(
   });
   refreshButton.addEventListener('click', () => void refreshBalances());
 
+  const composer = callComposer(agent, token, chains, {
+    onChange: () => {
+      void refreshBalances();
+      onMoved();
+    },
+    openApproval,
+  });
   const el = h(
     'section',
     { 'aria-labelledby': heading },
@@ -214,13 +221,7 @@ export function walletPanel(
       },
       openApproval,
     }),
-    callComposer(agent, token, chains, {
-      onChange: () => {
-        void refreshBalances();
-        onMoved();
-      },
-      openApproval,
-    }),
+    composer.el,
     keysPanel(agent, token, chains, () => {
       void refreshBalances();
       onMoved();
@@ -233,6 +234,7 @@ export function walletPanel(
     load() {
       if (loaded) return;
       loaded = true;
+      composer.load();
       void refreshBalances();
       void loadQr();
     },
