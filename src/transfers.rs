@@ -384,6 +384,7 @@ fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::
             code: e.code().into(),
             rule: e.policy_rule().map(|rule| rule.as_str().into()),
             limit: e.over_limit().map(str::to_owned),
+            denial: e.call_denial().map(str::to_owned),
         }),
     }
 }

@@ -332,6 +332,7 @@ mod tests {
                     code: code.into(),
                     rule: rule.map(Into::into),
                     limit: None,
+                    denial: None,
                 },
             })
         };

@@ -168,6 +168,14 @@ impl TransferError {
         }
     }
 
+    /// Why the `calls` rules refused a call, in words (the rule, and the condition with the value it had).
+    pub fn call_denial(&self) -> Option<&str> {
+        match self {
+            Self::CallDenied(words) => Some(words),
+            _ => None,
+        }
+    }
+
     /// A refusal over a limit in words, with the decision's figures.
     pub fn over_limit(&self) -> Option<&str> {
         match self {

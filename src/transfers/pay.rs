@@ -217,6 +217,7 @@ impl Transfers {
                         PayError::Transfer(e) => e.over_limit().map(str::to_owned),
                         _ => None,
                     },
+                    denial: None,
                 },
             }),
         };

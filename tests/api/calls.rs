@@ -184,6 +184,18 @@ async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed(
     assert_eq!(simulated["decision"]["result"], "deny", "{simulated}");
     assert_eq!(simulated["decision"]["rule"], "call_denied", "{simulated}");
     assert_eq!(simulated["decision"]["message"], message.as_str(), "{simulated}");
+    // The audit keeps the same words with the refusal.
+    let path = format!("/api/agents/{}/audit", s.agent.id);
+    let (status, entries) = s.app.request(Method::GET, &path, Some(&s.agent.token), None).await;
+    assert_eq!(status, StatusCode::OK, "{entries}");
+    let denied = entries
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|e| e["action"] == "transfer_refused" && e["detail"]["rule"] == "call_denied")
+        .expect("the refusal is audited")
+        .clone();
+    assert_eq!(denied["detail"]["denial"].as_str(), Some(&named[..]), "{denied}");
 
     let (status, body) = post(&s, "calls", approve(&s, s.uni.router, U256::from(100 * USDC))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");

@@ -338,8 +338,18 @@ export function refusalText(
       return `The recipient ${detail.to ? shortHex(String(detail.to), 8, 6) + ' ' : ''}is on the policy's blocked list.`;
     case 'host_not_allowed':
       return `The host ${detail.host ?? ''} is not among the policy's allowed hosts${policy?.allowed_hosts ? ` (${policy.allowed_hosts.join(', ')})` : ''}.`;
-    case 'call_denied':
+    case 'call_denied': {
+      // The service names the rule and the condition (an audit entry's `denial`, an error's message); an older
+      // refusal kept only the rule.
+      const said =
+        typeof detail.denial === 'string'
+          ? detail.denial
+          : typeof detail.message === 'string'
+            ? /\(rule call_denied\): (.*)$/.exec(detail.message)?.[1]
+            : undefined;
+      if (said) return `Refused by the calls rules: ${said}${said.endsWith('.') ? '' : '.'}`;
       return `No rule of the policy's calls allows ${detail.function ? `${detail.function}` : detail.primary_type ? `signing ${detail.primary_type}` : 'this call'}${detail.to ? ` on ${shortHex(String(detail.to), 6, 4)}` : ''}.`;
+    }
     case 'unlimited_approval':
       return 'It would grant an unlimited allowance, which the policy refuses (allow_unlimited_approvals is off).';
   }

@@ -363,6 +363,27 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     );
     assert.equal(await composer.getByRole('button', { name: 'Review and send' }).count(), 0, 'a refused call is not offered for sending');
     await assertFits('c10-compose-refused');
+
+    // The agent asks the same through the API: refused in the same words, and History shows them from the audit.
+    const refused = await api(
+      'POST',
+      `/api/agents/${agentId}/calls`,
+      { chain: 'base', to: token, function: 'approve(address,uint256)', args: [DEV, '1'] },
+      asAgent(),
+    );
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.details.rule, 'call_denied');
+    const words = /\(rule call_denied\): (.*)$/.exec(refused.body.error.message)?.[1];
+    assert.ok(words?.startsWith('rule 1 (approve(address,uint256) on '), refused.body.error.message);
+    assert.ok(text.includes(words), `the simulation said the same: ${text}`);
+    await page.getByRole('tab', { name: 'History' }).click();
+    const row = page.locator('[data-testid="activity-row"][data-activity="refused"]');
+    await row.first().waitFor();
+    const reason = row.first().getByTestId('activity-reason');
+    assert.equal(await reason.getAttribute('data-rule'), 'call_denied');
+    assert.equal((await reason.textContent()).includes(`Refused by the calls rules: ${words}.`), true, await reason.textContent());
+    await shot('c10-history-refused-call');
+    await page.getByRole('tab', { name: 'Wallet' }).click();
   });
 
   it('wraps ETH with a composed deposit and a value; over the rule\'s value condition it is refused naming it', async () => {

@@ -198,6 +198,10 @@ pub struct Refused {
     /// Over a limit (`per_transfer`, `per_day`, `per_week`): the refusal in words with the decision's figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
+    /// A contract call the `calls` rules refused (`call_denied`): why, in words — the rule that denied it, or the
+    /// rule and the condition it did not meet with the value the call had (§18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denial: Option<String>,
 }
 
 /// `transfer_accepted`.

@@ -87,6 +87,7 @@ fn refused(code: &str, rule: Option<&str>) -> Refused {
         code: s(code),
         rule: rule.map(s),
         limit: None,
+        denial: None,
     }
 }
 
@@ -259,6 +260,18 @@ fn examples(action: Action) -> Vec<(Detail, &'static str)> {
                     refused: refused("simulation_failed", None),
                 }),
                 r#"{"amount":"0","chain":"base","code":"simulation_failed","kind":"call","to":"0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"}"#,
+            ),
+            (
+                Detail::TransferRefused(TransferRefused {
+                    asked: Asked::Call(call(false)),
+                    refused: Refused {
+                        denial: Some(s(
+                            "rule 1 (deposit() on any contract) did not allow it: value must be 0; it was 1",
+                        )),
+                        ..refused("policy_denied", Some("call_denied"))
+                    },
+                }),
+                r#"{"amount":"0","chain":"base","code":"policy_denied","denial":"rule 1 (deposit() on any contract) did not allow it: value must be 0; it was 1","kind":"call","rule":"call_denied","to":"0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"}"#,
             ),
             (
                 Detail::TransferRefused(TransferRefused {
