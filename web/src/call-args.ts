@@ -114,9 +114,14 @@ export function readArgs(signature: string, texts: string[], names: (string | nu
   });
 }
 
-/** Whether `text` reads as a signature `name(type,…)` the API can encode (names of parameters are not allowed). */
+/** A typed signature without the spaces around its commas and parentheses. */
+export function tidySignature(text: string): string {
+  return text.trim().replace(/\s*([,()])\s*/g, '$1');
+}
+
+/** Whether `text` reads as a signature `name(type,…)`: types only, no parameter names (no space left inside). */
 export function looksLikeSignature(text: string): boolean {
-  return /^[A-Za-z_$][A-Za-z0-9_$]*\((.*)\)$/.test(text) && !/\s\w+\s*[,)]/.test(text.replace(/\s+(?=[,)])/g, ''));
+  return /^[A-Za-z_$][A-Za-z0-9_$]*\(\S*\)$/.test(text);
 }
 
 /** A sensible default for a parameter: a deadline twenty minutes from now. */

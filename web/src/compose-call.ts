@@ -7,7 +7,7 @@
 // `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words.
 import { api, ApiError, type AgentDetail, type ChainInfo, type SimulatedCall, type Transfer } from './api';
 import { abiFunctions, argNames, callDetails, functionName, paramTypes, type Abis } from './calls';
-import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, typeHint, type ArgContext } from './call-args';
+import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, tidySignature, typeHint, type ArgContext } from './call-args';
 import { clear, field, h, shortHex, uid } from './dom';
 import { FINAL, newKey, type SendHooks } from './send';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
@@ -119,7 +119,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     if ([...fnPick.options].some((o) => o.value === chosen)) fnPick.value = chosen;
   }
 
-  const currentSignature = () => (fnPick.value === TYPED ? signature.value.trim().replace(/\s+/g, '') : fnPick.value);
+  const currentSignature = () => (fnPick.value === TYPED ? tidySignature(signature.value) : fnPick.value);
 
   /** One field per parameter of the chosen function, kept where the same parameter stays. */
   function renderArgs(): void {
