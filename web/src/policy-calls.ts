@@ -5,6 +5,7 @@
 // object: a change in the fields rewrites the JSON, valid JSON redraws the fields.
 import { clear, field, h, uid } from './dom';
 import { fieldProblem, type FieldProblem } from './ui';
+import { argNames, functionName, paramTypes, type Abis } from './calls';
 
 type Json = Record<string, unknown>;
 
@@ -67,7 +68,7 @@ interface ConditionList {
  * The conditions of one rule on its arguments (`args`: argument, operator, value per row) or on the call's value
  * (`value`: operator and value per row, under the key "value"); several rows on one argument must all hold.
  */
-function conditionList(n: number, kind: 'args' | 'value', initial: unknown): ConditionList {
+function conditionList(n: number, kind: 'args' | 'value', initial: unknown, params: string | null = null): ConditionList {
   const list = h('div', { class: 'condition-rows', 'data-testid': kind === 'args' ? 'arg-conditions' : 'value-conditions' });
   const rows: { key: HTMLInputElement | null; op: HTMLSelectElement; value: HTMLInputElement; el: HTMLElement }[] = [];
   const what = kind === 'args' ? 'condition' : 'value condition';
@@ -90,7 +91,7 @@ function conditionList(n: number, kind: 'args' | 'value', initial: unknown): Con
   function addRow(key: string, op: string, operand: string): void {
     const keyInput =
       kind === 'args'
-        ? h('input', { type: 'text', class: 'mono cond-key', value: key, placeholder: '0 or name', autocomplete: 'off', spellcheck: 'false' })
+        ? h('input', { type: 'text', class: 'mono cond-key', value: key, placeholder: '0 or name', autocomplete: 'off', spellcheck: 'false', list: params })
         : null;
     const opSelect = h('select', { class: 'cond-op' }, OPERATORS.map(([v, label]) => h('option', { value: v }, label)));
     opSelect.value = OPERATORS.some(([v]) => v === op) ? op : 'eq';
@@ -254,7 +255,23 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
       const chain = textInput(typeof rule.chain === 'string' ? rule.chain : '', `Rule ${n} chain`, 'base or *');
       const to = textInput(typeof rule.to === 'string' ? rule.to : '', `Rule ${n} contract`, '0x… or *');
       const fn = textInput(typeof rule.function === 'string' ? rule.function : '', `Rule ${n} function`, 'approve(address,uint256) or *');
-      const args = conditionList(n, 'args', rule.args);
+      // The function's parameters, offered in each argument field: positions with their names and types.
+      const params = h('datalist', { id: uid('params') });
+      const fillParams = () => {
+        clear(params);
+        const text = fn.value.trim();
+        const inputs = paramTypes(text).map((p) => p.split(/\s+/));
+        const canonical = `${functionName(text)}(${inputs.map((p) => p[0]).join(',')})`;
+        const known = argNames(typeof rule.chain === 'string' ? rule.chain : '', { to: to.value.trim(), selector: null, function: canonical, args: null }, (model.abis ?? null) as Abis | null);
+        inputs.forEach((p, i) => {
+          const name = p.length > 1 ? p[p.length - 1] : known[i];
+          params.append(h('option', { value: String(i), label: `${name ? `${name} ` : ''}(${p[0]})` }));
+          if (name) params.append(h('option', { value: name, label: `argument ${i} (${p[0]})` }));
+        });
+      };
+      fillParams();
+      fn.addEventListener('input', fillParams);
+      const args = conditionList(n, 'args', rule.args, params.id);
       const value = conditionList(n, 'value', rule.value === undefined ? undefined : { value: rule.value });
       const argsP = fieldProblem(args.el);
       const valueP = fieldProblem(value.el);
@@ -268,7 +285,7 @@ export function callsEditor(initial: unknown, defaultChain: string): CallsEditor
           labelled('to', 'Contract', to),
           labelled('function', 'Function', fn, 'wide'),
         ),
-        h('div', { class: 'conditions' }, h('h4', {}, 'Argument conditions'), args.el, argsP.el),
+        h('div', { class: 'conditions' }, h('h4', {}, 'Argument conditions'), params, args.el, argsP.el),
         h('div', { class: 'conditions' }, h('h4', {}, 'Value condition (whole native units)'), value.el, valueP.el),
       );
       read = () => {

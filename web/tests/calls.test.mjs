@@ -208,7 +208,7 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     assert.equal(await rules.count(), 2);
     assert.equal(await page.getByRole('textbox', { name: 'Rule 1 function' }).inputValue(), 'approve(address,uint256)');
     assert.equal((await page.getByRole('textbox', { name: 'Rule 1 contract' }).inputValue()).toLowerCase(), token.toLowerCase());
-    assert.equal(await page.getByRole('textbox', { name: 'Rule 1 condition 1 argument' }).inputValue(), '0');
+    assert.equal(await page.getByRole('combobox', { name: 'Rule 1 condition 1 argument' }).inputValue(), '0');
     assert.equal(await page.getByRole('combobox', { name: 'Rule 1 condition 1 operator' }).inputValue(), 'eq');
     assert.equal((await page.getByRole('textbox', { name: 'Rule 1 condition 1 value' }).inputValue()).toLowerCase(), router.toLowerCase());
     assert.equal(await page.getByRole('textbox', { name: 'Rule 2 function' }).inputValue(), SWAP);
@@ -267,9 +267,12 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     assert.ok(agentId, 'needs the set-up');
     await page.getByRole('tab', { name: 'Policy' }).click();
     // The saved rule's condition reads as fields: argument 0, eq, the router.
-    const arg = page.getByRole('textbox', { name: 'Rule 1 condition 1 argument' });
+    const arg = page.getByRole('combobox', { name: 'Rule 1 condition 1 argument' });
     await arg.waitFor();
     assert.equal(await arg.inputValue(), '0');
+    // The argument field offers the function's parameters (known names for approve).
+    const offered = page.locator('[data-testid="call-rule"][data-index="0"] datalist option[value="0"]');
+    assert.equal(await offered.getAttribute('label'), 'spender (address)');
     const op = page.getByRole('combobox', { name: 'Rule 1 condition 1 operator' });
     assert.equal(await op.inputValue(), 'eq');
     const operand = page.getByRole('textbox', { name: 'Rule 1 condition 1 value' });
