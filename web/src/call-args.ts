@@ -130,3 +130,13 @@ export function defaultFor(name: string | null, type: string): string {
   if (name === 'to' && type === 'address') return '$agent';
   return '';
 }
+
+/** Base units as whole units of a token with `decimals` (exact, trailing zeros dropped); null when not digits. */
+export function wholeUnits(base: string, decimals: number): string | null {
+  const text = base.trim();
+  if (!/^\d+$/.test(text)) return null;
+  const digits = BigInt(text).toString().padStart(decimals + 1, '0');
+  const whole = digits.slice(0, digits.length - decimals);
+  const fraction = digits.slice(digits.length - decimals).replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : whole;
+}

@@ -7,12 +7,14 @@
 // `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words.
 import { api, ApiError, type AgentDetail, type ChainInfo, type SimulatedCall, type Transfer } from './api';
 import { abiFunctions, argNames, callDetails, functionName, paramTypes, type Abis } from './calls';
-import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, tidySignature, typeHint, type ArgContext } from './call-args';
+import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, tidySignature, typeHint, wholeUnits, type ArgContext } from './call-args';
 import { clear, field, h, shortHex, uid } from './dom';
 import { FINAL, newKey, type SendHooks } from './send';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 
 const TYPED = '__typed';
+/** Functions of a token whose integer argument is an amount of that token. */
+const AMOUNT_OF_TOKEN = new Set(['approve(address,uint256)', 'transfer(address,uint256)', 'withdraw(uint256)']);
 const OTHER = '';
 
 interface Composed {
@@ -163,6 +165,18 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       argInputs.push(input);
       const label = `${name ?? `Argument ${i}`} (${type})`;
       const f = field(label, input, typeHint(type));
+      // An amount of the registry token called, read back in whole units as it is typed.
+      const tokenCalled = info()?.tokens.find((t) => t.address.toLowerCase() === to.value.trim().toLowerCase());
+      if (tokenCalled && /^uint/.test(type) && AMOUNT_OF_TOKEN.has(sig)) {
+        const units = h('small', { class: 'hint', 'data-testid': 'call-arg-units', 'aria-live': 'polite' });
+        const show = () => {
+          const whole = wholeUnits(input.value, tokenCalled.decimals);
+          units.textContent = whole === null ? '' : `= ${whole} ${tokenCalled.symbol}`;
+        };
+        input.addEventListener('input', show);
+        show();
+        f.append(units);
+      }
       if (type === 'address') {
         const mine = h('button', { type: 'button', class: 'secondary small', onclick: () => { input.value = '$agent'; stale(); } }, 'My address');
         f.querySelector('input')?.after(h('div', { class: 'row tight' }, mine));

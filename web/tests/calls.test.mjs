@@ -314,6 +314,12 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const composer = page.getByTestId('call-composer');
     await composer.waitFor();
+    // A registry token is offered (approve suggested), and an amount of it reads back in whole units.
+    const usdc = composer.locator('optgroup[label="Tokens on base"] option', { hasText: 'USDC' }).first();
+    await composer.getByTestId('call-contract-pick').selectOption(await usdc.getAttribute('value'));
+    assert.equal(await composer.getByTestId('call-function-pick').inputValue(), 'approve(address,uint256)');
+    await composer.locator('input[data-arg="amount"]').fill('2500000');
+    assert.equal(await composer.getByTestId('call-arg-units').textContent(), '= 2.5 USDC');
     // The token the agent called before is offered among the known contracts.
     const offered = await page.waitForFunction(
       (t) => [...document.querySelectorAll('[data-testid="call-contract-pick"] option')].find((o) => o.value.toLowerCase() === t)?.value,
