@@ -72,6 +72,92 @@ pub async fn run() {
     );
 }
 
+/// `wrk`: the same reads measured from outside the process by wrk (Debian's `wrk`; the section says so and stops when
+/// it is missing), 2 threads and 32 keep-alive connections, 1 s warm-up then 5 s per endpoint: the bench process
+/// only serves. The agent's token goes to wrk in a Lua script file, not on its command line.
+pub async fn run_wrk() {
+    if std::process::Command::new("wrk").arg("--version").output().is_err() {
+        println!("wrk is not installed (apt-get install wrk): section skipped");
+        return;
+    }
+    let bare = bare_server().await;
+    let app = LocalApp::start(&[]).await;
+    let agent = app.create_agent(json!({"name": "bench reader"})).await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let script = dir.path().join("token.lua");
+    std::fs::write(
+        &script,
+        format!("wrk.headers[\"{}\"] = \"{}\"\n", common::TOKEN_HEADER, agent.token),
+    )
+    .expect("write the wrk script");
+    let script = script.display().to_string();
+    let endpoints = [
+        ("bare axum {\"ok\":true}", bare, None),
+        (
+            "GET /api/chains (no database)",
+            format!("{}/api/chains", app.address),
+            None,
+        ),
+        ("GET /health (SELECT 1)", format!("{}/health", app.address), None),
+        (
+            "GET /api/agents/{id} (token)",
+            format!("{}/api/agents/{}", app.address, agent.id),
+            Some(script.as_str()),
+        ),
+    ];
+    let mut rows = Vec::new();
+    let mut rates = Vec::new();
+    for (name, url, script) in &endpoints {
+        wrk(url, *script, 1).await;
+        let (rate, p50, p99, out) = wrk(url, *script, 5).await;
+        if rate == 0.0 {
+            println!("wrk gave no figure for {url}:\n{out}");
+        }
+        rates.push(rate);
+        rows.push(vec![name.to_string(), f(rate, 0), p50, p99]);
+    }
+    println!("wrk -t2 -c32 --latency, 1 s warm-up + 5 s measured each; the bench process only serves");
+    table(&["endpoint", "req/s", "p50", "p99"], &rows);
+    let ratio = rates[3] / rates[0];
+    println!(
+        "  authenticated / bare = {:.0}% (target >= 40%: {})",
+        ratio * 100.0,
+        verdict(ratio >= 0.4)
+    );
+}
+
+/// One wrk run of `seconds` against `url`: requests per second, p50 and p99 as wrk prints them, and its output
+/// (a run with non-2xx answers or socket errors gives no rate).
+async fn wrk(url: &str, script: Option<&str>, seconds: u64) -> (f64, String, String, String) {
+    let mut command = std::process::Command::new("wrk");
+    command
+        .args(["-t2", "-c32", "--latency", "-d"])
+        .arg(format!("{seconds}s"));
+    if let Some(script) = script {
+        command.args(["-s", script]);
+    }
+    command.arg(url);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the wrk task")
+        .expect("run wrk");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let field = |prefix: &str| {
+        out.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|rest| rest.trim().to_string())
+            .unwrap_or_default()
+    };
+    let failed = out.contains("Non-2xx") || out.contains("Socket errors");
+    let rate = if failed {
+        0.0
+    } else {
+        field("Requests/sec:").parse().unwrap_or(0.0)
+    };
+    (rate, field("50%"), field("99%"), out)
+}
+
 /// A bare axum app answering `{"ok":true}` on its own listener; returns its URL.
 async fn bare_server() -> String {
     let router = axum::Router::new().route("/", get(|| async { Json(json!({"ok": true})) }));

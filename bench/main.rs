@@ -1,4 +1,4 @@
-//! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `turn`, `sends`,
+//! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `wrk`, `turn`, `sends`,
 //! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
@@ -36,8 +36,9 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "http",
+    "wrk",
     "turn",
     "sends",
     "stream",
@@ -79,6 +80,7 @@ fn main() {
         runtime.block_on(async {
             match *section {
                 "http" => http::run().await,
+                "wrk" => http::run_wrk().await,
                 "turn" => turn::run().await,
                 "sends" => sends::run().await,
                 "x402" => x402::run().await,

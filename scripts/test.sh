@@ -24,8 +24,9 @@ if ! pg_up && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; the
   for _ in $(seq 1 50); do pg_up && break; sleep 0.2; done
 fi
 
-step "building the tests (cargo test --no-run)"
+step "building the tests and the binary (cargo test --no-run; cargo build)"
 env -u TEST_POSTGRES_URL cargo test --no-run --lib --bins --tests
+cargo build
 
 step "tests on SQLite"
 env -u TEST_POSTGRES_URL cargo test --lib --bins --tests
@@ -42,16 +43,25 @@ SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODUL
   delegations::
 rm -rf "$HSM_DIR"
 
-if pg_up; then
-  step "API tests on PostgreSQL"
-  TEST_POSTGRES_URL="$PG_URL" cargo test --test api
-else
+if ! pg_up; then
   echo "PostgreSQL is not reachable at 127.0.0.1:5432; the PostgreSQL run cannot be done" >&2
   exit 1
 fi
+# The typed clients and the MCP examples (clients/test.sh: their own anvil and agentd, mostly waiting on npm, Python
+# and the node) run beside the PostgreSQL run, which mostly waits on the database; their output follows it.
+CLIENTS_LOG="$(mktemp)"
+AGENTD_BIN="$CARGO_TARGET_DIR/debug/agentd" ./clients/test.sh >"$CLIENTS_LOG" 2>&1 &
+CLIENTS_PID=$!
+step "API tests on PostgreSQL (with clients/test.sh in the background)"
+TEST_POSTGRES_URL="$PG_URL" cargo test --test api
 
-step "typed clients and MCP examples against a real agentd (clients/test.sh; ~17 s warm, ~45 s on a clean machine)"
-./clients/test.sh
+step "typed clients and MCP examples against a real agentd (clients/test.sh, started with the PostgreSQL run)"
+if ! wait "$CLIENTS_PID"; then
+  cat "$CLIENTS_LOG" >&2
+  echo "clients/test.sh failed" >&2
+  exit 1
+fi
+cat "$CLIENTS_LOG"
 
 step "the Dockerfile, linted (hadolint)"
 ./scripts/lint-container.sh
@@ -61,7 +71,5 @@ step "schemathesis against the OpenAPI document (all checks, stateful phase incl
 # machine (scripts/fuzz.sh alone draws a new seed each time and runs until its time is up).
 FUZZ_SEED="${FUZZ_SEED:-20261124}" FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-60}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-90}"
 
-step "browser tests: the binary"
-cargo build
 step "browser tests of the web console (headless Chromium)"
 ./web/tests/run.sh
