@@ -1,7 +1,8 @@
 //! The guarded HTTP fetch every request to an address a caller chose goes through (an agent's paid or free request,
 //! §16; a webhook delivery, §19): the URL and every address its host
-//! resolves to are checked first (`guard`), and the connection goes to exactly those addresses (a client built for
-//! the request, whose only resolver is that answer); redirects are handed back, not followed; the body is cut at
+//! resolves to are checked first (`guard`), and the connection goes to exactly those addresses (a client whose only
+//! resolver is that answer, built once per host and checked answer and kept while the answer stays the same, so its
+//! connections and TLS setup serve the next request); redirects are handed back, not followed; the body is cut at
 //! `X402_MAX_RESPONSE_BYTES`; one deadline bounds the whole exchange; the caller's headers are filtered.
 
 use std::collections::BTreeMap;
@@ -144,15 +145,28 @@ impl Fetched {
     }
 }
 
+/// Clients kept at most; past it they are all dropped and built again as asked (a cache, not a registry).
+const MAX_CLIENTS: usize = 64;
+
+/// What a client is built for: a host name with the checked addresses it resolved to (its only resolver), or a URL
+/// that names an address itself (`None`).
+type ClientKey = Option<(String, Vec<SocketAddr>)>;
+
 /// The guarded fetch, configured once (`X402_*`).
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     config: X402Config,
+    /// One client per host and checked answer: building one (its TLS setup reads the trusted roots) costs more
+    /// than a request, and a kept one keeps its connections alive for the next request.
+    clients: Arc<std::sync::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>>,
 }
 
 impl Fetcher {
     pub fn new(config: X402Config) -> Self {
-        Fetcher { config }
+        Fetcher {
+            config,
+            clients: Default::default(),
+        }
     }
 
     /// The deadline of an exchange starting now (`X402_TIMEOUT_MS`): pass it to every `send` of that exchange.
@@ -174,19 +188,11 @@ impl Fetcher {
     }
 
     async fn exchange(&self, request: &FetchRequest, url: Url, target: Target) -> Result<Fetched, FetchError> {
-        let builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .referer(false)
-            .dns_resolver(Arc::new(NoResolver));
-        let builder = match &target {
-            Target::Address(_) => builder,
-            Target::Name(name) => builder.resolve_to_addrs(name, &self.resolve(name, &url).await?),
+        let key = match &target {
+            Target::Address(_) => None,
+            Target::Name(name) => Some((name.clone(), self.resolve(name, &url).await?)),
         };
-        let client = builder.build().map_err(|e| {
-            tracing::warn!(error = %e, "x402 fetch: the HTTP client could not be built");
-            FetchError::Unavailable
-        })?;
+        let client = self.client(key)?;
         let mut builder = client
             .request(request.method.clone(), url)
             .headers(request.headers.clone());
@@ -227,6 +233,33 @@ impl Fetcher {
             body,
             truncated,
         })
+    }
+
+    /// The client for `key`: the one kept for it, or one built now (redirects not followed, no proxy, no referer,
+    /// no resolver but the checked answer) and kept.
+    fn client(&self, key: ClientKey) -> Result<reqwest::Client, FetchError> {
+        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .referer(false)
+            .dns_resolver(Arc::new(NoResolver));
+        let builder = match &key {
+            None => builder,
+            Some((name, addrs)) => builder.resolve_to_addrs(name, addrs),
+        };
+        let client = builder.build().map_err(|e| {
+            tracing::warn!(error = %e, "x402 fetch: the HTTP client could not be built");
+            FetchError::Unavailable
+        })?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     /// Every address `name` resolves to, each checked; none at all is `HostNotFound`.
@@ -310,5 +343,57 @@ mod tests {
         assert!(FetchRequest::new(None, "https://a.example/", &headers(&[("x-a", "line\nbreak")]), None).is_err());
         let paid = request.with_payment("PAYMENT-SIGNATURE", "abc").unwrap();
         assert_eq!(paid.headers.get("payment-signature").unwrap(), "abc");
+    }
+
+    /// A local HTTP server answering `ok` that counts the connections it accepted; returns its port.
+    async fn counting_server(accepted: Arc<std::sync::atomic::AtomicUsize>) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    let mut seen = Vec::new();
+                    while let Ok(n) = socket.read(&mut buffer).await {
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buffer[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if socket.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn fetches_to_a_host_whose_checked_addresses_are_unchanged_share_a_client_and_its_connections() {
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let port = counting_server(accepted.clone()).await;
+        let fetcher = Fetcher::new(X402Config {
+            allow_private: true,
+            ..X402Config::default()
+        });
+        for url in [
+            format!("http://localhost:{port}/a"),
+            format!("http://localhost:{port}/b"),
+            format!("http://127.0.0.1:{port}/c"),
+            format!("http://127.0.0.1:{port}/d"),
+        ] {
+            let request = FetchRequest::new(None, &url, &BTreeMap::new(), None).unwrap();
+            let answer = fetcher.send(&request, fetcher.deadline()).await.unwrap();
+            assert_eq!((answer.status, answer.text().as_str()), (200, "ok"), "{url}");
+        }
+        // One connection for the name, one for the address: each kept alive for the next request.
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
