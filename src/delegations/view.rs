@@ -21,6 +21,13 @@ pub struct DelegationView {
     pub delegator: String,
     /// The agent's wallet on `chain`.
     pub delegate: String,
+    /// The delegation as signed, beside `delegator`, `delegate` and the caveats' `enforcer` and `terms`: its
+    /// `authority` (0x, 32 bytes), `salt` (decimal) and the delegator's `signature` (0x). With them a client builds
+    /// the revoking call, `disableDelegation(delegation)` on the DelegationManager, for any delegation, however it
+    /// was registered. (Only the delegate, the agent's own wallet, can redeem it.)
+    pub authority: String,
+    pub salt: String,
+    pub signature: String,
     pub caveats: Vec<CaveatView>,
     pub limits: Vec<LimitView>,
     /// Contracts the `allowed_targets` caveats let the agent call; `null` without such a caveat.
@@ -134,6 +141,9 @@ impl DelegationView {
             hash: format!("{:#x}", d.record.hash),
             delegator: d.delegation.delegator.to_checksum(None),
             delegate: d.delegation.delegate.to_checksum(None),
+            authority: format!("{:#x}", d.delegation.authority),
+            salt: d.delegation.salt.to_string(),
+            signature: hex(&d.delegation.signature),
             caveats: d
                 .delegation
                 .caveats

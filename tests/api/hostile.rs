@@ -581,12 +581,14 @@ async fn a_preview_decides_as_the_send_does() {
     )
     .await;
     let (_, preview) = post(&s, "calls/simulate", small.clone()).await;
-    assert_eq!(
-        preview["decision"],
-        json!({"result": "deny", "code": "policy_denied", "rule": "per_transfer"})
-    );
     let refused = post(&s, "calls", small).await;
     assert_eq!(rule(&refused), "per_transfer", "{}", refused.1);
+    // The same refusal, in the same words.
+    assert_eq!(
+        preview["decision"],
+        json!({"result": "deny", "code": "policy_denied", "rule": "per_transfer",
+               "message": refused.1["error"]["message"]})
+    );
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 0, "nothing was signed");
 }
 

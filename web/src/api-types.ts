@@ -1494,6 +1494,15 @@ export interface components {
             delegator: string;
             /** @description The agent's wallet on `chain`. */
             delegate: string;
+            /**
+             * @description The delegation as signed, beside `delegator`, `delegate` and the caveats' `enforcer` and `terms`: its
+             *     `authority` (0x, 32 bytes), `salt` (decimal) and the delegator's `signature` (0x). With them a client builds
+             *     the revoking call, `disableDelegation(delegation)` on the DelegationManager, for any delegation, however it
+             *     was registered. (Only the delegate, the agent's own wallet, can redeem it.)
+             */
+            authority: string;
+            salt: string;
+            signature: string;
             caveats: components["schemas"]["CaveatView"][];
             limits: components["schemas"]["LimitView"][];
             /** @description Contracts the `allowed_targets` caveats let the agent call; `null` without such a caveat. */
@@ -3967,6 +3976,7 @@ export interface operations {
                     /**
                      * @example [
                      *       {
+                     *         "authority": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
                      *         "caveats": [
                      *           {
                      *             "amount": "25000000",
@@ -3997,6 +4007,8 @@ export interface operations {
                      *         ],
                      *         "methods": null,
                      *         "not_before": null,
+                     *         "salt": "1",
+                     *         "signature": "0xababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
                      *         "status": "active",
                      *         "targets": null
                      *       }
@@ -4134,6 +4146,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "authority": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
                      *       "caveats": [
                      *         {
                      *           "amount": "25000000",
@@ -4164,6 +4177,8 @@ export interface operations {
                      *       ],
                      *       "methods": null,
                      *       "not_before": null,
+                     *       "salt": "1",
+                     *       "signature": "0xababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
                      *       "status": "active",
                      *       "targets": null
                      *     }
@@ -4397,6 +4412,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "authority": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
                      *       "caveats": [
                      *         {
                      *           "amount": "25000000",
@@ -4427,6 +4443,8 @@ export interface operations {
                      *       ],
                      *       "methods": null,
                      *       "not_before": null,
+                     *       "salt": "1",
+                     *       "signature": "0xababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
                      *       "status": "active",
                      *       "targets": null
                      *     }

@@ -246,6 +246,21 @@ function recalled(hash: string): Granted | null {
   }
 }
 
+/** The signed delegation as the service states it (any registered one, not only those this browser granted). */
+function fromView(d: Delegation, manager: string | null | undefined): Granted | null {
+  if (!manager) return null;
+  const delegation: SignedDelegation = {
+    delegate: d.delegate,
+    delegator: d.delegator,
+    authority: d.authority,
+    // The redeemer's `args` are not part of what is signed or hashed.
+    caveats: d.caveats.map((c) => ({ enforcer: c.enforcer, terms: c.terms, args: '0x' })),
+    salt: d.salt,
+    signature: d.signature,
+  };
+  return { chain: d.chain, manager, delegation };
+}
+
 /** The call that revokes a delegation on chain, to copy or to send with the connected wallet. */
 function revokeCall(granted: Granted): HTMLElement {
   const data = disableDelegationCalldata(granted.delegation);
@@ -325,7 +340,7 @@ export function delegationsPanel(agent: AgentDetail, token: string | null, chain
         removeButton.disabled = false;
       }
     });
-    const granted = recalled(d.hash);
+    const granted = recalled(d.hash) ?? fromView(d, chain?.delegations?.manager);
     const span: string[] = [];
     if (d.not_before) span.push(`usable after ${localTime(d.not_before)}`);
     if (d.expires_at) span.push(`usable until ${localTime(d.expires_at)}`);

@@ -43,7 +43,7 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
   const authority = h('p', { class: 'muted small' });
   const savedAt = h('span', { class: 'muted small', 'data-testid': 'policy-saved', role: 'status' });
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading the policy…'));
-  const budget = h('div', { class: 'small', 'data-testid': 'policy-budget', 'aria-live': 'polite' });
+  const budget = h('div', { class: 'small budget', 'data-testid': 'policy-budget', 'aria-live': 'polite' });
   const save = h('button', { type: 'submit' }, 'Save policy');
   const reload = h('button', { type: 'button', class: 'secondary' }, 'Reload');
   const form = h(

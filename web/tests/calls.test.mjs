@@ -97,7 +97,9 @@ describe('web console contract calls', { timeout: 300000 }, () => {
       'PUT',
       `/api/agents/${agentId}/policy`,
       {
-        limits: {},
+        // A day's limit on the token (base units: not a registry token) and on ETH: the approve and the swap are
+        // counted against it, and the console states what the service counted.
+        limits: { [`base:${token.toLowerCase()}`]: { per_day: (1000n * E18).toString() }, 'base:ETH': { per_day: '10' } },
         calls: {
           default: 'deny',
           rules: [
@@ -203,6 +205,18 @@ describe('web console contract calls', { timeout: 300000 }, () => {
   it('shows the calls rules in the policy editor, keeps the JSON in step, and places a 422', async () => {
     assert.ok(agentId, 'needs the set-up');
     await page.getByRole('tab', { name: 'Policy' }).click();
+    // After the approve and the swap through it, the day has counted the amount once (the swap pulled within the
+    // allowance the approve counted), and the console shows the service's own figure of what is left.
+    const key = `base:${token.toLowerCase()}`;
+    const stated = (await api('GET', `/api/agents/${agentId}/budget`, undefined, asAgent())).body.limits[key].per_day;
+    assert.deepEqual(stated, {
+      limit: (1000n * E18).toString(),
+      counted: SWAP_IN.toString(),
+      left: (1000n * E18 - SWAP_IN).toString(),
+    });
+    const day = page.locator(`[data-testid="policy-budget-daily"][data-asset="${key}"]`);
+    await day.waitFor();
+    assert.equal(await day.getAttribute('data-left'), stated.left);
     const rules = page.getByTestId('call-rule');
     await rules.first().waitFor();
     assert.equal(await rules.count(), 2);

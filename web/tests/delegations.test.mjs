@@ -214,6 +214,9 @@ describe('web console delegations', { timeout: 300000 }, () => {
       return (await panel.locator('[data-testid="delegation-limit"][data-available="2.5"]').count()) === 1;
     });
 
+    // What this browser remembered of the grant is gone (another browser; a delegation registered through the API):
+    // the revoke call is built from the service's own view of the delegation, the same bytes, and revokes it below.
+    await page.evaluate((h) => localStorage.removeItem(`agentd.delegation.${h}`), hash.toLowerCase());
     // The tab fits 1280 px and a phone (390 px): nothing past the right edge (checked as layout.test.mjs checks).
     for (const width of [390, 1280]) {
       await page.setViewportSize({ width, height: 844 });
@@ -222,6 +225,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
       // With the revoke call (the manager's address and the calldata) open.
       await panel.getByTestId('revoke-call').locator('summary').click();
       await panel.getByTestId('revoke-data').waitFor();
+      assert.equal(await panel.getByTestId('revoke-data').textContent(), expected);
       await page.waitForTimeout(150);
       const problems = await page.evaluate(overflowProblems);
       assert.deepEqual(problems, [], `the Delegations tab (freshly loaded) at ${width} px does not fit:\n${problems.join('\n')}`);

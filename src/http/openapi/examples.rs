@@ -63,6 +63,9 @@ fn delegation() -> Value {
         "hash": TX_HASH,
         "delegator": OWNER,
         "delegate": WALLET,
+        "authority": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+        "salt": "1",
+        "signature": format!("0x{}", "ab".repeat(65)),
         "caveats": [{
             "enforcer": PERIOD_ENFORCER, "kind": "erc20_period_transfer", "terms": PERIOD_TERMS,
             "token": USDC_BASE, "amount": "25000000", "period_seconds": 86400, "start": 1763856000u64,
