@@ -65,6 +65,13 @@ fn main() {
     if selected.is_empty() {
         selected = SECTIONS.iter().map(|s| s.to_string()).collect();
     }
+    // BENCH_LOG=<filter> (say `warn`): the in-process apps' logs on stderr, to see what a run's figures do not.
+    if let Ok(filter) = std::env::var("BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

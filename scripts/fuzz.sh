@@ -17,7 +17,9 @@ PORT="${FUZZ_PORT:-18081}"
 ANVIL_PORT="${FUZZ_ANVIL_PORT:-18545}"
 
 SCHEMATHESIS_VENV="$VENV" scripts/install.sh schemathesis test-tools
-cargo build --quiet
+# AGENTD_BIN (a binary already built, as scripts/test.sh passes it) skips the build.
+[ -n "${AGENTD_BIN:-}" ] || cargo build --quiet
+AGENTD_BIN="${AGENTD_BIN:-$CARGO_TARGET_DIR/debug/agentd}"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
 cleanup() {
@@ -35,7 +37,7 @@ BIND_ADDR="127.0.0.1:$PORT" \
   ADMIN_TOKEN="$ADMIN_TOKEN" \
   RPC_URL_BASE="http://127.0.0.1:$ANVIL_PORT" \
   RUST_LOG=warn \
-  "$CARGO_TARGET_DIR/debug/agentd" serve > "$OUT/server.log" 2>&1 &
+  "$AGENTD_BIN" serve > "$OUT/server.log" 2>&1 &
 AGENTD_PID=$!
 BASE="http://127.0.0.1:$PORT"
 for _ in $(seq 1 100); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.1; done

@@ -48,11 +48,18 @@ if ! pg_up; then
   exit 1
 fi
 # The typed clients and the MCP examples (clients/test.sh: their own anvil and agentd, mostly waiting on npm, Python
-# and the node) run beside the PostgreSQL run, which mostly waits on the database; their output follows it.
+# and the node) and schemathesis (its own anvil and agentd on fixed ports, for a fixed time) run beside the
+# PostgreSQL run, which mostly waits on the database; their output follows it.
 CLIENTS_LOG="$(mktemp)"
 AGENTD_BIN="$CARGO_TARGET_DIR/debug/agentd" ./clients/test.sh >"$CLIENTS_LOG" 2>&1 &
 CLIENTS_PID=$!
-step "API tests on PostgreSQL (with clients/test.sh in the background)"
+# A fixed seed and a fixed number of cases per operation in the test command, so a run is repeatable on any
+# machine (scripts/fuzz.sh alone draws a new seed each time and runs until its time is up).
+FUZZ_LOG="$(mktemp)"
+AGENTD_BIN="$CARGO_TARGET_DIR/debug/agentd" FUZZ_SEED="${FUZZ_SEED:-20261124}" \
+  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-60}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-90}" >"$FUZZ_LOG" 2>&1 &
+FUZZ_PID=$!
+step "API tests on PostgreSQL (with clients/test.sh and schemathesis in the background)"
 TEST_POSTGRES_URL="$PG_URL" cargo test --test api
 
 step "typed clients and MCP examples against a real agentd (clients/test.sh, started with the PostgreSQL run)"
@@ -63,13 +70,16 @@ if ! wait "$CLIENTS_PID"; then
 fi
 cat "$CLIENTS_LOG"
 
+step "schemathesis against the OpenAPI document (all checks, stateful phase included; started with the PostgreSQL run)"
+if ! wait "$FUZZ_PID"; then
+  cat "$FUZZ_LOG" >&2
+  echo "scripts/fuzz.sh failed" >&2
+  exit 1
+fi
+cat "$FUZZ_LOG"
+
 step "the Dockerfile, linted (hadolint)"
 ./scripts/lint-container.sh
-
-step "schemathesis against the OpenAPI document (all checks, stateful phase included; ~90 s)"
-# A fixed seed and a fixed number of cases per operation in the test command, so a run is repeatable on any
-# machine (scripts/fuzz.sh alone draws a new seed each time and runs until its time is up).
-FUZZ_SEED="${FUZZ_SEED:-20261124}" FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-60}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-90}"
 
 step "browser tests of the web console (headless Chromium)"
 ./web/tests/run.sh
