@@ -46,16 +46,7 @@ where
         let mut tx = B::begin_write(self).await?;
         for (accepted, event) in records {
             if let Some(id) = accepted {
-                let done = sqlx::query(
-                    "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
-                )
-                .bind(self.now())
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-                if B::rows_affected(&done) == 1 {
-                    self.pending_in(&mut tx, *id).await?;
-                }
+                self.mark_pending_in(&mut tx, *id).await?;
             }
             self.append_audit(&mut tx, event).await?;
         }

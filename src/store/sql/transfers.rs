@@ -97,16 +97,7 @@ where
     /// With the transfer's `transfer.pending` webhook event, in one transaction.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        let done = sqlx::query(
-            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
-        )
-        .bind(self.now())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if B::rows_affected(&done) == 1 {
-            self.pending_in(&mut tx, id).await?;
-        }
+        self.mark_pending_in(&mut tx, id).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -318,16 +309,7 @@ where
     ) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
         self.lock_transfer_agent(&mut tx, id).await?;
-        let done = sqlx::query(
-            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
-        )
-        .bind(self.now())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if B::rows_affected(&done) == 1 {
-            self.pending_in(&mut tx, id).await?;
-        }
+        self.mark_pending_in(&mut tx, id).await?;
         self.merge_x402_in(&mut tx, id, response, settlement_tx).await?;
         for audit in audits {
             self.append_audit(&mut tx, audit).await?;

@@ -674,9 +674,25 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
+    /// Transfer `id` `signed` -> `pending` (the node accepted it, or its x402 authorization was sent), with its
+    /// `transfer.pending` event when it moved; nothing when it was no longer `signed`.
+    pub(super) async fn mark_pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
+        )
+        .bind(self.now())
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        if B::rows_affected(&done) == 1 {
+            self.pending_in(conn, id).await?;
+        }
+        Ok(())
+    }
+
     /// `transfer.pending` for transfer `id`, which the node just accepted (or whose x402 authorization was just
     /// sent), once per transfer (a fee bump marks it pending again); none for a nonce fill.
-    pub(super) async fn pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+    async fn pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
         let sql = format!("SELECT {TX_COLUMNS} FROM transactions WHERE id = $1 AND fills IS NULL");
         let row: Option<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id)
