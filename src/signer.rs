@@ -40,6 +40,12 @@ impl SignerError {
 pub trait WalletSigner: Send + Sync {
     fn address(&self) -> Address;
     fn sign_hash(&self, hash: &B256) -> Result<Signature, SignerError>;
+    /// Whether it signs in this process's memory, in microseconds, so that a signature may be made inside a
+    /// database transaction without holding it noticeably longer (group commit signs a round's sends so). A token's
+    /// signer (which may take tens of milliseconds, or fail) signs outside every transaction.
+    fn in_memory(&self) -> bool {
+        false
+    }
 }
 
 /// A key decrypted from the vault (held only as long as the send that opened it).
@@ -50,6 +56,10 @@ impl WalletSigner for PrivateKeySigner {
 
     fn sign_hash(&self, hash: &B256) -> Result<Signature, SignerError> {
         self.sign_hash_sync(hash).map_err(|e| SignerError::Key(e.to_string()))
+    }
+
+    fn in_memory(&self) -> bool {
+        true
     }
 }
 

@@ -216,6 +216,9 @@ pub trait TransferStore: Send + Sync + 'static {
     async fn count_transactions_by_status(&self) -> StoreResult<Vec<(String, i64)>>;
     /// Serialises sends of one (agent, chain), across instances on PostgreSQL.
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>>;
+    /// `lock_sender` of each of `senders` (sorted, without repeats), taken in that order and held as one guard: a
+    /// round's locks (on PostgreSQL one statement takes what is free, one releases them all).
+    async fn lock_senders(&self, senders: &[(Uuid, &str)]) -> StoreResult<Box<dyn SendGuard>>;
     /// The next nonce the store would hand out, if it has one.
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>>;
     /// Opens a reserving transaction (`Reserving`): the facts of each request it reads stay still until it commits,
@@ -332,6 +335,9 @@ pub trait Reserving: Send {
         signed: SignedTx,
         count: &crate::domain::outflow::CallCount,
     ) -> StoreResult<StoredTx>;
+    /// `AuditStore::record_outflows` in this transaction: a round's audit entries (and `pending` marks) committed
+    /// with the reservations it decided, one commit for both.
+    async fn record_outflows(&mut self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()>;
     /// Commits what was applied, then announces its events.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

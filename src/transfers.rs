@@ -1,7 +1,8 @@
 //! The money path: every outflow of an agent's wallet (native and ERC-20 transfers, contract calls and typed-data
 //! signatures, §18; x402 payments, `pay`, §16; an owner's sweep, §20) goes through one send path (`send`):
-//! quote -> the agent's send lock -> decide in the store's transaction (nothing written) -> sign outside every
-//! database transaction -> decide again under the agent's lock and record the signature -> release -> broadcast
+//! quote -> the agent's send lock -> decide in the store's transaction -> sign (a key in memory in that transaction,
+//! once allowed; a token outside every database transaction, nothing written, then decide again under the agent's
+//! lock) -> record the signature -> release -> broadcast
 //! (or, for a payment, the paid request) -> on refusal give the nonce back or fill it. The rules that decide (cap,
 //! funds, policy, call rules, approval, a sweep's destination) are `domain::decision::decide`'s, on facts the store
 //! reads in that transaction: a refusal names its rule, and an outflow that needs an owner's approval is stored
@@ -89,11 +90,9 @@ pub struct Transfers {
     /// The on-chain delegations the agents' transfers may redeem (§21); none: every chain answers
     /// `delegations_unavailable`.
     delegations: Option<crate::delegations::Delegations>,
-    /// On-chain sends waiting to be reserved, a round of them per transaction (group commit).
-    rounds: rounds::Reservations,
-    /// Outflows' audit entries (with the `pending` mark of the ones the node took) waiting to be written, a round of
-    /// them per transaction.
-    records: rounds::Group<rounds::Record>,
+    /// On-chain sends waiting to be reserved and outflows' audit entries (with the `pending` mark of the ones the
+    /// node took) waiting to be written: a round of both per transaction (group commit).
+    rounds: rounds::Rounds,
     /// What the service reads the time on (the system's clock outside tests).
     clock: Arc<dyn crate::domain::clock::Clock>,
 }
@@ -172,8 +171,7 @@ impl Transfers {
     ) -> Self {
         let leaders = store.round_leaders();
         Transfers {
-            rounds: rounds::Reservations::new(store.clone(), leaders),
-            records: rounds::records(store.clone(), leaders),
+            rounds: rounds::Rounds::new(store.clone(), leaders),
             store,
             chains,
             vault,
@@ -192,11 +190,10 @@ impl Transfers {
         self
     }
 
-    /// How group commit went so far, for the benchmarks: reservation rounds and the sends they reserved, audit
-    /// rounds and the entries they wrote.
+    /// How group commit went so far, for the benchmarks: reservation rounds and the sends they reserved, rounds of
+    /// audit entries alone, and the entries every round wrote.
     pub fn round_figures(&self) -> RoundFigures {
-        let (reservation_rounds, reserved) = self.rounds.figures();
-        let (record_rounds, recorded) = self.records.figures();
+        let [reservation_rounds, reserved, record_rounds, recorded] = self.rounds.figures();
         RoundFigures {
             reservation_rounds,
             reserved,
@@ -299,11 +296,11 @@ impl Transfers {
             _ => None,
         };
         let (done, written) = tokio::sync::oneshot::channel();
-        self.records.push(rounds::Record {
+        self.rounds.push(rounds::Item::Record(Box::new(rounds::Record {
             accepted,
             event: AuditEvent::new(agent_id, actor, detail),
             done,
-        });
+        })));
         // Answered once written (or its failure logged): what the caller answers next is in the audit.
         let _ = written.await;
     }

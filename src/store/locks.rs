@@ -10,6 +10,9 @@ use super::SendGuard;
 
 impl SendGuard for OwnedMutexGuard<()> {}
 
+/// Several locks held together (a round's, taken in order).
+impl SendGuard for Vec<OwnedMutexGuard<()>> {}
+
 /// Named async mutexes, created on first use.
 #[derive(Debug, Clone, Default)]
 pub struct LocalLocks(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);

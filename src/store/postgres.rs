@@ -88,6 +88,10 @@ impl Backend for Postgres {
         lease::lock(store, name).await
     }
 
+    async fn lock_all(store: &PgStore, names: &[String]) -> StoreResult<Box<dyn SendGuard>> {
+        lease::lock_all(store, names).await
+    }
+
     async fn try_lock(store: &PgStore, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         lease::try_lock(store, name).await
     }

@@ -78,6 +78,13 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// Waits for the named lock (sends of one agent and chain).
     fn lock(store: &SqlStore<Self>, name: &str) -> impl Future<Output = StoreResult<Box<dyn SendGuard>>> + Send;
 
+    /// Waits for every one of the named locks (`names` sorted and without repeats), taken in that order: one guard
+    /// for all (a round of sends, group commit).
+    fn lock_all(
+        store: &SqlStore<Self>,
+        names: &[String],
+    ) -> impl Future<Output = StoreResult<Box<dyn SendGuard>>> + Send;
+
     /// The named lock if nobody holds it (one watcher per chain).
     fn try_lock(
         store: &SqlStore<Self>,

@@ -150,6 +150,14 @@ impl Backend for Sqlite {
         Ok(Box::new(store.locks.lock(name).await))
     }
 
+    async fn lock_all(store: &SqliteStore, names: &[String]) -> StoreResult<Box<dyn SendGuard>> {
+        let mut guards = Vec::with_capacity(names.len());
+        for name in names {
+            guards.push(store.locks.lock(name).await);
+        }
+        Ok(Box::new(guards))
+    }
+
     async fn try_lock(store: &SqliteStore, name: &str) -> StoreResult<Option<Box<dyn SendGuard>>> {
         Ok(store.locks.try_lock(name).map(|g| Box::new(g) as Box<dyn SendGuard>))
     }

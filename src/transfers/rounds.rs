@@ -5,12 +5,16 @@
 //!   away cannot cut a round short between its commit and its answers); each round takes everything waiting, up to
 //!   `MOST`.
 //! - `reserve_round` reserves on-chain sends of any agents: each (agent, chain)'s send lock is taken once, in one
-//!   order; every send is decided in turn in one reserving transaction, the ones before it counted as they will be
-//!   stored; the ones allowed are signed outside the transaction, and decided again and stored with one commit. A
-//!   send is never signed before a decision allowed it, and is stored only with a signature made at the nonce the
-//!   decision named (§20), as on the one-send path (`Transfers::reserve`), which remains for a send under a lock
-//!   its caller holds (a call simulated under it, §18) and for anything without a nonce.
-//! - `record_round` marks accepted sends `pending` and appends their audit entries, in one transaction.
+//!   order (one guard for all: `Store::lock_senders`); every send is decided in turn in one reserving transaction, the ones before it counted as they will be
+//!   stored. A send whose key is in memory is signed in that transaction once its decision allowed it (microseconds),
+//!   so a round of such sends is one pass and one commit; a token's sends are signed outside the transaction and
+//!   decided again and stored in the next pass. A send is never signed before a decision allowed it, and is stored
+//!   only with a signature made at the nonce the decision named (§20), as on the one-send path
+//!   (`Transfers::reserve`), which remains for a send under a lock its caller holds (a call simulated under it,
+//!   §18) and for anything without a nonce.
+//! - The audit entries of sends answered since (`Record`: the `pending` mark of one the node took, and its
+//!   `transfer_accepted`) wait for the next round and are written in its committing transaction, after its sends;
+//!   with no send waiting, alone (`record_round`): one writer's commit carries both kinds.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -22,11 +26,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::send::{Applied, SIGNING_ROUNDS, apply};
+use super::send::{Applied, SIGNING_ROUNDS, SignNow, apply};
 use super::{TransferError, sign_transfer, signer_error, store_error};
 use crate::domain::chain::ChainInfo;
 use crate::signer::WalletSigner;
-use crate::store::{AuditEvent, Presigned, Reservation, SendGuard, Store, StoreError, TransferRequest};
+use crate::store::{AuditEvent, Presigned, Reservation, Store, StoreError, TransferRequest};
 
 /// The most items one round takes.
 const MOST: usize = 64;
@@ -50,9 +54,6 @@ struct Shared<I> {
     queue: Mutex<Queue<I>>,
     leaders: usize,
     round: Round<I>,
-    /// Rounds run and items they took, for the benchmarks (`Transfers::round_figures`).
-    rounds: AtomicU64,
-    items: AtomicU64,
 }
 
 struct Queue<I> {
@@ -70,8 +71,6 @@ impl<I: Send + 'static> Group<I> {
                 }),
                 leaders: leaders.max(1),
                 round,
-                rounds: AtomicU64::new(0),
-                items: AtomicU64::new(0),
             }),
         }
     }
@@ -95,14 +94,6 @@ impl<I: Send + 'static> Group<I> {
             tokio::spawn(lead(self.shared.clone()));
         }
     }
-
-    /// (rounds run, items they took) so far.
-    pub(super) fn figures(&self) -> (u64, u64) {
-        (
-            self.shared.rounds.load(Ordering::Relaxed),
-            self.shared.items.load(Ordering::Relaxed),
-        )
-    }
 }
 
 /// Runs rounds while items wait. A round runs in a task of its own: one that panics drops its items' answers (their
@@ -118,8 +109,6 @@ async fn lead<I: Send + 'static>(shared: Arc<Shared<I>>) {
             let n = queue.waiting.len().min(MOST);
             queue.waiting.drain(..n).collect()
         };
-        shared.rounds.fetch_add(1, Ordering::Relaxed);
-        shared.items.fetch_add(items.len() as u64, Ordering::Relaxed);
         if let Err(e) = tokio::spawn((shared.round)(items)).await {
             tracing::error!(error = %e, "a round of writes ended without answering");
         }
@@ -174,100 +163,146 @@ impl Sending {
     }
 }
 
-/// The reservation rounds of a store: `shards` queues with one round at a time each, a send's queue chosen by its
-/// (agent, chain), so that one agent's sends wait for the same round and different agents' may run side by side.
-#[derive(Clone)]
-pub(super) struct Reservations {
-    shards: Arc<[Group<Sending>]>,
+/// A round's work: a send to reserve, or an outflow's audit entry to write.
+pub(super) enum Item {
+    Send(Box<Sending>),
+    Record(Box<Record>),
 }
 
-impl Reservations {
+/// What a store's rounds did so far, for the benchmarks (`Transfers::round_figures`).
+#[derive(Default)]
+struct Counts {
+    /// Rounds that reserved sends (writing the entries waiting with them), and the sends they took.
+    reservation_rounds: AtomicU64,
+    reserved: AtomicU64,
+    /// Rounds of entries alone (no send was waiting), and the entries every round wrote.
+    record_rounds: AtomicU64,
+    recorded: AtomicU64,
+}
+
+/// The rounds of a store: `shards` queues with one round at a time each, an item's queue chosen by its agent, so
+/// that one agent's sends and entries wait for the same round and different agents' may run side by side. A round
+/// writes the entries that wait (the sends accepted since the last round: `pending` marks and `transfer_accepted`)
+/// in the same transaction as the sends it reserves: one commit for both.
+#[derive(Clone)]
+pub(super) struct Rounds {
+    shards: Arc<[Group<Item>]>,
+    counts: Arc<Counts>,
+}
+
+impl Rounds {
     pub(super) fn new(store: Arc<dyn Store>, shards: usize) -> Self {
+        let counts = Arc::new(Counts::default());
         let shards = (0..shards.max(1))
             .map(|_| {
-                let store = store.clone();
+                let (store, counts) = (store.clone(), counts.clone());
                 Group::new(
                     1,
-                    Box::new(move |sends| Box::pin(reserve_round(store.clone(), sends)) as _),
+                    Box::new(move |items| Box::pin(round(store.clone(), counts.clone(), items)) as _),
                 )
             })
             .collect();
-        Reservations { shards }
+        Rounds { shards, counts }
     }
 
-    pub(super) fn push(&self, send: Sending) {
+    pub(super) fn push(&self, item: Item) {
+        let agent_id = match &item {
+            Item::Send(send) => send.request.agent_id,
+            Item::Record(record) => record.event.agent_id,
+        };
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        send.lock_name().hash(&mut hasher);
+        agent_id.hash(&mut hasher);
         let shard = (hasher.finish() % self.shards.len() as u64) as usize;
-        self.shards[shard].push(send);
+        self.shards[shard].push(item);
     }
 
-    /// (rounds run, sends they took) so far, over every shard.
-    pub(super) fn figures(&self) -> (u64, u64) {
-        self.shards
-            .iter()
-            .map(Group::figures)
-            .fold((0, 0), |(r, s), (dr, ds)| (r + dr, s + ds))
+    /// (reservation rounds, sends they took, rounds of entries alone, entries written) so far, over every shard.
+    pub(super) fn figures(&self) -> [u64; 4] {
+        let c = &self.counts;
+        [&c.reservation_rounds, &c.reserved, &c.record_rounds, &c.recorded].map(|n| n.load(Ordering::Relaxed))
     }
 }
 
-/// One reservation round (see the module's doc).
-async fn reserve_round(store: Arc<dyn Store>, mut sends: Vec<Sending>) {
+/// One round: the sends reserved with the entries written in their transaction, or the entries alone.
+async fn round(store: Arc<dyn Store>, counts: Arc<Counts>, items: Vec<Item>) {
+    let (mut sends, mut records) = (Vec::new(), Vec::new());
+    for item in items {
+        match item {
+            Item::Send(send) => sends.push(*send),
+            Item::Record(record) => records.push(*record),
+        }
+    }
+    counts.recorded.fetch_add(records.len() as u64, Ordering::Relaxed);
+    if !sends.is_empty() {
+        counts.reservation_rounds.fetch_add(1, Ordering::Relaxed);
+        counts.reserved.fetch_add(sends.len() as u64, Ordering::Relaxed);
+        records = reserve_round(store.as_ref(), sends, records).await;
+    } else {
+        counts.record_rounds.fetch_add(1, Ordering::Relaxed);
+    }
+    if !records.is_empty() {
+        record_round(store.as_ref(), records).await;
+    }
+}
+
+/// Reserves a round's sends (see the module's doc), writing `records` in the transaction that commits them; gives
+/// back the records it did not write (the round ended before a commit).
+async fn reserve_round(store: &dyn Store, mut sends: Vec<Sending>, records: Vec<Record>) -> Vec<Record> {
     // Stable: each agent's sends keep the order they came in.
     sends.sort_by(|a, b| a.lock_name().cmp(&b.lock_name()));
-    let mut guards: Vec<Box<dyn SendGuard>> = Vec::new();
-    let mut locked: Option<(Uuid, String)> = None;
-    for i in 0..sends.len() {
-        let (agent_id, chain) = sends[i].lock_name();
-        if locked.as_ref().is_some_and(|(a, c)| *a == agent_id && c == chain) {
-            continue;
+    let mut senders: Vec<(Uuid, &str)> = sends.iter().map(Sending::lock_name).collect();
+    senders.dedup();
+    let guards = match store.lock_senders(&senders).await {
+        Ok(guards) => guards,
+        Err(e) => {
+            tracing::warn!(error = %e, "the send locks could not be taken for a round; its sends reserve alone");
+            sends.into_iter().for_each(|s| s.answer(Answer::Alone));
+            return records;
         }
-        match store.lock_sender(agent_id, chain).await {
-            Ok(guard) => guards.push(guard),
-            Err(e) => {
-                tracing::warn!(error = %e, "a send lock could not be taken for a round; its sends reserve alone");
-                drop(guards);
-                sends.into_iter().for_each(|s| s.answer(Answer::Alone));
-                return;
-            }
-        }
-        locked = Some((agent_id, chain.to_string()));
-    }
+    };
     for _ in 0..SIGNING_ROUNDS {
         // A caller that went away before anything was stored takes nothing.
         sends.retain(|s| !s.answer.is_closed());
         if sends.is_empty() {
-            return;
+            return records;
         }
-        let to_sign = match pass(store.as_ref(), &sends).await {
+        let to_sign = match pass(store, &sends, &records).await {
             Ok(Passed::Committed(answers)) => {
                 drop(guards);
-                for (send, answer) in sends.into_iter().zip(answers) {
-                    send.answer(Answer::Decided(Ok(answer)));
+                for record in records {
+                    let _ = record.done.send(());
                 }
-                return;
+                for (send, answer) in sends.into_iter().zip(answers) {
+                    send.answer(Answer::Decided(answer));
+                }
+                return Vec::new();
             }
             Ok(Passed::Sign(to_sign)) => to_sign,
             Ok(Passed::Unknown(e)) => {
                 // The commit may have been applied (its answer was lost): a send that reserved again alone could be
-                // stored twice. Each answers the failure; what was stored, if anything, is broadcast by the watcher.
+                // stored twice, an entry written again would be in the log twice. Each send answers the failure;
+                // what was stored, if anything, is broadcast by the watcher (one still `signed` too).
                 tracing::error!(error = %e, "a reservation round's commit failed; its sends answer the failure");
                 drop(guards);
+                for record in records {
+                    tracing::error!(agent_id = %record.event.agent_id, action = %record.event.action(), "audit entry may not be recorded");
+                    let _ = record.done.send(());
+                }
                 for send in sends {
                     let unknown = StoreError::Corrupt(format!("the reservation's commit did not answer: {e}"));
                     send.answer(Answer::Decided(Err(TransferError::Store(unknown))));
                 }
-                return;
+                return Vec::new();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "a reservation round failed; its sends reserve alone");
                 drop(guards);
                 sends.into_iter().for_each(|s| s.answer(Answer::Alone));
-                return;
+                return records;
             }
         };
-        // Signed outside the transaction, at the nonces the decisions named; a signer that fails answers its send
-        // (nothing of it was stored) and the others are decided again without it.
+        // Signed outside the transaction (a token's key), at the nonces the decisions named; a signer that fails
+        // answers its send (nothing of it was stored) and the others are decided again without it.
         let mut failed = Vec::new();
         for (i, nonce) in to_sign {
             let send = &mut sends[i];
@@ -292,36 +327,58 @@ async fn reserve_round(store: Arc<dyn Store>, mut sends: Vec<Sending>) {
             "the nonce to sign at moved under the agent's send lock".into(),
         )))));
     }
+    records
 }
 
 /// What one pass over a round's sends came to.
 enum Passed {
-    /// Every send decided, and what was allowed stored with its signature: committed.
-    Committed(Vec<Reservation>),
+    /// Every send decided, and what was allowed stored with its signature (or failed to sign): committed.
+    Committed(Vec<Result<Reservation, TransferError>>),
     /// Sends (by index) allowed at a nonce they are not signed for: rolled back, to be signed at these nonces.
     Sign(Vec<(usize, Option<u64>)>),
     /// The commit failed: whether it was applied is not known.
     Unknown(StoreError),
 }
 
-/// Decides each send in turn in one reserving transaction. One allowed at a nonce it is not signed for is applied
-/// with a stand-in for its signature when sends come after it, so that they are decided with it counted, and the
-/// transaction is rolled back: nothing is committed before every allowed send carries its signature.
-async fn pass(store: &dyn Store, sends: &[Sending]) -> Result<Passed, TransferError> {
+/// Decides each send in turn in one reserving transaction. A send whose key is in memory is signed in it, at the
+/// nonce its decision named, once the decision allowed it. One allowed at a nonce it is not signed for (a token's
+/// key) is applied with a stand-in for its signature when sends come after it, so that they are decided with it
+/// counted, and the transaction is rolled back: nothing is committed before every allowed send carries its
+/// signature. The committing pass writes `records` last, just before its commit.
+async fn pass(store: &dyn Store, sends: &[Sending], records: &[Record]) -> Result<Passed, TransferError> {
     let mut tx = store.reserving().await.map_err(store_error)?;
     let mut answers = Vec::with_capacity(sends.len());
     let mut to_sign = Vec::new();
     for (i, send) in sends.iter().enumerate() {
         // The last send's stand-in would count for nobody: it is decided as alone, writing nothing unsigned.
         let stand_in = i + 1 < sends.len();
-        match apply(tx.as_mut(), &send.request, send.signed.as_ref(), stand_in).await? {
-            Applied::Final(reservation) => answers.push(reservation),
+        let sign_now = |nonce: Option<u64>| {
+            sign_transfer(
+                send.signer.as_ref(),
+                send.chain,
+                &send.request,
+                send.priority_fee,
+                nonce.unwrap_or(0),
+            )
+            .map_err(|e| signer_error(send.request.agent_id, e))
+        };
+        let sign_now: Option<&SignNow<'_>> = match send.signer.in_memory() {
+            true => Some(&sign_now),
+            false => None,
+        };
+        match apply(tx.as_mut(), &send.request, send.signed.as_ref(), stand_in, sign_now).await? {
+            Applied::Final(reservation) => answers.push(Ok(reservation)),
+            Applied::SignerFailed(e) => answers.push(Err(e)),
             Applied::Unsigned { nonce } => to_sign.push((i, nonce)),
         }
     }
     if !to_sign.is_empty() {
         drop(tx);
         return Ok(Passed::Sign(to_sign));
+    }
+    if !records.is_empty() {
+        let all: Vec<(Option<Uuid>, &AuditEvent)> = records.iter().map(|r| (r.accepted, &r.event)).collect();
+        tx.record_outflows(&all).await.map_err(store_error)?;
     }
     // Before the commit every failure rolls back (the round's sends may reserve alone); a failed commit may not have.
     if let Err(e) = tx.commit().await {
@@ -337,16 +394,8 @@ pub(super) struct Record {
     pub done: oneshot::Sender<()>,
 }
 
-/// The audit rounds of a store.
-pub(super) fn records(store: Arc<dyn Store>, leaders: usize) -> Group<Record> {
-    Group::new(
-        leaders,
-        Box::new(move |records| Box::pin(record_round(store.clone(), records))),
-    )
-}
-
 /// Writes a round's entries in one transaction; if that fails, each alone, so one bad entry costs only itself.
-async fn record_round(store: Arc<dyn Store>, records: Vec<Record>) {
+async fn record_round(store: &dyn Store, records: Vec<Record>) {
     let all: Vec<(Option<Uuid>, &AuditEvent)> = records.iter().map(|r| (r.accepted, &r.event)).collect();
     if let Err(e) = store.record_outflows(&all).await {
         tracing::warn!(error = %e, "a round of audit entries failed; writing them one by one");

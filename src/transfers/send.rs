@@ -394,9 +394,10 @@ impl Transfers {
         Err(TransferError::NonceKeptRefused)
     }
 
-    /// Decides, signs and stores `request`, signing outside every database transaction (§20): the store decides
-    /// and names the nonce (writing nothing), the signer signs at it, and the store decides again under the agent's
-    /// lock and stores the signature only if it reserves at that nonce. The agent's send lock is held throughout,
+    /// Decides, signs and stores `request`. A key in memory signs in the reserving transaction, at the nonce the
+    /// decision named once it allowed the request. A token signs outside every database transaction (§20): the
+    /// store decides and names the nonce (writing nothing), the token signs at it, and the store decides again under
+    /// the agent's lock and stores the signature only if it reserves at that nonce. The agent's send lock is held throughout,
     /// so the nonce does not move between the two; a signer that does not answer leaves nothing recorded and the
     /// nonce free (503 `signer_unavailable`). Nothing is signed that the decision refuses or holds for approval.
     async fn reserve(
@@ -407,11 +408,22 @@ impl Transfers {
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
         let mut presigned: Option<Presigned> = None;
+        // A key in memory signs inside the reserving transaction, once its decision allowed the request: one
+        // transaction. A token signs outside it, between two.
+        let sign_now = |nonce: Option<u64>| {
+            o.kind
+                .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
+                .map_err(|e| signer_error(o.agent_id, e))
+        };
+        let sign_now: Option<&SignNow<'_>> = match signer.in_memory() {
+            true => Some(&sign_now),
+            false => None,
+        };
         // Under the send lock the nonce does not move, and the second decision takes the signature. Another process
         // on the same SQLite file (`agentd mcp`, a second instance) takes no part in this process's send lock: it may
         // take the nonce between the two, and the store then names the next one; signing again converges.
         for _ in 0..SIGNING_ROUNDS {
-            let nonce = match reserve_once(self.store.as_ref(), request, presigned.as_ref()).await? {
+            let nonce = match reserve_once(self.store.as_ref(), request, presigned.as_ref(), sign_now).await? {
                 Reservation::Sign { nonce } => nonce,
                 other => return Ok(other),
             };
@@ -437,7 +449,7 @@ impl Transfers {
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
         let (sending, answer) = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
-        self.rounds.push(sending);
+        self.rounds.push(rounds::Item::Send(Box::new(sending)));
         match answer.await {
             Ok(rounds::Answer::Decided(reservation)) => reservation,
             Ok(rounds::Answer::Alone) => {
@@ -574,17 +586,25 @@ pub(super) enum Applied {
     Final(Reservation),
     /// Allowed at `nonce`, but not signed for it: the caller signs there (outside the database) and comes again.
     Unsigned { nonce: Option<u64> },
+    /// Allowed, and the key in memory failed to sign at the nonce: nothing of it written, the transaction goes on.
+    SignerFailed(TransferError),
 }
 
+/// Signs a request at the nonce its decision named, inside the reserving transaction: only a key in this process's
+/// memory (`WalletSigner::in_memory`), which takes microseconds.
+pub(super) type SignNow<'a> = dyn Fn(Option<u64>) -> Result<SignedTx, TransferError> + Send + Sync + 'a;
+
 /// The decision on `request` (`decide_in`), applied in `tx`: refused; or held for approval (stored); or allowed at
-/// a nonce, then stored as signed with `signed` when it was made at that nonce. Unsigned for that nonce, nothing is
+/// a nonce, then stored as signed with `signed` when it was made at that nonce, or with what `sign_now` signs there
+/// (a key in memory: the decision allowed it first, in this transaction). Unsigned for that nonce, nothing is
 /// written unless `stand_in`: then the reservation is written with a stand-in for its signature, so that what a
-/// round decides after it counts it, and the caller must roll `tx` back. The signature is never made inside `tx`.
+/// round decides after it counts it, and the caller must roll `tx` back. A token never signs inside `tx`.
 pub(super) async fn apply(
     tx: &mut (dyn Reserving + '_),
     request: &TransferRequest,
     signed: Option<&Presigned>,
     stand_in: bool,
+    sign_now: Option<&SignNow<'_>>,
 ) -> Result<Applied, TransferError> {
     let Decided { decision, spent, count } = decide_in(tx, request).await?;
     let (nonce, release) = match decision {
@@ -596,35 +616,45 @@ pub(super) async fn apply(
         Decision::Reserve { nonce, release } => (nonce, release),
     };
     let reserve = Reserve { nonce, spent, release };
-    let signature = match signed.filter(|p| p.nonce == nonce) {
-        Some(p) => p.signed.clone(),
-        None if stand_in => SignedTx {
-            raw: Vec::new(),
-            // Unique, as every stored hash must be; never committed.
-            hash: format!("0x{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple()),
+    let (signature, made) = match (signed.filter(|p| p.nonce == nonce), sign_now) {
+        (Some(p), _) => (p.signed.clone(), true),
+        (None, Some(sign)) => match sign(nonce) {
+            Ok(signature) => (signature, true),
+            Err(e) => return Ok(Applied::SignerFailed(e)),
         },
-        None => return Ok(Applied::Unsigned { nonce }),
+        (None, None) if stand_in => {
+            let stand_in = SignedTx {
+                raw: Vec::new(),
+                // Unique, as every stored hash must be; never committed.
+                hash: format!("0x{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple()),
+            };
+            (stand_in, false)
+        }
+        (None, None) => return Ok(Applied::Unsigned { nonce }),
     };
     let record = tx
         .reserve(request, reserve, signature, &count)
         .await
         .map_err(store_error)?;
-    match signed.is_some_and(|p| p.nonce == nonce) {
+    match made {
         true => Ok(Applied::Final(Reservation::Reserved(Box::new(record)))),
         false => Ok(Applied::Unsigned { nonce }),
     }
 }
 
-/// One reservation of one request, in one reserving transaction (`apply`): committed when held or stored;
-/// `Reservation::Sign` with the nonce to sign at when allowed but not signed for it (nothing written).
+/// One reservation of one request, in one reserving transaction (`apply`, signing in it with `sign_now`): committed
+/// when held or stored; `Reservation::Sign` with the nonce to sign at when allowed but not signed for it (nothing
+/// written).
 pub async fn reserve_once(
     store: &dyn TransferStore,
     request: &TransferRequest,
     signed: Option<&Presigned>,
+    sign_now: Option<&SignNow<'_>>,
 ) -> Result<Reservation, TransferError> {
     let mut tx = store.reserving().await.map_err(store_error)?;
-    match apply(tx.as_mut(), request, signed, false).await? {
+    match apply(tx.as_mut(), request, signed, false, sign_now).await? {
         Applied::Unsigned { nonce } => Ok(Reservation::Sign { nonce }),
+        Applied::SignerFailed(e) => Err(e),
         Applied::Final(refused @ Reservation::Refused(_)) => Ok(refused),
         Applied::Final(done) => {
             tx.commit().await.map_err(store_error)?;

@@ -425,4 +425,25 @@ async fn sends_that_arrive_together_are_reserved_in_rounds_at_consecutive_nonces
         bench.store.next_nonce(bench.agent.id, "ethereum").await.unwrap(),
         Some(4)
     );
+    // Every answer's entry was written (in a later round's transaction, or alone) before the answer, and each
+    // transfer the node took was marked pending with it.
+    let audit = bench
+        .store
+        .list_audit(bench.agent.id, None, 100)
+        .await
+        .expect("the audit");
+    let count = |action: &str| audit.iter().filter(|e| e.action == action).count();
+    assert_eq!((count("transfer_accepted"), count("transfer_refused")), (4, 4));
+    let open = bench
+        .store
+        .open_transactions("ethereum")
+        .await
+        .expect("the open transfers");
+    assert!(
+        open.iter()
+            .all(|tx| tx.status == crate::domain::transaction::TxState::Pending),
+        "{open:?}"
+    );
+    let figures = bench.transfers.round_figures();
+    assert_eq!((figures.reserved, figures.recorded), (8, 8), "{figures:?}");
 }

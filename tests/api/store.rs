@@ -120,11 +120,14 @@ fn presigned(id: Uuid, nonce: Option<u64>) -> Presigned {
 /// Reserves a transfer as the send path does: the store names the nonce (writing nothing), the transfer is
 /// "signed" at it outside the store, and the store decides again and records it.
 pub(crate) async fn reserve(store: &dyn Store, request: &TransferRequest) -> Reservation {
-    let nonce = match reserve_once(store, request, None).await.expect("the reservation runs") {
+    let nonce = match reserve_once(store, request, None, None)
+        .await
+        .expect("the reservation runs")
+    {
         Reservation::Sign { nonce } => nonce,
         other => return other,
     };
-    reserve_once(store, request, Some(&presigned(request.id, nonce)))
+    reserve_once(store, request, Some(&presigned(request.id, nonce)), None)
         .await
         .expect("the reservation runs")
 }
@@ -212,6 +215,57 @@ async fn a_lock_held_by_one_instance_is_refused_to_another_until_released() {
         }
         assert!(std::time::Instant::now() < deadline, "a released lock is free again");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A round's send locks (`lock_senders`) are taken in order across instances: while another instance holds a name,
+/// the round holds the names before it and gives back the ones after it at once (so two rounds never wait for each
+/// other), and takes the rest once it is let go; dropped, the round's guard frees them all.
+#[tokio::test]
+async fn a_rounds_send_locks_are_taken_in_order_and_wait_only_for_the_name_held_elsewhere() {
+    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty()) {
+        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+        return;
+    }
+    let (db, first) = open().await;
+    let second: std::sync::Arc<dyn Store> = agentd::store::open(&db.config).await.expect("a second instance opens");
+    let mut ids = [Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4()];
+    ids.sort();
+    let [a, b, c] = ids;
+    let held_elsewhere = first.lock_sender(b, CHAIN).await.expect("b is free");
+
+    let round = {
+        let second = second.clone();
+        tokio::spawn(async move { second.lock_senders(&[(a, CHAIN), (b, CHAIN), (c, CHAIN)]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!round.is_finished(), "the round waits for b");
+    let short = Duration::from_millis(300);
+    assert!(
+        tokio::time::timeout(short, first.lock_sender(a, CHAIN)).await.is_err(),
+        "the round holds a, the name before b"
+    );
+    let c_held = tokio::time::timeout(Duration::from_secs(5), first.lock_sender(c, CHAIN))
+        .await
+        .expect("c, after b, was given back")
+        .expect("c is taken");
+    drop(c_held);
+    drop(held_elsewhere);
+    let guard = tokio::time::timeout(Duration::from_secs(5), round)
+        .await
+        .expect("the round takes b once it is let go")
+        .unwrap()
+        .expect("every lock of the round");
+    assert!(
+        tokio::time::timeout(short, first.lock_sender(c, CHAIN)).await.is_err(),
+        "the round holds c now"
+    );
+    drop(guard);
+    for name in [a, b, c] {
+        tokio::time::timeout(Duration::from_secs(5), first.lock_sender(name, CHAIN))
+            .await
+            .expect("the round's guard freed every name")
+            .expect("taken");
     }
 }
 
@@ -460,7 +514,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     let asked_nonce = |presigned: Option<Presigned>| {
         let (store, request) = (store.as_ref(), &request);
         async move {
-            match reserve_once(store, request, presigned.as_ref()).await.unwrap() {
+            match reserve_once(store, request, presigned.as_ref(), None).await.unwrap() {
                 Reservation::Sign { nonce } => nonce,
                 other => panic!("the store did not ask for a signature: {other:?}"),
             }
@@ -486,7 +540,10 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     assert_eq!(rows().await, 0);
 
     let signed = presigned(request.id, Some(0));
-    match reserve_once(store.as_ref(), &request, Some(&signed)).await.unwrap() {
+    match reserve_once(store.as_ref(), &request, Some(&signed), None)
+        .await
+        .unwrap()
+    {
         Reservation::Reserved(tx) => {
             assert_eq!(tx.nonce(), Some(0));
             assert_eq!(tx.raw_tx, signed.signed.raw);
@@ -499,7 +556,7 @@ async fn a_reservation_is_signed_outside_the_store_and_kept_only_at_the_nonce_it
     // Over the cap, a signature brought along is not stored either: the decision is taken again.
     let over = transfer(&agent, 20_000_000, None);
     assert!(matches!(
-        reserve_once(store.as_ref(), &over, Some(&presigned(over.id, Some(1))))
+        reserve_once(store.as_ref(), &over, Some(&presigned(over.id, Some(1))), None)
             .await
             .unwrap(),
         Reservation::Refused(Refusal::CapExceeded { .. })

@@ -44,12 +44,7 @@ where
 
     async fn record_outflows(&self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        for (accepted, event) in records {
-            if let Some(id) = accepted {
-                self.mark_pending_in(&mut tx, *id).await?;
-            }
-            self.append_audit(&mut tx, event).await?;
-        }
+        self.record_outflows_in(&mut tx, records).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -74,7 +74,17 @@ where
     }
 
     async fn lock_sender(&self, agent_id: Uuid, chain: &str) -> StoreResult<Box<dyn SendGuard>> {
-        B::lock(self, &format!("send:{agent_id}:{chain}")).await
+        B::lock(self, &sender_lock(agent_id, chain)).await
+    }
+
+    async fn lock_senders(&self, senders: &[(Uuid, &str)]) -> StoreResult<Box<dyn SendGuard>> {
+        let mut names: Vec<String> = senders
+            .iter()
+            .map(|(agent_id, chain)| sender_lock(*agent_id, chain))
+            .collect();
+        names.sort();
+        names.dedup();
+        B::lock_all(self, &names).await
     }
 
     async fn next_nonce(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<u64>> {
@@ -392,6 +402,11 @@ where
 
 /// A reserving transaction on SQLite or PostgreSQL (`TransferStore::reserving`); the events of what it applied
 /// are announced once it commits.
+/// The name of (agent, chain)'s send lock.
+fn sender_lock(agent_id: Uuid, chain: &str) -> String {
+    format!("send:{agent_id}:{chain}")
+}
+
 struct SqlReserving<'s, B: Backend> {
     store: &'s SqlStore<B>,
     tx: WriteTx<B>,
@@ -540,6 +555,10 @@ where
         let spent = decision::spent_after(reserve.spent, r.reserved_wei, reserve.release);
         SqlStore::<B>::set_spent(tx, r.agent_id, &r.chain, spent).await?;
         Ok(record)
+    }
+
+    async fn record_outflows(&mut self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()> {
+        self.store.record_outflows_in(&mut self.tx, records).await
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {

@@ -676,6 +676,21 @@ where
 {
     /// Transfer `id` `signed` -> `pending` (the node accepted it, or its x402 authorization was sent), with its
     /// `transfer.pending` event when it moved; nothing when it was no longer `signed`.
+    /// `AuditStore::record_outflows` in `conn`'s transaction (also a reservation round's, `Reserving`).
+    pub(super) async fn record_outflows_in(
+        &self,
+        conn: &mut B::Connection,
+        records: &[(Option<Uuid>, &AuditEvent)],
+    ) -> StoreResult<()> {
+        for (accepted, event) in records {
+            if let Some(id) = accepted {
+                self.mark_pending_in(conn, *id).await?;
+            }
+            self.append_audit(conn, event).await?;
+        }
+        Ok(())
+    }
+
     pub(super) async fn mark_pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
