@@ -1146,7 +1146,12 @@ mod tests {
         assert_eq!(named[0], ("Uniswap V2 router".to_string(), router.parse().unwrap()));
         assert_eq!(named[1].0, "Vault.v2");
         assert!(Config::from_vars(vars(&[])).unwrap().chains.contracts.is_empty());
-        for bad in [router, "router=0x12", &format!("a<b>={router}"), &format!("a={router},b={router}")] {
+        for bad in [
+            router,
+            "router=0x12",
+            &format!("a<b>={router}"),
+            &format!("a={router},b={router}"),
+        ] {
             assert!(Config::from_vars(vars(&[("CONTRACTS_BASE", bad)])).is_err(), "{bad}");
         }
     }

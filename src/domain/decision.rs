@@ -417,15 +417,13 @@ fn call_denial(r: &Request<'_>, policy: &Policy, windows: &[(Windows, bool)], ru
         (Subject::TypedData(facts), PolicyRule::CallDenied) => {
             Refusal::CallDenied(super::call::policy::typed_denial(policy.calls.as_deref(), facts))
         }
-        (_, PolicyRule::PerTransfer | PolicyRule::PerDay | PolicyRule::PerWeek) => {
-            counts_judged(call, policy, windows)
-                .find(|j| j.verdict == Verdict::Deny(rule))
-                .and_then(|j| {
-                    let asset = &call.counts[j.index].asset_key;
-                    over_limit(policy, asset, j.windows, rule, j.sum).map(|refusal| refusal.of_asset(asset))
-                })
-                .unwrap_or(Refusal::PolicyDenied(rule))
-        }
+        (_, PolicyRule::PerTransfer | PolicyRule::PerDay | PolicyRule::PerWeek) => counts_judged(call, policy, windows)
+            .find(|j| j.verdict == Verdict::Deny(rule))
+            .and_then(|j| {
+                let asset = &call.counts[j.index].asset_key;
+                over_limit(policy, asset, j.windows, rule, j.sum).map(|refusal| refusal.of_asset(asset))
+            })
+            .unwrap_or(Refusal::PolicyDenied(rule)),
         _ => Refusal::PolicyDenied(rule),
     }
 }

@@ -44,7 +44,14 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
                     .iter()
                     .find(|(n, _)| n == c.name)
                     .map_or(&[][..], |(_, named)| named.as_slice());
-                ChainView::new(c, configured(c.name), local, state.chains.tokens(), delegations(c.name), contracts)
+                ChainView::new(
+                    c,
+                    configured(c.name),
+                    local,
+                    state.chains.tokens(),
+                    delegations(c.name),
+                    contracts,
+                )
             })
             .collect(),
     )

@@ -8,11 +8,11 @@ use uuid::Uuid;
 
 use super::shared::{address_from_text, wei_from_text};
 use super::{AuditEvent, StoreError, StoreResult, TransferRequest};
-use crate::domain::decision::Counted;
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::audit::{Detail, detail::Decided};
 use crate::domain::chain;
+use crate::domain::decision::Counted;
 use crate::domain::policy::{ApprovalStatus, Holds};
 use crate::domain::transaction::{Body, Kind};
 

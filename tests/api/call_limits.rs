@@ -101,7 +101,11 @@ async fn a_call_held_above_a_token_threshold_states_the_threshold_of_that_token(
     assert_eq!(waiting[0]["id"], held["id"], "{waiting}");
     assert_eq!(waiting[0]["held_above"], "50", "{waiting}");
     assert_eq!(waiting[0]["held_above_asset"], "base:USDC", "{waiting}");
-    assert_eq!(router_allowance(&s).await, U256::ZERO, "nothing is signed while it waits");
+    assert_eq!(
+        router_allowance(&s).await,
+        U256::ZERO,
+        "nothing is signed while it waits"
+    );
 
     // Approved, it lands: the chain shows the allowance.
     let approve_path = format!("transfers/{}/approve", held["id"].as_str().unwrap());
@@ -184,6 +188,10 @@ async fn a_call_over_a_token_limit_is_refused_with_the_figures_of_that_token() {
         .clone();
     let limit = refused["detail"]["limit"].as_str().unwrap_or_default();
     assert!(!limit.is_empty() && message.ends_with(limit), "{refused}");
-    assert_eq!(router_allowance(&s).await, U256::from(50 * USDC), "only the allowed approves landed");
+    assert_eq!(
+        router_allowance(&s).await,
+        U256::from(50 * USDC),
+        "only the allowed approves landed"
+    );
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2);
 }

@@ -337,22 +337,24 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     );
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const fresh = created.body.id;
-    await page.goto(`${stack.baseUrl}/`);
-    await page.evaluate(([id, t]) => localStorage.setItem(`agentd.token.${id}`, t), [fresh, created.body.access_token]);
-    await page.goto('about:blank');
-    await page.goto(`${stack.baseUrl}/#/agents/${fresh}/wallet`);
-    await page.getByRole('heading', { name: 'Fresh agent' }).waitFor();
-    const composer = page.getByTestId('call-composer');
-    await composer.waitFor();
-    const named = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
-    await named.waitFor({ state: 'attached' });
-    assert.equal((await named.getAttribute('value')).toLowerCase(), router.toLowerCase());
-    await composer.getByTestId('call-contract-pick').selectOption(await named.getAttribute('value'));
-    assert.equal((await composer.getByTestId('call-to').inputValue()).toLowerCase(), router.toLowerCase());
-    await shot('c07b-compose-named-contract');
-    // Back to the agent the other steps use.
-    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/wallet`);
-    await page.getByRole('heading', { name: 'Swapping agent' }).waitFor();
+    // In a page of its own, with that agent's token saved, so that the other steps' page stays as it is.
+    const other = await page.context().newPage();
+    other.setDefaultTimeout(TIMEOUT);
+    try {
+      await other.addInitScript(([id, t]) => localStorage.setItem(`agentd.token.${id}`, t), [fresh, created.body.access_token]);
+      await other.goto(`${stack.baseUrl}/#/agents/${fresh}/wallet`);
+      await other.getByRole('heading', { name: 'Fresh agent' }).waitFor();
+      const composer = other.getByTestId('call-composer');
+      await composer.waitFor();
+      const named = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
+      await named.waitFor({ state: 'attached' });
+      assert.equal((await named.getAttribute('value')).toLowerCase(), router.toLowerCase());
+      await composer.getByTestId('call-contract-pick').selectOption(await named.getAttribute('value'));
+      assert.equal((await composer.getByTestId('call-to').inputValue()).toLowerCase(), router.toLowerCase());
+      await other.screenshot({ path: join(artifactsDir, 'c07b-compose-named-contract.png'), fullPage: true });
+    } finally {
+      await other.close();
+    }
   });
 
   it('composes an approve in the Wallet tab, simulates it, sends it, and the chain shows the allowance', async () => {

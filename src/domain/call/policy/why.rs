@@ -88,7 +88,9 @@ fn unmet(rule: &TypedDataRule, typed: &TypedFacts<'_>) -> Option<String> {
     sides.into_iter().find_map(|(in_domain, side, conditions)| {
         conditions.iter().find_map(|(path, condition)| {
             let Some(actual) = typed.operand(in_domain, path) else {
-                return Some(format!("{side}.{path} must be set; it is absent or no value a condition can compare"));
+                return Some(format!(
+                    "{side}.{path} must be set; it is absent or no value a condition can compare"
+                ));
             };
             let comparison = condition.first_failing(&actual, typed.agent)?;
             Some(format!(
