@@ -322,7 +322,9 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
   });
 
   it('fits at 390 pixels after the window shrinks from 1280 without a reload, tab bar included', async () => {
-    // A fresh load at 390 fitted while a window shrunk from 1280 kept the tab bar about 32 px too wide.
+    // An earlier session saw a window shrunk from 1280 keep the tab bar about 32 px too wide where a fresh load at
+    // 390 fitted. Not reproduced since (Chromium 1280 -> 390 by emulation and by a real window resize both fit, on
+    // the code before `contain: inline-size` too): this keeps the case checked.
     const failures = [];
     for (const tab of ['history', 'wallet', 'policy']) {
       await page.setViewportSize(WIDTHS[0]);
