@@ -76,9 +76,12 @@ ADMIN_TOKEN="adm_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 METRICS_TOKEN="met_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 # X402_ALLOW_PRIVATE and WEBHOOK_ALLOW_PRIVATE: the sample paywall (and any webhook receiver you try) is on 127.0.0.1.
 # The delegation framework is at the node's own addresses, not at its published ones (agentd's default on base).
+# CONTRACTS_BASE names the demo's router and its permit token, so that the console's call composer offers them from
+# the start (USDC and WETH are registry tokens, offered as such).
 stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK" "ADMIN_TOKEN=$ADMIN_TOKEN" "METRICS_TOKEN=$METRICS_TOKEN" \
   X402_ALLOW_PRIVATE=true WEBHOOK_ALLOW_PRIVATE=true \
-  "DELEGATION_MANAGER_BASE=$DELEGATION_MANAGER" "DELEGATION_ENFORCERS_BASE=$DELEGATION_ENFORCERS"
+  "DELEGATION_MANAGER_BASE=$DELEGATION_MANAGER" "DELEGATION_ENFORCERS_BASE=$DELEGATION_ENFORCERS" \
+  "CONTRACTS_BASE=Uniswap V2 router=$ROUTER,Permit test token=$PERMIT_TOKEN"
 AGENTD_PID="$STACK_AGENTD_PID"
 BASE="$STACK_URL"
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$PAYWALL_PORT/free" && break; sleep 0.1; done

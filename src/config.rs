@@ -157,6 +157,10 @@ pub struct ChainsConfig {
         String,
         Vec<(crate::domain::delegation::Kind, alloy::primitives::Address)>,
     )>,
+    /// `CONTRACTS_<CHAIN>`: contracts this deployment names for its clients per chain name (`label=address`, comma
+    /// separated; a router, a vault), which the console offers to call from the start. They grant nothing: every
+    /// call is judged by the policy as any other. Default: none.
+    pub contracts: Vec<(String, Vec<(String, alloy::primitives::Address)>)>,
 }
 
 impl ChainsConfig {
@@ -189,6 +193,36 @@ fn parse_enforcers(spec: &str) -> Result<Vec<(delegation::Kind, alloy::primitive
             return Err(format!("{} is named twice", kind.name()));
         }
         out.push((kind, address));
+    }
+    Ok(out)
+}
+
+/// `CONTRACTS_<CHAIN>`: comma-separated `label=address`, a label of 1 to 40 letters, digits, spaces, `.`, `-` or
+/// `_`, each address once (empty: none).
+fn parse_contracts(spec: &str) -> Result<Vec<(String, alloy::primitives::Address)>, String> {
+    let mut out: Vec<(String, alloy::primitives::Address)> = Vec::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (label, address) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("`{entry}` is not label=address"))?;
+        let label = label.trim();
+        let valid = (1..=40).contains(&label.chars().count())
+            && label
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '-' | '_'));
+        if !valid {
+            return Err(format!(
+                "the label `{label}` must be 1 to 40 letters, digits, spaces, '.', '-' or '_'"
+            ));
+        }
+        let address: alloy::primitives::Address = address
+            .trim()
+            .parse()
+            .map_err(|_| format!("the address of {label} must be a 0x address"))?;
+        if out.iter().any(|(_, a)| *a == address) {
+            return Err(format!("{address} is named twice"));
+        }
+        out.push((label.to_string(), address));
     }
     Ok(out)
 }
@@ -495,6 +529,7 @@ impl ChainsConfig {
         let mut tokens = crate::domain::asset::Registry::default();
         let mut delegation_managers = Vec::new();
         let mut delegation_enforcers = Vec::new();
+        let mut contracts = Vec::new();
         for chain in CHAINS {
             let suffix = registry::env_suffix(chain.name);
             let deployed = delegation::deployments::CHAIN_IDS.contains(&chain.chain_id);
@@ -525,6 +560,15 @@ impl ChainsConfig {
             };
             if !enforcers.is_empty() {
                 delegation_enforcers.push((chain.name.to_string(), enforcers));
+            }
+            if let Some(spec) = vars.get(&format!("CONTRACTS_{suffix}")) {
+                let named = parse_contracts(&spec).map_err(|reason| ConfigError::Invalid {
+                    var: "CONTRACTS_<CHAIN>",
+                    reason: format!("CONTRACTS_{suffix}: {reason}"),
+                })?;
+                if !named.is_empty() {
+                    contracts.push((chain.name.to_string(), named));
+                }
             }
             if let Some(url) = vars.get(&format!("RPC_URL_{suffix}")) {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -567,6 +611,7 @@ impl ChainsConfig {
             stuck_after: Duration::from_secs(vars.number("STUCK_AFTER_SECS", 120)?),
             delegation_managers,
             delegation_enforcers,
+            contracts,
         })
     }
 
@@ -1086,6 +1131,29 @@ mod tests {
         assert_eq!(c.chains.confirmations_for("base"), 3);
         assert!(Config::from_vars(vars(&[("CONFIRMATIONS_BASE", "0")])).is_err());
         assert!(Config::from_vars(vars(&[("RPC_URL_BASE", "ftp://x")])).is_err());
+    }
+
+    #[test]
+    fn contracts_a_deployment_names_are_read_per_chain_and_checked() {
+        let router = "0x00000000000000000000000000000000000000b2";
+        let c = Config::from_vars(vars(&[(
+            "CONTRACTS_BASE",
+            &format!("Uniswap V2 router={router}, Vault.v2 = 0x00000000000000000000000000000000000000c3"),
+        )]))
+        .unwrap();
+        let (chain, named) = &c.chains.contracts[0];
+        assert_eq!(chain, "base");
+        assert_eq!(named[0], ("Uniswap V2 router".to_string(), router.parse().unwrap()));
+        assert_eq!(named[1].0, "Vault.v2");
+        assert!(Config::from_vars(vars(&[])).unwrap().chains.contracts.is_empty());
+        for bad in [
+            router,
+            "router=0x12",
+            &format!("a<b>={router}"),
+            &format!("a={router},b={router}"),
+        ] {
+            assert!(Config::from_vars(vars(&[("CONTRACTS_BASE", bad)])).is_err(), "{bad}");
+        }
     }
 
     #[test]

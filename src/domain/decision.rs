@@ -216,7 +216,32 @@ pub enum Refusal {
         limit: U256,
         counted: U256,
         asked: U256,
+        /// For a call or typed data, the policy's key of the asset whose counts broke it (`base:USDC`, or
+        /// `base:<token address>` in base units); `None` for a transfer, whose asset is the request's.
+        asset: Option<String>,
     },
+}
+
+impl Refusal {
+    /// An `OverLimit` refusal of the asset `asset_key` (a call's count); any other refusal as it is.
+    fn of_asset(self, asset_key: &str) -> Refusal {
+        match self {
+            Refusal::OverLimit {
+                rule,
+                limit,
+                counted,
+                asked,
+                ..
+            } => Refusal::OverLimit {
+                rule,
+                limit,
+                counted,
+                asked,
+                asset: Some(asset_key.to_string()),
+            },
+            other => other,
+        }
+    }
 }
 
 /// What the store does.
@@ -343,7 +368,7 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         } {
             Verdict::Allow => U256::ZERO,
             Verdict::Deny(rule) if r.call.is_none() => return refuse(denial(r, policy, *windows, rule)),
-            Verdict::Deny(rule) => return refuse(call_denial(r, policy, rule)),
+            Verdict::Deny(rule) => return refuse(call_denial(r, policy, &f.call_windows, rule)),
             Verdict::NeedsApproval(_) if !fits(f.cap, f.spent, r.reserved) => {
                 return refuse(Refusal::CapExceeded {
                     cap: f.cap,
@@ -377,34 +402,54 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     Decision::Reserve { nonce, release }
 }
 
-/// A call's refusal by `rule`, said in words when the `calls` rules refused a contract call.
-fn call_denial(r: &Request<'_>, policy: &Policy, rule: PolicyRule) -> Refusal {
-    match r.call.as_ref().map(|c| (&c.subject, c.guarded)) {
-        Some((Subject::Call(facts), guarded)) if rule == PolicyRule::CallDenied => {
-            Refusal::CallDenied(super::call::policy::denial(policy.calls.as_deref(), facts, guarded))
+/// A call's refusal by `rule`: in words when the `calls` rules refused a contract call or typed data, with the
+/// figures of the limit and the asset of the count that broke it when it broke one.
+fn call_denial(r: &Request<'_>, policy: &Policy, windows: &[(Windows, bool)], rule: PolicyRule) -> Refusal {
+    let Some(call) = r.call.as_ref() else {
+        return Refusal::PolicyDenied(rule);
+    };
+    match (&call.subject, rule) {
+        (Subject::Call(facts), PolicyRule::CallDenied) => Refusal::CallDenied(super::call::policy::denial(
+            policy.calls.as_deref(),
+            facts,
+            call.guarded,
+        )),
+        (Subject::TypedData(facts), PolicyRule::CallDenied) => {
+            Refusal::CallDenied(super::call::policy::typed_denial(policy.calls.as_deref(), facts))
         }
+        (_, PolicyRule::PerTransfer | PolicyRule::PerDay | PolicyRule::PerWeek) => counts_judged(call, policy, windows)
+            .find(|j| j.verdict == Verdict::Deny(rule))
+            .and_then(|j| {
+                let asset = &call.counts[j.index].asset_key;
+                over_limit(policy, asset, j.windows, rule, j.sum).map(|refusal| refusal.of_asset(asset))
+            })
+            .unwrap_or(Refusal::PolicyDenied(rule)),
         _ => Refusal::PolicyDenied(rule),
     }
 }
 
 /// A transfer's refusal by `rule`, with the figures of the limit it broke when it broke one.
 fn denial(r: &Request<'_>, policy: &Policy, windows: Windows, rule: PolicyRule) -> Refusal {
-    let limits = policy.limits.get(r.asset_key);
+    over_limit(policy, r.asset_key, windows, rule, r.value).unwrap_or(Refusal::PolicyDenied(rule))
+}
+
+/// `asked` of `asset_key` over the limit `rule` names, with the limit and what its window had counted (0 for
+/// `per_transfer`); `None` when `rule` is no limit the policy sets for the asset.
+fn over_limit(policy: &Policy, asset_key: &str, windows: Windows, rule: PolicyRule, asked: U256) -> Option<Refusal> {
+    let limits = policy.limits.get(asset_key);
     let (limit, counted) = match rule {
         PolicyRule::PerTransfer => (limits.and_then(|l| l.per_transfer), U256::ZERO),
         PolicyRule::PerDay => (limits.and_then(|l| l.per_day), windows.day),
         PolicyRule::PerWeek => (limits.and_then(|l| l.per_week), windows.week),
         _ => (None, U256::ZERO),
     };
-    match limit {
-        Some(limit) => Refusal::OverLimit {
-            rule,
-            limit,
-            counted,
-            asked: r.value,
-        },
-        None => Refusal::PolicyDenied(rule),
-    }
+    Some(Refusal::OverLimit {
+        rule,
+        limit: limit?,
+        counted,
+        asked,
+        asset: None,
+    })
 }
 
 /// One rolling window of an asset's limits (or a chain's spending cap) as the decision counts it: the limit, what
@@ -492,23 +537,15 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
     if call.receivers.iter().any(|r| policy.blocked_recipients.contains(r)) {
         return Verdict::Deny(PolicyRule::RecipientBlocked);
     }
-    for (i, count) in call.counts.iter().enumerate() {
-        let (w, paid_before) = windows.get(i).copied().unwrap_or_default();
-        let sum = call
-            .counts
-            .iter()
-            .filter(|c| c.asset_key == count.asset_key)
-            .fold(U256::ZERO, |total, c| total.saturating_add(c.value));
-        match policy.evaluate(&Proposed {
-            asset_key: &count.asset_key,
-            to: count.party,
-            value: sum,
-            day_total: w.day,
-            week_total: w.week,
-            paid_before,
-        }) {
+    for judged in counts_judged(call, policy, windows) {
+        match judged.verdict {
             Verdict::Deny(rule) => return Verdict::Deny(rule),
-            Verdict::NeedsApproval(more) => holds = holds.and(more),
+            Verdict::NeedsApproval(more) => {
+                holds = holds.and(Holds {
+                    above_count: more.above.map(|_| judged.index),
+                    ..more
+                })
+            }
             Verdict::Allow => {}
         }
     }
@@ -516,6 +553,45 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
         true => Verdict::NeedsApproval(holds),
         false => Verdict::Allow,
     }
+}
+
+/// One count of a call as the asset's rules judged it: the sum of its asset's counts and the windows read for it.
+struct CountJudged {
+    index: usize,
+    sum: U256,
+    windows: Windows,
+    verdict: Verdict,
+}
+
+/// Each count of a call judged by the recipient rules and its asset's limits, in order (§18: several counts of one
+/// asset are judged as their sum, each with its own party).
+fn counts_judged<'c>(
+    call: &'c CallSite<'_>,
+    policy: &'c Policy,
+    windows: &'c [(Windows, bool)],
+) -> impl Iterator<Item = CountJudged> + 'c {
+    call.counts.iter().enumerate().map(move |(index, count)| {
+        let (w, paid_before) = windows.get(index).copied().unwrap_or_default();
+        let sum = call
+            .counts
+            .iter()
+            .filter(|c| c.asset_key == count.asset_key)
+            .fold(U256::ZERO, |total, c| total.saturating_add(c.value));
+        let verdict = policy.evaluate(&Proposed {
+            asset_key: &count.asset_key,
+            to: count.party,
+            value: sum,
+            day_total: w.day,
+            week_total: w.week,
+            paid_before,
+        });
+        CountJudged {
+            index,
+            sum,
+            windows: w,
+            verdict,
+        }
+    })
 }
 
 /// The start of the week window ending at `now`: older transfers never count.
@@ -659,6 +735,7 @@ mod tests {
             limit: wei(limit),
             counted: wei(counted),
             asked: wei(asked),
+            asset: None,
         })
     }
 
@@ -1472,6 +1549,7 @@ mod tests {
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
                     above: Some(wei(5)),
+                    above_count: Some(0),
                     ..Holds::default()
                 }),
             ),
@@ -1486,6 +1564,7 @@ mod tests {
                     approval_above: true,
                     call: Some(crate::domain::policy::CallRuleRef::Rule(1)),
                     above: Some(wei(5)),
+                    above_count: Some(0),
                     ..Holds::default()
                 }),
             ),

@@ -116,6 +116,16 @@ pub struct CallCheck {
     pub receivers: Vec<alloy::primitives::Address>,
     /// Set when the call's selector is none the service decodes into counts (§18 `call_not_understood`).
     pub opaque: Option<crate::domain::decision::Opaque>,
+    /// The decimals each asset it may count is written in by the policy's limits, by asset key: a registry asset's
+    /// own, 0 (base units) for any other token. Refusals and holds state its limits with them.
+    pub decimals: std::collections::BTreeMap<String, u8>,
+}
+
+impl CallCheck {
+    /// The decimals `asset_key`'s limits are written in (base units for a key it does not count).
+    pub fn decimals_of(&self, asset_key: &str) -> u8 {
+        self.decimals.get(asset_key).copied().unwrap_or(0)
+    }
 }
 
 /// A native balance as read, and what a transfer needs of it: its amount and one maximum fee (a token transfer: the

@@ -132,6 +132,9 @@ pub struct Holds {
     pub call: Option<CallRuleRef>,
     /// The `approval_above` threshold the amount was above (base units of its asset), when that rule asked.
     pub above: Option<U256>,
+    /// For a call or typed data, which of its counts (`decision::CallSite::counts`, by position) was above it: its
+    /// asset is the one `above` is of.
+    pub above_count: Option<usize>,
 }
 
 /// Which part of a policy's `calls` decided a call (§18).
@@ -151,6 +154,10 @@ impl Holds {
             new_recipient: self.new_recipient || other.new_recipient,
             call: self.call.or(other.call),
             above: self.above.or(other.above),
+            above_count: match self.above {
+                Some(_) => self.above_count,
+                None => other.above_count,
+            },
         }
     }
 
@@ -267,6 +274,7 @@ impl Policy {
             new_recipient: self.approve_new_recipients && !t.paid_before,
             call: None,
             above: limits.approval_above.filter(|a| t.value > *a),
+            above_count: None,
         };
         match holds.any() {
             true => Verdict::NeedsApproval(holds),

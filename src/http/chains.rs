@@ -19,8 +19,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// List the chain registry
 ///
 /// Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, its tokens,
-/// and its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager). Needs no
-/// token.
+/// its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager), and the
+/// contracts the deployment names for its clients (`CONTRACTS_<CHAIN>`). Needs no token.
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
     let chains = &state.config.chains;
@@ -39,7 +39,19 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
             .iter()
             .map(|c| {
                 let local = state.config.chains.is_local_node(c.name);
-                ChainView::new(c, configured(c.name), local, state.chains.tokens(), delegations(c.name))
+                let contracts = chains
+                    .contracts
+                    .iter()
+                    .find(|(n, _)| n == c.name)
+                    .map_or(&[][..], |(_, named)| named.as_slice());
+                ChainView::new(
+                    c,
+                    configured(c.name),
+                    local,
+                    state.chains.tokens(),
+                    delegations(c.name),
+                    contracts,
+                )
             })
             .collect(),
     )

@@ -12,11 +12,12 @@ use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::audit::{Detail, detail::Decided};
 use crate::domain::chain;
+use crate::domain::decision::Counted;
 use crate::domain::policy::{ApprovalStatus, Holds};
 use crate::domain::transaction::{Body, Kind};
 
 pub const APPROVAL_COLUMNS: &str = "id, agent_id, chain, asset, conversation_id, from_address, to_address, value_wei, \
-     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by, delegation, held_above";
+     gas_limit, max_fee_per_gas, reserved_wei, status, expires_at, created_at, updated_at, token_address, asset_decimals, kind, x402, call_record, held_by, delegation, held_above, held_above_asset, held_above_decimals";
 
 /// A transfer held for an owner's approval: no nonce, no signature.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +48,16 @@ pub struct Approval {
     /// The `approval_above` threshold in force when it was held (base units of its asset), for a transfer or an
     /// x402 payment that rule held; `None` otherwise and for one held before it was kept.
     pub held_above: Option<U256>,
+    /// For a call or typed data that `approval_above` held: the asset `held_above` is of (a call counts per asset).
+    pub held_above_asset: Option<LimitAsset>,
+}
+
+/// An asset as a policy's `limits` name it: its key (`base:USDC`, or `base:<token address>` for a token outside the
+/// registry) and the decimals its limits are written in (0, base units, outside the registry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitAsset {
+    pub key: String,
+    pub decimals: u8,
 }
 
 /// How an approval claim or close went.
@@ -61,12 +72,21 @@ pub enum Closing {
 
 impl Approval {
     /// The waiting transfer a request becomes at `now`, expiring `ttl_secs` later, held by the rules `holds` names.
+    /// `counts` are what a call or typed data counts (`Holds::above_count` names one of them).
     pub fn from_request(
         r: &TransferRequest,
         ttl_secs: u64,
-        holds: Holds,
+        (holds, counts): (Holds, &[Counted]),
         now: chrono::DateTime<chrono::Utc>,
     ) -> Approval {
+        // A transfer's threshold is of its own asset; a call's, of the asset of the count that was above it.
+        let held_above_asset = match (holds.above_count.and_then(|i| counts.get(i)), &r.call_check) {
+            (Some(count), Some(check)) => Some(LimitAsset {
+                key: count.asset_key.clone(),
+                decimals: check.decimals_of(&count.asset_key),
+            }),
+            _ => None,
+        };
         let ttl = chrono::Duration::seconds(i64::try_from(ttl_secs).unwrap_or(i64::MAX / 1000).min(i64::MAX / 1000));
         Approval {
             id: r.id,
@@ -87,7 +107,8 @@ impl Approval {
             held_by: holds.names(),
             held_above: holds
                 .above
-                .filter(|_| matches!(r.body.kind(), Kind::Transfer | Kind::X402)),
+                .filter(|_| matches!(r.body.kind(), Kind::Transfer | Kind::X402) || held_above_asset.is_some()),
+            held_above_asset,
         }
     }
 
@@ -102,6 +123,16 @@ impl Approval {
         };
         let fee = self.reserved_wei.saturating_sub(native) / U256::from(2);
         Some(format_units(fee, self.native_decimals()))
+    }
+
+    /// The `approval_above` threshold that held it, in whole units, with the key of its asset (`base:USDC`; for a
+    /// token outside the registry, `base:<token address>` in base units).
+    pub fn held_limit(&self) -> Option<(String, String)> {
+        let above = self.held_above?;
+        Some(match &self.held_above_asset {
+            Some(asset) => (asset.key.clone(), format_units(above, asset.decimals)),
+            None => (crate::domain::asset::key(&self.chain, &self.asset), self.units(above)),
+        })
     }
 
     /// The amount in whole units of its asset.
@@ -208,6 +239,8 @@ pub struct ApprovalRow {
     held_by: Option<String>,
     delegation: Option<String>,
     held_above: Option<String>,
+    held_above_asset: Option<String>,
+    held_above_decimals: Option<i64>,
 }
 
 impl ApprovalRow {
@@ -250,6 +283,14 @@ impl ApprovalRow {
                 .held_above
                 .map(|w| wei_from_text(&w, "approvals.held_above"))
                 .transpose()?,
+            held_above_asset: match (self.held_above_asset, self.held_above_decimals) {
+                (Some(key), Some(decimals)) => Some(LimitAsset {
+                    key,
+                    decimals: u8::try_from(decimals)
+                        .map_err(|_| StoreError::Corrupt("approvals.held_above_decimals".into()))?,
+                }),
+                _ => None,
+            },
         })
     }
 }

@@ -150,6 +150,24 @@ impl Transfers {
         }
     }
 
+    /// The decimals the policy's limits of each asset a call or signature may count are written in (`CallCheck::
+    /// decimals`): those of its native value or allowances (`fixed`), its token outflows and its allowance moves.
+    pub(super) fn limit_decimals<'k>(
+        &self,
+        fixed: impl Iterator<Item = &'k String>,
+        outs: &'k [TokenOut],
+        moves: &'k [AllowanceMove],
+    ) -> std::collections::BTreeMap<String, u8> {
+        let keys = fixed
+            .chain(outs.iter().map(|o| &o.asset_key))
+            .chain(moves.iter().map(|m| &m.asset_key));
+        keys.map(|key| {
+            let decimals = self.chains.tokens().limit_key(key).map_or(0, |(_, d)| d);
+            (key.clone(), decimals)
+        })
+        .collect()
+    }
+
     /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A revert
     /// is `CallReverted` with its decoded reason; a node that cannot simulate, `SimulationUnavailable`.
     pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
@@ -312,6 +330,7 @@ impl Transfers {
                 asset_key: self.name_token(chain, Some(order.to)).asset_key,
             }),
         };
+        let decimals = self.limit_decimals(fixed.iter().map(|c| &c.asset_key), &outs, &moves);
         let record = CallRecord {
             data,
             selector: decoded.selector,
@@ -333,6 +352,7 @@ impl Transfers {
                 moves,
                 receivers: effect.receivers.iter().chain(&effect.spenders).copied().collect(),
                 opaque,
+                decimals,
             },
             gas_limit,
         })

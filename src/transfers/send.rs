@@ -663,15 +663,30 @@ pub async fn reserve_once(
     }
 }
 
-/// A refusal over one of the asset's limits in words, with the figures the decision used (in whole units).
+/// A refusal over one of the asset's limits in words, with the figures the decision used (in whole units of the
+/// asset; for a call or typed data, of the asset `counted_asset` whose counts broke it, named by its symbol, or by
+/// its key in base units for a token outside the registry).
 fn over_limit(
     rule: PolicyRule,
     (limit, counted, asked): (U256, U256, U256),
+    counted_asset: Option<&str>,
     request: &TransferRequest,
     chain: &'static ChainInfo,
 ) -> TransferError {
-    let units = |v: U256| crate::domain::amount::format_units(v, request.token.map_or(chain.decimals, |t| t.decimals));
-    let asset = &request.asset;
+    let (asset, decimals) = match (counted_asset, &request.call_check) {
+        (Some(key), Some(check)) => {
+            let name = match key.split_once(':') {
+                Some((_, symbol)) if !symbol.starts_with("0x") => symbol.to_string(),
+                _ => format!("(base units of {key})"),
+            };
+            (name, check.decimals_of(key))
+        }
+        _ => (
+            request.asset.clone(),
+            request.token.map_or(chain.decimals, |t| t.decimals),
+        ),
+    };
+    let units = |v: U256| crate::domain::amount::format_units(v, decimals);
     let words = match rule {
         PolicyRule::PerTransfer => format!(
             "over the per-transfer limit of {} {asset}: it asked {}",
@@ -711,7 +726,8 @@ fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'static ChainInf
             limit,
             counted,
             asked,
-        } => over_limit(rule, (limit, counted, asked), request, chain),
+            asset,
+        } => over_limit(rule, (limit, counted, asked), asset.as_deref(), request, chain),
         Refusal::AgentInactive => TransferError::AgentInactive,
         Refusal::TokenRevoked => TransferError::TokenRevoked,
         Refusal::ClaimLost => TransferError::ClaimLost,

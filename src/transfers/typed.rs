@@ -87,7 +87,7 @@ impl Transfers {
     /// becomes it once signed.
     pub(super) fn typed_check(&self, chain: &'static ChainInfo, typed: &Typed, guarded: bool) -> CallCheck {
         let grants = &typed.grants;
-        let outs = grants
+        let outs: Vec<TokenOut> = grants
             .iter()
             .filter(|g| g.is_transfer())
             .map(|g| TokenOut {
@@ -97,11 +97,12 @@ impl Transfers {
                 party: g.spender,
             })
             .collect();
-        let moves = grants
+        let moves: Vec<AllowanceMove> = grants
             .iter()
             .filter(|g| !g.is_transfer())
             .map(|g| AllowanceMove::set(self.name_token(chain, Some(g.token)).asset_key, g.pair(), g.amount))
             .collect();
+        let decimals = self.limit_decimals(std::iter::empty(), &outs, &moves);
         CallCheck {
             forbidden: typed.forbidden(&self.chains.delegation_managers()),
             typed: Some(std::sync::Arc::new(typed.clone())),
@@ -112,6 +113,7 @@ impl Transfers {
             moves,
             receivers: grants.iter().map(|g| g.spender).collect(),
             opaque: None,
+            decimals,
         }
     }
 

@@ -7,6 +7,7 @@ mod architecture;
 mod audit;
 mod auth;
 mod body_limits;
+mod call_limits;
 mod calls;
 mod chain_client;
 mod chains;

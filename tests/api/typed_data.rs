@@ -249,3 +249,59 @@ async fn approving_a_held_signature_leaves_the_wallets_nonces_alone() {
     );
     assert_eq!(s.anvil.balance(third).await, wei(ONE_ETH / 1000));
 }
+
+#[tokio::test]
+async fn a_permit_the_rules_refuse_is_refused_naming_the_rule_and_the_condition() {
+    let s = setup(&[]).await;
+    let message = |answer: &(StatusCode, Value)| {
+        assert_error(answer, StatusCode::FORBIDDEN, "policy_denied");
+        assert_eq!(answer.1["error"]["details"]["rule"], "call_denied", "{}", answer.1);
+        answer.1["error"]["message"].as_str().unwrap_or_default().to_owned()
+    };
+    // The rule names the permit's type, but its value condition does not hold: the rule, the condition and the
+    // value the message had.
+    put_policy(&s, permit_rule(&s, "allow")).await;
+    let above = message(&sign(&s, permit_of(&s, "2000000", BASE_CHAIN_ID, 0)).await);
+    assert!(
+        above.ends_with(
+            "(rule call_denied): rule 1 (typed data Permit) did not allow it: message.value must be at most 1000000; it was 2000000"
+        ),
+        "{above}"
+    );
+    // A spender other than the one the rule names: the domain holds, the message's spender does not.
+    let mut other = permit_of(&s, "500", BASE_CHAIN_ID, 0);
+    let stranger = alloy::primitives::Address::repeat_byte(0x42);
+    other["message"]["spender"] = json!(stranger.to_string());
+    let spender = message(&sign(&s, other).await);
+    assert!(
+        spender.ends_with(&format!(
+            "rule 1 (typed data Permit) did not allow it: message.spender must be {}; it was {}",
+            s.uni.router.to_checksum(None),
+            stranger.to_checksum(None)
+        )),
+        "{spender}"
+    );
+    // A rule that denies it, and none that names its type.
+    put_policy(&s, permit_rule(&s, "deny")).await;
+    let denied = message(&sign(&s, permit_of(&s, "500", BASE_CHAIN_ID, 0)).await);
+    assert!(denied.ends_with("rule 1 (typed data Permit) denies it"), "{denied}");
+    put_policy(&s, json!({"calls": {"default": "allow"}})).await;
+    let unnamed = message(&sign(&s, permit_of(&s, "500", BASE_CHAIN_ID, 0)).await);
+    assert!(
+        unnamed.ends_with("no rule names typed data Permit, and typed data is signed only when a rule allows it"),
+        "{unnamed}"
+    );
+    // Nothing was signed: the pair shows no allowance to the router.
+    let out = read(
+        &s.anvil,
+        s.uni.pair,
+        allowanceCall {
+            owner: wallet(&s.agent),
+            spender: s.uni.router,
+        }
+        .abi_encode()
+        .into(),
+    )
+    .await;
+    assert_eq!(U256::from_be_slice(&out[..32]), U256::ZERO);
+}

@@ -821,8 +821,8 @@ export interface paths {
         /**
          * List the chain registry
          * @description Every registry chain with its chain id, native symbol, explorer, whether an RPC URL is configured, its tokens,
-         *     and its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager). Needs no
-         *     token.
+         *     its delegation framework (§21: the `DelegationManager` and the enforcers, `null` without a manager), and the
+         *     contracts the deployment names for its clients (`CONTRACTS_<CHAIN>`). Needs no token.
          */
         get: operations["list_chains"];
         put?: never;
@@ -1394,6 +1394,13 @@ export interface components {
             /** @description The registry's ERC-20 tokens on this chain. */
             tokens: components["schemas"]["TokenView"][];
             delegations?: components["schemas"]["ChainDelegationsView"] | null;
+            /**
+             * @description Beyond the contract: contracts this deployment names on this chain (`CONTRACTS_<CHAIN>`; the demo's
+             *     Uniswap V2 router), which a client may offer to call. Naming one allows nothing: calls to it are judged by
+             *     the policy like any other. (Not required in the schema: clients of servers before this field treat its
+             *     absence as none.)
+             */
+            contracts?: components["schemas"]["ContractView"][];
         };
         /** @description A single-use reissue challenge to sign with `personal_sign`. */
         ChallengeView: {
@@ -1428,6 +1435,13 @@ export interface components {
             tokens_used: number;
             /** Format: uuid */
             message_id: string;
+        };
+        /** @description A contract the deployment names for its clients (`CONTRACTS_<CHAIN>`). */
+        ContractView: {
+            /** @description The operator's label (`Uniswap V2 router`). */
+            name: string;
+            /** @description EIP-55 address. */
+            address: string;
         };
         ConversationView: {
             /** Format: uuid */
@@ -2046,11 +2060,18 @@ export interface components {
              */
             held_by?: string[];
             /**
-             * @description Beyond the contract, set on a transfer or x402 payment that `approval_above` held: the threshold in force
-             *     when it was held, in whole units of its asset (the policy may say otherwise since).
+             * @description Beyond the contract, set on a request that `approval_above` held: the threshold in force when it was held,
+             *     in whole units of the asset `held_above_asset` names (the policy may say otherwise since). For a call or
+             *     typed data, the threshold of the asset whose count was above it.
              * @example 0.01
              */
             held_above?: string;
+            /**
+             * @description Beyond the contract, set with `held_above`: the policy's key of the asset it is of (`base:USDC`; for a
+             *     token outside the registry `base:<token address>`, whose limits are in base units).
+             * @example base:ETH
+             */
+            held_above_asset?: string;
             /**
              * @description Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
              *     in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
@@ -9466,6 +9487,12 @@ export interface operations {
                      *       {
                      *         "chain_id": 8453,
                      *         "configured": true,
+                     *         "contracts": [
+                     *           {
+                     *             "address": "0x4752ba5DBc23f44D87826276BF6Fd6b1C372aD24",
+                     *             "name": "Uniswap V2 router"
+                     *           }
+                     *         ],
                      *         "decimals": 18,
                      *         "explorer_url": "https://basescan.org",
                      *         "local_node": false,

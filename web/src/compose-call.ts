@@ -1,6 +1,7 @@
-// The Wallet tab's call composer (docs/api.md §18): a contract (one the agent called before, a registry token of the
-// chain, one the policy names, or a pasted address), a function (ERC-20, WETH and Uniswap V2 router functions the
-// console knows, those of an ABI the policy names for that contract, or a typed signature), one field per argument
+// The Wallet tab's call composer (docs/api.md §18): a contract (a registry token of the chain, one the deployment
+// names in `CONTRACTS_<CHAIN>`, one the agent called before, one the policy names, or a pasted address), a function
+// (ERC-20, WETH and Uniswap V2 router functions the console knows, those of an ABI the policy names for that
+// contract, or a typed signature), one field per argument
 // and an optional value; **Simulate** (`POST …/calls/simulate`, the agent token or owner authority) shows the call
 // as decoded, what it would do to the wallet ("You send / You receive / You allow") and the policy's verdict in
 // words; **Review and send** then confirms and sends it (`POST …/calls`, the agent's token only, with an
@@ -25,7 +26,7 @@ interface Composed {
   value: string;
 }
 
-/** Contracts worth offering: registry tokens, contracts called before, contracts the policy names. */
+/** Contracts worth offering: registry tokens, those the deployment names, contracts called before, contracts the policy names. */
 interface Known {
   address: string;
   label: string;
@@ -83,6 +84,8 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     pick.append(h('option', { value: OTHER }, 'Another contract (paste its address)'));
     const groups: Known[] = [
       ...(c?.tokens ?? []).map((t) => ({ address: t.address, label: `${t.symbol} token`, group: `Tokens on ${c?.name}` })),
+      // Those the deployment names (`CONTRACTS_<CHAIN>`; the demo's router): offered before the agent ever calls them.
+      ...(c?.contracts ?? []).map((k) => ({ address: k.address, label: k.name, group: `Contracts of this deployment on ${c?.name}` })),
       ...calledBefore,
       ...policyContracts,
     ];

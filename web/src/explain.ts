@@ -203,13 +203,18 @@ export function holdReasons(t: Transfer, facts: AgentFacts): Reason[] {
   const named = t.held_by;
   if (!named?.length) return inferred;
   return named.flatMap((rule) => {
-    // The threshold that held it, as the service recorded it when it was held (`held_above`).
-    const o = outflows(t as Transfer & CallFields)[0];
-    if (rule === 'approval_above' && t.held_above && o) {
+    // The threshold that held it, as the service recorded it when it was held (`held_above`), of the asset the
+    // service names (`held_above_asset`: for a call, the asset whose count was above it).
+    const list = outflows(t as Transfer & CallFields);
+    const key = t.held_above_asset ?? list[0]?.key;
+    const o = list.find((x) => x.key === key);
+    if (rule === 'approval_above' && t.held_above && key) {
+      const asset = o?.asset ?? key.split(':')[1] ?? key;
+      const moves = o ? `it moves ${o.amount} ${asset}, ` : 'it counts ';
       return [
         {
           rule,
-          text: `Approval threshold of ${o.key}: it moves ${o.amount} ${o.asset}, more than the ${t.held_above} ${o.asset} the policy let pass without the owner when it was asked.`,
+          text: `Approval threshold of ${key}: ${moves}more than the ${t.held_above} ${asset} the policy let pass without the owner when it was asked.`,
         },
       ];
     }

@@ -5,7 +5,8 @@
 // it; the history shows the call confirmed with its function and changes; the policy editor shows the calls rules
 // as a table, keeps the JSON in step, and puts a 422 field error next to the rule's function. Then (issue 37) the
 // rules' conditions are written as fields (argument, operator, values) and a WETH deposit rule is added so; the Wallet
-// tab's call composer composes the token's approve of the router from the contract the agent called before,
+// tab's call composer offers the router the deployment names (CONTRACTS_BASE) to an agent that never called it,
+// composes the token's approve of the router from the contract the agent called before,
 // simulates it (the allowance it grants, allowed), sends it and the chain shows the allowance; an approve to another
 // spender is refused naming the rule and the condition with the value it had; a WETH deposit with a value is
 // simulated, sent and shows on chain, and one over the rule's value condition is refused naming it. The policy and
@@ -55,23 +56,26 @@ describe('web console contract calls', { timeout: 300000 }, () => {
   }
 
   before(async () => {
-    stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' } });
-
-    // Uniswap V2 as published on npm: a test ERC-20 (its whole supply minted to the dev account), WETH9, the
-    // factory and the router, and a token/WETH pool of 100 000 tokens and 10 ETH.
-    token = await deploy(stack.rpc, uniswap('v2-core', 'ERC20.json') + word(1_000_000n * E18));
-    weth = await deploy(stack.rpc, uniswap('v2-periphery', 'WETH9.json'));
-    const factory = await deploy(stack.rpc, uniswap('v2-core', 'UniswapV2Factory.json') + word(DEV));
-    router = await deploy(stack.rpc, uniswap('v2-periphery', 'UniswapV2Router02.json') + word(factory) + word(weth));
-    for (const a of [token, weth, factory, router]) assert.match(a, /^0x[0-9a-f]{40}$/i);
-    await call(stack.rpc, token, 'approve(address,uint256)', [word(router), word(100_000n * E18)]);
-    await call(
-      stack.rpc,
-      router,
-      'addLiquidityETH(address,uint256,uint256,uint256,address,uint256)',
-      [word(token), word(100_000n * E18), word(0n), word(0n), word(DEV), word(BigInt(2 ** 40))],
-      10n * E18,
-    );
+    // Uniswap V2 as published on npm, deployed before agentd starts so that the deployment names its router
+    // (`CONTRACTS_BASE`, as scripts/demo.sh does): a test ERC-20 (its whole supply minted to the dev account),
+    // WETH9, the factory and the router, and a token/WETH pool of 100 000 tokens and 10 ETH.
+    const prepare = async (rpc) => {
+      token = await deploy(rpc, uniswap('v2-core', 'ERC20.json') + word(1_000_000n * E18));
+      weth = await deploy(rpc, uniswap('v2-periphery', 'WETH9.json'));
+      const factory = await deploy(rpc, uniswap('v2-core', 'UniswapV2Factory.json') + word(DEV));
+      router = await deploy(rpc, uniswap('v2-periphery', 'UniswapV2Router02.json') + word(factory) + word(weth));
+      for (const a of [token, weth, factory, router]) assert.match(a, /^0x[0-9a-f]{40}$/i);
+      await call(rpc, token, 'approve(address,uint256)', [word(router), word(100_000n * E18)]);
+      await call(
+        rpc,
+        router,
+        'addLiquidityETH(address,uint256,uint256,uint256,address,uint256)',
+        [word(token), word(100_000n * E18), word(0n), word(0n), word(DEV), word(BigInt(2 ** 40))],
+        10n * E18,
+      );
+      return { CONTRACTS_BASE: `Uniswap V2 router=${router}` };
+    };
+    stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' }, prepare });
 
     // A guarded agent on base, with 1 000 tokens and 1 ETH, whose policy allows approving the token and holds the
     // router's swap for the owner's approval.
@@ -321,6 +325,36 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     assert.equal(saved.rules[0].args[0].in[1], '$agent', JSON.stringify(saved));
     assert.deepEqual(saved.rules[2].value, { lte: '0.5' }, JSON.stringify(saved));
     assert.equal(saved.rules[2].function, 'deposit()', JSON.stringify(saved));
+  });
+
+  it('offers the contracts the deployment names from the start, to an agent that never called them', async () => {
+    // A new agent: no policy names the router and it has called nothing.
+    const created = await api(
+      'POST',
+      '/api/agents',
+      { name: 'Fresh agent', chains: ['base'], capabilities: ['read', 'transact'], spending_cap: 1, owner_addresses: { base: DEV } },
+      asAdmin,
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const fresh = created.body.id;
+    // In a page of its own, with that agent's token saved, so that the other steps' page stays as it is.
+    const other = await page.context().newPage();
+    other.setDefaultTimeout(TIMEOUT);
+    try {
+      await other.addInitScript(([id, t]) => localStorage.setItem(`agentd.token.${id}`, t), [fresh, created.body.access_token]);
+      await other.goto(`${stack.baseUrl}/#/agents/${fresh}/wallet`);
+      await other.getByRole('heading', { name: 'Fresh agent' }).waitFor();
+      const composer = other.getByTestId('call-composer');
+      await composer.waitFor();
+      const named = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
+      await named.waitFor({ state: 'attached' });
+      assert.equal((await named.getAttribute('value')).toLowerCase(), router.toLowerCase());
+      await composer.getByTestId('call-contract-pick').selectOption(await named.getAttribute('value'));
+      assert.equal((await composer.getByTestId('call-to').inputValue()).toLowerCase(), router.toLowerCase());
+      await other.screenshot({ path: join(artifactsDir, 'c07b-compose-named-contract.png'), fullPage: true });
+    } finally {
+      await other.close();
+    }
   });
 
   it('composes an approve in the Wallet tab, simulates it, sends it, and the chain shows the allowance', async () => {

@@ -3,8 +3,9 @@
 // `DEMO_READY`) and its console URL, admin token, agent and access token are read from its output, and the console
 // is walked in headless Chromium against it, a screenshot of each step kept as an artifact (`first-hour-demo-*.png`):
 // 1. the console the demo printed: it asks for the admin token, lists the demo agent once given it, opens it with the
-//    printed access token; the wallet shows the ETH and the test USDC, the chain marked "local node", and the demo's
-//    own transfer in History with its hash and no explorer link;
+//    printed access token; the wallet shows the ETH and the test USDC, the chain marked "local node", the call
+//    composer offering the demo's router from the start, and the demo's own transfer in History with its hash and no
+//    explorer link;
 // 2. owner authority: a wrong admin token refused, the demo's accepted; an owner session opened through the API with
 //    the demo's owner key (`cast wallet sign`, as docs/guide.md does) pasted in Settings;
 // 3. a policy set in the editor: base:ETH per transfer, per day and approval above, base:USDC per day, and the host
@@ -230,6 +231,13 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal(await card.getByTestId('balance-base').getByTestId('usd').count(), 0);
     await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
     assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
+    // The call composer offers the demo's router from the start (the demo names it in CONTRACTS_BASE), beside the
+    // registry's tokens, though the agent never called it and no policy names it.
+    const composer = page.getByTestId('call-composer');
+    const router = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
+    await router.waitFor({ state: 'attached' });
+    assert.equal((await router.getAttribute('value')).toLowerCase(), v('ROUTER').toLowerCase());
+    await composer.locator('optgroup[label="Tokens on base"] option', { hasText: 'WETH' }).first().waitFor({ state: 'attached' });
     await shot('03-wallet-eth-usdc-local-node');
 
     // The demo's own transfer, in History: its hash marked "local node", with no explorer link.

@@ -19,7 +19,7 @@ pub mod parse;
 mod why;
 
 pub use parse::{CallsError, CallsProblem, InvalidCallsPolicy};
-pub use why::denial;
+pub use why::{denial, typed_denial};
 
 /// What a rule, or the default, does with a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

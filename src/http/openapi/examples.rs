@@ -380,6 +380,7 @@ pub fn component(name: &str) -> Option<Value> {
             "configured": true,
             "local_node": false,
             "tokens": [{"symbol": "USDC", "address": USDC_BASE, "decimals": 6}],
+            "contracts": [{"name": "Uniswap V2 router", "address": "0x4752ba5DBc23f44D87826276BF6Fd6b1C372aD24"}],
         }),
         "ChatResponseView" => json!({
             "response": "Your Base wallet holds 0.25 ETH.",

@@ -34,6 +34,21 @@ pub struct ChainView {
     /// required in the schema: clients of servers before this field treat its absence as `null`.)
     #[schema(required = false)]
     pub delegations: Option<ChainDelegationsView>,
+    /// Beyond the contract: contracts this deployment names on this chain (`CONTRACTS_<CHAIN>`; the demo's
+    /// Uniswap V2 router), which a client may offer to call. Naming one allows nothing: calls to it are judged by
+    /// the policy like any other. (Not required in the schema: clients of servers before this field treat its
+    /// absence as none.)
+    #[schema(required = false)]
+    pub contracts: Vec<ContractView>,
+}
+
+/// A contract the deployment names for its clients (`CONTRACTS_<CHAIN>`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ContractView {
+    /// The operator's label (`Uniswap V2 router`).
+    pub name: String,
+    /// EIP-55 address.
+    pub address: String,
 }
 
 /// The delegation framework a chain is configured with (`DELEGATION_MANAGER_<CHAIN>`, `DELEGATION_ENFORCERS_<CHAIN>`).
@@ -75,6 +90,7 @@ impl ChainView {
         local_node: bool,
         assets: &Registry,
         delegations: Option<ChainDelegationsView>,
+        contracts: &[(String, Address)],
     ) -> Self {
         Self {
             name: chain.name,
@@ -93,6 +109,13 @@ impl ChainView {
                 })
                 .collect(),
             delegations,
+            contracts: contracts
+                .iter()
+                .map(|(name, address)| ContractView {
+                    name: name.clone(),
+                    address: address.to_checksum(None),
+                })
+                .collect(),
         }
     }
 }

@@ -210,11 +210,17 @@ pub struct TransferView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = json!(["approval_above"]))]
     pub held_by: Option<Vec<String>>,
-    /// Beyond the contract, set on a transfer or x402 payment that `approval_above` held: the threshold in force
-    /// when it was held, in whole units of its asset (the policy may say otherwise since).
+    /// Beyond the contract, set on a request that `approval_above` held: the threshold in force when it was held,
+    /// in whole units of the asset `held_above_asset` names (the policy may say otherwise since). For a call or
+    /// typed data, the threshold of the asset whose count was above it.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = "0.01")]
     pub held_above: Option<String>,
+    /// Beyond the contract, set with `held_above`: the policy's key of the asset it is of (`base:USDC`; for a
+    /// token outside the registry `base:<token address>`, whose limits are in base units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "base:ETH")]
+    pub held_above_asset: Option<String>,
     /// Set on a transfer or call awaiting approval: the most its network fee could be at the fees of its request,
     /// in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack chains). It is
     /// signed at the fees of the moment it is approved; until then its reservation holds twice this fee.
@@ -274,6 +280,7 @@ impl From<&StoredTx> for TransferView {
             expires_at: None,
             held_by: None,
             held_above: None,
+            held_above_asset: None,
             max_fee: None,
             created_at: tx.created_at,
             updated_at: tx.updated_at,
@@ -309,7 +316,8 @@ impl From<&Approval> for TransferView {
             explorer_url: None,
             expires_at: Some(a.expires_at),
             held_by: Some(a.held_by.clone()),
-            held_above: a.held_above.map(|w| a.units(w)),
+            held_above: a.held_limit().map(|(_, units)| units),
+            held_above_asset: a.held_limit().map(|(key, _)| key),
             max_fee: a.max_fee(),
             created_at: a.created_at,
             updated_at: a.updated_at,

@@ -455,14 +455,14 @@ where
         conn: &mut B::Connection,
         r: &TransferRequest,
         ttl_secs: u64,
-        holds: Holds,
+        holds: (Holds, &[Counted]),
     ) -> StoreResult<(Approval, EventRecord)> {
         let a = Approval::from_request(r, ttl_secs, holds, self.now());
         let (token_address, asset_decimals) = shared::token_columns(a.token);
         let body = shared::BodyColumns::of(&a.body);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
         )))
         .bind(a.id)
         .bind(a.agent_id)
@@ -487,6 +487,8 @@ where
         .bind(serde_json::to_string(&a.held_by).expect("rule names serialise"))
         .bind(body.delegation)
         .bind(a.held_above.map(|w| w.to_string()))
+        .bind(a.held_above_asset.as_ref().map(|h| h.key.clone()))
+        .bind(a.held_above_asset.as_ref().map(|h| i64::from(h.decimals)))
         .execute(&mut *conn)
         .await?;
         Self::adjust_spent(conn, a.agent_id, &a.chain, a.reserved_wei, U256::ZERO).await?;

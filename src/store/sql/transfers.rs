@@ -502,7 +502,7 @@ where
         count: &CallCount,
     ) -> StoreResult<Approval> {
         let tx = &mut self.tx;
-        let (approval, event) = self.store.hold_in(tx, r, ttl_secs, holds).await?;
+        let (approval, event) = self.store.hold_in(tx, r, ttl_secs, (holds, &count.counts)).await?;
         // A held call counts in the windows while it waits; the allowance ledger changes only once it is reserved
         // for signing (§18): a rejected or expired one leaves nothing behind.
         SqlStore::<B>::count_call_in(tx, r, &count.counts, &[], self.store.now()).await?;

@@ -4,8 +4,11 @@
 
 use alloy::primitives::Address;
 
-use super::{CallAction, CallFacts, CallRule, CallsPolicy, Failure, FunctionPattern, Pattern, Rule, RuleCheck};
+use super::{
+    CallAction, CallFacts, CallRule, CallsPolicy, Failure, FunctionPattern, Pattern, Rule, RuleCheck, TypedDataRule,
+};
 use crate::domain::call::condition::{Condition, Operand};
+use crate::domain::call::typed::TypedFacts;
 
 impl CallsPolicy {
     /// Why the rules refuse `call` (meant for a call they refuse). Rules are numbered from 1, in the order of
@@ -33,6 +36,70 @@ impl CallsPolicy {
             None => unruled(guarded),
         }
     }
+}
+
+impl CallsPolicy {
+    /// Why the rules refuse to sign `typed` (meant for typed data they refuse): the rule that denies it, or the
+    /// first rule of its primary type whose domain or message condition it did not meet, with the value it had.
+    pub fn typed_denial(&self, typed: &TypedFacts<'_>) -> String {
+        let mut missed = None;
+        for (i, rule) in self.rules.iter().enumerate() {
+            let Rule::TypedData(rule) = rule else { continue };
+            if rule.primary_type != typed.primary_type {
+                continue;
+            }
+            match unmet(rule, typed) {
+                None if rule.action == CallAction::Deny => {
+                    return format!("rule {} (typed data {}) denies it", i + 1, rule.primary_type);
+                }
+                None => return "no rule allows it".to_string(),
+                Some(why) if missed.is_none() => missed = Some((i, why)),
+                Some(_) => {}
+            }
+        }
+        match missed {
+            Some((i, why)) => format!(
+                "rule {} (typed data {}) did not allow it: {why}",
+                i + 1,
+                typed.primary_type
+            ),
+            None => typed_unruled(typed),
+        }
+    }
+}
+
+/// Why a policy that may have no `calls` at all refuses to sign `typed`.
+pub fn typed_denial(calls: Option<&CallsPolicy>, typed: &TypedFacts<'_>) -> String {
+    calls.map_or_else(|| typed_unruled(typed), |c| c.typed_denial(typed))
+}
+
+/// Why typed data no rule names is refused.
+fn typed_unruled(typed: &TypedFacts<'_>) -> String {
+    format!(
+        "no rule names typed data {}, and typed data is signed only when a rule allows it",
+        typed.primary_type
+    )
+}
+
+/// The first domain, then message, condition of `rule` that `typed` does not meet, in words with the value it had
+/// (`None`: every condition holds).
+fn unmet(rule: &TypedDataRule, typed: &TypedFacts<'_>) -> Option<String> {
+    let sides = [(true, "domain", &rule.domain), (false, "message", &rule.message)];
+    sides.into_iter().find_map(|(in_domain, side, conditions)| {
+        conditions.iter().find_map(|(path, condition)| {
+            let Some(actual) = typed.operand(in_domain, path) else {
+                return Some(format!(
+                    "{side}.{path} must be set; it is absent or no value a condition can compare"
+                ));
+            };
+            let comparison = condition.first_failing(&actual, typed.agent)?;
+            Some(format!(
+                "{side}.{path} {}; it was {}",
+                condition.comparison_words(comparison, typed.agent),
+                condition.words_of(&actual)
+            ))
+        })
+    })
 }
 
 /// Why the rules of a policy that may have no `calls` at all refuse `call`.
