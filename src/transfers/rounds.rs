@@ -377,8 +377,7 @@ async fn pass(store: &dyn Store, sends: &[Sending], records: &[Record]) -> Resul
         return Ok(Passed::Sign(to_sign));
     }
     if !records.is_empty() {
-        let all: Vec<(Option<Uuid>, &AuditEvent)> = records.iter().map(|r| (r.accepted, &r.event)).collect();
-        tx.record_outflows(&all).await.map_err(store_error)?;
+        tx.record_outflows(&entries(records)).await.map_err(store_error)?;
     }
     // Before the commit every failure rolls back (the round's sends may reserve alone); a failed commit may not have.
     if let Err(e) = tx.commit().await {
@@ -394,9 +393,14 @@ pub(super) struct Record {
     pub done: oneshot::Sender<()>,
 }
 
+/// What `record_outflows` writes of `records`.
+fn entries(records: &[Record]) -> Vec<(Option<Uuid>, &AuditEvent)> {
+    records.iter().map(|r| (r.accepted, &r.event)).collect()
+}
+
 /// Writes a round's entries in one transaction; if that fails, each alone, so one bad entry costs only itself.
 async fn record_round(store: &dyn Store, records: Vec<Record>) {
-    let all: Vec<(Option<Uuid>, &AuditEvent)> = records.iter().map(|r| (r.accepted, &r.event)).collect();
+    let all = entries(&records);
     if let Err(e) = store.record_outflows(&all).await {
         tracing::warn!(error = %e, "a round of audit entries failed; writing them one by one");
         for one in &all {

@@ -4,39 +4,17 @@
 //! whole units of that asset. Against the real Uniswap V2 contracts on anvil; the chain shows what moved.
 
 use alloy::primitives::{Address, U256};
-use alloy::sol_types::SolCall;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::anvil::Anvil;
-use crate::helpers::chain::{BASE_CHAIN_ID, ONE_ETH, funded_agent, transfer_app, wait_for_transactions, wallet, wei};
-use crate::helpers::solidity::{mint, read};
-use crate::helpers::uniswap::{Uniswap, deploy_uniswap};
-use crate::helpers::{CreatedAgent, TestApp, assert_error};
+use crate::calls::{Setup, USDC, allowance_on_chain, post, setup_with};
+use crate::helpers::assert_error;
+use crate::helpers::chain::{wait_for_transactions, wallet};
 use crate::policy::ADMIN;
-
-alloy::sol! {
-    function allowance(address owner, address spender) external view returns (uint256);
-}
-
-/// USDC's base units per whole USDC.
-const USDC: u64 = 1_000_000;
-
-struct Setup {
-    anvil: Anvil,
-    app: TestApp,
-    agent: CreatedAgent,
-    uni: Uniswap,
-}
 
 /// A guarded agent (the operator holds `ADMIN`) on base with 1,000 USDC and 1 ETH, and the Uniswap V2 router.
 async fn setup() -> Setup {
-    let anvil = Anvil::start(BASE_CHAIN_ID);
-    let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
-    let app = transfer_app(&anvil, &[("ADMIN_TOKEN", ADMIN)]).await;
-    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
-    mint(&anvil, uni.usdc, wallet(&agent), U256::from(1_000 * USDC)).await;
-    Setup { anvil, app, agent, uni }
+    setup_with(&[("ADMIN_TOKEN", ADMIN)]).await
 }
 
 async fn owner(s: &Setup, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -49,26 +27,13 @@ async fn put_policy(s: &Setup, policy: Value) {
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
-async fn agent_post(s: &Setup, path: &str, body: Value) -> (StatusCode, Value) {
-    let path = format!("/api/agents/{}/{path}", s.agent.id);
-    s.app
-        .request(Method::POST, &path, Some(&s.agent.token), Some(body))
-        .await
-}
-
 fn approve(s: &Setup, amount: u64) -> Value {
     json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
         "args": [s.uni.router.to_string(), (amount * USDC).to_string()]})
 }
 
 async fn router_allowance(s: &Setup) -> U256 {
-    let data = allowanceCall {
-        owner: wallet(&s.agent),
-        spender: s.uni.router,
-    }
-    .abi_encode();
-    let out = read(&s.anvil, s.uni.usdc, data.into()).await;
-    U256::from_be_slice(&out[..32])
+    allowance_on_chain(s, s.uni.router).await
 }
 
 #[tokio::test]
@@ -82,7 +47,7 @@ async fn a_call_held_above_a_token_threshold_states_the_threshold_of_that_token(
     .await;
 
     // An allowance of 100 USDC counts 100 USDC at once (§18): above the USDC threshold, not the ETH one.
-    let (status, held) = agent_post(&s, "calls", approve(&s, 100)).await;
+    let (status, held) = post(&s, "calls", approve(&s, 100)).await;
     assert_eq!(status, StatusCode::CREATED, "{held}");
     assert_eq!(held["status"], "awaiting_approval", "{held}");
     assert_eq!(held["held_by"], json!(["approval_above"]), "{held}");
@@ -116,7 +81,7 @@ async fn a_call_held_above_a_token_threshold_states_the_threshold_of_that_token(
 
     // A transfer held by the ETH threshold names its own asset.
     let to = Address::repeat_byte(0x66).to_string();
-    let (status, eth) = agent_post(&s, "transfers", json!({"chain": "base", "to": to, "amount": "0.01"})).await;
+    let (status, eth) = post(&s, "transfers", json!({"chain": "base", "to": to, "amount": "0.01"})).await;
     assert_eq!(status, StatusCode::CREATED, "{eth}");
     assert_eq!(eth["status"], "awaiting_approval", "{eth}");
     assert_eq!(eth["held_above"], "0.005", "{eth}");
@@ -134,7 +99,7 @@ async fn a_call_over_a_token_limit_is_refused_with_the_figures_of_that_token() {
     .await;
 
     // Over the per-transfer limit: the message says so in USDC, like a transfer's refusal; the preview says the same.
-    let over = agent_post(&s, "calls", approve(&s, 100)).await;
+    let over = post(&s, "calls", approve(&s, 100)).await;
     assert_error(&over, StatusCode::FORBIDDEN, "policy_denied");
     assert_eq!(over.1["error"]["details"]["rule"], "per_transfer", "{}", over.1);
     let message = over.1["error"]["message"].as_str().unwrap_or_default().to_owned();
@@ -142,16 +107,16 @@ async fn a_call_over_a_token_limit_is_refused_with_the_figures_of_that_token() {
         message.ends_with("(rule per_transfer): over the per-transfer limit of 60 USDC: it asked 100"),
         "{message}"
     );
-    let (status, preview) = agent_post(&s, "calls/simulate", approve(&s, 100)).await;
+    let (status, preview) = post(&s, "calls/simulate", approve(&s, 100)).await;
     assert_eq!(status, StatusCode::OK, "{preview}");
     assert_eq!(preview["decision"]["rule"], "per_transfer", "{preview}");
     assert_eq!(preview["decision"]["message"], message.as_str(), "{preview}");
 
     // 50 fits and lands; then 80 is over the day: 50 counted, 70 left.
-    let (status, body) = agent_post(&s, "calls", approve(&s, 50)).await;
+    let (status, body) = post(&s, "calls", approve(&s, 50)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     wait_for_transactions(&s.app, &s.agent, 1, "confirmed").await;
-    let (status, body) = agent_post(
+    let (status, body) = post(
         &s,
         "calls",
         json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",
@@ -160,7 +125,7 @@ async fn a_call_over_a_token_limit_is_refused_with_the_figures_of_that_token() {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     wait_for_transactions(&s.app, &s.agent, 2, "confirmed").await;
-    let over_day = agent_post(
+    let over_day = post(
         &s,
         "calls",
         json!({"chain": "base", "to": s.uni.usdc.to_string(), "function": "approve(address,uint256)",

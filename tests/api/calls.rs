@@ -18,13 +18,13 @@ alloy::sol! {
 }
 
 /// USDC's base units per whole USDC.
-const USDC: u64 = 1_000_000;
+pub(crate) const USDC: u64 = 1_000_000;
 
-struct Setup {
-    anvil: Anvil,
-    app: TestApp,
-    agent: CreatedAgent,
-    uni: Uniswap,
+pub(crate) struct Setup {
+    pub anvil: Anvil,
+    pub app: TestApp,
+    pub agent: CreatedAgent,
+    pub uni: Uniswap,
 }
 
 /// A pool of 1,000,000 USDC against 500 ETH, and an agent on base holding 1,000 USDC and 1 ETH (cap 0.5 ETH).
@@ -32,7 +32,7 @@ async fn setup() -> Setup {
     setup_with(&[]).await
 }
 
-async fn setup_with(vars: &[(&str, &str)]) -> Setup {
+pub(crate) async fn setup_with(vars: &[(&str, &str)]) -> Setup {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let uni = deploy_uniswap(&anvil, U256::from(1_000_000 * USDC), wei(500 * ONE_ETH)).await;
     let app = transfer_app(&anvil, vars).await;
@@ -41,7 +41,7 @@ async fn setup_with(vars: &[(&str, &str)]) -> Setup {
     Setup { anvil, app, agent, uni }
 }
 
-async fn post(s: &Setup, path: &str, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn post(s: &Setup, path: &str, body: Value) -> (StatusCode, Value) {
     let path = format!("/api/agents/{}/{path}", s.agent.id);
     s.app
         .request(Method::POST, &path, Some(&s.agent.token), Some(body))
@@ -77,7 +77,7 @@ fn swap(s: &Setup, amount_in: U256, min_out: U256, to: Address) -> Value {
             to.to_string(), "99999999999"]})
 }
 
-async fn allowance_on_chain(s: &Setup, spender: Address) -> U256 {
+pub(crate) async fn allowance_on_chain(s: &Setup, spender: Address) -> U256 {
     let data = allowanceCall {
         owner: wallet(&s.agent),
         spender,

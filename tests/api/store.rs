@@ -182,12 +182,21 @@ async fn every_pooled_connection_commits_durably() {
     }
 }
 
+/// Whether the tests run on PostgreSQL, where locks span instances (SQLite serves one instance per file); says so
+/// when not.
+fn on_postgres() -> bool {
+    let set = std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty());
+    if !set {
+        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+    }
+    set
+}
+
 /// Named locks hold across instances on PostgreSQL (lease rows; SQLite serves one instance per file): the watcher
 /// lock one store holds is refused to a second store on the same database until the first lets it go.
 #[tokio::test]
 async fn a_lock_held_by_one_instance_is_refused_to_another_until_released() {
-    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty()) {
-        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+    if !on_postgres() {
         return;
     }
     let (db, first) = open().await;
@@ -223,8 +232,7 @@ async fn a_lock_held_by_one_instance_is_refused_to_another_until_released() {
 /// other), and takes the rest once it is let go; dropped, the round's guard frees them all.
 #[tokio::test]
 async fn a_rounds_send_locks_are_taken_in_order_and_wait_only_for_the_name_held_elsewhere() {
-    if !std::env::var("TEST_POSTGRES_URL").is_ok_and(|u| !u.trim().is_empty()) {
-        println!("skipped: locks span instances only on PostgreSQL (set TEST_POSTGRES_URL)");
+    if !on_postgres() {
         return;
     }
     let (db, first) = open().await;

@@ -89,17 +89,18 @@ async fn use_permit(s: &Setup, value: u64, signature: &str) -> U256 {
         s: B256::from_slice(&bytes[32..64]),
     };
     call_as_dev(&s.anvil, s.uni.pair, data.abi_encode().into()).await;
-    let out = read(
-        &s.anvil,
-        s.uni.pair,
-        allowanceCall {
-            owner: wallet(&s.agent),
-            spender: s.uni.router,
-        }
-        .abi_encode()
-        .into(),
-    )
-    .await;
+    pair_allowance(s).await
+}
+
+/// The allowance of the agent's pair tokens to the router, as the chain shows it.
+async fn pair_allowance(s: &Setup) -> U256 {
+    let owner = wallet(&s.agent);
+    let data = allowanceCall {
+        owner,
+        spender: s.uni.router,
+    }
+    .abi_encode();
+    let out = read(&s.anvil, s.uni.pair, data.into()).await;
     U256::from_be_slice(&out[..32])
 }
 
@@ -292,16 +293,5 @@ async fn a_permit_the_rules_refuse_is_refused_naming_the_rule_and_the_condition(
         "{unnamed}"
     );
     // Nothing was signed: the pair shows no allowance to the router.
-    let out = read(
-        &s.anvil,
-        s.uni.pair,
-        allowanceCall {
-            owner: wallet(&s.agent),
-            spender: s.uni.router,
-        }
-        .abi_encode()
-        .into(),
-    )
-    .await;
-    assert_eq!(U256::from_be_slice(&out[..32]), U256::ZERO);
+    assert_eq!(pair_allowance(&s).await, U256::ZERO);
 }
