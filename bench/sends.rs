@@ -74,8 +74,22 @@ impl Run {
     }
 }
 
+/// `BENCH_BLOCK_TIME=<seconds>`: anvil seals a block every so many seconds, as a chain does, instead of one block
+/// per transaction (automine, the default); every row waits for its transfers to be mined before it reads nonces.
+fn mining() -> (&'static [&'static str], String) {
+    match std::env::var("BENCH_BLOCK_TIME") {
+        Ok(secs) if !secs.trim().is_empty() => {
+            let secs: &'static str = Box::leak(secs.trim().to_string().into_boxed_str());
+            let args: &'static [&'static str] = Box::leak(vec!["--block-time", secs].into_boxed_slice());
+            (args, format!("anvil sealing a block every {secs} s"))
+        }
+        _ => (&[], "anvil automine (one block per transaction)".to_string()),
+    }
+}
+
 pub async fn run() {
-    let anvil = start_anvil(BASE_CHAIN_ID, &[]).await;
+    let (mining_args, mining) = mining();
+    let anvil = start_anvil(BASE_CHAIN_ID, mining_args).await;
     // The token exists before the app starts: `TOKENS_BASE` registers it (its decimals are checked on first use).
     let token = solidity::deploy_test_token(&anvil, "Bench Dollar", "TUSD", TOKEN_DECIMALS).await;
     let tokens_var = format!("TUSD:{token}:{TOKEN_DECIMALS}");
@@ -124,7 +138,7 @@ pub async fn run() {
     let floor = rpc_floor(&app, from, to).await;
 
     println!(
-        "N = {N} transfers each: {AMOUNT} ETH (native), {TOKEN_AMOUNT} TUSD (ERC-20, {TOKEN_DECIMALS} decimals, second agent); anvil automine (one block per transaction)"
+        "N = {N} transfers each: {AMOUNT} ETH (native), {TOKEN_AMOUNT} TUSD (ERC-20, {TOKEN_DECIMALS} decimals, second agent); {mining}"
     );
     table(
         &["sender", "sends/s", "p50 ms", "p99 ms", "errors", "nonce +"],

@@ -65,6 +65,9 @@ struct SimulatedCall {
     simulation: Value,
     #[schema(value_type = Object)]
     decision: DecisionView,
+    /// A refusal (`decision.result` `deny`) in the words the same call's 403 would give.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
 }
 
 /// Call a contract
@@ -143,6 +146,7 @@ async fn simulate_call(
     Ok(Json(SimulatedCall {
         call: CallView::new(order.to, &previewed.record),
         simulation: previewed.record.simulation.clone(),
+        message: decision.message.clone(),
         decision,
     }))
 }

@@ -32,6 +32,7 @@ impl Backend for Postgres {
     const ROW_LOCK: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     /// Rounds of different agents commit side by side, on half the pool's connections at most.
+    const TEXT_AGG: &'static str = "string_agg";
     const ROUND_LEADERS: usize = 8;
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {

@@ -432,6 +432,18 @@ impl EventRow {
     }
 }
 
+/// Rows one statement writes or names at most (a round's records, `IN` lists): far below both databases' limits on
+/// bound parameters (32,766 on SQLite, 65,535 on PostgreSQL) at six parameters a row.
+pub const ROWS_PER_STATEMENT: usize = 500;
+
+/// `$first, $first+1, …`: `count` numbered parameters, for an `IN` list.
+pub fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Rows in, domain values out; the first bad row fails the lot.
 pub fn convert<R, T>(rows: Vec<R>, into: impl Fn(R) -> StoreResult<T>) -> StoreResult<Vec<T>> {
     rows.into_iter().map(into).collect()

@@ -46,6 +46,8 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// What a `SELECT` of work rows appends so that instances take different rows: locked rows are skipped
     /// (PostgreSQL); nothing where the write transaction is the only writer (SQLite).
     const SKIP_LOCKED: &'static str;
+    /// The aggregate that joins a column's texts with a separator, `AGG(column, ',')`.
+    const TEXT_AGG: &'static str;
     /// How many reservation rounds write at once (`TransferStore::round_leaders`).
     const ROUND_LEADERS: usize;
 

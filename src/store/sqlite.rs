@@ -98,6 +98,7 @@ impl Backend for Sqlite {
     const ROW_LOCK: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
     /// One writer at a time: one round.
+    const TEXT_AGG: &'static str = "group_concat";
     const ROUND_LEADERS: usize = 1;
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {

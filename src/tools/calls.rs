@@ -193,9 +193,11 @@ fn simulate_call<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
         let transfers = &cx.services.transfers;
         let previewed = transfers.preview_call(&order).await?;
         let decision = transfers.judge_call(&order, &previewed).await?;
-        Ok(
-            json!({"call": call_json(order.to, &previewed.record), "simulation": previewed.record.simulation,
-            "decision": decision}),
-        )
+        let mut answer = json!({"call": call_json(order.to, &previewed.record),
+            "simulation": previewed.record.simulation, "decision": decision});
+        if let Some(message) = &decision.message {
+            answer["message"] = json!(message);
+        }
+        Ok(answer)
     })
 }

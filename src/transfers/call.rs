@@ -734,8 +734,9 @@ pub struct DecisionView {
     pub code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'static str>,
-    /// A refusal in the words its error would give (`deny` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// A refusal in the words its error would give (`deny` only). Not part of `decision`, whose keys §18 names:
+    /// the answer carries it beside it.
+    #[serde(skip)]
     pub message: Option<String>,
 }
 

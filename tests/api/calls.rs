@@ -183,7 +183,7 @@ async fn rules_the_unlimited_guard_and_reverts_refuse_before_anything_is_signed(
     assert_eq!(status, StatusCode::OK, "{simulated}");
     assert_eq!(simulated["decision"]["result"], "deny", "{simulated}");
     assert_eq!(simulated["decision"]["rule"], "call_denied", "{simulated}");
-    assert_eq!(simulated["decision"]["message"], message.as_str(), "{simulated}");
+    assert_eq!(simulated["message"], message.as_str(), "{simulated}");
     // The audit keeps the same words with the refusal.
     let path = format!("/api/agents/{}/audit", s.agent.id);
     let (status, entries) = s.app.request(Method::GET, &path, Some(&s.agent.token), None).await;

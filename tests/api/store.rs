@@ -838,6 +838,65 @@ async fn an_audit_event_is_stored() {
     );
 }
 
+/// A round's records are written together (a few statements whatever their number): every entry is chained after
+/// the one before it under the audit key, the head names the last, the next append goes on from it, and each
+/// accepted transfer is `pending`.
+#[tokio::test]
+async fn a_rounds_entries_written_together_chain_one_after_the_other() {
+    let (_db, store) = open().await;
+    let key = agentd::domain::audit::AuditKey::new([7; 32], 1);
+    store.use_audit_key(key.clone());
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let requests: Vec<TransferRequest> = (0..3).map(|i| transfer(&agent, 1_000 + i, None)).collect();
+    for request in &requests {
+        reserve(store.as_ref(), request).await;
+    }
+    let before = agentd::store::verify_audit(store.as_ref(), Some(key.clone()))
+        .await
+        .unwrap()
+        .expect("the chain holds before");
+    let events: Vec<AuditEvent> = requests.iter().map(|r| noted(agent.id, accepted(r.id))).collect();
+    let mut records: Vec<(Option<Uuid>, &AuditEvent)> = requests.iter().map(|r| Some(r.id)).zip(&events).collect();
+    let refused = noted(agent.id, reissued());
+    records.insert(1, (None, &refused));
+    store.record_outflows(&records).await.expect("the records are written");
+    store
+        .insert_audit(&noted(agent.id, reissued()))
+        .await
+        .expect("the next entry is appended");
+
+    let checked = agentd::store::verify_audit(store.as_ref(), Some(key)).await.unwrap();
+    assert_eq!(
+        checked,
+        Ok(before + 5),
+        "the chain holds, from the first entry to the head"
+    );
+    let mut entries = store.list_audit(agent.id, None, 5).await.unwrap();
+    entries.reverse();
+    let actions: Vec<&str> = entries.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "transfer_accepted",
+            "token_reissued",
+            "transfer_accepted",
+            "transfer_accepted",
+            "token_reissued"
+        ],
+        "in the order they were given"
+    );
+    let (head_id, head_hash) = store.audit_head().await.unwrap();
+    assert_eq!((head_id, head_hash.as_str()), (entries[4].id, entries[4].hash.as_str()));
+    for request in &requests {
+        let stored = store
+            .get_transaction(agent.id, request.id)
+            .await
+            .unwrap()
+            .expect("stored");
+        assert_eq!(stored.status.as_str(), "pending", "{stored:?}");
+    }
+}
+
 #[tokio::test]
 async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservation() {
     let (_db, store) = open().await;

@@ -1903,6 +1903,8 @@ export interface components {
             call: components["schemas"]["CallView"];
             simulation: Record<string, never>;
             decision: Record<string, never>;
+            /** @description A refusal (`decision.result` `deny`) in the words the same call's 403 would give. */
+            message?: string | null;
         };
         /** @description A sweep to make. */
         Sweep: {

@@ -73,14 +73,14 @@ export type UpdateWebhookBody = Schemas['UpdateWebhook'];
 export type Delivery = Schemas['DeliveryView'];
 export type NewTransferBody = Schemas['NewTransfer'];
 export type NewCallBody = Schemas['NewCall'];
-/** `decision` of a call's simulation (§18; an object in the committed document): `message` on a refusal. */
+/** `decision` of a call's simulation (§18; an object in the committed document). */
 export interface CallDecision {
   result: 'allow' | 'deny' | 'approve';
   code?: string;
   rule?: string;
-  message?: string;
 }
-/** `POST …/calls/simulate`: the decoded call, the simulation (read with `calls.ts`) and the verdict. */
+/** `POST …/calls/simulate`: the decoded call, the simulation (read with `calls.ts`), the verdict, and a refusal's
+ * words in `message`. */
 export type SimulatedCall = Omit<Schemas['SimulatedCall'], 'simulation' | 'decision'> & {
   simulation: unknown;
   decision: CallDecision;

@@ -336,7 +336,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
         ? [h('strong', {}, 'Allowed: '), 'the policy lets the agent make this call (its limits and the cap included); sending signs and sends it.']
         : d.result === 'approve'
           ? [h('strong', {}, 'Would be held for approval: '), 'sending submits it, and nothing is signed until the owner approves it.']
-          : [h('strong', {}, 'Refused: '), d.message ?? 'the policy refuses it', ` (${d.code ?? 'policy_denied'}${d.rule ? `, rule ${d.rule}` : ''})`];
+          : [h('strong', {}, 'Refused: '), answer.message ?? 'the policy refuses it', ` (${d.code ?? 'policy_denied'}${d.rule ? `, rule ${d.rule}` : ''})`];
     return h('p', { class: d.result === 'deny' ? 'form-error' : 'verdict', 'data-testid': 'call-verdict', 'data-result': d.result }, ...words);
   }
 

@@ -11,6 +11,7 @@ use super::{Backend, SqlStore};
 use crate::domain::audit::{self, AuditEntry, AuditKey};
 use crate::domain::webhook;
 use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
+use crate::store::shared;
 use crate::store::{AuditEvent, AuditStore, StoreError, StoreResult};
 
 #[async_trait]
@@ -99,56 +100,131 @@ where
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
-    /// Appends `event` inside the caller's write transaction: reads the head (locked on PostgreSQL), inserts the
-    /// entry, hashes it (under `key` from its `keyed_from` on), moves the head.
+    /// Appends `event` inside the caller's write transaction (`append_audits`).
     pub(super) async fn append_audit(&self, conn: &mut B::Connection, event: &AuditEvent) -> StoreResult<()> {
+        self.append_audits(conn, &[event]).await
+    }
+
+    /// Appends `events` inside the caller's write transaction, in four statements per `ROWS_PER_STATEMENT` of them:
+    /// reads the head (locked on PostgreSQL), inserts the entries, hashes each (under `key` from its `keyed_from`
+    /// on) chained in id order, writes their hashes, moves the head. An entry is inserted with a stand-in for its
+    /// previous hash (`#` and its place in `events`) which its hash replaces in the same transaction: the insert
+    /// returns it beside the id the database gave, so each hash is of its own row whatever order the ids came in.
+    pub(super) async fn append_audits(&self, conn: &mut B::Connection, events: &[&AuditEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
         let key = self.audit_key.get();
         let head = format!("SELECT entry_id, hash FROM audit_head WHERE id = 1{}", B::ROW_LOCK);
-        let (_, prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
+        let (_, mut prev_hash): (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(head)).fetch_one(&mut *conn).await?;
         let at = self.now();
-        let json = event
-            .detail
-            .to_json()
-            .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
-        let detail = audit::canonical_json(&json);
-        let (id,): (i64,) = sqlx::query_as(
-            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(event.agent_id)
-        .bind(event.action().as_str())
-        .bind(event.actor.as_str())
-        .bind(&detail)
-        .bind(at)
-        .bind(&prev_hash)
-        .fetch_one(&mut *conn)
-        .await?;
-        let entry = AuditEntry {
-            id,
-            at,
-            agent_id: event.agent_id,
-            actor: event.actor.as_str().to_string(),
-            action: event.action().to_string(),
-            detail,
-            prev_hash,
-            hash: String::new(),
-        };
-        let hash = entry.computed_hash(key);
-        sqlx::query("UPDATE audit_events SET hash = $1 WHERE id = $2")
-            .bind(&hash)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+        let mut last_id = None;
+        for chunk in events.chunks(shared::ROWS_PER_STATEMENT) {
+            let details = chunk
+                .iter()
+                .map(|event| {
+                    let json = event
+                        .detail
+                        .to_json()
+                        .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
+                    Ok(audit::canonical_json(&json))
+                })
+                .collect::<StoreResult<Vec<String>>>()?;
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let p = i * 6;
+                    format!(
+                        "(${}, ${}, ${}, ${}, ${}, ${})",
+                        p + 1,
+                        p + 2,
+                        p + 3,
+                        p + 4,
+                        p + 5,
+                        p + 6
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) VALUES {} \
+                 RETURNING id, prev_hash",
+                rows.join(", ")
+            );
+            let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+            for (place, (event, detail)) in chunk.iter().zip(&details).enumerate() {
+                insert = insert
+                    .bind(event.agent_id)
+                    .bind(event.action().as_str())
+                    .bind(event.actor.as_str())
+                    .bind(detail)
+                    .bind(at)
+                    .bind(format!("#{place}"));
+            }
+            let given: Vec<(i64, String)> = insert.fetch_all(&mut *conn).await?;
+            let mut placed = given
+                .into_iter()
+                .map(
+                    |(id, stand_in)| match stand_in.strip_prefix('#').and_then(|p| p.parse().ok()) {
+                        Some(place) if place < chunk.len() => Ok((id, place)),
+                        _ => Err(StoreError::Corrupt(
+                            "an audit insert returned a row it did not write".into(),
+                        )),
+                    },
+                )
+                .collect::<StoreResult<Vec<(i64, usize)>>>()?;
+            if placed.len() != chunk.len() {
+                return Err(StoreError::Corrupt(
+                    "an audit insert returned fewer rows than it wrote".into(),
+                ));
+            }
+            placed.sort_unstable();
+            let mut hashed = Vec::with_capacity(placed.len());
+            for (id, place) in placed {
+                let event = chunk[place];
+                let entry = AuditEntry {
+                    id,
+                    at,
+                    agent_id: event.agent_id,
+                    actor: event.actor.as_str().to_string(),
+                    action: event.action().to_string(),
+                    detail: details[place].clone(),
+                    prev_hash: prev_hash.clone(),
+                    hash: String::new(),
+                };
+                let hash = entry.computed_hash(key);
+                hashed.push((id, std::mem::replace(&mut prev_hash, hash.clone()), hash));
+                last_id = Some(id);
+            }
+            let cases = |column: usize| {
+                (0..hashed.len())
+                    .map(|i| format!("WHEN ${} THEN ${}", i * 3 + 1, i * 3 + column))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let ids: Vec<String> = (0..hashed.len()).map(|i| format!("${}", i * 3 + 1)).collect();
+            let sql = format!(
+                "UPDATE audit_events SET prev_hash = CASE id {} END, hash = CASE id {} END WHERE id IN ({})",
+                cases(2),
+                cases(3),
+                ids.join(", ")
+            );
+            let mut update = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (id, prev, hash) in &hashed {
+                update = update.bind(*id).bind(prev.as_str()).bind(hash.as_str());
+            }
+            update.execute(&mut *conn).await?;
+        }
         sqlx::query("UPDATE audit_head SET entry_id = $1, hash = $2 WHERE id = 1")
-            .bind(id)
-            .bind(&hash)
+            .bind(last_id.expect("at least one entry was appended"))
+            .bind(&prev_hash)
             .execute(&mut *conn)
             .await?;
-        // What the entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
-        let pushed = webhook::from_audit(event.agent_id, event.actor, &event.detail, at)
-            .map_err(|e| StoreError::Corrupt(format!("webhook event of an audit entry: {e}")))?;
-        if let Some(pushed) = pushed {
-            Self::outbox_in(conn, pushed).await?;
+        // What an entry reports to webhooks (a policy refusal, a change, an expiry, a fee bump), in its transaction.
+        for event in events {
+            let pushed = webhook::from_audit(event.agent_id, event.actor, &event.detail, at)
+                .map_err(|e| StoreError::Corrupt(format!("webhook event of an audit entry: {e}")))?;
+            if let Some(pushed) = pushed {
+                Self::outbox_in(conn, pushed).await?;
+            }
         }
         Ok(())
     }

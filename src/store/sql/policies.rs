@@ -194,10 +194,7 @@ where
             .bind(agent_id)
             .fetch_optional(&mut *conn)
             .await?;
-        match row {
-            Some((text,)) => serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("policies.policy".into())),
-            None => Ok(Policy::default()),
-        }
+        policy_from(row.map(|(text,)| text))
     }
 
     async fn approval_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<Option<Approval>> {
@@ -212,9 +209,11 @@ where
 
     /// Reads what decides besides the cap and the balances: the waiting transfer for an approval; for a new
     /// transfer the policy, and only the windows and recipient history the policy needs.
+    /// `policy` is the agent's stored policy as read under its lock (`agent_facts_in`).
     pub(super) async fn gate_in(
         conn: &mut B::Connection,
         r: &TransferRequest,
+        policy: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<Gate> {
         match r.clearance {
@@ -240,7 +239,7 @@ where
                 None => Err(StoreError::Corrupt("approval to reserve is missing".into())),
             },
             Clearance::Policy => {
-                let policy = Self::policy_in(conn, r.agent_id).await?;
+                let policy = policy_from(policy)?;
                 let windows = if policy.counts_windows(&asset::key(&r.chain, &r.asset)) {
                     Self::windows_in(conn, (r.agent_id, &r.chain), &r.asset, now).await?
                 } else {
@@ -586,5 +585,13 @@ where
         )
         .await?;
         Ok(record)
+    }
+}
+
+/// A stored policy (`None`: the agent has none, the default applies).
+pub(super) fn policy_from(stored: Option<String>) -> StoreResult<Policy> {
+    match stored {
+        Some(text) => serde_json::from_str(&text).map_err(|_| StoreError::Corrupt("policies.policy".into())),
+        None => Ok(Policy::default()),
     }
 }

@@ -101,13 +101,14 @@ where
             store: self,
             tx: B::begin_write(self).await?,
             announce: Vec::new(),
+            locked: Vec::new(),
         }))
     }
 
     /// With the transfer's `transfer.pending` webhook event, in one transaction.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        self.mark_pending_in(&mut tx, id).await?;
+        self.mark_pending_in(&mut tx, &[id]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -319,7 +320,7 @@ where
     ) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
         self.lock_transfer_agent(&mut tx, id).await?;
-        self.mark_pending_in(&mut tx, id).await?;
+        self.mark_pending_in(&mut tx, &[id]).await?;
         self.merge_x402_in(&mut tx, id, response, settlement_tx).await?;
         for audit in audits {
             self.append_audit(&mut tx, audit).await?;
@@ -411,6 +412,8 @@ struct SqlReserving<'s, B: Backend> {
     store: &'s SqlStore<B>,
     tx: WriteTx<B>,
     announce: Vec<EventRecord>,
+    /// The agents whose lock `tx` holds already (held until it ends): a round's next request of one asks no more.
+    locked: Vec<Uuid>,
 }
 
 #[async_trait]
@@ -435,11 +438,19 @@ where
     async fn facts(&mut self, r: &TransferRequest) -> StoreResult<Gathered> {
         let tx = &mut self.tx;
         // The cap, the spending, the balances' holds and the nonce stay still until this commits.
-        B::lock_agent(tx, r.agent_id).await?;
+        if !self.locked.contains(&r.agent_id) {
+            B::lock_agent(tx, r.agent_id).await?;
+            self.locked.push(r.agent_id);
+        }
         let now = self.store.now();
-        let standing = SqlStore::<B>::standing_in(tx, r.agent_id, &r.mandate).await?;
-        let cap = SqlStore::<B>::cap_in(tx, r.agent_id).await?;
-        let spent = SqlStore::<B>::spent_on_chain(tx, r.agent_id, &r.chain).await?;
+        let AgentFacts {
+            standing,
+            cap,
+            spent,
+            stored_nonce,
+            policy,
+            held_by_transfers,
+        } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate).await?;
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
@@ -450,7 +461,7 @@ where
         let native = match r.native_funds {
             Some(funds) => Some(Funds {
                 balance: funds.balance,
-                held: SqlStore::<B>::held_by_transfers(tx, r.agent_id, &r.chain).await?,
+                held: held_by_transfers,
             }),
             None => None,
         };
@@ -461,15 +472,12 @@ where
             }),
             None => None,
         };
-        let gate = SqlStore::<B>::gate_in(tx, r, now).await?;
+        let gate = SqlStore::<B>::gate_in(tx, r, policy, now).await?;
         let counted = match r.call_check {
             Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
             None => Vec::new(),
         };
-        let stored_nonce = match r.uses_nonce() {
-            true => SqlStore::<B>::stored_nonce(tx, r.agent_id, &r.chain).await?,
-            false => None,
-        };
+        let stored_nonce = stored_nonce.filter(|_| r.uses_nonce());
         Ok(Gathered {
             facts: Facts {
                 standing,
@@ -562,7 +570,9 @@ where
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let SqlReserving { store, tx, announce } = *self;
+        let SqlReserving {
+            store, tx, announce, ..
+        } = *self;
         tx.commit().await?;
         for event in &announce {
             store.feed.announce(event);
@@ -774,25 +784,17 @@ where
         shared::sum_wei(&rows, "value_wei")
     }
 
-    /// What the agent's signed or pending transfers on `chain` hold: their reservations (value and up to twice the
-    /// first maximum fee, room for the bumps), none of which a balance read may show yet (the index on agent, chain,
-    /// kind and status finds them). x402 payments move tokens only.
-    async fn held_by_transfers(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<U256> {
-        let rows: Vec<(String,)> = sqlx::query_as(concat!(
-            "SELECT reserved_wei FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
-             AND status IN ",
-            shared::open_statuses!()
-        ))
-        .bind(agent_id)
-        .bind(chain)
-        .fetch_all(&mut *conn)
-        .await?;
-        shared::sum_wei(&rows, "reserved_wei")
-    }
-
-    /// Whether the agent is active and the caller's token (when it came with one) still live, under the agent's lock:
-    /// a deletion or a reissue committed after the request was authenticated is seen here (§15).
-    async fn standing_in(conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<Standing> {
+    /// What a reservation reads of the agent under its lock, in one statement after the lock's own (each statement
+    /// of a PostgreSQL transaction sees what committed before it began, so one taken after the lock sees every
+    /// write of the lock's last holder): whether the agent is active and the caller's token (when it came with one)
+    /// still live, so that a deletion or a reissue committed after the request was authenticated is seen here (§15);
+    /// the cap, what counts against it on the chain, the chain's next stored nonce and the policy. The request's idempotency
+    /// claim, when it runs under one, is read beside it.
+    async fn agent_facts_in(
+        conn: &mut B::Connection,
+        (agent_id, chain): (Uuid, &str),
+        mandate: &Mandate,
+    ) -> StoreResult<AgentFacts> {
         let token_hash = mandate.token_hash.as_deref();
         let claim_held = match &mandate.claim {
             None => true,
@@ -806,18 +808,54 @@ where
                 held > 0
             }
         };
-        let (active, live): (i64, i64) = sqlx::query_as(
+        // The reservations of the agent's signed or pending transfers on the chain (value and up to twice the first
+        // maximum fee, room for the bumps), none of which a balance read may show yet; the index on agent, chain,
+        // kind and status finds them. x402 payments move tokens only.
+        let sql = format!(
             "SELECT (SELECT COUNT(*) FROM agents WHERE id = $1 AND is_active), \
-             (SELECT COUNT(*) FROM access_tokens WHERE token_hash = $2 AND agent_id = $1 AND revoked_at IS NULL)",
-        )
-        .bind(agent_id)
-        .bind(token_hash.unwrap_or_default())
-        .fetch_one(&mut *conn)
-        .await?;
-        Ok(Standing {
-            agent_active: active > 0,
-            token_current: token_hash.is_none() || live > 0,
-            claim_held,
+             (SELECT COUNT(*) FROM access_tokens WHERE token_hash = $2 AND agent_id = $1 AND revoked_at IS NULL), \
+             (SELECT spending_cap_wei FROM agents WHERE id = $1), \
+             (SELECT spent_wei FROM spending WHERE agent_id = $1 AND chain = $3), \
+             (SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $3), \
+             (SELECT policy FROM policies WHERE agent_id = $1), \
+             (SELECT {}(reserved_wei, ',') FROM transactions WHERE agent_id = $1 AND chain = $3 \
+              AND kind = 'transfer' AND status IN {OPEN})",
+            B::TEXT_AGG
+        );
+        type Row = (
+            i64,
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+        );
+        let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(agent_id)
+            .bind(token_hash.unwrap_or_default())
+            .bind(chain)
+            .fetch_one(&mut *conn)
+            .await?;
+        let (active, live, cap, spent, nonce, policy, reserved) = row;
+        let held = reserved
+            .iter()
+            .flat_map(|joined| joined.split(','))
+            .try_fold(U256::ZERO, |sum, wei| {
+                Ok::<_, StoreError>(sum.saturating_add(shared::wei_from_text(wei, "reserved_wei")?))
+            })?;
+        let cap = cap.ok_or_else(|| StoreError::Corrupt("a reservation for an agent without a row".into()))?;
+        Ok(AgentFacts {
+            standing: Standing {
+                agent_active: active > 0,
+                token_current: token_hash.is_none() || live > 0,
+                claim_held,
+            },
+            cap: shared::wei_from_text(&cap, "spending_cap_wei")?,
+            spent: spent.map_or(Ok(U256::ZERO), |w| shared::wei_from_text(&w, "spending.spent_wei"))?,
+            stored_nonce: nonce.map(|n| shared::u64_from(n, "next_nonce")).transpose()?,
+            policy,
+            held_by_transfers: held,
         })
     }
 
@@ -879,6 +917,18 @@ where
         .await?;
         Ok(())
     }
+}
+
+/// What `SqlStore::agent_facts_in` read of an agent under its lock.
+struct AgentFacts {
+    standing: Standing,
+    cap: U256,
+    spent: U256,
+    stored_nonce: Option<u64>,
+    /// The stored policy, as text (`policies::policy_from` reads it when the request is judged by it).
+    policy: Option<String>,
+    /// What the agent's signed or pending transfers on the chain hold of its native balance.
+    held_by_transfers: U256,
 }
 
 /// The signature made beforehand for `nonce`, the one the stored row holds (under the agent's send lock and row lock

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{Backend, SqlStore};
 use crate::domain::amount::format_units;
 use crate::domain::webhook::{self, WebhookEvent};
-use crate::store::shared::{TX_COLUMNS, TxRow};
+use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::webhooks::{
     AttemptOutcome, Delivery, DueDelivery, OutboxWake, Webhook, WebhookAudit, WebhookChange, WebhookStore,
 };
@@ -674,66 +674,134 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// Transfer `id` `signed` -> `pending` (the node accepted it, or its x402 authorization was sent), with its
-    /// `transfer.pending` event when it moved; nothing when it was no longer `signed`.
-    /// `AuditStore::record_outflows` in `conn`'s transaction (also a reservation round's, `Reserving`).
+    /// `AuditStore::record_outflows` in `conn`'s transaction (also a reservation round's, `Reserving`): the
+    /// accepted transfers marked `pending` (`mark_pending_in`), then the entries appended (`append_audits`), each
+    /// part in a few statements whatever the number of records.
     pub(super) async fn record_outflows_in(
         &self,
         conn: &mut B::Connection,
         records: &[(Option<Uuid>, &AuditEvent)],
     ) -> StoreResult<()> {
-        for (accepted, event) in records {
-            if let Some(id) = accepted {
-                self.mark_pending_in(conn, *id).await?;
+        let accepted: Vec<Uuid> = records.iter().filter_map(|(accepted, _)| *accepted).collect();
+        self.mark_pending_in(conn, &accepted).await?;
+        let entries: Vec<&AuditEvent> = records.iter().map(|(_, event)| *event).collect();
+        self.append_audits(conn, &entries).await
+    }
+
+    /// Transfers `ids` `signed` -> `pending` (the node accepted them, or their x402 authorizations were sent), with
+    /// the `transfer.pending` event of each that moved (`pending_in`); nothing for one no longer `signed`.
+    pub(super) async fn mark_pending_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<()> {
+        for chunk in ids.chunks(shared::ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE status = 'signed' AND id IN ({}) \
+                 RETURNING id",
+                shared::placeholders(2, chunk.len())
+            );
+            let mut update = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.now());
+            for id in chunk {
+                update = update.bind(*id);
             }
-            self.append_audit(conn, event).await?;
+            let moved: Vec<(Uuid,)> = update.fetch_all(&mut *conn).await?;
+            let moved: Vec<Uuid> = chunk
+                .iter()
+                .filter(|id| moved.iter().any(|(m,)| m == *id))
+                .copied()
+                .collect();
+            self.pending_in(conn, &moved).await?;
         }
         Ok(())
     }
 
-    pub(super) async fn mark_pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
-        let done = sqlx::query(
-            "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE id = $2 AND status = 'signed'",
-        )
-        .bind(self.now())
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-        if B::rows_affected(&done) == 1 {
-            self.pending_in(conn, id).await?;
-        }
-        Ok(())
-    }
-
-    /// `transfer.pending` for transfer `id`, which the node just accepted (or whose x402 authorization was just
-    /// sent), once per transfer (a fee bump marks it pending again); none for a nonce fill.
-    async fn pending_in(&self, conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
-        let sql = format!("SELECT {TX_COLUMNS} FROM transactions WHERE id = $1 AND fills IS NULL");
-        let row: Option<TxRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(tx) = row.map(TxRow::into_tx).transpose()? else {
+    /// `transfer.pending` for each of transfers `ids` (at most `ROWS_PER_STATEMENT`, in that order), which the node
+    /// just accepted (or whose x402 authorizations were just sent), once per transfer (a fee bump marks it pending
+    /// again); none for a nonce fill.
+    async fn pending_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<()> {
+        if ids.is_empty() {
             return Ok(());
-        };
-        let mut data = json!({
-            "transfer_id": tx.id,
-            "kind": tx.kind(),
-            "conversation_id": tx.conversation_id,
-            "chain": tx.chain,
-            "asset": tx.asset,
-            "amount": format_units(tx.value_wei, tx.decimals()),
-            "to": tx.to.to_checksum(None),
-            "tx_hash": tx.tx_hash().unwrap_or_default(),
-            "nonce": tx.nonce().unwrap_or_default(),
-            "status": "pending",
-        });
-        if let Some(record) = tx.body.x402() {
-            data["tx_hash"] = json!(record.settlement_tx);
-            data["url"] = json!(record.url);
         }
-        let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data, self.now());
-        event.dedup = Some(format!("transfer.pending:{}", tx.id));
-        Self::outbox_in(conn, event).await
+        let sql = format!(
+            "SELECT {TX_COLUMNS} FROM transactions WHERE fills IS NULL AND id IN ({})",
+            shared::placeholders(1, ids.len())
+        );
+        let mut select = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+        for id in ids {
+            select = select.bind(*id);
+        }
+        let rows: Vec<TxRow> = select.fetch_all(&mut *conn).await?;
+        let mut transfers = shared::convert(rows, TxRow::into_tx)?;
+        transfers.sort_by_key(|tx| ids.iter().position(|id| *id == tx.id));
+        let events = transfers.into_iter().map(|tx| {
+            let mut data = json!({
+                "transfer_id": tx.id,
+                "kind": tx.kind(),
+                "conversation_id": tx.conversation_id,
+                "chain": tx.chain,
+                "asset": tx.asset,
+                "amount": format_units(tx.value_wei, tx.decimals()),
+                "to": tx.to.to_checksum(None),
+                "tx_hash": tx.tx_hash().unwrap_or_default(),
+                "nonce": tx.nonce().unwrap_or_default(),
+                "status": "pending",
+            });
+            if let Some(record) = tx.body.x402() {
+                data["tx_hash"] = json!(record.settlement_tx);
+                data["url"] = json!(record.url);
+            }
+            let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data, self.now());
+            event.dedup = Some(format!("transfer.pending:{}", tx.id));
+            event
+        });
+        Self::outbox_all_in(conn, events.collect()).await
+    }
+
+    /// `outbox_in` for events that carry their transfer's `kind` and `to` already, in three statements at most:
+    /// which agents an enabled endpoint listens to, one insert, one wake-up.
+    async fn outbox_all_in(conn: &mut B::Connection, events: Vec<WebhookEvent>) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let listening: Vec<(Option<Uuid>,)> =
+            sqlx::query_as("SELECT DISTINCT agent_id FROM webhooks WHERE enabled = TRUE")
+                .fetch_all(&mut *conn)
+                .await?;
+        let heard = |agent: Uuid| listening.iter().any(|(to,)| to.is_none_or(|to| to == agent));
+        let events: Vec<WebhookEvent> = events.into_iter().filter(|e| heard(e.agent_id)).collect();
+        let mut inserted = 0;
+        for chunk in events.chunks(shared::ROWS_PER_STATEMENT) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let p = i * 6;
+                    format!(
+                        "(${}, ${}, ${}, ${}, NULLIF(${}, ''), ${})",
+                        p + 1,
+                        p + 2,
+                        p + 3,
+                        p + 4,
+                        p + 5,
+                        p + 6
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO webhook_events (id, type, agent_id, body, dedup, created_at) VALUES {} \
+                 ON CONFLICT DO NOTHING",
+                rows.join(", ")
+            );
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for event in chunk {
+                insert = insert
+                    .bind(event.id)
+                    .bind(event.ty)
+                    .bind(event.agent_id)
+                    .bind(event.body())
+                    .bind(event.dedup.clone().unwrap_or_default())
+                    .bind(event.at);
+            }
+            inserted += B::rows_affected(&insert.execute(&mut *conn).await?);
+        }
+        if inserted > 0 {
+            B::notify_outbox(conn).await?;
+        }
+        Ok(())
     }
 }
