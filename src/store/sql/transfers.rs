@@ -458,13 +458,10 @@ where
             }),
             _ => None,
         };
-        let native = match r.native_funds {
-            Some(funds) => Some(Funds {
-                balance: funds.balance,
-                held: held_by_transfers,
-            }),
-            None => None,
-        };
+        let native = r.native_funds.map(|funds| Funds {
+            balance: funds.balance,
+            held: held_by_transfers,
+        });
         let delegation = match r.delegated {
             Some(d) => Some(Funds {
                 balance: d.available,
