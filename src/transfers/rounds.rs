@@ -13,8 +13,9 @@
 //!   (`Transfers::reserve`), which remains for a send under a lock its caller holds (a call simulated under it,
 //!   §18) and for anything without a nonce.
 //! - The audit entries of sends answered since (`Record`: the `pending` mark of one the node took, and its
-//!   `transfer_accepted`) wait for the next round and are written in its committing transaction, after its sends;
-//!   with no send waiting, alone (`record_round`): one writer's commit carries both kinds.
+//!   `transfer_accepted`) wait for the next round of the first shard and are written in its committing transaction,
+//!   after its sends; with no send waiting, alone (`record_round`): one writer's commit carries both kinds, and only
+//!   one round at a time holds the audit chain's head (`Rounds::push`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -180,10 +181,10 @@ struct Counts {
     recorded: AtomicU64,
 }
 
-/// The rounds of a store: `shards` queues with one round at a time each, an item's queue chosen by its agent, so
-/// that one agent's sends and entries wait for the same round and different agents' may run side by side. A round
-/// writes the entries that wait (the sends accepted since the last round: `pending` marks and `transfer_accepted`)
-/// in the same transaction as the sends it reserves: one commit for both.
+/// The rounds of a store: `shards` queues with one round at a time each, a send's queue chosen by its agent, so
+/// that one agent's sends wait for the same round and different agents' may run side by side. The first shard's
+/// round writes the entries that wait (the sends of every shard accepted since its last round: `pending` marks and
+/// `transfer_accepted`) in the same transaction as the sends it reserves: one commit for both.
 #[derive(Clone)]
 pub(super) struct Rounds {
     shards: Arc<[Group<Item>]>,
@@ -205,14 +206,18 @@ impl Rounds {
         Rounds { shards, counts }
     }
 
+    /// A send goes to its agent's shard; every entry to the first shard, so that one round at a time appends to the
+    /// audit chain, whose head row each append holds until its commit: the other shards' rounds commit their sends
+    /// without waiting for it (on PostgreSQL, rounds of 8 shards once queued there behind each other's commits).
     pub(super) fn push(&self, item: Item) {
-        let agent_id = match &item {
-            Item::Send(send) => send.request.agent_id,
-            Item::Record(record) => record.event.agent_id,
+        let shard = match &item {
+            Item::Send(send) => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                send.request.agent_id.hash(&mut hasher);
+                (hasher.finish() % self.shards.len() as u64) as usize
+            }
+            Item::Record(_) => 0,
         };
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        agent_id.hash(&mut hasher);
-        let shard = (hasher.finish() % self.shards.len() as u64) as usize;
         self.shards[shard].push(item);
     }
 
