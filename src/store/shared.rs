@@ -444,6 +444,22 @@ pub fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// The `VALUES` rows of a multi-row insert: `rows` rows of `columns`, each column's `?` numbered in turn from `$1`
+/// (`["?", "NULLIF(?, '')"]` for two rows: `($1, NULLIF($2, '')), ($3, NULLIF($4, ''))`).
+pub fn value_rows(rows: usize, columns: &[&str]) -> String {
+    (0..rows)
+        .map(|row| {
+            let cells: Vec<String> = columns
+                .iter()
+                .enumerate()
+                .map(|(column, cell)| cell.replace('?', &format!("${}", row * columns.len() + column + 1)))
+                .collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Rows in, domain values out; the first bad row fails the lot.
 pub fn convert<R, T>(rows: Vec<R>, into: impl Fn(R) -> StoreResult<T>) -> StoreResult<Vec<T>> {
     rows.into_iter().map(into).collect()
@@ -471,10 +487,14 @@ pub fn wei_from_text(text: &str, column: &str) -> StoreResult<U256> {
 
 /// The sum of a column of wei amounts stored as text.
 pub fn sum_wei(rows: &[(String,)], column: &str) -> StoreResult<U256> {
-    rows.iter().try_fold(
-        U256::ZERO,
-        |sum, (v,)| Ok(sum.saturating_add(wei_from_text(v, column)?)),
-    )
+    sum_wei_texts(rows.iter().map(|(v,)| v.as_str()), column)
+}
+
+/// The sum of amounts stored as text (a column's values, or a list the database joined with `,`).
+pub fn sum_wei_texts<'a>(values: impl IntoIterator<Item = &'a str>, column: &str) -> StoreResult<U256> {
+    values
+        .into_iter()
+        .try_fold(U256::ZERO, |sum, v| Ok(sum.saturating_add(wei_from_text(v, column)?)))
 }
 
 pub fn address_from_text(text: &str) -> StoreResult<Address> {
@@ -516,4 +536,18 @@ pub fn token_columns(token: Option<crate::domain::transaction::TokenRef>) -> (Op
 
 pub fn u64_from(value: i64, column: &str) -> StoreResult<u64> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt(column.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_rows_number_each_rows_columns_in_turn() {
+        assert_eq!(
+            value_rows(2, &["?", "NULLIF(?, '')"]),
+            "($1, NULLIF($2, '')), ($3, NULLIF($4, ''))"
+        );
+        assert_eq!(placeholders(3, 2), "$3, $4");
+    }
 }

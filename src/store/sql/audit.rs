@@ -130,24 +130,10 @@ where
                     Ok(audit::canonical_json(&json))
                 })
                 .collect::<StoreResult<Vec<String>>>()?;
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = i * 6;
-                    format!(
-                        "(${}, ${}, ${}, ${}, ${}, ${})",
-                        p + 1,
-                        p + 2,
-                        p + 3,
-                        p + 4,
-                        p + 5,
-                        p + 6
-                    )
-                })
-                .collect();
             let sql = format!(
                 "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) VALUES {} \
                  RETURNING id, prev_hash",
-                rows.join(", ")
+                shared::value_rows(chunk.len(), &["?"; 6])
             );
             let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
             for (place, (event, detail)) in chunk.iter().zip(&details).enumerate() {

@@ -835,12 +835,7 @@ where
             .fetch_one(&mut *conn)
             .await?;
         let (active, live, cap, spent, nonce, policy, reserved) = row;
-        let held = reserved
-            .iter()
-            .flat_map(|joined| joined.split(','))
-            .try_fold(U256::ZERO, |sum, wei| {
-                Ok::<_, StoreError>(sum.saturating_add(shared::wei_from_text(wei, "reserved_wei")?))
-            })?;
+        let held = shared::sum_wei_texts(reserved.iter().flat_map(|joined| joined.split(',')), "reserved_wei")?;
         let cap = cap.ok_or_else(|| StoreError::Corrupt("a reservation for an agent without a row".into()))?;
         Ok(AgentFacts {
             standing: Standing {

@@ -642,19 +642,32 @@ where
                 map.entry("to").or_insert(Value::String(to));
             }
         }
-        let done = sqlx::query(
-            "INSERT INTO webhook_events (id, type, agent_id, body, dedup, created_at) \
-             VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6) ON CONFLICT DO NOTHING",
-        )
-        .bind(event.id)
-        .bind(event.ty)
-        .bind(event.agent_id)
-        .bind(event.body())
-        .bind(event.dedup.clone().unwrap_or_default())
-        .bind(event.at)
-        .execute(&mut *conn)
-        .await?;
-        if B::rows_affected(&done) == 1 {
+        Self::insert_outbox(conn, std::slice::from_ref(&event)).await
+    }
+
+    /// Inserts `events` in the outbox (one statement per `ROWS_PER_STATEMENT`; one already there by its id or
+    /// `dedup` is skipped) and wakes the delivery workers once when any row went in.
+    async fn insert_outbox(conn: &mut B::Connection, events: &[WebhookEvent]) -> StoreResult<()> {
+        let mut inserted = 0;
+        for chunk in events.chunks(shared::ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO webhook_events (id, type, agent_id, body, dedup, created_at) VALUES {} \
+                 ON CONFLICT DO NOTHING",
+                shared::value_rows(chunk.len(), &["?", "?", "?", "?", "NULLIF(?, '')", "?"])
+            );
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for event in chunk {
+                insert = insert
+                    .bind(event.id)
+                    .bind(event.ty)
+                    .bind(event.agent_id)
+                    .bind(event.body())
+                    .bind(event.dedup.clone().unwrap_or_default())
+                    .bind(event.at);
+            }
+            inserted += B::rows_affected(&insert.execute(&mut *conn).await?);
+        }
+        if inserted > 0 {
             B::notify_outbox(conn).await?;
         }
         Ok(())
@@ -766,42 +779,6 @@ where
                 .await?;
         let heard = |agent: Uuid| listening.iter().any(|(to,)| to.is_none_or(|to| to == agent));
         let events: Vec<WebhookEvent> = events.into_iter().filter(|e| heard(e.agent_id)).collect();
-        let mut inserted = 0;
-        for chunk in events.chunks(shared::ROWS_PER_STATEMENT) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = i * 6;
-                    format!(
-                        "(${}, ${}, ${}, ${}, NULLIF(${}, ''), ${})",
-                        p + 1,
-                        p + 2,
-                        p + 3,
-                        p + 4,
-                        p + 5,
-                        p + 6
-                    )
-                })
-                .collect();
-            let sql = format!(
-                "INSERT INTO webhook_events (id, type, agent_id, body, dedup, created_at) VALUES {} \
-                 ON CONFLICT DO NOTHING",
-                rows.join(", ")
-            );
-            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for event in chunk {
-                insert = insert
-                    .bind(event.id)
-                    .bind(event.ty)
-                    .bind(event.agent_id)
-                    .bind(event.body())
-                    .bind(event.dedup.clone().unwrap_or_default())
-                    .bind(event.at);
-            }
-            inserted += B::rows_affected(&insert.execute(&mut *conn).await?);
-        }
-        if inserted > 0 {
-            B::notify_outbox(conn).await?;
-        }
-        Ok(())
+        Self::insert_outbox(conn, &events).await
     }
 }
