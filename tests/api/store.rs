@@ -18,7 +18,6 @@ use agentd::transfers::reserve_once;
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
 use futures::StreamExt;
-use secrecy::ExposeSecret;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -276,37 +275,6 @@ async fn a_rounds_send_locks_are_taken_in_order_and_wait_only_for_the_name_held_
             .expect("the round's guard freed every name")
             .expect("taken");
     }
-}
-
-/// On PostgreSQL the leases, and only they, are kept out of the WAL (unlogged): taking and giving one back waits for
-/// no disk flush, while every table that holds agents, money or the audit chain stays logged and synced.
-#[tokio::test]
-async fn only_the_leases_are_unlogged() {
-    if !on_postgres() {
-        return;
-    }
-    let (db, _store) = open().await;
-    let pool = sqlx::PgPool::connect(db.config.database.url.expose_secret())
-        .await
-        .expect("connect to PostgreSQL");
-    let unlogged: Vec<(String,)> = sqlx::query_as(
-        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relpersistence = 'u' ORDER BY 1",
-    )
-    .fetch_all(&pool)
-    .await
-    .expect("read pg_class");
-    assert_eq!(unlogged, vec![("leases".to_string(),)]);
-    let logged: (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relpersistence = 'p' \
-         AND c.relname IN ('agents', 'transactions', 'spending', 'audit_events', 'audit_head', 'nonces')",
-    )
-    .fetch_one(&pool)
-    .await
-    .expect("read pg_class");
-    assert_eq!(logged.0, 6, "the tables that hold money and the audit chain are logged");
-    pool.close().await;
 }
 
 #[tokio::test]

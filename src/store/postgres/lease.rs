@@ -4,13 +4,6 @@
 //!
 //! The lease is renewed in the background while its guard lives; a holder that died lets it lapse after `TERM`.
 //! The in-process lock is taken first, so at most one task per instance polls for a name.
-//!
-//! The table is unlogged (migration 0028): a lease statement commits without a WAL flush. That is sound because a lease
-//! keeps order, not money: every decision, nonce and signature is taken again in a reserving transaction under the
-//! agent's row lock, which is logged and synced, so two holders of one name can at worst interleave their sends (each
-//! decided with the other's counted; a call may run after a send its simulation did not see), never overspend or reuse
-//! a nonce. A database crash or a failover empties the table, which is every lease lapsing at once, as it already does
-//! for a holder paused past `TERM`.
 
 use std::collections::HashSet;
 use std::time::Duration;
