@@ -765,7 +765,8 @@ pub(super) fn native_funds(
     Ok(NativeFunds { balance, needed })
 }
 
-/// Gas, fees and the balance of a native transfer (independent reads, asked together); refused when the balance
+/// Gas, fees and the balance of a native transfer (asked together; the wallet's mined nonce just before the balance,
+/// which says what of the agent's open transfers the balance shows already); refused when the balance
 /// cannot pay the amount plus the maximum fee. Gas is 21,000 without an estimate for a recipient without code, fees
 /// and the L1 fee estimate are reused for `FEE_MAX_AGE`: besides the balance, most quotes ask the node nothing.
 async fn quote_native(
@@ -776,10 +777,10 @@ async fn quote_native(
     value: U256,
 ) -> Result<Quote, TransferError> {
     let probe = l1_probe(chain, to, value, Bytes::new());
-    let (gas_limit, fees, balance, l1_fee) = tokio::join!(
+    let (gas_limit, fees, funds, l1_fee) = tokio::join!(
         client.transfer_gas(from, to, value),
         client.recent_fees(FEE_MAX_AGE),
-        client.balance(from),
+        mined_then_balance(client, from),
         client.recent_l1_fee(&probe, FEE_MAX_AGE),
     );
     let gas_limit = match gas_limit {
@@ -788,12 +789,12 @@ async fn quote_native(
             return Err(TransferError::InsufficientFunds {
                 chain,
                 needed: value,
-                balance: balance.ok(),
+                balance: funds.as_ref().ok().map(|(_, balance)| *balance),
             });
         }
         Err(e) => return Err(e.into()),
     };
-    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    let (fees, (mined, balance), l1_fee) = (fees?, funds?, l1_fee?);
     // On OP-stack chains the L1 data fee is part of the fee (§14).
     let cost = Cost::of(value, fees.max_cost(gas_limit).saturating_add(l1_fee));
     Ok(Quote {
@@ -803,9 +804,17 @@ async fn quote_native(
         reserved: cost.reserved,
         funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: None,
-        mined_nonce: None,
+        mined_nonce: Some(mined),
         value: None,
     })
+}
+
+/// The wallet's mined nonce, then its native balance: every transaction of the wallet below that nonce is in the
+/// balance, so the reservation holds against it only the transfers at or above it (a transfer the node mined is not
+/// counted twice while the watcher has yet to settle it; one mined after the first read stays held).
+async fn mined_then_balance(client: &dyn Node, from: Address) -> Result<(u64, U256), ChainError> {
+    let mined = client.mined_nonce(from).await?;
+    Ok((mined, client.balance(from).await?))
 }
 
 /// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
@@ -857,13 +866,17 @@ async fn quote_token(
     let contract = token.token.ok_or(TransferError::NoWallet)?;
     let data = crate::domain::erc20::transfer_calldata(to, value);
     let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
-    let (gas_limit, fees, balance, held, l1_fee, mined) = tokio::join!(
+    // The mined nonce is read before both balances, as for a native transfer (`mined_then_balance`).
+    let balances = async {
+        let mined = client.mined_nonce(from).await;
+        let (balance, held) = tokio::join!(client.balance(from), client.token_balance(from, token));
+        (mined, balance, held)
+    };
+    let (gas_limit, fees, (mined, balance, held), l1_fee) = tokio::join!(
         client.estimate_call_gas(from, contract, data),
         client.recent_fees(FEE_MAX_AGE),
-        client.balance(from),
-        client.token_balance(from, token),
+        balances,
         client.l1_fee(&probe),
-        client.mined_nonce(from),
     );
     let short_of = |balance| TransferError::InsufficientTokenFunds {
         symbol: token.symbol.clone(),

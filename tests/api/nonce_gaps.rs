@@ -251,6 +251,31 @@ async fn transfers_still_on_their_way_count_against_the_balance_before_the_next_
     );
 }
 
+/// A transfer the node has mined is in the balance it reports: until the watcher settles it, it must not also be held
+/// against that balance. Here the watcher runs once a minute, so the first transfer (0.6 of 1 ETH) is still stored
+/// as pending when the second (0.3) is asked for; counted twice, the wallet would seem to hold nothing.
+#[tokio::test]
+async fn a_mined_transfer_is_not_held_against_the_balance_that_shows_it() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = spawn_app_with(&[("RPC_URL_BASE", anvil.url()), ("WATCHER_INTERVAL_MS", "60000")]).await;
+    let agent = sending_agent(&app, Some(10.0)).await;
+    let from = wallet(&agent);
+    anvil.set_balance(from, wei(ONE_ETH)).await;
+    let to = fresh_address();
+
+    let first = send(&app, &agent, to, "0.6").await;
+    assert_eq!(first["nonce"], 0, "{first}");
+    wait_for_nonce(&anvil, from, 1).await;
+    let stored = transactions(&app, &agent).await;
+    assert_eq!(stored[0]["status"], "pending", "not settled yet: {stored:#?}");
+
+    let second = send(&app, &agent, to, "0.3").await;
+    assert_eq!(second["nonce"], 1, "{second}");
+    wait_for_nonce(&anvil, from, 2).await;
+    assert_eq!(anvil.balance(to).await, wei(ONE_ETH / 10 * 9), "both transfers moved");
+    assert_eq!(anvil.nonce(from).await, 2);
+}
+
 /// Waits until the node counts `nonce` mined transactions of `address`.
 async fn wait_for_nonce(anvil: &Anvil, address: Address, nonce: u64) {
     let deadline = Instant::now() + SETTLE_TIMEOUT;

@@ -450,7 +450,7 @@ where
             stored_nonce,
             policy,
             held_by_transfers,
-        } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate).await?;
+        } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate, r.mined_nonce).await?;
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
@@ -791,6 +791,7 @@ where
         conn: &mut B::Connection,
         (agent_id, chain): (Uuid, &str),
         mandate: &Mandate,
+        mined_nonce: Option<u64>,
     ) -> StoreResult<AgentFacts> {
         let token_hash = mandate.token_hash.as_deref();
         let claim_held = match &mandate.claim {
@@ -806,8 +807,9 @@ where
             }
         };
         // The reservations of the agent's signed or pending transfers on the chain (value and up to twice the first
-        // maximum fee, room for the bumps), none of which a balance read may show yet; the index on agent, chain,
-        // kind and status finds them. x402 payments move tokens only.
+        // maximum fee, room for the bumps) that the balance read may not show yet: those at or above the wallet's
+        // mined nonce read before it (`mined_nonce`; all of them without one). The index on agent, chain, kind and
+        // status finds them. x402 payments move tokens only.
         let sql = format!(
             "SELECT (SELECT COUNT(*) FROM agents WHERE id = $1 AND is_active), \
              (SELECT COUNT(*) FROM access_tokens WHERE token_hash = $2 AND agent_id = $1 AND revoked_at IS NULL), \
@@ -816,7 +818,7 @@ where
              (SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $3), \
              (SELECT policy FROM policies WHERE agent_id = $1), \
              (SELECT {}(reserved_wei, ',') FROM transactions WHERE agent_id = $1 AND chain = $3 \
-              AND kind = 'transfer' AND status IN {OPEN})",
+              AND kind = 'transfer' AND status IN {OPEN} AND (nonce IS NULL OR nonce >= $4))",
             B::TEXT_AGG
         );
         type Row = (
@@ -832,6 +834,7 @@ where
             .bind(agent_id)
             .bind(token_hash.unwrap_or_default())
             .bind(chain)
+            .bind(mined_nonce.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX)))
             .fetch_one(&mut *conn)
             .await?;
         let (active, live, cap, spent, nonce, policy, reserved) = row;
