@@ -18,6 +18,7 @@ use agentd::transfers::reserve_once;
 use agentd::vault::EncryptedKey;
 use alloy::primitives::{Address, U256};
 use futures::StreamExt;
+use secrecy::ExposeSecret;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -275,6 +276,91 @@ async fn a_rounds_send_locks_are_taken_in_order_and_wait_only_for_the_name_held_
             .expect("the round's guard freed every name")
             .expect("taken");
     }
+}
+
+/// An attempt recorded while its endpoint is being deleted: the deletion takes the endpoint's row and then its
+/// deliveries, so recording takes the endpoint's row first too. Before, recording moved the delivery and then the
+/// endpoint, and the two transactions waited for each other until PostgreSQL aborted one (seen as a 500 on
+/// `DELETE …/webhooks/{wid}` under load). Here another transaction holds the delivery's row while both start.
+#[tokio::test]
+async fn an_attempt_recorded_while_its_endpoint_is_deleted_waits_instead_of_deadlocking() {
+    use agentd::store::webhooks::{AttemptOutcome, Webhook};
+    use sqlx::Connection;
+    if !on_postgres() {
+        return;
+    }
+    let (db, store) = open().await;
+    let now = chrono::Utc::now();
+    let webhook = Webhook {
+        id: Uuid::new_v4(),
+        agent_id: None,
+        url: "https://receiver.example/hook".into(),
+        events: vec!["transfer.confirmed".into()],
+        description: None,
+        enabled: true,
+        created_at: now,
+        updated_at: now,
+    };
+    let secret = agentd::vault::SealedSecret {
+        key_version: 1,
+        ciphertext: vec![1; 48],
+        nonce: vec![2; 12],
+    };
+    store.create_webhook(&webhook, &secret, None).await.expect("created");
+    store.queue_webhook_test(&webhook).await.expect("queued");
+    store.fan_out_webhook_events(10).await.expect("fanned out");
+    let due = store
+        .claim_deliveries(chrono::Utc::now(), chrono::TimeDelta::seconds(60), 10)
+        .await
+        .expect("claimed");
+    assert_eq!(due.len(), 1, "the test event is due");
+
+    let mut holder = sqlx::PgConnection::connect(db.config.database.url.expose_secret())
+        .await
+        .expect("connect to PostgreSQL");
+    let mut held = holder.begin().await.expect("a transaction");
+    sqlx::query("SELECT 1 FROM webhook_jobs WHERE webhook_id = $1 FOR UPDATE")
+        .bind(webhook.id)
+        .execute(&mut *held)
+        .await
+        .expect("the delivery's row is held");
+
+    let outcome = AttemptOutcome {
+        status_code: Some(200),
+        error: None,
+        response: None,
+        duration_ms: 3,
+        at: chrono::Utc::now(),
+        delivered: true,
+        next_at: None,
+    };
+    let recording = {
+        let (store, done) = (store.clone(), vec![(due[0].clone(), outcome)]);
+        tokio::spawn(async move { store.record_attempts(&done, chrono::TimeDelta::hours(24)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deleting = {
+        let store = store.clone();
+        tokio::spawn(async move { store.delete_webhook(webhook.id, None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.commit().await.expect("the holder lets go");
+
+    let recorded = tokio::time::timeout(Duration::from_secs(10), recording)
+        .await
+        .expect("in time");
+    let deleted = tokio::time::timeout(Duration::from_secs(10), deleting)
+        .await
+        .expect("in time");
+    recorded
+        .unwrap()
+        .expect("the attempt is recorded or skipped, not aborted");
+    assert!(deleted.unwrap().expect("the deletion is not aborted"), "deleted");
+    assert!(store.get_webhook(webhook.id).await.unwrap().is_none());
+    assert!(
+        store.list_deliveries(webhook.id, None, 10).await.unwrap().is_empty(),
+        "no log left of a deleted endpoint"
+    );
 }
 
 #[tokio::test]

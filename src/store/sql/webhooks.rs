@@ -451,6 +451,9 @@ where
         // One commit for every attempt that finished meanwhile: under a burst, the worker's writes stay few.
         let mut tx = B::begin_write(self).await?;
         let mut disabled = Vec::new();
+        // Endpoints in one order, so that two instances' batches take their rows in the same order.
+        let mut done: Vec<&(DueDelivery, AttemptOutcome)> = done.iter().collect();
+        done.sort_by_key(|(due, _)| due.webhook_id);
         for (due, outcome) in done {
             if self.record_in(&mut tx, due, outcome, disable_after).await? {
                 disabled.push(due.webhook_id);
@@ -485,7 +488,7 @@ where
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
     /// One attempt logged and its delivery moved on, inside the caller's transaction; answers whether the endpoint
-    /// was disabled by it.
+    /// was disabled by it. Nothing is logged for an endpoint deleted meanwhile (its log went with it).
     async fn record_in(
         &self,
         tx: &mut B::Connection,
@@ -493,6 +496,21 @@ where
         o: &AttemptOutcome,
         disable_after: chrono::TimeDelta,
     ) -> StoreResult<bool> {
+        // The endpoint's row first, as its deletion takes it (the endpoint, then its deliveries): an attempt recorded
+        // while the endpoint is deleted waits for the deletion or the deletion for it, never each for the other.
+        // A delivery clears the endpoint's failing streak; a failure starts one unless it runs already.
+        let touched = sqlx::query(
+            "UPDATE webhooks SET failing_since = CASE WHEN $1 THEN NULL ELSE COALESCE(failing_since, $2) END \
+             WHERE id = $3",
+        )
+        .bind(o.delivered)
+        .bind(o.at)
+        .bind(due.webhook_id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&touched) == 0 {
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO webhook_deliveries (webhook_id, event_id, type, attempt, status_code, error, response, \
              duration_ms, at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -525,17 +543,7 @@ where
         .execute(&mut *tx)
         .await?;
         let mut disabled = false;
-        if o.delivered {
-            sqlx::query("UPDATE webhooks SET failing_since = NULL WHERE id = $1")
-                .bind(due.webhook_id)
-                .execute(&mut *tx)
-                .await?;
-        } else {
-            sqlx::query("UPDATE webhooks SET failing_since = $1 WHERE id = $2 AND failing_since IS NULL")
-                .bind(o.at)
-                .bind(due.webhook_id)
-                .execute(&mut *tx)
-                .await?;
+        if !o.delivered {
             let done = sqlx::query(
                 "UPDATE webhooks SET enabled = FALSE, updated_at = $1 \
                  WHERE id = $2 AND enabled = TRUE AND failing_since <= $3",
