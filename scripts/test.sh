@@ -13,6 +13,11 @@ PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 # The in-process apps of the API suite log their warnings and errors into the test's captured output, which a
 # failing test prints (tests/api/helpers.rs): a failure under load shows what the service saw.
 export TEST_LOG="${TEST_LOG:-warn}"
+# The API tests mostly wait (on anvil, the database, the watcher's rounds), so more run at once than there are cores
+# (cargo's default): on this 2-core machine the SQLite suite took 85 s with 2 at once and 52 s with 4, the
+# PostgreSQL suite 213 s with 2 and 83-92 s with 8 (docs/benchmarks.md, "CI time").
+SQLITE_TEST_THREADS="${SQLITE_TEST_THREADS:-4}"
+POSTGRES_TEST_THREADS="${POSTGRES_TEST_THREADS:-8}"
 
 step "installing what the tests need beside Rust, where missing (scripts/install.sh)"
 ./scripts/install.sh
@@ -29,7 +34,7 @@ env -u TEST_POSTGRES_URL cargo test --no-run --lib --bins --tests
 cargo build
 
 step "tests on SQLite"
-env -u TEST_POSTGRES_URL cargo test --lib --bins --tests
+env -u TEST_POSTGRES_URL cargo test --lib --bins --tests -- --test-threads="$SQLITE_TEST_THREADS"
 
 step "money-path API tests with KEY_BACKEND=pkcs11: every agent's key in a SoftHSM2 token (§20)"
 HSM_DIR="$(mktemp -d)"
@@ -40,7 +45,7 @@ SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" softhsm2-util --init-token --free --label
 SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODULE="$HSM_MODULE" \
   TEST_PKCS11_TOKEN=agentd-money TEST_PKCS11_PIN=1234 env -u TEST_POSTGRES_URL cargo test --test api -- \
   transfers:: transfers_api:: tokens:: x402_pay:: stuck_transfers:: nonce_gaps:: transfer_concurrency:: calls:: typed_data:: hostile:: \
-  delegations::
+  delegations:: --test-threads="$SQLITE_TEST_THREADS"
 rm -rf "$HSM_DIR"
 
 if ! pg_up; then
@@ -60,7 +65,7 @@ AGENTD_BIN="$CARGO_TARGET_DIR/debug/agentd" FUZZ_SEED="${FUZZ_SEED:-20261124}" \
   FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-60}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-90}" >"$FUZZ_LOG" 2>&1 &
 FUZZ_PID=$!
 step "API tests on PostgreSQL (with clients/test.sh and schemathesis in the background)"
-TEST_POSTGRES_URL="$PG_URL" cargo test --test api
+TEST_POSTGRES_URL="$PG_URL" cargo test --test api -- --test-threads="$POSTGRES_TEST_THREADS"
 
 step "typed clients and MCP examples against a real agentd (clients/test.sh, started with the PostgreSQL run)"
 if ! wait "$CLIENTS_PID"; then
