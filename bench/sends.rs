@@ -30,7 +30,8 @@ use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
 use crate::common::{
-    self, CreatedAgent, LocalApp, RECIPIENT, Samples, TOKEN_HEADER, f, start_anvil, table, transacting_agent, verdict,
+    self, CpuTicks, CreatedAgent, LocalApp, RECIPIENT, Samples, TOKEN_HEADER, f, start_anvil, table, transacting_agent,
+    verdict,
 };
 use crate::solidity;
 
@@ -193,7 +194,9 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
     let sqlite = LocalApp::start(&[("RPC_URL_BASE", anvil.url()), ("TOKENS_BASE", tokens_var)]).await;
 
     let dev_nonce = anvil.nonce(dev).await;
+    let cpu = CpuTicks::now(anvil.pid());
     let raw = raw_intake(anvil, to, dev_nonce, HTTP_N, CONCURRENCY).await;
+    let raw_cpu = CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "raw transaction");
     let raw_nonce = mined_nonce(anvil, dev, dev_nonce + HTTP_N as u64).await - dev_nonce;
     let one = one_agent(&sqlite, anvil, Via::Transfers).await;
     let chat = one_agent(&sqlite, anvil, Via::Chat).await;
@@ -255,6 +258,7 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
         checked.push(("PostgreSQL transfers", one));
         checked.push(("PostgreSQL 32 agents", many));
     }
+    println!("  raw intake, {CONCURRENCY} in flight: {raw_cpu}");
     for (name, sent) in checked {
         println!("{}", sent.rounds_line(name));
         if let Some(e) = &sent.run.first_error {
@@ -316,6 +320,10 @@ struct Sent {
     nonces: u64,
     /// Group commit's rounds during the run: (reservation rounds, sends reserved, audit rounds, entries written).
     rounds: [u64; 4],
+    /// Where the processor time went during the run, per transfer.
+    cpu: String,
+    /// agentd's JSON-RPC calls to the node during the run.
+    rpcs: u64,
 }
 
 impl Sent {
@@ -332,9 +340,11 @@ impl Sent {
         let [rounds, reserved, records, recorded] = self.rounds;
         let per = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
         format!(
-            "  {name}: {rounds} reservation rounds took {reserved} sends ({:.1} a round); {records} audit rounds wrote {recorded} entries ({:.1} a round)",
+            "  {name}: {rounds} reservation rounds took {reserved} sends ({:.1} a round); {records} audit rounds wrote {recorded} entries ({:.1} a round)\n    {}; {:.2} RPCs to the node per send",
             per(reserved, rounds),
-            per(recorded, records)
+            per(recorded, records),
+            self.cpu,
+            per(self.rpcs, HTTP_N as u64)
         )
     }
 }
@@ -362,15 +372,31 @@ fn since(before: [u64; 4], after: [u64; 4]) -> [u64; 4] {
     std::array::from_fn(|i| after[i] - before[i])
 }
 
+/// The node's latest block number.
+async fn block(anvil: &Anvil) -> u64 {
+    anvil.provider().get_block_number().await.expect("block number")
+}
+
+/// agentd's JSON-RPC calls to every configured node so far.
+fn rpc_calls(app: &LocalApp) -> u64 {
+    app.state.chains.iter().map(|c| c.rpc_counts().0).sum()
+}
+
 async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
     let agent = Arc::new(funded(app, anvil, "bench http sender").await);
+    let agent_for_report = agent.clone();
     let before = round_figures(app);
+    let (cpu, rpcs, first_block) = (CpuTicks::now(anvil.pid()), rpc_calls(app), block(anvil).await);
     let (client, base) = (app.client.clone(), app.address.clone());
     let from = agent.address("base");
     let run = drive(HTTP_N, CONCURRENCY, move |_| {
         request(client.clone(), base.clone(), agent.clone(), via)
     })
     .await;
+    let (cpu, rpcs) = (
+        CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "send"),
+        rpc_calls(app) - rpcs,
+    );
     let nonces = mined_nonce(anvil, from, HTTP_N as u64).await;
     if nonces < HTTP_N as u64 {
         // A gap at the check: say whether the watcher closes it (a stored `signed` transfer whose broadcast was
@@ -381,9 +407,104 @@ async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
             "  (a gap at the check: {nonces} of {HTTP_N} mined; {healed} after {:.1} s more, the watcher's resends)",
             started.elapsed().as_secs_f64()
         );
+        gap_report(app, anvil, &agent_for_report, healed).await;
     }
     let rounds = since(before, round_figures(app));
-    Sent { run, nonces, rounds }
+    let blocks = block(anvil).await - first_block;
+    let cpu = format!(
+        "{cpu}; anvil sealed {blocks} blocks ({:.1} transfers a block)",
+        nonces as f64 / blocks.max(1) as f64
+    );
+    Sent {
+        run,
+        nonces,
+        rounds,
+        cpu,
+        rpcs,
+    }
+}
+
+/// What the node's pool holds of `address`: the nonces ready to mine and those queued behind a gap.
+async fn pool_report(anvil: &Anvil, address: Address) -> String {
+    let pool: Value = anvil
+        .provider()
+        .raw_request("txpool_inspect".into(), ())
+        .await
+        .unwrap_or_default();
+    let nonces = |part: &str| -> Vec<u64> {
+        let mut nonces: Vec<u64> = pool[part]
+            .as_object()
+            .and_then(|senders| {
+                senders
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(&address.to_string()))
+            })
+            .and_then(|(_, v)| v.as_object())
+            .map(|by_nonce| by_nonce.keys().filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
+        nonces.sort_unstable();
+        nonces
+    };
+    let line = |nonces: Vec<u64>| match (nonces.first(), nonces.last()) {
+        (Some(first), Some(last)) => format!("{} (nonces {first}..={last})", nonces.len()),
+        _ => "none".to_string(),
+    };
+    format!(
+        "pool pending: {}; queued: {}",
+        line(nonces("pending")),
+        line(nonces("queued"))
+    )
+}
+
+/// What the service stored at a nonce the node has not mined, and what the node knows of it.
+async fn gap_report(app: &LocalApp, anvil: &Anvil, agent: &CreatedAgent, gap: u64) {
+    let mut found = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let cursor = before.as_ref().map(|b| format!("&before={b}")).unwrap_or_default();
+        let page: Value = app
+            .client
+            .get(format!(
+                "{}/api/agents/{}/transactions?limit=500{cursor}",
+                app.address, agent.id
+            ))
+            .header(TOKEN_HEADER, &agent.token)
+            .send()
+            .await
+            .expect("transactions page")
+            .json()
+            .await
+            .expect("transactions JSON");
+        let Some(rows) = page.as_array().filter(|r| !r.is_empty()) else {
+            break;
+        };
+        for row in rows {
+            if row["nonce"].as_u64().is_some_and(|n| n + 1 >= gap && n <= gap + 1) {
+                found.push(row.clone());
+            }
+        }
+        before = rows.last().and_then(|r| r["id"].as_str()).map(str::to_string);
+    }
+    for row in found {
+        let hash = row["tx_hash"].as_str().unwrap_or_default().to_string();
+        let known: Value = anvil
+            .provider()
+            .raw_request("eth_getTransactionByHash".into(), (hash.clone(),))
+            .await
+            .unwrap_or_default();
+        println!(
+            "    stored nonce {} status {} hash {hash} replaced {}: the node {}",
+            row["nonce"],
+            row["status"],
+            row["replaced_hashes"],
+            if known.is_null() {
+                "does not know it".to_string()
+            } else {
+                format!("knows it (block {})", known["blockNumber"])
+            }
+        );
+    }
+    println!("    {}", pool_report(anvil, agent.address("base")).await);
 }
 
 /// `HTTP_N` transfers in all from `AGENTS` new agents at once, each one request at a time.
@@ -395,12 +516,17 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
     let addresses: Vec<Address> = agents.iter().map(|a| a.address("base")).collect();
     let agents = Arc::new(agents);
     let before = round_figures(app);
+    let (cpu, rpcs, first_block) = (CpuTicks::now(anvil.pid()), rpc_calls(app), block(anvil).await);
     let (client, base) = (app.client.clone(), app.address.clone());
     // Worker `w` of `AGENTS` takes jobs w, w + AGENTS, …: job `i` is agent `i % AGENTS`'s, one at a time per agent.
     let run = drive_by_worker(HTTP_N, AGENTS, move |i| {
         request(client.clone(), base.clone(), agents[i % AGENTS].clone(), Via::Transfers)
     })
     .await;
+    let (cpu, rpcs) = (
+        CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "send"),
+        rpc_calls(app) - rpcs,
+    );
     let mut nonces = 0;
     for (i, address) in addresses.iter().enumerate() {
         let expected = (HTTP_N / AGENTS + usize::from(i < HTTP_N % AGENTS)) as u64;
@@ -414,32 +540,23 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
                 .await
                 .unwrap_or_default();
             println!("  agent {i} {address}: mined nonce {nonce}, pending {pending}, expected {expected}");
-            let pool: Value = anvil
-                .provider()
-                .raw_request("txpool_inspect".into(), ())
-                .await
-                .unwrap_or_default();
-            let mine = |part: &str| {
-                pool[part]
-                    .as_object()
-                    .and_then(|senders| {
-                        senders
-                            .iter()
-                            .find(|(k, _)| k.eq_ignore_ascii_case(&address.to_string()))
-                    })
-                    .map(|(_, v)| v.to_string())
-                    .unwrap_or_default()
-            };
-            println!(
-                "    pool pending: {}\n    pool queued: {}",
-                mine("pending"),
-                mine("queued")
-            );
+            println!("    {}", pool_report(anvil, *address).await);
         }
         nonces += nonce;
     }
     let rounds = since(before, round_figures(app));
-    Sent { run, nonces, rounds }
+    let blocks = block(anvil).await - first_block;
+    let cpu = format!(
+        "{cpu}; anvil sealed {blocks} blocks ({:.1} transfers a block)",
+        nonces as f64 / blocks.max(1) as f64
+    );
+    Sent {
+        run,
+        nonces,
+        rounds,
+        cpu,
+        rpcs,
+    }
 }
 
 /// One transfer request; what went wrong, if anything.

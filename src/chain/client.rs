@@ -68,7 +68,21 @@ struct Inner {
     no_code: Mutex<HashMap<Address, Instant>>,
     /// The last L1 fee estimate, its unsigned encoding and when it was read (`recent_l1_fee`).
     recent_l1_fee: Mutex<Option<(Instant, Vec<u8>, U256)>>,
+    /// Broadcasts waiting for the one in flight (`send_raw`).
+    broadcasts: Mutex<Broadcasts>,
 }
+
+/// Signed transactions waiting to be broadcast, each with its caller's answer, and whether a batch is in flight.
+#[derive(Default)]
+struct Broadcasts {
+    waiting: Vec<(Vec<u8>, BroadcastAnswer)>,
+    sending: bool,
+}
+
+type BroadcastAnswer = tokio::sync::oneshot::Sender<Result<TxHash, ChainError>>;
+
+/// Signed transactions broadcast in one JSON-RPC batch at most.
+const BROADCASTS_PER_BATCH: usize = 100;
 
 /// How long an address found without code is taken to have none: a native transfer to it then costs 21,000 gas
 /// without asking the node. Code can appear at an address later (a contract deployed there, or an EIP-7702
@@ -130,6 +144,7 @@ impl ChainClient {
                 decimals_seen: Default::default(),
                 no_code: Mutex::new(HashMap::new()),
                 recent_l1_fee: Mutex::new(None),
+                broadcasts: Mutex::default(),
             }),
             confirmations: 1,
             local: is_local,
@@ -417,25 +432,107 @@ impl ChainClient {
     /// (`nonce too low`, `insufficient funds for gas * price + value`, ...) come back as
     /// `ChainError::Refused`, classified, with the node's message. On `Timeout`/`Unavailable` the transaction may
     /// or may not have reached the node: track it by `tx::raw_tx_hash(raw)`.
+    ///
+    /// Broadcasts are grouped as sends are (issue 36): one that finds none in flight goes at once; the ones that come
+    /// while it is in flight go together next, in one JSON-RPC batch, in the order they came, each with its own
+    /// answer. A node that mines on arrival (anvil's automine) then seals them in one block, and a remote node takes
+    /// one round trip for them all.
     pub async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError> {
-        let p = &self.inner.provider;
-        let hash = raw_tx_hash(raw);
-        let sent: Result<TxHash, ChainError> = self
-            .call(|| async move {
-                p.raw_request("eth_sendRawTransaction".into(), (alloy::hex::encode_prefixed(raw),))
-                    .await
-            })
-            .await;
-        match sent {
-            Ok(sent) => Ok(sent),
-            // After a retry the first attempt may already have been accepted: the node then
-            // reports the transaction as known, which is a success for the caller.
-            Err(ChainError::Refused {
-                reason: RefusalKind::AlreadyKnown,
-                ..
-            }) => Ok(hash),
-            Err(e) => Err(e),
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let lead = {
+            let mut broadcasts = self.inner.broadcasts.lock().unwrap_or_else(PoisonError::into_inner);
+            broadcasts.waiting.push((raw.to_vec(), answer));
+            !std::mem::replace(&mut broadcasts.sending, true)
+        };
+        if lead {
+            // In a task of its own: a caller that goes away does not strand the broadcasts queued behind it.
+            tokio::spawn(self.clone().broadcast_batches());
         }
+        answered.await.unwrap_or_else(|_| {
+            Err(ChainError::Unavailable {
+                chain: self.info.name.to_owned(),
+                reason: "the broadcast ended without an answer".to_owned(),
+            })
+        })
+    }
+
+    /// Sends the waiting broadcasts, a batch at a time, until none waits.
+    async fn broadcast_batches(self) {
+        loop {
+            // The sends of one round are answered together and come here one after the other: letting the tasks
+            // already woken run first puts them in this batch, not each in one of its own.
+            tokio::task::yield_now().await;
+            let batch: Vec<_> = {
+                let mut broadcasts = self.inner.broadcasts.lock().unwrap_or_else(PoisonError::into_inner);
+                if broadcasts.waiting.is_empty() {
+                    broadcasts.sending = false;
+                    return;
+                }
+                let n = broadcasts.waiting.len().min(BROADCASTS_PER_BATCH);
+                broadcasts.waiting.drain(..n).collect()
+            };
+            let (raws, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            let sent = self.send_raw_batch(&raws).await;
+            for (answer, sent) in answers.into_iter().zip(sent) {
+                // A caller that went away needs no answer: the watcher settles what the node took.
+                let _ = answer.send(sent);
+            }
+        }
+    }
+
+    /// `eth_sendRawTransaction` of each of `raws`, in their order: one request for one, a JSON-RPC batch for more.
+    /// A batch that failed as a whole is that failure for each of its transactions.
+    async fn send_raw_batch(&self, raws: &[Vec<u8>]) -> Vec<Result<TxHash, ChainError>> {
+        let sent = match raws {
+            [raw] => {
+                let p = &self.inner.provider;
+                vec![
+                    self.call(|| async move {
+                        p.raw_request("eth_sendRawTransaction".into(), (alloy::hex::encode_prefixed(raw),))
+                            .await
+                    })
+                    .await,
+                ]
+            }
+            _ => {
+                let client = self.inner.provider.client();
+                let answers = self
+                    .call(|| async move {
+                        let mut batch = BatchRequest::new(client);
+                        let mut waiters = Vec::with_capacity(raws.len());
+                        for raw in raws {
+                            let params = (alloy::hex::encode_prefixed(raw),);
+                            waiters.push(batch.add_call::<_, TxHash>("eth_sendRawTransaction", &params)?);
+                        }
+                        batch.send().await?;
+                        let mut answers = Vec::with_capacity(waiters.len());
+                        for waiter in waiters {
+                            answers.push(waiter.await);
+                        }
+                        Ok(answers)
+                    })
+                    .await;
+                match answers {
+                    Ok(answers) => answers
+                        .into_iter()
+                        .map(|answer| answer.map_err(|e| classify(self.info.name, &e).error))
+                        .collect(),
+                    Err(e) => vec![Err(e); raws.len()],
+                }
+            }
+        };
+        sent.into_iter()
+            .zip(raws)
+            .map(|(sent, raw)| match sent {
+                // After a retry the first attempt may already have been accepted: the node then reports the
+                // transaction as known, which is a success for the caller.
+                Err(ChainError::Refused {
+                    reason: RefusalKind::AlreadyKnown,
+                    ..
+                }) => Ok(raw_tx_hash(raw)),
+                other => other,
+            })
+            .collect()
     }
 
     /// The underlying provider, for the chain layer's other modules (their calls still go through `call`).

@@ -100,6 +100,11 @@ impl Anvil {
         self.port
     }
 
+    /// The node's process id (the benchmarks read its processor time from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// An alloy provider talking to this node directly (not through agentd's client).
     pub fn provider(&self) -> &RootProvider {
         &self.provider

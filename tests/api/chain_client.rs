@@ -268,3 +268,64 @@ async fn confirmations_hold_a_transaction_pending_until_deep_enough() {
     let info = client.transaction(hash).await.unwrap().unwrap();
     assert_eq!((info.status, info.confirmations), (TxStatus::Confirmed, 3));
 }
+
+/// Broadcasts that come while one is in flight go together next, in one JSON-RPC batch (issue 36): each caller
+/// gets its own answer (a hash, or the node's refusal of its transaction alone).
+#[tokio::test]
+async fn broadcasts_queued_behind_one_in_flight_go_in_one_batch_each_with_its_own_answer() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
+    let chains = chains_at("base", gate.url(), Duration::from_secs(30));
+    let client = chains.get("base").unwrap().clone();
+    let signer = PrivateKeySigner::random();
+    let recipient = Address::repeat_byte(0x07);
+    anvil.set_balance(signer.address(), U256::from(ONE_ETH)).await;
+    let fees = client.fees().await.unwrap();
+    let value = U256::from(ONE_ETH / 1000);
+    let raw: Vec<Vec<u8>> = (0..4)
+        .map(|nonce| signed_transfer(&signer, nonce, recipient, value, &fees, 21_000))
+        .collect();
+    // Nonce 0 again with another amount at the same fees: the node refuses it.
+    let stale = signed_transfer(&signer, 0, recipient, U256::from(1u8), &fees, 21_000);
+
+    gate.hold();
+    let first = tokio::spawn({
+        let (client, raw) = (client.clone(), raw[0].clone());
+        async move { client.send_raw(&raw).await }
+    });
+    gate.wait_held(1, Duration::from_secs(10)).await;
+    // Queued behind the held one, in this order: nonces 1 and 2, the stale one, nonce 3.
+    let mut queued = Vec::new();
+    for raw in [&raw[1], &raw[2], &stale, &raw[3]] {
+        let (client, raw) = (client.clone(), raw.clone());
+        queued.push(tokio::spawn(async move { client.send_raw(&raw).await }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gate.wait_held(1, Duration::from_secs(1)).await;
+    assert_eq!(gate.held(), 1, "the queued broadcasts wait for the one in flight");
+    gate.release();
+
+    assert_eq!(first.await.unwrap().unwrap(), raw_tx_hash(&raw[0]));
+    let mut answers = Vec::new();
+    for task in queued {
+        answers.push(task.await.unwrap());
+    }
+    assert_eq!(answers[0].as_ref().unwrap(), &raw_tx_hash(&raw[1]));
+    assert_eq!(answers[1].as_ref().unwrap(), &raw_tx_hash(&raw[2]));
+    // "nonce too low" once nonce 0 is mined, "replacement transaction underpriced" while it waits to be.
+    assert!(
+        matches!(&answers[2], Err(ChainError::Refused { .. })),
+        "the stale transaction is refused alone, got {:?}",
+        answers[2]
+    );
+    assert_eq!(answers[3].as_ref().unwrap(), &raw_tx_hash(&raw[3]));
+
+    // What the chain shows: the four transfers, and the stale one nowhere.
+    assert_eq!(anvil.nonce(signer.address()).await, 4);
+    assert_eq!(anvil.balance(recipient).await, value * U256::from(4u8));
+    for raw in &raw {
+        let receipt = client.receipt(raw_tx_hash(raw)).await.unwrap().expect("mined");
+        assert!(receipt.success);
+    }
+    assert!(client.receipt(raw_tx_hash(&stale)).await.unwrap().is_none());
+}

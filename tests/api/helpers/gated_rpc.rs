@@ -55,7 +55,7 @@ impl GatedRpc {
         self.hold_method("eth_sendRawTransaction");
     }
 
-    /// Calls of `method` (single requests, not batches) from now on wait for `release`.
+    /// Calls of `method` (alone or in a batch) from now on wait for `release`.
     pub fn hold_method(&self, method: &'static str) {
         *self.gate.method.lock().unwrap() = method;
         self.gate.closed.send_replace(true);
@@ -87,10 +87,15 @@ impl GatedRpc {
 
 async fn forward(State(gate): State<Gate>, body: Bytes) -> impl IntoResponse {
     let held_method = *gate.method.lock().unwrap();
-    let is_held =
-        serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|request| request["method"] == held_method);
-    if is_held && *gate.closed.borrow() {
-        gate.held.fetch_add(1, Ordering::SeqCst);
+    // A single call of the method, or a batch with some (agentd broadcasts the transactions that wait together):
+    // each call of it counts as one held.
+    let calls = match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Array(batch)) => batch.iter().filter(|call| call["method"] == held_method).count(),
+        Ok(request) => usize::from(request["method"] == held_method),
+        Err(_) => 0,
+    };
+    if calls > 0 && *gate.closed.borrow() {
+        gate.held.fetch_add(calls, Ordering::SeqCst);
         let mut closed = gate.closed.subscribe();
         let _ = closed.wait_for(|closed| !closed).await;
     }
