@@ -70,7 +70,11 @@ struct Inner {
     recent_l1_fee: Mutex<Option<(Instant, Vec<u8>, U256)>>,
     /// Broadcasts waiting for the one in flight (`send_raw`).
     broadcasts: Mutex<Broadcasts>,
+    /// The callers waiting for each address's read in flight (`mined_nonce_then_balance`).
+    funds_reads: Mutex<HashMap<Address, Vec<FundsAnswer>>>,
 }
+
+type FundsAnswer = tokio::sync::oneshot::Sender<Result<(u64, U256), ChainError>>;
 
 /// Signed transactions waiting to be broadcast, each with its caller's answer, and whether a batch is in flight.
 #[derive(Default)]
@@ -145,6 +149,7 @@ impl ChainClient {
                 no_code: Mutex::new(HashMap::new()),
                 recent_l1_fee: Mutex::new(None),
                 broadcasts: Mutex::default(),
+                funds_reads: Mutex::default(),
             }),
             confirmations: 1,
             local: is_local,
@@ -426,6 +431,54 @@ impl ChainClient {
     pub async fn mined_nonce(&self, address: Address) -> Result<u64, ChainError> {
         let p = &self.inner.provider;
         self.call(|| p.get_transaction_count(address).latest()).await
+    }
+
+    /// How many transactions of `address` are mined, then its native balance, read in that order: every transaction
+    /// below that nonce is in the balance. Callers asking for one address while its read is in flight share that
+    /// read (one request each for many sends of one wallet): any such pair is a snapshot the reservation may judge
+    /// by, as a transaction mined between the two reads is in the balance and still at or above the nonce.
+    pub async fn mined_nonce_then_balance(&self, address: Address) -> Result<(u64, U256), ChainError> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let lead = {
+            let mut reads = self.inner.funds_reads.lock().unwrap_or_else(PoisonError::into_inner);
+            match reads.get_mut(&address) {
+                Some(waiting) => {
+                    waiting.push(answer);
+                    false
+                }
+                None => {
+                    reads.insert(address, vec![answer]);
+                    true
+                }
+            }
+        };
+        if lead {
+            // In a task of its own: a caller that goes away does not strand the others waiting for its read.
+            let client = self.clone();
+            tokio::spawn(async move {
+                let read = async {
+                    let mined = client.mined_nonce(address).await?;
+                    Ok((mined, client.balance(address).await?))
+                }
+                .await;
+                let waiting = client
+                    .inner
+                    .funds_reads
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&address)
+                    .unwrap_or_default();
+                for answer in waiting {
+                    let _ = answer.send(read.clone());
+                }
+            });
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(ChainError::Unavailable {
+                chain: self.info.name.to_owned(),
+                reason: "the read ended without an answer".to_owned(),
+            })
+        })
     }
 
     /// Broadcasts a signed, EIP-2718-encoded transaction and returns its hash. Node refusals

@@ -28,6 +28,14 @@ pub trait Node: Send + Sync {
     async fn token_balance(&self, owner: Address, token: &Asset) -> Result<U256, ChainError>;
     async fn pending_nonce(&self, address: Address) -> Result<u64, ChainError>;
     async fn mined_nonce(&self, address: Address) -> Result<u64, ChainError>;
+    /// The wallet's mined nonce, then its native balance, read in that order: every transaction of the wallet below
+    /// that nonce is in the balance, so a reservation holds against it only the transfers at or above it (a transfer
+    /// the node mined is not counted twice while the watcher has yet to settle it; one mined after the first read
+    /// stays held).
+    async fn mined_nonce_then_balance(&self, address: Address) -> Result<(u64, U256), ChainError> {
+        let mined = self.mined_nonce(address).await?;
+        Ok((mined, self.balance(address).await?))
+    }
     async fn fees(&self) -> Result<Fees, ChainError>;
     async fn recent_fees(&self, max_age: Duration) -> Result<Fees, ChainError>;
     async fn transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError>;
@@ -61,6 +69,9 @@ impl Node for ChainClient {
     }
     async fn mined_nonce(&self, address: Address) -> Result<u64, ChainError> {
         ChainClient::mined_nonce(self, address).await
+    }
+    async fn mined_nonce_then_balance(&self, address: Address) -> Result<(u64, U256), ChainError> {
+        ChainClient::mined_nonce_then_balance(self, address).await
     }
     async fn fees(&self) -> Result<Fees, ChainError> {
         ChainClient::fees(self).await

@@ -780,7 +780,7 @@ async fn quote_native(
     let (gas_limit, fees, funds, l1_fee) = tokio::join!(
         client.transfer_gas(from, to, value),
         client.recent_fees(FEE_MAX_AGE),
-        mined_then_balance(client, from),
+        client.mined_nonce_then_balance(from),
         client.recent_l1_fee(&probe, FEE_MAX_AGE),
     );
     let gas_limit = match gas_limit {
@@ -807,14 +807,6 @@ async fn quote_native(
         mined_nonce: Some(mined),
         value: None,
     })
-}
-
-/// The wallet's mined nonce, then its native balance: every transaction of the wallet below that nonce is in the
-/// balance, so the reservation holds against it only the transfers at or above it (a transfer the node mined is not
-/// counted twice while the watcher has yet to settle it; one mined after the first read stays held).
-async fn mined_then_balance(client: &dyn Node, from: Address) -> Result<(u64, U256), ChainError> {
-    let mined = client.mined_nonce(from).await?;
-    Ok((mined, client.balance(from).await?))
 }
 
 /// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
@@ -866,7 +858,7 @@ async fn quote_token(
     let contract = token.token.ok_or(TransferError::NoWallet)?;
     let data = crate::domain::erc20::transfer_calldata(to, value);
     let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
-    // The mined nonce is read before both balances, as for a native transfer (`mined_then_balance`).
+    // The mined nonce is read before both balances, as for a native transfer (`Node::mined_nonce_then_balance`).
     let balances = async {
         let mined = client.mined_nonce(from).await;
         let (balance, held) = tokio::join!(client.balance(from), client.token_balance(from, token));

@@ -329,3 +329,47 @@ async fn broadcasts_queued_behind_one_in_flight_go_in_one_batch_each_with_its_ow
     }
     assert!(client.receipt(raw_tx_hash(&stale)).await.unwrap().is_none());
 }
+
+/// Quotes of one wallet while its read is in flight share that read (issue 36): one `eth_getTransactionCount` and
+/// one `eth_getBalance` for them all, each caller with the pair; a read asked after it answered is a new one.
+#[tokio::test]
+async fn reads_of_one_wallet_while_one_is_in_flight_share_it() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
+    let chains = chains_at("base", gate.url(), Duration::from_secs(30));
+    let client = chains.get("base").unwrap().clone();
+    let (wallet, other) = (Address::repeat_byte(0x21), Address::repeat_byte(0x22));
+    anvil.set_balance(wallet, U256::from(ONE_ETH)).await;
+    anvil.set_balance(other, U256::from(ONE_ETH / 2)).await;
+    client.chain_id_checked().await.unwrap();
+
+    gate.hold_method("eth_getTransactionCount");
+    let read = |address| {
+        let client = client.clone();
+        tokio::spawn(async move { client.mined_nonce_then_balance(address).await })
+    };
+    let first = read(wallet);
+    gate.wait_held(1, Duration::from_secs(10)).await;
+    let joined: Vec<_> = (0..3).map(|_| read(wallet)).collect();
+    // Another wallet's read is its own.
+    let apart = read(other);
+    gate.wait_held(2, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(gate.held(), 2, "the wallet's later reads wait for its read in flight");
+    gate.release();
+
+    let expected = (0, U256::from(ONE_ETH));
+    assert_eq!(first.await.unwrap().unwrap(), expected);
+    for read in joined {
+        assert_eq!(read.await.unwrap().unwrap(), expected);
+    }
+    assert_eq!(apart.await.unwrap().unwrap(), (0, U256::from(ONE_ETH / 2)));
+
+    // Once answered, the next read asks the node again and sees what changed.
+    anvil.set_balance(wallet, U256::from(ONE_ETH / 4)).await;
+    gate.hold_method("eth_getTransactionCount");
+    let again = read(wallet);
+    gate.wait_held(3, Duration::from_secs(10)).await;
+    gate.release();
+    assert_eq!(again.await.unwrap().unwrap(), (0, U256::from(ONE_ETH / 4)));
+}
