@@ -318,8 +318,9 @@ enum Via {
 struct Sent {
     run: Run,
     nonces: u64,
-    /// Group commit's rounds during the run: (reservation rounds, sends reserved, audit rounds, entries written).
-    rounds: [u64; 4],
+    /// Group commit's rounds during the run: (reservation rounds, sends reserved, audit rounds, entries written,
+    /// microseconds in rounds).
+    rounds: [u64; 5],
     /// Where the processor time went during the run, per transfer.
     cpu: String,
     /// agentd's JSON-RPC calls to the node during the run.
@@ -337,12 +338,14 @@ impl Sent {
 
     /// What a round took on average during the run.
     fn rounds_line(&self, name: &str) -> String {
-        let [rounds, reserved, records, recorded] = self.rounds;
+        let [rounds, reserved, records, recorded, busy] = self.rounds;
         let per = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
         format!(
-            "  {name}: {rounds} reservation rounds took {reserved} sends ({:.1} a round); {records} audit rounds wrote {recorded} entries ({:.1} a round)\n    {}; {:.2} RPCs to the node per send",
+            "  {name}: {rounds} reservation rounds took {reserved} sends ({:.1} a round); {records} audit rounds wrote {recorded} entries ({:.1} a round); rounds ran {:.0}% of the row, {:.2} ms each\n    {}; {:.2} RPCs to the node per send",
             per(reserved, rounds),
             per(recorded, records),
+            busy as f64 / 10_000.0 / self.run.elapsed.as_secs_f64(),
+            per(busy, rounds + records) / 1000.0,
             self.cpu,
             per(self.rpcs, HTTP_N as u64)
         )
@@ -363,12 +366,18 @@ async fn funded(app: &LocalApp, anvil: &Anvil, name: &str) -> CreatedAgent {
 
 /// `HTTP_N` transfers from one new agent, `CONCURRENCY` requests in flight.
 /// Group commit's figures so far (`Transfers::round_figures`).
-fn round_figures(app: &LocalApp) -> [u64; 4] {
+fn round_figures(app: &LocalApp) -> [u64; 5] {
     let f = app.state.transfers.round_figures();
-    [f.reservation_rounds, f.reserved, f.record_rounds, f.recorded]
+    [
+        f.reservation_rounds,
+        f.reserved,
+        f.record_rounds,
+        f.recorded,
+        f.busy_micros,
+    ]
 }
 
-fn since(before: [u64; 4], after: [u64; 4]) -> [u64; 4] {
+fn since(before: [u64; 5], after: [u64; 5]) -> [u64; 5] {
     std::array::from_fn(|i| after[i] - before[i])
 }
 

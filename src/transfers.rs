@@ -104,6 +104,8 @@ pub struct RoundFigures {
     pub reserved: u64,
     pub record_rounds: u64,
     pub recorded: u64,
+    /// Microseconds spent in rounds of either kind, over every shard.
+    pub busy_micros: u64,
 }
 
 /// A transfer the agent was asked to make.
@@ -193,12 +195,13 @@ impl Transfers {
     /// How group commit went so far, for the benchmarks: reservation rounds and the sends they reserved, rounds of
     /// audit entries alone, and the entries every round wrote.
     pub fn round_figures(&self) -> RoundFigures {
-        let [reservation_rounds, reserved, record_rounds, recorded] = self.rounds.figures();
+        let [reservation_rounds, reserved, record_rounds, recorded, busy_micros] = self.rounds.figures();
         RoundFigures {
             reservation_rounds,
             reserved,
             record_rounds,
             recorded,
+            busy_micros,
         }
     }
 

@@ -179,6 +179,8 @@ struct Counts {
     /// Rounds of entries alone (no send was waiting), and the entries every round wrote.
     record_rounds: AtomicU64,
     recorded: AtomicU64,
+    /// Time spent in rounds, in microseconds.
+    busy_micros: AtomicU64,
 }
 
 /// The rounds of a store: `shards` queues with one round at a time each, a send's queue chosen by its agent, so
@@ -221,15 +223,24 @@ impl Rounds {
         self.shards[shard].push(item);
     }
 
-    /// (reservation rounds, sends they took, rounds of entries alone, entries written) so far, over every shard.
-    pub(super) fn figures(&self) -> [u64; 4] {
+    /// (reservation rounds, sends they took, rounds of entries alone, entries written, microseconds in rounds) so
+    /// far, over every shard.
+    pub(super) fn figures(&self) -> [u64; 5] {
         let c = &self.counts;
-        [&c.reservation_rounds, &c.reserved, &c.record_rounds, &c.recorded].map(|n| n.load(Ordering::Relaxed))
+        [
+            &c.reservation_rounds,
+            &c.reserved,
+            &c.record_rounds,
+            &c.recorded,
+            &c.busy_micros,
+        ]
+        .map(|n| n.load(Ordering::Relaxed))
     }
 }
 
 /// One round: the sends reserved with the entries written in their transaction, or the entries alone.
 async fn round(store: Arc<dyn Store>, counts: Arc<Counts>, items: Vec<Item>) {
+    let started = std::time::Instant::now();
     let (mut sends, mut records) = (Vec::new(), Vec::new());
     for item in items {
         match item {
@@ -248,6 +259,8 @@ async fn round(store: Arc<dyn Store>, counts: Arc<Counts>, items: Vec<Item>) {
     if !records.is_empty() {
         record_round(store.as_ref(), records).await;
     }
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    counts.busy_micros.fetch_add(micros, Ordering::Relaxed);
 }
 
 /// Reserves a round's sends (see the module's doc), writing `records` in the transaction that commits them; gives
