@@ -488,8 +488,8 @@ impl ChainClient {
     ///
     /// Broadcasts are grouped as sends are (issue 36): one that finds none in flight goes at once; the ones that come
     /// while it is in flight go together next, in one JSON-RPC batch, in the order they came, each with its own
-    /// answer. A node that mines on arrival (anvil's automine) then seals them in one block, and a remote node takes
-    /// one round trip for them all.
+    /// answer: one round trip for them all, and a node that mines on arrival (anvil's automine) may seal them in
+    /// one block.
     pub async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let lead = {
