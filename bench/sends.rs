@@ -381,6 +381,59 @@ fn since(before: [u64; 5], after: [u64; 5]) -> [u64; 5] {
     std::array::from_fn(|i| after[i] - before[i])
 }
 
+/// What a row is judged by besides its rate, read before it runs.
+struct Meter {
+    rounds: [u64; 5],
+    cpu: CpuTicks,
+    rpcs: u64,
+    first_block: u64,
+}
+
+/// A row's meter once its requests are answered: the processor time and the requests to the node they took.
+struct Ran {
+    meter: Meter,
+    cpu: String,
+    rpcs: u64,
+}
+
+impl Meter {
+    async fn start(app: &LocalApp, anvil: &Anvil) -> Meter {
+        Meter {
+            rounds: round_figures(app),
+            cpu: CpuTicks::now(anvil.pid()),
+            rpcs: rpc_calls(app),
+            first_block: block(anvil).await,
+        }
+    }
+
+    fn ran(self, app: &LocalApp, anvil: &Anvil) -> Ran {
+        Ran {
+            cpu: CpuTicks::now(anvil.pid()).since(&self.cpu, HTTP_N, "send"),
+            rpcs: rpc_calls(app) - self.rpcs,
+            meter: self,
+        }
+    }
+}
+
+impl Ran {
+    /// The row, once its `nonces` (over its agents) were read from the node: the rounds it took and the blocks anvil
+    /// sealed for it.
+    async fn sent(self, app: &LocalApp, anvil: &Anvil, run: Run, nonces: u64) -> Sent {
+        let blocks = block(anvil).await - self.meter.first_block;
+        Sent {
+            run,
+            nonces,
+            rounds: since(self.meter.rounds, round_figures(app)),
+            cpu: format!(
+                "{}; anvil sealed {blocks} blocks ({:.1} transfers a block)",
+                self.cpu,
+                nonces as f64 / blocks.max(1) as f64
+            ),
+            rpcs: self.rpcs,
+        }
+    }
+}
+
 /// The node's latest block number.
 async fn block(anvil: &Anvil) -> u64 {
     anvil.provider().get_block_number().await.expect("block number")
@@ -394,18 +447,14 @@ fn rpc_calls(app: &LocalApp) -> u64 {
 async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
     let agent = Arc::new(funded(app, anvil, "bench http sender").await);
     let agent_for_report = agent.clone();
-    let before = round_figures(app);
-    let (cpu, rpcs, first_block) = (CpuTicks::now(anvil.pid()), rpc_calls(app), block(anvil).await);
+    let meter = Meter::start(app, anvil).await;
     let (client, base) = (app.client.clone(), app.address.clone());
     let from = agent.address("base");
     let run = drive(HTTP_N, CONCURRENCY, move |_| {
         request(client.clone(), base.clone(), agent.clone(), via)
     })
     .await;
-    let (cpu, rpcs) = (
-        CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "send"),
-        rpc_calls(app) - rpcs,
-    );
+    let ran = meter.ran(app, anvil);
     let nonces = mined_nonce(anvil, from, HTTP_N as u64).await;
     if nonces < HTTP_N as u64 {
         // A gap at the check: say whether the watcher closes it (a stored `signed` transfer whose broadcast was
@@ -418,19 +467,7 @@ async fn one_agent(app: &LocalApp, anvil: &Anvil, via: Via) -> Sent {
         );
         gap_report(app, anvil, &agent_for_report, healed).await;
     }
-    let rounds = since(before, round_figures(app));
-    let blocks = block(anvil).await - first_block;
-    let cpu = format!(
-        "{cpu}; anvil sealed {blocks} blocks ({:.1} transfers a block)",
-        nonces as f64 / blocks.max(1) as f64
-    );
-    Sent {
-        run,
-        nonces,
-        rounds,
-        cpu,
-        rpcs,
-    }
+    ran.sent(app, anvil, run, nonces).await
 }
 
 /// What the node's pool holds of `address`: the nonces ready to mine and those queued behind a gap.
@@ -524,18 +561,14 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
     }
     let addresses: Vec<Address> = agents.iter().map(|a| a.address("base")).collect();
     let agents = Arc::new(agents);
-    let before = round_figures(app);
-    let (cpu, rpcs, first_block) = (CpuTicks::now(anvil.pid()), rpc_calls(app), block(anvil).await);
+    let meter = Meter::start(app, anvil).await;
     let (client, base) = (app.client.clone(), app.address.clone());
     // Worker `w` of `AGENTS` takes jobs w, w + AGENTS, …: job `i` is agent `i % AGENTS`'s, one at a time per agent.
     let run = drive_by_worker(HTTP_N, AGENTS, move |i| {
         request(client.clone(), base.clone(), agents[i % AGENTS].clone(), Via::Transfers)
     })
     .await;
-    let (cpu, rpcs) = (
-        CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "send"),
-        rpc_calls(app) - rpcs,
-    );
+    let ran = meter.ran(app, anvil);
     let mut nonces = 0;
     for (i, address) in addresses.iter().enumerate() {
         let expected = (HTTP_N / AGENTS + usize::from(i < HTTP_N % AGENTS)) as u64;
@@ -553,19 +586,7 @@ async fn many_agents(app: &LocalApp, anvil: &Anvil) -> Sent {
         }
         nonces += nonce;
     }
-    let rounds = since(before, round_figures(app));
-    let blocks = block(anvil).await - first_block;
-    let cpu = format!(
-        "{cpu}; anvil sealed {blocks} blocks ({:.1} transfers a block)",
-        nonces as f64 / blocks.max(1) as f64
-    );
-    Sent {
-        run,
-        nonces,
-        rounds,
-        cpu,
-        rpcs,
-    }
+    ran.sent(app, anvil, run, nonces).await
 }
 
 /// One transfer request; what went wrong, if anything.

@@ -40,6 +40,14 @@ fn signed_transfer(signer: &PrivateKeySigner, nonce: u64, to: Address, value: U2
     TxEnvelope::from(tx.into_signed(signature)).encoded_2718()
 }
 
+/// A proxy in front of `anvil` that can hold calls (`gated_rpc`), and the base client that goes through it.
+async fn gated_client(anvil: &Anvil) -> (crate::helpers::gated_rpc::GatedRpc, agentd::chain::ChainClient) {
+    let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
+    let chains = chains_at("base", gate.url(), Duration::from_secs(30));
+    let client = chains.get("base").unwrap().clone();
+    (gate, client)
+}
+
 /// A port on which nothing listens (bound once to find it free, then released).
 fn closed_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -274,9 +282,7 @@ async fn confirmations_hold_a_transaction_pending_until_deep_enough() {
 #[tokio::test]
 async fn broadcasts_queued_behind_one_in_flight_go_in_one_batch_each_with_its_own_answer() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
-    let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
-    let chains = chains_at("base", gate.url(), Duration::from_secs(30));
-    let client = chains.get("base").unwrap().clone();
+    let (gate, client) = gated_client(&anvil).await;
     let signer = PrivateKeySigner::random();
     let recipient = Address::repeat_byte(0x07);
     anvil.set_balance(signer.address(), U256::from(ONE_ETH)).await;
@@ -335,9 +341,7 @@ async fn broadcasts_queued_behind_one_in_flight_go_in_one_batch_each_with_its_ow
 #[tokio::test]
 async fn reads_of_one_wallet_while_one_is_in_flight_share_it() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
-    let gate = crate::helpers::gated_rpc::GatedRpc::start(anvil.url()).await;
-    let chains = chains_at("base", gate.url(), Duration::from_secs(30));
-    let client = chains.get("base").unwrap().clone();
+    let (gate, client) = gated_client(&anvil).await;
     let (wallet, other) = (Address::repeat_byte(0x21), Address::repeat_byte(0x22));
     anvil.set_balance(wallet, U256::from(ONE_ETH)).await;
     anvil.set_balance(other, U256::from(ONE_ETH / 2)).await;
