@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
-import { mintUsdc, placeUsdc, tokenBalance, selector, word, USDC } from '../../scripts/evm.mjs';
+import { mintUsdc, placeUsdc, tokenBalance, selector, word, USDC, mined } from '../../scripts/evm.mjs';
 import { artifactsDir, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
 import { castBin, deployFramework, newKey, signTypedData, upgradeToDelegator } from './delegation-framework.mjs';
 
@@ -66,7 +66,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
     agentToken = created.body.access_token;
     wallet = created.body.wallet_addresses.base;
     // The agent's wallet pays the redemption's gas.
-    await stack.rpc('eth_sendTransaction', [{ from: DEV, to: wallet, value: '0xde0b6b3a7640000' }]);
+    await mined(stack.rpc, await stack.rpc('eth_sendTransaction', [{ from: DEV, to: wallet, value: '0xde0b6b3a7640000' }]));
 
     const context = await stack.browser.newContext({ viewport: { width: 1280, height: 900 } });
     // The browser holds the agent's token and, as its owner, the admin token (Remove needs owner authority).

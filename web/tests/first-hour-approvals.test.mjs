@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { artifactsDir, assertHeldAboveThreshold, assertRefusedInHistory, callApi, startStack, until, watchPage, openFold } from './harness.mjs';
+import { mined } from '../../scripts/evm.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const RECIPIENT_B = '0x8617E340B3D01FA5F11F306F4090FD50E238070D';
@@ -52,7 +53,7 @@ describe('first hour: approvals and activity', { timeout: 300000 }, () => {
       );
       assert.equal(created.status, 201, JSON.stringify(created.body));
       agents[key] = { id: created.body.id, token: created.body.access_token, address: created.body.wallet_addresses.base, name };
-      await stack.rpc('eth_sendTransaction', [{ from: DEV, to: created.body.wallet_addresses.base, value: '0x8ac7230489e80000' }]);
+      await mined(stack.rpc, await stack.rpc('eth_sendTransaction', [{ from: DEV, to: created.body.wallet_addresses.base, value: '0x8ac7230489e80000' }]));
     }
 
     const context = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });

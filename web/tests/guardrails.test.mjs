@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { artifactsDir, callApi, startStack, watchPage, openFold } from './harness.mjs';
+import { mined } from '../../scripts/evm.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent, and signs as its owner).
@@ -50,6 +51,7 @@ describe('web console guardrails', { timeout: 240000 }, () => {
     address = created.body.wallet_addresses.base;
     const hash = await stack.rpc('eth_sendTransaction', [{ from: DEV, to: address, value: '0x8ac7230489e80000' }]);
     assert.match(hash, /^0x[0-9a-f]{64}$/);
+    await mined(stack.rpc, hash);
     const policy = await api('PUT', `/api/agents/${agentId}/policy`, { limits: { 'base:ETH': { approval_above: '0.01' } } }, asAdmin);
     assert.equal(policy.status, 200, JSON.stringify(policy.body));
 

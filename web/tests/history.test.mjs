@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { artifactsDir, assertLocalTx, startStack, watchPage } from './harness.mjs';
+import { mined } from '../../scripts/evm.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 // anvil's first dev account (unlocked: it funds the agent).
@@ -49,6 +50,8 @@ describe('web console history', { timeout: 240000 }, () => {
       { from: DEV, to: created.body.wallet_addresses.base, value: '0x8ac7230489e80000' },
     ]);
     assert.match(hash, /^0x[0-9a-f]{64}$/);
+    // anvil answers with the hash before its miner seals the block: the first transfer must see the funds.
+    await mined(stack.rpc, hash);
     const policy = await api('PUT', `/api/agents/${agentId}/policy`, { limits: { 'base:ETH': { per_day: '0.5' } } });
     assert.equal(policy.status, 200, JSON.stringify(policy.body));
 

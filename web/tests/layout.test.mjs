@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { artifactsDir, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
+import { mined } from '../../scripts/evm.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -67,7 +68,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     assert.equal(created.status, 201, JSON.stringify(created.body));
     agentId = created.body.id;
     agentToken = created.body.access_token;
-    await stack.rpc('eth_sendTransaction', [{ from: DEV, to: created.body.wallet_addresses.base, value: '0x8ac7230489e80000' }]);
+    await mined(stack.rpc, await stack.rpc('eth_sendTransaction', [{ from: DEV, to: created.body.wallet_addresses.base, value: '0x8ac7230489e80000' }]));
     const other = await api('POST', '/api/agents', { name: 'Research agent', chains: ['base'], capabilities: ['read'], spending_cap: 0 }, asAdmin);
     assert.equal(other.status, 201, JSON.stringify(other.body));
     otherId = other.body.id;
