@@ -1,5 +1,5 @@
 //! Webhooks (§19) in SQL: the endpoints, the outbox written inside the transaction of each change (`outbox_in`,
-//! `pending_in`), the fan-out of recorded events to endpoints, and the leased deliveries the worker attempts.
+//! `mark_pending_in`), the fan-out of recorded events to endpoints, and the leased deliveries the worker attempts.
 //! Instances share the work through the database: rows are taken with `FOR UPDATE SKIP LOCKED` on PostgreSQL
 //! (under SQLite's single writer elsewhere) and a delivery is leased while its attempt runs. An outbox row wakes the
 //! workers once committed: `NOTIFY` on PostgreSQL (every instance), the outbox bell in-process on SQLite.
@@ -17,12 +17,21 @@ use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::webhooks::{
     AttemptOutcome, Delivery, DueDelivery, OutboxWake, Webhook, WebhookAudit, WebhookChange, WebhookStore,
 };
-use crate::store::{AuditEvent, StoreError, StoreResult};
+use crate::store::{AuditEvent, StoreError, StoreResult, StoredTx};
 use crate::vault::SealedSecret;
 
 const WEBHOOK_COLUMNS: &str = "id, agent_id, url, events, description, enabled, created_at, updated_at";
 const DELIVERY_COLUMNS: &str =
     "id, event_id, type, attempt, status_code, error, response, duration_ms, at, next_attempt_at";
+
+/// A transfer `mark_pending_in` moved, and whether its `transfer.pending` goes out (not a nonce fill, and an enabled
+/// endpoint listens to its agent).
+#[derive(sqlx::FromRow)]
+struct MovedRow {
+    #[sqlx(flatten)]
+    tx: TxRow,
+    heard: i64,
+}
 
 #[derive(sqlx::FromRow)]
 struct WebhookRow {
@@ -710,83 +719,53 @@ where
     }
 
     /// Transfers `ids` `signed` -> `pending` (the node accepted them, or their x402 authorizations were sent), with
-    /// the `transfer.pending` event of each that moved (`pending_in`); nothing for one no longer `signed`.
+    /// the `transfer.pending` event of each that moved, once per transfer (a fee bump marks it pending again), none
+    /// for a nonce fill, and only for an agent an enabled endpoint listens to: one statement per
+    /// `ROWS_PER_STATEMENT` of them returns the rows it moved with whether each is announced and heard, then one
+    /// inserts the events and one wakes the deliverer. Nothing for one no longer `signed`.
     pub(super) async fn mark_pending_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<()> {
         for chunk in ids.chunks(shared::ROWS_PER_STATEMENT) {
             let sql = format!(
                 "UPDATE transactions SET status = 'pending', updated_at = $1 WHERE status = 'signed' AND id IN ({}) \
-                 RETURNING id",
+                 RETURNING {TX_COLUMNS}, CASE WHEN fills IS NULL AND EXISTS (SELECT 1 FROM webhooks w \
+                 WHERE w.enabled = TRUE AND (w.agent_id IS NULL OR w.agent_id = transactions.agent_id)) \
+                 THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS heard",
                 shared::placeholders(2, chunk.len())
             );
             let mut update = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.now());
             for id in chunk {
                 update = update.bind(*id);
             }
-            let moved: Vec<(Uuid,)> = update.fetch_all(&mut *conn).await?;
-            let moved: Vec<Uuid> = chunk
-                .iter()
-                .filter(|id| moved.iter().any(|(m,)| m == *id))
-                .copied()
-                .collect();
-            self.pending_in(conn, &moved).await?;
+            let moved: Vec<MovedRow> = update.fetch_all(&mut *conn).await?;
+            let heard = moved.into_iter().filter(|m| m.heard == 1).map(|m| m.tx);
+            let mut transfers = shared::convert(heard.collect(), TxRow::into_tx)?;
+            transfers.sort_by_key(|tx| chunk.iter().position(|id| *id == tx.id));
+            let events: Vec<WebhookEvent> = transfers.iter().map(|tx| self.pending_event(tx)).collect();
+            Self::insert_outbox(conn, &events).await?;
         }
         Ok(())
     }
 
-    /// `transfer.pending` for each of transfers `ids` (at most `ROWS_PER_STATEMENT`, in that order), which the node
-    /// just accepted (or whose x402 authorizations were just sent), once per transfer (a fee bump marks it pending
-    /// again); none for a nonce fill.
-    async fn pending_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let sql = format!(
-            "SELECT {TX_COLUMNS} FROM transactions WHERE fills IS NULL AND id IN ({})",
-            shared::placeholders(1, ids.len())
-        );
-        let mut select = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-        for id in ids {
-            select = select.bind(*id);
-        }
-        let rows: Vec<TxRow> = select.fetch_all(&mut *conn).await?;
-        let mut transfers = shared::convert(rows, TxRow::into_tx)?;
-        transfers.sort_by_key(|tx| ids.iter().position(|id| *id == tx.id));
-        let events = transfers.into_iter().map(|tx| {
-            let mut data = json!({
-                "transfer_id": tx.id,
-                "kind": tx.kind(),
-                "conversation_id": tx.conversation_id,
-                "chain": tx.chain,
-                "asset": tx.asset,
-                "amount": format_units(tx.value_wei, tx.decimals()),
-                "to": tx.to.to_checksum(None),
-                "tx_hash": tx.tx_hash().unwrap_or_default(),
-                "nonce": tx.nonce().unwrap_or_default(),
-                "status": "pending",
-            });
-            if let Some(record) = tx.body.x402() {
-                data["tx_hash"] = json!(record.settlement_tx);
-                data["url"] = json!(record.url);
-            }
-            let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data, self.now());
-            event.dedup = Some(format!("transfer.pending:{}", tx.id));
-            event
+    /// The `transfer.pending` event of `tx`, which the node just accepted (or whose x402 authorization was just sent).
+    fn pending_event(&self, tx: &StoredTx) -> WebhookEvent {
+        let mut data = json!({
+            "transfer_id": tx.id,
+            "kind": tx.kind(),
+            "conversation_id": tx.conversation_id,
+            "chain": tx.chain,
+            "asset": tx.asset,
+            "amount": format_units(tx.value_wei, tx.decimals()),
+            "to": tx.to.to_checksum(None),
+            "tx_hash": tx.tx_hash().unwrap_or_default(),
+            "nonce": tx.nonce().unwrap_or_default(),
+            "status": "pending",
         });
-        Self::outbox_all_in(conn, events.collect()).await
-    }
-
-    /// `outbox_in` for events that carry their transfer's `kind` and `to` already, in three statements at most:
-    /// which agents an enabled endpoint listens to, one insert, one wake-up.
-    async fn outbox_all_in(conn: &mut B::Connection, events: Vec<WebhookEvent>) -> StoreResult<()> {
-        if events.is_empty() {
-            return Ok(());
+        if let Some(record) = tx.body.x402() {
+            data["tx_hash"] = json!(record.settlement_tx);
+            data["url"] = json!(record.url);
         }
-        let listening: Vec<(Option<Uuid>,)> =
-            sqlx::query_as("SELECT DISTINCT agent_id FROM webhooks WHERE enabled = TRUE")
-                .fetch_all(&mut *conn)
-                .await?;
-        let heard = |agent: Uuid| listening.iter().any(|(to,)| to.is_none_or(|to| to == agent));
-        let events: Vec<WebhookEvent> = events.into_iter().filter(|e| heard(e.agent_id)).collect();
-        Self::insert_outbox(conn, &events).await
+        let mut event = WebhookEvent::new("transfer.pending", tx.agent_id, data, self.now());
+        event.dedup = Some(format!("transfer.pending:{}", tx.id));
+        event
     }
 }
