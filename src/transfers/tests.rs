@@ -444,6 +444,10 @@ async fn sends_that_arrive_together_are_reserved_in_rounds_at_consecutive_nonces
             .all(|tx| tx.status == crate::domain::transaction::TxState::Pending),
         "{open:?}"
     );
+    // What counts against the cap is what the four hold, written once a round whatever its sends of the agent.
+    let held = open.iter().fold(U256::ZERO, |sum, tx| sum + tx.reserved_wei);
+    let spent = bench.store.spent_by_chain(bench.agent.id).await.expect("the spending");
+    assert_eq!(spent.get("ethereum"), Some(&held));
     let figures = bench.transfers.round_figures();
     assert_eq!((figures.reserved, figures.recorded), (8, 8), "{figures:?}");
 }
