@@ -102,7 +102,6 @@ where
             tx: B::begin_write(self).await?,
             announce: Vec::new(),
             locked: Vec::new(),
-            counters: Vec::new(),
         }))
     }
 
@@ -415,52 +414,6 @@ struct SqlReserving<'s, B: Backend> {
     announce: Vec<EventRecord>,
     /// The agents whose lock `tx` holds already (held until it ends): a round's next request of one asks no more.
     locked: Vec<Uuid>,
-    /// What the reservations applied in `tx` set of an (agent, chain)'s next nonce and spending, not written yet
-    /// (`Counter`).
-    counters: Vec<Counter>,
-}
-
-/// An (agent, chain)'s next nonce and what counts against its cap as the reservations of a reserving transaction
-/// left them. They are written once, before anything else in the transaction reads or moves them and before it
-/// commits (`SqlReserving::write_counters`), not after each reservation: a round's next send of the agent takes them
-/// from here in `facts`, as it would have read them, so that a round of one agent's sends writes each row once.
-struct Counter {
-    agent_id: Uuid,
-    chain: String,
-    /// Unset when no reservation here used a nonce (an x402 authorization): the stored one stands.
-    next_nonce: Option<u64>,
-    spent: U256,
-}
-
-impl<B> SqlReserving<'_, B>
-where
-    B: Backend,
-    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
-    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> &'r str: Encode<'r, B> + Type<B>,
-    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
-    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
-    usize: ColumnIndex<B::Row>,
-{
-    /// Writes the counters the reservations left (`Counter`) and forgets them.
-    async fn write_counters(&mut self) -> StoreResult<()> {
-        for c in std::mem::take(&mut self.counters) {
-            if let Some(next) = c.next_nonce {
-                sqlx::query(
-                    "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
-                     ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
-                )
-                .bind(c.agent_id)
-                .bind(&c.chain)
-                .bind(i64::try_from(next).map_err(|_| StoreError::Corrupt("a nonce past i64".into()))?)
-                .execute(&mut *self.tx)
-                .await?;
-            }
-            SqlStore::<B>::set_spent(&mut self.tx, c.agent_id, &c.chain, c.spent).await?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -498,15 +451,6 @@ where
             policy,
             held_by_transfers,
         } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate, r.mined_nonce).await?;
-        // What this transaction's reservations left of them, not written yet, is what a read would have seen.
-        let (spent, stored_nonce) = match self
-            .counters
-            .iter()
-            .find(|c| c.agent_id == r.agent_id && c.chain == r.chain)
-        {
-            Some(c) => (c.spent, c.next_nonce.or(stored_nonce)),
-            None => (spent, stored_nonce),
-        };
         let tokens = match (r.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
@@ -562,8 +506,6 @@ where
         (ttl_secs, holds): (u64, Holds),
         count: &CallCount,
     ) -> StoreResult<Approval> {
-        // A hold moves the spending row itself.
-        self.write_counters().await?;
         let tx = &mut self.tx;
         let (approval, event) = self.store.hold_in(tx, r, ttl_secs, (holds, &count.counts)).await?;
         // A held call counts in the windows while it waits; the allowance ledger changes only once it is reserved
@@ -581,10 +523,6 @@ where
         signed: SignedTx,
         count: &CallCount,
     ) -> StoreResult<StoredTx> {
-        if matches!(r.clearance, Clearance::Approval { .. }) {
-            // Closing the approval moves the spending row itself.
-            self.write_counters().await?;
-        }
         let tx = &mut self.tx;
         let approved = match r.clearance {
             Clearance::Approval { by } => match self.store.close_in(tx, r.id, ApprovalStatus::Approved, false).await? {
@@ -608,24 +546,19 @@ where
             }
             self.announce.push(event);
         }
-        let spent = decision::spent_after(reserve.spent, r.reserved_wei, reserve.release);
-        let next_nonce = reserve.nonce.map(|n| n + 1);
-        match self
-            .counters
-            .iter_mut()
-            .find(|c| c.agent_id == r.agent_id && c.chain == r.chain)
-        {
-            Some(c) => {
-                c.spent = spent;
-                c.next_nonce = next_nonce.or(c.next_nonce);
-            }
-            None => self.counters.push(Counter {
-                agent_id: r.agent_id,
-                chain: r.chain.clone(),
-                next_nonce,
-                spent,
-            }),
+        if let Some(nonce) = reserve.nonce {
+            sqlx::query(
+                "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
+            )
+            .bind(r.agent_id)
+            .bind(&r.chain)
+            .bind(nonce as i64 + 1)
+            .execute(&mut **tx)
+            .await?;
         }
+        let spent = decision::spent_after(reserve.spent, r.reserved_wei, reserve.release);
+        SqlStore::<B>::set_spent(tx, r.agent_id, &r.chain, spent).await?;
         Ok(record)
     }
 
@@ -633,8 +566,7 @@ where
         self.store.record_outflows_in(&mut self.tx, records).await
     }
 
-    async fn commit(mut self: Box<Self>) -> StoreResult<()> {
-        self.write_counters().await?;
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
         let SqlReserving {
             store, tx, announce, ..
         } = *self;
