@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentd::domain::amount::Amount;
@@ -193,12 +193,17 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
     let dev: Address = Anvil::DEV_ADDRESS.parse().expect("dev address");
     let sqlite = LocalApp::start(&[("RPC_URL_BASE", anvil.url()), ("TOKENS_BASE", tokens_var)]).await;
 
+    let quiet = HandOver::start().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let quiet = quiet.stop().await;
     let dev_nonce = anvil.nonce(dev).await;
     let cpu = CpuTicks::now(anvil.pid());
     let raw = raw_intake(anvil, to, dev_nonce, HTTP_N, CONCURRENCY).await;
     let raw_cpu = CpuTicks::now(anvil.pid()).since(&cpu, HTTP_N, "raw transaction");
     let raw_nonce = mined_nonce(anvil, dev, dev_nonce + HTTP_N as u64).await - dev_nonce;
+    let loaded = HandOver::start().await;
     let one = one_agent(&sqlite, anvil, Via::Transfers).await;
+    let loaded = loaded.stop().await;
     let chat = one_agent(&sqlite, anvil, Via::Chat).await;
     let many = many_agents(&sqlite, anvil).await;
     let dev_nonce = anvil.nonce(dev).await;
@@ -259,6 +264,10 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
         checked.push(("PostgreSQL 32 agents", many));
     }
     println!("  raw intake, {CONCURRENCY} in flight: {raw_cpu}");
+    println!(
+        "  one statement through sqlx's SQLite worker (SELECT 1 on a connection of its own, every 2 ms): quiet, {quiet}; \
+         during the SQLite one-agent row, {loaded}"
+    );
     for (name, sent) in checked {
         println!("{}", sent.rounds_line(name));
         if let Some(e) = &sent.run.first_error {
@@ -362,6 +371,73 @@ async fn funded(app: &LocalApp, anvil: &Anvil, name: &str) -> CreatedAgent {
         )
         .await;
     created
+}
+
+/// How long one statement takes through sqlx's SQLite worker thread: `SELECT 1` on a connection of its own, in
+/// memory (no file, no lock, nothing shared with the app's store), one every 2 ms while it runs. It is the hand-over
+/// every statement of a round pays (to the connection's thread and back), measured apart from the work of any
+/// statement, on a quiet machine or beside a row.
+struct HandOver {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<Duration>>,
+    own: std::thread::JoinHandle<Vec<Duration>>,
+}
+
+impl HandOver {
+    async fn start() -> HandOver {
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(Self::probe(stop.clone()));
+        let stopped = stop.clone();
+        let own = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(Self::probe(stopped))
+        });
+        HandOver { stop, task, own }
+    }
+
+    async fn probe(stopped: Arc<AtomicBool>) -> Vec<Duration> {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .expect("an in-memory SQLite");
+        let mut conn = pool.acquire().await.expect("its connection");
+        let mut took = Vec::new();
+        while !stopped.load(Ordering::Relaxed) {
+            let started = Instant::now();
+            sqlx::query("SELECT 1").execute(&mut *conn).await.expect("SELECT 1");
+            took.push(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        took
+    }
+
+    /// Stops it: how many statements it timed, their mean and quantiles in microseconds.
+    async fn stop(self) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        let own = Self::figures(self.own.join().expect("the statement probe"));
+        format!(
+            "{}; on a thread of its own: {own}",
+            Self::figures(self.task.await.expect("the statement probe"))
+        )
+    }
+
+    fn figures(mut took: Vec<Duration>) -> String {
+        took.sort();
+        let micros = |d: &Duration| d.as_secs_f64() * 1e6;
+        let at = |q: f64| micros(&took[((took.len() - 1) as f64 * q) as usize]);
+        let mean = took.iter().map(micros).sum::<f64>() / took.len().max(1) as f64;
+        format!(
+            "{} statements: mean {mean:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}",
+            took.len(),
+            at(0.5),
+            at(0.9),
+            at(0.99)
+        )
+    }
 }
 
 /// `HTTP_N` transfers from one new agent, `CONCURRENCY` requests in flight.
