@@ -228,6 +228,9 @@ pub trait TransferStore: Send + Sync + 'static {
     /// How many reservation rounds may write at once: one where the database has one writer (SQLite), a few
     /// where transactions of different agents run side by side (PostgreSQL).
     fn round_leaders(&self) -> usize;
+    /// Whether reservation rounds run on a thread of their own (`transfers::rounds`): where a connection is not
+    /// bound to the runtime that opened it (SQLite's connections are threads of their own, spoken to over channels).
+    fn rounds_on_own_thread(&self) -> bool;
     /// `signed` -> `pending` once a node accepted it.
     async fn mark_broadcast(&self, id: Uuid) -> StoreResult<()>;
     /// Removes a transfer no node accepted and gives its nonce back (it is the newest, under the send lock);

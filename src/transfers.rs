@@ -171,9 +171,9 @@ impl Transfers {
         faults: Faults,
         x402: crate::config::X402Config,
     ) -> Self {
-        let leaders = store.round_leaders();
+        let (leaders, own_thread) = (store.round_leaders(), store.rounds_on_own_thread());
         Transfers {
-            rounds: rounds::Rounds::new(store.clone(), leaders),
+            rounds: rounds::Rounds::new(store.clone(), leaders, own_thread),
             store,
             chains,
             vault,

@@ -34,6 +34,8 @@ impl Backend for Postgres {
     /// Rounds of different agents commit side by side, on half the pool's connections at most.
     const TEXT_AGG: &'static str = "string_agg";
     const ROUND_LEADERS: usize = 8;
+    /// A connection is a socket registered with the runtime that opened it: rounds stay on the app's runtime.
+    const ROUNDS_ON_OWN_THREAD: bool = false;
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()

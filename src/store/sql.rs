@@ -50,6 +50,8 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     const TEXT_AGG: &'static str;
     /// How many reservation rounds write at once (`TransferStore::round_leaders`).
     const ROUND_LEADERS: usize;
+    /// Whether rounds run on a thread of their own (`TransferStore::rounds_on_own_thread`).
+    const ROUNDS_ON_OWN_THREAD: bool;
 
     /// How many rows a statement changed (each driver has its own result type).
     fn rows_affected(done: &Self::QueryResult) -> u64;

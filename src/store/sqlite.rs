@@ -100,6 +100,8 @@ impl Backend for Sqlite {
     /// One writer at a time: one round.
     const TEXT_AGG: &'static str = "group_concat";
     const ROUND_LEADERS: usize = 1;
+    /// A connection's statements go to its own thread and back over channels: nothing is bound to a runtime.
+    const ROUNDS_ON_OWN_THREAD: bool = true;
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()

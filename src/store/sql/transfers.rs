@@ -96,6 +96,10 @@ where
         B::ROUND_LEADERS
     }
 
+    fn rounds_on_own_thread(&self) -> bool {
+        B::ROUNDS_ON_OWN_THREAD
+    }
+
     async fn reserving(&self) -> StoreResult<Box<dyn Reserving + '_>> {
         Ok(Box::new(SqlReserving {
             store: self,
