@@ -85,6 +85,29 @@ struct Broadcasts {
 
 type BroadcastAnswer = tokio::sync::oneshot::Sender<Result<TxHash, ChainError>>;
 
+/// Runs its cleanup when dropped before it is disarmed: what a task in flight stands for in shared state is cleared
+/// however the task ends (`mined_nonce_then_balance`, `broadcast_batches`).
+struct OnAbandon<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> OnAbandon<F> {
+    fn new(cleanup: F) -> Self {
+        OnAbandon(Some(cleanup))
+    }
+
+    /// The task ended as it should: nothing to clear.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnOnce()> Drop for OnAbandon<F> {
+    fn drop(&mut self) {
+        if let Some(cleanup) = self.0.take() {
+            cleanup();
+        }
+    }
+}
+
 /// Signed transactions broadcast in one JSON-RPC batch at most.
 const BROADCASTS_PER_BATCH: usize = 100;
 
@@ -456,11 +479,22 @@ impl ChainClient {
             // In a task of its own: a caller that goes away does not strand the others waiting for its read.
             let client = self.clone();
             tokio::spawn(async move {
+                // Ended before it answered (a panic, or its runtime stopped): the callers waiting see no answer, and
+                // the next read of the address is a new one rather than one that waits for ever.
+                let abandoned = OnAbandon::new(|| {
+                    client
+                        .inner
+                        .funds_reads
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&address);
+                });
                 let read = async {
                     let mined = client.mined_nonce(address).await?;
                     Ok((mined, client.balance(address).await?))
                 }
                 .await;
+                abandoned.disarm();
                 let waiting = client
                     .inner
                     .funds_reads
@@ -473,12 +507,15 @@ impl ChainClient {
                 }
             });
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(ChainError::Unavailable {
-                chain: self.info.name.to_owned(),
-                reason: "the read ended without an answer".to_owned(),
-            })
-        })
+        answered.await.unwrap_or_else(|_| Err(self.unanswered("read")))
+    }
+
+    /// What a caller sees whose shared read or grouped broadcast (`what`) ended without answering it.
+    fn unanswered(&self, what: &str) -> ChainError {
+        ChainError::Unavailable {
+            chain: self.info.name.to_owned(),
+            reason: format!("the {what} ended without an answer"),
+        }
     }
 
     /// Broadcasts a signed, EIP-2718-encoded transaction and returns its hash. Node refusals
@@ -501,16 +538,19 @@ impl ChainClient {
             // In a task of its own: a caller that goes away does not strand the broadcasts queued behind it.
             tokio::spawn(self.clone().broadcast_batches());
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(ChainError::Unavailable {
-                chain: self.info.name.to_owned(),
-                reason: "the broadcast ended without an answer".to_owned(),
-            })
-        })
+        answered.await.unwrap_or_else(|_| Err(self.unanswered("broadcast")))
     }
 
     /// Sends the waiting broadcasts, a batch at a time, until none waits.
     async fn broadcast_batches(self) {
+        // Ended before every broadcast was answered (a panic, or its runtime stopped): the ones still queued see no
+        // answer (stored `signed`, the watcher sends them again) and the next broadcast starts a new task, so the
+        // chain's broadcasts are never left waiting for one that is gone.
+        let abandoned = OnAbandon::new(|| {
+            let mut broadcasts = self.inner.broadcasts.lock().unwrap_or_else(PoisonError::into_inner);
+            broadcasts.waiting.clear();
+            broadcasts.sending = false;
+        });
         loop {
             // The sends of one round are answered together and come here one after the other: letting the tasks
             // already woken run first puts them in this batch, not each in one of its own.
@@ -519,6 +559,8 @@ impl ChainClient {
                 let mut broadcasts = self.inner.broadcasts.lock().unwrap_or_else(PoisonError::into_inner);
                 if broadcasts.waiting.is_empty() {
                     broadcasts.sending = false;
+                    drop(broadcasts);
+                    abandoned.disarm();
                     return;
                 }
                 let n = broadcasts.waiting.len().min(BROADCASTS_PER_BATCH);

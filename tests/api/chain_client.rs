@@ -377,3 +377,75 @@ async fn reads_of_one_wallet_while_one_is_in_flight_share_it() {
     gate.release();
     assert_eq!(again.await.unwrap().unwrap(), (0, U256::from(ONE_ETH / 4)));
 }
+
+/// Runs `lead` (a call of `client`'s that starts a task of its own) on a runtime of its own, waits until the gate
+/// holds its request at the node (the gate's `held`-th), then stops that runtime, so the task goes with it
+/// mid-request; then lets the gate go.
+async fn led_from_a_runtime_that_stops<F>(gate: &crate::helpers::gated_rpc::GatedRpc, held: usize, lead: F)
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let leader = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.spawn(lead);
+        runtime.block_on(async {
+            while stopped.try_recv().is_err() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+    });
+    gate.wait_held(held, Duration::from_secs(10)).await;
+    stop.send(()).unwrap();
+    tokio::task::spawn_blocking(move || leader.join().unwrap())
+        .await
+        .unwrap();
+    gate.release();
+}
+
+/// `call`'s answer, which must come within 10 s.
+async fn within<F: std::future::Future>(call: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("answered")
+}
+
+/// A shared read or a grouped broadcast whose task ended without answering (a panic, or its runtime stopped) leaves
+/// no state behind that later callers would wait on for ever: the next one asks the node itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_read_or_broadcast_whose_task_ended_unanswered_leaves_the_next_its_own() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let (gate, client) = gated_client(&anvil).await;
+    let signer = PrivateKeySigner::random();
+    let wallet = signer.address();
+    anvil.set_balance(wallet, U256::from(ONE_ETH)).await;
+    client.chain_id_checked().await.unwrap();
+
+    gate.hold_method("eth_getTransactionCount");
+    let lead = client.clone();
+    led_from_a_runtime_that_stops(&gate, 1, async move { lead.mined_nonce_then_balance(wallet).await }).await;
+    assert_eq!(
+        within(client.mined_nonce_then_balance(wallet)).await.unwrap(),
+        (0, U256::from(ONE_ETH))
+    );
+
+    let fees = client.fees().await.unwrap();
+    let recipient = Address::repeat_byte(0x08);
+    let value = U256::from(ONE_ETH / 1000);
+    let gone = signed_transfer(&signer, 0, recipient, value, &fees, 21_000);
+    gate.hold_method("eth_sendRawTransaction");
+    let lead = client.clone();
+    let resent = gone.clone();
+    led_from_a_runtime_that_stops(&gate, 2, async move { lead.send_raw(&gone).await }).await;
+    // Whether the node took the one that was held is not known: it is sent again, as the watcher would (the same
+    // bytes: once at most on chain), and the next one after it; the chain shows both.
+    within(client.send_raw(&resent)).await.unwrap();
+    let next = signed_transfer(&signer, 1, recipient, value, &fees, 21_000);
+    within(client.send_raw(&next)).await.unwrap();
+    assert_eq!(anvil.nonce(wallet).await, 2);
+    assert_eq!(anvil.balance(recipient).await, value * U256::from(2u8));
+}
