@@ -54,7 +54,7 @@ fn bytecodes(names: &[&str]) -> BTreeMap<String, Bytes> {
                 String::from_utf8_lossy(&output.stderr)
             );
             let text = String::from_utf8(output.stdout).expect("JSON text");
-            let partial = cache.with_extension(format!("{}.tmp", std::process::id()));
+            let partial = cache.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
             std::fs::write(&partial, &text).expect("the cache is writable");
             std::fs::rename(&partial, &cache).expect("the cache is writable");
             text

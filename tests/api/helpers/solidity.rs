@@ -62,8 +62,9 @@ fn compiled(name: &str, source: &str, args: &[PathBuf]) -> Bytes {
         .as_str()
         .expect("the output has a bytecode")
         .to_owned();
-    // Written to a temporary name first, so a parallel test never reads half a file.
-    let partial = cache.with_extension(format!("{}.tmp", std::process::id()));
+    // Written to a temporary name of its own first (tests of one process run side by side and may compile the same
+    // contract at once), so a parallel test never reads half a file nor renames another's away.
+    let partial = cache.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
     std::fs::write(&partial, &hex).expect("the compile cache is writable");
     std::fs::rename(&partial, &cache).expect("the compile cache is writable");
     hex.parse().expect("solc's bytecode is hex")
