@@ -123,6 +123,15 @@ impl Watcher {
         Ok(())
     }
 
+    /// The audit entries of transfers whose own never came (`AuditStore::write_owed`): stored by an earlier process
+    /// (a crash), or by this one longer ago than a sender takes between its reservation and its entry.
+    async fn write_owed(&self) -> Result<(), WatchError> {
+        let grace = chrono::Duration::from_std(SENDER_GRACE).unwrap_or_default();
+        let cutoff = self.started_at.max(self.now() - grace);
+        self.state.store.write_owed(self.chain, cutoff).await?;
+        Ok(())
+    }
+
     /// One round over the chain's open transfers. Returns how many were settled. The node is asked for its head,
     /// then, in one JSON-RPC batch (`ChainClient::receipts`), for the receipts of the attempts of the open transfers
     /// it may have put in a block since the last round: all of them once the head moved, else only attempts new since;
@@ -133,6 +142,7 @@ impl Watcher {
             return Ok(0);
         };
         self.expire_approvals().await?;
+        self.write_owed().await?;
         let paid = self.settle_authorizations().await?;
         let open = self.state.store.open_transactions(self.chain).await?;
         if open.is_empty() {

@@ -32,8 +32,8 @@ pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
 pub use model::{
     AgentUpdate, AuditEvent, Challenge, Conversation, CountChange, EventRecord, Gathered, Message, NewAgent, NonceFill,
-    OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement, ResealFn, Reservation, Reserve, Role,
-    Settlement, Settling, SignedTx,
+    OutflowEntry, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement, ResealFn, Reservation,
+    Reserve, Role, Settlement, Settling, SignedTx,
 };
 pub use postgres::PgStore;
 pub use sql::{Backend, SqlStore};
@@ -340,7 +340,7 @@ pub trait Reserving: Send {
     ) -> StoreResult<StoredTx>;
     /// `AuditStore::record_outflows` in this transaction: a round's audit entries (and `pending` marks) committed
     /// with the reservations it decided, one commit for both.
-    async fn record_outflows(&mut self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()>;
+    async fn record_outflows(&mut self, records: &[&OutflowEntry]) -> StoreResult<()>;
     /// Commits what was applied, then announces its events.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
@@ -402,9 +402,14 @@ pub trait AuditStore: Send + Sync + 'static {
     /// From now on, entries are hashed under `key` from its `keyed_from` on (set once, at start).
     fn use_audit_key(&self, key: crate::domain::audit::AuditKey);
     async fn insert_audit(&self, event: &AuditEvent) -> StoreResult<()>;
-    /// Outflows' audit entries appended in order, each accepted transfer (`Some(id)`) moved `signed` -> `pending`
-    /// (as `mark_broadcast`) with its entry, all in one transaction: a round of sends' records, one commit.
-    async fn record_outflows(&self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()>;
+    /// Outflows' audit entries appended in order, each accepted transfer moved `signed` -> `pending` (as
+    /// `mark_broadcast`) with its entry, all in one transaction: a round of sends' records, one commit. An entry that
+    /// `owes` a kept one takes its place (the kept one is dropped), or is left out when it was written already.
+    async fn record_outflows(&self, records: &[&OutflowEntry]) -> StoreResult<()>;
+    /// Writes the kept entries (`TransferRequest::owed`) of `chain`'s transfers stored before `cutoff` whose own
+    /// entries never came (the process died between the reservation and its entry), each with the transfer's id and
+    /// hash as stored, and drops them, in one transaction; the number written. A cheap read when there are none.
+    async fn write_owed(&self, chain: &str, cutoff: chrono::DateTime<chrono::Utc>) -> StoreResult<usize>;
     /// The agent's entries newest first, older than the entry `before` when given.
     async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>>;
     /// Every agent's entries with an id above `after_id`, oldest first (for `agentd audit verify`). Rows written

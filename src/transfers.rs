@@ -27,12 +27,12 @@ use crate::domain::agent::Agent;
 use crate::domain::amount::Amount;
 use crate::domain::asset::Asset;
 use crate::domain::audit::detail::{self, Asked, AssetAsked};
-use crate::domain::audit::{Actor, Detail};
+use crate::domain::audit::{Actor, Detail, OwedEntry};
 use crate::domain::chain::ChainInfo;
 use crate::domain::recipient::Recipient;
 use crate::domain::transaction::{Body, StoredTx, TokenRef};
 use crate::signer::Keys;
-use crate::store::{Approval, AuditEvent, Clearance, Store, StoreError, TransferRequest};
+use crate::store::{Approval, AuditEvent, Clearance, OutflowEntry, Store, StoreError, TransferRequest};
 use crate::vault::Vault;
 
 mod approvals;
@@ -214,15 +214,20 @@ impl Transfers {
     /// Sends the native coin or a token. Refusals create no transaction.
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn send(&self, order: TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
-        let outcome = self.try_send(&order).await;
-        let asked = Asked::Asset(AssetAsked {
+        let asked = AssetAsked {
             chain: order.chain.name.into(),
             asset: symbol(&order).into(),
             to: order.to.to_checksum(None),
             amount: Some(order.amount.text().to_owned()),
             delegation_id: order.delegation,
-        });
-        self.record_outcome(order.by.agent.id, order.by.actor, asked, outcome.as_ref())
+        };
+        let owed = OwedEntry {
+            actor: order.by.actor,
+            asked: asked.clone(),
+        };
+        let outcome = self.try_send(&order, owed).await;
+        let (agent_id, actor) = (order.by.agent.id, order.by.actor);
+        self.record_owed(agent_id, actor, Asked::Asset(asked), outcome.as_ref(), true)
             .await;
         outcome
     }
@@ -249,6 +254,19 @@ impl Transfers {
         asked: Asked,
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
+        self.record_owed(agent_id, actor, asked, outcome, false).await;
+    }
+
+    /// `record_outcome` of an outflow that was reserved with its entry kept (`owed`, `OwedEntry`) when it was sent:
+    /// the entry written here takes the kept one's place, or is left out if that one was written already.
+    async fn record_owed(
+        &self,
+        agent_id: Uuid,
+        actor: Actor,
+        asked: Asked,
+        outcome: Result<&TransferOutcome, &TransferError>,
+        owed: bool,
+    ) {
         let detail = match (asked, outcome) {
             (Asked::TypedData(asked), Ok(TransferOutcome::Sent { tx, .. }))
                 if matches!(tx.body, Body::Signature(_)) =>
@@ -263,7 +281,7 @@ impl Transfers {
                 Err(refused) => Detail::TransferRefused(detail::TransferRefused { asked, refused }),
             },
         };
-        self.record_audited(agent_id, actor, detail, outcome).await;
+        self.record_audited(agent_id, actor, detail, outcome, owed).await;
     }
 
     /// `record_outcome` for a sweep (§20): `funds_swept` or `sweep_refused`.
@@ -278,37 +296,38 @@ impl Transfers {
             Ok(accepted) => Detail::FundsSwept(detail::FundsSwept { asked, accepted }),
             Err(refused) => Detail::SweepRefused(detail::SweepRefused { asked, refused }),
         };
-        self.record_audited(agent_id, actor, detail, outcome).await;
+        self.record_audited(agent_id, actor, detail, outcome, false).await;
     }
 
     /// Writes an outflow's audit entry. One the node accepted is marked `pending` in the entry's transaction (the
-    /// send path leaves it `signed` until then).
+    /// send path leaves it `signed` until then); one stored with its entry kept (`owed`) takes that one's place.
     async fn record_audited(
         &self,
         agent_id: Uuid,
         actor: Actor,
         detail: Detail,
         outcome: Result<&TransferOutcome, &TransferError>,
+        owed: bool,
     ) {
-        let accepted = match outcome {
-            Ok(TransferOutcome::Sent {
-                tx,
-                status: BroadcastStatus::Pending,
-                ..
-            }) => Some(tx.id),
+        let sent = match outcome {
+            Ok(TransferOutcome::Sent { tx, status, .. }) => Some((tx.id, *status)),
             _ => None,
         };
         let (done, written) = tokio::sync::oneshot::channel();
+        let owes = sent.map(|(id, _)| id).filter(|_| owed);
         self.rounds.push(rounds::Item::Record(Box::new(rounds::Record {
-            accepted,
-            event: AuditEvent::new(agent_id, actor, detail),
+            entry: OutflowEntry {
+                accepted: sent.and_then(|(id, status)| (status == BroadcastStatus::Pending).then_some(id)),
+                owes,
+                event: AuditEvent::new(agent_id, actor, detail),
+            },
             done,
         })));
         // Answered once written (or its failure logged): what the caller answers next is in the audit.
         let _ = written.await;
     }
 
-    async fn try_send(&self, order: &TransferOrder<'_>) -> Result<TransferOutcome, TransferError> {
+    async fn try_send(&self, order: &TransferOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {
         let to = recipient(order.by.agent, order.chain, order.to)?;
         let kind = match (&order.token, order.delegation) {
             (_, Some(id)) => {
@@ -339,6 +358,7 @@ impl Transfers {
             kind,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
+            owed: Some(owed),
         })
         .await
     }

@@ -185,6 +185,40 @@ impl serde::Serialize for Actor {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Actor {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        [Actor::Agent, Actor::Owner, Actor::Admin, Actor::Mcp, Actor::System]
+            .into_iter()
+            .find(|a| a.as_str() == text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown actor {text:?}")))
+    }
+}
+
+/// The `transfer_accepted` entry of an on-chain transfer, kept with its reservation in the same transaction
+/// (`TransferRequest::owed`): the send's own entry, written after the node answered, takes its place; a process that
+/// died before writing it leaves it for `AuditStore::write_owed`, which writes it with the transfer's id and hash
+/// as stored, `pending`. Every transfer the service stored for the chain has its entry, crash or not.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OwedEntry {
+    pub actor: Actor,
+    pub asked: detail::AssetAsked,
+}
+
+impl OwedEntry {
+    /// The entry as written for stored transfer `transfer_id` with hash `tx_hash`.
+    pub fn detail(&self, transfer_id: Uuid, tx_hash: Option<String>) -> Detail {
+        Detail::TransferAccepted(detail::TransferAccepted {
+            asked: detail::Asked::Asset(self.asked.clone()),
+            accepted: detail::Accepted {
+                transfer_id,
+                status: "pending".into(),
+                tx_hash: Some(tx_hash),
+            },
+        })
+    }
+}
+
 impl Actor {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -86,6 +86,9 @@ pub struct TransferRequest {
     /// at the latest block; the reservation holds the amount against it less this service's redemptions of the
     /// delegation the block has not included.
     pub delegated: Option<Delegated>,
+    /// Its `transfer_accepted` entry, stored with its reservation until the entry written after the node answered
+    /// takes its place (`OwedEntry`); none for an outflow whose entry is written with its reservation or after.
+    pub owed: Option<crate::domain::audit::OwedEntry>,
 }
 
 /// What a redemption's reservation reads of its delegation (§21).

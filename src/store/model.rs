@@ -118,6 +118,17 @@ impl AuditEvent {
     }
 }
 
+/// An outflow's audit entry as a round writes it (`AuditStore::record_outflows`).
+#[derive(Debug)]
+pub struct OutflowEntry {
+    /// The transfer the node accepted: moved `signed` -> `pending` with the entry.
+    pub accepted: Option<Uuid>,
+    /// The transfer stored with its entry kept (`TransferRequest::owed`): this entry takes the kept one's place, and
+    /// is left out when `AuditStore::write_owed` wrote the kept one already.
+    pub owes: Option<Uuid>,
+    pub event: AuditEvent,
+}
+
 /// A conversation summary (read straight from its row).
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Conversation {

@@ -136,6 +136,7 @@ impl Transfers {
                     kind,
                     clearance: Clearance::Approval { by },
                     mandate: Mandate::NONE,
+                    owed: None,
                 },
                 held,
             )

@@ -75,6 +75,7 @@ impl CallOrder<'_> {
             })),
             clearance: Clearance::Policy,
             mandate: self.by.mandate.clone(),
+            owed: None,
         }
     }
 }

@@ -422,6 +422,7 @@ impl Transfers {
                 kind: Kind::Payment(Box::new(draft)),
                 clearance: ticket.clearance,
                 mandate: ticket.mandate.clone(),
+                owed: None,
             })
             .await?;
         Ok(match outcome {

@@ -31,7 +31,7 @@ use super::send::{Applied, SIGNING_ROUNDS, SignNow, apply};
 use super::{TransferError, sign_transfer, signer_error, store_error};
 use crate::domain::chain::ChainInfo;
 use crate::signer::WalletSigner;
-use crate::store::{AuditEvent, Presigned, Reservation, Store, StoreError, TransferRequest};
+use crate::store::{OutflowEntry, Presigned, Reservation, Store, StoreError, TransferRequest};
 
 /// The most items one round takes.
 const MOST: usize = 64;
@@ -361,7 +361,8 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Sending>, records: Vec<
                 tracing::error!(error = %e, "a reservation round's commit failed; its sends answer the failure");
                 drop(guards);
                 for record in records {
-                    tracing::error!(agent_id = %record.event.agent_id, action = %record.event.action(), "audit entry may not be recorded");
+                    let event = &record.entry.event;
+                    tracing::error!(agent_id = %event.agent_id, action = %event.action(), "audit entry may not be recorded");
                     let _ = record.done.send(());
                 }
                 for send in sends {
@@ -462,16 +463,15 @@ async fn pass(store: &dyn Store, sends: &[Sending], records: &[Record]) -> Resul
     Ok(Passed::Committed(answers))
 }
 
-/// An outflow's audit entry waiting for a round; `accepted`: the transfer the node took, marked `pending` with it.
+/// An outflow's audit entry waiting for a round.
 pub(super) struct Record {
-    pub accepted: Option<Uuid>,
-    pub event: AuditEvent,
+    pub entry: OutflowEntry,
     pub done: oneshot::Sender<()>,
 }
 
 /// What `record_outflows` writes of `records`.
-fn entries(records: &[Record]) -> Vec<(Option<Uuid>, &AuditEvent)> {
-    records.iter().map(|r| (r.accepted, &r.event)).collect()
+fn entries(records: &[Record]) -> Vec<&OutflowEntry> {
+    records.iter().map(|r| &r.entry).collect()
 }
 
 /// Writes a round's entries in one transaction; if that fails, each alone, so one bad entry costs only itself.
@@ -481,8 +481,9 @@ async fn record_round(store: &dyn Store, records: Vec<Record>) {
         tracing::warn!(error = %e, "a round of audit entries failed; writing them one by one");
         for one in &all {
             if let Err(e) = store.record_outflows(std::slice::from_ref(one)).await {
-                // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction).
-                tracing::error!(agent_id = %one.1.agent_id, action = %one.1.action(), error = %e, "audit entry not recorded");
+                // The transfer stands: one still `signed` is broadcast again by the watcher (the same transaction),
+                // and a transfer's entry kept with its reservation is written by the watcher (`write_owed`).
+                tracing::error!(agent_id = %one.event.agent_id, action = %one.event.action(), error = %e, "audit entry not recorded");
             }
         }
     }

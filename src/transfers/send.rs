@@ -21,6 +21,7 @@ use super::{
 };
 use crate::chain::{ChainError, Node, RefusalKind};
 use crate::domain::asset::Asset;
+use crate::domain::audit::OwedEntry;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::{Cost, Decision, Gate, Refusal};
 use crate::domain::outflow::CallCount;
@@ -53,6 +54,8 @@ pub(super) struct Outflow<'a> {
     pub clearance: Clearance,
     /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
     pub mandate: Mandate,
+    /// Its `transfer_accepted` entry, kept with its reservation (`TransferRequest::owed`): a transfer's.
+    pub owed: Option<OwedEntry>,
 }
 
 /// What is moved, and so what is quoted and signed.
@@ -263,6 +266,7 @@ impl Outflow<'_> {
             },
             mandate: self.mandate.clone(),
             delegated: self.kind.redeem().map(|r| r.delegated()),
+            owed: self.owed.clone(),
         }
     }
 }

@@ -67,6 +67,7 @@ pub(super) fn nonce_filler(
         call_check: None,
         mandate: Mandate::NONE,
         delegated: None,
+        owed: None,
     }
 }
 

@@ -79,6 +79,7 @@ impl Transfers {
             },
             // Owner authority carries no agent token and no idempotency claim.
             mandate: Mandate::NONE,
+            owed: None,
         })
         .await
     }

@@ -77,6 +77,7 @@ impl Transfers {
             })),
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
+            owed: None,
         })
         .await
     }

@@ -11,8 +11,9 @@ use agentd::domain::audit::{Detail, detail};
 use agentd::domain::decision::Refusal;
 use agentd::domain::transaction::{Body, OnChain, TxState};
 use agentd::store::{
-    AgentUpdate, AuditEvent, Challenge, Clearance, Conversation, Message, NewAgent, NonceFill, OwnerChallenge,
-    Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError, TransferRequest,
+    AgentUpdate, AuditEvent, Challenge, Clearance, Conversation, Message, NewAgent, NonceFill, OutflowEntry,
+    OwnerChallenge, Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError,
+    TransferRequest,
 };
 use agentd::transfers::reserve_once;
 use agentd::vault::EncryptedKey;
@@ -103,6 +104,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         call_check: None,
         mandate: agentd::store::Mandate::NONE,
         delegated: None,
+        owed: None,
     }
 }
 
@@ -924,6 +926,86 @@ async fn an_audit_event_is_stored() {
     );
 }
 
+/// A transfer's entry kept with its reservation (`owed`) is written once, whoever comes first: the round's own
+/// entry (the kept one dropped, `write_owed` then finds nothing), or `write_owed` after a crash (the round's own
+/// entry, late, is then left out); a refusal's entry is written whatever was kept.
+#[tokio::test]
+async fn a_kept_audit_entry_is_written_once_by_whoever_comes_first() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let owed = agentd::domain::audit::OwedEntry {
+        actor: agentd::domain::audit::Actor::Agent,
+        asked: detail::AssetAsked {
+            chain: CHAIN.into(),
+            asset: "ETH".into(),
+            to: "0x0000000000000000000000000000000000000001".into(),
+            amount: Some("0.001".into()),
+            delegation_id: None,
+        },
+    };
+    let kept = |value| TransferRequest {
+        owed: Some(owed.clone()),
+        ..transfer(&agent, value, None)
+    };
+    let (first, second) = (kept(1_000), kept(2_000));
+    reserve(store.as_ref(), &first).await;
+    reserve(store.as_ref(), &second).await;
+    let own = |id| OutflowEntry {
+        accepted: Some(id),
+        owes: Some(id),
+        event: noted(agent.id, accepted(id)),
+    };
+    let accepted_ids = |entries: Vec<agentd::domain::audit::AuditEntry>| -> Vec<(String, String)> {
+        entries
+            .into_iter()
+            .filter(|e| e.action == "transfer_accepted")
+            .map(|e| {
+                let detail: serde_json::Value = serde_json::from_str(&e.detail).unwrap();
+                (detail["transfer_id"].as_str().unwrap().to_string(), e.actor)
+            })
+            .collect()
+    };
+
+    // The first's own entry comes in time: nothing is kept for the watcher.
+    store.record_outflows(&[&own(first.id)]).await.unwrap();
+    let later = chrono::Utc::now() + chrono::Duration::seconds(60);
+    // The second's never came (a crash): the watcher writes the kept one, as the agent's, once.
+    assert_eq!(store.write_owed(CHAIN, later).await.unwrap(), 1);
+    assert_eq!(store.write_owed(CHAIN, later).await.unwrap(), 0, "written once");
+    // Its own entry, late, is left out; a refusal's is written.
+    let refusal = OutflowEntry {
+        accepted: None,
+        owes: None,
+        event: noted(agent.id, reissued()),
+    };
+    store.record_outflows(&[&own(second.id), &refusal]).await.unwrap();
+
+    let entries = store.list_audit(agent.id, None, 50).await.unwrap();
+    assert_eq!(entries[0].action, "token_reissued", "the refusal's stand-in is written");
+    let mut ids = accepted_ids(entries);
+    ids.reverse();
+    assert_eq!(
+        ids,
+        vec![
+            (first.id.to_string(), "admin".to_string()),
+            (second.id.to_string(), "agent".to_string())
+        ],
+        "one entry each: the first's own, the second's kept"
+    );
+    let stored = store
+        .get_transaction(agent.id, second.id)
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(stored.status.as_str(), "pending", "the late entry's mark still applies");
+    let kept = store.list_audit(agent.id, None, 50).await.unwrap();
+    let kept = kept.iter().find(|e| e.actor == "agent").expect("the kept entry");
+    let detail: serde_json::Value = serde_json::from_str(&kept.detail).unwrap();
+    assert_eq!(detail["tx_hash"].as_str(), stored.tx_hash(), "with the hash as stored");
+    assert_eq!(detail["status"], "pending");
+    assert_eq!(detail["amount"], "0.001");
+}
+
 /// A round's records are written together (a few statements whatever their number): every entry is chained after
 /// the one before it under the audit key, the head names the last, the next append goes on from it, and each
 /// accepted transfer is `pending`.
@@ -941,11 +1023,24 @@ async fn a_rounds_entries_written_together_chain_one_after_the_other() {
         .await
         .unwrap()
         .expect("the chain holds before");
-    let events: Vec<AuditEvent> = requests.iter().map(|r| noted(agent.id, accepted(r.id))).collect();
-    let mut records: Vec<(Option<Uuid>, &AuditEvent)> = requests.iter().map(|r| Some(r.id)).zip(&events).collect();
-    let refused = noted(agent.id, reissued());
-    records.insert(1, (None, &refused));
-    store.record_outflows(&records).await.expect("the records are written");
+    let mut records: Vec<OutflowEntry> = requests
+        .iter()
+        .map(|r| OutflowEntry {
+            accepted: Some(r.id),
+            owes: None,
+            event: noted(agent.id, accepted(r.id)),
+        })
+        .collect();
+    let refused = OutflowEntry {
+        accepted: None,
+        owes: None,
+        event: noted(agent.id, reissued()),
+    };
+    records.insert(1, refused);
+    store
+        .record_outflows(&records.iter().collect::<Vec<_>>())
+        .await
+        .expect("the records are written");
     store
         .insert_audit(&noted(agent.id, reissued()))
         .await
@@ -1102,8 +1197,12 @@ async fn a_settlement_and_an_audited_broadcast_mark_of_one_transfer_never_deadlo
         .unwrap();
     let marking = tokio::spawn({
         let store = store.clone();
-        let event = noted(agent.id, accepted(request.id));
-        async move { store.record_outflows(&[(Some(request.id), &event)]).await }
+        let entry = OutflowEntry {
+            accepted: Some(request.id),
+            owes: None,
+            event: noted(agent.id, accepted(request.id)),
+        };
+        async move { store.record_outflows(&[&entry]).await }
     });
     // The mark holds the transfer's row and waits for the audit head.
     until_waiting(&pool, 1).await;

@@ -46,6 +46,24 @@ fn start(env: &[(String, String)], dir: &Path) -> ServerProcess {
     ServerProcess::start(&as_refs(env), dir)
 }
 
+/// The agent's audit entries, newest first, through a process.
+async fn audit(client: &reqwest::Client, base: &str, agent_id: &str, token: &str) -> Vec<Value> {
+    let response = client
+        .get(format!("{base}/api/agents/{agent_id}/audit"))
+        .header(TOKEN_HEADER, token)
+        .send()
+        .await
+        .expect("the audit request reaches the process");
+    assert_eq!(response.status(), StatusCode::OK);
+    response
+        .json::<Value>()
+        .await
+        .expect("JSON")
+        .as_array()
+        .expect("an array")
+        .clone()
+}
+
 /// The agent's stored transfers, through a process.
 async fn transactions(client: &reqwest::Client, base: &str, agent_id: &str, token: &str) -> Vec<Value> {
     let response = client
@@ -169,6 +187,16 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
     let (cost, success) = node_cost(&anvil, hash).await;
     assert!(success);
     assert_eq!(anvil.balance(from).await, wei(ONE_ETH) - cost);
+    // The audit log records the transfer the chain shows, though the process died before its entry's round.
+    let accepted: Vec<Value> = audit(&client, &base, &agent_id, &token)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "transfer_accepted")
+        .collect();
+    assert_eq!(accepted.len(), 1, "one transfer_accepted entry: {accepted:#?}");
+    assert_eq!(accepted[0]["detail"]["transfer_id"], txs[0]["id"], "{accepted:#?}");
+    assert_eq!(accepted[0]["detail"]["tx_hash"], txs[0]["tx_hash"], "{accepted:#?}");
+    assert_eq!(accepted[0]["actor"], "agent", "{accepted:#?}");
     let logs = server.logs();
     assert_eq!(
         logs.matches(LOG_REBROADCAST).count(),
@@ -190,6 +218,12 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(anvil.balance(to).await, wei(CENT_ETH));
+    let entries = audit(&client, &base, &agent_id, &token).await;
+    assert_eq!(
+        entries.iter().filter(|e| e["action"] == "transfer_accepted").count(),
+        1,
+        "the entry is not written again on a later start: {entries:#?}"
+    );
     let stopped = server.terminate(Duration::from_secs(15));
     assert!(
         !stopped.logs.contains(LOG_REBROADCAST),

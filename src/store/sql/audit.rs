@@ -12,7 +12,7 @@ use crate::domain::audit::{self, AuditEntry, AuditKey};
 use crate::domain::webhook;
 use crate::store::audit::{AUDIT_COLUMNS, AuditRow};
 use crate::store::shared;
-use crate::store::{AuditEvent, AuditStore, StoreError, StoreResult};
+use crate::store::{AuditEvent, AuditStore, OutflowEntry, StoreError, StoreResult};
 
 #[async_trait]
 impl<B> AuditStore for SqlStore<B>
@@ -43,11 +43,65 @@ where
         Ok(())
     }
 
-    async fn record_outflows(&self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()> {
+    async fn record_outflows(&self, records: &[&OutflowEntry]) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
         self.record_outflows_in(&mut tx, records).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn write_owed(&self, chain: &str, cutoff: DateTime<Utc>) -> StoreResult<usize> {
+        // Read first, outside any write transaction: nearly always there is nothing, and SQLite's one writer is
+        // not taken for it.
+        let any: Option<(Uuid,)> = sqlx::query_as(
+            "SELECT id FROM transactions WHERE audit_owed IS NOT NULL AND created_at < $1 AND chain = $2 LIMIT 1",
+        )
+        .bind(cutoff)
+        .bind(chain)
+        .fetch_optional(&self.pool)
+        .await?;
+        if any.is_none() {
+            return Ok(0);
+        }
+        let mut tx = B::begin_write(self).await?;
+        // Read locked (PostgreSQL) and dropped in this transaction: a round writing a transfer's own entry at the same
+        // time either finds it gone and leaves its entry out (`record_outflows_in`), or took it first, and then it
+        // is not read here: the transfer has one entry.
+        let sql = format!(
+            "SELECT id, agent_id, tx_hash, audit_owed FROM transactions WHERE audit_owed IS NOT NULL AND created_at < $1 \
+             AND chain = $2 ORDER BY id{}",
+            B::ROW_LOCK
+        );
+        let taken: Vec<(Uuid, Uuid, Option<String>, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(cutoff)
+            .bind(chain)
+            .fetch_all(&mut *tx)
+            .await?;
+        for chunk in taken.chunks(shared::ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE transactions SET audit_owed = NULL WHERE id IN ({})",
+                shared::placeholders(1, chunk.len())
+            );
+            let mut update = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (id, ..) in chunk {
+                update = update.bind(*id);
+            }
+            update.execute(&mut *tx).await?;
+        }
+        let events = taken
+            .into_iter()
+            .map(|(id, agent_id, tx_hash, owed)| {
+                let owed: audit::OwedEntry =
+                    serde_json::from_str(&owed).map_err(|e| StoreError::Corrupt(format!("a kept audit entry: {e}")))?;
+                Ok(AuditEvent::new(agent_id, owed.actor, owed.detail(id, tx_hash)))
+            })
+            .collect::<StoreResult<Vec<AuditEvent>>>()?;
+        self.append_audits(&mut tx, &events.iter().collect::<Vec<_>>()).await?;
+        tx.commit().await?;
+        for event in &events {
+            tracing::warn!(agent_id = %event.agent_id, "wrote the audit entry of a transfer whose own entry never came");
+        }
+        Ok(events.len())
     }
 
     async fn list_audit(&self, agent_id: Uuid, before: Option<i64>, limit: i64) -> StoreResult<Vec<AuditEntry>> {

@@ -16,7 +16,7 @@ use crate::domain::outflow::CallCount;
 use crate::domain::policy::{ApprovalStatus, Holds, Policy};
 use crate::domain::transaction::{StoredTx, X402Record};
 use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
-use crate::store::{Approval, AuditEvent, Clearance, Mandate, idempotency};
+use crate::store::{Approval, AuditEvent, Clearance, Mandate, OutflowEntry, idempotency};
 use crate::store::{
     Closing, EventRecord, Gathered, Message, NonceFill, Presigned, Reserve, Reserving, SendGuard, Settlement, SignedTx,
     StoreError, StoreResult, TransferRequest, TransferStore,
@@ -197,7 +197,7 @@ where
         // refused transfer held (the same fee cap, 21,000 gas), so it needs no cap check.
         let nonce = shared::u64_from(nonce, "nonce")?;
         let record = shared::new_transfer(fill, nonce, presigned_at(signed, nonce)?, self.now());
-        Self::insert_transfer(&mut tx, &record, None).await?;
+        Self::insert_transfer(&mut tx, &record, None, None).await?;
         Self::adjust_spent(&mut tx, fill.agent_id, &fill.chain, fill.reserved_wei, U256::ZERO).await?;
         tx.commit().await?;
         Ok(Some(record))
@@ -239,7 +239,7 @@ where
         };
         let nonce = shared::u64_from(nonce, "nonce")?;
         let record = shared::new_transfer(r, nonce, presigned_at(signed, nonce)?, self.now());
-        Self::insert_transfer(&mut tx, &record, Some(gap)).await?;
+        Self::insert_transfer(&mut tx, &record, Some(gap), None).await?;
         sqlx::query("UPDATE transactions SET reserved_wei = $1 WHERE id = $2")
             .bind(cost.left.to_string())
             .bind(gap)
@@ -537,7 +537,13 @@ where
         };
         // An x402 authorization or a typed-data signature uses no nonce of the agent's.
         let record = shared::new_transfer(r, reserve.nonce.unwrap_or(0), signed, self.store.now());
-        SqlStore::<B>::insert_transfer(tx, &record, None).await?;
+        let owed = match &r.owed {
+            Some(owed) => {
+                Some(serde_json::to_string(owed).map_err(|e| StoreError::Corrupt(format!("owed entry: {e}")))?)
+            }
+            None => None,
+        };
+        SqlStore::<B>::insert_transfer(tx, &record, None, owed).await?;
         self.store.mark_acted_in(tx, r.agent_id, &r.mandate).await?;
         if approved.is_some() {
             // What it counted while it waited gives way to what it counts as signed.
@@ -566,7 +572,7 @@ where
         Ok(record)
     }
 
-    async fn record_outflows(&mut self, records: &[(Option<Uuid>, &AuditEvent)]) -> StoreResult<()> {
+    async fn record_outflows(&mut self, records: &[&OutflowEntry]) -> StoreResult<()> {
         self.store.record_outflows_in(&mut self.tx, records).await
     }
 
@@ -597,8 +603,14 @@ where
     for<'r> Option<i64>: Encode<'r, B>,
     for<'r> Option<&'r str>: Encode<'r, B>,
 {
-    /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`).
-    async fn insert_transfer(conn: &mut B::Connection, record: &StoredTx, fills: Option<Uuid>) -> StoreResult<()> {
+    /// Inserts a signed transfer; `fills` names the transfer whose nonce it fills (see `fill_nonce`), `owed` is its
+    /// kept entry (`TransferRequest::owed`, as JSON).
+    async fn insert_transfer(
+        conn: &mut B::Connection,
+        record: &StoredTx,
+        fills: Option<Uuid>,
+        owed: Option<String>,
+    ) -> StoreResult<()> {
         let (token_address, asset_decimals) = shared::token_columns(record.token);
         let body = shared::BodyColumns::of(&record.body);
         // An authorization or a signature has no nonce and no transaction hash of the agent's (NULL).
@@ -607,9 +619,9 @@ where
             Some(t) => (Some(t.at.nonce as i64), Some(t.at.tx_hash.as_str())),
         };
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO transactions ({TX_COLUMNS}, fills) VALUES \
+            "INSERT INTO transactions ({TX_COLUMNS}, fills, audit_owed) VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-              $23, $24, $25, $26, $27, $28)"
+              $23, $24, $25, $26, $27, $28, $29)"
         )))
         .bind(record.id)
         .bind(record.agent_id)
@@ -639,6 +651,7 @@ where
         .bind(body.delegation)
         .bind(record.body.via().map(|v| v.delegation_id))
         .bind(fills)
+        .bind(owed)
         .execute(&mut *conn)
         .await?;
         Ok(())

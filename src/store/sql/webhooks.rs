@@ -17,7 +17,7 @@ use crate::store::shared::{self, TX_COLUMNS, TxRow};
 use crate::store::webhooks::{
     AttemptOutcome, Delivery, DueDelivery, OutboxWake, Webhook, WebhookAudit, WebhookChange, WebhookStore,
 };
-use crate::store::{AuditEvent, StoreError, StoreResult, StoredTx};
+use crate::store::{AuditEvent, OutflowEntry, StoreError, StoreResult, StoredTx};
 use crate::vault::SealedSecret;
 
 const WEBHOOK_COLUMNS: &str = "id, agent_id, url, events, description, enabled, created_at, updated_at";
@@ -704,18 +704,44 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// `AuditStore::record_outflows` in `conn`'s transaction (also a reservation round's, `Reserving`): the
-    /// accepted transfers marked `pending` (`mark_pending_in`), then the entries appended (`append_audits`), each
-    /// part in a few statements whatever the number of records.
+    /// `AuditStore::record_outflows` in `conn`'s transaction (also a reservation round's, `Reserving`): the kept
+    /// entries they take the place of dropped (`take_owed_in`), the accepted transfers marked `pending`
+    /// (`mark_pending_in`), then the entries appended (`append_audits`) but those whose kept one was written
+    /// already, each part in a few statements whatever the number of records.
     pub(super) async fn record_outflows_in(
         &self,
         conn: &mut B::Connection,
-        records: &[(Option<Uuid>, &AuditEvent)],
+        records: &[&OutflowEntry],
     ) -> StoreResult<()> {
-        let accepted: Vec<Uuid> = records.iter().filter_map(|(accepted, _)| *accepted).collect();
+        let owes: Vec<Uuid> = records.iter().filter_map(|r| r.owes).collect();
+        let taken = self.take_owed_in(conn, &owes).await?;
+        let accepted: Vec<Uuid> = records.iter().filter_map(|r| r.accepted).collect();
         self.mark_pending_in(conn, &accepted).await?;
-        let entries: Vec<&AuditEvent> = records.iter().map(|(_, event)| *event).collect();
+        let entries: Vec<&AuditEvent> = records
+            .iter()
+            .filter(|r| r.owes.is_none_or(|id| taken.contains(&id)))
+            .map(|r| &r.event)
+            .collect();
         self.append_audits(conn, &entries).await
+    }
+
+    /// Drops the kept entries of transfers `ids`; the ids whose entry was still kept (the others' were written by
+    /// `write_owed`, or their rows are gone).
+    async fn take_owed_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+        let mut taken = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(shared::ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE transactions SET audit_owed = NULL WHERE audit_owed IS NOT NULL AND id IN ({}) RETURNING id",
+                shared::placeholders(1, chunk.len())
+            );
+            let mut update = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+            for id in chunk {
+                update = update.bind(*id);
+            }
+            let rows: Vec<(Uuid,)> = update.fetch_all(&mut *conn).await?;
+            taken.extend(rows.into_iter().map(|(id,)| id));
+        }
+        Ok(taken)
     }
 
     /// Transfers `ids` `signed` -> `pending` (the node accepted them, or their x402 authorizations were sent), with
