@@ -86,8 +86,14 @@ impl App {
             shutdown.await;
             let _ = stop.send(true);
         };
+        let transfers = self.state.transfers.clone();
         let router = crate::http::router(self.state);
-        let server = serve(self.listener, router, shutdown);
+        // The entries of the sends answered before the stop are written before the process ends (else the watcher
+        // of the next start writes them from what their reservations kept).
+        let server = async move {
+            serve(self.listener, router, shutdown).await;
+            transfers.entries_written().await;
+        };
         // In-flight requests get a grace period; a chat turn waiting on a slow model must not hold the exit.
         let deadline = async move {
             let _ = stopping.wait_for(|stopped| *stopped).await;

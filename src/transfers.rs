@@ -321,10 +321,21 @@ impl Transfers {
                 owes,
                 event: AuditEvent::new(agent_id, actor, detail),
             },
+            lazy: owes.is_some(),
             done,
         })));
-        // Answered once written (or its failure logged): what the caller answers next is in the audit.
-        let _ = written.await;
+        // A transfer stored with its entry kept is answered at once: the entry is in the database already, and is
+        // in the log before a read of it here (`entries_written`), or, after a crash, once the watcher writes the
+        // kept one. Anything else is answered once its entry is written (or its failure logged).
+        if owes.is_none() {
+            let _ = written.await;
+        }
+    }
+
+    /// Waits until the audit entries of the outflows answered so far are in the log (at most a few seconds): a
+    /// read of the log after an answer shows its entry.
+    pub async fn entries_written(&self) {
+        self.rounds.entries_written(std::time::Duration::from_secs(5)).await;
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {

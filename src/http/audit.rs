@@ -60,6 +60,8 @@ async fn list_audit(
     if params.before.is_some_and(|b| b < 1) {
         return Err(AppError::field("before", "must be an entry id"));
     }
+    // A send is answered before its entry's round commits: the entries of what was answered come first.
+    state.transfers.entries_written().await;
     let entries = state.store.list_audit(caller.agent.id, params.before, limit).await?;
     Ok(Json(entries.iter().map(AuditEntryView::from).collect()))
 }
@@ -74,6 +76,7 @@ async fn list_audit(
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 async fn audit_head(State(state): State<AppState>, _admin: AdminGuard) -> Result<Json<AuditHeadView>> {
+    state.transfers.entries_written().await;
     let (id, hash, at) = state.store.audit_head_entry().await?.ok_or(AppError::NotFound)?;
     Ok(Json(AuditHeadView { id, hash, at }))
 }

@@ -16,6 +16,10 @@
 //!   `transfer_accepted`) wait for the next round of the first shard and are written in its committing transaction,
 //!   after its sends; with no send waiting, alone (`record_round`): one writer's commit carries both kinds, and only
 //!   one round at a time holds the audit chain's head (`Rounds::push`).
+//! - A transfer's entry is kept with its reservation (`OwedEntry`), so its send is answered without waiting for the
+//!   entry's round: the entry is lazy (`Group::push_lazily`), riding in the first shard's next round of sends, or
+//!   in one of its own after `LAZY`. A read of the log waits for what was answered before it
+//!   (`Rounds::entries_written`); a process that dies first leaves the kept entry for the watcher.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -35,6 +39,9 @@ use crate::store::{OutflowEntry, Presigned, Reservation, Store, StoreError, Tran
 
 /// The most items one round takes.
 const MOST: usize = 64;
+
+/// How long an entry nobody waits for may wait for a round that runs anyway before it takes one of its own.
+const LAZY: std::time::Duration = std::time::Duration::from_millis(20);
 
 type Round<I> = Box<dyn Fn(Vec<I>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
@@ -61,8 +68,15 @@ struct Shared<I> {
 }
 
 struct Queue<I> {
-    waiting: VecDeque<I>,
+    /// Each item with whether it starts a round (`push`) or waits for one (`push_lazily`).
+    waiting: VecDeque<(I, bool)>,
+    /// Items waiting that start a round.
+    eager: usize,
     running: usize,
+    /// A round is to be started for the lazy items waiting (`flush`, or their wait is over).
+    forced: bool,
+    /// A task will force one once the lazy items' wait is over.
+    kick_pending: bool,
 }
 
 impl<I: Send + 'static> Group<I> {
@@ -72,7 +86,10 @@ impl<I: Send + 'static> Group<I> {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue {
                     waiting: VecDeque::new(),
+                    eager: 0,
                     running: 0,
+                    forced: false,
+                    kick_pending: false,
                 }),
                 leaders: leaders.max(1),
                 round,
@@ -80,43 +97,97 @@ impl<I: Send + 'static> Group<I> {
         }
     }
 
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue<I>> {
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Queues `item` for the next round, starting one when fewer than `leaders` run.
     pub(super) fn push(&self, item: I) {
         let start = {
-            let mut queue = self
-                .shared
-                .queue
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            queue.waiting.push_back(item);
-            let start = queue.running < self.shared.leaders;
-            if start {
-                queue.running += 1;
-            }
-            start
+            let mut queue = self.queue();
+            queue.waiting.push_back((item, true));
+            queue.eager += 1;
+            take_a_lead(&mut queue, self.shared.leaders)
         };
         if start {
-            let lead = lead(self.shared.clone());
-            match &self.runs_on {
-                Some(runtime) => drop(runtime.spawn(lead)),
-                None => drop(tokio::spawn(lead)),
+            self.spawn(lead(self.shared.clone()));
+        }
+    }
+
+    /// Queues `item` for the next round started by an item pushed (`push`), or by `flush`, or else after `wait`:
+    /// it rides in a round that runs anyway instead of taking one of its own.
+    pub(super) fn push_lazily(&self, item: I, wait: std::time::Duration) {
+        let kick = {
+            let mut queue = self.queue();
+            queue.waiting.push_back((item, false));
+            !std::mem::replace(&mut queue.kick_pending, true)
+        };
+        if kick {
+            let (group, shared) = (self.clone(), self.shared.clone());
+            self.spawn(async move {
+                tokio::time::sleep(wait).await;
+                shared
+                    .queue
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .kick_pending = false;
+                group.flush();
+            });
+        }
+    }
+
+    /// Starts a round now for whatever waits, lazy items too (after the running one, if any).
+    pub(super) fn flush(&self) {
+        let start = {
+            let mut queue = self.queue();
+            if queue.waiting.is_empty() {
+                return;
             }
+            queue.forced = true;
+            take_a_lead(&mut queue, self.shared.leaders)
+        };
+        if start {
+            self.spawn(lead(self.shared.clone()));
+        }
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        match &self.runs_on {
+            Some(runtime) => drop(runtime.spawn(task)),
+            None => drop(tokio::spawn(task)),
         }
     }
 }
 
-/// Runs rounds while items wait. A round runs in a task of its own: one that panics drops its items' answers (their
-/// callers see the round end without one) and the next round goes on.
+/// Whether a new leader is to start: fewer than `leaders` run and something waits that starts a round.
+fn take_a_lead<I>(queue: &mut Queue<I>, leaders: usize) -> bool {
+    let start = queue.running < leaders && (queue.eager > 0 || queue.forced);
+    if start {
+        queue.running += 1;
+    }
+    start
+}
+
+/// Runs rounds while items that start one wait (or a round was forced). A round runs in a task of its own: one
+/// that panics drops its items' answers (their callers see the round end without one) and the next round goes on.
+/// A leader that leaves lazy items behind leaves them for the next round, or their kick.
 async fn lead<I: Send + 'static>(shared: Arc<Shared<I>>) {
     loop {
         let items: Vec<I> = {
             let mut queue = shared.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if queue.waiting.is_empty() {
+            if (queue.eager == 0 && !queue.forced) || queue.waiting.is_empty() {
                 queue.running -= 1;
+                queue.forced &= !queue.waiting.is_empty();
                 return;
             }
+            queue.forced = false;
             let n = queue.waiting.len().min(MOST);
-            queue.waiting.drain(..n).collect()
+            let taken: Vec<(I, bool)> = queue.waiting.drain(..n).collect();
+            queue.eager -= taken.iter().filter(|(_, eager)| *eager).count();
+            taken.into_iter().map(|(item, _)| item).collect()
         };
         if let Err(e) = tokio::spawn((shared.round)(items)).await {
             tracing::error!(error = %e, "a round of writes ended without answering");
@@ -199,8 +270,27 @@ struct Counts {
 pub(super) struct Rounds {
     shards: Arc<[Group<Item>]>,
     counts: Arc<Counts>,
+    written: Arc<Written>,
     /// The round thread, when rounds run on one: it ends when the last clone goes.
     _thread: Option<Arc<RoundThread>>,
+}
+
+/// How many entries were pushed, and how many of them rounds are done with (written, or their failure logged):
+/// every entry goes to the first shard, whose rounds run one at a time in the order the entries came, so once
+/// `done` reaches what `pushed` was, every entry pushed before is done.
+struct Written {
+    pushed: AtomicU64,
+    done: tokio::sync::watch::Sender<u64>,
+}
+
+/// Adds a round's entries to `Written::done` when the round ends, however it ends (a panic, its runtime stopped).
+struct DoneWhenDropped(Arc<Written>, u64);
+
+impl Drop for DoneWhenDropped {
+    fn drop(&mut self) {
+        let n = self.1;
+        self.0.done.send_modify(|done| *done += n);
+    }
 }
 
 /// A thread of its own, with a runtime of its own, on which a store's rounds run (`Store::rounds_on_own_thread`). A
@@ -249,12 +339,20 @@ impl Rounds {
         };
         let runs_on = thread.as_ref().map(|t| t.runtime.clone());
         let counts = Arc::new(Counts::default());
+        let written = Arc::new(Written {
+            pushed: AtomicU64::new(0),
+            done: tokio::sync::watch::Sender::new(0),
+        });
         let shards = (0..shards.max(1))
             .map(|_| {
-                let (store, counts) = (store.clone(), counts.clone());
+                let (store, counts, written) = (store.clone(), counts.clone(), written.clone());
                 Group::new(
                     1,
-                    Box::new(move |items| Box::pin(round(store.clone(), counts.clone(), items)) as _),
+                    Box::new(move |items| {
+                        let entries = items.iter().filter(|i| matches!(i, Item::Record(_))).count() as u64;
+                        let done = DoneWhenDropped(written.clone(), entries);
+                        Box::pin(round(store.clone(), counts.clone(), items, done)) as _
+                    }),
                     runs_on.clone(),
                 )
             })
@@ -262,23 +360,45 @@ impl Rounds {
         Rounds {
             shards,
             counts,
+            written,
             _thread: thread,
         }
     }
 
     /// A send goes to its agent's shard; every entry to the first shard, so that one round at a time appends to the
     /// audit chain, whose head row each append holds until its commit: the other shards' rounds commit their sends
-    /// without waiting for it (on PostgreSQL, rounds of 8 shards once queued there behind each other's commits).
+    /// without waiting for it (on PostgreSQL, rounds of 8 shards once queued there behind each other's commits). An
+    /// entry nobody waits for (`Record::lazy`) rides in that shard's next round, or one of its own after `LAZY`.
     pub(super) fn push(&self, item: Item) {
-        let shard = match &item {
+        match item {
             Item::Send(send) => {
                 let mut hasher = std::collections::hash_map::DefaultHasher::new();
                 send.request.agent_id.hash(&mut hasher);
-                (hasher.finish() % self.shards.len() as u64) as usize
+                let shard = (hasher.finish() % self.shards.len() as u64) as usize;
+                self.shards[shard].push(Item::Send(send));
             }
-            Item::Record(_) => 0,
-        };
-        self.shards[shard].push(item);
+            Item::Record(record) => {
+                self.written.pushed.fetch_add(1, Ordering::SeqCst);
+                match record.lazy {
+                    true => self.shards[0].push_lazily(Item::Record(record), LAZY),
+                    false => self.shards[0].push(Item::Record(record)),
+                }
+            }
+        }
+    }
+
+    /// Waits until every entry pushed before the call is written (or its failure logged), at most `within`: a
+    /// read of the audit log after a send's answer shows the send's entry, though the answer did not wait for it.
+    pub(super) async fn entries_written(&self, within: std::time::Duration) {
+        let pushed = self.written.pushed.load(Ordering::SeqCst);
+        self.shards[0].flush();
+        let mut done = self.written.done.subscribe();
+        if tokio::time::timeout(within, done.wait_for(|done| *done >= pushed))
+            .await
+            .is_err()
+        {
+            tracing::warn!("audit entries still being written after {within:?}; the log is read without them");
+        }
     }
 
     /// (reservation rounds, sends they took, rounds of entries alone, entries written, microseconds in rounds) so
@@ -296,8 +416,10 @@ impl Rounds {
     }
 }
 
-/// One round: the sends reserved with the entries written in their transaction, or the entries alone.
-async fn round(store: Arc<dyn Store>, counts: Arc<Counts>, items: Vec<Item>) {
+/// One round: the sends reserved with the entries written in their transaction, or the entries alone; `done` counts
+/// the entries done once it ends.
+async fn round(store: Arc<dyn Store>, counts: Arc<Counts>, items: Vec<Item>, done: DoneWhenDropped) {
+    let _done = done;
     let started = std::time::Instant::now();
     let (mut sends, mut records) = (Vec::new(), Vec::new());
     for item in items {
@@ -463,9 +585,10 @@ async fn pass(store: &dyn Store, sends: &[Sending], records: &[Record]) -> Resul
     Ok(Passed::Committed(answers))
 }
 
-/// An outflow's audit entry waiting for a round.
+/// An outflow's audit entry waiting for a round; `lazy` when its outflow was answered without waiting for it.
 pub(super) struct Record {
     pub entry: OutflowEntry,
+    pub lazy: bool,
     pub done: oneshot::Sender<()>,
 }
 
@@ -489,5 +612,53 @@ async fn record_round(store: &dyn Store, records: Vec<Record>) {
     }
     for record in records {
         let _ = record.done.send(());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group whose rounds record the items each took.
+    fn recorded() -> (Group<u32>, Arc<Mutex<Vec<Vec<u32>>>>) {
+        let rounds = Arc::new(Mutex::new(Vec::new()));
+        let seen = rounds.clone();
+        let group = Group::new(
+            1,
+            Box::new(move |items| {
+                let seen = seen.clone();
+                Box::pin(async move { seen.lock().unwrap().push(items) }) as _
+            }),
+            None,
+        );
+        (group, rounds)
+    }
+
+    async fn settle() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test]
+    async fn a_lazy_item_rides_in_the_next_round_or_takes_one_of_its_own_once_its_wait_is_over() {
+        let wait = std::time::Duration::from_millis(400);
+        let (group, rounds) = recorded();
+        // Alone, it waits its time, then takes a round.
+        group.push_lazily(1, wait);
+        settle().await;
+        assert!(rounds.lock().unwrap().is_empty(), "no round before its wait is over");
+        tokio::time::sleep(wait).await;
+        assert_eq!(*rounds.lock().unwrap(), vec![vec![1]]);
+        // Beside an item that starts a round, it rides in it.
+        group.push_lazily(2, wait);
+        group.push(3);
+        settle().await;
+        assert_eq!(rounds.lock().unwrap()[1], vec![2, 3]);
+        tokio::time::sleep(wait * 2).await;
+        assert_eq!(rounds.lock().unwrap().len(), 2, "its kick finds nothing left to do");
+        // A flush takes it at once.
+        group.push_lazily(4, wait);
+        group.flush();
+        settle().await;
+        assert_eq!(rounds.lock().unwrap()[2], vec![4]);
     }
 }

@@ -425,8 +425,10 @@ async fn sends_that_arrive_together_are_reserved_in_rounds_at_consecutive_nonces
         bench.store.next_nonce(bench.agent.id, "ethereum").await.unwrap(),
         Some(4)
     );
-    // Every answer's entry was written (in a later round's transaction, or alone) before the answer, and each
-    // transfer the node took was marked pending with it.
+    // Every answer's entry is written (in a later round's transaction, or alone): a refusal's before its answer,
+    // a stored transfer's (kept with it already) before a read of the log after its answer; each transfer the node
+    // took is marked pending with it.
+    bench.transfers.entries_written().await;
     let audit = bench
         .store
         .list_audit(bench.agent.id, None, 100)

@@ -41,6 +41,12 @@ async fn send(app: &TestApp, agent: &CreatedAgent, to: Address) -> Value {
     let body = json!({"chain": "base", "to": to.to_string(), "amount": "0.01"});
     let (status, body) = post_transfer(app, agent, body).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    // The answer does not wait for the round that marks it `pending` (with its audit entry); a read of the log
+    // does. The tests move the clock after this: the transfer's age counts from that mark.
+    let path = format!("/api/agents/{}/audit?limit=1", agent.id);
+    let (status, newest) = app.request(Method::GET, &path, Some(&agent.token), None).await;
+    assert_eq!(status, StatusCode::OK, "{newest}");
+    assert_eq!(newest[0]["detail"]["transfer_id"], body["id"], "{newest}");
     body
 }
 

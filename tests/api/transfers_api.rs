@@ -35,6 +35,26 @@ fn ids(page: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A send is answered before its entry's round commits (the entry is kept with its reservation): the log read
+/// right after each answer shows the send's entry already.
+#[tokio::test]
+async fn the_audit_log_read_right_after_a_transfers_answer_shows_its_entry() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let app = transfer_app(&anvil, &[]).await;
+    let agent = funded_agent(&app, &anvil, Some(0.5)).await;
+    let to = fresh_address();
+    let path = format!("/api/agents/{}/audit?limit=1", agent.id);
+    for _ in 0..5 {
+        let (status, transfer) = post_transfer(&app, &agent, order(to, "0.001")).await;
+        assert_eq!(status, StatusCode::CREATED, "{transfer}");
+        let (status, newest) = app.request(Method::GET, &path, Some(&agent.token), None).await;
+        assert_eq!(status, StatusCode::OK, "{newest}");
+        assert_eq!(newest[0]["action"], "transfer_accepted", "{newest}");
+        assert_eq!(newest[0]["detail"]["transfer_id"], transfer["id"], "{newest}");
+        assert_eq!(newest[0]["detail"]["tx_hash"], transfer["tx_hash"], "{newest}");
+    }
+}
+
 #[tokio::test]
 async fn an_api_transfer_lands_on_the_node_and_reads_back() {
     let anvil = Anvil::start(BASE_CHAIN_ID);
