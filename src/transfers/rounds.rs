@@ -619,8 +619,11 @@ async fn record_round(store: &dyn Store, records: Vec<Record>) {
 mod tests {
     use super::*;
 
+    /// The items each round took, in turn.
+    type Taken = Arc<Mutex<Vec<Vec<u32>>>>;
+
     /// A group whose rounds record the items each took.
-    fn recorded() -> (Group<u32>, Arc<Mutex<Vec<Vec<u32>>>>) {
+    fn recorded() -> (Group<u32>, Taken) {
         let rounds = Arc::new(Mutex::new(Vec::new()));
         let seen = rounds.clone();
         let group = Group::new(
