@@ -221,7 +221,7 @@ impl Transfers {
             amount: Some(order.amount.text().to_owned()),
             delegation_id: order.delegation,
         };
-        let owed = OwedEntry {
+        let owed = OwedEntry::Transfer {
             actor: order.by.actor,
             asked: asked.clone(),
         };
@@ -259,7 +259,7 @@ impl Transfers {
 
     /// `record_outcome` of an outflow that was reserved with its entry kept (`owed`, `OwedEntry`) when it was sent:
     /// the entry written here takes the kept one's place, or is left out if that one was written already.
-    async fn record_owed(
+    pub(super) async fn record_owed(
         &self,
         agent_id: Uuid,
         actor: Actor,
@@ -284,7 +284,7 @@ impl Transfers {
         self.record_audited(agent_id, actor, detail, outcome, owed).await;
     }
 
-    /// `record_outcome` for a sweep (§20): `funds_swept` or `sweep_refused`.
+    /// `record_outcome` for a sweep (§20): `funds_swept` or `sweep_refused`; a sweep is reserved with its entry kept.
     async fn record_sweep(
         &self,
         agent_id: Uuid,
@@ -296,7 +296,7 @@ impl Transfers {
             Ok(accepted) => Detail::FundsSwept(detail::FundsSwept { asked, accepted }),
             Err(refused) => Detail::SweepRefused(detail::SweepRefused { asked, refused }),
         };
-        self.record_audited(agent_id, actor, detail, outcome, false).await;
+        self.record_audited(agent_id, actor, detail, outcome, true).await;
     }
 
     /// Writes an outflow's audit entry. One the node accepted is marked `pending` in the entry's transaction (the

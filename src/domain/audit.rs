@@ -195,27 +195,70 @@ impl<'de> serde::Deserialize<'de> for Actor {
     }
 }
 
-/// The `transfer_accepted` entry of an on-chain transfer, kept with its reservation in the same transaction
-/// (`TransferRequest::owed`): the send's own entry, written after the node answered, takes its place; a process that
-/// died before writing it leaves it for `AuditStore::write_owed`, which writes it with the transfer's id and hash
-/// as stored, `pending`. Every transfer the service stored for the chain has its entry, crash or not.
+/// The accepted entry of an on-chain outflow (`transfer_accepted` of a transfer or a call, `funds_swept`), kept
+/// with its reservation in the same transaction (`TransferRequest::owed`): the outflow's own entry, written after
+/// the node answered, takes its place; a process that died before writing it leaves it for
+/// `AuditStore::write_owed`, which writes it with the transfer's id and hash as stored, `pending`. Every outflow the
+/// service stored for the chain has its entry, crash or not.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct OwedEntry {
-    pub actor: Actor,
-    pub asked: detail::AssetAsked,
+#[serde(tag = "entry", rename_all = "snake_case")]
+pub enum OwedEntry {
+    Transfer {
+        actor: Actor,
+        asked: detail::AssetAsked,
+    },
+    Call {
+        actor: Actor,
+        asked: detail::CallAsked,
+    },
+    /// A sweep's amount is known once quoted (`with_amount`).
+    Sweep {
+        actor: Actor,
+        asked: detail::AssetAsked,
+    },
 }
 
 impl OwedEntry {
+    pub fn actor(&self) -> Actor {
+        match self {
+            OwedEntry::Transfer { actor, .. } | OwedEntry::Call { actor, .. } | OwedEntry::Sweep { actor, .. } => {
+                *actor
+            }
+        }
+    }
+
+    /// A sweep's entry with the amount it was quoted (`amount` in whole units); any other as it is.
+    pub fn with_amount(self, amount: impl FnOnce() -> String) -> Self {
+        match self {
+            OwedEntry::Sweep { actor, mut asked } => {
+                asked.amount = Some(amount());
+                OwedEntry::Sweep { actor, asked }
+            }
+            other => other,
+        }
+    }
+
     /// The entry as written for stored transfer `transfer_id` with hash `tx_hash`.
     pub fn detail(&self, transfer_id: Uuid, tx_hash: Option<String>) -> Detail {
-        Detail::TransferAccepted(detail::TransferAccepted {
-            asked: detail::Asked::Asset(self.asked.clone()),
-            accepted: detail::Accepted {
-                transfer_id,
-                status: "pending".into(),
-                tx_hash: Some(tx_hash),
-            },
-        })
+        let accepted = detail::Accepted {
+            transfer_id,
+            status: "pending".into(),
+            tx_hash: Some(tx_hash),
+        };
+        match self {
+            OwedEntry::Transfer { asked, .. } => Detail::TransferAccepted(detail::TransferAccepted {
+                asked: detail::Asked::Asset(asked.clone()),
+                accepted,
+            }),
+            OwedEntry::Call { asked, .. } => Detail::TransferAccepted(detail::TransferAccepted {
+                asked: detail::Asked::Call(asked.clone()),
+                accepted,
+            }),
+            OwedEntry::Sweep { asked, .. } => Detail::FundsSwept(detail::FundsSwept {
+                asked: asked.clone(),
+                accepted,
+            }),
+        }
     }
 }
 
@@ -405,6 +448,71 @@ impl ChainCheck {
 
 #[cfg(test)]
 mod tests {
+
+    /// A kept entry reads back from its JSON as it was kept, and is written as the entry of its kind: a transfer's
+    /// and a call's as `transfer_accepted`, a sweep's as `funds_swept` with the amount it was quoted.
+    #[test]
+    fn a_kept_entry_reads_back_and_is_written_as_its_kinds_entry() {
+        let asset = detail::AssetAsked {
+            chain: "base".into(),
+            asset: "ETH".into(),
+            to: "0x0000000000000000000000000000000000000001".into(),
+            amount: None,
+            delegation_id: None,
+        };
+        let call = detail::CallAsked {
+            chain: "base".into(),
+            to: "0x0000000000000000000000000000000000000002".into(),
+            kind: detail::CallKind::Call,
+            amount: "0".into(),
+            previewed: Some(detail::CallPreview {
+                selector: Some("0xa9059cbb".into()),
+                function: Some("transfer(address,uint256)".into()),
+                simulation: serde_json::json!({"changes": []}),
+            }),
+        };
+        let kept = [
+            OwedEntry::Transfer {
+                actor: Actor::Agent,
+                asked: detail::AssetAsked {
+                    amount: Some("0.5".into()),
+                    ..asset.clone()
+                },
+            },
+            OwedEntry::Call {
+                actor: Actor::Mcp,
+                asked: call,
+            },
+            OwedEntry::Sweep {
+                actor: Actor::Owner,
+                asked: asset,
+            }
+            .with_amount(|| "1.25".into()),
+        ];
+        let id = Uuid::new_v4();
+        let mut written = Vec::new();
+        for entry in kept {
+            let json = serde_json::to_string(&entry).unwrap();
+            let back: OwedEntry = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, entry, "{json}");
+            let detail = back.detail(id, Some("0xabc".into()));
+            let json = detail.to_json().unwrap();
+            assert_eq!(json["transfer_id"], id.to_string());
+            assert_eq!(
+                (json["status"].as_str(), json["tx_hash"].as_str()),
+                (Some("pending"), Some("0xabc"))
+            );
+            written.push((back.actor(), detail.action().as_str(), json["amount"].clone()));
+        }
+        assert_eq!(
+            written,
+            [
+                (Actor::Agent, "transfer_accepted", serde_json::json!("0.5")),
+                (Actor::Mcp, "transfer_accepted", serde_json::json!("0")),
+                (Actor::Owner, "funds_swept", serde_json::json!("1.25")),
+            ]
+        );
+    }
 
     #[test]
     fn every_action_has_its_own_name_and_the_reference_names_each() {

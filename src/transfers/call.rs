@@ -15,6 +15,7 @@ use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error}
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
+use crate::domain::audit::OwedEntry;
 use crate::domain::audit::detail::{Asked, CallAsked, CallKind, CallPreview};
 use crate::domain::call::ledger::{AllowanceMove, Moved, TokenOut};
 use crate::domain::call::{self, Direction, Effect, Encoded, SimLog};
@@ -75,7 +76,25 @@ impl CallOrder<'_> {
             })),
             clearance: Clearance::Policy,
             mandate: self.by.mandate.clone(),
-            owed: None,
+            owed: Some(OwedEntry::Call {
+                actor: self.by.actor,
+                asked: self.asked(Some(previewed)),
+            }),
+        }
+    }
+
+    /// What its audit entry records was asked: the call, with its function and simulated changes once previewed.
+    fn asked(&self, previewed: Option<&Previewed>) -> CallAsked {
+        CallAsked {
+            chain: self.chain.name.into(),
+            to: self.to.to_checksum(None),
+            kind: CallKind::Call,
+            amount: format_units(self.value, self.chain.decimals),
+            previewed: previewed.map(|previewed| CallPreview {
+                selector: previewed.record.selector.clone(),
+                function: previewed.record.function.clone(),
+                simulation: previewed.record.simulation.clone(),
+            }),
         }
     }
 }
@@ -680,19 +699,10 @@ impl Transfers {
             Ok((_, previewed)) => Some(previewed),
             Err((_, previewed)) => previewed.as_ref(),
         };
-        let asked = Asked::Call(CallAsked {
-            chain: order.chain.name.into(),
-            to: order.to.to_checksum(None),
-            kind: CallKind::Call,
-            amount: format_units(order.value, order.chain.decimals),
-            previewed: previewed.map(|previewed| CallPreview {
-                selector: previewed.record.selector.clone(),
-                function: previewed.record.function.clone(),
-                simulation: previewed.record.simulation.clone(),
-            }),
-        });
+        let asked = Asked::Call(order.asked(previewed));
         let result = outcome.as_ref().map(|(o, _)| o).map_err(|(e, _)| e);
-        self.record_outcome(order.by.agent.id, order.by.actor, asked, result)
+        // A call that was stored was reserved with its entry kept (`CallOrder::outflow`).
+        self.record_owed(order.by.agent.id, order.by.actor, asked, result, true)
             .await;
         outcome.map_err(|(e, _)| e)
     }

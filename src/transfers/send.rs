@@ -266,7 +266,16 @@ impl Outflow<'_> {
             },
             mandate: self.mandate.clone(),
             delegated: self.kind.redeem().map(|r| r.delegated()),
-            owed: self.owed.clone(),
+            // A sweep's entry says the amount it was quoted, in the units its own entry uses.
+            owed: self.owed.clone().map(|owed| {
+                owed.with_amount(|| {
+                    let decimals = match &self.kind {
+                        Kind::Sweep(Some(asset)) => asset.decimals,
+                        _ => self.chain.decimals,
+                    };
+                    crate::domain::amount::format_units(quote.value.unwrap_or(self.value), decimals)
+                })
+            }),
         }
     }
 }

@@ -13,7 +13,7 @@ use super::{TransferError, TransferOutcome, Transfers};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::asset::Asset;
-use crate::domain::audit::Actor;
+use crate::domain::audit::{Actor, OwedEntry};
 use crate::domain::chain::ChainInfo;
 use crate::store::{Clearance, Mandate};
 
@@ -40,24 +40,28 @@ impl Transfers {
             .as_ref()
             .map_or(order.chain.native_symbol, |t| t.symbol.as_str())
             .to_string();
-        let outcome = self.try_sweep(&order).await;
-        let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
-        let asked = crate::domain::audit::detail::AssetAsked {
+        let mut asked = crate::domain::audit::detail::AssetAsked {
             chain: order.chain.name.into(),
             asset: symbol,
             to: order.to.to_checksum(None),
-            amount: match &outcome {
-                Ok(TransferOutcome::Sent { tx, .. }) => Some(format_units(tx.value_wei, decimals)),
-                _ => None,
-            },
+            amount: None,
             delegation_id: None,
         };
+        let owed = OwedEntry::Sweep {
+            actor: order.actor,
+            asked: asked.clone(),
+        };
+        let outcome = self.try_sweep(&order, owed).await;
+        let decimals = order.token.as_ref().map_or(order.chain.decimals, |t| t.decimals);
+        if let Ok(TransferOutcome::Sent { tx, .. }) = &outcome {
+            asked.amount = Some(format_units(tx.value_wei, decimals));
+        }
         self.record_sweep(order.agent.id, order.actor, asked, outcome.as_ref())
             .await;
         outcome
     }
 
-    async fn try_sweep(&self, order: &SweepOrder<'_>) -> Result<TransferOutcome, TransferError> {
+    async fn try_sweep(&self, order: &SweepOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {
         // Refused before the node is asked, by the rule the reservation applies again to the owner addresses it reads.
         let owners: Vec<Address> = order.agent.owner_addresses.values().copied().collect();
         if !crate::domain::decision::sweeps_to(order.to, (!order.anywhere).then_some(&owners)) {
@@ -79,7 +83,7 @@ impl Transfers {
             },
             // Owner authority carries no agent token and no idempotency claim.
             mandate: Mandate::NONE,
-            owed: None,
+            owed: Some(owed),
         })
         .await
     }

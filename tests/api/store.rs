@@ -933,7 +933,7 @@ async fn an_audit_event_is_stored() {
 async fn a_kept_audit_entry_is_written_once_by_whoever_comes_first() {
     let (_db, store) = open().await;
     let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
-    let owed = agentd::domain::audit::OwedEntry {
+    let owed = agentd::domain::audit::OwedEntry::Transfer {
         actor: agentd::domain::audit::Actor::Agent,
         asked: detail::AssetAsked {
             chain: CHAIN.into(),

@@ -93,7 +93,7 @@ where
             .map(|(id, agent_id, tx_hash, owed)| {
                 let owed: audit::OwedEntry =
                     serde_json::from_str(&owed).map_err(|e| StoreError::Corrupt(format!("a kept audit entry: {e}")))?;
-                Ok(AuditEvent::new(agent_id, owed.actor, owed.detail(id, tx_hash)))
+                Ok(AuditEvent::new(agent_id, owed.actor(), owed.detail(id, tx_hash)))
             })
             .collect::<StoreResult<Vec<AuditEvent>>>()?;
         self.append_audits(&mut tx, &events.iter().collect::<Vec<_>>()).await?;
