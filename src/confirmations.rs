@@ -360,12 +360,10 @@ impl Watcher {
             return Ok(None);
         };
         let confirmations = latest.saturating_sub(block) + 1;
-        if tx.status == TxState::Signed {
-            // In a block and still `signed`: its `pending` mark (with its `transfer.pending` event) is on its way in a
-            // lazy round, or its sender died before it. Marked here first, so that the event comes before it settles.
-            self.state.store.mark_broadcast(tx.id).await?;
-        }
         if confirmations < needed {
+            if tx.status == TxState::Signed {
+                self.state.store.mark_broadcast(tx.id).await?;
+            }
             return Ok(None);
         }
         let (status, cost) = match (attempt.kind, receipt.success) {

@@ -926,6 +926,48 @@ async fn an_audit_event_is_stored() {
     );
 }
 
+/// A transfer that lands while still `signed` (its `pending` mark rides in a lazy round, or its sender died before
+/// the mark) is marked with its settlement: its `transfer.pending` event goes out beside `transfer.confirmed`.
+#[tokio::test]
+async fn a_transfer_settled_while_still_signed_sends_its_pending_event_too() {
+    use agentd::store::webhooks::Webhook;
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 10_000_000).await;
+    let now = chrono::Utc::now();
+    let webhook = Webhook {
+        id: Uuid::new_v4(),
+        agent_id: Some(agent.id),
+        url: "https://receiver.example/hook".into(),
+        events: vec!["transfer.pending".into(), "transfer.confirmed".into()],
+        description: None,
+        enabled: true,
+        created_at: now,
+        updated_at: now,
+    };
+    let secret = agentd::vault::SealedSecret {
+        key_version: 1,
+        ciphertext: vec![1; 48],
+        nonce: vec![2; 12],
+    };
+    store.create_webhook(&webhook, &secret, None).await.expect("created");
+    let request = transfer(&agent, 1_000, None);
+    reserve(store.as_ref(), &request).await;
+    store
+        .settle_transaction(request.id, &confirmed(21_000), json!({"status": "confirmed"}), None)
+        .await
+        .expect("settled");
+
+    store.fan_out_webhook_events(10).await.expect("fanned out");
+    let due = store
+        .claim_deliveries(chrono::Utc::now(), chrono::TimeDelta::seconds(60), 10)
+        .await
+        .expect("claimed");
+    let mut types: Vec<&str> = due.iter().map(|d| d.ty.as_str()).collect();
+    types.sort();
+    assert_eq!(types, ["transfer.confirmed", "transfer.pending"], "both events");
+    assert!(due.iter().all(|d| d.body.contains(&request.id.to_string())));
+}
+
 /// A transfer's entry kept with its reservation (`owed`) is written once, whoever comes first: the round's own
 /// entry (the kept one dropped, `write_owed` then finds nothing), or `write_owed` after a crash (the round's own
 /// entry, late, is then left out); a refusal's entry is written whatever was kept.

@@ -48,30 +48,22 @@ fn start(env: &[(String, String)], dir: &Path) -> ServerProcess {
 
 /// The agent's audit entries, newest first, through a process.
 async fn audit(client: &reqwest::Client, base: &str, agent_id: &str, token: &str) -> Vec<Value> {
-    let response = client
-        .get(format!("{base}/api/agents/{agent_id}/audit"))
-        .header(TOKEN_HEADER, token)
-        .send()
-        .await
-        .expect("the audit request reaches the process");
-    assert_eq!(response.status(), StatusCode::OK);
-    response
-        .json::<Value>()
-        .await
-        .expect("JSON")
-        .as_array()
-        .expect("an array")
-        .clone()
+    agents_list(client, base, agent_id, token, "audit").await
 }
 
 /// The agent's stored transfers, through a process.
 async fn transactions(client: &reqwest::Client, base: &str, agent_id: &str, token: &str) -> Vec<Value> {
+    agents_list(client, base, agent_id, token, "transactions").await
+}
+
+/// `GET /api/agents/{agent_id}/{list}` as the agent, through a process: the array it answers.
+async fn agents_list(client: &reqwest::Client, base: &str, agent_id: &str, token: &str, list: &str) -> Vec<Value> {
     let response = client
-        .get(format!("{base}/api/agents/{agent_id}/transactions"))
+        .get(format!("{base}/api/agents/{agent_id}/{list}"))
         .header(TOKEN_HEADER, token)
         .send()
         .await
-        .expect("the transactions request reaches the process");
+        .unwrap_or_else(|e| panic!("the {list} request reaches the process: {e}"));
     assert_eq!(response.status(), StatusCode::OK);
     response
         .json::<Value>()

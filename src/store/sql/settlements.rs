@@ -10,7 +10,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
-use crate::domain::transaction::{Attempt, AttemptKind};
+use crate::domain::transaction::{Attempt, AttemptKind, TxState};
 use crate::domain::webhook;
 use crate::store::shared::{self, EVENT_COLUMNS, EventRow};
 use crate::store::{EventRecord, Message, Settlement, SettlementStore, Settling, StoreError, StoreResult};
@@ -192,17 +192,24 @@ where
         event: &serde_json::Value,
         message: Option<&Message>,
     ) -> StoreResult<Option<EventRecord>> {
-        let now = self.now();
-        let row: Option<(Uuid, Option<Uuid>, String, String)> =
-            sqlx::query_as("SELECT agent_id, conversation_id, chain, reserved_wei FROM transactions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *conn)
-                .await?;
-        let Some((agent_id, conversation_id, chain, reserved)) = row else {
+        let row: Option<(Uuid, Option<Uuid>, String, String, String)> = sqlx::query_as(
+            "SELECT agent_id, conversation_id, chain, reserved_wei, status FROM transactions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some((agent_id, conversation_id, chain, reserved, status)) = row else {
             return Ok(None);
         };
         // The agent first, as reservations do, so the spending row changes under one lock.
         B::lock_agent(&mut *conn, agent_id).await?;
+        if status == TxState::Signed.as_str() {
+            // Landed while still `signed`: its `pending` mark rides in a lazy round (or its sender died before it).
+            // Marked here, with its `transfer.pending` event, so that every settled transfer's event comes first.
+            self.mark_pending_in(&mut *conn, &[id]).await?;
+        }
+        // After the mark: its event is the older.
+        let now = self.now();
         let done = sqlx::query(concat!(
             "UPDATE transactions SET status = $1, block_number = $2, gas_used = $3, actual_cost_wei = $4, \
              updated_at = $5 WHERE id = $6 AND status IN ",
