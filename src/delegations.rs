@@ -42,6 +42,15 @@ pub enum DelegationError {
     #[error("caveat {index}: {reason}")]
     UnknownCaveat { index: usize, reason: String },
     #[error(
+        "caveats {first} and {second} name the same {kind} enforcer, which keeps one state per delegation: the \
+         chain would enforce only one of them"
+    )]
+    CaveatConflict {
+        first: usize,
+        second: usize,
+        kind: &'static str,
+    },
+    #[error(
         "the caveats do not bound every execution: an ERC-20 amount caveat, or a native amount caveat beside \
          exact_calldata with empty terms, is required"
     )]
@@ -212,6 +221,13 @@ impl Delegations {
                 reason: e.reason,
             }
         })?;
+        if let Some((first, second)) = rules::conflicting_caveats(&delegation, &terms) {
+            return Err(DelegationError::CaveatConflict {
+                first,
+                second,
+                kind: terms[second].kind().contract(),
+            });
+        }
         if !rules::is_bounded(&terms) {
             return Err(DelegationError::Unbounded);
         }

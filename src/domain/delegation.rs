@@ -322,6 +322,24 @@ impl Kind {
         }
     }
 
+    /// Whether the enforcer keeps state per manager and delegation hash (§21 `caveat_conflict`): a period enforcer's
+    /// `periodicAllowances[manager][hash]` is set by whichever of its caveats runs first and ignores the others'
+    /// amount and period; the transfer-amount enforcers' `spentMap[manager][hash]` and `LimitedCallsEnforcer`'s
+    /// `callCounts[manager][hash]` add every redemption once per caveat. Two caveats on one such enforcer cannot be
+    /// mirrored.
+    pub fn is_stateful(self) -> bool {
+        match self {
+            Kind::Erc20PeriodTransfer
+            | Kind::NativeTokenPeriodTransfer
+            | Kind::Erc20TransferAmount
+            | Kind::NativeTokenTransferAmount
+            | Kind::LimitedCalls => true,
+            Kind::ExactCalldata | Kind::AllowedTargets | Kind::AllowedMethods | Kind::ValueLte | Kind::Timestamp => {
+                false
+            }
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -542,6 +560,25 @@ pub fn decode_caveats(delegation: &Delegation, enforcers: &Enforcers) -> Result<
             Terms::decode(kind, &caveat.terms).map_err(refuse)
         })
         .collect()
+}
+
+/// Two caveats naming one stateful enforcer (§21 `caveat_conflict`), as `(first, second)` caveat indexes; `terms`
+/// are the caveats decoded in order (`decode_caveats`), so each caveat's kind is its enforcer's.
+pub fn conflicting_caveats(delegation: &Delegation, terms: &[Terms]) -> Option<(usize, usize)> {
+    let stateful: Vec<(usize, Address)> = delegation
+        .caveats
+        .iter()
+        .zip(terms)
+        .enumerate()
+        .filter(|(_, (_, t))| t.kind().is_stateful())
+        .map(|(index, (caveat, _))| (index, caveat.enforcer))
+        .collect();
+    stateful.iter().enumerate().find_map(|(at, (second, enforcer))| {
+        stateful[..at]
+            .iter()
+            .find(|(_, earlier)| earlier == enforcer)
+            .map(|(first, _)| (*first, *second))
+    })
 }
 
 /// Whether the caveats together bound every execution the chain would let through (§21): a token-amount caveat

@@ -39,7 +39,7 @@ struct AddDelegation {
 /// A delegation the owner's account (a smart account or an EOA upgraded by EIP-7702) granted the agent's wallet on
 /// chain. Checked in this order, the first failure answering 422 with its code and nothing stored:
 /// `delegations_unavailable`, `delegate_mismatch`, `delegation_not_root`, `delegator_not_smart`,
-/// `invalid_delegation_signature`, `unknown_caveat`, `delegation_unbounded`; disabled on chain 409
+/// `invalid_delegation_signature`, `unknown_caveat`, `caveat_conflict`, `delegation_unbounded`; disabled on chain 409
 /// `delegation_revoked`; a hash already registered (also removed) 409 `delegation_exists`, except that owner
 /// authority may register a removed or revoked one again.
 #[utoipa::path(post, path = "/api/agents/{id}/delegations", tag = "delegations",

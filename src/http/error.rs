@@ -363,6 +363,7 @@ impl From<crate::delegations::DelegationError> for AppError {
             E::NotSmart(_) => unprocessable("delegator_not_smart"),
             E::InvalidSignature => unprocessable("invalid_delegation_signature"),
             E::UnknownCaveat { .. } => unprocessable("unknown_caveat"),
+            E::CaveatConflict { .. } => unprocessable("caveat_conflict"),
             E::Unbounded => unprocessable("delegation_unbounded"),
             E::Revoked => AppError::Conflict {
                 code: "delegation_revoked",

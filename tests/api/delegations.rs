@@ -554,6 +554,123 @@ async fn each_refusal_of_a_registration_answers_in_the_contracts_order() {
     assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "delegations_unavailable");
 }
 
+/// Issue 50 point 1, on the unmodified framework: a weekly and a daily budget on one token are two caveats on one
+/// `ERC20PeriodTransferEnforcer`, which keeps one state per delegation set by the caveat that runs first, so the
+/// chain lets 500 USDC through "100 a day" in one day. agentd refuses such a pair (and every other pair on a stateful
+/// enforcer) as `caveat_conflict`, after `unknown_caveat` and before `delegation_unbounded`, storing nothing.
+#[tokio::test]
+async fn two_caveats_on_one_period_enforcer_are_refused_as_the_chain_enforces_only_one() {
+    let world = world().await;
+    mint(&world.anvil, world.usdc, world.owner.address(), U256::from(900 * USDC)).await;
+    let start = chain_now(&world.anvil).await - 3600;
+    let weekly_then_daily = [
+        (
+            Kind::Erc20PeriodTransfer,
+            erc20_period_terms(world.usdc, U256::from(1000 * USDC), 7 * DAY, start),
+        ),
+        (
+            Kind::Erc20PeriodTransfer,
+            erc20_period_terms(world.usdc, U256::from(100 * USDC), DAY, start),
+        ),
+    ];
+
+    // The chain, with the delegate's key alone: the daily caveat is never enforced.
+    let delegate = PrivateKeySigner::random();
+    world.anvil.set_balance(delegate.address(), wei(ONE_ETH)).await;
+    let on_chain = world
+        .framework
+        .grant(&world.owner, delegate.address(), &weekly_then_daily, 40);
+    let to = fresh_address();
+    for amount in [100, 300, 100] {
+        assert!(
+            redeem_usdc(&world, &delegate, &on_chain, to, amount * USDC).await,
+            "the chain lets {amount} USDC through"
+        );
+    }
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, to).await,
+        U256::from(500 * USDC),
+        "500 USDC left the owner in one day under a 100-a-day caveat"
+    );
+
+    // agentd refuses the pair, in either order, and a pair on any other stateful enforcer.
+    let app = world.app().await;
+    let agent = agent_on_base(&app).await;
+    let register = |d: &Delegation| json!({"chain": "base", "delegation": delegation_json(d)});
+    let refused = async |d: &Delegation, code: &str| {
+        let answer = post(&app, &agent, false, register(d)).await;
+        assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, code);
+    };
+    let grant =
+        |caveats: &[(Kind, Vec<u8>)], salt: u64| world.framework.grant(&world.owner, wallet(&agent), caveats, salt);
+    refused(&grant(&weekly_then_daily, 41), "caveat_conflict").await;
+    let daily_then_weekly = [weekly_then_daily[1].clone(), weekly_then_daily[0].clone()];
+    refused(&grant(&daily_then_weekly, 42), "caveat_conflict").await;
+    let native_pair = [
+        (
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(wei(ONE_ETH), 7 * DAY, start),
+        ),
+        (
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(wei(ONE_ETH / 10), DAY, start),
+        ),
+        (Kind::ExactCalldata, Vec::new()),
+    ];
+    refused(&grant(&native_pair, 43), "caveat_conflict").await;
+    let limited_twice = [
+        weekly_then_daily[1].clone(),
+        (Kind::LimitedCalls, word(U256::from(10)).to_vec()),
+        (Kind::LimitedCalls, word(U256::from(2)).to_vec()),
+    ];
+    refused(&grant(&limited_twice, 44), "caveat_conflict").await;
+    // The order: an unreadable caveat answers first; a conflicting pair answers before an unbounded set.
+    let mut unknown_too = grant(&weekly_then_daily, 45);
+    unknown_too.caveats.push(unknown_too.caveats[0].clone());
+    unknown_too.caveats[2].enforcer = fresh_address();
+    world.framework.sign(&world.owner, &mut unknown_too);
+    refused(&unknown_too, "unknown_caveat").await;
+    let unbounded_pair = [
+        (
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(wei(ONE_ETH), 7 * DAY, start),
+        ),
+        (
+            Kind::NativeTokenPeriodTransfer,
+            native_period_terms(wei(ONE_ETH / 10), DAY, start),
+        ),
+    ];
+    refused(&grant(&unbounded_pair, 46), "caveat_conflict").await;
+
+    // Two stateless caveats of one enforcer, or two amount caveats of different enforcers, are still taken.
+    let different = [
+        weekly_then_daily[1].clone(),
+        (
+            Kind::Erc20TransferAmount,
+            [world.usdc.as_slice(), &word(U256::from(500 * USDC))].concat(),
+        ),
+        (Kind::AllowedTargets, world.usdc.to_vec()),
+        (Kind::AllowedTargets, world.usdc.to_vec()),
+    ];
+    let (status, body) = post(&app, &agent, false, register(&grant(&different, 47))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let (_, list) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/delegations", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(
+        list.as_array().map(Vec::len),
+        Some(1),
+        "only the last one is stored: {list}"
+    );
+}
+
 fn sign_digest(signer: &PrivateKeySigner, digest: B256) -> Bytes {
     use alloy::signers::SignerSync;
     signer.sign_hash_sync(&digest).unwrap().as_bytes().to_vec().into()

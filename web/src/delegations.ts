@@ -555,6 +555,13 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       }
       caveats.push({ enforcer: e.timestamp, terms: timestampTerms(0, before), args: '0x' });
     }
+    // §21 `caveat_conflict`: a stateful enforcer keeps one state per delegation, so it may appear once. The form
+    // builds one amount caveat; this holds the line if it ever grows another, before the wallet is asked to sign.
+    const conflict = statefulConflict(caveats, e);
+    if (conflict) {
+      error.show(new Error(`Two ${conflict} limits cannot share one delegation: the chain would keep only one of them.`));
+      return;
+    }
     const wallet = injectedWallet();
     if (!wallet) {
       error.show(new Error('No browser wallet was found: granting needs one to sign the delegation.'));
@@ -587,4 +594,14 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     }
   });
   return form;
+}
+
+/** The name of a stateful enforcer (§21) that two of `caveats` name, or null: such a pair is refused by the server. */
+export function statefulConflict(caveats: { enforcer: string }[], enforcers: Record<string, string | undefined>): string | null {
+  const stateful = ['erc20_period_transfer', 'native_token_period_transfer', 'erc20_transfer_amount', 'native_token_transfer_amount', 'limited_calls'];
+  for (const name of stateful) {
+    const address = enforcers[name]?.toLowerCase();
+    if (address && caveats.filter((c) => c.enforcer.toLowerCase() === address).length > 1) return name;
+  }
+  return null;
 }
