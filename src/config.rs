@@ -396,7 +396,8 @@ impl PublicUrl {
 /// Fault injection for crash-safety tests; refused in production.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Faults {
-    /// Exit right after a transfer is stored, before its broadcast.
+    /// Exit right after an outflow is stored, before it leaves: a transfer before its broadcast, a typed-data
+    /// signature or an x402 authorization before it is handed out.
     pub exit_before_broadcast: bool,
     /// Every broadcast is sent once more beforehand with its answer dropped, as when a node's reply is lost and the
     /// client tries again.

@@ -266,14 +266,16 @@ pub trait TransferStore: Send + Sync + 'static {
     /// x402 payments still `signed` or `pending` on a chain (unused authorizations), oldest first.
     async fn open_authorizations(&self, chain: &str) -> StoreResult<Vec<StoredTx>>;
     /// The end of a paid x402 request, in one transaction: the payment `signed` -> `pending` (as `mark_broadcast`,
-    /// with its `transfer.pending` event), its answer and settlement merged (as `merge_x402`) where given, and
-    /// `audits` appended in order. One commit between the paid answer and the caller.
+    /// with its `transfer.pending` event), its answer and settlement merged (as `merge_x402`) where given, then
+    /// `accepted` in place of the entry kept with the payment's reservation (left out when `write_owed` wrote that
+    /// one already) and `outcome`. One commit between the paid answer and the caller.
     async fn record_paid(
         &self,
         id: Uuid,
         response: Option<serde_json::Value>,
         settlement_tx: Option<String>,
-        audits: &[&AuditEvent],
+        accepted: Option<&AuditEvent>,
+        outcome: &AuditEvent,
     ) -> StoreResult<()>;
     /// Sets what is given of an x402 payment's paid answer and settlement transaction, keeping the rest of its
     /// record as stored (the request path and the watcher each write their part).

@@ -195,7 +195,8 @@ impl<'de> serde::Deserialize<'de> for Actor {
     }
 }
 
-/// The accepted entry of an on-chain outflow (`transfer_accepted` of a transfer or a call, `funds_swept`), kept
+/// The accepted entry of an outflow (`transfer_accepted` of a transfer or a call, `funds_swept`,
+/// `x402_payment_accepted`, `typed_data_signed`), kept
 /// with its reservation in the same transaction (`TransferRequest::owed`): the outflow's own entry, written after
 /// the node answered, takes its place; a process that died before writing it leaves it for
 /// `AuditStore::write_owed`, which writes it with the transfer's id and hash as stored, `pending`. Every outflow the
@@ -216,14 +217,27 @@ pub enum OwedEntry {
         actor: Actor,
         asked: detail::AssetAsked,
     },
+    /// An x402 payment's `x402_payment_accepted` (`pending`): its authorization may be settled by the resource while
+    /// the paid request is out, so its entry is kept before the request is made.
+    X402Payment {
+        actor: Actor,
+        fetch: detail::X402Fetch,
+    },
+    /// A typed-data signature's `typed_data_signed`: the signature is readable once stored.
+    TypedData {
+        actor: Actor,
+        asked: detail::TypedAsked,
+    },
 }
 
 impl OwedEntry {
     pub fn actor(&self) -> Actor {
         match self {
-            OwedEntry::Transfer { actor, .. } | OwedEntry::Call { actor, .. } | OwedEntry::Sweep { actor, .. } => {
-                *actor
-            }
+            OwedEntry::Transfer { actor, .. }
+            | OwedEntry::Call { actor, .. }
+            | OwedEntry::Sweep { actor, .. }
+            | OwedEntry::X402Payment { actor, .. }
+            | OwedEntry::TypedData { actor, .. } => *actor,
         }
     }
 
@@ -234,11 +248,15 @@ impl OwedEntry {
                 asked.amount = Some(amount());
                 OwedEntry::Sweep { actor, asked }
             }
-            other => other,
+            other @ (OwedEntry::Transfer { .. }
+            | OwedEntry::Call { .. }
+            | OwedEntry::X402Payment { .. }
+            | OwedEntry::TypedData { .. }) => other,
         }
     }
 
-    /// The entry as written for stored transfer `transfer_id` with hash `tx_hash`.
+    /// The entry as written for stored transfer `transfer_id` with hash `tx_hash` (an x402 payment's and a
+    /// signature's name no hash: nothing of theirs is broadcast by agentd).
     pub fn detail(&self, transfer_id: Uuid, tx_hash: Option<String>) -> Detail {
         let accepted = detail::Accepted {
             transfer_id,
@@ -257,6 +275,17 @@ impl OwedEntry {
             OwedEntry::Sweep { asked, .. } => Detail::FundsSwept(detail::FundsSwept {
                 asked: asked.clone(),
                 accepted,
+            }),
+            OwedEntry::X402Payment { fetch, .. } => Detail::X402PaymentAccepted(detail::X402PaymentAccepted {
+                fetch: detail::X402Fetch {
+                    transfer_id: Some(transfer_id),
+                    ..fetch.clone()
+                },
+                status: "pending".into(),
+            }),
+            OwedEntry::TypedData { asked, .. } => Detail::TypedDataSigned(detail::TypedDataSigned {
+                asked: asked.clone(),
+                transfer_id,
             }),
         }
     }
@@ -510,6 +539,55 @@ mod tests {
                 (Actor::Agent, "transfer_accepted", serde_json::json!("0.5")),
                 (Actor::Mcp, "transfer_accepted", serde_json::json!("0")),
                 (Actor::Owner, "funds_swept", serde_json::json!("1.25")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_kept_payment_or_signature_entry_reads_back_as_its_own_action() {
+        let id = Uuid::new_v4();
+        let payment = OwedEntry::X402Payment {
+            actor: Actor::Agent,
+            fetch: detail::X402Fetch {
+                host: Some("paid.example".into()),
+                path: "/report".into(),
+                max_amount: Some("0.05".into()),
+                chosen: Some(detail::X402Choice {
+                    chain: "base".into(),
+                    asset: "USDC".into(),
+                    amount: "0.01".into(),
+                    pay_to: "0x0000000000000000000000000000000000000042".into(),
+                }),
+                transfer_id: Some(id),
+            },
+        };
+        let typed = OwedEntry::TypedData {
+            actor: Actor::Mcp,
+            asked: detail::TypedAsked {
+                chain: "base".into(),
+                kind: detail::TypedKind::TypedData,
+                to: "0x0000000000000000000000000000000000000002".into(),
+                domain: serde_json::json!({"name": "Mail"}),
+                primary_type: "Mail".into(),
+                digest: alloy::primitives::B256::repeat_byte(7),
+                simulation: serde_json::json!(null),
+            },
+        };
+        let mut written = Vec::new();
+        for entry in [payment, typed] {
+            let json = serde_json::to_string(&entry).unwrap();
+            let back: OwedEntry = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, entry, "{json}");
+            let detail = back.detail(id, None);
+            let json = detail.to_json().unwrap();
+            assert_eq!(json["transfer_id"], id.to_string(), "{json}");
+            written.push((back.actor(), detail.action().as_str(), json["status"].clone()));
+        }
+        assert_eq!(
+            written,
+            [
+                (Actor::Agent, "x402_payment_accepted", serde_json::json!("pending")),
+                (Actor::Mcp, "typed_data_signed", serde_json::Value::Null),
             ]
         );
     }

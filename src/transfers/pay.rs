@@ -17,7 +17,7 @@ use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error}
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
 use crate::domain::audit::detail::{self, X402Choice, X402Fetch, X402Result};
-use crate::domain::audit::{Actor, Detail};
+use crate::domain::audit::{Actor, Detail, OwedEntry};
 use crate::domain::chain as registry;
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{SealedRequest, StoredTx, X402Record};
@@ -114,6 +114,10 @@ struct Ticket {
     mandate: Mandate,
     clearance: Clearance,
     pending: Option<SealedRequest>,
+    /// A first try's `x402_payment_accepted`, by whom and of what fetch (the entry chosen and the id are added as
+    /// it is reserved): kept with the reservation (`OwedEntry::X402Payment`), so a process that dies while the paid
+    /// request is out, with the authorization perhaps settled, leaves it for the watcher. None for an approval's.
+    accepted: Option<(Actor, X402Fetch)>,
 }
 
 /// The first request of an exchange and what became of its price.
@@ -134,12 +138,13 @@ struct Sent {
     /// The paid answer and the settlement transaction it named, as `send_paid` put them on the payment.
     response: Option<Value>,
     settlement_tx: Option<String>,
-    /// Entries written before the outcome's, in order (a first try's `x402_payment_accepted`).
-    audits: Vec<AuditEvent>,
+    /// A first try's `x402_payment_accepted`, written before the outcome's in place of the one kept with its
+    /// reservation, or left out if the watcher wrote that one already.
+    accepted: Option<AuditEvent>,
 }
 
 impl Sent {
-    fn of(tx: &StoredTx, audits: Vec<AuditEvent>) -> Sent {
+    fn of(tx: &StoredTx, accepted: Option<AuditEvent>) -> Sent {
         let (response, settlement_tx) = tx
             .body
             .x402()
@@ -148,7 +153,7 @@ impl Sent {
             id: tx.id,
             response,
             settlement_tx,
-            audits,
+            accepted,
         }
     }
 }
@@ -230,12 +235,17 @@ impl Transfers {
     }
 
     /// Closes a paid request in one transaction: the payment marked sent, its answer and settlement kept, its audit
-    /// entries appended.
+    /// entries appended (the accepted one in place of the kept one, once).
     async fn record_paid(&self, sent: Sent, outcome: AuditEvent) {
-        let entries: Vec<&AuditEvent> = sent.audits.iter().chain(std::iter::once(&outcome)).collect();
         let stored = self
             .store
-            .record_paid(sent.id, sent.response.clone(), sent.settlement_tx.clone(), &entries)
+            .record_paid(
+                sent.id,
+                sent.response.clone(),
+                sent.settlement_tx.clone(),
+                sent.accepted.as_ref(),
+                &outcome,
+            )
             .await;
         if let Err(e) = stored {
             tracing::error!(tx_id = %sent.id, error = %e, "an x402 payment's answer and audit entries could not be stored");
@@ -273,6 +283,7 @@ impl Transfers {
             mandate: order.by.mandate.clone(),
             clearance: Clearance::Policy,
             pending: Some(self.vault.seal_request(id, &plain)),
+            accepted: Some((order.by.actor, audit.clone())),
         };
         let accept = |choice: &Choice| {
             audit.chosen = Some(chosen(choice));
@@ -307,7 +318,7 @@ impl Transfers {
         };
         let accepted = AuditEvent::new(order.by.agent.id, order.by.actor, Detail::X402PaymentAccepted(accepted));
         let (tx, answer) = self.send_paid(request, &required, *tx, deadline).await;
-        *sent = Some(Sent::of(&tx, vec![accepted]));
+        *sent = Some(Sent::of(&tx, Some(accepted)));
         let answer = paid_answer(answer, tx.id)?;
         Ok(Paid {
             answer,
@@ -422,7 +433,14 @@ impl Transfers {
                 kind: Kind::Payment(Box::new(draft)),
                 clearance: ticket.clearance,
                 mandate: ticket.mandate.clone(),
-                owed: None,
+                owed: ticket.accepted.clone().map(|(actor, fetch)| OwedEntry::X402Payment {
+                    actor,
+                    fetch: X402Fetch {
+                        chosen: Some(chosen(choice)),
+                        transfer_id: Some(ticket.id),
+                        ..fetch
+                    },
+                }),
             })
             .await?;
         Ok(match outcome {
@@ -491,6 +509,7 @@ impl Transfers {
             mandate: Mandate::NONE,
             clearance: Clearance::Approval { by },
             pending: None,
+            accepted: None,
         };
         // The price must be the one approved (or lower), to the same payee in the same token.
         let accept = |choice: &Choice| {
@@ -559,7 +578,7 @@ impl Transfers {
         };
         let detail = Detail::X402PaymentOutcome(detail::X402PaymentOutcome { fetch, result });
         let outcome = AuditEvent::new(agent.id, Actor::System, detail);
-        self.record_paid(Sent::of(&tx, Vec::new()), outcome).await;
+        self.record_paid(Sent::of(&tx, None), outcome).await;
         Ok(tx)
     }
 }

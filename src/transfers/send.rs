@@ -370,6 +370,10 @@ impl Transfers {
                 status,
             };
             if !on_chain {
+                if self.faults.exit_before_broadcast {
+                    tracing::error!(tx_id = %tx.id, "FAULT_EXIT_BEFORE_BROADCAST: exiting after storing a signature");
+                    std::process::exit(86);
+                }
                 return Ok(sent(BroadcastStatus::Submitted));
             }
             match self.broadcast(client, &tx).await {

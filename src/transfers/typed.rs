@@ -11,6 +11,7 @@ use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
 use super::send::{Kind, Outflow, TypedDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
+use crate::domain::audit::OwedEntry;
 use crate::domain::audit::detail::{Asked, TypedAsked, TypedKind};
 use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::typed::{Typed, TypedGrant};
@@ -34,7 +35,7 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn sign_typed_data(&self, order: TypedOrder<'_>) -> Result<TransferOutcome, TransferError> {
         let record = self.typed_record(order.chain, &order.typed);
-        let asked = Asked::TypedData(TypedAsked {
+        let asked = TypedAsked {
             chain: order.chain.name.into(),
             kind: TypedKind::TypedData,
             to: order.typed.verifying().to_checksum(None),
@@ -42,9 +43,16 @@ impl Transfers {
             primary_type: order.typed.primary_type().into(),
             digest: order.typed.digest,
             simulation: record.simulation.clone(),
-        });
-        let outcome = self.try_sign_typed(&order, record).await;
-        self.record_outcome(order.by.agent.id, order.by.actor, asked, outcome.as_ref())
+        };
+        // The entry is kept with the signature's reservation: a signature stored is readable at once, so a process
+        // that dies before the entry's round leaves it for the watcher (`write_owed`), never unaudited.
+        let owed = OwedEntry::TypedData {
+            actor: order.by.actor,
+            asked: asked.clone(),
+        };
+        let outcome = self.try_sign_typed(&order, record, owed).await;
+        let (agent_id, actor) = (order.by.agent.id, order.by.actor);
+        self.record_owed(agent_id, actor, Asked::TypedData(asked), outcome.as_ref(), true)
             .await;
         outcome
     }
@@ -53,6 +61,7 @@ impl Transfers {
         &self,
         order: &TypedOrder<'_>,
         record: SignatureRecord,
+        owed: OwedEntry,
     ) -> Result<TransferOutcome, TransferError> {
         let chain = order.chain;
         let from = *order
@@ -77,7 +86,7 @@ impl Transfers {
             })),
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
-            owed: None,
+            owed: Some(owed),
         })
         .await
     }

@@ -223,3 +223,293 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         stopped.logs
     );
 }
+
+const ADMIN: &str = "admin-token-for-crash-window-tests-0123456789";
+
+/// Waits for `GET /health` of a process started by `run_to_exit` (which gives no address): `base` is known.
+async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(response) = client.get(format!("{base}/health")).send().await
+            && response.status() == StatusCode::OK
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the process never became healthy");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An agent on base created with the admin token: (id, token, wallet).
+async fn crash_agent(client: &reqwest::Client, base: &str) -> (String, String, Address) {
+    let created: Value = client
+        .post(format!("{base}/api/agents"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "crashy", "chains": ["base"], "capabilities": ["read", "transact"], "spending_cap": 0.5}))
+        .send()
+        .await
+        .expect("create an agent")
+        .json()
+        .await
+        .expect("JSON");
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("id: {created}"))
+        .to_string();
+    let token = created["access_token"].as_str().expect("access_token").to_string();
+    let from = created["wallet_addresses"]["base"]
+        .as_str()
+        .expect("base wallet")
+        .parse()
+        .unwrap();
+    (id, token, from)
+}
+
+/// The audit entries of `action` naming `transfer_id`, through a process (waiting for the watcher to write a kept
+/// one: up to `within`), then a look that no second one comes.
+async fn entries_naming(
+    client: &reqwest::Client,
+    base: &str,
+    agent: (&str, &str),
+    action: &str,
+    transfer_id: &Value,
+    within: Duration,
+) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let entries: Vec<Value> = audit(client, base, agent.0, agent.1)
+            .await
+            .into_iter()
+            .filter(|e| e["action"] == action && e["detail"]["transfer_id"] == *transfer_id)
+            .collect();
+        if !entries.is_empty() || Instant::now() >= deadline {
+            return entries;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `agentd audit verify` on the database: the chain of entries verifies.
+fn audit_verifies(db: &str, dir: &Path) {
+    let env = [
+        ("DATABASE_URL", db),
+        ("ENCRYPTION_KEY", crate::helpers::ENCRYPTION_KEY),
+        ("APP_ENV", "development"),
+    ];
+    let outcome = crate::helpers::run_subcommand(&["audit", "verify"], &env, dir, Duration::from_secs(30));
+    assert!(
+        outcome.status.is_some_and(|s| s.success()),
+        "audit verify: {}",
+        outcome.logs
+    );
+}
+
+/// Issue 50 point 2: an x402 payment whose process is SIGKILLed while the paid request is with the resource, after
+/// the resource settled it on chain. After the restart the payment has its `x402_payment_accepted` entry, once, and
+/// the log verifies; nothing is paid again.
+#[tokio::test]
+async fn an_x402_payment_settled_while_its_process_is_killed_has_its_entry_once_after_the_restart() {
+    use crate::helpers::paywall::{Paywall, PaywallSetup, entry_v2};
+    use crate::helpers::solidity::{mint, token_balance, usdc_on_base};
+
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let usdc = usdc_on_base(&anvil).await;
+    let pay_to = fresh_address();
+    let mut setup = PaywallSetup::new(
+        2,
+        vec![entry_v2(BASE_CHAIN_ID, usdc, 10_000, pay_to, "USD Coin", "2")],
+        anvil.url(),
+        BASE_CHAIN_ID,
+    );
+    setup.answer_after_settling = Duration::from_secs(60);
+    let paywall = Paywall::start(setup).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = sqlite_url(dir.path());
+    let client = reqwest::Client::new();
+    let mut env = server_env("127.0.0.1:0", &db, anvil.url(), false);
+    env.push(("ADMIN_TOKEN".into(), ADMIN.into()));
+    env.push(("X402_ALLOW_PRIVATE".into(), "true".into()));
+    let server = start(&env, dir.path());
+    let base = server.base_url();
+    let (agent_id, token, from) = crash_agent(&client, &base).await;
+    mint(&anvil, usdc, from, U256::from(1_000_000)).await;
+
+    let fetch = tokio::spawn({
+        let (client, url) = (client.clone(), format!("{base}/api/agents/{agent_id}/x402/fetch"));
+        let (token, paid) = (token.clone(), paywall.url("/paid"));
+        async move {
+            client
+                .post(url)
+                .header(TOKEN_HEADER, token)
+                .json(&json!({"url": paid, "max_amount": "0.05"}))
+                .send()
+                .await
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while paywall.verified().first().and_then(|v| v.settlement).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the paywall never settled; logs:\n{}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        token_balance(&anvil, usdc, pay_to).await,
+        U256::from(10_000),
+        "settled on chain"
+    );
+    drop(server); // SIGKILL while the paid request is with the resource.
+    assert!(fetch.await.unwrap().is_err(), "the payer died before answering");
+
+    let server = start(&env, dir.path());
+    let base = server.base_url();
+    let txs = transactions(&client, &base, &agent_id, &token).await;
+    assert_eq!(txs.len(), 1, "{txs:#?}");
+    let accepted = entries_naming(
+        &client,
+        &base,
+        (&agent_id, &token),
+        "x402_payment_accepted",
+        &txs[0]["id"],
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_eq!(
+        accepted.len(),
+        1,
+        "one x402_payment_accepted entry: {accepted:#?}\nlogs:\n{}",
+        server.logs()
+    );
+    assert_eq!(accepted[0]["actor"], "agent");
+    assert_eq!(accepted[0]["detail"]["status"], "pending");
+    assert_eq!(
+        accepted[0]["detail"]["pay_to"],
+        pay_to.to_checksum(None),
+        "{accepted:#?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = entries_naming(
+        &client,
+        &base,
+        (&agent_id, &token),
+        "x402_payment_accepted",
+        &txs[0]["id"],
+        Duration::ZERO,
+    )
+    .await;
+    assert_eq!(again.len(), 1, "written once: {again:#?}");
+    assert_eq!(paywall.paid_requests(), 1, "paid once");
+    assert_eq!(token_balance(&anvil, usdc, pay_to).await, U256::from(10_000));
+    let stopped = server.terminate(Duration::from_secs(15));
+    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
+    audit_verifies(&db, dir.path());
+}
+
+/// Issue 50 point 3: a process that dies right after storing a typed-data signature (the fault switch, before the
+/// signature is handed out or its entry's round) leaves a signature the agent can read; after the restart it has
+/// its `typed_data_signed` entry, once, and the log verifies.
+#[tokio::test]
+async fn a_typed_data_signature_stored_before_a_crash_has_its_entry_once_after_the_restart() {
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = sqlite_url(dir.path());
+    let client = reqwest::Client::new();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let base = format!("http://{bind}");
+    let mut fault_env = server_env(&bind, &db, anvil.url(), true);
+    fault_env.push(("ADMIN_TOKEN".into(), ADMIN.into()));
+    let run_dir = dir.path().to_path_buf();
+    let crashed =
+        tokio::task::spawn_blocking(move || run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60)));
+    wait_healthy(&client, &base).await;
+    let (agent_id, token, from) = crash_agent(&client, &base).await;
+    let policy = json!({"calls": {"rules": [{"typed_data": {"primary_type": "Mail"}, "action": "allow"}]}});
+    let set = client
+        .put(format!("{base}/api/agents/{agent_id}/policy"))
+        .bearer_auth(ADMIN)
+        .json(&policy)
+        .send()
+        .await
+        .expect("set the policy");
+    assert_eq!(set.status(), StatusCode::OK);
+    let typed = json!({
+        "types": {
+            "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"}],
+            "Mail": [{"name": "from", "type": "address"}, {"name": "contents", "type": "string"}]
+        },
+        "primaryType": "Mail",
+        "domain": {"name": "Mail", "chainId": BASE_CHAIN_ID, "verifyingContract": fresh_address().to_string()},
+        "message": {"from": from.to_string(), "contents": "hello"}
+    });
+    let signed = client
+        .post(format!("{base}/api/agents/{agent_id}/sign-typed-data"))
+        .header(TOKEN_HEADER, &token)
+        .json(&json!({"chain": "base", "typed_data": typed}))
+        .send()
+        .await;
+    assert!(signed.is_err(), "the process dies before answering: {signed:?}");
+    let outcome = crashed.await.expect("the waiting thread");
+    assert_eq!(
+        outcome.status.and_then(|s| s.code()),
+        Some(FAULT_EXIT_CODE),
+        "logs:\n{}",
+        outcome.logs
+    );
+
+    let mut env = server_env("127.0.0.1:0", &db, anvil.url(), false);
+    env.push(("ADMIN_TOKEN".into(), ADMIN.into()));
+    let server = start(&env, dir.path());
+    let base = server.base_url();
+    let txs = transactions(&client, &base, &agent_id, &token).await;
+    assert_eq!(txs.len(), 1, "the signature was stored: {txs:#?}");
+    let read = client
+        .get(format!(
+            "{base}/api/agents/{agent_id}/transfers/{}",
+            txs[0]["id"].as_str().unwrap()
+        ))
+        .header(TOKEN_HEADER, &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        read.status(),
+        StatusCode::OK,
+        "the agent token reads the signature back"
+    );
+    let signed = entries_naming(
+        &client,
+        &base,
+        (&agent_id, &token),
+        "typed_data_signed",
+        &txs[0]["id"],
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_eq!(
+        signed.len(),
+        1,
+        "one typed_data_signed entry: {signed:#?}\nlogs:\n{}",
+        server.logs()
+    );
+    assert_eq!(signed[0]["actor"], "agent");
+    assert_eq!(signed[0]["detail"]["primary_type"], "Mail", "{signed:#?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = entries_naming(
+        &client,
+        &base,
+        (&agent_id, &token),
+        "typed_data_signed",
+        &txs[0]["id"],
+        Duration::ZERO,
+    )
+    .await;
+    assert_eq!(again.len(), 1, "written once: {again:#?}");
+    assert_eq!(anvil.nonce(from).await, 0, "nothing was sent");
+    let stopped = server.terminate(Duration::from_secs(15));
+    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
+    audit_verifies(&db, dir.path());
+}

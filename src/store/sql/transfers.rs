@@ -320,15 +320,19 @@ where
         id: Uuid,
         response: Option<serde_json::Value>,
         settlement_tx: Option<String>,
-        audits: &[&AuditEvent],
+        accepted: Option<&AuditEvent>,
+        outcome: &AuditEvent,
     ) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
         self.lock_transfer_agent(&mut tx, id).await?;
         self.mark_pending_in(&mut tx, &[id]).await?;
         self.merge_x402_in(&mut tx, id, response, settlement_tx).await?;
-        for audit in audits {
-            self.append_audit(&mut tx, audit).await?;
+        if let Some(accepted) = accepted
+            && !self.take_owed_in(&mut tx, &[id]).await?.is_empty()
+        {
+            self.append_audit(&mut tx, accepted).await?;
         }
+        self.append_audit(&mut tx, outcome).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -727,7 +727,7 @@ where
 
     /// Drops the kept entries of transfers `ids`; the ids whose entry was still kept (the others' were written by
     /// `write_owed`, or their rows are gone).
-    async fn take_owed_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+    pub(super) async fn take_owed_in(&self, conn: &mut B::Connection, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
         let mut taken = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(shared::ROWS_PER_STATEMENT) {
             let sql = format!(

@@ -55,6 +55,8 @@ pub struct PaywallSetup {
     pub settles: bool,
     /// How long `/slow` takes.
     pub slow: Duration,
+    /// How long a settled paid request waits before it is answered (a crash test kills the payer meanwhile).
+    pub answer_after_settling: Duration,
 }
 
 impl PaywallSetup {
@@ -68,6 +70,7 @@ impl PaywallSetup {
             facilitator: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8".parse().unwrap(),
             settles: true,
             slow: Duration::from_secs(5),
+            answer_after_settling: Duration::ZERO,
         }
     }
 }
@@ -330,6 +333,7 @@ async fn paid(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, heade
     };
     verified.settlement = Some(hash);
     shared.verified.lock().unwrap().push(verified);
+    tokio::time::sleep(setup.answer_after_settling).await;
     let network = entry["network"].clone();
     let answer = json!({"success": true, "transaction": hash, "network": network,
                         "payer": terms.from.to_checksum(None)});
