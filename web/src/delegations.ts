@@ -8,7 +8,7 @@ import { call, type AgentDetail, type ChainInfo } from './api';
 import type { components } from './api-types';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, copyButton, field, h, shortHex, uid } from './dom';
-import { injectedWallet, walletAccount } from './wallet-provider';
+import { ensureChain, injectedWallet, walletAccount } from './wallet-provider';
 import { errorLine, notify } from './ui';
 
 export type Delegation = components['schemas']['DelegationView'];
@@ -261,8 +261,11 @@ function fromView(d: Delegation, manager: string | null | undefined): Granted | 
   return { chain: d.chain, manager, delegation };
 }
 
-/** The call that revokes a delegation on chain, to copy or to send with the connected wallet. */
-function revokeCall(granted: Granted): HTMLElement {
+/**
+ * The call that revokes a delegation on chain, to copy or to send with the connected wallet (on the delegation's
+ * chain only: the wallet is asked to switch to it first, and nothing is sent while it is elsewhere).
+ */
+function revokeCall(granted: Granted, chain: ChainInfo | undefined): HTMLElement {
   const data = disableDelegationCalldata(granted.delegation);
   const status = h('p', { class: 'muted small', role: 'status', 'data-testid': 'revoke-status' });
   const send = h('button', { type: 'button', class: 'secondary' }, 'Revoke it now with my wallet');
@@ -272,15 +275,22 @@ function revokeCall(granted: Granted): HTMLElement {
       status.textContent = 'No browser wallet was found: send the call above from the delegator account yourself.';
       return;
     }
+    if (!chain) {
+      status.textContent = `Not sent: this server names no chain ${granted.chain}, so the console cannot tell which network to send it on.`;
+      return;
+    }
     send.disabled = true;
+    status.textContent = '';
     try {
       const account = await walletAccount();
       if (account.toLowerCase() !== granted.delegation.delegator.toLowerCase()) {
         throw new Error(`The wallet's account is ${account}; the revocation must come from the delegator ${granted.delegation.delegator}.`);
       }
+      await ensureChain(chain, 'Nothing was sent.');
       const hash = (await wallet.request({
         method: 'eth_sendTransaction',
-        params: [{ from: account, to: granted.manager, data, value: '0x0' }],
+        // The chain id too: a wallet that moved to another network meanwhile refuses it rather than send it there.
+        params: [{ from: account, to: granted.manager, data, value: '0x0', chainId: `0x${chain.chain_id.toString(16)}` }],
       })) as string;
       // The list is not read again here: that would replace this card, and this line, before it is read.
       status.textContent = `Sent: transaction ${hash}. agentd notices the revocation within a minute, or at the next read (Refresh).`;
@@ -367,7 +377,7 @@ export function delegationsPanel(agent: AgentDetail, token: string | null, chain
       span.length ? h('p', { class: 'small' }, `${span.join(', ')}.`) : null,
       d.revoked_at ? h('p', { class: 'small' }, `Revoked on chain; agentd noticed it ${new Date(d.revoked_at).toLocaleString()}.`) : null,
       h('p', { class: 'muted small' }, `Registered ${new Date(d.created_at).toLocaleString()} \u00b7 id `, h('code', { class: 'mono' }, d.id)),
-      granted && d.status === 'active' ? revokeCall(granted) : null,
+      granted && d.status === 'active' ? revokeCall(granted, chain) : null,
       removeError.el,
       removeButton ? h('div', { class: 'row' }, removeButton) : null,
     );
@@ -570,6 +580,9 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     submit.disabled = true;
     try {
       const delegator = await walletAccount();
+      // EIP-712 binds the signature to the chain id in its domain; a wallet on another network would sign for that
+      // one (or refuse): it is asked to switch first, and nothing is signed while it is elsewhere.
+      await ensureChain(c, 'Nothing was signed.');
       const salt = BigInt(`0x${Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('')}`).toString();
       const unsigned = { delegate, delegator, authority: ROOT_AUTHORITY, caveats, salt };
       const typed = delegationTypedData(unsigned, c.chain_id, config.manager);
@@ -582,7 +595,7 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       const words = `${roundAmount(amount.value.trim())} ${asset.value} ${periodWords(periodSeconds).per}`;
       result.append(
         h('p', { class: 'success', role: 'status', 'data-testid': 'grant-done' }, `Granted: ${words} from ${delegator} to this agent.`),
-        revokeCall(granted),
+        revokeCall(granted, c),
       );
       (result.querySelector('details') as HTMLDetailsElement | null)?.setAttribute('open', '');
       amount.value = '';

@@ -9,6 +9,8 @@
 // shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
 // console then shows; removed from agentd with owner authority (the admin token), it shows removed. Then 0.1 ETH a
 // week to one recipient until a set time: the native caveats the console builds are the ones the service reads.
+// A wallet on another network is asked to switch before it signs a grant or sends a revocation, and one that stays
+// there is asked for neither.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -36,6 +38,11 @@ describe('web console delegations', { timeout: 300000 }, () => {
   const plain = newKey();
   const keys = new Map([owner, plain].map((k) => [k.address.toLowerCase(), k]));
   let account = plain.address;
+  // The network the test wallet is on (anvil's base, 8453, unless a test moves it), whether it agrees to switch
+  // when asked (wallet_switchEthereumChain), and what it was asked to do.
+  let walletChain = '0x2105';
+  let switchAllowed = true;
+  const asked = [];
   const pageErrors = [];
 
   const api = (method, path, body) => callApi(stack.baseUrl, method, path, body, { 'x-agent-access-token': agentToken });
@@ -80,7 +87,19 @@ describe('web console delegations', { timeout: 300000 }, () => {
     // The test wallet: its account, typed data signed with that account's key (cast), transactions sent by anvil
     // from the account (impersonated: the node holds no key of it).
     await context.exposeBinding('__testWallet', async (_source, method, params) => {
+      asked.push(method);
       if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [account];
+      if (method === 'eth_chainId') return walletChain;
+      if (method === 'wallet_switchEthereumChain') {
+        if (!switchAllowed) throw Object.assign(new Error('User rejected the request.'), { code: 4001 });
+        walletChain = params[0].chainId;
+        return null;
+      }
+      // A wallet on another network than the node's signs for, and sends to, that other network: the test holds the
+      // console to never asking it to.
+      if ((method === 'eth_signTypedData_v4' || method === 'eth_sendTransaction') && walletChain !== '0x2105') {
+        throw new Error(`the test wallet was asked to ${method} while on chain ${walletChain}`);
+      }
       if (method === 'eth_signTypedData_v4') {
         const key = keys.get(String(params[0]).toLowerCase());
         if (!key) throw new Error(`the test wallet holds no key of ${params[0]}`);
@@ -290,6 +309,54 @@ describe('web console delegations', { timeout: 300000 }, () => {
     assert.ok((await native.textContent()).includes(`usable until ${shown}`), await native.textContent());
     await shot('delegations-09-native');
 
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('asks a wallet on another network to switch to the delegation\'s chain, and signs or sends nothing elsewhere', async () => {
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+    const panel = page.getByTestId('delegations-panel');
+    const form = page.getByTestId('grant-form');
+    const native = panel.locator('[data-testid="delegation"][data-status="active"]');
+    await native.waitFor();
+    account = owner.address;
+    // The wallet is on Ethereum (chain 1) and declines to switch: the grant stops before any signature.
+    walletChain = '0x1';
+    switchAllowed = false;
+    asked.length = 0;
+    await form.getByLabel('Asset').selectOption('USDC');
+    await form.getByLabel('Amount per period').fill('1');
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    const refusal = form.getByRole('alert').filter({ hasText: /network/ });
+    await refusal.waitFor();
+    const words = await refusal.textContent();
+    assert.ok(words.includes('Your wallet is on chain 1, not on base (chain 8453)'), words);
+    assert.ok(words.includes('Nothing was signed'), words);
+    assert.ok(asked.includes('eth_chainId') && asked.includes('wallet_switchEthereumChain'), asked.join(', '));
+    assert.ok(!asked.includes('eth_signTypedData_v4'), `nothing signed: ${asked.join(', ')}`);
+    await shot('delegations-10-wrong-network-grant');
+
+    // "Revoke it now with my wallet" on that network: not sent, and said why.
+    asked.length = 0;
+    const revoke = native.getByTestId('revoke-call');
+    await revoke.locator('summary').click();
+    await revoke.getByRole('button', { name: 'Revoke it now with my wallet' }).click();
+    const status = revoke.getByTestId('revoke-status');
+    await status.filter({ hasText: /^Not sent/ }).waitFor();
+    assert.ok((await status.textContent()).includes('Your wallet is on chain 1, not on base (chain 8453)'), await status.textContent());
+    assert.ok(!asked.includes('eth_sendTransaction'), `nothing sent: ${asked.join(', ')}`);
+
+    // The wallet agrees to switch: the console asks for base's chain id, then sends the revocation there.
+    switchAllowed = true;
+    asked.length = 0;
+    await revoke.getByRole('button', { name: 'Revoke it now with my wallet' }).click();
+    await status.filter({ hasText: /^Sent: transaction 0x/ }).waitFor();
+    assert.equal(walletChain, '0x2105');
+    assert.ok(asked.indexOf('wallet_switchEthereumChain') < asked.indexOf('eth_sendTransaction'), asked.join(', '));
+    await until('the console shows the native delegation revoked', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator('[data-testid="delegation"][data-status="active"]').count()) === 0;
+    });
+    await shot('delegations-11-switched-and-revoked');
     assert.deepEqual(pageErrors, []);
   });
 });
