@@ -70,7 +70,7 @@ impl Transfers {
             (Body::Signature(record), _) => {
                 let parsed = crate::domain::call::typed::read(&record.typed_data)
                     .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
-                Kind::TypedData(Box::new(super::send::TypedDraft {
+                Kind::TypedData(Box::new(super::kinds::TypedDraft {
                     record: record.clone(),
                     check: Some(self.typed_check(chain, &parsed, true)),
                 }))
@@ -82,7 +82,7 @@ impl Transfers {
                     ..
                 }),
                 _,
-            ) => Kind::Call(Box::new(super::send::CallDraft {
+            ) => Kind::Call(Box::new(super::kinds::CallDraft {
                 record: record.clone(),
                 check,
                 gas_limit: *gas_limit,

@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::send::{CallDraft, Judged, Kind, Outflow};
+use super::kinds::{CallDraft, Kind, Outflow};
+use super::send::Judged;
 use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
 use crate::domain::amount::format_units;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
-use super::send::{Kind, Outflow, PaymentDraft};
+use super::kinds::{Kind, Outflow, PaymentDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;

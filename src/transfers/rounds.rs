@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::send::{Applied, SIGNING_ROUNDS, SignNow, apply};
+use super::reserve::{Applied, SIGNING_ROUNDS, SignNow, apply};
 use super::{TransferError, sign_transfer, signer_error, store_error};
 use crate::domain::chain::ChainInfo;
 use crate::signer::WalletSigner;

@@ -8,7 +8,7 @@
 use alloy::primitives::Address;
 use uuid::Uuid;
 
-use super::send::{Kind, Outflow};
+use super::kinds::{Kind, Outflow};
 use super::{TransferError, TransferOutcome, Transfers};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;

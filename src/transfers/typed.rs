@@ -8,7 +8,7 @@ use alloy::sol_types::SolCall;
 use uuid::Uuid;
 
 use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
-use super::send::{Kind, Outflow, TypedDraft};
+use super::kinds::{Kind, Outflow, TypedDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
 use crate::domain::audit::OwedEntry;

@@ -1,0 +1,218 @@
+//! What an outflow does (its purpose): the kinds of outflow, each with its draft in a file of its own under
+//! `kinds/` (its quote: what the node says it will cost and what the wallet holds for it), and what the send path
+//! asks of every kind: its symbol, whether it is a transaction of the agent's wallet, its quote, what it signs and
+//! the request the store records. Adding a kind is a file under `kinds/` and one arm in each `match` here; no
+//! match over kinds has a wildcard arm.
+
+mod call;
+mod native;
+mod payment;
+mod redeem;
+mod sweep;
+mod token;
+mod typed;
+
+use alloy::primitives::{Address, U256};
+use uuid::Uuid;
+
+use super::{TransferError, sign_transfer, token_ref};
+use crate::chain::Node;
+use crate::domain::asset::Asset;
+use crate::domain::audit::OwedEntry;
+use crate::domain::chain::ChainInfo;
+use crate::domain::transaction::{Body, OnChain};
+use crate::signer::{SignerError, WalletSigner};
+use crate::store::{Clearance, Mandate, NativeFunds, SignedTx, TransferRequest};
+pub(super) use call::CallDraft;
+pub(super) use native::native_funds;
+pub(super) use payment::PaymentDraft;
+pub(super) use redeem::RedeemDraft;
+pub(super) use typed::TypedDraft;
+
+/// One outflow to send, whatever its kind.
+pub(super) struct Outflow<'a> {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub chain: &'static ChainInfo,
+    pub conversation_id: Option<Uuid>,
+    pub from: Address,
+    /// The recipient (of the token, for a token or a payment).
+    pub to: Address,
+    /// In base units of the asset.
+    pub value: U256,
+    pub kind: Kind<'a>,
+    /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
+    pub clearance: Clearance,
+    /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
+    pub mandate: Mandate,
+    /// Its `transfer_accepted` entry, kept with its reservation (`TransferRequest::owed`): a transfer's.
+    pub owed: Option<OwedEntry>,
+}
+
+/// What is moved, and so what is quoted and signed.
+pub(super) enum Kind<'a> {
+    /// The chain's native coin: a plain EIP-1559 transaction.
+    Native,
+    /// A registry token: an EIP-1559 call of its `transfer(to, value)`.
+    Token(Asset),
+    /// An x402 payment (§16): an EIP-3009 authorization, signed off chain and delivered by the paid request.
+    Payment(Box<PaymentDraft<'a>>),
+    /// A contract call (§18): its calldata with native `value`, at the gas limit its simulation found.
+    Call(Box<CallDraft>),
+    /// An EIP-712 signature (§18 `sign-typed-data`): its digest signed, nothing sent; its record carries the typed
+    /// data (`CallRecord::typed_data`) and what it grants.
+    TypedData(Box<TypedDraft>),
+    /// An owner's sweep (§20) of the whole balance of the native coin (`None`: less the maximum fee) or of a token
+    /// (the gas paid in the native coin): its amount is the quote's, read from the node.
+    Sweep(Option<Asset>),
+    /// A transfer redeemed through an on-chain delegation (§21): the delegator's money, the agent's gas.
+    Redeem(Box<RedeemDraft>),
+}
+
+/// What the node says an outflow will cost, read before anything is reserved.
+pub(super) struct Quote {
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    pub priority_fee: u128,
+    /// What it holds against the cap until it settles.
+    pub reserved: U256,
+    /// The native balance as read and what the wallet must hold of it; the reservation checks it again, less what
+    /// the agent's transfers on their way hold. `None`: no native coin is needed (a payment).
+    pub funds: Option<NativeFunds>,
+    /// The token balance as read (a token transfer or a payment): the reservation subtracts unused x402
+    /// authorizations from it.
+    pub token_balance: Option<U256>,
+    /// The wallet's nonce the node has mined, read with the token balance (a token transfer, a redemption).
+    pub mined_nonce: Option<u64>,
+    /// The amount the quote found (a sweep: the whole balance), in place of the outflow's.
+    pub value: Option<U256>,
+}
+
+impl Kind<'_> {
+    /// The asset's symbol.
+    pub(super) fn symbol(&self, chain: &ChainInfo) -> String {
+        match self {
+            Kind::Native => chain.native_symbol.to_string(),
+            Kind::Token(asset) | Kind::Sweep(Some(asset)) => asset.symbol.clone(),
+            Kind::Payment(p) => p.token.symbol.clone(),
+            Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => chain.native_symbol.to_string(),
+            Kind::Redeem(r) => r
+                .token
+                .as_ref()
+                .map_or(chain.native_symbol, |t| t.symbol.as_str())
+                .to_string(),
+        }
+    }
+
+    /// Whether it is a transaction of the agent's wallet (a nonce, a broadcast).
+    pub(super) fn on_chain(&self) -> bool {
+        !matches!(self, Kind::Payment(_) | Kind::TypedData(_))
+    }
+
+    /// What the node says it will cost and what the wallet holds for it (each kind's file: `kinds/*.rs`).
+    pub(super) async fn quote(&self, client: &dyn Node, o: &Outflow<'_>) -> Result<Quote, TransferError> {
+        match self {
+            Kind::Native => native::quote(client, o.chain, o.from, o.to, o.value).await,
+            Kind::Call(call) => call::quote(client, o.chain, call, o.from, o.to, o.value).await,
+            Kind::Token(asset) => token::quote(client, o.chain, asset, o.from, o.to, o.value).await,
+            Kind::Redeem(r) => redeem::quote(client, o.chain, r, o.from, o.value).await,
+            Kind::Sweep(None) => sweep::quote_native(client, o.chain, o.from, o.to).await,
+            Kind::Sweep(Some(asset)) => sweep::quote_token(client, o.chain, asset, o.from, o.to).await,
+            Kind::TypedData(_) => Ok(typed::quote()),
+            Kind::Payment(p) => payment::quote(client, p, o.from).await,
+        }
+    }
+
+    /// Signs the reserved outflow at `nonce` (ignored by an authorization, which carries its own random nonce).
+    /// Every kind signs a 32-byte digest through the signer seam: a transaction's signature hash, an EIP-3009
+    /// authorization's or an EIP-712 message's digest.
+    pub(super) fn sign(
+        &self,
+        signer: &dyn WalletSigner,
+        chain: &ChainInfo,
+        request: &TransferRequest,
+        priority_fee: u128,
+        nonce: u64,
+    ) -> Result<SignedTx, SignerError> {
+        match self {
+            Kind::Payment(p) => crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
+                .map(|signed| SignedTx {
+                    raw: signed.header_value.into_bytes(),
+                    // No transaction of the agent's: the settlement, once known, is the payee's.
+                    hash: String::new(),
+                })
+                .map_err(|e| match e {
+                    crate::x402::SignError::Signer(e) => e,
+                    other => SignerError::Key(other.to_string()),
+                }),
+            Kind::TypedData(t) => signer.sign_hash(&t.record.digest).map(|signature| SignedTx {
+                raw: signature.as_bytes().to_vec(),
+                hash: String::new(),
+            }),
+            _ => sign_transfer(signer, chain, request, priority_fee, nonce),
+        }
+    }
+}
+
+impl Outflow<'_> {
+    /// What the store records of it before its nonce is known.
+    pub(super) fn request(&self, quote: &Quote, node_nonce: Option<u64>) -> TransferRequest {
+        TransferRequest {
+            id: self.id,
+            agent_id: self.agent_id,
+            chain: self.chain.name.to_string(),
+            conversation_id: self.conversation_id,
+            from: self.from,
+            to: self.to,
+            value_wei: quote.value.unwrap_or(self.value),
+            reserved_wei: quote.reserved,
+            node_nonce,
+            asset: self.kind.symbol(self.chain),
+            token: match &self.kind {
+                Kind::Native | Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => None,
+                Kind::Token(asset) | Kind::Sweep(Some(asset)) => token_ref(asset),
+                Kind::Payment(p) => token_ref(&p.token),
+                Kind::Redeem(r) => r.token.as_ref().and_then(token_ref),
+            },
+            clearance: self.clearance,
+            token_balance: quote.token_balance,
+            mined_nonce: quote.mined_nonce,
+            native_funds: quote.funds,
+            body: match &self.kind {
+                Kind::Payment(p) => Body::Authorization(p.record.clone()),
+                Kind::TypedData(t) => Body::Signature(t.record.clone()),
+                Kind::Call(c) => Body::Transaction(OnChain {
+                    at: (),
+                    gas_limit: quote.gas_limit,
+                    max_fee_per_gas: quote.max_fee_per_gas,
+                    call: Some(c.record.clone()),
+                    via: None,
+                }),
+                Kind::Native | Kind::Token(_) | Kind::Sweep(_) | Kind::Redeem(_) => Body::Transaction(OnChain {
+                    at: (),
+                    gas_limit: quote.gas_limit,
+                    max_fee_per_gas: quote.max_fee_per_gas,
+                    call: None,
+                    via: self.kind.redeem().map(|r| r.via.clone()),
+                }),
+            },
+            call_check: match &self.kind {
+                Kind::Call(c) => c.check.clone(),
+                Kind::TypedData(t) => t.check.clone(),
+                _ => None,
+            },
+            mandate: self.mandate.clone(),
+            delegated: self.kind.redeem().map(|r| r.delegated()),
+            // A sweep's entry says the amount it was quoted, in the units its own entry uses.
+            owed: self.owed.clone().map(|owed| {
+                owed.with_amount(|| {
+                    let decimals = match &self.kind {
+                        Kind::Sweep(Some(asset)) => asset.decimals,
+                        _ => self.chain.decimals,
+                    };
+                    crate::domain::amount::format_units(quote.value.unwrap_or(self.value), decimals)
+                })
+            }),
+        }
+    }
+}

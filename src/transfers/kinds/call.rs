@@ -1,0 +1,54 @@
+//! A contract call (§18): its calldata with native `value`, at the gas limit its simulation found.
+
+use alloy::primitives::{Address, U256};
+
+use super::Quote;
+use crate::chain::Node;
+use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Cost;
+use crate::domain::transaction::CallRecord;
+use crate::store::NativeFunds;
+use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+
+/// What a call is signed from: its record (calldata, decoding, simulation) and the gas limit to sign.
+pub(in crate::transfers) struct CallDraft {
+    pub record: CallRecord,
+    /// What the reservation judges (none when an owner approved it: the approval decides, and its counts were
+    /// stored when it was held).
+    pub check: Option<crate::store::CallCheck>,
+    pub gas_limit: u64,
+}
+
+/// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
+/// and twice the maximum fee, as a native transfer's.
+pub(super) async fn quote(
+    client: &dyn Node,
+    chain: &'static ChainInfo,
+    call: &CallDraft,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let probe = l1_probe(chain, to, value, call.record.data.clone());
+    let (fees, balance, l1_fee) = tokio::join!(
+        client.recent_fees(FEE_MAX_AGE),
+        client.balance(from),
+        client.recent_l1_fee(&probe, FEE_MAX_AGE),
+    );
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    let cost = Cost::of(value, fees.max_cost(call.gas_limit).saturating_add(l1_fee));
+    // Not refused here: a call's funds are judged last, in the reservation (§18).
+    Ok(Quote {
+        gas_limit: call.gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(NativeFunds {
+            balance,
+            needed: cost.needed,
+        }),
+        token_balance: None,
+        mined_nonce: None,
+        value: None,
+    })
+}

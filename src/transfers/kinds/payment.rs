@@ -1,0 +1,35 @@
+//! An x402 payment (§16): an EIP-3009 authorization, signed off chain and delivered by the paid request.
+
+use alloy::primitives::{Address, U256};
+
+use super::Quote;
+use crate::chain::Node;
+use crate::domain::asset::Asset;
+use crate::domain::transaction::X402Record;
+use crate::transfers::TransferError;
+use crate::x402::Choice;
+use crate::x402::wire::PaymentRequired;
+
+/// What an x402 authorization is signed from.
+pub(in crate::transfers) struct PaymentDraft<'a> {
+    pub required: &'a PaymentRequired,
+    pub choice: &'a Choice,
+    pub authorization: crate::x402::Authorization,
+    pub record: X402Record,
+    pub token: Asset,
+}
+
+/// No native coin moves (the facilitator pays the gas): the token balance, which the reservation holds the
+/// payment against less other unused authorizations.
+pub(super) async fn quote(client: &dyn Node, p: &PaymentDraft<'_>, from: Address) -> Result<Quote, TransferError> {
+    Ok(Quote {
+        gas_limit: 0,
+        max_fee_per_gas: 0,
+        priority_fee: 0,
+        reserved: U256::ZERO,
+        funds: None,
+        token_balance: Some(client.token_balance(from, &p.token).await?),
+        mined_nonce: None,
+        value: None,
+    })
+}

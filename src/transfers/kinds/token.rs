@@ -1,0 +1,71 @@
+//! A registry token: an EIP-1559 call of its `transfer(to, value)`.
+
+use alloy::primitives::{Address, U256};
+
+use super::Quote;
+use super::native_funds;
+use crate::chain::{Node, RefusalKind};
+use crate::domain::asset::Asset;
+use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Cost;
+use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+
+/// Gas, fees, the native balance and the token balance of a token transfer, asked together. The token amount
+/// must be covered by the token balance (else `insufficient_funds` before anything is signed), the gas by the
+/// native balance; the cap holds twice the maximum fee and no value (the native coin moves none). The token's
+/// decimals are checked against the registry by the balance read.
+pub(super) async fn quote(
+    client: &dyn Node,
+    chain: &'static ChainInfo,
+    token: &Asset,
+    from: Address,
+    to: Address,
+    value: U256,
+) -> Result<Quote, TransferError> {
+    let contract = token.token.ok_or(TransferError::NoWallet)?;
+    let data = crate::domain::erc20::transfer_calldata(to, value);
+    let probe = l1_probe(chain, contract, U256::ZERO, data.clone());
+    // The mined nonce is read before both balances, as for a native transfer (`Node::mined_nonce_then_balance`).
+    let balances = async {
+        let mined = client.mined_nonce(from).await;
+        let (balance, held) = tokio::join!(client.balance(from), client.token_balance(from, token));
+        (mined, balance, held)
+    };
+    let (gas_limit, fees, (mined, balance, held), l1_fee) = tokio::join!(
+        client.estimate_call_gas(from, contract, data),
+        client.recent_fees(FEE_MAX_AGE),
+        balances,
+        client.l1_fee(&probe),
+    );
+    let short_of = |balance| TransferError::InsufficientTokenFunds {
+        symbol: token.symbol.clone(),
+        decimals: token.decimals,
+        needed: value,
+        balance,
+    };
+    let held = held?;
+    if held < value {
+        return Err(short_of(held));
+    }
+    let gas_limit = match gas_limit {
+        Ok(gas) => gas,
+        // Blocks landed between the two reads and took the balance below the amount: refused as if read after them.
+        Err(e) if e.refusal() == Some(RefusalKind::TokenBalanceTooLow) => {
+            return Err(short_of(client.token_balance(from, token).await?));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
+    // On OP-stack chains the L1 data fee is part of the fee (§14).
+    let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit).saturating_add(l1_fee));
+    Ok(Quote {
+        gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee: fees.max_priority_fee_per_gas,
+        reserved: cost.reserved,
+        funds: Some(native_funds(chain, balance, cost.needed)?),
+        token_balance: Some(held),
+        mined_nonce: Some(mined?),
+        value: None,
+    })
+}

@@ -1,0 +1,27 @@
+//! An EIP-712 signature (§18 `sign-typed-data`): its digest signed, nothing sent.
+
+use alloy::primitives::U256;
+
+use super::Quote;
+use crate::domain::transaction::SignatureRecord;
+
+/// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
+/// approved it).
+pub(in crate::transfers) struct TypedDraft {
+    pub record: SignatureRecord,
+    pub check: Option<crate::store::CallCheck>,
+}
+
+/// Nothing is sent: no gas, no balance to hold.
+pub(super) fn quote() -> Quote {
+    Quote {
+        gas_limit: 0,
+        max_fee_per_gas: 0,
+        priority_fee: 0,
+        reserved: U256::ZERO,
+        funds: None,
+        token_balance: None,
+        mined_nonce: None,
+        value: None,
+    }
+}
