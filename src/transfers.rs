@@ -37,6 +37,7 @@ use crate::vault::Vault;
 
 mod approvals;
 mod call;
+mod carriers;
 mod deliver;
 mod error;
 mod gaps;
@@ -56,6 +57,7 @@ mod typed;
 mod tests;
 
 pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
+use carriers::wallet::{sign_eip1559, sign_transfer};
 pub use deliver::rebroadcast;
 pub use error::TransferError;
 use kinds::{Kind, Outflow};
@@ -63,8 +65,8 @@ pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 pub use reserve::reserve_once;
 pub(crate) use signing::l1_probe;
+use signing::nonce_filler;
 pub(crate) use signing::signer_error;
-use signing::{nonce_filler, sign_eip1559, sign_transfer};
 pub use sweep::SweepOrder;
 pub use transacting::Transacting;
 pub use typed::TypedOrder;
@@ -415,8 +417,8 @@ fn audited(outcome: Result<&TransferOutcome, &TransferError>) -> Result<detail::
         }),
         Err(e) => Err(detail::Refused {
             code: e.code().into(),
-            rule: e.policy_rule().map(|rule| rule.as_str().into()),
-            limit: e.over_limit().map(str::to_owned),
+            rule: e.refused_rule().map(str::to_owned),
+            limit: e.limit_words(),
             denial: e.call_denial().map(str::to_owned),
         }),
     }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::domain::call::CallFacts;
 use crate::domain::call::ledger::{self, Remaining};
 use crate::domain::decision::{CallSite, Counted, PaymentSite, Request, Subject};
-use crate::domain::transaction::{Body, OnChain};
+use crate::domain::transaction::{Action, Body, OnChain};
 
 /// The `Idempotency-Key` claim a request runs under: checked, and marked as having moved money, in the transaction
 /// that reserves for it, so that a claim taken over (its lease ran out) moves nothing, and a claim that moved money is
@@ -199,11 +199,25 @@ impl TransferRequest {
         counts: &'a [Counted],
     ) -> Result<Request<'a>, UnparsedTypedData> {
         let call = match (&self.body, &self.call_check) {
-            (Body::Transaction(OnChain { call: None, .. }) | Body::Authorization(_), _) | (_, None) => None,
+            (
+                Body::Transaction(OnChain {
+                    action: Action::Transfer | Action::Redeem(_),
+                    ..
+                })
+                | Body::Authorization(_),
+                _,
+            )
+            | (_, None) => None,
             (body, Some(check)) => Some(CallSite {
                 subject: match (body, &check.typed) {
                     (Body::Signature(_), Some(typed)) => Subject::TypedData(typed.facts(self.from)),
-                    (Body::Transaction(OnChain { call: Some(call), .. }), _) => Subject::Call(CallFacts {
+                    (
+                        Body::Transaction(OnChain {
+                            action: Action::Call(call),
+                            ..
+                        }),
+                        _,
+                    ) => Subject::Call(CallFacts {
                         chain: &self.chain,
                         to: self.to,
                         calldata: &call.data,

@@ -122,11 +122,55 @@ pub struct OnChain<P = Placed> {
     pub gas_limit: u64,
     /// Of its latest attempt.
     pub max_fee_per_gas: u128,
-    /// The call it makes (§18); none for a transfer (a token's `transfer(to, value)` is not a call).
-    pub call: Option<CallRecord>,
-    /// Set when it redeems an on-chain delegation (§21): the money leaves the delegator's account, and what the
-    /// agent's wallet signs is `redeemDelegations` to the manager.
-    pub via: Option<Via>,
+    /// What it does.
+    pub action: Action,
+}
+
+/// What a transaction of the agent's wallet does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A transfer of the native coin to the record's `to`, or of its registry token by the token's
+    /// `transfer(to, value)` (not a call).
+    Transfer,
+    /// A contract call (§18): its calldata, as decoded and simulated.
+    Call(CallRecord),
+    /// A redemption of an on-chain delegation (§21): the money leaves the delegator's account, and what the agent's
+    /// wallet signs is `redeemDelegations` to the manager.
+    Redeem(Via),
+}
+
+impl Action {
+    /// The contract call, for a call.
+    pub fn call(&self) -> Option<&CallRecord> {
+        match self {
+            Action::Call(call) => Some(call),
+            Action::Transfer | Action::Redeem(_) => None,
+        }
+    }
+
+    /// The delegation it redeems, for a redemption.
+    pub fn via(&self) -> Option<&Via> {
+        match self {
+            Action::Redeem(via) => Some(via),
+            Action::Transfer | Action::Call(_) => None,
+        }
+    }
+
+    /// What the wallet's transaction calls: `(to, value, input)`, for a transfer of `value` of `token` (the
+    /// native coin when none) to `to`.
+    pub fn execution(
+        &self,
+        to: Address,
+        value: U256,
+        token: Option<TokenRef>,
+    ) -> (Address, U256, alloy::primitives::Bytes) {
+        match self {
+            Action::Transfer => on_chain_call(to, value, token),
+            Action::Call(call) => (to, value, call.data.clone()),
+            // The agent's wallet calls the manager; the amount moves from the delegator's account.
+            Action::Redeem(via) => (via.manager, U256::ZERO, via.data.clone()),
+        }
+    }
 }
 
 /// A transfer redeemed through an on-chain delegation (§21): the agent's wallet signs one `redeemDelegations`
@@ -179,8 +223,14 @@ impl Kind {
 impl<P> Body<P> {
     pub fn kind(&self) -> Kind {
         match self {
-            Body::Transaction(OnChain { call: None, .. }) => Kind::Transfer,
-            Body::Transaction(OnChain { call: Some(_), .. }) => Kind::Call,
+            Body::Transaction(OnChain {
+                action: Action::Transfer | Action::Redeem(_),
+                ..
+            }) => Kind::Transfer,
+            Body::Transaction(OnChain {
+                action: Action::Call(_),
+                ..
+            }) => Kind::Call,
             Body::Authorization(_) => Kind::X402,
             Body::Signature(_) => Kind::TypedData,
         }
@@ -190,32 +240,32 @@ impl<P> Body<P> {
     pub fn transaction(&self) -> Option<&OnChain<P>> {
         match self {
             Body::Transaction(t) => Some(t),
-            _ => None,
+            Body::Authorization(_) | Body::Signature(_) => None,
         }
     }
 
     /// The delegation it redeems (§21), for a delegated transfer.
     pub fn via(&self) -> Option<&Via> {
-        self.transaction().and_then(|t| t.via.as_ref())
+        self.transaction().and_then(|t| t.action.via())
     }
 
     /// The contract call, for a call.
     pub fn call(&self) -> Option<&CallRecord> {
-        self.transaction().and_then(|t| t.call.as_ref())
+        self.transaction().and_then(|t| t.action.call())
     }
 
     /// The x402 authorization, for a payment.
     pub fn x402(&self) -> Option<&X402Record> {
         match self {
             Body::Authorization(x) => Some(x),
-            _ => None,
+            Body::Transaction(_) | Body::Signature(_) => None,
         }
     }
 
     pub fn x402_mut(&mut self) -> Option<&mut X402Record> {
         match self {
             Body::Authorization(x) => Some(x),
-            _ => None,
+            Body::Transaction(_) | Body::Signature(_) => None,
         }
     }
 
@@ -223,14 +273,14 @@ impl<P> Body<P> {
     pub fn signature(&self) -> Option<&SignatureRecord> {
         match self {
             Body::Signature(s) => Some(s),
-            _ => None,
+            Body::Transaction(_) | Body::Authorization(_) => None,
         }
     }
 
     /// What its simulation showed (§18 `simulation`): a call's, or what a signature grants; none for the others.
     pub fn simulation(&self) -> Option<&serde_json::Value> {
         match self {
-            Body::Transaction(t) => t.call.as_ref().map(|c| &c.simulation),
+            Body::Transaction(t) => t.action.call().map(|c| &c.simulation),
             Body::Signature(s) => Some(&s.simulation),
             Body::Authorization(_) => None,
         }
@@ -250,8 +300,7 @@ impl Body<()> {
                 at: Placed { nonce, tx_hash },
                 gas_limit: t.gas_limit,
                 max_fee_per_gas: t.max_fee_per_gas,
-                call: t.call,
-                via: t.via,
+                action: t.action,
             }),
             Body::Authorization(x) => Body::Authorization(x),
             Body::Signature(s) => Body::Signature(s),
@@ -381,10 +430,20 @@ impl StoredTx {
     /// The native coin the transaction itself moves (none for a token transfer).
     pub fn native_value(&self) -> U256 {
         // A redemption's amount is its delegator's (§21): the wallet pays only the gas.
-        if self.token.is_some() || self.body.via().is_some() {
-            U256::ZERO
-        } else {
-            self.value_wei
+        match &self.body {
+            Body::Transaction(OnChain {
+                action: Action::Redeem(_),
+                ..
+            }) => U256::ZERO,
+            Body::Transaction(OnChain {
+                action: Action::Transfer | Action::Call(_),
+                ..
+            })
+            | Body::Authorization(_)
+            | Body::Signature(_) => match self.token {
+                Some(_) => U256::ZERO,
+                None => self.value_wei,
+            },
         }
     }
 

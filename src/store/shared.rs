@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{Challenge, EventRecord, Message, Role, StoreError, StoreResult};
 use crate::domain::agent::{Agent, Capability};
-use crate::domain::transaction::{Body, CallRecord, OnChain, Placed, SignatureRecord, StoredTx, TxState};
+use crate::domain::transaction::{Action, Body, CallRecord, OnChain, Placed, SignatureRecord, StoredTx, TxState};
 use crate::vault::EncryptedKey;
 
 pub const AGENT_COLUMNS: &str =
@@ -273,7 +273,11 @@ impl BodyColumns {
     pub fn of<P>(body: &Body<P>) -> BodyColumns {
         let (gas_limit, max_fee_per_gas) = body.fees();
         let call_record = match body {
-            Body::Transaction(t) => t.call.clone().map(|call| CallColumn { call, typed_data: None }),
+            Body::Transaction(t) => t
+                .action
+                .call()
+                .cloned()
+                .map(|call| CallColumn { call, typed_data: None }),
             Body::Signature(s) => Some(CallColumn {
                 call: CallRecord {
                     data: Default::default(),
@@ -356,11 +360,12 @@ pub fn body_from_columns<P>(
                 .max_fee_per_gas
                 .parse()
                 .map_err(|_| corrupt("max_fee_per_gas"))?,
-            call: call.map(|c| c.call),
-            via: columns
-                .delegation
-                .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("delegation")))
-                .transpose()?,
+            action: match (call, columns.delegation) {
+                (None, None) => Action::Transfer,
+                (Some(c), None) => Action::Call(c.call),
+                (None, Some(text)) => Action::Redeem(serde_json::from_str(&text).map_err(|_| corrupt("delegation"))?),
+                (Some(_), Some(_)) => return Err(corrupt("delegation")),
+            },
         }),
         (other, _) => return Err(StoreError::Corrupt(format!("{table}.kind {other}"))),
     })

@@ -10,7 +10,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{Body, OnChain};
+use crate::domain::transaction::{Action, Body, OnChain};
 use crate::store::{Approval, Clearance, Closing, Mandate};
 
 impl Transfers {
@@ -77,7 +77,7 @@ impl Transfers {
             }
             (
                 Body::Transaction(OnChain {
-                    call: Some(record),
+                    action: Action::Call(record),
                     gas_limit,
                     ..
                 }),
@@ -93,7 +93,13 @@ impl Transfers {
                 )));
             }
             // A held redemption (§21) is checked again against its delegation as it is approved.
-            (Body::Transaction(OnChain { via: Some(via), .. }), token) => {
+            (
+                Body::Transaction(OnChain {
+                    action: Action::Redeem(via),
+                    ..
+                }),
+                token,
+            ) => {
                 let asset = token.map(|token| Asset {
                     chain,
                     symbol: approval.asset.clone(),
@@ -114,8 +120,20 @@ impl Transfers {
                     .await?;
                 Kind::Redeem(Box::new(draft))
             }
-            (Body::Transaction(_), None) => Kind::Native,
-            (Body::Transaction(_), Some(token)) => Kind::Token(Asset {
+            (
+                Body::Transaction(OnChain {
+                    action: Action::Transfer,
+                    ..
+                }),
+                None,
+            ) => Kind::Native,
+            (
+                Body::Transaction(OnChain {
+                    action: Action::Transfer,
+                    ..
+                }),
+                Some(token),
+            ) => Kind::Token(Asset {
                 chain,
                 symbol: approval.asset.clone(),
                 decimals: token.decimals,

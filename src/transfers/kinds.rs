@@ -15,12 +15,13 @@ mod typed;
 use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
+use super::carriers::Carrier;
 use super::{TransferError, sign_transfer, token_ref};
 use crate::chain::Node;
 use crate::domain::asset::Asset;
 use crate::domain::audit::OwedEntry;
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::{Body, OnChain};
+use crate::domain::transaction::{Action, Body, OnChain};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{Clearance, Mandate, NativeFunds, SignedTx, TransferRequest};
 pub(super) use call::CallDraft;
@@ -104,9 +105,17 @@ impl Kind<'_> {
         }
     }
 
-    /// Whether it is a transaction of the agent's wallet (a nonce, a broadcast).
+    /// How it reaches the chain.
+    pub(super) fn carrier(&self) -> Carrier {
+        match self {
+            Kind::Native | Kind::Token(_) | Kind::Call(_) | Kind::Sweep(_) | Kind::Redeem(_) => Carrier::Wallet,
+            Kind::Payment(_) | Kind::TypedData(_) => Carrier::Handed,
+        }
+    }
+
+    /// Whether it is a transaction of the agent's wallet (a nonce, a broadcast): its carrier's word.
     pub(super) fn on_chain(&self) -> bool {
-        !matches!(self, Kind::Payment(_) | Kind::TypedData(_))
+        self.carrier().is_transaction()
     }
 
     /// What the node says it will cost and what the wallet holds for it (each kind's file: `kinds/*.rs`).
@@ -135,26 +144,26 @@ impl Kind<'_> {
         nonce: u64,
     ) -> Result<SignedTx, SignerError> {
         match self {
-            Kind::Payment(p) => crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
-                .map(|signed| SignedTx {
-                    raw: signed.header_value.into_bytes(),
-                    // No transaction of the agent's: the settlement, once known, is the payee's.
-                    hash: String::new(),
-                })
-                .map_err(|e| match e {
-                    crate::x402::SignError::Signer(e) => e,
-                    other => SignerError::Key(other.to_string()),
-                }),
-            Kind::TypedData(t) => signer.sign_hash(&t.record.digest).map(|signature| SignedTx {
-                raw: signature.as_bytes().to_vec(),
-                hash: String::new(),
-            }),
-            _ => sign_transfer(signer, chain, request, priority_fee, nonce),
+            Kind::Payment(p) => payment::sign(signer, p),
+            Kind::TypedData(t) => typed::sign(signer, t),
+            Kind::Native | Kind::Token(_) | Kind::Call(_) | Kind::Sweep(_) | Kind::Redeem(_) => {
+                sign_transfer(signer, chain, request, priority_fee, nonce)
+            }
         }
     }
 }
 
 impl Outflow<'_> {
+    /// A transaction of the agent's wallet doing `action`, at the quote's gas and fee.
+    fn transaction(&self, quote: &Quote, action: Action) -> Body<()> {
+        Body::Transaction(OnChain {
+            at: (),
+            gas_limit: quote.gas_limit,
+            max_fee_per_gas: quote.max_fee_per_gas,
+            action,
+        })
+    }
+
     /// What the store records of it before its nonce is known.
     pub(super) fn request(&self, quote: &Quote, node_nonce: Option<u64>) -> TransferRequest {
         TransferRequest {
@@ -181,34 +190,36 @@ impl Outflow<'_> {
             body: match &self.kind {
                 Kind::Payment(p) => Body::Authorization(p.record.clone()),
                 Kind::TypedData(t) => Body::Signature(t.record.clone()),
-                Kind::Call(c) => Body::Transaction(OnChain {
-                    at: (),
-                    gas_limit: quote.gas_limit,
-                    max_fee_per_gas: quote.max_fee_per_gas,
-                    call: Some(c.record.clone()),
-                    via: None,
-                }),
-                Kind::Native | Kind::Token(_) | Kind::Sweep(_) | Kind::Redeem(_) => Body::Transaction(OnChain {
-                    at: (),
-                    gas_limit: quote.gas_limit,
-                    max_fee_per_gas: quote.max_fee_per_gas,
-                    call: None,
-                    via: self.kind.redeem().map(|r| r.via.clone()),
-                }),
+                Kind::Call(c) => self.transaction(quote, Action::Call(c.record.clone())),
+                Kind::Redeem(r) => self.transaction(quote, Action::Redeem(r.via.clone())),
+                Kind::Native | Kind::Token(_) | Kind::Sweep(_) => self.transaction(quote, Action::Transfer),
             },
             call_check: match &self.kind {
                 Kind::Call(c) => c.check.clone(),
                 Kind::TypedData(t) => t.check.clone(),
-                _ => None,
+                Kind::Native | Kind::Token(_) | Kind::Payment(_) | Kind::Sweep(_) | Kind::Redeem(_) => None,
             },
             mandate: self.mandate.clone(),
-            delegated: self.kind.redeem().map(|r| r.delegated()),
+            delegated: match &self.kind {
+                Kind::Redeem(r) => Some(r.delegated()),
+                Kind::Native
+                | Kind::Token(_)
+                | Kind::Payment(_)
+                | Kind::Call(_)
+                | Kind::TypedData(_)
+                | Kind::Sweep(_) => None,
+            },
             // A sweep's entry says the amount it was quoted, in the units its own entry uses.
             owed: self.owed.clone().map(|owed| {
                 owed.with_amount(|| {
                     let decimals = match &self.kind {
-                        Kind::Sweep(Some(asset)) => asset.decimals,
-                        _ => self.chain.decimals,
+                        Kind::Sweep(Some(asset)) | Kind::Token(asset) => asset.decimals,
+                        Kind::Native
+                        | Kind::Sweep(None)
+                        | Kind::Payment(_)
+                        | Kind::Call(_)
+                        | Kind::TypedData(_)
+                        | Kind::Redeem(_) => self.chain.decimals,
                     };
                     crate::domain::amount::format_units(quote.value.unwrap_or(self.value), decimals)
                 })

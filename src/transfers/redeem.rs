@@ -43,7 +43,9 @@ impl Transfers {
             .map_err(delegation_error)?;
         let asset = match token {
             None => LimitAsset::Native,
-            Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive)?),
+            Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive(
+                "its asset has no token contract on this chain",
+            ))?),
         };
         // The smallest of the limits on the asset; none on it leaves nothing (the chain would refuse).
         let mut available: Option<U256> = None;
@@ -86,7 +88,8 @@ impl Transfers {
 /// What the delegation service's refusals are to a send.
 fn delegation_error(e: DelegationError) -> TransferError {
     match e {
-        DelegationError::NotFound | DelegationError::NotActive(_) => TransferError::DelegationNotActive,
+        DelegationError::NotFound => TransferError::DelegationNotActive("no such delegation of this agent"),
+        DelegationError::NotActive(why) => TransferError::DelegationNotActive(why),
         DelegationError::Unavailable(chain) => TransferError::DelegationsUnavailable(chain),
         DelegationError::Revoked => TransferError::DelegationRevoked,
         DelegationError::Chain(e) => TransferError::Chain(e),

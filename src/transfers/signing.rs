@@ -1,18 +1,17 @@
-//! Signing: the agent's signer opened (§20), a transfer signed at its nonce as EIP-1559, the zero-value send that
-//! fills a nonce, and the encoding an L1 fee is estimated on.
+//! Signing: the agent's signer opened (§20), the zero-value send that fills a nonce, and the encoding an L1 fee is
+//! estimated on. What a carrier signs is the carrier's (`carriers`).
 
 use std::sync::Arc;
 
-use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
-use alloy::eips::eip2718::Encodable2718;
+use alloy::consensus::{SignableTransaction, TxEip1559};
 use alloy::primitives::{Address, Bytes, TxKind, U256};
 use uuid::Uuid;
 
 use super::{TransferError, Transfers, store_error};
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::{Body, OnChain, StoredTx, on_chain_call};
+use crate::domain::transaction::{Action, Body, OnChain, StoredTx};
 use crate::signer::{SignerError, WalletSigner};
-use crate::store::{Clearance, Mandate, SignedTx, TransferRequest};
+use crate::store::{Clearance, Mandate, TransferRequest};
 
 impl Transfers {
     /// The agent's signer (§20): its vault key opened, or its key in the token (asked nothing until it signs).
@@ -61,54 +60,13 @@ pub(super) fn nonce_filler(
             at: (),
             gas_limit,
             max_fee_per_gas,
-            call: None,
-            via: None,
+            action: Action::Transfer,
         }),
         call_check: None,
         mandate: Mandate::NONE,
         delegated: None,
         owed: None,
     }
-}
-
-/// Signs `request` at `nonce` (EIP-1559 with the chain's id): the raw bytes and hash to store before broadcast.
-pub(super) fn sign_transfer(
-    signer: &dyn WalletSigner,
-    chain: &ChainInfo,
-    request: &TransferRequest,
-    priority_fee: u128,
-    nonce: u64,
-) -> Result<SignedTx, SignerError> {
-    let (to, value, input) = match (request.body.via(), request.body.call()) {
-        // A redemption (§21): the agent's wallet calls the manager; the amount moves from the delegator's account.
-        (Some(via), _) => (via.manager, U256::ZERO, via.data.clone()),
-        (None, Some(call)) => (request.to, request.value_wei, call.data.clone()),
-        (None, None) => on_chain_call(request.to, request.value_wei, request.token),
-    };
-    let (gas_limit, max_fee_per_gas) = request.body.fees();
-    let tx = TxEip1559 {
-        chain_id: chain.chain_id,
-        nonce,
-        gas_limit,
-        max_fee_per_gas,
-        max_priority_fee_per_gas: priority_fee.min(max_fee_per_gas),
-        to: TxKind::Call(to),
-        value,
-        input,
-        ..Default::default()
-    };
-    sign_eip1559(signer, tx)
-}
-
-/// Signs an EIP-1559 transaction (its signature hash, through the signer seam): the raw bytes and hash to store
-/// before broadcast.
-pub(super) fn sign_eip1559(signer: &dyn WalletSigner, tx: TxEip1559) -> Result<SignedTx, SignerError> {
-    let signature = signer.sign_hash(&tx.signature_hash())?;
-    let envelope = TxEnvelope::from(tx.into_signed(signature));
-    Ok(SignedTx {
-        hash: envelope.tx_hash().to_string(),
-        raw: envelope.encoded_2718(),
-    })
 }
 
 /// The unsigned encoding the L1 fee of a transfer to `to` of `value` is estimated on, before its gas, fees and nonce

@@ -9,7 +9,7 @@ use agentd::config::DatabaseKind;
 use agentd::domain::agent::{Agent, Capability};
 use agentd::domain::audit::{Detail, detail};
 use agentd::domain::decision::Refusal;
-use agentd::domain::transaction::{Body, OnChain, TxState};
+use agentd::domain::transaction::{Action, Body, OnChain, TxState};
 use agentd::store::{
     AgentUpdate, AuditEvent, Challenge, Clearance, Conversation, Message, NewAgent, NonceFill, OutflowEntry,
     OwnerChallenge, Presigned, ReissueProof, Reservation, Role, Settlement, SignedTx, Store, StoreError,
@@ -98,8 +98,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
             at: (),
             gas_limit: 21_000,
             max_fee_per_gas: 1,
-            call: None,
-            via: None,
+            action: Action::Transfer,
         }),
         call_check: None,
         mandate: agentd::store::Mandate::NONE,

@@ -6,6 +6,8 @@ use super::Quote;
 use crate::chain::Node;
 use crate::domain::asset::Asset;
 use crate::domain::transaction::X402Record;
+use crate::signer::{SignerError, WalletSigner};
+use crate::store::SignedTx;
 use crate::transfers::TransferError;
 use crate::x402::Choice;
 use crate::x402::wire::PaymentRequired;
@@ -32,4 +34,18 @@ pub(super) async fn quote(client: &dyn Node, p: &PaymentDraft<'_>, from: Address
         mined_nonce: None,
         value: None,
     })
+}
+
+/// The EIP-3009 authorization, signed: the payment document the paid request carries (no transaction of the
+/// agent's: the settlement, once known, is the payee's).
+pub(super) fn sign(signer: &dyn WalletSigner, p: &PaymentDraft<'_>) -> Result<SignedTx, SignerError> {
+    crate::x402::sign_payment(signer, p.required, p.choice, &p.authorization)
+        .map(|signed| SignedTx {
+            raw: signed.header_value.into_bytes(),
+            hash: String::new(),
+        })
+        .map_err(|e| match e {
+            crate::x402::SignError::Signer(e) => e,
+            other => SignerError::Key(other.to_string()),
+        })
 }

@@ -3,7 +3,7 @@
 
 use alloy::primitives::{Address, U256};
 
-use super::{Kind, Quote};
+use super::Quote;
 use crate::chain::Node;
 use crate::chain::simulate::{SimCall, SimulationError};
 use crate::domain::amount::format_units;
@@ -120,13 +120,4 @@ fn refused_by_caveat(reason: String, draft: &RedeemDraft, chain: &ChainInfo) -> 
         };
     }
     TransferError::DelegationCaveat(reason)
-}
-impl Kind<'_> {
-    /// The delegation a redemption redeems.
-    pub(in crate::transfers) fn redeem(&self) -> Option<&RedeemDraft> {
-        match self {
-            Kind::Redeem(draft) => Some(draft),
-            _ => None,
-        }
-    }
 }

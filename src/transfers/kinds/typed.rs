@@ -4,6 +4,8 @@ use alloy::primitives::U256;
 
 use super::Quote;
 use crate::domain::transaction::SignatureRecord;
+use crate::signer::{SignerError, WalletSigner};
+use crate::store::SignedTx;
 
 /// What a typed-data signature is made from: its record and what its reservation judges (none when an owner
 /// approved it).
@@ -24,4 +26,12 @@ pub(super) fn quote() -> Quote {
         mined_nonce: None,
         value: None,
     }
+}
+
+/// The message's EIP-712 digest, signed: the signature handed to the caller.
+pub(super) fn sign(signer: &dyn WalletSigner, t: &TypedDraft) -> Result<SignedTx, SignerError> {
+    signer.sign_hash(&t.record.digest).map(|signature| SignedTx {
+        raw: signature.as_bytes().to_vec(),
+        hash: String::new(),
+    })
 }
