@@ -447,7 +447,7 @@ impl Delegations {
         match described.status {
             Status::Active => Ok(described),
             Status::Revoked if was_active => Err(DelegationError::Revoked),
-            Status::Revoked => Err(DelegationError::NotActive("it was revoked on chain")),
+            Status::Revoked => Err(DelegationError::NotActive("its delegator revoked it on chain")),
             Status::Removed => Err(DelegationError::NotActive("it was removed")),
             Status::Expired => Err(DelegationError::NotActive("it expired")),
         }

@@ -415,7 +415,7 @@ impl From<TransferError> for AppError {
                 available: None,
                 reason: Some(reason),
             },
-            TransferError::DelegationsUnavailable(_) | TransferError::DelegationNotActive => {
+            TransferError::DelegationsUnavailable(_) | TransferError::DelegationNotActive(_) => {
                 AppError::Unprocessable { code, message }
             }
             TransferError::DelegationRevoked => AppError::Conflict { code, message },

@@ -109,9 +109,11 @@ pub enum TransferError {
     /// A send naming a delegation on a chain without a `DelegationManager` (§21, 422).
     #[error("on-chain delegations are not available on {0}: no DelegationManager is configured")]
     DelegationsUnavailable(String),
-    /// The delegation named is unknown, removed, expired, on another chain or another agent's (§21, 422).
-    #[error("the delegation is not active for this agent on this chain (unknown, removed or expired)")]
-    DelegationNotActive,
+    /// The delegation named is unknown, removed, revoked, expired, on another chain or another agent's (§21, 422):
+    /// which of them, in words (a revoked one said to be "unknown, removed or expired" sent owners looking for a
+    /// typo).
+    #[error("the delegation is not active for this agent on this chain: {0}")]
+    DelegationNotActive(&'static str),
     /// The delegator disabled the delegation on chain (§21, 409): it is `revoked` from now on.
     #[error("the delegation was disabled on chain by its delegator; it is revoked")]
     DelegationRevoked,
@@ -151,7 +153,7 @@ impl TransferError {
             Self::CapabilityDenied(_) => "capability_denied",
             Self::OwnerAddressRequired => "owner_address_required",
             Self::DelegationsUnavailable(_) => "delegations_unavailable",
-            Self::DelegationNotActive => "delegation_not_active",
+            Self::DelegationNotActive(_) => "delegation_not_active",
             Self::DelegationRevoked => "delegation_revoked",
             Self::DelegationLimit { .. } | Self::DelegationCaveat(_) => "policy_denied",
         }
@@ -181,6 +183,23 @@ impl TransferError {
         match self {
             Self::OverLimit { words, .. } => Some(words),
             _ => None,
+        }
+    }
+    /// The rule a refusal's audit entry names: the policy's, or a delegation's (§21: `delegation_limit`,
+    /// `delegation_caveat`, answered as `policy_denied` with that rule), so that a history can say which.
+    pub fn refused_rule(&self) -> Option<&'static str> {
+        match self {
+            Self::DelegationLimit { .. } => Some("delegation_limit"),
+            Self::DelegationCaveat(_) => Some("delegation_caveat"),
+            _ => self.policy_rule().map(PolicyRule::as_str),
+        }
+    }
+    /// A refusal over a limit in words with the decision's figures, for its audit entry: a policy window's, or what
+    /// a delegation leaves this period (§21).
+    pub fn limit_words(&self) -> Option<String> {
+        match self {
+            Self::DelegationLimit { .. } => Some(self.to_string()),
+            _ => self.over_limit().map(str::to_owned),
         }
     }
 }

@@ -1144,6 +1144,19 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
     assert_eq!(sent["from"], world.owner.address().to_checksum(None), "{sent}");
     assert_eq!(sent["delegation"]["id"], id);
     assert_eq!(sent["delegation"]["delegator"], world.owner.address().to_checksum(None));
+    // The history says so too, as the transfer does: a client tells it from the agent's own money.
+    let (status, history) = call(
+        &app,
+        &agent,
+        false,
+        Method::GET,
+        &format!("/api/agents/{}/transactions", agent.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    assert_eq!(history[0]["delegation"], sent["delegation"], "{history}");
+    assert_eq!(history[0]["from"], sent["from"], "{history}");
     // Audited as a transfer, with the delegation it redeemed.
     let audit = audit(&app, &agent).await;
     let accepted = audit
@@ -1179,6 +1192,20 @@ async fn a_delegated_usdc_transfer_leaves_the_owners_account_and_agentd_refuses_
     assert_eq!(refused["error"]["details"]["rule"], "delegation_limit");
     assert_eq!(refused["error"]["details"]["available"], "3");
     assert_eq!(world.anvil.nonce(wallet).await, nonce, "nothing was signed or sent");
+    // Its audit entry names the delegation's rule and what it left, as the answer did (a history words it so).
+    let entries = self::audit(&app, &agent).await;
+    let entry = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "transfer_refused")
+        .unwrap_or_else(|| panic!("no transfer_refused in {entries}"));
+    assert_eq!(entry["detail"]["delegation_id"], id, "{entry}");
+    assert_eq!(entry["detail"]["rule"], "delegation_limit", "{entry}");
+    assert_eq!(
+        entry["detail"]["limit"], "the delegation leaves 3 USDC this period; nothing was signed",
+        "{entry}"
+    );
     assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(2 * USDC));
 
     // A delegation id the agent does not have.
@@ -1416,6 +1443,12 @@ async fn a_delegation_disabled_on_chain_refuses_the_next_send_once_as_revoked() 
     let (status, refused) = transfer(&app, &agent, body).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_eq!(refused["error"]["code"], "delegation_not_active");
+    // Said as revoked, not as a delegation that might be unknown, removed or expired.
+    assert_eq!(
+        refused["error"]["message"],
+        "the delegation is not active for this agent on this chain: its delegator revoked it on chain",
+        "{refused}"
+    );
     assert_eq!(world.anvil.nonce(wallet(&agent)).await, 0, "nothing was signed");
 }
 

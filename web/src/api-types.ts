@@ -218,7 +218,7 @@ export interface paths {
          * @description A delegation the owner's account (a smart account or an EOA upgraded by EIP-7702) granted the agent's wallet on
          *     chain. Checked in this order, the first failure answering 422 with its code and nothing stored:
          *     `delegations_unavailable`, `delegate_mismatch`, `delegation_not_root`, `delegator_not_smart`,
-         *     `invalid_delegation_signature`, `unknown_caveat`, `delegation_unbounded`; disabled on chain 409
+         *     `invalid_delegation_signature`, `unknown_caveat`, `caveat_conflict`, `delegation_unbounded`; disabled on chain 409
          *     `delegation_revoked`; a hash already registered (also removed) 409 `delegation_exists`, except that owner
          *     authority may register a removed or revoked one again.
          */
@@ -1949,8 +1949,16 @@ export interface components {
             kind: string;
             x402?: components["schemas"]["X402View"];
             tx_hash: string;
-            /** @description EIP-55 address. */
+            /**
+             * @description EIP-55 address of the agent's wallet, or of the delegator's account for a redemption of an on-chain
+             *     delegation (§21), as on the transfer.
+             */
             from: string;
+            /**
+             * @description Set on a transfer that redeems an on-chain delegation (§21), as on the transfer: the money left the delegator's
+             *     account, so a history can tell it from the agent's own.
+             */
+            delegation?: components["schemas"]["DelegationUseView"];
             /** @description EIP-55 address of the recipient (of the token, for a token transfer). */
             to: string;
             /** @description The native coin the transaction moves, in wei (decimal string; "0" for a token transfer). */

@@ -297,13 +297,77 @@ export function feeText(t: Transfer & CallFields, nativeSymbol: string): string 
   );
 }
 
-/** Meaning of a refusal's rule, naming the limit and what was left when it was refused. */
+/** What a refusal's code means, for the codes whose words need no figures (never the bare code: issue 54). */
+const CODE_WORDS: Record<string, string> = {
+  invalid_arguments: 'Its amount or arguments were not valid: nothing was reserved or signed.',
+  broadcast_rejected: 'The node refused the signed transaction: nothing was sent, its reservation was released.',
+  signer_unavailable: 'The key that signs for the agent could not be reached: nothing was signed.',
+  agent_inactive: 'The agent was deactivated: it can no longer send.',
+  call_reverted: 'The call reverted in its simulation: nothing was signed.',
+  simulation_unavailable: 'The call could not be simulated, so nothing was signed.',
+  simulation_changed: 'What the call does changed between its simulation and its approval: nothing was signed.',
+  nothing_to_sweep: 'There was nothing to sweep.',
+  owner_address_required: 'An owner session sweeps only to one of the agent\'s owner addresses.',
+  internal_error: 'The service failed on its side: nothing was signed.',
+  upstream_timeout: 'The chain\'s node did not answer in time: nothing was signed.',
+  upstream_unavailable: 'The chain\'s node could not be reached: nothing was signed.',
+  rpc_error: 'The chain\'s node refused a request of the service: nothing was signed.',
+  chain_not_configured: 'This server has no node for that chain.',
+};
+
+/** Who an on-chain delegation (§21) comes from, and what became of it, when a refusal names it. */
+export interface DelegationFacts {
+  delegator: string;
+  status: string;
+  revoked_at?: string | null;
+  expires_at?: number | null;
+}
+
+/** Why a send through a delegation was refused, in words; null when the refusal is not the delegation's. */
+function delegationRefusal(detail: Record<string, unknown>, delegation: DelegationFacts | null | undefined): string | null {
+  const code = String(detail.code ?? '');
+  const rule = typeof detail.rule === 'string' ? detail.rule : null;
+  const chain = typeof detail.chain === 'string' ? detail.chain : '';
+  if (rule === 'delegation_limit') {
+    // The service words it with the figure of its decision (the audit entry's `limit`, the answer's `available`).
+    const said = typeof detail.limit === 'string' ? detail.limit : typeof detail.available === 'string' ? `the delegation leaves ${detail.available} this period` : null;
+    return `More than the delegation leaves this period, as the chain counts it on the owner\u2019s account${said ? `: ${said}` : ''}${said?.includes('nothing was signed') ? '.' : '. Nothing was signed.'}`;
+  }
+  if (rule === 'delegation_caveat') {
+    const reason = typeof detail.reason === 'string' ? ` (${detail.reason})` : '';
+    return `A condition of the delegation refuses it${reason}: the chain would not let it through, so nothing was signed.`;
+  }
+  if (code === 'delegation_revoked') return 'The delegation had just been revoked on chain by its delegator: agentd noticed it then, and nothing was signed.';
+  if (code === 'delegations_unavailable') return `Delegations are not set up on ${chain || 'this chain'} on this server (no DelegationManager): nothing was signed.`;
+  if (code === 'delegation_not_active') {
+    const status = delegation?.status;
+    if (status === 'revoked') {
+      const when = delegation?.revoked_at ? ` (agentd noticed it ${new Date(delegation.revoked_at).toLocaleString()})` : '';
+      return `The delegation was revoked on chain by its delegator${when}: it can no longer be used, and nothing was signed.`;
+    }
+    if (status === 'removed') return 'The delegation had been removed from agentd by the owner: nothing was signed.';
+    if (status === 'expired') return 'The delegation had expired (past its "usable until"): nothing was signed.';
+    const said = typeof detail.message === 'string' ? /active for this agent on this chain: (.*)$/.exec(detail.message)?.[1] : undefined;
+    if (said) return `The delegation could not be used: ${said}. Nothing was signed.`;
+    return `The delegation named is not one of this agent\u2019s active delegations on ${chain || 'this chain'}: nothing was signed.`;
+  }
+  if (code === 'insufficient_funds' && detail.delegation_id) return 'The owner\u2019s account did not hold enough of the asset (or the agent\u2019s wallet not enough for the fee): nothing was signed.';
+  return null;
+}
+
+/**
+ * Meaning of a refusal's rule, naming the limit and what was left when it was refused; `delegation`, for a send
+ * through an on-chain delegation (the audit entry's `delegation_id`), what the console knows of it.
+ */
 export function refusalText(
   detail: Record<string, unknown>,
   _at: string,
   facts: AgentFacts | null,
   nativeSymbol = '',
+  delegation: DelegationFacts | null = null,
 ): string {
+  const delegated = delegationRefusal(detail, delegation);
+  if (delegated) return delegated;
   const code = String(detail.code ?? '');
   const rule = typeof detail.rule === 'string' ? detail.rule : null;
   const chain = typeof detail.chain === 'string' ? detail.chain : '';
@@ -371,7 +435,9 @@ export function refusalText(
       return 'The agent lacks the transact capability.';
     case 'price_above_max':
       return 'The price asked was above the request\'s max_amount.';
+    case 'policy_denied':
+      return rule ? `Refused by the policy\u2019s ${rule.replace(/_/g, ' ')} rule: nothing was signed.` : 'Refused by the policy: nothing was signed.';
     default:
-      return code ? `Refused: ${code}.` : 'Refused.';
+      return CODE_WORDS[code] ?? (code ? `The service refused it (${code.replace(/_/g, ' ')}): nothing was signed.` : 'The service refused it: nothing was signed.');
   }
 }

@@ -3,7 +3,9 @@
 // paid for; contract calls with their function and balance changes, typed-data signatures with their primary type
 // (§18). A pending transfer can be cancelled here. Transfers held for the owner's approval are not in that list
 // (§11 keeps them with the approvals): they are read from `GET …/approvals` and shown first, each linked to its
-// approval. Above the table, the spending chart per asset. The table is a card per row on a narrow screen.
+// approval. Above the table, the spending chart per asset. The table is a card per row on a narrow screen. A send
+// through an on-chain delegation (§21) is marked with the owner's account it left, and a refused one says why in
+// the delegation's terms (what it left, revoked, removed, expired).
 import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEntry, type Transfer } from './api';
 import { noteWaiting } from './approvals';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
@@ -12,6 +14,7 @@ import { cell, clear, formatTime, h, readableTime, shortHex, uid, whenEl } from 
 import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { errorLine, errorText, notify, txHashLink } from './ui';
 import { paidAnswerView } from './paid';
+import { listDelegations, type Delegation } from './delegations';
 
 export interface HistoryHooks {
   /** Opens the Approvals tab at the card of a held transfer. */
@@ -60,6 +63,19 @@ const ACTIVITY: Record<string, 'refused' | 'rejected' | 'expired'> = {
 };
 /** Audit pages (of 500, the API's largest) read at most per history page. */
 const AUDIT_PAGES = 10;
+
+/** The mark of money that left the owner's account through a delegation (§21), not the agent's wallet. */
+function delegatedMark(delegator: string | null): HTMLElement {
+  return h(
+    'div',
+    { class: 'small delegated', 'data-testid': 'delegated-from' },
+    h('span', { class: 'badge kind' }, 'delegated'),
+    ' from the owner\u2019s account ',
+    delegator ? h('code', { class: 'mono', title: delegator }, shortHex(delegator, 6, 4)) : null,
+    delegator ? ' ' : '',
+    'through a delegation, not the agent\u2019s wallet',
+  );
+}
 
 /** A held transfer (`GET …/approvals`) as a row of the history: no hash, no nonce yet. */
 function heldEntry(t: Transfer): HistoryEntry & { expires_at?: string | null } {
@@ -114,6 +130,13 @@ export function historyPanel(
       .approvals(agent.id, token)
       .catch(() => [] as Transfer[])
       .then((waiting) => loadFacts(agent.id, token, waiting)));
+  // The agent's delegations, for the refusals of delegated sends (revoked, removed, expired): read once per refresh.
+  let delegations: Promise<Map<string, Delegation> | null> | null = null;
+  const delegationsOf = () =>
+    (delegations ??= listDelegations(agent.id, token).then(
+      (all) => new Map(all.map((d) => [d.id, d])),
+      () => null,
+    ));
   const older = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older transfers');
   const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
   const sizeSelect = h(
@@ -286,11 +309,12 @@ export function historyPanel(
         'data-status': status,
         'data-kind': e.kind ?? 'transfer',
         'data-at': String(Date.parse(e.created_at)),
+        'data-delegation': e.delegation?.id ?? null,
         class: held ? 'held' : null,
       },
       cell('When', { class: 'when' }, whenEl(e.created_at)),
       cell('Status', {}, h('span', { class: `status status-${status}` }, STATUS_TEXT[status] ?? status)),
-      cell('What', { class: 'what' }, what(e), heldNote),
+      cell('What', { class: 'what' }, what(e), e.delegation ? delegatedMark(e.delegation.delegator) : null, heldNote),
       cell('Amount', { class: 'amount' }, h('strong', {}, e.amount), ` ${e.asset}`, e.kind === 'x402' ? h('div', { class: 'small muted' }, 'price') : null),
       cell('To', {}, h('code', { class: 'mono small', title: e.to }, shortHex(e.to, 8, 6)), e.kind === 'x402' ? h('div', { class: 'small muted' }, 'payTo') : null),
       cell(
@@ -399,10 +423,12 @@ export function historyPanel(
     actor === 'admin' ? 'operator (admin token)' : actor === 'owner' ? 'owner' : actor === 'agent' ? "agent's own token" : actor;
 
   /** One refused, rejected or expired request, from its audit entry. */
-  function activityRow(a: AuditEntry, f: AgentFacts | null): HTMLElement {
+  function activityRow(a: AuditEntry, f: AgentFacts | null, known: Map<string, Delegation> | null): HTMLElement {
     const kind = ACTIVITY[a.action];
     const d = (a.detail ?? {}) as Record<string, unknown>;
     const str = (k: string) => (typeof d[k] === 'string' ? (d[k] as string) : null);
+    const delegationId = str('delegation_id');
+    const delegation = delegationId ? (known?.get(delegationId) ?? null) : null;
     const chain = str('chain') ?? '';
     const asset = str('asset');
     const native = chains.find((c) => c.name === chain)?.native_symbol ?? '';
@@ -415,7 +441,7 @@ export function historyPanel(
       reason = h(
         'div',
         { class: 'small', 'data-testid': 'activity-reason', 'data-rule': str('rule') ?? '', 'data-code': str('code') ?? '' },
-        refusalText(d, a.at, f, native),
+        refusalText(d, a.at, f, native, delegation),
         h('div', { class: 'muted mono' }, [str('code'), str('rule')].filter(Boolean).join(' · ')),
       );
     } else if (kind === 'rejected') {
@@ -462,10 +488,11 @@ export function historyPanel(
         'data-audit-id': String(a.id),
         'data-transfer-id': transferId,
         'data-at': String(Date.parse(a.at)),
+        'data-delegation': delegationId,
       },
       cell('When', { class: 'when' }, whenEl(a.at)),
       cell('Status', {}, h('span', { class: `status status-${kind}` }, kind)),
-      cell('What', { class: 'what' }, what, reason),
+      cell('What', { class: 'what' }, what, delegationId ? delegatedMark(delegation?.delegator ?? null) : null, reason),
       cell(
         'Amount',
         { class: 'amount' },
@@ -494,8 +521,11 @@ export function historyPanel(
       const due = auditWaiting.filter((a) => Date.parse(a.at) >= floor);
       if (due.length === 0) return;
       auditWaiting.splice(0, auditWaiting.length, ...auditWaiting.filter((a) => Date.parse(a.at) < floor));
-      const f = await factsOf().catch(() => null);
-      for (const a of due) rows.append(activityRow(a, f));
+      const [f, known] = await Promise.all([
+        factsOf().catch(() => null),
+        due.some((a) => (a.detail as Record<string, unknown> | null)?.delegation_id) ? delegationsOf() : Promise.resolve(null),
+      ]);
+      for (const a of due) rows.append(activityRow(a, f, known));
       sortRows();
     } catch (e) {
       error.show(e);
@@ -548,6 +578,7 @@ export function historyPanel(
   const refresh = async () => {
     last = null;
     facts = null;
+    delegations = null;
     await Promise.all([page(null), drawCharts()]);
   };
   older.addEventListener('click', () => void page(last));

@@ -43,6 +43,8 @@ describe('web console delegations', { timeout: 300000 }, () => {
   let walletChain = '0x2105';
   let switchAllowed = true;
   const asked = [];
+  // The first daily USDC delegation (used twice, then revoked and removed by the first test).
+  let usdcDelegation;
   const pageErrors = [];
 
   const api = (method, path, body) => callApi(stack.baseUrl, method, path, body, { 'x-agent-access-token': agentToken });
@@ -155,6 +157,7 @@ describe('web console delegations', { timeout: 300000 }, () => {
     const card = panel.locator('[data-testid="delegation"][data-status="active"]');
     await card.waitFor();
     const id = await card.getAttribute('data-delegation-id');
+    usdcDelegation = id;
     const hash = await card.getAttribute('data-hash');
     const limit = card.getByTestId('delegation-limit');
     assert.equal(await limit.getAttribute('data-asset'), 'base:USDC');
@@ -357,6 +360,69 @@ describe('web console delegations', { timeout: 300000 }, () => {
       return (await panel.locator('[data-testid="delegation"][data-status="active"]').count()) === 0;
     });
     await shot('delegations-11-switched-and-revoked');
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('marks delegated sends in History and words the refusals of delegated sends, a revoked delegation as revoked', async () => {
+    // A fresh daily budget of 2 USDC, granted from the console (the wallet is on base again).
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+    await page.reload();
+    const form = page.getByTestId('grant-form');
+    account = owner.address;
+    await form.getByLabel('Asset').selectOption('USDC');
+    await form.getByLabel('Amount per period').fill('2');
+    await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a day' });
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    await form.getByTestId('grant-done').waitFor();
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    const budget = listed.body.find((d) => d.status === 'active' && d.limits[0].asset === 'base:USDC');
+    const revokedNative = listed.body.find((d) => d.status === 'revoked' && d.limits[0].asset === 'base:ETH');
+    assert.ok(budget && revokedNative, JSON.stringify(listed.body.map((d) => [d.status, d.limits[0].asset])));
+
+    // More than the delegation leaves this period: refused by agentd before anything is signed.
+    const over = await api('POST', `/api/agents/${agentId}/transfers`, { chain: 'base', to: RECIPIENT, amount: '3', asset: 'USDC', delegation: budget.id });
+    assert.equal(over.status, 403, JSON.stringify(over.body));
+    assert.equal(over.body.error.details.rule, 'delegation_limit');
+    // Through the delegation its owner revoked on chain (agentd recorded it revoked).
+    const stale = await api('POST', `/api/agents/${agentId}/transfers`, { chain: 'base', to: RECIPIENT, amount: '0.01', delegation: revokedNative.id });
+    assert.equal(stale.status, 422, JSON.stringify(stale.body));
+    assert.equal(stale.body.error.code, 'delegation_not_active');
+
+    await page.getByRole('tab', { name: 'History' }).click();
+    // The two delegated sends of the first test: marked, from the owner's account, not the agent's wallet.
+    const delegated = page.locator('[data-testid="history-row"][data-delegation]');
+    await until('two delegated sends in History', async () => (await delegated.count()) === 2);
+    for (const row of await delegated.all()) {
+      assert.equal(await row.getAttribute('data-delegation'), usdcDelegation);
+      const mark = row.getByTestId('delegated-from');
+      assert.ok((await mark.textContent()).includes('from the owner\u2019s account'), await mark.textContent());
+      assert.equal(await mark.locator('code').getAttribute('title'), owner.address);
+    }
+    const own = page.locator('[data-testid="history-row"]:not([data-delegation])');
+    assert.equal(await own.getByTestId('delegated-from').count(), 0, "the agent's own sends are not marked");
+
+    // The refusals, in words: what the delegation left, and the delegation revoked, never a bare code.
+    const refused = page.locator('[data-testid="activity-row"][data-activity="refused"]');
+    await until('two refusals', async () => (await refused.count()) >= 2);
+    const overRow = refused.filter({ has: page.locator('[data-rule="delegation_limit"]') });
+    await overRow.waitFor();
+    const overWords = await overRow.getByTestId('activity-reason').textContent();
+    assert.ok(overWords.includes('More than the delegation leaves this period'), overWords);
+    assert.ok(overWords.includes('the delegation leaves 2 USDC this period'), overWords);
+    assert.ok((await overRow.getByTestId('delegated-from').textContent()).includes('from the owner\u2019s account'));
+    const staleRow = refused.filter({ has: page.locator('[data-code="delegation_not_active"]') });
+    const staleWords = await staleRow.getByTestId('activity-reason').textContent();
+    assert.ok(staleWords.includes('The delegation was revoked on chain by its delegator'), staleWords);
+    for (const words of [overWords, staleWords]) {
+      assert.doesNotMatch(words, /Refused: |unknown, removed or expired/, words);
+    }
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: 844 });
+      await page.waitForTimeout(150);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `History with delegated sends at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`delegations-12-history-${width}px`);
+    }
     assert.deepEqual(pageErrors, []);
   });
 });

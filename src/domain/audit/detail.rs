@@ -195,7 +195,8 @@ pub struct Refused {
     pub code: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
-    /// Over a limit (`per_transfer`, `per_day`, `per_week`): the refusal in words with the decision's figures.
+    /// Over a limit (`per_transfer`, `per_day`, `per_week`, or a delegation's `delegation_limit`, §21): the refusal in
+    /// words with the decision's figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
     /// A contract call the `calls` rules refused (`call_denied`): why, in words — the rule that denied it, or the

@@ -46,8 +46,14 @@ pub struct TransactionView {
     #[schema(nullable = false)]
     pub x402: Option<super::transfers::X402View>,
     pub tx_hash: String,
-    /// EIP-55 address.
+    /// EIP-55 address of the agent's wallet, or of the delegator's account for a redemption of an on-chain
+    /// delegation (§21), as on the transfer.
     pub from: String,
+    /// Set on a transfer that redeems an on-chain delegation (§21), as on the transfer: the money left the delegator's
+    /// account, so a history can tell it from the agent's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub delegation: Option<super::transfers::DelegationUseView>,
     /// EIP-55 address of the recipient (of the token, for a token transfer).
     pub to: String,
     /// The native coin the transaction moves, in wei (decimal string; "0" for a token transfer).
@@ -83,7 +89,8 @@ impl From<&StoredTx> for TransactionView {
             kind: tx.kind(),
             x402: tx.body.x402().map(super::transfers::X402View::new),
             tx_hash: tx.chain_hash().unwrap_or_default().to_string(),
-            from: tx.from.to_checksum(None),
+            from: tx.body.via().map_or(tx.from, |v| v.delegator).to_checksum(None),
+            delegation: tx.body.via().map(super::transfers::DelegationUseView::new),
             to: tx.to.to_checksum(None),
             value_wei: tx.native_value().to_string(),
             value: format_units(tx.native_value(), 18),

@@ -240,7 +240,7 @@ pub struct DelegationUseView {
 }
 
 impl DelegationUseView {
-    fn new(via: &crate::domain::transaction::Via) -> Self {
+    pub(super) fn new(via: &crate::domain::transaction::Via) -> Self {
         DelegationUseView {
             id: via.delegation_id,
             delegator: via.delegator.to_checksum(None),
