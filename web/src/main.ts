@@ -67,6 +67,8 @@ const state = {
 };
 
 let activeChat: ChatPanel | null = null;
+/** The agent on screen and how to show another of its tabs (Back and Forward between its tabs re-read nothing). */
+let agentView: { id: string; show(tab: Tab): void } | null = null;
 
 const agentList = h('ul', { class: 'agent-list', 'aria-label': 'Agent list' });
 const listError = errorLine();
@@ -77,9 +79,32 @@ function route(): { agent: string | null; tab: Tab } {
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'history' };
 }
 
-function setRoute(agent: string | null, tab: Tab = 'history'): void {
-  const hash = agent ? `#/agents/${agent}/${tab}` : location.hash === '#/new' || location.hash === '#/overview' ? location.hash : '';
-  if (location.hash !== hash) history.replaceState(null, '', hash || location.pathname);
+/** An agent's address with one of its tabs, in full (`#/agents/<id>/<tab>`). */
+const AGENT_ADDRESS = new RegExp(`^#/agents/([0-9a-fA-F-]{36})(?:/(${TABS.map((t) => t.id).join('|')}))?$`);
+
+/** The address of the screen shown (what Back, Forward and an edited address are compared with). */
+let shownHash = location.hash;
+/** True while the console follows the address (a load, Back, Forward, an edit): it then writes no history entry. */
+let following = false;
+
+/**
+ * Gives the screen shown its address. A move to another screen or tab is a new history entry, so Back and Forward
+ * walk the screens; while following the address, or when the address only said the same screen another way (an
+ * agent without its tab), it is corrected in place, so Back never lands on a copy of the same screen.
+ */
+function go(hash: string): void {
+  if (location.hash !== hash) {
+    const url = hash || location.pathname + location.search;
+    const current = AGENT_ADDRESS.exec(location.hash);
+    const sameAgentUntabbed = !!current && !current[2] && current[1].toLowerCase() === AGENT_ADDRESS.exec(hash)?.[1].toLowerCase();
+    if (following || !location.hash || sameAgentUntabbed) history.replaceState(null, '', url);
+    else history.pushState(null, '', url);
+  }
+  shownHash = location.hash;
+}
+
+function setRoute(agent: string, tab: Tab = 'history'): void {
+  go(`#/agents/${agent}/${tab}`);
 }
 
 // ---------------------------------------------------------------- sidebar
@@ -229,7 +254,7 @@ onWaitingTotal((n) => {
 function showInbox(): void {
   closeAgent();
   state.selected = null;
-  history.replaceState(null, '', '#/approvals');
+  go('#/approvals');
   renderAgentList();
   clear(main);
   main.append(
@@ -246,7 +271,9 @@ function showInbox(): void {
 function showSignIn(): void {
   closeAgent();
   state.selected = null;
-  history.replaceState(null, '', location.pathname);
+  // Not a screen of its own: whatever address was asked for opens once the token is taken.
+  history.replaceState(null, '', location.pathname + location.search);
+  shownHash = location.hash;
   renderAgentList();
   listError.clear();
   adminDetails.hidden = true;
@@ -312,7 +339,7 @@ function landing(): void {
 function showCreate(): void {
   closeAgent();
   state.selected = null;
-  history.replaceState(null, '', '#/new');
+  go('#/new');
   renderAgentList();
   clear(main);
   const name = h('input', { type: 'text', required: true, maxlength: 100, autocomplete: 'off' });
@@ -431,7 +458,7 @@ function showCreate(): void {
 function showOverview(): void {
   closeAgent();
   state.selected = null;
-  history.replaceState(null, '', '#/overview');
+  go('#/overview');
   renderAgentList();
   clear(main);
   main.append(
@@ -447,6 +474,7 @@ function showOverview(): void {
 function closeAgent(): void {
   activeChat?.close();
   activeChat = null;
+  agentView = null;
   // The sign-in screen hides the sidebar's admin token form (one form at a time); every other screen shows it.
   adminDetails.hidden = false;
 }
@@ -833,6 +861,7 @@ async function renderAgent(id: string): Promise<void> {
   }
   main.append(tabsWrap.el, ...panelEls.values());
   tabsWrap.update();
+  agentView = { id, show };
   show(state.tab);
   // The count of waiting transfers shows on the tab from the start.
   approvals.load();
@@ -921,11 +950,31 @@ async function start(): Promise<void> {
     notify(`Cannot load the chain registry: ${errorText(e)}`, 'error');
   }
   await loadAgents();
-  const r = route();
-  if (location.hash === '#/new') showCreate();
-  else if (location.hash === '#/approvals') showInbox();
-  else if (r.agent) selectAgent(r.agent, r.tab);
-  else landing();
+  follow(true);
+  // Back, Forward and an address edited by hand: the console shows the screen the address names.
+  window.addEventListener('popstate', () => follow(false));
+  window.addEventListener('hashchange', () => follow(false));
+}
+
+/** Shows the screen the address names (on load, `first`; else after Back, Forward or an edit). */
+function follow(first: boolean): void {
+  // An address the console gave itself, or the second of the two events one change of address fires.
+  if (!first && location.hash === shownHash) return;
+  following = true;
+  try {
+    const r = route();
+    if (location.hash === '#/new') showCreate();
+    else if (location.hash === '#/approvals') showInbox();
+    else if (r.agent && agentView?.id === r.agent && state.selected === r.agent) agentView.show(r.tab);
+    else if (r.agent) selectAgent(r.agent, r.tab);
+    // A list the console may show is shown as asked; one it cannot (no agent yet on load, the token needed) opens
+    // where a first visit does.
+    else if (location.hash === '#/overview' && !first && !state.needsAdmin) showOverview();
+    else landing();
+  } finally {
+    following = false;
+  }
+  shownHash = location.hash;
 }
 
 void start();

@@ -44,7 +44,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     assert.deepEqual(problems, [], `${screen} at ${width} px does not fit:\n${problems.join('\n')}`);
   }
 
-  /** A fresh load of a console address (the console routes on load, not on hash changes). */
+  /** A fresh load of a console address (not only a change of its hash, which the console follows too). */
   async function open(hash) {
     await page.goto('about:blank');
     await page.goto(`${stack.baseUrl}/${hash}`);
