@@ -60,7 +60,7 @@ pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, Si
 use carriers::wallet::{sign_eip1559, sign_transfer};
 pub use deliver::rebroadcast;
 pub use error::TransferError;
-use kinds::{Kind, Outflow};
+use kinds::{Outflow, Purpose};
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 pub use reserve::reserve_once;
@@ -344,7 +344,7 @@ impl Transfers {
 
     async fn try_send(&self, order: &TransferOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {
         let to = recipient(order.by.agent, order.chain, order.to)?;
-        let kind = match (&order.token, order.delegation) {
+        let purpose = match (&order.token, order.delegation) {
             (_, Some(id)) => {
                 let draft = self
                     .redeemable(
@@ -357,10 +357,10 @@ impl Transfers {
                         order.amount.value(),
                     )
                     .await?;
-                Kind::Redeem(Box::new(draft))
+                Purpose::Redeem(Box::new(draft))
             }
-            (None, None) => Kind::Native,
-            (Some(token), None) => Kind::Token(token.clone()),
+            (None, None) => Purpose::Native,
+            (Some(token), None) => Purpose::Token(token.clone()),
         };
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
@@ -370,7 +370,7 @@ impl Transfers {
             from: to.from(),
             to: to.to(),
             value: order.amount.value(),
-            kind,
+            purpose,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
             owed: Some(owed),

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use super::{BroadcastStatus, Kind, Outflow, TransferError, TransferOutcome, Transfers, store_error};
+use super::{BroadcastStatus, Outflow, Purpose, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
@@ -64,13 +64,13 @@ impl Transfers {
             }
             None => (None, None),
         };
-        let kind = match (&approval.body, approval.token) {
+        let purpose = match (&approval.body, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
             // sets is written to the allowance ledger only now that it is signed (§18).
             (Body::Signature(record), _) => {
                 let parsed = crate::domain::call::typed::read(&record.typed_data)
                     .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
-                Kind::TypedData(Box::new(super::kinds::TypedDraft {
+                Purpose::TypedData(Box::new(super::kinds::TypedDraft {
                     record: record.clone(),
                     check: Some(self.typed_check(chain, &parsed, true)),
                 }))
@@ -82,7 +82,7 @@ impl Transfers {
                     ..
                 }),
                 _,
-            ) => Kind::Call(Box::new(super::kinds::CallDraft {
+            ) => Purpose::Call(Box::new(super::kinds::CallDraft {
                 record: record.clone(),
                 check,
                 gas_limit: *gas_limit,
@@ -118,7 +118,7 @@ impl Transfers {
                         approval.value_wei,
                     )
                     .await?;
-                Kind::Redeem(Box::new(draft))
+                Purpose::Redeem(Box::new(draft))
             }
             (
                 Body::Transaction(OnChain {
@@ -126,14 +126,14 @@ impl Transfers {
                     ..
                 }),
                 None,
-            ) => Kind::Native,
+            ) => Purpose::Native,
             (
                 Body::Transaction(OnChain {
                     action: Action::Transfer,
                     ..
                 }),
                 Some(token),
-            ) => Kind::Token(Asset {
+            ) => Purpose::Token(Asset {
                 chain,
                 symbol: approval.asset.clone(),
                 decimals: token.decimals,
@@ -151,7 +151,7 @@ impl Transfers {
                     from: approval.from,
                     to: approval.to,
                     value: approval.value_wei,
-                    kind,
+                    purpose,
                     clearance: Clearance::Approval { by },
                     mandate: Mandate::NONE,
                     owed: None,

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::kinds::{CallDraft, Kind, Outflow};
+use super::kinds::{CallDraft, Outflow, Purpose};
 use super::send::Judged;
 use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
@@ -70,7 +70,7 @@ impl CallOrder<'_> {
             from,
             to: self.to,
             value: self.value,
-            kind: Kind::Call(Box::new(CallDraft {
+            purpose: Purpose::Call(Box::new(CallDraft {
                 record: previewed.record.clone(),
                 check: Some(previewed.check.clone()),
                 gas_limit: previewed.gas_limit,

@@ -1,8 +1,8 @@
-//! What an outflow does (its purpose): the kinds of outflow, each with its draft in a file of its own under
-//! `kinds/` (its quote: what the node says it will cost and what the wallet holds for it), and what the send path
-//! asks of every kind: its symbol, whether it is a transaction of the agent's wallet, its quote, what it signs and
-//! the request the store records. Adding a kind is a file under `kinds/` and one arm in each `match` here; no
-//! match over kinds has a wildcard arm.
+//! What an outflow does, its `Purpose` (the first axis; how it reaches the chain, its `Carrier`, is the second:
+//! `carriers`): each purpose has its draft and quote in a file of its own under `kinds/` (what the node says it will
+//! cost and what the wallet holds for it), and the send path asks of every purpose its symbol, its carrier, its
+//! quote, what it signs and the request the store records. Adding a purpose is a file under `kinds/` and one arm in
+//! each `match` here; no match over purposes has a wildcard arm, so the compiler names every place to decide.
 
 mod call;
 mod native;
@@ -41,7 +41,7 @@ pub(super) struct Outflow<'a> {
     pub to: Address,
     /// In base units of the asset.
     pub value: U256,
-    pub kind: Kind<'a>,
+    pub purpose: Purpose<'a>,
     /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
     pub clearance: Clearance,
     /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
@@ -51,7 +51,7 @@ pub(super) struct Outflow<'a> {
 }
 
 /// What is moved, and so what is quoted and signed.
-pub(super) enum Kind<'a> {
+pub(super) enum Purpose<'a> {
     /// The chain's native coin: a plain EIP-1559 transaction.
     Native,
     /// A registry token: an EIP-1559 call of its `transfer(to, value)`.
@@ -89,15 +89,15 @@ pub(super) struct Quote {
     pub value: Option<U256>,
 }
 
-impl Kind<'_> {
+impl Purpose<'_> {
     /// The asset's symbol.
     pub(super) fn symbol(&self, chain: &ChainInfo) -> String {
         match self {
-            Kind::Native => chain.native_symbol.to_string(),
-            Kind::Token(asset) | Kind::Sweep(Some(asset)) => asset.symbol.clone(),
-            Kind::Payment(p) => p.token.symbol.clone(),
-            Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => chain.native_symbol.to_string(),
-            Kind::Redeem(r) => r
+            Purpose::Native => chain.native_symbol.to_string(),
+            Purpose::Token(asset) | Purpose::Sweep(Some(asset)) => asset.symbol.clone(),
+            Purpose::Payment(p) => p.token.symbol.clone(),
+            Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) => chain.native_symbol.to_string(),
+            Purpose::Redeem(r) => r
                 .token
                 .as_ref()
                 .map_or(chain.native_symbol, |t| t.symbol.as_str())
@@ -108,8 +108,10 @@ impl Kind<'_> {
     /// How it reaches the chain.
     pub(super) fn carrier(&self) -> Carrier {
         match self {
-            Kind::Native | Kind::Token(_) | Kind::Call(_) | Kind::Sweep(_) | Kind::Redeem(_) => Carrier::Wallet,
-            Kind::Payment(_) | Kind::TypedData(_) => Carrier::Handed,
+            Purpose::Native | Purpose::Token(_) | Purpose::Call(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
+                Carrier::Wallet
+            }
+            Purpose::Payment(_) | Purpose::TypedData(_) => Carrier::Handed,
         }
     }
 
@@ -121,14 +123,14 @@ impl Kind<'_> {
     /// What the node says it will cost and what the wallet holds for it (each kind's file: `kinds/*.rs`).
     pub(super) async fn quote(&self, client: &dyn Node, o: &Outflow<'_>) -> Result<Quote, TransferError> {
         match self {
-            Kind::Native => native::quote(client, o.chain, o.from, o.to, o.value).await,
-            Kind::Call(call) => call::quote(client, o.chain, call, o.from, o.to, o.value).await,
-            Kind::Token(asset) => token::quote(client, o.chain, asset, o.from, o.to, o.value).await,
-            Kind::Redeem(r) => redeem::quote(client, o.chain, r, o.from, o.value).await,
-            Kind::Sweep(None) => sweep::quote_native(client, o.chain, o.from, o.to).await,
-            Kind::Sweep(Some(asset)) => sweep::quote_token(client, o.chain, asset, o.from, o.to).await,
-            Kind::TypedData(_) => Ok(typed::quote()),
-            Kind::Payment(p) => payment::quote(client, p, o.from).await,
+            Purpose::Native => native::quote(client, o.chain, o.from, o.to, o.value).await,
+            Purpose::Call(call) => call::quote(client, o.chain, call, o.from, o.to, o.value).await,
+            Purpose::Token(asset) => token::quote(client, o.chain, asset, o.from, o.to, o.value).await,
+            Purpose::Redeem(r) => redeem::quote(client, o.chain, r, o.from, o.value).await,
+            Purpose::Sweep(None) => sweep::quote_native(client, o.chain, o.from, o.to).await,
+            Purpose::Sweep(Some(asset)) => sweep::quote_token(client, o.chain, asset, o.from, o.to).await,
+            Purpose::TypedData(_) => Ok(typed::quote()),
+            Purpose::Payment(p) => payment::quote(client, p, o.from).await,
         }
     }
 
@@ -144,9 +146,9 @@ impl Kind<'_> {
         nonce: u64,
     ) -> Result<SignedTx, SignerError> {
         match self {
-            Kind::Payment(p) => payment::sign(signer, p),
-            Kind::TypedData(t) => typed::sign(signer, t),
-            Kind::Native | Kind::Token(_) | Kind::Call(_) | Kind::Sweep(_) | Kind::Redeem(_) => {
+            Purpose::Payment(p) => payment::sign(signer, p),
+            Purpose::TypedData(t) => typed::sign(signer, t),
+            Purpose::Native | Purpose::Token(_) | Purpose::Call(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
                 sign_transfer(signer, chain, request, priority_fee, nonce)
             }
         }
@@ -176,50 +178,52 @@ impl Outflow<'_> {
             value_wei: quote.value.unwrap_or(self.value),
             reserved_wei: quote.reserved,
             node_nonce,
-            asset: self.kind.symbol(self.chain),
-            token: match &self.kind {
-                Kind::Native | Kind::Call(_) | Kind::TypedData(_) | Kind::Sweep(None) => None,
-                Kind::Token(asset) | Kind::Sweep(Some(asset)) => token_ref(asset),
-                Kind::Payment(p) => token_ref(&p.token),
-                Kind::Redeem(r) => r.token.as_ref().and_then(token_ref),
+            asset: self.purpose.symbol(self.chain),
+            token: match &self.purpose {
+                Purpose::Native | Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) => None,
+                Purpose::Token(asset) | Purpose::Sweep(Some(asset)) => token_ref(asset),
+                Purpose::Payment(p) => token_ref(&p.token),
+                Purpose::Redeem(r) => r.token.as_ref().and_then(token_ref),
             },
             clearance: self.clearance,
             token_balance: quote.token_balance,
             mined_nonce: quote.mined_nonce,
             native_funds: quote.funds,
-            body: match &self.kind {
-                Kind::Payment(p) => Body::Authorization(p.record.clone()),
-                Kind::TypedData(t) => Body::Signature(t.record.clone()),
-                Kind::Call(c) => self.transaction(quote, Action::Call(c.record.clone())),
-                Kind::Redeem(r) => self.transaction(quote, Action::Redeem(r.via.clone())),
-                Kind::Native | Kind::Token(_) | Kind::Sweep(_) => self.transaction(quote, Action::Transfer),
+            body: match &self.purpose {
+                Purpose::Payment(p) => Body::Authorization(p.record.clone()),
+                Purpose::TypedData(t) => Body::Signature(t.record.clone()),
+                Purpose::Call(c) => self.transaction(quote, Action::Call(c.record.clone())),
+                Purpose::Redeem(r) => self.transaction(quote, Action::Redeem(r.via.clone())),
+                Purpose::Native | Purpose::Token(_) | Purpose::Sweep(_) => self.transaction(quote, Action::Transfer),
             },
-            call_check: match &self.kind {
-                Kind::Call(c) => c.check.clone(),
-                Kind::TypedData(t) => t.check.clone(),
-                Kind::Native | Kind::Token(_) | Kind::Payment(_) | Kind::Sweep(_) | Kind::Redeem(_) => None,
+            call_check: match &self.purpose {
+                Purpose::Call(c) => c.check.clone(),
+                Purpose::TypedData(t) => t.check.clone(),
+                Purpose::Native | Purpose::Token(_) | Purpose::Payment(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
+                    None
+                }
             },
             mandate: self.mandate.clone(),
-            delegated: match &self.kind {
-                Kind::Redeem(r) => Some(r.delegated()),
-                Kind::Native
-                | Kind::Token(_)
-                | Kind::Payment(_)
-                | Kind::Call(_)
-                | Kind::TypedData(_)
-                | Kind::Sweep(_) => None,
+            delegated: match &self.purpose {
+                Purpose::Redeem(r) => Some(r.delegated()),
+                Purpose::Native
+                | Purpose::Token(_)
+                | Purpose::Payment(_)
+                | Purpose::Call(_)
+                | Purpose::TypedData(_)
+                | Purpose::Sweep(_) => None,
             },
             // A sweep's entry says the amount it was quoted, in the units its own entry uses.
             owed: self.owed.clone().map(|owed| {
                 owed.with_amount(|| {
-                    let decimals = match &self.kind {
-                        Kind::Sweep(Some(asset)) | Kind::Token(asset) => asset.decimals,
-                        Kind::Native
-                        | Kind::Sweep(None)
-                        | Kind::Payment(_)
-                        | Kind::Call(_)
-                        | Kind::TypedData(_)
-                        | Kind::Redeem(_) => self.chain.decimals,
+                    let decimals = match &self.purpose {
+                        Purpose::Sweep(Some(asset)) | Purpose::Token(asset) => asset.decimals,
+                        Purpose::Native
+                        | Purpose::Sweep(None)
+                        | Purpose::Payment(_)
+                        | Purpose::Call(_)
+                        | Purpose::TypedData(_)
+                        | Purpose::Redeem(_) => self.chain.decimals,
                     };
                     crate::domain::amount::format_units(quote.value.unwrap_or(self.value), decimals)
                 })

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
-use super::kinds::{Kind, Outflow, PaymentDraft};
+use super::kinds::{Outflow, PaymentDraft, Purpose};
 use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
@@ -430,7 +430,7 @@ impl Transfers {
                 from,
                 to: choice.pay_to,
                 value: choice.amount,
-                kind: Kind::Payment(Box::new(draft)),
+                purpose: Purpose::Payment(Box::new(draft)),
                 clearance: ticket.clearance,
                 mandate: ticket.mandate.clone(),
                 owed: ticket.accepted.clone().map(|(actor, fetch)| OwedEntry::X402Payment {

@@ -8,7 +8,7 @@
 //! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
 //! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
 //! and is delivered by the paid request (`pay`). What differs between kinds is data: what is quoted
-//! (`Kind::quote`) and what is signed (`Kind::sign`), each kind's in its file under `kinds/`; the decision and its
+//! (`Purpose::quote`) and what is signed (`Purpose::sign`), each kind's in its file under `kinds/`; the decision and its
 //! application are the one reservation protocol (`reserve`).
 
 use std::sync::Arc;
@@ -44,12 +44,12 @@ impl Transfers {
     pub(super) async fn judge_outflow(&self, o: &Outflow<'_>) -> Result<Judged, TransferError> {
         let chain = o.chain;
         let client = self.chains.node(chain.name)?;
-        let quote = match o.kind.quote(client, o).await {
+        let quote = match o.purpose.quote(client, o).await {
             Ok(quote) => quote,
             Err(e @ TransferError::InsufficientFunds { .. }) => return Ok(Judged::Deny(e)),
             Err(e) => return Err(e),
         };
-        let node_nonce = match o.kind.on_chain() {
+        let node_nonce = match o.purpose.on_chain() {
             true => self.node_nonce(client, o.agent_id, chain, o.from).await?,
             false => None,
         };
@@ -80,9 +80,9 @@ impl Transfers {
     ) -> Result<TransferOutcome, TransferError> {
         let chain = o.chain;
         let client = self.chains.node(chain.name)?;
-        let (quote, signer) = tokio::join!(o.kind.quote(client, &o), self.signer(o.agent_id));
+        let (quote, signer) = tokio::join!(o.purpose.quote(client, &o), self.signer(o.agent_id));
         let (quote, signer) = (quote?, signer?);
-        let on_chain = o.kind.on_chain();
+        let on_chain = o.purpose.on_chain();
         // Without a lock of the caller's, an on-chain send is reserved in a round, which takes the lock.
         let mut guard = held.filter(|_| on_chain);
         let node_nonce = match on_chain {
@@ -177,7 +177,7 @@ impl Transfers {
         // A key in memory signs inside the reserving transaction, once its decision allowed the request: one
         // transaction. A token signs outside it, between two.
         let sign_now = |nonce: Option<u64>| {
-            o.kind
+            o.purpose
                 .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
                 .map_err(|e| signer_error(o.agent_id, e))
         };
@@ -195,7 +195,7 @@ impl Transfers {
             };
             // An x402 authorization or a typed-data signature uses no nonce of the agent's (`sign` ignores it).
             let signed = o
-                .kind
+                .purpose
                 .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
                 .map_err(|e| signer_error(o.agent_id, e))?;
             presigned = Some(Presigned { nonce, signed });

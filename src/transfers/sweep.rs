@@ -8,7 +8,7 @@
 use alloy::primitives::Address;
 use uuid::Uuid;
 
-use super::kinds::{Kind, Outflow};
+use super::kinds::{Outflow, Purpose};
 use super::{TransferError, TransferOutcome, Transfers};
 use crate::domain::agent::Agent;
 use crate::domain::amount::format_units;
@@ -77,7 +77,7 @@ impl Transfers {
             to: to.to(),
             // The quote reads the amount: the whole balance.
             value: alloy::primitives::U256::ZERO,
-            kind: Kind::Sweep(order.token.clone()),
+            purpose: Purpose::Sweep(order.token.clone()),
             clearance: Clearance::Sweep {
                 anywhere: order.anywhere,
             },

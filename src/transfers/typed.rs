@@ -8,7 +8,7 @@ use alloy::sol_types::SolCall;
 use uuid::Uuid;
 
 use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
-use super::kinds::{Kind, Outflow, TypedDraft};
+use super::kinds::{Outflow, Purpose, TypedDraft};
 use super::{Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
 use crate::domain::audit::OwedEntry;
@@ -80,7 +80,7 @@ impl Transfers {
             from,
             to: order.typed.verifying(),
             value: U256::ZERO,
-            kind: Kind::TypedData(Box::new(TypedDraft {
+            purpose: Purpose::TypedData(Box::new(TypedDraft {
                 record,
                 check: Some(check),
             })),
