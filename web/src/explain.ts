@@ -366,6 +366,38 @@ export function refusalText(
   nativeSymbol = '',
   delegation: DelegationFacts | null = null,
 ): string {
+  return knownRefusal(detail, facts, nativeSymbol, delegation) ?? genericRefusal(detail);
+}
+
+/** A refusal the console has no words of its own for: the service's message, else what kind of refusal it was. */
+function genericRefusal(detail: Record<string, unknown>): string {
+  const code = String(detail.code ?? '');
+  const message = typeof detail.message === 'string' ? detail.message.trim() : '';
+  if (message) return `${message.charAt(0).toUpperCase()}${message.slice(1)}${/[.!?]$/.test(message) ? '' : '.'}`;
+  const rule = typeof detail.rule === 'string' ? detail.rule : null;
+  if (code === 'policy_denied') return rule ? `Refused by the policy\u2019s ${rule.replace(/_/g, ' ')} rule: nothing was signed.` : 'Refused by the policy: nothing was signed.';
+  return code ? `The service refused it (${code.replace(/_/g, ' ')}): nothing was signed.` : 'The service refused it: nothing was signed.';
+}
+
+/**
+ * A refusal of the API (a send's, a call's) in words: the console's own for the rules and codes it knows, else the
+ * service's message; the code and rule are for a line apart, never the sentence.
+ */
+export function errorRefusal(
+  e: { code: string; message: string; details?: Record<string, unknown> | null },
+  asked: { chain?: string; asset?: string; amount?: string; delegation_id?: string | null },
+  nativeSymbol = '',
+): string {
+  const detail: Record<string, unknown> = { ...asked, ...(e.details ?? {}), code: e.code, message: e.message };
+  return refusalText(detail, '', null, nativeSymbol);
+}
+
+function knownRefusal(
+  detail: Record<string, unknown>,
+  facts: AgentFacts | null,
+  nativeSymbol: string,
+  delegation: DelegationFacts | null,
+): string | null {
   const delegated = delegationRefusal(detail, delegation);
   if (delegated) return delegated;
   const code = String(detail.code ?? '');
@@ -435,9 +467,7 @@ export function refusalText(
       return 'The agent lacks the transact capability.';
     case 'price_above_max':
       return 'The price asked was above the request\'s max_amount.';
-    case 'policy_denied':
-      return rule ? `Refused by the policy\u2019s ${rule.replace(/_/g, ' ')} rule: nothing was signed.` : 'Refused by the policy: nothing was signed.';
     default:
-      return CODE_WORDS[code] ?? (code ? `The service refused it (${code.replace(/_/g, ' ')}): nothing was signed.` : 'The service refused it: nothing was signed.');
+      return CODE_WORDS[code] ?? null;
   }
 }

@@ -15,6 +15,7 @@ import {
   adminRefusal,
   deleteSection,
   editForm,
+  guardedNote,
   ownerSection,
   reissueSection,
   unguardedWarning,
@@ -715,6 +716,7 @@ async function renderAgent(id: string): Promise<void> {
     ),
   );
   if (agent.is_active && !agent.guarded) main.append(unguardedWarning());
+  else if (agent.is_active) main.append(guardedNote());
   if (!agent.is_active) {
     main.append(
       h(

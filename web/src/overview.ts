@@ -104,6 +104,7 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
       return;
     }
     row.flags.textContent = !detail.is_active ? 'deleted' : detail.guarded ? 'guarded' : 'not guarded';
+    row.flags.title = !detail.is_active ? '' : detail.guarded ? 'Only its owner can lift its limits' : 'Its own token can lift its limits';
     row.flags.className = `badge ${!detail.is_active || !detail.guarded ? 'bad' : 'good'}`;
     clear(row.cap);
     for (const chain of detail.chains) {
@@ -189,6 +190,12 @@ export function overviewPage(agents: AgentSummary[], chains: ChainInfo[], hooks:
       'p',
       { class: 'muted small' },
       'Balances are rounded (hover for the exact amount). The cap counts, per chain, what was sent plus fees and the reservations of transfers on their way or waiting for approval.',
+    ),
+    h(
+      'p',
+      { class: 'muted small', 'data-testid': 'guarded-meaning' },
+      'Guarded: the agent has an owner address (or the server an admin token), so its own token cannot raise its cap, change its policy or export its key; only the owner can. ',
+      'Not guarded: anything holding the agent\u2019s token, such as the model running it, can lift its limits.',
     ),
   );
 }

@@ -6,7 +6,7 @@
 import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, field, h, uid } from './dom';
-import { loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
+import { errorRefusal, loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 import { listDelegations, periodWords, type Delegation } from './delegations';
 
@@ -279,11 +279,18 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       }
     } else fact('Policy', h('span', { class: 'muted' }, `unavailable (${errorText(policy.reason)})`));
 
-    // A transfer the policy will hold is submitted for the owner's approval, not sent: the button says so.
+    // A transfer the policy will hold is submitted for the owner's approval, not sent: the button says so. One the
+    // review expects the service to refuse is not offered as "Confirm and send": the way on is to edit it; sending
+    // it anyway (the figures may have moved since they were read) is the lesser button.
+    const refuses = notes.some((n) => n.classList.contains('bad'));
     const confirm = h(
       'button',
-      { type: 'button', 'data-will-hold': String(held) },
-      held ? `Submit ${draft.amount} ${draft.asset} for approval` : `Confirm and send ${draft.amount} ${draft.asset}`,
+      { type: 'button', class: refuses ? 'secondary' : null, 'data-will-hold': String(held), 'data-will-refuse': String(refuses) },
+      refuses
+        ? 'Send anyway (the review expects a refusal)'
+        : held
+          ? `Submit ${draft.amount} ${draft.asset} for approval`
+          : `Confirm and send ${draft.amount} ${draft.asset}`,
     );
     const back = h('button', { type: 'button', class: 'secondary' }, 'Back to edit');
     const sendError = errorLine();
@@ -317,15 +324,17 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       notes.length ? h('ul', { class: 'review-notes', 'data-testid': 'review-notes' }, notes) : '',
       h(
         'p',
-        { class: 'muted small' },
-        held
-          ? 'Nothing is signed when you submit it: it waits for the owner, who approves or rejects it in Approvals.'
-          : 'Nothing is sent until you confirm. A transfer on chain cannot be undone.',
+        { class: refuses ? 'small' : 'muted small', 'data-testid': 'review-outcome' },
+        refuses
+          ? 'The review expects the service to refuse it (see above): nothing would be signed or sent. Edit the transfer, or send it anyway to see the service\u2019s own answer.'
+          : held
+            ? 'Nothing is signed when you submit it: it waits for the owner, who approves or rejects it in Approvals.'
+            : 'Nothing is sent until you confirm. A transfer on chain cannot be undone.',
       ),
-      h('div', { class: 'row' }, confirm, back),
+      h('div', { class: 'row' }, refuses ? [back, confirm] : [confirm, back]),
       sendError.el,
     );
-    confirm.focus();
+    (refuses ? back : confirm).focus();
   }
 
   function showRefusal(e: unknown, draft: Draft): void {
@@ -334,8 +343,24 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     result.dataset.status = 'refused';
     const code = e instanceof ApiError ? e.code : 'error';
     result.dataset.code = code;
+    // What refused it, in words; the code and rule apart, for reference (and a search of the docs).
+    const words =
+      e instanceof ApiError
+        ? errorRefusal(
+            e as ApiError & { details?: Record<string, unknown> | null },
+            { chain: draft.chain.name, asset: draft.asset, amount: draft.amount, delegation_id: draft.delegation?.id ?? null },
+            draft.chain.native_symbol,
+          )
+        : errorText(e);
+    const rule = e instanceof ApiError && typeof e.details?.rule === 'string' ? e.details.rule : null;
     result.append(
-      h('p', { class: 'form-error', role: 'alert' }, h('strong', {}, `Not sent: ${draft.amount} ${draft.asset} to ${draft.to}. `), errorText(e)),
+      h(
+        'p',
+        { class: 'form-error', role: 'alert' },
+        h('strong', {}, `Not sent: ${draft.amount} ${draft.asset} to ${draft.to}. `),
+        h('span', { 'data-testid': 'refusal-words' }, words),
+      ),
+      e instanceof ApiError ? h('p', { class: 'muted small mono', 'data-testid': 'refusal-code' }, [code, rule].filter(Boolean).join(' \u00b7 ')) : '',
       h('div', { class: 'row' }, h('button', { type: 'button', class: 'secondary', onclick: () => reset(false) }, 'Edit and try again')),
     );
     editing(false);

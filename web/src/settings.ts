@@ -229,6 +229,15 @@ export function adminRefusal(verdict: 'wrong' | 'not_configured'): string {
     : 'This server sets no ADMIN_TOKEN, so there is no admin token to use: every agent without an owner address is open to its own token. Set ADMIN_TOKEN when starting agentd, or give the agent an owner address. Nothing was saved.';
 }
 
+/** What "guarded" means (docs/api.md §10), said wherever an agent is called guarded. */
+export const GUARDED_MEANING =
+  'Guarded: its own token cannot raise its cap, change its policy or export its key; only its owner can (an owner session signed with the owner address, or the admin token).';
+
+/** The note shown on a guarded agent, saying what that means. */
+export function guardedNote(): HTMLElement {
+  return h('p', { class: 'muted small', role: 'note', 'data-testid': 'guarded-note' }, GUARDED_MEANING);
+}
+
 /** The warning shown on an agent whose own token can lift its limits (docs/api.md §10). */
 export function unguardedWarning(): HTMLElement {
   return h(

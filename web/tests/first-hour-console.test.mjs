@@ -260,6 +260,8 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     assert.match(await row.getByTestId('overview-cap').textContent(), /of 1 ETH/);
     assert.match(await row.getByTestId('overview-approvals').textContent(), /1 waiting/);
     assert.match(await row.textContent(), /guarded/);
+    // What "guarded" means, said beside the list.
+    assert.match(await overview.getByTestId('guarded-meaning').textContent(), /Guarded: the agent has an owner address/);
     const scratch = overview.locator('[data-testid="overview-row"]').filter({ hasText: 'Scratch agent' });
     await scratch.getByTestId('overview-balance-base').filter({ hasText: /^0 ETH$/ }).waitFor();
     assert.match(await scratch.textContent(), /not guarded/);
@@ -282,8 +284,11 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     await shot('12-approved-with-pasted-session');
   });
 
-  it('shows a refusal with its rule: above per_transfer', async () => {
+  it('shows a refusal with its rule: above per_transfer, in words, never offered as "Confirm and send"', async () => {
     await page.getByRole('tab', { name: 'Wallet' }).click();
+    // "Guarded" is said, and what it means, where the agent opens.
+    const guarded = page.getByTestId('guarded-note');
+    assert.match(await guarded.textContent(), /Guarded: its own token cannot raise its cap, change its policy or export its key/);
     const card = page.getByTestId('send-card');
     const newTransfer = card.getByRole('button', { name: 'New transfer' });
     if (await newTransfer.count()) await newTransfer.click();
@@ -292,10 +297,20 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     await card.getByRole('button', { name: 'Review' }).click();
     const review = card.getByTestId('send-review');
     await review.getByTestId('review-notes').filter({ hasText: /per-transfer limit of 0\.5/ }).waitFor();
-    await review.getByRole('button', { name: 'Confirm and send 0.6 ETH' }).click();
+    // The review expects a refusal: the button does not offer to "confirm and send" it.
+    assert.equal(await review.getByRole('button', { name: /Confirm and send/ }).count(), 0);
+    const anyway = review.getByRole('button', { name: 'Send anyway (the review expects a refusal)' });
+    assert.equal(await anyway.getAttribute('data-will-refuse'), 'true');
+    assert.match(await review.textContent(), /The review expects the service to refuse it/);
+    await shot('13a-send-review-expects-refusal');
+    await anyway.click();
     const result = card.getByTestId('send-result');
     await result.and(page.locator('[data-status="refused"]')).waitFor();
-    assert.match(await result.textContent(), /policy_denied, rule per_transfer/);
+    // The refusal in words; its code and rule apart, for reference, not as the sentence.
+    const words = await result.getByTestId('refusal-words').textContent();
+    assert.match(words, /Over the per-transfer limit of 0\.5 ETH: it asked 0\.6\./);
+    assert.doesNotMatch(words, /policy_denied/);
+    assert.equal(await result.getByTestId('refusal-code').textContent(), 'policy_denied · per_transfer');
     await shot('13-send-refused');
   });
 

@@ -372,10 +372,12 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
   step('refuses a send over the daily limit and shows it in History with the limit named', async () => {
     const before = await balanceOf(v('RECIPIENT'));
     const review = await reviewSend('0.15');
-    await review.getByRole('button', { name: 'Confirm and send 0.15 ETH' }).click();
+    // The review expects the refusal: it is not offered as "Confirm and send".
+    await review.getByRole('button', { name: 'Send anyway (the review expects a refusal)' }).click();
     const result = wallet().getByTestId('send-result');
     await result.and(page.locator('[data-status="refused"]')).waitFor();
-    assert.match(await result.textContent(), /policy_denied, rule per_day/);
+    assert.match(await result.getByTestId('refusal-words').textContent(), /^Over the daily limit of 0\.2 ETH/);
+    assert.equal(await result.getByTestId('refusal-code').textContent(), 'policy_denied · per_day');
     await shot('13-send-refused');
     assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing moved');
 
