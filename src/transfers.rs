@@ -42,6 +42,7 @@ mod deliver;
 mod error;
 mod gaps;
 mod kinds;
+mod nonces;
 mod pay;
 mod redeem;
 mod replace;
@@ -61,11 +62,11 @@ use carriers::wallet::{sign_eip1559, sign_transfer};
 pub use deliver::rebroadcast;
 pub use error::TransferError;
 use kinds::{Outflow, Purpose};
+use nonces::{Nonces, nonce_filler};
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
 pub use replace::{Bump, Cancelled};
 pub use reserve::reserve_once;
 pub(crate) use signing::l1_probe;
-use signing::nonce_filler;
 pub(crate) use signing::signer_error;
 pub use sweep::SweepOrder;
 pub use transacting::Transacting;
@@ -88,9 +89,8 @@ pub struct Transfers {
     faults: Faults,
     /// The guarded fetch x402 payments go through.
     fetcher: crate::net::egress::Fetcher,
-    /// (agent, chain) pairs the store is known to count nonces for (its rows are never removed): their sends need
-    /// not ask whether to start from the node's count.
-    counted: Arc<std::sync::Mutex<std::collections::HashSet<(Uuid, &'static str)>>>,
+    /// What the send path knows of nonces besides the store (where an (agent, chain) starts counting).
+    nonces: Arc<Nonces>,
     /// The on-chain delegations the agents' transfers may redeem (§21); none: every chain answers
     /// `delegations_unavailable`.
     delegations: Option<crate::delegations::Delegations>,
@@ -184,7 +184,7 @@ impl Transfers {
             keys,
             faults,
             fetcher: crate::net::egress::Fetcher::new(x402),
-            counted: Default::default(),
+            nonces: Default::default(),
             delegations: None,
             clock: Arc::new(crate::domain::clock::SystemClock),
         }

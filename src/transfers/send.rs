@@ -214,9 +214,8 @@ impl Transfers {
         request: &TransferRequest,
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
-        let (sending, answer) = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
-        self.rounds.push(rounds::Item::Send(Box::new(sending)));
-        match answer.await {
+        let sending = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
+        match self.rounds.reserve(sending).await {
             Ok(rounds::Answer::Decided(reservation)) => reservation,
             Ok(rounds::Answer::Alone) => {
                 let _guard = self.lock(o).await?;
@@ -228,29 +227,17 @@ impl Transfers {
         }
     }
 
-    /// The nonce to start from when the store has none for (agent, chain) yet: the node's count.
+    /// The nonce to start from when the store has none for (agent, chain) yet (`Nonces::start`).
     async fn node_nonce(
         &self,
         client: &dyn Node,
         agent_id: Uuid,
-        chain: &ChainInfo,
+        chain: &'static ChainInfo,
         from: Address,
     ) -> Result<Option<u64>, TransferError> {
-        let known = |counted: &std::collections::HashSet<_>| counted.contains(&(agent_id, chain.name));
-        if known(&self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
-            return Ok(None);
-        }
-        match self.store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
-            Some(_) => {
-                let mut counted = self.counted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if counted.len() >= 100_000 {
-                    counted.clear();
-                }
-                counted.insert((agent_id, chain.name));
-                Ok(None)
-            }
-            None => Ok(Some(client.pending_nonce(from).await?)),
-        }
+        self.nonces
+            .start(self.store.as_ref(), client, agent_id, chain, from)
+            .await
     }
 
     async fn lock(&self, o: &Outflow<'_>) -> Result<Box<dyn SendGuard>, TransferError> {

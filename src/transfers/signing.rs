@@ -1,5 +1,4 @@
-//! Signing: the agent's signer opened (§20), the zero-value send that fills a nonce, and the encoding an L1 fee is
-//! estimated on. What a carrier signs is the carrier's (`carriers`).
+//! Signing: the agent's signer opened (§20), and the encoding an L1 fee is estimated on. What a carrier signs is the carrier's (`carriers`).
 
 use std::sync::Arc;
 
@@ -9,9 +8,7 @@ use uuid::Uuid;
 
 use super::{TransferError, Transfers, store_error};
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::{Action, Body, OnChain, StoredTx};
 use crate::signer::{SignerError, WalletSigner};
-use crate::store::{Clearance, Mandate, TransferRequest};
 
 impl Transfers {
     /// The agent's signer (§20): its vault key opened, or its key in the token (asked nothing until it signs).
@@ -28,44 +25,6 @@ pub(crate) fn signer_error(agent_id: Uuid, e: SignerError) -> TransferError {
     match e {
         SignerError::Unavailable(_) => TransferError::SignerUnavailable,
         SignerError::Key(_) => TransferError::KeyUnavailable,
-    }
-}
-
-/// A zero-value send of `tx`'s wallet to itself, to take a nonce that `tx` left unused (a gap, or a transfer refused
-/// after later ones were signed): nothing moves but the fee, held against the cap as `reserved_wei`.
-pub(super) fn nonce_filler(
-    tx: &StoredTx,
-    chain: &ChainInfo,
-    gas_limit: u64,
-    max_fee_per_gas: u128,
-    reserved_wei: U256,
-) -> TransferRequest {
-    TransferRequest {
-        id: Uuid::new_v4(),
-        agent_id: tx.agent_id,
-        chain: tx.chain.clone(),
-        conversation_id: None,
-        from: tx.from,
-        to: tx.from,
-        value_wei: U256::ZERO,
-        reserved_wei,
-        node_nonce: None,
-        asset: chain.native_symbol.to_string(),
-        token: None,
-        clearance: Clearance::Decided,
-        token_balance: None,
-        mined_nonce: None,
-        native_funds: None,
-        body: Body::Transaction(OnChain {
-            at: (),
-            gas_limit,
-            max_fee_per_gas,
-            action: Action::Transfer,
-        }),
-        call_check: None,
-        mandate: Mandate::NONE,
-        delegated: None,
-        owed: None,
     }
 }
 

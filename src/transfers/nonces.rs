@@ -1,0 +1,98 @@
+//! The wallet's nonces as the send path knows them. The store counts each (agent, chain)'s next nonce in the
+//! reserving transaction (`Reserving::facts`, the decision names it); before an (agent, chain) has one stored, the
+//! node's pending count is where it starts (`start`), asked once per (agent, chain) and process. A nonce left unused
+//! is filled by a zero-value send of the wallet to itself (`filler`: the refusal handler in `send`, the gap repair
+//! in `gaps`).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+use alloy::primitives::{Address, U256};
+use uuid::Uuid;
+
+use super::{TransferError, store_error};
+use crate::chain::Node;
+use crate::domain::chain::ChainInfo;
+use crate::domain::transaction::{Action, Body, OnChain, StoredTx};
+use crate::store::{Clearance, Mandate, TransferRequest, TransferStore};
+
+/// Most (agent, chain) pairs remembered as counted by the store before the memory starts again.
+const REMEMBERED: usize = 100_000;
+
+/// What the send path knows of nonces besides the store: the (agent, chain) pairs the store already counts.
+#[derive(Default)]
+pub(super) struct Nonces {
+    counted: Mutex<HashSet<(Uuid, &'static str)>>,
+}
+
+impl Nonces {
+    /// The nonce to start from when the store has none for (agent, chain) yet: the node's pending count; `None` once
+    /// the store counts it (then the store's counter names the next).
+    pub(super) async fn start(
+        &self,
+        store: &dyn TransferStore,
+        client: &dyn Node,
+        agent_id: Uuid,
+        chain: &'static ChainInfo,
+        from: Address,
+    ) -> Result<Option<u64>, TransferError> {
+        let pair = (agent_id, chain.name);
+        if self
+            .counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&pair)
+        {
+            return Ok(None);
+        }
+        match store.next_nonce(agent_id, chain.name).await.map_err(store_error)? {
+            Some(_) => {
+                let mut counted = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+                if counted.len() >= REMEMBERED {
+                    counted.clear();
+                }
+                counted.insert(pair);
+                Ok(None)
+            }
+            None => Ok(Some(client.pending_nonce(from).await?)),
+        }
+    }
+}
+
+/// A zero-value send of `tx`'s wallet to itself, to take a nonce that `tx` left unused (a gap, or a transfer refused
+/// after later ones were signed): nothing moves but the fee, held against the cap as `reserved_wei`.
+pub(super) fn nonce_filler(
+    tx: &StoredTx,
+    chain: &ChainInfo,
+    gas_limit: u64,
+    max_fee_per_gas: u128,
+    reserved_wei: U256,
+) -> TransferRequest {
+    TransferRequest {
+        id: Uuid::new_v4(),
+        agent_id: tx.agent_id,
+        chain: tx.chain.clone(),
+        conversation_id: None,
+        from: tx.from,
+        to: tx.from,
+        value_wei: U256::ZERO,
+        reserved_wei,
+        node_nonce: None,
+        asset: chain.native_symbol.to_string(),
+        token: None,
+        clearance: Clearance::Decided,
+        token_balance: None,
+        mined_nonce: None,
+        native_funds: None,
+        body: Body::Transaction(OnChain {
+            at: (),
+            gas_limit,
+            max_fee_per_gas,
+            action: Action::Transfer,
+        }),
+        call_check: None,
+        mandate: Mandate::NONE,
+        delegated: None,
+        owed: None,
+    }
+}
