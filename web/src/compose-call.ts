@@ -5,15 +5,33 @@
 // and an optional value; **Simulate** (`POST …/calls/simulate`, the agent token or owner authority) shows the call
 // as decoded, what it would do to the wallet ("You send / You receive / You allow") and the policy's verdict in
 // words; **Review and send** then confirms and sends it (`POST …/calls`, the agent's token only, with an
-// `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words.
+// `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words,
+// with a link to the calls rule that made them in Policy. An amount may be typed in its token's units ("2.5 USDC",
+// "0.1 ETH"), an address argument picked among the known ones by name, and a swap's minimum output of 0 is warned.
 import { api, ApiError, type AgentDetail, type ChainInfo, type SimulatedCall, type Transfer } from './api';
 import { abiFunctions, argNames, callDetails, functionName, paramTypes, type Abis } from './calls';
-import { defaultFor, KNOWN_FUNCTIONS, looksLikeSignature, readArgs, tidySignature, typeHint, wholeUnits, type ArgContext } from './call-args';
+import {
+  defaultFor,
+  isMinimumOut,
+  isTime,
+  KNOWN_FUNCTIONS,
+  knownAddress,
+  looksLikeSignature,
+  readArgs,
+  tidySignature,
+  typeHint,
+  unitAmount,
+  wholeUnits,
+  type ArgContext,
+} from './call-args';
 import { clear, field, h, shortHex, uid } from './dom';
 import { FINAL, newKey, type SendHooks } from './send';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 
 const TYPED = '__typed';
+
+/** The service's words as a sentence: a capital first, a full stop last. */
+const sentence = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}${/[.!?]$/.test(text) ? '' : '.'}`;
 /** Functions of a token whose integer argument is an amount of that token. */
 const AMOUNT_OF_TOKEN = new Set(['approve(address,uint256)', 'transfer(address,uint256)', 'withdraw(uint256)']);
 const OTHER = '';
@@ -39,7 +57,12 @@ export interface CallComposer {
   load(): void;
 }
 
-export function callComposer(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: SendHooks): CallComposer {
+export interface ComposerHooks extends SendHooks {
+  /** Opens the Policy tab at a rule the service named (`calls.rules[0]`, `calls.default`). */
+  openPolicyRule?(rule: string): void;
+}
+
+export function callComposer(agent: AgentDetail, token: string | null, chains: ChainInfo[], hooks: ComposerHooks): CallComposer {
   const known = chains.filter((c) => agent.chains.includes(c.name));
   let abis: Abis | null = null;
   let policyContracts: Known[] = [];
@@ -74,8 +97,44 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   const info = () => known.find((c) => c.name === chain.value) ?? null;
   const ctx = (): ArgContext => ({
     agent: agent.wallet_addresses[chain.value] ?? '',
-    tokens: (info()?.tokens ?? []).map((t) => ({ symbol: t.symbol, address: t.address })),
+    tokens: (info()?.tokens ?? []).map((t) => ({ symbol: t.symbol, address: t.address, decimals: t.decimals })),
+    native: { symbol: info()?.native_symbol ?? 'ETH', decimals: info()?.decimals ?? 18 },
+    contracts: (info()?.contracts ?? []).map((k) => ({ name: k.name, address: k.address })),
   });
+
+  /** The addresses an argument may be given by name: this agent, the chain's tokens and known contracts. */
+  function knownArguments(): { label: string; value: string; address: string; group: string }[] {
+    const c = info();
+    const here = agent.wallet_addresses[chain.value] ?? '';
+    const list = [
+      { label: 'This agent', value: '$agent', address: here, group: 'This agent' },
+      ...(c?.tokens ?? []).map((t) => ({ label: `${t.symbol} token`, value: t.symbol, address: t.address, group: `Tokens on ${c?.name}` })),
+      ...(c?.contracts ?? []).map((k) => ({ label: k.name, value: k.name, address: k.address, group: `Contracts of this deployment on ${c?.name}` })),
+      ...[...calledBefore, ...policyContracts].map((k) => ({ label: `${k.label} · ${shortHex(k.address, 6, 4)}`, value: k.address, address: k.address, group: k.group })),
+    ];
+    const seen = new Set<string>();
+    return list.filter((k) => {
+      const key = k.address.toLowerCase();
+      if (!key || seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
+  /** What the names typed in an address field stand for, and what a pasted address is known as. */
+  function resolvedWords(text: string): string {
+    const parts = text.split(',').map((t) => t.trim()).filter(Boolean);
+    const known = knownArguments();
+    const said = parts.map((part) => {
+      if (/^0x[0-9a-fA-F]{40}$/.test(part)) {
+        const k = known.find((x) => x.address.toLowerCase() === part.toLowerCase());
+        return k ? `${shortHex(part, 6, 4)} is ${k.label}` : null;
+      }
+      const address = knownAddress(part, ctx());
+      return address ? `${part} = ${shortHex(address, 6, 4)}` : null;
+    });
+    return said.some(Boolean) ? said.filter(Boolean).join(' \u00b7 ') : '';
+  }
 
   function fillContracts(): void {
     const c = info();
@@ -167,22 +226,69 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       });
       argInputs.push(input);
       const label = `${name ?? `Argument ${i}`} (${type})`;
-      const f = field(label, input, typeHint(type));
-      // An amount of the registry token called, read back in whole units as it is typed.
-      const tokenCalled = info()?.tokens.find((t) => t.address.toLowerCase() === to.value.trim().toLowerCase());
-      if (tokenCalled && /^uint/.test(type) && AMOUNT_OF_TOKEN.has(sig)) {
+      const f = field(label, input, typeHint(type, name));
+      if (/^uint\d*$/.test(type) && !isTime(name, type)) {
+        // An amount: typed with its unit, it reads back in base units; in base units of the registry token called,
+        // it reads back in whole units.
+        const tokenCalled = info()?.tokens.find((t) => t.address.toLowerCase() === to.value.trim().toLowerCase());
         const units = h('small', { class: 'hint', 'data-testid': 'call-arg-units', 'aria-live': 'polite' });
+        const warning = h(
+          'p',
+          { class: 'warning small', 'data-testid': 'call-arg-warning', role: 'note' },
+          'A minimum output of 0 accepts any price: the swap may return almost nothing (a thin pool, or a bot trading around it, takes the rest). Set the least you would accept.',
+        );
         const show = () => {
-          const whole = wholeUnits(input.value, tokenCalled.decimals);
-          units.textContent = whole === null ? '' : `= ${whole} ${tokenCalled.symbol}`;
+          let base: string | null = null;
+          try {
+            const typed = unitAmount(input.value, ctx());
+            if (typed) {
+              base = typed.base;
+              units.textContent = `= ${typed.base} base units of ${typed.symbol}`;
+            } else {
+              base = /^\d+$/.test(input.value.trim()) ? input.value.trim() : null;
+              const whole = tokenCalled && AMOUNT_OF_TOKEN.has(sig) && base !== null ? wholeUnits(base, tokenCalled.decimals) : null;
+              units.textContent = whole === null ? '' : `= ${whole} ${tokenCalled?.symbol}`;
+            }
+          } catch (e) {
+            units.textContent = `Not an amount: it ${(e as Error).message}.`;
+          }
+          if (isMinimumOut(name, type) && base !== null && BigInt(base) === 0n) f.append(warning);
+          else warning.remove();
         };
         input.addEventListener('input', show);
-        show();
         f.append(units);
+        show();
       }
-      if (type === 'address') {
-        const mine = h('button', { type: 'button', class: 'secondary small', onclick: () => { input.value = '$agent'; stale(); } }, 'My address');
-        f.querySelector('input')?.after(h('div', { class: 'row tight' }, mine));
+      if (type === 'address' || /^address\[\d*\]$/.test(type)) {
+        // Known addresses by name: this agent, the chain's tokens, the deployment's contracts (its router, its pool).
+        const resolved = h('small', { class: 'hint mono-names', 'data-testid': 'call-arg-resolved', 'aria-live': 'polite' });
+        const list = type !== 'address';
+        const pickKnown = h('select', { 'data-testid': 'call-arg-known', 'aria-label': `A known address for ${name ?? `argument ${i}`}` });
+        pickKnown.append(h('option', { value: '' }, list ? 'Add a known address…' : 'Pick a known address…'));
+        const groups = new Map<string, HTMLOptGroupElement>();
+        for (const k of knownArguments()) {
+          let g = groups.get(k.group);
+          if (!g) {
+            g = h('optgroup', { label: k.group });
+            groups.set(k.group, g);
+            pickKnown.append(g);
+          }
+          g.append(h('option', { value: k.value }, k.label));
+        }
+        const showResolved = () => {
+          resolved.textContent = resolvedWords(input.value);
+        };
+        pickKnown.addEventListener('change', () => {
+          if (!pickKnown.value) return;
+          const now = input.value.trim();
+          input.value = list && now ? `${now.replace(/,\s*$/, '')}, ${pickKnown.value}` : pickKnown.value;
+          pickKnown.value = '';
+          showResolved();
+          stale();
+        });
+        input.addEventListener('input', showResolved);
+        f.append(h('div', { class: 'row tight' }, pickKnown), resolved);
+        showResolved();
       }
       argsBox.append(f);
     });
@@ -336,8 +442,34 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
         ? [h('strong', {}, 'Allowed: '), 'the policy lets the agent make this call (its limits and the cap included); sending signs and sends it.']
         : d.result === 'approve'
           ? [h('strong', {}, 'Would be held for approval: '), 'sending submits it, and nothing is signed until the owner approves it.']
-          : [h('strong', {}, 'Refused: '), answer.message ?? 'the policy refuses it', ` (${d.code ?? 'policy_denied'}${d.rule ? `, rule ${d.rule}` : ''})`];
+          : [h('strong', {}, 'Refused: '), h('span', { 'data-testid': 'call-verdict-words' }, sentence(answer.message ?? 'the policy refuses it')), ruleLink(answer)];
     return h('p', { class: d.result === 'deny' ? 'form-error' : 'verdict', 'data-testid': 'call-verdict', 'data-result': d.result }, ...words);
+  }
+
+  /** The rule of the policy's calls that refused a call (`rule N (…)` in the service's words), linked in Policy. */
+  function ruleLink(answer: SimulatedCall): HTMLElement | string {
+    const n = /\brule (\d+) \(/.exec(answer.message ?? '')?.[1];
+    const byDefault = !n && /no rule .*default|default/i.test(answer.message ?? '') && answer.decision.rule === 'call_denied';
+    if (!n && !byDefault) return '';
+    const rule = n ? `calls.rules[${Number(n) - 1}]` : 'calls.default';
+    return h(
+      'span',
+      {},
+      ' ',
+      h(
+        'a',
+        {
+          href: `#/agents/${agent.id}/policy`,
+          'data-testid': 'call-rule-link',
+          onclick: (event: Event) => {
+            if (!hooks.openPolicyRule) return;
+            event.preventDefault();
+            hooks.openPolicyRule(rule);
+          },
+        },
+        n ? `See rule ${n} in Policy` : 'See the calls default in Policy',
+      ),
+    );
   }
 
   function showOutcome(composed: Composed, answer: SimulatedCall): void {

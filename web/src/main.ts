@@ -749,7 +749,13 @@ async function renderAgent(id: string): Promise<void> {
     show('approvals');
     void approvals.reveal(transferId);
   };
-  const wallet = walletPanel(agent, token, state.chains, () => void approvals.refresh(), openApproval);
+  const policy = policyPanel(agent, token, state.chains);
+  // A refused call names its rule: the link opens the Policy tab at that rule.
+  const openPolicyRule = (rule: string) => {
+    show('policy');
+    policy.reveal(rule);
+  };
+  const wallet = walletPanel(agent, token, state.chains, () => void approvals.refresh(), openApproval, openPolicyRule);
   const approvalCount = h('span', { class: 'count', 'data-testid': 'approval-count' });
   const approvals = approvalsPanel(
     agent,
@@ -816,7 +822,7 @@ async function renderAgent(id: string): Promise<void> {
     wallet,
     history: historyPanel(agent, token, state.chains, { openApproval }),
     approvals,
-    policy: policyPanel(agent, token, state.chains),
+    policy,
     delegations: delegationsPanel(agent, token, state.chains),
     webhooks: webhooksPanel(agent, token),
     audit: auditPanel(agent, token),

@@ -12,6 +12,8 @@ import { errorLine, fieldProblem as problem, notify, type FieldProblem } from '.
 export interface PolicyPanel {
   el: HTMLElement;
   load(): void;
+  /** Shows a rule a refusal named (`calls.rules[0]`, `calls.default`): scrolled to, marked and focused. */
+  reveal(rule: string): void;
 }
 
 const LIMIT_FIELDS: { name: keyof AssetLimits; label: string }[] = [
@@ -342,13 +344,27 @@ export function policyPanel(agent: AgentDetail, token: string | null, chains: Ch
     if (lines.length) budget.append(h('p', {}, h('strong', {}, 'Counted now')), ...lines);
   }
 
-  let loaded = false;
+  let loaded: Promise<void> | null = null;
+  const loadOnce = () => (loaded ??= load());
   return {
     el: form,
     load() {
-      if (loaded) return;
-      loaded = true;
-      void load();
+      void loadOnce();
+    },
+    reveal(rule: string) {
+      void loadOnce().then(() => {
+        const n = /^calls\.rules\[(\d+)\]$/.exec(rule)?.[1];
+        const target = n
+          ? form.querySelector<HTMLElement>(`[data-testid="call-rule"][data-index="${n}"]`)
+          : rule === 'calls.default'
+            ? (form.querySelector<HTMLElement>('[data-testid="calls-editor"]') ?? null)
+            : null;
+        if (!target) return;
+        for (const old of form.querySelectorAll('.revealed')) old.classList.remove('revealed');
+        target.classList.add('revealed');
+        target.scrollIntoView({ block: 'center' });
+        target.querySelector<HTMLElement>('select, input, textarea')?.focus({ preventScroll: true });
+      });
     },
   };
 }

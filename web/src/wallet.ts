@@ -22,6 +22,7 @@ export function walletPanel(
   chains: ChainInfo[],
   onMoved: () => void = () => {},
   openApproval: (transferId: string) => void = () => {},
+  openPolicyRule: (rule: string) => void = () => {},
 ): WalletPanel {
   const byName = new Map(chains.map((c) => [c.name, c]));
   const balanceEls = new Map<string, HTMLElement>();
@@ -200,6 +201,7 @@ export function walletPanel(
       onMoved();
     },
     openApproval,
+    openPolicyRule,
   });
   const el = h(
     'section',

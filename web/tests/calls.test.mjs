@@ -346,7 +346,9 @@ describe('web console contract calls', { timeout: 300000 }, () => {
       await other.getByRole('heading', { name: 'Fresh agent' }).waitFor();
       const composer = other.getByTestId('call-composer');
       await composer.waitFor();
-      const named = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
+      const named = composer
+        .getByTestId('call-contract-pick')
+        .locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
       await named.waitFor({ state: 'attached' });
       assert.equal((await named.getAttribute('value')).toLowerCase(), router.toLowerCase());
       await composer.getByTestId('call-contract-pick').selectOption(await named.getAttribute('value'));
@@ -409,15 +411,19 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await composer.getByRole('button', { name: 'Simulate' }).click();
     const verdict = composer.getByTestId('call-verdict');
     await verdict.and(page.locator('[data-result="deny"]')).waitFor();
-    const text = await verdict.textContent();
+    const text = await verdict.getByTestId('call-verdict-words').textContent();
     const hex = '0x[0-9a-fA-F]{40}';
     assert.match(
       text,
       new RegExp(
-        `^Refused: the agent's policy refuses this call \\(rule call_denied\\): rule 1 \\(approve\\(address,uint256\\) on ${hex}\\) ` +
-          `did not allow it: argument 0 must be in \\[${hex}, \\$agent \\(${hex}\\)\\]; it was ${DEV} \\(policy_denied, rule call_denied\\)$`,
+        `^The agent's policy refuses this call \\(rule call_denied\\): rule 1 \\(approve\\(address,uint256\\) on ${hex}\\) ` +
+          `did not allow it: argument 0 must be in \\[${hex}, \\$agent \\(${hex}\\)\\]; it was ${DEV}\\.$`,
       ),
     );
+    assert.doesNotMatch(await verdict.textContent(), /policy_denied/, 'the code is not the sentence');
+    // The refusal links to the rule that made it, in Policy.
+    const link = verdict.getByRole('link', { name: 'See rule 1 in Policy' });
+    assert.equal(await link.getAttribute('href'), `#/agents/${agentId}/policy`);
     assert.equal(await composer.getByRole('button', { name: 'Review and send' }).count(), 0, 'a refused call is not offered for sending');
     await assertFits('c10-compose-refused');
 
@@ -465,6 +471,74 @@ describe('web console contract calls', { timeout: 300000 }, () => {
     await composer.getByTestId('call-result').and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 30000 });
     assert.equal(await tokenBalance(stack.rpc, weth, address), E18 / 10n, 'the chain shows the WETH the deposit made');
     await shot('c11-compose-deposit-sent');
+  });
+
+  it('takes amounts in token units, names known contracts as arguments, warns at a minimum output of 0, links a refusal to its rule', async () => {
+    assert.ok(agentId, 'needs the set-up');
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const composer = page.getByTestId('call-composer');
+    // The option of a known contract, whatever the case its address is spelled in.
+    const pickContract = async (address) => {
+      const value = await page.waitForFunction(
+        (a) => [...document.querySelectorAll('[data-testid="call-contract-pick"] option')].find((o) => o.value.toLowerCase() === a)?.value,
+        address.toLowerCase(),
+      );
+      await composer.getByTestId('call-contract-pick').selectOption(await value.jsonValue());
+    };
+    await pickContract(router);
+    await composer.getByTestId('call-function-pick').selectOption(SWAP);
+    // The deadline is a time, not an amount: its hint says so, and it is filled in twenty minutes ahead.
+    const deadline = composer.locator('.field').filter({ has: page.locator('input[data-arg="deadline"]') });
+    assert.match(await deadline.locator('small.hint').first().textContent(), /Unix time in seconds/);
+    assert.doesNotMatch(await deadline.textContent(), /base units/);
+    const filled = Number(await composer.locator('input[data-arg="deadline"]').inputValue());
+    assert.ok(Math.abs(filled - (Date.now() / 1000 + 1200)) < 120, `deadline ${filled}`);
+    // Amounts in a token's units, with its decimals: 2.5 USDC (6), 0.5 ETH (18).
+    const amountIn = composer.locator('input[data-arg="amountIn"]');
+    const inField = composer.locator('.field').filter({ has: page.locator('input[data-arg="amountIn"]') });
+    await amountIn.fill('2.5 USDC');
+    assert.equal(await inField.getByTestId('call-arg-units').textContent(), '= 2500000 base units of USDC');
+    await amountIn.fill('0.5 ETH');
+    assert.equal(await inField.getByTestId('call-arg-units').textContent(), `= ${E18 / 2n} base units of ETH`);
+    // A minimum output of 0: warned.
+    const minOut = composer.locator('input[data-arg="amountOutMin"]');
+    await minOut.fill('0');
+    const warning = composer.getByTestId('call-arg-warning');
+    await warning.waitFor();
+    assert.match(await warning.textContent(), /A minimum output of 0 accepts any price/);
+    await minOut.fill('1 ETH');
+    assert.equal(await warning.count(), 0, 'no warning once a minimum is set');
+    // Known contracts by name as arguments: the path from the registry's tokens, the recipient as this agent.
+    const path = composer.locator('input[data-arg="path"]');
+    const pathField = composer.locator('.field').filter({ has: page.locator('input[data-arg="path"]') });
+    await path.fill('');
+    await pathField.getByTestId('call-arg-known').selectOption({ label: 'USDC token' });
+    await pathField.getByTestId('call-arg-known').selectOption({ label: 'WETH token' });
+    assert.equal(await path.inputValue(), 'USDC, WETH');
+    const usdcAddress = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+    assert.ok((await pathField.getByTestId('call-arg-resolved').textContent()).includes(usdcAddress.slice(0, 6)));
+    const toField = composer.locator('.field').filter({ has: page.locator('input[data-arg="to"]') });
+    await toField.getByTestId('call-arg-known').selectOption({ label: 'Uniswap V2 router' });
+    assert.equal(await composer.locator('input[data-arg="to"]').inputValue(), 'Uniswap V2 router');
+    assert.ok((await toField.getByTestId('call-arg-resolved').textContent()).toLowerCase().includes(router.slice(0, 6).toLowerCase()));
+    await assertFits('c12-compose-units-and-names');
+
+    // The refusal of the approve to another spender links to its rule in Policy, which opens at that rule.
+    await pickContract(token);
+    await composer.getByTestId('call-function-pick').selectOption('approve(address,uint256)');
+    await composer.locator('input[data-arg="spender"]').fill(DEV);
+    await composer.locator('input[data-arg="amount"]').fill('1');
+    await composer.getByTestId('call-value').fill('');
+    await composer.getByRole('button', { name: 'Simulate' }).click();
+    const verdict = composer.getByTestId('call-verdict');
+    await verdict.and(page.locator('[data-result="deny"]')).waitFor();
+    await verdict.getByRole('link', { name: 'See rule 1 in Policy' }).click();
+    await page.getByRole('tab', { name: 'Policy', selected: true }).waitFor();
+    assert.equal(await page.evaluate(() => location.hash), `#/agents/${agentId}/policy`);
+    const rule = page.locator('[data-testid="call-rule"][data-index="0"]');
+    await rule.and(page.locator('.revealed')).waitFor();
+    assert.ok(await rule.evaluate((el) => { const r = el.getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; }), 'the rule is on screen');
+    await shot('c13-refusal-opens-its-rule');
   });
 
   it('logged no page errors and loaded nothing from elsewhere', () => {
