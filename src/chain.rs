@@ -11,10 +11,8 @@ pub mod client;
 pub mod delegations;
 pub mod error;
 pub mod fees;
-pub mod l1_fee;
 pub mod node;
 pub mod simulate;
-pub mod tokens;
 pub mod tx;
 
 pub use chains::Chains;

@@ -1,5 +1,6 @@
 //! One chain's JSON-RPC client: per-call timeout, one retry on transient failures, and a lazily
-//! cached `eth_chainId` check that keeps a node of the wrong chain from ever being used.
+//! cached `eth_chainId` check that keeps a node of the wrong chain from ever being used. Its ERC-20 reads
+//! (`tokens`) and the L1 data fee of OP-stack chains (`l1_fee`) are its child modules.
 
 use std::collections::HashMap;
 use std::future::IntoFuture;
@@ -20,6 +21,9 @@ use super::error::{ChainError, RefusalKind, classify};
 use super::fees::{FALLBACK_PRIORITY_FEE, Fees};
 use super::tx::{ReceiptInfo, TxInfo, raw_tx_hash};
 use crate::domain::chain::ChainInfo;
+
+pub mod l1_fee;
+pub mod tokens;
 
 /// The per-call timeout when none is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,8 +66,8 @@ struct Inner {
     errors: std::sync::atomic::AtomicU64,
     /// The last fee reading and when it was taken, for callers that accept a slightly older one.
     recent_fees: Mutex<Option<(Instant, Fees)>>,
-    /// What each token contract reported as its decimals (`tokens.rs`).
-    decimals_seen: super::tokens::DecimalsSeen,
+    /// What each token contract reported as its decimals (`tokens`).
+    decimals_seen: tokens::DecimalsSeen,
     /// Addresses found without code, and when (`transfer_gas`).
     no_code: Mutex<HashMap<Address, Instant>>,
     /// The last L1 fee estimate, its unsigned encoding and when it was read (`recent_l1_fee`).
@@ -366,7 +370,7 @@ impl ChainClient {
         let Some(raw) = raw.filter(|r| !r.is_null()) else {
             return Ok(None);
         };
-        let l1_fee = super::l1_fee::from_receipt(&raw);
+        let l1_fee = l1_fee::from_receipt(&raw);
         let receipt: TransactionReceipt = serde_json::from_value(raw).map_err(|_| ChainError::Unavailable {
             chain: self.info.name.to_owned(),
             reason: "the node returned a malformed receipt".to_owned(),
@@ -426,7 +430,7 @@ impl ChainClient {
     /// The L1 fee of `unsigned` (see `l1_fee`), reusing the last estimate when it was for the same encoding and is no
     /// older than `max_age` (the L1 base fee it follows moves once per L1 block, every 12 s).
     pub async fn recent_l1_fee(&self, unsigned: &[u8], max_age: Duration) -> Result<U256, ChainError> {
-        if !super::l1_fee::is_op_stack(self.info) {
+        if !l1_fee::is_op_stack(self.info) {
             return Ok(U256::ZERO);
         }
         {
@@ -635,7 +639,7 @@ impl ChainClient {
         &self.inner.provider
     }
 
-    pub(super) fn decimals_seen(&self) -> &super::tokens::DecimalsSeen {
+    fn decimals_seen(&self) -> &tokens::DecimalsSeen {
         &self.inner.decimals_seen
     }
 

@@ -353,8 +353,8 @@ async fn a_token_refused_for_its_decimals_is_asked_again_after_a_minute_and_then
     let to = fresh_address();
     let refused = post_transfer(&app, &agent, token_order(to, "1", "USDC")).await;
     assert_error(&refused, StatusCode::SERVICE_UNAVAILABLE, "token_decimals_mismatch");
-    // `chain::tokens::DECIMALS_RECHECK`: a minute, on the app's clock.
-    app.clock.advance(agentd::chain::tokens::DECIMALS_RECHECK);
+    // `chain::client::tokens::DECIMALS_RECHECK`: a minute, on the app's clock.
+    app.clock.advance(agentd::chain::client::tokens::DECIMALS_RECHECK);
 
     let (status, sent) = post_transfer(&app, &agent, token_order(to, "1", "USDC")).await;
     assert_eq!(status, StatusCode::CREATED, "{sent}");

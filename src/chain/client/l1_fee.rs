@@ -8,8 +8,8 @@ use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 
-use super::client::ChainClient;
-use super::error::ChainError;
+use super::ChainClient;
+use crate::chain::error::ChainError;
 use crate::domain::chain::ChainInfo;
 
 /// The GasPriceOracle predeploy of every OP-stack chain.

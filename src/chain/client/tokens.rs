@@ -13,8 +13,8 @@ use alloy::rpc::client::BatchRequest;
 use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 
-use super::client::ChainClient;
-use super::error::{ChainError, classify};
+use super::ChainClient;
+use crate::chain::error::{ChainError, classify};
 use crate::domain::asset::Asset;
 use crate::domain::erc20::IERC20;
 
