@@ -128,7 +128,16 @@ pub struct DatabaseConfig {
     pub kind: DatabaseKind,
     /// The SQLite file's directory by default; holds the development key file.
     pub data_dir: PathBuf,
+    /// `DATABASE_MAX_CONNECTIONS` (PostgreSQL): the most connections this instance opens, its two listening ones
+    /// included. Instances times this, plus other clients, must fit in the server's `max_connections`.
+    pub max_connections: u32,
 }
+
+/// `DATABASE_MAX_CONNECTIONS` unset.
+const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+/// Two connections listen (events, webhook wake-ups), and a write may wait for a second connection while it holds
+/// one (a lease renewed beside a reserving transaction).
+const FEWEST_CONNECTIONS: u32 = 4;
 
 /// The chain nodes and how transfers on them are watched.
 #[derive(Debug)]
@@ -515,10 +524,20 @@ impl DatabaseConfig {
                 .to_path_buf(),
             (DatabaseKind::Postgres, None) => PathBuf::from("./data"),
         };
+        let max_connections = vars.number("DATABASE_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?;
+        if max_connections < FEWEST_CONNECTIONS {
+            return Err(invalid(
+                "DATABASE_MAX_CONNECTIONS",
+                format!(
+                    "must be at least {FEWEST_CONNECTIONS} (two connections listen for other instances, the rest serve)"
+                ),
+            ));
+        }
         Ok(DatabaseConfig {
             url: SecretString::from(url),
             kind,
             data_dir,
+            max_connections,
         })
     }
 }
@@ -953,6 +972,20 @@ mod tests {
         assert_eq!(c.security.public_url, None);
         assert!(c.server.cors_origins.is_empty() && c.server.metrics_token.is_none());
         assert_eq!(c.server.max_streams_per_agent, 100);
+    }
+
+    #[test]
+    fn database_max_connections_sizes_the_pool_and_too_few_refuse_the_start() {
+        assert_eq!(Config::from_vars(vars(&[])).unwrap().database.max_connections, 16);
+        let c = Config::from_vars(vars(&[("DATABASE_MAX_CONNECTIONS", " 4 ")])).unwrap();
+        assert_eq!(c.database.max_connections, 4);
+        for bad in ["3", "0", "-1", "many", "99999999999"] {
+            let err = Config::from_vars(vars(&[("DATABASE_MAX_CONNECTIONS", bad)])).unwrap_err();
+            assert!(
+                err.to_string().starts_with("DATABASE_MAX_CONNECTIONS: "),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+mod connections;
 pub mod delegations;
 mod feed;
 mod idempotency;
@@ -27,6 +28,7 @@ use uuid::Uuid;
 pub use crate::domain::outflow::{CallCheck, Clearance, NativeFunds, TransferRequest};
 pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
+pub use connections::PoolStatus;
 pub use delegations::DelegationStore;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
@@ -54,7 +56,7 @@ pub enum StoreError {
     #[error("conversation not found")]
     ConversationNotFound,
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
@@ -66,6 +68,14 @@ pub enum StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<sqlx::Error> for StoreError {
+    /// Notes connections that ran out on the way, for `/health` and the log (`HealthStore::connections`).
+    fn from(error: sqlx::Error) -> Self {
+        connections::note(&error);
+        StoreError::Database(error)
+    }
+}
 
 /// Held while one (agent, chain) sends: reserve -> sign -> store -> broadcast is not interleaved with another send,
 /// so a refused broadcast can give its nonce back without leaving a gap. Dropping it releases the lock.
@@ -133,6 +143,8 @@ pub trait PurgeStore: Send + Sync + 'static {
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
+    /// The connection pool's size and use, and when its connections ran out (read without a connection).
+    fn connections(&self) -> PoolStatus;
     /// Whether a commit is on stable storage before it returns (SQLite `synchronous` FULL or EXTRA, PostgreSQL
     /// `synchronous_commit` not off), read from a pooled connection: a reservation must survive a power loss once
     /// its transaction is broadcast.
@@ -569,7 +581,7 @@ pub async fn open_on(config: &Config, clock: Arc<dyn crate::domain::clock::Clock
             Arc::new(store)
         }
         DatabaseKind::Postgres => {
-            let store = PgStore::connect(url)
+            let store = PgStore::connect(url, config.database.max_connections)
                 .await
                 .context("cannot connect to PostgreSQL")?
                 .with_clock(clock);

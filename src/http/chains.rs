@@ -59,7 +59,8 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
 
 /// Health check
 ///
-/// Answers 200 once the server accepts requests; never waits for a chain node.
+/// Answers 200 once the server accepts requests; never waits for a chain node. `database_pool` says how the
+/// instance's database connections are doing, and whether they ran out lately (docs/operations.md).
 #[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = HealthView), (status = 500, body = ErrorBody)))]
 async fn health(State(state): State<AppState>) -> Result<Json<HealthView>> {
     state.store.ping().await?;
@@ -67,5 +68,6 @@ async fn health(State(state): State<AppState>) -> Result<Json<HealthView>> {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
         database: "ok",
+        database_pool: state.store.connections().into(),
     }))
 }

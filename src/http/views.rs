@@ -20,7 +20,7 @@ pub mod webhooks;
 pub use crate::delegations::view::{CaveatView, DelegationView, LimitView};
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView, AuditHeadView};
-pub use chains::{ChainDelegationsView, ChainView, ContractView, HealthView, TokenView};
+pub use chains::{ChainDelegationsView, ChainView, ContractView, HealthView, PoolView, TokenView};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};

@@ -7,35 +7,85 @@ mod listener;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use uuid::Uuid;
 
 use super::sql::{Backend, SqlStore, WriteTx};
-use super::{EventFeed, SendGuard, StoreResult};
+use super::{EventFeed, SendGuard, StoreResult, connections};
 
 /// PostgreSQL-backed store.
 pub type PgStore = SqlStore<Postgres>;
 
+/// The pool's connections held for good: one listens for events, one for the webhook outbox.
+const LISTENING: u32 = 2;
+/// The first and the longest pause between attempts to connect at start while the server refuses.
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+const LONGEST_PAUSE: Duration = Duration::from_secs(5);
+
 impl SqlStore<Postgres> {
-    pub async fn connect(url: &str) -> StoreResult<Self> {
+    /// A pool of at most `max_connections` (`DATABASE_MAX_CONNECTIONS`), opened as they are needed, so that an
+    /// instance holds what its work asks for; it returns once the pool holds one connection. While the server
+    /// refuses new ones at its limit, the start waits for one (saying so in the log) rather than failing.
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
-            .max_connections(16)
+            .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await?;
+            .connect_lazy_with(options.clone());
+        first_connection(&pool, &options).await?;
         Ok(SqlStore::with_pool(pool))
+    }
+}
+
+/// Waits until `pool` holds a connection. An attempt of its own comes first: the pool retries a server's refusal
+/// for its whole wait without saying so, then answers only that it timed out. Any other failure (a wrong password,
+/// no such database, a server down past the pool's wait) refuses the start as before, with the attempt's cause.
+async fn first_connection(pool: &PgPool, options: &PgConnectOptions) -> Result<(), sqlx::Error> {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let failed = match PgConnection::connect_with(options).await {
+            Ok(conn) => {
+                let _ = conn.close().await;
+                None
+            }
+            Err(e) if connections::is_refusal(&e) => {
+                connections::ran_out(format_args!(
+                    "PostgreSQL refused a connection at start ({e}); waiting for one"
+                ));
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LONGEST_PAUSE);
+                continue;
+            }
+            Err(e) => Some(e),
+        };
+        match pool.acquire().await {
+            Ok(mut conn) => {
+                // Back in the pool before the migrations ask for one, so that they need no second connection.
+                conn.return_to_pool().await;
+                return Ok(());
+            }
+            // Another client took the connection that the attempt gave back, and the server refused the pool's.
+            Err(sqlx::Error::PoolTimedOut) if failed.is_none() => {
+                connections::ran_out("no connection within the pool's wait at start; trying again");
+            }
+            Err(e) => return Err(failed.unwrap_or(e)),
+        }
     }
 }
 
 impl Backend for Postgres {
     const ROW_LOCK: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-    /// Rounds of different agents commit side by side, on half the pool's connections at most.
     const TEXT_AGG: &'static str = "string_agg";
-    const ROUND_LEADERS: usize = 8;
     /// A connection is a socket registered with the runtime that opened it: rounds stay on the app's runtime.
     const ROUNDS_ON_OWN_THREAD: bool = false;
+
+    /// Rounds of different agents commit side by side, on half the connections the listening ones leave at most
+    /// (7 of the default 16): the rest serve requests, the watchers and the leases' renewals meanwhile.
+    fn round_leaders(pool: &PgPool) -> usize {
+        (pool.options().get_max_connections().saturating_sub(LISTENING) / 2).max(1) as usize
+    }
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()

@@ -33,7 +33,7 @@ use uuid::Uuid;
 use super::feed::LocalFeed;
 use super::locks::LocalLocks;
 use super::webhooks::OutboxBell;
-use super::{EventFeed, HealthStore, SendGuard, StoreResult};
+use super::{EventFeed, HealthStore, PoolStatus, SendGuard, StoreResult, connections};
 use crate::domain::clock::{Clock, SystemClock};
 
 /// What differs between the SQL dialects the store runs on. Everything else is the same SQL (`$n` placeholders work
@@ -48,10 +48,11 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     const SKIP_LOCKED: &'static str;
     /// The aggregate that joins a column's texts with a separator, `AGG(column, ',')`.
     const TEXT_AGG: &'static str;
-    /// How many reservation rounds write at once (`TransferStore::round_leaders`).
-    const ROUND_LEADERS: usize;
     /// Whether rounds run on a thread of their own (`TransferStore::rounds_on_own_thread`).
     const ROUNDS_ON_OWN_THREAD: bool;
+
+    /// How many reservation rounds write at once on `pool` (`TransferStore::round_leaders`).
+    fn round_leaders(pool: &Pool<Self>) -> usize;
 
     /// How many rows a statement changed (each driver has its own result type).
     fn rows_affected(done: &Self::QueryResult) -> u64;
@@ -234,6 +235,11 @@ where
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    fn connections(&self) -> PoolStatus {
+        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
+        connections::status(self.pool.options().get_max_connections(), self.pool.size(), idle)
     }
 
     async fn durable_commits(&self) -> StoreResult<bool> {

@@ -97,11 +97,14 @@ impl SqlStore<Sqlite> {
 impl Backend for Sqlite {
     const ROW_LOCK: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
-    /// One writer at a time: one round.
     const TEXT_AGG: &'static str = "group_concat";
-    const ROUND_LEADERS: usize = 1;
     /// A connection's statements go to its own thread and back over channels: nothing is bound to a runtime.
     const ROUNDS_ON_OWN_THREAD: bool = true;
+
+    /// One writer at a time: one round.
+    fn round_leaders(_pool: &SqlitePool) -> usize {
+        1
+    }
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()

@@ -17,6 +17,7 @@ mod chat_stream;
 mod confirmations;
 mod conversations;
 mod cors;
+mod database_connections;
 mod delegations;
 mod demo;
 mod errors;

@@ -1107,7 +1107,8 @@ export interface paths {
         };
         /**
          * Health check
-         * @description Answers 200 once the server accepts requests; never waits for a chain node.
+         * @description Answers 200 once the server accepts requests; never waits for a chain node. `database_pool` says how the
+         *     instance's database connections are doing, and whether they ran out lately (docs/operations.md).
          */
         get: operations["health"];
         put?: never;
@@ -1710,6 +1711,8 @@ export interface components {
             version: string;
             /** @description `ok`: the database answered. */
             database: string;
+            /** @description This instance's database connections, and whether they ran out. */
+            database_pool: components["schemas"]["PoolView"];
         };
         /** @description What one amount caveat lets the agent take. */
         LimitView: {
@@ -1846,6 +1849,35 @@ export interface components {
             allowed_hosts?: string[] | null;
             /** @description Contract-call rules (§18); absent when none are set. */
             calls?: Record<string, never>;
+        };
+        /**
+         * @description A connection pool's size and use. Connections ran out when a wait for one passed its timeout (10 s) or the
+         *     server refused a new one at its limit (`max_connections`, or the role's `CONNECTION LIMIT`): the instance goes
+         *     on with what it has, and says so here and in its log.
+         */
+        PoolView: {
+            /**
+             * Format: int32
+             * @description The most connections the instance opens (`DATABASE_MAX_CONNECTIONS` on PostgreSQL; on SQLite, its writer
+             *     pool's 8).
+             */
+            max_connections: number;
+            /**
+             * Format: int32
+             * @description Open now, in use or idle (on PostgreSQL, the two that listen for other instances among them).
+             */
+            open: number;
+            /** Format: int32 */
+            idle: number;
+            /**
+             * Format: int64
+             * @description How many times connections ran out since the start.
+             */
+            ran_out: number;
+            /** Format: date-time */
+            last_ran_out_at?: string | null;
+            /** @description Whether they ran out in the last 5 minutes. */
+            ran_out_recently: boolean;
         };
         /** @description `current_token`, or an EIP-191 `wallet_signature` of a challenge by one of the agent's or owner's addresses. */
         Proof: {
@@ -11499,6 +11531,14 @@ export interface operations {
                     /**
                      * @example {
                      *       "database": "ok",
+                     *       "database_pool": {
+                     *         "idle": 2,
+                     *         "last_ran_out_at": null,
+                     *         "max_connections": 16,
+                     *         "open": 5,
+                     *         "ran_out": 0,
+                     *         "ran_out_recently": false
+                     *       },
                      *       "status": "ok",
                      *       "version": "0.1.0"
                      *     }

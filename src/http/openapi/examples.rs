@@ -404,7 +404,19 @@ pub fn component(name: &str) -> Option<Value> {
             "chain_calls": [chain_call()],
             "created_at": UPDATED_AT,
         }),
-        "HealthView" => json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "database": "ok"}),
+        "HealthView" => json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "database": "ok",
+            "database_pool": {
+                "max_connections": 16,
+                "open": 5,
+                "idle": 2,
+                "ran_out": 0,
+                "last_ran_out_at": null,
+                "ran_out_recently": false,
+            },
+        }),
         _ => return None,
     };
     Some(example)

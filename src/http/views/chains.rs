@@ -3,12 +3,14 @@
 use std::collections::BTreeMap;
 
 use alloy::primitives::Address;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::asset::Registry;
 use crate::domain::chain::ChainInfo;
 use crate::domain::delegation::Enforcers;
+use crate::store::PoolStatus;
 
 /// A registry chain and whether this server has an RPC URL for it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -127,4 +129,37 @@ pub struct HealthView {
     pub version: &'static str,
     /// `ok`: the database answered.
     pub database: &'static str,
+    /// This instance's database connections, and whether they ran out.
+    pub database_pool: PoolView,
+}
+
+/// A connection pool's size and use. Connections ran out when a wait for one passed its timeout (10 s) or the
+/// server refused a new one at its limit (`max_connections`, or the role's `CONNECTION LIMIT`): the instance goes
+/// on with what it has, and says so here and in its log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PoolView {
+    /// The most connections the instance opens (`DATABASE_MAX_CONNECTIONS` on PostgreSQL; on SQLite, its writer
+    /// pool's 8).
+    pub max_connections: u32,
+    /// Open now, in use or idle (on PostgreSQL, the two that listen for other instances among them).
+    pub open: u32,
+    pub idle: u32,
+    /// How many times connections ran out since the start.
+    pub ran_out: u64,
+    pub last_ran_out_at: Option<DateTime<Utc>>,
+    /// Whether they ran out in the last 5 minutes.
+    pub ran_out_recently: bool,
+}
+
+impl From<PoolStatus> for PoolView {
+    fn from(status: PoolStatus) -> Self {
+        PoolView {
+            max_connections: status.max_connections,
+            open: status.open,
+            idle: status.idle,
+            ran_out: status.ran_out,
+            last_ran_out_at: status.last_ran_out_at,
+            ran_out_recently: status.ran_out_recently,
+        }
+    }
 }

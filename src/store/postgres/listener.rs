@@ -8,22 +8,30 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::oneshot;
 
 use super::{EVENTS_CHANNEL, OUTBOX_CHANNEL, PgStore};
-use crate::store::{EventFeed, EventRecord, EventStore};
+use crate::store::{EventFeed, EventRecord, EventStore, connections};
 
 /// How many recent ids a feed remembers to drop the second copy (local announce and notification) of an event.
 const REMEMBERED: usize = 256;
+/// The pause before the feed tries again to listen, after it could not.
+const LISTEN_AGAIN: Duration = Duration::from_secs(5);
 
-/// Listens on its own connection. Without one, the feed carries this instance's events only (and says so in the log).
+/// Listens on its own connection. Without one (the server refused it at its limit), the feed carries this
+/// instance's events only, says so in the log, and tries again in the background until it listens.
 pub(super) async fn event_feed(store: &PgStore) -> EventFeed {
     // Follow the local side before listening, so nothing committed in between is missed.
     let local = store.feed.receiver();
     let listener = match listen(store).await {
-        Ok(listener) => Some(listener),
+        Ok(listener) => Listening::Now(listener),
         Err(e) => {
-            tracing::error!(error = %e, "cannot listen for events; streams will only see this instance's events");
-            None
+            connections::note(&e);
+            tracing::error!(
+                error = %e,
+                "cannot listen for events yet; streams see only this instance's events until it can"
+            );
+            Listening::Later(listen_later(store.clone()))
         }
     };
     let follower = Follower {
@@ -41,30 +49,79 @@ async fn listen(store: &PgStore) -> Result<PgListener, sqlx::Error> {
     Ok(listener)
 }
 
+/// Tries to listen every `LISTEN_AGAIN` until it does (the listener is sent) or the feed is gone.
+fn listen_later(store: PgStore) -> oneshot::Receiver<PgListener> {
+    let (mut found, later) = oneshot::channel();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = found.closed() => return,
+                () = tokio::time::sleep(LISTEN_AGAIN) => {}
+            }
+            match listen(&store).await {
+                Ok(listener) => {
+                    let _ = found.send(listener);
+                    return;
+                }
+                Err(e) => {
+                    connections::note(&e);
+                    tracing::debug!(error = %e, "still cannot listen for events");
+                }
+            }
+        }
+    });
+    later
+}
+
 struct Follower {
     store: PgStore,
     local: broadcast::Receiver<EventRecord>,
-    listener: Option<PgListener>,
+    listener: Listening,
     seen: VecDeque<i64>,
+}
+
+/// Whether the feed hears other instances' events.
+enum Listening {
+    Now(PgListener),
+    /// Not yet: a task tries again (`listen_later`).
+    Later(oneshot::Receiver<PgListener>),
+    Never,
 }
 
 enum Heard {
     Local(Result<EventRecord, RecvError>),
     Notified(Result<PgNotification, sqlx::Error>),
+    /// The listener `listen_later` found (`None`: it stopped without one).
+    Listening(Option<PgListener>),
 }
 
 impl Follower {
     /// The next event not sent before; `None` only when the store is gone.
     async fn next(&mut self) -> Option<EventRecord> {
         loop {
-            let heard = match self.listener.as_mut() {
-                Some(listener) => tokio::select! {
+            let heard = match &mut self.listener {
+                Listening::Now(listener) => tokio::select! {
                     local = self.local.recv() => Heard::Local(local),
                     notified = listener.recv() => Heard::Notified(notified),
                 },
-                None => Heard::Local(self.local.recv().await),
+                Listening::Later(later) => tokio::select! {
+                    local = self.local.recv() => Heard::Local(local),
+                    found = later => Heard::Listening(found.ok()),
+                },
+                Listening::Never => Heard::Local(self.local.recv().await),
             };
             let event = match heard {
+                // Events other instances stored while it could not listen were not followed live; a client resuming
+                // with `Last-Event-ID` still gets them from the store.
+                Heard::Listening(Some(listener)) => {
+                    tracing::info!("listening for events: streams see every instance's events again");
+                    self.listener = Listening::Now(listener);
+                    continue;
+                }
+                Heard::Listening(None) => {
+                    self.listener = Listening::Never;
+                    continue;
+                }
                 Heard::Local(Ok(event)) => event,
                 Heard::Local(Err(RecvError::Lagged(missed))) => {
                     tracing::warn!(missed, "the event feed fell behind; some live events were skipped");
@@ -121,6 +178,7 @@ pub(super) async fn outbox_listener(store: &PgStore) -> Option<BoxStream<'static
     let listener = match listened.await {
         Ok(listener) => listener,
         Err(e) => {
+            connections::note(&e);
             tracing::error!(error = %e, "cannot listen for webhook events; deliveries wait for the poll");
             return None;
         }

@@ -93,7 +93,7 @@ where
     }
 
     fn round_leaders(&self) -> usize {
-        B::ROUND_LEADERS
+        B::round_leaders(&self.pool)
     }
 
     fn rounds_on_own_thread(&self) -> bool {
