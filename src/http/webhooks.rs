@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 use super::auth::ActiveCaller;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
+use super::views::webhooks::WebhookEventType;
 use super::views::{DeliveryView, ErrorBody, QueuedEventView, WebhookSecretView, WebhookView};
 use crate::auth::{Authenticator, Caller};
 use crate::state::AppState;
@@ -68,6 +69,7 @@ struct CreateWebhook {
     /// `http` or `https`; no credentials; no private or local address unless `WEBHOOK_ALLOW_PRIVATE=true`.
     url: String,
     /// Event types, or `["*"]`.
+    #[schema(value_type = Vec<WebhookEventType>)]
     events: Vec<String>,
     /// Operator endpoints only: one agent's events; absent or null = every agent. Under `/api/agents/{id}` it may
     /// only name that agent.
@@ -81,6 +83,7 @@ struct CreateWebhook {
 #[serde(deny_unknown_fields)]
 struct UpdateWebhook {
     url: Option<String>,
+    #[schema(value_type = Option<Vec<WebhookEventType>>)]
     events: Option<Vec<String>>,
     enabled: Option<bool>,
     /// `null` clears it.

@@ -1483,7 +1483,7 @@ export interface components {
             /** @description `http` or `https`; no credentials; no private or local address unless `WEBHOOK_ALLOW_PRIVATE=true`. */
             url: string;
             /** @description Event types, or `["*"]`. */
-            events: string[];
+            events: components["schemas"]["WebhookEventType"][];
             /**
              * Format: uuid
              * @description Operator endpoints only: one agent's events; absent or null = every agent. Under `/api/agents/{id}` it may
@@ -2153,11 +2153,16 @@ export interface components {
         /** @description A change: the fields given. */
         UpdateWebhook: {
             url?: string | null;
-            events?: string[] | null;
+            events?: components["schemas"]["WebhookEventType"][] | null;
             enabled?: boolean | null;
             /** @description `null` clears it. */
             description?: string | null;
         };
+        /**
+         * @description An event type of §19, or `*` (alone) for every event, those added later included.
+         * @enum {string}
+         */
+        WebhookEventType: "transfer.pending" | "transfer.confirmed" | "transfer.reverted" | "transfer.dropped" | "transfer.cancelled" | "transfer.expired" | "transfer.replaced" | "approval.required" | "approval.resolved" | "policy.denied" | "agent.updated" | "policy.updated" | "delegation.revoked" | "webhook.test" | "*";
         /** @description An endpoint just created, or whose secret was just rotated: the one answer that shows the secret. */
         WebhookSecretView: {
             /** Format: uuid */
@@ -2179,7 +2184,7 @@ export interface components {
             id: string;
             url: string;
             /** @description Event types, or `["*"]` for all. */
-            events: string[];
+            events: components["schemas"]["WebhookEventType"][];
             /**
              * Format: uuid
              * @description `null`: every agent (an operator's endpoint).
@@ -11625,3 +11630,23 @@ export interface operations {
         };
     };
 }
+type FlattenedDeepRequired<T> = {
+    [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
+};
+type ReadonlyArray<T> = [
+    Exclude<T, undefined>
+] extends [
+    unknown[]
+] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
+export const actorViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ActorView"]> = ["agent", "owner", "admin", "mcp", "system"];
+export const capabilityViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CapabilityView"]> = ["read", "compare", "transact", "analytics"];
+export const proofOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["Proof"], {
+    type: unknown;
+}>["type"]> = ["current_token"];
+export const proofOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["Proof"], {
+    type: unknown;
+}>["type"]> = ["wallet_signature"];
+export const roleViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RoleView"]> = ["user", "assistant"];
+export const transferStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TransferStatusView"]> = ["awaiting_approval", "pending", "confirmed", "reverted", "dropped", "cancelled", "rejected", "expired"];
+export const txStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TxStatusView"]> = ["pending", "confirmed", "reverted", "dropped", "cancelled", "expired"];
+export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["transfer.pending", "transfer.confirmed", "transfer.reverted", "transfer.dropped", "transfer.cancelled", "transfer.expired", "transfer.replaced", "approval.required", "approval.resolved", "policy.denied", "agent.updated", "policy.updated", "delegation.revoked", "webhook.test", "*"];

@@ -2,6 +2,7 @@
 // per endpoint a test event, its delivery attempts with redelivery, enable/disable, secret rotation and deletion.
 // Every call, reading included, needs owner authority on a guarded agent (the same authority as the policy editor).
 import { api, type AgentDetail, type Delivery, type Webhook, type WebhookWithSecret } from './api';
+import { webhookEventTypeValues } from './api-types';
 import { authorityText, onAuthorityChange } from './authority';
 import { clear, copyButton, field, formatTime, h, shortHex, uid } from './dom';
 import { errorLine, notify } from './ui';
@@ -11,21 +12,14 @@ export interface WebhooksPanel {
   load(): void;
 }
 
-/** The event types of §19 an endpoint may subscribe to (`webhook.test` reaches it whatever it lists). */
-export const EVENT_TYPES = [
-  'transfer.pending',
-  'transfer.confirmed',
-  'transfer.reverted',
-  'transfer.dropped',
-  'transfer.cancelled',
-  'transfer.expired',
-  'transfer.replaced',
-  'approval.required',
-  'approval.resolved',
-  'policy.denied',
-  'agent.updated',
-  'policy.updated',
-];
+/**
+ * The event types of §19 an endpoint may subscribe to: the service's own list (its OpenAPI document's
+ * `WebhookEventType`, generated into api-types.ts from openapi.json, which a Rust test keeps equal to the server's),
+ * so a new event is offered as soon as the server has it; `*` has its own box, and `webhook.test` reaches an endpoint
+ * whatever it lists.
+ */
+export const EVENT_TYPES: EventType[] = webhookEventTypeValues.filter((type) => type !== '*' && type !== 'webhook.test');
+type EventType = (typeof webhookEventTypeValues)[number];
 
 const DELIVERY_PAGE = 20;
 /** After a test or a redelivery, the attempts are read again this often until the event's attempt shows. */
@@ -131,7 +125,8 @@ export function webhooksPanel(agent: AgentDetail, token: string | null): Webhook
     try {
       const created = await api.createWebhook(agent.id, token, {
         url: url.value.trim(),
-        events: chosen,
+        // The boxes' values are the service's event types (or `*`).
+        events: chosen as EventType[],
         description: description.value.trim() || null,
       });
       notify(`Webhook added: ${created.url}.`);

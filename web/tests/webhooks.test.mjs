@@ -103,6 +103,18 @@ describe('web console webhooks', { timeout: 240000 }, () => {
     assert.equal(await panel.locator('.form-error:visible').count(), 0, 'the refusal is gone');
   });
 
+  it('offers every event the service lists, delegation.revoked included', async () => {
+    // The service's own list, as its OpenAPI document states it (the server's EVENT_TYPES).
+    const doc = await api('GET', '/api/openapi.json');
+    const listed = doc.body.components.schemas.WebhookEventType.enum.filter((e) => e !== '*' && e !== 'webhook.test');
+    assert.ok(listed.includes('delegation.revoked'), listed.join(', '));
+    const form = page.getByTestId('webhook-form');
+    await form.getByLabel(/All events/).uncheck();
+    const offered = await form.locator('fieldset input[type="checkbox"]:not([value="*"])').evaluateAll((boxes) => boxes.map((b) => b.value));
+    assert.deepEqual(offered, listed);
+    await form.getByLabel(/All events/).check();
+  });
+
   it('adds a webhook and shows its secret once', async () => {
     const form = page.getByTestId('webhook-form');
     await form.getByLabel('URL').fill(receiver.url);

@@ -3,9 +3,30 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use uuid::Uuid;
 
+use crate::domain::webhook::EVENT_TYPES;
 use crate::store::webhooks::{Delivery, Webhook};
+
+/// The name of an event an endpoint subscribes to: a component of the document listing the service's own
+/// `EVENT_TYPES` (and `*`), so that a client builds its choice from it and never falls behind a new event.
+pub struct WebhookEventType;
+
+impl utoipa::PartialSchema for WebhookEventType {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "An event type of §19, or `*` (alone) for every event, those added later included.",
+            ))
+            .enum_values(Some(EVENT_TYPES.iter().copied().chain(["*"])))
+            .into()
+    }
+}
+
+impl ToSchema for WebhookEventType {}
 
 /// An endpoint, as listed (never its secret).
 #[derive(Debug, Serialize, ToSchema)]
@@ -13,6 +34,7 @@ pub struct WebhookView {
     pub id: Uuid,
     pub url: String,
     /// Event types, or `["*"]` for all.
+    #[schema(value_type = Vec<WebhookEventType>)]
     pub events: Vec<String>,
     /// `null`: every agent (an operator's endpoint).
     pub agent_id: Option<Uuid>,
