@@ -106,7 +106,12 @@ async fn chat(
     let body: ChatRequest = shape(raw.clone())?;
     let agent = authenticate(&state, &token, &body).await?;
     let request = Idempotent::new(key.key()?, agent.id, "POST", "/api/chat", &raw);
-    // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way.
+    // `run_once` runs the turn in a task of its own: a client hanging up does not cancel it half-way. A repeat of a
+    // turn whose process died after it moved money, before its answer was stored, stays 409 until the key expires
+    // (never a second turn: the model would be asked again and could pay again). Its answer is the whole turn (the
+    // model's text, every call, `message_id`), written last, one statement before the key's answer, so such a turn
+    // has none to recall; a reply made of its transfers alone would be an answer the first request never gave. Its
+    // user message, and the transfers it made, are in the conversation and in the agent's transactions.
     run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
         let mut turn = prepare(&state, agent, &token, body).await?;
         turn.mandate.claim = claim;

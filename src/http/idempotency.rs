@@ -6,9 +6,14 @@
 //! malformed bodies and validation errors release the claim, so the client can correct the request and reuse the key.
 //! A claim is a lease its request renews while it runs (`LEASE`, renewed every `RENEW_EVERY`): only a claim whose
 //! lease ran out, a process that died or stopped, may be taken over, and only while it has moved no money. The
-//! request's reservations check that the claim is still theirs and mark it as having moved money in their own
-//! transaction (`Mandate`), so a holder that wakes up after a takeover moves nothing, and a takeover never repeats a
-//! payment the first holder made.
+//! request's reservations check that the claim is still theirs and mark it as having moved money, with the transfer
+//! it moved, in their own transaction (`Mandate`), so a holder that wakes up after a takeover moves nothing, and a
+//! takeover never repeats a payment the first holder made.
+//!
+//! A claim that moved money and whose lease ran out unanswered (its process died between the payment and the
+//! answer) is never run again: a repeat is answered from what it stored. `run_once_or_recall` (transfers) answers the
+//! transfer the claim recorded, 201 as the first request would have, and keeps that as the key's answer; `run_once`
+//! (a chat turn, whose answer is the whole turn) answers 409, as does a claim marked before the transfer was kept.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -154,7 +159,8 @@ fn is_kept(err: &AppError) -> bool {
 
 /// Runs `work` at most once per key, given the claim it runs under (to put in its `Mandate`). The work runs in a
 /// task of its own, so a client that hangs up never leaves a transfer half-done or a claim unanswered; the claim's
-/// lease is renewed while it runs.
+/// lease is renewed while it runs. A repeat of a request that stopped after moving money without an answer is 409
+/// (see `run_once_or_recall` for handlers that can tell its answer).
 pub async fn run_once<F, W>(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
@@ -162,6 +168,26 @@ pub async fn run_once<F, W>(
     work: F,
 ) -> Result<Response>
 where
+    F: FnOnce(Option<ClaimFence>) -> W,
+    W: Future<Output = Result<Answer>> + Send + 'static,
+{
+    run_once_or_recall(store, clock, request, |_| async { Ok(None) }, work).await
+}
+
+/// `run_once`, where a repeat of a request that stopped after moving money (its lease ran out unanswered: its
+/// process died) is answered from what it stored: `recall` is given the transfer it moved money with and tells the
+/// answer (`None`: it cannot, and the repeat is 409). That answer is stored as the key's, so later repeats replay it
+/// byte for byte. The work never runs again for such a key: its payment stands, and a second would pay twice.
+pub async fn run_once_or_recall<R, RF, F, W>(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    request: Option<Idempotent>,
+    recall: R,
+    work: F,
+) -> Result<Response>
+where
+    R: FnOnce(Uuid) -> RF,
+    RF: Future<Output = Result<Option<Answer>>>,
     F: FnOnce(Option<ClaimFence>) -> W,
     W: Future<Output = Result<Answer>> + Send + 'static,
 {
@@ -186,6 +212,13 @@ where
                 code: "idempotency_in_progress",
                 message: "a request with this Idempotency-Key is still running; retry when it has finished".into(),
             });
+        }
+        ClaimOutcome::Stopped { claim_id, transfer_id } => {
+            let answer = match transfer_id {
+                Some(id) => recall(id).await?,
+                None => None,
+            };
+            return recalled(store.as_ref(), &request, claim_id, answer).await;
         }
         ClaimOutcome::Reused => {
             return Err(AppError::Unprocessable {
@@ -220,6 +253,29 @@ where
         result
     });
     Ok(task.await.map_err(AppError::internal)??.into_response())
+}
+
+/// The answer to a repeat of a request that stopped after moving money: `answer`, recalled from what it stored and
+/// kept as the key's answer (a first holder that was merely paused and answers after all keeps its own: both name
+/// the same transfer), or 409 without one.
+async fn recalled(store: &dyn Store, request: &Idempotent, claim_id: Uuid, answer: Option<Answer>) -> Result<Response> {
+    let Some(answer) = answer else {
+        return Err(AppError::Conflict {
+            code: "idempotency_in_progress",
+            message: "the request with this Idempotency-Key stopped after moving money, before it answered; it is not \
+                      run again (its transfers are in the agent's transactions); use a new key for a new request"
+                .into(),
+        });
+    };
+    let (status, body) = (answer.status.as_u16(), answer.body.to_string());
+    if let Err(e) = store
+        .answer_key(request.agent_id, &request.key, claim_id, status, &body)
+        .await
+    {
+        // Answered all the same: the next repeat recalls it again.
+        tracing::warn!(agent_id = %request.agent_id, error = %e, "a recalled idempotent answer could not be stored");
+    }
+    Ok(replay(status, body))
 }
 
 /// Renews the claim's lease every `RENEW_EVERY`, for as long as the work runs (never returns).

@@ -11,10 +11,11 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
 use super::auth::{ActiveCaller, parse_id};
 use super::error::{AppError, Result};
-use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
+use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once_or_recall};
 use super::json::{ApiJson, shape};
 use super::views::{ErrorBody, TransferView};
 use crate::auth::Actor;
@@ -82,7 +83,13 @@ async fn create_transfer(
     let request = Idempotent::new(key.key()?, agent.id, "POST", &path, &body);
     let transfers = state.transfers.clone();
     let assets = state.chains.tokens().clone();
-    run_once(state.store.clone(), state.clock.clone(), request, |claim| async move {
+    let (store, clock, agent_id) = (state.store.clone(), state.clock.clone(), agent.id);
+    // A repeat of a request that died after reserving its transfer answers that transfer, as the request would have.
+    let recall = |id| async move {
+        let view = stored_view(&state, agent_id, id).await?;
+        view.map(|view| Answer::new(StatusCode::CREATED, &view)).transpose()
+    };
+    run_once_or_recall(store, clock, request, recall, |claim| async move {
         let mandate = Mandate { token_hash, claim };
         send(&transfers, &assets, &agent, &mandate, body).await
     })
@@ -139,15 +146,18 @@ async fn get_transfer(
     Path((_, transfer_id)): Path<(String, String)>,
 ) -> Result<Json<TransferView>> {
     let id = parse_id(&transfer_id).ok_or(AppError::TransferNotFound)?;
+    let view = stored_view(&state, caller.agent.id, id).await?;
+    view.map(Json).ok_or(AppError::TransferNotFound)
+}
+
+/// One of the agent's transfers as stored now; `None` when it has none of that id.
+async fn stored_view(state: &AppState, agent_id: Uuid, id: Uuid) -> Result<Option<TransferView>> {
     // A transfer that waits (or waited and was never sent) lives with the approvals; a sent one with the transactions.
-    if let Some(tx) = state.store.get_transaction(caller.agent.id, id).await? {
-        return Ok(Json(super::cancel::sent_view(&state, &tx).await?));
+    if let Some(tx) = state.store.get_transaction(agent_id, id).await? {
+        return Ok(Some(super::cancel::sent_view(state, &tx).await?));
     }
-    let approval = state
-        .store
-        .get_approval(id)
-        .await?
-        .filter(|a| a.agent_id == caller.agent.id)
-        .ok_or(AppError::TransferNotFound)?;
-    Ok(Json(TransferView::from(&approval)))
+    let approval = state.store.get_approval(id).await?;
+    Ok(approval
+        .filter(|a| a.agent_id == agent_id)
+        .map(|a| TransferView::from(&a)))
 }

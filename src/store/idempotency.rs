@@ -36,6 +36,11 @@ pub enum ClaimOutcome {
     Answered { status: u16, body: String },
     /// The first request with this key is still running.
     InProgress,
+    /// The first request with this key stopped without an answer after moving money: its lease ran out (its process
+    /// died, or stopped past it) and it was not taken over, as a claim that moved money never is. `transfer_id` is
+    /// the transfer it moved money with (none on claims marked before it was kept); an answer found from it is
+    /// stored with `answer_key` under `claim_id`, the stopped claim's.
+    Stopped { claim_id: Uuid, transfer_id: Option<Uuid> },
     /// The key was used with another request.
     Reused,
 }
@@ -44,13 +49,17 @@ pub enum ClaimOutcome {
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct KeyRow {
     pub fingerprint: String,
+    pub claim_id: Uuid,
     pub status_code: Option<i32>,
     pub body: Option<String>,
+    pub held_until: Option<DateTime<Utc>>,
+    pub acted_at: Option<DateTime<Utc>>,
+    pub transfer_id: Option<Uuid>,
 }
 
 impl KeyRow {
-    /// What a request with `fingerprint` is told when it finds this row holding its key.
-    pub(super) fn outcome(self, fingerprint: &str) -> ClaimOutcome {
+    /// What a request with `fingerprint` is told at `now` when it finds this row holding its key.
+    pub(super) fn outcome(self, fingerprint: &str, now: DateTime<Utc>) -> ClaimOutcome {
         if self.fingerprint != fingerprint {
             return ClaimOutcome::Reused;
         }
@@ -58,6 +67,11 @@ impl KeyRow {
             (Some(status), Some(body)) => match u16::try_from(status) {
                 Ok(status) => ClaimOutcome::Answered { status, body },
                 Err(_) => ClaimOutcome::InProgress,
+            },
+            // Unanswered past its lease: had it moved no money, the claim would have been forgotten just before.
+            _ if self.acted_at.is_some() && self.held_until.is_some_and(|until| until < now) => ClaimOutcome::Stopped {
+                claim_id: self.claim_id,
+                transfer_id: self.transfer_id,
             },
             _ => ClaimOutcome::InProgress,
         }
@@ -77,11 +91,12 @@ pub(super) mod sql {
     /// Inside a reservation: whether the claim is still the request's (0 or 1).
     pub const HELD: &str = "SELECT COUNT(*) FROM idempotency_keys \
         WHERE agent_id = $1 AND idem_key = $2 AND claim_id = $3 AND status_code IS NULL";
-    /// Inside a reservation that moves (or holds) money: the claim can no longer be taken over.
-    pub const ACTED: &str = "UPDATE idempotency_keys SET acted_at = $1 \
+    /// Inside a reservation that moves (or holds) money: the claim can no longer be taken over, and a repeat after
+    /// its request stopped answers the transfer `$5` (its first).
+    pub const ACTED: &str = "UPDATE idempotency_keys SET acted_at = $1, transfer_id = $5 \
         WHERE agent_id = $2 AND idem_key = $3 AND claim_id = $4 AND acted_at IS NULL";
-    pub const SELECT: &str =
-        "SELECT fingerprint, status_code, body FROM idempotency_keys WHERE agent_id = $1 AND idem_key = $2";
+    pub const SELECT: &str = "SELECT fingerprint, claim_id, status_code, body, held_until, acted_at, transfer_id \
+        FROM idempotency_keys WHERE agent_id = $1 AND idem_key = $2";
     pub const ANSWER: &str = "UPDATE idempotency_keys SET status_code = $1, body = $2 \
         WHERE agent_id = $3 AND idem_key = $4 AND claim_id = $5 AND status_code IS NULL";
     pub const RELEASE: &str = "DELETE FROM idempotency_keys \

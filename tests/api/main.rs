@@ -27,6 +27,7 @@ mod health;
 mod helpers;
 mod hostile;
 mod idempotency;
+mod idempotency_recovery;
 mod l1_fee;
 mod mcp;
 mod metrics;

@@ -214,7 +214,7 @@ impl Remote {
 }
 
 /// Runs `SQL` on the test database (SQLite file or PostgreSQL), answering the first column of each row as text.
-async fn sql(db: &str, statement: &str) -> Vec<String> {
+pub async fn sql(db: &str, statement: &str) -> Vec<String> {
     use sqlx::{Connection, Row};
     let statement = sqlx::AssertSqlSafe(statement.to_string());
     if db.starts_with("postgres") {

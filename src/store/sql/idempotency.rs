@@ -51,7 +51,7 @@ where
                 .fetch_optional(&mut *tx)
                 .await?;
             // No row: the holder released it between our insert and our read; the client may simply retry.
-            row.map_or(ClaimOutcome::InProgress, |row| row.outcome(c.fingerprint))
+            row.map_or(ClaimOutcome::InProgress, |row| row.outcome(c.fingerprint, c.now))
         };
         tx.commit().await?;
         Ok(outcome)

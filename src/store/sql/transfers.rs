@@ -519,7 +519,7 @@ where
         // A held call counts in the windows while it waits; the allowance ledger changes only once it is reserved
         // for signing (§18): a rejected or expired one leaves nothing behind.
         SqlStore::<B>::count_call_in(tx, r, &count.counts, &[], self.store.now()).await?;
-        self.store.mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        self.store.mark_acted_in(tx, r).await?;
         self.announce.push(event);
         Ok(approval)
     }
@@ -548,7 +548,7 @@ where
             None => None,
         };
         SqlStore::<B>::insert_transfer(tx, &record, None, owed).await?;
-        self.store.mark_acted_in(tx, r.agent_id, &r.mandate).await?;
+        self.store.mark_acted_in(tx, r).await?;
         if approved.is_some() {
             // What it counted while it waited gives way to what it counts as signed.
             SqlStore::<B>::uncount_call_in(tx, r.id).await?;
@@ -875,14 +875,16 @@ where
         })
     }
 
-    /// Records that the request's idempotency claim moved (or held) money: it is never taken over after this.
-    async fn mark_acted_in(&self, conn: &mut B::Connection, agent_id: Uuid, mandate: &Mandate) -> StoreResult<()> {
-        if let Some(claim) = &mandate.claim {
+    /// Records that the request's idempotency claim moved (or held) money with `r`: it is never taken over after
+    /// this, and a repeat after its request stopped unanswered answers `r` (its first such reservation).
+    async fn mark_acted_in(&self, conn: &mut B::Connection, r: &TransferRequest) -> StoreResult<()> {
+        if let Some(claim) = &r.mandate.claim {
             sqlx::query(idempotency::sql::ACTED)
                 .bind(self.now())
-                .bind(agent_id)
+                .bind(r.agent_id)
                 .bind(&claim.key)
                 .bind(claim.claim_id)
+                .bind(r.id)
                 .execute(&mut *conn)
                 .await?;
         }
