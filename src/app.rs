@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::config::Config;
-use crate::confirmations::{Watcher, WatcherState};
 use crate::state::{AppState, BuiltState};
+use crate::watcher::{Watcher, WatcherState};
 
 /// How long in-flight requests may run on after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);

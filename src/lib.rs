@@ -7,14 +7,14 @@
 pub mod app;
 /// Authentication: agent tokens, sessions and the admin token, checked in one place.
 pub mod auth;
+/// A batcher: items handled in rounds of the owner's work (group commit's queue).
+pub mod batch;
 /// Chain registry and JSON-RPC access.
 pub mod chain;
 /// The chat engine: the turn runner.
 pub mod chat;
 /// Typed configuration from the environment.
 pub mod config;
-/// The confirmation watcher.
-pub mod confirmations;
 /// The master-key check at start and key rotation.
 pub mod custody;
 /// On-chain delegations the owner grants an agent (§21): registration, limits, revocation.
@@ -47,6 +47,8 @@ pub mod tools;
 /// The transfer service: cap, nonce, sign, store, broadcast.
 pub mod transfers;
 pub mod vault;
+/// The confirmation watcher.
+pub mod watcher;
 /// The webhook delivery worker.
 pub mod webhooks;
 /// x402: reading a 402's price list, choosing and signing a payment, the guarded fetch.

@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "x402",
         "webhooks",
     ],
-    &["chat", "confirmations"],
+    &["chat", "watcher"],
     &["state", "http", "mcp"],
     &["app"],
 ];

@@ -1,5 +1,5 @@
 //! The agent's wallet as carrier: an EIP-1559 transaction with the chain's id, signed at the wallet's nonce the
-//! reservation named and broadcast by agentd; it settles by its receipt (`confirmations`).
+//! reservation named and broadcast by agentd; it settles by its receipt (`watcher`).
 
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;

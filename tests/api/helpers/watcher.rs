@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentd::confirmations::Watcher;
+use agentd::watcher::Watcher;
 
 use super::TestApp;
 use super::chain::SETTLE_TIMEOUT;
