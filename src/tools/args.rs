@@ -16,6 +16,8 @@ pub struct Fragments {
     pub address: Value,
     pub amount: Value,
     pub token: Value,
+    /// The optional `delegation` of the tools that move funds (§21): read by `Args::delegation`.
+    pub delegation: Value,
 }
 
 impl Fragments {
@@ -27,6 +29,7 @@ impl Fragments {
             address: json!({ "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "default: the agent's wallet" }),
             amount: json!({ "type": "string", "description": "decimal amount in whole native units, e.g. \"0.01\"" }),
             token: json!({ "type": "string", "description": "a token of the chain's registry: its symbol (e.g. \"USDC\") or its 0x contract address" }),
+            delegation: json!({ "type": "string", "format": "uuid", "description": "an on-chain delegation of the agent's (list_delegations) to spend from: the amount leaves the delegator's account, within what its caveats leave this period" }),
         }
     }
 }
@@ -70,6 +73,11 @@ impl<'a> Args<'a> {
     /// A string argument, trimmed; `None` when absent or null.
     pub fn text(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         self.string(key)
+    }
+
+    /// The delegation a call names (`delegation`), if any.
+    pub fn delegation(&self) -> Result<Option<uuid::Uuid>, ToolError> {
+        crate::delegations::named(self.text("delegation")?).map_err(|m| ToolError::invalid(format!("delegation {m}")))
     }
 
     pub fn optional_chain(&self, agent: &Agent) -> Result<Option<&'static ChainInfo>, ToolError> {

@@ -55,7 +55,7 @@ pub const TOOLS: &[Tool] = &[
 /// `call_contract` also takes a delegation to run the call through (§21); `simulate_call` does not.
 fn call_contract_arguments(f: &super::Fragments) -> Value {
     let mut all = arguments(f);
-    all["delegation"] = super::transact::delegation_arg();
+    all["delegation"] = f.delegation.clone();
     all
 }
 
@@ -96,11 +96,6 @@ fn sign_typed_data<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a,
             }),
         })
     })
-}
-
-/// The delegation a call names, if any.
-pub(super) fn delegation(args: &Args<'_>) -> Result<Option<uuid::Uuid>, ToolError> {
-    crate::delegations::named(args.text("delegation")?).map_err(|m| ToolError::invalid(format!("delegation {m}")))
 }
 
 /// The order a tool call asks for.
@@ -147,7 +142,7 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
     Box::pin(async move {
         let order = order(cx, &args)?;
         let to = order.to;
-        if let Some(id) = delegation(&args)? {
+        if let Some(id) = args.delegation()? {
             // Judged as its execution: a delegated transfer from the delegator's account, or refused (§21).
             let outcome = cx.services.transfers.call_through(order, id).await?;
             return Ok(match outcome {

@@ -13,18 +13,13 @@ use crate::domain::amount::{Amount, AmountError, format_units};
 use crate::domain::audit::detail::{Asked, AssetAsked};
 use crate::transfers::{Paid, PayOrder, Payment, TransferError, TransferOrder, TransferOutcome};
 
-/// The optional `delegation` argument of the send tools (§21).
-pub(super) fn delegation_arg() -> Value {
-    json!({ "type": "string", "format": "uuid", "description": "an on-chain delegation of the agent's (list_delegations) to spend from: the amount leaves the delegator's account, within what its caveats leave this period" })
-}
-
 pub const TOOLS: &[Tool] = &[
     Tool {
         name: "send_native",
         capability: Capability::Transact,
         effect: Effect::MovesFunds,
         description: "Send native tokens from the agent's wallet to an address (signed by the service, within the spending cap).",
-        arguments: |f| json!({ "chain": f.chain, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": f.amount, "delegation": delegation_arg() }),
+        arguments: |f| json!({ "chain": f.chain, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": f.amount, "delegation": f.delegation }),
         required: &["chain", "to", "amount"],
         run: send_native,
     },
@@ -33,7 +28,7 @@ pub const TOOLS: &[Tool] = &[
         capability: Capability::Transact,
         effect: Effect::MovesFunds,
         description: "Send an ERC-20 token of the chain's registry (e.g. USDC) from the agent's wallet to an address; the gas is paid in the native coin within the spending cap, the amount counts against the token's policy limits.",
-        arguments: |f| json!({ "chain": f.chain, "token": f.token, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": { "type": "string", "description": "decimal amount in whole tokens, e.g. \"5\" or \"0.25\"" }, "delegation": delegation_arg() }),
+        arguments: |f| json!({ "chain": f.chain, "token": f.token, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "recipient" }, "amount": { "type": "string", "description": "decimal amount in whole tokens, e.g. \"5\" or \"0.25\"" }, "delegation": f.delegation }),
         required: &["chain", "token", "to", "amount"],
         run: send_token,
     },
@@ -166,7 +161,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
                 return Err(refused.await.into());
             }
         };
-        let delegation = super::calls::delegation(&args)?;
+        let delegation = args.delegation()?;
         let order = TransferOrder {
             by: cx.transacting("sending")?,
             chain,
