@@ -18,20 +18,21 @@ use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::server::{AgentServer, McpCaller};
 use crate::auth::{Actor, OwnerAuthority};
 use crate::domain::agent::Agent;
+use crate::state::AppState;
 use crate::tools::{ToolError, ToolResult};
 use crate::transfers::TransferOutcome;
 
 /// How long a client may take to answer; past it the transfer simply keeps waiting.
 const ANSWER_WITHIN: Duration = Duration::from_secs(300);
 
-/// The tool result after asking, when there is something to ask; else the result as it was.
+/// The tool result after asking, when there is something to ask; else the result as it was. `owner` is the owner
+/// authority the request carried beside the agent token, if any.
 pub async fn elicit_if_awaiting(
-    server: &AgentServer,
+    state: &AppState,
     cx: &RequestContext<RoleServer>,
-    caller: &McpCaller,
+    owner: Option<&OwnerAuthority>,
     agent: &Agent,
     result: ToolResult,
 ) -> ToolResult {
@@ -47,12 +48,12 @@ pub async fn elicit_if_awaiting(
     }
     let mut waiting = result?;
     let path = format!("/api/agents/{}/transfers/{transfer_id}/approve", agent.id);
-    let approve_url = match &server.state.config.security.public_url {
+    let approve_url = match &state.config.security.public_url {
         Some(public) => format!("{}{path}", public.origin),
         None => path,
     };
-    let summary = summary(server, transfer_id).await;
-    let Some(owner) = caller.owner.clone() else {
+    let summary = summary(state, transfer_id).await;
+    let Some(owner) = owner else {
         let message = format!(
             "{summary} awaits an owner's approval (transfer {transfer_id}). This connection holds the agent's \
              token only and cannot approve it: an owner approves it in the console or with POST {approve_url}."
@@ -70,8 +71,8 @@ pub async fn elicit_if_awaiting(
         .await
         .and_then(|content| content.get("decision").and_then(Value::as_str).map(str::to_string));
     match decision.as_deref() {
-        Some("approve") => approve(server, agent, &owner, transfer_id).await,
-        Some("reject") => reject(server, agent, &owner, transfer_id).await,
+        Some("approve") => approve(state, agent, owner, transfer_id).await,
+        Some("reject") => reject(state, agent, owner, transfer_id).await,
         _ => Ok(waiting),
     }
 }
@@ -90,8 +91,8 @@ pub(super) fn awaiting_transfer(result: &ToolResult) -> Option<Uuid> {
 }
 
 /// "A transfer of 0.02 ETH to 0x… on base", from the stored transfer.
-async fn summary(server: &AgentServer, id: Uuid) -> String {
-    match server.state.store.get_approval(id).await {
+async fn summary(state: &AppState, id: Uuid) -> String {
+    match state.store.get_approval(id).await {
         Ok(Some(waiting)) => format!(
             "A transfer of {} {} to {} on {}",
             waiting.amount(),
@@ -126,8 +127,8 @@ async fn ask(cx: &RequestContext<RoleServer>, message: String, schema: Value) ->
     }
 }
 
-async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
-    let transfers = &server.state.transfers;
+async fn approve(state: &AppState, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
+    let transfers = &state.transfers;
     let outcome = transfers
         .approve(agent, id, decider(owner))
         .await
@@ -144,8 +145,8 @@ async fn approve(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id
     Ok(result)
 }
 
-async fn reject(server: &AgentServer, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
-    let transfers = &server.state.transfers;
+async fn reject(state: &AppState, agent: &Agent, owner: &OwnerAuthority, id: Uuid) -> ToolResult {
+    let transfers = &state.transfers;
     let rejected = transfers
         .reject(agent, id, decider(owner), None)
         .await

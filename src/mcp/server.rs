@@ -316,7 +316,7 @@ impl ServerHandler for AgentServer {
                 self.state.clock.now(),
             )));
         }
-        let result = approval::elicit_if_awaiting(self, &cx, &caller, &agent, result).await;
+        let result = approval::elicit_if_awaiting(&self.state, &cx, caller.owner.as_ref(), &agent, result).await;
         Ok(catalog::call_result(&result).into())
     }
 
