@@ -16,7 +16,7 @@ pub mod value;
 
 pub use decode::{DecodedCall, decode};
 pub use effect::{Change, Direction, Effect, Grant, SimLog, effect};
-pub use policy::{CallAction, CallFacts, CallVerdict, CallsPolicy};
+pub use policy::{CallAction, CallFacts, CallRuleRef, CallVerdict, CallsPolicy};
 pub use request::{CallInput, Encoded, RequestError, encode, selector_hex};
 pub use revert::revert_reason;
 pub use unlimited::{grants_unlimited, is_unlimited_amount, is_unlimited_permit2_amount};

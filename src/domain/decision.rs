@@ -77,16 +77,8 @@ impl Subject<'_> {
     }
 }
 
-/// One amount a call counts against an asset's limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Counted {
-    /// The policy's asset key (`base:USDC`, or `base:<token address>` for a token outside the registry).
-    pub asset_key: String,
-    /// In base units of the asset.
-    pub value: U256,
-    /// The spender of an allowance, or the receiver of a direct outflow.
-    pub party: Address,
-}
+/// One amount a call counts against an asset's limits (`CallSite::counts`), as the call's ledger counts them.
+pub use super::call::ledger::Counted;
 
 /// Where an x402 payment's request goes, for the host rule (`None`: the URL names no host, never allowed).
 #[derive(Debug, Clone, Copy)]
@@ -1562,7 +1554,7 @@ mod tests {
                 daily(0),
                 Verdict::NeedsApproval(Holds {
                     approval_above: true,
-                    call: Some(crate::domain::policy::CallRuleRef::Rule(1)),
+                    call: Some(crate::domain::call::CallRuleRef::Rule(1)),
                     above: Some(wei(5)),
                     above_count: Some(0),
                     ..Holds::default()

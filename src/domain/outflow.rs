@@ -6,8 +6,9 @@ use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
 use crate::domain::call::CallFacts;
-use crate::domain::call::ledger::{self, Remaining};
-use crate::domain::decision::{CallSite, Counted, PaymentSite, Request, Subject};
+use crate::domain::call::ledger::{self, Counted, Remaining};
+use crate::domain::decision::{CallSite, PaymentSite, Request, Subject};
+use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{Action, Body, OnChain};
 
 /// The `Idempotency-Key` claim a request runs under: checked, and marked as having moved money, in the transaction
@@ -102,14 +103,15 @@ pub struct Delegated {
 /// guarded decides when none does), and what it counts against the assets' limits.
 #[derive(Debug, Clone)]
 pub struct CallCheck {
-    /// The rule that refuses it whatever the `calls` rules say (`domain::decision::CallSite::forbidden`).
-    pub forbidden: Option<crate::domain::policy::PolicyRule>,
+    /// Why typed data is refused whatever the `calls` rules say (the policy's rule in
+    /// `domain::decision::CallSite::forbidden`).
+    pub forbidden: Option<crate::domain::call::typed::Forbidden>,
     /// Typed data to sign, as parsed: the rules read its values from the parse that made its digest.
     pub typed: Option<std::sync::Arc<crate::domain::call::typed::Typed>>,
     pub unlimited: bool,
     pub guarded: bool,
     /// What counts whatever the ledger holds: the native value.
-    pub fixed: Vec<crate::domain::decision::Counted>,
+    pub fixed: Vec<Counted>,
     /// What leaves the wallet of each token.
     pub outs: Vec<crate::domain::call::ledger::TokenOut>,
     /// The allowances it moves, read before and after it in its simulation.
@@ -226,7 +228,7 @@ impl TransferRequest {
                     }),
                     _ => return Err(UnparsedTypedData),
                 },
-                forbidden: check.forbidden,
+                forbidden: check.forbidden.map(PolicyRule::from),
                 unlimited: check.unlimited,
                 guarded: check.guarded,
                 counts,

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use alloy::primitives::{Address, U256};
 use serde::{Deserialize, Serialize};
 
-use super::call::{CallFacts, CallVerdict, CallsPolicy};
+use super::call::typed::{Forbidden, TypedFacts};
+use super::call::{CallFacts, CallRuleRef, CallVerdict, CallsPolicy};
 
 /// How long an approval waits when the policy does not say.
 pub const DEFAULT_APPROVAL_TTL_SECS: u64 = 900;
@@ -78,6 +79,15 @@ pub enum PolicyRule {
     CallNotUnderstood,
 }
 
+impl From<Forbidden> for PolicyRule {
+    fn from(forbidden: Forbidden) -> Self {
+        match forbidden {
+            Forbidden::DelegationSignature => PolicyRule::DelegationSignature,
+            Forbidden::PermitNotUnderstood => PolicyRule::PermitNotUnderstood,
+        }
+    }
+}
+
 impl PolicyRule {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -135,15 +145,6 @@ pub struct Holds {
     /// For a call or typed data, which of its counts (`decision::CallSite::counts`, by position) was above it: its
     /// asset is the one `above` is of.
     pub above_count: Option<usize>,
-}
-
-/// Which part of a policy's `calls` decided a call (§18).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallRuleRef {
-    /// `calls.rules[i]`.
-    Rule(usize),
-    /// `calls.default`.
-    Default,
 }
 
 impl Holds {
@@ -223,7 +224,7 @@ impl Policy {
     }
 
     /// The verdict of the typed-data rules (§18): none matching, or no `calls`, refuses.
-    pub fn judge_typed(&self, typed: &super::call::typed::TypedFacts<'_>) -> (CallVerdict, Option<CallRuleRef>) {
+    pub fn judge_typed(&self, typed: &TypedFacts<'_>) -> (CallVerdict, Option<CallRuleRef>) {
         self.calls
             .as_deref()
             .map_or((CallVerdict::Deny, None), |c| c.typed_judged_by(typed))

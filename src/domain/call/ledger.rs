@@ -7,7 +7,16 @@
 
 use alloy::primitives::{Address, U256};
 
-use crate::domain::decision::Counted;
+/// One amount a call counts against an asset's limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    /// The policy's asset key (`base:USDC`, or `base:<token address>` for a token outside the registry).
+    pub asset_key: String,
+    /// In base units of the asset.
+    pub value: U256,
+    /// The spender of an allowance, or the receiver of a direct outflow.
+    pub party: Address,
+}
 
 /// How a call or signature moved one allowance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,13 +13,21 @@ use serde_json::Value;
 use super::condition::{Condition, Operand, operand_of};
 use super::request;
 use super::typed::TypedFacts;
-use crate::domain::policy::CallRuleRef;
 
 pub mod parse;
 mod why;
 
 pub use parse::{CallsError, CallsProblem, InvalidCallsPolicy};
 pub use why::{denial, typed_denial};
+
+/// Which part of a policy's `calls` decided a call (§18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallRuleRef {
+    /// `calls.rules[i]`.
+    Rule(usize),
+    /// `calls.default`.
+    Default,
+}
 
 /// What a rule, or the default, does with a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,16 @@ use serde_json::{Map, Value};
 
 use super::condition::{Operand, loose, operand_of};
 use super::unlimited::{is_unlimited_amount, is_unlimited_permit2_amount};
-use crate::domain::policy::PolicyRule;
+
+/// Why typed data is refused whatever the `calls` rules say (§18); the policy's rule of the same name
+/// (`PolicyRule::DelegationSignature`, `PolicyRule::PermitNotUnderstood`) is what the refusal reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forbidden {
+    /// A delegation of the Delegation Framework's authority, or typed data a `DelegationManager` verifies.
+    DelegationSignature,
+    /// Permit2-domain or `Permit…` typed data the service does not decode.
+    PermitNotUnderstood,
+}
 
 /// Permit2's canonical deployment, the same address on every chain (Uniswap's published deployments).
 pub const PERMIT2: Address = address!("0x000000000022D473030F116dDEE9F6B43aC78BA3");
@@ -564,17 +573,17 @@ impl Typed {
         self.grants.iter().any(|g| g.unlimited && !g.is_transfer())
     }
 
-    /// The rule that refuses it whatever the `calls` rules say: `delegation_signature` for a delegation of the
-    /// framework or a domain verified by a configured `DelegationManager` (`managers`, every chain's), then
-    /// `permit_not_understood` for Permit2-domain or `Permit…` typed data the service does not decode.
-    pub fn forbidden(&self, managers: &[Address]) -> Option<PolicyRule> {
+    /// Why it is refused whatever the `calls` rules say: a delegation signature for a delegation of the framework
+    /// or a domain verified by a configured `DelegationManager` (`managers`, every chain's), then a permit not
+    /// understood for Permit2-domain or `Permit…` typed data the service does not decode.
+    pub fn forbidden(&self, managers: &[Address]) -> Option<Forbidden> {
         let verifying = self.data.domain.verifying_contract;
         if self.form == Form::Delegation || verifying.is_some_and(|v| managers.contains(&v)) {
-            return Some(PolicyRule::DelegationSignature);
+            return Some(Forbidden::DelegationSignature);
         }
         let undecoded = matches!(self.form, Form::Other | Form::Delegation);
         if undecoded && (verifying == Some(PERMIT2) || self.primary_type().starts_with("Permit")) {
-            return Some(PolicyRule::PermitNotUnderstood);
+            return Some(Forbidden::PermitNotUnderstood);
         }
         None
     }

@@ -237,7 +237,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     );
     assert_eq!(
         parse(&unknown, 8453).expect("valid").forbidden(&[]),
-        Some(PolicyRule::PermitNotUnderstood)
+        Some(Forbidden::PermitNotUnderstood)
     );
     let odd_permit = with(
         "PermitAll",
@@ -247,7 +247,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     );
     assert_eq!(
         parse(&odd_permit, 8453).expect("valid").forbidden(&[]),
-        Some(PolicyRule::PermitNotUnderstood)
+        Some(Forbidden::PermitNotUnderstood)
     );
     let plain = with(
         "Mail",
@@ -258,7 +258,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     assert_eq!(parse(&plain, 8453).expect("valid").forbidden(&[]), None);
     assert_eq!(
         parse(&plain, 8453).expect("valid").forbidden(&[TOKEN]),
-        Some(PolicyRule::DelegationSignature),
+        Some(Forbidden::DelegationSignature),
         "a domain a DelegationManager verifies"
     );
 }
@@ -277,7 +277,7 @@ fn a_delegation_of_the_framework_is_forbidden_whatever_its_name_for_the_rules() 
     );
     let typed = parse(&delegation, 8453).expect("valid");
     assert_eq!(typed.form, Form::Delegation);
-    assert_eq!(typed.forbidden(&[]), Some(PolicyRule::DelegationSignature));
+    assert_eq!(typed.forbidden(&[]), Some(Forbidden::DelegationSignature));
 }
 
 /// A chain of `n` struct types, each holding the next.
