@@ -1,9 +1,13 @@
 //! The module layering (README, "Architecture"): each top-level module of the library imports only modules of its
-//! own layer or below, and the graph of top-level modules has no cycle. Read from the sources, so a new upward
-//! import fails here rather than in a review.
+//! own layer or below, and no folder's modules (the crate root's included) import each other in a circle. Read from
+//! the sources (`graph`), so a new upward import or a new circle fails here rather than in a review.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use graph::{Graph, SiblingEdge, shown};
+
+mod graph;
 
 /// Top-level modules by layer, lowest first. A module may import from its own layer (without a cycle) and below.
 const LAYERS: &[&[&str]] = &[
@@ -38,42 +42,20 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
 }
 
-/// The top-level module a source file belongs to (`src/chat/runner.rs` -> `chat`).
-fn module_of(relative: &Path) -> Option<String> {
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    (name != "lib" && name != "main").then(|| name.to_string())
-}
+/// Cycles inside a folder that are known and left for now, each with why: `(folder, the modules of the cycle)`.
+/// The folder check passes while every cycle it finds lies within one of these (a cycle may shrink, never grow),
+/// and fails when one of them is gone (remove it here).
+const ALLOWED_CYCLES: &[(&str, &[&str])] = &[
+    // The SQL shared by both backends (`store::sql`) and SQLite's store name each other; being untangled in the
+    // store's own change (issue 51), which removes this line.
+    ("store", &["sql", "sqlite"]),
+    // The offline engine's parsers call each other (intent, payment, transfer, and delegated, being added); llm/builtin
+    // is being changed in another engineer's work (issue 51), which is where this one is to be broken.
+    ("llm::builtin", &["delegated", "intent", "payment", "transfer"]),
+];
 
-/// Every `crate::<module>` a source text names outside comments, also inside `use crate::{a, b::c}` groups.
-fn imports(text: &str) -> BTreeSet<String> {
-    let code: String = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut found = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    found.insert(name);
-                }
-            }
-        } else {
-            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            found.insert(name);
-        }
-    }
-    found
+fn crate_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn source_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -87,21 +69,21 @@ fn source_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// `module -> modules it imports`, over the library's sources.
+/// `top-level module -> top-level modules it imports`, over the library's sources, test code included.
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    source_files(&src, &mut files);
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in files {
-        let Some(module) = module_of(file.strip_prefix(&src).expect("under src")) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(&file).expect("a readable source file");
-        let edges = graph.entry(module.clone()).or_default();
-        edges.extend(imports(&text).into_iter().filter(|m| *m != module));
+    let graph = Graph::read(crate_root());
+    let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for module in graph.modules.keys().filter_map(|m| m.first()) {
+        modules.entry(module.clone()).or_default();
     }
-    graph
+    for import in &graph.imports {
+        if let (Some(from), Some(to)) = (import.from.first(), import.to.first())
+            && from != to
+        {
+            modules.entry(from.clone()).or_default().insert(to.clone());
+        }
+    }
+    modules
 }
 
 #[test]
@@ -124,57 +106,130 @@ fn every_module_has_a_layer_and_imports_only_its_own_layer_or_below() {
     assert!(violations.is_empty(), "layering violations:\n{}", violations.join("\n"));
 }
 
+/// No folder's children import each other in a circle: for every module with child modules (the crate root
+/// included), the graph among its direct children has no cycle. Child A imports child B when code in A's subtree
+/// names a path into B's subtree; a module naming its parent's items, or its own children, is no such import, and
+/// test code may import anything. Prints the graph's counts (`--nocapture`).
 #[test]
-fn the_module_graph_has_no_cycle() {
-    let graph = module_graph();
-    // Depth-first search with colours: grey on the path, black when done.
-    fn visit<'a>(
-        node: &'a str,
-        graph: &'a BTreeMap<String, BTreeSet<String>>,
-        state: &mut BTreeMap<&'a str, bool>,
-        path: &mut Vec<&'a str>,
-    ) -> Option<Vec<String>> {
-        match state.get(node) {
-            Some(true) => return None,
-            Some(false) => {
-                let start = path.iter().position(|n| *n == node).unwrap_or(0);
-                let mut cycle: Vec<String> = path[start..].iter().map(|s| s.to_string()).collect();
-                cycle.push(node.to_string());
-                return Some(cycle);
-            }
-            None => {}
-        }
-        state.insert(node, false);
-        path.push(node);
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, state, path) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        state.insert(node, true);
-        None
+fn no_folder_has_a_cycle_among_its_modules() {
+    let graph = Graph::read(crate_root());
+    let edges = graph.sibling_edges();
+    let mut folders: BTreeMap<&[String], BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for edge in edges.keys() {
+        folders
+            .entry(&edge.folder)
+            .or_default()
+            .entry(edge.from.clone())
+            .or_default()
+            .insert(edge.to.clone());
     }
-    let mut state = BTreeMap::new();
-    for node in graph.keys() {
-        if let Some(cycle) = visit(node, &graph, &mut state, &mut Vec::new()) {
-            panic!("module cycle: {}", cycle.join(" -> "));
+    let mut found = Vec::new();
+    for (folder, children) in &folders {
+        for cycle in graph::cycles(children) {
+            found.push((shown(folder), cycle));
         }
     }
+    let allowed = |folder: &str, cycle: &BTreeSet<String>| {
+        ALLOWED_CYCLES
+            .iter()
+            .any(|(f, members)| *f == folder && cycle.iter().all(|m| members.contains(&m.as_str())))
+    };
+    println!(
+        "module graph: {} modules, {} imports between sibling modules, {} cycles inside folders ({} allowed)",
+        graph.module_count(),
+        edges.len(),
+        found.len(),
+        found.iter().filter(|(folder, cycle)| allowed(folder, cycle)).count(),
+    );
+    // Each cycle with one import (file:line) for every edge inside it.
+    let named = |folder: &str, cycle: &BTreeSet<String>| {
+        let members: Vec<&str> = cycle.iter().map(String::as_str).collect();
+        let mut text = format!("cycle in {folder}: {}", members.join(", "));
+        for (edge, at) in &edges {
+            if shown(&edge.folder) == folder && cycle.contains(&edge.from) && cycle.contains(&edge.to) {
+                let SiblingEdge { from, to, .. } = edge;
+                text.push_str(&format!("\n  {from} -> {to}: {at}"));
+            }
+        }
+        text
+    };
+    let mut failures = Vec::new();
+    for (folder, cycle) in &found {
+        match allowed(folder, cycle) {
+            true => println!("allowed {}", named(folder, cycle)),
+            false => failures.push(named(folder, cycle)),
+        }
+    }
+    for (folder, members) in ALLOWED_CYCLES {
+        let left = found
+            .iter()
+            .any(|(f, cycle)| f == folder && cycle.iter().any(|m| members.contains(&m.as_str())));
+        if !left {
+            failures.push(format!(
+                "{folder}: {members:?} is no longer a cycle: remove it from ALLOWED_CYCLES"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
-fn the_import_scanner_reads_paths_and_groups() {
-    let found = imports(
-        "use crate::chain::Chains;\n// see crate::app\nuse crate::{domain::agent::Agent, store};\nx = crate::http::error;",
+fn the_import_scanner_reads_paths_groups_and_modules() {
+    let text = r#"
+use crate::chain::Chains;
+// see crate::app
+/* and crate::state */
+const URL: &str = "http://x/ crate::http";
+use super::{client::{self, Client}, tokens as t};
+use self::inner::Thing;
+fn f<'a>(c: char) -> bool { c == '{' || crate::vault::open() }
+mod inner {
+    use super::super::fees;
+    pub struct Thing;
+}
+#[cfg(test)]
+mod tests {
+    use crate::app;
+}
+"#;
+    let module = vec!["chain".to_string(), "node".to_string()];
+    let scan = graph::scan(text, &module, "src/chain/node.rs");
+    let named: Vec<(String, String, String)> = scan
+        .named
+        .iter()
+        .filter(|n| !n.test)
+        .map(|n| (n.from.join("::"), n.path.join("::"), n.at.clone()))
+        .collect();
+    let expected = [
+        ("chain::node", "crate::chain::Chains", "src/chain/node.rs:2"),
+        ("chain::node", "super::client", "src/chain/node.rs:6"),
+        ("chain::node", "super::client::Client", "src/chain/node.rs:6"),
+        ("chain::node", "super::tokens", "src/chain/node.rs:6"),
+        ("chain::node", "self::inner::Thing", "src/chain/node.rs:7"),
+        ("chain::node", "crate::vault::open", "src/chain/node.rs:8"),
+        ("chain::node::inner", "super::super::fees", "src/chain/node.rs:10"),
+    ];
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(named, expected);
+    assert!(scan.named.iter().any(|n| n.test && n.path.join("::") == "crate::app"));
+    let modules: BTreeSet<Vec<String>> = [vec![], vec!["chain"], vec!["chain", "fees"], vec!["chain", "node"]]
+        .iter()
+        .map(|m| m.iter().map(|s| s.to_string()).collect())
+        .collect();
+    let path = |p: &str| p.split("::").map(str::to_string).collect::<Vec<_>>();
+    let inner = path("chain::node::inner");
+    assert_eq!(
+        graph::resolve(&inner, &path("super::super::fees::Fee"), &modules),
+        Some(path("chain::fees"))
     );
     assert_eq!(
-        found,
-        ["chain", "domain", "http", "store"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>()
+        graph::resolve(&module, &path("crate::chain::Chains"), &modules),
+        Some(path("chain"))
     );
+    assert_eq!(graph::resolve(&module, &path("std::fmt"), &modules), None);
 }
 
 /// The MCP server and its tests stay in files a reader takes in at once (STYLE.md: under ~400 lines); the SDK
