@@ -14,8 +14,10 @@
 //! Rooms: `send` is the path (quote, lock, `reserve_once`, deliver, the refusal handler); `signing` opens the
 //! agent's signer and signs; `deliver` hands a stored transaction to the node and fills a refused one's nonce;
 //! `call`, `typed`, `pay` and `sweep` are the kinds' entry points onto the path; `approvals`, `replace` (fee bumps
-//! and cancels) and `gaps` act on what the path stored; this file holds the service, its orders and outcomes, and
-//! the audit of each outcome.
+//! and cancels) and `gaps` act on what the path stored; `rounds` is group commit's work (a round of sends reserved
+//! and audit entries written in one transaction, on `crate::batch`'s queue); this file holds the service, its orders
+//! and outcomes, and the audit of each outcome (`AuditProtocol`: an entry kept with its reservation is written lazily,
+//! any other before the answer).
 
 use std::sync::Arc;
 
@@ -99,6 +101,19 @@ pub struct Transfers {
     rounds: rounds::Rounds,
     /// What the service reads the time on (the system's clock outside tests).
     clock: Arc<dyn crate::domain::clock::Clock>,
+}
+
+/// How an outflow's audit entry reaches the log, and so when the outflow is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuditProtocol {
+    /// The outflow was reserved with its entry kept (`TransferRequest::owed`, an `OwedEntry`: a transfer, a call, a
+    /// sweep, typed data). Once stored and sent, its entry takes the kept one's place (`OutflowEntry::owes`; left
+    /// out if the watcher wrote the kept one first) and is written lazily, in a round that runs anyway
+    /// (`Rounds::record_lazily`): the outflow is answered at once. Refused or held, it kept none, and is answered
+    /// as `WrittenBeforeAnswer` is.
+    KeptWithReservation,
+    /// No entry was kept: the outflow is answered once its entry is written (or its failure logged).
+    WrittenBeforeAnswer,
 }
 
 /// Counts of group commit's rounds (`Transfers::round_figures`).
@@ -231,7 +246,8 @@ impl Transfers {
         };
         let outcome = self.try_send(&order, owed).await;
         let (agent_id, actor) = (order.by.agent.id, order.by.actor);
-        self.record_owed(agent_id, actor, Asked::Asset(asked), outcome.as_ref(), true)
+        let kept = AuditProtocol::KeptWithReservation;
+        self.record_owed(agent_id, actor, Asked::Asset(asked), outcome.as_ref(), kept)
             .await;
         outcome
     }
@@ -258,18 +274,18 @@ impl Transfers {
         asked: Asked,
         outcome: Result<&TransferOutcome, &TransferError>,
     ) {
-        self.record_owed(agent_id, actor, asked, outcome, false).await;
+        self.record_owed(agent_id, actor, asked, outcome, AuditProtocol::WrittenBeforeAnswer)
+            .await;
     }
 
-    /// `record_outcome` of an outflow that was reserved with its entry kept (`owed`, `OwedEntry`) when it was sent:
-    /// the entry written here takes the kept one's place, or is left out if that one was written already.
+    /// `record_outcome` of an outflow whose entry may have been kept with its reservation (`protocol`).
     pub(super) async fn record_owed(
         &self,
         agent_id: Uuid,
         actor: Actor,
         asked: Asked,
         outcome: Result<&TransferOutcome, &TransferError>,
-        owed: bool,
+        protocol: AuditProtocol,
     ) {
         let detail = match (asked, outcome) {
             (Asked::TypedData(asked), Ok(TransferOutcome::Sent { tx, .. }))
@@ -285,7 +301,7 @@ impl Transfers {
                 Err(refused) => Detail::TransferRefused(detail::TransferRefused { asked, refused }),
             },
         };
-        self.record_audited(agent_id, actor, detail, outcome, owed).await;
+        self.record_audited(agent_id, actor, detail, outcome, protocol).await;
     }
 
     /// `record_outcome` for a sweep (§20): `funds_swept` or `sweep_refused`; a sweep is reserved with its entry kept.
@@ -300,39 +316,37 @@ impl Transfers {
             Ok(accepted) => Detail::FundsSwept(detail::FundsSwept { asked, accepted }),
             Err(refused) => Detail::SweepRefused(detail::SweepRefused { asked, refused }),
         };
-        self.record_audited(agent_id, actor, detail, outcome, true).await;
+        let kept = AuditProtocol::KeptWithReservation;
+        self.record_audited(agent_id, actor, detail, outcome, kept).await;
     }
 
-    /// Writes an outflow's audit entry. One the node accepted is marked `pending` in the entry's transaction (the
-    /// send path leaves it `signed` until then); one stored with its entry kept (`owed`) takes that one's place.
+    /// Writes an outflow's audit entry (see `AuditProtocol`). One the node accepted is marked `pending` in the
+    /// entry's transaction (the send path leaves it `signed` until then).
     async fn record_audited(
         &self,
         agent_id: Uuid,
         actor: Actor,
         detail: Detail,
         outcome: Result<&TransferOutcome, &TransferError>,
-        owed: bool,
+        protocol: AuditProtocol,
     ) {
         let sent = match outcome {
             Ok(TransferOutcome::Sent { tx, status, .. }) => Some((tx.id, *status)),
             _ => None,
         };
-        let (done, written) = tokio::sync::oneshot::channel();
-        let owes = sent.map(|(id, _)| id).filter(|_| owed);
-        self.rounds.push(rounds::Item::Record(Box::new(rounds::Record {
-            entry: OutflowEntry {
-                accepted: sent.and_then(|(id, status)| (status == BroadcastStatus::Pending).then_some(id)),
-                owes,
-                event: AuditEvent::new(agent_id, actor, detail),
-            },
-            lazy: owes.is_some(),
-            done,
-        })));
-        // A transfer stored with its entry kept is answered at once: the entry is in the database already, and is
-        // in the log before a read of it here (`entries_written`), or, after a crash, once the watcher writes the
-        // kept one. Anything else is answered once its entry is written (or its failure logged).
-        if owes.is_none() {
-            let _ = written.await;
+        let entry = |owes| OutflowEntry {
+            accepted: sent.and_then(|(id, status)| (status == BroadcastStatus::Pending).then_some(id)),
+            owes,
+            event: AuditEvent::new(agent_id, actor, detail),
+        };
+        match (protocol, sent) {
+            // The entry is in the database already, and is in the log before a read of it here
+            // (`entries_written`), or, after a crash, once the watcher writes the kept one.
+            (AuditProtocol::KeptWithReservation, Some((id, _))) => self.rounds.record_lazily(entry(Some(id))),
+            // Refused or held, an outflow kept no entry.
+            (AuditProtocol::KeptWithReservation, None) | (AuditProtocol::WrittenBeforeAnswer, _) => {
+                self.rounds.record(entry(None)).await
+            }
         }
     }
 

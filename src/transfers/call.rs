@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::kinds::{CallDraft, Outflow, Purpose};
 use super::send::Judged;
-use super::{Transacting, TransferError, TransferOutcome, Transfers, store_error};
+use super::{AuditProtocol, Transacting, TransferError, TransferOutcome, Transfers, store_error};
 use crate::chain::simulate::{SimCall, Simulated, SimulationError};
 use crate::domain::amount::format_units;
 use crate::domain::asset::{self, Asset};
@@ -703,8 +703,14 @@ impl Transfers {
         let asked = Asked::Call(order.asked(previewed));
         let result = outcome.as_ref().map(|(o, _)| o).map_err(|(e, _)| e);
         // A call that was stored was reserved with its entry kept (`CallOrder::outflow`).
-        self.record_owed(order.by.agent.id, order.by.actor, asked, result, true)
-            .await;
+        self.record_owed(
+            order.by.agent.id,
+            order.by.actor,
+            asked,
+            result,
+            AuditProtocol::KeptWithReservation,
+        )
+        .await;
         outcome.map_err(|(e, _)| e)
     }
 

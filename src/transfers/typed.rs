@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::call::{AllowanceView, ChangeView, SimulationView, totalSupplyCall};
 use super::kinds::{Outflow, Purpose, TypedDraft};
-use super::{Transacting, TransferError, TransferOutcome, Transfers};
+use super::{AuditProtocol, Transacting, TransferError, TransferOutcome, Transfers};
 use crate::chain::simulate::SimCall;
 use crate::domain::audit::OwedEntry;
 use crate::domain::audit::detail::{Asked, TypedAsked, TypedKind};
@@ -52,8 +52,14 @@ impl Transfers {
         };
         let outcome = self.try_sign_typed(&order, record, owed).await;
         let (agent_id, actor) = (order.by.agent.id, order.by.actor);
-        self.record_owed(agent_id, actor, Asked::TypedData(asked), outcome.as_ref(), true)
-            .await;
+        self.record_owed(
+            agent_id,
+            actor,
+            Asked::TypedData(asked),
+            outcome.as_ref(),
+            AuditProtocol::KeptWithReservation,
+        )
+        .await;
         outcome
     }
 

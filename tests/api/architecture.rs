@@ -12,7 +12,7 @@ mod graph;
 /// Top-level modules by layer, lowest first. A module may import from its own layer (without a cycle) and below.
 const LAYERS: &[&[&str]] = &[
     &["domain"],
-    &["config", "telemetry"],
+    &["config", "telemetry", "batch"],
     &[
         "store",
         "chain",
