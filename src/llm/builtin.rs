@@ -1,6 +1,7 @@
 //! The offline engine: a deterministic "model" that maps plain requests to tool calls and phrases the results.
 
 mod answer;
+mod delegated;
 mod intent;
 mod payment;
 mod reply;
@@ -42,7 +43,11 @@ impl BuiltinProvider {
                 }
                 other => (reply::reply(&other, &request.context), Vec::new()),
             },
-            Some(LlmMessage::Tool { .. }) => (answer_from_results(&request.messages, &request.context), Vec::new()),
+            // After a delegated send's lookup, the send through the delegation it found (or why there is none).
+            Some(LlmMessage::Tool { .. }) => delegated::follow_up(&request.messages, |asked| {
+                intent::delegated_send(asked, &request.context, &offered)
+            })
+            .unwrap_or_else(|| (answer_from_results(&request.messages, &request.context), Vec::new())),
             _ => (reply::help(&request.context), Vec::new()),
         }
     }

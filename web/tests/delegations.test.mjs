@@ -425,4 +425,27 @@ describe('web console delegations', { timeout: 300000 }, () => {
     }
     assert.deepEqual(pageErrors, []);
   });
+
+  it('sends through the only delegation when chat asks "using the delegation" (the builtin engine)', async () => {
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    const budget = listed.body.find((d) => d.status === 'active' && d.limits[0].asset === 'base:USDC');
+    assert.ok(budget, 'the 2 USDC a day budget of the test before');
+    const before = await tokenBalance(stack.rpc, USDC, owner.address);
+    await page.getByRole('tab', { name: 'Chat' }).click();
+    const composer = page.getByLabel('Message', { exact: true });
+    await composer.fill(`send 1 USDC to ${RECIPIENT} on base using the delegation`);
+    await page.getByRole('button', { name: 'Send' }).click();
+    const answer = page.locator('[data-testid="message"][data-role="assistant"][data-state="done"]').last();
+    await answer.waitFor();
+    const sendCard = answer.locator('[data-testid="chain-call"][data-tool="send_token"]');
+    await sendCard.waitFor();
+    await sendCard.locator('summary').click();
+    const args = JSON.parse(await sendCard.getByTestId('chain-call-args').textContent());
+    assert.equal(args.delegation, budget.id, JSON.stringify(args));
+    await until("1 USDC left the owner's account", async () => (await tokenBalance(stack.rpc, USDC, owner.address)) === before - 1_000_000n);
+    const history = await api('GET', `/api/agents/${agentId}/transactions?limit=1`);
+    assert.equal(history.body[0].delegation?.id, budget.id, JSON.stringify(history.body[0]));
+    await shot('delegations-13-chat-through-the-delegation');
+    assert.deepEqual(pageErrors, []);
+  });
 });

@@ -84,6 +84,9 @@ const ALL: &[&str] = &[
 ];
 /// Reads `text` against the agent's facts; only tools named in `offered_tools` are ever planned.
 pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Intent {
+    // Delegation ids are taken out first: their digits are no amount.
+    let (text, named) = super::delegated::take_ids(text);
+    let text = text.as_str();
     let urls = super::payment::urls(text);
     if !urls.is_empty() {
         let scan = Scan::new(&super::payment::without_urls(text));
@@ -91,6 +94,7 @@ pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -
             scan: &scan,
             context,
             offered: offered_tools,
+            named: &named,
         };
         if let Some(intent) = planner.pay_for(&urls) {
             return intent;
@@ -101,14 +105,38 @@ pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -
         scan: &scan,
         context,
         offered: offered_tools,
+        named: &named,
     };
     planner.plan()
+}
+
+/// The send a message asks for "using the delegation" without naming one (its plan is the lookup of the
+/// delegations), without its delegation: what the engine sends once it has read them (`delegated::follow_up`).
+pub(super) fn delegated_send(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Option<PlannedCall> {
+    let (text, named) = super::delegated::take_ids(text);
+    let scan = Scan::new(&text);
+    let planner = Planner {
+        scan: &scan,
+        context,
+        offered: offered_tools,
+        named: &named,
+    };
+    match planner.plan() {
+        Intent::Call(calls)
+            if calls.len() == 1 && calls[0].tool == "list_delegations" && super::delegated::asked(&scan.words) =>
+        {
+            planner.send_call().ok()
+        }
+        _ => None,
+    }
 }
 
 pub(super) struct Planner<'a> {
     pub(super) scan: &'a Scan,
     pub(super) context: &'a TurnContext,
     offered: &'a [&'a str],
+    /// Delegation ids the message names (§21), taken out of its text.
+    pub(super) named: &'a [String],
 }
 
 impl Planner<'_> {

@@ -220,42 +220,55 @@ impl Planner<'_> {
             .is_some_and(|w| IMPERATIVE_VERBS.contains(&w.as_str()))
     }
 
-    /// An imperative request: exactly one amount, one known asset, one recipient.
+    /// An imperative request: exactly one amount, one known asset, one recipient; "using the delegation" pays from
+    /// an owner's account through the delegation named, or first looks the agent's delegations up
+    /// (`super::delegated`).
     fn send(&self) -> Intent {
+        let mut call = match self.send_call() {
+            Ok(call) => call,
+            Err(intent) => return intent,
+        };
+        if super::delegated::asked(&self.scan.words) {
+            if let Some(id) = self.named.first() {
+                call.args["delegation"] = json!(id);
+            } else if !self.offered("list_delegations") {
+                return self.lacks("list_delegations");
+            } else {
+                let chain = call.args["chain"].as_str().unwrap_or_default().to_string();
+                return Intent::Call(vec![super::delegated::lookup(&chain)]);
+            }
+        }
+        Intent::Call(vec![call])
+    }
+
+    /// The send an imperative request asks for, or why there is none.
+    pub(super) fn send_call(&self) -> Result<PlannedCall, Intent> {
         if !self.offered("send_native") {
-            return self.lacks("send_native");
+            return Err(self.lacks("send_native"));
         }
         let verbs = self.scan.words.iter();
         let verbs = verbs
             .filter(|w| SEND_VERBS.contains(&w.as_str()) || PAST_VERBS.contains(&w.as_str()))
             .count();
         if verbs > 1 {
-            return Intent::Declined(Declined::SeveralRequests);
+            return Err(Intent::Declined(Declined::SeveralRequests));
         }
-        let (amount, asset) = match self.amount_and_asset("send_native") {
-            Ok(found) => found,
-            Err(intent) => return intent,
-        };
-        let to = match self.recipient() {
-            Ok(to) => to,
-            Err(intent) => return intent,
-        };
+        let (amount, asset) = self.amount_and_asset("send_native")?;
+        let to = self.recipient()?;
         let chain = asset.chain.name;
-        let call = if asset.symbol == asset.chain.native_symbol {
-            PlannedCall {
+        if asset.symbol == asset.chain.native_symbol {
+            Ok(PlannedCall {
                 tool: "send_native",
                 args: json!({"chain": chain, "to": to, "amount": amount.value}),
-            }
+            })
+        } else if !self.offered("send_token") {
+            Err(self.lacks("send_token"))
         } else {
-            if !self.offered("send_token") {
-                return self.lacks("send_token");
-            }
-            PlannedCall {
+            Ok(PlannedCall {
                 tool: "send_token",
                 args: json!({"chain": chain, "token": asset.symbol, "to": to, "amount": amount.value}),
-            }
-        };
-        Intent::Call(vec![call])
+            })
+        }
     }
 
     /// The estimate of a native transfer's cost, or why there is none.
