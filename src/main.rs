@@ -20,7 +20,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// Gives AI agents their own crypto wallets and lets people chat with them.
 ///
 /// Configuration comes from environment variables (and a `.env` file): BIND_ADDR, DATABASE_URL,
-/// ENCRYPTION_KEY, APP_ENV, RPC_URL_<CHAIN>, LLM_PROVIDER, ... (see README).
+/// ENCRYPTION_KEY, APP_ENV, RPC_URL_<CHAIN>, LLM_PROVIDER, ... (see docs/configuration.md).
 #[derive(Parser)]
 #[command(name = "agentd", version)]
 struct Cli {

@@ -1,4 +1,4 @@
-//! The module layering (README, "Architecture"): each top-level module of the library imports only modules of its
+//! The module layering (docs/architecture.md): each top-level module of the library imports only modules of its
 //! own layer or below, and no folder's modules (the crate root's included) import each other in a circle. Read from
 //! the sources (`graph`), so a new upward import or a new circle fails here rather than in a review.
 
@@ -92,7 +92,9 @@ fn every_module_has_a_layer_and_imports_only_its_own_layer_or_below() {
     let mut violations = Vec::new();
     for (module, imported) in &graph {
         let Some(own) = layer_of(module) else {
-            violations.push(format!("{module} is in no layer: add it to LAYERS and the README"));
+            violations.push(format!(
+                "{module} is in no layer: add it to LAYERS and docs/architecture.md"
+            ));
             continue;
         };
         for target in imported {
@@ -268,6 +270,11 @@ fn every_section_cited_exists_in_the_api_reference() {
     for doc in [
         "README.md",
         "docs/guide.md",
+        "docs/architecture.md",
+        "docs/configuration.md",
+        "docs/running.md",
+        "docs/mcp.md",
+        "docs/clients.md",
         "docs/design.md",
         "docs/operations.md",
         "docs/security.md",
@@ -295,7 +302,7 @@ fn every_section_cited_exists_in_the_api_reference() {
     assert!(missing.is_empty(), "sections cited but not in docs/api.md: {missing:?}");
 }
 
-/// The domain is pure (README, "Architecture"): no file under `src/domain` names the database, HTTP or async
+/// The domain is pure (docs/architecture.md): no file under `src/domain` names the database, HTTP or async
 /// runtime crates outside comments; the store, the chain client and the services do the I/O.
 #[test]
 fn the_domain_names_no_database_http_or_runtime_crate() {
