@@ -57,42 +57,77 @@ pub struct TransferRequest {
     pub value_wei: U256,
     /// The native value plus twice `gas_limit * max_fee_per_gas`.
     pub reserved_wei: U256,
-    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
-    pub node_nonce: Option<u64>,
     /// The asset symbol (`ETH`); with `chain`, the policy's asset key.
     pub asset: String,
     /// The token moved, for an ERC-20 transfer (`value_wei` is then in its base units).
     pub token: Option<crate::domain::transaction::TokenRef>,
     /// What besides the cap the reservation checks.
     pub clearance: Clearance,
-    /// The token balance read on chain before the reservation: the reservation refuses a token amount above it
-    /// less what the agent's unused x402 authorizations of that token hold (`InsufficientTokens`).
-    pub token_balance: Option<U256>,
-    /// The wallet's nonce the node has mined, read with `token_balance`: the agent's open token transfers below it
-    /// have landed and the balance read already shows them, so only the others are held against it.
-    pub mined_nonce: Option<u64>,
-    /// The wallet's native balance read on chain before the reservation, and what this transfer needs of it: the
-    /// reservation refuses it when the balance less the reservations of the agent's transfers still on their way on
-    /// the chain (signed or pending: the read may not show them yet) is below that (`InsufficientFunds`).
-    pub native_funds: Option<NativeFunds>,
     /// What it is: a transaction (a transfer, or a call signed with its calldata and stored with what its
     /// simulation showed, §18), an x402 authorization (§16: no native cost and no nonce; `sign` is called with 0 and
     /// its `raw` is the signed payment document), or typed data to sign.
     pub body: crate::domain::transaction::Body<()>,
-    /// What the reservation judges of a call or typed data besides the cap (none when an owner approved it).
-    pub call_check: Option<CallCheck>,
+    /// What the node said before the reservation, which the reservation judges again with what is on its way.
+    pub reads: ChainReads,
+    /// What the reservation judges besides the cap, the policy's limits and recipients, by what it does.
+    pub check: Check,
     /// The agent token and the idempotency claim the request came with, checked again in the reserving transaction.
     pub mandate: Mandate,
-    /// A redemption of an on-chain delegation (§21): what the chain's caveats leave of the asset this period, read
-    /// at the latest block; the reservation holds the amount against it less this service's redemptions of the
-    /// delegation the block has not included.
-    pub delegated: Option<Delegated>,
     /// Its `transfer_accepted` entry, stored with its reservation until the entry written after the node answered
     /// takes its place (`OwedEntry`); none for an outflow whose entry is written with its reservation or after.
     pub owed: Option<crate::domain::audit::OwedEntry>,
 }
 
-/// What a redemption's reservation reads of its delegation (§21).
+/// What the node said before the reservation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChainReads {
+    /// The node's pending nonce, used when the store has none yet (or to move past transactions sent elsewhere).
+    pub node_nonce: Option<u64>,
+    /// The wallet's native balance, and what this outflow needs of it: the reservation refuses it when the balance
+    /// less the reservations of the agent's transfers still on their way on the chain (signed or pending: the read
+    /// may not show them yet) is below that (`InsufficientFunds`). None: it needs no native coin (a payment).
+    pub native: Option<NativeFunds>,
+    /// The token balance (a token transfer, a payment): the reservation refuses a token amount above it less what
+    /// the agent's unused x402 authorizations and open transfers of that token hold (`InsufficientTokens`).
+    pub token_balance: Option<U256>,
+    /// The wallet's nonce the node has mined, read before the balances: the agent's open outflows below it have
+    /// landed and the balances read already show them, so only the others are held against them.
+    pub mined_nonce: Option<u64>,
+}
+
+/// What the reservation judges besides the cap, the policy's limits and recipients, by what the outflow does.
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// A transfer of the native coin or a token, a sweep, an x402 payment; or a call or signature an owner approved
+    /// (the approval decides; its counts were stored when it was held).
+    Transfer,
+    /// A call or typed data to sign (§18): the `calls` rules, the unlimited guard, and what it counts.
+    Call(CallCheck),
+    /// A redemption of an on-chain delegation (§21): what the caveats leave of the asset this period.
+    Redeem(Delegated),
+}
+
+impl Check {
+    /// A call's or a signature's check (none for what the rules of calls do not judge).
+    pub fn call(&self) -> Option<&CallCheck> {
+        match self {
+            Check::Call(check) => Some(check),
+            Check::Transfer | Check::Redeem(_) => None,
+        }
+    }
+
+    /// A redemption's delegation as read.
+    pub fn delegated(&self) -> Option<Delegated> {
+        match self {
+            Check::Redeem(delegated) => Some(*delegated),
+            Check::Transfer | Check::Call(_) => None,
+        }
+    }
+}
+
+/// What a redemption's reservation reads of its delegation (§21): what the chain's caveats leave of the asset this
+/// period, read at the latest block; the reservation holds the amount against it less this service's redemptions of
+/// the delegation the block has not included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delegated {
     pub delegation_id: Uuid,
@@ -185,7 +220,7 @@ impl TransferRequest {
     /// What it counts against the assets' limits, given the allowances the service counted for the agent on the
     /// chain (`ledger`, read under the agent's lock): nothing unless it is a call or typed data judged by the rules.
     pub fn call_count(&self, counted: &[Remaining]) -> CallCount {
-        match &self.call_check {
+        match self.check.call() {
             Some(check) => {
                 let (counts, ledger) = ledger::count(&check.fixed, &check.outs, &check.moves, counted);
                 CallCount { counts, ledger }
@@ -200,7 +235,7 @@ impl TransferRequest {
         asset_key: &'a str,
         counts: &'a [Counted],
     ) -> Result<Request<'a>, UnparsedTypedData> {
-        let call = match (&self.body, &self.call_check) {
+        let call = match (&self.body, self.check.call()) {
             (
                 Body::Transaction(OnChain {
                     action: Action::Transfer | Action::Redeem(_),
@@ -241,8 +276,8 @@ impl TransferRequest {
             to: self.to,
             value: self.value_wei,
             reserved: self.reserved_wei,
-            native_needed: self.native_funds.map(|f| f.needed),
-            node_nonce: self.node_nonce,
+            native_needed: self.reads.native.map(|f| f.needed),
+            node_nonce: self.reads.node_nonce,
             payment: self.body.x402().map(|x| PaymentSite {
                 host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
             }),

@@ -80,7 +80,7 @@ impl Approval {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Approval {
         // A transfer's threshold is of its own asset; a call's, of the asset of the count that was above it.
-        let held_above_asset = match (holds.above_count.and_then(|i| counts.get(i)), &r.call_check) {
+        let held_above_asset = match (holds.above_count.and_then(|i| counts.get(i)), r.check.call()) {
             (Some(count), Some(check)) => Some(LimitAsset {
                 key: count.asset_key.clone(),
                 decimals: check.decimals_of(&count.asset_key),

@@ -21,6 +21,7 @@ use crate::chain::Node;
 use crate::domain::asset::Asset;
 use crate::domain::audit::OwedEntry;
 use crate::domain::chain::ChainInfo;
+use crate::domain::outflow::{ChainReads, Check};
 use crate::domain::transaction::{Action, Body, OnChain};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{Clearance, Mandate, NativeFunds, SignedTx, TransferRequest};
@@ -177,7 +178,6 @@ impl Outflow<'_> {
             to: self.to,
             value_wei: quote.value.unwrap_or(self.value),
             reserved_wei: quote.reserved,
-            node_nonce,
             asset: self.purpose.symbol(self.chain),
             token: match &self.purpose {
                 Purpose::Native | Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) => None,
@@ -186,9 +186,12 @@ impl Outflow<'_> {
                 Purpose::Redeem(r) => r.token.as_ref().and_then(token_ref),
             },
             clearance: self.clearance,
-            token_balance: quote.token_balance,
-            mined_nonce: quote.mined_nonce,
-            native_funds: quote.funds,
+            reads: ChainReads {
+                node_nonce,
+                native: quote.funds,
+                token_balance: quote.token_balance,
+                mined_nonce: quote.mined_nonce,
+            },
             body: match &self.purpose {
                 Purpose::Payment(p) => Body::Authorization(p.record.clone()),
                 Purpose::TypedData(t) => Body::Signature(t.record.clone()),
@@ -196,23 +199,14 @@ impl Outflow<'_> {
                 Purpose::Redeem(r) => self.transaction(quote, Action::Redeem(r.via.clone())),
                 Purpose::Native | Purpose::Token(_) | Purpose::Sweep(_) => self.transaction(quote, Action::Transfer),
             },
-            call_check: match &self.purpose {
-                Purpose::Call(c) => c.check.clone(),
-                Purpose::TypedData(t) => t.check.clone(),
-                Purpose::Native | Purpose::Token(_) | Purpose::Payment(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
-                    None
-                }
+            // A call or signature an owner approved carries no check: the approval decides (§18).
+            check: match &self.purpose {
+                Purpose::Call(c) => c.check.clone().map_or(Check::Transfer, Check::Call),
+                Purpose::TypedData(t) => t.check.clone().map_or(Check::Transfer, Check::Call),
+                Purpose::Redeem(r) => Check::Redeem(r.delegated()),
+                Purpose::Native | Purpose::Token(_) | Purpose::Payment(_) | Purpose::Sweep(_) => Check::Transfer,
             },
             mandate: self.mandate.clone(),
-            delegated: match &self.purpose {
-                Purpose::Redeem(r) => Some(r.delegated()),
-                Purpose::Native
-                | Purpose::Token(_)
-                | Purpose::Payment(_)
-                | Purpose::Call(_)
-                | Purpose::TypedData(_)
-                | Purpose::Sweep(_) => None,
-            },
             // A sweep's entry says the amount it was quoted, in the units its own entry uses.
             owed: self.owed.clone().map(|owed| {
                 owed.with_amount(|| {

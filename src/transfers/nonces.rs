@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::{TransferError, store_error};
 use crate::chain::Node;
 use crate::domain::chain::ChainInfo;
+use crate::domain::outflow::{ChainReads, Check};
 use crate::domain::transaction::{Action, Body, OnChain, StoredTx};
 use crate::store::{Clearance, Mandate, TransferRequest, TransferStore};
 
@@ -77,22 +78,18 @@ pub(super) fn nonce_filler(
         to: tx.from,
         value_wei: U256::ZERO,
         reserved_wei,
-        node_nonce: None,
         asset: chain.native_symbol.to_string(),
         token: None,
         clearance: Clearance::Decided,
-        token_balance: None,
-        mined_nonce: None,
-        native_funds: None,
+        reads: ChainReads::default(),
         body: Body::Transaction(OnChain {
             at: (),
             gas_limit,
             max_fee_per_gas,
             action: Action::Transfer,
         }),
-        call_check: None,
+        check: Check::Transfer,
         mandate: Mandate::NONE,
-        delegated: None,
         owed: None,
     }
 }

@@ -36,7 +36,7 @@ pub(super) async fn decide_in(
 ) -> Result<Decided, TransferError> {
     let Gathered { mut facts, counted } = tx.facts(request).await.map_err(store_error)?;
     let count = request.call_count(&counted);
-    if let (Some(_), Gate::Policy { policy, .. }) = (&request.call_check, &facts.gate) {
+    if let (Some(_), Gate::Policy { policy, .. }) = (request.check.call(), &facts.gate) {
         facts.call_windows = tx
             .call_windows(request, &count.counts, policy)
             .await
@@ -147,7 +147,7 @@ fn over_limit(
     request: &TransferRequest,
     chain: &'static ChainInfo,
 ) -> TransferError {
-    let (asset, decimals) = match (counted_asset, &request.call_check) {
+    let (asset, decimals) = match (counted_asset, request.check.call()) {
         (Some(key), Some(check)) => {
             let name = match key.split_once(':') {
                 Some((_, symbol)) if !symbol.starts_with("0x") => symbol.to_string(),
@@ -217,7 +217,7 @@ pub(super) fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'stat
         },
         Refusal::InsufficientFunds { available } => TransferError::InsufficientFunds {
             chain,
-            needed: request.native_funds.map_or(U256::ZERO, |f| f.needed),
+            needed: request.reads.native.map_or(U256::ZERO, |f| f.needed),
             balance: Some(available),
         },
     }

@@ -148,7 +148,7 @@ impl Transfers {
                     } else {
                         request.id = Uuid::new_v4();
                     }
-                    request.node_nonce = Some(pending);
+                    request.reads.node_nonce = Some(pending);
                 }
                 Err(e) => {
                     return Err(self

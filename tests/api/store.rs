@@ -87,22 +87,18 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         to: Address::repeat_byte(0x33),
         value_wei: U256::from(value),
         reserved_wei: U256::from(value + 21_000),
-        node_nonce: None,
         asset: "ETH".into(),
         token: None,
         clearance: Clearance::Policy,
-        token_balance: None,
-        mined_nonce: None,
-        native_funds: None,
+        reads: agentd::domain::outflow::ChainReads::default(),
         body: Body::Transaction(OnChain {
             at: (),
             gas_limit: 21_000,
             max_fee_per_gas: 1,
             action: Action::Transfer,
         }),
-        call_check: None,
+        check: agentd::domain::outflow::Check::Transfer,
         mandate: agentd::store::Mandate::NONE,
-        delegated: None,
         owed: None,
     }
 }
@@ -1152,9 +1148,10 @@ async fn an_approved_transfer_the_node_refused_waits_again_holding_its_reservati
         clearance: Clearance::Approval {
             by: agentd::domain::audit::Actor::Owner,
         },
-        token_balance: None,
-        mined_nonce: None,
-        native_funds: None,
+        reads: agentd::domain::outflow::ChainReads {
+            node_nonce: request.reads.node_nonce,
+            ..Default::default()
+        },
         ..request.clone()
     };
     assert!(matches!(

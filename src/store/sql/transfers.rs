@@ -458,27 +458,28 @@ where
             stored_nonce,
             policy,
             held_by_transfers,
-        } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate, r.mined_nonce).await?;
-        let tokens = match (r.token_balance, r.token) {
+        } = SqlStore::<B>::agent_facts_in(tx, (r.agent_id, &r.chain), &r.mandate, r.reads.mined_nonce).await?;
+        let tokens = match (r.reads.token_balance, r.token) {
             (Some(balance), Some(token)) => Some(Funds {
                 balance,
-                held: SqlStore::<B>::held_of_token(tx, (r.agent_id, &r.chain), token.address, r.mined_nonce).await?,
+                held: SqlStore::<B>::held_of_token(tx, (r.agent_id, &r.chain), token.address, r.reads.mined_nonce)
+                    .await?,
             }),
             _ => None,
         };
-        let native = r.native_funds.map(|funds| Funds {
+        let native = r.reads.native.map(|funds| Funds {
             balance: funds.balance,
             held: held_by_transfers,
         });
-        let delegation = match r.delegated {
+        let delegation = match r.check.delegated() {
             Some(d) => Some(Funds {
                 balance: d.available,
-                held: SqlStore::<B>::held_by_redemptions(tx, d.delegation_id, r.mined_nonce).await?,
+                held: SqlStore::<B>::held_by_redemptions(tx, d.delegation_id, r.reads.mined_nonce).await?,
             }),
             None => None,
         };
         let gate = SqlStore::<B>::gate_in(tx, r, policy, now).await?;
-        let counted = match r.call_check {
+        let counted = match r.check.call() {
             Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
             None => Vec::new(),
         };
