@@ -82,7 +82,9 @@ async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveC
 /// (transfers mined, pending, signed and held for approval, and what calls and signatures counted, allowances
 /// included: the figure the next decision counts) and `left` (what a transfer may still take), decimal strings in
 /// whole units of the asset. Read as the reserving transaction reads them: a transfer of `left` fits the window,
-/// one unit more does not (other rules, the cap and the balance still apply).
+/// one unit more does not (other rules, the cap and the balance still apply). Beside them, `delegations`: each limit
+/// of an active on-chain delegation (§21) with what the chain leaves (`available`) and what a send through it may
+/// take now (`spendable`, the least of that and the asset's per-transfer limit and windows, `bound_by` naming which).
 #[utoipa::path(get, path = "/api/agents/{id}/budget", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = BudgetView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -95,7 +97,15 @@ async fn get_budget(State(state): State<AppState>, ActiveCaller(caller): ActiveC
         let counted = spent.get(c).copied().unwrap_or_default();
         (c.clone(), Window::of(caller.agent.spending_cap_wei, counted))
     });
-    Ok(Json(BudgetView::new(&policy, &windows, caps, state.chains.tokens())))
+    // Each active delegation's limits beside the windows (§21; read at the latest block, as GET …/delegations does).
+    let delegations = state.delegations.list(caller.agent.id).await?;
+    let tokens = state.chains.tokens();
+    Ok(Json(BudgetView::new(&policy, &windows, caps, tokens).with_delegations(
+        &delegations,
+        &policy,
+        &windows,
+        tokens,
+    )))
 }
 
 /// Replace the spending policy

@@ -143,7 +143,9 @@ export interface paths {
          *     (transfers mined, pending, signed and held for approval, and what calls and signatures counted, allowances
          *     included: the figure the next decision counts) and `left` (what a transfer may still take), decimal strings in
          *     whole units of the asset. Read as the reserving transaction reads them: a transfer of `left` fits the window,
-         *     one unit more does not (other rules, the cap and the balance still apply).
+         *     one unit more does not (other rules, the cap and the balance still apply). Beside them, `delegations`: each limit
+         *     of an active on-chain delegation (§21) with what the chain leaves (`available`) and what a send through it may
+         *     take now (`spendable`, the least of that and the asset's per-transfer limit and windows, `bound_by` naming which).
          */
         get: operations["get_budget"];
         put?: never;
@@ -1302,6 +1304,11 @@ export interface components {
             caps: {
                 [key: string]: components["schemas"]["WindowView"];
             };
+            /**
+             * @description (Added beside the contract's fields.) One entry per limit of each active on-chain delegation (§21), beside the
+             *     policy's windows, so that no client adds them up itself.
+             */
+            delegations: components["schemas"]["DelegationBudgetView"][];
         };
         /**
          * @description A contract call as sent (§18): the contract, the selector of the calldata, and the function and arguments it was
@@ -1491,6 +1498,33 @@ export interface components {
              */
             agent_id?: string | null;
             description?: string | null;
+        };
+        /**
+         * @description One limit of an active delegation (§21) and what a send through it may take now. Amounts in the units of
+         *     `GET …/delegations`' `available` (whole units of a registry asset, base units otherwise).
+         */
+        DelegationBudgetView: {
+            /** Format: uuid */
+            delegation_id: string;
+            chain: string;
+            /** @description EIP-55 address of the owner's account the money leaves. */
+            delegator: string;
+            /** @description As the delegation's limit names it (`base:USDC`), the policy's key for that asset. */
+            asset: string;
+            /** @description The limit per period (or in all). */
+            amount: string;
+            /** Format: int64 */
+            period_seconds?: number | null;
+            /** @description What the delegation leaves now, as `GET …/delegations` shows it; `null` when the node did not answer. */
+            available?: string | null;
+            /**
+             * @description What a delegated send of the asset may take now: the smallest of `available`, the asset's `per_transfer` and
+             *     what its `per_day` and `per_week` windows have left (they count delegated amounts with the agent's own, §21).
+             *     `null` with `available`. The gas is the agent's, counted against the spending cap.
+             */
+            spendable?: string | null;
+            /** @description Which figure sets `spendable`: `delegation`, `per_transfer`, `per_day` or `per_week`. */
+            bound_by?: string | null;
         };
         /** @description The on-chain delegation a transfer redeemed (§21). */
         DelegationUseView: {
@@ -3386,6 +3420,19 @@ export interface operations {
                      *           "limit": "0.5"
                      *         }
                      *       },
+                     *       "delegations": [
+                     *         {
+                     *           "amount": "10",
+                     *           "asset": "base:USDC",
+                     *           "available": "6",
+                     *           "bound_by": "delegation",
+                     *           "chain": "base",
+                     *           "delegation_id": "3e8a1f5c-7b2d-4c9e-a6f1-0d4b2c8e5a73",
+                     *           "delegator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *           "period_seconds": 86400,
+                     *           "spendable": "6"
+                     *         }
+                     *       ],
                      *       "limits": {
                      *         "base:USDC": {
                      *           "per_day": {

@@ -4,7 +4,7 @@
 // (root authority, the caveats the owner picks, from the enforcers `GET /api/chains` names), the wallet signs it
 // (`eth_signTypedData_v4`, EIP-712 under the chain's DelegationManager), the console posts it, then shows the call
 // that revokes it on chain (`disableDelegation`, the delegator's own act) and offers to send it with the wallet.
-import { call, type AgentDetail, type ChainInfo } from './api';
+import { api, call, type AgentDetail, type Budget, type ChainInfo } from './api';
 import type { components } from './api-types';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, copyButton, field, h, shortHex, uid } from './dom';
@@ -191,8 +191,50 @@ const STATUS_WORDS: Record<string, string> = {
   removed: 'Removed from agentd',
 };
 
+/** What `GET …/budget` says a send through one delegation may take now (§21), beside the policy's windows. */
+export type DelegationBudget = NonNullable<Budget['delegations']>[number];
+
+/** The budget's entry of a delegation's limit on `asset`, if the service stated one. */
+export function budgetOf(budget: Budget | null | undefined, delegationId: string, asset: string): DelegationBudget | null {
+  return budget?.delegations?.find((d) => d.delegation_id === delegationId && d.asset.toLowerCase() === asset.toLowerCase()) ?? null;
+}
+
+const RULE_WORDS: Record<string, string> = { per_day: 'daily limit', per_week: 'weekly limit', per_transfer: 'per-transfer limit' };
+
+/** A delegation's one "can spend now" figure, in short (for a choice): "0.5 USDC can be spent now (daily limit)". */
+export function spendableShort(entry: DelegationBudget, symbol: string): string | null {
+  if (entry.spendable == null) return null;
+  const why = entry.bound_by && entry.bound_by !== 'delegation' ? RULE_WORDS[entry.bound_by] ?? entry.bound_by : 'what the delegation leaves';
+  return `${roundAmount(entry.spendable)} ${symbol} can be spent now (${why})`;
+}
+
+/**
+ * Why a delegation's "can spend now" is what it is: the agent's own limit that is smaller (its figures from the
+ * budget's windows), or the delegation itself. "the agent's own daily limit of 4 USDC has 0.5 left (the delegation
+ * leaves 1)".
+ */
+export function spendableReason(entry: DelegationBudget, budget: Budget | null | undefined, symbol: string): string {
+  const available = entry.available == null ? '' : ` (the delegation leaves ${roundAmount(entry.available)})`;
+  const key = Object.keys(budget?.limits ?? {}).find((k) => k.toLowerCase() === entry.asset.toLowerCase());
+  const windows = key ? budget?.limits?.[key] : undefined;
+  switch (entry.bound_by) {
+    case 'per_day':
+    case 'per_week': {
+      const w = windows?.[entry.bound_by];
+      const name = entry.bound_by === 'per_day' ? 'daily' : 'weekly';
+      return w
+        ? `the agent\u2019s own ${name} limit of ${roundAmount(w.limit)} ${symbol} has ${roundAmount(w.left)} left, delegated sends counted${available}`
+        : `the agent\u2019s own ${name} limit${available}`;
+    }
+    case 'per_transfer':
+      return `the agent\u2019s own per-transfer limit${available}`;
+    default:
+      return 'what the delegation leaves this period; the agent\u2019s own limits leave more';
+  }
+}
+
 /** One limit in words: "5 USDC a day — left this day: 3.5 of 5 USDC". */
-function limitEl(limit: Limit, active: boolean): HTMLElement {
+function limitEl(limit: Limit, active: boolean, spend: DelegationBudget | null = null, budget: Budget | null = null): HTMLElement {
   const unit = symbolOf(limit);
   const amount = `${roundAmount(limit.amount)} ${unit}`;
   const period = limit.period_seconds ? periodWords(limit.period_seconds) : null;
@@ -216,6 +258,15 @@ function limitEl(limit: Limit, active: boolean): HTMLElement {
     ' \u2014 ',
     h('span', { class: full ? '' : 'emphasis', 'data-testid': 'delegation-available' }, left),
     limit.start && period ? h('span', { class: 'muted small' }, ` (periods counted from ${localTime(limit.start)})`) : null,
+    // One figure for what a send through it may take now, and why (the agent's own limits count delegated sends).
+    active && spend?.spendable != null
+      ? h(
+          'div',
+          { class: 'small', 'data-testid': 'delegation-spendable', 'data-spendable': spend.spendable, 'data-bound-by': spend.bound_by ?? '' },
+          h('strong', {}, `Can spend now: ${roundAmount(spend.spendable)} ${unit}`),
+          ` \u2014 ${spendableReason(spend, budget, unit)}.`,
+        )
+      : null,
   );
 }
 
@@ -372,7 +423,7 @@ export function delegationsPanel(agent: AgentDetail, token: string | null, chain
         h('code', { class: 'mono wrap', title: d.delegate }, d.delegate),
         ` spend from it${chain ? ` on ${d.chain}` : ''}, within these limits the chain enforces:`,
       ),
-      h('ul', { class: 'limits' }, d.limits.map((l) => limitEl(l, d.status === 'active'))),
+      h('ul', { class: 'limits' }, d.limits.map((l) => limitEl(l, d.status === 'active', budgetOf(budget, d.id, l.asset), budget))),
       d.targets ? h('p', { class: 'small' }, 'Only to these contracts or addresses: ', d.targets.flatMap((t, i) => [i ? ', ' : '', h('code', { class: 'mono wrap' }, t)])) : null,
       span.length ? h('p', { class: 'small' }, `${span.join(', ')}.`) : null,
       d.revoked_at ? h('p', { class: 'small' }, `Revoked on chain; agentd noticed it ${new Date(d.revoked_at).toLocaleString()}.`) : null,
@@ -383,10 +434,13 @@ export function delegationsPanel(agent: AgentDetail, token: string | null, chain
     );
   }
 
+  // What the service says each delegation lets a send take now (`GET …/budget`), read with the list.
+  let budget: Budget | null = null;
   async function load(): Promise<void> {
     error.clear();
     try {
-      const all = await listDelegations(agent.id, token);
+      const [all, stated] = await Promise.all([listDelegations(agent.id, token), api.budget(agent.id, token).catch(() => null)]);
+      budget = stated;
       clear(list);
       list.append(...all.map(card));
       empty.hidden = all.length > 0;

@@ -3,12 +3,12 @@
 // for that asset); then a confirm that sends `POST …/transfers` with an `Idempotency-Key` made for that review, so
 // a double click or a retry never sends twice. The answer is shown as it comes: sent (pending, then followed to its
 // confirmation), held for the owner's approval, or refused with the service's message, code and rule.
-import { api, ApiError, type AgentDetail, type ChainInfo, type Policy, type Transfer } from './api';
+import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type Policy, type Transfer } from './api';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, field, h, uid } from './dom';
 import { errorRefusal, loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
-import { listDelegations, periodWords, type Delegation } from './delegations';
+import { budgetOf, listDelegations, periodWords, spendableReason, spendableShort, type Delegation } from './delegations';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
@@ -70,6 +70,8 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   const sourceField = field('Pay from', source, 'A delegation spends from the owner\u2019s account, within the limits it sets on chain.');
   sourceField.hidden = true;
   let delegations: Delegation[] = [];
+  // What the service says each delegation lets a send take now (`GET …/budget`), read with the delegations.
+  let budget: Budget | null = null;
   const limitOf = (d: Delegation) => d.limits.find((l) => l.asset === `${chain.value}:${asset.value}`);
   function fillSources(): void {
     clear(source);
@@ -77,7 +79,9 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     for (const d of delegations) {
       const limit = d.status === 'active' && d.chain === chain.value ? limitOf(d) : undefined;
       if (!limit) continue;
-      const left = limit.available == null ? '' : `, ${roundAmount(limit.available)} ${asset.value} left`;
+      const entry = budgetOf(budget, d.id, limit.asset);
+      const now = entry ? spendableShort(entry, asset.value) : null;
+      const left = now ? `: ${now}` : limit.available == null ? '' : `, ${roundAmount(limit.available)} ${asset.value} left`;
       source.append(h('option', { value: d.id }, `The owner\u2019s account ${d.delegator.slice(0, 8)}\u2026 (delegation${left})`));
     }
     sourceField.hidden = source.options.length < 2;
@@ -88,11 +92,12 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   let reads = 0;
   function readDelegations(): void {
     const read = ++reads;
-    void listDelegations(agent.id, token)
-      .then((all) => {
+    void Promise.all([listDelegations(agent.id, token), api.budget(agent.id, token).catch(() => null)])
+      .then(([all, stated]) => {
         if (read !== reads) return;
         const chosen = source.value;
         delegations = all;
+        budget = stated;
         fillSources();
         if ([...source.options].some((o) => o.value === chosen)) source.value = chosen;
       })
@@ -210,6 +215,15 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
             : `${roundAmount(delegated.available)} of ${roundAmount(delegated.limit)} ${draft.asset} left ${delegated.per}`,
         ),
       );
+      // One figure for what can be spent through it now, and why: the service's, beside the policy's windows.
+      const stated = known.status === 'fulfilled' ? known.value.budget : budget;
+      const entry = budgetOf(stated, delegated.id, `${c}:${draft.asset}`);
+      if (entry?.spendable != null) {
+        fact(
+          'Can spend now',
+          h('span', { 'data-testid': 'review-spendable' }, `${roundAmount(entry.spendable)} ${draft.asset}: ${spendableReason(entry, stated, draft.asset)}`),
+        );
+      }
       if (delegated.available != null && compareDecimal(draft.amount, delegated.available) === 1) {
         notes.push(h('li', { class: 'bad' }, `More than the delegation leaves (${delegated.available} ${draft.asset}): the service will refuse (delegation_limit).`));
       }

@@ -448,4 +448,59 @@ describe('web console delegations', { timeout: 300000 }, () => {
     await shot('delegations-13-chat-through-the-delegation');
     assert.deepEqual(pageErrors, []);
   });
+
+  it('shows one "can spend now" per delegation with its reason, as GET …/budget states it beside the windows', async () => {
+    // The agent's own daily USDC limit: 4, of which the delegated sends of the day counted 3.5 (1.5 + 1 through the
+    // first delegation, 1 through the second): 0.5 left, below the 1 USDC the second delegation leaves.
+    const policy = await callApi(stack.baseUrl, 'PUT', `/api/agents/${agentId}/policy`, { limits: { 'base:USDC': { per_day: '4' } } }, { authorization: `Bearer ${ADMIN}` });
+    assert.equal(policy.status, 200, JSON.stringify(policy.body));
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    const budget = listed.body.find((d) => d.status === 'active' && d.limits[0].asset === 'base:USDC');
+    const stated = await api('GET', `/api/agents/${agentId}/budget`);
+    assert.equal(stated.status, 200, JSON.stringify(stated.body));
+    assert.equal(stated.body.limits['base:USDC'].per_day.left, '0.5', JSON.stringify(stated.body));
+    const entry = stated.body.delegations.find((d) => d.delegation_id === budget.id);
+    assert.deepEqual(
+      [entry.asset, entry.available, entry.spendable, entry.bound_by, entry.delegator],
+      ['base:USDC', '1', '0.5', 'per_day', owner.address],
+      JSON.stringify(stated.body.delegations),
+    );
+
+    // The Delegations tab: what the delegation leaves, and what can be spent now, with the reason.
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+    await page.reload();
+    const card = page.locator(`[data-testid="delegation"][data-delegation-id="${budget.id}"]`);
+    const spend = card.getByTestId('delegation-spendable');
+    await spend.waitFor();
+    assert.equal(await spend.getAttribute('data-bound-by'), 'per_day');
+    assert.equal(await spend.getAttribute('data-spendable'), '0.5');
+    const words = await spend.textContent();
+    assert.match(words, /Can spend now: 0\.5 USDC/);
+    assert.match(words, /the agent.s own daily limit of 4 USDC has 0\.5 left/);
+
+    // The send form: the same figure for that source, in the choice and in the review.
+    await page.getByRole('tab', { name: 'Wallet' }).click();
+    const send = page.getByTestId('send-card');
+    await send.getByLabel('Asset').selectOption('USDC');
+    await send.getByLabel('Recipient').click();
+    const option = send.locator(`[data-testid="send-source"] option[value="${budget.id}"]`);
+    await until('the send form offers the delegation', async () => (await option.count()) === 1);
+    assert.match(await option.textContent(), /0\.5 USDC can be spent now \(daily limit\)/);
+    await send.getByLabel('Pay from').selectOption(budget.id);
+    await send.getByLabel('Recipient').fill(RECIPIENT);
+    await send.getByLabel('Amount', { exact: true }).fill('0.4');
+    await send.getByRole('button', { name: 'Review' }).click();
+    const review = send.getByTestId('send-review');
+    const can = review.getByTestId('review-spendable');
+    await can.waitFor();
+    assert.match(await can.textContent(), /^0\.5 USDC: the agent.s own daily limit of 4 USDC has 0\.5 left, delegated sends counted \(the delegation leaves 1\)/);
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: 844 });
+      await page.waitForTimeout(150);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `the send review at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`delegations-14-can-spend-now-${width}px`);
+    }
+    assert.deepEqual(pageErrors, []);
+  });
 });

@@ -325,6 +325,17 @@ pub fn component(name: &str) -> Option<Value> {
                 "per_week": {"limit": "1000", "counted": "420", "left": "580"},
             }},
             "caps": {"base": {"limit": "0.5", "counted": "0.0021", "left": "0.4979"}},
+            "delegations": [{
+                "delegation_id": DELEGATION_ID,
+                "chain": "base",
+                "delegator": OWNER,
+                "asset": "base:USDC",
+                "amount": "10",
+                "period_seconds": 86400,
+                "available": "6",
+                "spendable": "6",
+                "bound_by": "delegation",
+            }],
         }),
         "TransactionView" => json!({
             "id": TRANSFER_ID,

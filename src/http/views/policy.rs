@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use alloy::primitives::U256;
 use serde::Serialize;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use crate::domain::amount::format_units;
 use crate::domain::asset;
@@ -109,6 +111,57 @@ pub struct BudgetView {
     pub limits: BTreeMap<String, AssetBudgetView>,
     /// Keyed by chain: the spending cap (§8) there, what counts against it and what is left, in native units.
     pub caps: BTreeMap<String, WindowView>,
+    /// (Added beside the contract's fields.) One entry per limit of each active on-chain delegation (§21), beside the
+    /// policy's windows, so that no client adds them up itself.
+    pub delegations: Vec<DelegationBudgetView>,
+}
+
+/// One limit of an active delegation (§21) and what a send through it may take now. Amounts in the units of
+/// `GET …/delegations`' `available` (whole units of a registry asset, base units otherwise).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DelegationBudgetView {
+    pub delegation_id: Uuid,
+    pub chain: String,
+    /// EIP-55 address of the owner's account the money leaves.
+    pub delegator: String,
+    /// As the delegation's limit names it (`base:USDC`), the policy's key for that asset.
+    pub asset: String,
+    /// The limit per period (or in all).
+    pub amount: String,
+    pub period_seconds: Option<u64>,
+    /// What the delegation leaves now, as `GET …/delegations` shows it; `null` when the node did not answer.
+    pub available: Option<String>,
+    /// What a delegated send of the asset may take now: the smallest of `available`, the asset's `per_transfer` and
+    /// what its `per_day` and `per_week` windows have left (they count delegated amounts with the agent's own, §21).
+    /// `null` with `available`. The gas is the agent's, counted against the spending cap.
+    pub spendable: Option<String>,
+    /// Which figure sets `spendable`: `delegation`, `per_transfer`, `per_day` or `per_week`.
+    pub bound_by: Option<&'static str>,
+}
+
+/// What a send through a delegation may take now, and which limit sets it: the delegation's `available`, unless the
+/// asset's `per_transfer` or a window's `left` is smaller (ties go to the delegation).
+pub fn spendable(
+    available: U256,
+    limits: Option<&AssetLimits>,
+    windows: Option<decision::Windows>,
+) -> (U256, &'static str) {
+    let mut least = (available, "delegation");
+    let Some(limits) = limits else { return least };
+    let budget = windows.map(|w| decision::budget(limits, w));
+    let candidates = [
+        (limits.per_transfer, "per_transfer"),
+        (budget.as_ref().and_then(|b| b.per_day).map(|w| w.left), "per_day"),
+        (budget.as_ref().and_then(|b| b.per_week).map(|w| w.left), "per_week"),
+    ];
+    for (figure, rule) in candidates {
+        if let Some(figure) = figure
+            && figure < least.0
+        {
+            least = (figure, rule);
+        }
+    }
+    least
 }
 
 impl WindowView {
@@ -148,6 +201,84 @@ impl BudgetView {
         BudgetView {
             limits,
             caps: caps.into_iter().map(|(c, w)| (c, WindowView::new(w, 18))).collect(),
+            delegations: Vec::new(),
         }
+    }
+
+    /// With each limit of the active delegations in `described`, beside the windows of `policy`.
+    pub fn with_delegations(
+        mut self,
+        described: &[crate::delegations::Described],
+        policy: &Policy,
+        windows: &BTreeMap<String, decision::Windows>,
+        assets: &asset::Registry,
+    ) -> Self {
+        for d in described
+            .iter()
+            .filter(|d| d.status == crate::domain::delegation::Status::Active)
+        {
+            let view = crate::delegations::view::DelegationView::new(d, assets);
+            for ((_, left), limit) in d.limits.iter().zip(view.limits) {
+                let decimals = assets.limit_key(&limit.asset).map_or(0, |(_, decimals)| decimals);
+                let key = policy.limits.keys().find(|k| k.eq_ignore_ascii_case(&limit.asset));
+                let can = left.as_ref().map(|left| {
+                    spendable(
+                        left.shown,
+                        key.and_then(|k| policy.limits.get(k)),
+                        key.and_then(|k| windows.get(k)).copied(),
+                    )
+                });
+                self.delegations.push(DelegationBudgetView {
+                    delegation_id: d.record.id,
+                    chain: d.record.chain.clone(),
+                    delegator: d.record.delegator.to_checksum(None),
+                    asset: limit.asset,
+                    amount: limit.amount,
+                    period_seconds: limit.period_seconds,
+                    available: limit.available,
+                    spendable: can.map(|(figure, _)| format_units(figure, decimals)),
+                    bound_by: can.map(|(_, rule)| rule),
+                });
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(per_transfer: Option<u64>, per_day: Option<u64>) -> AssetLimits {
+        AssetLimits {
+            per_transfer: per_transfer.map(U256::from),
+            per_day: per_day.map(U256::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_delegated_send_may_take_the_least_of_the_delegation_and_the_policy() {
+        let six = U256::from(6);
+        assert_eq!(spendable(six, None, None), (six, "delegation"));
+        // The agent's own day counted 9 of 10: 1 left, below the 6 the delegation leaves.
+        let windows = decision::Windows {
+            day: U256::from(9),
+            ..Default::default()
+        };
+        assert_eq!(
+            spendable(six, Some(&limits(None, Some(10))), Some(windows)),
+            (U256::from(1), "per_day")
+        );
+        assert_eq!(
+            spendable(
+                six,
+                Some(&limits(Some(2), Some(10))),
+                Some(decision::Windows::default())
+            ),
+            (U256::from(2), "per_transfer")
+        );
+        // A tie goes to the delegation.
+        assert_eq!(spendable(six, Some(&limits(Some(6), None)), None), (six, "delegation"));
     }
 }
