@@ -5,7 +5,8 @@
 // confirmation), held for the owner's approval, or refused with the service's message, code and rule.
 import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type Policy, type Transfer } from './api';
 import { compareDecimal, roundAmount } from './amount';
-import { clear, field, h, uid } from './dom';
+import { clear, copyButton, field, h, uid } from './dom';
+import { qrSvg } from './qr';
 import { errorRefusal, loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 import { budgetOf, listDelegations, periodWords, spendableReason, spendableShort, type Delegation } from './delegations';
@@ -251,6 +252,13 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       } else fact('Balance', h('span', { class: 'muted' }, 'unavailable for this asset right now'));
     } else fact('Balance', h('span', { class: 'muted' }, `unavailable (${errorText(balances.reason)})`));
 
+    // The network fee is paid in the native coin by this agent's wallet, whatever is sent and from whose account: a
+    // wallet that holds none of it cannot send anything, and is said so before, with where to fund it.
+    if (balances.status === 'fulfilled') {
+      const entry = balances.value.balances[c];
+      if (entry && !('error' in entry) && /^0+$/.test(entry.wei)) notes.push(noGas(draft, from, !!delegated));
+    }
+
     // The spending cap: per chain, native units; value and fees count.
     // What the cap counted and has left, as the service states it (`GET …/budget`).
     const stated = known.status === 'fulfilled' ? (known.value.budget?.caps?.[c] ?? null) : null;
@@ -349,6 +357,25 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       sendError.el,
     );
     (refuses ? back : confirm).focus();
+  }
+
+  /** The review's note on a wallet with no native coin: the fee cannot be paid; its address and a QR code to fund it. */
+  function noGas(draft: Draft, address: string, delegated: boolean): HTMLElement {
+    const sym = draft.chain.native_symbol;
+    const uri = `ethereum:${address}@${draft.chain.chain_id}`;
+    return h(
+      'li',
+      { class: 'bad no-gas', 'data-testid': 'review-no-gas' },
+      `This agent\u2019s wallet holds no ${sym} on ${draft.chain.name}, and it pays the network fee of every send`,
+      delegated ? ', a delegated one included (the owner\u2019s account pays only the amount)' : '',
+      `: the service will refuse it (insufficient_funds). Send a little ${sym} to the wallet first:`,
+      h(
+        'div',
+        { class: 'fund-gas' },
+        h('div', { class: 'row' }, h('code', { class: 'mono wrap' }, address), copyButton(address, 'Copy the wallet address')),
+        qrSvg(uri, `QR code for ${uri}`),
+      ),
+    );
   }
 
   function showRefusal(e: unknown, draft: Draft): void {

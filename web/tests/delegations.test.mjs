@@ -503,4 +503,47 @@ describe('web console delegations', { timeout: 300000 }, () => {
     }
     assert.deepEqual(pageErrors, []);
   });
+
+  it('warns before a send when the agent holds no ETH for the gas, with its address and a QR code to fund it', async () => {
+    // The agent's wallet pays the gas of every send, a delegated one too: with 0 ETH, a delegated USDC send is refused.
+    await stack.rpc('anvil_setBalance', [wallet, '0x0']);
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    const budget = listed.body.find((d) => d.status === 'active' && d.limits[0].asset === 'base:USDC');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/wallet`);
+    await page.reload();
+    const send = page.getByTestId('send-card');
+    await send.getByLabel('Asset').selectOption('USDC');
+    await send.getByLabel('Recipient').click();
+    const option = send.locator(`[data-testid="send-source"] option[value="${budget.id}"]`);
+    await until('the send form offers the delegation', async () => (await option.count()) === 1);
+    await send.getByLabel('Pay from').selectOption(budget.id);
+    await send.getByLabel('Recipient').fill(RECIPIENT);
+    await send.getByLabel('Amount', { exact: true }).fill('0.1');
+    await send.getByRole('button', { name: 'Review' }).click();
+    const review = send.getByTestId('send-review');
+    const warning = review.getByTestId('review-no-gas');
+    await warning.waitFor();
+    const words = await warning.textContent();
+    assert.match(words, /holds no ETH on base/);
+    assert.match(words, /pays the network fee/);
+    assert.ok(words.includes(wallet), `the address to fund: ${words}`);
+    await warning.getByRole('img', { name: new RegExp(`QR code for ethereum:${wallet}@8453`) }).waitFor();
+    // The review expects the refusal: not offered as "Confirm and send".
+    await review.getByRole('button', { name: 'Send anyway (the review expects a refusal)' }).waitFor();
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: 844 });
+      await page.waitForTimeout(150);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `the review warning at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`delegations-15-no-gas-${width}px`);
+    }
+    // Funded again: no warning.
+    await stack.rpc('anvil_setBalance', [wallet, '0xde0b6b3a7640000']);
+    await review.getByRole('button', { name: 'Back to edit' }).click();
+    await send.getByRole('button', { name: 'Review' }).click();
+    await review.getByTestId('review-spendable').waitFor();
+    assert.equal(await review.getByTestId('review-no-gas').count(), 0);
+    assert.deepEqual(pageErrors, []);
+  });
 });
