@@ -14,7 +14,7 @@
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
 #
 # Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
-# (tests/api/guide.rs reads them, runs the guide, then stops the demo with SIGTERM).
+# (tests/api/service/guide.rs reads them, runs the guide, then stops the demo with SIGTERM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

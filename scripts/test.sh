@@ -44,7 +44,8 @@ HSM_MODULE="$(ls /usr/lib/*/softhsm/libsofthsm2.so /usr/lib/softhsm/libsofthsm2.
 SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" softhsm2-util --init-token --free --label agentd-money --pin 1234 --so-pin 12345678 >/dev/null
 SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODULE="$HSM_MODULE" \
   TEST_PKCS11_TOKEN=agentd-money TEST_PKCS11_PIN=1234 env -u TEST_POSTGRES_URL cargo test --test api -- \
-  transfers:: transfers_api:: tokens:: x402_pay:: stuck_transfers:: nonce_gaps:: transfer_concurrency:: calls:: typed_data:: hostile:: \
+  money::transfers:: money::transfers_api:: money::tokens:: money::stuck_transfers:: money::nonce_gaps:: \
+  money::transfer_concurrency:: x402::pay:: calls::contract:: calls::typed_data:: calls::hostile:: \
   delegations:: --test-threads="$SQLITE_TEST_THREADS"
 rm -rf "$HSM_DIR"
 

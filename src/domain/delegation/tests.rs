@@ -1,5 +1,5 @@
 //! The pure parts of delegations: parsing, terms per enforcer, boundedness, limits, hashes and the redemption's
-//! packing. The hashes and terms are also checked against the deployed framework in `tests/api/delegations.rs`.
+//! packing. The hashes and terms are also checked against the deployed framework in `tests/api/delegations/framework.rs`.
 
 use alloy::primitives::{Address, B256, Bytes, U256, address};
 use alloy::sol_types::SolStruct;

@@ -9,7 +9,7 @@ use super::*;
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, fresh_address, funded_agent, wallet, wei};
 use crate::helpers::{CreatedAgent, TestApp};
-use crate::policy::{ADMIN, admin_app, set_policy};
+use crate::money::policy::{ADMIN, admin_app, set_policy};
 
 /// A guarded agent (the app has an admin token) whose transfers above 0.005 ETH wait for approval.
 async fn approving_agent(app: &TestApp, anvil: &Anvil) -> CreatedAgent {

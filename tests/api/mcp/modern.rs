@@ -16,7 +16,7 @@ use super::*;
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, fresh_address, funded_agent, transfer_app, wallet, wei};
 use crate::helpers::{CreatedAgent, TestApp, TestResponse};
-use crate::policy::{ADMIN, admin_app, call as api_call, set_policy};
+use crate::money::policy::{ADMIN, admin_app, call as api_call, set_policy};
 
 pub(super) const MODERN: &str = "2026-07-28";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
