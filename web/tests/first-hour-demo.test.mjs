@@ -234,10 +234,13 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     // The call composer offers the demo's router from the start (the demo names it in CONTRACTS_BASE), beside the
     // registry's tokens, though the agent never called it and no policy names it.
     const composer = page.getByTestId('call-composer');
-    const router = composer.locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
+    // (The contract choice's options; the argument fields offer the same contracts by name.)
+    const router = composer
+      .getByTestId('call-contract-pick')
+      .locator('optgroup[label="Contracts of this deployment on base"] option', { hasText: 'Uniswap V2 router' });
     await router.waitFor({ state: 'attached' });
     assert.equal((await router.getAttribute('value')).toLowerCase(), v('ROUTER').toLowerCase());
-    await composer.locator('optgroup[label="Tokens on base"] option', { hasText: 'WETH' }).first().waitFor({ state: 'attached' });
+    await composer.getByTestId('call-contract-pick').locator('optgroup[label="Tokens on base"] option', { hasText: 'WETH' }).first().waitFor({ state: 'attached' });
     await shot('03-wallet-eth-usdc-local-node');
 
     // The demo's own transfer, in History: its hash marked "local node", with no explorer link.
