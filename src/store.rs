@@ -12,6 +12,7 @@ mod locks;
 mod model;
 mod postgres;
 mod shared;
+mod speedups;
 mod sql;
 mod sqlite;
 pub mod webhooks;

@@ -1,12 +1,9 @@
 //! The offline engine: a deterministic "model" that maps plain requests to tool calls and phrases the results.
 
 mod answer;
-mod delegated;
 mod intent;
-mod payment;
 mod reply;
 mod scan;
-mod transfer;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -44,7 +41,7 @@ impl BuiltinProvider {
                 other => (reply::reply(&other, &request.context), Vec::new()),
             },
             // After a delegated send's lookup, the send through the delegation it found (or why there is none).
-            Some(LlmMessage::Tool { .. }) => delegated::follow_up(&request.messages, |asked| {
+            Some(LlmMessage::Tool { .. }) => intent::follow_up(&request.messages, |asked| {
                 intent::delegated_send(asked, &request.context, &offered)
             })
             .unwrap_or_else(|| (answer_from_results(&request.messages, &request.context), Vec::new())),

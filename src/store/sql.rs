@@ -104,7 +104,7 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
 }
 
 /// A write transaction (`Backend::begin_write`): the connection through `Deref`, `commit` to end it. On SQLite it
-/// also holds this process's writer turn until it ends (see `store::sqlite::Speedups`).
+/// also holds this process's writer turn until it ends (see `store::speedups::Speedups`).
 pub struct WriteTx<B: Database> {
     // Declared first, so dropped first: the rollback is queued before the turn passes on.
     tx: Transaction<'static, B>,
@@ -165,7 +165,7 @@ pub struct SqlStore<B: Database> {
     pub(in crate::store) outbox: Arc<OutboxBell>,
     /// SQLite's speed machinery (read connections, the view cache, the writer turn: `store::sqlite`); `None` on
     /// PostgreSQL, which reads and writes through the pool.
-    pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::sqlite::Speedups<B::Connection>>>,
+    pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::speedups::Speedups<B::Connection>>>,
     /// The audit chain's key, once `use_audit_key` set it (at start, from the sealed copy in the database).
     pub(in crate::store) audit_key: std::sync::Arc<std::sync::OnceLock<crate::domain::audit::AuditKey>>,
     /// What every time the store writes is read on (the system's clock outside tests).

@@ -10,30 +10,13 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteOperation, Sql
 use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
+use super::speedups::{ReadConns, Speedups, ViewCache};
 use super::sql::{Backend, SqlStore, WriteTx};
 use super::webhooks::OutboxBell;
 use super::{EventFeed, SendGuard, StoreError, StoreResult};
 
-pub(in crate::store) mod reads;
-pub(in crate::store) mod views;
-
-use reads::ReadConns;
-use views::ViewCache;
-
 /// Read-only connections for the authenticated hot path (`reads`), besides the pool's.
 const READ_CONNECTIONS: usize = 4;
-
-/// SQLite's speed machinery, in one place: what the generic store (`sql`) uses when it is there and does without on
-/// PostgreSQL. Each piece goes through SQLite's documented interface only.
-pub(in crate::store) struct Speedups<C> {
-    /// Connections for single reads without the pool's pings.
-    pub reads: ReadConns<C>,
-    /// Agent views kept while `PRAGMA data_version` says the database has not changed.
-    pub views: ViewCache,
-    /// The writer turn of this process: its write transactions queue here, in order, rather than at SQLite's busy
-    /// handler, which polls the lock with sleeps of 1, 2, 5, ... up to 100 ms while it is taken.
-    pub writer: std::sync::Arc<tokio::sync::Mutex<()>>,
-}
 
 /// SQLite-backed store.
 pub type SqliteStore = SqlStore<Sqlite>;

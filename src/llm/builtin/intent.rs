@@ -2,10 +2,15 @@
 
 use serde_json::{Map, Value, json};
 
+mod delegated;
+mod payment;
+mod transfer;
+
 use super::scan::Scan;
-use super::transfer::{Declined, PAST_VERBS, SEND_VERBS};
 use crate::domain::chain as registry;
 use crate::llm::TurnContext;
+pub(super) use delegated::follow_up;
+use transfer::{Declined, PAST_VERBS, SEND_VERBS};
 
 /// One tool call the builtin engine wants to make.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,11 +90,11 @@ const ALL: &[&str] = &[
 /// Reads `text` against the agent's facts; only tools named in `offered_tools` are ever planned.
 pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Intent {
     // Delegation ids are taken out first: their digits are no amount.
-    let (text, named) = super::delegated::take_ids(text);
+    let (text, named) = delegated::take_ids(text);
     let text = text.as_str();
-    let urls = super::payment::urls(text);
+    let urls = payment::urls(text);
     if !urls.is_empty() {
-        let scan = Scan::new(&super::payment::without_urls(text));
+        let scan = Scan::new(&payment::without_urls(text));
         let planner = Planner {
             scan: &scan,
             context,
@@ -113,7 +118,7 @@ pub fn parse_intent(text: &str, context: &TurnContext, offered_tools: &[&str]) -
 /// The send a message asks for "using the delegation" without naming one (its plan is the lookup of the
 /// delegations), without its delegation: what the engine sends once it has read them (`delegated::follow_up`).
 pub(super) fn delegated_send(text: &str, context: &TurnContext, offered_tools: &[&str]) -> Option<PlannedCall> {
-    let (text, named) = super::delegated::take_ids(text);
+    let (text, named) = delegated::take_ids(text);
     let scan = Scan::new(&text);
     let planner = Planner {
         scan: &scan,
@@ -123,7 +128,7 @@ pub(super) fn delegated_send(text: &str, context: &TurnContext, offered_tools: &
     };
     match planner.plan() {
         Intent::Call(calls)
-            if calls.len() == 1 && calls[0].tool == "list_delegations" && super::delegated::asked(&scan.words) =>
+            if calls.len() == 1 && calls[0].tool == "list_delegations" && delegated::asked(&scan.words) =>
         {
             planner.send_call().ok()
         }

@@ -112,7 +112,7 @@ where
     }
 
     async fn get_agent_for_token(&self, id: Uuid, token_hash: &str) -> StoreResult<(Agent, Option<Uuid>)> {
-        // SQLite: an unchanged database gives the same answer (see `store::sqlite::views` for why this is exact),
+        // SQLite: an unchanged database gives the same answer (see `store::speedups::views` for why this is exact),
         // and a read connection without the pool's pings reads it otherwise.
         if let Some(sqlite) = &self.sqlite {
             let before = match sqlite.views.get(id, token_hash) {

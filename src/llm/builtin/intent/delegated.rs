@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::intent::PlannedCall;
+use super::PlannedCall;
 use crate::llm::{LlmMessage, ToolCall};
 
 /// Words that ask for a delegation's money.
@@ -50,7 +50,7 @@ pub(super) fn lookup(chain: &str) -> PlannedCall {
 /// After the lookup: the send through the one delegation that fits, or the reply saying why nothing was sent.
 /// `send` is the send the user's message asked for (without its delegation); `None` when the turn is not such a
 /// lookup's follow-up.
-pub(super) fn follow_up(
+pub(in crate::llm::builtin) fn follow_up(
     messages: &[LlmMessage],
     send: impl Fn(&str) -> Option<PlannedCall>,
 ) -> Option<(String, Vec<ToolCall>)> {

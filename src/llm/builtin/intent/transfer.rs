@@ -8,10 +8,10 @@
 
 use serde_json::json;
 
-use super::intent::{Intent, PlannedCall, Planner};
-use super::scan::{Amount, symbol_of};
+use super::{Intent, PlannedCall, Planner};
 use crate::domain::asset::Asset;
 use crate::domain::chain::{self as registry, ChainInfo};
+use crate::llm::builtin::scan::{Amount, symbol_of};
 
 /// Words of a request to move money.
 pub const SEND_VERBS: &[&str] = &[
@@ -165,7 +165,7 @@ impl Planner<'_> {
     /// A message that mentions moving money: an estimate, a transfer, or a reply saying why not.
     pub(super) fn transfer(&self) -> Intent {
         let s = self.scan;
-        if s.has(super::intent::COST) || s.has_phrase("how much") {
+        if s.has(super::COST) || s.has_phrase("how much") {
             return self.estimate();
         }
         if self.negated() {

@@ -5,8 +5,8 @@
 
 use serde_json::json;
 
-use super::intent::{Intent, PlannedCall, Planner};
 use super::transfer::{Declined, PAST_VERBS, SEND_VERBS};
+use super::{Intent, PlannedCall, Planner};
 use crate::domain::chain as registry;
 
 /// Characters that may close a sentence around a URL without being part of it.
@@ -100,9 +100,9 @@ impl Planner<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::intent::{Intent, parse_intent};
     use super::*;
     use crate::llm::TurnContext;
+    use crate::llm::builtin::intent::{Intent, parse_intent};
 
     const TOOLS: &[&str] = &["get_balance", "send_native", "send_token", "pay_http"];
 
