@@ -151,6 +151,10 @@ cat <<MSG
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
   Delegation:    $DELEGATION_ID: the owner's account (EIP-7702) grants the agent 10 test USDC a day
                  (signed delegation: $DELEGATION_FILE; docs/guide.md §14 spends and revokes it)
+  Owner wallet:  to grant from the console's Delegations tab, import OWNER_KEY (below) into a browser wallet on
+                 this node ($RPC, chain id 8453): its account $OWNER is a delegating account already.
+                 Another account becomes one by EIP-7702 to DELEGATOR_IMPLEMENTATION:
+        node scripts/demo-chain.mjs upgrade $RPC 0xYOUR_KEY $DELEGATOR_IMPLEMENTATION
 
   Fund any agent from the local node (test ETH and test USDC, e.g. one made in the console):
         node scripts/demo-chain.mjs fund $RPC 0xAGENT_ADDRESS 1 100
@@ -166,6 +170,7 @@ export ADMIN_TOKEN=$ADMIN_TOKEN
 export METRICS_TOKEN=$METRICS_TOKEN
 export OWNER_ADDRESS=$OWNER
 export OWNER_KEY=$OWNER_KEY
+export DELEGATOR_IMPLEMENTATION=$DELEGATOR_IMPLEMENTATION
 export RECIPIENT=$RECIPIENT
 export DEMO_RPC=$RPC
 export PAYWALL_URL=$PAYWALL_URL

@@ -8,7 +8,7 @@ import { api, call, type AgentDetail, type Budget, type ChainInfo } from './api'
 import type { components } from './api-types';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, copyButton, field, h, shortHex, uid } from './dom';
-import { ensureChain, injectedWallet, walletAccount } from './wallet-provider';
+import { accountCode, ensureChain, injectedWallet, walletAccount } from './wallet-provider';
 import { errorLine, notify } from './ui';
 
 export type Delegation = components['schemas']['DelegationView'];
@@ -637,6 +637,12 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       // EIP-712 binds the signature to the chain id in its domain; a wallet on another network would sign for that
       // one (or refuse): it is asked to switch first, and nothing is signed while it is elsewhere.
       await ensureChain(c, 'Nothing was signed.');
+      // Only an account with code (a smart account, or an EOA upgraded by EIP-7702) can be a delegator: a plain one
+      // is refused before the wallet is asked to sign (the service would refuse it after, delegator_not_smart).
+      if ((await accountCode(delegator)).replace(/^0x/i, '') === '') {
+        result.append(plainAccountSteps(delegator, c));
+        return;
+      }
       const salt = BigInt(`0x${Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('')}`).toString();
       const unsigned = { delegate, delegator, authority: ROOT_AUTHORITY, caveats, salt };
       const typed = delegationTypedData(unsigned, c.chain_id, config.manager);
@@ -661,6 +667,45 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     }
   });
   return form;
+}
+
+/**
+ * Why a plain account cannot grant, and how to get a delegating account: an EIP-7702 upgrade to the framework's
+ * delegator (or a smart account of the framework), then grant again; on the demo's node, its owner account.
+ */
+function plainAccountSteps(account: string, chain: ChainInfo): HTMLElement {
+  return h(
+    'div',
+    { class: 'form-error plain-account', role: 'alert', 'data-testid': 'grant-plain-account' },
+    h(
+      'p',
+      {},
+      h('strong', {}, `Your account ${account} is a plain account on ${chain.name}: it has no code`),
+      ', so the DelegationManager cannot spend from it and agentd would refuse its delegation (delegator_not_smart). Nothing was signed.',
+    ),
+    h('p', {}, 'To grant from your own account, make it a delegating account first, then grant here again:'),
+    h(
+      'ol',
+      { class: 'small' },
+      h(
+        'li',
+        {},
+        'Upgrade it by EIP-7702 to the Delegation Framework\u2019s EIP7702StatelessDeleGator: one type-4 transaction the account signs itself, ',
+        'from a wallet that offers the smart-account upgrade, or with Foundry: ',
+        h('code', { class: 'mono wrap' }, `cast send --auth <EIP7702StatelessDeleGator address> ${account} --private-key <your key> --rpc-url <node>`),
+        '. A smart account of the framework works as it is.',
+      ),
+      h(
+        'li',
+        {},
+        'On the demo\u2019s node, its owner account is upgraded already: import the key it prints (',
+        h('code', { class: 'mono' }, 'OWNER_KEY'),
+        ') into your browser wallet, or upgrade yours with ',
+        h('code', { class: 'mono wrap' }, 'node scripts/demo-chain.mjs upgrade <node URL> <your key> <EIP7702StatelessDeleGator address>'),
+        '.',
+      ),
+    ),
+  );
 }
 
 /** The name of a stateful enforcer (§21) that two of `caveats` name, or null: such a pair is refused by the server. */

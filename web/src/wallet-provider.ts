@@ -78,3 +78,12 @@ export async function ensureChain(chain: { name: string; chain_id: number }, not
       `${nothing} Switch the wallet to ${chain.name} and try again.`,
   );
 }
+
+/** The code at `address` on the chain the wallet is on now (`eth_getCode`): `0x` for a plain account. */
+export async function accountCode(address: string): Promise<string> {
+  const wallet = injectedWallet();
+  if (!wallet) throw new Error('No browser wallet was found.');
+  const code = await wallet.request({ method: 'eth_getCode', params: [address, 'latest'] });
+  if (typeof code !== 'string' || !code.startsWith('0x')) throw new Error('The wallet could not read the account\u2019s code.');
+  return code;
+}

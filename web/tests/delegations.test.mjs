@@ -138,15 +138,25 @@ describe('web console delegations', { timeout: 300000 }, () => {
     await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a day' });
     await shot('delegations-01-form');
 
-    // A wallet account that is neither a smart account nor upgraded: the service's refusal, in its own words.
+    // A wallet account that is neither a smart account nor upgraded: refused before the wallet is asked to sign
+    // (its code on the chain is read first), with the ways to a delegating account.
+    asked.length = 0;
     await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
-    const refusal = form.getByRole('alert');
-    await refusal.filter({ hasText: 'delegator_not_smart' }).waitFor();
-    assert.ok(
-      (await refusal.textContent()).includes(`the delegator ${plain.address} has no code: it must be a smart account or an EOA upgraded by EIP-7702`),
-      await refusal.textContent(),
-    );
+    const refusal = form.getByTestId('grant-plain-account');
+    await refusal.waitFor();
+    const said = await refusal.textContent();
+    assert.ok(said.includes(`Your account ${plain.address} is a plain account on base: it has no code`), said);
+    assert.ok(said.includes('Nothing was signed'), said);
+    assert.match(said, /EIP-7702/);
+    assert.match(said, /OWNER_KEY/, 'the demo route');
+    assert.ok(asked.includes('eth_getCode'), asked.join(', '));
+    assert.ok(!asked.includes('eth_signTypedData_v4'), `no signature asked: ${asked.join(', ')}`);
     await shot('delegations-02-refused');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(150);
+    const narrow = await page.evaluate(overflowProblems);
+    assert.deepEqual(narrow, [], `the refusal at 390 px does not fit:\n${narrow.join('\n')}`);
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // The owner's account, upgraded to the delegator: granted.
     account = owner.address;
