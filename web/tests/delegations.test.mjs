@@ -2,15 +2,17 @@
 // real MetaMask Delegation Framework v1.3 deployed there (web/tests/delegation-framework.mjs) and an owner EOA
 // upgraded to its delegator by EIP-7702: a browser wallet (an injected EIP-1193 provider whose key only this test
 // holds) grants the agent a daily USDC budget from the console — the console builds the delegation, the wallet signs
-// it (eth_signTypedData_v4), the console posts it; a wallet account that is no smart account is refused first, in the
-// service's words. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
+// it (eth_signTypedData_v4), the console posts it; a wallet account that is no smart account (no code on the chain) is
+// refused before it is asked to sign, with the routes to a delegating account. The delegation appears with its limit; a transfer through it (the API, `"delegation": id`) lands
 // on chain, from the owner's account to the recipient; the console shows what is left this day; the Wallet tab's
 // send form pays 1 USDC more from the owner's account through it, reviewed with what the delegation leaves; the revoke call it
 // shows is the ABI encoding cast makes, and sent with the wallet it disables the delegation on chain, which the
 // console then shows; removed from agentd with owner authority (the admin token), it shows removed. Then 0.1 ETH a
 // week to one recipient until a set time: the native caveats the console builds are the ones the service reads.
 // A wallet on another network is asked to switch before it signs a grant or sends a revocation, and one that stays
-// there is asked for neither.
+// there is asked for neither. History marks delegated sends and words their refusals (a revoked delegation as
+// revoked); chat's "using the delegation" sends through the only one; GET …/budget and the console give one "can
+// spend now" per delegation with its reason; a wallet with no ETH for the gas is warned before the send.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
