@@ -222,3 +222,33 @@ pub(super) fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'stat
         },
     }
 }
+
+/// Decides, signs and stores `request` alone (the send path's reservation outside a round): a key in memory
+/// (`in_memory`) signs with `sign` inside the reserving transaction, once its decision allowed the request: one
+/// transaction. Any other key signs outside it, between two: the store decides and names the nonce (writing
+/// nothing), `sign` signs at it, and the store decides again and stores the signature only if it reserves at that
+/// nonce. The caller holds the agent's send lock, so the nonce does not move between the two; another process on the
+/// same SQLite file (`agentd mcp`, a second instance) takes no part in it and may take the nonce meanwhile: the store
+/// then names the next one, and signing again converges within `SIGNING_ROUNDS`.
+pub(super) async fn sign_and_apply(
+    store: &dyn TransferStore,
+    request: &TransferRequest,
+    in_memory: bool,
+    sign: &SignNow<'_>,
+) -> Result<Reservation, TransferError> {
+    let sign_now = in_memory.then_some(sign);
+    let mut presigned: Option<Presigned> = None;
+    for _ in 0..SIGNING_ROUNDS {
+        let nonce = match reserve_once(store, request, presigned.as_ref(), sign_now).await? {
+            Reservation::Sign { nonce } => nonce,
+            other => return Ok(other),
+        };
+        presigned = Some(Presigned {
+            nonce,
+            signed: sign(nonce)?,
+        });
+    }
+    Err(store_error(StoreError::Corrupt(
+        "the nonce to sign at moved under the agent's send lock".into(),
+    )))
+}

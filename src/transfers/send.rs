@@ -17,7 +17,7 @@ use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
 use super::kinds::{Outflow, Quote};
-use super::reserve::{SIGNING_ROUNDS, SignNow, decide_in, refusal, reserve_once};
+use super::reserve::{decide_in, refusal, sign_and_apply};
 use super::sign_transfer;
 use super::{
     BroadcastStatus, TransferError, TransferOutcome, Transfers, nonce_filler, rounds, signer_error, store_error,
@@ -173,36 +173,13 @@ impl Transfers {
         request: &TransferRequest,
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
-        let mut presigned: Option<Presigned> = None;
-        // A key in memory signs inside the reserving transaction, once its decision allowed the request: one
-        // transaction. A token signs outside it, between two.
-        let sign_now = |nonce: Option<u64>| {
+        let sign = |nonce: Option<u64>| {
+            // An x402 authorization or a typed-data signature uses no nonce of the agent's (`sign` ignores it).
             o.purpose
                 .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
                 .map_err(|e| signer_error(o.agent_id, e))
         };
-        let sign_now: Option<&SignNow<'_>> = match signer.in_memory() {
-            true => Some(&sign_now),
-            false => None,
-        };
-        // Under the send lock the nonce does not move, and the second decision takes the signature. Another process
-        // on the same SQLite file (`agentd mcp`, a second instance) takes no part in this process's send lock: it may
-        // take the nonce between the two, and the store then names the next one; signing again converges.
-        for _ in 0..SIGNING_ROUNDS {
-            let nonce = match reserve_once(self.store.as_ref(), request, presigned.as_ref(), sign_now).await? {
-                Reservation::Sign { nonce } => nonce,
-                other => return Ok(other),
-            };
-            // An x402 authorization or a typed-data signature uses no nonce of the agent's (`sign` ignores it).
-            let signed = o
-                .purpose
-                .sign(signer, o.chain, request, priority_fee, nonce.unwrap_or(0))
-                .map_err(|e| signer_error(o.agent_id, e))?;
-            presigned = Some(Presigned { nonce, signed });
-        }
-        Err(store_error(StoreError::Corrupt(
-            "the nonce to sign at moved under the agent's send lock".into(),
-        )))
+        sign_and_apply(self.store.as_ref(), request, signer.in_memory(), &sign).await
     }
 
     /// `reserve` for an on-chain send, in the next reservation round with the sends of any agents waiting with it
