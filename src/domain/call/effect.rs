@@ -164,79 +164,101 @@ impl Effect {
 pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
     let mut effect = Effect::default();
     for log in logs {
-        let Some(&topic0) = log.topics.first() else { continue };
+        effect.read_move(log, agent);
+        effect.read_grant(log, agent);
+    }
+    effect
+}
+
+impl Effect {
+    /// A log of something moving: a token transfer (ERC-20, ERC-721, ERC-1155, the native pseudo-token), wrapped
+    /// native coin deposited or withdrawn.
+    fn read_move(&mut self, log: &SimLog, agent: Address) {
+        let Some(&topic0) = log.topics.first() else { return };
         let topic = |i: usize| log.topics.get(i).map(|t| Address::from_word(*t));
         let word = |i: usize| log.data.get(i * 32..(i + 1) * 32).map(U256::from_be_slice);
         let n = log.topics.len();
         match topic0 {
             Transfer::SIGNATURE_HASH if n == 3 => {
                 let (Some(from), Some(to), Some(amount)) = (topic(1), topic(2), word(0)) else {
-                    continue;
+                    return;
                 };
                 let native = [NATIVE_PSEUDO_TOKEN, NATIVE_PROTOCOL_EMITTER].contains(&log.address);
                 let token = (!native).then_some(log.address);
-                if !amount.is_zero() && to != agent && !effect.receivers.contains(&to) {
-                    effect.receivers.push(to);
+                if !amount.is_zero() && to != agent && !self.receivers.contains(&to) {
+                    self.receivers.push(to);
                 }
                 // A transfer to oneself is both: it leaves and comes back.
                 if from == agent {
-                    effect.add(token, Direction::Out, amount);
+                    self.add(token, Direction::Out, amount);
                 }
                 if to == agent {
-                    effect.add(token, Direction::In, amount);
+                    self.add(token, Direction::In, amount);
                 }
             }
             // ERC-721: the token id is the third topic; one unit of the collection moves.
             Transfer::SIGNATURE_HASH if n == 4 => {
                 if let (Some(from), Some(to)) = (topic(1), topic(2)) {
-                    effect.moved(log.address, (from, to), U256::from(1u8), agent);
-                }
-            }
-            Approval::SIGNATURE_HASH if n == 4 => {
-                if let (Some(owner), Some(approved)) = (topic(1), topic(2))
-                    && owner == agent
-                    && approved != Address::ZERO
-                {
-                    if !effect.spenders.contains(&approved) {
-                        effect.spenders.push(approved);
-                    }
-                    effect.token_approvals.push((log.address, approved));
+                    self.moved(log.address, (from, to), U256::from(1u8), agent);
                 }
             }
             TransferSingle::SIGNATURE_HASH if n == 4 => {
                 if let (Some(from), Some(to), Some(value)) = (topic(2), topic(3), word(1)) {
-                    effect.moved(log.address, (from, to), value, agent);
+                    self.moved(log.address, (from, to), value, agent);
                 }
             }
             TransferBatch::SIGNATURE_HASH if n == 4 => {
                 let (Some(from), Some(to)) = (topic(2), topic(3)) else {
-                    continue;
+                    return;
                 };
                 let Ok(batch) = TransferBatch::decode_raw_log(log.topics.iter().copied(), &log.data) else {
-                    continue;
+                    return;
                 };
                 let value = batch.values.iter().fold(U256::ZERO, |t, v| t.saturating_add(*v));
-                effect.moved(log.address, (from, to), value, agent);
+                self.moved(log.address, (from, to), value, agent);
             }
             Deposit::SIGNATURE_HASH if n == 2 && log.data.len() == 32 => {
                 if let (Some(dst), Some(wad)) = (topic(1), word(0))
                     && dst == agent
                 {
-                    effect.add(Some(log.address), Direction::In, wad);
+                    self.add(Some(log.address), Direction::In, wad);
                 }
             }
             Withdrawal::SIGNATURE_HASH if n == 2 && log.data.len() == 32 => {
                 if let (Some(src), Some(wad)) = (topic(1), word(0))
                     && src == agent
                 {
-                    effect.add(Some(log.address), Direction::Out, wad);
+                    self.add(Some(log.address), Direction::Out, wad);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A log of an allowance given or taken: a token's approval (ERC-20, ERC-721 of one token or of all), Permit2's
+    /// own (approved, permitted, locked down).
+    fn read_grant(&mut self, log: &SimLog, agent: Address) {
+        let Some(&topic0) = log.topics.first() else { return };
+        let topic = |i: usize| log.topics.get(i).map(|t| Address::from_word(*t));
+        let word = |i: usize| log.data.get(i * 32..(i + 1) * 32).map(U256::from_be_slice);
+        let n = log.topics.len();
+        match topic0 {
+            Approval::SIGNATURE_HASH if n == 4 => {
+                if let (Some(owner), Some(approved)) = (topic(1), topic(2))
+                    && owner == agent
+                    && approved != Address::ZERO
+                {
+                    if !self.spenders.contains(&approved) {
+                        self.spenders.push(approved);
+                    }
+                    self.token_approvals.push((log.address, approved));
                 }
             }
             Approval::SIGNATURE_HASH if n == 3 => {
                 if let (Some(owner), Some(spender), Some(amount)) = (topic(1), topic(2), word(0))
                     && owner == agent
                 {
-                    effect.grant(log.address, log.address, spender, amount, is_unlimited_amount(amount));
+                    self.grant(log.address, log.address, spender, amount, is_unlimited_amount(amount));
                 }
             }
             ApprovalForAll::SIGNATURE_HASH if n == 3 => {
@@ -245,14 +267,14 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 {
                     let all = !approved.is_zero();
                     let amount = if all { U256::MAX } else { U256::ZERO };
-                    effect.grant(log.address, log.address, operator, amount, all);
+                    self.grant(log.address, log.address, operator, amount, all);
                 }
             }
             IPermit2::Approval::SIGNATURE_HASH | IPermit2::Permit::SIGNATURE_HASH if n == 4 => {
                 if let (Some(owner), Some(token), Some(spender), Some(amount)) = (topic(1), topic(2), topic(3), word(0))
                     && owner == agent
                 {
-                    effect.grant(log.address, token, spender, amount, is_unlimited_permit2_amount(amount));
+                    self.grant(log.address, token, spender, amount, is_unlimited_permit2_amount(amount));
                 }
             }
             IPermit2::Lockdown::SIGNATURE_HASH if n == 2 => {
@@ -260,13 +282,12 @@ pub fn effect(logs: &[SimLog], agent: Address) -> Effect {
                 if let (Some(owner), Some(token), Some(spender)) = (topic(1), as_address(0), as_address(1))
                     && owner == agent
                 {
-                    effect.grant(log.address, token, spender, U256::ZERO, false);
+                    self.grant(log.address, token, spender, U256::ZERO, false);
                 }
             }
             _ => {}
         }
     }
-    effect
 }
 
 #[cfg(test)]
