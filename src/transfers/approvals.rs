@@ -8,10 +8,10 @@ use super::{BroadcastStatus, Outflow, Purpose, TransferError, TransferOutcome, T
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
-use crate::domain::chain as registry;
+use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Action, Body, OnChain};
-use crate::store::{Approval, Clearance, Closing, Mandate};
+use crate::store::{Approval, CallCheck, Clearance, Closing, Mandate};
 
 impl Transfers {
     /// The agent's transfer `id` if it still waits; one past `expires_at` is expired on the spot (releasing its
@@ -64,7 +64,47 @@ impl Transfers {
             }
             None => (None, None),
         };
-        let purpose = match (&approval.body, approval.token) {
+        let purpose = self.held_purpose(agent, chain, &approval, check).await?;
+        let outcome = self
+            .send_outflow_locked(
+                Outflow {
+                    id: approval.id,
+                    agent_id: agent.id,
+                    chain,
+                    conversation_id: approval.conversation_id,
+                    from: approval.from,
+                    to: approval.to,
+                    value: approval.value_wei,
+                    purpose,
+                    clearance: Clearance::Approval { by },
+                    mandate: Mandate::NONE,
+                    owed: None,
+                },
+                held,
+            )
+            .await?;
+        if let TransferOutcome::Sent {
+            tx,
+            status: BroadcastStatus::Pending,
+            ..
+        } = &outcome
+        {
+            self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
+        }
+        Ok(outcome)
+    }
+
+    /// What a held outflow is sent as once approved, from its stored body: a signature's draft with what its
+    /// message grants, a call's with `check` (its simulation again), a redemption's checked again against its
+    /// delegation, a native or token transfer's.
+    async fn held_purpose(
+        &self,
+        agent: &Agent,
+        chain: &'static ChainInfo,
+        approval: &Approval,
+        check: Option<CallCheck>,
+    ) -> Result<Purpose<'_>, TransferError> {
+        Ok(match (&approval.body, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
             // sets is written to the allowance ledger only now that it is signed (§18).
             (Body::Signature(record), _) => {
@@ -140,34 +180,7 @@ impl Transfers {
                 token: Some(token.address),
                 eip712: None,
             }),
-        };
-        let outcome = self
-            .send_outflow_locked(
-                Outflow {
-                    id: approval.id,
-                    agent_id: agent.id,
-                    chain,
-                    conversation_id: approval.conversation_id,
-                    from: approval.from,
-                    to: approval.to,
-                    value: approval.value_wei,
-                    purpose,
-                    clearance: Clearance::Approval { by },
-                    mandate: Mandate::NONE,
-                    owed: None,
-                },
-                held,
-            )
-            .await?;
-        if let TransferOutcome::Sent {
-            tx,
-            status: BroadcastStatus::Pending,
-            ..
-        } = &outcome
-        {
-            self.store.mark_broadcast(tx.id).await.map_err(store_error)?;
-        }
-        Ok(outcome)
+        })
     }
 
     /// Rejects a waiting transfer, releasing its reservation; `reason` (the owner's, optional) goes into the audit
