@@ -174,49 +174,8 @@ where
         let at = self.now();
         let mut last_id = None;
         for chunk in events.chunks(shared::ROWS_PER_STATEMENT) {
-            let details = chunk
-                .iter()
-                .map(|event| {
-                    let json = event
-                        .detail
-                        .to_json()
-                        .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
-                    Ok(audit::canonical_json(&json))
-                })
-                .collect::<StoreResult<Vec<String>>>()?;
-            let sql = format!(
-                "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) VALUES {} \
-                 RETURNING id, prev_hash",
-                shared::value_rows(chunk.len(), &["?"; 6])
-            );
-            let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-            for (place, (event, detail)) in chunk.iter().zip(&details).enumerate() {
-                insert = insert
-                    .bind(event.agent_id)
-                    .bind(event.action().as_str())
-                    .bind(event.actor.as_str())
-                    .bind(detail)
-                    .bind(at)
-                    .bind(format!("#{place}"));
-            }
-            let given: Vec<(i64, String)> = insert.fetch_all(&mut *conn).await?;
-            let mut placed = given
-                .into_iter()
-                .map(
-                    |(id, stand_in)| match stand_in.strip_prefix('#').and_then(|p| p.parse().ok()) {
-                        Some(place) if place < chunk.len() => Ok((id, place)),
-                        _ => Err(StoreError::Corrupt(
-                            "an audit insert returned a row it did not write".into(),
-                        )),
-                    },
-                )
-                .collect::<StoreResult<Vec<(i64, usize)>>>()?;
-            if placed.len() != chunk.len() {
-                return Err(StoreError::Corrupt(
-                    "an audit insert returned fewer rows than it wrote".into(),
-                ));
-            }
-            placed.sort_unstable();
+            let details = canonical_details(chunk)?;
+            let placed = Self::insert_audit_rows(conn, chunk, &details, at).await?;
             let mut hashed = Vec::with_capacity(placed.len());
             for (id, place) in placed {
                 let event = chunk[place];
@@ -234,24 +193,7 @@ where
                 hashed.push((id, std::mem::replace(&mut prev_hash, hash.clone()), hash));
                 last_id = Some(id);
             }
-            let cases = |column: usize| {
-                (0..hashed.len())
-                    .map(|i| format!("WHEN ${} THEN ${}", i * 3 + 1, i * 3 + column))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            let ids: Vec<String> = (0..hashed.len()).map(|i| format!("${}", i * 3 + 1)).collect();
-            let sql = format!(
-                "UPDATE audit_events SET prev_hash = CASE id {} END, hash = CASE id {} END WHERE id IN ({})",
-                cases(2),
-                cases(3),
-                ids.join(", ")
-            );
-            let mut update = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (id, prev, hash) in &hashed {
-                update = update.bind(*id).bind(prev.as_str()).bind(hash.as_str());
-            }
-            update.execute(&mut *conn).await?;
+            Self::write_audit_hashes(conn, &hashed).await?;
         }
         sqlx::query("UPDATE audit_head SET entry_id = $1, hash = $2 WHERE id = 1")
             .bind(last_id.expect("at least one entry was appended"))
@@ -268,4 +210,85 @@ where
         }
         Ok(())
     }
+
+    /// Inserts `chunk`'s entries (with their canonical `details`) in one statement, each with a stand-in for its
+    /// previous hash (`#` and its place in the chunk): the ids the database gave, with each one's place, in id order.
+    async fn insert_audit_rows(
+        conn: &mut B::Connection,
+        chunk: &[&AuditEvent],
+        details: &[String],
+        at: DateTime<Utc>,
+    ) -> StoreResult<Vec<(i64, usize)>> {
+        let sql = format!(
+            "INSERT INTO audit_events (agent_id, action, actor, detail, created_at, prev_hash) VALUES {} \
+             RETURNING id, prev_hash",
+            shared::value_rows(chunk.len(), &["?"; 6])
+        );
+        let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+        for (place, (event, detail)) in chunk.iter().zip(details).enumerate() {
+            insert = insert
+                .bind(event.agent_id)
+                .bind(event.action().as_str())
+                .bind(event.actor.as_str())
+                .bind(detail)
+                .bind(at)
+                .bind(format!("#{place}"));
+        }
+        let given: Vec<(i64, String)> = insert.fetch_all(&mut *conn).await?;
+        let mut placed = given
+            .into_iter()
+            .map(
+                |(id, stand_in)| match stand_in.strip_prefix('#').and_then(|p| p.parse().ok()) {
+                    Some(place) if place < chunk.len() => Ok((id, place)),
+                    _ => Err(StoreError::Corrupt(
+                        "an audit insert returned a row it did not write".into(),
+                    )),
+                },
+            )
+            .collect::<StoreResult<Vec<(i64, usize)>>>()?;
+        if placed.len() != chunk.len() {
+            return Err(StoreError::Corrupt(
+                "an audit insert returned fewer rows than it wrote".into(),
+            ));
+        }
+        placed.sort_unstable();
+        Ok(placed)
+    }
+
+    /// Writes each entry's previous hash and hash, `(id, prev_hash, hash)`, over the stand-ins, in one statement.
+    async fn write_audit_hashes(conn: &mut B::Connection, hashed: &[(i64, String, String)]) -> StoreResult<()> {
+        let cases = |column: usize| {
+            (0..hashed.len())
+                .map(|i| format!("WHEN ${} THEN ${}", i * 3 + 1, i * 3 + column))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let ids: Vec<String> = (0..hashed.len()).map(|i| format!("${}", i * 3 + 1)).collect();
+        let sql = format!(
+            "UPDATE audit_events SET prev_hash = CASE id {} END, hash = CASE id {} END WHERE id IN ({})",
+            cases(2),
+            cases(3),
+            ids.join(", ")
+        );
+        let mut update = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (id, prev, hash) in hashed {
+            update = update.bind(*id).bind(prev.as_str()).bind(hash.as_str());
+        }
+        update.execute(&mut *conn).await?;
+        Ok(())
+    }
+}
+
+/// Each event's detail as the chain hashes and stores it: its canonical JSON.
+fn canonical_details(chunk: &[&AuditEvent]) -> StoreResult<Vec<String>> {
+    chunk
+        .iter()
+        .map(|event| {
+            let json = event
+                .detail
+                .to_json()
+                .map_err(|e| StoreError::Corrupt(format!("audit detail: {e}")))?;
+            Ok(audit::canonical_json(&json))
+        })
+        .collect()
 }
