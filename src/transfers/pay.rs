@@ -485,24 +485,8 @@ impl Transfers {
         approval: &Approval,
         by: Actor,
     ) -> Result<StoredTx, TransferError> {
-        let unpayable = |reason: &str| {
-            tracing::warn!(transfer_id = %approval.id, reason, "an approved x402 payment could not be made");
-            TransferError::NotPending("unpayable")
-        };
-        let sealed = approval.body.x402().and_then(|x| x.pending_request.as_ref());
-        let plain = sealed
-            .map(|sealed| self.vault.open_request(approval.id, sealed))
-            .ok_or_else(|| unpayable("no request kept"))?
-            .map_err(|_| unpayable("the kept request does not open"))?;
-        let exchange: Exchange = serde_json::from_slice(&plain).map_err(|_| unpayable("the kept request"))?;
-        let request = FetchRequest::new(
-            exchange.method.as_deref(),
-            &exchange.url,
-            &exchange.headers,
-            exchange.body.clone(),
-        )
-        .map_err(|_| unpayable("request"))?;
-        let url = self.fetcher.check_url(&exchange.url).map_err(|_| unpayable("url"))?;
+        let unpayable = |reason: &str| unpayable(approval, reason);
+        let (exchange, request, url) = self.kept_request(approval)?;
         let ticket = Ticket {
             id: approval.id,
             conversation_id: approval.conversation_id,
@@ -554,33 +538,66 @@ impl Transfers {
             Err(_) => return Err(unpayable("nothing payable")),
         };
         let (tx, answer) = self.send_paid(&request, &required, *tx, deadline).await;
-        let result = match &answer {
-            Ok(a) => X402Result::Answered {
-                status: "pending".into(),
-                response_status: a.status,
-            },
-            Err(e) => X402Result::Unanswered {
-                status: "pending".into(),
-                error: e.to_string(),
-            },
-        };
-        let fetch = X402Fetch {
-            host: url.host_str().map(str::to_owned),
-            path: url.path().into(),
-            max_amount: None,
-            chosen: Some(X402Choice {
-                chain: tx.chain.clone(),
-                asset: tx.asset.clone(),
-                amount: format_units(tx.value_wei, tx.decimals()),
-                pay_to: tx.to.to_checksum(None),
-            }),
-            transfer_id: Some(tx.id),
-        };
-        let detail = Detail::X402PaymentOutcome(detail::X402PaymentOutcome { fetch, result });
-        let outcome = AuditEvent::new(agent.id, Actor::System, detail);
+        let outcome = paid_outcome(agent, &url, &tx, &answer);
         self.record_paid(Sent::of(&tx, None), outcome).await;
         Ok(tx)
     }
+
+    /// The request kept with a held x402 payment, opened and read again as the agent's fetch would be: the exchange,
+    /// its request and its checked URL.
+    fn kept_request(&self, approval: &Approval) -> Result<(Exchange, FetchRequest, reqwest::Url), TransferError> {
+        let unpayable = |reason: &str| unpayable(approval, reason);
+        let sealed = approval.body.x402().and_then(|x| x.pending_request.as_ref());
+        let plain = sealed
+            .map(|sealed| self.vault.open_request(approval.id, sealed))
+            .ok_or_else(|| unpayable("no request kept"))?
+            .map_err(|_| unpayable("the kept request does not open"))?;
+        let exchange: Exchange = serde_json::from_slice(&plain).map_err(|_| unpayable("the kept request"))?;
+        let request = FetchRequest::new(
+            exchange.method.as_deref(),
+            &exchange.url,
+            &exchange.headers,
+            exchange.body.clone(),
+        )
+        .map_err(|_| unpayable("request"))?;
+        let url = self.fetcher.check_url(&exchange.url).map_err(|_| unpayable("url"))?;
+        Ok((exchange, request, url))
+    }
+}
+
+/// An approved payment that cannot be made: logged with its reason, refused as no longer payable.
+fn unpayable(approval: &Approval, reason: &str) -> TransferError {
+    tracing::warn!(transfer_id = %approval.id, reason, "an approved x402 payment could not be made");
+    TransferError::NotPending("unpayable")
+}
+
+/// The audit entry of an approved payment made: what was fetched and paid, and how the paid request was answered
+/// (its status, or why it got no answer; the payment pending either way).
+fn paid_outcome(agent: &Agent, url: &reqwest::Url, tx: &StoredTx, answer: &Result<Fetched, FetchError>) -> AuditEvent {
+    let result = match answer {
+        Ok(a) => X402Result::Answered {
+            status: "pending".into(),
+            response_status: a.status,
+        },
+        Err(e) => X402Result::Unanswered {
+            status: "pending".into(),
+            error: e.to_string(),
+        },
+    };
+    let fetch = X402Fetch {
+        host: url.host_str().map(str::to_owned),
+        path: url.path().into(),
+        max_amount: None,
+        chosen: Some(X402Choice {
+            chain: tx.chain.clone(),
+            asset: tx.asset.clone(),
+            amount: format_units(tx.value_wei, tx.decimals()),
+            pay_to: tx.to.to_checksum(None),
+        }),
+        transfer_id: Some(tx.id),
+    };
+    let detail = Detail::X402PaymentOutcome(detail::X402PaymentOutcome { fetch, result });
+    AuditEvent::new(agent.id, Actor::System, detail)
 }
 
 /// What the audit log keeps of the chosen entry.
