@@ -222,8 +222,17 @@ impl Metrics {
     /// Renders everything; `extra` carries the gauges read from other parts at scrape time.
     pub fn render(&self, extra: &ScrapeExtras) -> String {
         let mut out = String::new();
+        self.render_http(&mut out);
+        self.render_turns_and_tools(&mut out);
+        render_chains(&mut out, extra);
+        self.render_streams(&mut out, extra);
+        out
+    }
+
+    /// HTTP requests by route, method and status, and their latency by route.
+    fn render_http(&self, out: &mut String) {
         header(
-            &mut out,
+            out,
             "agentd_http_requests_total",
             "counter",
             "HTTP requests by route, method and status.",
@@ -237,7 +246,7 @@ impl Metrics {
             );
         }
         header(
-            &mut out,
+            out,
             "agentd_http_request_duration_seconds",
             "histogram",
             "HTTP request latency by route.",
@@ -266,12 +275,16 @@ impl Metrics {
                 h.count
             );
         }
-        header(&mut out, "agentd_chat_turns_total", "counter", "Chat turns by outcome.");
+    }
+
+    /// Chat turns by outcome, tool calls by tool and outcome.
+    fn render_turns_and_tools(&self, out: &mut String) {
+        header(out, "agentd_chat_turns_total", "counter", "Chat turns by outcome.");
         for (outcome, n) in self.turns.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let _ = writeln!(out, "agentd_chat_turns_total{{outcome=\"{outcome}\"}} {n}");
         }
         header(
-            &mut out,
+            out,
             "agentd_tool_calls_total",
             "counter",
             "Tool calls by tool and outcome (ok or an error code).",
@@ -284,30 +297,12 @@ impl Metrics {
                 esc(outcome)
             );
         }
+    }
+
+    /// Open server-sent event streams by kind.
+    fn render_streams(&self, out: &mut String, extra: &ScrapeExtras) {
         header(
-            &mut out,
-            "agentd_rpc_calls_total",
-            "counter",
-            "JSON-RPC attempts towards chain nodes by chain.",
-        );
-        for (chain, calls, _) in &extra.rpc {
-            let _ = writeln!(out, "agentd_rpc_calls_total{{chain=\"{chain}\"}} {calls}");
-        }
-        header(
-            &mut out,
-            "agentd_rpc_errors_total",
-            "counter",
-            "Failed JSON-RPC attempts by chain.",
-        );
-        for (chain, _, errors) in &extra.rpc {
-            let _ = writeln!(out, "agentd_rpc_errors_total{{chain=\"{chain}\"}} {errors}");
-        }
-        header(&mut out, "agentd_transactions", "gauge", "Stored transfers by status.");
-        for (status, n) in &extra.transactions {
-            let _ = writeln!(out, "agentd_transactions{{status=\"{status}\"}} {n}");
-        }
-        header(
-            &mut out,
+            out,
             "agentd_sse_subscribers",
             "gauge",
             "Open server-sent event streams by kind.",
@@ -322,7 +317,32 @@ impl Metrics {
             "agentd_sse_subscribers{{stream=\"confirmations\"}} {}",
             extra.confirmation_subscribers
         );
-        out
+    }
+}
+
+/// The chain nodes' JSON-RPC attempts and failures, and the stored transfers by status.
+fn render_chains(out: &mut String, extra: &ScrapeExtras) {
+    header(
+        out,
+        "agentd_rpc_calls_total",
+        "counter",
+        "JSON-RPC attempts towards chain nodes by chain.",
+    );
+    for (chain, calls, _) in &extra.rpc {
+        let _ = writeln!(out, "agentd_rpc_calls_total{{chain=\"{chain}\"}} {calls}");
+    }
+    header(
+        out,
+        "agentd_rpc_errors_total",
+        "counter",
+        "Failed JSON-RPC attempts by chain.",
+    );
+    for (chain, _, errors) in &extra.rpc {
+        let _ = writeln!(out, "agentd_rpc_errors_total{{chain=\"{chain}\"}} {errors}");
+    }
+    header(out, "agentd_transactions", "gauge", "Stored transfers by status.");
+    for (status, n) in &extra.transactions {
+        let _ = writeln!(out, "agentd_transactions{{status=\"{status}\"}} {n}");
     }
 }
 
