@@ -289,6 +289,36 @@ async fn entries_naming(
     }
 }
 
+/// The one entry of `action` naming `transfer_id`, written by the restarted process's watcher (waited for), and
+/// still the only one a moment later.
+async fn the_one_entry(
+    client: &reqwest::Client,
+    server: &ServerProcess,
+    agent: (&str, &str),
+    action: &str,
+    transfer_id: &Value,
+) -> Value {
+    let base = server.base_url();
+    let entries = entries_naming(client, &base, agent, action, transfer_id, Duration::from_secs(15)).await;
+    assert_eq!(
+        entries.len(),
+        1,
+        "one {action} entry: {entries:#?}\nlogs:\n{}",
+        server.logs()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = entries_naming(client, &base, agent, action, transfer_id, Duration::ZERO).await;
+    assert_eq!(again.len(), 1, "written once: {again:#?}");
+    entries[0].clone()
+}
+
+/// Stops the process gracefully (exit 0) and runs `agentd audit verify` on its database.
+fn stop_and_verify(server: ServerProcess, db: &str, dir: &Path) {
+    let stopped = server.terminate(Duration::from_secs(15));
+    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
+    audit_verifies(db, dir);
+}
+
 /// `agentd audit verify` on the database: the chain of entries verifies.
 fn audit_verifies(db: &str, dir: &Path) {
     let env = [
@@ -367,44 +397,20 @@ async fn an_x402_payment_settled_while_its_process_is_killed_has_its_entry_once_
     let base = server.base_url();
     let txs = transactions(&client, &base, &agent_id, &token).await;
     assert_eq!(txs.len(), 1, "{txs:#?}");
-    let accepted = entries_naming(
+    let accepted = the_one_entry(
         &client,
-        &base,
+        &server,
         (&agent_id, &token),
         "x402_payment_accepted",
         &txs[0]["id"],
-        Duration::from_secs(15),
     )
     .await;
-    assert_eq!(
-        accepted.len(),
-        1,
-        "one x402_payment_accepted entry: {accepted:#?}\nlogs:\n{}",
-        server.logs()
-    );
-    assert_eq!(accepted[0]["actor"], "agent");
-    assert_eq!(accepted[0]["detail"]["status"], "pending");
-    assert_eq!(
-        accepted[0]["detail"]["pay_to"],
-        pay_to.to_checksum(None),
-        "{accepted:#?}"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let again = entries_naming(
-        &client,
-        &base,
-        (&agent_id, &token),
-        "x402_payment_accepted",
-        &txs[0]["id"],
-        Duration::ZERO,
-    )
-    .await;
-    assert_eq!(again.len(), 1, "written once: {again:#?}");
+    assert_eq!(accepted["actor"], "agent");
+    assert_eq!(accepted["detail"]["status"], "pending");
+    assert_eq!(accepted["detail"]["pay_to"], pay_to.to_checksum(None), "{accepted:#?}");
     assert_eq!(paywall.paid_requests(), 1, "paid once");
     assert_eq!(token_balance(&anvil, usdc, pay_to).await, U256::from(10_000));
-    let stopped = server.terminate(Duration::from_secs(15));
-    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
-    audit_verifies(&db, dir.path());
+    stop_and_verify(server, &db, dir.path());
 }
 
 /// Issue 50 point 3: a process that dies right after storing a typed-data signature (the fault switch, before the
@@ -480,36 +486,16 @@ async fn a_typed_data_signature_stored_before_a_crash_has_its_entry_once_after_t
         StatusCode::OK,
         "the agent token reads the signature back"
     );
-    let signed = entries_naming(
+    let signed = the_one_entry(
         &client,
-        &base,
+        &server,
         (&agent_id, &token),
         "typed_data_signed",
         &txs[0]["id"],
-        Duration::from_secs(15),
     )
     .await;
-    assert_eq!(
-        signed.len(),
-        1,
-        "one typed_data_signed entry: {signed:#?}\nlogs:\n{}",
-        server.logs()
-    );
-    assert_eq!(signed[0]["actor"], "agent");
-    assert_eq!(signed[0]["detail"]["primary_type"], "Mail", "{signed:#?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let again = entries_naming(
-        &client,
-        &base,
-        (&agent_id, &token),
-        "typed_data_signed",
-        &txs[0]["id"],
-        Duration::ZERO,
-    )
-    .await;
-    assert_eq!(again.len(), 1, "written once: {again:#?}");
+    assert_eq!(signed["actor"], "agent");
+    assert_eq!(signed["detail"]["primary_type"], "Mail", "{signed:#?}");
     assert_eq!(anvil.nonce(from).await, 0, "nothing was sent");
-    let stopped = server.terminate(Duration::from_secs(15));
-    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{}", stopped.logs);
-    audit_verifies(&db, dir.path());
+    stop_and_verify(server, &db, dir.path());
 }
