@@ -195,6 +195,16 @@ impl App {
             let watcher = Watcher::new(watching.clone(), chain);
             tokio::spawn(watcher.run_until_stopped(self.state.shutdown.clone()));
         }
+        for sponsor in self.state.sponsors.all() {
+            let bundler = crate::sponsor::bundler::Bundler {
+                store: self.state.store.clone(),
+                chains: self.state.chains.clone(),
+                keys: self.state.keys.clone(),
+                sponsor: sponsor.clone(),
+                bell: self.state.bundles.clone(),
+            };
+            tokio::spawn(bundler.run_until_stopped(self.state.shutdown.clone()));
+        }
         tokio::spawn(
             self.state
                 .delegations

@@ -6,6 +6,7 @@
 //! a node of another chain is refused with `ChainError::WrongChainId`, never signed for.
 
 pub mod authorizations;
+pub mod bundles;
 pub mod chains;
 pub mod client;
 pub mod delegations;
@@ -14,6 +15,7 @@ pub mod fees;
 pub mod node;
 pub mod simulate;
 pub mod tx;
+pub mod userop;
 
 pub use chains::Chains;
 pub use client::{ChainClient, DEFAULT_TIMEOUT};

@@ -11,6 +11,7 @@ mod llm;
 mod mcp;
 mod security;
 mod server;
+mod sponsorship;
 mod vars;
 mod webhooks;
 mod x402;
@@ -22,6 +23,7 @@ pub use llm::{LlmConfig, LlmProviderKind};
 pub use mcp::McpConfig;
 pub use security::{EncryptionKey, Pkcs11Config, PublicUrl, SecurityConfig, new_encryption_key, parse_encryption_key};
 pub use server::ServerConfig;
+pub use sponsorship::{SponsorParts, SponsorshipConfig};
 pub use webhooks::WebhookConfig;
 pub use x402::X402Config;
 
@@ -68,6 +70,7 @@ pub struct Config {
     pub x402: X402Config,
     pub webhooks: WebhookConfig,
     pub mcp: McpConfig,
+    pub sponsorship: SponsorshipConfig,
     pub faults: Faults,
 }
 
@@ -96,6 +99,7 @@ impl Config {
             x402: X402Config::read(&vars)?,
             webhooks: WebhookConfig::read(&vars)?,
             mcp: McpConfig::read(&vars)?,
+            sponsorship: SponsorshipConfig::read(&vars)?,
             faults: Faults::read(&vars, app_env)?,
         };
         // Without agent auth every wallet answers to anyone who can connect: only to this machine, then.

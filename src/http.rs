@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod owners;
 pub mod policy;
 pub mod reissue;
+pub mod sponsorship;
 pub mod streams;
 pub mod sweep;
 pub mod transactions;
@@ -135,6 +136,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(approvals::router())
         .merge(webhooks::router())
         .merge(delegations::router())
+        .merge(sponsorship::router())
 }
 
 /// The OpenAPI document served at `/api/openapi.json`.

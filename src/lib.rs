@@ -36,6 +36,8 @@ pub mod net;
 pub mod rate_limit;
 /// Wallet key custody.
 pub mod signer;
+/// Gas the operator sponsors (§22): the sponsorable chains, their sponsor keys, the bundles.
+pub mod sponsor;
 /// Shared handler state.
 pub mod state;
 /// SQLite and PostgreSQL persistence.

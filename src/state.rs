@@ -60,6 +60,10 @@ pub struct Services {
     pub webhooks: crate::webhooks::Endpoints,
     /// On-chain delegations the owner grants (§21).
     pub delegations: crate::delegations::Delegations,
+    /// The chains where the operator sponsors gas (§22), as checked at start.
+    pub sponsors: crate::sponsor::Sponsors,
+    /// Rung when a sponsored operation is stored, so the chain's bundler carries it at once.
+    pub bundles: Arc<tokio::sync::Notify>,
     /// What the tools act through (chat turns, MCP calls).
     pub tools: ToolServices,
     /// What a chat turn uses.
@@ -165,6 +169,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.chains.delegation_enforcers.clone(),
     )
     .with_clock(clock.clone());
+    let sponsors = crate::sponsor::start::start(&config, &chains, &store, &keys).await;
+    let bundles = Arc::new(tokio::sync::Notify::new());
     let transfers = Transfers::new(
         store.clone(),
         chains.clone(),
@@ -174,6 +180,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.x402.clone(),
     )
     .with_delegations(delegations.clone())
+    .with_sponsors(sponsors.clone(), bundles.clone())
     .with_clock(clock.clone());
     let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private)
         .with_clock(clock.clone());
@@ -207,6 +214,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         transfers,
         webhooks,
         delegations,
+        sponsors,
+        bundles,
         listening: Arc::default(),
         clock,
         tools,

@@ -10,9 +10,11 @@ mod feed;
 mod idempotency;
 mod locks;
 mod model;
+pub mod operations;
 mod postgres;
 mod shared;
 mod speedups;
+pub mod sponsorship;
 mod sql;
 mod sqlite;
 pub mod webhooks;
@@ -38,7 +40,9 @@ pub use model::{
     OutflowEntry, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement, ResealFn, Reservation,
     Reserve, Role, Settlement, Settling, SignedTx,
 };
+pub use operations::OperationStore;
 pub use postgres::PgStore;
+pub use sponsorship::SponsorshipStore;
 pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
 pub use webhooks::WebhookStore;
@@ -84,10 +88,11 @@ pub trait SendGuard: Send {}
 
 /// The traits, for `use crate::store::prelude::*;` wherever a `Store`'s methods are called.
 pub mod prelude {
+    pub use super::OperationStore;
     pub use super::{
         AgentStore, AttemptStore, AuditStore, ConversationStore, DelegationStore, EventStore, HealthStore,
-        IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore, Store, TokenStore,
-        TransferStore, WebhookStore,
+        IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore, SponsorshipStore, Store,
+        TokenStore, TransferStore, WebhookStore,
     };
 }
 
@@ -109,6 +114,8 @@ pub trait Store:
     + PurgeStore
     + WebhookStore
     + DelegationStore
+    + OperationStore
+    + SponsorshipStore
 {
 }
 
@@ -129,6 +136,8 @@ impl<T> Store for T where
         + PurgeStore
         + WebhookStore
         + DelegationStore
+        + OperationStore
+        + SponsorshipStore
 {
 }
 

@@ -52,6 +52,7 @@ mod reserve;
 mod rounds;
 mod send;
 mod signing;
+mod sponsored;
 mod sweep;
 mod transacting;
 mod typed;
@@ -101,6 +102,10 @@ pub struct Transfers {
     rounds: rounds::Rounds,
     /// What the service reads the time on (the system's clock outside tests).
     clock: Arc<dyn crate::domain::clock::Clock>,
+    /// The chains where the operator sponsors gas (§22).
+    sponsors: crate::sponsor::Sponsors,
+    /// Rung when a sponsored operation is stored, so the bundler carries it at once.
+    bundles: Arc<tokio::sync::Notify>,
 }
 
 /// How an outflow's audit entry reaches the log, and so when the outflow is answered.
@@ -140,6 +145,9 @@ pub struct TransferOrder<'a> {
     pub conversation_id: Option<Uuid>,
     /// An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
     pub delegation: Option<Uuid>,
+    /// Who pays the gas (§22 `gas`); `None`: the sponsorship where the agent has one with a non-zero `per_day` on
+    /// the chain, else the wallet.
+    pub gas: Option<crate::domain::transaction::Payer>,
 }
 
 /// Where a stored outflow stands when the send path returns.
@@ -202,7 +210,16 @@ impl Transfers {
             nonces: Default::default(),
             delegations: None,
             clock: Arc::new(crate::domain::clock::SystemClock),
+            sponsors: Default::default(),
+            bundles: Default::default(),
         }
+    }
+
+    /// The same service sending sponsored outflows on `sponsors`' chains, ringing `bundles` as it stores one.
+    pub fn with_sponsors(mut self, sponsors: crate::sponsor::Sponsors, bundles: Arc<tokio::sync::Notify>) -> Self {
+        self.sponsors = sponsors;
+        self.bundles = bundles;
+        self
     }
 
     /// The same service reading the time on `clock` (a test's, which it can move ahead).
@@ -385,6 +402,7 @@ impl Transfers {
             to: to.to(),
             value: order.amount.value(),
             purpose,
+            gas: self.payer(order.by.agent.id, order.chain, order.gas).await?,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
             owed: Some(owed),

@@ -83,10 +83,11 @@ pub enum Action {
     DelegationAdded,
     DelegationRemoved,
     DelegationRevoked,
+    SponsorshipSet,
 }
 
 impl Action {
-    pub const ALL: [Action; 34] = [
+    pub const ALL: [Action; 35] = [
         Action::AgentCreated,
         Action::AgentUpdated,
         Action::AgentDeleted,
@@ -121,6 +122,7 @@ impl Action {
         Action::DelegationAdded,
         Action::DelegationRemoved,
         Action::DelegationRevoked,
+        Action::SponsorshipSet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -128,6 +130,7 @@ impl Action {
             Action::DelegationAdded => "delegation_added",
             Action::DelegationRemoved => "delegation_removed",
             Action::DelegationRevoked => "delegation_revoked",
+            Action::SponsorshipSet => "sponsorship_set",
             Action::AgentCreated => "agent_created",
             Action::AgentUpdated => "agent_updated",
             Action::AgentDeleted => "agent_deleted",

@@ -39,6 +39,30 @@ pub struct Request<'a> {
     /// A contract call (§18): judged by the `calls` rules and the unlimited-approval guard, and counted by what
     /// its simulation showed.
     pub call: Option<CallSite<'a>>,
+    /// A user operation the operator's sponsorship pays the gas of (§22): its maximum cost and whether the
+    /// paymaster trusts the sponsor as signer and bundler and the sponsor can pay the bundle, as read before.
+    pub sponsored: Option<SponsoredSite>,
+}
+
+/// What a sponsored outflow brings to the decision (§22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SponsoredSite {
+    /// Every gas limit of the operation, the paymaster's included, times its `maxFeePerGas`.
+    pub max_cost: U256,
+    /// The paymaster's `signers(sponsor)` and `isBundlerAllowed(sponsor)`, and the sponsor's balance covering the
+    /// bundle's gas, as read before.
+    pub ready: bool,
+}
+
+/// What the store read of a sponsorship under the agent's lock (§22).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SponsorFacts {
+    /// The operator's daily budget for the agent on the chain (0: none, or ended).
+    pub per_day: U256,
+    /// What the sponsorship paid or holds over the last 24 hours.
+    pub counted: U256,
+    /// The paymaster's deposit at the latest block, and what this service's unsettled operations hold of it.
+    pub deposit: Funds,
 }
 
 /// What a contract call brings to the decision (§18).
@@ -169,6 +193,8 @@ pub struct Facts {
     /// A redemption of an on-chain delegation (§21): what the chain's caveats leave this period (`balance`, read at
     /// the latest block) and what this service's redemptions of it that block has not included hold.
     pub delegation: Option<Funds>,
+    /// A sponsored outflow (§22): the agent's sponsorship on the chain and the paymaster's deposit.
+    pub sponsorship: Option<SponsorFacts>,
 }
 
 /// Why nothing moves.
@@ -199,6 +225,13 @@ pub enum Refusal {
     NotAwaiting(ApprovalStatus),
     /// An owner session's sweep to an address that is none of the agent's owner addresses (§20).
     OwnerAddressRequired,
+    /// More gas than the agent's sponsorship has left of its `per_day` (§22 `sponsorship_limit`).
+    SponsorshipLimit {
+        left: U256,
+    },
+    /// The paymaster does not trust the sponsor or does not allow it as bundler, its deposit less what this service
+    /// holds of it cannot cover the operation, or the sponsor cannot pay the bundle (§22 `sponsor_unfunded`).
+    SponsorUnfunded,
     /// More than what the delegation's caveats leave this period, less this service's redemptions the chain has not
     /// counted yet (§21 `delegation_limit`).
     DelegationLimit {
@@ -360,12 +393,38 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     if let Some(refusal) = short {
         return refuse(refusal);
     }
+    if let Some(sponsored) = &r.sponsored
+        && let Some(refusal) = sponsorship(f, sponsored)
+    {
+        return refuse(refusal);
+    }
     let off_chain = r.payment.is_some() || r.call.is_some_and(|c| !c.subject.on_chain());
     let nonce = match off_chain {
         true => None,
         false => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
     };
     Decision::Reserve { nonce, release }
+}
+
+/// A sponsored outflow's checks, in the same step as the cap (§22): a cap of 0 moves nothing whoever pays; then
+/// what the sponsorship has left of its `per_day`; then whether the sponsor and the paymaster's deposit (less what
+/// this service's unsettled operations hold of it) can pay it.
+fn sponsorship(f: &Facts, sponsored: &SponsoredSite) -> Option<Refusal> {
+    if f.cap.is_zero() {
+        return Some(Refusal::CapExceeded {
+            cap: f.cap,
+            spent: f.spent,
+        });
+    }
+    let facts = f.sponsorship.unwrap_or_default();
+    let left = facts.per_day.saturating_sub(facts.counted);
+    if sponsored.max_cost > left || facts.per_day.is_zero() {
+        return Some(Refusal::SponsorshipLimit { left });
+    }
+    if !sponsored.ready || facts.deposit.available() < sponsored.max_cost {
+        return Some(Refusal::SponsorUnfunded);
+    }
+    None
 }
 
 /// A transfer's refusal by `rule`, with the figures of the limit it broke when it broke one.

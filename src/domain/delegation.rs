@@ -372,6 +372,13 @@ pub mod deployments {
 
     pub const DELEGATION_MANAGER: Address = address!("0xdb9B1e94B5b69Df7e401DDbedE43491141047dB3");
 
+    /// The canonical ERC-4337 EntryPoint v0.7 (§22's default `ENTRY_POINT_<CHAIN>` on every chain).
+    pub const ENTRY_POINT_V07: Address = address!("0x0000000071727De22E5E9d8BAf0edAc6f37da032");
+
+    /// The framework's v1.3 `EIP7702StatelessDeleGator` implementation (npm `@metamask/delegation-deployments`
+    /// 2.0.0 `EIP7702StatelessDeleGatorImpl`), §22's default `ACCOUNT_IMPLEMENTATION_<CHAIN>` on `CHAIN_IDS`.
+    pub const EIP7702_STATELESS_DELEGATOR: Address = address!("0x63c0c19a282a1B52b07dD5a65b58948A07DAE32B");
+
     /// The enforcer of `kind` on those chains.
     pub fn enforcer(kind: Kind) -> Address {
         match kind {

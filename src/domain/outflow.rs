@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::domain::call::CallFacts;
 use crate::domain::call::ledger::{self, Counted, Remaining};
-use crate::domain::decision::{CallSite, PaymentSite, Request, Subject};
+use crate::domain::decision::{CallSite, PaymentSite, Request, SponsoredSite, Subject};
 use crate::domain::policy::PolicyRule;
 use crate::domain::transaction::{Action, Body, OnChain};
 
@@ -93,6 +93,23 @@ pub struct ChainReads {
     /// The wallet's nonce the node has mined, read before the balances: the agent's open outflows below it have
     /// landed and the balances read already show them, so only the others are held against them.
     pub mined_nonce: Option<u64>,
+    /// A sponsored outflow (§22): its maximum cost and what was read of the sponsor and the paymaster (then
+    /// `node_nonce` is the account's EntryPoint nonce, not the wallet's).
+    pub sponsor: Option<SponsorReads>,
+}
+
+/// What a sponsored outflow read before its reservation (§22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SponsorReads {
+    /// Every gas limit of the operation, the paymaster's included, times its `maxFeePerGas`.
+    pub max_cost: U256,
+    /// The paymaster's deposit at the EntryPoint at the latest block.
+    pub deposit: U256,
+    /// The paymaster trusts the sponsor (`signers`) and allows it as bundler, and the sponsor's balance pays the
+    /// bundle's gas.
+    pub ready: bool,
+    /// The paymaster approval's end (unix seconds): at most 600 s past the latest block's time.
+    pub valid_until: u64,
 }
 
 /// What the reservation judges besides the cap, the policy's limits and recipients, by what the outflow does.
@@ -282,6 +299,10 @@ impl TransferRequest {
                 host: x.host.as_ref().map(|(host, port)| (host.as_str(), *port)),
             }),
             call,
+            sponsored: self.reads.sponsor.map(|s| SponsoredSite {
+                max_cost: s.max_cost,
+                ready: s.ready,
+            }),
         })
     }
 }

@@ -77,6 +77,8 @@ pub enum PolicyRule {
     DelegationSignature,
     /// A call to Permit2 or a limited token with a selector the service does not decode into counts (§18).
     CallNotUnderstood,
+    /// More gas than the agent's sponsorship has left today (§22).
+    SponsorshipLimit,
 }
 
 impl From<Forbidden> for PolicyRule {
@@ -103,6 +105,7 @@ impl PolicyRule {
             PolicyRule::PermitNotUnderstood => "permit_not_understood",
             PolicyRule::DelegationSignature => "delegation_signature",
             PolicyRule::CallNotUnderstood => "call_not_understood",
+            PolicyRule::SponsorshipLimit => "sponsorship_limit",
         }
     }
 }

@@ -114,16 +114,47 @@ pub enum Body<P = Placed> {
     Signature(SignatureRecord),
 }
 
-/// A transaction of the agent's wallet.
+/// A transaction of the agent's wallet, or a user operation of its account (§22).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnChain<P = Placed> {
-    /// Its place in the wallet's nonces once signed (`()` before).
+    /// Its place once signed (`()` before): the wallet's nonce and the transaction's hash, or for a sponsored one
+    /// its nonce in the account's EntryPoint sequence and its `user_op_hash`.
     pub at: P,
+    /// Who pays its gas, and so how it reaches the chain.
+    pub gas: Payer,
     pub gas_limit: u64,
     /// Of its latest attempt.
     pub max_fee_per_gas: u128,
     /// What it does.
     pub action: Action,
+}
+
+/// Who pays an on-chain outflow's gas (§22 `gas`): the agent's wallet (an EIP-1559 transaction it signs and sends),
+/// or the operator's sponsorship (a user operation from the agent's own account, approved by the paymaster and
+/// carried in a bundle the sponsor key sends; stored as kind `user_op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Payer {
+    #[default]
+    Wallet,
+    Sponsor,
+}
+
+impl Payer {
+    /// As the API shows it (`gas`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Payer::Wallet => "wallet",
+            Payer::Sponsor => "sponsored",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "wallet" => Some(Payer::Wallet),
+            "sponsored" => Some(Payer::Sponsor),
+            _ => None,
+        }
+    }
 }
 
 /// What a transaction of the agent's wallet does.
@@ -298,6 +329,7 @@ impl Body<()> {
         match self {
             Body::Transaction(t) => Body::Transaction(OnChain {
                 at: Placed { nonce, tx_hash },
+                gas: t.gas,
                 gas_limit: t.gas_limit,
                 max_fee_per_gas: t.max_fee_per_gas,
                 action: t.action,

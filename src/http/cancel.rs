@@ -52,7 +52,15 @@ async fn cancel_transfer(
 /// The view of a sent transfer, with its replaced attempts.
 pub(super) async fn sent_view(state: &AppState, tx: &StoredTx) -> Result<TransferView> {
     let mut replaced = state.store.replaced_hashes(tx.agent_id).await?;
-    Ok(TransferView::from(tx)
+    let mut view = TransferView::from(tx)
         .with_replaced(replaced.remove(&tx.id).unwrap_or_default())
-        .with_response(tx.body.x402()))
+        .with_response(tx.body.x402());
+    // A sponsored outflow's user operation, its bundle and its cost (§22).
+    if let Some(part) = state.store.operation_part(tx.id).await? {
+        view.sponsorship = Some(crate::http::views::transfers::SponsorshipPartView::new(
+            &part,
+            crate::domain::chain::find(&tx.chain).map_or(18, |c| c.decimals),
+        ));
+    }
+    Ok(view)
 }

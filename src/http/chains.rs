@@ -6,7 +6,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::Result;
-use super::views::{ChainDelegationsView, ChainView, ErrorBody, HealthView};
+use super::views::{ChainDelegationsView, ChainSponsorshipView, ChainView, ErrorBody, HealthView};
 use crate::domain::chain::CHAINS;
 use crate::state::AppState;
 
@@ -23,6 +23,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// contracts the deployment names for its clients (`CONTRACTS_<CHAIN>`). Needs no token.
 #[utoipa::path(get, path = "/api/chains", tag = "chains", responses((status = 200, description = "The chain registry", body = Vec<ChainView>)))]
 async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
+    let mut views = chain_views(&state);
+    for view in &mut views {
+        let (Some(sponsor), Ok(client)) = (state.sponsors.chain(view.name), state.chains.get(view.name)) else {
+            continue;
+        };
+        match crate::sponsor::status::read(client, sponsor).await {
+            Ok(status) => view.sponsorship = Some(ChainSponsorshipView::new(sponsor, &status)),
+            Err(e) => tracing::warn!(chain = view.name, error = %e, "the sponsorship's parts could not be read"),
+        }
+    }
+    Json(views)
+}
+
+/// The registry's chains as configured, without what is read on chain.
+fn chain_views(state: &AppState) -> Vec<ChainView> {
     let chains = &state.config.chains;
     let configured = |name: &str| chains.rpc_urls.iter().any(|(n, _)| n == name);
     let delegations = |name: &str| {
@@ -34,27 +49,25 @@ async fn list_chains(State(state): State<AppState>) -> Json<Vec<ChainView>> {
             .map_or(&[][..], |(_, e)| e.as_slice());
         Some(ChainDelegationsView::new(*manager, enforcers))
     };
-    Json(
-        CHAINS
-            .iter()
-            .map(|c| {
-                let local = state.config.chains.is_local_node(c.name);
-                let contracts = chains
-                    .contracts
-                    .iter()
-                    .find(|(n, _)| n == c.name)
-                    .map_or(&[][..], |(_, named)| named.as_slice());
-                ChainView::new(
-                    c,
-                    configured(c.name),
-                    local,
-                    state.chains.tokens(),
-                    delegations(c.name),
-                    contracts,
-                )
-            })
-            .collect(),
-    )
+    CHAINS
+        .iter()
+        .map(|c| {
+            let local = state.config.chains.is_local_node(c.name);
+            let contracts = chains
+                .contracts
+                .iter()
+                .find(|(n, _)| n == c.name)
+                .map_or(&[][..], |(_, named)| named.as_slice());
+            ChainView::new(
+                c,
+                configured(c.name),
+                local,
+                state.chains.tokens(),
+                delegations(c.name),
+                contracts,
+            )
+        })
+        .collect()
 }
 
 /// Health check

@@ -97,6 +97,8 @@ pub enum AppError {
         message: String,
         available: Option<String>,
         reason: Option<String>,
+        /// What a sponsorship has left today (§22 rule `sponsorship_limit`), in whole native units.
+        left: Option<String>,
     },
     /// A paid request that failed after its payment was signed (§16): 502 `x402_payment_failed`, 504
     /// `upstream_timeout` or 502 `upstream_unavailable`, with `details.reason` and `details.transfer_id`.
@@ -209,11 +211,13 @@ impl AppError {
                 rule,
                 available,
                 reason,
+                left,
                 ..
             } => Some(FieldErrors {
                 rule: Some(rule.to_string()),
                 available: available.clone(),
                 reason: reason.clone(),
+                left: left.clone(),
                 ..FieldErrors::default()
             }),
             AppError::PaidRequestFailed {
@@ -396,29 +400,48 @@ impl From<TransferError> for AppError {
                 message,
                 available: None,
                 reason: None,
+                left: None,
             },
             TransferError::PolicyDenied(rule) | TransferError::OverLimit { rule, .. } => AppError::PolicyDenied {
                 rule: rule.as_str(),
                 message,
                 available: None,
                 reason: None,
+                left: None,
             },
             TransferError::DelegationLimit { ref available, .. } => AppError::PolicyDenied {
                 rule: "delegation_limit",
                 available: Some(available.clone()),
                 message,
                 reason: None,
+                left: None,
             },
             TransferError::DelegationCaveat(reason) => AppError::PolicyDenied {
                 rule: "delegation_caveat",
                 message,
                 available: None,
                 reason: Some(reason),
+                left: None,
             },
             TransferError::DelegationsUnavailable(_) | TransferError::DelegationNotActive(_) => {
                 AppError::Unprocessable { code, message }
             }
-            TransferError::DelegationRevoked => AppError::Conflict { code, message },
+            TransferError::DelegationRevoked | TransferError::AccountForeign => AppError::Conflict { code, message },
+            TransferError::SponsorshipLimit { ref left } => AppError::PolicyDenied {
+                rule: "sponsorship_limit",
+                available: None,
+                reason: None,
+                left: Some(left.clone()),
+                message,
+            },
+            TransferError::SponsorshipUnavailable(_) | TransferError::BatchUnavailable(_) => {
+                AppError::Unprocessable { code, message }
+            }
+            TransferError::SponsorUnfunded(_) => AppError::Upstream {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code,
+                message,
+            },
             TransferError::InvalidAmount(_) | TransferError::ZeroAmount => AppError::field("amount", message),
             TransferError::NoWallet => AppError::field("chain", message),
             TransferError::InsufficientFunds { .. }

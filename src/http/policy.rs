@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 use super::auth::ActiveCaller;
 use super::error::{AppError, Result};
 use super::json::ApiJson;
-use super::views::{BudgetView, ErrorBody, PolicyView};
+use super::views::{BudgetView, ErrorBody, PolicyView, SponsorshipView};
 use crate::domain::amount::parse_units;
 use crate::domain::asset;
 use crate::domain::audit::Detail;
@@ -85,6 +85,7 @@ async fn get_policy(State(state): State<AppState>, ActiveCaller(caller): ActiveC
 /// one unit more does not (other rules, the cap and the balance still apply). Beside them, `delegations`: each limit
 /// of an active on-chain delegation (§21) with what the chain leaves (`available`) and what a send through it may
 /// take now (`spendable`, the least of that and the asset's per-transfer limit and windows, `bound_by` naming which).
+/// And `sponsorships`: the operator's gas sponsorship on each chain, as `GET …/sponsorship` shows it (§22).
 #[utoipa::path(get, path = "/api/agents/{id}/budget", tag = "agents", params(("id" = String, Path, format = "uuid")),
     security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
     responses((status = 200, body = BudgetView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -100,12 +101,10 @@ async fn get_budget(State(state): State<AppState>, ActiveCaller(caller): ActiveC
     // Each active delegation's limits beside the windows (§21; read at the latest block, as GET …/delegations does).
     let delegations = state.delegations.list(caller.agent.id).await?;
     let tokens = state.chains.tokens();
-    Ok(Json(BudgetView::new(&policy, &windows, caps, tokens).with_delegations(
-        &delegations,
-        &policy,
-        &windows,
-        tokens,
-    )))
+    let mut budget =
+        BudgetView::new(&policy, &windows, caps, tokens).with_delegations(&delegations, &policy, &windows, tokens);
+    budget.sponsorships = SponsorshipView::list(&state.store.sponsorships(caller.agent.id).await?);
+    Ok(Json(budget))
 }
 
 /// Replace the spending policy

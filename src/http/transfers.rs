@@ -50,6 +50,10 @@ struct NewTransfer {
     /// An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
     #[schema(format = "uuid")]
     delegation: Option<String>,
+    /// Who pays the gas (§22): `sponsored` (the operator's sponsorship, a user operation of the agent's account)
+    /// or `wallet`; default `sponsored` on a chain where the agent has a sponsorship with a non-zero `per_day`.
+    #[schema(required = false, pattern = "^(sponsored|wallet)$")]
+    gas: Option<String>,
 }
 
 /// Send a transfer
@@ -117,8 +121,10 @@ async fn send(
         .map_err(|_| AppError::field("amount", "must be a decimal amount greater than zero"))?;
     let delegation =
         crate::delegations::named(request.delegation.as_deref()).map_err(|m| AppError::field("delegation", m))?;
+    let gas = parse_gas(request.gas.as_deref())?;
     let order = TransferOrder {
         delegation,
+        gas,
         by,
         chain,
         to,
@@ -128,6 +134,15 @@ async fn send(
     };
     let outcome = transfers.send(order).await?;
     Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
+}
+
+/// The `gas` field (§22): `sponsored` or `wallet`; absent, the default of the agent's chain.
+pub(crate) fn parse_gas(gas: Option<&str>) -> Result<Option<crate::domain::transaction::Payer>> {
+    gas.map(|g| {
+        crate::domain::transaction::Payer::parse(g.trim())
+            .ok_or_else(|| AppError::field("gas", "must be \"sponsored\" or \"wallet\""))
+    })
+    .transpose()
 }
 
 /// Read a transfer

@@ -11,6 +11,7 @@ pub mod error;
 pub mod owners;
 pub mod policy;
 pub mod reissue;
+pub mod sponsorship;
 pub mod transactions;
 pub mod transfers;
 pub mod wallets;
@@ -20,13 +21,16 @@ pub mod webhooks;
 pub use crate::delegations::view::{CaveatView, DelegationView, LimitView};
 pub use agents::{AgentCreatedView, AgentDetailView, AgentSummaryView, CapabilityView, ExportedKeyView};
 pub use audit::{ActorView, AuditEntryView, AuditHeadView};
-pub use chains::{ChainDelegationsView, ChainView, ContractView, HealthView, PoolView, TokenView};
+pub use chains::{
+    ChainDelegationsView, ChainSponsorshipView, ChainView, ContractView, HealthView, PoolView, TokenView,
+};
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
 pub use owners::{OwnerChallengeView, OwnerSessionView};
 pub use policy::{AssetBudgetView, AssetLimitsView, BudgetView, PolicyView, WindowView};
 pub use reissue::{ChallengeView, ReissuedView};
+pub use sponsorship::{SponsorshipView, SponsorshipsView};
 pub use transactions::{TransactionView, TxStatusView};
 pub use transfers::{CallView, TransferStatusView, TransferView, TypedDataView};
 pub use wallets::{

@@ -9,7 +9,9 @@ use uuid::Uuid;
 
 use super::{Challenge, EventRecord, Message, Role, StoreError, StoreResult};
 use crate::domain::agent::{Agent, Capability};
-use crate::domain::transaction::{Action, Body, CallRecord, OnChain, Placed, SignatureRecord, StoredTx, TxState};
+use crate::domain::transaction::{
+    Action, Body, CallRecord, OnChain, Payer, Placed, SignatureRecord, StoredTx, TxState,
+};
 use crate::vault::EncryptedKey;
 
 pub const AGENT_COLUMNS: &str =
@@ -294,8 +296,12 @@ impl BodyColumns {
             }),
             Body::Authorization(_) => None,
         };
+        let kind = match body.transaction().map(|t| t.gas) {
+            Some(Payer::Sponsor) => "user_op",
+            Some(Payer::Wallet) | None => body.kind().stored(),
+        };
         BodyColumns {
-            kind: body.kind().stored().to_string(),
+            kind: kind.to_string(),
             gas_limit: i64::try_from(gas_limit).unwrap_or(i64::MAX),
             max_fee_per_gas: max_fee_per_gas.to_string(),
             x402: body
@@ -353,8 +359,12 @@ pub fn body_from_columns<P>(
             simulation: call.simulation,
         }),
         ("typed_data", _) => return Err(corrupt("call_record")),
-        ("transfer", call) => Body::Transaction(OnChain {
+        (kind @ ("transfer" | "user_op"), call) => Body::Transaction(OnChain {
             at: at()?,
+            gas: match kind {
+                "user_op" => Payer::Sponsor,
+                _ => Payer::Wallet,
+            },
             gas_limit: u64_from(columns.gas_limit, "gas_limit")?,
             max_fee_per_gas: columns
                 .max_fee_per_gas

@@ -80,6 +80,16 @@ impl<'a> Args<'a> {
         crate::delegations::named(self.text("delegation")?).map_err(|m| ToolError::invalid(format!("delegation {m}")))
     }
 
+    /// Who pays the gas (`gas`, §22): `sponsored` or `wallet`; absent, the chain's default.
+    pub fn gas(&self) -> Result<Option<crate::domain::transaction::Payer>, ToolError> {
+        self.text("gas")?
+            .map(|g| {
+                crate::domain::transaction::Payer::parse(g.trim())
+                    .ok_or_else(|| ToolError::invalid("gas must be \"sponsored\" or \"wallet\""))
+            })
+            .transpose()
+    }
+
     pub fn optional_chain(&self, agent: &Agent) -> Result<Option<&'static ChainInfo>, ToolError> {
         self.string("chain")?.map(|name| agent_chain(agent, name)).transpose()
     }

@@ -170,6 +170,7 @@ fn send<'a>(cx: &'a ToolContext<'a>, args: Args<'a>, names_token: bool) -> BoxFu
             amount,
             conversation_id: cx.conversation_id,
             delegation,
+            gas: args.gas()?,
         };
         let outcome = cx.services.transfers.send(order).await?;
         Ok(outcome_json(&outcome, cx.services.chains.is_local_node(chain.name)))

@@ -10,7 +10,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{Action, Body, OnChain};
+use crate::domain::transaction::{Action, Body, OnChain, Payer};
 use crate::store::{Approval, CallCheck, Clearance, Closing, Mandate};
 
 impl Transfers {
@@ -76,6 +76,7 @@ impl Transfers {
                     to: approval.to,
                     value: approval.value_wei,
                     purpose,
+                    gas: approval.body.transaction().map_or(Payer::Wallet, |t| t.gas),
                     clearance: Clearance::Approval { by },
                     mandate: Mandate::NONE,
                     owed: None,

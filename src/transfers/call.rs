@@ -58,6 +58,7 @@ impl CallOrder<'_> {
                 check: Some(previewed.check.clone()),
                 gas_limit: previewed.gas_limit,
             })),
+            gas: crate::domain::transaction::Payer::Wallet,
             clearance: Clearance::Policy,
             mandate: self.by.mandate.clone(),
             owed: Some(OwedEntry::Call {

@@ -125,6 +125,26 @@ pub enum TransferError {
     /// rule `delegation_caveat`, `details.reason`). Nothing was signed.
     #[error("a caveat of the delegation refuses this: {0}; nothing was signed")]
     DelegationCaveat(String),
+    /// Sponsored gas asked on a chain that is not sponsorable, or without a sponsorship there (§22, 422).
+    #[error(
+        "sponsored gas is not available on {0}: the chain is not sponsorable or the agent has no sponsorship there"
+    )]
+    SponsorshipUnavailable(String),
+    /// A batch on a chain whose account implementation is not configured or does not check out (§22, 422).
+    #[error("batches are not available on {0}: no account implementation checks out there")]
+    BatchUnavailable(String),
+    /// The agent's address designates code agentd did not choose, or holds contract code (§22, 409).
+    #[error("the agent's address designates code agentd did not choose (or holds contract code); nothing was signed")]
+    AccountForeign,
+    /// More gas than the agent's sponsorship has left today (§22: 403 `policy_denied`, rule `sponsorship_limit`,
+    /// `details.left`). Nothing was signed.
+    #[error(
+        "the sponsorship has {left} (whole native units) left of its daily budget, less than this operation may cost; nothing was signed"
+    )]
+    SponsorshipLimit { left: String },
+    /// The paymaster or the sponsor cannot pay for it now (§22: 503, retryable). Nothing was signed.
+    #[error("the sponsor cannot pay for this now: {0}; nothing was signed")]
+    SponsorUnfunded(String),
 }
 
 impl TransferError {
@@ -156,6 +176,11 @@ impl TransferError {
             Self::DelegationNotActive(_) => "delegation_not_active",
             Self::DelegationRevoked => "delegation_revoked",
             Self::DelegationLimit { .. } | Self::DelegationCaveat(_) => "policy_denied",
+            Self::SponsorshipUnavailable(_) => "sponsorship_unavailable",
+            Self::BatchUnavailable(_) => "batch_unavailable",
+            Self::AccountForeign => "account_foreign",
+            Self::SponsorshipLimit { .. } => "policy_denied",
+            Self::SponsorUnfunded(_) => "sponsor_unfunded",
         }
     }
 }
@@ -191,6 +216,7 @@ impl TransferError {
         match self {
             Self::DelegationLimit { .. } => Some("delegation_limit"),
             Self::DelegationCaveat(_) => Some("delegation_caveat"),
+            Self::SponsorshipLimit { .. } => Some("sponsorship_limit"),
             _ => self.policy_rule().map(PolicyRule::as_str),
         }
     }

@@ -22,7 +22,7 @@ use crate::domain::asset::Asset;
 use crate::domain::audit::OwedEntry;
 use crate::domain::chain::ChainInfo;
 use crate::domain::outflow::{ChainReads, Check};
-use crate::domain::transaction::{Action, Body, OnChain};
+use crate::domain::transaction::{Action, Body, OnChain, Payer};
 use crate::signer::{SignerError, WalletSigner};
 use crate::store::{Clearance, Mandate, NativeFunds, SignedTx, TransferRequest};
 pub(super) use call::CallDraft;
@@ -43,6 +43,8 @@ pub(super) struct Outflow<'a> {
     /// In base units of the asset.
     pub value: U256,
     pub purpose: Purpose<'a>,
+    /// Who pays its gas (§22): the wallet, or the operator's sponsorship (a user operation of the agent's account).
+    pub gas: Payer,
     /// What the reservation checks besides the cap: the policy (a new outflow) or the approval (a waiting one).
     pub clearance: Clearance,
     /// The agent token and idempotency claim that asked, checked again as the outflow is reserved.
@@ -157,10 +159,20 @@ impl Purpose<'_> {
 }
 
 impl Outflow<'_> {
+    /// How it reaches the chain: its purpose's carrier, or a user operation of the agent's account for an on-chain
+    /// purpose whose gas the sponsorship pays (§22).
+    pub(super) fn carrier(&self) -> Carrier {
+        match (self.purpose.carrier(), self.gas) {
+            (Carrier::Wallet, Payer::Sponsor) => Carrier::Operation,
+            (carrier, Payer::Sponsor | Payer::Wallet) => carrier,
+        }
+    }
+
     /// A transaction of the agent's wallet doing `action`, at the quote's gas and fee.
     fn transaction(&self, quote: &Quote, action: Action) -> Body<()> {
         Body::Transaction(OnChain {
             at: (),
+            gas: self.gas,
             gas_limit: quote.gas_limit,
             max_fee_per_gas: quote.max_fee_per_gas,
             action,
@@ -191,6 +203,7 @@ impl Outflow<'_> {
                 native: quote.funds,
                 token_balance: quote.token_balance,
                 mined_nonce: quote.mined_nonce,
+                sponsor: None,
             },
             body: match &self.purpose {
                 Purpose::Payment(p) => Body::Authorization(p.record.clone()),

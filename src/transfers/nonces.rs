@@ -14,7 +14,7 @@ use super::{TransferError, store_error};
 use crate::chain::Node;
 use crate::domain::chain::ChainInfo;
 use crate::domain::outflow::{ChainReads, Check};
-use crate::domain::transaction::{Action, Body, OnChain, StoredTx};
+use crate::domain::transaction::{Action, Body, OnChain, Payer, StoredTx};
 use crate::store::{Clearance, Mandate, TransferRequest, TransferStore};
 
 /// Most (agent, chain) pairs remembered as counted by the store before the memory starts again.
@@ -84,6 +84,7 @@ pub(super) fn nonce_filler(
         reads: ChainReads::default(),
         body: Body::Transaction(OnChain {
             at: (),
+            gas: Payer::Wallet,
             gas_limit,
             max_fee_per_gas,
             action: Action::Transfer,

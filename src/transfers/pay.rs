@@ -431,6 +431,7 @@ impl Transfers {
                 to: choice.pay_to,
                 value: choice.amount,
                 purpose: Purpose::Payment(Box::new(draft)),
+                gas: crate::domain::transaction::Payer::Wallet,
                 clearance: ticket.clearance,
                 mandate: ticket.mandate.clone(),
                 owed: ticket.accepted.clone().map(|(actor, fetch)| OwedEntry::X402Payment {

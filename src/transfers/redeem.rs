@@ -146,6 +146,7 @@ impl Transfers {
             amount,
             conversation_id: order.conversation_id,
             delegation: Some(id),
+            gas: None,
         })
         .await
     }

@@ -215,6 +215,14 @@ pub(super) fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'stat
             ),
             symbol: request.asset.clone(),
         },
+        Refusal::SponsorshipLimit { left } => TransferError::SponsorshipLimit {
+            left: crate::domain::amount::format_units(left, chain.decimals),
+        },
+        Refusal::SponsorUnfunded => TransferError::SponsorUnfunded(
+            "the paymaster does not trust or allow the sponsor, its deposit less what is held cannot cover the \
+             operation, or the sponsor cannot pay the bundle"
+                .into(),
+        ),
         Refusal::InsufficientFunds { available } => TransferError::InsufficientFunds {
             chain,
             needed: request.reads.native.map_or(U256::ZERO, |f| f.needed),

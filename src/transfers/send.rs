@@ -16,6 +16,7 @@ use std::sync::Arc;
 use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
+use super::carriers::Carrier;
 use super::kinds::{Outflow, Quote};
 use super::reserve::{decide_in, refusal, sign_and_apply};
 use super::sign_transfer;
@@ -78,6 +79,9 @@ impl Transfers {
         o: Outflow<'_>,
         held: Option<Box<dyn SendGuard>>,
     ) -> Result<TransferOutcome, TransferError> {
+        if o.carrier() == Carrier::Operation {
+            return self.send_sponsored(o, held).await;
+        }
         let chain = o.chain;
         let client = self.chains.node(chain.name)?;
         let (quote, signer) = tokio::join!(o.purpose.quote(client, &o), self.signer(o.agent_id));

@@ -78,6 +78,7 @@ impl Transfers {
             // The quote reads the amount: the whole balance.
             value: alloy::primitives::U256::ZERO,
             purpose: Purpose::Sweep(order.token.clone()),
+            gas: crate::domain::transaction::Payer::Wallet,
             clearance: Clearance::Sweep {
                 anywhere: order.anywhere,
             },

@@ -245,6 +245,7 @@ impl Bench {
             amount: Amount::parse(wei, 18).expect("an amount"),
             conversation_id: None,
             delegation: None,
+            gas: None,
         };
         self.transfers.send(order).await
     }

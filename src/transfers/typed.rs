@@ -90,6 +90,7 @@ impl Transfers {
                 record,
                 check: Some(check),
             })),
+            gas: crate::domain::transaction::Payer::Wallet,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
             owed: Some(owed),

@@ -23,6 +23,7 @@ pub mod gated_rpc;
 pub mod l1_proxy;
 pub mod llm_server;
 pub mod openapi;
+pub mod paymaster;
 pub mod paywall;
 mod process;
 pub mod relay;

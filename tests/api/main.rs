@@ -11,6 +11,7 @@ mod keys;
 mod mcp;
 mod money;
 mod service;
+mod sponsored;
 mod store;
 mod webhooks;
 mod x402;

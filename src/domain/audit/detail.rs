@@ -425,6 +425,14 @@ pub struct DelegationRevoked {
     pub status: String,
 }
 
+/// `sponsorship_set`: the operator's daily gas budget for the agent on a chain (§22), in whole native units (`"0"`
+/// ends it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SponsorshipSet {
+    pub chain: String,
+    pub per_day: String,
+}
+
 /// An entry's detail, by action: the variant names the action, its struct what the entry says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -463,6 +471,7 @@ pub enum Detail {
     DelegationAdded(DelegationAdded),
     DelegationRemoved(DelegationRemoved),
     DelegationRevoked(DelegationRevoked),
+    SponsorshipSet(SponsorshipSet),
 }
 
 impl Detail {
@@ -503,6 +512,7 @@ impl Detail {
             Detail::DelegationAdded(_) => Action::DelegationAdded,
             Detail::DelegationRemoved(_) => Action::DelegationRemoved,
             Detail::DelegationRevoked(_) => Action::DelegationRevoked,
+            Detail::SponsorshipSet(_) => Action::SponsorshipSet,
         }
     }
 
@@ -549,6 +559,7 @@ impl Detail {
             Action::DelegationAdded => Detail::DelegationAdded(read(json)?),
             Action::DelegationRemoved => Detail::DelegationRemoved(read(json)?),
             Action::DelegationRevoked => Detail::DelegationRevoked(read(json)?),
+            Action::SponsorshipSet => Detail::SponsorshipSet(read(json)?),
         })
     }
 }

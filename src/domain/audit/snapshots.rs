@@ -525,6 +525,13 @@ fn examples(action: Action) -> Vec<(Detail, &'static str)> {
             }),
             r#"{"chain":"base","delegation_id":"00000000-0000-0000-0000-000000000001","delegator":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","hash":"0xcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd","status":"revoked"}"#,
         )],
+        Action::SponsorshipSet => vec![(
+            Detail::SponsorshipSet(SponsorshipSet {
+                chain: s("base"),
+                per_day: s("0.05"),
+            }),
+            r#"{"chain":"base","per_day":"0.05"}"#,
+        )],
     }
 }
 

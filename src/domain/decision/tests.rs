@@ -25,6 +25,7 @@ fn request(value: u64, reserved: u64) -> Request<'static> {
         node_nonce: None,
         payment: None,
         call: None,
+        sponsored: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn facts(cap: u64, spent: u64, gate: Gate) -> Facts {
         stored_nonce: None,
         call_windows: Vec::new(),
         delegation: None,
+        sponsorship: None,
     }
 }
 

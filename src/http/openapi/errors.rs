@@ -44,7 +44,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             _ => AppError::InvalidJson("expected `,` or `}` at line 1 column 18".into()),
         },
         "401" => match operation {
-            "create_agent" | "list_agents" => AppError::AdminRequired,
+            "create_agent" | "list_agents" | "put_sponsorship" => AppError::AdminRequired,
             _ if is_webhook_operation(operation) && !operation.contains("agent_webhook") => AppError::AdminRequired,
             "scrape" => AppError::MetricsTokenRequired,
             "owner_session" | "reissue_token" => AppError::InvalidProof,
@@ -59,6 +59,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
                 TransferError::PolicyDenied(PolicyRule::CallDenied).into()
             }
             "fetch_paid" => TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into(),
+            "put_sponsorship" => crate::http::sponsorship::not_the_operator(),
             _ => AppError::Forbidden,
         },
         "404" if TRANSFER_OPERATIONS.contains(&operation) => AppError::TransferNotFound,
@@ -120,6 +121,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             }
             "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
             "add_delegation" => crate::delegations::DelegationError::Unbounded.into(),
+            "put_sponsorship" => crate::http::sponsorship::unavailable("base"),
             _ => return None,
         },
         "429" => AppError::RateLimited { retry_after_secs: 5 },

@@ -144,6 +144,11 @@ fn chain_call() -> Value {
     })
 }
 
+/// A sponsorship of the agent's gas (§22).
+fn sponsorship() -> Value {
+    json!({"chain": "base", "per_day": "0.05", "counted": "0.0012", "left": "0.0488"})
+}
+
 /// The example of a named component schema, when the document shows one.
 pub fn component(name: &str) -> Option<Value> {
     let example = match name {
@@ -336,7 +341,11 @@ pub fn component(name: &str) -> Option<Value> {
                 "spendable": "6",
                 "bound_by": "delegation",
             }],
+            "sponsorships": [sponsorship()],
         }),
+        "SetSponsorship" => json!({"chain": "base", "per_day": "0.05"}),
+        "SponsorshipView" => sponsorship(),
+        "SponsorshipsView" => json!({"sponsorships": [sponsorship()]}),
         "TransactionView" => json!({
             "id": TRANSFER_ID,
             "chain": "base",

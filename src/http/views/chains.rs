@@ -42,6 +42,51 @@ pub struct ChainView {
     /// absence as none.)
     #[schema(required = false)]
     pub contracts: Vec<ContractView>,
+    /// Gas the operator sponsors (§22): `null` where the chain is not sponsorable (a part not configured, or not
+    /// checking out at start: the log says why).
+    #[schema(required = true)]
+    pub sponsorship: Option<ChainSponsorshipView>,
+}
+
+/// A sponsorable chain's parts and what they hold, read at the latest block (§22).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainSponsorshipView {
+    pub entry_point: String,
+    pub paymaster: String,
+    pub account_implementation: String,
+    /// The sponsor key's address: the paymaster's signer and the bundles' sender and beneficiary.
+    pub sponsor: String,
+    /// The paymaster's `signers(sponsor)`.
+    pub trusted: bool,
+    /// The paymaster's `isBundlerAllowed(sponsor)`.
+    pub bundler_allowed: bool,
+    /// Every address the paymaster's `SignerAdded`/`SignerRemoved` logs leave trusted.
+    pub signers: Vec<String>,
+    /// Some signer is not the sponsor: the deposit is not agentd's alone.
+    pub shared: bool,
+    /// The paymaster's balance at the EntryPoint, in whole native units.
+    pub deposit: String,
+    /// The sponsor's balance, in whole native units (it pays the bundles' gas, paid back by the EntryPoint).
+    pub sponsor_balance: String,
+}
+
+impl ChainSponsorshipView {
+    pub fn new(sponsor: &crate::sponsor::SponsorChain, status: &crate::sponsor::status::Status) -> Self {
+        let address = sponsor.key.address();
+        let units = |v| crate::domain::amount::format_units(v, sponsor.chain.decimals);
+        ChainSponsorshipView {
+            entry_point: sponsor.entry_point.to_checksum(None),
+            paymaster: sponsor.paymaster.to_checksum(None),
+            account_implementation: sponsor.account_implementation.to_checksum(None),
+            sponsor: address.to_checksum(None),
+            trusted: status.trusted,
+            bundler_allowed: status.bundler_allowed,
+            signers: status.signers.iter().map(|s| s.to_checksum(None)).collect(),
+            shared: status.shared(address),
+            deposit: units(status.deposit),
+            sponsor_balance: units(status.sponsor_balance),
+        }
+    }
 }
 
 /// A contract the deployment names for its clients (`CONTRACTS_<CHAIN>`).
@@ -118,6 +163,7 @@ impl ChainView {
                     address: address.to_checksum(None),
                 })
                 .collect(),
+            sponsorship: None,
         }
     }
 }

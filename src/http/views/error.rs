@@ -40,6 +40,10 @@ pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub available: Option<String>,
+    /// What the agent's sponsorship has left today (§22 rule `sponsorship_limit`), in whole native units.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub left: Option<String>,
     /// What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, value_type = Option<Vec<Object>>)]

@@ -114,6 +114,8 @@ pub struct BudgetView {
     /// (Added beside the contract's fields.) One entry per limit of each active on-chain delegation (§21), beside the
     /// policy's windows, so that no client adds them up itself.
     pub delegations: Vec<DelegationBudgetView>,
+    /// The operator's gas sponsorship on each chain it set one on (§22), as `GET …/sponsorship` shows it.
+    pub sponsorships: Vec<super::sponsorship::SponsorshipView>,
 }
 
 /// One limit of an active delegation (§21) and what a send through it may take now. Amounts in the units of
@@ -202,6 +204,7 @@ impl BudgetView {
             limits,
             caps: caps.into_iter().map(|(c, w)| (c, WindowView::new(w, 18))).collect(),
             delegations: Vec::new(),
+            sponsorships: Vec::new(),
         }
     }
 

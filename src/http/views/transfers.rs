@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
-use crate::domain::transaction::{Body, CallRecord, StoredTx, TxState, X402Record};
+use crate::domain::transaction::{Body, CallRecord, Payer, StoredTx, TxState, X402Record};
 use crate::store::Approval;
 use crate::transfers::TransferOutcome;
 
@@ -227,8 +227,38 @@ pub struct TransferView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = "0.000042")]
     pub max_fee: Option<String>,
+    /// Who pays the gas (§22): `sponsored` (the operator's sponsorship: a user operation of the agent's account)
+    /// or `wallet`.
+    #[schema(example = "wallet")]
+    pub gas: &'static str,
+    /// A sponsored outflow's user operation (§22): its hash, the bundle carrying it (null until one is signed) and
+    /// its `actualGasCost` in whole native units (null until mined). Absent for what the wallet pays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub sponsorship: Option<SponsorshipPartView>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// What a sponsored outflow's record shows of its user operation (§22).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SponsorshipPartView {
+    pub user_op_hash: String,
+    #[schema(required = true)]
+    pub bundle_hash: Option<String>,
+    /// Exact decimal string in whole native units; null until mined.
+    #[schema(required = true)]
+    pub gas_cost: Option<String>,
+}
+
+impl SponsorshipPartView {
+    pub fn new(part: &crate::store::operations::OperationPart, decimals: u8) -> Self {
+        SponsorshipPartView {
+            user_op_hash: part.user_op_hash.clone(),
+            bundle_hash: part.bundle_hash.clone(),
+            gas_cost: part.gas_cost.map(|c| format_units(c, decimals)),
+        }
+    }
 }
 
 /// The on-chain delegation a transfer redeemed (§21).
@@ -251,8 +281,14 @@ impl DelegationUseView {
 impl From<&StoredTx> for TransferView {
     fn from(tx: &StoredTx) -> Self {
         let chain = registry::find(&tx.chain);
-        // An x402 payment's transaction is the facilitator's settlement, known once named or found on chain.
-        let tx_hash = tx.chain_hash().map(str::to_owned);
+        // An x402 payment's transaction is the facilitator's settlement, known once named or found on chain. A
+        // sponsored operation's is the bundle its event appeared in, known once it settled (until then the stored
+        // hash is its `user_op_hash`).
+        let sponsored = tx.on_chain().is_some_and(|t| t.gas == Payer::Sponsor);
+        let tx_hash = tx
+            .chain_hash()
+            .filter(|_| !(sponsored && tx.status.is_open()))
+            .map(str::to_owned);
         Self {
             id: tx.id,
             transfer_id: tx.id,
@@ -282,6 +318,15 @@ impl From<&StoredTx> for TransferView {
             held_above: None,
             held_above_asset: None,
             max_fee: None,
+            gas: tx.on_chain().map_or(Payer::Wallet, |t| t.gas).as_str(),
+            sponsorship: match (sponsored, tx.status.is_open(), tx.chain_hash()) {
+                (true, true, Some(hash)) => Some(SponsorshipPartView {
+                    user_op_hash: hash.to_owned(),
+                    bundle_hash: None,
+                    gas_cost: None,
+                }),
+                _ => None,
+            },
             created_at: tx.created_at,
             updated_at: tx.updated_at,
         }
@@ -319,6 +364,8 @@ impl From<&Approval> for TransferView {
             held_above: a.held_limit().map(|(_, units)| units),
             held_above_asset: a.held_limit().map(|(key, _)| key),
             max_fee: a.max_fee(),
+            gas: a.body.transaction().map_or(Payer::Wallet, |t| t.gas).as_str(),
+            sponsorship: None,
             created_at: a.created_at,
             updated_at: a.updated_at,
         }

@@ -11,7 +11,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore, WriteTx};
-use crate::domain::decision::{self, Counted, Facts, Funds, Standing, Windows};
+use crate::domain::decision::{self, Counted, Facts, Funds, SponsorFacts, Standing, Windows};
 use crate::domain::outflow::CallCount;
 use crate::domain::policy::{ApprovalStatus, Holds, Policy};
 use crate::domain::transaction::{StoredTx, X402Record};
@@ -478,12 +478,30 @@ where
             }),
             None => None,
         };
+        let sponsorship = match r.reads.sponsor {
+            Some(sponsor) => {
+                let (per_day, counted) = SqlStore::<B>::sponsorship_in(tx, r.agent_id, &r.chain, now).await?;
+                Some(SponsorFacts {
+                    per_day: per_day.unwrap_or_default(),
+                    counted,
+                    deposit: Funds {
+                        balance: sponsor.deposit,
+                        held: SqlStore::<B>::held_of_deposit_in(tx, &r.chain).await?,
+                    },
+                })
+            }
+            None => None,
+        };
         let gate = SqlStore::<B>::gate_in(tx, r, policy, now).await?;
         let counted = match r.check.call() {
             Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
             None => Vec::new(),
         };
-        let stored_nonce = stored_nonce.filter(|_| r.uses_nonce());
+        // A sponsored outflow takes its place in the account's EntryPoint sequence, not the wallet's (§22).
+        let stored_nonce = match r.reads.sponsor {
+            Some(_) => SqlStore::<B>::stored_op_nonce_in(tx, r.agent_id, &r.chain).await?,
+            None => stored_nonce.filter(|_| r.uses_nonce()),
+        };
         Ok(Gathered {
             facts: Facts {
                 standing,
@@ -495,6 +513,7 @@ where
                 stored_nonce,
                 call_windows: Vec::new(),
                 delegation,
+                sponsorship,
             },
             counted,
         })
@@ -549,6 +568,11 @@ where
             None => None,
         };
         SqlStore::<B>::insert_transfer(tx, &record, None, owed).await?;
+        if let Some(sponsor) = r.reads.sponsor {
+            let hash = record.tx_hash().unwrap_or_default();
+            let part = (sponsor.max_cost, sponsor.valid_until);
+            SqlStore::<B>::insert_operation_in(tx, (r.id, r.agent_id, &r.chain), hash, part, self.store.now()).await?;
+        }
         self.store.mark_acted_in(tx, r).await?;
         if approved.is_some() {
             // What it counted while it waited gives way to what it counts as signed.
@@ -561,7 +585,7 @@ where
             }
             self.announce.push(event);
         }
-        if let Some(nonce) = reserve.nonce {
+        if let (Some(nonce), None) = (reserve.nonce, r.reads.sponsor) {
             sqlx::query(
                 "INSERT INTO nonces (agent_id, chain, next_nonce) VALUES ($1, $2, $3) \
                  ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = $3",
@@ -749,7 +773,7 @@ where
             "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
              AND token_address = $3 AND delegation_id IS NULL AND status IN ",
             shared::open_statuses!(),
-            " AND (nonce IS NULL OR nonce >= $4)"
+            " AND (nonce IS NULL OR kind = 'user_op' OR nonce >= $4)"
         ))
         .bind(agent_id)
         .bind(chain)
@@ -840,7 +864,8 @@ where
              (SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $3), \
              (SELECT policy FROM policies WHERE agent_id = $1), \
              (SELECT {}(reserved_wei, ',') FROM transactions WHERE agent_id = $1 AND chain = $3 \
-              AND kind = 'transfer' AND status IN {OPEN} AND (nonce IS NULL OR nonce >= $4))",
+              AND kind IN ('transfer', 'user_op') AND status IN {OPEN} \
+              AND (nonce IS NULL OR kind = 'user_op' OR nonce >= $4))",
             B::TEXT_AGG
         );
         type Row = (

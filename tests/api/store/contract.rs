@@ -93,6 +93,7 @@ pub(crate) fn transfer(agent: &Agent, value: u64, conversation_id: Option<Uuid>)
         reads: agentd::domain::outflow::ChainReads::default(),
         body: Body::Transaction(OnChain {
             at: (),
+            gas: agentd::domain::transaction::Payer::Wallet,
             gas_limit: 21_000,
             max_fee_per_gas: 1,
             action: Action::Transfer,

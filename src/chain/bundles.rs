@@ -1,0 +1,95 @@
+//! The reads and estimates sponsored gas needs (§22) beyond a wallet's: the latest block's time (a paymaster
+//! approval lasts at most 600 s past it), the gas of a `handleOps` bundle (with the EIP-7702 authorizations it
+//! carries), and the EntryPoint's `UserOperationEvent` logs of given operations.
+
+use alloy::eips::eip7702::SignedAuthorization;
+use alloy::primitives::{Address, B256, Bytes, Log, U256};
+use alloy::providers::Provider;
+use alloy::rpc::types::{Filter, TransactionRequest};
+
+use super::client::ChainClient;
+use super::error::ChainError;
+
+/// A `UserOperationEvent` log with where it appeared.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    pub log: Log,
+    pub tx_hash: B256,
+    pub block_number: u64,
+}
+
+impl ChainClient {
+    /// The latest block's number and timestamp (unix seconds).
+    pub async fn latest_block(&self) -> Result<(u64, u64), ChainError> {
+        let p = self.provider();
+        let block = self
+            .call(|| p.get_block_by_number(alloy::eips::BlockNumberOrTag::Latest))
+            .await?
+            .ok_or_else(|| ChainError::Unavailable {
+                chain: self.name().to_owned(),
+                reason: "the node has no latest block".into(),
+            })?;
+        Ok((block.header.number, block.header.timestamp))
+    }
+
+    /// `eth_estimateGas` of a transaction from `from` to `to` carrying `data`, `value` and `authorizations` (a type-4
+    /// bundle's), at the latest state: the whole bundle simulated as the chain would run it. A revert is a refusal.
+    pub async fn estimate_bundle(
+        &self,
+        from: Address,
+        to: Address,
+        data: Bytes,
+        value: U256,
+        authorizations: &[SignedAuthorization],
+    ) -> Result<u64, ChainError> {
+        let p = self.provider();
+        let mut request = TransactionRequest::default()
+            .from(from)
+            .to(to)
+            .value(value)
+            .input(data.into());
+        if !authorizations.is_empty() {
+            request.authorization_list = Some(authorizations.to_vec());
+        }
+        self.call(|| p.estimate_gas(request.clone())).await
+    }
+
+    /// The `UserOperationEvent` logs `entry_point` emitted from block `from_block` on for the operations `hashes`
+    /// (their `userOpHash` is the event's first indexed topic), in whichever transaction they appeared.
+    pub async fn user_operation_logs(
+        &self,
+        entry_point: Address,
+        topic0: B256,
+        hashes: &[B256],
+        from_block: u64,
+    ) -> Result<Vec<EventLog>, ChainError> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let p = self.provider();
+        let filter = Filter::new()
+            .address(entry_point)
+            .event_signature(topic0)
+            .topic1(hashes.to_vec())
+            .from_block(from_block);
+        let logs = self.call(|| p.get_logs(&filter)).await?;
+        Ok(logs
+            .into_iter()
+            .filter_map(|log| {
+                Some(EventLog {
+                    tx_hash: log.transaction_hash?,
+                    block_number: log.block_number?,
+                    log: log.inner,
+                })
+            })
+            .collect())
+    }
+
+    /// Every log `address` emitted with one of `topics0` as its event, from the first block on.
+    pub async fn logs_of(&self, address: Address, topics0: Vec<B256>) -> Result<Vec<Log>, ChainError> {
+        let p = self.provider();
+        let filter = Filter::new().address(address).event_signature(topics0).from_block(0);
+        let logs = self.call(|| p.get_logs(&filter)).await?;
+        Ok(logs.into_iter().map(|log| log.inner).collect())
+    }
+}

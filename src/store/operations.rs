@@ -1,0 +1,91 @@
+//! Sponsored user operations and the bundles that carry them (§22): what the bundler and the settlement of
+//! operations read and write, and each chain's sponsor key. A sponsored outflow is a `transactions` row of kind
+//! `user_op` (reserved by the one reservation protocol); its sponsorship part is a `user_operations` row.
+
+use alloy::primitives::{Address, U256};
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::{EventRecord, Message, Settlement, StoreResult};
+use crate::vault::EncryptedKey;
+
+/// A signed operation a bundle may carry, as the bundler reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenOperation {
+    pub transfer_id: Uuid,
+    pub agent_id: Uuid,
+    /// The agent's address: the operation's sender.
+    pub sender: Address,
+    /// Its nonce in the account's EntryPoint sequence (key 0).
+    pub nonce: u64,
+    /// The signed `PackedUserOperation`, ABI-encoded.
+    pub packed: Vec<u8>,
+    pub user_op_hash: String,
+    /// Its `maxFeePerGas` (a bundle's fee is never above the lowest of its operations').
+    pub max_fee_per_gas: u128,
+    /// The paymaster approval's end (unix seconds).
+    pub valid_until: u64,
+    /// The bundle carrying it, once one was signed.
+    pub bundle_id: Option<Uuid>,
+    /// `signed` or `pending`.
+    pub status: String,
+    /// What it holds against the cap: the native coin the account moves (its gas is the sponsorship's).
+    pub reserved: U256,
+}
+
+/// A `handleOps` transaction the sponsor key signed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleRecord {
+    pub id: Uuid,
+    pub chain: String,
+    pub nonce: u64,
+    pub tx_hash: String,
+    pub raw_tx: Vec<u8>,
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+}
+
+/// What the API shows of a sponsored outflow's sponsorship (§22 `sponsorship`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationPart {
+    pub user_op_hash: String,
+    /// The bundle carrying it, once one was signed.
+    pub bundle_hash: Option<String>,
+    /// Its `actualGasCost` once mined.
+    pub gas_cost: Option<U256>,
+}
+
+/// How a sponsored operation settles: its settlement as any transfer's, the transaction its `UserOperationEvent`
+/// appeared in, and what it cost the sponsorship.
+#[derive(Debug, Clone)]
+pub struct OperationSettlement {
+    pub settlement: Settlement,
+    /// The transaction the event appeared in (none for a dropped operation).
+    pub landed_in: Option<String>,
+    pub gas_cost: Option<U256>,
+    pub event: serde_json::Value,
+    pub message: Option<Message>,
+}
+
+#[async_trait]
+pub trait OperationStore: Send + Sync + 'static {
+    /// The chain's sponsor key, if one was made.
+    async fn sponsor_key(&self, chain: &str) -> StoreResult<Option<EncryptedKey>>;
+    /// Stores `key` as the chain's sponsor key unless one is stored already; answers the stored one (this or an
+    /// earlier one): every instance on one database signs with the same key.
+    async fn init_sponsor_key(&self, chain: &str, key_id: Uuid, key: &EncryptedKey) -> StoreResult<EncryptedKey>;
+    /// The chain's operations still `signed` or `pending`, by agent and nonce.
+    async fn open_operations(&self, chain: &str) -> StoreResult<Vec<OpenOperation>>;
+    /// The next nonce of the chain's sponsor key the store counts (one more than its newest bundle's).
+    async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>>;
+    /// Stores a signed bundle and names it as the carrier of `operations` in one transaction; those still `signed`
+    /// become `pending` (their `transfer.pending` events) once the bundle is recorded, before it is broadcast.
+    async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()>;
+    /// Settles a sponsored operation: as `TransferStore::settle_transaction`, with the transaction it landed in and
+    /// its gas cost. `None` when it was no longer open.
+    async fn settle_operation(&self, id: Uuid, s: &OperationSettlement) -> StoreResult<Option<EventRecord>>;
+    /// The sponsorship part of a sponsored outflow (`None` for any other).
+    async fn operation_part(&self, transfer_id: Uuid) -> StoreResult<Option<OperationPart>>;
+    /// What this service's unsettled operations on `chain` hold of the paymaster's deposit.
+    async fn held_of_deposit(&self, chain: &str) -> StoreResult<U256>;
+}

@@ -1,0 +1,271 @@
+//! Sponsored user operations, their bundles and the sponsor keys (§22), for both dialects. The reservation's part
+//! (`held_of_deposit_in`, `stored_op_nonce_in`, `insert_operation_in`) runs inside the reserving transaction.
+
+use alloy::primitives::U256;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
+use uuid::Uuid;
+
+use super::{Backend, SqlStore};
+use crate::store::operations::{BundleRecord, OpenOperation, OperationPart, OperationSettlement, OperationStore};
+use crate::store::shared::{self, KeyRow};
+use crate::store::{EventRecord, StoreError, StoreResult};
+use crate::vault::EncryptedKey;
+
+#[async_trait]
+impl<B> OperationStore for SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<Uuid>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<String>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<&'r str>: Encode<'r, B>,
+    for<'r> Option<i64>: Encode<'r, B> + Decode<'r, B>,
+    for<'r> Option<DateTime<Utc>>: Decode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    async fn sponsor_key(&self, chain: &str) -> StoreResult<Option<EncryptedKey>> {
+        let row: Option<KeyRow> =
+            sqlx::query_as("SELECT address, ciphertext, nonce, key_version, scheme FROM sponsor_keys WHERE chain = $1")
+                .bind(chain)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(KeyRow::into_key).transpose()
+    }
+
+    async fn init_sponsor_key(&self, chain: &str, key_id: Uuid, key: &EncryptedKey) -> StoreResult<EncryptedKey> {
+        sqlx::query(
+            "INSERT INTO sponsor_keys (chain, key_id, scheme, address, ciphertext, nonce, key_version, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chain) DO NOTHING",
+        )
+        .bind(chain)
+        .bind(key_id)
+        .bind(key.scheme.as_str())
+        .bind(key.address.to_checksum(None))
+        .bind(&key.ciphertext)
+        .bind(&key.nonce)
+        .bind(key.key_version)
+        .bind(self.now())
+        .execute(&self.pool)
+        .await?;
+        self.sponsor_key(chain)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a sponsor key vanished as it was stored".into()))
+    }
+
+    async fn open_operations(&self, chain: &str) -> StoreResult<Vec<OpenOperation>> {
+        type Row = (
+            Uuid,
+            Uuid,
+            String,
+            i64,
+            Vec<u8>,
+            String,
+            String,
+            i64,
+            Option<Uuid>,
+            String,
+            String,
+        );
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
+             u.valid_until, u.bundle_id, t.status, t.reserved_wei FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+             WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
+            shared::open_statuses!(),
+            " ORDER BY t.agent_id, t.nonce"
+        ))
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(
+                |(transfer_id, agent_id, from, nonce, packed, hash, fee, until, bundle_id, status, reserved)| {
+                    Ok(OpenOperation {
+                        transfer_id,
+                        agent_id,
+                        sender: shared::address_from_text(&from)?,
+                        nonce: shared::u64_from(nonce, "transactions.nonce")?,
+                        packed,
+                        user_op_hash: hash,
+                        max_fee_per_gas: fee
+                            .parse()
+                            .map_err(|_| StoreError::Corrupt("transactions.max_fee_per_gas".into()))?,
+                        valid_until: shared::u64_from(until, "user_operations.valid_until")?,
+                        bundle_id,
+                        status,
+                        reserved: shared::wei_from_text(&reserved, "transactions.reserved_wei")?,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>> {
+        let row: (Option<i64>,) = sqlx::query_as("SELECT MAX(nonce) FROM bundles WHERE chain = $1")
+            .bind(chain)
+            .fetch_one(&self.pool)
+            .await?;
+        row.0
+            .map(|n| shared::u64_from(n, "bundles.nonce").map(|n| n + 1))
+            .transpose()
+    }
+
+    async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()> {
+        let mut tx = B::begin_write(self).await?;
+        let now = self.now();
+        sqlx::query(
+            "INSERT INTO bundles (id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'signed', $8, $8)",
+        )
+        .bind(bundle.id)
+        .bind(&bundle.chain)
+        .bind(i64::try_from(bundle.nonce).map_err(|_| StoreError::Corrupt("bundles.nonce".into()))?)
+        .bind(&bundle.tx_hash)
+        .bind(&bundle.raw_tx)
+        .bind(i64::try_from(bundle.gas_limit).unwrap_or(i64::MAX))
+        .bind(bundle.max_fee_per_gas.to_string())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        for id in operations {
+            sqlx::query("UPDATE user_operations SET bundle_id = $1 WHERE transfer_id = $2")
+                .bind(bundle.id)
+                .bind(*id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        self.mark_pending_in(&mut tx, operations).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn settle_operation(&self, id: Uuid, s: &OperationSettlement) -> StoreResult<Option<EventRecord>> {
+        let mut tx = B::begin_write(self).await?;
+        let Some(record) = self
+            .settle_in(&mut tx, id, &s.settlement, &s.event, s.message.as_ref())
+            .await?
+        else {
+            return Ok(None);
+        };
+        if let Some(landed) = &s.landed_in {
+            sqlx::query("UPDATE transactions SET tx_hash = $1 WHERE id = $2 AND kind = 'user_op'")
+                .bind(landed)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE user_operations SET gas_cost = $1 WHERE transfer_id = $2")
+            .bind(s.gas_cost.map(|c| c.to_string()))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.feed.announce(&record);
+        Ok(Some(record))
+    }
+
+    async fn operation_part(&self, transfer_id: Uuid) -> StoreResult<Option<OperationPart>> {
+        let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT u.user_op_hash, b.tx_hash, u.gas_cost FROM user_operations u \
+             LEFT JOIN bundles b ON b.id = u.bundle_id WHERE u.transfer_id = $1",
+        )
+        .bind(transfer_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(user_op_hash, bundle_hash, gas_cost)| {
+            Ok(OperationPart {
+                user_op_hash,
+                bundle_hash,
+                gas_cost: gas_cost
+                    .map(|c| shared::wei_from_text(&c, "user_operations.gas_cost"))
+                    .transpose()?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn held_of_deposit(&self, chain: &str) -> StoreResult<U256> {
+        let mut conn = self.pool.acquire().await?;
+        Self::held_of_deposit_in(&mut conn, chain).await
+    }
+}
+
+/// The reservation's part, inside the reserving transaction.
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
+    for<'r> Option<i64>: Decode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+{
+    /// What this service's operations on `chain` not yet settled hold of the paymaster's deposit: their maximum
+    /// costs (the EntryPoint takes each one's prefund from the deposit as it validates it).
+    pub(super) async fn held_of_deposit_in(conn: &mut B::Connection, chain: &str) -> StoreResult<U256> {
+        let rows: Vec<(String,)> = sqlx::query_as(concat!(
+            "SELECT u.max_cost FROM user_operations u JOIN transactions t ON t.id = u.transfer_id \
+             WHERE u.chain = $1 AND t.status IN ",
+            shared::open_statuses!()
+        ))
+        .bind(chain)
+        .fetch_all(&mut *conn)
+        .await?;
+        shared::sum_wei(&rows, "user_operations.max_cost")
+    }
+
+    /// The next nonce of the agent's EntryPoint sequence the store counts: one past its newest operation that may
+    /// still land or has (a dropped one's nonce is free again once nothing later was signed).
+    pub(super) async fn stored_op_nonce_in(
+        conn: &mut B::Connection,
+        agent_id: Uuid,
+        chain: &str,
+    ) -> StoreResult<Option<u64>> {
+        let (max,): (Option<i64>,) = sqlx::query_as(
+            "SELECT MAX(nonce) FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'user_op' \
+             AND status <> 'dropped'",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_one(&mut *conn)
+        .await?;
+        max.map(|n| shared::u64_from(n, "transactions.nonce").map(|n| n + 1))
+            .transpose()
+    }
+
+    /// Stores the sponsorship part of a sponsored outflow reserved in this transaction.
+    pub(super) async fn insert_operation_in(
+        conn: &mut B::Connection,
+        (transfer_id, agent_id, chain): (Uuid, Uuid, &str),
+        user_op_hash: &str,
+        (max_cost, valid_until): (U256, u64),
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO user_operations (transfer_id, agent_id, chain, user_op_hash, max_cost, valid_until, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(transfer_id)
+        .bind(agent_id)
+        .bind(chain)
+        .bind(user_op_hash)
+        .bind(max_cost.to_string())
+        .bind(i64::try_from(valid_until).unwrap_or(i64::MAX))
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,234 @@
+//! A user operation of the agent's own account as carrier (§22): the agent's address designates the account
+//! implementation by EIP-7702, the account's ERC-7579 `execute` runs the outflow's execution (a transfer, a call, a
+//! redemption), the paymaster the operator owns pays its gas with the sponsor key's approval, and a bundle the
+//! sponsor key sends carries it (`sponsor::bundler`). It settles by its `UserOperationEvent`. Every digest signed
+//! here is computed from fields built here (`chain::userop`).
+
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::sol_types::{SolCall, SolValue};
+
+use crate::chain::ChainError;
+use crate::chain::client::ChainClient;
+use crate::chain::userop::{self, ISingletonPaymaster, PackedUserOperation, PaymasterApproval};
+use crate::signer::{SignerError, WalletSigner};
+use crate::sponsor::SponsorChain;
+use crate::store::SignedTx;
+use crate::transfers::TransferError;
+
+/// The account's validation: its ECDSA check over the EIP-712 digest, and the EntryPoint's bookkeeping around it.
+const VERIFICATION_GAS: u128 = 150_000;
+/// The paymaster's validation in verifying mode: one `ecrecover` and its signer and allowlist reads.
+const PAYMASTER_GAS: u128 = 80_000;
+/// What the bundle spends on the operation outside its limits: its share of the intrinsic cost and its calldata.
+const PRE_VERIFICATION_GAS: u128 = 60_000;
+/// Gas of the account's `execute` around the execution's own.
+const EXECUTE_OVERHEAD: u128 = 25_000;
+/// How long the paymaster's approval lasts past the latest block's time (§22: at most 600 s).
+pub(in crate::transfers) const VALIDITY_SECS: u64 = 600;
+
+/// What the agent's address holds as code (§22 `account`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Account {
+    /// No code: the first sponsored operation designates the implementation.
+    Eoa,
+    /// It designates the configured implementation (or one still read as `smart`).
+    Smart,
+    /// It designates other code, or holds contract code: nothing sponsored or batched is signed for it.
+    Foreign,
+}
+
+impl Account {
+    /// The account `code` makes of an address, with the implementations agentd chose.
+    pub fn of(code: &[u8], sponsor: &SponsorChain) -> Account {
+        if code.is_empty() {
+            return Account::Eoa;
+        }
+        match code.strip_prefix(&[0xef, 0x01, 0x00][..]) {
+            Some(target) if target.len() == 20 => {
+                let target = Address::from_slice(target);
+                match target == sponsor.account_implementation || sponsor.previous_implementations.contains(&target) {
+                    true => Account::Smart,
+                    false => Account::Foreign,
+                }
+            }
+            _ => Account::Foreign,
+        }
+    }
+}
+
+/// A user operation as decided before its nonce is known: every field but the nonce and the signatures.
+#[derive(Debug, Clone)]
+pub(in crate::transfers) struct Operation {
+    pub sender: Address,
+    pub call_data: Bytes,
+    pub call_gas: u128,
+    pub pre_verification_gas: u128,
+    pub max_fee_per_gas: u128,
+    pub priority_fee: u128,
+    pub valid_until: u64,
+    pub entry_point: Address,
+    pub paymaster: Address,
+    pub chain_id: u64,
+}
+
+impl Operation {
+    /// Every gas limit, the paymaster's included, times `maxFeePerGas` (what the sponsorship holds until mined).
+    pub fn max_cost(&self) -> U256 {
+        let gas = VERIFICATION_GAS + self.call_gas + PAYMASTER_GAS + self.pre_verification_gas;
+        U256::from(gas) * U256::from(self.max_fee_per_gas)
+    }
+
+    /// Its gas limits added up.
+    pub fn gas_limit(&self) -> u64 {
+        u64::try_from(VERIFICATION_GAS + self.call_gas + PAYMASTER_GAS + self.pre_verification_gas).unwrap_or(u64::MAX)
+    }
+
+    /// The operation at `nonce` with the paymaster's unsigned approval.
+    fn unsigned(&self, nonce: u64) -> Result<PackedUserOperation, SignerError> {
+        let approval = PaymasterApproval {
+            paymaster: self.paymaster,
+            verification_gas_limit: PAYMASTER_GAS,
+            valid_until: self.valid_until,
+            valid_after: 0,
+        };
+        Ok(PackedUserOperation {
+            sender: self.sender,
+            nonce: U256::from(nonce),
+            initCode: Bytes::new(),
+            callData: self.call_data.clone(),
+            accountGasLimits: userop::account_gas_limits(VERIFICATION_GAS, self.call_gas),
+            preVerificationGas: U256::from(self.pre_verification_gas),
+            gasFees: userop::gas_fees(self.priority_fee, self.max_fee_per_gas),
+            paymasterAndData: userop::unsigned_paymaster_and_data(&approval)
+                .map_err(|e| SignerError::Key(e.to_string()))?,
+            signature: Bytes::new(),
+        })
+    }
+
+    /// Signs the operation at `nonce`: the sponsor key approves it as the paymaster's signer (its hash covers
+    /// neither signature), then the agent key signs the account's EIP-712 digest (which covers the approval). The
+    /// stored bytes are the ABI-encoded operation, its hash the EntryPoint's `userOpHash`.
+    pub fn sign(
+        &self,
+        agent: &dyn WalletSigner,
+        sponsor: &dyn WalletSigner,
+        nonce: u64,
+    ) -> Result<SignedTx, SignerError> {
+        let mut op = self.unsigned(nonce)?;
+        let approval = userop::paymaster_digest(&op, self.chain_id).map_err(|e| SignerError::Key(e.to_string()))?;
+        userop::attach_paymaster_signature(&mut op, &sponsor.sign_hash(&approval)?)
+            .map_err(|e| SignerError::Key(e.to_string()))?;
+        let digest = userop::account_digest(&op, self.entry_point, self.chain_id);
+        userop::attach_account_signature(&mut op, &agent.sign_hash(&digest)?);
+        let hash = userop::user_op_hash(&op, self.entry_point, self.chain_id);
+        Ok(SignedTx {
+            raw: op.abi_encode(),
+            hash: format!("{hash:#x}"),
+        })
+    }
+}
+
+/// What the chain said of a sponsored outflow before its reservation.
+pub(in crate::transfers) struct Reads {
+    pub operation: Operation,
+    /// The account's next EntryPoint nonce (key 0) at the latest block.
+    pub entry_point_nonce: u64,
+    /// The paymaster's deposit at the EntryPoint.
+    pub deposit: U256,
+    /// The paymaster trusts the sponsor, allows it as bundler, and the sponsor can pay the bundle's gas.
+    pub ready: bool,
+}
+
+/// Reads what a sponsored execution of `(target, value, data)` from `from` needs: the account (refused when
+/// foreign), the execution's gas, fees, the latest block's time, the account's EntryPoint nonce, the paymaster's
+/// deposit and its word on the sponsor, and the sponsor's balance.
+pub(in crate::transfers) async fn read(
+    client: &ChainClient,
+    sponsor: &SponsorChain,
+    from: Address,
+    (target, value, data): (Address, U256, Bytes),
+) -> Result<Reads, TransferError> {
+    let sponsor_address = sponsor.key.address();
+    let (code, gas, fees, block, nonce, deposit) = tokio::join!(
+        client.code(from),
+        client.estimate_bundle(from, target, data.clone(), value, &[]),
+        client.recent_fees(crate::transfers::FEE_MAX_AGE),
+        client.latest_block(),
+        read_uint(
+            client,
+            sponsor.entry_point,
+            userop::get_nonce_call(from, Default::default())
+        ),
+        read_uint(client, sponsor.entry_point, userop::deposit_call(sponsor.paymaster)),
+    );
+    if Account::of(&code?, sponsor) == Account::Foreign {
+        return Err(TransferError::AccountForeign);
+    }
+    let (trusted, allowed, balance) = tokio::join!(
+        read_bool(
+            client,
+            sponsor.paymaster,
+            ISingletonPaymaster::signersCall {
+                account: sponsor_address
+            }
+            .abi_encode()
+        ),
+        read_bool(
+            client,
+            sponsor.paymaster,
+            ISingletonPaymaster::isBundlerAllowedCall {
+                bundler: sponsor_address
+            }
+            .abi_encode()
+        ),
+        client.balance(sponsor_address),
+    );
+    let (fees, (_, timestamp)) = (fees?, block?);
+    let call_gas = u128::from(gas.map_err(TransferError::from)?) + EXECUTE_OVERHEAD;
+    let priority_fee = fees
+        .max_priority_fee_per_gas
+        .min(fees.max_fee_per_gas.saturating_sub(1));
+    let operation = Operation {
+        sender: from,
+        call_data: userop::execute_single(target, value, &data),
+        call_gas,
+        pre_verification_gas: PRE_VERIFICATION_GAS,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        priority_fee,
+        valid_until: timestamp + VALIDITY_SECS,
+        entry_point: sponsor.entry_point,
+        paymaster: sponsor.paymaster,
+        chain_id: client.info().chain_id,
+    };
+    // The bundle that carries it costs the sponsor about its limits at its fee, paid back by the EntryPoint.
+    let bundle_cost = operation.max_cost();
+    Ok(Reads {
+        entry_point_nonce: u64::try_from(nonce?).unwrap_or(u64::MAX),
+        deposit: deposit?,
+        ready: trusted? && allowed? && balance? >= bundle_cost,
+        operation,
+    })
+}
+
+/// A `uint256` read at the latest block.
+async fn read_uint(client: &ChainClient, to: Address, data: Bytes) -> Result<U256, TransferError> {
+    match client.read(to, data).await? {
+        crate::chain::delegations::Read::Answer(out) => userop::uint_answer(&out).ok_or_else(|| unreadable(to)),
+        crate::chain::delegations::Read::Reverted => Err(unreadable(to)),
+    }
+}
+
+/// A `bool` read at the latest block (a revert reads as `false`).
+async fn read_bool(client: &ChainClient, to: Address, data: Vec<u8>) -> Result<bool, TransferError> {
+    match client.read(to, data.into()).await? {
+        crate::chain::delegations::Read::Answer(out) => Ok(userop::bool_answer(&out).unwrap_or(false)),
+        crate::chain::delegations::Read::Reverted => Ok(false),
+    }
+}
+
+fn unreadable(to: Address) -> TransferError {
+    TransferError::Chain(ChainError::Unavailable {
+        chain: String::new(),
+        reason: format!("{to} did not answer a read the sponsorship needs"),
+    })
+}
