@@ -819,6 +819,7 @@ async fn sends(
             amount: Amount::parse(amount, token.as_ref().map_or(chain.decimals, |t| t.decimals)).expect("an amount"),
             conversation_id: None,
             delegation: None,
+            gas: None,
         };
         let outcome = transfers.send(order).await;
         run.latencies.push(sent.elapsed());

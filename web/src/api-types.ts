@@ -146,6 +146,7 @@ export interface paths {
          *     one unit more does not (other rules, the cap and the balance still apply). Beside them, `delegations`: each limit
          *     of an active on-chain delegation (§21) with what the chain leaves (`available`) and what a send through it may
          *     take now (`spendable`, the least of that and the asset's per-transfer limit and windows, `bound_by` naming which).
+         *     And `sponsorships`: the operator's gas sponsorship on each chain, as `GET …/sponsorship` shows it (§22).
          */
         get: operations["get_budget"];
         put?: never;
@@ -464,6 +465,35 @@ export interface paths {
          *     `delegation_signature`) are refused whatever the rules. 200 `{signature, digest}`, or 202 when held for approval.
          */
         post: operations["sign_typed_data"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/sponsorship": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the agent's gas sponsorships
+         * @description Every chain the operator set a sponsorship on (an ended one shows `per_day` `"0"`): its daily budget, what it
+         *     `counted` over the last 24 hours (each user operation's maximum cost from its signature, its actual gas cost
+         *     once mined; dropped ones count nothing) and what is `left`, decimal strings in whole native units.
+         */
+        get: operations["get_sponsorship"];
+        /**
+         * Set the agent's gas sponsorship on a chain
+         * @description The operator only (the admin token; open, like `POST /api/agents`, only where no `ADMIN_TOKEN` is set): the
+         *     agent token or an owner session answers 403 `forbidden`. `per_day` in whole native units; `"0"` ends it. What
+         *     the sponsorship `counted` is never reset, and `left` is never below 0. A chain of the registry that is not the
+         *     agent's, or not sponsorable here, answers 422 `sponsorship_unavailable`. Audited (`sponsorship_set`).
+         */
+        put: operations["put_sponsorship"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1309,6 +1339,8 @@ export interface components {
              *     policy's windows, so that no client adds them up itself.
              */
             delegations: components["schemas"]["DelegationBudgetView"][];
+            /** @description The operator's gas sponsorship on each chain it set one on (§22), as `GET …/sponsorship` shows it. */
+            sponsorships: components["schemas"]["SponsorshipView"][];
         };
         /**
          * @description A contract call as sent (§18): the contract, the selector of the calldata, and the function and arguments it was
@@ -1381,6 +1413,26 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /** @description A sponsorable chain's parts and what they hold, read at the latest block (§22). */
+        ChainSponsorshipView: {
+            entry_point: string;
+            paymaster: string;
+            account_implementation: string;
+            /** @description The sponsor key's address: the paymaster's signer and the bundles' sender and beneficiary. */
+            sponsor: string;
+            /** @description The paymaster's `signers(sponsor)`. */
+            trusted: boolean;
+            /** @description The paymaster's `isBundlerAllowed(sponsor)`. */
+            bundler_allowed: boolean;
+            /** @description Every address the paymaster's `SignerAdded`/`SignerRemoved` logs leave trusted. */
+            signers: string[];
+            /** @description Some signer is not the sponsor: the deposit is not agentd's alone. */
+            shared: boolean;
+            /** @description The paymaster's balance at the EntryPoint, in whole native units. */
+            deposit: string;
+            /** @description The sponsor's balance, in whole native units (it pays the bundles' gas, paid back by the EntryPoint). */
+            sponsor_balance: string;
+        };
         /** @description A registry chain and whether this server has an RPC URL for it. */
         ChainView: {
             name: string;
@@ -1409,6 +1461,7 @@ export interface components {
              *     absence as none.)
              */
             contracts?: components["schemas"]["ContractView"][];
+            sponsorship?: components["schemas"]["ChainSponsorshipView"] | null;
         };
         /** @description A single-use reissue challenge to sign with `personal_sign`. */
         ChallengeView: {
@@ -1710,6 +1763,8 @@ export interface components {
              *     `limits[].available`.
              */
             available?: string;
+            /** @description What the agent's sponsorship has left today (§22 rule `sponsorship_limit`), in whole native units. */
+            left?: string;
             /** @description What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid. */
             offered?: Record<string, never>[];
             /**
@@ -1831,6 +1886,11 @@ export interface components {
              * @description An on-chain delegation of the agent's to redeem (§21): the amount leaves its delegator's account.
              */
             delegation?: string | null;
+            /**
+             * @description Who pays the gas (§22): `sponsored` (the operator's sponsorship, a user operation of the agent's account)
+             *     or `wallet`; default `sponsored` on a chain where the agent has a sponsorship with a non-zero `per_day`.
+             */
+            gas?: string | null;
         };
         OpenSession: {
             chain: string;
@@ -1949,6 +2009,13 @@ export interface components {
          * @enum {string}
          */
         RoleView: "user" | "assistant";
+        /** @description `PUT …/sponsorship`: one chain's daily gas budget. */
+        SetSponsorship: {
+            /** @description One of the agent's chains, sponsorable on this service. */
+            chain: string;
+            /** @description A decimal string in whole native units of the chain (`"0.05"`); `"0"` ends the sponsorship. */
+            per_day: string;
+        };
         /** @description A signature made, or one held for the owner. */
         SignatureView: {
             /** @description 0x + 65 bytes (r, s, v). */
@@ -1971,6 +2038,37 @@ export interface components {
             decision: Record<string, never>;
             /** @description A refusal (`decision.result` `deny`) in the words the same call's 403 would give. */
             message?: string | null;
+        };
+        /** @description What a sponsored outflow's record shows of its user operation (§22). */
+        SponsorshipPartView: {
+            user_op_hash: string;
+            bundle_hash: string | null;
+            /** @description Exact decimal string in whole native units; null until mined. */
+            gas_cost: string | null;
+        };
+        /**
+         * @description A sponsorship on one chain: the operator's daily budget for the agent's gas and what it counted over the last 24
+         *     hours (each operation's maximum cost from its signature, its actual gas cost once mined).
+         */
+        SponsorshipView: {
+            /** @example base */
+            chain: string;
+            /**
+             * @description `"0"`: ended.
+             * @example 0.05
+             */
+            per_day: string;
+            /** @example 0.0012 */
+            counted: string;
+            /**
+             * @description `per_day` less `counted`, never below 0.
+             * @example 0.0488
+             */
+            left: string;
+        };
+        /** @description Every chain the operator set a sponsorship on for the agent (ended ones show `per_day` `"0"`). */
+        SponsorshipsView: {
+            sponsorships: components["schemas"]["SponsorshipView"][];
         };
         /** @description A sweep to make. */
         Sweep: {
@@ -2155,6 +2253,18 @@ export interface components {
              * @example 0.000042
              */
             max_fee?: string;
+            /**
+             * @description Who pays the gas (§22): `sponsored` (the operator's sponsorship: a user operation of the agent's account)
+             *     or `wallet`. (Not required in the schema: clients of servers before this field treat its absence as
+             *     `wallet`.)
+             * @example wallet
+             */
+            gas?: string;
+            /**
+             * @description A sponsored outflow's user operation (§22): its hash, the bundle carrying it (null until one is signed) and
+             *     its `actualGasCost` in whole native units (null until mined). Absent for what the wallet pays.
+             */
+            sponsorship?: components["schemas"]["SponsorshipPartView"];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -3446,7 +3556,15 @@ export interface operations {
                      *             "limit": "1000"
                      *           }
                      *         }
-                     *       }
+                     *       },
+                     *       "sponsorships": [
+                     *         {
+                     *           "chain": "base",
+                     *           "counted": "0.0012",
+                     *           "left": "0.0488",
+                     *           "per_day": "0.05"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["BudgetView"];
@@ -6516,6 +6634,301 @@ export interface operations {
                      *       "error": {
                      *         "code": "chain_not_configured",
                      *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_sponsorship: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's sponsorships */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sponsorships": [
+                     *         {
+                     *           "chain": "base",
+                     *           "counted": "0.0012",
+                     *           "left": "0.0488",
+                     *           "per_day": "0.05"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SponsorshipsView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_sponsorship: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "chain": "base",
+                 *       "per_day": "0.05"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SetSponsorship"];
+            };
+        };
+        responses: {
+            /** @description The sponsorship as set */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "chain": "base",
+                     *       "counted": "0.0012",
+                     *       "left": "0.0488",
+                     *       "per_day": "0.05"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SponsorshipView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "the admin token is missing or wrong"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "only the operator (Authorization: Bearer <ADMIN_TOKEN>) sets a sponsorship: neither the agent nor its owner may make the operator pay"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "sponsorship_unavailable",
+                     *         "message": "base is not one of the agent's chains, or this service does not sponsor gas there"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
                      *       }
                      *     }
                      */

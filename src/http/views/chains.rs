@@ -43,8 +43,9 @@ pub struct ChainView {
     #[schema(required = false)]
     pub contracts: Vec<ContractView>,
     /// Gas the operator sponsors (§22): `null` where the chain is not sponsorable (a part not configured, or not
-    /// checking out at start: the log says why).
-    #[schema(required = true)]
+    /// checking out at start: the log says why). (Not required in the schema: clients of servers before this field
+    /// treat its absence as `null`.)
+    #[schema(required = false)]
     pub sponsorship: Option<ChainSponsorshipView>,
 }
 

@@ -228,8 +228,9 @@ pub struct TransferView {
     #[schema(nullable = false, example = "0.000042")]
     pub max_fee: Option<String>,
     /// Who pays the gas (§22): `sponsored` (the operator's sponsorship: a user operation of the agent's account)
-    /// or `wallet`.
-    #[schema(example = "wallet")]
+    /// or `wallet`. (Not required in the schema: clients of servers before this field treat its absence as
+    /// `wallet`.)
+    #[schema(example = "wallet", required = false)]
     pub gas: &'static str,
     /// A sponsored outflow's user operation (§22): its hash, the bundle carrying it (null until one is signed) and
     /// its `actualGasCost` in whole native units (null until mined). Absent for what the wallet pays.

@@ -2,8 +2,9 @@
 //! `EIP7702StatelessDeleGator` from npm `@metamask/delegation-abis` 2.0.0, `SingletonPaymaster` v0.7 from npm
 //! `@pimlico/mock-paymaster` 0.0.7: agentd's own digests (`agentd::chain::userop`) equal the contracts' answers, an
 //! EOA holding no ETH moves a token in operations a paymaster pays for (designated by an EIP-7702 authorization in
-//! the sponsor's bundle), and the EntryPoint refuses a forged or withdrawn approval, a bundle from a sender the
-//! paymaster does not allow, and a deposit one wei short of the operation's maximum cost. Assertions read the chain.
+//! the sponsor's bundle), a batch runs all its calls or none, and the EntryPoint refuses a forged or withdrawn
+//! approval, a bundle from a sender the paymaster does not allow, and a deposit one wei short of the operation's
+//! maximum cost. Assertions read the chain.
 
 use std::collections::BTreeSet;
 
@@ -133,6 +134,36 @@ impl World {
         self.sign(op, &self.sponsor, account)
     }
 
+    /// A signed operation of `account` transferring `amount` of the test token to `to` (single mode).
+    async fn transfer(&self, account: &PrivateKeySigner, to: Address, amount: u64) -> PackedUserOperation {
+        let call = userop::execute_single(self.token, U256::ZERO, &token_transfer(to, amount));
+        self.operation(account, call).await
+    }
+
+    /// The sponsor's bundle of `op` alone (carrying `authorizations`), mined: the bundle succeeded with one
+    /// `UserOperationEvent`, of agentd's `userOpHash` and this paymaster, and the deposit fell by exactly its
+    /// `actualGasCost`.
+    async fn land(
+        &self,
+        op: &PackedUserOperation,
+        authorizations: Vec<SignedAuthorization>,
+    ) -> (TransactionReceipt, IEntryPoint::UserOperationEvent) {
+        let (ep, deposit) = (self.framework.entry_point, self.deposit().await);
+        let receipt = self
+            .bundle(&self.sponsor, std::slice::from_ref(op), authorizations)
+            .await;
+        assert!(receipt.status(), "the bundle succeeded");
+        let [event] = events(ep, &receipt).try_into().expect("one UserOperationEvent");
+        assert_eq!(event.userOpHash, userop::user_op_hash(op, ep, BASE_CHAIN_ID));
+        assert_eq!((event.sender, event.paymaster), (op.sender, self.paymaster.address));
+        assert_eq!(
+            self.deposit().await,
+            deposit - event.actualGasCost,
+            "the deposit paid exactly actualGasCost"
+        );
+        (receipt, event)
+    }
+
     /// `handleOps(ops, sender)` signed and sent by `sender` (type 4 when it carries `authorizations`), mined.
     async fn bundle(
         &self,
@@ -229,6 +260,11 @@ async fn authorization(anvil: &Anvil, key: &PrivateKeySigner, implementation: Ad
     };
     let signature = key.sign_hash_sync(&authorization.signature_hash()).expect("signing");
     authorization.into_signed(signature)
+}
+
+/// The code of an EOA that designates `implementation` (EIP-7702): `0xef0100 ‖ implementation`.
+fn designation_code(implementation: Address) -> Bytes {
+    [&[0xef, 0x01, 0x00][..], implementation.as_slice()].concat().into()
 }
 
 /// The `UserOperationEvent`s of a receipt, as agentd reads them.
@@ -367,11 +403,11 @@ async fn the_paymasters_signers_and_allowlist_as_agentd_reads_them() {
 }
 
 #[tokio::test]
-async fn an_eoa_holding_no_eth_moves_tokens_in_operations_the_paymaster_pays_for() {
+async fn an_eoa_holding_no_eth_moves_a_token_in_operations_the_paymaster_pays_for() {
     let world = world().await;
     let (anvil, ep) = (&world.anvil, world.framework.entry_point);
     let account = PrivateKeySigner::random();
-    let (to, other) = (fresh_address(), fresh_address());
+    let to = fresh_address();
     mint(anvil, world.token, account.address(), U256::from(10 * UNIT)).await;
     assert_eq!(anvil.balance(account.address()).await, U256::ZERO);
     assert!(
@@ -384,29 +420,16 @@ async fn an_eoa_holding_no_eth_moves_tokens_in_operations_the_paymaster_pays_for
     );
 
     // The first operation designates the account in the sponsor's type-4 bundle.
-    let op = world
-        .operation(
-            &account,
-            userop::execute_single(world.token, U256::ZERO, &token_transfer(to, UNIT)),
-        )
-        .await;
+    let op = world.transfer(&account, to, UNIT).await;
     let out = read(anvil, ep, userop::get_user_op_hash_call(&op)).await;
-    let hash = userop::user_op_hash(&op, ep, BASE_CHAIN_ID);
-    assert_eq!(userop::word_answer(&out), Some(hash));
-    let (deposit, sponsor_before) = (world.deposit().await, anvil.balance(world.sponsor.address()).await);
-    let designation = authorization(anvil, &account, world.framework.delegator).await;
-    let first = world
-        .bundle(&world.sponsor, std::slice::from_ref(&op), vec![designation])
-        .await;
-    assert!(first.status(), "the bundle succeeded");
-    let [event] = events(ep, &first).try_into().expect("one UserOperationEvent");
-    assert!(event.success);
     assert_eq!(
-        (event.userOpHash, event.sender, event.paymaster),
-        (hash, account.address(), world.paymaster.address)
+        userop::word_answer(&out),
+        Some(userop::user_op_hash(&op, ep, BASE_CHAIN_ID))
     );
-    assert_eq!(event.nonce, U256::ZERO);
-
+    let sponsor_before = anvil.balance(world.sponsor.address()).await;
+    let designation = authorization(anvil, &account, world.framework.delegator).await;
+    let (first, event) = world.land(&op, vec![designation]).await;
+    assert_eq!((event.sender, event.nonce), (account.address(), U256::ZERO));
     assert_eq!(token_balance(anvil, world.token, to).await, U256::from(UNIT));
     assert_eq!(
         token_balance(anvil, world.token, account.address()).await,
@@ -418,19 +441,11 @@ async fn an_eoa_holding_no_eth_moves_tokens_in_operations_the_paymaster_pays_for
         "the account paid nothing"
     );
     let code = anvil.provider().get_code_at(account.address()).await.unwrap();
-    assert_eq!(
-        code,
-        [&[0xef, 0x01, 0x00][..], world.framework.delegator.as_slice()].concat()
-    );
+    assert_eq!(code, designation_code(world.framework.delegator));
     assert_eq!(
         anvil.nonce(account.address()).await,
         1,
         "the authorization used the account's nonce 0"
-    );
-    assert_eq!(
-        world.deposit().await,
-        deposit - event.actualGasCost,
-        "the deposit paid exactly actualGasCost"
     );
     assert_eq!(world.entry_point_nonce(account.address()).await, U256::from(1));
     // The sponsor paid the bundle's gas and, as beneficiary, received what the operation paid.
@@ -442,89 +457,66 @@ async fn an_eoa_holding_no_eth_moves_tokens_in_operations_the_paymaster_pays_for
     assert!(event.actualGasCost <= userop::max_cost(&op));
 
     // The next one needs no authorization: a plain EIP-1559 bundle.
-    let op = world
-        .operation(
-            &account,
-            userop::execute_single(world.token, U256::ZERO, &token_transfer(to, UNIT)),
-        )
-        .await;
-    let deposit = world.deposit().await;
-    let second = world
-        .bundle(&world.sponsor, std::slice::from_ref(&op), Vec::new())
-        .await;
-    let [again] = events(ep, &second).try_into().expect("one UserOperationEvent");
-    assert!(second.status() && again.success);
+    let op = world.transfer(&account, to, UNIT).await;
+    let (second, again) = world.land(&op, Vec::new()).await;
     assert_eq!(token_balance(anvil, world.token, to).await, U256::from(2 * UNIT));
-    assert_eq!(world.deposit().await, deposit - again.actualGasCost);
     assert_eq!(world.entry_point_nonce(account.address()).await, U256::from(2));
+    assert_eq!(anvil.balance(account.address()).await, U256::ZERO);
+    println!(
+        "gas: handleOps of one transfer with its EIP-7702 authorization {} (actualGasUsed {}, actualGasCost {} wei), \
+         without {} (actualGasUsed {}, actualGasCost {} wei); max cost of each {} wei",
+        first.gas_used,
+        event.actualGasUsed,
+        event.actualGasCost,
+        second.gas_used,
+        again.actualGasUsed,
+        again.actualGasCost,
+        userop::max_cost(&op)
+    );
+}
 
-    // A batch: both calls, in order.
-    let batch = userop::execute_batch(&[
-        Execution {
-            target: world.token,
-            value: U256::ZERO,
-            callData: token_transfer(to, UNIT).into(),
-        },
-        Execution {
-            target: world.token,
-            value: U256::ZERO,
-            callData: token_transfer(other, 2 * UNIT).into(),
-        },
-    ]);
-    let op = world.operation(&account, batch).await;
-    let third = world
-        .bundle(&world.sponsor, std::slice::from_ref(&op), Vec::new())
-        .await;
-    let [batched] = events(ep, &third).try_into().expect("one UserOperationEvent");
-    assert!(third.status() && batched.success);
-    assert_eq!(token_balance(anvil, world.token, to).await, U256::from(3 * UNIT));
+#[tokio::test]
+async fn a_batch_runs_all_its_calls_or_none_and_pays_either_way() {
+    let world = world().await;
+    let anvil = &world.anvil;
+    let account = PrivateKeySigner::random();
+    upgrade_to_delegator(anvil, &account, world.framework.delegator, BASE_CHAIN_ID).await;
+    mint(anvil, world.token, account.address(), U256::from(10 * UNIT)).await;
+    let (to, other) = (fresh_address(), fresh_address());
+    let batch = |second: u64| {
+        userop::execute_batch(&[
+            Execution {
+                target: world.token,
+                value: U256::ZERO,
+                callData: token_transfer(to, UNIT).into(),
+            },
+            Execution {
+                target: world.token,
+                value: U256::ZERO,
+                callData: token_transfer(other, second).into(),
+            },
+        ])
+    };
+    let op = world.operation(&account, batch(2 * UNIT)).await;
+    let (receipt, batched) = world.land(&op, Vec::new()).await;
+    assert!(batched.success);
+    assert_eq!(token_balance(anvil, world.token, to).await, U256::from(UNIT));
     assert_eq!(token_balance(anvil, world.token, other).await, U256::from(2 * UNIT));
 
-    // A batch whose second call reverts moves nothing; the operation still pays, and its nonce is used.
-    let failing = userop::execute_batch(&[
-        Execution {
-            target: world.token,
-            value: U256::ZERO,
-            callData: token_transfer(to, UNIT).into(),
-        },
-        Execution {
-            target: world.token,
-            value: U256::ZERO,
-            callData: token_transfer(other, 100 * UNIT).into(),
-        },
-    ]);
-    let op = world.operation(&account, failing).await;
-    let deposit = world.deposit().await;
-    let fourth = world
-        .bundle(&world.sponsor, std::slice::from_ref(&op), Vec::new())
-        .await;
-    let [reverted] = events(ep, &fourth).try_into().expect("one UserOperationEvent");
-    assert!(fourth.status(), "the bundle itself succeeds");
+    // The second call reverts: nothing moves; the operation still pays, and its nonce is used.
+    let op = world.operation(&account, batch(100 * UNIT)).await;
+    let (failed, reverted) = world.land(&op, Vec::new()).await;
     assert!(!reverted.success, "the operation's execution reverted");
-    assert_eq!(token_balance(anvil, world.token, to).await, U256::from(3 * UNIT));
+    assert_eq!(token_balance(anvil, world.token, to).await, U256::from(UNIT));
     assert_eq!(
         token_balance(anvil, world.token, account.address()).await,
-        U256::from(5 * UNIT)
+        U256::from(7 * UNIT)
     );
-    assert_eq!(world.deposit().await, deposit - reverted.actualGasCost);
-    assert_eq!(world.entry_point_nonce(account.address()).await, U256::from(4));
+    assert_eq!(world.entry_point_nonce(account.address()).await, U256::from(2));
     assert_eq!(anvil.balance(account.address()).await, U256::ZERO);
-
     println!(
-        "gas: handleOps of one operation with its EIP-7702 authorization {} (actualGasCost {} wei, actualGasUsed {}), \
-         without {} (actualGasCost {}, actualGasUsed {}); a batch of two transfers {} (actualGasUsed {}); a reverted \
-         batch {} (actualGasUsed {}); max cost of an operation {} wei",
-        first.gas_used,
-        event.actualGasCost,
-        event.actualGasUsed,
-        second.gas_used,
-        again.actualGasCost,
-        again.actualGasUsed,
-        third.gas_used,
-        batched.actualGasUsed,
-        fourth.gas_used,
-        reverted.actualGasUsed,
-        userop::max_cost(&op)
+        "gas: handleOps of a batch of two transfers {} (actualGasUsed {}); of one that reverted {} (actualGasUsed {})",
+        receipt.gas_used, batched.actualGasUsed, failed.gas_used, reverted.actualGasUsed
     );
 }
 
@@ -606,10 +598,7 @@ async fn a_bundle_from_a_sender_the_paymaster_does_not_allow_is_refused() {
         .await;
     assert!(!receipt.status(), "handleOps reverted");
     let code = anvil.provider().get_code_at(account.address()).await.unwrap();
-    assert_eq!(
-        code,
-        [&[0xef, 0x01, 0x00][..], world.framework.delegator.as_slice()].concat()
-    );
+    assert_eq!(code, designation_code(world.framework.delegator));
     assert_eq!(
         anvil.nonce(account.address()).await,
         1,
