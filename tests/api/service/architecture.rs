@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "custody",
         "transfers",
         "delegations",
+        "sponsor",
         "tools",
         "x402",
         "webhooks",
