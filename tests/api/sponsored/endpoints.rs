@@ -391,10 +391,9 @@ async fn counted_is_what_undropped_operations_of_the_last_day_hold_at_their_gas_
     );
 }
 
-/// The operator's `PUT` on a chain that checks out at start as sponsorable (EntryPoint, `EIP7702StatelessDeleGator`
-/// and `SingletonPaymaster` deployed on anvil), end to end.
-#[tokio::test]
-async fn the_operator_sets_a_sponsorship_on_a_sponsorable_chain_and_zero_ends_it() {
+/// An app (admin token `ADMIN`) whose `base` is a node with the EntryPoint, `EIP7702StatelessDeleGator` and a
+/// `SingletonPaymaster` deployed and configured, so that it checks out at start as sponsorable; with its node.
+pub(crate) async fn sponsorable_app() -> (crate::anvil::Anvil, TestApp) {
     use crate::helpers::chain::{BASE_CHAIN_ID, transfer_app};
     use crate::helpers::delegation_framework::Framework;
     use crate::helpers::paymaster::Paymaster;
@@ -412,6 +411,13 @@ async fn the_operator_sets_a_sponsorship_on_a_sponsorable_chain_and_zero_ends_it
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let app = transfer_app(&anvil, &vars).await;
     assert!(app.state.sponsors.is_sponsorable("base"), "base checks out at start");
+    (anvil, app)
+}
+
+/// The operator's `PUT` on a sponsorable chain, end to end.
+#[tokio::test]
+async fn the_operator_sets_a_sponsorship_on_a_sponsorable_chain_and_zero_ends_it() {
+    let (_anvil, app) = sponsorable_app().await;
     let agent = guarded_agent(&app, &PrivateKeySigner::random()).await;
 
     let (status, body) = call(&app, Method::PUT, &path(&agent), admin(), set("base", "0.05")).await;
