@@ -37,6 +37,46 @@ impl std::fmt::Debug for SponsorChain {
     }
 }
 
+/// What an agent's address holds as code (§22 `account`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Account {
+    /// No code: the first sponsored operation designates the implementation.
+    Eoa,
+    /// It designates the configured implementation, or one still read as `smart`.
+    Smart,
+    /// It designates other code, or holds contract code: nothing sponsored or batched is signed for it.
+    Foreign,
+}
+
+impl Account {
+    /// The account `code` makes of an address, with the implementation agentd designates (`current`; none
+    /// configured: any designation is foreign) and the earlier ones still read as `smart`.
+    pub fn of(code: &[u8], current: Option<Address>, previous: &[Address]) -> Account {
+        if code.is_empty() {
+            return Account::Eoa;
+        }
+        match code.strip_prefix(&[0xef, 0x01, 0x00][..]) {
+            Some(target) if target.len() == 20 => {
+                let target = Address::from_slice(target);
+                match Some(target) == current || previous.contains(&target) {
+                    true => Account::Smart,
+                    false => Account::Foreign,
+                }
+            }
+            _ => Account::Foreign,
+        }
+    }
+
+    /// As the API shows it (`balances[].account`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Account::Eoa => "eoa",
+            Account::Smart => "smart",
+            Account::Foreign => "foreign",
+        }
+    }
+}
+
 /// The sponsorable chains of this instance (none until `Sponsors::start` checked them).
 #[derive(Clone, Default, Debug)]
 pub struct Sponsors {

@@ -48,9 +48,16 @@ async fn get_balances(
             let result = match (registry::find(name), state.chains.get(name)) {
                 (Some(chain), Ok(client)) => {
                     let tokens: Vec<Asset> = state.chains.tokens().tokens(chain).cloned().collect();
-                    let (native, in_tokens) = client.balances_with_tokens(*address, &tokens).await;
+                    let ((native, in_tokens), account) = tokio::join!(
+                        client.balances_with_tokens(*address, &tokens),
+                        account(state, client, *address)
+                    );
                     let in_tokens: Vec<_> = tokens.into_iter().zip(in_tokens).collect();
-                    native.map(|wei| BalanceView::new(chain, *address, wei, &in_tokens))
+                    native.map(|wei| {
+                        let mut view = BalanceView::new(chain, *address, wei, &in_tokens);
+                        view.account = account.map(crate::sponsor::Account::as_str);
+                        view
+                    })
                 }
                 (_, Err(e)) => Err(e),
                 (None, Ok(_)) => unreachable!("configured chains are registry chains"),
@@ -72,6 +79,23 @@ async fn get_balances(
         agent_id: agent.id,
         balances: join_all(lookups).await.into_iter().collect(),
     })
+}
+
+/// What `address` holds as code on `client`'s chain (§22), where an account implementation is configured there;
+/// `None` without one, or when the code could not be read.
+async fn account(
+    state: &AppState,
+    client: &crate::chain::client::ChainClient,
+    address: alloy::primitives::Address,
+) -> Option<crate::sponsor::Account> {
+    let parts = state.config.sponsorship.parts(client.name());
+    let implementation = parts.account_implementation?;
+    let code = client.code(address).await.ok()?;
+    Some(crate::sponsor::Account::of(
+        &code,
+        Some(implementation),
+        &parts.previous_implementations,
+    ))
 }
 
 /// Optional body: one chain, an asset (default: the native coin; or a registry token such as `USDC`), and an amount
@@ -126,6 +150,14 @@ async fn fund_agent(
             .wallet_addresses
             .get(name)
             .ok_or_else(|| AppError::field("chain", "the agent has no wallet there"))?;
+        if let Ok(client) = state.chains.get(name)
+            && account(&state, client, *address).await == Some(crate::sponsor::Account::Foreign)
+        {
+            return Err(AppError::Conflict {
+                code: "account_foreign",
+                message: format!("the agent's address on {name} designates code agentd did not choose; do not fund it"),
+            });
+        }
         let units = match &amount {
             Some(a) => Some(parse_units(a, asset.decimals).map_err(|e| AppError::field("amount", e.to_string()))?),
             None => None,

@@ -73,6 +73,10 @@ impl Bundler {
             return Ok(());
         }
         let settled = self.settle(client, &open).await?;
+        if self.follow_bundles(client).await? > 0 {
+            // Operations a bundle no longer carries wait again: read them as they stand now.
+            return Ok(());
+        }
         let waiting: Vec<&OpenOperation> = open
             .iter()
             .filter(|o| o.bundle_id.is_none() && !settled.contains(&o.transfer_id))
@@ -191,6 +195,45 @@ impl Bundler {
             }),
             message: None,
         }
+    }
+}
+
+impl Bundler {
+    /// Follows the bundles still `signed`: one mined is closed (its operations settled above, or waiting again when
+    /// its event never came: the bundle reverted or left them out); one whose nonce the sponsor used for another
+    /// transaction is closed as `replaced` (its operations wait again); one the node does not know (lost in a
+    /// crash before or after its broadcast) is sent again as signed. Answers how many operations wait again.
+    async fn follow_bundles(&self, client: &ChainClient) -> anyhow::Result<u64> {
+        let sponsor = self.sponsor.key.address();
+        let mut released = 0;
+        for bundle in self.store.open_bundles(self.sponsor.chain.name).await? {
+            let hash = bundle.tx_hash.parse()?;
+            if let Some(receipt) = client.receipt(hash).await? {
+                let cost = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+                if !receipt.success {
+                    tracing::warn!(
+                        chain = self.sponsor.chain.name,
+                        bundle = bundle.tx_hash.as_str(),
+                        "a bundle reverted on chain; its operations wait for another"
+                    );
+                }
+                released += self.store.close_bundle(bundle.id, "mined", Some(cost)).await?;
+                continue;
+            }
+            if client.mined_nonce(sponsor).await? > bundle.nonce {
+                released += self.store.close_bundle(bundle.id, "replaced", None).await?;
+                continue;
+            }
+            if client.transaction(hash).await?.is_none() {
+                // Signed and recorded, then lost (a crash, a node restart): the same bytes again, so that each of
+                // its operations lands at most once (the EntryPoint's nonce) and the sponsor's nonce keeps no gap.
+                if let Err(e) = client.send_raw(&bundle.raw_tx).await {
+                    tracing::warn!(chain = self.sponsor.chain.name, bundle = bundle.tx_hash.as_str(), error = %e,
+                        "a bundle could not be sent again");
+                }
+            }
+        }
+        Ok(released)
     }
 }
 

@@ -88,4 +88,10 @@ pub trait OperationStore: Send + Sync + 'static {
     async fn operation_part(&self, transfer_id: Uuid) -> StoreResult<Option<OperationPart>>;
     /// What this service's unsettled operations on `chain` hold of the paymaster's deposit.
     async fn held_of_deposit(&self, chain: &str) -> StoreResult<U256>;
+    /// The chain's bundles still `signed` (neither seen mined nor given up), oldest nonce first.
+    async fn open_bundles(&self, chain: &str) -> StoreResult<Vec<BundleRecord>>;
+    /// A bundle is done with: `mined` (its receipt seen, with what the sponsor paid for it), or `replaced` (its
+    /// nonce went to another transaction). Its operations not settled by then are no longer carried by it: each
+    /// goes back to waiting for a bundle (or is dropped once its approval runs out). Answers how many went back.
+    async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64>;
 }

@@ -186,6 +186,15 @@ impl Transfers {
         match self.store.get_transaction(agent.id, id).await.map_err(store_error)? {
             // An x402 authorization has no transaction of the agent's to replace (§16).
             Some(tx) if tx.body.x402().is_some() => Err(TransferError::NotPending("x402")),
+            // A sponsored user operation has no transaction of the wallet's at its nonce: its nonce is the account's
+            // EntryPoint sequence, and nothing of the wallet's may take it (§22).
+            Some(tx)
+                if tx
+                    .on_chain()
+                    .is_some_and(|t| t.gas == crate::domain::transaction::Payer::Sponsor) =>
+            {
+                Err(TransferError::NotPending("sponsored"))
+            }
             Some(tx) if tx.status.is_open() => match tx.placed().cloned() {
                 Some(at) => Ok((tx, at)),
                 None => Err(TransferError::NotPending(tx.kind())),

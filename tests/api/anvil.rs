@@ -120,6 +120,15 @@ impl Anvil {
     }
 
     /// Mines `blocks` empty blocks at once (anvil_mine).
+    /// `anvil_setCode`: `code` at `address` (an EIP-7702 designation is `0xef0100 ‖ target`).
+    pub async fn set_code(&self, address: Address, code: alloy::primitives::Bytes) {
+        let _: serde_json::Value = self
+            .provider()
+            .raw_request("anvil_setCode".into(), (address, code))
+            .await
+            .expect("anvil_setCode");
+    }
+
     pub async fn mine(&self, blocks: u64) {
         let _: serde_json::Value = self
             .provider

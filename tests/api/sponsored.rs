@@ -3,4 +3,5 @@
 
 pub mod endpoints;
 pub mod parts;
+pub mod safety;
 pub mod transfers;

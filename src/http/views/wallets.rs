@@ -39,6 +39,12 @@ pub struct BalanceView {
     pub symbol: &'static str,
     /// The registry's ERC-20 tokens of the chain, by symbol: a balance or that token's error.
     pub tokens: BTreeMap<String, TokenBalanceEntryView>,
+    /// What the address holds as code (§22): `eoa`, `smart` (it designates the configured account implementation)
+    /// or `foreign` (other code: nothing sponsored or batched is signed for it). Absent where no account
+    /// implementation is configured, or the code could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "eoa")]
+    pub account: Option<&'static str>,
 }
 
 impl BalanceView {
@@ -52,6 +58,7 @@ impl BalanceView {
                 .iter()
                 .map(|(token, balance)| (token.symbol.clone(), TokenBalanceEntryView::new(token, balance)))
                 .collect(),
+            account: None,
         }
     }
 }

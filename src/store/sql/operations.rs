@@ -197,6 +197,54 @@ where
         let mut conn = self.pool.acquire().await?;
         Self::held_of_deposit_in(&mut conn, chain).await
     }
+
+    async fn open_bundles(&self, chain: &str) -> StoreResult<Vec<BundleRecord>> {
+        type Row = (Uuid, String, i64, String, Vec<u8>, i64, String);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas FROM bundles \
+             WHERE chain = $1 AND status = 'signed' ORDER BY nonce",
+        )
+        .bind(chain)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(id, chain, nonce, tx_hash, raw_tx, gas_limit, fee)| {
+                Ok(BundleRecord {
+                    id,
+                    chain,
+                    nonce: shared::u64_from(nonce, "bundles.nonce")?,
+                    tx_hash,
+                    raw_tx,
+                    gas_limit: shared::u64_from(gas_limit, "bundles.gas_limit")?,
+                    max_fee_per_gas: fee
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt("bundles.max_fee_per_gas".into()))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64> {
+        let mut tx = B::begin_write(self).await?;
+        sqlx::query("UPDATE bundles SET status = $1, gas_cost = $2, updated_at = $3 WHERE id = $4")
+            .bind(status)
+            .bind(gas_cost.map(|c| c.to_string()))
+            .bind(self.now())
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let released = sqlx::query(concat!(
+            "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
+             (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
+            shared::open_statuses!(),
+            ")"
+        ))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(B::rows_affected(&released))
+    }
 }
 
 /// The reservation's part, inside the reserving transaction.

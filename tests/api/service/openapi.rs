@@ -50,6 +50,8 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/x402/fetch"),
     ("POST", "/api/agents/{id}/delegations"),
     ("GET", "/api/agents/{id}/delegations"),
+    ("PUT", "/api/agents/{id}/sponsorship"),
+    ("GET", "/api/agents/{id}/sponsorship"),
     ("GET", "/api/agents/{id}/delegations/{did}"),
     ("DELETE", "/api/agents/{id}/delegations/{did}"),
     ("GET", "/api/chains"),
@@ -613,6 +615,7 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     drive_x402(&mut oracle).await;
     drive_webhooks(&mut oracle).await;
     crate::delegations::framework::drive_delegations(&mut oracle).await;
+    crate::sponsored::endpoints::drive_sponsorship(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(

@@ -443,3 +443,23 @@ async fn the_operator_sets_a_sponsorship_on_a_sponsorable_chain_and_zero_ends_it
         json!({"chain": "base", "per_day": "0", "counted": "0", "left": "0"})
     );
 }
+
+/// The sponsorship routes' real answers, for the OpenAPI oracle: the operator's `PUT` (200), an agent token's (403),
+/// and the agent's `GET` (200).
+pub async fn drive_sponsorship(oracle: &mut crate::helpers::openapi::Oracle) {
+    let (_anvil, app) = sponsorable_app().await;
+    let agent = guarded_agent(&app, &PrivateKeySigner::random()).await;
+    let path = format!("/api/agents/{}/sponsorship", agent.id);
+    let template = "/api/agents/{id}/sponsorship";
+    let body = serde_json::json!({"chain": "base", "per_day": "0.05"});
+    let as_operator = app
+        .build(reqwest::Method::PUT, &path, None, Some(body.clone()))
+        .bearer_auth(ADMIN);
+    let set = app.send(as_operator).await;
+    assert_eq!(set.status, reqwest::StatusCode::OK, "{}", set.text);
+    oracle.check("PUT", template, &set);
+    let as_agent = app.build(reqwest::Method::PUT, &path, Some(&agent.token), Some(body));
+    oracle.check("PUT", template, &app.send(as_agent).await);
+    let listed = app.build(reqwest::Method::GET, &path, Some(&agent.token), None);
+    oracle.check("GET", template, &app.send(listed).await);
+}

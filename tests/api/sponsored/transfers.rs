@@ -17,22 +17,22 @@ use crate::helpers::paymaster::Paymaster;
 use crate::helpers::solidity::{mint, token_balance, usdc_on_base};
 use crate::helpers::{CreatedAgent, TestApp};
 
-const ADMIN: &str = "admin-token-for-sponsored-tests-0123456789";
+pub(super) const ADMIN: &str = "admin-token-for-sponsored-tests-0123456789";
 /// 1 USDC in base units (6 decimals).
-const USDC: u64 = 1_000_000;
+pub(super) const USDC: u64 = 1_000_000;
 
 /// A node with the parts deployed, a paymaster the test owns, and agentd configured with them.
-struct World {
-    anvil: Anvil,
-    framework: Framework,
-    paymaster: Paymaster,
-    usdc: Address,
-    app: TestApp,
+pub(super) struct World {
+    pub anvil: Anvil,
+    pub framework: Framework,
+    pub paymaster: Paymaster,
+    pub usdc: Address,
+    pub app: TestApp,
     /// The sponsor key's address, as `GET /api/chains` names it.
-    sponsor: Address,
+    pub sponsor: Address,
 }
 
-async fn world() -> World {
+pub(super) async fn world() -> World {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let framework = Framework::deploy(&anvil, BASE_CHAIN_ID).await;
     let paymaster = Paymaster::deploy(&anvil, framework.entry_point).await;
@@ -70,13 +70,13 @@ async fn world() -> World {
 
 impl World {
     /// The operator's part: the sponsor trusted and allowlisted, 1 ETH deposited, 1 ETH for the bundles' gas.
-    async fn fund_sponsor(&self) {
+    pub(super) async fn fund_sponsor(&self) {
         self.paymaster.sponsor(&self.anvil, self.sponsor, wei(ONE_ETH)).await;
         self.anvil.set_balance(self.sponsor, wei(ONE_ETH)).await;
     }
 
     /// An agent on base with `cap` ETH as its spending cap (the gas is not counted in it, the native coin moved is).
-    async fn agent_with_cap(&self, cap: f64) -> CreatedAgent {
+    pub(super) async fn agent_with_cap(&self, cap: f64) -> CreatedAgent {
         let body = json!({"name": "sponsored", "chains": ["base"], "capabilities": ["read", "transact"],
             "spending_cap": cap});
         let response = self
@@ -95,11 +95,11 @@ impl World {
         }
     }
 
-    async fn agent(&self) -> CreatedAgent {
+    pub(super) async fn agent(&self) -> CreatedAgent {
         self.agent_with_cap(0.1).await
     }
 
-    async fn sponsorship(&self, agent: &CreatedAgent, per_day: &str) -> (StatusCode, Value) {
+    pub(super) async fn sponsorship(&self, agent: &CreatedAgent, per_day: &str) -> (StatusCode, Value) {
         let path = format!("/api/agents/{}/sponsorship", agent.id);
         let body = json!({"chain": "base", "per_day": per_day});
         let response = self
@@ -109,7 +109,7 @@ impl World {
         (response.status, response.body)
     }
 
-    async fn send(&self, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
+    pub(super) async fn send(&self, agent: &CreatedAgent, body: Value) -> (StatusCode, Value) {
         let path = format!("/api/agents/{}/transfers", agent.id);
         let response = self
             .app
@@ -119,7 +119,7 @@ impl World {
     }
 
     /// The transfer once it left `signed`/`pending` (or as it stands after a while).
-    async fn settled(&self, agent: &CreatedAgent, id: &str) -> Value {
+    pub(super) async fn settled(&self, agent: &CreatedAgent, id: &str) -> Value {
         let path = format!("/api/agents/{}/transfers/{id}", agent.id);
         for _ in 0..200 {
             let response = self
@@ -135,12 +135,12 @@ impl World {
         panic!("transfer {id} never settled");
     }
 
-    async fn code(&self, address: Address) -> Vec<u8> {
+    pub(super) async fn code(&self, address: Address) -> Vec<u8> {
         self.anvil.provider().get_code_at(address).await.unwrap().to_vec()
     }
 }
 
-fn wei_of(units: &str, decimals: usize) -> U256 {
+pub(super) fn wei_of(units: &str, decimals: usize) -> U256 {
     let (whole, fraction) = units.split_once('.').unwrap_or((units, ""));
     let padded = format!("{whole}{fraction:0<decimals$}");
     padded.parse().unwrap()
