@@ -166,6 +166,7 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
+        reseal_sponsor_keys(&mut tx, reseal.wallet).await?;
         let audit: Option<CheckRow> =
             sqlx::query_as("SELECT key_version, ciphertext, nonce FROM audit_key WHERE id = 1")
                 .fetch_optional(&mut *tx)
@@ -281,4 +282,39 @@ where
             _ => Ok(()),
         }
     }
+}
+
+/// Reseals each chain's sponsor key held in the database (§22: sealed as wallet keys are, under its key id) with
+/// `reseal`, in the rotating transaction.
+async fn reseal_sponsor_keys<B>(conn: &mut B::Connection, reseal: crate::store::ResealFn<'_>) -> StoreResult<()>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+    for<'r> &'r str: ColumnIndex<B::Row>,
+{
+    let sponsors: Vec<(String, Uuid)> =
+        sqlx::query_as("SELECT chain, key_id FROM sponsor_keys WHERE scheme = 'secp256k1' ORDER BY chain")
+            .fetch_all(&mut *conn)
+            .await?;
+    for (chain, key_id) in &sponsors {
+        let row: KeyRow =
+            sqlx::query_as("SELECT address, ciphertext, nonce, key_version, scheme FROM sponsor_keys WHERE chain = $1")
+                .bind(chain)
+                .fetch_one(&mut *conn)
+                .await?;
+        let key = (reseal)(*key_id, &row.into_key()?).map_err(StoreError::Reseal)?;
+        sqlx::query("UPDATE sponsor_keys SET ciphertext = $1, nonce = $2, key_version = $3 WHERE chain = $4")
+            .bind(&key.ciphertext)
+            .bind(&key.nonce)
+            .bind(key.key_version)
+            .bind(chain)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }

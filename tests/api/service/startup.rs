@@ -447,3 +447,52 @@ fn a_server_without_a_chain_or_an_admin_token_says_so_once_at_start() {
     assert!(!logs.contains("ADMIN_TOKEN is unset"), "{logs}");
     assert!(!logs.contains("adm_startup_test_token_value"), "{logs}");
 }
+
+/// §22: each chain's sponsor key is sealed as a wallet key is, so a rotation of the master key moves it too; after
+/// it, only the new key starts, and it opens the same sponsor (the paymaster keeps trusting the same address).
+#[tokio::test]
+async fn rotate_key_moves_the_sponsor_key_so_the_chain_stays_sponsorable_with_the_same_sponsor() {
+    use crate::helpers::delegation_framework::Framework;
+    use crate::helpers::paymaster::Paymaster;
+    let anvil = Anvil::start(BASE_CHAIN_ID);
+    let framework = Framework::deploy(&anvil, BASE_CHAIN_ID).await;
+    let paymaster = Paymaster::deploy(&anvil, framework.entry_point).await;
+    let db = test_database().await;
+    let url = db.config.database.url.expose_secret().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut parts = framework.vars();
+    parts.push(("ENTRY_POINT_BASE".into(), framework.entry_point.to_string()));
+    parts.push(("ACCOUNT_IMPLEMENTATION_BASE".into(), framework.delegator.to_string()));
+    parts.push(("PAYMASTER_BASE".into(), paymaster.address.to_string()));
+    parts.push(("RPC_URL_BASE".into(), anvil.url().to_string()));
+    let sponsor_of = |key: &str| {
+        let mut env: Vec<(&str, &str)> = parts.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.push(("ENCRYPTION_KEY", key));
+        let server = ServerProcess::start(&dev_env(&url, &env), dir.path());
+        (server, reqwest::Client::new())
+    };
+    let sponsor = async |server: &ServerProcess, client: &reqwest::Client| -> Value {
+        let chains: Value = client
+            .get(format!("{}/api/chains", server.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let base = chains.as_array().unwrap().iter().find(|c| c["name"] == "base").unwrap();
+        base["sponsorship"]["sponsor"].clone()
+    };
+    let (first, client) = sponsor_of(ENCRYPTION_KEY);
+    let before = sponsor(&first, &client).await;
+    assert!(before.is_string(), "base is sponsorable: {before}");
+    stop(first);
+
+    let rotate_env = dev_env(&url, &[("NEW_ENCRYPTION_KEY", OTHER_KEY)]);
+    let rotated = run_subcommand(&["rotate-key"], &rotate_env, dir.path(), EXIT_TIMEOUT);
+    assert!(rotated.status.is_some_and(|s| s.success()), "{}", rotated.logs);
+
+    let (after, client) = sponsor_of(OTHER_KEY);
+    assert_eq!(sponsor(&after, &client).await, before, "the same sponsor key, opened under the new master key");
+    stop(after);
+}
