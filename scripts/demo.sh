@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # A one-command demo: a local anvil node as "base" (chain id 8453) with a test USDC at USDC's base address, WETH,
 # a Uniswap V2 USDC/WETH pool and a sample x402 paywall (scripts/demo-chain.mjs); agentd against it (release build,
-# SQLite in a temporary directory, the builtin chat engine, an admin token); an agent owned by anvil's dev account
-# #1, funded with 10 ETH and 1000 test USDC, and one real transfer through the API, confirmed on chain; then the
-# owner's account upgraded by EIP-7702 to the MetaMask Delegation Framework's delegator (deployed on the node from
-# its npm bytecode), holding 100 test USDC, and a delegation granting the agent 10 of them a day, signed by the owner
-# and registered with agentd (§21). It prints the console URL, the admin and agent tokens, and the shell variables
-# that make every call of docs/guide.md run as written. Ctrl-C (or SIGTERM) stops everything and removes the
-# temporary directory.
+# SQLite in a temporary directory, the builtin chat engine, an admin token) with gas sponsorship on (§22): the
+# operator's paymaster (Pimlico's SingletonPaymaster v0.7 from npm @pimlico/mock-paymaster 0.0.7, scripts/
+# paymaster.mjs) against the delegation framework's EntryPoint, trusting and allowlisting agentd's sponsor key, with
+# a deposit and ETH for the bundles; an agent owned by anvil's dev account #1, holding 1000 test USDC and no ETH at
+# all, whose gas the operator sponsors (0.05 ETH a day): one real USDC transfer through the API and one swap on the
+# demo pool as an approve-and-swap batch, both confirmed on chain without a wei of the agent's; then the owner's
+# account upgraded by EIP-7702 to the MetaMask Delegation Framework's delegator (deployed on the node from its npm
+# bytecode), holding 100 test USDC, and a delegation granting the agent 10 of them a day, signed by the owner and
+# registered with agentd (§21). It prints each step, the console URL, the admin and agent tokens, and the shell
+# variables that make every call of docs/guide.md run as written. Ctrl-C (or SIGTERM) stops everything and removes
+# the temporary directory.
 #
 #   scripts/demo.sh                           (DEMO_PORT=8080 by default)
-#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops once set up: the transfer confirmed, the delegation registered)
+#   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops once set up: the transfer and the swap confirmed, the delegation
+#                                             registered)
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
 #
 # Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
@@ -28,6 +33,22 @@ PAY_TO="0x52908400098527886E0F7030069857D2E4169EE7"
 
 . scripts/stack.sh
 json_field() { python3 -c "import json, sys; v = json.load(sys.stdin); print(v$1)"; }
+# Waits until the demo agent's transfer $1 is confirmed (a minute at most); prints its final status.
+await_confirmed() {
+  local status=""
+  for _ in $(seq 1 300); do
+    status="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$1" -H "X-Agent-Access-Token: $TOKEN" | json_field '["status"]')"
+    case "$status" in confirmed | reverted | dropped | cancelled) break ;; esac
+    sleep 0.2
+  done
+  printf '%s' "$status"
+}
+# Stops the demo when a step did not come out as expected, with agentd's log.
+fail() {
+  echo "$1" >&2
+  cat "$WORK/agentd.log" >&2
+  exit 1
+}
 
 # anvil, cast and solc from npm (test-tools), unless already current.
 scripts/install.sh test-tools
@@ -66,6 +87,14 @@ DELEGATOR_IMPLEMENTATION="$(printf '%s' "$contracts" | json_field '["delegator_i
 DELEGATION_ENFORCERS="$(printf '%s' "$contracts" | json_field '["delegation_enforcers"]')"
 PERIOD_ENFORCER="$(printf '%s' "$DELEGATION_ENFORCERS" | tr ',' '\n' | sed -n 's/^erc20_period_transfer=//p')"
 
+# Gas the agent does not pay (docs/api.md §22): the operator deploys a paymaster of its own against the EntryPoint
+# the framework's EIP7702StatelessDeleGator names; agentd checks both at start and then bundles the agent's user
+# operations itself (no bundler or paymaster service).
+echo "==> deploying the operator's paymaster: Pimlico's SingletonPaymaster v0.7, from npm @pimlico/mock-paymaster 0.0.7"
+sponsoring="$(node scripts/paymaster.mjs deploy "$RPC" "$DELEGATOR_IMPLEMENTATION")"
+ENTRY_POINT="$(printf '%s' "$sponsoring" | json_field '["entry_point"]')"
+PAYMASTER="$(printf '%s' "$sponsoring" | json_field '["paymaster"]')"
+
 PAYWALL_PORT="$(stack_free_port)"
 node scripts/demo-chain.mjs paywall "$RPC" "$PAYWALL_PORT" "$PAY_TO" > "$WORK/paywall.log" 2>&1 &
 PAYWALL_PID=$!
@@ -75,16 +104,27 @@ PAYWALL_URL="http://127.0.0.1:$PAYWALL_PORT/report"
 ADMIN_TOKEN="adm_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 METRICS_TOKEN="met_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 # X402_ALLOW_PRIVATE and WEBHOOK_ALLOW_PRIVATE: the sample paywall (and any webhook receiver you try) is on 127.0.0.1.
-# The delegation framework is at the node's own addresses, not at its published ones (agentd's default on base).
+# The delegation framework is at the node's own addresses, not at its published ones (agentd's default on base); the
+# same goes for the EntryPoint and the account implementation sponsored operations use, and the paymaster is the
+# operator's own.
 # CONTRACTS_BASE names the demo's router and its permit token, so that the console's call composer offers them from
 # the start (USDC and WETH are registry tokens, offered as such).
 stack_start_agentd "$AGENTD_BIN" "$PORT" "$WORK" "ADMIN_TOKEN=$ADMIN_TOKEN" "METRICS_TOKEN=$METRICS_TOKEN" \
   X402_ALLOW_PRIVATE=true WEBHOOK_ALLOW_PRIVATE=true \
   "DELEGATION_MANAGER_BASE=$DELEGATION_MANAGER" "DELEGATION_ENFORCERS_BASE=$DELEGATION_ENFORCERS" \
-  "CONTRACTS_BASE=Uniswap V2 router=$ROUTER,Permit test token=$PERMIT_TOKEN"
+  "CONTRACTS_BASE=Uniswap V2 router=$ROUTER,Permit test token=$PERMIT_TOKEN" \
+  "ENTRY_POINT_BASE=$ENTRY_POINT" "ACCOUNT_IMPLEMENTATION_BASE=$DELEGATOR_IMPLEMENTATION" "PAYMASTER_BASE=$PAYMASTER"
 AGENTD_PID="$STACK_AGENTD_PID"
 BASE="$STACK_URL"
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$PAYWALL_PORT/free" && break; sleep 0.1; done
+
+# agentd made a sponsor key for base at its first start: the operator trusts and allowlists it on the paymaster, and
+# funds the deposit (it pays the operations) and the sponsor (it pays each bundle's gas, which the EntryPoint repays).
+SPONSOR="$(curl -sf "$BASE/api/chains" \
+  | python3 -c 'import json, sys; print(next(c for c in json.load(sys.stdin) if c["name"] == "base")["sponsorship"]["sponsor"])' \
+  2>/dev/null)" || fail "agentd did not find base sponsorable (its log says why):"
+echo "==> the operator's part for agentd's sponsor key $SPONSOR, on the paymaster $PAYMASTER:"
+node scripts/paymaster.mjs sponsor "$RPC" "$PAYMASTER" "$SPONSOR" 1 1
 
 echo "==> creating an agent owned by $OWNER"
 created="$(curl -sf -X POST "$BASE/api/agents" -H 'content-type: application/json' \
@@ -96,28 +136,48 @@ AGENT_ID="$(printf '%s' "$created" | json_field '["id"]')"
 TOKEN="$(printf '%s' "$created" | json_field '["access_token"]')"
 WALLET="$(printf '%s' "$created" | json_field '["wallet_addresses"]["base"]')"
 
-echo "==> funding its wallet $WALLET with 10 ETH and 1000 test USDC from the local node"
-node scripts/demo-chain.mjs fund "$RPC" "$WALLET" 10 1000 >/dev/null
+echo "==> funding its wallet $WALLET with 1000 test USDC from the local node, and no ETH at all"
+node scripts/demo-chain.mjs fund "$RPC" "$WALLET" 0 1000 >/dev/null
 
-echo "==> sending 0.01 ETH to the owner through the API"
+echo "==> sponsoring its gas on base, 0.05 ETH a day: PUT /api/agents/$AGENT_ID/sponsorship with the admin token"
+curl -sf -X PUT "$BASE/api/agents/$AGENT_ID/sponsorship" -H 'content-type: application/json' \
+  -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"chain": "base", "per_day": "0.05"}' >/dev/null
+
+echo "==> sending 1 test USDC to the owner through the API: a user operation of the agent's own address, gas sponsored"
 sent="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/transfers" -H 'content-type: application/json' \
   -H "X-Agent-Access-Token: $TOKEN" -H "Idempotency-Key: demo-first-transfer" \
-  -d "{\"chain\": \"base\", \"to\": \"$OWNER\", \"amount\": \"0.01\"}")"
+  -d "{\"chain\": \"base\", \"to\": \"$OWNER\", \"amount\": \"1\", \"asset\": \"USDC\"}")"
 TRANSFER_ID="$(printf '%s' "$sent" | json_field '["id"]')"
-status=""
-for _ in $(seq 1 150); do
-  status="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$TRANSFER_ID" -H "X-Agent-Access-Token: $TOKEN" \
-    | json_field '["status"]')"
-  [ "$status" = "confirmed" ] && break
-  sleep 0.2
-done
-TX_HASH="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$TRANSFER_ID" -H "X-Agent-Access-Token: $TOKEN" \
-  | json_field '["tx_hash"]')"
-if [ "$status" != "confirmed" ]; then
-  echo "the transfer is $status, not confirmed; agentd's log:" >&2
-  cat "$WORK/agentd.log" >&2
-  exit 1
-fi
+status="$(await_confirmed "$TRANSFER_ID")"
+[ "$status" = "confirmed" ] || fail "the transfer is $status, not confirmed; agentd's log:"
+transfer="$(curl -sf "$BASE/api/agents/$AGENT_ID/transfers/$TRANSFER_ID" -H "X-Agent-Access-Token: $TOKEN")"
+TX_HASH="$(printf '%s' "$transfer" | json_field '["tx_hash"]')"
+GAS_COST="$(printf '%s' "$transfer" | json_field '["sponsorship"]["gas_cost"]')"
+echo "    confirmed in $TX_HASH; its gas, $GAS_COST ETH, came from the paymaster's deposit"
+
+# Calls are the policy's to allow (§18): approving the demo's router on USDC, and swapping there for the agent itself.
+echo "==> swapping 10 test USDC for WETH on the demo pool: an approve and the swap as one batch, gas sponsored"
+SWAP='swapExactTokensForTokens(uint256,uint256,address[],address,uint256)'
+curl -sf -X PUT "$BASE/api/agents/$AGENT_ID/policy" -H 'content-type: application/json' \
+  -H "Authorization: Bearer $ADMIN_TOKEN" \
+  -d "{\"calls\": {\"default\": \"deny\", \"rules\": [
+        {\"chain\": \"base\", \"to\": \"$USDC\", \"function\": \"approve(address,uint256)\",
+         \"args\": {\"0\": {\"eq\": \"$ROUTER\"}}, \"action\": \"allow\"},
+        {\"chain\": \"base\", \"to\": \"$ROUTER\", \"function\": \"$SWAP\",
+         \"args\": {\"3\": {\"eq\": \"\$agent\"}}, \"action\": \"allow\"}]}}" >/dev/null
+swapped="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/calls" -H 'content-type: application/json' \
+  -H "X-Agent-Access-Token: $TOKEN" -H "Idempotency-Key: demo-first-swap" \
+  -d "{\"chain\": \"base\", \"calls\": [
+        {\"to\": \"$USDC\", \"function\": \"approve(address,uint256)\", \"args\": [\"$ROUTER\", \"10000000\"]},
+        {\"to\": \"$ROUTER\", \"function\": \"$SWAP\",
+         \"args\": [\"10000000\", \"1\", [\"$USDC\", \"$WETH\"], \"$WALLET\", \"$(($(date +%s) + 1200))\"]}]}")" \
+  || fail "agentd refused the approve-and-swap batch; its log:"
+SWAP_ID="$(printf '%s' "$swapped" | json_field '["id"]')"
+swap_status="$(await_confirmed "$SWAP_ID")"
+[ "$swap_status" = "confirmed" ] || fail "the swap is $swap_status, not confirmed; agentd's log:"
+AGENT_WEI="$(curl -sf "$BASE/api/agents/$AGENT_ID/balances" -H "X-Agent-Access-Token: $TOKEN" | json_field '["balances"]["base"]["wei"]')"
+[ "$AGENT_WEI" = "0" ] || fail "the agent holds $AGENT_WEI wei: it should hold none"
+echo "    confirmed as one operation; the agent holds WETH now, and still $AGENT_WEI wei of ETH"
 
 # The owner keeps money in its own account, whose key agentd never sees, and grants the agent a budget the chain
 # enforces (docs/api.md §21): the account designates the framework's delegator (EIP-7702), then signs a delegation.
@@ -147,7 +207,11 @@ cat <<MSG
                  (owner authority over every agent: paste it into the console's admin-token field)
   Agent:         $AGENT_ID
   Access token:  $TOKEN
-  Transfer:      $TRANSFER_ID, 0.01 ETH to $OWNER: $status ($TX_HASH)
+  Transfer:      $TRANSFER_ID, 1 test USDC to $OWNER: $status ($TX_HASH)
+  Swap:          $SWAP_ID, 10 test USDC for WETH as one approve-and-swap batch: $swap_status
+  Gas:           the agent holds no ETH at all: the operator sponsors its gas, 0.05 ETH a day (the console's
+                 Gas sponsorship page). Paymaster $PAYMASTER (1 ETH deposited),
+                 agentd's sponsor key $SPONSOR (trusted, allowlisted, 1 ETH for the bundles)
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
   Delegation:    $DELEGATION_ID: the owner's account (EIP-7702) grants the agent 10 test USDC a day
                  (signed delegation: $DELEGATION_FILE; docs/guide.md §14 spends and revokes it)
@@ -183,10 +247,12 @@ export DEMO_TOKEN=$TOKEN
 export DELEGATION=$DELEGATION_ID
 export DELEGATION_FILE=$DELEGATION_FILE
 export DELEGATION_MANAGER=$DELEGATION_MANAGER
+export PAYMASTER=$PAYMASTER
+export ENTRY_POINT=$ENTRY_POINT
 
 MSG
 if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
-  echo "DEMO_OK transfer=$TRANSFER_ID status=$status delegation=$DELEGATION_ID"
+  echo "DEMO_OK transfer=$TRANSFER_ID status=$status swap=$SWAP_ID delegation=$DELEGATION_ID"
   exit 0
 fi
 echo "Press Ctrl-C to stop (the demo's data is removed)."

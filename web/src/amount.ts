@@ -36,6 +36,15 @@ export function subtractDecimal(a: string, b: string): string | null {
   return fromScaled(diff, scale);
 }
 
+/** `a + b`, exactly, as a decimal string; null when either is not a decimal string. */
+export function addDecimal(a: string, b: string): string | null {
+  const pa = parts(a);
+  const pb = parts(b);
+  if (!pa || !pb) return null;
+  const scale = Math.max(pa[1].length, pb[1].length);
+  return fromScaled(scaled(a, scale)! + scaled(b, scale)!, scale);
+}
+
 function fromScaled(value: bigint, scale: number): string {
   const negative = value < 0n;
   const digits = (negative ? -value : value).toString().padStart(scale + 1, '0');

@@ -85,10 +85,35 @@ export type SimulatedCall = Omit<Schemas['SimulatedCall'], 'simulation' | 'decis
   simulation: unknown;
   decision: CallDecision;
 };
+/** One call of a batch (§22), as `calls` of `POST …/calls` takes it. */
+export interface BatchedCall {
+  to: string;
+  value?: string;
+  function: string;
+  args: unknown[];
+}
+/**
+ * A batch (§22): 2 to 16 calls the agent's account runs in order, all or nothing, as one operation. Typed by hand
+ * beside `NewCallBody`, so that the console builds against the document before and after batches joined it.
+ */
+export interface BatchBody {
+  chain: string;
+  calls: BatchedCall[];
+  gas?: GasPayer;
+}
+/** A batch's simulation: `call` null, `calls` each call as decoded, one `simulation` and verdict for the whole. */
+export type SimulatedBatch = Omit<SimulatedCall, 'call'> & { call: null; calls: Schemas['CallView'][] };
 export type ExportKeyBody = Schemas['ExportKey'];
 export type ExportedKey = Schemas['ExportedKeyView'];
 export type SweepBody = Schemas['Sweep'];
 export type QueuedEvent = Schemas['QueuedEventView'];
+/** A sponsorable chain's parts and what they hold (§22): `GET /api/chains` `sponsorship`. */
+export type ChainSponsorship = Schemas['ChainSponsorshipView'];
+/** The operator's gas sponsorship of one agent on one chain: `per_day`, `counted` (rolling 24 h), `left`. */
+export type Sponsorship = Schemas['SponsorshipView'];
+export type SetSponsorshipBody = Schemas['SetSponsorship'];
+/** Who pays an outflow's gas (§22). */
+export type GasPayer = 'sponsored' | 'wallet';
 
 // Server-sent event data is not part of the document (the stream is documented as text): typed by hand.
 export interface TxConfirmation {
@@ -288,8 +313,11 @@ export const api = {
   /** `POST …/calls/simulate`: the agent token or owner authority alone (§18); nothing is signed or recorded. */
   simulateCall: (id: string, token: string | null, body: NewCallBody) =>
     call<SimulatedCall>('POST', `/api/agents/${enc(id)}/calls/simulate`, { token, body, owner: id }),
-  /** `POST …/calls` with an `Idempotency-Key`: the agent token only (§18). */
-  sendCall: (id: string, token: string, body: NewCallBody, idempotencyKey: string) =>
+  /** A batch's simulation (§22): the same route with `calls`. */
+  simulateBatch: (id: string, token: string | null, body: BatchBody) =>
+    call<SimulatedBatch>('POST', `/api/agents/${enc(id)}/calls/simulate`, { token, body, owner: id }),
+  /** `POST …/calls` with an `Idempotency-Key` (one call, or a batch): the agent token only (§18, §22). */
+  sendCall: (id: string, token: string, body: NewCallBody | BatchBody, idempotencyKey: string) =>
     request<Transfer>('POST', `/api/agents/${enc(id)}/calls`, { token, body, extra: { 'Idempotency-Key': idempotencyKey } }),
   // Key export needs owner authority on a guarded agent (the agent token alone on an unguarded one): both are sent.
   exportKey: (id: string, token: string | null, body: ExportKeyBody) =>
@@ -317,6 +345,12 @@ export const api = {
       owner: id,
       ...(reason ? { body: { reason } } : {}),
     }),
+  /** The operator's gas sponsorships of the agent (§22): the agent token or owner authority. */
+  sponsorships: (id: string, token: string | null) =>
+    call<Schemas['SponsorshipsView']>('GET', `/api/agents/${enc(id)}/sponsorship`, reader(id, token)).then((v) => v.sponsorships),
+  /** `PUT …/sponsorship`: the operator only, with the admin token (an owner must not make the operator pay, §22). */
+  setSponsorship: (id: string, body: SetSponsorshipBody) =>
+    call<Sponsorship>('PUT', `/api/agents/${enc(id)}/sponsorship`, { body, admin: true }),
   policy: (id: string, token: string | null) => call<Policy>('GET', `/api/agents/${enc(id)}/policy`, reader(id, token)),
   /** What each window of the limits and the cap has counted and has left, as the service's next decision counts it. */
   budget: (id: string, token: string | null) => call<Budget>('GET', `/api/agents/${enc(id)}/budget`, reader(id, token)),

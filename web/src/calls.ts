@@ -39,6 +39,8 @@ export interface CallFields {
   kind?: string | null;
   chain: string;
   call?: CallInfo | null;
+  /** A batch (§22): each call in order (`call` is then null). */
+  calls?: CallInfo[] | null;
   simulation?: unknown;
   primary_type?: string | null;
   typed_data?: { signature: string; digest: string } | null;
@@ -261,9 +263,38 @@ export function callDetails(t: CallFields, chains: ChainInfo[], abis: Abis | nul
       effectList,
     );
   }
-  const call = t.call;
+  if (t.calls?.length) {
+    return h(
+      'div',
+      { class: 'call-details', 'data-testid': 'approval-call', 'data-batch': String(t.calls.length) },
+      h(
+        'p',
+        {},
+        h('span', { class: 'badge kind' }, 'batch'),
+        ` ${t.calls.length} calls on ${t.chain}, run in order as one operation: all of them, or none`,
+      ),
+      h(
+        'ol',
+        { class: 'batch-calls', 'data-testid': 'batch-calls' },
+        t.calls.map((c) => h('li', { 'data-testid': 'batch-call' }, ...callLines(t.chain, c, abis))),
+      ),
+      effectList,
+      sim.gas_used ? h('p', { class: 'muted small' }, `Simulated gas: ${sim.gas_used}`) : null,
+    );
+  }
+  return h(
+    'div',
+    { class: 'call-details', 'data-testid': 'approval-call' },
+    ...callLines(t.chain, t.call ?? null, abis),
+    effectList,
+    sim.gas_used ? h('p', { class: 'muted small' }, `Simulated gas: ${sim.gas_used}`) : null,
+  );
+}
+
+/** One call as read: its function on its contract, then its arguments with their names where known. */
+function callLines(chain: string, call: CallInfo | null, abis: Abis | null): (HTMLElement | null)[] {
   const fn = call?.function ?? null;
-  const names = call ? argNames(t.chain, call, abis) : [];
+  const names = call ? argNames(chain, call, abis) : [];
   const types = fn ? paramTypes(fn) : [];
   const args = call?.args ?? null;
   const argList = args?.length
@@ -282,9 +313,7 @@ export function callDetails(t: CallFields, chains: ChainInfo[], abis: Abis | nul
         ),
       )
     : null;
-  return h(
-    'div',
-    { class: 'call-details', 'data-testid': 'approval-call' },
+  return [
     h(
       'p',
       {},
@@ -293,18 +322,17 @@ export function callDetails(t: CallFields, chains: ChainInfo[], abis: Abis | nul
       h('strong', { class: 'mono', 'data-testid': 'call-function', title: fn ?? '' }, fn ? functionName(fn) : 'unknown function'),
       ' on ',
       call ? h('code', { class: 'mono', title: call.to, 'data-testid': 'call-contract' }, shortHex(call.to, 6, 4)) : 'a contract',
-      ` on ${t.chain}`,
+      ` on ${chain}`,
       fn ? null : h('span', { class: 'muted small' }, ` (selector ${call?.selector ?? 'none'})`),
     ),
     argList,
-    effectList,
-    sim.gas_used ? h('p', { class: 'muted small' }, `Simulated gas: ${sim.gas_used}`) : null,
-  );
+  ];
 }
 
 /** A short label for buttons and notices: "swapExactTokensForETH on 0x1234…abcd". */
 export function callLabel(t: CallFields & { amount: string; asset: string; to: string }): string {
   if (t.kind === 'typed_data') return `the ${typedLabel(t)} signature`;
+  if (t.calls?.length) return `the batch of ${t.calls.length} calls`;
   const fn = t.call?.function;
   return `${fn ? functionName(fn) : 'the call'} on ${shortHex(t.call?.to ?? t.to, 6, 4)}`;
 }

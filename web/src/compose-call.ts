@@ -8,7 +8,21 @@
 // `Idempotency-Key` made for that review) and follows it to its confirmation. Refusals are the service's own words,
 // with a link to the calls rule that made them in Policy. An amount may be typed in its token's units ("2.5 USDC",
 // "0.1 ETH"), an address argument picked among the known ones by name, and a swap's minimum output of 0 is warned.
-import { api, ApiError, type AgentDetail, type ChainInfo, type SimulatedCall, type Transfer } from './api';
+// **Add to a batch** keeps the call composed and starts the next (§22): an `approve` and the swap that uses it are
+// simulated, judged and sent together as `calls`, one all-or-nothing operation of the agent's account, whose gas the
+// operator's sponsorship pays where the agent has one (the choice defaults as the service does).
+import {
+  api,
+  ApiError,
+  type AgentDetail,
+  type BatchBody,
+  type ChainInfo,
+  type GasPayer,
+  type SimulatedBatch,
+  type SimulatedCall,
+  type Sponsorship,
+  type Transfer,
+} from './api';
 import { abiFunctions, argNames, callDetails, functionName, paramTypes, type Abis } from './calls';
 import {
   defaultFor,
@@ -24,8 +38,10 @@ import {
   wholeUnits,
   type ArgContext,
 } from './call-args';
+import { addDecimal } from './amount';
 import { clear, field, h, shortHex, uid } from './dom';
 import { FINAL, newKey, type SendHooks } from './send';
+import { defaultGas, gasInfo, isActive, leftWords, sponsorshipOn } from './sponsorship';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 
 const TYPED = '__typed';
@@ -35,6 +51,8 @@ const sentence = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(
 /** Functions of a token whose integer argument is an amount of that token. */
 const AMOUNT_OF_TOKEN = new Set(['approve(address,uint256)', 'transfer(address,uint256)', 'withdraw(uint256)']);
 const OTHER = '';
+/** A batch holds 2 to 16 calls (§22). */
+const MAX_BATCH = 16;
 
 interface Composed {
   chain: ChainInfo;
@@ -92,7 +110,19 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   const result = h('div', { class: 'send-result', 'data-testid': 'call-result', hidden: true, role: 'status' });
   let argInputs: HTMLInputElement[] = [];
   let names: (string | null)[] = [];
-  let simulated: { composed: Composed; answer: SimulatedCall } | null = null;
+  /** What was simulated (the calls, in order: one, or a batch) and the service's answer; any edit drops it. */
+  let simulated: { calls: Composed[]; answer: SimulatedCall | SimulatedBatch; gas: GasPayer | null } | null = null;
+  /** The calls added to a batch so far; the form composes the next one (the batch's last when simulated). */
+  let batch: Composed[] = [];
+  const batchBox = h('div', { class: 'call-batch', 'data-testid': 'call-batch', hidden: true });
+  const addButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'call-add' }, 'Add to a batch');
+  // Who pays a batch's gas (§22): the operator's sponsorship where the agent has one on the chain (the default, as
+  // the service decides), or the wallet. A single call is always paid by the wallet.
+  let sponsorships: Sponsorship[] | null = null;
+  const gas = h('select', { 'data-testid': 'call-gas' });
+  const gasField = field('Gas of the batch paid by', gas);
+  gasField.hidden = true;
+  const gasNote = h('p', { class: 'muted small', 'data-testid': 'call-gas-note', hidden: true });
 
   const info = () => known.find((c) => c.name === chain.value) ?? null;
   const ctx = (): ArgContext => ({
@@ -302,10 +332,125 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     clear(review);
   }
 
+  /** Who pays the gas: offered for a batch on a chain where the operator sponsors the agent. */
+  function fillGas(): void {
+    const c = info();
+    const s = sponsorshipOn(sponsorships, chain.value);
+    const offered = !!c && isActive(s);
+    gasField.hidden = !offered || batch.length === 0;
+    gasNote.hidden = !offered || batch.length > 0;
+    if (!offered || !c) return;
+    gasNote.textContent = `The operator sponsors this agent\u2019s gas on ${c.name} for batches: a single call is paid by the wallet in ${c.native_symbol}. Add this call to a batch (with the call that uses it) to have its gas sponsored.`;
+    const chosen = gas.options.length ? (gas.value as GasPayer) : defaultGas(sponsorships, chain.value);
+    clear(gas);
+    gas.append(
+      h('option', { value: 'sponsored' }, `The operator\u2019s sponsorship (${leftWords(s, c.native_symbol).textContent})`),
+      h('option', { value: 'wallet' }, `This agent\u2019s wallet, in ${c.native_symbol}`),
+    );
+    gas.value = chosen;
+  }
+
+  /** A call of the batch in one line: "approve on USDC token: spender = 0x1234…, amount = 10000000". */
+  function batchLine(d: Composed, i: number): HTMLElement {
+    const label = knownArguments().find((k) => k.address.toLowerCase() === d.to.toLowerCase())?.label ?? shortHex(d.to, 6, 4);
+    const callNames = argNames(d.chain.name, { to: d.to, selector: null, function: d.signature, args: null }, abis);
+    const args = d.args.map((a, j) => `${callNames[j] ?? `#${j}`} = ${Array.isArray(a) ? a.join(', ') : String(a)}`).join(' \u00b7 ');
+    return h(
+      'li',
+      { 'data-testid': 'call-batch-item', 'data-function': d.signature, 'data-to': d.to },
+      h('strong', { class: 'mono', title: d.signature }, functionName(d.signature)),
+      ' on ',
+      h('span', { title: d.to }, label),
+      args ? h('div', { class: 'small muted mono wrap' }, args) : null,
+      d.value !== '0' ? h('div', { class: 'small' }, `with ${d.value} ${d.chain.native_symbol}`) : null,
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'link small',
+          'aria-label': `Remove call ${i + 1} from the batch`,
+          onclick: () => {
+            batch.splice(i, 1);
+            renderBatch();
+            stale();
+          },
+        },
+        'Remove',
+      ),
+    );
+  }
+
+  /** The batch so far, and what the form's call is in it; the chain stays fixed while the batch holds calls. */
+  function renderBatch(): void {
+    clear(batchBox);
+    batchBox.hidden = batch.length === 0;
+    chain.disabled = batch.length > 0;
+    simulateButton.textContent = batch.length ? `Simulate the batch (${batch.length + 1} calls)` : 'Simulate';
+    addButton.disabled = batch.length >= MAX_BATCH - 1;
+    fillGas();
+    if (!batch.length) return;
+    batchBox.append(
+      h('h3', { class: 'small-heading' }, `Batch on ${batch[0].chain.name}`),
+      h('ol', {}, batch.map(batchLine)),
+      h(
+        'p',
+        { class: 'muted small' },
+        `Call ${batch.length + 1} is the one in the form below. The calls run in order as one operation of the agent\u2019s account, all of them or none: an approval and the swap that spends it land together. `,
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'link small',
+            'data-testid': 'call-batch-clear',
+            onclick: () => {
+              batch = [];
+              renderBatch();
+              stale();
+            },
+          },
+          'Clear the batch',
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Keeps the form's call in the batch and starts the next: after an `approve`, the next call is on the spender it
+   * allowed (a known contract, such as the deployment's router, is picked by name), as an approve-and-swap goes.
+   */
+  function addToBatch(): void {
+    formError.clear();
+    let composed: Composed;
+    try {
+      composed = compose();
+    } catch (e) {
+      formError.show(e);
+      return;
+    }
+    batch.push(composed);
+    stale();
+    const spender = composed.signature === 'approve(address,uint256)' ? String(composed.args[0] ?? '') : '';
+    if (/^0x[0-9a-fA-F]{40}$/.test(spender)) {
+      to.value = spender;
+      fillContracts();
+      pick.value = [...pick.options].find((o) => o.value.toLowerCase() === spender.toLowerCase())?.value ?? OTHER;
+      fillFunctions();
+      const named = info()?.contracts?.find((k) => k.address.toLowerCase() === spender.toLowerCase());
+      if (named && /router/i.test(named.name)) fnPick.value = 'swapExactTokensForTokens(uint256,uint256,address[],address,uint256)';
+    }
+    argInputs = [];
+    renderArgs();
+    renderBatch();
+    fnPick.focus();
+  }
+  addButton.addEventListener('click', addToBatch);
+  gas.addEventListener('change', stale);
+
   chain.addEventListener('change', () => {
     fillContracts();
     fillFunctions();
     renderArgs();
+    fillGas();
     stale();
   });
   pick.addEventListener('change', () => {
@@ -342,6 +487,13 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
 
   // What the composer learns when it is first shown: the policy's ABIs and contracts, the contracts this agent called.
   const learn = () => {
+    void api
+      .sponsorships(agent.id, token)
+      .then((list) => {
+        sponsorships = list;
+        fillGas();
+      })
+      .catch(() => {});
     void api
       .policy(agent.id, token)
       .then((p) => {
@@ -384,10 +536,18 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   }
 
   const body = (d: Composed) => ({ chain: d.chain.name, to: d.to, function: d.signature, args: d.args, ...(d.value !== '0' ? { value: d.value } : {}) });
+  /** `calls` of a batch (§22), with who pays its gas when the form offers the choice. */
+  const batchBody = (calls: Composed[], payer: GasPayer | null): BatchBody => ({
+    chain: calls[0].chain.name,
+    calls: calls.map((d) => ({ to: d.to, function: d.signature, args: d.args, ...(d.value !== '0' ? { value: d.value } : {}) })),
+    ...(payer ? { gas: payer } : {}),
+  });
+  const chosenGas = (): GasPayer | null => (gasField.hidden ? null : (gas.value as GasPayer));
 
   const form = h(
     'form',
     { class: 'call-form', 'aria-label': 'Compose a contract call' },
+    batchBox,
     h('div', { class: 'inline-form' }, field('Chain', chain), field('Known contract', pick)),
     field('Contract address', to, 'Pick a known contract above, or paste the address of another.'),
     field('Function', fnPick),
@@ -395,8 +555,10 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     fnNote,
     argsBox,
     valueField,
+    gasField,
+    gasNote,
     formError.el,
-    h('div', { class: 'row' }, simulateButton),
+    h('div', { class: 'row' }, simulateButton, addButton),
   );
 
   form.addEventListener('submit', async (event) => {
@@ -404,29 +566,37 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     formError.clear();
     result.hidden = true;
     stale();
-    let composed: Composed;
+    let calls: Composed[];
     try {
-      composed = compose();
+      calls = [...batch, compose()];
     } catch (e) {
       formError.show(e);
       return;
     }
+    const payer = calls.length > 1 ? chosenGas() : null;
     simulateButton.disabled = true;
     clear(outcome);
     outcome.hidden = false;
-    outcome.append(h('p', { class: 'muted' }, 'Simulating from the agent\u2019s wallet…'));
+    outcome.append(h('p', { class: 'muted' }, calls.length > 1 ? 'Simulating the batch as the agent\u2019s account runs it…' : 'Simulating from the agent\u2019s wallet…'));
     try {
-      const answer = await api.simulateCall(agent.id, token, body(composed));
-      simulated = { composed, answer };
-      showOutcome(composed, answer);
+      const answer =
+        calls.length > 1
+          ? await api.simulateBatch(agent.id, token, batchBody(calls, payer))
+          : await api.simulateCall(agent.id, token, body(calls[0]));
+      simulated = { calls, answer, gas: payer };
+      showOutcome(calls, answer);
     } catch (e) {
       clear(outcome);
-      const reverted = e instanceof ApiError && e.code === 'call_reverted';
+      const reverted = e instanceof ApiError && (e.code === 'call_reverted' || e.code === 'simulation_reverted');
+      // A batch names the first call that reverted or was refused (`details.index`, from 0).
+      const index = e instanceof ApiError ? (e.details as { index?: unknown } | null)?.index : undefined;
+      const which = calls.length > 1 && typeof index === 'number' ? `Call ${index + 1} of the batch: ` : '';
       outcome.append(
         h(
           'p',
           { class: 'form-error', role: 'alert', 'data-testid': 'call-verdict', 'data-result': reverted ? 'reverted' : 'error' },
           h('strong', {}, reverted ? 'It would revert: ' : 'Not simulated: '),
+          which,
           errorText(e),
         ),
       );
@@ -435,7 +605,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     }
   });
 
-  function verdictLine(answer: SimulatedCall): HTMLElement {
+  function verdictLine(answer: SimulatedCall | SimulatedBatch): HTMLElement {
     const d = answer.decision;
     const words =
       d.result === 'allow'
@@ -447,7 +617,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   }
 
   /** The rule of the policy's calls that refused a call (`rule N (…)` in the service's words), linked in Policy. */
-  function ruleLink(answer: SimulatedCall): HTMLElement | string {
+  function ruleLink(answer: SimulatedCall | SimulatedBatch): HTMLElement | string {
     const n = /\brule (\d+) \(/.exec(answer.message ?? '')?.[1];
     const byDefault = !n && /no rule .*default|default/i.test(answer.message ?? '') && answer.decision.rule === 'call_denied';
     if (!n && !byDefault) return '';
@@ -472,9 +642,15 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     );
   }
 
-  function showOutcome(composed: Composed, answer: SimulatedCall): void {
+  function showOutcome(calls: Composed[], answer: SimulatedCall | SimulatedBatch): void {
     clear(outcome);
-    const fields = { kind: 'call', chain: composed.chain.name, call: answer.call, simulation: answer.simulation };
+    const fields = {
+      kind: 'call',
+      chain: calls[0].chain.name,
+      call: answer.call,
+      calls: 'calls' in answer ? answer.calls : null,
+      simulation: answer.simulation,
+    };
     outcome.append(h('h3', {}, 'What it would do'), callDetails(fields, chains, abis), verdictLine(answer));
     if (answer.decision.result === 'deny') return;
     const next = h('button', { type: 'button', onclick: () => showReview() }, 'Review and send');
@@ -483,10 +659,12 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
 
   function showReview(): void {
     if (!simulated) return;
-    const { composed, answer } = simulated;
+    const { calls, answer, gas: payer } = simulated;
+    const first = calls[0];
+    const c = first.chain;
     clear(review);
     review.hidden = false;
-    const from = agent.wallet_addresses[composed.chain.name] ?? '';
+    const from = agent.wallet_addresses[c.name] ?? '';
     if (!token) {
       review.append(
         agentTokenPrompt(agent.id, {
@@ -499,22 +677,38 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     }
     const key = newKey();
     const held = answer.decision.result === 'approve';
-    const confirm = h('button', { type: 'button', 'data-testid': 'call-confirm' }, held ? 'Submit for approval' : 'Send the call');
+    const isBatch = calls.length > 1;
+    const confirm = h(
+      'button',
+      { type: 'button', 'data-testid': 'call-confirm' },
+      held ? 'Submit for approval' : isBatch ? `Send the batch of ${calls.length} calls` : 'Send the call',
+    );
     const back = h('button', { type: 'button', class: 'secondary', onclick: () => { review.hidden = true; } }, 'Back');
     const sendError = errorLine();
+    const what = (d: Composed) => [h('strong', { class: 'mono', title: d.signature }, functionName(d.signature)), ' on ', h('code', { class: 'mono' }, d.to)];
+    const value = calls.reduce((sum, d) => addDecimal(sum, d.value) ?? sum, '0');
+    const s = sponsorshipOn(sponsorships, c.name);
     review.append(
       h('h3', {}, 'Review'),
       h(
         'dl',
         { class: 'facts-list' },
-        h('dt', {}, 'Call'),
-        h('dd', {}, h('strong', { class: 'mono', title: composed.signature }, functionName(composed.signature)), ' on ', h('code', { class: 'mono' }, composed.to)),
+        h('dt', {}, isBatch ? 'Calls' : 'Call'),
+        h('dd', {}, isBatch ? h('ol', { class: 'batch-calls' }, calls.map((d) => h('li', {}, ...what(d)))) : what(first)),
         h('dt', {}, 'From'),
-        h('dd', {}, h('code', { class: 'mono' }, from), ` on ${composed.chain.name}`),
+        h('dd', {}, h('code', { class: 'mono' }, from), ` on ${c.name}`, isBatch ? ' (its account runs them as one operation, all or nothing)' : ''),
         h('dt', {}, 'Value'),
-        h('dd', {}, `${composed.value} ${composed.chain.native_symbol}`),
+        h('dd', {}, `${value} ${c.native_symbol}`),
+        h('dt', {}, 'Gas'),
+        h(
+          'dd',
+          { 'data-testid': 'call-review-gas', 'data-gas': payer === 'sponsored' ? 'sponsored' : 'wallet' },
+          payer === 'sponsored'
+            ? ['paid by the operator\u2019s sponsorship', ...(s ? [' (', leftWords(s, c.native_symbol), ')'] : []), ': not the agent\u2019s money']
+            : `paid by the agent\u2019s wallet in ${c.native_symbol}, counted against the cap`,
+        ),
       ),
-      h('p', { class: 'muted small' }, 'The service simulates it again as it will be signed and judges it by the policy at that moment. A call on chain cannot be undone.'),
+      h('p', { class: 'muted small' }, `The service simulates ${isBatch ? 'the batch' : 'it'} again as it will be signed and judges it by the policy at that moment. A call on chain cannot be undone.`),
       h('div', { class: 'row' }, confirm, back),
       sendError.el,
     );
@@ -522,8 +716,13 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       confirm.disabled = true;
       sendError.clear();
       try {
-        const sent = await api.sendCall(agent.id, token, body(composed), key);
+        const sent = await api.sendCall(agent.id, token, isBatch ? batchBody(calls, payer) : body(first), key);
         review.hidden = true;
+        if (isBatch) {
+          // Sent: the batch is done; the form starts again from an empty one.
+          batch = [];
+          renderBatch();
+        }
         showResult(sent.body);
         hooks.onChange();
       } catch (e) {
@@ -550,10 +749,14 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     result.dataset.transferId = t.id;
     const line = h('p', { 'data-testid': 'call-line' });
     const statusEl = h('span', { 'data-testid': 'call-status' });
+    const gasSlot = h('div', { 'data-testid': 'call-gas-info' });
     const render = (x: Transfer) => {
       result.dataset.status = x.status;
       statusEl.className = `status status-${x.status}`;
       statusEl.textContent = x.status.replace('_', ' ');
+      clear(gasSlot);
+      const paid = x.status === 'awaiting_approval' ? null : gasInfo(x, chains);
+      if (paid) gasSlot.append(paid);
       clear(line);
       if (x.status === 'awaiting_approval') {
         line.append('Waits for the owner\u2019s approval; nothing is signed yet. ');
@@ -565,7 +768,12 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       }
     };
     render(t);
-    result.append(h('p', {}, h('strong', {}, t.status === 'awaiting_approval' ? 'Submitted for approval: ' : 'Sent: '), `the call on ${t.chain} `, statusEl), line);
+    const batched = (t as Transfer & { calls?: unknown[] | null }).calls?.length;
+    result.append(
+      h('p', {}, h('strong', {}, t.status === 'awaiting_approval' ? 'Submitted for approval: ' : 'Sent: '), batched ? `the batch of ${batched} calls on ${t.chain} ` : `the call on ${t.chain} `, statusEl),
+      line,
+      gasSlot,
+    );
     if (!FINAL.has(t.status)) void follow(t.id, render);
   }
 
@@ -598,7 +806,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     h(
       'p',
       { class: 'muted' },
-      'Pick a contract and a function and fill in its arguments, then simulate: you see what the call would do to this wallet and what the policy says, before anything is signed.',
+      'Pick a contract and a function and fill in its arguments, then simulate: you see what the call would do to this wallet and what the policy says, before anything is signed. To run several calls as one (an approve and the swap that spends it), add each to a batch.',
       token ? '' : ' Simulating works as the owner; sending needs the agent\u2019s own token.',
     ),
     form,

@@ -5,7 +5,9 @@
 // (§11 keeps them with the approvals): they are read from `GET …/approvals` and shown first, each linked to its
 // approval. Above the table, the spending chart per asset. The table is a card per row on a narrow screen. A send
 // through an on-chain delegation (§21) is marked with the owner's account it left, and a refused one says why in
-// the delegation's terms (what it left, revoked, removed, expired).
+// the delegation's terms (what it left, revoked, removed, expired). On a chain where the operator sponsors (or
+// sponsored) the agent's gas (§22), a row paid by the sponsorship says so, with its user operation, the bundle that
+// carried it and what the gas cost (read from the transfer: the history's list does not carry them).
 import { api, type AgentDetail, type AuditEntry, type ChainInfo, type HistoryEntry, type Transfer } from './api';
 import { noteWaiting } from './approvals';
 import { compactEffects, functionName, simulationOf, typedLabel, type CallFields } from './calls';
@@ -15,6 +17,7 @@ import { capText, loadFacts, refusalText, type AgentFacts } from './explain';
 import { errorLine, errorText, notify, txHashLink } from './ui';
 import { paidAnswerView } from './paid';
 import { listDelegations, type Delegation } from './delegations';
+import { gasInfo } from './sponsorship';
 
 export interface HistoryHooks {
   /** Opens the Approvals tab at the card of a held transfer. */
@@ -137,6 +140,13 @@ export function historyPanel(
       (all) => new Map(all.map((d) => [d.id, d])),
       () => null,
     ));
+  // The chains the operator ever sponsored this agent on: their rows are read for who paid the gas (once per refresh).
+  let sponsored: Promise<Set<string>> | null = null;
+  const sponsoredChains = () =>
+    (sponsored ??= api.sponsorships(agent.id, token).then(
+      (list) => new Set(list.map((s) => s.chain)),
+      () => new Set<string>(),
+    ));
   const older = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older transfers');
   const refreshButton = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
   const sizeSelect = h(
@@ -177,7 +187,17 @@ export function historyPanel(
         clear(el);
         el.append(h('span', { class: 'badge kind' }, typed ? 'signature' : 'call'), ' ');
         if (typed) el.append(h('strong', { 'data-testid': 'primary-type' }, typedLabel(c)));
-        else {
+        else if (c.calls?.length) {
+          // A batch (§22): its calls in order, run as one operation.
+          el.firstElementChild!.textContent = 'batch';
+          el.append(
+            h(
+              'strong',
+              { class: 'mono', 'data-testid': 'call-function', 'data-batch': String(c.calls.length) },
+              c.calls.map((x) => (x.function ? functionName(x.function) : (x.selector ?? '?'))).join(' + '),
+            ),
+          );
+        } else {
           const fn = c.call?.function ?? null;
           el.append(
             h('strong', { class: 'mono', title: fn ?? '', 'data-testid': 'call-function' }, fn ? functionName(fn) : 'unknown function'),
@@ -246,7 +266,26 @@ export function historyPanel(
     return h('div', {}, button, slot);
   }
 
-  function row(e: HistoryEntry & { expires_at?: string | null }): HTMLElement {
+  /**
+   * A row's gas, for an outflow on a chain the agent was sponsored on: the sponsorship's mark with its user operation,
+   * bundle and gas cost (`latest`: the transfer as just read). A sponsored operation cannot be cancelled (§22), so its
+   * Cancel button goes.
+   */
+  async function showGas(e: HistoryEntry, slot: HTMLElement, cancel: HTMLElement | null, latest?: Transfer): Promise<void> {
+    if (e.status === 'awaiting_approval' || e.kind === 'typed_data' || e.kind === 'x402') return;
+    if (!(await sponsoredChains()).has(e.chain)) return;
+    try {
+      const t = latest ?? (e.status === 'pending' ? await api.transfer(agent.id, token, e.id) : await detailOf(e.id));
+      const paid = gasInfo(t, chains, true);
+      if (!paid) return;
+      slot.replaceChildren(paid);
+      cancel?.remove();
+    } catch {
+      // The row stays as the list gave it; the next refresh tries again.
+    }
+  }
+
+  function row(e: HistoryEntry & { expires_at?: string | null }, latest?: Transfer): HTMLElement {
     const status = e.status;
     const held = status === 'awaiting_approval';
     const cancel =
@@ -275,6 +314,7 @@ export function historyPanel(
         )
       : null;
     const settlement = e.kind === 'x402' ? h('div', { class: 'small muted' }, 'settlement') : null;
+    const gasSlot = h('div', { class: 'gas-slot' });
     const validBefore =
       e.kind === 'x402' && e.x402 && status === 'pending'
         ? h('div', { class: 'small muted' }, `usable until ${formatTime(new Date(e.x402.valid_before * 1000).toISOString())}`)
@@ -323,16 +363,18 @@ export function historyPanel(
         e.tx_hash ? [settlement, txLink(e.chain, e.tx_hash, 8, 6)] : held ? h('span', { class: 'muted small' }, 'not signed yet') : '—',
         replaced,
         validBefore,
+        gasSlot,
       ),
       cell('', { class: 'actions' }, cancel, rowError.el),
     );
+    void showGas(e, gasSlot, cancel, latest);
     return el;
   }
 
   /** Replaces an entry's row in place (after a cancel, or when a pending one moved on). */
-  function update(entry: HistoryEntry, note?: string): void {
+  function update(entry: HistoryEntry, note?: string, latest?: Transfer): void {
     const old = byId.get(entry.id);
-    const el = row(entry);
+    const el = row(entry, latest);
     if (note) el.children[1].querySelector('.cell-value')?.append(h('div', { class: 'small muted' }, note));
     old?.el.replaceWith(el);
     byId.set(entry.id, { entry, el });
@@ -352,7 +394,7 @@ export function historyPanel(
           const t = await api.transfer(agent.id, token, entry.id);
           if (t.status !== entry.status || (t.tx_hash ?? null) !== entry.tx_hash || t.replaced_hashes.length !== entry.replaced_hashes.length) {
             moved = true;
-            update({ ...entry, status: t.status, tx_hash: t.tx_hash ?? entry.tx_hash, replaced_hashes: t.replaced_hashes, block_number: t.block_number });
+            update({ ...entry, status: t.status, tx_hash: t.tx_hash ?? entry.tx_hash, replaced_hashes: t.replaced_hashes, block_number: t.block_number }, undefined, t);
           }
         } catch {
           // Shown again on the next refresh; the poll keeps going.
@@ -579,6 +621,7 @@ export function historyPanel(
     last = null;
     facts = null;
     delegations = null;
+    sponsored = null;
     await Promise.all([page(null), drawCharts()]);
   };
   older.addEventListener('click', () => void page(last));

@@ -9,6 +9,7 @@ import { chatPanel, type ChatPanel } from './chat';
 import { clear, copyButton, field, h, uid } from './dom';
 import { historyPanel } from './history';
 import { overviewPage } from './overview';
+import { sponsorshipPage } from './sponsorship-page';
 import { inboxView, knownAgents } from './inbox';
 import { policyPanel } from './policy';
 import {
@@ -452,6 +453,17 @@ function showCreate(): void {
   });
   main.append(form);
   name.focus();
+}
+
+// ---------------------------------------------------------------- gas sponsorship (the operator's)
+
+function showSponsorship(): void {
+  closeAgent();
+  state.selected = null;
+  go('#/sponsorship');
+  renderAgentList();
+  clear(main);
+  main.append(sponsorshipPage(state.agents, state.chains, { open: (id, tab) => selectAgent(id, tab ?? 'wallet') }));
 }
 
 // ---------------------------------------------------------------- overview
@@ -931,6 +943,17 @@ async function start(): Promise<void> {
           },
           'Overview',
         ),
+        h(
+          'a',
+          {
+            href: '#/sponsorship',
+            onclick: (event: Event) => {
+              event.preventDefault();
+              void loadAgents().then(showSponsorship);
+            },
+          },
+          'Gas sponsorship',
+        ),
         h('a', { href: '/docs' }, 'API reference'),
       ),
     ),
@@ -978,6 +1001,7 @@ function follow(first: boolean): void {
     // A list the console may show is shown as asked; one it cannot (no agent yet on load, the token needed) opens
     // where a first visit does.
     else if (location.hash === '#/overview' && !first && !state.needsAdmin) showOverview();
+    else if (location.hash === '#/sponsorship' && !state.needsAdmin) showSponsorship();
     else landing();
   } finally {
     following = false;

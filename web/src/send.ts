@@ -2,14 +2,18 @@
 // to whom, and the figures the API gives (balance, the spending cap and what it has counted, the policy's limits
 // for that asset); then a confirm that sends `POST …/transfers` with an `Idempotency-Key` made for that review, so
 // a double click or a retry never sends twice. The answer is shown as it comes: sent (pending, then followed to its
-// confirmation), held for the owner's approval, or refused with the service's message, code and rule.
-import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type Policy, type Transfer } from './api';
+// confirmation), held for the owner's approval, or refused with the service's message, code and rule. Where the
+// operator sponsors the agent's gas (§22), the form offers who pays it (the sponsorship by default, as the service
+// decides), the review says what the sponsorship has left, and the answer shows the user operation, its bundle and
+// what the gas cost.
+import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type ChainSponsorship, type GasPayer, type Policy, type Sponsorship, type Transfer } from './api';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
 import { errorRefusal, loadFacts, paidBefore, windows, windowSentence, type AgentFacts } from './explain';
 import { agentTokenPrompt, errorLine, errorText, txHashLink } from './ui';
 import { budgetOf, listDelegations, periodWords, spendableReason, spendableShort, type Delegation } from './delegations';
+import { defaultGas, gasInfo, isActive, leftWords, sponsorshipOn } from './sponsorship';
 
 export interface SendHooks {
   /** Something moved or is held: balances and the approvals count are read again. */
@@ -27,6 +31,8 @@ interface Draft {
   key: string;
   /** Paid from an owner's account through a delegation (§21), with what its limit leaves now; null: the wallet. */
   delegation: { id: string; delegator: string; available: string | null; limit: string; per: string } | null;
+  /** Who pays the gas, as chosen (sent as `gas`); null where the agent has no sponsorship there (its wallet pays). */
+  gas: GasPayer | null;
 }
 
 export const FINAL = new Set(['confirmed', 'reverted', 'dropped', 'cancelled', 'rejected', 'expired']);
@@ -73,6 +79,31 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   let delegations: Delegation[] = [];
   // What the service says each delegation lets a send take now (`GET …/budget`), read with the delegations.
   let budget: Budget | null = null;
+  // Who pays the gas (§22): offered where the operator sponsors the agent on the chain, the sponsorship by default.
+  let sponsorships: Sponsorship[] | null = null;
+  const gas = h('select', { 'data-testid': 'send-gas' });
+  const gasField = field('Gas paid by', gas, 'The operator’s sponsorship pays the network fee, so the wallet needs no native coin.');
+  gasField.hidden = true;
+  /** The chain whose default the gas choice shows; another chain starts again from its own default. */
+  let gasChain: string | null = null;
+  function fillGas(): void {
+    const s = sponsorshipOn(sponsorships, chain.value);
+    const info = known.find((c) => c.name === chain.value);
+    const offered = isActive(s) && !!info;
+    gasField.hidden = !offered;
+    if (!offered || !info) {
+      gasChain = null;
+      return;
+    }
+    const chosen = gasChain === chain.value ? (gas.value as GasPayer) : defaultGas(sponsorships, chain.value);
+    clear(gas);
+    gas.append(
+      h('option', { value: 'sponsored' }, `The operator’s sponsorship (${leftWords(s, info.native_symbol).textContent})`),
+      h('option', { value: 'wallet' }, `This agent’s wallet, in ${info.native_symbol}`),
+    );
+    gas.value = chosen;
+    gasChain = chain.value;
+  }
   const limitOf = (d: Delegation) => d.limits.find((l) => l.asset === `${chain.value}:${asset.value}`);
   function fillSources(): void {
     clear(source);
@@ -99,6 +130,9 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
         const chosen = source.value;
         delegations = all;
         budget = stated;
+        // `GET …/budget` carries the sponsorships (§22); a server before them answers none.
+        sponsorships = stated?.sponsorships ?? null;
+        fillGas();
         fillSources();
         if ([...source.options].some((o) => o.value === chosen)) source.value = chosen;
       })
@@ -120,6 +154,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   chain.addEventListener('change', () => {
     fillAssets();
     fillSources();
+    fillGas();
     readDelegations();
   });
   asset.addEventListener('change', () => {
@@ -138,6 +173,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       field('Asset', asset),
     ),
     sourceField,
+    gasField,
     field('Recipient', to, 'A 0x address. The agent\u2019s own address and the zero address are refused.'),
     field('Amount', amount, 'In whole units of the asset (e.g. 0.01 ETH, 5 USDC).'),
     formError.el,
@@ -145,11 +181,11 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
   );
   form.addEventListener('focusin', readDelegations);
   if (!canSend) {
-    for (const el of [chain, asset, source, to, amount, reviewButton]) el.disabled = true;
+    for (const el of [chain, asset, source, gas, to, amount, reviewButton]) el.disabled = true;
   }
 
   function editing(on: boolean): void {
-    for (const el of [chain, asset, source, to, amount, reviewButton]) el.disabled = !canSend || !on;
+    for (const el of [chain, asset, source, gas, to, amount, reviewButton]) el.disabled = !canSend || !on;
   }
 
   form.addEventListener('submit', async (event) => {
@@ -172,6 +208,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       amount: value,
       key: newKey(),
       delegation: null,
+      gas: gasField.hidden ? null : (gas.value as GasPayer),
     };
     const chosen = delegations.find((d) => d.id === source.value);
     const limit = chosen ? limitOf(chosen) : undefined;
@@ -188,12 +225,16 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     review.hidden = false;
     review.append(h('p', { class: 'muted' }, 'Reading the balance, the cap and the policy…'));
     // Fresh figures from the API: the agent (cap and what it has counted), its balances, its policy.
-    const [detail, balances, policy, known] = await Promise.allSettled([
+    const [detail, balances, policy, known, parts] = await Promise.allSettled([
       api.agent(agent.id, token),
       api.balances(agent.id, token),
       api.policy(agent.id, token),
       // The daily and weekly windows (what was sent and what waits) and whether this recipient was ever paid.
       api.approvals(agent.id, token).then((waiting) => loadFacts(agent.id, token, waiting)),
+      // A sponsored send: the paymaster as it stands now (the operator may have trusted or funded it since).
+      draft.gas === 'sponsored'
+        ? api.chains().then((all) => all.find((x) => x.name === draft.chain.name)?.sponsorship ?? null)
+        : Promise.resolve(null),
     ]);
     clear(review);
     const c = draft.chain.name;
@@ -204,8 +245,15 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     fact('To', h('code', { class: 'mono', 'data-testid': 'review-to' }, draft.to));
     const notes: HTMLElement[] = [];
     const delegated = draft.delegation;
+    const sponsored = draft.gas === 'sponsored';
     if (delegated) {
-      fact('From', h('code', { class: 'mono' }, delegated.delegator), ' (the owner\u2019s account, through a delegation; this agent\u2019s wallet pays the network fee)');
+      fact(
+        'From',
+        h('code', { class: 'mono' }, delegated.delegator),
+        sponsored
+          ? ' (the owner\u2019s account, through a delegation; the operator\u2019s sponsorship pays the network fee)'
+          : ' (the owner\u2019s account, through a delegation; this agent\u2019s wallet pays the network fee)',
+      );
       fact(
         'Delegation',
         h(
@@ -252,11 +300,14 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       } else fact('Balance', h('span', { class: 'muted' }, 'unavailable for this asset right now'));
     } else fact('Balance', h('span', { class: 'muted' }, `unavailable (${errorText(balances.reason)})`));
 
-    // The network fee is paid in the native coin by this agent's wallet, whatever is sent and from whose account: a
-    // wallet that holds none of it cannot send anything, and is said so before, with where to fund it.
-    if (balances.status === 'fulfilled') {
-      const entry = balances.value.balances[c];
-      if (entry && !('error' in entry) && /^0+$/.test(entry.wei)) notes.push(noGas(draft, from, !!delegated));
+    // The network fee is paid in the native coin by this agent's wallet, whatever is sent and from whose account,
+    // unless the operator's sponsorship pays it: a wallet that holds none of it cannot send anything, and is said so
+    // before, with where to fund it (or the sponsorship, where there is one).
+    const entry = balances.status === 'fulfilled' ? balances.value.balances[c] : undefined;
+    if (!sponsored && entry && !('error' in entry) && /^0+$/.test(entry.wei)) notes.push(noGas(draft, from, !!delegated));
+    if (sponsored) {
+      const account = entry && !('error' in entry) ? (entry as { account?: string | null }).account : null;
+      notes.push(...sponsoredNotes(draft, account ?? null, parts.status === 'fulfilled' ? parts.value : draft.chain.sponsorship ?? null));
     }
 
     // The spending cap: per chain, native units; value and fees count.
@@ -277,7 +328,9 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       );
       fact(
         'Network fee',
-        delegated
+        sponsored
+          ? sponsoredFee(draft)
+          : delegated
           ? `paid in ${sym} by this agent\u2019s wallet and counted against the cap; the delegated ${draft.asset} is the owner\u2019s and counts against the delegation and the policy, not the cap.`
           : draft.native
           ? `paid in ${sym} on top of the amount and counted against the cap. The service prices it when it signs, and reserves the amount plus twice the maximum fee until the transfer lands; then only what it really cost counts.`
@@ -327,7 +380,14 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       confirm.disabled = true;
       back.disabled = true;
       try {
-        const body = { chain: c, to: draft.to, amount: draft.amount, asset: draft.asset, ...(delegated ? { delegation: delegated.id } : {}) };
+        const body = {
+          chain: c,
+          to: draft.to,
+          amount: draft.amount,
+          asset: draft.asset,
+          ...(delegated ? { delegation: delegated.id } : {}),
+          ...(draft.gas ? { gas: draft.gas } : {}),
+        };
         const answer = await api.send(agent.id, token, body, draft.key);
         review.hidden = true;
         clear(review);
@@ -359,16 +419,65 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     (refuses ? back : confirm).focus();
   }
 
+  /** The review's fee line for a sponsored send: what the sponsorship has left; not the agent's money. */
+  function sponsoredFee(draft: Draft): HTMLElement {
+    const s = sponsorshipOn(sponsorships, draft.chain.name);
+    return h(
+      'span',
+      { 'data-testid': 'review-gas', 'data-gas': 'sponsored' },
+      'paid by the operator\u2019s sponsorship',
+      s ? [' (', leftWords(s, draft.chain.native_symbol), ')'] : '',
+      `: not the agent\u2019s money, so it counts neither against the cap nor the wallet\u2019s ${draft.chain.native_symbol}. The service holds the operation\u2019s maximum gas cost in the sponsorship until it lands; then only what it really cost counts.`,
+    );
+  }
+
+  /** What the review knows will refuse a sponsored send: nothing left today, an account of foreign code, a paymaster not ready. */
+  function sponsoredNotes(draft: Draft, account: string | null, paymaster: ChainSponsorship | null): HTMLElement[] {
+    const notes: HTMLElement[] = [];
+    const s = sponsorshipOn(sponsorships, draft.chain.name);
+    if (s && compareDecimal(s.left, '0') !== 1) {
+      notes.push(
+        h(
+          'li',
+          { class: 'bad', 'data-testid': 'review-sponsorship-spent' },
+          `The sponsorship has nothing left today (${s.counted} of ${s.per_day} ${draft.chain.native_symbol} counted over the last 24 hours): the service will refuse it (sponsorship_limit). Let the wallet pay the gas, or wait.`,
+        ),
+      );
+    }
+    if (account === 'foreign') {
+      notes.push(
+        h('li', { class: 'bad' }, 'This agent\u2019s address designates code agentd did not choose: nothing sponsored is signed for it (account_foreign).'),
+      );
+    }
+    if (paymaster && (!paymaster.trusted || !paymaster.bundler_allowed || compareDecimal(paymaster.deposit, '0') !== 1)) {
+      notes.push(
+        h(
+          'li',
+          { class: 'bad' },
+          'The operator\u2019s paymaster is not ready (its sponsor is not trusted or allowlisted, or it has no deposit): the service will refuse it for now (sponsor_unfunded). The Gas sponsorship page says what the operator must do.',
+        ),
+      );
+    }
+    return notes;
+  }
+
   /** The review's note on a wallet with no native coin: the fee cannot be paid; its address and a QR code to fund it. */
   function noGas(draft: Draft, address: string, delegated: boolean): HTMLElement {
     const sym = draft.chain.native_symbol;
     const uri = `ethereum:${address}@${draft.chain.chain_id}`;
+    const s = sponsorshipOn(sponsorships, draft.chain.name);
     return h(
       'li',
       { class: 'bad no-gas', 'data-testid': 'review-no-gas' },
-      `This agent\u2019s wallet holds no ${sym} on ${draft.chain.name}, and it pays the network fee of every send`,
+      `This agent\u2019s wallet holds no ${sym} on ${draft.chain.name}, and it pays the network fee of this send`,
       delegated ? ', a delegated one included (the owner\u2019s account pays only the amount)' : '',
-      `: the service will refuse it (insufficient_funds). Send a little ${sym} to the wallet first:`,
+      `: the service will refuse it (insufficient_funds). `,
+      isActive(s)
+        ? 'Go back and choose Gas paid by: the operator\u2019s sponsorship, or send '
+        : draft.chain.sponsorship
+          ? 'The operator can sponsor its gas here (Gas sponsorship); or send '
+          : 'Send ',
+      `a little ${sym} to the wallet first:`,
       h(
         'div',
         { class: 'fund-gas' },
@@ -414,10 +523,15 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     result.dataset.transferId = transfer.id;
     const statusEl = h('span', { class: `status status-${transfer.status}`, 'data-testid': 'send-status' }, transfer.status.replace('_', ' '));
     const line = h('p', { 'data-testid': 'send-line' });
+    // Who pays the gas; for a sponsored send its user operation, bundle and gas cost as they become known.
+    const gasSlot = h('div', { 'data-testid': 'send-gas-info' });
     const render = (t: Transfer) => {
       result.dataset.status = t.status;
       statusEl.className = `status status-${t.status}`;
       statusEl.textContent = t.status.replace('_', ' ');
+      clear(gasSlot);
+      const paid = t.status === 'awaiting_approval' ? null : gasInfo(t, chains);
+      if (paid) gasSlot.append(paid);
       clear(line);
       if (t.status === 'awaiting_approval') {
         line.append(
@@ -457,6 +571,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
         statusEl,
       ),
       line,
+      gasSlot,
       capLine,
       h('div', { class: 'row' }, h('button', { type: 'button', class: 'secondary', onclick: () => reset(true) }, 'New transfer')),
     );

@@ -1,6 +1,8 @@
 // The wallet tab: addresses with copy buttons, EIP-681 QR codes (native coin or a registry token such as USDC),
-// balances per chain with their tokens (with per-chain and per-token errors).
-import { api, type AgentDetail, type BalanceEntry, type ChainInfo, type Deposit } from './api';
+// balances per chain with their tokens (with per-chain and per-token errors), who pays the gas there (the operator's
+// sponsorship with what it has left today, or the wallet) and what the address holds as code (§22), with the
+// operator's form to sponsor it where the chain is sponsorable.
+import { api, type AgentDetail, type BalanceEntry, type ChainInfo, type Deposit, type Sponsorship } from './api';
 import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
 import { roundAmount } from './amount';
@@ -9,6 +11,7 @@ import { usdValue } from './usd';
 import { sendPanel } from './send';
 import { callComposer } from './compose-call';
 import { errorLine, errorText, isLocalChain } from './ui';
+import { accountLine, gasPayerLine, sponsorshipEditor, sponsorshipOn } from './sponsorship';
 
 export interface WalletPanel {
   el: HTMLElement;
@@ -28,6 +31,10 @@ export function walletPanel(
   const balanceEls = new Map<string, HTMLElement>();
   const qrEls = new Map<string, HTMLElement>();
   const tokenEls = new Map<string, HTMLElement>();
+  // Who pays the gas on each chain, and what the address holds as code (§22): filled with the balances.
+  const gasEls = new Map<string, HTMLElement>();
+  const accountEls = new Map<string, HTMLElement>();
+  let sponsorships: Sponsorship[] | null = null;
   // The registry tokens of the agent's chains, for the funding QR codes.
   const tokenSymbols = [
     ...new Set(agent.chains.flatMap((chain) => (byName.get(chain)?.tokens ?? []).map((t) => t.symbol))),
@@ -43,6 +50,10 @@ export function walletPanel(
     qrEls.set(chain, qr);
     const cap = agent.spending_cap;
     const spent = agent.spent?.[chain];
+    const gas = h('div', { class: 'gas-box', 'data-testid': `gas-${chain}` });
+    gasEls.set(chain, gas);
+    const account = h('div', { class: 'account-box' });
+    accountEls.set(chain, account);
     return h(
       'article',
       { class: 'card wallet', 'data-testid': `wallet-${chain}`, 'aria-label': `Wallet on ${chain}` },
@@ -72,6 +83,8 @@ export function walletPanel(
           `Spent ${roundAmount(spent ?? '0')} of the cap ${roundAmount(String(cap))} ${info?.native_symbol ?? ''}`.trim(),
           info && !info.configured ? ' · no RPC URL is configured for this chain' : '',
         ),
+        gas,
+        account,
       ),
       qr,
     );
@@ -91,9 +104,15 @@ export function walletPanel(
 
   async function refreshBalances(): Promise<void> {
     refreshButton.disabled = true;
+    const read = api.sponsorships(agent.id, token).then(
+      (list) => list,
+      () => null,
+    );
     try {
       const result = await api.balances(agent.id, token);
       for (const chain of agent.chains) showBalance(chain, result.balances[chain]);
+      sponsorships = await read;
+      for (const chain of agent.chains) showGas(chain);
     } catch (e) {
       for (const el of balanceEls.values()) {
         el.textContent = `Unavailable: ${errorText(e)}`;
@@ -104,7 +123,39 @@ export function walletPanel(
     }
   }
 
+  /** Who pays the gas on `chain`, and on a sponsorable chain the operator's form (the admin token) to change it. */
+  function showGas(chain: string): void {
+    const box = gasEls.get(chain);
+    const info = byName.get(chain);
+    if (!box || !info) return;
+    const open = box.querySelector('details')?.open ?? false;
+    clear(box);
+    box.append(gasPayerLine(info, sponsorships));
+    if (!info.sponsorship) return;
+    const editor = sponsorshipEditor(agent.id, info, sponsorshipOn(sponsorships, chain), (saved) => {
+      sponsorships = [...(sponsorships ?? []).filter((s) => s.chain !== saved.chain), saved];
+      showGas(chain);
+    });
+    box.append(
+      h(
+        'details',
+        { class: 'operator-sponsor', open: open ? true : null, 'data-testid': `sponsor-agent-${chain}` },
+        h('summary', { class: 'small' }, 'Operator: sponsor this agent’s gas'),
+        h('p', { class: 'muted small' }, 'With the admin token only: an owner must not make the operator pay. The Gas sponsorship page shows the paymaster’s deposit and every agent’s sponsorship.'),
+        editor,
+      ),
+    );
+  }
+
   function showBalance(chain: string, entry: BalanceEntry | undefined): void {
+    const account = accountEls.get(chain);
+    if (account) {
+      clear(account);
+      // `account` (§22) is absent where no account implementation is configured, or on servers before it.
+      const state = entry && !('error' in entry) ? (entry as { account?: string | null }).account : null;
+      const line = accountLine(chain, state);
+      if (line) account.append(line);
+    }
     const el = balanceEls.get(chain);
     if (!el) return;
     el.classList.remove('error');

@@ -3,14 +3,16 @@
 // `DEMO_READY`) and its console URL, admin token, agent and access token are read from its output, and the console
 // is walked in headless Chromium against it, a screenshot of each step kept as an artifact (`first-hour-demo-*.png`):
 // 1. the console the demo printed: it asks for the admin token, lists the demo agent once given it, opens it with the
-//    printed access token; the wallet shows the ETH and the test USDC, the chain marked "local node", the call
-//    composer offering the demo's router from the start, and the demo's own transfer in History with its hash and no
-//    explorer link;
+//    printed access token; the wallet shows the test USDC and not a wei of ETH, its gas sponsored by the operator
+//    (§22) and its address a smart account, the chain marked "local node", the call composer offering the demo's
+//    router from the start, and the demo's own transfer in History with its hash, no explorer link, and the gas
+//    sponsored;
 // 2. owner authority: a wrong admin token refused, the demo's accepted; an owner session opened through the API with
 //    the demo's owner key (`cast wallet sign`, as docs/guide.md does) pasted in Settings;
-// 3. a policy set in the editor: base:ETH per transfer, per day and approval above, base:USDC per day, and the host
-//    127.0.0.1 allowed for x402 (the guide's §4);
-// 4. a send from the Wallet tab: review → confirm → confirmed, the recipient's balance checked on the demo's anvil;
+// 3. a policy set in the editor: base:USDC per transfer, per day and approval above, and the host 127.0.0.1 allowed
+//    for x402 (the guide's §4);
+// 4. a send of test USDC from the Wallet tab, its gas sponsored: review → confirm → confirmed, the recipient's
+//    balance checked on the demo's anvil;
 // 5. a transfer the agent asks through the API above `approval_above`: its card in Approvals names the rule and the
 //    daily limit left; approved through the confirmation step, as the owner; landed on anvil;
 // 6. a send over the daily limit refused, and shown in History with the limit named and what was left;
@@ -30,8 +32,6 @@ import { agentdBin, artifactsDir, assertHeldAboveThreshold, assertLocalTx, asser
 import { jsonRpc, tokenBalance, USDC } from '../../scripts/evm.mjs';
 
 const TIMEOUT = 20000;
-const ETH = 10n ** 18n;
-const milli = (n) => (BigInt(n) * ETH) / 1000n;
 const cast = join(repoRoot, 'test-tools', 'node_modules', '.bin', 'cast');
 
 function freePort() {
@@ -158,13 +158,17 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('heading', { name }).waitFor();
   };
   const wallet = () => page.getByTestId('send-card');
+  /** The demo agent's test USDC (base units): it holds no ETH, so its sends are USDC with the gas sponsored. */
+  const usdcOf = (holder) => tokenBalance(rpc, USDC, holder);
   async function reviewSend(amount) {
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = wallet();
     const newTransfer = card.getByRole('button', { name: 'New transfer' });
     if (await newTransfer.count()) await newTransfer.click();
     await card.getByLabel('Chain').selectOption('base');
-    await card.getByLabel('Asset').selectOption('ETH');
+    await card.getByLabel('Asset').selectOption('USDC');
+    // The operator sponsors the demo agent's gas: the form's choice says so, as the service's default.
+    await until('the sponsored gas choice', async () => (await card.getByTestId('send-gas').isVisible()) && (await card.getByTestId('send-gas').inputValue()) === 'sponsored');
     await card.getByLabel('Recipient').fill(v('RECIPIENT'));
     await card.getByLabel('Amount').fill(amount);
     await card.getByRole('button', { name: 'Review' }).click();
@@ -195,7 +199,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     if (demo) rmSync(demo.tmp, { recursive: true, force: true });
   });
 
-  step('opens the console the demo printed: the demo agent, its ETH and test USDC on a local node, its first transfer', async () => {
+  step('opens the console the demo printed: the demo agent, its test USDC and no ETH on a local node, gas sponsored, its first transfer', async () => {
     await page.goto(demo.console);
     // The demo sets ADMIN_TOKEN: the console opens on a screen that asks for it, not on an empty agent form.
     const signIn = page.getByTestId('sign-in');
@@ -223,11 +227,17 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = page.getByTestId('wallet-base');
-    // 10 ETH funded, 0.01 sent by the demo and its fee; 1000 test USDC.
-    await card.getByTestId('balance-base').filter({ hasText: /^9\.9\d* ETH$/ }).waitFor();
-    await card.getByTestId('token-base-USDC').filter({ hasText: /^1000 USDC$/ }).waitFor();
+    // 1000 test USDC funded, 1 sent by the demo and 10 swapped for WETH; not a wei of ETH, ever: the operator pays its
+    // gas, and its address became a smart account with its first sponsored operation.
+    await card.getByTestId('balance-base').filter({ hasText: /^0 ETH$/ }).waitFor();
+    await card.getByTestId('token-base-USDC').filter({ hasText: /^989 USDC$/ }).waitFor();
+    await card.getByTestId('token-base-WETH').filter({ hasText: /^0\.00\d+ WETH$/ }).waitFor();
+    const payer = card.getByTestId('gas-payer-base');
+    await payer.filter({ hasText: /sponsored by the operator/ }).waitFor();
+    assert.equal(await payer.getAttribute('data-payer'), 'sponsored');
+    assert.equal(await card.getByTestId('account-base').getAttribute('data-account'), 'smart');
     // A stablecoin's dollar value, at the peg (said so), beside it; none for ETH (no price source).
-    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $1,000.00 (at the peg)');
+    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $989.00 (at the peg)');
     assert.equal(await card.getByTestId('balance-base').getByTestId('usd').count(), 0);
     await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
     assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
@@ -249,6 +259,10 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const row = page.locator(`[data-testid="history-row"][data-transfer-id="${demo.transferId}"]`);
     await row.and(page.locator('[data-status="confirmed"]')).waitFor();
     await assertLocalTx(row.getByTestId('tx'), demo.transferHash);
+    const gas = row.getByTestId('gas-info');
+    await gas.waitFor();
+    assert.equal(await gas.getAttribute('data-gas'), 'sponsored');
+    assert.match(await gas.getAttribute('data-gas-cost'), /^0\.0\d+$/);
     await shot('04-history-demo-transfer-local-node');
   });
 
@@ -278,16 +292,13 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await shot('06-owner-session-pasted');
   });
 
-  step('sets a policy in the editor: limits on base:ETH and base:USDC, x402 host 127.0.0.1', async () => {
+  step('sets a policy in the editor: limits on base:USDC, x402 host 127.0.0.1', async () => {
     await page.getByRole('tab', { name: 'Policy' }).click();
     await page.getByRole('button', { name: 'Add asset' }).click();
-    await page.getByRole('textbox', { name: 'base:ETH per transfer' }).fill('0.5');
-    await page.getByRole('textbox', { name: 'base:ETH per day' }).fill('0.2');
-    await page.getByRole('textbox', { name: 'base:ETH approval above' }).fill('0.05');
-    // Once limits name an asset, the others are refused: the paywall's USDC gets its own row.
-    await page.getByRole('button', { name: 'Add asset' }).click();
     await page.getByRole('textbox', { name: 'Asset (<chain>:<SYMBOL>)' }).last().fill('base:USDC');
-    await page.getByRole('textbox', { name: 'base:USDC per day' }).fill('100');
+    await page.getByRole('textbox', { name: 'base:USDC per transfer' }).fill('50');
+    await page.getByRole('textbox', { name: 'base:USDC per day' }).fill('20');
+    await page.getByRole('textbox', { name: 'base:USDC approval above' }).fill('2');
     await page.getByLabel('Only pay the hosts listed here').check();
     await page.getByLabel('Allowed hosts').fill('127.0.0.1');
     await page.getByRole('button', { name: 'Save policy' }).click();
@@ -296,8 +307,9 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
 
     const policy = await api('GET', `/api/agents/${demo.agentId}/policy`, undefined, asAgent());
     assert.equal(policy.status, 200, JSON.stringify(policy.body));
-    assert.deepEqual(policy.body.limits['base:ETH'], { per_transfer: '0.5', per_day: '0.2', approval_above: '0.05' });
-    assert.equal(policy.body.limits['base:USDC'].per_day, '100', JSON.stringify(policy.body));
+    assert.deepEqual(policy.body.limits['base:USDC'], { per_transfer: '50', per_day: '20', approval_above: '2' });
+    // The demo's calls rules (its approve-and-swap) are kept beside the limits.
+    assert.equal(policy.body.calls?.rules?.length, 2, JSON.stringify(policy.body));
     assert.deepEqual(policy.body.allowed_hosts, ['127.0.0.1']);
     // Set by the owner session pasted in Settings.
     const audit = await api('GET', `/api/agents/${demo.agentId}/audit?limit=10`, undefined, asAgent());
@@ -306,30 +318,34 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal(changed.actor, 'owner');
   });
 
-  step('sends from the Wallet tab: review, confirm, landed on the demo chain', async () => {
-    const before = await balanceOf(v('RECIPIENT'));
-    const review = await reviewSend('0.01');
-    assert.equal((await review.getByTestId('review-amount').textContent()).trim(), '0.01 ETH');
+  step('sends test USDC from the Wallet tab, the gas sponsored: review, confirm, landed on the demo chain', async () => {
+    const before = await usdcOf(v('RECIPIENT'));
+    const review = await reviewSend('1');
+    assert.equal((await review.getByTestId('review-amount').textContent()).trim(), '1 USDC');
     assert.equal((await review.getByTestId('review-to').textContent()).trim(), v('RECIPIENT'));
     assert.equal(
       await review.getByTestId('review-policy').textContent(),
-      'at most 0.5 ETH a transfer · 0.2 ETH a day · the owner approves anything above 0.05 ETH',
+      'at most 50 USDC a transfer · 20 USDC a day · the owner approves anything above 2 USDC',
     );
-    assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing is sent before the confirm');
+    assert.match(await review.getByTestId('review-gas').textContent(), /^paid by the operator\u2019s sponsorship/);
+    assert.equal(await review.getByTestId('review-no-gas').count(), 0, 'no ETH needed: the gas is sponsored');
+    assert.equal(await usdcOf(v('RECIPIENT')), before, 'nothing is sent before the confirm');
     await shot('08-send-review');
 
-    await review.getByRole('button', { name: 'Confirm and send 0.01 ETH' }).click();
+    await review.getByRole('button', { name: 'Confirm and send 1 USDC' }).click();
     const result = wallet().getByTestId('send-result');
     await result.and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 60000 });
-    assert.match(await result.textContent(), /Sent: 0\.01 ETH to/);
-    assert.equal((await balanceOf(v('RECIPIENT'))) - before, milli(10), 'the recipient got 0.01 ETH on the demo chain');
+    assert.match(await result.textContent(), /Sent: 1 USDC to/);
+    assert.equal(await result.getByTestId('gas-info').getAttribute('data-gas'), 'sponsored');
+    assert.equal((await usdcOf(v('RECIPIENT'))) - before, 1_000_000n, 'the recipient got 1 USDC on the demo chain');
+    assert.equal(await balanceOf((await api('GET', `/api/agents/${demo.agentId}`, undefined, asAgent())).body.wallet_addresses.base), 0n, 'still no ETH');
     await shot('09-send-confirmed');
   });
 
   step('holds a transfer the agent asks above approval_above, shows the rule, and approves it after a confirmation', async () => {
-    const before = await balanceOf(v('RECIPIENT'));
+    const before = await usdcOf(v('RECIPIENT'));
     // Asked by the agent with its token, as an agent would (docs/guide.md §4).
-    const asked = await api('POST', `/api/agents/${demo.agentId}/transfers`, { chain: 'base', to: v('RECIPIENT'), amount: '0.1' }, asAgent());
+    const asked = await api('POST', `/api/agents/${demo.agentId}/transfers`, { chain: 'base', to: v('RECIPIENT'), amount: '3', asset: 'USDC' }, asAgent());
     assert.equal(asked.status, 201, JSON.stringify(asked.body));
     assert.equal(asked.body.status, 'awaiting_approval');
     const id = asked.body.id;
@@ -338,19 +354,19 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('tab', { name: /^Approvals/ }).click();
     const card = page.locator(`[data-testid="approval"][data-transfer-id="${id}"]`);
     await card.waitFor();
-    // The day counts the demo's 0.01, the Wallet tab's 0.01 and this 0.1: 0.12 of 0.2.
-    await assertHeldAboveThreshold(card, { moves: '0.1', threshold: '0.05', limit: '0.2', left: '0.08' });
+    // The day counts the demo's 1 USDC sent and 10 swapped, the Wallet tab's 1 and this 3: 15 of 20.
+    await assertHeldAboveThreshold(card, { moves: '3', threshold: '2', limit: '20', left: '5', symbol: 'USDC' });
     await shot('10-held-with-its-rule');
 
-    await card.getByRole('button', { name: /^Approve 0\.1 ETH/ }).click();
+    await card.getByRole('button', { name: /^Approve 3 USDC/ }).click();
     const confirm = card.getByTestId('approve-confirm');
     await confirm.waitFor();
     assert.equal((await api('GET', `/api/agents/${demo.agentId}/transfers/${id}`, undefined, asAgent())).body.status, 'awaiting_approval');
     await shot('11-approve-confirm-step');
-    await confirm.getByRole('button', { name: /^Confirm: approve 0\.1 ETH/ }).click();
+    await confirm.getByRole('button', { name: /^Confirm: approve 3 USDC/ }).click();
     // Its toast names the full recipient address, wrapped inside the toast: nothing of it (nor its Dismiss button)
     // runs off the screen.
-    const toast = page.locator('.toast').filter({ hasText: /Approved: 0\.1 ETH to 0x0+dEaD/ });
+    const toast = page.locator('.toast').filter({ hasText: /Approved: 3 USDC to 0x0+dEaD/ });
     await toast.waitFor();
     const fits = await toast.evaluate((el) => {
       const box = el.getBoundingClientRect();
@@ -364,7 +380,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
       const t = await api('GET', `/api/agents/${demo.agentId}/transfers/${id}`, undefined, asAgent());
       return t.body.status === 'confirmed';
     });
-    assert.equal((await balanceOf(v('RECIPIENT'))) - before, milli(100), 'the recipient got 0.1 ETH on the demo chain');
+    assert.equal((await usdcOf(v('RECIPIENT'))) - before, 3_000_000n, 'the recipient got 3 USDC on the demo chain');
     const audit = await api('GET', `/api/agents/${demo.agentId}/audit?limit=10`, undefined, asAgent());
     const approved = audit.body.find((e) => e.action === 'transfer_approved');
     assert.ok(approved, JSON.stringify(audit.body));
@@ -373,18 +389,18 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
   });
 
   step('refuses a send over the daily limit and shows it in History with the limit named', async () => {
-    const before = await balanceOf(v('RECIPIENT'));
-    const review = await reviewSend('0.15');
+    const before = await usdcOf(v('RECIPIENT'));
+    const review = await reviewSend('6');
     // The review expects the refusal: it is not offered as "Confirm and send".
     await review.getByRole('button', { name: 'Send anyway (the review expects a refusal)' }).click();
     const result = wallet().getByTestId('send-result');
     await result.and(page.locator('[data-status="refused"]')).waitFor();
-    assert.match(await result.getByTestId('refusal-words').textContent(), /^Over the daily limit of 0\.2 ETH/);
+    assert.match(await result.getByTestId('refusal-words').textContent(), /^Over the daily limit of 20 USDC/);
     assert.equal(await result.getByTestId('refusal-code').textContent(), 'policy_denied · per_day');
     await shot('13-send-refused');
-    assert.equal(await balanceOf(v('RECIPIENT')), before, 'nothing moved');
+    assert.equal(await usdcOf(v('RECIPIENT')), before, 'nothing moved');
 
-    await assertRefusedInHistory(page, { limit: '0.2', counted: '0.12', left: '0.08', asked: '0.15' });
+    await assertRefusedInHistory(page, { limit: '20', counted: '15', left: '5', asked: '6', symbol: 'USDC' });
     await shot('14-history-refused-with-its-limit');
   });
 
@@ -431,7 +447,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const [offer] = JSON.parse(Buffer.from(unpaid.headers.get('payment-required'), 'base64').toString('utf8')).accepts;
     const payee = offer.payTo;
     const price = BigInt(offer.amount);
-    const usdc = (holder) => tokenBalance(rpc, USDC, holder);
+    const usdc = usdcOf;
     const before = await usdc(payee);
 
     await openAgent('Demo agent');

@@ -29,4 +29,4 @@ export BROWSER_ARTIFACTS="${BROWSER_ARTIFACTS:-$(cd .. && pwd)/target/browser-ar
 echo "==> browser tests (screenshots in $BROWSER_ARTIFACTS)"
 # Two files at a time: each starts its own agentd, anvil and browser on ports of its own, and mostly waits on them
 # (73 tests in 197 s one file at a time, 93 s two at a time on this 2-core machine).
-exec node --test --test-concurrency="${BROWSER_TEST_CONCURRENCY:-2}" tests/console.test.mjs tests/navigation.test.mjs tests/delegations.test.mjs tests/guardrails.test.mjs tests/history.test.mjs tests/x402.test.mjs tests/calls.test.mjs tests/webhooks.test.mjs tests/first-hour-console.test.mjs tests/first-hour-approvals.test.mjs tests/first-hour-demo.test.mjs tests/layout.test.mjs
+exec node --test --test-concurrency="${BROWSER_TEST_CONCURRENCY:-2}" tests/console.test.mjs tests/navigation.test.mjs tests/delegations.test.mjs tests/guardrails.test.mjs tests/history.test.mjs tests/x402.test.mjs tests/calls.test.mjs tests/webhooks.test.mjs tests/first-hour-console.test.mjs tests/first-hour-approvals.test.mjs tests/first-hour-demo.test.mjs tests/sponsorship.test.mjs tests/layout.test.mjs

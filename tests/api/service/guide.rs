@@ -2,8 +2,10 @@
 //! session, with only the variables the demo prints (`export NAME=value` lines before `DEMO_READY`) added to its
 //! environment. `curl` is wrapped to check each answer's status: a 2xx passes, any other only when the same block
 //! names that status in a comment (the guide's documented outcome, such as the 409 of cancelling a mined transfer).
-//! A stream (`curl -N`) that is still open after 5 s counts as answered. The guide's delegation walk (its §14) is
-//! checked on the chain itself too: what moved from the owner's account, and that the delegation is disabled there.
+//! A stream (`curl -N`) that is still open after 5 s counts as answered. The guide's sponsored gas (its §13b) is
+//! checked from its answers (a transfer and a batch sponsored, the agent's ETH 0 before and after), and its delegation
+//! walk (its §14) on the chain itself too: what moved from the owner's account, and that the delegation is disabled
+//! there.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -190,8 +192,34 @@ fn every_call_of_the_guide_runs_as_written_against_the_demo() {
     assert_eq!(transfer["chain"], "base", "{transfer}");
     // The sample paywall was paid: its answer is in the output.
     assert!(stdout.contains("the paid sample report"), "{stdout}");
+    sponsored_walk(&cwd);
     delegation_walk(&cwd, &demo);
     drop(demo);
+}
+
+/// The guide's §13b, from its answers on disk: the demo agent held no ETH before and after a USDC transfer whose gas
+/// the operator's sponsorship paid (its user operation, bundle and cost recorded), and an approve-and-swap batch went
+/// out as one sponsored operation.
+fn sponsored_walk(cwd: &Path) {
+    let read = |file: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(cwd.join(file)).unwrap()).unwrap()
+    };
+    let eth = std::fs::read_to_string(cwd.join("demo-eth.txt")).unwrap();
+    assert_eq!(
+        eth.lines().collect::<Vec<_>>(),
+        ["0", "0"],
+        "the demo agent's ETH: {eth}"
+    );
+    let sponsored = read("sponsored.json");
+    assert_eq!(sponsored["status"], "confirmed", "{sponsored}");
+    assert_eq!(sponsored["gas"], "sponsored", "{sponsored}");
+    for field in ["user_op_hash", "bundle_hash", "gas_cost"] {
+        assert!(sponsored["sponsorship"][field].is_string(), "{field} in {sponsored}");
+    }
+    let batch = read("batch.json");
+    assert_eq!(batch["gas"], "sponsored", "{batch}");
+    assert_eq!(batch["calls"].as_array().map(Vec::len), Some(2), "{batch}");
+    assert_eq!(read("delegated.json")["gas"], "sponsored");
 }
 
 /// The guide's §14, from its answers on disk and from the chain: 4 USDC left the owner's account through agentd; 7
