@@ -285,6 +285,13 @@ export function capText(cap: unknown): string {
 export function feeText(t: Transfer & CallFields, nativeSymbol: string): string {
   if (t.kind === 'x402') return 'Network fee: none for the agent — the resource\'s facilitator settles the payment and pays the gas.';
   if (t.kind === 'typed_data') return 'Network fee: none — this is a signature; whoever uses it pays the gas.';
+  if ((t as { gas?: string | null }).gas === 'sponsored') {
+    // §22: held, it holds nothing of the sponsorship; approved, it is signed as a user operation the operator pays.
+    return (
+      'Network fee: paid by the operator\u2019s gas sponsorship, not the agent: approved, it goes out as a user operation of ' +
+      'the agent\u2019s account, and its gas counts in the sponsorship (nothing is held there until you approve), not against the spending cap.'
+    );
+  }
   const gas = simulationOf(t).gas_used;
   const simulated = t.kind === 'call' && gas ? ` The simulation used ${gas} gas.` : '';
   const maxFee = t.max_fee;
@@ -313,6 +320,12 @@ const CODE_WORDS: Record<string, string> = {
   upstream_unavailable: 'The chain\'s node could not be reached: nothing was signed.',
   rpc_error: 'The chain\'s node refused a request of the service: nothing was signed.',
   chain_not_configured: 'This server has no node for that chain.',
+  // Gas the agent does not pay (§22).
+  sponsorship_unavailable: 'The operator does not sponsor this agent\u2019s gas on that chain: nothing was signed. Let the wallet pay, or ask the operator.',
+  account_foreign: 'The agent\u2019s address designates code agentd did not choose: nothing sponsored or batched is signed for it.',
+  sponsor_unfunded: 'The operator\u2019s paymaster could not pay for it now (its sponsor is not trusted or allowlisted, or its deposit or the sponsor\u2019s balance is too low): nothing was signed. Try again once the operator has acted.',
+  batch_unavailable: 'This chain has no account implementation to run batches with: nothing was signed.',
+  simulation_reverted: 'A call of the batch reverted in its simulation: nothing was signed.',
 };
 
 /** Who an on-chain delegation (§21) comes from, and what became of it, when a refusal names it. */
@@ -453,6 +466,10 @@ function knownRefusal(
     }
     case 'unlimited_approval':
       return 'It would grant an unlimited allowance, which the policy refuses (allow_unlimited_approvals is off).';
+    case 'sponsorship_limit': {
+      const left = typeof detail.left === 'string' ? detail.left : null;
+      return `More gas than the operator\u2019s sponsorship has left today${left ? ` (${left} ${nativeSymbol})` : ''}: nothing was signed. Let the wallet pay, or wait for the rolling day to free some.`;
+    }
   }
   switch (code) {
     case 'spending_cap_exceeded': {
