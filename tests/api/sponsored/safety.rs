@@ -174,3 +174,137 @@ async fn two_instances_on_one_database_never_hold_more_than_per_day() {
     );
     let _unused: Address = from;
 }
+
+/// What the EntryPoint answers to `handleOps(ops, from)` from `from` (`eth_call`): `Err` with its `FailedOp` reason.
+async fn handle_ops_as(
+    anvil: &crate::anvil::Anvil,
+    entry_point: Address,
+    from: Address,
+    ops: &[agentd::chain::userop::PackedUserOperation],
+) -> Result<(), String> {
+    use alloy::providers::Provider;
+    use alloy::rpc::types::TransactionRequest;
+    let request = TransactionRequest::default()
+        .from(from)
+        .to(entry_point)
+        .gas_limit(2_000_000)
+        .input(agentd::chain::userop::handle_ops_call(ops, from).into());
+    match anvil.provider().call(request).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let revert = e.as_error_resp().and_then(|p| p.as_revert_data()).unwrap_or_default();
+            Err(agentd::chain::userop::failed_op(&revert).map_or_else(|| e.to_string(), |(_, reason, _)| reason))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_thief_with_the_exported_key_gets_nothing_sponsored() {
+    use agentd::chain::userop::{self, PackedUserOperation, PaymasterApproval};
+    use alloy::primitives::Bytes;
+    use alloy::signers::SignerSync;
+    let world = world().await;
+    world.fund_sponsor().await;
+    let agent = world.agent().await;
+    let from = wallet(&agent);
+    mint(&world.anvil, world.usdc, from, U256::from(50 * USDC)).await;
+    let (status, _) = world.sponsorship(&agent, "0.05").await;
+    assert_eq!(status, StatusCode::OK);
+    // One operation agentd decided: the account is designated from then on.
+    let (status, sent) = world
+        .send(
+            &agent,
+            json!({"chain": "base", "to": fresh_address().to_string(), "amount": "1", "asset": "USDC"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(
+        world.settled(&agent, sent["id"].as_str().unwrap()).await["status"],
+        "confirmed"
+    );
+    let exported = world
+        .app
+        .send(
+            world
+                .app
+                .build(
+                    Method::POST,
+                    &format!("/api/agents/{}/export-key", agent.id),
+                    Some(&agent.token),
+                    Some(json!({"chain": "base", "confirm": true})),
+                )
+                .bearer_auth(ADMIN),
+        )
+        .await;
+    assert_eq!(exported.status, StatusCode::OK, "{}", exported.body);
+    let key = crate::helpers::parse_private_key(exported.body["private_key"].as_str().unwrap());
+    let thief = PrivateKeySigner::random();
+    world.anvil.set_balance(thief.address(), wei(ONE_ETH)).await;
+    let deposit = world.paymaster.deposit_balance(&world.anvil).await;
+
+    // The thief's own operation, signed by the agent's key, naming the operator's paymaster with an approval the
+    // sponsor never gave (signed by the thief), sent in a bundle of the thief's own.
+    let sweep = agentd::domain::erc20::transfer_calldata(thief.address(), U256::from(49 * USDC));
+    let approval = PaymasterApproval {
+        paymaster: world.paymaster.address,
+        verification_gas_limit: 100_000,
+        valid_until: crate::helpers::delegation_framework::chain_now(&world.anvil).await + 600,
+        valid_after: 0,
+    };
+    let nonce = {
+        let out = crate::helpers::solidity::read(
+            &world.anvil,
+            world.framework.entry_point,
+            userop::get_nonce_call(from, Default::default()),
+        )
+        .await;
+        userop::uint_answer(&out).unwrap()
+    };
+    let mut op = PackedUserOperation {
+        sender: from,
+        nonce,
+        initCode: Bytes::new(),
+        callData: userop::execute_single(world.usdc, U256::ZERO, &sweep),
+        accountGasLimits: userop::account_gas_limits(150_000, 150_000),
+        preVerificationGas: U256::from(50_000),
+        gasFees: userop::gas_fees(1_000_000_000, 3_000_000_000),
+        paymasterAndData: userop::unsigned_paymaster_and_data(&approval).unwrap(),
+        signature: Bytes::new(),
+    };
+    let forged = thief
+        .sign_hash_sync(&userop::paymaster_digest(&op, BASE_CHAIN_ID).unwrap())
+        .unwrap();
+    userop::attach_paymaster_signature(&mut op, &forged).unwrap();
+    let digest = userop::account_digest(&op, world.framework.entry_point, BASE_CHAIN_ID);
+    userop::attach_account_signature(&mut op, &key.sign_hash_sync(&digest).unwrap());
+    let refused = handle_ops_as(
+        &world.anvil,
+        world.framework.entry_point,
+        thief.address(),
+        std::slice::from_ref(&op),
+    )
+    .await;
+    assert!(refused.is_err(), "the EntryPoint refuses the thief's bundle");
+    // Without the paymaster, the account itself must pay: it holds no ETH.
+    op.paymasterAndData = Bytes::new();
+    let digest = userop::account_digest(&op, world.framework.entry_point, BASE_CHAIN_ID);
+    userop::attach_account_signature(&mut op, &key.sign_hash_sync(&digest).unwrap());
+    let unpaid = handle_ops_as(
+        &world.anvil,
+        world.framework.entry_point,
+        thief.address(),
+        std::slice::from_ref(&op),
+    )
+    .await;
+    assert!(unpaid.is_err(), "an operation nobody pays for is refused");
+    // From the chain: the paymaster's deposit and the agent's USDC are untouched by the thief.
+    assert_eq!(world.paymaster.deposit_balance(&world.anvil).await, deposit);
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, from).await,
+        U256::from(49 * USDC)
+    );
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, thief.address()).await,
+        U256::ZERO
+    );
+}
