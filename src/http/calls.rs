@@ -174,8 +174,8 @@ impl Parsed {
     }
 }
 
-/// The capability, then the request's fields: the chain one of the agent's, the contract a nonzero address other
-/// than the agent's, the value a decimal amount, and exactly one of `data` or `function` + `args`.
+/// The capability, then the request's fields: the chain one of the agent's, the contract a nonzero address, the value
+/// a decimal amount, and exactly one of `data` or `function` + `args`.
 fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
     Transacting::check(&caller.agent, &Mandate::NONE, caller.actor(), "calling contracts")?;
     let request: NewCall = shape(body)?;
@@ -183,12 +183,9 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
         .filter(|c| caller.agent.has_chain(c.name))
         .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
     let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
-    let own = caller.agent.wallet_addresses.get(chain.name).copied();
-    if to == alloy::primitives::Address::ZERO || Some(to) == own {
-        return Err(AppError::field(
-            "to",
-            "must be a contract, not the zero address or the agent's own wallet",
-        ));
+    // The agent's own address is refused by the transfer service with the other addresses no call reaches (§22).
+    if to == alloy::primitives::Address::ZERO {
+        return Err(AppError::field("to", "must be a contract, not the zero address"));
     }
     let value = match request.value.as_deref().map(str::trim) {
         None => alloy::primitives::U256::ZERO,

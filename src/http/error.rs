@@ -90,7 +90,8 @@ pub enum AppError {
     #[error("{message}")]
     X402Unsupported { message: String, offered: Vec<Offered> },
     /// A transfer the agent's policy (or an on-chain delegation's caveats, §21) refuses: 403 `policy_denied` with
-    /// `details.rule`, and `details.available` (`delegation_limit`) or `details.reason` (`delegation_caveat`).
+    /// `details.rule`, and `details.available` (`delegation_limit`), `details.reason` (`delegation_caveat`) or
+    /// `details.index` (`call_denied` naming a call, §22).
     #[error("{message}")]
     PolicyDenied {
         rule: &'static str,
@@ -99,6 +100,9 @@ pub enum AppError {
         reason: Option<String>,
         /// What a sponsorship has left today (§22 rule `sponsorship_limit`), in whole native units.
         left: Option<String>,
+        /// Which call of the request was refused (§22 rule `call_denied`: the first whose target no call may reach);
+        /// a `u32` keeps the error small (a batch holds at most 16 calls).
+        index: Option<u32>,
     },
     /// A paid request that failed after its payment was signed (§16): 502 `x402_payment_failed`, 504
     /// `upstream_timeout` or 502 `upstream_unavailable`, with `details.reason` and `details.transfer_id`.
@@ -212,12 +216,14 @@ impl AppError {
                 available,
                 reason,
                 left,
+                index,
                 ..
             } => Some(FieldErrors {
                 rule: Some(rule.to_string()),
                 available: available.clone(),
                 reason: reason.clone(),
                 left: left.clone(),
+                index: index.map(|i| i as usize),
                 ..FieldErrors::default()
             }),
             AppError::PaidRequestFailed {
@@ -395,8 +401,9 @@ impl From<TransferError> for AppError {
         let message = err.to_string();
         let code = err.code();
         match err {
-            TransferError::CallDenied(_) => AppError::PolicyDenied {
+            TransferError::CallDenied(_) | TransferError::CallTargetDenied { .. } => AppError::PolicyDenied {
                 rule: crate::domain::policy::PolicyRule::CallDenied.as_str(),
+                index: err.call_index().and_then(|i| u32::try_from(i).ok()),
                 message,
                 available: None,
                 reason: None,
@@ -408,6 +415,7 @@ impl From<TransferError> for AppError {
                 available: None,
                 reason: None,
                 left: None,
+                index: None,
             },
             TransferError::DelegationLimit { ref available, .. } => AppError::PolicyDenied {
                 rule: "delegation_limit",
@@ -415,6 +423,7 @@ impl From<TransferError> for AppError {
                 message,
                 reason: None,
                 left: None,
+                index: None,
             },
             TransferError::DelegationCaveat(reason) => AppError::PolicyDenied {
                 rule: "delegation_caveat",
@@ -422,6 +431,7 @@ impl From<TransferError> for AppError {
                 available: None,
                 reason: Some(reason),
                 left: None,
+                index: None,
             },
             TransferError::DelegationsUnavailable(_) | TransferError::DelegationNotActive(_) => {
                 AppError::Unprocessable { code, message }
@@ -432,6 +442,7 @@ impl From<TransferError> for AppError {
                 available: None,
                 reason: None,
                 left: Some(left.clone()),
+                index: None,
                 message,
             },
             TransferError::SponsorshipUnavailable(_) | TransferError::BatchUnavailable(_) => {

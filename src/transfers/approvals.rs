@@ -111,9 +111,10 @@ impl Transfers {
             (Body::Signature(record), _) => {
                 let parsed = crate::domain::call::typed::read(&record.typed_data)
                     .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
+                let account = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
                 Purpose::TypedData(Box::new(super::kinds::TypedDraft {
                     record: record.clone(),
-                    check: Some(self.typed_check(chain, &parsed, true)),
+                    check: Some(self.typed_check(chain, &parsed, true, account)),
                 }))
             }
             (

@@ -3,7 +3,8 @@
 //! (`domain::call::effect`), and what it takes or allows counted against the assets' limits in the reserving
 //! transaction, beside the `calls` rules and the unlimited-approval guard (`domain::decision`). A call that reverts
 //! is refused with its decoded reason; a node that cannot simulate refuses every call. The simulation is `preview`;
-//! the counting of what a call moves (its outflows, the allowances it sets or spends), `counts`.
+//! the counting of what a call moves (its outflows, the allowances it sets or spends), `counts`; the addresses no
+//! call reaches whatever the rules, refused before the simulation (§22), `targets`.
 
 use alloy::primitives::{Address, U256};
 use serde::Serialize;
@@ -24,6 +25,7 @@ use crate::store::{CallCheck, Clearance};
 
 mod counts;
 mod preview;
+pub(crate) mod targets;
 
 pub(super) use counts::totalSupplyCall;
 
@@ -200,6 +202,8 @@ impl Transfers {
         &self,
         order: &CallOrder<'_>,
     ) -> Result<(TransferOutcome, Previewed), (TransferError, Option<Previewed>)> {
+        // A target no call may reach is refused before anything is read or simulated (§22).
+        self.refuse_unreachable_call(order).map_err(|e| (e, None))?;
         // Under the agent's send lock from the simulation to the signature: nothing of the agent's lands between
         // them, and the call is simulated after the agent's transactions still pending (§18).
         let guard = self

@@ -79,6 +79,11 @@ pub enum TransferError {
     /// denies it, or the rule and condition that did not allow it with the value the call had (§18).
     #[error("the agent's policy refuses this call (rule call_denied): {0}")]
     CallDenied(String),
+    /// A call to an address no call may reach whatever the rules (§22: the agent's own, the EntryPoint, the
+    /// paymaster, a `DelegationManager`), refused before anything is simulated: `policy_denied`, rule
+    /// `call_denied`, with the index of the first such call (`details.index`) and the words saying which it is.
+    #[error("the agent's policy refuses this call (rule call_denied): {words}")]
+    CallTargetDenied { index: usize, words: String },
     /// No transfer of this agent with that id waits for approval.
     #[error("transfer not found")]
     TransferNotFound,
@@ -159,7 +164,9 @@ impl TransferError {
             Self::Chain(e) => e.code(),
             Self::Store(_) | Self::KeyUnavailable => "internal_error",
             Self::SignerUnavailable => "signer_unavailable",
-            Self::PolicyDenied(_) | Self::OverLimit { .. } | Self::CallDenied(_) => "policy_denied",
+            Self::PolicyDenied(_) | Self::OverLimit { .. } | Self::CallDenied(_) | Self::CallTargetDenied { .. } => {
+                "policy_denied"
+            }
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",
             Self::ClaimLost => "idempotency_in_progress",
@@ -190,15 +197,24 @@ impl TransferError {
     pub fn policy_rule(&self) -> Option<PolicyRule> {
         match self {
             Self::PolicyDenied(rule) | Self::OverLimit { rule, .. } => Some(*rule),
-            Self::CallDenied(_) => Some(PolicyRule::CallDenied),
+            Self::CallDenied(_) | Self::CallTargetDenied { .. } => Some(PolicyRule::CallDenied),
             _ => None,
         }
     }
 
-    /// Why the `calls` rules refused a call, in words (the rule, and the condition with the value it had).
+    /// Why the `calls` rules refused a call, in words (the rule, and the condition with the value it had; or the
+    /// address no call may reach).
     pub fn call_denial(&self) -> Option<&str> {
         match self {
-            Self::CallDenied(words) => Some(words),
+            Self::CallDenied(words) | Self::CallTargetDenied { words, .. } => Some(words),
+            _ => None,
+        }
+    }
+
+    /// Which call of a request a refusal names (`details.index`): the first whose target no call may reach.
+    pub fn call_index(&self) -> Option<usize> {
+        match self {
+            Self::CallTargetDenied { index, .. } => Some(*index),
             _ => None,
         }
     }

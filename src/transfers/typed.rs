@@ -76,7 +76,7 @@ impl Transfers {
             .wallet_addresses
             .get(chain.name)
             .ok_or(TransferError::NoWallet)?;
-        let mut check = self.typed_check(chain, &order.typed, order.guarded);
+        let mut check = self.typed_check(chain, &order.typed, order.guarded, from);
         check.unlimited |= self.grants_whole_supply(chain, &order.typed).await;
         self.send_outflow(Outflow {
             id: Uuid::new_v4(),
@@ -98,11 +98,17 @@ impl Transfers {
         .await
     }
 
-    /// What the reservation judges of a signature: what is forbidden whatever the rules, the unlimited guard, the
-    /// transfers it lets the spender make (outflows), and the allowances it sets — a permit sets the allowance it
-    /// names whatever stood before, so it counts whole (§18), and the ledger's counted remainder for its spender
-    /// becomes it once signed.
-    pub(super) fn typed_check(&self, chain: &'static ChainInfo, typed: &Typed, guarded: bool) -> CallCheck {
+    /// What the reservation judges of a signature: what is forbidden whatever the rules (for the agent whose
+    /// address is `account`), the unlimited guard, the transfers it lets the spender make (outflows), and the
+    /// allowances it sets — a permit sets the allowance it names whatever stood before, so it counts whole (§18),
+    /// and the ledger's counted remainder for its spender becomes it once signed.
+    pub(super) fn typed_check(
+        &self,
+        chain: &'static ChainInfo,
+        typed: &Typed,
+        guarded: bool,
+        account: Address,
+    ) -> CallCheck {
         let grants = &typed.grants;
         let outs: Vec<TokenOut> = grants
             .iter()
@@ -121,7 +127,7 @@ impl Transfers {
             .collect();
         let decimals = self.limit_decimals(std::iter::empty(), &outs, &moves);
         CallCheck {
-            forbidden: typed.forbidden(&self.chains.delegation_managers()),
+            forbidden: typed.forbidden(&self.chains.delegation_managers(), account),
             typed: Some(std::sync::Arc::new(typed.clone())),
             unlimited: typed.grants_unlimited(),
             guarded,

@@ -1765,6 +1765,11 @@ export interface components {
             available?: string;
             /** @description What the agent's sponsorship has left today (§22 rule `sponsorship_limit`), in whole native units. */
             left?: string;
+            /**
+             * @description Which call of the request was refused, from 0 (§22 rule `call_denied`: the first call whose target no call may
+             *     reach — the agent's own address, the EntryPoint, the paymaster or a `DelegationManager`).
+             */
+            index?: number;
             /** @description What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid. */
             offered?: Record<string, never>[];
             /**

@@ -12,8 +12,9 @@
 //!   by the keys the message holds: EIP-2612 and DAI permits as allowances the token keeps, Permit2's
 //!   `PermitSingle` / `PermitBatch` as allowances Permit2 keeps, its `PermitTransferFrom` and
 //!   `PermitBatchTransferFrom` (witness forms included) as transfers the spender may make;
-//! - Permit2-domain or `Permit…` typed data the service does not decode, and a delegation of the MetaMask Delegation Framework,
-//!   are refused whatever the rules (`forbidden`). EIP-3009 authorizations are refused: x402 pays them.
+//! - Permit2-domain or `Permit…` typed data the service does not decode, a delegation of the MetaMask Delegation
+//!   Framework, and typed data the agent's own account would honour (§22) are refused whatever the rules
+//!   (`forbidden`). EIP-3009 authorizations are refused: x402 pays them.
 
 use alloy::primitives::{Address, B256, U256, address};
 use alloy_dyn_abi::{DynSolValue, Eip712Domain, TypedData};
@@ -26,7 +27,9 @@ use super::unlimited::{is_unlimited_amount, is_unlimited_permit2_amount};
 /// (`PolicyRule::DelegationSignature`, `PolicyRule::PermitNotUnderstood`) is what the refusal reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forbidden {
-    /// A delegation of the Delegation Framework's authority, or typed data a `DelegationManager` verifies.
+    /// A delegation of the Delegation Framework's authority, typed data a `DelegationManager` verifies, or typed
+    /// data the agent's own account would honour (§22: its address as the verifying contract, or a
+    /// `PackedUserOperation` declared — the account executes any operation its key signs).
     DelegationSignature,
     /// Permit2-domain or `Permit…` typed data the service does not decode.
     PermitNotUnderstood,
@@ -573,12 +576,14 @@ impl Typed {
         self.grants.iter().any(|g| g.unlimited && !g.is_transfer())
     }
 
-    /// Why it is refused whatever the `calls` rules say: a delegation signature for a delegation of the framework
-    /// or a domain verified by a configured `DelegationManager` (`managers`, every chain's), then a permit not
-    /// understood for Permit2-domain or `Permit…` typed data the service does not decode.
-    pub fn forbidden(&self, managers: &[Address]) -> Option<Forbidden> {
+    /// Why it is refused whatever the `calls` rules say: a delegation signature for a delegation of the framework,
+    /// a domain verified by a configured `DelegationManager` (`managers`, every chain's) or by the agent's own
+    /// account (`account`, its address), or a `PackedUserOperation` declared among the types (§22); then a permit
+    /// not understood for Permit2-domain or `Permit…` typed data the service does not decode.
+    pub fn forbidden(&self, managers: &[Address], account: Address) -> Option<Forbidden> {
         let verifying = self.data.domain.verifying_contract;
-        if self.form == Form::Delegation || verifying.is_some_and(|v| managers.contains(&v)) {
+        let verified_by = |v: Address| v == account || managers.contains(&v);
+        if self.form == Form::Delegation || verifying.is_some_and(verified_by) || self.declares_user_operation() {
             return Some(Forbidden::DelegationSignature);
         }
         let undecoded = matches!(self.form, Form::Other | Form::Delegation);
@@ -586,6 +591,15 @@ impl Typed {
             return Some(Forbidden::PermitNotUnderstood);
         }
         None
+    }
+
+    /// Whether its types declare ERC-4337 v0.7's `PackedUserOperation`, the struct an account hashes to approve an
+    /// operation (whichever type is primary).
+    fn declares_user_operation(&self) -> bool {
+        self.json
+            .get("types")
+            .and_then(Value::as_object)
+            .is_some_and(|types| types.contains_key("PackedUserOperation"))
     }
 
     /// The typed data as the `calls` rules see it.

@@ -44,6 +44,11 @@ pub struct FieldErrors {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub left: Option<String>,
+    /// Which call of the request was refused, from 0 (§22 rule `call_denied`: the first call whose target no call may
+    /// reach — the agent's own address, the EntryPoint, the paymaster or a `DelegationManager`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub index: Option<usize>,
     /// What a 402 offered (`{scheme, network, asset, amount, pay_to}` each), when none of it could be paid.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, value_type = Option<Vec<Object>>)]

@@ -22,9 +22,11 @@ fn gas_limit_for(gas_used: u64) -> u64 {
 }
 
 impl Transfers {
-    /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A revert
-    /// is `CallReverted` with its decoded reason; a node that cannot simulate, `SimulationUnavailable`.
+    /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A target no
+    /// call may reach is refused first, unsimulated (`CallTargetDenied`, §22); a revert is `CallReverted` with its
+    /// decoded reason; a node that cannot simulate, `SimulationUnavailable`.
     pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
+        self.refuse_unreachable_call(order)?;
         let pending = self.pending_calls(order).await?;
         self.preview_after(order, &pending).await
     }

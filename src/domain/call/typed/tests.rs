@@ -216,7 +216,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
     let typed = parse(&witness, 8453).expect("valid");
     assert_eq!(typed.form, Form::Permit2Transfer { batch: false });
     assert_eq!(amounts(&typed), vec![U256::from(900_000_000u64)]);
-    assert_eq!(typed.forbidden(&[]), None);
+    assert_eq!(typed.forbidden(&[], OWNER), None);
     // A Permit2 allowance of 2^159 is unlimited.
     let single = with(
         "PermitSingle",
@@ -236,7 +236,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
         PERMIT2,
     );
     assert_eq!(
-        parse(&unknown, 8453).expect("valid").forbidden(&[]),
+        parse(&unknown, 8453).expect("valid").forbidden(&[], OWNER),
         Some(Forbidden::PermitNotUnderstood)
     );
     let odd_permit = with(
@@ -246,7 +246,7 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
         TOKEN,
     );
     assert_eq!(
-        parse(&odd_permit, 8453).expect("valid").forbidden(&[]),
+        parse(&odd_permit, 8453).expect("valid").forbidden(&[], OWNER),
         Some(Forbidden::PermitNotUnderstood)
     );
     let plain = with(
@@ -255,9 +255,9 @@ fn permit2_forms_witnesses_included_are_decoded_and_the_rest_is_forbidden() {
         json!({"contents": "hello"}),
         TOKEN,
     );
-    assert_eq!(parse(&plain, 8453).expect("valid").forbidden(&[]), None);
+    assert_eq!(parse(&plain, 8453).expect("valid").forbidden(&[], OWNER), None);
     assert_eq!(
-        parse(&plain, 8453).expect("valid").forbidden(&[TOKEN]),
+        parse(&plain, 8453).expect("valid").forbidden(&[TOKEN], OWNER),
         Some(Forbidden::DelegationSignature),
         "a domain a DelegationManager verifies"
     );
@@ -277,7 +277,49 @@ fn a_delegation_of_the_framework_is_forbidden_whatever_its_name_for_the_rules() 
     );
     let typed = parse(&delegation, 8453).expect("valid");
     assert_eq!(typed.form, Form::Delegation);
-    assert_eq!(typed.forbidden(&[]), Some(Forbidden::DelegationSignature));
+    assert_eq!(typed.forbidden(&[], OWNER), Some(Forbidden::DelegationSignature));
+}
+
+#[test]
+fn typed_data_the_agents_own_account_would_honour_is_forbidden_whatever_its_name_for_the_rules() {
+    let mail = |verifying: Address, extra: Value| {
+        let mut types = json!({"Mail": [{"name": "contents", "type": "string"}]});
+        if let (Some(all), Some(extra)) = (types.as_object_mut(), extra.as_object()) {
+            all.extend(extra.clone());
+        }
+        parse(&with("Mail", types, json!({"contents": "hello"}), verifying), 8453).expect("valid")
+    };
+    // The agent's own address as the verifying contract: its account (EIP-7702) would take the signature as its own.
+    let own = mail(OWNER, json!({}));
+    assert_eq!(own.forbidden(&[], OWNER), Some(Forbidden::DelegationSignature));
+    assert_eq!(
+        own.forbidden(&[], SPENDER),
+        None,
+        "another agent's address is no account of this one"
+    );
+    // A `PackedUserOperation` declared, primary or not: an operation its account would execute, with any paymaster.
+    let packed = json!({"PackedUserOperation": [{"name": "sender", "type": "address"},
+        {"name": "nonce", "type": "uint256"}, {"name": "callData", "type": "bytes"}]});
+    let beside = mail(TOKEN, packed.clone());
+    assert_eq!(beside.forbidden(&[], OWNER), Some(Forbidden::DelegationSignature));
+    let operation = parse(
+        &with(
+            "PackedUserOperation",
+            packed,
+            json!({"sender": OWNER.to_string(), "nonce": "0", "callData": "0x"}),
+            TOKEN,
+        ),
+        8453,
+    )
+    .expect("valid");
+    assert_eq!(operation.forbidden(&[], OWNER), Some(Forbidden::DelegationSignature));
+    // It is decided before a permit not understood, as a delegation is.
+    let permit2_own = mail(
+        PERMIT2,
+        json!({"PackedUserOperation": [{"name": "sender", "type": "address"}]}),
+    );
+    assert_eq!(permit2_own.forbidden(&[], OWNER), Some(Forbidden::DelegationSignature));
+    assert_eq!(mail(TOKEN, json!({})).forbidden(&[], OWNER), None);
 }
 
 /// A chain of `n` struct types, each holding the next.
