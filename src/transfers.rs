@@ -60,7 +60,7 @@ mod typed;
 #[cfg(test)]
 mod tests;
 
-pub use call::{AllowanceView, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
+pub use call::{AllowanceView, BatchCall, BatchOrder, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
 use carriers::wallet::{sign_eip1559, sign_transfer};
 pub use deliver::rebroadcast;
 pub use error::TransferError;

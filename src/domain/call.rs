@@ -2,6 +2,7 @@
 //! means, the `calls` rules of a policy and their verdict, which allowances count as unlimited, a simulated call's
 //! effect on the agent's wallet, and why a call reverted. No I/O: the chain layer simulates, the store counts.
 
+pub mod batch;
 pub mod condition;
 pub mod decode;
 pub mod effect;

@@ -103,12 +103,14 @@ pub enum Opaque {
 pub enum Subject<'a> {
     Call(super::call::CallFacts<'a>),
     TypedData(super::call::typed::TypedFacts<'a>),
+    /// A batch of calls (§22), each judged on its own.
+    Batch(super::call::batch::BatchFacts<'a>),
 }
 
 impl Subject<'_> {
     /// Whether it is a transaction of the wallet (a nonce).
     pub fn on_chain(&self) -> bool {
-        matches!(self, Subject::Call(_))
+        matches!(self, Subject::Call(_) | Subject::Batch(_))
     }
 }
 

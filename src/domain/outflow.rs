@@ -271,6 +271,17 @@ impl TransferRequest {
                             ..
                         }),
                         _,
+                    ) if !call.calls.is_empty() => Subject::Batch(crate::domain::call::batch::BatchFacts {
+                        chain: &self.chain,
+                        calls: &call.calls,
+                        agent: self.from,
+                    }),
+                    (
+                        Body::Transaction(OnChain {
+                            action: Action::Call(call),
+                            ..
+                        }),
+                        _,
                     ) => Subject::Call(CallFacts {
                         chain: &self.chain,
                         to: self.to,

@@ -197,6 +197,8 @@ impl Action {
     ) -> (Address, U256, alloy::primitives::Bytes) {
         match self {
             Action::Transfer => on_chain_call(to, value, token),
+            // A batch's values leave the account inside its `execute`: the transaction itself carries none.
+            Action::Call(call) if !call.calls.is_empty() => (to, U256::ZERO, call.data.clone()),
             Action::Call(call) => (to, value, call.data.clone()),
             // The agent's wallet calls the manager; the amount moves from the delegator's account.
             Action::Redeem(via) => (via.manager, U256::ZERO, via.data.clone()),
@@ -397,6 +399,10 @@ pub struct CallRecord {
     /// counted once the call is mined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<crate::domain::call::ledger::Figure>,
+    /// A batch's calls (§22), in order: the record's own `data` is then the account's `execute` in batch mode, sent
+    /// to the agent's own address. Empty for a single call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<crate::domain::call::batch::BatchedCall>,
 }
 
 /// What a typed-data signature (§18 `sign-typed-data`) is made from: the typed data as the request wrote it, its
@@ -419,6 +425,10 @@ impl CallRecord {
     /// The call as the API and the stream show it (§18 `call`): the contract `to`, the selector, and the function
     /// and arguments it was decoded as.
     pub fn shown(&self, to: alloy::primitives::Address) -> serde_json::Value {
+        // A batch's calls are listed under `calls`; its own `call` is null (§22).
+        if !self.calls.is_empty() {
+            return serde_json::Value::Null;
+        }
         serde_json::json!({"to": to.to_checksum(None), "selector": self.selector, "function": self.function,
             "args": self.args})
     }

@@ -17,6 +17,9 @@ use super::error::{AppError, Result};
 use super::idempotency::{Answer, IdempotencyHeader, Idempotent, run_once};
 use super::json::{ApiJson, shape};
 use super::views::{CallView, ErrorBody, TransferView};
+use axum::response::IntoResponse;
+
+mod batch;
 use crate::auth::Caller;
 use crate::domain::agent::parse_address;
 use crate::domain::amount::parse_units;
@@ -39,8 +42,8 @@ struct NewCall {
     /// One of the agent's chains.
     #[schema(min_length = 1)]
     chain: String,
-    /// The contract, a 0x address.
-    to: String,
+    /// The contract, a 0x address (not with `calls`).
+    to: Option<String>,
     /// Native value sent with the call, a decimal string in whole units (default "0").
     value: Option<String>,
     /// 0x-hex calldata (selector included); or give `function` and `args`.
@@ -55,6 +58,13 @@ struct NewCall {
     /// its execution (a registry token's `transfer`, or a plain native send).
     #[schema(format = "uuid")]
     delegation: Option<String>,
+    /// A batch (§22): 2 to 16 calls the agent's account runs in order, all or nothing, in place of `to`, `value`,
+    /// `data` / `function` + `args`.
+    #[schema(value_type = Option<Vec<batch::NewBatchedCall>>)]
+    calls: Option<Vec<batch::NewBatchedCall>>,
+    /// Who pays the gas (§22): `sponsored` or `wallet`; the default is `sponsored` where the agent has a
+    /// sponsorship on the chain. A batch only: a single call is paid by its wallet.
+    gas: Option<String>,
 }
 
 /// A call's simulation and the verdict it would get now.
@@ -103,6 +113,11 @@ async fn create_call(
             token_hash: caller.token_hash.clone(),
             claim,
         };
+        if batch::is_batch(&body) {
+            let order = batch::parse(&caller, body, &mandate)?;
+            let (outcome, _) = transfers.batch(order).await?;
+            return Answer::new(StatusCode::CREATED, &TransferView::from(&outcome));
+        }
         let parsed = parse(&caller, body)?;
         let delegation = parsed.delegation;
         let order = parsed.order(&caller, &mandate)?;
@@ -131,7 +146,10 @@ async fn simulate_call(
     State(transfers): State<Transfers>,
     ActiveCaller(caller): ActiveCaller,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Json<SimulatedCall>> {
+) -> Result<Response> {
+    if batch::is_batch(&body) {
+        return batch::simulate(&transfers, &caller, body).await;
+    }
     let parsed = parse(&caller, body)?;
     if parsed.delegation.is_some() {
         return Err(AppError::field(
@@ -148,7 +166,8 @@ async fn simulate_call(
         simulation: previewed.record.simulation.clone(),
         message: decision.message.clone(),
         decision,
-    }))
+    })
+    .into_response())
 }
 
 /// A call request, checked and encoded.
@@ -182,7 +201,20 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
     let chain = registry::find(request.chain.trim())
         .filter(|c| caller.agent.has_chain(c.name))
         .ok_or_else(|| AppError::field("chain", "must be one of the agent's chains"))?;
-    let to = parse_address(request.to.trim()).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
+    if request.calls.is_some() {
+        return Err(AppError::field(
+            "calls",
+            "give either calls or to with data or function",
+        ));
+    }
+    if request.gas.as_deref().is_some_and(|g| g.trim() != "wallet") {
+        return Err(AppError::field(
+            "gas",
+            "a single call is paid by the agent's wallet: send sponsored calls as a batch",
+        ));
+    }
+    let to = request.to.as_deref().map(str::trim).unwrap_or_default();
+    let to = parse_address(to).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     // The agent's own address is refused by the transfer service with the other addresses no call reaches (§22).
     if to == alloy::primitives::Address::ZERO {
         return Err(AppError::field("to", "must be a contract, not the zero address"));

@@ -114,9 +114,14 @@ pub enum AppError {
         reason: String,
         transfer_id: uuid::Uuid,
     },
-    /// A call that reverts in its simulation (§18): 422 `call_reverted` with `details.reason`.
+    /// A call that reverts in its simulation (§18): 422 `call_reverted` with `details.reason`; a batch's (§22, with
+    /// the first call that reverted as `index`): 422 `simulation_reverted` with `details.index` too.
     #[error("{message}")]
-    CallReverted { message: String, reason: String },
+    CallReverted {
+        message: String,
+        reason: String,
+        index: Option<usize>,
+    },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -180,6 +185,7 @@ impl AppError {
             | Unprocessable { code, .. } => code,
             PolicyDenied { .. } => "policy_denied",
             X402Unsupported { .. } => "x402_unsupported",
+            CallReverted { index: Some(_), .. } => "simulation_reverted",
             CallReverted { .. } => "call_reverted",
             MissingToken | MissingCredential(_) => "missing_token",
             InvalidToken => "invalid_token",
@@ -233,8 +239,9 @@ impl AppError {
                 transfer_id: Some(*transfer_id),
                 ..FieldErrors::default()
             }),
-            AppError::CallReverted { reason, .. } => Some(FieldErrors {
+            AppError::CallReverted { reason, index, .. } => Some(FieldErrors {
                 reason: Some(reason.clone()),
+                index: *index,
                 ..FieldErrors::default()
             }),
             AppError::X402Unsupported { offered, .. } => Some(FieldErrors {
@@ -489,7 +496,16 @@ impl From<TransferError> for AppError {
                 code,
                 message,
             },
-            TransferError::CallReverted(reason) => AppError::CallReverted { message, reason },
+            TransferError::CallReverted(reason) => AppError::CallReverted {
+                message,
+                reason,
+                index: None,
+            },
+            TransferError::BatchReverted { index, reason } => AppError::CallReverted {
+                message,
+                reason,
+                index: Some(index),
+            },
             TransferError::SimulationUnavailable(_) => AppError::Upstream {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 code,

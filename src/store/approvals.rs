@@ -178,6 +178,9 @@ impl Approval {
             event["kind"] = json!(self.kind());
             if let Some(call) = self.body.call() {
                 event["call"] = call.shown(self.to);
+                if !call.calls.is_empty() {
+                    event["calls"] = call.calls.iter().map(|c| c.shown()).collect();
+                }
             }
             event["simulation"] = simulation.clone();
         }

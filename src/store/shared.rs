@@ -288,6 +288,7 @@ impl BodyColumns {
                     args: None,
                     simulation: s.simulation.clone(),
                     figures: Vec::new(),
+                    calls: Vec::new(),
                 },
                 typed_data: Some(TypedColumn {
                     typed_data: s.typed_data.clone(),

@@ -23,10 +23,12 @@ use crate::domain::chain::ChainInfo;
 use crate::domain::transaction::CallRecord;
 use crate::store::{CallCheck, Clearance};
 
+mod batch;
 mod counts;
 mod preview;
 pub(crate) mod targets;
 
+pub use batch::{BatchCall, BatchOrder};
 pub(super) use counts::totalSupplyCall;
 
 /// A call the agent was asked to make.
@@ -245,6 +247,25 @@ pub struct DecisionView {
 }
 
 impl DecisionView {
+    /// The view of a verdict.
+    fn of(judged: Judged) -> Self {
+        match judged {
+            Judged::Allow => DecisionView {
+                result: "allow",
+                code: None,
+                rule: None,
+                message: None,
+            },
+            Judged::Approve => DecisionView {
+                result: "approve",
+                code: None,
+                rule: None,
+                message: None,
+            },
+            Judged::Deny(e) => DecisionView::deny(&e),
+        }
+    }
+
     fn deny(error: &TransferError) -> Self {
         let rule = error.policy_rule();
         DecisionView {
@@ -270,21 +291,9 @@ impl Transfers {
             .wallet_addresses
             .get(order.chain.name)
             .ok_or(TransferError::NoWallet)?;
-        Ok(match self.judge_outflow(&order.outflow(from, previewed)).await? {
-            Judged::Allow => DecisionView {
-                result: "allow",
-                code: None,
-                rule: None,
-                message: None,
-            },
-            Judged::Approve => DecisionView {
-                result: "approve",
-                code: None,
-                rule: None,
-                message: None,
-            },
-            Judged::Deny(e) => DecisionView::deny(&e),
-        })
+        Ok(DecisionView::of(
+            self.judge_outflow(&order.outflow(from, previewed)).await?,
+        ))
     }
 }
 

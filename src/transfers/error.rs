@@ -96,6 +96,10 @@ pub enum TransferError {
     /// The call reverts in its simulation (§18): nothing was signed. The decoded reason.
     #[error("the call reverts: {0}")]
     CallReverted(String),
+    /// A call of a batch reverts in its simulation (§22: 422 `simulation_reverted`): the first that reverted, and
+    /// its decoded reason. Nothing was signed.
+    #[error("call {index} of the batch reverts: {reason}")]
+    BatchReverted { index: usize, reason: String },
     /// A held call simulated again on approval takes or allows more than the owner was shown (§18): it still waits.
     #[error("the call now takes or allows more than the owner was shown: {0}; it still waits")]
     SimulationChanged(String),
@@ -174,6 +178,7 @@ impl TransferError {
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",
             Self::CallReverted(_) => "call_reverted",
+            Self::BatchReverted { .. } => "simulation_reverted",
             Self::SimulationUnavailable(_) => "simulation_unavailable",
             Self::SimulationChanged(_) => "simulation_changed",
             Self::NothingToSweep(_) => "nothing_to_sweep",

@@ -50,6 +50,11 @@ impl Transfers {
             Err(e @ TransferError::InsufficientFunds { .. }) => return Ok(Judged::Deny(e)),
             Err(e) => return Err(e),
         };
+        // Sponsored (§22): the gas is the sponsorship's; the wallet needs only what it moves.
+        let quote = match o.carrier() {
+            Carrier::Operation => quote.sponsored(o.value),
+            _ => quote,
+        };
         let node_nonce = match o.purpose.on_chain() {
             true => self.node_nonce(client, o.agent_id, chain, o.from).await?,
             false => None,

@@ -67,9 +67,11 @@ impl Transfers {
             Some(t) => t.action.execution(o.to, o.value, draft.token),
             None => return Err(TransferError::SponsorshipUnavailable(chain.name.to_string())),
         };
-        let native_value = execution.1;
+        // A batch's values leave inside the account's `execute` (§22): its amount, not the execution's value.
+        let batch = o.batch_call();
+        let native_value = if batch.is_some() { o.value } else { execution.1 };
         let (reads, signer) = tokio::join!(
-            operation::read(client, &sponsor, o.from, execution),
+            operation::read(client, &sponsor, o.from, execution, batch),
             self.signer(o.agent_id)
         );
         let (reads, signer) = (reads?, signer?);

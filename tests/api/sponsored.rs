@@ -1,6 +1,7 @@
 //! Sponsored user operations and batches (docs/api.md §22) against the real EntryPoint v0.7,
 //! `EIP7702StatelessDeleGator` and Pimlico's `SingletonPaymaster` v0.7 on anvil.
 
+pub mod batches;
 pub mod endpoints;
 pub mod parts;
 pub mod safety;

@@ -27,6 +27,10 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
     let judged = match &call.subject {
         Subject::Call(facts) => policy.judge_call(facts, call.guarded),
         Subject::TypedData(facts) => policy.judge_typed(facts),
+        Subject::Batch(batch) => {
+            let (verdict, by, _) = batch.judge(policy, call.guarded);
+            (verdict, by)
+        }
     };
     let mut holds = match judged {
         (CallVerdict::Deny, _) => return Verdict::Deny(PolicyRule::CallDenied),
@@ -108,6 +112,12 @@ pub(super) fn call_denial(r: &Request<'_>, policy: &Policy, windows: &[(Windows,
         }
         (Subject::TypedData(facts), PolicyRule::CallDenied) => {
             Refusal::CallDenied(call::policy::typed_denial(policy.calls.as_deref(), facts))
+        }
+        (Subject::Batch(batch), PolicyRule::CallDenied) => {
+            Refusal::CallDenied(batch.denial(policy, call.guarded).map_or_else(
+                || "no rule allows it".to_string(),
+                |(i, why)| format!("call {i}: {why}"),
+            ))
         }
         (_, PolicyRule::PerTransfer | PolicyRule::PerDay | PolicyRule::PerWeek) => counts_judged(call, policy, windows)
             .find(|j| j.verdict == Verdict::Deny(rule))

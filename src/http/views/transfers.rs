@@ -73,6 +73,27 @@ pub struct CallView {
 }
 
 impl CallView {
+    /// A call record as `call` shows it: the call, or `null` for a batch (whose calls `calls` lists).
+    pub fn shown(to: alloy::primitives::Address, record: &CallRecord) -> Option<Self> {
+        record.calls.is_empty().then(|| CallView::new(to, record))
+    }
+
+    /// A batch's calls in order (`None` for a single call).
+    pub fn batch(record: &CallRecord) -> Option<Vec<Self>> {
+        (!record.calls.is_empty()).then(|| {
+            record
+                .calls
+                .iter()
+                .map(|c| CallView {
+                    to: c.to.to_checksum(None),
+                    selector: c.selector.clone(),
+                    function: c.function.clone(),
+                    args: c.args.clone(),
+                })
+                .collect()
+        })
+    }
+
     pub fn new(to: alloy::primitives::Address, record: &CallRecord) -> Self {
         CallView {
             to: to.to_checksum(None),
@@ -158,10 +179,14 @@ pub struct TransferView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub x402: Option<X402View>,
-    /// Set on contract calls: the contract, the selector sent and what it was decoded as.
+    /// Set on contract calls: the contract, the selector sent and what it was decoded as (`null` for a batch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<CallView>)]
+    pub call: Option<Option<CallView>>,
+    /// Set on a batch of calls (§22): each call, in order, as `call` shows one.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    pub call: Option<CallView>,
+    pub calls: Option<Vec<CallView>>,
     /// Set on contract calls: what the simulation showed before it was signed (`changes`, `approvals`,
     /// `gas_used`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -298,7 +323,8 @@ impl From<&StoredTx> for TransferView {
             typed_data: TypedDataView::of(tx),
             primary_type: primary_type(&tx.body),
             x402: tx.body.x402().map(X402View::new),
-            call: tx.body.call().map(|c| CallView::new(tx.to, c)),
+            call: tx.body.call().map(|c| CallView::shown(tx.to, c)),
+            calls: tx.body.call().and_then(CallView::batch),
             simulation: tx.body.simulation().cloned(),
             asset: tx.asset.clone(),
             token_address: tx.token.map(|t| t.address.to_checksum(None)),
@@ -344,7 +370,8 @@ impl From<&Approval> for TransferView {
             typed_data: None,
             primary_type: primary_type(&a.body),
             x402: a.body.x402().map(X402View::new),
-            call: a.body.call().map(|c| CallView::new(a.to, c)),
+            call: a.body.call().map(|c| CallView::shown(a.to, c)),
+            calls: a.body.call().and_then(CallView::batch),
             simulation: a.body.simulation().cloned(),
             asset: a.asset.clone(),
             token_address: a.token.map(|t| t.address.to_checksum(None)),

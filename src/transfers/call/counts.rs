@@ -151,7 +151,7 @@ impl Transfers {
 
     /// Each pair's allowance move, from `results` (the reads before the call, the call, the reads after it): how the
     /// call moved it (`ledger::how_moved`), beside what it took of the token. A pair whose reads failed is left out.
-    fn moves_read(
+    pub(super) fn moves_read(
         &self,
         order: &CallOrder<'_>,
         decoded: &call::DecodedCall,
@@ -236,7 +236,7 @@ pub(super) fn grants_unlimited(
 /// The allowances to read around the call: each pair its approval events name, its top function names, the called
 /// contract as a spender of every token it moves or approves, and every pair the service counted before for those
 /// tokens; never one whose spender is the agent itself.
-fn pairs_to_read(
+pub(super) fn pairs_to_read(
     order: &CallOrder<'_>,
     from: Address,
     decoded: &call::DecodedCall,
@@ -298,7 +298,19 @@ fn reads_around_the_call(
     tokens: &[Address],
     (pending, run): (&[SimCall], &SimCall),
 ) -> Vec<SimCall> {
-    let reads: Vec<SimCall> = pairs
+    let reads = allowance_reads(from, pairs);
+    let mut batch = pending.to_vec();
+    batch.extend(reads.iter().cloned());
+    batch.push(run.clone());
+    batch.extend(reads);
+    batch.extend(supply_reads(tokens));
+    batch
+}
+
+/// Each pair's allowance of `from`, read (ERC-20's `allowance(agent, spender)` on the token, Permit2's
+/// `allowance(agent, token, spender)` for its own).
+pub(super) fn allowance_reads(from: Address, pairs: &[Pair]) -> Vec<SimCall> {
+    pairs
         .iter()
         .map(|p| SimCall {
             from: Address::ZERO,
@@ -320,22 +332,21 @@ fn reads_around_the_call(
             },
             ..SimCall::default()
         })
-        .collect();
-    let mut batch = pending.to_vec();
-    batch.extend(reads.iter().cloned());
-    batch.push(run.clone());
-    batch.extend(reads);
-    batch.extend(tokens.iter().map(|token| SimCall {
+        .collect()
+}
+
+/// The supply of each of `tokens`, read.
+pub(super) fn supply_reads(tokens: &[Address]) -> impl Iterator<Item = SimCall> + '_ {
+    tokens.iter().map(|token| SimCall {
         from: Address::ZERO,
         to: *token,
         data: totalSupplyCall {}.abi_encode().into(),
         ..SimCall::default()
-    }));
-    batch
+    })
 }
 
 /// A read's amount: both allowance reads answer it in their first word (Permit2's is a uint160 beside its expiration
 /// and nonce), as `totalSupply` does.
-fn first_word(r: &Simulated) -> Option<U256> {
+pub(super) fn first_word(r: &Simulated) -> Option<U256> {
     (r.success && r.return_data.len() >= 32).then(|| U256::from_be_slice(&r.return_data[..32]))
 }

@@ -17,7 +17,7 @@ use crate::transfers::{TransferError, Transfers, store_error};
 /// The gas limit signed: what the simulation used, and half more. A node reports gas used after refunds (up to a
 /// fifth of it, EIP-3529, when a call clears storage such as an allowance spent to zero), nested calls keep back a
 /// 64th of what they are given, and state may move before it is mined; unused gas is not paid.
-fn gas_limit_for(gas_used: u64) -> u64 {
+pub(super) fn gas_limit_for(gas_used: u64) -> u64 {
     gas_used.saturating_add(gas_used / 2).saturating_add(10_000).max(21_000)
 }
 
@@ -130,6 +130,7 @@ impl Transfers {
             args: decoded.args,
             simulation: serde_json::to_value(&simulation).unwrap_or_default(),
             figures: call::ledger::figures(&effect),
+            calls: Vec::new(),
         };
         Ok(Previewed {
             record,
@@ -191,7 +192,7 @@ impl Transfers {
         }
     }
 
-    fn simulation_view(&self, chain: &'static ChainInfo, effect: &Effect, gas_used: u64) -> SimulationView {
+    pub(super) fn simulation_view(&self, chain: &'static ChainInfo, effect: &Effect, gas_used: u64) -> SimulationView {
         let changes = effect
             .changes
             .iter()
@@ -273,7 +274,12 @@ fn reverted(calls: Option<&CallsPolicy>, run: &Simulated) -> TransferError {
 
 /// What the call does to the wallet `from`, read from the run's logs. The call tracer shows no native moves as logs:
 /// there the value the agent sends is its own outflow.
-fn effect_of(logs: Vec<crate::chain::simulate::SimLog>, from: Address, method: SimMethod, value: U256) -> Effect {
+pub(super) fn effect_of(
+    logs: Vec<crate::chain::simulate::SimLog>,
+    from: Address,
+    method: SimMethod,
+    value: U256,
+) -> Effect {
     let logs: Vec<SimLog> = logs
         .into_iter()
         .map(|l| SimLog {

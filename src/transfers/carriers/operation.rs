@@ -11,7 +11,7 @@ use crate::chain::ChainError;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, ISingletonPaymaster, PackedUserOperation, PaymasterApproval};
 use crate::signer::{SignerError, WalletSigner};
-use crate::sponsor::SponsorChain;
+use crate::sponsor::{Account, SponsorChain};
 use crate::store::SignedTx;
 use crate::transfers::TransferError;
 
@@ -25,36 +25,6 @@ const PRE_VERIFICATION_GAS: u128 = 60_000;
 const EXECUTE_OVERHEAD: u128 = 25_000;
 /// How long the paymaster's approval lasts past the latest block's time (§22: at most 600 s).
 pub(in crate::transfers) const VALIDITY_SECS: u64 = 600;
-
-/// What the agent's address holds as code (§22 `account`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Account {
-    /// No code: the first sponsored operation designates the implementation.
-    Eoa,
-    /// It designates the configured implementation (or one still read as `smart`).
-    Smart,
-    /// It designates other code, or holds contract code: nothing sponsored or batched is signed for it.
-    Foreign,
-}
-
-impl Account {
-    /// The account `code` makes of an address, with the implementations agentd chose.
-    pub fn of(code: &[u8], sponsor: &SponsorChain) -> Account {
-        if code.is_empty() {
-            return Account::Eoa;
-        }
-        match code.strip_prefix(&[0xef, 0x01, 0x00][..]) {
-            Some(target) if target.len() == 20 => {
-                let target = Address::from_slice(target);
-                match target == sponsor.account_implementation || sponsor.previous_implementations.contains(&target) {
-                    true => Account::Smart,
-                    false => Account::Foreign,
-                }
-            }
-            _ => Account::Foreign,
-        }
-    }
-}
 
 /// A user operation as decided before its nonce is known: every field but the nonce and the signatures.
 #[derive(Debug, Clone)]
@@ -141,17 +111,25 @@ pub(in crate::transfers) struct Reads {
 
 /// Reads what a sponsored execution of `(target, value, data)` from `from` needs: the account (refused when
 /// foreign), the execution's gas, fees, the latest block's time, the account's EntryPoint nonce, the paymaster's
-/// deposit and its word on the sponsor, and the sponsor's balance.
+/// deposit and its word on the sponsor, and the sponsor's balance. A batch (§22) brings the account's own `execute`
+/// and its gas (`batch`), used in place of the `execute` of the one execution and its estimate.
 pub(in crate::transfers) async fn read(
     client: &ChainClient,
     sponsor: &SponsorChain,
     from: Address,
     (target, value, data): (Address, U256, Bytes),
+    batch: Option<(Bytes, u64)>,
 ) -> Result<Reads, TransferError> {
     let sponsor_address = sponsor.key.address();
     let (code, gas, fees, block, nonce, deposit) = tokio::join!(
         client.code(from),
-        client.estimate_bundle(from, target, data.clone(), value, &[]),
+        // A batch (§22) brings the account's own `execute` and the gas its simulation found.
+        async {
+            match &batch {
+                Some((_, gas)) => Ok(*gas),
+                None => client.estimate_bundle(from, target, data.clone(), value, &[]).await,
+            }
+        },
         client.recent_fees(crate::transfers::FEE_MAX_AGE),
         client.latest_block(),
         read_uint(
@@ -161,7 +139,12 @@ pub(in crate::transfers) async fn read(
         ),
         read_uint(client, sponsor.entry_point, userop::deposit_call(sponsor.paymaster)),
     );
-    if Account::of(&code?, sponsor) == Account::Foreign {
+    if Account::of(
+        &code?,
+        Some(sponsor.account_implementation),
+        &sponsor.previous_implementations,
+    ) == Account::Foreign
+    {
         return Err(TransferError::AccountForeign);
     }
     let (trusted, allowed, balance) = tokio::join!(
@@ -190,7 +173,7 @@ pub(in crate::transfers) async fn read(
         .min(fees.max_fee_per_gas.saturating_sub(1));
     let operation = Operation {
         sender: from,
-        call_data: userop::execute_single(target, value, &data),
+        call_data: batch.map_or_else(|| userop::execute_single(target, value, &data), |(call, _)| call),
         call_gas,
         pre_verification_gas: PRE_VERIFICATION_GAS,
         max_fee_per_gas: fees.max_fee_per_gas,
