@@ -264,6 +264,9 @@ fn not_pending_message(status: &str) -> String {
                         nothing was signed and the payment still waits"
             .to_string(),
         "x402" => "an x402 payment is an authorization the resource settles; it cannot be cancelled".to_string(),
+        "sponsored" => {
+            "a sponsored user operation is carried by the sponsor's bundles; it cannot be cancelled".to_string()
+        }
         "awaiting_approval" => "the transfer is awaiting approval and was never sent: reject it instead".to_string(),
         other => format!("only a pending transfer can be cancelled (this one is {other})"),
     }

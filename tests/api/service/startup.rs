@@ -493,6 +493,10 @@ async fn rotate_key_moves_the_sponsor_key_so_the_chain_stays_sponsorable_with_th
     assert!(rotated.status.is_some_and(|s| s.success()), "{}", rotated.logs);
 
     let (after, client) = sponsor_of(OTHER_KEY);
-    assert_eq!(sponsor(&after, &client).await, before, "the same sponsor key, opened under the new master key");
+    assert_eq!(
+        sponsor(&after, &client).await,
+        before,
+        "the same sponsor key, opened under the new master key"
+    );
     stop(after);
 }
