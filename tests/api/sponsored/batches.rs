@@ -138,6 +138,32 @@ async fn an_approve_and_swap_batch_lands_as_one_user_operation() {
         1,
         "only the EIP-7702 authorization used a nonce"
     );
+
+    // Now a smart account holding the swap's ETH: paid by the wallet, one transaction to its own address.
+    let eth_before = world.anvil.balance(from).await;
+    let batch = json!({"chain": "base", "gas": "wallet", "calls": [approve(&uni, 10), swap(&uni, from, 10, "1")]});
+    let (status, sent) = post(&world.app, &agent, "calls", batch).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(sent["gas"], "wallet", "{sent}");
+    let settled = world.settled(&agent, sent["id"].as_str().unwrap()).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    let hash: B256 = settled["tx_hash"].as_str().unwrap().parse().unwrap();
+    let tx = world
+        .anvil
+        .provider()
+        .get_transaction_by_hash(hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(tx.inner.signer(), from);
+    assert_eq!(alloy::consensus::Transaction::to(&tx), Some(from));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, from).await,
+        U256::from(50 * USDC)
+    );
+    assert_eq!(router_allowance(&world, &uni, from).await, U256::ZERO);
+    assert_eq!(world.anvil.nonce(from).await, 2);
+    assert_ne!(world.anvil.balance(from).await, eth_before);
 }
 
 #[tokio::test]
