@@ -202,6 +202,7 @@ impl App {
                 keys: self.state.keys.clone(),
                 sponsor: sponsor.clone(),
                 bell: self.state.bundles.clone(),
+                metrics: self.state.metrics.clone(),
             };
             tokio::spawn(bundler.run_until_stopped(self.state.shutdown.clone()));
         }

@@ -121,6 +121,8 @@ pub struct Metrics {
     tool_calls: Mutex<BTreeMap<(String, String), u64>>,
     /// Chat streams open now (confirmation-stream subscribers are counted by the event bus).
     pub chat_streams: AtomicI64,
+    /// Bundles sent per chain (§22): how many, the operations they carried, the most in one.
+    bundles: Mutex<BTreeMap<String, [u64; 3]>>,
 }
 
 fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
@@ -128,6 +130,16 @@ fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
 }
 
 impl Metrics {
+    /// Counts a bundle of `operations` user operations sent on `chain` (§22).
+    pub fn count_bundle(&self, chain: &str, operations: usize) {
+        let mut bundles = self.bundles.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = bundles.entry(chain.to_string()).or_default();
+        let operations = operations as u64;
+        entry[0] += 1;
+        entry[1] += operations;
+        entry[2] = entry[2].max(operations);
+    }
+
     /// Gives each of `routes` (matched-path templates) its counters up front, so counting their requests takes no
     /// lock. Only the first call counts.
     pub fn register_routes<I: IntoIterator<Item = String>>(&self, routes: I) {
@@ -225,6 +237,7 @@ impl Metrics {
         self.render_http(&mut out);
         self.render_turns_and_tools(&mut out);
         render_chains(&mut out, extra);
+        self.render_sponsorship(&mut out, extra);
         self.render_streams(&mut out, extra);
         out
     }
@@ -346,6 +359,63 @@ fn render_chains(out: &mut String, extra: &ScrapeExtras) {
     }
 }
 
+impl Metrics {
+    /// Sponsored gas (§22): each sponsorable chain's paymaster deposit and sponsor balance as read at the scrape,
+    /// and the bundles sent by this instance with the operations they carried.
+    fn render_sponsorship(&self, out: &mut String, extra: &ScrapeExtras) {
+        header(
+            out,
+            "agentd_sponsor_deposit_wei",
+            "gauge",
+            "The paymaster's deposit at the EntryPoint by chain.",
+        );
+        for (chain, deposit, _) in &extra.sponsors {
+            let _ = writeln!(out, "agentd_sponsor_deposit_wei{{chain=\"{chain}\"}} {deposit}");
+        }
+        header(
+            out,
+            "agentd_sponsor_balance_wei",
+            "gauge",
+            "The sponsor key's balance (it pays the bundles' gas).",
+        );
+        for (chain, _, balance) in &extra.sponsors {
+            let _ = writeln!(out, "agentd_sponsor_balance_wei{{chain=\"{chain}\"}} {balance}");
+        }
+        let bundles = self.bundles.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        header(
+            out,
+            "agentd_bundles_total",
+            "counter",
+            "handleOps bundles this instance sent, by chain.",
+        );
+        for (chain, [sent, _, _]) in &bundles {
+            let _ = writeln!(out, "agentd_bundles_total{{chain=\"{}\"}} {sent}", esc(chain));
+        }
+        header(
+            out,
+            "agentd_bundled_operations_total",
+            "counter",
+            "User operations those bundles carried.",
+        );
+        for (chain, [_, operations, _]) in &bundles {
+            let _ = writeln!(
+                out,
+                "agentd_bundled_operations_total{{chain=\"{}\"}} {operations}",
+                esc(chain)
+            );
+        }
+        header(
+            out,
+            "agentd_bundle_operations_max",
+            "gauge",
+            "The most operations one bundle carried.",
+        );
+        for (chain, [_, _, most]) in &bundles {
+            let _ = writeln!(out, "agentd_bundle_operations_max{{chain=\"{}\"}} {most}", esc(chain));
+        }
+    }
+}
+
 /// Figures owned elsewhere, gathered when `/metrics` is scraped.
 #[derive(Default)]
 pub struct ScrapeExtras {
@@ -354,6 +424,8 @@ pub struct ScrapeExtras {
     /// `(status, count)`.
     pub transactions: Vec<(String, i64)>,
     pub confirmation_subscribers: usize,
+    /// `(chain, paymaster deposit, sponsor balance)` in wei, of each sponsorable chain whose parts answered (§22).
+    pub sponsors: Vec<(&'static str, String, String)>,
 }
 
 /// Decrements the open chat-stream gauge when the stream ends.

@@ -71,10 +71,30 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
             .collect(),
         transactions: state.store.count_transactions_by_status().await.unwrap_or_default(),
         confirmation_subscribers: state.events.subscribers(),
+        sponsors: sponsor_figures(&state).await,
     };
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(&extras),
     )
         .into_response()
+}
+
+/// Each sponsorable chain's paymaster deposit and sponsor balance, read now (a chain whose parts do not answer is
+/// left out of this scrape).
+async fn sponsor_figures(state: &AppState) -> Vec<(&'static str, String, String)> {
+    let mut figures = Vec::new();
+    for sponsor in state.sponsors.all() {
+        let Ok(client) = state.chains.get(sponsor.chain.name) else {
+            continue;
+        };
+        if let Ok(status) = crate::sponsor::status::read(client, sponsor).await {
+            figures.push((
+                sponsor.chain.name,
+                status.deposit.to_string(),
+                status.sponsor_balance.to_string(),
+            ));
+        }
+    }
+    figures
 }

@@ -40,6 +40,7 @@ pub struct Bundler {
     pub keys: Arc<Keys>,
     pub sponsor: SponsorChain,
     pub bell: Arc<tokio::sync::Notify>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Bundler {
@@ -366,6 +367,7 @@ impl Bundler {
         };
         let ids: Vec<Uuid> = group.ops.iter().map(|(id, _)| *id).collect();
         self.store.record_bundle(&bundle, &ids).await?;
+        self.metrics.count_bundle(self.sponsor.chain.name, ids.len());
         client.send_raw(&bundle.raw_tx).await?;
         tracing::info!(
             chain = self.sponsor.chain.name,

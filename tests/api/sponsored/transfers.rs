@@ -199,6 +199,21 @@ async fn an_agent_with_no_eth_sends_usdc_and_the_paymaster_pays_exactly_the_oper
         .await;
     let counted = listed.body["sponsorships"][0]["counted"].as_str().unwrap().to_string();
     assert_eq!(wei_of(&counted, 18), spent, "{}", listed.body);
+    // The operator's figures: the deposit as the chain shows it, and the bundles this instance sent.
+    let metrics = world
+        .app
+        .send(world.app.build(Method::GET, "/metrics", None, None))
+        .await;
+    let text = metrics.text;
+    assert!(
+        text.contains(&format!("agentd_sponsor_deposit_wei{{chain=\"base\"}} {deposit_after}")),
+        "{text}"
+    );
+    assert!(text.contains("agentd_bundles_total{chain=\"base\"} 2"), "{text}");
+    assert!(
+        text.contains("agentd_bundled_operations_total{chain=\"base\"} 2"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
