@@ -127,13 +127,14 @@ impl IntoResponse for Answer {
 
 /// Whether an error is an answer to keep: authentication, malformed requests and validation are not (the
 /// request never got to do anything, and the client may correct it under the same key). Nor is a signer that did not
-/// answer (§20): nothing was recorded, and a retry under the same key signs again.
+/// answer (§20): nothing was recorded, and a retry under the same key signs again. Nor a sponsor that cannot pay
+/// now (§22 `sponsor_unfunded`, retryable): nothing was signed, and a retry once the operator funds it may go.
 fn is_kept(err: &AppError) -> bool {
     use AppError::*;
     !matches!(
         err,
         Upstream {
-            code: "signer_unavailable",
+            code: "signer_unavailable" | "sponsor_unfunded",
             ..
         } | InvalidJson(_)
             | BadRequest { .. }

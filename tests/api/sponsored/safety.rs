@@ -308,3 +308,33 @@ async fn a_thief_with_the_exported_key_gets_nothing_sponsored() {
         U256::ZERO
     );
 }
+
+#[tokio::test]
+async fn sponsor_unfunded_is_retryable_under_the_same_idempotency_key_once_the_operator_funds_it() {
+    let world = world().await;
+    let agent = world.agent().await;
+    let from = wallet(&agent);
+    mint(&world.anvil, world.usdc, from, U256::from(10 * USDC)).await;
+    let (status, _) = world.sponsorship(&agent, "0.05").await;
+    assert_eq!(status, StatusCode::OK);
+    let to = fresh_address();
+    let path = format!("/api/agents/{}/transfers", agent.id);
+    let body = json!({"chain": "base", "to": to.to_string(), "amount": "1", "asset": "USDC"});
+    let send = || {
+        world
+            .app
+            .build(Method::POST, &path, Some(&agent.token), Some(body.clone()))
+            .header("Idempotency-Key", "sponsor-unfunded-1")
+    };
+    // The paymaster neither trusts the sponsor nor holds a deposit yet: nothing is signed, and it may be retried.
+    let refused = world.app.send(send()).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "sponsor_unfunded", "{}", refused.body);
+    assert!(world.code(from).await.is_empty(), "nothing was designated");
+    world.fund_sponsor().await;
+    let sent = world.app.send(send()).await;
+    assert_eq!(sent.status, StatusCode::CREATED, "{}", sent.body);
+    let settled = world.settled(&agent, sent.body["id"].as_str().unwrap()).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(USDC));
+}
