@@ -11,6 +11,8 @@ use crate::domain::amount::parse_units;
 use crate::domain::call::{self, CallInput};
 use crate::transfers::{CallOrder, TransferOutcome};
 
+mod batch;
+
 fn arguments(f: &super::Fragments) -> Value {
     json!({
         "chain": f.chain,
@@ -18,7 +20,9 @@ fn arguments(f: &super::Fragments) -> Value {
         "function": { "type": "string", "description": "a Solidity signature such as approve(address,uint256)" },
         "args": { "type": "array", "description": "the arguments: addresses and bytes as 0x-hex, integers as decimal strings, booleans, arrays and tuples as arrays" },
         "data": { "type": "string", "description": "0x-hex calldata, instead of function and args" },
-        "value": { "type": "string", "description": "native value sent with the call, in whole units (default \"0\")" }
+        "value": { "type": "string", "description": "native value sent with the call, in whole units (default \"0\")" },
+        "calls": { "type": "array", "minItems": 2, "maxItems": 16, "items": { "type": "object" },
+            "description": "a batch, instead of to/value/data: 2 to 16 calls {to, value?, data | function + args} the agent's account runs in order, all or nothing" }
     })
 }
 
@@ -29,7 +33,7 @@ pub const TOOLS: &[Tool] = &[
         effect: Effect::MovesFunds,
         description: "Call a contract from the agent's wallet (a swap, a deposit, an approval): the service simulates it first, judges what it would take or allow by the agent's policy and spending cap, then signs and sends it.",
         arguments: call_contract_arguments,
-        required: &["chain", "to"],
+        required: &["chain"],
         run: call_contract,
     },
     Tool {
@@ -38,7 +42,7 @@ pub const TOOLS: &[Tool] = &[
         effect: Effect::ReadsChain,
         description: "Simulate a contract call from the agent's wallet without signing it: what it would send, receive and allow, and whether the policy would allow it, refuse it or ask the owner.",
         arguments,
-        required: &["chain", "to"],
+        required: &["chain"],
         run: simulate_call,
     },
     Tool {
@@ -56,6 +60,8 @@ pub const TOOLS: &[Tool] = &[
 fn call_contract_arguments(f: &super::Fragments) -> Value {
     let mut all = arguments(f);
     all["delegation"] = f.delegation.clone();
+    all["gas"] = json!({ "type": "string", "enum": ["sponsored", "wallet"],
+        "description": "who pays the gas of a batch (default: the operator's sponsorship where the agent has one)" });
     all
 }
 
@@ -139,6 +145,9 @@ fn call_json(to: alloy::primitives::Address, record: &crate::domain::transaction
 
 fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move {
+        if let Some(order) = batch::order(cx, &args)? {
+            return batch::send(cx, order).await;
+        }
         let order = order(cx, &args)?;
         let to = order.to;
         if let Some(id) = args.delegation()? {
@@ -183,6 +192,9 @@ fn call_contract<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, T
 
 fn simulate_call<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move {
+        if let Some(order) = batch::order(cx, &args)? {
+            return batch::simulate(cx, order).await;
+        }
         let order = order(cx, &args)?;
         let transfers = &cx.services.transfers;
         let previewed = transfers.preview_call(&order).await?;

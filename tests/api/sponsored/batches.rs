@@ -263,3 +263,53 @@ async fn a_chain_without_an_account_implementation_has_no_batches() {
         assert_eq!(answer["error"]["code"], "batch_unavailable", "{answer}");
     }
 }
+
+/// `tools/call` of `name` with `arguments` over `POST /mcp`: the tool's result, as JSON, and whether it is an error.
+async fn tool(world: &World, agent: &CreatedAgent, name: &str, arguments: Value) -> (Value, bool) {
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": name, "arguments": arguments}});
+    let (status, body) = world
+        .app
+        .request(Method::POST, "/mcp", Some(&agent.token), Some(rpc))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let text = body["result"]["content"][0]["text"].as_str().expect("a text result");
+    let result = serde_json::from_str(text).unwrap_or_else(|_| json!(text));
+    (result, body["result"]["isError"] == true)
+}
+
+#[tokio::test]
+async fn the_call_tools_take_calls_over_mcp() {
+    let (world, uni, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    let calls = json!([approve(&uni, 30), swap(&uni, from, 30, "1")]);
+    let (simulated, error) = tool(
+        &world,
+        &agent,
+        "simulate_call",
+        json!({"chain": "base", "calls": calls}),
+    )
+    .await;
+    assert!(!error, "{simulated}");
+    assert!(simulated["call"].is_null(), "{simulated}");
+    assert_eq!(simulated["calls"].as_array().map(Vec::len), Some(2), "{simulated}");
+    assert_eq!(simulated["decision"]["result"], "allow", "{simulated}");
+    let (one, error) = tool(
+        &world,
+        &agent,
+        "call_contract",
+        json!({"chain": "base", "calls": [approve(&uni, 1)]}),
+    )
+    .await;
+    assert!(error, "a batch of one is refused: {one}");
+    let arguments = json!({"chain": "base", "calls": calls, "gas": "sponsored"});
+    let (sent, error) = tool(&world, &agent, "call_contract", arguments).await;
+    assert!(!error, "{sent}");
+    let settled = world.settled(&agent, sent["transfer_id"].as_str().unwrap()).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(settled["gas"], "sponsored", "{settled}");
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, from).await,
+        U256::from(70 * USDC)
+    );
+}
