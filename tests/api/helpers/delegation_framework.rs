@@ -36,30 +36,34 @@ pub struct Framework {
     pub chain_id: u64,
 }
 
+/// What `node test-tools/<script> <args>` prints (JSON), read once per test run: cached under the target directory as
+/// `cache`, written whole (a temporary file renamed) so that tests running at once never read half of it.
+pub fn node_output_cached(script: &str, args: &[&str], cache: &str) -> String {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join(cache);
+    if let Ok(text) = std::fs::read_to_string(&cache) {
+        return text;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("node")
+        .arg(root.join("test-tools").join(script))
+        .args(args)
+        .output()
+        .expect("node runs (the test tools need Node.js)");
+    assert!(
+        output.status.success(),
+        "{script} could not read what npm installed (npm ci --prefix test-tools?): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("JSON text");
+    let partial = cache.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&partial, &text).expect("the cache is writable");
+    std::fs::rename(&partial, &cache).expect("the cache is writable");
+    text
+}
+
 /// The creation bytecode of each named contract, read once per test run (cached under the target directory).
 fn bytecodes(names: &[&str]) -> BTreeMap<String, Bytes> {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("delegation-abis-2.0.0.json");
-    let text = match std::fs::read_to_string(&cache) {
-        Ok(text) => text,
-        Err(_) => {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let output = Command::new("node")
-                .arg(root.join("test-tools/delegation-bytecode.mjs"))
-                .args(names)
-                .output()
-                .expect("node runs (the test tools need Node.js)");
-            assert!(
-                output.status.success(),
-                "the framework's bytecode could not be read (npm ci --prefix test-tools?): {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let text = String::from_utf8(output.stdout).expect("JSON text");
-            let partial = cache.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
-            std::fs::write(&partial, &text).expect("the cache is writable");
-            std::fs::rename(&partial, &cache).expect("the cache is writable");
-            text
-        }
-    };
+    let text = node_output_cached("delegation-bytecode.mjs", names, "delegation-abis-2.0.0.json");
     let parsed: BTreeMap<String, String> = serde_json::from_str(&text).expect("a JSON object of hex strings");
     parsed
         .into_iter()

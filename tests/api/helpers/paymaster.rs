@@ -5,9 +5,6 @@
 //! the deposit.
 #![allow(dead_code)] // Each test file uses a different part of this helper.
 
-use std::path::Path;
-use std::process::Command;
-
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::sol_types::{SolCall, SolConstructor, SolValue};
 
@@ -38,27 +35,11 @@ pub struct Paymaster {
 
 /// The paymaster's creation code, read once per test run (cached under the target directory).
 fn creation_code() -> Bytes {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pimlico-mock-paymaster-0.0.7.json");
-    let text = match std::fs::read_to_string(&cache) {
-        Ok(text) => text,
-        Err(_) => {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let output = Command::new("node")
-                .arg(root.join("test-tools/paymaster-bytecode.mjs"))
-                .output()
-                .expect("node runs (the test tools need Node.js)");
-            assert!(
-                output.status.success(),
-                "the paymaster's bytecode could not be read (npm ci --prefix test-tools?): {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let text = String::from_utf8(output.stdout).expect("JSON text");
-            let partial = cache.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
-            std::fs::write(&partial, &text).expect("the cache is writable");
-            std::fs::rename(&partial, &cache).expect("the cache is writable");
-            text
-        }
-    };
+    let text = crate::helpers::delegation_framework::node_output_cached(
+        "paymaster-bytecode.mjs",
+        &[],
+        "pimlico-mock-paymaster-0.0.7.json",
+    );
     let parsed: serde_json::Value = serde_json::from_str(&text).expect("a JSON object");
     parsed["SingletonPaymasterV7"]
         .as_str()
