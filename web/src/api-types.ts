@@ -1315,6 +1315,13 @@ export interface components {
             tokens: {
                 [key: string]: components["schemas"]["TokenBalanceEntryView"];
             };
+            /**
+             * @description What the address holds as code (§22): `eoa`, `smart` (it designates the configured account implementation)
+             *     or `foreign` (other code: nothing sponsored or batched is signed for it). Absent where no account
+             *     implementation is configured, or the code could not be read.
+             * @example eoa
+             */
+            account?: string;
         };
         BalancesView: {
             /** Format: uuid */
@@ -1842,12 +1849,25 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description One call of a batch: `data`, or `function` and `args` for the service to encode. */
+        NewBatchedCall: {
+            /** @description The contract, a 0x address. */
+            to: string;
+            /** @description Native value sent with the call, a decimal string in whole units (default "0"). */
+            value?: string | null;
+            /** @description 0x-hex calldata (selector included); or give `function` and `args`. */
+            data?: string | null;
+            /** @description A Solidity signature such as `approve(address,uint256)`. */
+            function?: string | null;
+            /** @description The arguments, as a single call's. */
+            args?: unknown[] | null;
+        };
         /** @description A contract call: `data`, or `function` and `args` for the service to encode. */
         NewCall: {
             /** @description One of the agent's chains. */
             chain: string;
-            /** @description The contract, a 0x address. */
-            to: string;
+            /** @description The contract, a 0x address (not with `calls`). */
+            to?: string | null;
             /** @description Native value sent with the call, a decimal string in whole units (default "0"). */
             value?: string | null;
             /** @description 0x-hex calldata (selector included); or give `function` and `args`. */
@@ -1865,6 +1885,16 @@ export interface components {
              *     its execution (a registry token's `transfer`, or a plain native send).
              */
             delegation?: string | null;
+            /**
+             * @description A batch (§22): 2 to 16 calls the agent's account runs in order, all or nothing, in place of `to`, `value`,
+             *     `data` / `function` + `args`.
+             */
+            calls?: components["schemas"]["NewBatchedCall"][] | null;
+            /**
+             * @description Who pays the gas (§22): `sponsored` or `wallet`; the default is `sponsored` where the agent has a
+             *     sponsorship on the chain. A batch only: a single call is paid by its wallet.
+             */
+            gas?: string | null;
         };
         /** @description Typed data to sign on one of the agent's chains. */
         NewSignature: {
@@ -2182,8 +2212,9 @@ export interface components {
             primary_type?: string;
             /** @description Set on x402 payments. */
             x402?: components["schemas"]["X402View"];
-            /** @description Set on contract calls: the contract, the selector sent and what it was decoded as. */
-            call?: components["schemas"]["CallView"];
+            call?: components["schemas"]["CallView"] | null;
+            /** @description Set on a batch of calls (§22): each call, in order, as `call` shows one. */
+            calls?: components["schemas"]["CallView"][];
             /**
              * @description Set on contract calls: what the simulation showed before it was signed (`changes`, `approvals`,
              *     `gas_used`).
