@@ -320,7 +320,14 @@ impl Transfers {
             conversation_id: approval.conversation_id,
             guarded: true,
         };
-        let previewed = self.preview_call(&order).await?;
+        // A batch (§22) is simulated again as a batch, from what its record keeps of each call.
+        let previewed = match record.calls.is_empty() {
+            true => self.preview_call(&order).await?,
+            false => {
+                self.preview_batch(&BatchOrder::held(agent, chain, approval, record))
+                    .await?
+            }
+        };
         let now = previewed.simulation;
         let shown: SimulationView = serde_json::from_value(record.simulation.clone()).map_err(|e| {
             store_error(crate::store::StoreError::Corrupt(format!(

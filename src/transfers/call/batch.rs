@@ -61,6 +61,35 @@ impl<'a> BatchOrder<'a> {
         }
     }
 
+    /// A held batch as its record keeps it (`approval` the waiting outflow), simulated again when it is approved.
+    pub(super) fn held(
+        agent: &'a crate::domain::agent::Agent,
+        chain: &'static ChainInfo,
+        approval: &crate::store::Approval,
+        record: &crate::domain::transaction::CallRecord,
+    ) -> Self {
+        let calls = record
+            .calls
+            .iter()
+            .map(|c| BatchCall {
+                to: c.to,
+                value: c.value,
+                encoded: Encoded {
+                    calldata: c.data.clone(),
+                    function: None,
+                },
+            })
+            .collect();
+        BatchOrder {
+            by: Transacting::approved(agent),
+            chain,
+            calls,
+            gas: approval.body.transaction().map(|t| t.gas),
+            conversation_id: approval.conversation_id,
+            guarded: true,
+        }
+    }
+
     /// The sum of the calls' values (the record's `amount`).
     pub fn total(&self) -> U256 {
         self.calls.iter().fold(U256::ZERO, |t, c| t.saturating_add(c.value))
@@ -196,23 +225,26 @@ impl Transfers {
     }
 
     /// Simulates the batch from the agent's address (after its transactions still pending) and reads what it would
-    /// do, refusing a call that reverts (`BatchReverted`) or that the `calls` rules deny (`call_denied` naming it).
+    /// do, refusing a call that reverts (`BatchReverted`). The rules are not read here (`judge_batch` does).
     pub async fn preview_batch(&self, order: &BatchOrder<'_>) -> Result<Previewed, TransferError> {
         let (_, designate) = self.batch_ready(order).await?;
         let pending = self.pending_calls(&order.single(0)).await?;
-        let previewed = self.preview_batch_after(order, &pending, designate).await?;
-        self.refuse_denied_call(order, &previewed).await?;
-        Ok(previewed)
+        self.preview_batch_after(order, &pending, designate).await
     }
 
     /// The first call the `calls` rules deny, refused with its index (`call_denied`, `details.index`) before the
     /// reservation (which judges the rules again, with the rest, in its atomic step). Left to the reservation when a
     /// refusal §18 orders first applies (a call not understood, an unlimited approval).
     async fn refuse_denied_call(&self, order: &BatchOrder<'_>, previewed: &Previewed) -> Result<(), TransferError> {
-        if previewed.check.unlimited || previewed.check.opaque.is_some() {
+        let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
+        let not_understood = previewed
+            .check
+            .opaque
+            .as_ref()
+            .is_some_and(|o| sim::not_understood(o, &policy));
+        if not_understood || (previewed.check.unlimited && !policy.allows_unlimited_approvals()) {
             return Ok(());
         }
-        let policy = self.store.get_policy(order.by.agent.id).await.map_err(store_error)?;
         let facts = BatchFacts {
             chain: order.chain.name,
             calls: &previewed.record.calls,
@@ -288,6 +320,9 @@ impl Transfers {
         previewed: &Previewed,
     ) -> Result<super::DecisionView, TransferError> {
         let from = order.from()?;
+        if let Err(denied) = self.refuse_denied_call(order, previewed).await {
+            return Ok(super::DecisionView::deny(&denied));
+        }
         let payer = self.payer(order.by.agent.id, order.chain, order.gas).await?;
         let judged = self.judge_outflow(&order.outflow(from, previewed, payer)).await?;
         Ok(super::DecisionView::of(judged))

@@ -313,3 +313,61 @@ async fn the_call_tools_take_calls_over_mcp() {
         U256::from(70 * USDC)
     );
 }
+
+/// Replaces the agent's policy with the admin token.
+async fn put_policy(world: &World, agent: &CreatedAgent, policy: Value) {
+    let path = format!("/api/agents/{}/policy", agent.id);
+    let response = world
+        .app
+        .send(
+            world
+                .app
+                .build(Method::PUT, &path, None, Some(policy))
+                .bearer_auth(ADMIN),
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+}
+
+#[tokio::test]
+async fn each_call_of_a_batch_is_judged_by_the_rules_and_a_held_batch_lands_once_approved() {
+    let (world, uni, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    let batch = json!({"chain": "base", "calls": [approve(&uni, 25), swap(&uni, from, 25, "1")]});
+    let router_rule = |action: &str| {
+        json!({"calls": {"default": "allow", "rules": [
+            {"chain": "*", "to": uni.router.to_string(), "function": "*", "action": action}]}})
+    };
+    // A rule denying the router refuses the second call, named by its index.
+    put_policy(&world, &agent, router_rule("deny")).await;
+    let (status, simulated) = post(&world.app, &agent, "calls/simulate", batch.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{simulated}");
+    assert_eq!(simulated["decision"]["result"], "deny", "{simulated}");
+    assert_eq!(simulated["decision"]["rule"], "call_denied", "{simulated}");
+    let (status, refused) = post(&world.app, &agent, "calls", batch.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "call_denied", "{refused}");
+    assert_eq!(refused["error"]["details"]["index"], 1, "{refused}");
+    // A rule holding it: nothing signed until the owner approves, then one user operation.
+    put_policy(&world, &agent, router_rule("approve")).await;
+    let (status, held) = post(&world.app, &agent, "calls", batch).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+    assert_eq!(held["calls"].as_array().map(Vec::len), Some(2), "{held}");
+    assert!(world.code(from).await.is_empty(), "nothing was signed");
+    let id = held["id"].as_str().unwrap();
+    let path = format!("/api/agents/{}/transfers/{id}/approve", agent.id);
+    let response = world
+        .app
+        .send(world.app.build(Method::POST, &path, None, None).bearer_auth(ADMIN))
+        .await;
+    assert!(response.status.is_success(), "{}", response.body);
+    let settled = world.settled(&agent, id).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(settled["gas"], "sponsored", "{settled}");
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, from).await,
+        U256::from(75 * USDC)
+    );
+    assert_eq!(router_allowance(&world, &uni, from).await, U256::ZERO);
+}

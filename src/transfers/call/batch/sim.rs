@@ -13,6 +13,7 @@ use crate::chain::simulate::{SimCall, SimMethod, Simulated, SimulationError};
 use crate::domain::call::batch::BatchedCall;
 use crate::domain::call::ledger::{AllowanceMove, Moved, Pair, TokenOut};
 use crate::domain::call::{self, DecodedCall, Effect};
+use crate::domain::decision::Opaque;
 use crate::domain::transaction::CallRecord;
 use crate::store::CallCheck;
 use crate::transfers::call::preview::{effect_of, gas_limit_for};
@@ -76,9 +77,13 @@ impl Transfers {
             (0..singles.len()).any(|i| counts::grants_unlimited(&decoded[i], &effects[i], &moves[i], &supplies));
         let moves = thread(moves, &mut outs);
         let outs = merged(outs.into_iter().flatten());
-        let opaque = singles
+        // The check holds one opaque call: the first the policy refuses as not understood, else the first.
+        let opaques: Vec<Opaque> = singles
             .iter()
-            .find_map(|single| self.opaque(single, &single.encoded.calldata));
+            .filter_map(|single| self.opaque(single, &single.encoded.calldata))
+            .collect();
+        let refused = |o: &&Opaque| not_understood(o, &policy);
+        let opaque = opaques.iter().find(refused).or(opaques.first()).cloned();
         let decimals = self.limit_decimals(fixed.iter().map(|c| &c.asset_key), &outs, &moves);
         let simulation = self.simulation_view(chain, &whole, gas_used);
         let record = CallRecord {
@@ -189,6 +194,14 @@ impl Transfers {
             })
             .collect();
         Ok((moves, supplies))
+    }
+}
+
+/// Whether `policy` refuses an opaque call as not understood (§18 `call_not_understood`).
+pub(super) fn not_understood(opaque: &Opaque, policy: &crate::domain::policy::Policy) -> bool {
+    match opaque {
+        Opaque::Permit2 => true,
+        Opaque::Contract { asset_key } => policy.limits.contains_key(asset_key),
     }
 }
 
