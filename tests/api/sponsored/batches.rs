@@ -371,3 +371,34 @@ async fn each_call_of_a_batch_is_judged_by_the_rules_and_a_held_batch_lands_once
     );
     assert_eq!(router_allowance(&world, &uni, from).await, U256::ZERO);
 }
+
+alloy::sol! {
+    function depositTo(address account) external payable;
+}
+
+#[tokio::test]
+async fn a_batch_that_moves_the_agents_entry_point_deposit_is_refused_naming_the_call() {
+    let (world, uni, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    // A contract that forwards its calldata and value to the EntryPoint (which no call may reach directly).
+    let forwarder = fresh_address();
+    let code = [
+        &[0x36, 0x5f, 0x5f, 0x37, 0x5f, 0x5f, 0x36, 0x5f, 0x34, 0x73][..],
+        world.framework.entry_point.as_slice(),
+        &[0x5a, 0xf1, 0x50, 0x00],
+    ]
+    .concat();
+    world.anvil.set_code(forwarder, code.into()).await;
+    world.anvil.set_balance(from, U256::from(ONE_ETH)).await;
+    let deposit = depositToCall { account: from }.abi_encode();
+    let forward = json!({"to": forwarder.to_string(), "value": "0.001", "data": crate::helpers::uniswap::hex(deposit)});
+    let batch = json!({"chain": "base", "calls": [approve(&uni, 1), forward]});
+    let (status, refused) = post(&world.app, &agent, "calls", batch).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"]["details"]["rule"], "call_denied", "{refused}");
+    assert_eq!(refused["error"]["details"]["index"], 1, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("deposit at the EntryPoint"), "{refused}");
+    assert_eq!(world.anvil.balance(from).await, U256::from(ONE_ETH));
+    assert_eq!(world.anvil.nonce(from).await, 0);
+}

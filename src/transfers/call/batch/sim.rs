@@ -53,7 +53,13 @@ impl Transfers {
                 call::decode(&o.encoded.calldata, o.encoded.function.as_ref(), abi)
             })
             .collect();
-        let (method, each, runs) = each_call(client, order, from, pending, &abis).await?;
+        let entry_point = self
+            .sponsors
+            .chain(chain.name)
+            .map_or(crate::domain::delegation::deployments::ENTRY_POINT_V07, |s| {
+                s.entry_point
+            });
+        let (method, each, runs) = each_call(client, order, from, (pending, entry_point), &abis).await?;
         let data = crate::chain::userop::execute_batch(&order.executions());
         let gas_used = whole_run(client, order, (from, &data), designate, &runs, &abis).await?;
         let all_logs: Vec<_> = each.iter().flat_map(|r| r.logs.iter().cloned()).collect();
@@ -222,17 +228,22 @@ async fn each_call<'p>(
     client: &dyn crate::chain::Node,
     order: &BatchOrder<'_>,
     from: Address,
-    pending: &'p [SimCall],
+    (pending, entry_point): (&'p [SimCall], Address),
     abis: &[&alloy::json_abi::JsonAbi],
 ) -> Result<(SimMethod, Vec<Simulated>, Runs<'p>), TransferError> {
     let chain = order.chain.name;
+    // The agent's EntryPoint nonce and deposit, read before the calls and after each (§22: no call may move them).
+    let reads = [
+        crate::chain::userop::get_nonce_call(from, Default::default()),
+        crate::chain::userop::deposit_call(from),
+    ]
+    .map(|data| sim_call(Address::ZERO, entry_point, U256::ZERO, &data));
     let mut batch = pending.to_vec();
-    batch.extend(
-        order
-            .calls
-            .iter()
-            .map(|c| sim_call(from, c.to, c.value, &c.encoded.calldata)),
-    );
+    batch.extend(reads.iter().cloned());
+    for c in &order.calls {
+        batch.push(sim_call(from, c.to, c.value, &c.encoded.calldata));
+        batch.extend(reads.iter().cloned());
+    }
     let mut rich = None;
     let simulated = match client.simulate(&batch, false, None).await {
         // The wallet cannot pay the values: the verdict is reached with a balance that can (§18: funds come last).
@@ -254,14 +265,35 @@ async fn each_call<'p>(
     if results.len() != batch.len() {
         return Err(TransferError::SimulationUnavailable(chain.to_string()));
     }
-    let each: Vec<Simulated> = results.into_iter().skip(pending.len()).collect();
+    let ran = &results[pending.len()..];
+    let each: Vec<Simulated> = ran.iter().skip(2).step_by(3).cloned().collect();
     if let Some((index, run)) = each.iter().enumerate().find(|(_, r)| !r.success) {
         return Err(TransferError::BatchReverted {
             index,
             reason: call::revert_reason(&run.return_data, abis.to_vec()),
         });
     }
+    if let Some(index) = entry_point_moved(ran) {
+        return Err(TransferError::CallTargetDenied {
+            index,
+            words: format!(
+                "call {index} changes the agent's nonce or deposit at the EntryPoint, which no call may do whatever \
+                 the rules"
+            ),
+        });
+    }
     Ok((method, each, Runs { pending, rich }))
+}
+
+/// The first call after which the agent's EntryPoint nonce or deposit differs from before the batch: `ran` is the
+/// two reads, then each call followed by the two reads again. A read after a call that fails is a change; none is
+/// looked for where the reads before fail (no EntryPoint there).
+fn entry_point_moved(ran: &[Simulated]) -> Option<usize> {
+    let word = |r: &Simulated| r.success.then(|| r.return_data.clone());
+    let before = (word(&ran[0])?, word(&ran[1])?);
+    ran[2..].chunks(3).position(|step| {
+        step.len() < 3 || (word(&step[1]), word(&step[2])) != (Some(before.0.clone()), Some(before.1.clone()))
+    })
 }
 
 /// The account's `execute` of the whole batch (`data`), from the agent's address to itself after the pending
