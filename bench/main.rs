@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `wrk`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation`, `sponsored` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -12,6 +12,7 @@ mod delegation;
 mod delegation_framework;
 /// What the test suite's helpers find under `crate::helpers`.
 mod helpers {
+    pub(crate) use super::delegation_framework;
     pub(crate) use super::solidity;
 
     pub fn parse_private_key(key: &str) -> alloy::signers::local::PrivateKeySigner {
@@ -21,6 +22,8 @@ mod helpers {
     }
 }
 mod http;
+#[path = "../tests/api/helpers/paymaster.rs"]
+mod paymaster;
 #[path = "../tests/api/helpers/paywall.rs"]
 mod paywall;
 mod sends;
@@ -28,6 +31,7 @@ mod server;
 mod signing;
 #[path = "../tests/api/helpers/solidity.rs"]
 mod solidity;
+mod sponsored;
 mod stream;
 mod turn;
 mod watcher;
@@ -36,7 +40,7 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "http",
     "wrk",
     "turn",
@@ -48,6 +52,7 @@ const SECTIONS: [&str; 11] = [
     "webhooks",
     "signing",
     "delegation",
+    "sponsored",
 ];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
@@ -96,6 +101,7 @@ fn main() {
                 "webhooks" => webhooks::run().await,
                 "signing" => signing::run().await,
                 "delegation" => delegation::run().await,
+                "sponsored" => sponsored::run().await,
                 _ => stream::run().await,
             }
         });
