@@ -6,8 +6,8 @@
 use alloy::primitives::{Address, Bytes, U256};
 use serde::{Deserialize, Serialize};
 
+use super::CallsPolicy;
 use super::policy::{CallFacts, CallRuleRef, CallVerdict};
-use crate::domain::policy::Policy;
 
 /// The fewest calls a batch holds.
 pub const MIN_CALLS: usize = 2;
@@ -56,10 +56,17 @@ pub struct BatchFacts<'a> {
 impl BatchFacts<'_> {
     /// The batch's verdict: `Deny` with the index of the first call the rules deny; else `Approve` (by the first
     /// call's rule that holds it) when any is held; else `Allow`.
-    pub fn judge(&self, policy: &Policy, guarded: bool) -> (CallVerdict, Option<CallRuleRef>, Option<usize>) {
+    /// `calls` is the policy's `calls` rules (none: every call is judged as unruled, by whether the agent is guarded).
+    pub fn judge(
+        &self,
+        calls: Option<&CallsPolicy>,
+        guarded: bool,
+    ) -> (CallVerdict, Option<CallRuleRef>, Option<usize>) {
         let mut held = None;
         for (index, call) in self.calls.iter().enumerate() {
-            match policy.judge_call(&call.facts(self.chain, self.agent), guarded) {
+            let facts = call.facts(self.chain, self.agent);
+            let judged = calls.map_or((CallVerdict::unruled(guarded), None), |c| c.judged_by(&facts, guarded));
+            match judged {
                 (CallVerdict::Deny, by) => return (CallVerdict::Deny, by, Some(index)),
                 (CallVerdict::Approve, by) if held.is_none() => held = Some(by),
                 (CallVerdict::Approve | CallVerdict::Allow, _) => {}
@@ -72,11 +79,11 @@ impl BatchFacts<'_> {
     }
 
     /// The first call the rules deny: its index and why, in words.
-    pub fn denial(&self, policy: &Policy, guarded: bool) -> Option<(usize, String)> {
-        let (_, _, index) = self.judge(policy, guarded);
+    pub fn denial(&self, calls: Option<&CallsPolicy>, guarded: bool) -> Option<(usize, String)> {
+        let (_, _, index) = self.judge(calls, guarded);
         let index = index?;
         let facts = self.calls[index].facts(self.chain, self.agent);
-        Some((index, super::policy::denial(policy.calls.as_deref(), &facts, guarded)))
+        Some((index, super::policy::denial(calls, &facts, guarded)))
     }
 }
 
@@ -95,12 +102,8 @@ mod tests {
         }
     }
 
-    fn policy(rules: serde_json::Value) -> Policy {
-        let calls = super::super::CallsPolicy::try_from(rules).expect("calls rules");
-        Policy {
-            calls: Some(Box::new(calls)),
-            ..Policy::default()
-        }
+    fn policy(rules: serde_json::Value) -> CallsPolicy {
+        CallsPolicy::try_from(rules).expect("calls rules")
     }
 
     #[test]
@@ -118,9 +121,9 @@ mod tests {
             calls: &calls,
             agent: Address::repeat_byte(0xaa),
         };
-        assert_eq!(batch.judge(&policy, true).0, CallVerdict::Deny);
-        assert_eq!(batch.judge(&policy, true).2, Some(1));
-        let (index, words) = batch.denial(&policy, true).expect("denied");
+        assert_eq!(batch.judge(Some(&policy), true).0, CallVerdict::Deny);
+        assert_eq!(batch.judge(Some(&policy), true).2, Some(1));
+        let (index, words) = batch.denial(Some(&policy), true).expect("denied");
         assert_eq!(index, 1);
         assert!(words.contains("calls.default is deny"), "{words}");
         let all_allowed = [call(0x11, &[1, 2, 3, 4]), call(0x11, &[5, 6, 7, 8])];
@@ -128,7 +131,7 @@ mod tests {
             calls: &all_allowed,
             ..batch
         };
-        assert_eq!(batch.judge(&policy, true).0, CallVerdict::Allow);
-        assert_eq!(batch.denial(&policy, true), None);
+        assert_eq!(batch.judge(Some(&policy), true).0, CallVerdict::Allow);
+        assert_eq!(batch.denial(Some(&policy), true), None);
     }
 }

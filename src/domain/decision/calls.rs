@@ -28,7 +28,7 @@ pub fn call_verdict(call: &CallSite<'_>, policy: &Policy, windows: &[(Windows, b
         Subject::Call(facts) => policy.judge_call(facts, call.guarded),
         Subject::TypedData(facts) => policy.judge_typed(facts),
         Subject::Batch(batch) => {
-            let (verdict, by, _) = batch.judge(policy, call.guarded);
+            let (verdict, by, _) = batch.judge(policy.calls.as_deref(), call.guarded);
             (verdict, by)
         }
     };
@@ -114,7 +114,7 @@ pub(super) fn call_denial(r: &Request<'_>, policy: &Policy, windows: &[(Windows,
             Refusal::CallDenied(call::policy::typed_denial(policy.calls.as_deref(), facts))
         }
         (Subject::Batch(batch), PolicyRule::CallDenied) => {
-            Refusal::CallDenied(batch.denial(policy, call.guarded).map_or_else(
+            Refusal::CallDenied(batch.denial(policy.calls.as_deref(), call.guarded).map_or_else(
                 || "no rule allows it".to_string(),
                 |(i, why)| format!("call {i}: {why}"),
             ))

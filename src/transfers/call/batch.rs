@@ -250,9 +250,9 @@ impl Transfers {
             calls: &previewed.record.calls,
             agent: order.from()?,
         };
-        match facts.judge(&policy, order.guarded) {
+        match facts.judge(policy.calls.as_deref(), order.guarded) {
             (CallVerdict::Deny, _, Some(_)) => {
-                let (index, why) = facts.denial(&policy, order.guarded).unwrap_or_default();
+                let (index, why) = facts.denial(policy.calls.as_deref(), order.guarded).unwrap_or_default();
                 Err(TransferError::CallTargetDenied {
                     index,
                     words: format!("call {index}: {why}"),
