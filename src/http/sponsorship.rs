@@ -129,7 +129,7 @@ async fn get_sponsorship(
 /// agent's, or not sponsorable here, answers 422 `sponsorship_unavailable`. Audited (`sponsorship_set`).
 #[utoipa::path(put, path = "/api/agents/{id}/sponsorship", tag = "agents",
     params(("id" = String, Path, format = "uuid")), request_body = SetSponsorship,
-    security(("admin_token" = [])),
+    security((), ("admin_token" = [])),
     responses((status = 200, body = SponsorshipView, description = "The sponsorship as set"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 410, body = ErrorBody), (status = 422, body = ErrorBody)))]
