@@ -345,6 +345,8 @@ async fn rotate_key_moves_every_wallet_key_so_that_only_the_new_key_starts_and_s
         .post(&format!("/api/agents/{id}/transfers"), Some(&token), order)
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Answered once broadcast: anvil's automine seals the block a moment later, so the count is waited for.
+    assert_eq!(anvil.nonce(address).await, 1, "one transaction mined");
     assert_eq!(
         anvil.balance(to).await,
         wei(CENT_ETH),
