@@ -96,7 +96,7 @@ impl Config {
             chains: ChainsConfig::read(&vars)?,
             llm: LlmConfig::read(&vars)?,
             security: SecurityConfig::read(&vars, app_env)?,
-            x402: X402Config::read(&vars)?,
+            x402: X402Config::read(&vars, app_env)?,
             webhooks: WebhookConfig::read(&vars)?,
             mcp: McpConfig::read(&vars)?,
             sponsorship: SponsorshipConfig::read(&vars)?,
@@ -196,6 +196,23 @@ mod tests {
         assert!(Config::from_vars(vars(&production)).is_ok());
         let disabled = [&production[..], &[("DISABLE_AGENT_AUTH", "true")]].concat();
         assert!(Config::from_vars(vars(&disabled)).is_err());
+    }
+
+    #[test]
+    fn offers_reach_private_upstreams_only_in_development() {
+        assert!(!Config::from_vars(vars(&[])).unwrap().x402.offer_allow_private);
+        let c = Config::from_vars(vars(&[("OFFER_ALLOW_PRIVATE", "true")])).unwrap();
+        assert!(c.x402.offer_allow_private && !c.x402.allow_private);
+        let key = "11".repeat(32);
+        let production = [
+            ("APP_ENV", "production"),
+            ("ENCRYPTION_KEY", &key),
+            ("ADMIN_TOKEN", "adm"),
+            ("PUBLIC_URL", "https://wallet.example.com"),
+            ("OFFER_ALLOW_PRIVATE", "true"),
+        ];
+        let err = Config::from_vars(vars(&production)).unwrap_err().to_string();
+        assert!(err.contains("OFFER_ALLOW_PRIVATE"), "{err}");
     }
 
     #[test]

@@ -112,11 +112,17 @@ pub async fn rotate_key(store: &dyn Store, old: &EncryptionKey, new: &Encryption
             .reseal_webhook_secret(&old_vault, webhook_id, sealed)
             .map_err(|e| format!("the secret of webhook {webhook_id}: {e}"))
     };
+    let reseal_offer = |offer_id, sealed: &[u8]| {
+        new_vault
+            .reseal_offer_headers(&old_vault, offer_id, sealed)
+            .map_err(|e| format!("the headers of offer {offer_id}: {e}"))
+    };
     let resealers = Resealers {
         wallet: &reseal,
         audit: &reseal_audit,
         request: &reseal_request,
         webhook: &reseal_webhook,
+        offer: &reseal_offer,
     };
     match store.rotate_keys(&from, &to, &resealers).await? {
         Some(keys) => Ok(Rotation::Rotated {

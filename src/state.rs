@@ -64,6 +64,8 @@ pub struct Services {
     pub sponsors: crate::sponsor::Sponsors,
     /// Rung when a sponsored operation is stored, so the chain's bundler carries it at once.
     pub bundles: Arc<tokio::sync::Notify>,
+    /// Offers the agents sell (§23): created, listed, closed.
+    pub offers: crate::offers::Offers,
     /// What the tools act through (chat turns, MCP calls).
     pub tools: ToolServices,
     /// What a chat turn uses.
@@ -97,6 +99,12 @@ impl FromRef<AppState> for crate::webhooks::Endpoints {
 impl FromRef<AppState> for crate::delegations::Delegations {
     fn from_ref(state: &AppState) -> Self {
         state.delegations.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::offers::Offers {
+    fn from_ref(state: &AppState) -> Self {
+        state.offers.clone()
     }
 }
 
@@ -184,11 +192,22 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
     .with_clock(clock.clone());
     let webhooks = crate::webhooks::Endpoints::new(store.clone(), vault.clone(), config.webhooks.allow_private)
         .with_clock(clock.clone());
+    let listening: Arc<std::sync::OnceLock<std::net::SocketAddr>> = Arc::default();
+    let offers = crate::offers::Offers::new(
+        store.clone(),
+        chains.clone(),
+        vault.clone(),
+        config.x402.offer_allow_private,
+        config.security.public_url.as_ref().map(|p| p.origin.clone()),
+        listening.clone(),
+    )
+    .with_clock(clock.clone());
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
         transfers: transfers.clone(),
         delegations: delegations.clone(),
+        offers: offers.clone(),
     };
     let chat = ChatServices {
         store: store.clone(),
@@ -216,7 +235,8 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         delegations,
         sponsors,
         bundles,
-        listening: Arc::default(),
+        offers,
+        listening,
         clock,
         tools,
         chat,

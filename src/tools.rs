@@ -8,6 +8,7 @@ pub mod args;
 pub mod calls;
 pub mod compare;
 pub mod error;
+pub mod offers;
 pub mod read;
 pub mod transact;
 
@@ -44,6 +45,8 @@ pub enum Effect {
     ReadsRecords,
     /// Moves funds: irreversible and not idempotent.
     MovesFunds,
+    /// Changes the service's own records without moving funds (an offer put up for sale): not idempotent.
+    ChangesRecords,
 }
 
 /// One tool.
@@ -82,6 +85,7 @@ const GROUPS: &[&[Tool]] = &[
     transact::TOOLS,
     calls::TOOLS,
     analytics::TOOLS,
+    offers::TOOLS,
 ];
 
 /// Every tool, in the order offered to models.
@@ -132,6 +136,8 @@ pub struct ToolServices {
     pub transfers: Transfers,
     /// The on-chain delegations the agents were granted (§21, `list_delegations`).
     pub delegations: crate::delegations::Delegations,
+    /// The offers the agents sell (§23, `create_offer`).
+    pub offers: crate::offers::Offers,
 }
 
 /// Executes tool calls for one agent: within a chat turn, or for an MCP session.
@@ -265,7 +271,8 @@ mod tests {
                 "get_gas_price",
                 "get_block_number",
                 "get_transaction",
-                "list_delegations"
+                "list_delegations",
+                "list_income"
             ]
         );
         assert_eq!(
@@ -280,17 +287,19 @@ mod tests {
                 "pay_http",
                 "call_contract",
                 "simulate_call",
-                "sign_typed_data"
+                "sign_typed_data",
+                "create_offer"
             ]
         );
         assert_eq!(of(Capability::Analytics), ["spending_summary", "transaction_history"]);
         for tool in all() {
-            // Only transact tools move funds; one of them (simulate_call) only reads the chain.
+            // Only transact tools move funds; one of them (simulate_call) only reads the chain, another
+            // (create_offer) only puts something up for sale.
             let moves_funds = tool.effect == Effect::MovesFunds;
             assert!(!moves_funds || tool.capability == Capability::Transact, "{}", tool.name);
             assert_eq!(
                 moves_funds,
-                tool.capability == Capability::Transact && tool.name != "simulate_call"
+                tool.capability == Capability::Transact && !["simulate_call", "create_offer"].contains(&tool.name)
             );
         }
     }
@@ -308,13 +317,24 @@ mod tests {
                 "calls",
                 "chain",
                 "chains",
+                "content",
+                "content_type",
                 "data",
                 "delegation",
+                "description",
+                "forward",
                 "function",
                 "gas",
+                "gas_per_day",
                 "limit",
                 "max_amount",
+                "max_timeout_seconds",
                 "method",
+                "mime_type",
+                "offer",
+                "price",
+                "settle",
+                "status",
                 "to",
                 "token",
                 "tx_hash",

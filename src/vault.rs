@@ -368,6 +368,48 @@ impl Vault {
     }
 }
 
+/// Bytes of the key version at the start of sealed offer headers.
+const OFFER_VERSION_LEN: usize = 4;
+/// Bytes of the AES-GCM nonce after it.
+const OFFER_NONCE_LEN: usize = 12;
+
+impl Vault {
+    /// Encrypts offer `id`'s upstream headers (§23, the plain JSON object of names and values) as one stored value:
+    /// the key version (4 bytes, big-endian), the 12-byte nonce, then the ciphertext, bound to the offer's id.
+    pub fn seal_offer_headers(&self, id: Uuid, plain: &[u8]) -> Vec<u8> {
+        let (ciphertext, nonce) = self.encrypt(plain, &offer_associated_data(id));
+        let mut sealed = Vec::with_capacity(OFFER_VERSION_LEN + OFFER_NONCE_LEN + ciphertext.len());
+        sealed.extend_from_slice(&self.version.to_be_bytes());
+        sealed.extend_from_slice(&nonce);
+        sealed.extend_from_slice(&ciphertext);
+        sealed
+    }
+
+    /// Offer `id`'s headers as sealed by `seal_offer_headers`, decrypted.
+    pub fn open_offer_headers(&self, id: Uuid, sealed: &[u8]) -> Result<Zeroizing<Vec<u8>>, VaultError> {
+        if sealed.len() < OFFER_VERSION_LEN + OFFER_NONCE_LEN {
+            return Err(VaultError::Decrypt);
+        }
+        let (version, rest) = sealed.split_at(OFFER_VERSION_LEN);
+        let version = i32::from_be_bytes(version.try_into().map_err(|_| VaultError::Decrypt)?);
+        if version != self.version {
+            return Err(VaultError::UnknownVersion(version));
+        }
+        let (nonce, ciphertext) = rest.split_at(OFFER_NONCE_LEN);
+        self.decrypt(ciphertext, nonce, &offer_associated_data(id))
+    }
+
+    /// The same headers, opened by `from` (the previous master key) and sealed under this vault's key and version.
+    pub fn reseal_offer_headers(&self, from: &Vault, id: Uuid, sealed: &[u8]) -> Result<Vec<u8>, VaultError> {
+        let plain = from.open_offer_headers(id, sealed)?;
+        Ok(self.seal_offer_headers(id, &plain))
+    }
+}
+
+fn offer_associated_data(id: Uuid) -> Vec<u8> {
+    format!("agentd:offer-headers:{id}").into_bytes()
+}
+
 fn webhook_associated_data(id: Uuid) -> Vec<u8> {
     format!("agentd:webhook-secret:{id}").into_bytes()
 }
@@ -456,6 +498,26 @@ mod tests {
         let moved = next.reseal_request(&v, payment, &sealed).unwrap();
         assert_eq!(moved.key_version, FIRST_KEY_VERSION + 1);
         assert_eq!(next.open_request(payment, &moved).unwrap().as_slice(), plain);
+    }
+
+    #[test]
+    fn sealed_offer_headers_open_only_for_their_offer_and_key_and_move_to_the_next_key() {
+        let v = vault(7);
+        let offer = Uuid::new_v4();
+        let plain = br#"{"x-api-key":"upstream-secret"}"#;
+        let sealed = v.seal_offer_headers(offer, plain);
+        assert!(!sealed.windows(15).any(|w| w == b"upstream-secret"));
+        assert_eq!(v.open_offer_headers(offer, &sealed).unwrap().as_slice(), plain);
+        assert!(v.open_offer_headers(Uuid::new_v4(), &sealed).is_err());
+        assert!(vault(8).open_offer_headers(offer, &sealed).is_err());
+        assert!(v.open_offer_headers(offer, &sealed[..10]).is_err());
+        let next = Vault::new(&SecretBox::new(Box::new([9; 32])), FIRST_KEY_VERSION + 1);
+        let moved = next.reseal_offer_headers(&v, offer, &sealed).unwrap();
+        assert!(matches!(
+            v.open_offer_headers(offer, &moved),
+            Err(VaultError::UnknownVersion(_))
+        ));
+        assert_eq!(next.open_offer_headers(offer, &moved).unwrap().as_slice(), plain);
     }
 
     #[test]

@@ -63,6 +63,7 @@ impl Deliverer {
     ) -> Self {
         let fetcher = Fetcher::new(X402Config {
             allow_private: config.allow_private,
+            offer_allow_private: false,
             max_response_bytes: READ_LIMIT,
             timeout: config.timeout,
         });

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::vars::Vars;
-use super::{ConfigError, HTTP_REQUEST_TIMEOUT, invalid};
+use super::{AppEnv, ConfigError, HTTP_REQUEST_TIMEOUT, invalid};
 
 /// Fetching HTTP resources for agents (§16): what the guarded fetch may reach and how much of it it reads.
 #[derive(Debug, Clone)]
@@ -11,6 +11,9 @@ pub struct X402Config {
     /// `X402_ALLOW_PRIVATE`: lets URLs reach loopback, private and other non-global addresses (tests, private
     /// deployments). Off by default: a server-side fetch must not become a way into the service's own network.
     pub allow_private: bool,
+    /// `OFFER_ALLOW_PRIVATE`: lets offers (§23) front upstreams on loopback and private addresses. Development only:
+    /// refused in production, where an offer must not sell the service's own network.
+    pub offer_allow_private: bool,
     /// `X402_MAX_RESPONSE_BYTES`: the answer body is cut here (`truncated: true`).
     pub max_response_bytes: usize,
     /// `X402_TIMEOUT_MS`: one deadline for the whole exchange (first request, signing, paid retry).
@@ -21,6 +24,7 @@ impl Default for X402Config {
     fn default() -> Self {
         X402Config {
             allow_private: false,
+            offer_allow_private: false,
             max_response_bytes: 1024 * 1024,
             timeout: Duration::from_millis(30_000),
         }
@@ -28,7 +32,7 @@ impl Default for X402Config {
 }
 
 impl X402Config {
-    pub(super) fn read(vars: &Vars) -> Result<Self, ConfigError> {
+    pub(super) fn read(vars: &Vars, app_env: AppEnv) -> Result<Self, ConfigError> {
         let defaults = X402Config::default();
         let max_response_bytes = match vars.number("X402_MAX_RESPONSE_BYTES", defaults.max_response_bytes)? {
             0 => return Err(invalid("X402_MAX_RESPONSE_BYTES", "must be at least 1")),
@@ -45,8 +49,15 @@ impl X402Config {
                 ),
             ));
         }
+        let offer_allow_private = vars.flag("OFFER_ALLOW_PRIVATE", defaults.offer_allow_private)?;
+        if offer_allow_private && app_env == AppEnv::Production {
+            return Err(ConfigError::Refused(
+                "OFFER_ALLOW_PRIVATE=true is for development and is refused in production",
+            ));
+        }
         Ok(X402Config {
             allow_private: vars.flag("X402_ALLOW_PRIVATE", defaults.allow_private)?,
+            offer_allow_private,
             max_response_bytes,
             timeout,
         })

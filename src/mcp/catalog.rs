@@ -34,6 +34,11 @@ fn annotations(effect: Effect, title: String) -> ToolAnnotations {
             .destructive(true)
             .idempotent(false)
             .open_world(true),
+        Effect::ChangesRecords => hints
+            .read_only(false)
+            .destructive(false)
+            .idempotent(false)
+            .open_world(true),
         Effect::ReadsRecords => hints.read_only(true).open_world(false),
         Effect::ReadsChain => hints.read_only(true).open_world(true),
     }

@@ -70,6 +70,17 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A non-negative integer argument; `None` when absent or null.
+    pub fn integer(&self, key: &str) -> Result<Option<u64>, ToolError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| ToolError::invalid(format!("{key} must be a non-negative integer"))),
+        }
+    }
+
     /// A string argument, trimmed; `None` when absent or null.
     pub fn text(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         self.string(key)

@@ -219,6 +219,18 @@ where
             .execute(&mut *tx)
             .await?;
         }
+        let headers: Vec<(Uuid, Vec<u8>)> =
+            sqlx::query_as("SELECT id, resource_headers FROM offers WHERE resource_headers IS NOT NULL ORDER BY id")
+                .fetch_all(&mut *tx)
+                .await?;
+        for (id, sealed) in headers {
+            let moved = (reseal.offer)(id, &sealed).map_err(StoreError::Reseal)?;
+            sqlx::query("UPDATE offers SET resource_headers = $1 WHERE id = $2")
+                .bind(moved)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::query("UPDATE key_check SET key_version = $1, ciphertext = $2, nonce = $3, updated_at = $4 WHERE id = 1")
             .bind(to.key_version)
             .bind(&to.ciphertext)

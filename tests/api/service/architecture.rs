@@ -33,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
         "tools",
         "x402",
         "webhooks",
+        "offers",
     ],
     &["chat", "watcher"],
     &["state", "http", "mcp"],

@@ -13,6 +13,7 @@ use crate::helpers::paywall::{Paywall, PaywallSetup};
 fn fetcher(allow_private: bool) -> Fetcher {
     Fetcher::new(X402Config {
         allow_private,
+        offer_allow_private: false,
         max_response_bytes: 1000,
         timeout: Duration::from_secs(10),
     })

@@ -56,6 +56,7 @@ fn tokens() -> Vec<KnownToken> {
 fn fetcher() -> Fetcher {
     Fetcher::new(X402Config {
         allow_private: true,
+        offer_allow_private: false,
         max_response_bytes: 1 << 20,
         timeout: Duration::from_secs(20),
     })

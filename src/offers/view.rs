@@ -1,0 +1,160 @@
+//! Views of offers and income (§23), as the HTTP API and the tools show them: amounts as decimal strings in whole
+//! units, the resource as origin and path only, never its headers.
+
+use alloy::primitives::Address;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::amount::format_units;
+use crate::domain::chain as registry;
+use crate::store::income_list::IncomeRecord;
+use crate::store::offers::{Offer, Resource};
+
+/// An offer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OfferView {
+    pub id: Uuid,
+    /// Where buyers pay and get the resource: `<PUBLIC_URL, else the listening address>/x402/<id>`.
+    pub url: String,
+    pub chain: String,
+    /// The registry token's symbol.
+    pub asset: String,
+    /// Whole units of the asset.
+    pub price: String,
+    /// The agent's wallet on `chain`, EIP-55.
+    pub pay_to: String,
+    pub description: String,
+    pub resource: ResourceView,
+    #[schema(pattern = "^(on_success|before_serving)$")]
+    pub settle: String,
+    /// `query` and/or `body`; empty: nothing of the buyer's request reaches the upstream.
+    pub forward: Vec<String>,
+    /// Whole native units of `chain`, per rolling 24 h.
+    pub gas_per_day: String,
+    pub max_timeout_seconds: u64,
+    #[schema(pattern = "^(active|closed)$")]
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What the offer sells: an upstream (origin and path only; its query and headers are never shown), or a stored
+/// body (`kind: "content"`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResourceView {
+    #[schema(pattern = "^(url|content)$")]
+    pub kind: String,
+    /// The upstream's origin and path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// What the 402 advertises (an upstream) or what is served (a stored body).
+    pub mime_type: String,
+    /// Whether the upstream is sent headers of the offer's (their values are never shown).
+    pub headers: bool,
+}
+
+impl OfferView {
+    /// `offer` bought at `url`, paid to `pay_to` (the agent's wallet on its chain).
+    pub fn new(offer: &Offer, url: String, pay_to: Option<Address>) -> Self {
+        let native_decimals = registry::find(&offer.chain).map_or(18, |c| c.decimals);
+        let resource = match &offer.resource {
+            Resource::Upstream {
+                method,
+                mime_type,
+                sealed_headers,
+                ..
+            } => ResourceView {
+                kind: "url".into(),
+                url: Some(crate::offers::shown_resource(&offer.resource)),
+                method: Some(method.clone()),
+                mime_type: mime_type.clone(),
+                headers: sealed_headers.is_some(),
+            },
+            Resource::Content { content_type, .. } => ResourceView {
+                kind: "content".into(),
+                url: None,
+                method: None,
+                mime_type: content_type.clone(),
+                headers: false,
+            },
+        };
+        OfferView {
+            id: offer.id,
+            url,
+            chain: offer.chain.clone(),
+            asset: offer.asset.clone(),
+            price: format_units(offer.price, offer.decimals),
+            pay_to: pay_to.map(|a| a.to_checksum(None)).unwrap_or_default(),
+            description: offer.description.clone(),
+            resource,
+            settle: offer.settle.as_str().into(),
+            forward: offer.forward.clone(),
+            gas_per_day: format_units(offer.gas_per_day, native_decimals),
+            max_timeout_seconds: offer.max_timeout_seconds,
+            status: if offer.active { "active" } else { "closed" }.into(),
+            created_at: offer.created_at,
+        }
+    }
+}
+
+/// `GET /api/agents/{id}/offers`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OffersView {
+    pub offers: Vec<OfferView>,
+}
+
+/// One payment the agent took.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IncomeView {
+    pub id: Uuid,
+    /// `null`: settled through the agent's own facilitator.
+    pub offer_id: Option<Uuid>,
+    pub chain: String,
+    pub asset: String,
+    /// Whole units of the asset.
+    pub amount: String,
+    pub payer: String,
+    /// The authorization's nonce, 0x-hex.
+    pub nonce: String,
+    #[schema(pattern = "^(settling|settled|failed|released)$")]
+    pub status: String,
+    /// `agentd` or `external` once settled.
+    pub settled_by: Option<String>,
+    pub tx_hash: Option<String>,
+    /// What the settlement cost the agent in gas, whole native units (`"0"` when none).
+    pub fee: String,
+    pub created_at: DateTime<Utc>,
+    pub settled_at: Option<DateTime<Utc>>,
+}
+
+impl From<&IncomeRecord> for IncomeView {
+    fn from(r: &IncomeRecord) -> Self {
+        let native_decimals = registry::find(&r.chain).map_or(18, |c| c.decimals);
+        IncomeView {
+            id: r.id,
+            offer_id: r.offer_id,
+            chain: r.chain.clone(),
+            asset: r.asset.clone(),
+            amount: format_units(r.amount, r.decimals),
+            payer: r.payer.clone(),
+            nonce: r.nonce.clone(),
+            status: r.status.clone(),
+            settled_by: r.settled_by.clone(),
+            tx_hash: r.tx_hash.clone(),
+            fee: r
+                .fee
+                .map_or_else(|| "0".to_string(), |fee| format_units(fee, native_decimals)),
+            created_at: r.created_at,
+            settled_at: r.settled_at,
+        }
+    }
+}
+
+/// `GET /api/agents/{id}/income`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IncomeListView {
+    pub income: Vec<IncomeView>,
+}
