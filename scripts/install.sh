@@ -4,7 +4,7 @@
 #   scripts/install.sh [PART...]      (every part when none is named)
 #
 #   test-tools      anvil, cast, the MCP client SDK, solc, Uniswap V2's builds (npm ci in test-tools)
-#   x402            the official x402 Python SDK (the interoperability test's paid resource), a venv in ~/.cache
+#   x402            the official x402 Python SDK (the x402 tests' paywall, buyer and seller), a venv in ~/.cache
 #   webhooks        the official Standard Webhooks Python library (the webhook tests' verifier), a venv in ~/.cache
 #   mcp-python      the official MCP Python SDK 2.x (the MCP 2026-07-28 client of the tests), a venv in ~/.cache
 #   sqlite3         Debian's sqlite3 CLI (the audit tests edit a row with it)
@@ -64,7 +64,7 @@ npm_install() {
 part() {
   case "$1" in
     test-tools) npm_install test-tools ;;
-    x402) pinned "$X402_VENV" "x402[evm,flask,requests]==2.25.0" ;;
+    x402) pinned "$X402_VENV" "x402[evm,flask,requests,httpx]==2.25.0" ;;
     webhooks) pinned "$WEBHOOKS_VENV" "standardwebhooks==1.1.0" ;;
     mcp-python) pinned "$MCP_PYTHON_VENV" "mcp==2.3.0" ;;
     sqlite3) command -v sqlite3 >/dev/null || apt_install sqlite3 ;;

@@ -28,6 +28,7 @@ pub mod paywall;
 mod process;
 pub mod relay;
 pub mod sdk_paywall;
+pub mod sdk_seller;
 pub mod slow_rpc;
 pub mod solidity;
 pub mod sse;

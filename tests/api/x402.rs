@@ -3,3 +3,4 @@
 mod fetch;
 mod pay;
 mod protocol;
+mod sell;
