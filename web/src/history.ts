@@ -18,6 +18,8 @@ import { errorLine, errorText, notify, txHashLink } from './ui';
 import { paidAnswerView } from './paid';
 import { listDelegations, type Delegation } from './delegations';
 import { gasInfo } from './sponsorship';
+import { incomeSection } from './income';
+import { ownerCredential } from './authority';
 
 export interface HistoryHooks {
   /** Opens the Approvals tab at the card of a held transfer. */
@@ -197,6 +199,17 @@ export function historyPanel(
               c.calls.map((x) => (x.function ? functionName(x.function) : (x.selector ?? '?'))).join(' + '),
             ),
           );
+        } else if (c.call?.function === 'transferWithAuthorization' && !c.call?.args) {
+          // The settlement of a payment to the agent (§23): agentd sent the buyer's authorization from the agent's
+          // wallet; it moved the buyer's tokens in and cost the agent only this transaction's gas.
+          el.firstElementChild!.textContent = 'settlement';
+          el.dataset.testid = 'settlement';
+          el.append(
+            h('strong', {}, 'Settled a payment to the agent'),
+            ' ',
+            h('span', { class: 'muted small' }, '(the buyer\u2019s transferWithAuthorization on ', h('code', { class: 'mono small', title: c.call.to ?? e.to }, shortHex(c.call.to ?? e.to, 6, 4)), '; only its gas is the agent\u2019s: see the income above)'),
+          );
+          return;
         } else {
           const fn = c.call?.function ?? null;
           el.append(
@@ -617,12 +630,21 @@ export function historyPanel(
     }
   }
 
+  // What buyers paid the agent (§23), set against what this history says it spent.
+  const income = incomeSection(
+    agent.id,
+    token,
+    chains,
+    () => factsOf().then((f) => f.entries),
+    () => !!ownerCredential(agent.id) || (!!token && !agent.guarded),
+  );
+
   const refresh = async () => {
     last = null;
     facts = null;
     delegations = null;
     sponsored = null;
-    await Promise.all([page(null), drawCharts()]);
+    await Promise.all([page(null), drawCharts(), income.refresh()]);
   };
   older.addEventListener('click', () => void page(last));
   refreshButton.addEventListener('click', () => void refresh());
@@ -635,6 +657,7 @@ export function historyPanel(
     h('h3', {}, `Spending, last ${DAYS} days`),
     chartError.el,
     charts,
+    income.el,
     h('h3', {}, 'History'),
     h(
       'p',

@@ -40,13 +40,15 @@ import {
 import { walletPanel } from './wallet';
 import { webhooksPanel } from './webhooks';
 import { delegationsPanel } from './delegations';
+import { offersPanel } from './offers';
 
-type Tab = 'chat' | 'wallet' | 'delegations' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
+type Tab = 'chat' | 'wallet' | 'offers' | 'delegations' | 'history' | 'approvals' | 'policy' | 'webhooks' | 'audit' | 'settings';
 // History first: opening an agent answers "what did it do" (its activity), not an empty chat.
 const TABS: { id: Tab; label: string }[] = [
   { id: 'history', label: 'History' },
   { id: 'approvals', label: 'Approvals' },
   { id: 'wallet', label: 'Wallet' },
+  { id: 'offers', label: 'Offers' },
   { id: 'delegations', label: 'Delegations' },
   { id: 'chat', label: 'Chat' },
   { id: 'policy', label: 'Policy' },
@@ -77,7 +79,7 @@ const listError = errorLine();
 const main = h('main', { id: 'main', tabindex: -1 });
 
 function route(): { agent: string | null; tab: Tab } {
-  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|delegations|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
+  const match = /^#\/agents\/([0-9a-fA-F-]{36})(?:\/(chat|wallet|offers|delegations|history|approvals|policy|webhooks|audit|settings))?/.exec(location.hash);
   return { agent: match?.[1] ?? null, tab: (match?.[2] as Tab | undefined) ?? 'history' };
 }
 
@@ -835,6 +837,7 @@ async function renderAgent(id: string): Promise<void> {
     history: historyPanel(agent, token, state.chains, { openApproval }),
     approvals,
     policy,
+    offers: offersPanel(agent, token, state.chains),
     delegations: delegationsPanel(agent, token, state.chains),
     webhooks: webhooksPanel(agent, token),
     audit: auditPanel(agent, token),

@@ -3,8 +3,9 @@
 // `DEMO_READY`) and its console URL, admin token, agent and access token are read from its output, and the console
 // is walked in headless Chromium against it, a screenshot of each step kept as an artifact (`first-hour-demo-*.png`):
 // 1. the console the demo printed: it asks for the admin token, lists the demo agent once given it, opens it with the
-//    printed access token; the wallet shows the test USDC and not a wei of ETH, its gas sponsored by the operator
-//    (§22) and its address a smart account, the chain marked "local node", the call composer offering the demo's
+//    printed access token; the wallet shows the test USDC (the 0.05 it earned from the demo's sale included) and
+//    only the ETH the demo gave it for its settlements (§23), its gas sponsored by the operator (§22) and its address
+//    a smart account, the chain marked "local node", the call composer offering the demo's
 //    router from the start, and the demo's own transfer in History with its hash, no explorer link, and the gas
 //    sponsored;
 // 2. owner authority: a wrong admin token refused, the demo's accepted; an owner session opened through the API with
@@ -227,17 +228,18 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = page.getByTestId('wallet-base');
-    // 1000 test USDC funded, 1 sent by the demo and 10 swapped for WETH; not a wei of ETH, ever: the operator pays its
-    // gas, and its address became a smart account with its first sponsored operation.
-    await card.getByTestId('balance-base').filter({ hasText: /^0 ETH$/ }).waitFor();
-    await card.getByTestId('token-base-USDC').filter({ hasText: /^989 USDC$/ }).waitFor();
+    // 1000 test USDC funded, 1 sent by the demo and 10 swapped for WETH, 0.05 earned from the demo's sale (§23); of
+    // ETH only the 0.01 the demo gave it for its settlements, less the one it paid: the operator pays its own gas, and
+    // its address became a smart account with its first sponsored operation.
+    await card.getByTestId('balance-base').filter({ hasText: /^0\.0(0\d+|1) ETH$/ }).waitFor();
+    await card.getByTestId('token-base-USDC').filter({ hasText: /^989\.05 USDC$/ }).waitFor();
     await card.getByTestId('token-base-WETH').filter({ hasText: /^0\.00\d+ WETH$/ }).waitFor();
     const payer = card.getByTestId('gas-payer-base');
     await payer.filter({ hasText: /sponsored by the operator/ }).waitFor();
     assert.equal(await payer.getAttribute('data-payer'), 'sponsored');
     assert.equal(await card.getByTestId('account-base').getAttribute('data-account'), 'smart');
     // A stablecoin's dollar value, at the peg (said so), beside it; none for ETH (no price source).
-    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $989.00 (at the peg)');
+    assert.equal(await card.getByTestId('tokens-base').getByTestId('usd').textContent(), '\u2248 $989.05 (at the peg)');
     assert.equal(await card.getByTestId('balance-base').getByTestId('usd').count(), 0);
     await card.getByTestId('local-node-base').filter({ hasText: /local node/ }).waitFor();
     assert.equal(await card.locator('a[href*="basescan"]').count(), 0, 'no explorer link for the local node');
@@ -264,6 +266,22 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.equal(await gas.getAttribute('data-gas'), 'sponsored');
     assert.match(await gas.getAttribute('data-gas-cost'), /^0\.0\d+$/);
     await shot('04-history-demo-transfer-local-node');
+
+    // Money both ways under one ledger (§23): the report the demo agent sold to the demo's second agent, settled by
+    // agentd, in its income beside what it spent in USDC; its offer in the Offers tab with a link to try it.
+    const sale = page.getByTestId('income-row').and(page.locator('[data-status="settled"]'));
+    await sale.waitFor();
+    assert.equal((await sale.getByTestId('income-amount').textContent()).trim(), '+0.05 USDC');
+    await assertLocalTx(sale.getByTestId('income-tx'), (await sale.getByTestId('income-tx').locator('code').getAttribute('title')) ?? '');
+    const books = page.locator('[data-testid="earned-spent"][data-asset="base:USDC"]');
+    assert.equal(await books.getAttribute('data-earned'), '0.05');
+    assert.equal(await books.getAttribute('data-spent'), '11', 'the 1 USDC transfer and the 10 swapped');
+    await shot('04b-history-income-beside-spending');
+    await page.getByRole('tab', { name: 'Offers' }).click();
+    const offer = page.getByTestId('offer').filter({ hasText: 'market report' });
+    await offer.waitFor();
+    assert.equal(await offer.getByTestId('offer-try').getAttribute('href'), v('OFFER_URL'));
+    assert.match(await offer.getByTestId('offer-earned').textContent(), /^Earned 0\.05 USDC from 1 payment$/);
   });
 
   step('gives owner authority from the console: the admin token, and an owner session opened with the owner key', async () => {
@@ -320,6 +338,8 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
 
   step('sends test USDC from the Wallet tab, the gas sponsored: review, confirm, landed on the demo chain', async () => {
     const before = await usdcOf(v('RECIPIENT'));
+    const agentAddress = (await api('GET', `/api/agents/${demo.agentId}`, undefined, asAgent())).body.wallet_addresses.base;
+    const ethBefore = await balanceOf(agentAddress);
     const review = await reviewSend('1');
     assert.equal((await review.getByTestId('review-amount').textContent()).trim(), '1 USDC');
     assert.equal((await review.getByTestId('review-to').textContent()).trim(), v('RECIPIENT'));
@@ -338,7 +358,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.match(await result.textContent(), /Sent: 1 USDC to/);
     assert.equal(await result.getByTestId('gas-info').getAttribute('data-gas'), 'sponsored');
     assert.equal((await usdcOf(v('RECIPIENT'))) - before, 1_000_000n, 'the recipient got 1 USDC on the demo chain');
-    assert.equal(await balanceOf((await api('GET', `/api/agents/${demo.agentId}`, undefined, asAgent())).body.wallet_addresses.base), 0n, 'still no ETH');
+    assert.equal(await balanceOf(agentAddress), ethBefore, 'not a wei of the agent\u2019s ETH: the sponsorship paid');
     await shot('09-send-confirmed');
   });
 

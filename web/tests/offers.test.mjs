@@ -1,0 +1,224 @@
+// Selling over x402 in headless Chromium against the real binary and anvil (docs/api.md §23): an agent's owner (the
+// admin token) offers a stored body from the Offers tab; its URL, linked as "Try it", answers 402 with what to pay;
+// a second agent pays it through agentd's own x402 client (what pay_http does), agentd settles the payment from the
+// seller's wallet, and the seller's History shows the income beside what it spent (its settlement a transaction of
+// gas only), the offer what it earned; closing the offer makes its URL answer 404. Facilitator tokens: created with
+// the token shown once, good for `…/x402/supported`, listed with their last use, deleted. The tab fits at 390 px.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { artifactsDir, assertLocalTx, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
+import { USDC, mintUsdc, placeUsdc, tokenBalance } from '../../scripts/evm.mjs';
+
+const ADMIN = `adm_${randomBytes(24).toString('hex')}`;
+const TIMEOUT = 20000;
+const CONTENT = 'the report the selling agent sells';
+
+describe('web console offers, income and facilitator tokens', { timeout: 300000 }, () => {
+  let stack;
+  let page;
+  let seller;
+  let buyer;
+  let offerUrl;
+  let offerId;
+  const pageErrors = [];
+
+  const api = (method, path, body, headers) => callApi(stack.baseUrl, method, path, body, headers);
+  const asAdmin = { authorization: `Bearer ${ADMIN}` };
+  const shot = (name) => page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
+  const createAgent = async (name) => {
+    const created = await api(
+      'POST',
+      '/api/agents',
+      { name, chains: ['base'], capabilities: ['read', 'transact', 'analytics'], spending_cap: 1 },
+      asAdmin,
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    return { id: created.body.id, token: created.body.access_token, address: created.body.wallet_addresses.base };
+  };
+  const refreshOffers = () => page.locator('.offers-panel > .section-head').getByRole('button', { name: 'Refresh' }).click();
+  const openOffers = async () => {
+    await page.getByRole('tab', { name: 'Offers' }).click();
+    await page.getByRole('heading', { name: 'Offers', exact: true }).waitFor();
+  };
+
+  before(async () => {
+    // The buyer fetches the offer's URL on 127.0.0.1 (agentd's own address), which the URL guard refuses unless
+    // X402_ALLOW_PRIVATE is set.
+    stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1', X402_ALLOW_PRIVATE: 'true' } });
+    await placeUsdc(stack.rpc);
+    seller = await createAgent('Selling agent');
+    buyer = await createAgent('Buying agent');
+    // The seller pays its settlements' gas; the buyer pays with a signature and needs USDC only.
+    await stack.rpc('anvil_setBalance', [seller.address, '0xDE0B6B3A7640000']);
+    await mintUsdc(stack.rpc, buyer.address, 1_000_000n);
+
+    const context = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
+    // The operator's admin token entered earlier: owner authority over the seller, which offers need.
+    await context.addInitScript((admin) => localStorage.setItem('agentd.adminToken', admin), ADMIN);
+    page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    await watchPage(page, stack.baseUrl, pageErrors);
+  });
+
+  after(async () => {
+    if (page) await page.screenshot({ path: join(artifactsDir, 'offers-zz-last-state.png'), fullPage: true }).catch(() => {});
+    await stack?.stop();
+  });
+
+  it('offers a stored body from the Offers tab; its Try it link answers 402 with what to pay', async () => {
+    await page.goto(`${stack.baseUrl}/#/agents/${seller.id}/offers`);
+    await page.getByRole('heading', { name: 'Selling agent' }).waitFor();
+    await openOffers();
+    await page.getByTestId('offers-empty').waitFor();
+
+    const form = page.getByTestId('offer-form');
+    await form.getByLabel('Chain').selectOption('base');
+    await form.getByLabel('Asset').selectOption('USDC');
+    await form.getByLabel('Price (whole units)').fill('0.01');
+    await form.getByLabel('Description (shown to buyers in the 402)').fill('A test report');
+    await form.getByLabel('A body agentd stores').check();
+    await form.getByLabel('Content', { exact: true }).fill(CONTENT);
+    await form.getByLabel('Content type', { exact: true }).fill('text/plain');
+    await form.getByLabel('Gas a day for its settlements').fill('0.01');
+    await shot('o01-offer-form');
+    await form.getByRole('button', { name: 'Create offer' }).click();
+
+    const offer = page.getByTestId('offer').filter({ hasText: 'A test report' });
+    await offer.waitFor();
+    assert.equal(await offer.getAttribute('data-status'), 'active');
+    offerId = await offer.getAttribute('data-offer-id');
+    offerUrl = (await offer.getByTestId('offer-url').textContent()).trim();
+    assert.equal(offerUrl, `${stack.baseUrl}/x402/${offerId}`);
+    assert.equal(await offer.getByTestId('offer-try').getAttribute('href'), offerUrl);
+    assert.match(await offer.getByTestId('offer-price').textContent(), /0\.01 USDC a request on base/);
+    assert.match(await offer.getByTestId('offer-price').locator('code').getAttribute('title'), new RegExp(seller.address, 'i'));
+    assert.match(await offer.getByTestId('offer-facts').textContent(), /a stored body \(text\/plain\)/);
+    assert.equal((await offer.getByTestId('offer-earned').textContent()).trim(), 'Nothing earned yet');
+    await shot('o02-offer-created');
+
+    // What the link shows a buyer: 402, and what to pay in PAYMENT-REQUIRED.
+    const unpaid = await fetch(offerUrl);
+    assert.equal(unpaid.status, 402);
+    const required = JSON.parse(Buffer.from(unpaid.headers.get('payment-required'), 'base64').toString());
+    assert.equal(required.x402Version, 2);
+    const [entry] = required.accepts;
+    assert.equal(entry.scheme, 'exact');
+    assert.equal(entry.network, 'eip155:8453');
+    assert.equal(entry.amount, '10000');
+    assert.equal(entry.asset, USDC);
+    assert.equal(entry.payTo.toLowerCase(), seller.address.toLowerCase());
+    assert.deepEqual(entry.extra, { name: 'USD Coin', version: '2' });
+  });
+
+  it('a second agent pays it; the seller’s History shows the income beside what it spent, the offer what it earned', async () => {
+    const paid = await api(
+      'POST',
+      `/api/agents/${buyer.id}/x402/fetch`,
+      { url: offerUrl, max_amount: '0.05' },
+      { 'x-agent-access-token': buyer.token },
+    );
+    assert.equal(paid.status, 200, JSON.stringify(paid.body));
+    assert.equal(paid.body.status, 200, JSON.stringify(paid.body));
+    assert.equal(paid.body.body, CONTENT);
+    assert.equal(await tokenBalance(stack.rpc, USDC, seller.address), 10000n, 'the price reached the seller’s wallet');
+
+    await page.getByRole('tab', { name: 'History' }).click();
+    const row = page.getByTestId('income-row').and(page.locator('[data-status="settled"]'));
+    // The income settles once the watcher sees the settlement included; the tab reads it again when shown.
+    await until('the income settled', async () => {
+      if (await row.count()) return true;
+      await page.getByRole('tab', { name: 'Offers' }).click();
+      await page.getByRole('tab', { name: 'History' }).click();
+      await new Promise((r) => setTimeout(r, 500));
+      return false;
+    });
+    assert.equal((await row.getByTestId('income-amount').textContent()).trim(), '+0.01 USDC');
+    assert.equal(await row.getAttribute('data-offer-id'), offerId);
+    assert.equal((await row.getByTestId('income-for').textContent()).trim(), 'A test report');
+    const income = await api('GET', `/api/agents/${seller.id}/income`, undefined, { 'x-agent-access-token': seller.token });
+    assert.equal(income.status, 200, JSON.stringify(income.body));
+    const [record] = income.body.income;
+    assert.equal(record.status, 'settled', JSON.stringify(record));
+    assert.equal(record.payer.toLowerCase(), buyer.address.toLowerCase());
+    await assertLocalTx(row.getByTestId('income-tx'), record.tx_hash);
+    assert.match(await row.getByTestId('income-fee').textContent(), /^0\.0\d* ETH$|^<0\.00000001 ETH$/);
+
+    // Beside what it spent: the seller spent no USDC; its settlement is a transaction of gas only in its history.
+    const books = page.locator('[data-testid="earned-spent"][data-asset="base:USDC"]');
+    assert.equal(await books.getAttribute('data-earned'), '0.01');
+    assert.equal(await books.getAttribute('data-spent'), '0');
+    assert.match(await page.getByTestId('settlement-fees').textContent(), /The settlements\u2019 gas cost the agent .* ETH on base/);
+    await page.getByTestId('settlement').first().waitFor();
+    await shot('o03-history-income');
+
+    await openOffers();
+    const offer = page.locator(`[data-testid="offer"][data-offer-id="${offerId}"]`);
+    await offer.getByTestId('offer-earned').filter({ hasText: /^Earned 0\.01 USDC from 1 payment$/ }).waitFor();
+  });
+
+  it('closes the offer after a confirmation: its URL answers 404', async () => {
+    const offer = page.locator(`[data-testid="offer"][data-offer-id="${offerId}"]`);
+    await offer.getByRole('button', { name: 'Close the offer A test report' }).click();
+    await offer.getByRole('button', { name: /^Confirm: close the offer A test report/ }).click();
+    await page.locator(`[data-testid="offer"][data-offer-id="${offerId}"][data-status="closed"]`).waitFor();
+    assert.equal(await page.locator(`[data-testid="offer"][data-offer-id="${offerId}"]`).getByTestId('offer-try').count(), 0);
+    const gone = await fetch(offerUrl);
+    assert.equal(gone.status, 404);
+    assert.equal((await gone.json()).error.code, 'offer_not_found');
+    await shot('o04-offer-closed');
+  });
+
+  it('creates a facilitator token shown once, lists it with its last use, and deletes it', async () => {
+    const section = page.getByTestId('facilitator');
+    assert.equal((await section.getByTestId('facilitator-url').textContent()).trim(), `${stack.baseUrl}/api/agents/${seller.id}/x402`);
+    await section.getByTestId('facilitator-tokens-empty').waitFor();
+    await section.getByRole('button', { name: 'Create a facilitator token' }).click();
+    const reveal = section.getByTestId('facilitator-token-reveal');
+    await reveal.waitFor();
+    const token = await reveal.getByRole('textbox', { name: 'Facilitator token' }).inputValue();
+    assert.match(token, /^fac_/);
+    await shot('o05-facilitator-token-shown-once');
+
+    // Good for the agent's facilitator endpoints, and nothing else of the agent.
+    const supported = await api('GET', `/api/agents/${seller.id}/x402/supported`, undefined, { authorization: `Bearer ${token}` });
+    assert.equal(supported.status, 200, JSON.stringify(supported.body));
+    assert.deepEqual(supported.body.kinds, [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }]);
+    assert.equal((await api('GET', `/api/agents/${seller.id}`, undefined, { authorization: `Bearer ${token}` })).status, 401);
+
+    await reveal.getByRole('button', { name: 'I have saved the token' }).click();
+    assert.equal(await section.getByTestId('facilitator-token-reveal').count(), 0, 'the token is not shown again');
+    await refreshOffers();
+    const row = section.getByTestId('facilitator-token');
+    await row.waitFor();
+    assert.ok(token.startsWith((await row.locator('code').textContent()).replace('\u2026', '')), 'listed by its prefix');
+    assert.doesNotMatch(await section.textContent(), new RegExp(token));
+    await until('the last use shown', async () => {
+      await refreshOffers();
+      return !/never/.test(await row.getByTestId('facilitator-last-used').textContent());
+    });
+
+    await row.getByRole('button', { name: /^Delete the facilitator token/ }).click();
+    await row.getByRole('button', { name: /^Confirm: delete the facilitator token/ }).click();
+    await section.getByTestId('facilitator-tokens-empty').waitFor({ state: 'visible' });
+    const refused = await api('GET', `/api/agents/${seller.id}/x402/supported`, undefined, { authorization: `Bearer ${token}` });
+    assert.equal(refused.status, 401, JSON.stringify(refused.body));
+  });
+
+  it('fits a 390 px screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await openOffers();
+    await page.getByTestId('offer').first().waitFor();
+    assert.deepEqual(await page.evaluate(overflowProblems), []);
+    await page.getByRole('tab', { name: 'History' }).click();
+    await page.getByTestId('income-row').first().waitFor();
+    assert.deepEqual(await page.evaluate(overflowProblems), []);
+    await shot('o06-narrow');
+    await page.setViewportSize({ width: 1360, height: 900 });
+  });
+
+  it('logged no page errors and loaded nothing from elsewhere', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
