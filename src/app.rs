@@ -224,6 +224,12 @@ impl App {
             self.state.clock.clone(),
             self.state.shutdown.clone(),
         ));
+        tokio::spawn(
+            self.state
+                .seller
+                .clone()
+                .recover_until_stopped(self.state.shutdown.clone()),
+        );
     }
 }
 

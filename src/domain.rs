@@ -15,6 +15,7 @@ pub mod net;
 pub mod outflow;
 pub mod policy;
 pub mod recipient;
+pub mod sale;
 pub mod siwe;
 pub mod token;
 pub mod transaction;

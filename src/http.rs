@@ -16,14 +16,18 @@ pub mod conversations;
 pub mod cors;
 pub mod delegations;
 pub mod error;
+pub mod facilitator;
 pub mod idempotency;
+pub mod income;
 pub mod json;
 pub mod mcp;
 pub mod metrics;
+pub mod offers;
 pub mod openapi;
 pub mod owners;
 pub mod policy;
 pub mod reissue;
+pub mod sale;
 pub mod sponsorship;
 pub mod streams;
 pub mod sweep;
@@ -67,6 +71,8 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
         (name = "conversations", description = "Stored conversations and the confirmation stream"),
         (name = "chains", description = "The chain registry"),
         (name = "webhooks", description = "Signed pushes of events to HTTP endpoints (Standard Webhooks)"),
+        (name = "facilitator", description = "The agent's own x402 facilitator: its tokens, verify, settle, supported"),
+        (name = "offers", description = "What agents sell over x402 (offers) and what they earned (income)"),
         (name = "operations", description = "Health and metrics"),
     )
 )]
@@ -99,6 +105,18 @@ impl Modify for SecuritySchemes {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some("METRICS_TOKEN, when the server sets one"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "facilitator_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A facilitator token of the agent (`fac_...`) from POST /api/agents/{id}/facilitator-tokens: \
+                         its x402 verify, settle and supported only",
+                    ))
                     .build(),
             ),
         );
@@ -137,6 +155,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(delegations::router())
         .merge(sponsorship::router())
+        .merge(facilitator::router())
+        .merge(offers::router())
+        .merge(income::router())
+        .merge(sale::router())
 }
 
 /// The OpenAPI document served at `/api/openapi.json`.

@@ -32,8 +32,12 @@ pub mod mcp;
 /// Prometheus metrics.
 pub mod metrics;
 pub mod net;
+/// What agents sell over x402 (§23): offers created, listed and closed, with their views and the agent's income.
+pub mod offers;
 /// Rate limits in bounded tables, keyed by client address or agent id.
 pub mod rate_limit;
+/// Agents that earn (§23): payments to an agent checked, held, settled and served; its own x402 facilitator.
+pub mod sell;
 /// Wallet key custody.
 pub mod signer;
 /// Gas the operator sponsors (§22): the sponsorable chains, their sponsor keys, the bundles.

@@ -66,6 +66,8 @@ pub struct Services {
     pub bundles: Arc<tokio::sync::Notify>,
     /// Offers the agents sell (§23): created, listed, closed.
     pub offers: crate::offers::Offers,
+    /// Payments to agents (§23): offers sold at `/x402/{id}` and the agent's own x402 facilitator.
+    pub seller: crate::sell::Seller,
     /// What the tools act through (chat turns, MCP calls).
     pub tools: ToolServices,
     /// What a chat turn uses.
@@ -202,6 +204,14 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         listening.clone(),
     )
     .with_clock(clock.clone());
+    let seller = crate::sell::Seller::new(
+        store.clone(),
+        chains.clone(),
+        transfers.clone(),
+        vault.clone(),
+        &config,
+        clock.clone(),
+    );
     let tools = ToolServices {
         store: store.clone(),
         chains: chains.clone(),
@@ -236,6 +246,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         sponsors,
         bundles,
         offers,
+        seller,
         listening,
         clock,
         tools,

@@ -6,10 +6,14 @@ mod approvals;
 mod audit;
 mod connections;
 pub mod delegations;
+pub mod facilitator;
 mod feed;
 mod idempotency;
+pub mod income;
+pub mod income_list;
 mod locks;
 mod model;
+pub mod offers;
 pub mod operations;
 mod postgres;
 mod shared;
@@ -33,13 +37,17 @@ pub use approvals::{Approval, Closing};
 pub use audit::verify_audit;
 pub use connections::PoolStatus;
 pub use delegations::DelegationStore;
+pub use facilitator::FacilitatorTokenStore;
 pub use feed::EventFeed;
 pub use idempotency::{ClaimFence, ClaimOutcome, IdempotencyStore, KEY_LIFETIME, KeyClaim, Mandate};
+pub use income::IncomeStore;
+pub use income_list::IncomeListStore;
 pub use model::{
     AgentUpdate, AuditEvent, Challenge, Conversation, CountChange, EventRecord, Gathered, Message, NewAgent, NonceFill,
     OutflowEntry, OwnerChallenge, OwnerSessionRecord, Presigned, ReissueProof, Replacement, ResealFn, Reservation,
     Reserve, Role, Settlement, Settling, SignedTx,
 };
+pub use offers::OfferStore;
 pub use operations::OperationStore;
 pub use postgres::PgStore;
 pub use sponsorship::SponsorshipStore;
@@ -90,10 +98,11 @@ pub trait SendGuard: Send {}
 pub mod prelude {
     pub use super::OperationStore;
     pub use super::{
-        AgentStore, AttemptStore, AuditStore, ConversationStore, DelegationStore, EventStore, HealthStore,
-        IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore, SponsorshipStore, Store,
-        TokenStore, TransferStore, WebhookStore,
+        AgentStore, AttemptStore, AuditStore, ConversationStore, DelegationStore, EventStore, FacilitatorTokenStore,
+        HealthStore, IdempotencyStore, KeyStore, OwnerStore, PolicyStore, PurgeStore, SettlementStore,
+        SponsorshipStore, Store, TokenStore, TransferStore, WebhookStore,
     };
+    pub use super::{IncomeListStore, IncomeStore, OfferStore};
 }
 
 /// Every aggregate's operations: what the service holds as `Arc<dyn Store>`.
@@ -116,6 +125,10 @@ pub trait Store:
     + DelegationStore
     + OperationStore
     + SponsorshipStore
+    + FacilitatorTokenStore
+    + OfferStore
+    + IncomeListStore
+    + IncomeStore
 {
 }
 
@@ -138,6 +151,10 @@ impl<T> Store for T where
         + DelegationStore
         + OperationStore
         + SponsorshipStore
+        + FacilitatorTokenStore
+        + OfferStore
+        + IncomeListStore
+        + IncomeStore
 {
 }
 
@@ -565,7 +582,11 @@ pub struct Resealers<'a> {
     pub audit: AuditResealFn<'a>,
     pub request: RequestResealFn<'a>,
     pub webhook: WebhookResealFn<'a>,
+    pub offer: OfferResealFn<'a>,
 }
+
+/// Reseals an offer's upstream headers (by the offer's id, §23) under the next master key.
+pub type OfferResealFn<'a> = &'a (dyn Fn(Uuid, &[u8]) -> Result<Vec<u8>, String> + Send + Sync);
 
 /// Reseals a webhook endpoint's secret (by the endpoint's id) under the next master key.
 pub type WebhookResealFn<'a> =

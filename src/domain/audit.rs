@@ -84,10 +84,15 @@ pub enum Action {
     DelegationRemoved,
     DelegationRevoked,
     SponsorshipSet,
+    X402PaymentReceived,
+    OfferCreated,
+    OfferClosed,
+    FacilitatorTokenCreated,
+    FacilitatorTokenDeleted,
 }
 
 impl Action {
-    pub const ALL: [Action; 35] = [
+    pub const ALL: [Action; 40] = [
         Action::AgentCreated,
         Action::AgentUpdated,
         Action::AgentDeleted,
@@ -123,6 +128,11 @@ impl Action {
         Action::DelegationRemoved,
         Action::DelegationRevoked,
         Action::SponsorshipSet,
+        Action::X402PaymentReceived,
+        Action::OfferCreated,
+        Action::OfferClosed,
+        Action::FacilitatorTokenCreated,
+        Action::FacilitatorTokenDeleted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -131,6 +141,11 @@ impl Action {
             Action::DelegationRemoved => "delegation_removed",
             Action::DelegationRevoked => "delegation_revoked",
             Action::SponsorshipSet => "sponsorship_set",
+            Action::X402PaymentReceived => "x402_payment_received",
+            Action::OfferCreated => "offer_created",
+            Action::OfferClosed => "offer_closed",
+            Action::FacilitatorTokenCreated => "facilitator_token_created",
+            Action::FacilitatorTokenDeleted => "facilitator_token_deleted",
             Action::AgentCreated => "agent_created",
             Action::AgentUpdated => "agent_updated",
             Action::AgentDeleted => "agent_deleted",

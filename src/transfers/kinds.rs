@@ -8,6 +8,7 @@ mod call;
 mod native;
 mod payment;
 mod redeem;
+mod settle;
 mod sweep;
 mod token;
 mod typed;
@@ -29,6 +30,7 @@ pub(super) use call::CallDraft;
 pub(super) use native::native_funds;
 pub(super) use payment::PaymentDraft;
 pub(super) use redeem::RedeemDraft;
+pub(super) use settle::SettleDraft;
 pub(super) use typed::TypedDraft;
 
 /// One outflow to send, whatever its kind.
@@ -71,6 +73,8 @@ pub(super) enum Purpose<'a> {
     Sweep(Option<Asset>),
     /// A transfer redeemed through an on-chain delegation (§21): the delegator's money, the agent's gas.
     Redeem(Box<RedeemDraft>),
+    /// The settlement of a payment to the agent (§23): the token's `transferWithAuthorization`, the agent's gas.
+    Settle(Box<SettleDraft>),
 }
 
 /// What the node says an outflow will cost, read before anything is reserved.
@@ -99,7 +103,9 @@ impl Purpose<'_> {
             Purpose::Native => chain.native_symbol.to_string(),
             Purpose::Token(asset) | Purpose::Sweep(Some(asset)) => asset.symbol.clone(),
             Purpose::Payment(p) => p.token.symbol.clone(),
-            Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) => chain.native_symbol.to_string(),
+            Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) | Purpose::Settle(_) => {
+                chain.native_symbol.to_string()
+            }
             Purpose::Redeem(r) => r
                 .token
                 .as_ref()
@@ -111,9 +117,12 @@ impl Purpose<'_> {
     /// How it reaches the chain.
     pub(super) fn carrier(&self) -> Carrier {
         match self {
-            Purpose::Native | Purpose::Token(_) | Purpose::Call(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
-                Carrier::Wallet
-            }
+            Purpose::Native
+            | Purpose::Token(_)
+            | Purpose::Call(_)
+            | Purpose::Sweep(_)
+            | Purpose::Redeem(_)
+            | Purpose::Settle(_) => Carrier::Wallet,
             Purpose::Payment(_) | Purpose::TypedData(_) => Carrier::Handed,
         }
     }
@@ -134,6 +143,7 @@ impl Purpose<'_> {
             Purpose::Sweep(Some(asset)) => sweep::quote_token(client, o.chain, asset, o.from, o.to).await,
             Purpose::TypedData(_) => Ok(typed::quote()),
             Purpose::Payment(p) => payment::quote(client, p, o.from).await,
+            Purpose::Settle(s) => settle::quote(client, o.chain, s, o.from, o.to).await,
         }
     }
 
@@ -151,9 +161,12 @@ impl Purpose<'_> {
         match self {
             Purpose::Payment(p) => payment::sign(signer, p),
             Purpose::TypedData(t) => typed::sign(signer, t),
-            Purpose::Native | Purpose::Token(_) | Purpose::Call(_) | Purpose::Sweep(_) | Purpose::Redeem(_) => {
-                sign_transfer(signer, chain, request, priority_fee, nonce)
-            }
+            Purpose::Native
+            | Purpose::Token(_)
+            | Purpose::Call(_)
+            | Purpose::Sweep(_)
+            | Purpose::Redeem(_)
+            | Purpose::Settle(_) => sign_transfer(signer, chain, request, priority_fee, nonce),
         }
     }
 }
@@ -192,7 +205,11 @@ impl Outflow<'_> {
             reserved_wei: quote.reserved,
             asset: self.purpose.symbol(self.chain),
             token: match &self.purpose {
-                Purpose::Native | Purpose::Call(_) | Purpose::TypedData(_) | Purpose::Sweep(None) => None,
+                Purpose::Native
+                | Purpose::Call(_)
+                | Purpose::TypedData(_)
+                | Purpose::Sweep(None)
+                | Purpose::Settle(_) => None,
                 Purpose::Token(asset) | Purpose::Sweep(Some(asset)) => token_ref(asset),
                 Purpose::Payment(p) => token_ref(&p.token),
                 Purpose::Redeem(r) => r.token.as_ref().and_then(token_ref),
@@ -209,6 +226,7 @@ impl Outflow<'_> {
                 Purpose::Payment(p) => Body::Authorization(p.record.clone()),
                 Purpose::TypedData(t) => Body::Signature(t.record.clone()),
                 Purpose::Call(c) => self.transaction(quote, Action::Call(c.record.clone())),
+                Purpose::Settle(s) => self.transaction(quote, Action::Call(s.call.record.clone())),
                 Purpose::Redeem(r) => self.transaction(quote, Action::Redeem(r.via.clone())),
                 Purpose::Native | Purpose::Token(_) | Purpose::Sweep(_) => self.transaction(quote, Action::Transfer),
             },
@@ -217,7 +235,10 @@ impl Outflow<'_> {
                 Purpose::Call(c) => c.check.clone().map_or(Check::Transfer, Check::Call),
                 Purpose::TypedData(t) => t.check.clone().map_or(Check::Transfer, Check::Call),
                 Purpose::Redeem(r) => Check::Redeem(r.delegated()),
-                Purpose::Native | Purpose::Token(_) | Purpose::Payment(_) | Purpose::Sweep(_) => Check::Transfer,
+                // A settlement moves money in: the cap judges its gas, no rule its amount.
+                Purpose::Native | Purpose::Token(_) | Purpose::Payment(_) | Purpose::Sweep(_) | Purpose::Settle(_) => {
+                    Check::Transfer
+                }
             },
             mandate: self.mandate.clone(),
             // A sweep's entry says the amount it was quoted, in the units its own entry uses.
@@ -230,7 +251,8 @@ impl Outflow<'_> {
                         | Purpose::Payment(_)
                         | Purpose::Call(_)
                         | Purpose::TypedData(_)
-                        | Purpose::Redeem(_) => self.chain.decimals,
+                        | Purpose::Redeem(_)
+                        | Purpose::Settle(_) => self.chain.decimals,
                     };
                     crate::domain::amount::format_units(quote.value.unwrap_or(self.value), decimals)
                 })

@@ -433,6 +433,55 @@ pub struct SponsorshipSet {
     pub per_day: String,
 }
 
+/// `x402_payment_received`: a payment to the agent settled on chain (§23): the offer (none through the agent's own
+/// facilitator), the payer, the amount in whole units of the asset, the authorization's nonce and the settlement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct X402PaymentReceived {
+    pub offer_id: Option<Uuid>,
+    pub chain: String,
+    pub asset: String,
+    pub payer: String,
+    pub amount: String,
+    pub nonce: String,
+    pub tx_hash: Option<String>,
+}
+
+/// `x402_payment_refused` of a payment to the agent (§23) whose signature verified: the offer (none through the
+/// facilitator), the reason code and the payer; never the signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X402SaleRefused {
+    pub offer_id: Option<Uuid>,
+    pub reason: String,
+    pub payer: String,
+}
+
+/// `offer_created`: what the agent put up for sale (§23): the price in whole units of the asset, the resource as
+/// origin and path only (never its query or headers), or `content` for a stored body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferCreated {
+    pub offer_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub price: String,
+    pub resource: String,
+    pub settle: String,
+}
+
+/// `offer_closed`: which offer stopped selling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferClosed {
+    pub offer_id: Uuid,
+}
+
+/// `facilitator_token_created`, `facilitator_token_deleted` (§23): which token, by its id and the characters it is
+/// shown with; never the token or its hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FacilitatorToken {
+    pub token_id: Uuid,
+    pub prefix: String,
+}
+
 /// An entry's detail, by action: the variant names the action, its struct what the entry says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -472,6 +521,12 @@ pub enum Detail {
     DelegationRemoved(DelegationRemoved),
     DelegationRevoked(DelegationRevoked),
     SponsorshipSet(SponsorshipSet),
+    X402PaymentReceived(X402PaymentReceived),
+    X402SaleRefused(X402SaleRefused),
+    OfferCreated(OfferCreated),
+    OfferClosed(OfferClosed),
+    FacilitatorTokenCreated(FacilitatorToken),
+    FacilitatorTokenDeleted(FacilitatorToken),
 }
 
 impl Detail {
@@ -513,6 +568,12 @@ impl Detail {
             Detail::DelegationRemoved(_) => Action::DelegationRemoved,
             Detail::DelegationRevoked(_) => Action::DelegationRevoked,
             Detail::SponsorshipSet(_) => Action::SponsorshipSet,
+            Detail::X402PaymentReceived(_) => Action::X402PaymentReceived,
+            Detail::X402SaleRefused(_) => Action::X402PaymentRefused,
+            Detail::OfferCreated(_) => Action::OfferCreated,
+            Detail::OfferClosed(_) => Action::OfferClosed,
+            Detail::FacilitatorTokenCreated(_) => Action::FacilitatorTokenCreated,
+            Detail::FacilitatorTokenDeleted(_) => Action::FacilitatorTokenDeleted,
         }
     }
 
@@ -555,11 +616,20 @@ impl Detail {
             Action::WebhookSecretRotated => Detail::WebhookSecretRotated(read(json)?),
             Action::WebhookDisabled => Detail::WebhookDisabled(read(json)?),
             Action::X402FetchFree => Detail::X402FetchFree(read(json)?),
-            Action::X402PaymentRefused => Detail::X402PaymentRefused(read(json)?),
+            // A refusal of a payment to the agent (§23) has its own fields; a refusal to pay (§16) the others.
+            Action::X402PaymentRefused => match read::<X402SaleRefused>(json.clone()) {
+                Ok(sale) => Detail::X402SaleRefused(sale),
+                Err(_) => Detail::X402PaymentRefused(read(json)?),
+            },
             Action::DelegationAdded => Detail::DelegationAdded(read(json)?),
             Action::DelegationRemoved => Detail::DelegationRemoved(read(json)?),
             Action::DelegationRevoked => Detail::DelegationRevoked(read(json)?),
             Action::SponsorshipSet => Detail::SponsorshipSet(read(json)?),
+            Action::X402PaymentReceived => Detail::X402PaymentReceived(read(json)?),
+            Action::OfferCreated => Detail::OfferCreated(read(json)?),
+            Action::OfferClosed => Detail::OfferClosed(read(json)?),
+            Action::FacilitatorTokenCreated => Detail::FacilitatorTokenCreated(read(json)?),
+            Action::FacilitatorTokenDeleted => Detail::FacilitatorTokenDeleted(read(json)?),
         })
     }
 }

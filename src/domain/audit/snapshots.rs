@@ -130,6 +130,13 @@ fn fetch(chosen: bool, transfer: bool) -> X402Fetch {
     }
 }
 
+fn facilitator_token() -> FacilitatorToken {
+    FacilitatorToken {
+        token_id: id(1),
+        prefix: s("fac_Q2mX9aLp"),
+    }
+}
+
 fn endpoint() -> WebhookEndpoint {
     WebhookEndpoint {
         webhook_id: id(2),
@@ -501,6 +508,14 @@ fn examples(action: Action) -> Vec<(Detail, &'static str)> {
                 }),
                 r#"{"code":"policy_denied","host":"api.example.com","max_amount":"0.01","path":"/weather","rule":"host_not_allowed"}"#,
             ),
+            (
+                Detail::X402SaleRefused(X402SaleRefused {
+                    offer_id: Some(id(1)),
+                    reason: s("payer_blocked"),
+                    payer: s(OWNER),
+                }),
+                r#"{"offer_id":"00000000-0000-0000-0000-000000000001","payer":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","reason":"payer_blocked"}"#,
+            ),
         ],
         Action::DelegationAdded => vec![(
             Detail::DelegationAdded(DelegationAdded {
@@ -531,6 +546,41 @@ fn examples(action: Action) -> Vec<(Detail, &'static str)> {
                 per_day: s("0.05"),
             }),
             r#"{"chain":"base","per_day":"0.05"}"#,
+        )],
+        Action::X402PaymentReceived => vec![(
+            Detail::X402PaymentReceived(X402PaymentReceived {
+                offer_id: None,
+                chain: s("base"),
+                asset: s("USDC"),
+                payer: s(OWNER),
+                amount: s("0.01"),
+                nonce: hash(0xab),
+                tx_hash: Some(hash(0xcd)),
+            }),
+            r#"{"amount":"0.01","asset":"USDC","chain":"base","nonce":"0xabababababababababababababababababababababababababababababababab","offer_id":null,"payer":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","tx_hash":"0xcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"}"#,
+        )],
+        Action::OfferCreated => vec![(
+            Detail::OfferCreated(OfferCreated {
+                offer_id: id(1),
+                chain: s("base"),
+                asset: s("USDC"),
+                price: s("0.01"),
+                resource: s("https://api.example.com/weather"),
+                settle: s("on_success"),
+            }),
+            r#"{"asset":"USDC","chain":"base","offer_id":"00000000-0000-0000-0000-000000000001","price":"0.01","resource":"https://api.example.com/weather","settle":"on_success"}"#,
+        )],
+        Action::OfferClosed => vec![(
+            Detail::OfferClosed(OfferClosed { offer_id: id(1) }),
+            r#"{"offer_id":"00000000-0000-0000-0000-000000000001"}"#,
+        )],
+        Action::FacilitatorTokenCreated => vec![(
+            Detail::FacilitatorTokenCreated(facilitator_token()),
+            r#"{"prefix":"fac_Q2mX9aLp","token_id":"00000000-0000-0000-0000-000000000001"}"#,
+        )],
+        Action::FacilitatorTokenDeleted => vec![(
+            Detail::FacilitatorTokenDeleted(facilitator_token()),
+            r#"{"prefix":"fac_Q2mX9aLp","token_id":"00000000-0000-0000-0000-000000000001"}"#,
         )],
     }
 }

@@ -85,15 +85,20 @@ where
         order.sort_by_key(|&i| (batch[i].agent_id, batch[i].id));
         let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
         let mut tx = B::begin_write(self).await?;
+        let mut received = Vec::new();
         for i in order {
             let item = &batch[i];
             records[i] = self
                 .settle_in(&mut tx, item.id, &item.settlement, &item.event, item.message.as_ref())
                 .await?;
+            // A settlement of a payment to the agent (§23) settles the payment with it.
+            if records[i].is_some() {
+                received.extend(self.income_settled_in(&mut tx, item.id, &item.settlement).await?);
+            }
         }
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it finds the events there.
-        for record in records.iter().flatten() {
+        for record in records.iter().flatten().chain(&received) {
             self.feed.announce(record);
         }
         Ok(records)

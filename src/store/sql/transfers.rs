@@ -282,10 +282,14 @@ where
     ) -> StoreResult<Option<EventRecord>> {
         let mut tx = B::begin_write(self).await?;
         let record = self.settle_in(&mut tx, id, s, &event, message).await?;
+        let received = match record {
+            Some(_) => self.income_settled_in(&mut tx, id, s).await?,
+            None => None,
+        };
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it will find the event there.
         // Other instances hear of it through the notification (PostgreSQL).
-        if let Some(record) = &record {
+        for record in record.iter().chain(&received) {
             self.feed.announce(record);
         }
         Ok(record)

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
         "x402",
         "webhooks",
         "offers",
+        "sell",
     ],
     &["chat", "watcher"],
     &["state", "http", "mcp"],

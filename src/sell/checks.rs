@@ -1,0 +1,161 @@
+//! §23's checks of a payment, in their order: `offer_paused` (the settlement priced now against the offer's
+//! `gas_per_day` and the cap) → the payload, the requirements, the recipient, the value and the time window, and the
+//! ECDSA signature, none of which reads the chain → then, together, what the rest needs (the payer's code, its
+//! blocking, the nonce held here or used on chain, its balance less what it holds here, the settlement's simulation
+//! from the agent's wallet), judged in order.
+
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::sol_types::SolCall;
+
+use super::{Refused, SETTLE_GAS, SellError, Seller, Verified};
+use crate::chain::delegations::Read;
+use crate::domain::agent::Agent;
+use crate::domain::asset::Asset;
+use crate::domain::chain::ChainInfo;
+use crate::domain::sale::{self, Payment, Reason, Terms};
+use crate::store::offers::Offer;
+
+/// How old a fee read may be to price a settlement before it is signed.
+const FEE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
+
+alloy::sol! {
+    /// ERC-1271, the token's own check of a signature by an account with code.
+    interface IErc1271 {
+        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
+    }
+}
+
+/// ERC-1271's answer for a valid signature.
+const ERC1271_MAGIC: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
+
+/// What one check of a payment came to.
+pub(super) type Checked = Result<Verified, Refused>;
+
+impl Seller {
+    /// The settlement priced now: `SETTLE_GAS` times the latest base fee plus the priority fee.
+    async fn price(&self, chain: &'static ChainInfo) -> Result<U256, SellError> {
+        let fees = self.chains.get(chain.name)?.recent_fees(FEE_MAX_AGE).await?;
+        let per_gas = fees.base_fee_per_gas.saturating_add(fees.max_priority_fee_per_gas);
+        Ok(U256::from(SETTLE_GAS).saturating_mul(U256::from(per_gas)))
+    }
+
+    /// Whether the offer's `gas_per_day` or the agent's cap cannot pay one more settlement priced at `priced`.
+    async fn paused(&self, agent: &Agent, offer: Option<&Offer>, chain: &str, priced: U256) -> Result<bool, SellError> {
+        let spent = agent.spent_wei.get(chain).copied().unwrap_or_default();
+        if agent.spending_cap_wei.saturating_sub(spent) < priced {
+            return Ok(true);
+        }
+        if let Some(offer) = offer {
+            let counted = self.store.offer_gas_counted(offer.id).await?;
+            if counted.saturating_add(priced) > offer.gas_per_day {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Every check of §23 in its order (see the module's doc); nothing is written.
+    pub(super) async fn check(
+        &self,
+        agent: &Agent,
+        offer: Option<&Offer>,
+        (terms, chain, asset): (&Terms, &'static ChainInfo, &Asset),
+        payment: Result<Payment, Reason>,
+    ) -> Result<Checked, SellError> {
+        let priced = self.price(chain).await?;
+        if self.paused(agent, offer, chain.name, priced).await? {
+            return Ok(Err(Reason::OfferPaused.into()));
+        }
+        let payment = match payment {
+            Ok(payment) => payment,
+            Err(reason) => return Ok(Err(reason.into())),
+        };
+        if let Err(reason) = sale::check_requirements(&payment.accepted, terms)
+            .and_then(|()| sale::check_authorization(&payment.authorization, terms, self.now_unix()))
+        {
+            return Ok(Err(reason.into()));
+        }
+        let auth = payment.authorization;
+        if payment.is_erc6492() {
+            return Ok(Err(Reason::Signature.into()));
+        }
+        let digest = sale::digest(&auth, terms);
+        let recovered = sale::recover(&payment.signature, digest) == Some(auth.from);
+        let client = self.chains.get(chain.name)?;
+        // A signature that does not recover `from` can only be an account's: its code is read before anything else.
+        let code = match recovered {
+            true => None,
+            false => Some(client.code(auth.from).await?),
+        };
+        if code.as_ref().is_some_and(|c| c.is_empty()) {
+            return Ok(Err(Reason::Signature.into()));
+        }
+        let refused = |reason| {
+            Ok(Err(Refused {
+                reason,
+                payer: Some(auth.from),
+            }))
+        };
+        let calldata = sale::settle_calldata(&payment);
+        let (payer_code, blocked, held_here, used, balance, held_of_payer, simulated) = tokio::join!(
+            async {
+                match &code {
+                    Some(code) => Ok(code.clone()),
+                    None => client.code(auth.from).await,
+                }
+            },
+            self.store.payer_blocked(auth.from),
+            self.store
+                .income_by_nonce(chain.name, terms.token, auth.from, auth.nonce),
+            client.authorization_state(terms.token, auth.from, auth.nonce),
+            client.token_balance(auth.from, asset),
+            self.store.held_of_payer(chain.name, terms.token, auth.from),
+            client.estimate_call_gas(terms.pay_to, terms.token, calldata),
+        );
+        // An account with code (an EIP-7702 designation included) is judged by the token as it judges it: ERC-1271.
+        let payer_code = payer_code?;
+        if !payer_code.is_empty() && !self.valid_1271(client, auth.from, digest, &payment.signature).await? {
+            return refused(Reason::Signature);
+        }
+        if blocked? {
+            return refused(Reason::PayerBlocked);
+        }
+        if held_here?.is_some() || used? {
+            return refused(Reason::NonceAlreadyUsed);
+        }
+        if balance?.saturating_sub(held_of_payer?) < auth.value {
+            return refused(Reason::InsufficientBalance);
+        }
+        let gas_limit = match simulated {
+            Ok(gas) => gas.saturating_mul(6) / 5,
+            Err(e) if e.refusal().is_some() => return refused(Reason::SimulationFailed),
+            Err(e) => return Err(e.into()),
+        };
+        let gas = U256::from(gas_limit.max(SETTLE_GAS)).saturating_mul(priced) / U256::from(SETTLE_GAS);
+        Ok(Ok(Verified {
+            payer: auth.from,
+            payment,
+            gas_limit,
+            gas,
+        }))
+    }
+
+    /// The account's `isValidSignature(digest, signature)` answers ERC-1271's magic value.
+    async fn valid_1271(
+        &self,
+        client: &crate::chain::ChainClient,
+        account: Address,
+        digest: alloy::primitives::B256,
+        signature: &Bytes,
+    ) -> Result<bool, SellError> {
+        let data = IErc1271::isValidSignatureCall {
+            hash: digest,
+            signature: signature.clone(),
+        }
+        .abi_encode();
+        Ok(match client.read(account, data.into()).await? {
+            Read::Answer(out) => out.len() >= 4 && out[..4] == ERC1271_MAGIC,
+            Read::Reverted => false,
+        })
+    }
+}
