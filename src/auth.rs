@@ -6,6 +6,7 @@
 //! answers for inactive agents. Tokens are looked up by their SHA-256 only; the admin token is compared in
 //! constant time.
 
+mod facilitator;
 mod proofs;
 pub mod streams;
 

@@ -1,5 +1,5 @@
-//! Access tokens: `agt_` + 32 random bytes in base64url (owner session tokens the same with `own_`); only their
-//! SHA-256 is ever stored.
+//! Access tokens: `agt_` + 32 random bytes in base64url (owner session tokens the same with `own_`, facilitator
+//! tokens with `fac_`); only their SHA-256 is ever stored.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -10,6 +10,11 @@ use sha2::{Digest, Sha256};
 const PREFIX: &str = "agt_";
 /// Owner session tokens (`X-Owner-Token`).
 pub const OWNER_PREFIX: &str = "own_";
+/// Facilitator tokens (§23: `Authorization: Bearer` on an agent's own x402 facilitator endpoints).
+pub const FACILITATOR_PREFIX: &str = "fac_";
+/// How much of a facilitator token is kept in the clear to tell tokens apart: its prefix and 8 of its 43 random
+/// characters (48 of its 256 bits).
+pub const FACILITATOR_SHOWN_CHARS: usize = FACILITATOR_PREFIX.len() + 8;
 
 /// A freshly minted token (plaintext, shown once) and the hash that is stored.
 pub struct IssuedToken {

@@ -8,6 +8,7 @@ pub mod chains;
 pub mod chat;
 pub mod conversations;
 pub mod error;
+pub mod facilitator;
 pub mod owners;
 pub mod policy;
 pub mod reissue;
@@ -27,6 +28,10 @@ pub use chains::{
 pub use chat::{ChainCallView, ChatResponseView};
 pub use conversations::{ConversationView, MessageView, RoleView};
 pub use error::{ErrorBody, ErrorDetail, FailureView, FieldErrors};
+pub use facilitator::{
+    FacilitatorKindView, FacilitatorRequest, FacilitatorSettleView, FacilitatorSupportedView,
+    FacilitatorTokenCreatedView, FacilitatorTokenView, FacilitatorTokensView, FacilitatorVerifyView,
+};
 pub use owners::{OwnerChallengeView, OwnerSessionView};
 pub use policy::{AssetBudgetView, AssetLimitsView, BudgetView, PolicyView, WindowView};
 pub use reissue::{ChallengeView, ReissuedView};
