@@ -637,6 +637,7 @@ export function historyPanel(
     chains,
     () => factsOf().then((f) => f.entries),
     () => !!ownerCredential(agent.id) || (!!token && !agent.guarded),
+    (id) => detailOf(id),
   );
 
   const refresh = async () => {

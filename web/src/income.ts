@@ -2,7 +2,7 @@
 // (settled, and still settling) against what it sent or paid from the same history the table below shows, and the
 // gas its settlements cost; then each payment taken, newest first, a page at a time: when, status, amount, payer, the
 // offer it bought (or the agent's facilitator), the settlement transaction and its fee.
-import type { ChainInfo, HistoryEntry } from './api';
+import type { ChainInfo, HistoryEntry, Transfer } from './api';
 import { addDecimal, roundAmount } from './amount';
 import { cell, clear, h, shortHex, uid, whenEl } from './dom';
 import { simulationOf, type CallFields } from './calls';
@@ -10,6 +10,8 @@ import { offersApi, readIncome, type Income, type Offer } from './offers-api';
 import { errorLine, txHashLink } from './ui';
 
 const PAGE = 25;
+/** Calls read in full for what they spent (the newest first). */
+const CALLS_READ = 100;
 /** Statuses of the history whose amount left or is leaving the wallet. */
 const SPENT = new Set(['pending', 'confirmed']);
 
@@ -76,6 +78,8 @@ export function incomeSection(
   /** Whether the console holds the authority that reads offers (owner authority, or the token of an unguarded agent):
    * without it the rows name offers by id rather than provoke a 403. */
   offersReadable: () => boolean,
+  /** One transfer read in full (the history's list does not carry a call's simulated changes): the history's cache. */
+  detail: (id: string) => Promise<Transfer>,
 ): { el: HTMLElement; refresh(): Promise<void> } {
   const heading = uid('income');
   const error = errorLine();
@@ -144,7 +148,20 @@ export function incomeSection(
   }
 
   async function drawSummary(): Promise<void> {
-    const [{ income, complete }, entries] = await Promise.all([readIncome(agentId, token), history()]);
+    const [{ income, complete }, listed] = await Promise.all([readIncome(agentId, token), history()]);
+    // Only where the agent earns: a call's outflows in those assets are read from its record (at most CALLS_READ).
+    const earning = new Set(income.map((i) => i.chain));
+    let reads = 0;
+    const entries = await Promise.all(
+      listed.map((e) =>
+        e.kind === 'call' && SPENT.has(e.status) && earning.has(e.chain) && reads++ < CALLS_READ
+          ? detail(e.id).then(
+              (full) => ({ ...e, ...(full as unknown as Partial<HistoryEntry>), status: e.status }) as HistoryEntry,
+              () => e,
+            )
+          : Promise.resolve(e),
+      ),
+    );
     const t = totals(income, entries);
     clear(summary);
     if (t.assets.size === 0) return;
