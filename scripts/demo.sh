@@ -9,13 +9,15 @@
 # demo pool as an approve-and-swap batch, both confirmed on chain without a wei of the agent's; then the owner's
 # account upgraded by EIP-7702 to the MetaMask Delegation Framework's delegator (deployed on the node from its npm
 # bytecode), holding 100 test USDC, and a delegation granting the agent 10 of them a day, signed by the owner and
-# registered with agentd (§21). It prints each step, the console URL, the admin and agent tokens, and the shell
+# registered with agentd (§21); then the agent sells a report over x402 at its own URL (§23; 0.01 ETH given to it
+# for its settlements' gas, which no sponsorship pays) and a second agent, holding 10 test USDC, buys it with
+# pay_http from chat, agentd settling the payment itself. It prints each step, the console URL, the admin and agent tokens, and the shell
 # variables that make every call of docs/guide.md run as written. Ctrl-C (or SIGTERM) stops everything and removes
 # the temporary directory.
 #
 #   scripts/demo.sh                           (DEMO_PORT=8080 by default)
 #   DEMO_EXIT_AFTER_SETUP=1 scripts/demo.sh   (stops once set up: the transfer and the swap confirmed, the delegation
-#                                             registered)
+#                                             registered, the sale settled)
 #   AGENTD_BIN=path/to/agentd scripts/demo.sh (skips the release build)
 #
 # Once ready it prints `DEMO_READY` alone on a line, after the `export NAME=value` lines of the guide's variables
@@ -196,6 +198,49 @@ if [ -z "$DELEGATION_ID" ]; then
   exit 1
 fi
 
+# Agents that earn (docs/api.md §23): the demo agent sells a report at its own x402 URL, agentd being the seller's
+# server and its facilitator at once (no hosted facilitator). The settlement (the token's transferWithAuthorization,
+# sent from the seller's wallet) is the seller's outflow of gas, which the operator's sponsorship does not pay: the
+# demo agent gets 0.01 ETH for its settlements, after its sponsored transfer and swap.
+echo "==> the demo agent sells a report over x402: an offer of 0.05 test USDC, settled on chain by agentd itself"
+node scripts/demo-chain.mjs fund "$RPC" "$WALLET" 0.01 0 >/dev/null
+offer_body="$(python3 -c 'import json; print(json.dumps({
+  "chain": "base", "asset": "USDC", "price": "0.05", "description": "The demo agent\u2019s market report",
+  "resource": {"content": json.dumps({"report": "USDC/WETH on the demo pool", "sold_by": "the demo agent, over x402"}),
+               "content_type": "application/json"},
+  "gas_per_day": "0.005"}))')"
+offered="$(curl -sf -X POST "$BASE/api/agents/$AGENT_ID/offers" -H 'content-type: application/json' \
+  -H "Authorization: Bearer $ADMIN_TOKEN" -d "$offer_body")" || fail "agentd refused the demo agent's offer; its log:"
+OFFER_ID="$(printf '%s' "$offered" | json_field '["id"]')"
+OFFER_URL="$(printf '%s' "$offered" | json_field '["url"]')"
+
+echo "==> a second agent buys it with pay_http, from chat: \"pay up to 0.05 USDC for $OFFER_URL\""
+buyer="$(curl -sf -X POST "$BASE/api/agents" -H 'content-type: application/json' \
+  -H "Authorization: Bearer $ADMIN_TOKEN" \
+  -d '{"name": "Buyer agent", "description": "Buys the demo agent'"'"'s report (scripts/demo.sh)", "chains": ["base"],
+       "capabilities": ["read", "transact"], "spending_cap": 0.01}')"
+BUYER_ID="$(printf '%s' "$buyer" | json_field '["id"]')"
+BUYER_TOKEN="$(printf '%s' "$buyer" | json_field '["access_token"]')"
+BUYER_WALLET="$(printf '%s' "$buyer" | json_field '["wallet_addresses"]["base"]')"
+# An x402 payment is a signature: the buyer needs the price in USDC and no ETH.
+node scripts/demo-chain.mjs fund "$RPC" "$BUYER_WALLET" 0 10 >/dev/null
+turn="$(curl -sf -X POST "$BASE/api/chat" -H 'content-type: application/json' -H "X-Agent-Access-Token: $BUYER_TOKEN" \
+  -d "{\"agent_id\": \"$BUYER_ID\", \"message\": \"pay up to 0.05 USDC for $OFFER_URL\"}")" \
+  || fail "the buyer's chat turn failed; agentd's log:"
+bought="$(printf '%s' "$turn" | json_field '["chain_calls"][0]["result"]["status"]' 2>/dev/null || true)"
+[ "$bought" = "200" ] || fail "the buyer's pay_http did not buy the report: $turn; agentd's log:"
+# The seller's income: settled once its settlement is included (the watcher sees the token's AuthorizationUsed).
+sale=""
+for _ in $(seq 1 300); do
+  sale="$(curl -sf "$BASE/api/agents/$AGENT_ID/income?offer=$OFFER_ID" -H "X-Agent-Access-Token: $TOKEN" \
+    | json_field '["income"][0]["status"]' 2>/dev/null || true)"
+  [ "$sale" = "settled" ] && break
+  sleep 0.2
+done
+[ "$sale" = "settled" ] || fail "the sale is '$sale', not settled; agentd's log:"
+SALE_TX="$(curl -sf "$BASE/api/agents/$AGENT_ID/income?offer=$OFFER_ID" -H "X-Agent-Access-Token: $TOKEN" | json_field '["income"][0]["tx_hash"]')"
+echo "    bought: 0.05 test USDC from the buyer's wallet to the demo agent's, settled by agentd in $SALE_TX"
+
 cat <<MSG
 
   agentd is running at $BASE against a LOCAL node: anvil as "base" (chain id 8453) at $RPC.
@@ -209,10 +254,14 @@ cat <<MSG
   Access token:  $TOKEN
   Transfer:      $TRANSFER_ID, 1 test USDC to $OWNER: $status ($TX_HASH)
   Swap:          $SWAP_ID, 10 test USDC for WETH as one approve-and-swap batch: $swap_status
-  Gas:           the agent holds no ETH at all: the operator sponsors its gas, 0.05 ETH a day (the console's
-                 Gas sponsorship page). Paymaster $PAYMASTER (1 ETH deposited),
+  Gas:           the operator sponsors the agent's gas, 0.05 ETH a day (the console's Gas sponsorship page): its
+                 transfer and swap cost it not a wei; its only ETH, 0.01, pays the settlements of what it sells. Paymaster $PAYMASTER (1 ETH deposited),
                  agentd's sponsor key $SPONSOR (trusted, allowlisted, 1 ETH for the bundles)
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
+  Offer:         $OFFER_URL
+                 the demo agent's report, 0.05 test USDC over x402 (agentd verifies and settles the payment itself).
+                 The Buyer agent bought it with pay_http: the demo agent's History shows its income beside what it
+                 spent, its Offers tab the offer and a link to try it (docs/guide.md §15)
   Delegation:    $DELEGATION_ID: the owner's account (EIP-7702) grants the agent 10 test USDC a day
                  (signed delegation: $DELEGATION_FILE; docs/guide.md §14 spends and revokes it)
   Owner wallet:  to grant from the console's Delegations tab, import OWNER_KEY (below) into a browser wallet on
@@ -249,10 +298,14 @@ export DELEGATION_FILE=$DELEGATION_FILE
 export DELEGATION_MANAGER=$DELEGATION_MANAGER
 export PAYMASTER=$PAYMASTER
 export ENTRY_POINT=$ENTRY_POINT
+export OFFER=$OFFER_ID
+export OFFER_URL=$OFFER_URL
+export BUYER_AGENT=$BUYER_ID
+export BUYER_TOKEN=$BUYER_TOKEN
 
 MSG
 if [ "${DEMO_EXIT_AFTER_SETUP:-0}" = "1" ]; then
-  echo "DEMO_OK transfer=$TRANSFER_ID status=$status swap=$SWAP_ID delegation=$DELEGATION_ID"
+  echo "DEMO_OK transfer=$TRANSFER_ID status=$status swap=$SWAP_ID delegation=$DELEGATION_ID offer=$OFFER_ID sale=$sale"
   exit 0
 fi
 echo "Press Ctrl-C to stop (the demo's data is removed)."
