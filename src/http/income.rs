@@ -31,8 +31,7 @@ struct IncomeParams {
     /// Only the payments of this offer.
     #[param(format = "uuid")]
     offer: Option<String>,
-    /// Only records in this status.
-    #[param(pattern = "^(settling|settled|failed|released)$")]
+    /// Only records in this status: `settling`, `settled`, `failed` or `released`.
     status: Option<String>,
     /// At least 1 (larger values are cut to 500); default 100.
     #[param(minimum = 1)]

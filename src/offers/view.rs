@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::store::income_list::IncomeRecord;
-use crate::store::offers::{Offer, Resource};
+use crate::store::offers::{Offer, Resource, SettleWhen};
 
 /// An offer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -27,24 +27,68 @@ pub struct OfferView {
     pub pay_to: String,
     pub description: String,
     pub resource: ResourceView,
-    #[schema(pattern = "^(on_success|before_serving)$")]
-    pub settle: String,
+    pub settle: SettleView,
     /// `query` and/or `body`; empty: nothing of the buyer's request reaches the upstream.
     pub forward: Vec<String>,
     /// Whole native units of `chain`, per rolling 24 h.
     pub gas_per_day: String,
     pub max_timeout_seconds: u64,
-    #[schema(pattern = "^(active|closed)$")]
-    pub status: String,
+    pub status: OfferStatus,
     pub created_at: DateTime<Utc>,
+}
+
+/// When the payment is settled: after the upstream answered 2xx, or before serving (`paymentFlow: "upfront"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettleView {
+    OnSuccess,
+    BeforeServing,
+}
+
+/// Whether the offer sells (`active`) or was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferStatus {
+    Active,
+    Closed,
+}
+
+/// An upstream URL, or a stored body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    Url,
+    Content,
+}
+
+/// Where a payment stands: held and being settled, settled on chain, failed, or released (the upstream did not
+/// answer 2xx).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IncomeStatus {
+    Settling,
+    Settled,
+    Failed,
+    Released,
+}
+
+impl IncomeStatus {
+    /// The stored status (the table's check allows these four only).
+    fn of(text: &str) -> Self {
+        match text {
+            "settled" => IncomeStatus::Settled,
+            "failed" => IncomeStatus::Failed,
+            "released" => IncomeStatus::Released,
+            _ => IncomeStatus::Settling,
+        }
+    }
 }
 
 /// What the offer sells: an upstream (origin and path only; its query and headers are never shown), or a stored
 /// body (`kind: "content"`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ResourceView {
-    #[schema(pattern = "^(url|content)$")]
-    pub kind: String,
+    pub kind: ResourceKind,
     /// The upstream's origin and path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -67,14 +111,14 @@ impl OfferView {
                 sealed_headers,
                 ..
             } => ResourceView {
-                kind: "url".into(),
+                kind: ResourceKind::Url,
                 url: Some(crate::offers::shown_resource(&offer.resource)),
                 method: Some(method.clone()),
                 mime_type: mime_type.clone(),
                 headers: sealed_headers.is_some(),
             },
             Resource::Content { content_type, .. } => ResourceView {
-                kind: "content".into(),
+                kind: ResourceKind::Content,
                 url: None,
                 method: None,
                 mime_type: content_type.clone(),
@@ -90,11 +134,18 @@ impl OfferView {
             pay_to: pay_to.map(|a| a.to_checksum(None)).unwrap_or_default(),
             description: offer.description.clone(),
             resource,
-            settle: offer.settle.as_str().into(),
+            settle: match offer.settle {
+                SettleWhen::OnSuccess => SettleView::OnSuccess,
+                SettleWhen::BeforeServing => SettleView::BeforeServing,
+            },
             forward: offer.forward.clone(),
             gas_per_day: format_units(offer.gas_per_day, native_decimals),
             max_timeout_seconds: offer.max_timeout_seconds,
-            status: if offer.active { "active" } else { "closed" }.into(),
+            status: if offer.active {
+                OfferStatus::Active
+            } else {
+                OfferStatus::Closed
+            },
             created_at: offer.created_at,
         }
     }
@@ -119,8 +170,7 @@ pub struct IncomeView {
     pub payer: String,
     /// The authorization's nonce, 0x-hex.
     pub nonce: String,
-    #[schema(pattern = "^(settling|settled|failed|released)$")]
-    pub status: String,
+    pub status: IncomeStatus,
     /// `agentd` or `external` once settled.
     pub settled_by: Option<String>,
     pub tx_hash: Option<String>,
@@ -141,7 +191,7 @@ impl From<&IncomeRecord> for IncomeView {
             amount: format_units(r.amount, r.decimals),
             payer: r.payer.clone(),
             nonce: r.nonce.clone(),
-            status: r.status.clone(),
+            status: IncomeStatus::of(&r.status),
             settled_by: r.settled_by.clone(),
             tx_hash: r.tx_hash.clone(),
             fee: r

@@ -111,7 +111,6 @@ async fn an_offer_is_created_listed_read_and_closed_and_never_shows_its_headers_
 }
 
 #[tokio::test]
-#[ignore = "GET /x402/{oid} is the seller's endpoint (src/sell): run once it is routed"]
 async fn a_closed_offer_answers_offer_not_found_at_its_url() {
     let s = selling(&[]).await;
     let (status, offer) = create(&s.app, &s.agent, upstream_offer()).await;
@@ -394,5 +393,41 @@ async fn offer_urls_start_with_public_url_when_it_is_set() {
     assert_eq!(
         offer["url"],
         format!("https://shop.example.com/x402/{}", offer["id"].as_str().unwrap())
+    );
+}
+
+/// Every offer and income route answered for real, success and refusals, each checked against the document.
+pub async fn drive_offers(oracle: &mut crate::helpers::openapi::Oracle) {
+    let s = selling(&[]).await;
+    let (app, agent) = (&s.app, &s.agent);
+    let send = |method: Method, path: String, body: Option<Value>| {
+        let builder = app.build(method, &path, Some(&agent.token), body);
+        app.send(builder)
+    };
+    let list = "/api/agents/{id}/offers";
+    let one = "/api/agents/{id}/offers/{oid}";
+    let income = "/api/agents/{id}/income";
+    let created = send(Method::POST, offers_path(agent), Some(upstream_offer())).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    oracle.check("POST", list, &created);
+    let mut not_payable = upstream_offer();
+    not_payable["asset"] = json!("ETH");
+    oracle.check(
+        "POST",
+        list,
+        &send(Method::POST, offers_path(agent), Some(not_payable)).await,
+    );
+    oracle.check("GET", list, &send(Method::GET, offers_path(agent), None).await);
+    let path = format!("{}/{}", offers_path(agent), created.body["id"].as_str().unwrap());
+    oracle.check("GET", one, &send(Method::GET, path.clone(), None).await);
+    oracle.check("DELETE", one, &send(Method::DELETE, path, None).await);
+    let unknown = format!("{}/{}", offers_path(agent), uuid::Uuid::new_v4());
+    oracle.check("GET", one, &send(Method::GET, unknown, None).await);
+    let path = format!("/api/agents/{}/income", agent.id);
+    oracle.check("GET", income, &send(Method::GET, path.clone(), None).await);
+    oracle.check(
+        "GET",
+        income,
+        &send(Method::GET, format!("{path}?status=paid"), None).await,
     );
 }
