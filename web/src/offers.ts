@@ -155,7 +155,7 @@ export function offersPanel(agent: AgentDetail, token: string | null, chains: Ch
   chain.addEventListener('change', fillAssets);
   fillAssets();
   const price = h('input', { type: 'text', inputmode: 'decimal', required: true, placeholder: '0.01', autocomplete: 'off', pattern: '\\d+(\\.\\d+)?' });
-  const description = h('input', { type: 'text', required: true, maxlength: 500, autocomplete: 'off', placeholder: 'A daily market report' });
+  const description = h('input', { type: 'text', required: true, maxlength: 1000, autocomplete: 'off', placeholder: 'A daily market report' });
   const kindUrl = h('input', { type: 'radio', name: uid('kind'), id: uid('kind-url'), value: 'url' });
   const kindContent = h('input', { type: 'radio', name: kindUrl.name, id: uid('kind-content'), value: 'content', checked: true });
   const url = h('input', { type: 'url', autocomplete: 'off', spellcheck: 'false', placeholder: 'https://api.example.com/report' });

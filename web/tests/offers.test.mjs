@@ -5,6 +5,7 @@
 // gas only), the offer what it earned; closing the offer makes its URL answer 404. Facilitator tokens: created with
 // the token shown once, good for `…/x402/supported`, listed with their last use, deleted. The tab fits at 390 px.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +23,8 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
   let buyer;
   let offerUrl;
   let offerId;
+  let upstream;
+  const upstreamSeen = [];
   const pageErrors = [];
 
   const api = (method, path, body, headers) => callApi(stack.baseUrl, method, path, body, headers);
@@ -46,7 +49,16 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
   before(async () => {
     // The buyer fetches the offer's URL on 127.0.0.1 (agentd's own address), which the URL guard refuses unless
     // X402_ALLOW_PRIVATE is set.
-    stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1', X402_ALLOW_PRIVATE: 'true' } });
+    // OFFER_ALLOW_PRIVATE: the upstream the second offer fronts is on 127.0.0.1 too (development only).
+    stack = await startStack({
+      env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1', X402_ALLOW_PRIVATE: 'true', OFFER_ALLOW_PRIVATE: 'true' },
+    });
+    upstream = createServer((req, res) => {
+      upstreamSeen.push({ url: req.url, key: req.headers['x-api-key'] ?? null });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ quote: 'from the upstream' }));
+    });
+    await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
     await placeUsdc(stack.rpc);
     seller = await createAgent('Selling agent');
     buyer = await createAgent('Buying agent');
@@ -64,6 +76,7 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
 
   after(async () => {
     if (page) await page.screenshot({ path: join(artifactsDir, 'offers-zz-last-state.png'), fullPage: true }).catch(() => {});
+    upstream?.close();
     await stack?.stop();
   });
 
@@ -156,6 +169,30 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
     await openOffers();
     const offer = page.locator(`[data-testid="offer"][data-offer-id="${offerId}"]`);
     await offer.getByTestId('offer-earned').filter({ hasText: /^Earned 0\.01 USDC from 1 payment$/ }).waitFor();
+  });
+
+  it('offers an upstream URL with a secret header, never shown; a buyer gets its answer, the header reached only it', async () => {
+    const form = page.getByTestId('offer-form');
+    await form.getByLabel('An upstream URL the agent fronts').check();
+    const upstreamUrl = `http://127.0.0.1:${upstream.address().port}/quote`;
+    await form.getByRole('textbox', { name: 'Upstream URL' }).fill(upstreamUrl);
+    await form.getByLabel('Method').selectOption('GET');
+    await form.getByLabel(/^Headers sent to the upstream/).fill('X-Api-Key: upstream-secret-value');
+    await form.getByLabel('Price (whole units)').fill('0.02');
+    await form.getByLabel('Description (shown to buyers in the 402)').fill('A fronted quote');
+    await form.getByRole('button', { name: 'Create offer' }).click();
+    const offer = page.getByTestId('offer').filter({ hasText: 'A fronted quote' });
+    await offer.waitFor();
+    assert.match(await offer.getByTestId('offer-facts').textContent(), new RegExp(`fronts GET ${upstreamUrl}.*with headers of its own`));
+    assert.doesNotMatch(await page.locator('main').textContent(), /upstream-secret-value/);
+    const url = (await offer.getByTestId('offer-url').textContent()).trim();
+    assert.equal(upstreamSeen.length, 0, 'nothing fetched before a payment');
+
+    const paid = await api('POST', `/api/agents/${buyer.id}/x402/fetch`, { url, max_amount: '0.05' }, { 'x-agent-access-token': buyer.token });
+    assert.equal(paid.body.status, 200, JSON.stringify(paid.body));
+    assert.deepEqual(JSON.parse(paid.body.body), { quote: 'from the upstream' });
+    assert.deepEqual(upstreamSeen, [{ url: '/quote', key: 'upstream-secret-value' }]);
+    await shot('o04a-upstream-offer');
   });
 
   it('closes the offer after a confirmation: its URL answers 404', async () => {
