@@ -35,6 +35,50 @@ function resourceText(offer: Offer): string | null {
   return null;
 }
 
+/**
+ * What a buyer without a payment gets from the offer's URL (asked on this console's own origin, the same service):
+ * the status and the decoded `PAYMENT-REQUIRED` terms, in words and as sent.
+ */
+async function buyerView(offer: Offer): Promise<HTMLElement> {
+  let path = offer.url;
+  try {
+    path = new URL(offer.url).pathname;
+  } catch {
+    // keep the URL as it is
+  }
+  const answer = await fetch(path, { headers: { Accept: 'application/json' }, cache: 'no-store' });
+  const header = answer.headers.get('PAYMENT-REQUIRED');
+  let terms: { x402Version?: number; resource?: { description?: string; mimeType?: string }; accepts?: Record<string, unknown>[] } | null = null;
+  try {
+    terms = header ? JSON.parse(atob(header)) : null;
+  } catch {
+    terms = null;
+  }
+  const entry = terms?.accepts?.[0] ?? null;
+  const extra = (entry?.extra ?? {}) as Record<string, unknown>;
+  return h(
+    'div',
+    { class: 'offer-probe', 'data-testid': 'offer-probe', 'data-status': String(answer.status) },
+    h('p', { 'data-testid': 'offer-probe-status' }, `HTTP ${answer.status}${answer.status === 402 ? ' Payment Required: nothing is served without a payment' : ''}`),
+    entry
+      ? h(
+          'p',
+          { class: 'small', 'data-testid': 'offer-probe-terms' },
+          `x402 v${terms?.x402Version ?? '?'}, scheme ${String(entry.scheme)} on ${String(entry.network)}: pay ${String(entry.amount)} base units `,
+          `(${offer.price} ${offer.asset}) of the token `,
+          h('code', { class: 'mono' }, String(entry.asset)),
+          ` (EIP-712 domain ${String(extra.name ?? '?')} version ${String(extra.version ?? '?')}) to `,
+          h('code', { class: 'mono' }, String(entry.payTo)),
+          `, with an authorization valid for at most ${String(entry.maxTimeoutSeconds)} s`,
+          extra.paymentFlow ? ` (payment flow: ${String(extra.paymentFlow)})` : '',
+          terms?.resource?.mimeType ? `; it serves ${terms.resource.mimeType}` : '',
+          '.',
+        )
+      : h('p', { class: 'small' }, 'No PAYMENT-REQUIRED header in the answer.'),
+    header ? h('details', {}, h('summary', { class: 'small' }, 'PAYMENT-REQUIRED as sent (decoded)'), h('pre', { class: 'mono small' }, JSON.stringify(terms, null, 2))) : null,
+  );
+}
+
 /** Settled income per offer: amount summed and how many payments. */
 function earnedByOffer(income: Income[]): Map<string, { amount: string; count: number }> {
   const earned = new Map<string, { amount: string; count: number }>();
@@ -86,6 +130,25 @@ export function offersPanel(agent: AgentDetail, token: string | null, chains: Ch
       }
     });
     const resource = resourceText(offer);
+    const probeSlot = h('div', {});
+    const probeButton = h('button', { type: 'button', class: 'secondary small', 'aria-expanded': 'false' }, 'What a buyer sees');
+    probeButton.addEventListener('click', async () => {
+      if (probeSlot.childElementCount) {
+        clear(probeSlot);
+        probeButton.setAttribute('aria-expanded', 'false');
+        return;
+      }
+      itemError.clear();
+      probeButton.disabled = true;
+      try {
+        probeSlot.append(await buyerView(offer));
+        probeButton.setAttribute('aria-expanded', 'true');
+      } catch (e) {
+        itemError.show(e);
+      } finally {
+        probeButton.disabled = false;
+      }
+    });
     return h(
       'li',
       { class: 'card offer', 'data-testid': 'offer', 'data-offer-id': offer.id, 'data-status': offer.status },
@@ -116,13 +179,16 @@ export function offersPanel(agent: AgentDetail, token: string | null, chains: Ch
               { href: offer.url, target: '_blank', rel: 'noopener noreferrer', class: 'button-link', 'data-testid': 'offer-try' },
               'Try it',
             ),
+            ' ',
+            probeButton,
           )
         : null,
+      probeSlot,
       active
         ? h(
             'p',
             { class: 'muted small' },
-            'Try it opens the URL without a payment: it answers 402 with PAYMENT-REQUIRED (what to pay, to whom). Any x402 v2 client pays it, another agent with pay_http too.',
+            'Try it opens the URL as a browser does, without a payment: it answers 402, the terms in its PAYMENT-REQUIRED header, which What a buyer sees decodes. Any x402 v2 client pays it, another agent with pay_http too.',
           )
         : null,
       h(
@@ -228,7 +294,7 @@ export function offersPanel(agent: AgentDetail, token: string | null, chains: Ch
       { class: 'muted small' },
       'Buyers pay the agent\u2019s wallet with an EIP-3009 authorization (the token must support it, as USDC does); agentd checks it, ',
       'settles it on chain from the agent\u2019s wallet, serves the resource and records the income. The settlement\u2019s gas is ',
-      'the agent\u2019s (or the operator\u2019s sponsorship): it counts against the spending cap, and the offer\u2019s gas a day bounds it.',
+      'the agent\u2019s, so it needs some of the chain\u2019s native coin: it counts against the spending cap, and the offer\u2019s gas a day bounds it.',
     ),
     h('div', { class: 'row' }, field('Chain', chain), field('Asset', asset), field('Price (whole units)', price)),
     field('Description (shown to buyers in the 402)', description),

@@ -71,7 +71,8 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
     await context.addInitScript((admin) => localStorage.setItem('agentd.adminToken', admin), ADMIN);
     page = await context.newPage();
     page.setDefaultTimeout(TIMEOUT);
-    await watchPage(page, stack.baseUrl, pageErrors);
+    // "What a buyer sees" asks the offer's URL without a payment: its 402 is the answer shown, not a page error.
+    await watchPage(page, stack.baseUrl, pageErrors, [402]);
   });
 
   after(async () => {
@@ -123,6 +124,17 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
     assert.equal(entry.asset, USDC);
     assert.equal(entry.payTo.toLowerCase(), seller.address.toLowerCase());
     assert.deepEqual(entry.extra, { name: 'USD Coin', version: '2' });
+
+    // The same, decoded in the console.
+    await offer.getByRole('button', { name: 'What a buyer sees' }).click();
+    const probe = offer.getByTestId('offer-probe');
+    await probe.waitFor();
+    assert.equal(await probe.getAttribute('data-status'), '402');
+    const terms = await probe.getByTestId('offer-probe-terms').textContent();
+    assert.match(terms, /scheme exact on eip155:8453: pay 10000 base units \(0\.01 USDC\)/);
+    assert.ok(terms.toLowerCase().includes(seller.address.toLowerCase()), terms);
+    assert.match(terms, /USD Coin version 2/);
+    await shot('o02b-what-a-buyer-sees');
   });
 
   it('a second agent pays it; the seller’s History shows the income beside what it spent, the offer what it earned', async () => {
