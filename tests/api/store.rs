@@ -5,5 +5,6 @@ mod attempts;
 mod contract;
 mod delegations;
 mod facilitator;
+mod offers;
 mod purge;
 mod reads;
