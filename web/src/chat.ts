@@ -188,6 +188,20 @@ function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
       if (el.parentNode) place();
       else queueMicrotask(() => el.parentNode && place());
     }
+    // An offer made from chat (create_offer, §23): where buyers pay, as a link, under the card.
+    const made = r.result as { url?: unknown; description?: unknown; price?: unknown; asset?: unknown } | null | undefined;
+    if (!failed && call.tool === 'create_offer' && made && typeof made.url === 'string' && !paid) {
+      paid = h(
+        'p',
+        { class: 'small', 'data-testid': 'offer-made' },
+        `On sale: ${String(made.description ?? 'the offer')}, ${String(made.price ?? '')} ${String(made.asset ?? '')}, at `,
+        h('a', { href: made.url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, made.url),
+        ' (the Offers tab lists it).',
+      );
+      const place = () => el.after(paid!);
+      if (el.parentNode) place();
+      else queueMicrotask(() => el.parentNode && place());
+    }
   }
   function transfer(state: TransferState, text?: string): void {
     status.textContent = STATE_LABEL[state];
