@@ -189,7 +189,7 @@ function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
       else queueMicrotask(() => el.parentNode && place());
     }
     // An offer made from chat (create_offer, §23): where buyers pay, as a link, under the card.
-    const made = r.result as { url?: unknown; description?: unknown; price?: unknown; asset?: unknown } | null | undefined;
+    const made = (r.result as { offer?: { url?: unknown; description?: unknown; price?: unknown; asset?: unknown } } | null | undefined)?.offer;
     if (!failed && call.tool === 'create_offer' && made && typeof made.url === 'string' && !paid) {
       paid = h(
         'p',

@@ -4,6 +4,9 @@
 // seller's wallet, and the seller's History shows the income beside what it spent (its settlement a transaction of
 // gas only), the offer what it earned; closing the offer makes its URL answer 404. Facilitator tokens: created with
 // the token shown once, good for `…/x402/supported`, listed with their last use, deleted. The tab fits at 390 px.
+// An upstream offer's secret header is never on the page and reaches only the upstream, once paid. And an offer made
+// from chat by a scripted OpenAI-compatible model calling `create_offer` on an unguarded agent: the card says where it
+// is on sale, and the Offers tab lists it.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
@@ -265,6 +268,106 @@ describe('web console offers, income and facilitator tokens', { timeout: 300000 
     assert.deepEqual(await page.evaluate(overflowProblems), []);
     await shot('o06-narrow');
     await page.setViewportSize({ width: 1360, height: 900 });
+  });
+
+  it('logged no page errors and loaded nothing from elsewhere', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+/**
+ * A scripted OpenAI-compatible Chat Completions server on 127.0.0.1: each request takes the next reply of `script`
+ * (`{tool, args}` for a tool call, `{text}` for a final answer), streamed as chunks when the request streams.
+ */
+async function scriptedLlm(script) {
+  const requests = [];
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      const body = JSON.parse(raw || '{}');
+      requests.push(body);
+      const next = script.shift() ?? { text: 'the script is exhausted' };
+      const message = next.tool
+        ? { role: 'assistant', content: null, tool_calls: [{ id: `call_${requests.length}`, type: 'function', function: { name: next.tool, arguments: JSON.stringify(next.args) } }] }
+        : { role: 'assistant', content: next.text };
+      const finish = next.tool ? 'tool_calls' : 'stop';
+      const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+      if (!body.stream) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'cmpl', object: 'chat.completion', model: body.model, choices: [{ index: 0, message, finish_reason: finish }], usage }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = (delta, finishReason, extra = {}) =>
+        res.write(`data: ${JSON.stringify({ id: 'cmpl', object: 'chat.completion.chunk', model: body.model, choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra })}\n\n`);
+      if (next.tool) {
+        chunk({ role: 'assistant', tool_calls: [{ index: 0, ...message.tool_calls[0] }] }, null);
+      } else {
+        chunk({ role: 'assistant', content: next.text }, null);
+      }
+      chunk({}, finish);
+      if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id: 'cmpl', object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, requests, close: () => server.close() };
+}
+
+describe('web console: an offer made from chat (create_offer)', { timeout: 180000 }, () => {
+  let stack;
+  let llm;
+  let page;
+  const pageErrors = [];
+
+  before(async () => {
+    llm = await scriptedLlm([
+      {
+        tool: 'create_offer',
+        args: { chain: 'base', asset: 'USDC', price: '0.03', description: 'A chat-made note', content: 'a note', content_type: 'text/plain', gas_per_day: '0.001' },
+      },
+      { text: 'The note is on sale.' },
+    ]);
+    // No ADMIN_TOKEN and no owner: an unguarded agent, whose own token may make offers (a guarded one's tool refuses).
+    stack = await startStack({ env: { LLM_PROVIDER: 'openai', LLM_BASE_URL: llm.url, LLM_API_KEY: 'test-key', LLM_MODEL: 'scripted' } });
+    await placeUsdc(stack.rpc);
+    const created = await callApi(stack.baseUrl, 'POST', '/api/agents', {
+      name: 'Chat seller', chains: ['base'], capabilities: ['read', 'transact'], spending_cap: 1,
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const context = await stack.browser.newContext({ viewport: { width: 1360, height: 900 } });
+    await context.addInitScript(([id, token]) => localStorage.setItem(`agentd.token.${id}`, token), [created.body.id, created.body.access_token]);
+    page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    await watchPage(page, stack.baseUrl, pageErrors);
+    await page.goto(`${stack.baseUrl}/#/agents/${created.body.id}/chat`);
+    await page.getByRole('heading', { name: 'Chat seller' }).waitFor();
+  });
+
+  after(async () => {
+    if (page) await page.screenshot({ path: join(artifactsDir, 'offers-chat-zz-last-state.png'), fullPage: true }).catch(() => {});
+    llm?.close();
+    await stack?.stop();
+  });
+
+  it('shows where the offer is on sale under the create_offer card, and lists it in the Offers tab', async () => {
+    await page.getByLabel('Message', { exact: true }).fill('sell a note for 0.03 USDC');
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    const card = page.locator('[data-testid="chain-call"][data-tool="create_offer"]');
+    await card.waitFor();
+    const made = page.getByTestId('offer-made');
+    await made.waitFor();
+    const url = await made.locator('a').getAttribute('href');
+    assert.match(url, new RegExp(`^${stack.baseUrl}/x402/[0-9a-f-]{36}$`));
+    assert.match(await made.textContent(), /On sale: A chat-made note, 0\.03 USDC, at/);
+    assert.ok(llm.requests[0].tools.some((t) => t.function.name === 'create_offer'), 'the tool is offered to the model');
+    await page.screenshot({ path: join(artifactsDir, 'o07-chat-create-offer.png'), fullPage: true });
+
+    await page.getByRole('tab', { name: 'Offers' }).click();
+    const offer = page.getByTestId('offer').filter({ hasText: 'A chat-made note' });
+    await offer.waitFor();
+    assert.equal(await offer.getByTestId('offer-try').getAttribute('href'), url);
   });
 
   it('logged no page errors and loaded nothing from elsewhere', () => {
