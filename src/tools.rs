@@ -81,11 +81,12 @@ impl Tool {
 /// The tool groups; within and across them, the order is the order offered to models.
 const GROUPS: &[&[Tool]] = &[
     read::TOOLS,
+    offers::READ,
     compare::TOOLS,
     transact::TOOLS,
     calls::TOOLS,
+    offers::TRANSACT,
     analytics::TOOLS,
-    offers::TOOLS,
 ];
 
 /// Every tool, in the order offered to models.

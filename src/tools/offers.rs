@@ -13,48 +13,49 @@ use crate::offers::view::{IncomeView, OfferView};
 use crate::offers::{Forward, NewContent, NewOffer, NewResource, NewUpstream, OfferError};
 use crate::store::income_list::IncomeFilter;
 
-pub const TOOLS: &[Tool] = &[
-    Tool {
-        name: "create_offer",
-        capability: Capability::Transact,
-        effect: Effect::ChangesRecords,
-        description: "Sell a resource over x402: an http(s) URL the agent fronts, or a text content, for a price in an EIP-3009 token such as USDC, paid to the agent's wallet and settled by the service; returns the offer with the URL buyers pay at. On a guarded agent only its owner creates offers.",
-        arguments: |f| {
-            json!({
-                "chain": f.chain,
-                "asset": { "type": "string", "description": "the token buyers pay in, a registry symbol such as USDC" },
-                "price": { "type": "string", "description": "decimal amount in whole tokens, e.g. \"0.01\"" },
-                "description": { "type": "string", "description": "what buyers pay for" },
-                "url": { "type": "string", "description": "the upstream http or https URL to sell (or give content)" },
-                "method": { "type": "string", "enum": ["GET", "HEAD", "POST"], "description": "GET when absent" },
-                "mime_type": { "type": "string", "description": "what the upstream answers, application/json when absent" },
-                "content": { "type": "string", "description": "a text to sell instead of a URL" },
-                "content_type": { "type": "string", "description": "the content's media type, e.g. text/plain" },
-                "settle": { "type": "string", "enum": ["on_success", "before_serving"], "description": "on_success when absent (GET and HEAD only)" },
-                "forward": { "type": "array", "items": { "type": "string", "enum": ["query", "body"] }, "description": "what of the buyer's request reaches the upstream; nothing when absent" },
-                "gas_per_day": { "type": "string", "description": "the most the offer's settlements may cost in gas per 24 h, decimal in whole native units, e.g. \"0.001\"" },
-                "max_timeout_seconds": { "type": "integer", "minimum": 60, "maximum": 3600, "description": "300 when absent" }
-            })
-        },
-        required: &["chain", "asset", "price", "description", "gas_per_day"],
-        run: create_offer,
+/// `create_offer`, offered with the other `transact` tools.
+pub const TRANSACT: &[Tool] = &[Tool {
+    name: "create_offer",
+    capability: Capability::Transact,
+    effect: Effect::ChangesRecords,
+    description: "Sell a resource over x402: an http(s) URL the agent fronts, or a text content, for a price in an EIP-3009 token such as USDC, paid to the agent's wallet and settled by the service; returns the offer with the URL buyers pay at. On a guarded agent only its owner creates offers.",
+    arguments: |f| {
+        json!({
+            "chain": f.chain,
+            "asset": { "type": "string", "description": "the token buyers pay in, a registry symbol such as USDC" },
+            "price": { "type": "string", "description": "decimal amount in whole tokens, e.g. \"0.01\"" },
+            "description": { "type": "string", "description": "what buyers pay for" },
+            "url": { "type": "string", "description": "the upstream http or https URL to sell (or give content)" },
+            "method": { "type": "string", "enum": ["GET", "HEAD", "POST"], "description": "GET when absent" },
+            "mime_type": { "type": "string", "description": "what the upstream answers, application/json when absent" },
+            "content": { "type": "string", "description": "a text to sell instead of a URL" },
+            "content_type": { "type": "string", "description": "the content's media type, e.g. text/plain" },
+            "settle": { "type": "string", "enum": ["on_success", "before_serving"], "description": "on_success when absent (GET and HEAD only)" },
+            "forward": { "type": "array", "items": { "type": "string", "enum": ["query", "body"] }, "description": "what of the buyer's request reaches the upstream; nothing when absent" },
+            "gas_per_day": { "type": "string", "description": "the most the offer's settlements may cost in gas per 24 h, decimal in whole native units, e.g. \"0.001\"" },
+            "max_timeout_seconds": { "type": "integer", "minimum": 60, "maximum": 3600, "description": "300 when absent" }
+        })
     },
-    Tool {
-        name: "list_income",
-        capability: Capability::Read,
-        effect: Effect::ReadsRecords,
-        description: "The payments the agent took for its offers (and through its own x402 facilitator), newest first: amount, payer, status (settling, settled, failed, released), settlement transaction and its gas fee.",
-        arguments: |_| {
-            json!({
-                "offer": { "type": "string", "description": "only this offer's payments (its id)" },
-                "status": { "type": "string", "enum": ["settling", "settled", "failed", "released"] },
-                "limit": { "type": "integer", "minimum": 1, "maximum": 100 }
-            })
-        },
-        required: &[],
-        run: list_income,
+    required: &["chain", "asset", "price", "description", "gas_per_day"],
+    run: create_offer,
+}];
+
+/// `list_income`, offered with the other `read` tools.
+pub const READ: &[Tool] = &[Tool {
+    name: "list_income",
+    capability: Capability::Read,
+    effect: Effect::ReadsRecords,
+    description: "The payments the agent took for its offers (and through its own x402 facilitator), newest first: amount, payer, status (settling, settled, failed, released), settlement transaction and its gas fee.",
+    arguments: |_| {
+        json!({
+            "offer": { "type": "string", "description": "only this offer's payments (its id)" },
+            "status": { "type": "string", "enum": ["settling", "settled", "failed", "released"] },
+            "limit": { "type": "integer", "minimum": 1, "maximum": 100 }
+        })
     },
-];
+    required: &[],
+    run: list_income,
+}];
 
 impl From<OfferError> for ToolError {
     fn from(err: OfferError) -> Self {

@@ -25,12 +25,13 @@ use crate::helpers::{CreatedAgent, ENCRYPTION_KEY, TestApp};
 /// The newest protocol revision with an `initialize` handshake that rmcp speaks (2025-06-18 at least, per §17).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
-pub const READ_TOOLS: [&str; 5] = [
+pub const READ_TOOLS: [&str; 6] = [
     "get_balance",
     "get_gas_price",
     "get_block_number",
     "get_transaction",
     "list_delegations",
+    "list_income",
 ];
 
 pub fn repo_path(relative: &str) -> PathBuf {

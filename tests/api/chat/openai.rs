@@ -25,6 +25,7 @@ const READ_TOOLS: &[&str] = &[
     "get_block_number",
     "get_transaction",
     "list_delegations",
+    "list_income",
 ];
 
 /// Every tool of the registry whose capability is one of `capabilities`, in the order offered to models.

@@ -116,7 +116,8 @@ async fn a_transacting_agent_sends_within_its_cap_and_is_refused_above_it() {
                 "pay_http",
                 "call_contract",
                 "simulate_call",
-                "sign_typed_data"
+                "sign_typed_data",
+                "create_offer"
             ]
         ]
         .concat()
