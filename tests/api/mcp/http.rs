@@ -204,11 +204,17 @@ async fn sessions_answer_in_event_streams_and_belong_to_their_agent() {
         .into_iter()
         .find(|m| m["id"] == 2)
         .expect("the list");
-    // Whatever the registry offers for these capabilities, each tool says whether it reads or moves funds.
+    // Whatever the registry offers for these capabilities, each tool says whether it only reads and, when not,
+    // whether it destroys (moves funds) or only adds (create_offer puts something up for sale).
     for tool in tools["result"]["tools"].as_array().expect("tools") {
         let hints = &tool["annotations"];
         assert!(
-            hints["readOnlyHint"] == true || hints["destructiveHint"] == true,
+            hints["readOnlyHint"] == true || hints["destructiveHint"].is_boolean(),
+            "{tool}"
+        );
+        assert_eq!(
+            hints["destructiveHint"] == false,
+            tool["name"] == "create_offer",
             "{tool}"
         );
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
