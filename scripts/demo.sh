@@ -255,7 +255,8 @@ cat <<MSG
   Transfer:      $TRANSFER_ID, 1 test USDC to $OWNER: $status ($TX_HASH)
   Swap:          $SWAP_ID, 10 test USDC for WETH as one approve-and-swap batch: $swap_status
   Gas:           the operator sponsors the agent's gas, 0.05 ETH a day (the console's Gas sponsorship page): its
-                 transfer and swap cost it not a wei; its only ETH, 0.01, pays the settlements of what it sells. Paymaster $PAYMASTER (1 ETH deposited),
+                 transfer and swap cost it not a wei; its only ETH, 0.01, pays the settlements of what it sells.
+                 Paymaster $PAYMASTER (1 ETH deposited),
                  agentd's sponsor key $SPONSOR (trusted, allowlisted, 1 ETH for the bundles)
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
   Offer:         $OFFER_URL
