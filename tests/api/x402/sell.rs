@@ -554,6 +554,32 @@ async fn an_official_python_resource_server_sells_through_the_agents_own_facilit
     assert_eq!(income[0]["offer_id"], Value::Null, "{income:#?}");
     assert_income(&income[0], s.payer.address(), nonce_of(&sent), tx, cost);
 
+    // Verify changes nothing; and agentd is no public facilitator: requirements paying anyone else are not valid.
+    let made = python_buyer("sign", &seller.url("/report"), &s.payer).await;
+    let payment = decode(made["payment_signature"].as_str().unwrap());
+    let verify = async |requirements: Value| {
+        let body = json!({"x402Version": 2, "paymentPayload": payment, "paymentRequirements": requirements});
+        let url = s.app.url(&format!("/api/agents/{}/x402/verify", s.agent.id));
+        let response = s
+            .app
+            .send(s.app.client.post(url).bearer_auth(&shown_once).json(&body))
+            .await;
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        response.body
+    };
+    let valid = verify(payment["accepted"].clone()).await;
+    assert_eq!(valid["isValid"], true, "{valid}");
+    let named: Address = valid["payer"].as_str().unwrap().parse().unwrap();
+    assert_eq!(named, s.payer.address(), "{valid}");
+    let mut elsewhere = payment["accepted"].clone();
+    elsewhere["payTo"] = json!(PrivateKeySigner::random().address().to_checksum(None));
+    let refused = verify(elsewhere).await;
+    assert_eq!(refused["isValid"], false, "{refused}");
+    assert_eq!(refused["invalidReason"], "pay_to_not_agent", "{refused}");
+    assert!(!authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&payment)).await);
+    assert_eq!(s.usdc_of(wallet(&s.agent)).await, U256::from(PRICE));
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "verify sent nothing");
+
     let (status, tokens) = call(&s.app, &s.agent, true, Method::GET, &path, None).await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
     assert!(
@@ -745,6 +771,20 @@ async fn each_refusal_answers_402_with_its_reason_and_nothing_reaches_the_chain_
         }
     }
     assert!(wrong.is_empty(), "refusals answered wrongly:\n{}", wrong.join("\n"));
+
+    // An offer whose gas_per_day cannot pay one settlement is paused, checked before the payment is even read.
+    let starved = s
+        .offer(
+            json!({"url": s.upstream.url("/data")}),
+            json!({"gas_per_day": "0.000000000000000001"}),
+        )
+        .await;
+    let starved_url = starved["url"].as_str().unwrap();
+    assert_eq!(
+        refusal(&s.pay_with(starved_url, "not a payment!").await),
+        "offer_paused"
+    );
+    assert_eq!(refusal(&s.pay_with(starved_url, &good_header).await), "offer_paused");
 
     // Nothing was fetched, nothing sent, nothing moved, nothing recorded as income.
     assert_eq!(s.upstream.seen().len(), 0, "the upstream was never fetched");
