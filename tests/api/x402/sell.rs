@@ -882,3 +882,37 @@ async fn the_same_payment_sent_four_times_at_once_is_taken_once() {
     assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "one settlement sent");
     s.income_once(1, "settled").await;
 }
+
+#[tokio::test]
+async fn a_before_serving_offer_is_paid_upfront_by_the_official_client_and_charges_for_a_failed_attempt() {
+    let s = selling().await;
+    let upfront = json!({"settle": "before_serving"});
+    let working = s.offer(json!({"url": s.upstream.url("/data")}), upfront.clone()).await;
+    let failing = s.offer(json!({"url": s.upstream.url("/broken")}), upfront).await;
+    let url = working["url"].as_str().unwrap();
+    let unpaid = s.app.send(s.app.client.get(url)).await;
+    let required = decode(unpaid.headers["payment-required"].to_str().unwrap());
+    assert_eq!(required["accepts"][0]["extra"]["paymentFlow"], "upfront", "{required}");
+
+    let answer = python_buyer("pay", url, &s.payer).await;
+    let (first_tx, first) = paid(&answer, &s.payer);
+    assert_eq!(answer["body"], UPSTREAM_BODY, "{answer}");
+    s.assert_settled_by_agent(first_tx).await;
+    assert!(authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&first)).await);
+
+    // Settled before the upstream was asked: its failure is a 502, and the payment stands.
+    let answer = python_buyer("pay", failing["url"].as_str().unwrap(), &s.payer).await;
+    assert_eq!(answer["status"], 502, "{answer}");
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap()).expect("a JSON error");
+    assert_eq!(body["error"]["code"], "upstream_failed", "{body}");
+    assert!(!answer.to_string().contains(UPSTREAM_FAILURE), "{answer}");
+    let second = decode(answer["payment_signature"].as_str().expect("the SDK paid"));
+    assert!(authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&second)).await);
+
+    assert_eq!(s.usdc_of(wallet(&s.agent)).await, U256::from(2 * PRICE));
+    assert_eq!(s.usdc_of(s.payer.address()).await, U256::from(PAYER_FUNDS - 2 * PRICE));
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 2, "two settlements sent");
+    assert_eq!(s.upstream.seen().len(), 2, "each upstream asked once");
+    let income = s.income_once(2, "settled").await;
+    assert!(income.iter().any(|i| i["offer_id"] == failing["id"]), "{income:#?}");
+}
