@@ -46,7 +46,7 @@ SOFTHSM2_CONF="$HSM_DIR/softhsm2.conf" TEST_KEY_BACKEND=pkcs11 TEST_PKCS11_MODUL
   TEST_PKCS11_TOKEN=agentd-money TEST_PKCS11_PIN=1234 env -u TEST_POSTGRES_URL cargo test --test api -- \
   money::transfers:: money::transfers_api:: money::tokens:: money::stuck_transfers:: money::nonce_gaps:: \
   money::transfer_concurrency:: x402::pay:: calls::contract:: calls::typed_data:: calls::hostile:: \
-  delegations:: sponsored::transfers:: --test-threads="$SQLITE_TEST_THREADS"
+  delegations:: sponsored::transfers:: x402::sell:: --test-threads="$SQLITE_TEST_THREADS"
 rm -rf "$HSM_DIR"
 
 if ! pg_up; then

@@ -89,6 +89,8 @@ pub enum ProofEndpoint {
     ReissueToken,
     OwnerChallenge,
     OwnerSession,
+    /// A payment sent to an offer at `/x402/{id}` (§23): no credential, so the client's address is what is counted.
+    OfferPayment,
 }
 
 /// The limits of the reissue and owner-session endpoints: requests per client address on each endpoint

@@ -36,7 +36,7 @@ pub use serve::{Sale, SaleRequest};
 pub const SETTLE_GAS: u64 = 120_000;
 
 /// How often holds a crash may have left are looked for.
-const RECOVER_EVERY: Duration = Duration::from_secs(30);
+const RECOVER_EVERY: Duration = Duration::from_secs(10);
 
 /// How often a settlement's receipt is asked for while it is waited for.
 const RECEIPT_POLL: Duration = Duration::from_millis(100);
@@ -99,6 +99,9 @@ pub struct Seller {
     fetcher: Fetcher,
     timeout: Duration,
     clock: Arc<dyn Clock>,
+    /// Payments per payer and minute on the public endpoint (§15), counted once a payer's signature verified (a
+    /// forged `from` counts against nobody).
+    per_payer: Arc<crate::rate_limit::KeyedLimiter<Address>>,
 }
 
 impl Seller {
@@ -120,6 +123,9 @@ impl Seller {
             fetcher: Fetcher::new(x402.clone()),
             timeout: x402.timeout,
             clock,
+            per_payer: Arc::new(crate::rate_limit::KeyedLimiter::per_minute(
+                config.security.reissue_limit_per_ip,
+            )),
         }
     }
 
@@ -302,8 +308,8 @@ impl Seller {
         }
     }
 
-    /// A payment whose authorization the chain shows used (`authorizationState`) by a transaction that was not
-    /// agentd's: `settled`, `settled_by: "external"`.
+    /// A payment whose authorization the chain shows used by a transaction that was not agentd's, paying the agent:
+    /// `settled`, `settled_by: "external"`.
     async fn settled_elsewhere(
         &self,
         _agent: &Agent,
@@ -311,23 +317,16 @@ impl Seller {
         terms: &Terms,
     ) -> Result<Option<Settled>, SellError> {
         let client = self.chains.get(&income.chain)?;
-        if !client
-            .authorization_state(terms.token, income.payer, income.nonce)
-            .await?
-        {
+        let Some(hash) = paid_elsewhere(client, income, terms.pay_to).await? else {
             return Ok(None);
-        }
-        let latest = client.block_number().await?;
-        let log = client
-            .authorization_log(terms.token, income.payer, income.nonce, latest)
-            .await?;
-        let tx_hash = log.and_then(|l| l.tx_hash).map(|h| h.to_string());
+        };
+        let tx_hash = Some(hash.to_string());
         let audit = received_audit(income, tx_hash.clone());
         self.store
             .settled_externally(income.id, tx_hash.clone(), &audit)
             .await?;
         Ok(Some(Settled::Done {
-            transaction: tx_hash.unwrap_or_default(),
+            transaction: hash.to_string(),
         }))
     }
 
@@ -364,21 +363,25 @@ impl Seller {
     /// Recovers what a crash left: holds whose settlement was never reserved are let go, or settled when the chain
     /// shows their authorization used. Holds never taken are purged after their `validBefore`.
     pub async fn recover(&self) -> Result<(), SellError> {
-        let before = self.clock.now() - chrono::Duration::seconds(self.timeout.as_secs() as i64 + 60);
+        // Older than a whole exchange (the upstream's fetch and the settlement's wait, each bounded by the timeout)
+        // and a margin: no live instance is still working on it.
+        let exchange = 2 * self.timeout.as_millis() as i64 + 10_000;
+        let before = self.clock.now() - chrono::Duration::milliseconds(exchange);
         for income in self.store.stale_holds(before).await? {
             let Ok(client) = self.chains.get(&income.chain) else {
                 continue;
             };
-            if client
-                .authorization_state(income.token, income.payer, income.nonce)
-                .await?
-            {
-                let terms_token = income.token;
-                let latest = client.block_number().await?;
-                let log = client
-                    .authorization_log(terms_token, income.payer, income.nonce, latest)
-                    .await?;
-                let tx_hash = log.and_then(|l| l.tx_hash).map(|h| h.to_string());
+            let pay_to = match self.store.get_agent(income.agent_id).await {
+                Ok(agent) => agent.wallet_addresses.get(income.chain.as_str()).copied(),
+                Err(crate::store::StoreError::AgentNotFound) => None,
+                Err(e) => return Err(e.into()),
+            };
+            let paid = match pay_to {
+                Some(pay_to) => paid_elsewhere(client, &income, pay_to).await?,
+                None => None,
+            };
+            if let Some(hash) = paid {
+                let tx_hash = Some(hash.to_string());
                 let audit = received_audit(&income, tx_hash.clone());
                 self.store.settled_externally(income.id, tx_hash, &audit).await?;
             } else {
@@ -388,6 +391,45 @@ impl Seller {
         self.store.purge_holds(self.now_unix()).await?;
         Ok(())
     }
+}
+
+/// The transaction that used `income`'s authorization to pay `pay_to`, when the chain shows one: the token's
+/// `AuthorizationUsed` of (payer, nonce) — not `AuthorizationCanceled` — in a successful transaction whose receipt
+/// holds the token's `Transfer` of the amount from the payer to `pay_to`. `authorizationState` alone is not enough:
+/// the payer can cancel its nonce, or spend it on another authorization to someone else.
+async fn paid_elsewhere(
+    client: &crate::chain::ChainClient,
+    income: &Income,
+    pay_to: Address,
+) -> Result<Option<TxHash>, SellError> {
+    if !client
+        .authorization_state(income.token, income.payer, income.nonce)
+        .await?
+    {
+        return Ok(None);
+    }
+    let latest = client.block_number().await?;
+    let log = client
+        .authorization_log(income.token, income.payer, income.nonce, latest)
+        .await?;
+    let Some(hash) = log.filter(|l| l.used).and_then(|l| l.tx_hash) else {
+        return Ok(None);
+    };
+    let Some(receipt) = client.receipt(hash).await? else {
+        return Ok(None);
+    };
+    let transfer = alloy::primitives::keccak256("Transfer(address,address,uint256)");
+    let paid = receipt.success
+        && receipt.logs.iter().any(|log| {
+            log.address == income.token
+                && log.topics.len() == 3
+                && log.topics[0] == transfer
+                && log.topics[1] == income.payer.into_word()
+                && log.topics[2] == pay_to.into_word()
+                && log.data.len() == 32
+                && U256::from_be_slice(&log.data) == income.amount
+        });
+    Ok(paid.then_some(hash))
 }
 
 fn received_audit(income: &Income, tx_hash: Option<String>) -> crate::store::AuditEvent {

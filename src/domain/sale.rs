@@ -27,6 +27,9 @@ pub enum Reason {
     PayToNotAgent,
     UnsupportedScheme,
     NetworkMismatch,
+    /// The payer (its signature verified) sent more payments than the per-payer limit allows (§15): a 429, not a
+    /// 402, with the seconds to wait.
+    RateLimited(u64),
 }
 
 impl Reason {
@@ -47,7 +50,34 @@ impl Reason {
             Reason::PayToNotAgent => "pay_to_not_agent",
             Reason::UnsupportedScheme => "unsupported_scheme",
             Reason::NetworkMismatch => "network_mismatch",
+            Reason::RateLimited(_) => "rate_limited",
         }
+    }
+}
+
+impl Reason {
+    /// Every refusal a payment's checks give, in §23's order (the facilitator's own after them).
+    pub const ALL: [Reason; 15] = [
+        Reason::OfferPaused,
+        Reason::InvalidPayload,
+        Reason::RequirementsMismatch,
+        Reason::RecipientMismatch,
+        Reason::ValueMismatch,
+        Reason::ValidAfter,
+        Reason::ValidBefore,
+        Reason::Signature,
+        Reason::PayerBlocked,
+        Reason::NonceAlreadyUsed,
+        Reason::InsufficientBalance,
+        Reason::SimulationFailed,
+        Reason::PayToNotAgent,
+        Reason::UnsupportedScheme,
+        Reason::NetworkMismatch,
+    ];
+
+    /// The refusal of `code`.
+    pub fn of_code(code: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.code() == code)
     }
 }
 

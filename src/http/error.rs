@@ -57,6 +57,10 @@ pub enum AppError {
     EventNotFound,
     #[error("delegation not found")]
     DelegationNotFound,
+    #[error("facilitator token not found")]
+    FacilitatorTokenNotFound,
+    #[error("offer not found")]
+    OfferNotFound,
     #[error("not found")]
     NotFound,
     #[error("this method is not allowed on this path")]
@@ -159,8 +163,15 @@ impl AppError {
             MissingToken | MissingCredential(_) | InvalidToken | AdminRequired | MetricsTokenRequired
             | InvalidProof | InvalidOwnerToken => StatusCode::UNAUTHORIZED,
             Forbidden | Denied { .. } | PolicyDenied { .. } => StatusCode::FORBIDDEN,
-            AgentNotFound | ConversationNotFound | TransferNotFound | WebhookNotFound | EventNotFound
-            | DelegationNotFound | NotFound => StatusCode::NOT_FOUND,
+            AgentNotFound
+            | ConversationNotFound
+            | TransferNotFound
+            | WebhookNotFound
+            | EventNotFound
+            | DelegationNotFound
+            | FacilitatorTokenNotFound
+            | OfferNotFound
+            | NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AgentInactive => StatusCode::GONE,
             Conflict { .. } => StatusCode::CONFLICT,
@@ -199,6 +210,8 @@ impl AppError {
             WebhookNotFound => "webhook_not_found",
             EventNotFound => "event_not_found",
             DelegationNotFound => "delegation_not_found",
+            FacilitatorTokenNotFound => "facilitator_token_not_found",
+            OfferNotFound => "offer_not_found",
             NotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             AgentInactive => "agent_inactive",

@@ -96,6 +96,12 @@ impl Seller {
                 payer: Some(auth.from),
             }))
         };
+        // A buyer of an offer is limited per payer before the reads that cost the node (§15).
+        if offer.is_some()
+            && let Err(seconds) = self.per_payer.check(&auth.from)
+        {
+            return refused(Reason::RateLimited(seconds));
+        }
         let calldata = sale::settle_calldata(&payment);
         let (payer_code, blocked, held_here, used, balance, held_of_payer, simulated) = tokio::join!(
             async {

@@ -34,6 +34,8 @@ pub struct SaleRequest {
 pub enum Sale {
     /// 404 `offer_not_found`.
     NotFound,
+    /// 429 `rate_limited`: the payer sent more payments than its limit, with the seconds to wait.
+    RateLimited(u64),
     /// 405: a method the offer does not sell.
     MethodNotAllowed,
     /// 402 with `PAYMENT-REQUIRED` (the document, carrying `error` when a check refused).
@@ -146,6 +148,10 @@ impl Seller {
             .await?
         {
             Ok(verified) => verified,
+            Err(Refused {
+                reason: Reason::RateLimited(seconds),
+                ..
+            }) => return Ok(Sale::RateLimited(seconds)),
             Err(refused) => {
                 self.audit_refusal(&agent, Some(offer.id), refused).await;
                 return Ok(refuse(refused.reason));

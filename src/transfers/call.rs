@@ -25,6 +25,7 @@ use crate::store::{CallCheck, Clearance};
 
 mod batch;
 mod counts;
+mod held;
 mod preview;
 pub(crate) mod targets;
 
@@ -206,6 +207,10 @@ impl Transfers {
     ) -> Result<(TransferOutcome, Previewed), (TransferError, Option<Previewed>)> {
         // A target no call may reach is refused before anything is read or simulated (§22).
         self.refuse_unreachable_call(order).map_err(|e| (e, None))?;
+        // An authorization held for a payment to the agent is settled through no call (§23).
+        self.refuse_held_authorizations(order.chain, &[(order.to, &order.encoded.calldata)])
+            .await
+            .map_err(|e| (e, None))?;
         // Under the agent's send lock from the simulation to the signature: nothing of the agent's lands between
         // them, and the call is simulated after the agent's transactions still pending (§18).
         let guard = self

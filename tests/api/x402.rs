@@ -3,4 +3,5 @@
 mod fetch;
 mod pay;
 mod protocol;
+pub mod sale_calls;
 mod sell;

@@ -36,6 +36,7 @@ fn not_configured() -> AppError {
 /// A refusal `operation` answers with `status`, when the document lists that status for it.
 pub fn example(operation: &str, status: &str) -> Option<AppError> {
     let error = match status {
+        "502" if matches!(operation, "buy" | "buy_posted") => crate::http::sale::upstream_failed_error(),
         "400" => match operation {
             "owner_session" | "reissue_token" => AppError::BadRequest {
                 code: "malformed_challenge",
@@ -53,6 +54,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
         "403" => match operation {
             "update_agent" | "put_policy" | "export_key" | "reactivate_agent" | "approve_transfer"
             | "reject_transfer" | "sweep" | "remove_delegation" => crate::auth::AuthError::OwnerRequired.into(),
+            "create_facilitator_token" | "list_facilitator_tokens" | "delete_facilitator_token" => {
+                crate::auth::AuthError::OwnerRequired.into()
+            }
             _ if is_webhook_operation(operation) => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
             "create_call" | "simulate_call" | "sign_typed_data" => {
@@ -60,6 +64,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             }
             "fetch_paid" => TransferError::PolicyDenied(PolicyRule::HostNotAllowed).into(),
             "put_sponsorship" => crate::http::sponsorship::not_the_operator(),
+            "create_offer" | "list_offers" | "get_offer" | "close_offer" => {
+                crate::auth::AuthError::OwnerRequired.into()
+            }
             _ => AppError::Forbidden,
         },
         "404" if TRANSFER_OPERATIONS.contains(&operation) => AppError::TransferNotFound,
@@ -72,6 +79,10 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             AppError::WebhookNotFound
         }
         "404" if matches!(operation, "get_delegation" | "remove_delegation") => AppError::DelegationNotFound,
+        "404" if operation == "delete_facilitator_token" => AppError::FacilitatorTokenNotFound,
+        "404" if matches!(operation, "get_offer" | "close_offer" | "buy" | "buy_posted") => AppError::OfferNotFound,
+        "402" if matches!(operation, "buy" | "buy_posted") => crate::http::sale::payment_required_error(None),
+        "405" if operation == "buy_posted" => AppError::MethodNotAllowed,
         "404" => AppError::AgentNotFound,
         "409" => match operation {
             "add_delegation" => crate::delegations::DelegationError::Exists.into(),
@@ -122,6 +133,12 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "stream_conversation" => AppError::field("last_event_id", "must be a non-negative integer event id"),
             "add_delegation" => crate::delegations::DelegationError::Unbounded.into(),
             "put_sponsorship" => crate::http::sponsorship::unavailable("base"),
+            "facilitator_verify" | "facilitator_settle" => AppError::field("body", "must be a JSON object"),
+            "create_offer" => crate::offers::OfferError::AssetNotPayable(
+                "ETH is the native coin of base: an offer is paid in an EIP-3009 token".into(),
+            )
+            .into(),
+            "list_income" => AppError::field("status", "must be settling, settled, failed or released"),
             _ => return None,
         },
         "429" => AppError::RateLimited { retry_after_secs: 5 },

@@ -149,6 +149,65 @@ fn sponsorship() -> Value {
     json!({"chain": "base", "per_day": "0.05", "counted": "0.0012", "left": "0.0488"})
 }
 
+const FACILITATOR_TOKEN_ID: &str = "6a2d9e41-8b3c-4f7a-9e1d-2c5b8a4f0e93";
+
+/// An x402 v2 facilitator request (§23): a buyer's payment of 0.01 USDC to the agent on base, and the requirements
+/// it answers.
+fn facilitator_request() -> Value {
+    let requirements = json!({
+        "scheme": "exact",
+        "network": "eip155:8453",
+        "amount": "10000",
+        "asset": USDC_BASE,
+        "payTo": WALLET,
+        "maxTimeoutSeconds": 300,
+        "extra": {"name": "USD Coin", "version": "2"},
+    });
+    json!({
+        "x402Version": 2,
+        "paymentPayload": {
+            "x402Version": 2,
+            "resource": {"url": "https://api.example.com/weather", "description": "Weather", "mimeType": "application/json"},
+            "accepted": requirements,
+            "payload": {
+                "signature": SIGNATURE,
+                "authorization": {
+                    "from": OWNER,
+                    "to": WALLET,
+                    "value": "10000",
+                    "validAfter": "0",
+                    "validBefore": "1795428300",
+                    "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                },
+            },
+        },
+        "paymentRequirements": requirements,
+    })
+}
+
+const OFFER_ID: &str = "2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40";
+
+/// An offer (§23) of a weather API for 0.01 USDC on base.
+fn offer() -> Value {
+    json!({
+        "id": OFFER_ID,
+        "url": format!("https://agentd.example.com/x402/{OFFER_ID}"),
+        "chain": "base",
+        "asset": "USDC",
+        "price": "0.01",
+        "pay_to": WALLET,
+        "description": "Today's weather",
+        "resource": {"kind": "url", "url": "https://api.example.com/weather", "method": "GET",
+            "mime_type": "application/json", "headers": true},
+        "settle": "on_success",
+        "forward": [],
+        "gas_per_day": "0.001",
+        "max_timeout_seconds": 300,
+        "status": "active",
+        "created_at": CREATED_AT,
+    })
+}
+
 /// The example of a named component schema, when the document shows one.
 pub fn component(name: &str) -> Option<Value> {
     let example = match name {
@@ -346,6 +405,55 @@ pub fn component(name: &str) -> Option<Value> {
         "SetSponsorship" => json!({"chain": "base", "per_day": "0.05"}),
         "SponsorshipView" => sponsorship(),
         "SponsorshipsView" => json!({"sponsorships": [sponsorship()]}),
+        "NewOffer" => json!({
+            "chain": "base",
+            "asset": "USDC",
+            "price": "0.01",
+            "description": "Today's weather",
+            "resource": {"url": "https://api.example.com/weather", "headers": {"X-Api-Key": "upstream-key"}},
+            "gas_per_day": "0.001",
+        }),
+        "OfferView" => offer(),
+        "OffersView" => json!({"offers": [offer()]}),
+        "IncomeListView" => json!({"income": [{
+            "id": "8c3e1a7b-5d2f-4b9e-a1c6-7e4d2b9f0a35",
+            "offer_id": OFFER_ID,
+            "chain": "base",
+            "asset": "USDC",
+            "amount": "0.01",
+            "payer": OWNER,
+            "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+            "status": "settled",
+            "settled_by": "agentd",
+            "tx_hash": TX_HASH,
+            "fee": "0.0000021",
+            "created_at": CREATED_AT,
+            "settled_at": UPDATED_AT,
+        }]}),
+        "FacilitatorTokenCreatedView" => json!({
+            "id": FACILITATOR_TOKEN_ID,
+            "token": "fac_RmFjaWxpdGF0b3IgdG9rZW4gZm9yIGFuIHg0MDIgc2",
+            "created_at": CREATED_AT,
+        }),
+        "FacilitatorTokensView" => json!({"facilitator_tokens": [{
+            "id": FACILITATOR_TOKEN_ID,
+            "prefix": "fac_RmFjaWxp",
+            "created_at": CREATED_AT,
+            "last_used_at": UPDATED_AT,
+        }]}),
+        "FacilitatorRequest" => facilitator_request(),
+        "FacilitatorVerifyView" => json!({"isValid": true, "payer": OWNER}),
+        "FacilitatorSettleView" => json!({
+            "success": true,
+            "transaction": TX_HASH,
+            "network": "eip155:8453",
+            "payer": OWNER,
+        }),
+        "FacilitatorSupportedView" => json!({
+            "kinds": [{"x402Version": 2, "scheme": "exact", "network": "eip155:8453"}],
+            "extensions": [],
+            "signers": {"eip155:*": [WALLET]},
+        }),
         "TransactionView" => json!({
             "id": TRANSFER_ID,
             "chain": "base",
@@ -449,6 +557,7 @@ pub fn text(media_type: &str) -> Option<Value> {
             "event: start\ndata: {{\"conversation_id\":\"{CONVERSATION_ID}\"}}\n\n\
              event: text_delta\ndata: {{\"text\":\"Your Base wallet holds 0.25 ETH.\"}}\n\n"
         ))),
+        "application/octet-stream" => Some(Value::String("the bytes of the resource an offer sells".into())),
         "text/plain" => Some(Value::String(
             "# HELP agentd_http_requests_total HTTP requests answered.\n\
              # TYPE agentd_http_requests_total counter\n\

@@ -211,6 +211,9 @@ impl Transfers {
         let from = order.from()?;
         let targets: Vec<Address> = order.calls.iter().map(|c| c.to).collect();
         self.refuse_unreachable(order.chain, from, &targets)?;
+        let calls: Vec<(Address, &alloy::primitives::Bytes)> =
+            order.calls.iter().map(|c| (c.to, &c.encoded.calldata)).collect();
+        self.refuse_held_authorizations(order.chain, &calls).await?;
         let code = self.chains.get(order.chain.name)?.code(from).await?;
         match (Account::of(&code, Some(implementation), &previous), payer) {
             (Account::Foreign, _) => Err(TransferError::AccountForeign),

@@ -27,6 +27,8 @@ impl Transfers {
     /// decoded reason; a node that cannot simulate, `SimulationUnavailable`.
     pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
         self.refuse_unreachable_call(order)?;
+        self.refuse_held_authorizations(order.chain, &[(order.to, &order.encoded.calldata)])
+            .await?;
         let pending = self.pending_calls(order).await?;
         self.preview_after(order, &pending).await
     }

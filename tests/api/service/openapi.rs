@@ -54,6 +54,19 @@ const SERVED: &[(&str, &str)] = &[
     ("GET", "/api/agents/{id}/sponsorship"),
     ("GET", "/api/agents/{id}/delegations/{did}"),
     ("DELETE", "/api/agents/{id}/delegations/{did}"),
+    ("POST", "/api/agents/{id}/facilitator-tokens"),
+    ("GET", "/api/agents/{id}/facilitator-tokens"),
+    ("DELETE", "/api/agents/{id}/facilitator-tokens/{tid}"),
+    ("POST", "/api/agents/{id}/x402/verify"),
+    ("POST", "/api/agents/{id}/x402/settle"),
+    ("GET", "/api/agents/{id}/x402/supported"),
+    ("POST", "/api/agents/{id}/offers"),
+    ("GET", "/api/agents/{id}/offers"),
+    ("GET", "/api/agents/{id}/offers/{oid}"),
+    ("DELETE", "/api/agents/{id}/offers/{oid}"),
+    ("GET", "/api/agents/{id}/income"),
+    ("GET", "/x402/{oid}"),
+    ("POST", "/x402/{oid}"),
     ("GET", "/api/chains"),
     ("POST", "/api/chat"),
     ("POST", "/api/chat/stream"),
@@ -616,6 +629,9 @@ async fn real_responses_of_every_route_validate_against_the_document() {
     drive_webhooks(&mut oracle).await;
     crate::delegations::framework::drive_delegations(&mut oracle).await;
     crate::sponsored::endpoints::drive_sponsorship(&mut oracle).await;
+    crate::offers::endpoints::drive_offers(&mut oracle).await;
+    crate::facilitator::drive_facilitator(&mut oracle).await;
+    crate::x402::sale_calls::drive_sale(&mut oracle).await;
 
     let succeeded: Vec<(String, String)> = oracle.succeeded.iter().cloned().collect();
     assert_eq!(
