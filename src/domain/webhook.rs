@@ -30,6 +30,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "agent.updated",
     "policy.updated",
     "delegation.revoked",
+    "payment.received",
     "webhook.test",
 ];
 
@@ -206,6 +207,8 @@ pub fn from_stream(agent_id: Uuid, kind: &str, payload: &Value, at: DateTime<Utc
         },
         "approval_required" => "approval.required",
         "approval_resolved" => "approval.resolved",
+        // A payment to the agent settled (§23): stored under its webhook name.
+        "payment.received" => "payment.received",
         _ => return None,
     };
     Some(WebhookEvent::new(ty, agent_id, payload.clone(), at))

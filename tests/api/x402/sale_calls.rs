@@ -169,6 +169,34 @@ async fn a_held_authorization_is_settled_through_no_call_of_the_agents() {
     let agent = wallet(&s.agent);
     let nonce_after_sale = s.anvil.nonce(agent).await;
     assert_eq!(nonce_after_sale, 1, "the settlement is the agent's one transaction");
+    // Once the watcher settles the settlement, the income and the audit log say so.
+    let income_path = format!("/api/agents/{}/income", s.agent.id);
+    let income = s
+        .app
+        .settle_until(async || {
+            let (_, body) = s
+                .app
+                .request(Method::GET, &income_path, Some(&s.agent.token), None)
+                .await;
+            match body["income"][0]["status"] == "settled" {
+                true => Ok(body["income"][0].clone()),
+                false => Err(format!("not settled yet: {body}")),
+            }
+        })
+        .await;
+    assert_eq!(income["settled_by"], "agentd", "{income}");
+    assert_eq!(income["nonce"], nonce.to_string(), "{income}");
+    let audit_path = format!("/api/agents/{}/audit", s.agent.id);
+    let (status, log) = s
+        .app
+        .request(Method::GET, &audit_path, Some(&s.agent.token), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{log}");
+    let log = log.to_string();
+    assert!(
+        log.contains("x402_payment_received") && log.contains(&nonce.to_string()),
+        "{log}"
+    );
 
     // The agent asks to call the token with the same authorization, and to cancel it: both refused, unsigned.
     let uses: Vec<Bytes> = vec![
