@@ -151,6 +151,9 @@ pub struct Offers {
     public_origin: Option<String>,
     /// The address the HTTP listener is bound to, once it is (offers' URLs point there without `PUBLIC_URL`).
     listening: Arc<OnceLock<SocketAddr>>,
+    /// `BIND_ADDR`, where a process that does not listen itself (`agentd mcp` over stdio) points offers' URLs: the
+    /// server it shares the database with listens there.
+    bind_addr: SocketAddr,
     clock: Arc<dyn crate::domain::clock::Clock>,
 }
 
@@ -162,6 +165,7 @@ impl Offers {
         allow_private: bool,
         public_origin: Option<String>,
         listening: Arc<OnceLock<SocketAddr>>,
+        bind_addr: SocketAddr,
     ) -> Self {
         Offers {
             store,
@@ -170,6 +174,7 @@ impl Offers {
             allow_private,
             public_origin,
             listening,
+            bind_addr,
             clock: Arc::new(crate::domain::clock::SystemClock),
         }
     }
@@ -181,11 +186,13 @@ impl Offers {
     }
 
     /// Where offer `id` is bought: `<PUBLIC_URL, else the listening address>/x402/<id>` (an unspecified listening
-    /// address as the loopback one). Never a request's `Host`, which whoever sends it chooses.
+    /// address as the loopback one; `BIND_ADDR` in a process that does not listen). Never a request's `Host`,
+    /// which whoever sends it chooses.
     pub fn url(&self, id: Uuid) -> String {
-        let origin = match (&self.public_origin, self.listening.get()) {
-            (Some(public), _) => public.clone(),
-            (None, Some(bound)) => {
+        let origin = match &self.public_origin {
+            Some(public) => public.clone(),
+            None => {
+                let bound = self.listening.get().copied().unwrap_or(self.bind_addr);
                 let ip = match bound.ip() {
                     std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
                     std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
@@ -193,7 +200,6 @@ impl Offers {
                 };
                 format!("http://{}", SocketAddr::new(ip, bound.port()))
             }
-            (None, None) => String::new(),
         };
         format!("{origin}/x402/{id}")
     }

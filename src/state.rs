@@ -202,6 +202,7 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
         config.x402.offer_allow_private,
         config.security.public_url.as_ref().map(|p| p.origin.clone()),
         listening.clone(),
+        config.server.bind_addr,
     )
     .with_clock(clock.clone());
     let seller = crate::sell::Seller::new(
