@@ -254,6 +254,12 @@ impl Seller {
                 return Ok(Settled::Refused(Reason::OfferPaused));
             }
             Err(e) => {
+                // Refused or failed before anything was recorded — unless it was recorded (then the watcher sends
+                // and settles it, and the payment with it).
+                if let Some(tx) = self.store.get_transaction(agent.id, transfer_id).await? {
+                    tracing::warn!(error = %e, "a settlement failed after it was recorded; the watcher carries it");
+                    return self.wait_for(agent, income, terms, &tx).await;
+                }
                 self.store.end_hold(income.id, IncomeStatus::Released).await?;
                 return Ok(match e {
                     TransferError::CapExceeded { .. } | TransferError::InsufficientFunds { .. } => {
@@ -269,13 +275,50 @@ impl Seller {
                 });
             }
         };
-        let hash: Option<TxHash> = tx.tx_hash().and_then(|h| h.parse().ok());
-        let Some(hash) = hash else {
-            return Ok(Settled::Pending {
-                transaction: String::new(),
-            });
-        };
-        self.wait(agent, client, income, terms, hash).await
+        self.wait_for(agent, income, terms, &tx).await
+    }
+
+    /// Waits for the settlement `tx` until it is included or `X402_TIMEOUT_MS` passed: a transaction of the
+    /// agent's wallet by its receipt; a sponsored user operation by its record, which the bundler settles once its
+    /// `UserOperationEvent` is mined (its `tx_hash` then the bundle's).
+    pub(crate) async fn wait_for(
+        &self,
+        agent: &Agent,
+        income: &Income,
+        terms: &Terms,
+        tx: &crate::domain::transaction::StoredTx,
+    ) -> Result<Settled, SellError> {
+        use crate::domain::transaction::{Payer, TxState};
+        let sponsored = tx.body.transaction().is_some_and(|t| t.gas == Payer::Sponsor);
+        if !sponsored {
+            let client = self.chains.get(&income.chain)?;
+            return match tx.tx_hash().and_then(|h| h.parse::<TxHash>().ok()) {
+                Some(hash) => self.wait(agent, client, income, terms, hash).await,
+                None => Ok(Settled::Pending {
+                    transaction: String::new(),
+                }),
+            };
+        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let now = self.store.get_transaction(agent.id, tx.id).await?;
+            let transaction = now.as_ref().and_then(|t| t.tx_hash()).unwrap_or_default().to_string();
+            match now.map(|t| t.status) {
+                Some(TxState::Confirmed) => return Ok(Settled::Done { transaction }),
+                Some(TxState::Reverted | TxState::Dropped | TxState::Cancelled | TxState::Expired) => {
+                    if let Some(done) = self.settled_elsewhere(agent, income, terms).await? {
+                        return Ok(done);
+                    }
+                    self.store.end_hold(income.id, IncomeStatus::Failed).await?;
+                    return Ok(Settled::Failed { transaction });
+                }
+                Some(TxState::Signed | TxState::Pending) | None => {}
+            }
+            if tokio::time::Instant::now() + RECEIPT_POLL > deadline {
+                return Ok(Settled::Pending { transaction });
+            }
+            tokio::time::sleep(RECEIPT_POLL).await;
+        }
     }
 
     /// Waits for the settlement `hash` until it is included or `X402_TIMEOUT_MS` passed.

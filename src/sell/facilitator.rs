@@ -169,14 +169,11 @@ impl Seller {
             if income.status == IncomeStatus::Settling
                 && let Some(id) = income.transfer_id
             {
-                let tx = self.store.get_transaction(agent.id, id).await?;
-                let hash = tx.as_ref().and_then(|t| t.tx_hash()).unwrap_or_default().to_string();
-                let settled = match hash.parse() {
-                    Ok(parsed) => {
-                        let client = self.chains.get(chain.name)?;
-                        self.wait(agent, client, &income, &terms, parsed).await?
-                    }
-                    Err(_) => Settled::Pending { transaction: hash },
+                let settled = match self.store.get_transaction(agent.id, id).await? {
+                    Some(tx) => self.wait_for(agent, &income, &terms, &tx).await?,
+                    None => Settled::Pending {
+                        transaction: String::new(),
+                    },
                 };
                 return self.settle_answer(&income, &terms, &payer, settled).await;
             }

@@ -286,13 +286,10 @@ impl Seller {
             },
             IncomeStatus::Failed => Settled::Failed { transaction: hash },
             IncomeStatus::Released => Settled::Refused(Reason::NonceAlreadyUsed),
-            IncomeStatus::Settling => {
-                let client = self.chains.get(&income.chain)?;
-                match hash.parse() {
-                    Ok(parsed) => self.wait(agent, client, income, terms, parsed).await?,
-                    Err(_) => Settled::Pending { transaction: hash },
-                }
-            }
+            IncomeStatus::Settling => match &tx {
+                Some(tx) => self.wait_for(agent, income, terms, tx).await?,
+                None => Settled::Pending { transaction: hash },
+            },
         };
         let fetched = match (&settled, offer.settle) {
             (Settled::Done { .. }, SettleWhen::OnSuccess) => {

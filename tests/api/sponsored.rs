@@ -6,4 +6,5 @@ pub mod crash;
 pub mod endpoints;
 pub mod parts;
 pub mod safety;
+pub mod settlements;
 pub mod transfers;

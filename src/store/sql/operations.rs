@@ -168,8 +168,12 @@ where
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        // A sponsored settlement of a payment to the agent (§23) settles the payment with it (its fee is 0).
+        let received = self.income_settled_in(&mut tx, id, &s.settlement).await?;
         tx.commit().await?;
-        self.feed.announce(&record);
+        for record in std::iter::once(&record).chain(&received) {
+            self.feed.announce(record);
+        }
         Ok(Some(record))
     }
 

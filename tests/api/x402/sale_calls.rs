@@ -81,42 +81,45 @@ impl Shop {
         self.app.send(builder).await
     }
 
-    /// The payer's signed payment of the terms `required` (a `PAYMENT-REQUIRED` document), and its nonce.
     fn pay(&self, required: &Value) -> (String, B256) {
-        let accepted = &required["accepts"][0];
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let nonce = B256::from(PrivateKeySigner::random().to_bytes());
-        let message = TransferWithAuthorization {
-            from: self.payer.address(),
-            to: accepted["payTo"].as_str().unwrap().parse().unwrap(),
-            value: accepted["amount"].as_str().unwrap().parse().unwrap(),
-            validAfter: U256::from(now - 5),
-            validBefore: U256::from(now + 120),
-            nonce,
-        };
-        let domain = eip712_domain! {
-            name: "USD Coin".to_owned(),
-            version: "2".to_owned(),
-            chain_id: BASE_CHAIN_ID,
-            verifying_contract: self.usdc,
-        };
-        let signature = self
-            .payer
-            .sign_hash_sync(&message.eip712_signing_hash(&domain))
-            .unwrap();
-        let document = json!({"x402Version": 2, "accepted": accepted, "payload": {
-            "signature": format!("0x{}", alloy::hex::encode(signature.as_bytes())),
-            "authorization": {"from": message.from.to_checksum(None), "to": message.to.to_checksum(None),
-                "value": message.value.to_string(), "validAfter": message.validAfter.to_string(),
-                "validBefore": message.validBefore.to_string(), "nonce": nonce.to_string()}}});
-        (STANDARD.encode(document.to_string()), nonce)
+        pay_terms(&self.payer, self.usdc, required)
     }
 }
 
-fn required_of(response: &TestResponse) -> Value {
+/// `payer`'s signed payment of the terms `required` (a `PAYMENT-REQUIRED` document) in the EIP-3009 token `usdc`
+/// (USDC's domain on base), and its nonce.
+pub fn pay_terms(payer: &PrivateKeySigner, usdc: Address, required: &Value) -> (String, B256) {
+    let accepted = &required["accepts"][0];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let nonce = B256::from(PrivateKeySigner::random().to_bytes());
+    let message = TransferWithAuthorization {
+        from: payer.address(),
+        to: accepted["payTo"].as_str().unwrap().parse().unwrap(),
+        value: accepted["amount"].as_str().unwrap().parse().unwrap(),
+        validAfter: U256::from(now - 5),
+        validBefore: U256::from(now + 120),
+        nonce,
+    };
+    let domain = eip712_domain! {
+        name: "USD Coin".to_owned(),
+        version: "2".to_owned(),
+        chain_id: BASE_CHAIN_ID,
+        verifying_contract: usdc,
+    };
+    let signature = payer.sign_hash_sync(&message.eip712_signing_hash(&domain)).unwrap();
+    let document = json!({"x402Version": 2, "accepted": accepted, "payload": {
+        "signature": format!("0x{}", alloy::hex::encode(signature.as_bytes())),
+        "authorization": {"from": message.from.to_checksum(None), "to": message.to.to_checksum(None),
+            "value": message.value.to_string(), "validAfter": message.validAfter.to_string(),
+            "validBefore": message.validBefore.to_string(), "nonce": nonce.to_string()}}});
+    (STANDARD.encode(document.to_string()), nonce)
+}
+
+/// The terms of a 402.
+pub fn required_of(response: &TestResponse) -> Value {
     let header = response.headers["payment-required"].to_str().unwrap();
     serde_json::from_slice(&STANDARD.decode(header).unwrap()).unwrap()
 }
