@@ -1,12 +1,13 @@
 //! The store's offer contract (`OfferStore`, §23) on the backend the app would open (SQLite, or PostgreSQL with
 //! `TEST_POSTGRES_URL`): an upstream and a stored body read back field for field, listed newest first, found by id
-//! whatever their agent, closed once by their own agent only; and an agent's empty income page.
+//! whatever their agent, closed once by their own agent only; and an agent's income pages, filtered and walked.
 
 use agentd::domain::audit::{Actor, Detail, detail};
 use agentd::store::AuditEvent;
+use agentd::store::income::{Held, Hold, IncomeStatus};
 use agentd::store::income_list::IncomeFilter;
 use agentd::store::offers::{Offer, Resource, SettleWhen};
-use alloy::primitives::{Address, U256};
+use alloy::primitives::{Address, B256, U256};
 use chrono::{Duration, SubsecRound};
 use uuid::Uuid;
 
@@ -157,4 +158,112 @@ async fn an_agent_without_payments_has_an_empty_income_page_and_an_unknown_curso
             .unwrap(),
         None
     );
+}
+
+fn hold(agent_id: Uuid, offer_id: Option<Uuid>, payer: u8) -> Hold {
+    Hold {
+        id: Uuid::new_v4(),
+        agent_id,
+        offer_id,
+        chain: "base".into(),
+        asset: "USDC".into(),
+        token: Address::repeat_byte(0x83),
+        decimals: 6,
+        amount: U256::from(10_000u64),
+        payer: Address::repeat_byte(payer),
+        nonce: B256::repeat_byte(payer ^ 0x5a),
+        valid_before: 4_000_000_000,
+        signature_key: format!("sig-{}", Uuid::new_v4()),
+        gas: U256::from(1_000u64),
+    }
+}
+
+#[tokio::test]
+async fn income_pages_filter_by_offer_and_status_and_follow_their_cursor() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 0).await;
+    let (other, _) = stored_agent(store.as_ref(), 1).await;
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let holds = [
+        hold(agent.id, Some(a), 1),
+        hold(agent.id, Some(a), 2),
+        hold(agent.id, Some(b), 3),
+    ];
+    for h in &holds {
+        assert_eq!(store.take_hold(h, None).await.unwrap(), Held::Taken);
+    }
+    assert!(store.end_hold(holds[1].id, IncomeStatus::Released).await.unwrap());
+    let page = |filter: IncomeFilter, before: Option<Uuid>, limit: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .income_page(agent.id, &filter, before, limit)
+                .await
+                .unwrap()
+                .expect("a known cursor")
+        }
+    };
+    let all = page(IncomeFilter::default(), None, 10).await;
+    assert_eq!(all.len(), 3);
+    let first = &all.iter().find(|r| r.id == holds[0].id).unwrap();
+    assert_eq!(
+        (
+            first.offer_id,
+            first.amount,
+            first.decimals,
+            first.status.as_str(),
+            first.fee,
+            first.settled_at
+        ),
+        (Some(a), U256::from(10_000u64), 6, "settling", None, None)
+    );
+    assert_eq!(first.payer, Address::repeat_byte(1).to_checksum(None));
+    let of_a = page(
+        IncomeFilter {
+            offer_id: Some(a),
+            status: None,
+        },
+        None,
+        10,
+    )
+    .await;
+    assert_eq!(of_a.len(), 2);
+    let released = page(
+        IncomeFilter {
+            offer_id: None,
+            status: Some("released".into()),
+        },
+        None,
+        10,
+    )
+    .await;
+    assert_eq!(released.iter().map(|r| r.id).collect::<Vec<_>>(), [holds[1].id]);
+    let settling_of_a = IncomeFilter {
+        offer_id: Some(a),
+        status: Some("settling".into()),
+    };
+    assert_eq!(page(settling_of_a, None, 10).await.len(), 1);
+
+    // One at a time, each page after the last record of the one before: the same records in the same order.
+    let mut walked = Vec::new();
+    let mut cursor = None;
+    loop {
+        let one = page(IncomeFilter::default(), cursor, 1).await;
+        let Some(record) = one.first() else { break };
+        cursor = Some(record.id);
+        walked.push(record.id);
+    }
+    assert_eq!(walked, all.iter().map(|r| r.id).collect::<Vec<_>>());
+    assert_eq!(
+        store
+            .income_page(other.id, &IncomeFilter::default(), None, 10)
+            .await
+            .unwrap(),
+        Some(vec![])
+    );
+    let theirs = store
+        .income_page(other.id, &IncomeFilter::default(), Some(holds[0].id), 10)
+        .await
+        .unwrap();
+    assert_eq!(theirs, None, "another agent's record is no cursor");
 }
