@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
+use alloy::providers::Provider;
 use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::{SolCall, SolStruct, eip712_domain};
@@ -148,8 +149,15 @@ struct Selling {
 }
 
 async fn selling() -> Selling {
+    selling_with(&[]).await
+}
+
+/// `selling` with more app variables.
+async fn selling_with(extra: &[(&str, &str)]) -> Selling {
     let anvil = Anvil::start(BASE_CHAIN_ID);
-    let app = transfer_app(&anvil, &[("OFFER_ALLOW_PRIVATE", "true"), ("ADMIN_TOKEN", ADMIN)]).await;
+    let mut vars = vec![("OFFER_ALLOW_PRIVATE", "true"), ("ADMIN_TOKEN", ADMIN)];
+    vars.extend_from_slice(extra);
+    let app = transfer_app(&anvil, &vars).await;
     let agent = funded_agent(&app, &anvil, Some(0.5)).await;
     let usdc = usdc_on_base(&anvil).await;
     let payer = PrivateKeySigner::random();
@@ -915,4 +923,195 @@ async fn a_before_serving_offer_is_paid_upfront_by_the_official_client_and_charg
     assert_eq!(s.upstream.seen().len(), 2, "each upstream asked once");
     let income = s.income_once(2, "settled").await;
     assert!(income.iter().any(|i| i["offer_id"] == failing["id"]), "{income:#?}");
+}
+
+/// A pass-through in front of agentd's facilitator endpoints that counts the settle requests it forwards.
+struct CountingProxy {
+    base: String,
+    settles: Arc<Mutex<usize>>,
+    task: JoinHandle<()>,
+}
+
+impl CountingProxy {
+    async fn start(target: String) -> CountingProxy {
+        let settles: Arc<Mutex<usize>> = Arc::default();
+        let counted = settles.clone();
+        let client = reqwest::Client::new();
+        let router = Router::new().fallback(move |request: axum::extract::Request| {
+            let (client, target, counted) = (client.clone(), target.clone(), counted.clone());
+            async move {
+                let (parts, body) = request.into_parts();
+                if parts.uri.path().ends_with("/settle") {
+                    *counted.lock().unwrap() += 1;
+                }
+                let body = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+                let mut forwarded = client.request(parts.method.clone(), format!("{target}{}", parts.uri));
+                for name in ["authorization", "content-type"] {
+                    if let Some(value) = parts.headers.get(name) {
+                        forwarded = forwarded.header(name, value.as_bytes());
+                    }
+                }
+                let answer = forwarded.body(body).send().await.expect("agentd answers");
+                let status = AxumStatus::from_u16(answer.status().as_u16()).unwrap();
+                let content_type = answer.headers().get("content-type").cloned();
+                let bytes = answer.bytes().await.unwrap_or_default();
+                let mut response = (status, bytes).into_response();
+                if let Some(content_type) = content_type {
+                    response
+                        .headers_mut()
+                        .insert("content-type", content_type.as_bytes().try_into().unwrap());
+                }
+                response
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("local address");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        CountingProxy {
+            base: format!("http://{addr}"),
+            settles,
+            task,
+        }
+    }
+
+    fn settles(&self) -> usize {
+        *self.settles.lock().unwrap()
+    }
+}
+
+impl Drop for CountingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How long agentd waits for a settlement's inclusion in the tests of pending settlements (`X402_TIMEOUT_MS`).
+const INCLUSION_WAIT_MS: u64 = 4_000;
+
+impl Selling {
+    /// Waits (up to 60 s) until the agent's settlement sits in the node's pool, unmined (automine off).
+    async fn settlement_in_pool(&self) {
+        let agent = wallet(&self.agent);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let pending = self
+                .anvil
+                .provider()
+                .get_transaction_count(agent)
+                .pending()
+                .await
+                .expect("eth_getTransactionCount(pending)");
+            if pending > self.anvil.mined_nonce(agent).await {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no settlement reached the pool");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_settlement_not_yet_included_is_pending_and_the_same_signature_is_served_once_it_is() {
+    let wait = INCLUSION_WAIT_MS.to_string();
+    let s = selling_with(&[("X402_TIMEOUT_MS", &wait)]).await;
+    let offer = s.content_offer().await;
+    let url = offer["url"].as_str().unwrap();
+    let made = python_buyer("sign", url, &s.payer).await;
+    let header = made["payment_signature"].as_str().unwrap();
+    let payment = decode(header);
+
+    // The node holds the settlement unmined: within X402_TIMEOUT_MS it is not included.
+    s.anvil.set_automine(false).await;
+    let first = s.pay_with(url, header).await;
+    assert_eq!(first.status, StatusCode::PAYMENT_REQUIRED, "{}", first.text);
+    let response = decode(
+        first
+            .headers
+            .get("payment-response")
+            .unwrap_or_else(|| panic!("a pending settlement is named in PAYMENT-RESPONSE: {:?}", first.headers))
+            .to_str()
+            .unwrap(),
+    );
+    assert_eq!(response["success"], false, "{response}");
+    assert_eq!(response["errorReason"], "settlement_pending", "{response}");
+    let pending: TxHash = response["transaction"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the pending transaction: {response}"));
+    assert_eq!(s.income().await[0]["status"], "settling");
+
+    // The same signature again, answered once the block comes: served, and settled by the one transaction.
+    let (second, ()) = tokio::join!(s.pay_with(url, header), async {
+        tokio::time::sleep(std::time::Duration::from_millis(INCLUSION_WAIT_MS / 2)).await;
+        s.anvil.mine(1).await;
+    });
+    s.anvil.set_automine(true).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text);
+    assert_eq!(second.text, CONTENT);
+    let settled = decode(second.headers["payment-response"].to_str().unwrap());
+    assert_eq!(settled["success"], true, "{settled}");
+    assert_eq!(settled["transaction"], pending.to_string(), "{settled}");
+
+    s.assert_settled_by_agent(pending).await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "one settlement sent");
+    assert_eq!(s.usdc_of(wallet(&s.agent)).await, U256::from(PRICE));
+    assert!(authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&payment)).await);
+    let income = s.income_once(1, "settled").await;
+    assert_eq!(income[0]["tx_hash"], pending.to_string(), "{income:#?}");
+    // Served once: the same signature after that is a used nonce.
+    assert_eq!(
+        refusal(&s.pay_with(url, header).await),
+        "invalid_exact_evm_nonce_already_used"
+    );
+}
+
+#[tokio::test]
+async fn the_official_resource_servers_retry_of_a_pending_settlement_is_answered_by_the_one_transaction() {
+    let wait = INCLUSION_WAIT_MS.to_string();
+    let s = selling_with(&[("X402_TIMEOUT_MS", &wait)]).await;
+    let path = format!("/api/agents/{}/facilitator-tokens", s.agent.id);
+    let (status, created) = call(&s.app, &s.agent, true, Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let token = created["token"].as_str().unwrap().to_owned();
+    let proxy = CountingProxy::start(s.app.address.clone()).await;
+    let facilitator = format!("{}/api/agents/{}/x402", proxy.base, s.agent.id);
+    let pay_to = wallet(&s.agent).to_checksum(None);
+    let seller = tokio::task::spawn_blocking(move || SdkSeller::start(&facilitator, &token, &pay_to, "$0.01", NETWORK))
+        .await
+        .expect("the seller starts");
+
+    // The SDK's resource server settles, gets settlement_pending after X402_TIMEOUT_MS, and settles the same payment
+    // once more at once (its single automatic retry); the block comes during that second wait.
+    let report = seller.url("/report");
+    s.anvil.set_automine(false).await;
+    let (answer, ()) = tokio::join!(python_buyer("pay", &report, &s.payer), async {
+        s.settlement_in_pool().await;
+        tokio::time::sleep(std::time::Duration::from_millis(INCLUSION_WAIT_MS * 3 / 2)).await;
+        s.anvil.mine(1).await;
+    });
+    s.anvil.set_automine(true).await;
+    assert_eq!(
+        answer["status"],
+        200,
+        "{answer}\nthe seller's log:\n{}",
+        seller.stderr()
+    );
+    let (tx, sent) = paid(&answer, &s.payer);
+    assert_eq!(
+        proxy.settles(),
+        2,
+        "the SDK settled, was told settlement_pending, and settled once more"
+    );
+
+    s.assert_settled_by_agent(tx).await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "one settlement sent");
+    assert_eq!(s.usdc_of(wallet(&s.agent)).await, U256::from(PRICE));
+    assert_eq!(s.usdc_of(s.payer.address()).await, U256::from(PAYER_FUNDS - PRICE));
+    assert!(authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&sent)).await);
+    let income = s.income_once(1, "settled").await;
+    assert_eq!(income[0]["tx_hash"], tx.to_string(), "{income:#?}");
 }
