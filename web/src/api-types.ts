@@ -280,6 +280,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/facilitator-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List facilitator tokens
+         * @description The agent's live facilitator tokens, oldest first, each by its `prefix` (never the token) with when a request
+         *     last presented it. Owner authority on a guarded agent.
+         */
+        get: operations["list_facilitator_tokens"];
+        put?: never;
+        /**
+         * Create a facilitator token
+         * @description A token for an x402 resource server built with the official SDKs: point its facilitator client at
+         *     `<agentd>/api/agents/{id}/x402` with `Authorization: Bearer <token>` in its auth headers. The token is shown in
+         *     this answer only (the service keeps its SHA-256) and opens the agent's `x402/verify`, `x402/settle` and
+         *     `x402/supported` only. Owner authority on a guarded agent (the agent token alone: 403 `owner_required`). Any
+         *     body is ignored. Audited (`facilitator_token_created`).
+         */
+        post: operations["create_facilitator_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/facilitator-tokens/{tid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a facilitator token
+         * @description The token stops opening the facilitator at once. An unknown, another agent's or an already deleted token is 404
+         *     `facilitator_token_not_found`. Owner authority on a guarded agent. Audited (`facilitator_token_deleted`).
+         */
+        delete: operations["delete_facilitator_token"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/fund": {
         parameters: {
             query?: never;
@@ -297,6 +347,83 @@ export interface paths {
          */
         post: operations["fund_agent"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/income": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List income
+         * @description The payments the agent took (its offers', and its own facilitator's with `offer_id` null), newest first, paged
+         *     with `limit` (default 100, at most 500) and `before` (a record id); `?offer=` and `?status=` filter. The agent
+         *     token or owner authority.
+         */
+        get: operations["list_income"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/offers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List offers
+         * @description The agent's offers, newest first, closed ones included. Owner authority (the agent token on an unguarded agent).
+         */
+        get: operations["list_offers"];
+        put?: never;
+        /**
+         * Create an offer
+         * @description Sells a resource (an upstream URL the agent fronts, or a stored body) for a price in an EIP-3009 token, paid to
+         *     the agent's wallet by any x402 v2 client at the answer's `url` and settled by agentd. Owner authority (the agent
+         *     token on an unguarded agent) and the `transact` capability. Refusals: 422 `validation_failed` (price above 0
+         *     with at most the token's decimals, `settle` `on_success` only for `GET`/`HEAD`, `gas_per_day` above 0,
+         *     `max_timeout_seconds` 60 to 3600, …), `url_not_allowed` (§16's rules), `asset_not_payable` (the token's contract
+         *     has no `authorizationState` or reports no EIP-712 domain); 403 `policy_denied` (`host_not_allowed`),
+         *     `capability_denied`, `owner_required`. The upstream's `headers` are kept encrypted and never shown.
+         */
+        post: operations["create_offer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/offers/{oid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an offer
+         * @description One of the agent's offers; an unknown or another agent's id is 404 `offer_not_found`.
+         */
+        get: operations["get_offer"];
+        put?: never;
+        post?: never;
+        /**
+         * Close an offer
+         * @description The offer stops selling: `closed`, and its URL answers 404 `offer_not_found`. Closing a closed offer again
+         *     answers 204 and changes nothing. Audited (`offer_closed`).
+         */
+        delete: operations["close_offer"];
         options?: never;
         head?: never;
         patch?: never;
@@ -821,6 +948,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/x402/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle a payment (x402 facilitator)
+         * @description x402 v2's `POST /settle` for this agent: verified as `verify` does, then the authorization is held and settled
+         *     from the agent's wallet (an outflow of gas only, counted in its cap); it appears in `GET …/income` with
+         *     `offer_id` null. A repeat with the same signature answers the first outcome; `settlement_pending` (with its
+         *     `transaction`) while it is not included. 200 for any JSON object. Takes a facilitator token of this agent only.
+         */
+        post: operations["facilitator_settle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/x402/supported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the facilitator settles (x402 facilitator)
+         * @description x402 v2's `GET /supported` for this agent: the `exact` scheme on its networks, no extensions, and the agent's
+         *     wallet as the signer of its settlements. Takes a facilitator token of this agent only.
+         */
+        get: operations["facilitator_supported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/x402/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify a payment (x402 facilitator)
+         * @description x402 v2's `POST /verify` for this agent: the same checks as an offer's payment, for requirements whose `payTo`
+         *     is this agent's wallet (any other: `isValid: false`, `invalidReason: "pay_to_not_agent"`). Changes nothing.
+         *     200 for any JSON object, the verdict in the body (another JSON value: 422 `validation_failed`). Takes a
+         *     facilitator token of this agent only.
+         */
+        post: operations["facilitator_verify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/audit/head": {
         parameters: {
             query?: never;
@@ -1165,6 +1359,33 @@ export interface paths {
         get: operations["scrape"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/{oid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Buys an offer (§23)
+         * @description Without `PAYMENT-SIGNATURE`, a 402 whose `PAYMENT-REQUIRED` header holds the terms (x402 v2); with one, the
+         *     payment is checked, held and settled by agentd, and the resource served once it is settled (`on_success`: only
+         *     when the resource answered 2xx; `before_serving`: settled first). No credential.
+         */
+        get: operations["buy"];
+        put?: never;
+        /**
+         * Buys an offer by POST (§23)
+         * @description Only an offer settled `before_serving` is sold by POST; the request's body (any text) reaches the resource when
+         *     the offer's `forward` says `body`. Otherwise as `GET /x402/{oid}`.
+         */
+        post: operations["buy_posted"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1719,6 +1940,99 @@ export interface components {
             /** @description 0x-prefixed hex secp256k1 private key. */
             private_key: string;
         };
+        /** @description One payment kind the facilitator settles. */
+        FacilitatorKindView: {
+            /**
+             * Format: int32
+             * @description `2`.
+             */
+            x402Version: number;
+            /** @description `exact`. */
+            scheme: string;
+            /** @description `eip155:<chain id>`: a chain the facilitator settles on for this agent. */
+            network: string;
+        };
+        /**
+         * @description An x402 v2 facilitator request, as an x402 resource server's facilitator client sends it to `verify` and
+         *     `settle`.
+         */
+        FacilitatorRequest: {
+            /**
+             * Format: int32
+             * @description `2`.
+             */
+            x402Version: number;
+            /**
+             * @description The buyer's `PAYMENT-SIGNATURE`, decoded: `{x402Version, resource?, accepted, payload: {signature,
+             *     authorization: {from, to, value, validAfter, validBefore, nonce}}}`.
+             */
+            paymentPayload: Record<string, never>;
+            /**
+             * @description The entry of the resource server's price list the payment is for: `{scheme, network, amount, asset, payTo,
+             *     maxTimeoutSeconds, extra: {name, version}}`. `payTo` must be this agent's wallet.
+             */
+            paymentRequirements: Record<string, never>;
+        };
+        /** @description x402 v2 `SettleResponse`: the settlement's outcome; a repeat with the same signature answers the first. */
+        FacilitatorSettleView: {
+            success: boolean;
+            /**
+             * @description When not successful: a verify reason, `transaction_failed`, or `settlement_pending` (with its
+             *     `transaction`, while it is not included).
+             */
+            errorReason?: string | null;
+            /** @description The settlement's transaction hash; `""` when none was sent. */
+            transaction: string;
+            /** @description `eip155:<chain id>`. */
+            network: string;
+            payer?: string | null;
+        };
+        /** @description x402 v2 `SupportedResponse`: what this agent's facilitator settles, and who signs its settlements. */
+        FacilitatorSupportedView: {
+            kinds: components["schemas"]["FacilitatorKindView"][];
+            /** @description Always `[]`. */
+            extensions: string[];
+            /** @description `{"eip155:*": [the agent's wallet]}`. */
+            signers: Record<string, never>;
+        };
+        /** @description A facilitator token just created: the one answer that shows the token. */
+        FacilitatorTokenCreatedView: {
+            /** Format: uuid */
+            id: string;
+            /** @description `fac_` + 43 base64url characters. Shown only here: the service keeps its SHA-256. */
+            token: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** @description A live facilitator token, as listed (never the token or its hash). */
+        FacilitatorTokenView: {
+            /** Format: uuid */
+            id: string;
+            /** @description The token's first 12 characters (`fac_` and 8 more), to tell tokens apart. */
+            prefix: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When a facilitator request last presented it; `null` until one did.
+             */
+            last_used_at?: string | null;
+        };
+        /** @description The agent's live facilitator tokens, oldest first. */
+        FacilitatorTokensView: {
+            facilitator_tokens: components["schemas"]["FacilitatorTokenView"][];
+        };
+        /** @description x402 v2 `VerifyResponse`: whether the payment would be taken now. Verify changes nothing. */
+        FacilitatorVerifyView: {
+            isValid: boolean;
+            /**
+             * @description When not valid: x402's reason code (`invalid_exact_evm_payload_signature`, …), or `pay_to_not_agent`,
+             *     `unsupported_scheme`, `network_mismatch`, `requirements_mismatch`.
+             */
+            invalidReason?: string | null;
+            /** @description The payer's address (the authorization's `from`), once the payload names one. */
+            payer?: string | null;
+        };
         FailedBalanceView: {
             /** @description EIP-55 address. */
             address: string;
@@ -1815,6 +2129,43 @@ export interface components {
             /** @description This instance's database connections, and whether they ran out. */
             database_pool: components["schemas"]["PoolView"];
         };
+        /** @description `GET /api/agents/{id}/income`. */
+        IncomeListView: {
+            income: components["schemas"]["IncomeView"][];
+        };
+        /**
+         * @description Where a payment stands: held and being settled, settled on chain, failed, or released (the upstream did not
+         *     answer 2xx).
+         * @enum {string}
+         */
+        IncomeStatus: "settling" | "settled" | "failed" | "released";
+        /** @description One payment the agent took. */
+        IncomeView: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description `null`: settled through the agent's own facilitator.
+             */
+            offer_id?: string | null;
+            chain: string;
+            asset: string;
+            /** @description Whole units of the asset. */
+            amount: string;
+            payer: string;
+            /** @description The authorization's nonce, 0x-hex. */
+            nonce: string;
+            status: components["schemas"]["IncomeStatus"];
+            /** @description `agentd` or `external` once settled. */
+            settled_by?: string | null;
+            tx_hash?: string | null;
+            /** @description What the settlement cost the agent in gas, whole native units (`"0"` when none). */
+            fee: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            settled_at?: string | null;
+        };
         /** @description What one amount caveat lets the agent take. */
         LimitView: {
             /**
@@ -1896,6 +2247,42 @@ export interface components {
              */
             gas?: string | null;
         };
+        /** @description A stored body, served as is. */
+        NewContent: {
+            content: string;
+            content_type: string;
+        };
+        /** @description `POST /api/agents/{id}/offers` and the `create_offer` tool: what to sell and on which terms. */
+        NewOffer: {
+            /** @description One of the agent's chains. */
+            chain: string;
+            /** @description A registry token of `chain` (symbol or address) whose contract implements EIP-3009, e.g. `USDC`. */
+            asset: string;
+            /** @description A decimal string in whole units of the asset, above 0, at most the token's decimals (`"0.01"`). */
+            price: string;
+            /** @description What the 402 tells buyers they pay for. */
+            description: string;
+            resource: components["schemas"]["NewResource"];
+            /** @description `on_success` (default; `GET`/`HEAD` only: settled once the upstream answered 2xx) or `before_serving`. */
+            settle?: string | null;
+            /**
+             * @description What of the buyer's request reaches the upstream: `[]` (default), `["query"]`, `["body"]` (`POST` only), or
+             *     one of them as a string.
+             */
+            forward?: string[] | null;
+            /**
+             * @description A decimal string in whole native units of `chain`, above 0: what the offer's settlements may cost in gas
+             *     over a rolling 24 h.
+             */
+            gas_per_day: string;
+            /**
+             * Format: int64
+             * @description 60 to 3600, default 300.
+             */
+            max_timeout_seconds?: number | null;
+        };
+        /** @description What an offer sells: an upstream URL it fronts, or a stored body. */
+        NewResource: components["schemas"]["NewUpstream"] | components["schemas"]["NewContent"];
         /** @description Typed data to sign on one of the agent's chains. */
         NewSignature: {
             /** @description One of the agent's chains; the domain's `chainId` must be its id. */
@@ -1926,6 +2313,54 @@ export interface components {
              *     or `wallet`; default `sponsored` on a chain where the agent has a sponsorship with a non-zero `per_day`.
              */
             gas?: string | null;
+        };
+        /** @description An upstream fetched through the guarded client (§16's rules, no redirect followed). */
+        NewUpstream: {
+            /** @description `http` or `https`, without credentials; no private or loopback address unless `OFFER_ALLOW_PRIVATE=true`. */
+            url: string;
+            /** @description `GET` (default), `HEAD` or `POST` (`POST` with `settle: "before_serving"`). */
+            method?: string | null;
+            /** @description Sent to the upstream with every fetch (e.g. its API key): kept encrypted, never shown. */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** @description What the 402 advertises, default `application/json`. */
+            mime_type?: string | null;
+        };
+        /**
+         * @description Whether the offer sells (`active`) or was closed.
+         * @enum {string}
+         */
+        OfferStatus: "active" | "closed";
+        /** @description An offer. */
+        OfferView: {
+            /** Format: uuid */
+            id: string;
+            /** @description Where buyers pay and get the resource: `<PUBLIC_URL, else the listening address>/x402/<id>`. */
+            url: string;
+            chain: string;
+            /** @description The registry token's symbol. */
+            asset: string;
+            /** @description Whole units of the asset. */
+            price: string;
+            /** @description The agent's wallet on `chain`, EIP-55. */
+            pay_to: string;
+            description: string;
+            resource: components["schemas"]["ResourceView"];
+            settle: components["schemas"]["SettleView"];
+            /** @description `query` and/or `body`; empty: nothing of the buyer's request reaches the upstream. */
+            forward: string[];
+            /** @description Whole native units of `chain`, per rolling 24 h. */
+            gas_per_day: string;
+            /** Format: int64 */
+            max_timeout_seconds: number;
+            status: components["schemas"]["OfferStatus"];
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** @description `GET /api/agents/{id}/offers`. */
+        OffersView: {
+            offers: components["schemas"]["OfferView"][];
         };
         OpenSession: {
             chain: string;
@@ -2040,6 +2475,25 @@ export interface components {
             reason?: string | null;
         };
         /**
+         * @description An upstream URL, or a stored body.
+         * @enum {string}
+         */
+        ResourceKind: "url" | "content";
+        /**
+         * @description What the offer sells: an upstream (origin and path only; its query and headers are never shown), or a stored
+         *     body (`kind: "content"`).
+         */
+        ResourceView: {
+            kind: components["schemas"]["ResourceKind"];
+            /** @description The upstream's origin and path. */
+            url?: string | null;
+            method?: string | null;
+            /** @description What the 402 advertises (an upstream) or what is served (a stored body). */
+            mime_type: string;
+            /** @description Whether the upstream is sent headers of the offer's (their values are never shown). */
+            headers: boolean;
+        };
+        /**
          * @description Who wrote a message.
          * @enum {string}
          */
@@ -2051,6 +2505,11 @@ export interface components {
             /** @description A decimal string in whole native units of the chain (`"0.05"`); `"0"` ends the sponsorship. */
             per_day: string;
         };
+        /**
+         * @description When the payment is settled: after the upstream answered 2xx, or before serving (`paymentFlow: "upfront"`).
+         * @enum {string}
+         */
+        SettleView: "on_success" | "before_serving";
         /** @description A signature made, or one held for the owner. */
         SignatureView: {
             /** @description 0x + 65 bytes (r, s, v). */
@@ -2342,7 +2801,7 @@ export interface components {
          * @description An event type of §19, or `*` (alone) for every event, those added later included.
          * @enum {string}
          */
-        WebhookEventType: "transfer.pending" | "transfer.confirmed" | "transfer.reverted" | "transfer.dropped" | "transfer.cancelled" | "transfer.expired" | "transfer.replaced" | "approval.required" | "approval.resolved" | "policy.denied" | "agent.updated" | "policy.updated" | "delegation.revoked" | "webhook.test" | "*";
+        WebhookEventType: "transfer.pending" | "transfer.confirmed" | "transfer.reverted" | "transfer.dropped" | "transfer.cancelled" | "transfer.expired" | "transfer.replaced" | "approval.required" | "approval.resolved" | "policy.denied" | "agent.updated" | "policy.updated" | "delegation.revoked" | "payment.received" | "webhook.test" | "*";
         /** @description An endpoint just created, or whose secret was just rotated: the one answer that shows the secret. */
         WebhookSecretView: {
             /** Format: uuid */
@@ -5094,6 +5553,345 @@ export interface operations {
             };
         };
     };
+    list_facilitator_tokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's live facilitator tokens */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "facilitator_tokens": [
+                     *         {
+                     *           "created_at": "2026-11-23T10:00:00Z",
+                     *           "id": "6a2d9e41-8b3c-4f7a-9e1d-2c5b8a4f0e93",
+                     *           "last_used_at": "2026-11-23T10:05:00Z",
+                     *           "prefix": "fac_RmFjaWxp"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FacilitatorTokensView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_facilitator_token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Created: the token, shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "id": "6a2d9e41-8b3c-4f7a-9e1d-2c5b8a4f0e93",
+                     *       "token": "fac_RmFjaWxpdGF0b3IgdG9rZW4gZm9yIGFuIHg0MDIgc2"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FacilitatorTokenCreatedView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_facilitator_token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "facilitator_token_not_found",
+                     *         "message": "facilitator token not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     fund_agent: {
         parameters: {
             query?: never;
@@ -5263,6 +6061,790 @@ export interface operations {
                      *           }
                      *         },
                      *         "message": "amount: must be greater than zero"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_income: {
+        parameters: {
+            query?: {
+                /** @description Only the payments of this offer. */
+                offer?: string;
+                /** @description Only records in this status: `settling`, `settled`, `failed` or `released`. */
+                status?: string;
+                /** @description At least 1 (larger values are cut to 500); default 100. */
+                limit?: number;
+                /** @description The id of the last record of the previous page: this page starts with the next older one. */
+                before?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Payments taken, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "income": [
+                     *         {
+                     *           "amount": "0.01",
+                     *           "asset": "USDC",
+                     *           "chain": "base",
+                     *           "created_at": "2026-11-23T10:00:00Z",
+                     *           "fee": "0.0000021",
+                     *           "id": "8c3e1a7b-5d2f-4b9e-a1c6-7e4d2b9f0a35",
+                     *           "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                     *           "offer_id": "2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40",
+                     *           "payer": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *           "settled_at": "2026-11-23T10:05:00Z",
+                     *           "settled_by": "agentd",
+                     *           "status": "settled",
+                     *           "tx_hash": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IncomeListView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "status": "must be settling, settled, failed or released"
+                     *           }
+                     *         },
+                     *         "message": "status: must be settling, settled, failed or released"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_offers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's offers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "offers": [
+                     *         {
+                     *           "asset": "USDC",
+                     *           "chain": "base",
+                     *           "created_at": "2026-11-23T10:00:00Z",
+                     *           "description": "Today's weather",
+                     *           "forward": [],
+                     *           "gas_per_day": "0.001",
+                     *           "id": "2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40",
+                     *           "max_timeout_seconds": 300,
+                     *           "pay_to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "price": "0.01",
+                     *           "resource": {
+                     *             "headers": true,
+                     *             "kind": "url",
+                     *             "method": "GET",
+                     *             "mime_type": "application/json",
+                     *             "url": "https://api.example.com/weather"
+                     *           },
+                     *           "settle": "on_success",
+                     *           "status": "active",
+                     *           "url": "https://agentd.example.com/x402/2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OffersView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_offer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "asset": "USDC",
+                 *       "chain": "base",
+                 *       "description": "Today's weather",
+                 *       "gas_per_day": "0.001",
+                 *       "price": "0.01",
+                 *       "resource": {
+                 *         "headers": {
+                 *           "X-Api-Key": "upstream-key"
+                 *         },
+                 *         "url": "https://api.example.com/weather"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewOffer"];
+            };
+        };
+        responses: {
+            /** @description Created, `active` */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "asset": "USDC",
+                     *       "chain": "base",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Today's weather",
+                     *       "forward": [],
+                     *       "gas_per_day": "0.001",
+                     *       "id": "2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40",
+                     *       "max_timeout_seconds": 300,
+                     *       "pay_to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "price": "0.01",
+                     *       "resource": {
+                     *         "headers": true,
+                     *         "kind": "url",
+                     *         "method": "GET",
+                     *         "mime_type": "application/json",
+                     *         "url": "https://api.example.com/weather"
+                     *       },
+                     *       "settle": "on_success",
+                     *       "status": "active",
+                     *       "url": "https://agentd.example.com/x402/2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OfferView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "asset_not_payable",
+                     *         "message": "ETH is the native coin of base: an offer is paid in an EIP-3009 token"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_offer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                oid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The offer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "asset": "USDC",
+                     *       "chain": "base",
+                     *       "created_at": "2026-11-23T10:00:00Z",
+                     *       "description": "Today's weather",
+                     *       "forward": [],
+                     *       "gas_per_day": "0.001",
+                     *       "id": "2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40",
+                     *       "max_timeout_seconds": 300,
+                     *       "pay_to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *       "price": "0.01",
+                     *       "resource": {
+                     *         "headers": true,
+                     *         "kind": "url",
+                     *         "method": "GET",
+                     *         "mime_type": "application/json",
+                     *         "url": "https://api.example.com/weather"
+                     *       },
+                     *       "settle": "on_success",
+                     *       "status": "active",
+                     *       "url": "https://agentd.example.com/x402/2b7f4c1e-9d3a-4e6b-8f2c-1a5d7e9b3c40"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OfferView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "offer_not_found",
+                     *         "message": "offer not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    close_offer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                oid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Closed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "owner_required",
+                     *         "message": "this change needs the owner's authority (the admin token or an owner session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "offer_not_found",
+                     *         "message": "offer not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
                      *       }
                      *     }
                      */
@@ -9932,6 +11514,574 @@ export interface operations {
             };
         };
     };
+    facilitator_settle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "paymentPayload": {
+                 *         "accepted": {
+                 *           "amount": "10000",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           },
+                 *           "maxTimeoutSeconds": 300,
+                 *           "network": "eip155:8453",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "scheme": "exact"
+                 *         },
+                 *         "payload": {
+                 *           "authorization": {
+                 *             "from": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                 *             "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795428300",
+                 *             "value": "10000"
+                 *           },
+                 *           "signature": "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb5322505d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b"
+                 *         },
+                 *         "resource": {
+                 *           "description": "Weather",
+                 *           "mimeType": "application/json",
+                 *           "url": "https://api.example.com/weather"
+                 *         },
+                 *         "x402Version": 2
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "amount": "10000",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         },
+                 *         "maxTimeoutSeconds": 300,
+                 *         "network": "eip155:8453",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "scheme": "exact"
+                 *       },
+                 *       "x402Version": 2
+                 *     }
+                 */
+                "application/json": components["schemas"]["FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The settlement's outcome */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "network": "eip155:8453",
+                     *       "payer": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *       "success": true,
+                     *       "transaction": "0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FacilitatorSettleView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "body": "must be a JSON object"
+                     *           }
+                     *         },
+                     *         "message": "body: must be a JSON object"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    facilitator_supported: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The kinds it settles */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "extensions": [],
+                     *       "kinds": [
+                     *         {
+                     *           "network": "eip155:8453",
+                     *           "scheme": "exact",
+                     *           "x402Version": 2
+                     *         }
+                     *       ],
+                     *       "signers": {
+                     *         "eip155:*": [
+                     *           "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FacilitatorSupportedView"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    facilitator_verify: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "paymentPayload": {
+                 *         "accepted": {
+                 *           "amount": "10000",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           },
+                 *           "maxTimeoutSeconds": 300,
+                 *           "network": "eip155:8453",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "scheme": "exact"
+                 *         },
+                 *         "payload": {
+                 *           "authorization": {
+                 *             "from": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                 *             "nonce": "0x3f1c2b3a4d5e4f608a7b6c5d4e3f2a1b9f1c2b3a4d5e4f608a7b6c5d4e3f2a1b",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795428300",
+                 *             "value": "10000"
+                 *           },
+                 *           "signature": "0x2c6401216c9031b9a6fb8cbfccab4fcec6c951cdf40e2320108d1856eb5322505d6c2e0a1f3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4da1b"
+                 *         },
+                 *         "resource": {
+                 *           "description": "Weather",
+                 *           "mimeType": "application/json",
+                 *           "url": "https://api.example.com/weather"
+                 *         },
+                 *         "x402Version": 2
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "amount": "10000",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         },
+                 *         "maxTimeoutSeconds": 300,
+                 *         "network": "eip155:8453",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "scheme": "exact"
+                 *       },
+                 *       "x402Version": 2
+                 *     }
+                 */
+                "application/json": components["schemas"]["FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The verdict */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "isValid": true,
+                     *       "payer": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FacilitatorVerifyView"];
+                };
+            };
+            /** @description Malformed JSON (`invalid_json`) or not `application/json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "this token does not belong to the requested resource"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_failed",
+                     *         "details": {
+                     *           "fields": {
+                     *             "body": "must be a JSON object"
+                     *           }
+                     *         },
+                     *         "message": "body: must be a JSON object"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     audit_head: {
         parameters: {
             query?: never;
@@ -12125,6 +14275,241 @@ export interface operations {
             };
         };
     };
+    buy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The offer's id */
+                oid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resource, paid, in the offer's own type (its `mime_type`, or a stored body's `content_type`); `PAYMENT-RESPONSE` holds the settlement */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example the bytes of the resource an offer sells */
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Payment required: `PAYMENT-REQUIRED` holds the terms (and `error` when a payment was refused) */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payment_required",
+                     *         "message": "payment required: the terms are in the PAYMENT-REQUIRED header (x402 v2)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such active offer (`offer_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "offer_not_found",
+                     *         "message": "offer not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many payments from this client or payer (`rate_limited`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The resource failed (`upstream_failed`, `details.status`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_failed",
+                     *         "message": "the resource did not answer with a success; nothing was settled for it"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    buy_posted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The offer's id */
+                oid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resource, paid, in the offer's own type (its `mime_type`, or a stored body's `content_type`); `PAYMENT-RESPONSE` holds the settlement */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example the bytes of the resource an offer sells */
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Payment required: `PAYMENT-REQUIRED` holds the terms */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payment_required",
+                     *         "message": "payment required: the terms are in the PAYMENT-REQUIRED header (x402 v2)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such active offer (`offer_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "offer_not_found",
+                     *         "message": "offer not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The offer is not sold by POST (`method_not_allowed`) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "method_not_allowed",
+                     *         "message": "this method is not allowed on this path"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many payments from this client or payer (`rate_limited`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests; retry later"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The resource failed (`upstream_failed`, `details.status`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_failed",
+                     *         "message": "the resource did not answer with a success; nothing was settled for it"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
 }
 type FlattenedDeepRequired<T> = {
     [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
@@ -12136,13 +14521,17 @@ type ReadonlyArray<T> = [
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const actorViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ActorView"]> = ["agent", "owner", "admin", "mcp", "system"];
 export const capabilityViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CapabilityView"]> = ["read", "compare", "transact", "analytics"];
+export const incomeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IncomeStatus"]> = ["settling", "settled", "failed", "released"];
+export const offerStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OfferStatus"]> = ["active", "closed"];
 export const proofOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["Proof"], {
     type: unknown;
 }>["type"]> = ["current_token"];
 export const proofOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["Proof"], {
     type: unknown;
 }>["type"]> = ["wallet_signature"];
+export const resourceKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ResourceKind"]> = ["url", "content"];
 export const roleViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RoleView"]> = ["user", "assistant"];
+export const settleViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SettleView"]> = ["on_success", "before_serving"];
 export const transferStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TransferStatusView"]> = ["awaiting_approval", "pending", "confirmed", "reverted", "dropped", "cancelled", "rejected", "expired"];
 export const txStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TxStatusView"]> = ["pending", "confirmed", "reverted", "dropped", "cancelled", "expired"];
-export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["transfer.pending", "transfer.confirmed", "transfer.reverted", "transfer.dropped", "transfer.cancelled", "transfer.expired", "transfer.replaced", "approval.required", "approval.resolved", "policy.denied", "agent.updated", "policy.updated", "delegation.revoked", "webhook.test", "*"];
+export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["transfer.pending", "transfer.confirmed", "transfer.reverted", "transfer.dropped", "transfer.cancelled", "transfer.expired", "transfer.replaced", "approval.required", "approval.resolved", "policy.denied", "agent.updated", "policy.updated", "delegation.revoked", "payment.received", "webhook.test", "*"];

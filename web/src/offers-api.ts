@@ -1,110 +1,36 @@
 // What an agent sells over x402 and what it earned (docs/api.md §23): offers, income and the agent's facilitator
-// tokens, with the calls that read and change them. Typed here by hand, every field of the service's answers
-// optional where the contract leaves room, until the server's OpenAPI document (web/openapi.json → api-types.ts)
-// carries these bodies; then these types can point at the generated schemas.
+// tokens, with the calls that read and change them. The bodies are the server's own (its OpenAPI document,
+// web/openapi.json → api-types.ts).
 import { call } from './api';
+import type { components } from './api-types';
+
+type Schemas = components['schemas'];
 
 /** When the payment is settled: after the resource answered 2xx (`GET`/`HEAD` only), or first (`upfront`). */
-export type SettleMode = 'on_success' | 'before_serving';
+export type SettleMode = Schemas['SettleView'];
 /** What of the buyer's request reaches the upstream (none by default). */
 export type ForwardPart = 'query' | 'body';
-
 /** An upstream the agent fronts: fetched by agentd's guarded client (§16's rules; `OFFER_ALLOW_PRIVATE`). */
-export interface UrlResource {
-  url: string;
-  method?: 'GET' | 'HEAD' | 'POST';
-  /** Sent to the upstream, kept encrypted, never shown again (an API key, say). */
-  headers?: Record<string, string>;
-  /** What the 402 advertises (`application/json` by default). */
-  mime_type?: string;
-}
-
+export type UrlResource = Schemas['NewUpstream'];
 /** A body agentd stores and serves itself. */
-export interface ContentResource {
-  content: string;
-  content_type: string;
-}
-
+export type ContentResource = Schemas['NewContent'];
 /** `POST /api/agents/{id}/offers`. */
-export interface NewOfferBody {
-  chain: string;
-  asset: string;
-  /** Whole units, decimal string, > 0. */
-  price: string;
-  description: string;
-  resource: UrlResource | ContentResource;
-  settle?: SettleMode;
-  forward?: ForwardPart[];
-  /** Whole native units a rolling 24 h of the offer's settlements may cost the agent's gas. */
-  gas_per_day: string;
-  max_timeout_seconds?: number;
-}
-
+export type NewOfferBody = Schemas['NewOffer'];
 /** An offer as the service shows it: its `url` is where buyers pay (`<PUBLIC_URL>/x402/<id>`). */
-export interface Offer {
-  id: string;
-  url: string;
-  chain: string;
-  asset: string;
-  price: string;
-  /** The agent's wallet on `chain`: where the payments go. */
-  pay_to: string;
-  description: string;
-  settle: SettleMode;
-  forward: ForwardPart[] | string | null;
-  gas_per_day: string;
-  max_timeout_seconds: number;
-  status: 'active' | 'closed' | string;
-  created_at: string;
-  /** What it sells: an upstream shown as origin and path only (whether it is sent headers, never their values), or a
-   * stored body. */
-  resource?: { kind: 'url' | 'content' | string; url?: string | null; method?: string | null; mime_type?: string | null; headers?: boolean } | null;
-}
-
-export type IncomeStatus = 'settling' | 'settled' | 'failed' | 'released';
-
+export type Offer = Schemas['OfferView'];
+export type IncomeStatus = Schemas['IncomeStatus'];
 /** One payment taken (§23): by an offer, or through the agent's facilitator (`offer_id` null). */
-export interface Income {
-  id: string;
-  offer_id: string | null;
-  chain: string;
-  asset: string;
-  amount: string;
-  payer: string;
-  nonce: string;
-  status: IncomeStatus | string;
-  /** `agentd`, or `external` when someone else's transaction used the authorization. */
-  settled_by: 'agentd' | 'external' | string | null;
-  tx_hash: string | null;
-  /** What the settlement's gas cost the agent, in the chain's native coin (`"0"` when sponsored). */
-  fee: string | null;
-  created_at: string;
-  settled_at: string | null;
-}
-
+export type Income = Schemas['IncomeView'];
 /** `POST …/facilitator-tokens`: the token, shown in this answer only. */
-export interface CreatedFacilitatorToken {
-  id: string;
-  token: string;
-  created_at: string;
-}
-
-export interface FacilitatorToken {
-  id: string;
-  prefix: string;
-  created_at: string;
-  last_used_at: string | null;
-}
+export type CreatedFacilitatorToken = Schemas['FacilitatorTokenCreatedView'];
+export type FacilitatorToken = Schemas['FacilitatorTokenView'];
 
 const enc = encodeURIComponent;
-/** `GET …/offers` may answer a list or `{offers: [...]}`; `GET …/income` answers `{income: [...]}`. */
-const listOf = <T>(body: unknown, key: string): T[] =>
-  Array.isArray(body) ? (body as T[]) : (((body as Record<string, unknown> | null)?.[key] as T[] | undefined) ?? []);
 
 export const offersApi = {
   // Offers and facilitator tokens need owner authority (on an unguarded agent its token is enough): both are sent.
   offers: (id: string, token: string | null) =>
-    call<unknown>('GET', `/api/agents/${enc(id)}/offers`, { token, owner: id }).then((b) => listOf<Offer>(b, 'offers')),
+    call<Schemas['OffersView']>('GET', `/api/agents/${enc(id)}/offers`, { token, owner: id }).then((b) => b.offers),
   createOffer: (id: string, token: string | null, body: NewOfferBody) =>
     call<Offer>('POST', `/api/agents/${enc(id)}/offers`, { token, owner: id, body }),
   closeOffer: (id: string, token: string | null, oid: string) =>
@@ -114,13 +40,13 @@ export const offersApi = {
     const params = new URLSearchParams({ limit: String(limit) });
     if (before !== null) params.set('before', before);
     if (offer) params.set('offer', offer);
-    return call<unknown>('GET', `/api/agents/${enc(id)}/income?${params}`, token ? { token } : { owner: id }).then((b) =>
-      listOf<Income>(b, 'income'),
+    return call<Schemas['IncomeListView']>('GET', `/api/agents/${enc(id)}/income?${params}`, token ? { token } : { owner: id }).then(
+      (b) => b.income,
     );
   },
   facilitatorTokens: (id: string, token: string | null) =>
-    call<unknown>('GET', `/api/agents/${enc(id)}/facilitator-tokens`, { token, owner: id }).then((b) =>
-      listOf<FacilitatorToken>(b, 'facilitator_tokens'),
+    call<Schemas['FacilitatorTokensView']>('GET', `/api/agents/${enc(id)}/facilitator-tokens`, { token, owner: id }).then(
+      (b) => b.facilitator_tokens,
     ),
   createFacilitatorToken: (id: string, token: string | null) =>
     call<CreatedFacilitatorToken>('POST', `/api/agents/${enc(id)}/facilitator-tokens`, { token, owner: id, body: {} }),
