@@ -1115,3 +1115,56 @@ async fn the_official_resource_servers_retry_of_a_pending_settlement_is_answered
     let income = s.income_once(1, "settled").await;
     assert_eq!(income[0]["tx_hash"], tx.to_string(), "{income:#?}");
 }
+
+#[tokio::test]
+async fn the_npm_sdks_facilitator_client_verifies_and_settles_through_the_agents_facilitator() {
+    let s = selling().await;
+    let path = format!("/api/agents/{}/facilitator-tokens", s.agent.id);
+    let (status, created) = call(&s.app, &s.agent, true, Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let token = created["token"].as_str().unwrap().to_owned();
+    // A payment the Python SDK makes for the agent's terms (an offer's 402 gives them), settled by the npm SDK's
+    // facilitator client as a resource server of its own would: not through the offer.
+    let offer = s.content_offer().await;
+    let made = python_buyer("sign", offer["url"].as_str().unwrap(), &s.payer).await;
+    let header = made["payment_signature"].as_str().unwrap().to_owned();
+    let payment = decode(&header);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test-tools/x402-buyer.mjs");
+    let facilitator = s.app.url(&format!("/api/agents/{}/x402", s.agent.id));
+    let args = vec![
+        script.display().to_string(),
+        "facilitate".into(),
+        facilitator,
+        token,
+        header,
+    ];
+    let result = run_json(PathBuf::from("node"), args).await;
+
+    let wallet_address = wallet(&s.agent).to_checksum(None);
+    let kinds = result["supported"]["kinds"].as_array().expect("kinds");
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k["x402Version"] == 2 && k["scheme"] == "exact" && k["network"] == NETWORK),
+        "{result}"
+    );
+    assert_eq!(
+        result["supported"]["signers"]["eip155:*"],
+        json!([wallet_address]),
+        "{result}"
+    );
+    assert_eq!(result["verify"]["isValid"], true, "{result}");
+    let settled = &result["settle"];
+    assert_eq!(settled["success"], true, "{result}");
+    assert_eq!(settled["network"], NETWORK, "{result}");
+    let tx: TxHash = settled["transaction"].as_str().unwrap().parse().unwrap();
+
+    let cost = s.assert_settled_by_agent(tx).await;
+    assert_eq!(s.anvil.nonce(wallet(&s.agent)).await, 1, "one settlement sent");
+    assert_eq!(s.usdc_of(wallet(&s.agent)).await, U256::from(PRICE));
+    assert_eq!(s.usdc_of(s.payer.address()).await, U256::from(PAYER_FUNDS - PRICE));
+    assert!(authorization_state(&s.anvil, s.usdc, s.payer.address(), nonce_of(&payment)).await);
+    let income = s.income_once(1, "settled").await;
+    assert_eq!(income[0]["offer_id"], Value::Null, "{income:#?}");
+    assert_income(&income[0], s.payer.address(), nonce_of(&payment), tx, cost);
+}
