@@ -127,7 +127,9 @@ export function incomeSection(
         !i.fee || i.fee === '0'
           ? i.settled_by === 'external'
             ? 'none (someone else\u2019s transaction)'
-            : '—'
+            : i.status === 'settled'
+              ? 'none: the operator\u2019s sponsorship paid'
+              : '—'
           : h('span', { title: `${i.fee} ${nativeOf(i.chain)}` }, `${roundAmount(i.fee)} ${nativeOf(i.chain)}`),
       ),
     );

@@ -3,8 +3,8 @@
 // `DEMO_READY`) and its console URL, admin token, agent and access token are read from its output, and the console
 // is walked in headless Chromium against it, a screenshot of each step kept as an artifact (`first-hour-demo-*.png`):
 // 1. the console the demo printed: it asks for the admin token, lists the demo agent once given it, opens it with the
-//    printed access token; the wallet shows the test USDC (the 0.05 it earned from the demo's sale included) and
-//    only the ETH the demo gave it for its settlements (§23), its gas sponsored by the operator (§22) and its address
+//    printed access token; the wallet shows the test USDC (the 0.05 it earned from the demo's sale included, §23)
+//    and not a wei of ETH, its gas sponsored by the operator (§22), its sale's settlement included, and its address
 //    a smart account, the chain marked "local node", the call composer offering the demo's
 //    router from the start, and the demo's own transfer in History with its hash, no explorer link, and the gas
 //    sponsored;
@@ -228,10 +228,10 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await page.getByRole('heading', { name: 'Demo agent' }).waitFor();
     await page.getByRole('tab', { name: 'Wallet' }).click();
     const card = page.getByTestId('wallet-base');
-    // 1000 test USDC funded, 1 sent by the demo and 10 swapped for WETH, 0.05 earned from the demo's sale (§23); of
-    // ETH only the 0.01 the demo gave it for its settlements, less the one it paid: the operator pays its own gas, and
-    // its address became a smart account with its first sponsored operation.
-    await card.getByTestId('balance-base').filter({ hasText: /^0\.0(0\d+|1) ETH$/ }).waitFor();
+    // 1000 test USDC funded, 1 sent by the demo and 10 swapped for WETH, 0.05 earned from the demo's sale (§23); not a
+    // wei of ETH, ever: the operator pays its gas (its sale's settlement included), and its address became a smart
+    // account with its first sponsored operation.
+    await card.getByTestId('balance-base').filter({ hasText: /^0 ETH$/ }).waitFor();
     await card.getByTestId('token-base-USDC').filter({ hasText: /^989\.05 USDC$/ }).waitFor();
     await card.getByTestId('token-base-WETH').filter({ hasText: /^0\.00\d+ WETH$/ }).waitFor();
     const payer = card.getByTestId('gas-payer-base');
@@ -272,6 +272,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     const sale = page.getByTestId('income-row').and(page.locator('[data-status="settled"]'));
     await sale.waitFor();
     assert.equal((await sale.getByTestId('income-amount').textContent()).trim(), '+0.05 USDC');
+    assert.equal((await sale.getByTestId('income-fee').textContent()).trim(), 'none: the operator\u2019s sponsorship paid');
     await assertLocalTx(sale.getByTestId('income-tx'), (await sale.getByTestId('income-tx').locator('code').getAttribute('title')) ?? '');
     const books = page.locator('[data-testid="earned-spent"][data-asset="base:USDC"]');
     assert.equal(await books.getAttribute('data-earned'), '0.05');
@@ -339,7 +340,6 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
   step('sends test USDC from the Wallet tab, the gas sponsored: review, confirm, landed on the demo chain', async () => {
     const before = await usdcOf(v('RECIPIENT'));
     const agentAddress = (await api('GET', `/api/agents/${demo.agentId}`, undefined, asAgent())).body.wallet_addresses.base;
-    const ethBefore = await balanceOf(agentAddress);
     const review = await reviewSend('1');
     assert.equal((await review.getByTestId('review-amount').textContent()).trim(), '1 USDC');
     assert.equal((await review.getByTestId('review-to').textContent()).trim(), v('RECIPIENT'));
@@ -358,7 +358,7 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     assert.match(await result.textContent(), /Sent: 1 USDC to/);
     assert.equal(await result.getByTestId('gas-info').getAttribute('data-gas'), 'sponsored');
     assert.equal((await usdcOf(v('RECIPIENT'))) - before, 1_000_000n, 'the recipient got 1 USDC on the demo chain');
-    assert.equal(await balanceOf(agentAddress), ethBefore, 'not a wei of the agent\u2019s ETH: the sponsorship paid');
+    assert.equal(await balanceOf(agentAddress), 0n, 'still no ETH');
     await shot('09-send-confirmed');
   });
 
