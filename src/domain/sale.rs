@@ -252,7 +252,8 @@ pub fn check_window(auth: &Authorization, terms: &Terms, now: u64) -> Result<(),
 }
 
 alloy::sol! {
-    /// EIP-3009's typed data.
+    /// EIP-3009's typed data, as USDC (FiatToken v2) and the x402 `exact` scheme define it.
+    #[derive(Debug, PartialEq, Eq)]
     struct TransferWithAuthorization {
         address from;
         address to;

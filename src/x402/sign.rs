@@ -13,18 +13,9 @@ use super::wire::{self, AuthorizationJson, ExactPayload, PaymentRequired};
 /// authorization is money that can move until then.
 pub const MAX_VALIDITY_SECS: u64 = 600;
 
-alloy::sol! {
-    /// EIP-3009's typed data, as USDC (FiatToken v2) and the x402 `exact` scheme define it.
-    #[derive(Debug, PartialEq, Eq)]
-    struct TransferWithAuthorization {
-        address from;
-        address to;
-        uint256 value;
-        uint256 validAfter;
-        uint256 validBefore;
-        bytes32 nonce;
-    }
-}
+/// EIP-3009's typed data, as USDC (FiatToken v2) and the x402 `exact` scheme define it: the one definition the
+/// selling side checks with too.
+use crate::domain::sale::TransferWithAuthorization;
 
 /// The authorization to be signed: fixed (and storable) before the signature exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
