@@ -9,9 +9,9 @@
 # demo pool as an approve-and-swap batch, both confirmed on chain without a wei of the agent's; then the owner's
 # account upgraded by EIP-7702 to the MetaMask Delegation Framework's delegator (deployed on the node from its npm
 # bytecode), holding 100 test USDC, and a delegation granting the agent 10 of them a day, signed by the owner and
-# registered with agentd (§21); then the agent sells a report over x402 at its own URL (§23; 0.01 ETH given to it
-# for its settlements' gas, which no sponsorship pays) and a second agent, holding 10 test USDC, buys it with
-# pay_http from chat, agentd settling the payment itself. It prints each step, the console URL, the admin and agent tokens, and the shell
+# registered with agentd (§21); then the agent sells a report over x402 at its own URL (§23) and a second agent,
+# holding 10 test USDC and no ETH either, buys it with pay_http from chat, agentd settling the payment itself as a
+# user operation of the seller's account, its gas sponsored too. It prints each step, the console URL, the admin and agent tokens, and the shell
 # variables that make every call of docs/guide.md run as written. Ctrl-C (or SIGTERM) stops everything and removes
 # the temporary directory.
 #
@@ -199,11 +199,10 @@ if [ -z "$DELEGATION_ID" ]; then
 fi
 
 # Agents that earn (docs/api.md §23): the demo agent sells a report at its own x402 URL, agentd being the seller's
-# server and its facilitator at once (no hosted facilitator). The settlement (the token's transferWithAuthorization,
-# sent from the seller's wallet) is the seller's outflow of gas, which the operator's sponsorship does not pay: the
-# demo agent gets 0.01 ETH for its settlements, after its sponsored transfer and swap.
+# server and its facilitator at once (no hosted facilitator). The settlement (the token's transferWithAuthorization)
+# is the seller's outflow of gas: the operator sponsors the demo agent's gas and its address is a smart account
+# already, so it goes as a sponsored user operation and the agent still holds no ETH.
 echo "==> the demo agent sells a report over x402: an offer of 0.05 test USDC, settled on chain by agentd itself"
-node scripts/demo-chain.mjs fund "$RPC" "$WALLET" 0.01 0 >/dev/null
 offer_body="$(python3 -c 'import json; print(json.dumps({
   "chain": "base", "asset": "USDC", "price": "0.05", "description": "The demo agent\u2019s market report",
   "resource": {"content": json.dumps({"report": "USDC/WETH on the demo pool", "sold_by": "the demo agent, over x402"}),
@@ -239,7 +238,9 @@ for _ in $(seq 1 300); do
 done
 [ "$sale" = "settled" ] || fail "the sale is '$sale', not settled; agentd's log:"
 SALE_TX="$(curl -sf "$BASE/api/agents/$AGENT_ID/income?offer=$OFFER_ID" -H "X-Agent-Access-Token: $TOKEN" | json_field '["income"][0]["tx_hash"]')"
-echo "    bought: 0.05 test USDC from the buyer's wallet to the demo agent's, settled by agentd in $SALE_TX"
+AGENT_WEI="$(curl -sf "$BASE/api/agents/$AGENT_ID/balances" -H "X-Agent-Access-Token: $TOKEN" | json_field '["balances"]["base"]["wei"]')"
+[ "$AGENT_WEI" = "0" ] || fail "the demo agent holds $AGENT_WEI wei after its sale: it should hold none"
+echo "    bought: 0.05 test USDC from the buyer's wallet to the demo agent's, settled by agentd in $SALE_TX (gas sponsored)"
 
 cat <<MSG
 
@@ -254,9 +255,8 @@ cat <<MSG
   Access token:  $TOKEN
   Transfer:      $TRANSFER_ID, 1 test USDC to $OWNER: $status ($TX_HASH)
   Swap:          $SWAP_ID, 10 test USDC for WETH as one approve-and-swap batch: $swap_status
-  Gas:           the operator sponsors the agent's gas, 0.05 ETH a day (the console's Gas sponsorship page): its
-                 transfer and swap cost it not a wei; its only ETH, 0.01, pays the settlements of what it sells.
-                 Paymaster $PAYMASTER (1 ETH deposited),
+  Gas:           the agent holds no ETH at all: the operator sponsors its gas, 0.05 ETH a day (the console's
+                 Gas sponsorship page), the settlement of what it sells included. Paymaster $PAYMASTER (1 ETH deposited),
                  agentd's sponsor key $SPONSOR (trusted, allowlisted, 1 ETH for the bundles)
   Paywall:       $PAYWALL_URL (x402, 0.01 test USDC a request)
   Offer:         $OFFER_URL

@@ -3,9 +3,9 @@
 //! environment. `curl` is wrapped to check each answer's status: a 2xx passes, any other only when the same block
 //! names that status in a comment (the guide's documented outcome, such as the 409 of cancelling a mined transfer).
 //! A stream (`curl -N`) that is still open after 5 s counts as answered. The guide's sponsored gas (its §13b) is
-//! checked from its answers (a transfer and a batch sponsored, the agent's ETH the same before and after), and its
-//! delegation walk (its §14) on the chain itself too: what moved from the owner's account, and that the delegation is
-//! disabled there.
+//! checked from its answers (a transfer and a batch sponsored, the agent's ETH 0 before and after), and its delegation
+//! walk (its §14) on the chain itself too: what moved from the owner's account, and that the delegation is disabled
+//! there.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -197,8 +197,7 @@ fn every_call_of_the_guide_runs_as_written_against_the_demo() {
     drop(demo);
 }
 
-/// The guide's §13b, from its answers on disk: the demo agent's ETH (kept for the settlements of what it sells, §23)
-/// was the same before and after a USDC transfer whose gas
+/// The guide's §13b, from its answers on disk: the demo agent held no ETH before and after a USDC transfer whose gas
 /// the operator's sponsorship paid (its user operation, bundle and cost recorded), and an approve-and-swap batch went
 /// out as one sponsored operation.
 fn sponsored_walk(cwd: &Path) {
@@ -206,8 +205,11 @@ fn sponsored_walk(cwd: &Path) {
         serde_json::from_str(&std::fs::read_to_string(cwd.join(file)).unwrap()).unwrap()
     };
     let eth = std::fs::read_to_string(cwd.join("demo-eth.txt")).unwrap();
-    let lines: Vec<_> = eth.lines().collect();
-    assert!(lines.len() == 2 && lines[0] == lines[1], "the demo agent's ETH: {eth}");
+    assert_eq!(
+        eth.lines().collect::<Vec<_>>(),
+        ["0", "0"],
+        "the demo agent's ETH: {eth}"
+    );
     let sponsored = read("sponsored.json");
     assert_eq!(sponsored["status"], "confirmed", "{sponsored}");
     assert_eq!(sponsored["gas"], "sponsored", "{sponsored}");
