@@ -90,6 +90,10 @@ impl Seller {
         if code.as_ref().is_some_and(|c| c.is_empty()) {
             return Ok(Err(Reason::Signature.into()));
         }
+        // An account's signature is judged (ERC-1271) before anything else is read for it.
+        if code.is_some() && !self.valid_1271(client, auth.from, digest, &payment.signature).await? {
+            return Ok(Err(Reason::Signature.into()));
+        }
         let refused = |reason| {
             Ok(Err(Refused {
                 reason,
@@ -118,9 +122,13 @@ impl Seller {
             self.store.held_of_payer(chain.name, terms.token, auth.from),
             client.estimate_call_gas(terms.pay_to, terms.token, calldata),
         );
-        // An account with code (an EIP-7702 designation included) is judged by the token as it judges it: ERC-1271.
+        // An ECDSA signature by an address with code (an EIP-7702 designation included) is judged as the token judges
+        // it: by the account's ERC-1271 (read beside the rest, the signature having recovered `from`).
         let payer_code = payer_code?;
-        if !payer_code.is_empty() && !self.valid_1271(client, auth.from, digest, &payment.signature).await? {
+        if recovered
+            && !payer_code.is_empty()
+            && !self.valid_1271(client, auth.from, digest, &payment.signature).await?
+        {
             return refused(Reason::Signature);
         }
         if blocked? {
