@@ -5,3 +5,4 @@ mod pay;
 mod protocol;
 pub mod sale_calls;
 mod sell;
+mod sell_safety;

@@ -212,7 +212,8 @@ where
     async fn payer_blocked(&self, payer: Address) -> StoreResult<bool> {
         let since = self.now() - chrono::Duration::hours(24);
         let found: Option<(i64,)> = sqlx::query_as(
-            "SELECT 1 FROM x402_income WHERE payer = $1 AND status = 'failed' AND updated_at > $2 LIMIT 1",
+            "SELECT CAST(1 AS BIGINT) FROM x402_income WHERE payer = $1 AND status = 'failed' AND updated_at > $2 \
+             LIMIT 1",
         )
         .bind(payer.to_checksum(None))
         .bind(since)
@@ -275,7 +276,8 @@ where
         let in_flight: Option<(i64,)> = match hold.offer_id {
             Some(offer_id) => {
                 sqlx::query_as(
-                    "SELECT 1 FROM x402_income WHERE offer_id = $1 AND payer = $2 AND status = 'settling' LIMIT 1",
+                    "SELECT CAST(1 AS BIGINT) FROM x402_income WHERE offer_id = $1 AND payer = $2 \
+                     AND status = 'settling' LIMIT 1",
                 )
                 .bind(offer_id)
                 .bind(hold.payer.to_checksum(None))
