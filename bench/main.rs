@@ -1,5 +1,5 @@
 //! Hand-run benchmarks of agentd: `cargo bench --bench agentd [-- SECTION...]`, sections `http`, `wrk`, `turn`, `sends`,
-//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation`, `sponsored` (all when none is named). Each section prints a small table of figures and the ratio or target it is
+//! `stream`, `x402`, `watcher`, `calls`, `webhooks`, `signing`, `delegation`, `sponsored`, `sell` (all when none is named). Each section prints a small table of figures and the ratio or target it is
 //! judged by; nothing here asserts timings. The sections that need a chain start their own anvil
 //! (`npm ci --prefix test-tools` installs it).
 
@@ -26,6 +26,7 @@ mod http;
 mod paymaster;
 #[path = "../tests/api/helpers/paywall.rs"]
 mod paywall;
+mod sell;
 mod sends;
 mod server;
 mod signing;
@@ -40,7 +41,7 @@ mod x402;
 
 use std::time::Instant;
 
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "http",
     "wrk",
     "turn",
@@ -53,6 +54,7 @@ const SECTIONS: [&str; 12] = [
     "signing",
     "delegation",
     "sponsored",
+    "sell",
 ];
 
 /// The binary's allocator (src/main.rs), so that the in-process figures are the service's.
@@ -102,6 +104,7 @@ fn main() {
                 "signing" => signing::run().await,
                 "delegation" => delegation::run().await,
                 "sponsored" => sponsored::run().await,
+                "sell" => sell::run().await,
                 _ => stream::run().await,
             }
         });
