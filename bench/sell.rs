@@ -556,10 +556,13 @@ async fn verify(bench: &Bench, n: usize) {
             },
         ],
     );
-    let mut rows = Rows::default();
-    rows.calls = split(&calls_seen).other;
-    rows.round_trips = split(&calls_seen).round_trips;
-    rows.total = vec![Duration::ZERO; times.len()];
+    let seen = split(&calls_seen);
+    let rows = Rows {
+        calls: seen.other,
+        round_trips: seen.round_trips,
+        total: vec![Duration::ZERO; times.len()],
+        ..Default::default()
+    };
     println!("  node calls per verification: {}", rows.node_calls());
     println!(
         "  target: p50 under 2 ms: {} ms ({}); errors {}",

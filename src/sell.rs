@@ -38,8 +38,10 @@ pub const SETTLE_GAS: u64 = 120_000;
 /// How often holds a crash may have left are looked for.
 const RECOVER_EVERY: Duration = Duration::from_secs(10);
 
-/// How often a settlement's receipt is asked for while it is waited for.
+/// How often a settlement's receipt is asked for while it is waited for, at the most: the first asks come sooner
+/// (`FIRST_POLL`, doubling up to this), so a chain that includes in milliseconds is not waited on for 100 ms.
 const RECEIPT_POLL: Duration = Duration::from_millis(100);
+const FIRST_POLL: Duration = Duration::from_millis(5);
 
 /// What failed inside the seller (not a refusal of the payment): the node or the store. Logged; the buyer sees a
 /// 502 (`node_error`) or a 500.
@@ -332,6 +334,7 @@ impl Seller {
     ) -> Result<Settled, SellError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let transaction = hash.to_string();
+        let mut pause = FIRST_POLL;
         loop {
             if let Some(receipt) = client.receipt(hash).await? {
                 if receipt.success {
@@ -344,10 +347,11 @@ impl Seller {
                 self.store.end_hold(income.id, IncomeStatus::Failed).await?;
                 return Ok(Settled::Failed { transaction });
             }
-            if tokio::time::Instant::now() + RECEIPT_POLL > deadline {
+            if tokio::time::Instant::now() + pause > deadline {
                 return Ok(Settled::Pending { transaction });
             }
-            tokio::time::sleep(RECEIPT_POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RECEIPT_POLL);
         }
     }
 
