@@ -288,7 +288,16 @@ impl Seller {
             IncomeStatus::Released => Settled::Refused(Reason::NonceAlreadyUsed),
             IncomeStatus::Settling => match &tx {
                 Some(tx) => self.wait_for(agent, income, terms, tx).await?,
-                None => Settled::Pending { transaction: hash },
+                // Its settlement is not recorded yet: the first request is still at work on it, and this one (sent
+                // beside it, never answered pending) is a second payment in flight.
+                None => {
+                    return Ok(Sale::Required(required(
+                        offer,
+                        terms,
+                        &request.resource_url,
+                        Some(Reason::NonceAlreadyUsed),
+                    )));
+                }
             },
         };
         let fetched = match (&settled, offer.settle) {
