@@ -203,6 +203,8 @@ impl App {
                 sponsor: sponsor.clone(),
                 bell: self.state.bundles.clone(),
                 metrics: self.state.metrics.clone(),
+                stuck_after: self.state.config.chains.stuck_after,
+                clock: self.state.clock.clone(),
             };
             tokio::spawn(bundler.run_until_stopped(self.state.shutdown.clone()));
         }

@@ -121,8 +121,9 @@ pub struct Metrics {
     tool_calls: Mutex<BTreeMap<(String, String), u64>>,
     /// Chat streams open now (confirmation-stream subscribers are counted by the event bus).
     pub chat_streams: AtomicI64,
-    /// Bundles sent per chain (§22): how many, the operations they carried, the most in one.
-    bundles: Mutex<BTreeMap<String, [u64; 3]>>,
+    /// Bundles sent per chain (§22): how many, the operations they carried, the most in one, how many were
+    /// replaced at their nonce (a fee bump, or without what could no longer land).
+    bundles: Mutex<BTreeMap<String, [u64; 4]>>,
 }
 
 fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
@@ -138,6 +139,12 @@ impl Metrics {
         entry[0] += 1;
         entry[1] += operations;
         entry[2] = entry[2].max(operations);
+    }
+
+    /// Counts a bundle replaced at its nonce on `chain` (§22).
+    pub fn count_bundle_replaced(&self, chain: &str) {
+        let mut bundles = self.bundles.lock().unwrap_or_else(|p| p.into_inner());
+        bundles.entry(chain.to_string()).or_default()[3] += 1;
     }
 
     /// Gives each of `routes` (matched-path templates) its counters up front, so counting their requests takes no
@@ -388,7 +395,7 @@ impl Metrics {
             "counter",
             "handleOps bundles this instance sent, by chain.",
         );
-        for (chain, [sent, _, _]) in &bundles {
+        for (chain, [sent, _, _, _]) in &bundles {
             let _ = writeln!(out, "agentd_bundles_total{{chain=\"{}\"}} {sent}", esc(chain));
         }
         header(
@@ -397,7 +404,7 @@ impl Metrics {
             "counter",
             "User operations those bundles carried.",
         );
-        for (chain, [_, operations, _]) in &bundles {
+        for (chain, [_, operations, _, _]) in &bundles {
             let _ = writeln!(
                 out,
                 "agentd_bundled_operations_total{{chain=\"{}\"}} {operations}",
@@ -410,8 +417,21 @@ impl Metrics {
             "gauge",
             "The most operations one bundle carried.",
         );
-        for (chain, [_, _, most]) in &bundles {
+        for (chain, [_, _, most, _]) in &bundles {
             let _ = writeln!(out, "agentd_bundle_operations_max{{chain=\"{}\"}} {most}", esc(chain));
+        }
+        header(
+            out,
+            "agentd_bundles_replaced_total",
+            "counter",
+            "Bundles this instance replaced at their nonce (a fee bump, or without what could no longer land).",
+        );
+        for (chain, [_, _, _, replaced]) in &bundles {
+            let _ = writeln!(
+                out,
+                "agentd_bundles_replaced_total{{chain=\"{}\"}} {replaced}",
+                esc(chain)
+            );
         }
     }
 }

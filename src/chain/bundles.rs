@@ -54,6 +54,32 @@ impl ChainClient {
         self.call(|| p.estimate_gas(request.clone())).await
     }
 
+    /// `estimate_bundle`, with the revert told apart: `Ok(Err(data))` when the bundle reverts with `data` (the
+    /// EntryPoint's `FailedOp` names the operation it refused), `Err` when the node failed or refused otherwise.
+    pub async fn simulate_bundle(
+        &self,
+        from: Address,
+        to: Address,
+        data: Bytes,
+        authorizations: &[SignedAuthorization],
+    ) -> Result<Result<u64, Bytes>, ChainError> {
+        let p = self.provider();
+        let mut request = TransactionRequest::default().from(from).to(to).input(data.into());
+        if !authorizations.is_empty() {
+            request.authorization_list = Some(authorizations.to_vec());
+        }
+        self.call(|| async {
+            match p.estimate_gas(request.clone()).await {
+                Ok(gas) => Ok(Ok(gas)),
+                Err(e) => match e.as_error_resp().and_then(|payload| payload.as_revert_data()) {
+                    Some(revert) => Ok(Err(revert)),
+                    None => Err(e),
+                },
+            }
+        })
+        .await
+    }
+
     /// The `UserOperationEvent` logs `entry_point` emitted from block `from_block` on for the operations `hashes`
     /// (their `userOpHash` is the event's first indexed topic), in whichever transaction they appeared.
     pub async fn user_operation_logs(

@@ -4,6 +4,7 @@
 
 use alloy::primitives::{Address, U256};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{EventRecord, Message, Settlement, StoreResult};
@@ -31,6 +32,8 @@ pub struct OpenOperation {
     pub status: String,
     /// What it holds against the cap: the native coin the account moves (its gas is the sponsorship's).
     pub reserved: U256,
+    /// Its agent's operations go in bundles of their own: the agent's key was ever exported (§22).
+    pub alone: bool,
 }
 
 /// A `handleOps` transaction the sponsor key signed.
@@ -43,6 +46,8 @@ pub struct BundleRecord {
     pub raw_tx: Vec<u8>,
     pub gas_limit: u64,
     pub max_fee_per_gas: u128,
+    /// When this attempt at its nonce was signed (a bundle pending longer than `STUCK_AFTER_SECS` is replaced).
+    pub signed_at: DateTime<Utc>,
 }
 
 /// What the API shows of a sponsored outflow's sponsorship (§22 `sponsorship`).
@@ -94,4 +99,16 @@ pub trait OperationStore: Send + Sync + 'static {
     /// nonce went to another transaction). Its operations not settled by then are no longer carried by it: each
     /// goes back to waiting for a bundle (or is dropped once its approval runs out). Answers how many went back.
     async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64>;
+    /// Replaces the open bundle `old` by `new`, signed at the same nonce (a fee bump, or the operations that can
+    /// still land without those that no longer can), in one transaction: `old` becomes `replaced` (it stays an
+    /// attempt at its nonce, see `bundle_attempts`), `new` is stored `signed` and carries `operations`; the other
+    /// operations `old` carried wait again. `false` (nothing stored) when `old` was no longer open.
+    async fn replace_bundle(&self, old: Uuid, new: &BundleRecord, operations: &[Uuid]) -> StoreResult<bool>;
+    /// The earlier attempts at `nonce` of the chain's sponsor (bundles `replaced` by a fee bump or a re-signing),
+    /// newest first: any of them may still be the one mined.
+    async fn bundle_attempts(&self, chain: &str, nonce: u64) -> StoreResult<Vec<BundleRecord>>;
+    /// An earlier attempt `landed` of the open bundle `live` was mined: `live` becomes `replaced`, `landed`
+    /// `mined` with what the sponsor paid, and the operations `live` carried not settled by then wait again.
+    /// Answers how many went back.
+    async fn earlier_attempt_mined(&self, live: Uuid, landed: Uuid, gas_cost: U256) -> StoreResult<u64>;
 }

@@ -2,6 +2,7 @@
 //! `EIP7702StatelessDeleGator` and Pimlico's `SingletonPaymaster` v0.7 on anvil.
 
 pub mod batches;
+pub mod bundles;
 pub mod crash;
 pub mod endpoints;
 pub mod parts;

@@ -75,10 +75,13 @@ where
             Option<Uuid>,
             String,
             String,
+            i64,
         );
         let rows: Vec<Row> = sqlx::query_as(concat!(
             "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
-             u.valid_until, u.bundle_id, t.status, t.reserved_wei FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+             u.valid_until, u.bundle_id, t.status, t.reserved_wei, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
+             WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') THEN 1 ELSE 0 END AS BIGINT) \
+             FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
              WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
             shared::open_statuses!(),
             " ORDER BY t.agent_id, t.nonce"
@@ -88,7 +91,7 @@ where
         .await?;
         rows.into_iter()
             .map(
-                |(transfer_id, agent_id, from, nonce, packed, hash, fee, until, bundle_id, status, reserved)| {
+                |(transfer_id, agent_id, from, nonce, packed, hash, fee, until, bundle_id, status, reserved, alone)| {
                     Ok(OpenOperation {
                         transfer_id,
                         agent_id,
@@ -103,6 +106,7 @@ where
                         bundle_id,
                         status,
                         reserved: shared::wei_from_text(&reserved, "transactions.reserved_wei")?,
+                        alone: alone != 0,
                     })
                 },
             )
@@ -121,28 +125,8 @@ where
 
     async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        let now = self.now();
-        sqlx::query(
-            "INSERT INTO bundles (id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at, \
-             updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'signed', $8, $8)",
-        )
-        .bind(bundle.id)
-        .bind(&bundle.chain)
-        .bind(i64::try_from(bundle.nonce).map_err(|_| StoreError::Corrupt("bundles.nonce".into()))?)
-        .bind(&bundle.tx_hash)
-        .bind(&bundle.raw_tx)
-        .bind(i64::try_from(bundle.gas_limit).unwrap_or(i64::MAX))
-        .bind(bundle.max_fee_per_gas.to_string())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        for id in operations {
-            sqlx::query("UPDATE user_operations SET bundle_id = $1 WHERE transfer_id = $2")
-                .bind(bundle.id)
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-        }
+        Self::insert_bundle_in(&mut tx, bundle, self.now()).await?;
+        Self::carry_in(&mut tx, bundle.id, operations).await?;
         self.mark_pending_in(&mut tx, operations).await?;
         tx.commit().await?;
         Ok(())
@@ -203,29 +187,8 @@ where
     }
 
     async fn open_bundles(&self, chain: &str) -> StoreResult<Vec<BundleRecord>> {
-        type Row = (Uuid, String, i64, String, Vec<u8>, i64, String);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas FROM bundles \
-             WHERE chain = $1 AND status = 'signed' ORDER BY nonce",
-        )
-        .bind(chain)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(|(id, chain, nonce, tx_hash, raw_tx, gas_limit, fee)| {
-                Ok(BundleRecord {
-                    id,
-                    chain,
-                    nonce: shared::u64_from(nonce, "bundles.nonce")?,
-                    tx_hash,
-                    raw_tx,
-                    gas_limit: shared::u64_from(gas_limit, "bundles.gas_limit")?,
-                    max_fee_per_gas: fee
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt("bundles.max_fee_per_gas".into()))?,
-                })
-            })
-            .collect()
+        self.bundles_where("chain = $1 AND status = 'signed' ORDER BY nonce", chain, None)
+            .await
     }
 
     async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64> {
@@ -248,6 +211,142 @@ where
         .await?;
         tx.commit().await?;
         Ok(B::rows_affected(&released))
+    }
+
+    async fn replace_bundle(&self, old: Uuid, new: &BundleRecord, operations: &[Uuid]) -> StoreResult<bool> {
+        let mut tx = B::begin_write(self).await?;
+        let now = self.now();
+        let closed =
+            sqlx::query("UPDATE bundles SET status = 'replaced', updated_at = $1 WHERE id = $2 AND status = 'signed'")
+                .bind(now)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+        if B::rows_affected(&closed) == 0 {
+            return Ok(false);
+        }
+        Self::insert_bundle_in(&mut tx, new, now).await?;
+        sqlx::query("UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1")
+            .bind(old)
+            .execute(&mut *tx)
+            .await?;
+        Self::carry_in(&mut tx, new.id, operations).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn bundle_attempts(&self, chain: &str, nonce: u64) -> StoreResult<Vec<BundleRecord>> {
+        let nonce = i64::try_from(nonce).map_err(|_| StoreError::Corrupt("bundles.nonce".into()))?;
+        self.bundles_where(
+            "chain = $1 AND nonce = $2 AND status = 'replaced' ORDER BY created_at DESC",
+            chain,
+            Some(nonce),
+        )
+        .await
+    }
+
+    async fn earlier_attempt_mined(&self, live: Uuid, landed: Uuid, gas_cost: U256) -> StoreResult<u64> {
+        let mut tx = B::begin_write(self).await?;
+        let now = self.now();
+        // The live one first: one bundle at a nonce is not `replaced`.
+        sqlx::query("UPDATE bundles SET status = 'replaced', updated_at = $1 WHERE id = $2 AND status = 'signed'")
+            .bind(now)
+            .bind(live)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE bundles SET status = 'mined', gas_cost = $1, updated_at = $2 WHERE id = $3")
+            .bind(gas_cost.to_string())
+            .bind(now)
+            .bind(landed)
+            .execute(&mut *tx)
+            .await?;
+        let released = sqlx::query(concat!(
+            "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
+             (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
+            shared::open_statuses!(),
+            ")"
+        ))
+        .bind(live)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(B::rows_affected(&released))
+    }
+}
+
+/// The bundles' rows, for both dialects.
+impl<B> SqlStore<B>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> String: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> &'r str: Encode<'r, B> + Type<B>,
+    for<'r> i64: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> DateTime<Utc>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Option<i64>: Encode<'r, B>,
+    usize: ColumnIndex<B::Row>,
+{
+    /// The bundles of `chain` (`$1`) matching `filter`, a constant of this file (which may name `$2`, bound to
+    /// `nonce`).
+    async fn bundles_where(&self, filter: &str, chain: &str, nonce: Option<i64>) -> StoreResult<Vec<BundleRecord>> {
+        type Row = (Uuid, String, i64, String, Vec<u8>, i64, String, DateTime<Utc>);
+        let sql = format!(
+            "SELECT id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, updated_at FROM bundles WHERE {filter}"
+        );
+        let mut query = sqlx::query_as::<B, Row>(sqlx::AssertSqlSafe(sql)).bind(chain);
+        if let Some(nonce) = nonce {
+            query = query.bind(nonce);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|(id, chain, nonce, tx_hash, raw_tx, gas_limit, fee, signed_at)| {
+                Ok(BundleRecord {
+                    id,
+                    chain,
+                    nonce: shared::u64_from(nonce, "bundles.nonce")?,
+                    tx_hash,
+                    raw_tx,
+                    gas_limit: shared::u64_from(gas_limit, "bundles.gas_limit")?,
+                    max_fee_per_gas: fee
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt("bundles.max_fee_per_gas".into()))?,
+                    signed_at,
+                })
+            })
+            .collect()
+    }
+
+    /// Stores a signed bundle (`signed`) in the writing transaction.
+    async fn insert_bundle_in(conn: &mut B::Connection, bundle: &BundleRecord, now: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO bundles (id, chain, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'signed', $8, $8)",
+        )
+        .bind(bundle.id)
+        .bind(&bundle.chain)
+        .bind(i64::try_from(bundle.nonce).map_err(|_| StoreError::Corrupt("bundles.nonce".into()))?)
+        .bind(&bundle.tx_hash)
+        .bind(&bundle.raw_tx)
+        .bind(i64::try_from(bundle.gas_limit).unwrap_or(i64::MAX))
+        .bind(bundle.max_fee_per_gas.to_string())
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Names `bundle` as the carrier of `operations` in the writing transaction.
+    async fn carry_in(conn: &mut B::Connection, bundle: Uuid, operations: &[Uuid]) -> StoreResult<()> {
+        for id in operations {
+            sqlx::query("UPDATE user_operations SET bundle_id = $1 WHERE transfer_id = $2")
+                .bind(bundle)
+                .bind(*id)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
     }
 }
 

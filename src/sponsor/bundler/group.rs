@@ -1,0 +1,91 @@
+//! Which waiting operations go together (§22): an account still without code alone with its designation, an
+//! agent whose key was ever exported in bundles of its own, the others together, up to `MAX_OPERATIONS` a bundle.
+
+use alloy::eips::eip7702::{Authorization, SignedAuthorization};
+use alloy::primitives::{Address, U256};
+use alloy::sol_types::SolValue;
+use uuid::Uuid;
+
+use super::{Bundler, MAX_OPERATIONS};
+use crate::chain::client::ChainClient;
+use crate::chain::userop::PackedUserOperation;
+use crate::store::operations::OpenOperation;
+
+/// Operations to carry in one bundle, with the authorization that designates the account of the first when it
+/// has no code yet.
+pub(super) struct Group {
+    pub ops: Vec<(Uuid, PackedUserOperation)>,
+    pub authorization: Option<SignedAuthorization>,
+}
+
+impl Bundler {
+    /// The bundles to send now: each account still without code alone with its designation (when its wallet has
+    /// nothing of its own open on the chain), each agent whose key was ever exported with its own operations only
+    /// (another's key may have signed them: one that fails validation on chain must not take others down with
+    /// it), the others together; up to `MAX_OPERATIONS` a bundle.
+    pub(super) async fn groups(&self, client: &ChainClient, waiting: &[&OpenOperation]) -> anyhow::Result<Vec<Group>> {
+        let mut shared = Vec::new();
+        let mut own: Vec<(Address, Vec<(Uuid, PackedUserOperation)>)> = Vec::new();
+        let mut alone = Vec::new();
+        let mut designating: Vec<Address> = Vec::new();
+        for op in waiting {
+            let packed = PackedUserOperation::abi_decode(&op.packed)?;
+            let code = client.code(op.sender).await?;
+            if !code.is_empty() {
+                match op.alone {
+                    true => match own.iter_mut().find(|(sender, _)| *sender == op.sender) {
+                        Some((_, ops)) => ops.push((op.transfer_id, packed)),
+                        None => own.push((op.sender, vec![(op.transfer_id, packed)])),
+                    },
+                    false => shared.push((op.transfer_id, packed)),
+                }
+                continue;
+            }
+            // One designation per account at a time; its later operations wait for it to land.
+            if designating.contains(&op.sender) {
+                continue;
+            }
+            designating.push(op.sender);
+            match self.authorization(client, op).await? {
+                Some(authorization) => alone.push(Group {
+                    ops: vec![(op.transfer_id, packed)],
+                    authorization: Some(authorization),
+                }),
+                None => continue,
+            }
+        }
+        let mut groups = alone;
+        for ops in own.iter().map(|(_, ops)| ops).chain(std::iter::once(&shared)) {
+            for chunk in ops.chunks(MAX_OPERATIONS) {
+                groups.push(Group {
+                    ops: chunk.to_vec(),
+                    authorization: None,
+                });
+            }
+        }
+        Ok(groups)
+    }
+
+    /// The agent key's EIP-7702 authorization of the configured implementation, with the chain's own id, at the
+    /// wallet's next nonce; none while the wallet has a transaction of its own open on the chain.
+    async fn authorization(
+        &self,
+        client: &ChainClient,
+        op: &OpenOperation,
+    ) -> anyhow::Result<Option<SignedAuthorization>> {
+        let chain = self.sponsor.chain.name;
+        if !self.store.open_transactions_of(op.agent_id, chain).await?.is_empty() {
+            return Ok(None);
+        }
+        let nonce = client.pending_nonce(op.sender).await?;
+        let authorization = Authorization {
+            chain_id: U256::from(self.sponsor.chain.chain_id),
+            address: self.sponsor.account_implementation,
+            nonce,
+        };
+        let key = self.store.wallet_key(op.agent_id).await?;
+        let signer = self.keys.open(op.agent_id, &key)?;
+        let signature = signer.sign_hash(&authorization.signature_hash())?;
+        Ok(Some(authorization.into_signed(signature)))
+    }
+}
