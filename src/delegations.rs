@@ -353,8 +353,15 @@ impl Delegations {
         let (not_before, expires_at) = rules::window(&known);
         let now = u64::try_from(self.clock.now().timestamp()).unwrap_or_default();
         let status = record.status.at(expires_at, now);
+        let limits_of = rules::limits(&known);
+        // Every figure is read at one block, with the delegate's mined nonce at that block: a redemption is then
+        // either in the chain's figure (its nonce below) or among this service's held against it, never both.
+        let at = match status {
+            Status::Active if !limits_of.is_empty() => self.pin(&record, &delegation).await,
+            _ => None,
+        };
         let mut limits = Vec::new();
-        for limit in rules::limits(&known) {
+        for limit in limits_of {
             // `limits` indexes the known terms; map back to the caveat's own terms bytes.
             let caveat = terms
                 .iter()
@@ -364,9 +371,9 @@ impl Delegations {
                 .map(|(i, _)| i)
                 .unwrap_or(limit.caveat);
             let limit = Limit { caveat, ..limit };
-            let available = match status {
-                Status::Active => self.available(&record, &delegation, &limit).await,
-                _ => None,
+            let available = match at {
+                Some(at) => self.available(&record, &delegation, &limit, at).await,
+                None => None,
             };
             limits.push((limit, available));
         }
@@ -381,24 +388,41 @@ impl Delegations {
         })
     }
 
-    /// What is left of `limit` now: the enforcer's figure at the latest block, less this service's redemptions the
-    /// block has not included yet (those whose nonce the delegate's wallet had not used, its mined nonce read before
-    /// the figure, so one mined in between is counted twice rather than missed). `None` when the node does not
-    /// answer (logged). The money path reads the chain's figure alone (`Left::on_chain`): its reserving
-    /// transaction holds the redemptions itself.
-    async fn available(&self, record: &DelegationRecord, delegation: &Delegation, limit: &Limit) -> Option<Left> {
+    /// The block the figures of a delegation are read at (the latest), and the delegate's mined nonce at it. `None`
+    /// when the node does not answer (logged).
+    async fn pin(&self, record: &DelegationRecord, delegation: &Delegation) -> Option<Pinned> {
+        let client = self.chains.get(&record.chain).ok()?;
+        let read = async {
+            let block = client.block_number().await?;
+            let mined_nonce = client.mined_nonce_at(delegation.delegate, block).await?;
+            Ok::<_, ChainError>(Pinned { block, mined_nonce })
+        };
+        match read.await {
+            Ok(at) => Some(at),
+            Err(e) => {
+                tracing::warn!(delegation_id = %record.id, error = %e, "the delegate's nonce could not be read");
+                None
+            }
+        }
+    }
+
+    /// What is left of `limit` at block `at`: the enforcer's figure there, less this service's redemptions that
+    /// block does not include (those whose nonce the delegate's wallet had not used at it). `None` when the node
+    /// does not answer (logged). The money path judges the chain's figure (`Left::on_chain`) against the
+    /// redemptions its reserving transaction holds from `Left::mined_nonce` on.
+    async fn available(
+        &self,
+        record: &DelegationRecord,
+        delegation: &Delegation,
+        limit: &Limit,
+        at: Pinned,
+    ) -> Option<Left> {
         let manager = self.manager(&record.chain).ok()?;
         let client = self.chains.get(&record.chain).ok()?;
         let enforcer = delegation.caveats.get(limit.caveat)?;
-        let mined = match client.mined_nonce(delegation.delegate).await {
-            Ok(mined) => mined,
-            Err(e) => {
-                tracing::warn!(delegation_id = %record.id, error = %e, "the delegate's nonce could not be read");
-                return None;
-            }
-        };
+        let mined = at.mined_nonce;
         let call = rules::available_call(limit, record.hash, manager, &enforcer.terms);
-        match client.read(enforcer.enforcer, call).await {
+        match client.read_at(enforcer.enforcer, call, at.block).await {
             Ok(Read::Answer(out)) => {
                 let on_chain = rules::available_answer(limit, &out)?;
                 let token = match limit.asset {
@@ -415,6 +439,7 @@ impl Delegations {
                 Some(Left {
                     on_chain,
                     shown: rules::available(on_chain, pending),
+                    mined_nonce: mined,
                 })
             }
             Ok(Read::Reverted) => {
@@ -476,6 +501,15 @@ pub struct Left {
     pub on_chain: U256,
     /// Less this service's redemptions that block has not included: what the API shows.
     pub shown: U256,
+    /// The delegate's mined nonce at that block: its redemptions from this nonce on are not in `on_chain`.
+    pub mined_nonce: u64,
+}
+
+/// A block the figures of one delegation are read at, and the delegate's mined nonce there.
+#[derive(Debug, Clone, Copy)]
+struct Pinned {
+    block: u64,
+    mined_nonce: u64,
 }
 
 fn unreadable(chain: &str, what: &str) -> DelegationError {

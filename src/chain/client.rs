@@ -460,6 +460,12 @@ impl ChainClient {
         self.call(|| p.get_transaction_count(address).latest()).await
     }
 
+    /// How many transactions of `address` block `number` includes.
+    pub async fn mined_nonce_at(&self, address: Address, number: u64) -> Result<u64, ChainError> {
+        let p = &self.inner.provider;
+        self.call(|| p.get_transaction_count(address).number(number)).await
+    }
+
     /// How many transactions of `address` are mined, then its native balance, read in that order: every transaction
     /// below that nonce is in the balance. Callers asking for one address while its read is in flight share that
     /// read (one request each for many sends of one wallet): any such pair is a snapshot the reservation may judge

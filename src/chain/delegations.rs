@@ -2,6 +2,7 @@
 //! and answers `domain::delegation` builds and reads. A revert is an answer here (`Read::Reverted`), not a node
 //! failure: an `isValidSignature` that reverts refuses the signature.
 
+use alloy::eips::BlockId;
 use alloy::primitives::{Address, Bytes};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
@@ -26,14 +27,20 @@ impl ChainClient {
 
     /// `eth_call` of `data` on `to` at the latest block.
     pub async fn read(&self, to: Address, data: Bytes) -> Result<Read, ChainError> {
-        let p = self.provider();
-        let request = TransactionRequest::default().to(to).input(data.into());
         // At the latest block, named: a node's default may be its pending state, whose figures already count the
         // transactions in its pool (§21 reads `available` at the latest block).
-        match self
-            .call(|| p.call(request.clone()).block(alloy::eips::BlockId::latest()))
-            .await
-        {
+        self.read_in(to, data, BlockId::latest()).await
+    }
+
+    /// `eth_call` of `data` on `to` at block `number`: reads that must agree with each other are pinned to one.
+    pub async fn read_at(&self, to: Address, data: Bytes, number: u64) -> Result<Read, ChainError> {
+        self.read_in(to, data, BlockId::number(number)).await
+    }
+
+    async fn read_in(&self, to: Address, data: Bytes, block: BlockId) -> Result<Read, ChainError> {
+        let p = self.provider();
+        let request = TransactionRequest::default().to(to).input(data.into());
+        match self.call(|| p.call(request.clone()).block(block)).await {
             Ok(out) => Ok(Read::Answer(out)),
             Err(ChainError::Refused {
                 reason: RefusalKind::Other | RefusalKind::TokenBalanceTooLow,

@@ -35,12 +35,15 @@ impl Transfers {
         let unavailable = || TransferError::DelegationsUnavailable(chain.name.to_string());
         let delegations = self.delegations.as_ref().ok_or_else(unavailable)?;
         let manager = delegations.manager(chain.name).map_err(|_| unavailable())?;
-        let mined_nonce = self.chains.node(chain.name)?.mined_nonce(wallet).await?;
         // Known, this agent's, on this chain, active, and not disabled on chain now (noticed and recorded at use).
         let described = delegations
             .for_send(agent_id, chain.name, id)
             .await
             .map_err(delegation_error)?;
+        // Registration takes only delegations to the agent's wallet; its nonce is the one read beside the figures.
+        if described.delegation.delegate != wallet {
+            return Err(TransferError::DelegationNotActive("it names another delegate"));
+        }
         let asset = match token {
             None => LimitAsset::Native,
             Some(t) => LimitAsset::Token(t.token.ok_or(TransferError::DelegationNotActive(
@@ -49,6 +52,7 @@ impl Transfers {
         };
         // The smallest of the limits on the asset; none on it leaves nothing (the chain would refuse).
         let mut available: Option<U256> = None;
+        let mut mined_nonce = None;
         for (limit, left) in described.limits.iter().filter(|(l, _)| l.asset == asset) {
             let left = left.ok_or_else(|| {
                 TransferError::Chain(crate::chain::ChainError::Unavailable {
@@ -56,7 +60,9 @@ impl Transfers {
                     reason: format!("what caveat {} leaves could not be read", limit.caveat),
                 })
             })?;
-            // The chain's figure: the reserving transaction holds this service's redemptions against it itself.
+            // The chain's figure: the reserving transaction holds this service's redemptions against it itself,
+            // those from the wallet's mined nonce at the figure's block on (every figure is read at one block).
+            mined_nonce = Some(left.mined_nonce);
             let left = left.on_chain;
             available = Some(available.map_or(left, |a| a.min(left)));
         }
@@ -70,6 +76,11 @@ impl Transfers {
                 symbol: symbol.to_string(),
             });
         }
+        // A limit on the asset was read (else nothing is available): its block's nonce is the wallet's.
+        let mined_nonce = mined_nonce.ok_or(TransferError::DelegationLimit {
+            available: format_units(U256::ZERO, decimals),
+            symbol: symbol.to_string(),
+        })?;
         let (target, value, calldata) = on_chain_call(to, amount, token.and_then(token_ref));
         Ok(RedeemDraft {
             token: token.cloned(),

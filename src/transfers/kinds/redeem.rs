@@ -21,8 +21,8 @@ pub(in crate::transfers) struct RedeemDraft {
     pub via: Via,
     /// What the caveats leave of the asset this period, read at the latest block (the smallest of its limits).
     pub available: U256,
-    /// The wallet's mined nonce, read before `available`: a redemption mined between the two reads is then both in
-    /// the chain's figure and among those the reservation holds against it, counted twice rather than missed.
+    /// The wallet's mined nonce at the block `available` was read at: the redemptions from it on are not in that
+    /// figure, and the reservation holds them against it; those below are in it. Each is counted once.
     pub mined_nonce: u64,
 }
 

@@ -1420,6 +1420,61 @@ async fn a_delegated_native_send_answers_to_the_policy_on_top_and_its_period_rol
     assert_eq!(world.anvil.nonce(wallet(&agent)).await, 3);
 }
 
+/// A redemption the chain includes while the next send reads what the delegation leaves is counted once: the
+/// chain's figure and the delegate's nonce (from which on the service's redemptions are held against it) are read at
+/// one block. Before, the nonce was read first and the figure after the block that mined the redemption, so it
+/// counted both in the figure and as held: a 0.5 ETH send of a 1 ETH period after a 0.4 one was refused with 0.2
+/// "available".
+#[tokio::test]
+async fn a_redemption_mined_while_the_next_send_reads_the_delegation_is_counted_once() {
+    let world = world().await;
+    let gate = crate::helpers::gated_rpc::GatedRpc::start(world.anvil.url()).await;
+    let app = world.app_with(&[("RPC_URL_BASE", gate.url())]).await;
+    let agent = spending_agent(&world, &app).await;
+    let start = chain_now(&world.anvil).await - 3600;
+    let delegation = world.framework.grant(
+        &world.owner,
+        wallet(&agent),
+        &[
+            (
+                Kind::NativeTokenPeriodTransfer,
+                native_period_terms(wei(ONE_ETH), DAY, start),
+            ),
+            (Kind::ExactCalldata, Vec::new()),
+        ],
+        42,
+    );
+    let id = register(&app, &agent, &delegation).await;
+    let to = fresh_address();
+    let body = |amount: &str| json!({"chain": "base", "to": to.to_checksum(None), "amount": amount, "delegation": id});
+    let owner_before = world.anvil.balance(world.owner.address()).await;
+    world.anvil.set_automine(false).await;
+    let (status, sent) = transfer(&app, &agent, body("0.4")).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+
+    // The next send stops at its first read of a contract; the first redemption is mined meanwhile.
+    gate.hold_method("eth_call");
+    let mine_meanwhile = async {
+        gate.wait_held(1, std::time::Duration::from_secs(20)).await;
+        world.anvil.mine(1).await;
+        gate.release();
+    };
+    let ((status, sent), ()) = tokio::join!(transfer(&app, &agent, body("0.5")), mine_meanwhile);
+    assert_eq!(status, StatusCode::CREATED, "0.6 ETH is left of the period: {sent}");
+    world.anvil.mine(1).await;
+    assert_eq!(world.anvil.balance(to).await, wei(ONE_ETH * 9 / 10));
+    assert_eq!(
+        world.anvil.balance(world.owner.address()).await,
+        owner_before - wei(ONE_ETH * 9 / 10)
+    );
+    assert_eq!(world.anvil.nonce(wallet(&agent)).await, 2);
+    // And what the API shows is the chain's 0.1.
+    let one = format!("/api/agents/{}/delegations/{id}", agent.id);
+    let (status, shown) = call(&app, &agent, false, Method::GET, &one, None).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(shown["limits"][0]["available"], "0.1", "{shown}");
+}
+
 #[tokio::test]
 async fn a_delegation_disabled_on_chain_refuses_the_next_send_once_as_revoked() {
     let world = world().await;

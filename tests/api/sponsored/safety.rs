@@ -143,6 +143,9 @@ async fn two_instances_on_one_database_never_hold_more_than_per_day() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let deposit = world.paymaster.deposit_balance(&world.anvil).await;
     let to = fresh_address();
+    // Nothing is mined while they arrive: each operation holds its maximum cost, as it does until its event is
+    // mined (a mined one counts its actual cost, far less, and a slow run would let all twelve through in turn).
+    world.anvil.set_automine(false).await;
     let sends = (0..12).map(|n| {
         let app = if n % 2 == 0 { &world.app } else { &second };
         let path = format!("/api/agents/{}/transfers", agent.id);
@@ -161,6 +164,8 @@ async fn two_instances_on_one_database_never_hold_more_than_per_day() {
         );
     }
     assert!(!sent.is_empty() && sent.len() < 12, "{} sent", sent.len());
+    world.anvil.set_automine(true).await;
+    world.anvil.mine(1).await;
     for answer in &sent {
         let settled = world.settled(&agent, answer.body["id"].as_str().unwrap()).await;
         assert_eq!(settled["status"], "confirmed", "{settled}");
