@@ -80,6 +80,22 @@ impl ChainClient {
         .await
     }
 
+    /// `sender`'s next nonce at key 0 of `entry_point`'s sequence (`getNonce`), as block `number` shows it.
+    pub async fn entry_point_nonce_at(
+        &self,
+        entry_point: Address,
+        sender: Address,
+        number: u64,
+    ) -> Result<Option<U256>, ChainError> {
+        let p = self.provider();
+        let data = super::userop::get_nonce_call(sender, Default::default());
+        let request = TransactionRequest::default().to(entry_point).input(data.into());
+        let out = self
+            .call(|| p.call(request.clone()).block(alloy::eips::BlockId::number(number)))
+            .await?;
+        Ok(super::userop::uint_answer(&out))
+    }
+
     /// The `UserOperationEvent` logs `entry_point` emitted from block `from_block` on for the operations `hashes`
     /// (their `userOpHash` is the event's first indexed topic), in whichever transaction they appeared.
     pub async fn user_operation_logs(

@@ -150,13 +150,11 @@ impl Bundler {
 
     /// The next nonce of `sender`'s EntryPoint sequence at key 0, as block `block` shows it.
     async fn entry_point_nonce(&self, client: &ChainClient, sender: Address, block: u64) -> anyhow::Result<u64> {
-        let call = userop::get_nonce_call(sender, Default::default());
-        match client.read_at(self.sponsor.entry_point, call, block).await? {
-            crate::chain::delegations::Read::Answer(out) => userop::uint_answer(&out)
-                .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(|| anyhow::anyhow!("the EntryPoint's getNonce answer is unreadable")),
-            crate::chain::delegations::Read::Reverted => anyhow::bail!("the EntryPoint's getNonce reverted"),
-        }
+        client
+            .entry_point_nonce_at(self.sponsor.entry_point, sender, block)
+            .await?
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| anyhow::anyhow!("the EntryPoint's getNonce answer is unreadable"))
     }
 
     fn landed(
