@@ -2,8 +2,10 @@
 //! HTTP API and the `create_offer` tool alike. A new offer is checked cheap parts first (chain, asset, price,
 //! resource, settlement, limits; the URL by §16's rules and the policy's `allowed_hosts`), then on chain: the asset's
 //! contract must answer EIP-3009's `authorizationState` and report its EIP-712 domain, which the offer keeps for
-//! its 402s. The upstream's headers are sealed under the master key before they are stored and never shown.
+//! its 402s. The upstream's headers are sealed under the master key before they are stored and never shown. The
+//! tool of a guarded agent holds its offer for the owner's approval instead (`held`).
 
+pub mod held;
 pub mod request;
 pub mod token;
 pub mod view;
@@ -16,12 +18,12 @@ use uuid::Uuid;
 
 use crate::chain::{ChainError, Chains};
 use crate::domain::agent::{Agent, Capability};
-use crate::domain::amount::{Amount, format_units};
+use crate::domain::amount::Amount;
 use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::chain::{self as registry, ChainInfo};
 use crate::net::egress::FetchRequest;
 use crate::net::egress::guard;
-use crate::store::offers::{Offer, Resource, SettleWhen};
+use crate::store::offers::{Offer, OfferState, Resource, SettleWhen};
 use crate::store::{AuditEvent, Store, StoreError};
 use crate::vault::Vault;
 pub use request::{Forward, NewContent, NewOffer, NewResource, NewUpstream};
@@ -59,6 +61,12 @@ pub enum OfferError {
     /// No such offer of this agent (404 `offer_not_found`).
     #[error("offer not found")]
     NotFound,
+    /// No offer of this agent waited for approval under that id (404 `transfer_not_found`, as for a transfer).
+    #[error("no transfer or offer awaiting approval with this id")]
+    NotHeld,
+    /// A held offer no longer waiting, or past `expires_at` (409 `transfer_not_pending` / `transfer_expired`).
+    #[error("the offer is no longer awaiting approval ({})", .0.as_str())]
+    NotAwaiting(crate::domain::policy::ApprovalStatus),
     #[error(transparent)]
     Chain(#[from] ChainError),
     #[error(transparent)]
@@ -140,6 +148,17 @@ impl Offers {
     /// Checks `new` for `agent` and stores it with its `offer_created` entry. The caller has proved the authority
     /// (owner authority, or the agent token of an unguarded agent); the capability is checked here.
     pub async fn create(&self, agent: &Agent, new: NewOffer, actor: Actor) -> Result<Offer, OfferError> {
+        let offer = self.checked(agent, new).await?;
+        let detail = Detail::OfferCreated(offer.created_detail());
+        self.store
+            .create_offer(&offer, &AuditEvent::new(agent.id, actor, detail))
+            .await?;
+        Ok(offer)
+    }
+
+    /// `new` checked for `agent` as `POST …/offers` checks it (every field, the URL rules and the policy's hosts, the
+    /// token's EIP-3009 on chain), as the `active` offer it would be; nothing stored.
+    async fn checked(&self, agent: &Agent, new: NewOffer) -> Result<Offer, OfferError> {
         if !agent.has(Capability::Transact) {
             return Err(OfferError::CapabilityDenied);
         }
@@ -186,7 +205,7 @@ impl Offers {
             ));
         }
         let (token_name, token_version) = self.payable(chain, &asset.symbol, token).await?;
-        let offer = Offer {
+        Ok(Offer {
             id,
             agent_id: agent.id,
             chain: chain.name.to_string(),
@@ -202,21 +221,10 @@ impl Offers {
             forward,
             gas_per_day,
             max_timeout_seconds,
-            active: true,
+            status: OfferState::Active,
             created_at: self.clock.now(),
-        };
-        let detail = Detail::OfferCreated(detail::OfferCreated {
-            offer_id: offer.id,
-            chain: offer.chain.clone(),
-            asset: offer.asset.clone(),
-            price: format_units(offer.price, offer.decimals),
-            resource: shown_resource(&offer.resource),
-            settle: offer.settle.as_str().to_string(),
-        });
-        self.store
-            .create_offer(&offer, &AuditEvent::new(agent.id, actor, detail))
-            .await?;
-        Ok(offer)
+            approval: None,
+        })
     }
 
     /// The agent's offers, newest first, closed ones included.
@@ -233,6 +241,7 @@ impl Offers {
     }
 
     /// Closes one of the agent's offers with its `offer_closed` entry; closing a closed one again changes nothing.
+    /// An offer awaiting approval is rejected instead (by `actor`, as `POST …/reject` would), so that it never sells.
     pub async fn close(&self, agent_id: Uuid, id: Uuid, actor: Actor) -> Result<(), OfferError> {
         let detail = Detail::OfferClosed(detail::OfferClosed { offer_id: id });
         if self
@@ -242,7 +251,16 @@ impl Offers {
         {
             return Ok(());
         }
-        self.get(agent_id, id).await.map(|_| ())
+        let offer = self.get(agent_id, id).await?;
+        if offer.status == OfferState::AwaitingApproval {
+            let verdict = crate::store::offers::OfferVerdict::Rejected;
+            match self.store.decide_offer(agent_id, id, verdict, actor, None).await? {
+                crate::store::offers::OfferDecision::Decided(_)
+                | crate::store::offers::OfferDecision::NotWaiting(_)
+                | crate::store::offers::OfferDecision::NotFound => {}
+            }
+        }
+        Ok(())
     }
 
     /// The upstream (checked, its headers sealed) or the stored body, and the upstream's method.
@@ -339,13 +357,7 @@ pub fn open_headers(vault: &Vault, offer: &Offer) -> Result<BTreeMap<String, Str
 }
 
 /// The resource as shown (the API, the audit log): an upstream's origin and path, never its query or headers; a
-/// stored body as `content`.
+/// stored body as `content` (`Resource::shown`).
 pub fn shown_resource(resource: &Resource) -> String {
-    match resource {
-        Resource::Upstream { url, .. } => match reqwest::Url::parse(url) {
-            Ok(parsed) => format!("{}{}", parsed.origin().ascii_serialization(), parsed.path()),
-            Err(_) => String::new(),
-        },
-        Resource::Content { .. } => "content".to_string(),
-    }
+    resource.shown()
 }

@@ -112,8 +112,8 @@ impl Watcher {
     }
 
     /// Transfers of this chain still awaiting approval past their `expires_at` become `expired`, releasing their
-    /// reservations (the store announces `approval_resolved` and audits it as the system's doing). One approved or
-    /// rejected meanwhile is left as it is.
+    /// reservations (the store announces `approval_resolved` and audits it as the system's doing); so do offers held
+    /// for approval. One approved or rejected meanwhile is left as it is.
     async fn expire_approvals(&self) -> Result<(), WatchError> {
         let store = &self.state.store;
         for due in store.due_approvals(self.chain, self.now()).await? {
@@ -121,6 +121,20 @@ impl Watcher {
             store
                 .close_approval(due.id, ApprovalStatus::Expired, Actor::System, None)
                 .await?;
+        }
+        // Offers held for approval (§23 Tools) past their `expires_at` never sell: `expired`, audited and announced
+        // as a held transfer's expiry.
+        for due in store.due_offers(self.chain, self.now()).await? {
+            let verdict = crate::store::offers::OfferVerdict::Expired;
+            // Decided meanwhile: nothing to do.
+            match store
+                .decide_offer(due.agent_id, due.id, verdict, Actor::System, None)
+                .await?
+            {
+                crate::store::offers::OfferDecision::Decided(_)
+                | crate::store::offers::OfferDecision::NotWaiting(_)
+                | crate::store::offers::OfferDecision::NotFound => {}
+            }
         }
         Ok(())
     }

@@ -52,6 +52,9 @@ impl From<OfferError> for AppError {
                 message,
             },
             OfferError::NotFound => AppError::OfferNotFound,
+            // A held offer is decided at the approval endpoints, which answer as for a transfer.
+            OfferError::NotHeld => AppError::TransferNotFound,
+            OfferError::NotAwaiting(status) => AppError::from(crate::transfers::TransferError::NotAwaiting(status)),
             OfferError::Chain(e) => AppError::Upstream {
                 status: StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_GATEWAY),
                 code: e.code(),

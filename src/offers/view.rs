@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::store::income_list::IncomeRecord;
-use crate::store::offers::{Offer, Resource, SettleWhen};
+use crate::store::offers::{Offer, OfferState, Resource, SettleWhen};
 
 /// An offer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -35,6 +35,10 @@ pub struct OfferView {
     pub max_timeout_seconds: u64,
     pub status: OfferStatus,
     pub created_at: DateTime<Utc>,
+    /// Set on an offer held for the owner's approval: until when it could be approved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// When the payment is settled: after the upstream answered 2xx, or before serving (`paymentFlow: "upfront"`).
@@ -45,12 +49,29 @@ pub enum SettleView {
     BeforeServing,
 }
 
-/// Whether the offer sells (`active`) or was closed.
+/// Whether the offer sells (`active`) or was closed; one the `create_offer` tool made on a guarded agent waits for
+/// its owner's approval (`awaiting_approval`: its URL answers 404 until approved), then is `active`, `rejected` or,
+/// undecided past its `expires_at`, `expired`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OfferStatus {
     Active,
     Closed,
+    AwaitingApproval,
+    Rejected,
+    Expired,
+}
+
+impl From<OfferState> for OfferStatus {
+    fn from(state: OfferState) -> Self {
+        match state {
+            OfferState::Active => OfferStatus::Active,
+            OfferState::Closed => OfferStatus::Closed,
+            OfferState::AwaitingApproval => OfferStatus::AwaitingApproval,
+            OfferState::Rejected => OfferStatus::Rejected,
+            OfferState::Expired => OfferStatus::Expired,
+        }
+    }
 }
 
 /// An upstream URL, or a stored body.
@@ -103,7 +124,6 @@ pub struct ResourceView {
 impl OfferView {
     /// `offer` bought at `url`, paid to `pay_to` (the agent's wallet on its chain).
     pub fn new(offer: &Offer, url: String, pay_to: Option<Address>) -> Self {
-        let native_decimals = registry::find(&offer.chain).map_or(18, |c| c.decimals);
         let resource = match &offer.resource {
             Resource::Upstream {
                 method,
@@ -112,7 +132,7 @@ impl OfferView {
                 ..
             } => ResourceView {
                 kind: ResourceKind::Url,
-                url: Some(crate::offers::shown_resource(&offer.resource)),
+                url: Some(offer.resource.shown()),
                 method: Some(method.clone()),
                 mime_type: mime_type.clone(),
                 headers: sealed_headers.is_some(),
@@ -130,7 +150,7 @@ impl OfferView {
             url,
             chain: offer.chain.clone(),
             asset: offer.asset.clone(),
-            price: format_units(offer.price, offer.decimals),
+            price: offer.price_units(),
             pay_to: pay_to.map(|a| a.to_checksum(None)).unwrap_or_default(),
             description: offer.description.clone(),
             resource,
@@ -139,14 +159,11 @@ impl OfferView {
                 SettleWhen::BeforeServing => SettleView::BeforeServing,
             },
             forward: offer.forward.clone(),
-            gas_per_day: format_units(offer.gas_per_day, native_decimals),
+            gas_per_day: offer.gas_per_day_units(),
             max_timeout_seconds: offer.max_timeout_seconds,
-            status: if offer.active {
-                OfferStatus::Active
-            } else {
-                OfferStatus::Closed
-            },
+            status: offer.status.into(),
             created_at: offer.created_at,
+            expires_at: offer.approval.as_ref().map(|a| a.expires_at),
         }
     }
 }

@@ -102,7 +102,7 @@ impl Seller {
     /// Sells the offer to `request` (see the module's doc).
     #[tracing::instrument(skip_all, fields(offer_id = %request.offer_id))]
     pub async fn sell(&self, request: SaleRequest) -> Result<Sale, SellError> {
-        let Some(offer) = self.store.offer(request.offer_id).await?.filter(|o| o.active) else {
+        let Some(offer) = self.store.offer(request.offer_id).await?.filter(|o| o.is_active()) else {
             return Ok(Sale::NotFound);
         };
         let agent = match self.store.get_agent(offer.agent_id).await {

@@ -1,8 +1,11 @@
 //! The selling tools (§23): `create_offer` (capability `transact`) puts a resource up for sale through the offer
 //! service, as `POST …/offers` does; `list_income` (`read`) lists the payments the agent took. On a guarded agent an
-//! offer is its owner's to make: the tool refuses (`owner_required`) rather than hold it for approval. The tool takes
-//! no upstream headers: its arguments reach the model's transcript and the MCP audit record, so an upstream's API
-//! key is given through the HTTP API only.
+//! offer is its owner's to make: the tool checks it as `POST …/offers` would and holds it for the owner's approval
+//! (`{offer_id, kind: "offer", status: "awaiting_approval", expires_at, offer}`; nothing answers at its URL until
+//! the owner approves it with `POST …/transfers/{offer_id}/approve`, `offers::held`). The result names it `offer_id`,
+//! not `transfer_id`, so that MCP's elicitation and tasks, which follow held transfers, leave it alone. The tool
+//! takes no upstream headers: its arguments reach the model's transcript and the MCP audit record, so an upstream's
+//! API key is given through the HTTP API only.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -18,7 +21,7 @@ pub const TRANSACT: &[Tool] = &[Tool {
     name: "create_offer",
     capability: Capability::Transact,
     effect: Effect::ChangesRecords,
-    description: "Sell a resource over x402: an http(s) URL the agent fronts, or a text content, for a price in an EIP-3009 token such as USDC, paid to the agent's wallet and settled by the service; returns the offer with the URL buyers pay at. On a guarded agent only its owner creates offers.",
+    description: "Sell a resource over x402: an http(s) URL the agent fronts, or a text content, for a price in an EIP-3009 token such as USDC, paid to the agent's wallet and settled by the service; returns the offer with the URL buyers pay at. On a guarded agent the offer is held for the owner's approval (status awaiting_approval, with its expires_at): its URL sells nothing until the owner approves it.",
     arguments: |f| {
         json!({
             "chain": f.chain,
@@ -70,6 +73,8 @@ impl From<OfferError> for ToolError {
             },
             OfferError::AssetNotPayable(_) => ToolError::new("asset_not_payable", message),
             OfferError::NotFound => ToolError::new("offer_not_found", message),
+            OfferError::NotHeld => ToolError::new("transfer_not_found", message),
+            OfferError::NotAwaiting(status) => crate::transfers::TransferError::NotAwaiting(status).into(),
             OfferError::Chain(e) => e.into(),
             OfferError::Store(_) => ToolError::new("internal_error", "the offer could not be stored"),
         }
@@ -78,13 +83,6 @@ impl From<OfferError> for ToolError {
 
 fn create_offer<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move {
-        if cx.guarded {
-            return Err(ToolError::new(
-                "owner_required",
-                "this agent is guarded: its owner creates its offers (POST /api/agents/{id}/offers with owner \
-                 authority); the tool does not hold an offer for approval",
-            ));
-        }
         let text = |key| args.text(key).map(|v| v.map(str::to_owned));
         let required = |key: &'static str| text(key)?.ok_or_else(|| ToolError::invalid(format!("{key} is required")));
         let resource = match (text("url")?, text("content")?) {
@@ -122,6 +120,18 @@ fn create_offer<'a>(cx: &'a ToolContext<'a>, args: Args<'a>) -> BoxFuture<'a, To
             max_timeout_seconds,
         };
         let offers = &cx.services.offers;
+        if cx.guarded {
+            // The owner's to make: held for its approval, selling only once approved.
+            let offer = offers.hold(cx.agent, new, cx.conversation_id).await?;
+            let pay_to = cx.agent.wallet_addresses.get(&offer.chain).copied();
+            return Ok(json!({
+                "offer_id": offer.id,
+                "kind": "offer",
+                "status": "awaiting_approval",
+                "expires_at": offer.approval.as_ref().map(|a| a.expires_at),
+                "offer": OfferView::new(&offer, offers.url(offer.id), pay_to),
+            }));
+        }
         let offer = offers.create(cx.agent, new, cx.actor).await?;
         let pay_to = cx.agent.wallet_addresses.get(&offer.chain).copied();
         Ok(json!({ "offer": OfferView::new(&offer, offers.url(offer.id), pay_to) }))

@@ -2,6 +2,7 @@
 //! their refusals and authority, and the agent's income list.
 
 pub mod endpoints;
+pub mod held;
 pub mod income;
 pub mod tools;
 

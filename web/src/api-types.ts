@@ -76,7 +76,8 @@ export interface paths {
         /**
          * List transfers awaiting approval
          * @description Transfers held by an approval rule of the policy, with their `expires_at`; they hold their reservation against
-         *     the cap until approved, rejected or expired.
+         *     the cap until approved, rejected or expired. Offers the `create_offer` tool of a guarded agent made are listed
+         *     too (`kind: "offer"`, with the offer's terms in `offer`): they sell nothing until approved.
          */
         get: operations["list_approvals"];
         put?: never;
@@ -735,7 +736,8 @@ export interface paths {
          * Approve a held transfer
          * @description Owner authority approves a transfer awaiting approval: it is signed at the fees of that moment and broadcast
          *     (`pending`). If its reservation no longer fits the cap, 403 `spending_cap_exceeded` and it stays waiting. Past
-         *     `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409 `transfer_not_pending`.
+         *     `expires_at` 409 `transfer_expired`; a transfer no longer awaiting 409 `transfer_not_pending`. A held offer
+         *     (`kind: "offer"`) approved is `approved` and sells from then on (`offer.status` `active`); nothing is signed.
          */
         post: operations["approve_transfer"];
         delete?: never;
@@ -2328,10 +2330,12 @@ export interface components {
             mime_type?: string | null;
         };
         /**
-         * @description Whether the offer sells (`active`) or was closed.
+         * @description Whether the offer sells (`active`) or was closed; one the `create_offer` tool made on a guarded agent waits for
+         *     its owner's approval (`awaiting_approval`: its URL answers 404 until approved), then is `active`, `rejected` or,
+         *     undecided past its `expires_at`, `expired`.
          * @enum {string}
          */
-        OfferStatus: "active" | "closed";
+        OfferStatus: "active" | "closed" | "awaiting_approval" | "rejected" | "expired";
         /** @description An offer. */
         OfferView: {
             /** Format: uuid */
@@ -2357,6 +2361,11 @@ export interface components {
             status: components["schemas"]["OfferStatus"];
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: date-time
+             * @description Set on an offer held for the owner's approval: until when it could be approved.
+             */
+            expires_at?: string;
         };
         /** @description `GET /api/agents/{id}/offers`. */
         OffersView: {
@@ -2647,10 +2656,11 @@ export interface components {
         };
         /**
          * @description Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
-         *     `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`.
+         *     `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`. An offer held for approval (`kind: "offer"`, §23)
+         *     goes `awaiting_approval` → `approved` (it sells: `offer.status` `active`) | `rejected` | `expired`.
          * @enum {string}
          */
-        TransferStatusView: "awaiting_approval" | "pending" | "confirmed" | "reverted" | "dropped" | "cancelled" | "rejected" | "expired";
+        TransferStatusView: "awaiting_approval" | "approved" | "pending" | "confirmed" | "reverted" | "dropped" | "cancelled" | "rejected" | "expired";
         TransferView: {
             /** Format: uuid */
             id: string;
@@ -2662,9 +2672,17 @@ export interface components {
             chain: string;
             /**
              * @description `transfer` (a transaction of the agent's), `call` (a contract call, §18), `x402` (a payment
-             *     authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`).
+             *     authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`); in the
+             *     approvals, `offer`: an offer the `create_offer` tool of a guarded agent made, held for the owner's approval
+             *     (§23; `offer` has its terms, `amount` is its price and `to` the agent's wallet it would be paid to). Approving
+             *     it signs nothing and moves no money: it starts selling.
              */
             kind: string;
+            /**
+             * @description Set on a held offer (`kind: "offer"`): the offer as `GET …/offers/{id}` shows it (chain, asset, price,
+             *     description, the resource's origin and path, settle, gas_per_day …).
+             */
+            offer?: components["schemas"]["OfferView"];
             /** @description Set on a typed-data signature once it is made: the signature and the digest signed. */
             typed_data?: components["schemas"]["TypedDataView"];
             /** @description Set on a typed-data signature (held or made): the EIP-712 `primaryType` signed, such as `Permit`. */
@@ -3601,7 +3619,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Transfers awaiting approval, oldest first */
+            /** @description Transfers (and offers) awaiting approval, oldest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -14522,7 +14540,7 @@ type ReadonlyArray<T> = [
 export const actorViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ActorView"]> = ["agent", "owner", "admin", "mcp", "system"];
 export const capabilityViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CapabilityView"]> = ["read", "compare", "transact", "analytics"];
 export const incomeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IncomeStatus"]> = ["settling", "settled", "failed", "released"];
-export const offerStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OfferStatus"]> = ["active", "closed"];
+export const offerStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OfferStatus"]> = ["active", "closed", "awaiting_approval", "rejected", "expired"];
 export const proofOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["Proof"], {
     type: unknown;
 }>["type"]> = ["current_token"];
@@ -14532,6 +14550,6 @@ export const proofOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<
 export const resourceKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ResourceKind"]> = ["url", "content"];
 export const roleViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RoleView"]> = ["user", "assistant"];
 export const settleViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SettleView"]> = ["on_success", "before_serving"];
-export const transferStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TransferStatusView"]> = ["awaiting_approval", "pending", "confirmed", "reverted", "dropped", "cancelled", "rejected", "expired"];
+export const transferStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TransferStatusView"]> = ["awaiting_approval", "approved", "pending", "confirmed", "reverted", "dropped", "cancelled", "rejected", "expired"];
 export const txStatusViewValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TxStatusView"]> = ["pending", "confirmed", "reverted", "dropped", "cancelled", "expired"];
 export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["transfer.pending", "transfer.confirmed", "transfer.reverted", "transfer.dropped", "transfer.cancelled", "transfer.expired", "transfer.replaced", "approval.required", "approval.resolved", "policy.denied", "agent.updated", "policy.updated", "delegation.revoked", "payment.received", "webhook.test", "*"];

@@ -10,16 +10,22 @@ use uuid::Uuid;
 use crate::domain::amount::format_units;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
+use crate::domain::policy::ApprovalStatus as Decision;
 use crate::domain::transaction::{Body, CallRecord, Payer, StoredTx, TxState, X402Record};
+use crate::offers::view::OfferView;
 use crate::store::Approval;
+use crate::store::offers::Offer;
 use crate::transfers::TransferOutcome;
 
 /// Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
-/// `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`.
+/// `pending` → `confirmed` | `reverted` | `dropped` | `cancelled`. An offer held for approval (`kind: "offer"`, §23)
+/// goes `awaiting_approval` → `approved` (it sells: `offer.status` `active`) | `rejected` | `expired`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferStatusView {
     AwaitingApproval,
+    /// An offer approved (`kind: "offer"`); a transfer approved is `pending`.
+    Approved,
     Pending,
     Confirmed,
     Reverted,
@@ -165,8 +171,16 @@ pub struct TransferView {
     pub transfer_id: Uuid,
     pub chain: String,
     /// `transfer` (a transaction of the agent's), `call` (a contract call, §18), `x402` (a payment
-    /// authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`).
+    /// authorization a resource settles, §16) or `typed_data` (an EIP-712 signature, §18 `sign-typed-data`); in the
+    /// approvals, `offer`: an offer the `create_offer` tool of a guarded agent made, held for the owner's approval
+    /// (§23; `offer` has its terms, `amount` is its price and `to` the agent's wallet it would be paid to). Approving
+    /// it signs nothing and moves no money: it starts selling.
     pub kind: &'static str,
+    /// Set on a held offer (`kind: "offer"`): the offer as `GET …/offers/{id}` shows it (chain, asset, price,
+    /// description, the resource's origin and path, settle, gas_per_day …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub offer: Option<OfferView>,
     /// Set on a typed-data signature once it is made: the signature and the digest signed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -320,6 +334,7 @@ impl From<&StoredTx> for TransferView {
             transfer_id: tx.id,
             chain: tx.chain.clone(),
             kind: tx.kind(),
+            offer: None,
             typed_data: TypedDataView::of(tx),
             primary_type: primary_type(&tx.body),
             x402: tx.body.x402().map(X402View::new),
@@ -367,6 +382,7 @@ impl From<&Approval> for TransferView {
             transfer_id: a.id,
             chain: a.chain.clone(),
             kind: a.kind(),
+            offer: None,
             typed_data: None,
             primary_type: primary_type(&a.body),
             x402: a.body.x402().map(X402View::new),
@@ -401,6 +417,54 @@ impl From<&Approval> for TransferView {
 }
 
 impl TransferView {
+    /// A held offer (`kind: "offer"`) where the approvals show it: `view` is the offer as the offers API shows it;
+    /// `amount` its price, `from` and `to` the agent's wallet it is paid to.
+    pub fn of_offer(offer: &Offer, view: OfferView) -> Self {
+        let status = match offer.approval_status() {
+            Some(Decision::AwaitingApproval) | None => TransferStatusView::AwaitingApproval,
+            Some(Decision::Approved) => TransferStatusView::Approved,
+            Some(Decision::Rejected) => TransferStatusView::Rejected,
+            Some(Decision::Expired) => TransferStatusView::Expired,
+        };
+        let approval = offer.approval.as_ref();
+        Self {
+            id: offer.id,
+            transfer_id: offer.id,
+            chain: offer.chain.clone(),
+            kind: "offer",
+            typed_data: None,
+            primary_type: None,
+            x402: None,
+            call: None,
+            calls: None,
+            simulation: None,
+            asset: offer.asset.clone(),
+            token_address: Some(offer.token.to_checksum(None)),
+            from: view.pay_to.clone(),
+            delegation: None,
+            to: view.pay_to.clone(),
+            amount: offer.price_units(),
+            amount_wei: offer.price.to_string(),
+            status,
+            tx_hash: None,
+            nonce: None,
+            replaced_hashes: Vec::new(),
+            block_number: None,
+            conversation_id: approval.and_then(|a| a.conversation_id),
+            explorer_url: None,
+            expires_at: approval.map(|a| a.expires_at),
+            held_by: None,
+            held_above: None,
+            held_above_asset: None,
+            max_fee: None,
+            gas: Payer::Wallet.as_str(),
+            sponsorship: None,
+            created_at: offer.created_at,
+            updated_at: approval.and_then(|a| a.decided_at).unwrap_or(offer.created_at),
+            offer: Some(view),
+        }
+    }
+
     /// The view with an x402 payment's stored answer (`x402.response`), for single-transfer reads.
     pub fn with_response(mut self, record: Option<&X402Record>) -> Self {
         if let (Some(view), Some(record)) = (self.x402.as_mut(), record) {

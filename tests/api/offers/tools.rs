@@ -1,5 +1,6 @@
 //! The selling tools over MCP (§23): `create_offer` (transact) and `list_income` (read) come from the one registry;
-//! an unguarded agent creates an offer and reads its (empty) income; a guarded one is told its owner sells.
+//! an unguarded agent creates an offer and reads its (empty) income; a guarded one's offer is held for its owner's
+//! approval (its URL sells nothing meanwhile) and the approvals list it.
 
 use serde_json::json;
 
@@ -41,7 +42,7 @@ async fn create_offer_and_list_income_work_over_mcp() {
 }
 
 #[tokio::test]
-async fn create_offer_on_a_guarded_agent_is_its_owners_to_make() {
+async fn create_offer_on_a_guarded_agent_is_held_for_its_owners_approval() {
     let s = selling(&[("ADMIN_TOKEN", "admin-token-for-offer-tool-tests-0123456789")]).await;
     let calls = json!([{"name": "create_offer", "arguments": {"chain": "base", "asset": "USDC", "price": "0.02",
         "description": "a haiku", "content": "x", "content_type": "text/plain", "gas_per_day": "0.001"}}]);
@@ -54,5 +55,19 @@ async fn create_offer_on_a_guarded_agent_is_its_owners_to_make() {
     let env = vec![("AGENTD_ACCESS_TOKEN".to_string(), s.agent.token.clone())];
     let (ok, out) = mcp_client(&s.app, args, env).await;
     assert!(ok, "the client ran: {out:#}");
-    assert_eq!(tool_error_code(&out, 0), "owner_required");
+    let held = tool_ok(&out, 0);
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+    assert_eq!(held["kind"], "offer", "{held}");
+    assert!(held["expires_at"].is_string(), "{held}");
+    let id = held["offer_id"].as_str().expect("offer_id");
+    let bought = s.app.send(s.app.client.get(s.app.url(&format!("/x402/{id}")))).await;
+    assert_eq!(bought.status, reqwest::StatusCode::NOT_FOUND, "{}", bought.text);
+    let path = format!("/api/agents/{}/approvals", s.agent.id);
+    let (status, waiting) = s
+        .app
+        .request(reqwest::Method::GET, &path, Some(&s.agent.token), None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{waiting}");
+    assert_eq!(waiting[0]["id"], id, "{waiting}");
+    assert_eq!(waiting[0]["kind"], "offer", "{waiting}");
 }

@@ -1,12 +1,14 @@
 //! The store's offer contract (`OfferStore`, §23) on the backend the app would open (SQLite, or PostgreSQL with
 //! `TEST_POSTGRES_URL`): an upstream and a stored body read back field for field, listed newest first, found by id
-//! whatever their agent, closed once by their own agent only; and an agent's income pages, filtered and walked.
+//! whatever their agent, closed once by their own agent only; held for approval and decided once (approved, rejected,
+//! expired) with their events and audit entries; and an agent's income pages, filtered and walked.
 
 use agentd::domain::audit::{Actor, Detail, detail};
+use agentd::domain::policy::ApprovalStatus;
 use agentd::store::AuditEvent;
 use agentd::store::income::{Held, Hold, IncomeStatus};
 use agentd::store::income_list::IncomeFilter;
-use agentd::store::offers::{Offer, Resource, SettleWhen};
+use agentd::store::offers::{Offer, OfferApproval, OfferDecision, OfferState, OfferVerdict, Resource, SettleWhen};
 use alloy::primitives::{Address, B256, U256};
 use chrono::{Duration, SubsecRound};
 use uuid::Uuid;
@@ -30,8 +32,9 @@ fn offer(agent_id: Uuid, resource: Resource, seconds_ago: i64) -> Offer {
         forward: vec!["query".into()],
         gas_per_day: U256::from(10u64).pow(U256::from(15u64)),
         max_timeout_seconds: 300,
-        active: true,
+        status: OfferState::Active,
         created_at: (agentd::domain::now() - Duration::seconds(seconds_ago)).trunc_subsecs(6),
+        approval: None,
     }
 }
 
@@ -112,7 +115,7 @@ async fn offers_read_back_as_stored_and_close_once_by_their_own_agent() {
             .unwrap()
     );
     let read = store.offer(upstream.id).await.unwrap().unwrap();
-    assert!(!read.active);
+    assert_eq!(read.status, OfferState::Closed);
     let actions: Vec<String> = store
         .list_audit(agent.id, None, 10)
         .await
@@ -130,6 +133,132 @@ async fn offers_read_back_as_stored_and_close_once_by_their_own_agent() {
         2,
         "{actions:?}"
     );
+}
+
+/// `offer` held for approval until `expires_in` seconds from now, asked in `conversation`.
+fn held(mut offer: Offer, expires_in: i64, conversation: Option<Uuid>) -> Offer {
+    offer.status = OfferState::AwaitingApproval;
+    offer.approval = Some(OfferApproval {
+        expires_at: (agentd::domain::now() + Duration::seconds(expires_in)).trunc_subsecs(6),
+        conversation_id: conversation,
+        decided_at: None,
+    });
+    offer
+}
+
+fn content() -> Resource {
+    Resource::Content {
+        content: b"a haiku".to_vec(),
+        content_type: "text/plain".into(),
+    }
+}
+
+#[tokio::test]
+async fn held_offers_wait_are_listed_and_are_decided_once_with_their_events_and_audit() {
+    let (_db, store) = open().await;
+    let (agent, _) = stored_agent(store.as_ref(), 0).await;
+    let (other, _) = stored_agent(store.as_ref(), 1).await;
+    let approved = held(offer(agent.id, content(), 30), 900, None);
+    let rejected = held(offer(agent.id, content(), 20), 900, None);
+    let due = held(offer(agent.id, content(), 10), -1, None);
+    let direct = offer(agent.id, content(), 0);
+    for o in [&approved, &rejected, &due] {
+        store.hold_offer(o).await.unwrap();
+    }
+    store.create_offer(&direct, &created(&direct)).await.unwrap();
+    // Only an offer awaiting approval (with its expiry) is held.
+    assert!(store.hold_offer(&offer(agent.id, content(), 0)).await.is_err());
+    assert_eq!(store.offer(approved.id).await.unwrap(), Some(approved.clone()));
+    assert_eq!(
+        store.waiting_offers(agent.id).await.unwrap(),
+        vec![approved.clone(), rejected.clone(), due.clone()],
+        "oldest first"
+    );
+    assert!(store.waiting_offers(other.id).await.unwrap().is_empty());
+    let now = agentd::domain::now();
+    let dues = store.due_offers("base", now).await.unwrap();
+    assert_eq!(dues.iter().map(|o| o.id).collect::<Vec<_>>(), vec![due.id]);
+    assert!(store.due_offers("ethereum", now).await.unwrap().is_empty());
+
+    let decide = |agent_id: Uuid, id: Uuid, verdict: OfferVerdict| {
+        let store = store.clone();
+        async move {
+            store
+                .decide_offer(agent_id, id, verdict, Actor::Admin, Some("not now"))
+                .await
+                .unwrap()
+        }
+    };
+    // Another agent's, an unknown one and one that never waited are not found.
+    for (agent_id, id) in [
+        (other.id, approved.id),
+        (agent.id, Uuid::new_v4()),
+        (agent.id, direct.id),
+    ] {
+        assert!(matches!(
+            decide(agent_id, id, OfferVerdict::Approved).await,
+            OfferDecision::NotFound
+        ));
+    }
+    // Past its expiry it is not approved.
+    assert!(matches!(
+        decide(agent.id, due.id, OfferVerdict::Approved).await,
+        OfferDecision::NotWaiting(ApprovalStatus::Expired)
+    ));
+    let OfferDecision::Decided(done) = decide(agent.id, approved.id, OfferVerdict::Approved).await else {
+        panic!("approved");
+    };
+    assert_eq!(done.status, OfferState::Active);
+    assert!(done.approval.as_ref().unwrap().decided_at.is_some());
+    assert_eq!(store.offer(approved.id).await.unwrap(), Some((*done).clone()));
+    let OfferDecision::Decided(done) = decide(agent.id, rejected.id, OfferVerdict::Rejected).await else {
+        panic!("rejected");
+    };
+    assert_eq!(done.status, OfferState::Rejected);
+    let OfferDecision::Decided(done) = decide(agent.id, due.id, OfferVerdict::Expired).await else {
+        panic!("expired");
+    };
+    assert_eq!(done.status, OfferState::Expired);
+    // Decided once.
+    assert!(matches!(
+        decide(agent.id, approved.id, OfferVerdict::Rejected).await,
+        OfferDecision::NotWaiting(ApprovalStatus::Approved)
+    ));
+    assert!(matches!(
+        decide(agent.id, rejected.id, OfferVerdict::Approved).await,
+        OfferDecision::NotWaiting(ApprovalStatus::Rejected)
+    ));
+    assert!(store.waiting_offers(agent.id).await.unwrap().is_empty());
+    assert!(
+        store
+            .due_offers("base", agentd::domain::now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let audit = store.list_audit(agent.id, None, 20).await.unwrap();
+    let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        vec![
+            "transfer_expired",
+            "transfer_rejected",
+            "offer_created",
+            "transfer_approved",
+            "offer_created",
+            "agent_created"
+        ],
+        "newest first: one decision each, the approved one's creation after its approval; holding wrote none"
+    );
+    let detail = |i: usize| -> serde_json::Value { serde_json::from_str(&audit[i].detail).unwrap() };
+    let rejection = detail(1);
+    assert_eq!(rejection["transfer_id"], rejected.id.to_string(), "{rejection}");
+    assert_eq!(rejection["kind"], "offer", "{rejection}");
+    assert_eq!(rejection["amount"], "0.01", "{rejection}");
+    assert_eq!(rejection["reason"], "not now", "{rejection}");
+    assert_eq!(detail(2)["offer_id"], approved.id.to_string());
+    assert_eq!(audit[3].actor, "admin");
 }
 
 #[tokio::test]
