@@ -16,6 +16,7 @@ use alloy::primitives::{Address, TxHash, U256};
 use uuid::Uuid;
 
 use crate::chain::Chains;
+use crate::chain::authorizations::SettleCall;
 use crate::config::Config;
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
@@ -202,26 +203,28 @@ impl Seller {
         }
     }
 
-    /// Settles a held payment (see `Settled`): the window and the simulation again, the transaction named on the
-    /// hold, sent through the one send path, waited for.
+    /// Settles a held payment (see `Settled`): the window and the simulation (an `eth_call` with the gas limit it
+    /// will be signed with) again, the transaction named on the hold, sent through the one send path, waited for.
     async fn settle(
         &self,
         agent: &Agent,
         (chain, terms): (&'static ChainInfo, &Terms),
         income: &Income,
-        payment: &Payment,
+        verified: &Verified,
     ) -> Result<Settled, SellError> {
+        let payment = &verified.payment;
         if let Err(reason) = crate::domain::sale::check_window(&payment.authorization, terms, self.now_unix()) {
             self.store.end_hold(income.id, IncomeStatus::Released).await?;
             return Ok(Settled::Refused(reason));
         }
         let client = self.chains.get(chain.name)?;
-        let calldata = crate::domain::sale::settle_calldata(payment);
-        let gas_limit = match client
-            .estimate_call_gas(terms.pay_to, terms.token, calldata.clone())
-            .await
-        {
-            Ok(gas) => gas.saturating_mul(6) / 5,
+        let settle = SettleCall {
+            from: terms.pay_to,
+            calldata: crate::domain::sale::settle_calldata(payment),
+            gas: verified.gas_limit,
+        };
+        match client.settles(terms.token, &settle).await {
+            Ok(()) => {}
             Err(e) if e.refusal().is_some() => {
                 // Used by someone else meanwhile: then it is settled, not refused.
                 if let Some(done) = self.settled_elsewhere(agent, income, terms).await? {
@@ -234,7 +237,8 @@ impl Seller {
                 self.store.end_hold(income.id, IncomeStatus::Released).await?;
                 return Err(e.into());
             }
-        };
+        }
+        let (calldata, gas_limit) = (settle.calldata, settle.gas);
         let transfer_id = Uuid::new_v4();
         self.store.plan_settlement(income.id, transfer_id).await?;
         let sent = self

@@ -8,9 +8,9 @@ use alloy::primitives::{Address, Bytes, U256};
 use alloy::sol_types::SolCall;
 
 use super::{Refused, SETTLE_GAS, SellError, Seller, Verified};
+use crate::chain::authorizations::SettleCall;
 use crate::chain::delegations::Read;
 use crate::domain::agent::Agent;
-use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::sale::{self, Payment, Reason, Terms};
 use crate::store::offers::Offer;
@@ -59,7 +59,7 @@ impl Seller {
         &self,
         agent: &Agent,
         offer: Option<&Offer>,
-        (terms, chain, asset): (&Terms, &'static ChainInfo, &Asset),
+        (terms, chain): (&Terms, &'static ChainInfo),
         payment: Result<Payment, Reason>,
     ) -> Result<Checked, SellError> {
         let priced = self.price(chain).await?;
@@ -106,27 +106,25 @@ impl Seller {
         {
             return refused(Reason::RateLimited(seconds));
         }
-        let calldata = sale::settle_calldata(&payment);
-        let (payer_code, blocked, held_here, used, balance, held_of_payer, simulated) = tokio::join!(
-            async {
-                match &code {
-                    Some(code) => Ok(code.clone()),
-                    None => client.code(auth.from).await,
-                }
-            },
+        let settle = SettleCall {
+            from: terms.pay_to,
+            calldata: sale::settle_calldata(&payment),
+            gas: SETTLE_GAS,
+        };
+        // The node's part in one batch (the payer's code, the authorization's state, its balance, the settlement's
+        // `eth_call` with the gas it will be signed with), the store's beside it.
+        let (reads, blocked, held_here, held_of_payer) = tokio::join!(
+            client.payer_reads(terms.token, (auth.from, auth.nonce), &settle),
             self.store.payer_blocked(auth.from),
             self.store
                 .income_by_nonce(chain.name, terms.token, auth.from, auth.nonce),
-            client.authorization_state(terms.token, auth.from, auth.nonce),
-            client.token_balance(auth.from, asset),
             self.store.held_of_payer(chain.name, terms.token, auth.from),
-            client.estimate_call_gas(terms.pay_to, terms.token, calldata),
         );
+        let reads = reads?;
         // An ECDSA signature by an address with code (an EIP-7702 designation included) is judged as the token judges
         // it: by the account's ERC-1271 (read beside the rest, the signature having recovered `from`).
-        let payer_code = payer_code?;
         if recovered
-            && !payer_code.is_empty()
+            && !reads.code.is_empty()
             && !self.valid_1271(client, auth.from, digest, &payment.signature).await?
         {
             return refused(Reason::Signature);
@@ -134,14 +132,25 @@ impl Seller {
         if blocked? {
             return refused(Reason::PayerBlocked);
         }
-        if held_here?.is_some() || used? {
+        if held_here?.is_some() || reads.used {
             return refused(Reason::NonceAlreadyUsed);
         }
-        if balance?.saturating_sub(held_of_payer?) < auth.value {
+        if reads.balance.saturating_sub(held_of_payer?) < auth.value {
             return refused(Reason::InsufficientBalance);
         }
-        let gas_limit = match simulated {
-            Ok(gas) => gas.saturating_mul(6) / 5,
+        let gas_limit = match reads.settles {
+            Ok(()) => SETTLE_GAS,
+            // An account's signature check may need more than a plain one: its gas is estimated (rare, one read more).
+            Err(e) if e.refusal().is_some() && !reads.code.is_empty() => {
+                match client
+                    .estimate_call_gas(terms.pay_to, terms.token, settle.calldata)
+                    .await
+                {
+                    Ok(gas) => gas.saturating_mul(6) / 5,
+                    Err(e) if e.refusal().is_some() => return refused(Reason::SimulationFailed),
+                    Err(e) => return Err(e.into()),
+                }
+            }
             Err(e) if e.refusal().is_some() => return refused(Reason::SimulationFailed),
             Err(e) => return Err(e.into()),
         };

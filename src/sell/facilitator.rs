@@ -122,11 +122,11 @@ impl Seller {
     async fn try_verify(&self, agent: &Agent, body: &Value) -> Result<Value, SellError> {
         let (payment, accepted) = self.facilitated(agent, body);
         let payer = payer_of(&payment);
-        let (terms, chain, asset) = match accepted {
+        let (terms, chain, _) = match accepted {
             Ok(accepted) => accepted,
             Err(reason) => return Ok(invalid(reason, &payer)),
         };
-        Ok(match self.check(agent, None, (&terms, chain, &asset), payment).await? {
+        Ok(match self.check(agent, None, (&terms, chain), payment).await? {
             Ok(verified) => json!({"isValid": true, "payer": verified.payer.to_checksum(None)}),
             Err(refused) => invalid(refused.reason, &payer),
         })
@@ -179,7 +179,7 @@ impl Seller {
             }
             return Ok(failed(Reason::NonceAlreadyUsed.code(), ""));
         }
-        let verified = match self.check(agent, None, (&terms, chain, &asset), payment).await? {
+        let verified = match self.check(agent, None, (&terms, chain), payment).await? {
             Ok(verified) => verified,
             Err(refused) => {
                 self.audit_refusal(agent, None, refused).await;
@@ -193,7 +193,7 @@ impl Seller {
                 return Ok(failed(refused.reason.code(), ""));
             }
         };
-        let settled = self.settle(agent, (chain, &terms), &income, &verified.payment).await?;
+        let settled = self.settle(agent, (chain, &terms), &income, &verified).await?;
         self.settle_answer(&income, &terms, &payer, settled).await
     }
 

@@ -143,10 +143,7 @@ impl Seller {
         {
             return self.resume(&agent, &offer, &terms, &request, &income).await;
         }
-        let verified = match self
-            .check(&agent, Some(&offer), (&terms, chain, &asset), payment)
-            .await?
-        {
+        let verified = match self.check(&agent, Some(&offer), (&terms, chain), payment).await? {
             Ok(verified) => verified,
             Err(Refused {
                 reason: Reason::RateLimited(seconds),
@@ -175,7 +172,7 @@ impl Seller {
                         response: None,
                     });
                 }
-                let settled = self.settle(&agent, (chain, &terms), &income, &verified.payment).await?;
+                let settled = self.settle(&agent, (chain, &terms), &income, &verified).await?;
                 self.answer(
                     &agent,
                     &offer,
@@ -189,7 +186,7 @@ impl Seller {
                 .await
             }
             SettleWhen::BeforeServing => {
-                let settled = self.settle(&agent, (chain, &terms), &income, &verified.payment).await?;
+                let settled = self.settle(&agent, (chain, &terms), &income, &verified).await?;
                 self.answer(&agent, &offer, &terms, &request, &income, &payer, settled, None)
                     .await
             }
