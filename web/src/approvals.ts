@@ -4,7 +4,9 @@
 // no body). The list is read again every few seconds while the page is open and visible, so requests made anywhere
 // (chat, the API, MCP, another tab) appear and decisions taken elsewhere disappear; the conversation stream's
 // approval events refresh it at once. A held contract call or typed-data signature (§18) shows what it would do, as
-// its simulation showed it. `approvalList` is shared with the inbox across agents (./inbox).
+// its simulation showed it. An offer the agent's `create_offer` tool made on a guarded agent (§23, `kind: "offer"`)
+// waits here too, said in words ("Sell … for 0.05 USDC at …"); approving it makes it sell and signs nothing.
+// `approvalList` is shared with the inbox across agents (./inbox).
 import { api, type AgentDetail, type ChainInfo, type Transfer } from './api';
 import { authorityText, onAuthorityChange } from './authority';
 import { callDetails, callLabel, type Abis, type CallFields } from './calls';
@@ -85,7 +87,18 @@ export interface ApprovalList {
   refresh(force?: boolean): Promise<number | null>;
 }
 
+/** A held offer (§23) in words: what the agent would sell, for how much, and where it is fetched from. */
+function offerLabel(t: Transfer): string | null {
+  const o = t.kind === 'offer' ? t.offer : undefined;
+  if (!o) return null;
+  const where =
+    o.resource.kind === 'url' && o.resource.url ? ` at ${o.resource.url}` : ` (a stored ${o.resource.mime_type} body)`;
+  return `Sell “${o.description}” for ${o.price} ${o.asset}${where}`;
+}
+
 function labelOf(t: Transfer): string {
+  const sold = offerLabel(t);
+  if (sold) return sold;
   const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
   const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as CallFields) : null;
   return paid
@@ -112,6 +125,7 @@ function approvalCard(
   const label = labelOf(t);
   const paid = t.kind === 'x402' && t.x402 ? hostAndPath(t.x402.url) : null;
   const called = t.kind === 'call' || t.kind === 'typed_data' ? (t as Transfer & CallFields) : null;
+  const sold = t.kind === 'offer' ? (t.offer ?? null) : null;
   const native = opts.chains.find((c) => c.name === t.chain)?.native_symbol ?? 'ETH';
 
   const approve = h('button', { type: 'button', 'aria-label': `Approve ${label}` }, 'Approve…');
@@ -119,7 +133,11 @@ function approvalCard(
   const actions = h('div', { class: 'row' }, approve, reject);
 
   // Approve → a confirmation that says what happens; Reject → a reason (optional) and a confirmation.
-  const confirmApprove = h('button', { type: 'button', 'aria-label': `Confirm: approve ${label}` }, 'Yes, approve and send');
+  const confirmApprove = h(
+    'button',
+    { type: 'button', 'aria-label': `Confirm: approve ${label}` },
+    sold ? 'Yes, approve: start selling' : 'Yes, approve and send',
+  );
   const backApprove = h('button', { type: 'button', class: 'secondary' }, 'Back');
   const approveBox = h(
     'div',
@@ -129,7 +147,9 @@ function approvalCard(
       {},
       h('strong', {}, `Approve ${label}?`),
       ' ',
-      t.kind === 'typed_data'
+      sold
+        ? `It starts selling at once: anyone may pay ${sold.price} ${sold.asset} at its URL, and agentd settles each payment from the agent's wallet (its gas counted against the cap and ${sold.gas_per_day} ${native} a day). Nothing is signed now; Close it on the Offers tab to stop.`
+        : t.kind === 'typed_data'
         ? 'The service signs it now; a signature cannot be taken back.'
         : t.kind === 'x402'
           ? 'The service signs the payment now and makes the paid request; the payee can settle it at once.'
@@ -189,7 +209,13 @@ function approvalCard(
         kind === 'approve'
           ? await api.approve(opts.agentId, opts.token, t.id)
           : await api.reject(opts.agentId, opts.token, t.id, reason || undefined);
-      notify(kind === 'approve' ? `Approved: ${label} is being sent.` : `Rejected: ${label}${reason ? ` (${reason})` : ''}.`);
+      notify(
+        kind === 'approve'
+          ? sold
+            ? `Approved: ${label}. It sells now at ${result.offer?.url ?? sold.url}.`
+            : `Approved: ${label} is being sent.`
+          : `Rejected: ${label}${reason ? ` (${reason})` : ''}.`,
+      );
       show(null);
       await decided(result);
     } catch (e) {
@@ -211,7 +237,25 @@ function approvalCard(
     h(
       'div',
       { class: 'approval-main' },
-      called ? null : h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
+      called || sold ? null : h('p', { class: 'approval-amount' }, h('strong', {}, `${t.amount} ${t.asset}`), ` on ${t.chain}`),
+      // An offer (§23): what it sells, in words, and the terms buyers would get.
+      sold
+        ? h(
+            'div',
+            { 'data-testid': 'approval-offer', 'data-offer-id': sold.id },
+            h('p', { class: 'approval-amount' }, h('span', { class: 'badge kind' }, 'offer'), ' ', h('strong', {}, label)),
+            h(
+              'p',
+              { class: 'small' },
+              `On ${t.chain}, paid to the agent's wallet `,
+              h('code', { class: 'mono' }, sold.pay_to),
+              sold.settle === 'on_success'
+                ? ' · each payment settled only once the resource answered'
+                : ' · each payment settled before serving (a failed answer is still charged)',
+              ` · its settlements may spend up to ${sold.gas_per_day} ${native} of gas a day`,
+            ),
+          )
+        : null,
       // A contract call or a signature (§18): what it calls, with which arguments, and what it would do.
       called ? callDetails(called, opts.chains, abis) : null,
       called && t.kind === 'call' && t.amount !== '0'
@@ -228,7 +272,7 @@ function approvalCard(
             ` · price ${t.amount} ${t.asset}`,
           )
         : null,
-      called ? null : h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
+      called || sold ? null : h('p', { class: 'small' }, paid ? 'payTo ' : 'To ', h('code', { class: 'mono' }, t.to)),
       h(
         'p',
         { class: 'muted small' },
@@ -246,6 +290,18 @@ function approvalCard(
 
   function explain(facts: AgentFacts | null): void {
     clear(why);
+    if (sold) {
+      // No rule of the policy holds an offer: a guarded agent's offers are its owner's to make (§23).
+      why.append(
+        h(
+          'div',
+          { 'data-testid': 'approval-rule', 'data-rules': 'guarded' },
+          h('strong', {}, 'Why it waits: '),
+          "the agent is guarded, so an offer its tool makes is its owner's to approve; its URL sells nothing until then.",
+        ),
+      );
+      return;
+    }
     if (!facts || !facts.policy) {
       why.append(h('p', { class: 'muted' }, 'The policy could not be read: the rule that asked for approval is not shown.'));
       return;

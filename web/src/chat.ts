@@ -188,9 +188,22 @@ function callCard(call: Partial<ChainCall> & { tool: string }): CallCard {
       if (el.parentNode) place();
       else queueMicrotask(() => el.parentNode && place());
     }
-    // An offer made from chat (create_offer, §23): where buyers pay, as a link, under the card.
+    // An offer made from chat (create_offer, §23): where buyers pay, as a link, under the card; on a guarded agent,
+    // held for the owner's approval: it sells nothing until then.
     const made = (r.result as { offer?: { url?: unknown; description?: unknown; price?: unknown; asset?: unknown } } | null | undefined)?.offer;
-    if (!failed && call.tool === 'create_offer' && made && typeof made.url === 'string' && !paid) {
+    const held = (r.result as { status?: unknown } | null | undefined)?.status === 'awaiting_approval';
+    if (!failed && call.tool === 'create_offer' && made && held && !paid) {
+      paid = h(
+        'p',
+        { class: 'small', 'data-testid': 'offer-held' },
+        `Waiting for the owner's approval: ${String(made.description ?? 'the offer')}, ${String(made.price ?? '')} ${String(made.asset ?? '')}. `,
+        'It sells nothing until an owner approves it in Approvals.',
+      );
+      const place = () => el.after(paid!);
+      if (el.parentNode) place();
+      else queueMicrotask(() => el.parentNode && place());
+    }
+    if (!failed && call.tool === 'create_offer' && made && !held && typeof made.url === 'string' && !paid) {
       paid = h(
         'p',
         { class: 'small', 'data-testid': 'offer-made' },

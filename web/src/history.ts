@@ -447,7 +447,8 @@ export function historyPanel(
       if (entries.length) last = entries[entries.length - 1].id;
       // Held transfers are not in the history's list: they come from the approvals, once, on the newest page.
       for (const t of held ?? []) {
-        if (byId.has(t.id)) continue;
+        // A held offer (§23) is no outflow: it waits in Approvals and, approved, on the Offers tab.
+        if (byId.has(t.id) || t.kind === 'offer') continue;
         const entry = heldEntry(t);
         const el = row(entry);
         byId.set(entry.id, { entry, el });
@@ -504,7 +505,9 @@ export function historyPanel(
       reason = h(
         'div',
         { class: 'small', 'data-testid': 'activity-reason' },
-        `Rejected by the ${actorName(a.actor)}: nothing was signed, its reservation was released.`,
+        str('kind') === 'offer'
+          ? `Rejected by the ${actorName(a.actor)}: the offer never sold.`
+          : `Rejected by the ${actorName(a.actor)}: nothing was signed, its reservation was released.`,
         note
           ? h(
               'div',
@@ -518,7 +521,9 @@ export function historyPanel(
       reason = h(
         'div',
         { class: 'small', 'data-testid': 'activity-reason' },
-        'Nobody decided before it expired: nothing was signed, its reservation was released.',
+        str('kind') === 'offer'
+          ? 'Nobody decided before it expired: the offer never sold.'
+          : 'Nobody decided before it expired: nothing was signed, its reservation was released.',
       );
     }
     let what: HTMLElement;
@@ -527,6 +532,8 @@ export function historyPanel(
     } else if (str('kind') === 'call') {
       const fn = str('function');
       what = h('div', {}, h('span', { class: 'badge kind' }, 'call'), ' ', h('strong', { class: 'mono', title: fn ?? '' }, fn ? functionName(fn) : (str('selector') ?? 'unknown function')));
+    } else if (str('kind') === 'offer') {
+      what = h('div', {}, h('span', { class: 'badge kind' }, 'offer'), ' ', paidFor ? h('span', { class: 'mono small' }, paidFor) : 'a stored body');
     } else if (str('kind') === 'typed_data') {
       what = h('div', {}, h('span', { class: 'badge kind' }, 'signature'), ' ', str('primary_type') ?? '');
     } else {

@@ -156,7 +156,18 @@ export function offersPanel(agent: AgentDetail, token: string | null, chains: Ch
         'div',
         { class: 'section-head' },
         h('strong', { 'data-testid': 'offer-description' }, offer.description),
-        h('span', { class: `status ${active ? 'status-confirmed' : 'status-cancelled'}`, 'data-testid': 'offer-status' }, offer.status),
+        h(
+          'span',
+          {
+            class: `status ${active ? 'status-confirmed' : offer.status === 'closed' ? 'status-cancelled' : `status-${offer.status}`}`,
+            'data-testid': 'offer-status',
+            title:
+              offer.status === 'awaiting_approval'
+                ? "Made by the agent's tool: it sells nothing until its owner approves it in Approvals."
+                : '',
+          },
+          offer.status.replace('_', ' '),
+        ),
       ),
       h(
         'p',
