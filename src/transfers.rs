@@ -46,6 +46,7 @@ mod gaps;
 mod kinds;
 mod nonces;
 mod pay;
+mod preview;
 mod redeem;
 mod replace;
 mod reserve;
@@ -68,6 +69,7 @@ pub use error::TransferError;
 use kinds::{Outflow, Purpose};
 use nonces::{Nonces, nonce_filler};
 pub use pay::{Paid, PayError, PayOrder, Payment, url_without_query};
+pub use preview::{FeePreview, TransferPreview, WalletFee};
 pub use replace::{Bump, Cancelled};
 pub use reserve::reserve_once;
 pub use settle::SettleOrder;
@@ -376,6 +378,17 @@ impl Transfers {
     }
 
     async fn try_send(&self, order: &TransferOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {
+        let outflow = self.outflow(order, Some(owed)).await?;
+        self.send_outflow(outflow).await
+    }
+
+    /// The outflow `order` makes (its recipient checked, a delegation's redemption drafted, who pays the gas), as
+    /// `send` sends it and `preview_transfer` judges it.
+    async fn outflow<'a>(
+        &self,
+        order: &TransferOrder<'a>,
+        owed: Option<OwedEntry>,
+    ) -> Result<Outflow<'a>, TransferError> {
         let to = recipient(order.by.agent, order.chain, order.to)?;
         let purpose = match (&order.token, order.delegation) {
             (_, Some(id)) => {
@@ -395,7 +408,7 @@ impl Transfers {
             (None, None) => Purpose::Native,
             (Some(token), None) => Purpose::Token(token.clone()),
         };
-        self.send_outflow(Outflow {
+        Ok(Outflow {
             id: Uuid::new_v4(),
             agent_id: order.by.agent.id,
             chain: order.chain,
@@ -407,9 +420,8 @@ impl Transfers {
             gas: self.payer(order.by.agent.id, order.chain, order.gas).await?,
             clearance: Clearance::Policy,
             mandate: order.by.mandate.clone(),
-            owed: Some(owed),
+            owed,
         })
-        .await
     }
 
     /// Records an audit entry; a failure is logged, never turned into a failed transfer after the fact.

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -25,11 +25,12 @@ use crate::domain::asset::Registry;
 use crate::domain::chain as registry;
 use crate::state::AppState;
 use crate::store::Mandate;
-use crate::transfers::{Transacting, TransferOrder, Transfers};
+use crate::transfers::{DecisionView, FeePreview, Transacting, TransferOrder, Transfers};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_transfer))
+        .routes(routes!(preview_transfer))
         .routes(routes!(get_transfer))
 }
 
@@ -100,6 +101,75 @@ async fn create_transfer(
     .await
 }
 
+/// What a transfer would do now (§12): the verdict and what its network fee could be at most.
+#[derive(Serialize, ToSchema)]
+struct TransferPreviewView {
+    /// What the send would meet now: `result` `allow`, `approve` (held for the owner) or `deny` with its `code`
+    /// and `rule`, as `POST …/calls/simulate` says it (§18).
+    #[schema(value_type = Object)]
+    decision: DecisionView,
+    /// A refusal (`decision.result` `deny`) in the words the send's error would give.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    /// Who would pay the network fee (§22): `wallet` (the agent's, in the native coin) or `sponsored`.
+    #[schema(example = "wallet")]
+    gas: &'static str,
+    /// The most the network fee could be, in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee
+    /// estimate on OP-stack chains), at the fees of now: the send signs at the fees it reads then (the same within
+    /// 2 s). Null when the sponsorship pays, or when it was not quoted: the wallet cannot pay it (`decision` says
+    /// `insufficient_funds`) or a delegation's limit refused the send first.
+    #[schema(required = true)]
+    max_fee: Option<String>,
+    /// The gas limit the transaction would be signed with; null as `max_fee`.
+    #[schema(required = true)]
+    gas_limit: Option<u64>,
+    /// Its `maxFeePerGas` in wei, a decimal string; null as `max_fee`.
+    #[schema(required = true)]
+    max_fee_per_gas_wei: Option<String>,
+}
+
+/// Preview a transfer
+///
+/// The same body as `POST …/transfers`: what the send would decide now (`decision`, as `calls/simulate` says it)
+/// and the most its network fee could be (`max_fee`, gas limit × `maxFeePerGas` of the transaction it would
+/// sign); nothing is reserved, signed or recorded. A rule's refusal is `decision.result` `deny` with its `code` and
+/// `rule`; other refusals answer as the send would (422 `invalid_recipient`, `delegation_not_active`, …).
+#[utoipa::path(post, path = "/api/agents/{id}/transfers/preview", tag = "wallets", request_body = NewTransfer,
+    params(("id" = String, Path, format = "uuid")),
+    security(("agent_token" = []), ("admin_token" = []), ("owner_token" = [])),
+    responses((status = 200, description = "The verdict and the network fee at most", body = TransferPreviewView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 410, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 502, body = ErrorBody), (status = 503, body = ErrorBody), (status = 504, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %caller.agent.id))]
+async fn preview_transfer(
+    State(state): State<AppState>,
+    ActiveCaller(caller): ActiveCaller,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<TransferPreviewView>> {
+    let assets = state.chains.tokens().clone();
+    let mandate = Mandate::NONE;
+    let by = Transacting::check(&caller.agent, &mandate, caller.actor(), "sending")?;
+    let order = order(&caller.agent, by, &assets, body)?;
+    let preview = state.transfers.preview_transfer(&order).await?;
+    let wallet = match preview.fee {
+        FeePreview::Wallet(fee) => fee,
+        FeePreview::Sponsored => None,
+    };
+    let decimals = order.chain.decimals;
+    Ok(Json(TransferPreviewView {
+        message: preview.decision.message.clone(),
+        decision: preview.decision,
+        gas: match preview.fee {
+            FeePreview::Wallet(_) => "wallet",
+            FeePreview::Sponsored => "sponsored",
+        },
+        max_fee: wallet.map(|f| crate::domain::amount::format_units(f.max_fee, decimals)),
+        gas_limit: wallet.map(|f| f.gas_limit),
+        max_fee_per_gas_wei: wallet.map(|f| f.max_fee_per_gas.to_string()),
+    }))
+}
+
 /// The capability, the request's fields, then the transfer service.
 async fn send(
     transfers: &Transfers,
@@ -109,6 +179,13 @@ async fn send(
     body: Value,
 ) -> Result<Answer> {
     let by = Transacting::check(agent, mandate, Actor::Agent, "sending")?;
+    let order = order(agent, by, assets, body)?;
+    let outcome = transfers.send(order).await?;
+    Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
+}
+
+/// The order a transfer's body asks for, its fields checked.
+fn order<'a>(agent: &Agent, by: Transacting<'a>, assets: &Registry, body: Value) -> Result<TransferOrder<'a>> {
     let request: NewTransfer = shape(body)?;
     let chain = registry::find(request.chain.trim())
         .filter(|c| agent.has_chain(c.name))
@@ -122,7 +199,7 @@ async fn send(
     let delegation =
         crate::delegations::named(request.delegation.as_deref()).map_err(|m| AppError::field("delegation", m))?;
     let gas = parse_gas(request.gas.as_deref())?;
-    let order = TransferOrder {
+    Ok(TransferOrder {
         delegation,
         gas,
         by,
@@ -131,9 +208,7 @@ async fn send(
         token: (!asset.is_native()).then_some(asset),
         amount,
         conversation_id: None,
-    };
-    let outcome = transfers.send(order).await?;
-    Answer::new(StatusCode::CREATED, &TransferView::from(&outcome))
+    })
 }
 
 /// The `gas` field (§22): `sponsored` or `wallet`; absent, the default of the agent's chain.

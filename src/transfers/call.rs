@@ -253,7 +253,7 @@ pub struct DecisionView {
 
 impl DecisionView {
     /// The view of a verdict.
-    fn of(judged: Judged) -> Self {
+    pub(super) fn of(judged: Judged) -> Self {
         match judged {
             Judged::Allow => DecisionView {
                 result: "allow",
@@ -272,11 +272,16 @@ impl DecisionView {
     }
 
     fn deny(error: &TransferError) -> Self {
-        let rule = error.policy_rule();
+        let code = if error.policy_rule().is_some() {
+            "policy_denied"
+        } else {
+            error.code()
+        };
         DecisionView {
             result: "deny",
-            code: Some(if rule.is_some() { "policy_denied" } else { error.code() }),
-            rule: rule.map(|r| r.as_str()),
+            code: Some(code),
+            // A policy's rule, or a delegation's (§21 `delegation_limit`, `delegation_caveat`) as its 403 names it.
+            rule: (code == "policy_denied").then(|| error.refused_rule()).flatten(),
             message: Some(error.to_string()),
         }
     }

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::carriers::Carrier;
 use super::kinds::{Outflow, Quote};
+use super::preview::QuotedGas;
 use super::reserve::{decide_in, refusal, sign_and_apply};
 use super::sign_transfer;
 use super::{
@@ -43,13 +44,20 @@ impl Transfers {
     /// What sending `o` would decide now, by the same quote, request and decision as `send_outflow`, with nothing
     /// reserved, signed or written. A quote that already refuses (funds) is that refusal.
     pub(super) async fn judge_outflow(&self, o: &Outflow<'_>) -> Result<Judged, TransferError> {
+        Ok(self.judge_quoted(o).await?.0)
+    }
+
+    /// `judge_outflow`, with the gas of the quote it judged (as read, before a sponsorship takes it; `None` when the
+    /// quote itself refused): the gas limit and maximum fee the send would sign with (§12 `transfers/preview`).
+    pub(super) async fn judge_quoted(&self, o: &Outflow<'_>) -> Result<(Judged, Option<QuotedGas>), TransferError> {
         let chain = o.chain;
         let client = self.chains.node(chain.name)?;
         let quote = match o.purpose.quote(client, o).await {
             Ok(quote) => quote,
-            Err(e @ TransferError::InsufficientFunds { .. }) => return Ok(Judged::Deny(e)),
+            Err(e @ TransferError::InsufficientFunds { .. }) => return Ok((Judged::Deny(e), None)),
             Err(e) => return Err(e),
         };
+        let gas = QuotedGas::of(&quote);
         // Sponsored (§22): the gas is the sponsorship's; the wallet needs only what it moves.
         let quote = match o.carrier() {
             Carrier::Operation => quote.sponsored(o.value),
@@ -64,11 +72,12 @@ impl Transfers {
         let mut tx = self.store.reserving().await.map_err(store_error)?;
         let decided = decide_in(tx.as_mut(), &request).await?;
         drop(tx);
-        Ok(match decided.decision {
+        let judged = match decided.decision {
             Decision::Reserve { .. } => Judged::Allow,
             Decision::Hold { .. } => Judged::Approve,
             Decision::Refuse(r) => Judged::Deny(refusal(r, &request, chain)),
-        })
+        };
+        Ok((judged, Some(gas)))
     }
 
     /// Sends `o` (see the module's doc). `Sent` with `Pending` when the node took it (the caller marks it so),

@@ -4,6 +4,7 @@
 mod approvals;
 mod chain_client;
 mod confirmations;
+pub mod fee_preview;
 mod idempotency;
 mod idempotency_recovery;
 mod l1_fee;

@@ -702,6 +702,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/transfers/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview a transfer
+         * @description The same body as `POST …/transfers`: what the send would decide now (`decision`, as `calls/simulate` says it)
+         *     and the most its network fee could be (`max_fee`, gas limit × `maxFeePerGas` of the transaction it would
+         *     sign); nothing is reserved, signed or recorded. A rule's refusal is `decision.result` `deny` with its `code` and
+         *     `rule`; other refusals answer as the send would (422 `invalid_recipient`, `delegation_not_active`, …).
+         */
+        post: operations["preview_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/transfers/{transfer_id}": {
         parameters: {
             query?: never;
@@ -2653,6 +2676,35 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        /** @description What a transfer would do now (§12): the verdict and what its network fee could be at most. */
+        TransferPreviewView: {
+            /**
+             * @description What the send would meet now: `result` `allow`, `approve` (held for the owner) or `deny` with its `code`
+             *     and `rule`, as `POST …/calls/simulate` says it (§18).
+             */
+            decision: Record<string, never>;
+            /** @description A refusal (`decision.result` `deny`) in the words the send's error would give. */
+            message?: string | null;
+            /**
+             * @description Who would pay the network fee (§22): `wallet` (the agent's, in the native coin) or `sponsored`.
+             * @example wallet
+             */
+            gas: string;
+            /**
+             * @description The most the network fee could be, in the chain's native coin (gas limit × `maxFeePerGas`, plus the L1 fee
+             *     estimate on OP-stack chains), at the fees of now: the send signs at the fees it reads then (the same within
+             *     2 s). Null when the sponsorship pays, or when it was not quoted: the wallet cannot pay it (`decision` says
+             *     `insufficient_funds`) or a delegation's limit refused the send first.
+             */
+            max_fee: string | null;
+            /**
+             * Format: int64
+             * @description The gas limit the transaction would be signed with; null as `max_fee`.
+             */
+            gas_limit: number | null;
+            /** @description Its `maxFeePerGas` in wei, a decimal string; null as `max_fee`. */
+            max_fee_per_gas_wei: string | null;
         };
         /**
          * @description Where a transfer stands (docs/api.md §14): `awaiting_approval` → `pending` | `rejected` | `expired`;
@@ -9117,6 +9169,238 @@ export interface operations {
                      *       "error": {
                      *         "code": "idempotency_in_progress",
                      *         "message": "a request with this Idempotency-Key is still running; retry when it has finished"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The agent is deleted (`agent_inactive`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_inactive",
+                     *         "message": "the agent is inactive (deleted)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the limit (`payload_too_large`, 64 KiB by default) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "the request body is larger than the limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid (`validation_failed`, ...) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_recipient",
+                     *         "message": "the recipient is the agent's own wallet cannot be the recipient"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (`internal_error`); details only in the server's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource failed (`upstream_unavailable`, or `token_unavailable`: a token address that does not answer as an ERC-20) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_unavailable",
+                     *         "message": "the base node is unavailable: connection refused"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain or the LLM is not configured or not usable (`upstream_unavailable`, or `token_decimals_mismatch`: the token's decimals on chain differ from the registry's) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "chain_not_configured",
+                     *         "message": "chain base is not configured: set RPC_URL_BASE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A chain node, the LLM or a paid resource did not answer in time (`upstream_timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "upstream_timeout",
+                     *         "message": "the base node did not answer in time"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": "12.5",
+                 *       "asset": "USDC",
+                 *       "chain": "base",
+                 *       "to": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewTransfer"];
+            };
+        };
+        responses: {
+            /** @description The verdict and the network fee at most */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "decision": {
+                     *         "result": "allow"
+                     *       },
+                     *       "gas": "wallet",
+                     *       "gas_limit": 62000,
+                     *       "max_fee": "0.000000812",
+                     *       "max_fee_per_gas_wei": "12000000"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TransferPreviewView"];
+                };
+            };
+            /** @description Malformed request (e.g. `invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_json",
+                     *         "message": "the request body is not valid JSON: expected `,` or `}` at line 1 column 18"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing or wrong credential (`missing_token`, `invalid_token`, `unauthorized`, ...) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_token",
+                     *         "message": "the access token is not valid"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (`forbidden`, `policy_denied`, ...) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "capability_denied",
+                     *         "message": "sending needs the 'transact' capability, which this agent does not have"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource (`agent_not_found`, `conversation_not_found`, `transfer_not_found`, ...) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "agent_not_found",
+                     *         "message": "agent not found"
                      *       }
                      *     }
                      */

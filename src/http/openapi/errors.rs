@@ -59,6 +59,7 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             }
             _ if is_webhook_operation(operation) => crate::auth::AuthError::OwnerRequired.into(),
             "create_transfer" => TransferError::PolicyDenied(PolicyRule::PerTransfer).into(),
+            "preview_transfer" => TransferError::CapabilityDenied("sending").into(),
             "create_call" | "simulate_call" | "sign_typed_data" => {
                 TransferError::PolicyDenied(PolicyRule::CallDenied).into()
             }
@@ -111,7 +112,9 @@ pub fn example(operation: &str, status: &str) -> Option<AppError> {
             "owner_challenge" => AppError::field("address", "must be a 0x address"),
             "owner_session" | "reissue_token" => AppError::ChallengeExpired,
             "put_policy" => AppError::field("approval_ttl_secs", "must be between 60 and 604800"),
-            "create_transfer" => TransferError::InvalidRecipient("the recipient is the agent's own wallet").into(),
+            "create_transfer" | "preview_transfer" => {
+                TransferError::InvalidRecipient("the recipient is the agent's own wallet").into()
+            }
             "sweep" => TransferError::NothingToSweep("ETH".into()).into(),
             "sign_typed_data" => AppError::field(
                 "typed_data",

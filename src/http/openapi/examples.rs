@@ -328,6 +328,14 @@ pub fn component(name: &str) -> Option<Value> {
                 "spender": RECIPIENT, "amount": "100", "unlimited": false}], "gas_used": 46_210},
             "decision": {"result": "allow"},
         }),
+        // A USDC send the wallet pays on base: 62,000 gas × 0.012 gwei, plus an L1 fee estimate of 68 gwei.
+        "TransferPreviewView" => json!({
+            "decision": {"result": "allow"},
+            "gas": "wallet",
+            "max_fee": "0.000000812",
+            "gas_limit": 62_000,
+            "max_fee_per_gas_wei": "12000000",
+        }),
         "AuditEntryView" => json!({
             "id": 42,
             "at": CREATED_AT,

@@ -42,6 +42,7 @@ const SERVED: &[(&str, &str)] = &[
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
     ("POST", "/api/agents/{id}/transfers/{transfer_id}/reject"),
     ("POST", "/api/agents/{id}/transfers"),
+    ("POST", "/api/agents/{id}/transfers/preview"),
     ("GET", "/api/agents/{id}/transfers/{transfer_id}"),
     ("POST", "/api/agents/{id}/sweep"),
     ("POST", "/api/agents/{id}/calls"),
@@ -436,6 +437,16 @@ async fn drive_transfers(app: &TestApp, agent: &CreatedAgent, oracle: &mut Oracl
         app.build(Method::POST, &create, Some(&agent.token), Some(order.clone()))
             .header("Idempotency-Key", "openapi-1")
     };
+    let preview = format!("{create}/preview");
+    let previewed = send(app, Method::POST, &preview, Some(&agent.token), Some(order.clone())).await;
+    assert_eq!(previewed.status, StatusCode::OK, "{}", previewed.text);
+    oracle.check("POST", "/api/agents/{id}/transfers/preview", &previewed);
+    let own = json!({"chain": "base", "to": wallet(agent).to_checksum(None), "amount": "0.001"});
+    oracle.check(
+        "POST",
+        "/api/agents/{id}/transfers/preview",
+        &send(app, Method::POST, &preview, Some(&agent.token), Some(own)).await,
+    );
     let made = app.send(keyed()).await;
     oracle.check("POST", "/api/agents/{id}/transfers", &made);
     oracle.check("POST", "/api/agents/{id}/transfers", &app.send(keyed()).await);
@@ -990,6 +1001,7 @@ fn the_example_validator_applies_the_schemas_constraints() {
 fn every_operation_documents_its_server_errors() {
     const UPSTREAM: &[(&str, &str)] = &[
         ("POST", "/api/agents/{id}/transfers"),
+        ("POST", "/api/agents/{id}/transfers/preview"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/approve"),
         ("POST", "/api/agents/{id}/transfers/{transfer_id}/cancel"),
         ("POST", "/api/agents/{id}/sweep"),
