@@ -419,8 +419,10 @@ where
     }
 }
 
-/// What the offer's settlements of the 24 hours before `now` cost (their fee once mined) and its holds in flight
-/// (their priced gas) hold of its `gas_per_day`.
+/// What the offer's settlements of the 24 hours before `now` cost and hold of its `gas_per_day`: a settlement
+/// from the agent's wallet its fee once mined; a sponsored one (a user operation) what the sponsorship paid for it
+/// once mined, else its maximum cost (the agent's fee is 0: the offer's budget is the sponsorship's gas then, §23);
+/// a hold in flight before its settlement is signed, its priced gas.
 async fn offer_gas_in<B>(conn: &mut B::Connection, offer_id: Uuid, now: DateTime<Utc>) -> StoreResult<U256>
 where
     B: Backend,
@@ -431,18 +433,22 @@ where
     for<'r> Option<String>: Decode<'r, B>,
     usize: ColumnIndex<B::Row>,
 {
-    let rows: Vec<(String, Option<String>, String)> = sqlx::query_as(
-        "SELECT status, fee, gas_held FROM x402_income WHERE offer_id = $1 AND created_at > $2 \
-         AND status IN ('settling', 'settled', 'failed')",
+    type Costs = (Option<String>, String, Option<String>, Option<String>);
+    let rows: Vec<Costs> = sqlx::query_as(
+        "SELECT i.fee, i.gas_held, u.gas_cost, u.max_cost FROM x402_income i \
+         LEFT JOIN user_operations u ON u.transfer_id = i.transfer_id \
+         WHERE i.offer_id = $1 AND i.created_at > $2 AND i.status IN ('settling', 'settled', 'failed')",
     )
     .bind(offer_id)
     .bind(now - chrono::Duration::hours(24))
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter().try_fold(U256::ZERO, |sum, (status, fee, held)| {
-        let cost = match (status.as_str(), fee) {
-            (_, Some(fee)) => shared::wei_from_text(fee, "x402_income.fee")?,
-            _ => shared::wei_from_text(held, "x402_income.gas_held")?,
+    rows.iter().try_fold(U256::ZERO, |sum, (fee, held, op_cost, op_max)| {
+        let cost = match (op_cost, op_max, fee) {
+            (Some(paid), _, _) => shared::wei_from_text(paid, "user_operations.gas_cost")?,
+            (None, Some(max), _) => shared::wei_from_text(max, "user_operations.max_cost")?,
+            (None, None, Some(fee)) => shared::wei_from_text(fee, "x402_income.fee")?,
+            (None, None, None) => shared::wei_from_text(held, "x402_income.gas_held")?,
         };
         Ok(sum.saturating_add(cost))
     })
