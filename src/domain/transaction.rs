@@ -72,6 +72,18 @@ pub fn on_chain_call(to: Address, value: U256, token: Option<TokenRef>) -> (Addr
     }
 }
 
+/// How many nonces of the wallet a signed transaction of its own uses: one, and one more for each EIP-7702
+/// authorization a type-4 transaction carries (§22: agentd signs one only for the agent's own address, at the
+/// nonce after the transaction's, in the wallet-paid batch that designates its account). Bytes that are no
+/// transaction (an authorization, a user operation, a signature) use one, as the store counts them.
+pub fn wallet_nonces(raw: &[u8]) -> u64 {
+    use alloy::eips::eip2718::Decodable2718;
+    match alloy::consensus::TxEnvelope::decode_2718_exact(raw) {
+        Ok(alloy::consensus::TxEnvelope::Eip7702(signed)) => 1 + signed.tx().authorization_list.len() as u64,
+        _ => 1,
+    }
+}
+
 /// One stored outflow: what every kind shares (who, what asset, how much, what the cap holds, where it stands),
 /// and its `body`, what its kind carries.
 #[derive(Debug, Clone, PartialEq)]

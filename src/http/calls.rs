@@ -62,8 +62,8 @@ struct NewCall {
     /// `data` / `function` + `args`.
     #[schema(value_type = Option<Vec<batch::NewBatchedCall>>)]
     calls: Option<Vec<batch::NewBatchedCall>>,
-    /// Who pays the gas (§22): `sponsored` or `wallet`; the default is `sponsored` where the agent has a
-    /// sponsorship on the chain. A batch only: a single call is paid by its wallet.
+    /// Who pays the gas (§22): `sponsored` (a user operation of the agent's account, the operator's sponsorship
+    /// paying) or `wallet`; the default is `sponsored` where the agent has a sponsorship on the chain.
     gas: Option<String>,
 }
 
@@ -84,7 +84,7 @@ struct SimulatedCall {
 ///
 /// Simulates the call from the agent's wallet, judges it by the policy's `calls` rules, the unlimited-approval guard,
 /// the limits of every asset it takes or allows and the spending cap, in one atomic step; then signs it (EIP-1559) and
-/// sends it. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
+/// sends it, or, with `gas: "sponsored"`, signs it as a user operation of the agent's account that a bundle carries. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
 /// that reverts: 422 `call_reverted` with `details.reason`; a node that cannot simulate: 503
 /// `simulation_unavailable`. With an `Idempotency-Key` a repeat answers the first answer again.
 #[utoipa::path(post, path = "/api/agents/{id}/calls", tag = "wallets", request_body = NewCall,
@@ -177,6 +177,7 @@ struct Parsed {
     value: alloy::primitives::U256,
     encoded: call::Encoded,
     delegation: Option<uuid::Uuid>,
+    gas: Option<crate::domain::transaction::Payer>,
 }
 
 impl Parsed {
@@ -189,6 +190,7 @@ impl Parsed {
             encoded: self.encoded,
             conversation_id: None,
             guarded: caller.guarded,
+            gas: self.gas,
         })
     }
 }
@@ -207,12 +209,13 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
             "give either calls or to with data or function",
         ));
     }
-    if request.gas.as_deref().is_some_and(|g| g.trim() != "wallet") {
-        return Err(AppError::field(
-            "gas",
-            "a single call is paid by the agent's wallet: send sponsored calls as a batch",
-        ));
-    }
+    let gas = match request.gas.as_deref().map(str::trim) {
+        None => None,
+        Some(text) => Some(
+            crate::domain::transaction::Payer::parse(text)
+                .ok_or_else(|| AppError::field("gas", "must be \"sponsored\" or \"wallet\""))?,
+        ),
+    };
     let to = request.to.as_deref().map(str::trim).unwrap_or_default();
     let to = parse_address(to).ok_or_else(|| AppError::field("to", "must be a 0x address"))?;
     // The agent's own address is refused by the transfer service with the other addresses no call reaches (§22).
@@ -246,5 +249,6 @@ fn parse(caller: &Caller, body: Value) -> Result<Parsed> {
         value,
         encoded,
         delegation,
+        gas,
     })
 }

@@ -22,7 +22,9 @@ fn arguments(f: &super::Fragments) -> Value {
         "data": { "type": "string", "description": "0x-hex calldata, instead of function and args" },
         "value": { "type": "string", "description": "native value sent with the call, in whole units (default \"0\")" },
         "calls": { "type": "array", "minItems": 2, "maxItems": 16, "items": { "type": "object" },
-            "description": "a batch, instead of to/value/data: 2 to 16 calls {to, value?, data | function + args} the agent's account runs in order, all or nothing" }
+            "description": "a batch, instead of to/value/data: 2 to 16 calls {to, value?, data | function + args} the agent's account runs in order, all or nothing" },
+        "gas": { "type": "string", "enum": ["sponsored", "wallet"],
+            "description": "who pays the gas of the call or batch: sponsored (the operator's sponsorship, a user operation of the agent's account) or wallet (default: sponsored where the agent has a sponsorship on the chain)" }
     })
 }
 
@@ -60,8 +62,6 @@ pub const TOOLS: &[Tool] = &[
 fn call_contract_arguments(f: &super::Fragments) -> Value {
     let mut all = arguments(f);
     all["delegation"] = f.delegation.clone();
-    all["gas"] = json!({ "type": "string", "enum": ["sponsored", "wallet"],
-        "description": "who pays the gas of a batch (default: the operator's sponsorship where the agent has one)" });
     all
 }
 
@@ -136,6 +136,7 @@ fn order<'a>(cx: &'a ToolContext<'a>, args: &Args<'a>) -> Result<CallOrder<'a>, 
         encoded,
         conversation_id: cx.conversation_id,
         guarded: cx.guarded,
+        gas: args.gas()?,
     })
 }
 

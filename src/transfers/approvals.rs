@@ -50,7 +50,7 @@ impl Transfers {
             });
         }
         let chain = registry::find(&approval.chain).ok_or(TransferError::NoWallet)?;
-        let (held, check) = match approval.body.call() {
+        let (held, check, designate) = match approval.body.call() {
             Some(record) => {
                 // What the owner saw must still be what the call does (§18), simulated under the send lock that is
                 // held until it is signed.
@@ -59,12 +59,12 @@ impl Transfers {
                     .lock_sender(agent.id, chain.name)
                     .await
                     .map_err(store_error)?;
-                let check = self.check_unchanged(agent, chain, &approval, record).await?;
-                (Some(guard), Some(check))
+                let (check, designate) = self.check_unchanged(agent, chain, &approval, record).await?;
+                (Some(guard), Some(check), designate)
             }
-            None => (None, None),
+            None => (None, None, None),
         };
-        let purpose = self.held_purpose(agent, chain, &approval, check).await?;
+        let purpose = self.held_purpose(agent, chain, &approval, (check, designate)).await?;
         let outcome = self
             .send_outflow_locked(
                 Outflow {
@@ -96,14 +96,14 @@ impl Transfers {
     }
 
     /// What a held outflow is sent as once approved, from its stored body: a signature's draft with what its
-    /// message grants, a call's with `check` (its simulation again), a redemption's checked again against its
-    /// delegation, a native or token transfer's.
+    /// message grants, a call's with `check` (its simulation again) and the implementation a wallet-paid batch
+    /// designates (`designate`), a redemption's checked again against its delegation, a native or token transfer's.
     async fn held_purpose(
         &self,
         agent: &Agent,
         chain: &'static ChainInfo,
         approval: &Approval,
-        check: Option<CallCheck>,
+        (check, designate): (Option<CallCheck>, Option<alloy::primitives::Address>),
     ) -> Result<Purpose<'_>, TransferError> {
         Ok(match (&approval.body, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
@@ -128,6 +128,7 @@ impl Transfers {
                 record: record.clone(),
                 check,
                 gas_limit: *gas_limit,
+                designate,
             })),
             (Body::Authorization(_), _) => {
                 return Err(store_error(crate::store::StoreError::Corrupt(

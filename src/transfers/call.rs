@@ -20,7 +20,8 @@ use crate::domain::audit::detail::{Asked, CallAsked, CallKind, CallPreview};
 use crate::domain::call::ledger::{AllowanceMove, TokenOut};
 use crate::domain::call::{self, Encoded};
 use crate::domain::chain::ChainInfo;
-use crate::domain::transaction::CallRecord;
+use crate::domain::transaction::{CallRecord, Payer};
+use crate::sponsor::Account;
 use crate::store::{CallCheck, Clearance};
 
 mod batch;
@@ -45,11 +46,15 @@ pub struct CallOrder<'a> {
     /// Whether the agent is guarded (an admin token, or owner addresses): when no rule decides, a guarded agent's
     /// calls are refused.
     pub guarded: bool,
+    /// Who pays the gas, as asked (`None`: the default, `Transfers::payer`): sponsored, the call is one user
+    /// operation of the agent's account, its `execute` in single mode (§22).
+    pub gas: Option<Payer>,
 }
 
 impl CallOrder<'_> {
-    /// The previewed call from `from` as the one send path takes it (and its preview judges it).
-    fn outflow(&self, from: Address, previewed: &Previewed) -> Outflow<'_> {
+    /// The previewed call from `from`, its gas paid by `gas`, as the one send path takes it (and its preview judges
+    /// it).
+    fn outflow(&self, from: Address, previewed: &Previewed, gas: Payer) -> Outflow<'_> {
         Outflow {
             id: Uuid::new_v4(),
             agent_id: self.by.agent.id,
@@ -62,8 +67,9 @@ impl CallOrder<'_> {
                 record: previewed.record.clone(),
                 check: Some(previewed.check.clone()),
                 gas_limit: previewed.gas_limit,
+                designate: None,
             })),
-            gas: crate::domain::transaction::Payer::Wallet,
+            gas,
             clearance: Clearance::Policy,
             mandate: self.by.mandate.clone(),
             owed: Some(OwedEntry::Call {
@@ -205,12 +211,7 @@ impl Transfers {
         &self,
         order: &CallOrder<'_>,
     ) -> Result<(TransferOutcome, Previewed), (TransferError, Option<Previewed>)> {
-        // A target no call may reach is refused before anything is read or simulated (§22).
-        self.refuse_unreachable_call(order).map_err(|e| (e, None))?;
-        // An authorization held for a payment to the agent is settled through no call (§23).
-        self.refuse_held_authorizations(order.chain, &[(order.to, &order.encoded.calldata)])
-            .await
-            .map_err(|e| (e, None))?;
+        let payer = self.call_ready(order).await.map_err(|e| (e, None))?;
         // Under the agent's send lock from the simulation to the signature: nothing of the agent's lands between
         // them, and the call is simulated after the agent's transactions still pending (§18).
         let guard = self
@@ -227,12 +228,46 @@ impl Transfers {
             .get(order.chain.name)
             .ok_or((TransferError::NoWallet, None))?;
         let sent = self
-            .send_outflow_locked(order.outflow(from, &previewed), Some(guard))
+            .send_outflow_locked(order.outflow(from, &previewed, payer), Some(guard))
             .await;
         match sent {
             Ok(outcome) => Ok((outcome, previewed)),
             Err(e) => Err((e, Some(previewed))),
         }
+    }
+
+    /// What a call needs before it is simulated, in §22's order: who pays (`sponsorship_unavailable`), the targets
+    /// no call reaches (`call_denied`, §22) and the authorizations held for payments to the agent (§23), and, for a
+    /// sponsored one, the account (`account_foreign`). The payer.
+    async fn call_ready(&self, order: &CallOrder<'_>) -> Result<Payer, TransferError> {
+        let payer = self.payer(order.by.agent.id, order.chain, order.gas).await?;
+        // A target no call may reach is refused before anything is read or simulated (§22).
+        self.refuse_unreachable_call(order)?;
+        // An authorization held for a payment to the agent is settled through no call (§23).
+        self.refuse_held_authorizations(order.chain, &[(order.to, &order.encoded.calldata)])
+            .await?;
+        if payer == Payer::Sponsor {
+            let from = *order
+                .by
+                .agent
+                .wallet_addresses
+                .get(order.chain.name)
+                .ok_or(TransferError::NoWallet)?;
+            let sponsor = self
+                .sponsors
+                .chain(order.chain.name)
+                .ok_or_else(|| TransferError::SponsorshipUnavailable(order.chain.name.to_string()))?;
+            let code = self.chains.get(order.chain.name)?.code(from).await?;
+            let account = Account::of(
+                &code,
+                Some(sponsor.account_implementation),
+                &sponsor.previous_implementations,
+            );
+            if account == Account::Foreign {
+                return Err(TransferError::AccountForeign);
+            }
+        }
+        Ok(payer)
     }
 }
 
@@ -301,8 +336,9 @@ impl Transfers {
             .wallet_addresses
             .get(order.chain.name)
             .ok_or(TransferError::NoWallet)?;
+        let payer = self.payer(order.by.agent.id, order.chain, order.gas).await?;
         Ok(DecisionView::of(
-            self.judge_outflow(&order.outflow(from, previewed)).await?,
+            self.judge_outflow(&order.outflow(from, previewed, payer)).await?,
         ))
     }
 }
@@ -310,14 +346,15 @@ impl Transfers {
 impl Transfers {
     /// Simulates a held call again before it is approved: refused (`SimulationChanged`, it stays waiting) when any
     /// outflow or allowance grew, or one appeared that the owner was not shown. Its answer is what the approved
-    /// call counts and leaves in the allowance ledger when it is reserved for signing (§18: nothing before).
+    /// call counts and leaves in the allowance ledger when it is reserved for signing (§18: nothing before); with
+    /// the implementation a wallet-paid batch designates in its own transaction when the address has no code yet.
     pub(super) async fn check_unchanged(
         &self,
         agent: &crate::domain::agent::Agent,
         chain: &'static ChainInfo,
         approval: &crate::store::Approval,
         record: &CallRecord,
-    ) -> Result<CallCheck, TransferError> {
+    ) -> Result<(CallCheck, Option<Address>), TransferError> {
         let order = CallOrder {
             by: Transacting::approved(agent),
             chain,
@@ -329,12 +366,13 @@ impl Transfers {
             },
             conversation_id: approval.conversation_id,
             guarded: true,
+            gas: approval.body.transaction().map(|t| t.gas),
         };
         // A batch (§22) is simulated again as a batch, from what its record keeps of each call.
-        let previewed = match record.calls.is_empty() {
-            true => self.preview_call(&order).await?,
+        let (previewed, designate) = match record.calls.is_empty() {
+            true => (self.preview_call(&order).await?, None),
             false => {
-                self.preview_batch(&BatchOrder::held(agent, chain, approval, record))
+                self.held_batch(&BatchOrder::held(agent, chain, approval, record))
                     .await?
             }
         };
@@ -369,6 +407,6 @@ impl Transfers {
                 )));
             }
         }
-        Ok(previewed.check)
+        Ok((previewed.check, designate))
     }
 }

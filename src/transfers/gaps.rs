@@ -7,7 +7,9 @@
 
 use alloy::primitives::U256;
 
-use super::{TransferError, Transfers, l1_probe, nonce_filler, sign_transfer, signer_error, store_error};
+use super::carriers::wallet::carried;
+use super::nonces::sign_fill;
+use super::{TransferError, Transfers, l1_probe, nonce_filler, signer_error, store_error};
 use crate::chain::Node;
 use crate::domain::transaction::StoredTx;
 use crate::store::{NonceFill, Presigned};
@@ -29,11 +31,17 @@ impl Transfers {
             client.l1_fee(&probe),
         );
         let (gas_limit, fees, l1_fee) = (gas_limit?, fees?, l1_fee?);
+        // A transaction that designates the account (§22) is filled by one carrying its authorization, at its gas.
+        let gas_limit = match carried(&gap.raw_tx).len() {
+            0 => gas_limit,
+            n => gas_limit.max(super::replace::self_send_gas(n)),
+        };
         let reserved = fees.max_cost(gas_limit).saturating_add(l1_fee);
         let request = nonce_filler(gap, chain, gas_limit, fees.max_fee_per_gas, reserved);
         let signer = self.signer(gap.agent_id).await?;
         // Signed outside the store's transaction, at the gap's nonce (the one the fill takes).
-        let signed = sign_transfer(signer.as_ref(), chain, &request, fees.max_priority_fee_per_gas, nonce)
+        let priority = fees.max_priority_fee_per_gas;
+        let signed = sign_fill(signer.as_ref(), chain, &request, priority, (nonce, &gap.raw_tx))
             .map_err(|e| signer_error(gap.agent_id, e))?;
         let signed = Presigned {
             nonce: Some(nonce),

@@ -17,6 +17,7 @@ use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 
 use super::carriers::Carrier;
+use super::carriers::wallet::sign_designating;
 use super::{TransferError, sign_transfer, token_ref};
 use crate::chain::Node;
 use crate::domain::asset::Asset;
@@ -161,12 +162,14 @@ impl Purpose<'_> {
         match self {
             Purpose::Payment(p) => payment::sign(signer, p),
             Purpose::TypedData(t) => typed::sign(signer, t),
-            Purpose::Native
-            | Purpose::Token(_)
-            | Purpose::Call(_)
-            | Purpose::Sweep(_)
-            | Purpose::Redeem(_)
-            | Purpose::Settle(_) => sign_transfer(signer, chain, request, priority_fee, nonce),
+            // A wallet-paid batch from an agent still an EOA designates the account in its own transaction (§22).
+            Purpose::Call(c) => match c.designate {
+                Some(implementation) => sign_designating(signer, chain, request, (priority_fee, nonce), implementation),
+                None => sign_transfer(signer, chain, request, priority_fee, nonce),
+            },
+            Purpose::Native | Purpose::Token(_) | Purpose::Sweep(_) | Purpose::Redeem(_) | Purpose::Settle(_) => {
+                sign_transfer(signer, chain, request, priority_fee, nonce)
+            }
         }
     }
 }

@@ -2,15 +2,18 @@
 //! the same `to`, value and input rebuilt from its latest signed bytes, with both fee figures raised by at least
 //! 12.5% (nodes refuse a smaller bump as underpriced) — as long as its reservation covers the new attempt; after
 //! that the watcher only broadcasts the latest attempt again. A cancel replaces it with a zero-value send from the
-//! wallet to itself at the same nonce, fees raised the same way. Each attempt is stored before it is broadcast; one
+//! wallet to itself at the same nonce, fees raised the same way. A type-4 transaction that designates the account
+//! (a wallet-paid batch from an EOA, §22) is bumped with its authorization as signed, and cancelled by a type-4
+//! self-send carrying it too: the designation stays, the batch does not run, both nonces are used. Each attempt is stored before it is broadcast; one
 //! the node refuses is withdrawn (the one it replaced is the latest again). Whichever attempt lands settles the
 //! transfer (the watcher).
 
-use alloy::consensus::{SignableTransaction, Transaction as _, TxEip1559, TxEnvelope};
+use alloy::consensus::{SignableTransaction, Transaction as _, TxEnvelope, TypedTransaction};
 use alloy::eips::eip2718::Decodable2718;
-use alloy::primitives::{Bytes, TxKind, U256};
+use alloy::primitives::U256;
 use uuid::Uuid;
 
+use super::carriers::wallet::{self_send, sign_typed};
 use super::{TransferError, Transfers, sign_eip1559, store_error};
 use crate::chain::{ChainError, Fees, Node, RefusalKind, TRANSFER_GAS};
 use crate::domain::agent::Agent;
@@ -46,10 +49,28 @@ fn raised(fee: u128, now: u128) -> u128 {
 }
 
 /// The fee figures of the next attempt after `latest`, given today's `fees`.
-fn next_fees(latest: &TxEip1559, fees: &Fees) -> (u128, u128) {
-    let priority = raised(latest.max_priority_fee_per_gas, fees.max_priority_fee_per_gas);
-    let max_fee = raised(latest.max_fee_per_gas, fees.max_fee_per_gas).max(priority);
+fn next_fees(latest: &TypedTransaction, fees: &Fees) -> (u128, u128) {
+    let tip = latest.max_priority_fee_per_gas().unwrap_or_default();
+    let priority = raised(tip, fees.max_priority_fee_per_gas);
+    let max_fee = raised(latest.max_fee_per_gas(), fees.max_fee_per_gas).max(priority);
     (max_fee, priority)
+}
+
+/// `latest` at the fee figures `(max_fee, priority)`, the rest as signed (a type-4 one keeps its authorizations).
+fn with_fees(latest: TypedTransaction, (max_fee, priority): (u128, u128)) -> Result<TypedTransaction, TransferError> {
+    Ok(match latest {
+        TypedTransaction::Eip1559(tx) => TypedTransaction::Eip1559(alloy::consensus::TxEip1559 {
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: priority,
+            ..tx
+        }),
+        TypedTransaction::Eip7702(tx) => TypedTransaction::Eip7702(alloy::consensus::TxEip7702 {
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: priority,
+            ..tx
+        }),
+        _ => return Err(store_error(StoreError::Corrupt("transactions.raw_tx".into()))),
+    })
 }
 
 /// The audit detail of `tx`'s attempt at `at` replaced by `stored` (a fee bump or a cancellation).
@@ -63,19 +84,31 @@ fn replaced(tx: &StoredTx, at: &Placed, stored: &StoredTx) -> detail::Replaced {
     }
 }
 
-/// The EIP-1559 transaction inside a stored attempt.
-fn decode(raw: &[u8]) -> Result<TxEip1559, TransferError> {
+/// The transaction inside a stored attempt: an EIP-1559 one, or the type-4 one of a wallet-paid batch that
+/// designates the account (§22).
+fn decode(raw: &[u8]) -> Result<TypedTransaction, TransferError> {
     match TxEnvelope::decode_2718_exact(raw) {
-        Ok(TxEnvelope::Eip1559(signed)) => Ok(signed.tx().clone()),
+        Ok(TxEnvelope::Eip1559(signed)) => Ok(signed.tx().clone().into()),
+        Ok(TxEnvelope::Eip7702(signed)) => Ok(signed.tx().clone().into()),
         _ => Err(store_error(StoreError::Corrupt("transactions.raw_tx".into()))),
     }
 }
 
 /// What the cap must hold for `tx` to land: its value, its gas at its fee cap, and the L1 data fee where there is one.
-async fn needed(client: &dyn Node, tx: &TxEip1559) -> Result<U256, TransferError> {
+async fn needed(client: &dyn Node, tx: &TypedTransaction) -> Result<U256, TransferError> {
     let l1_fee = client.l1_fee(&tx.encoded_for_signing()).await?;
-    let gas = U256::from(tx.gas_limit) * U256::from(tx.max_fee_per_gas);
+    let gas = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas());
     Ok(tx.value().saturating_add(gas).saturating_add(l1_fee))
+}
+
+/// The gas of a zero-value send of the wallet to itself that carries `authorizations` (a cancel or a fill of a
+/// transaction that designates the account, §22): a plain one's, each authorization's, and the account's `receive`,
+/// which the designated address runs.
+pub(super) fn self_send_gas(authorizations: usize) -> u64 {
+    match authorizations {
+        0 => TRANSFER_GAS,
+        n => TRANSFER_GAS + n as u64 * super::carriers::wallet::AUTHORIZATION_GAS + 15_000,
+    }
 }
 
 /// How a replacement went: stored and broadcast, stored and queued for the watcher, refused by the node (the
@@ -95,12 +128,8 @@ impl Transfers {
             return Ok(Bump::Nothing);
         };
         let latest = decode(&tx.raw_tx)?;
-        let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
-        let next = TxEip1559 {
-            max_fee_per_gas: max_fee,
-            max_priority_fee_per_gas: priority,
-            ..latest
-        };
+        let fees = next_fees(&latest, &client.fees().await?);
+        let next = with_fees(latest, fees)?;
         let needed = needed(client, &next).await?;
         if needed > tx.reserved_wei {
             return Ok(Bump::NotCovered);
@@ -138,18 +167,12 @@ impl Transfers {
         let chain = registry::find(&tx.chain).ok_or(TransferError::NoWallet)?;
         let client = self.chains.node(chain.name)?;
         let latest = decode(&tx.raw_tx)?;
-        let (max_fee, priority) = next_fees(&latest, &client.fees().await?);
-        let next = TxEip1559 {
-            chain_id: chain.chain_id,
-            nonce: at.nonce,
-            gas_limit: TRANSFER_GAS,
-            max_fee_per_gas: max_fee,
-            max_priority_fee_per_gas: priority,
-            to: TxKind::Call(tx.from),
-            value: U256::ZERO,
-            input: Bytes::new(),
-            ..Default::default()
-        };
+        let fees = next_fees(&latest, &client.fees().await?);
+        // A transaction that designates the account is cancelled by one carrying the same authorization: the
+        // batch does not run, and the nonce after it is used as the store counted it (§22).
+        let carried = latest.authorization_list().map(<[_]>::to_vec).unwrap_or_default();
+        let gas = self_send_gas(carried.len());
+        let next = self_send(chain, tx.from, (at.nonce, gas), fees, carried);
         let needed = needed(client, &next).await?;
         let outcome = self
             .replace(client, (&tx, &at), next, AttemptKind::Cancel, needed, true)
@@ -228,15 +251,19 @@ impl Transfers {
         &self,
         client: &dyn Node,
         (tx, at): (&StoredTx, &Placed),
-        next: TxEip1559,
+        next: TypedTransaction,
         kind: AttemptKind,
         needed: U256,
         may_grow: bool,
     ) -> Result<Broadcast, TransferError> {
         let signer = self.signer(tx.agent_id).await?;
-        let max_fee_per_gas = next.max_fee_per_gas;
+        let max_fee_per_gas = next.max_fee_per_gas();
         // A token that does not answer: nothing is replaced; the bump or cancel waits for it (§20).
-        let signed = sign_eip1559(signer.as_ref(), next).map_err(|e| super::signer_error(tx.agent_id, e))?;
+        let signed = match next {
+            TypedTransaction::Eip1559(next) => sign_eip1559(signer.as_ref(), next),
+            next => sign_typed(signer.as_ref(), next),
+        }
+        .map_err(|e| super::signer_error(tx.agent_id, e))?;
         let attempt = Attempt {
             tx_hash: signed.hash,
             raw_tx: signed.raw,
@@ -279,25 +306,30 @@ mod tests {
 
     #[test]
     fn a_bump_raises_both_fees_by_at_least_an_eighth() {
-        let latest = TxEip1559 {
+        let latest: TypedTransaction = alloy::consensus::TxEip1559 {
             max_fee_per_gas: 3_000_000_001,
             max_priority_fee_per_gas: 1_000_000_000,
             ..Default::default()
-        };
+        }
+        .into();
         let quiet = Fees::from_parts(Some(1), 1, 1);
         let (max_fee, priority) = next_fees(&latest, &quiet);
-        assert!(max_fee * 8 >= latest.max_fee_per_gas * 9, "{max_fee}");
-        assert!(priority * 8 >= latest.max_priority_fee_per_gas * 9, "{priority}");
+        assert!(max_fee * 8 >= latest.max_fee_per_gas() * 9, "{max_fee}");
+        assert!(
+            priority * 8 >= latest.max_priority_fee_per_gas().unwrap_or_default() * 9,
+            "{priority}"
+        );
         assert_eq!(priority, 1_125_000_000);
     }
 
     #[test]
     fn a_bump_follows_the_chain_when_it_asks_more() {
-        let latest = TxEip1559 {
+        let latest: TypedTransaction = alloy::consensus::TxEip1559 {
             max_fee_per_gas: 10,
             max_priority_fee_per_gas: 1,
             ..Default::default()
-        };
+        }
+        .into();
         let busy = Fees::from_parts(Some(100), 50, 150);
         assert_eq!(next_fees(&latest, &busy), (250, 50));
     }

@@ -64,6 +64,7 @@ impl Transfers {
                     record,
                     check: None,
                     gas_limit: order.gas_limit,
+                    designate: None,
                 },
             })),
             gas,

@@ -393,6 +393,7 @@ async fn a_call_whose_simulation_reverts_is_refused_before_anything_is_signed() 
         },
         conversation_id: None,
         guarded: false,
+        gas: None,
     };
 
     let refused = bench.transfers.call(order).await.expect_err("the simulation reverted");

@@ -3,6 +3,7 @@
 
 pub mod batches;
 pub mod bundles;
+pub mod calls;
 pub mod crash;
 pub mod endpoints;
 pub mod parts;

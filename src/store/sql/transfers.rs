@@ -14,7 +14,7 @@ use super::{Backend, SqlStore, WriteTx};
 use crate::domain::decision::{self, Counted, Facts, Funds, SponsorFacts, Standing, Windows};
 use crate::domain::outflow::CallCount;
 use crate::domain::policy::{ApprovalStatus, Holds, Policy};
-use crate::domain::transaction::{StoredTx, X402Record};
+use crate::domain::transaction::{StoredTx, X402Record, wallet_nonces};
 use crate::store::shared::{self, OPEN, TX_COLUMNS, TxRow};
 use crate::store::{Approval, AuditEvent, Clearance, Mandate, OutflowEntry, idempotency};
 use crate::store::{
@@ -119,12 +119,12 @@ where
 
     async fn discard_transfer(&self, id: Uuid, resync_to: Option<u64>) -> StoreResult<()> {
         let mut tx = B::begin_write(self).await?;
-        let row: Option<(Uuid, String, i64, String)> =
-            sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei FROM transactions WHERE id = $1")
+        let row: Option<(Uuid, String, i64, String, Vec<u8>)> =
+            sqlx::query_as("SELECT agent_id, chain, nonce, reserved_wei, raw_tx FROM transactions WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let Some((agent_id, chain, nonce, reserved)) = row else {
+        let Some((agent_id, chain, nonce, reserved, raw)) = row else {
             return Ok(());
         };
         B::lock_agent(&mut tx, agent_id).await?;
@@ -134,12 +134,13 @@ where
             .await?;
         let reserved = shared::wei_from_text(&reserved, "reserved_wei")?;
         Self::adjust_spent(&mut tx, agent_id, &chain, U256::ZERO, reserved).await?;
-        // Give the nonce back only if nothing was allocated after it.
+        // Give the nonce back (both, for a transaction that designates the account) only if nothing was allocated
+        // after it.
         sqlx::query("UPDATE nonces SET next_nonce = $1 WHERE agent_id = $2 AND chain = $3 AND next_nonce = $4")
             .bind(nonce)
             .bind(agent_id)
             .bind(&chain)
-            .bind(nonce + 1)
+            .bind(nonce + wallet_nonces(&raw) as i64)
             .execute(&mut *tx)
             .await?;
         if let Some(next) = resync_to {
@@ -163,8 +164,8 @@ where
         let mut tx = B::begin_write(self).await?;
         // The agent's row lock first (PostgreSQL): a reserving transaction takes it before it hands out a nonce.
         B::lock_agent(&mut tx, fill.agent_id).await?;
-        let row: Option<(i64, String)> = sqlx::query_as(
-            "SELECT nonce, reserved_wei FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3 \
+        let row: Option<(i64, String, Vec<u8>)> = sqlx::query_as(
+            "SELECT nonce, reserved_wei, raw_tx FROM transactions WHERE id = $1 AND agent_id = $2 AND chain = $3 \
              AND status = 'signed'",
         )
         .bind(id)
@@ -172,7 +173,7 @@ where
         .bind(&fill.chain)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((nonce, reserved)) = row else {
+        let Some((nonce, reserved, raw)) = row else {
             return Ok(None);
         };
         sqlx::query("DELETE FROM transactions WHERE id = $1")
@@ -186,7 +187,7 @@ where
                 .bind(nonce)
                 .bind(fill.agent_id)
                 .bind(&fill.chain)
-                .bind(nonce + 1)
+                .bind(nonce + wallet_nonces(&raw) as i64)
                 .execute(&mut *tx)
                 .await?;
         if B::rows_affected(&given_back) == 1 {
@@ -596,7 +597,8 @@ where
             )
             .bind(r.agent_id)
             .bind(&r.chain)
-            .bind(nonce as i64 + 1)
+            // A wallet-paid batch that designates the account uses its authorization's nonce too (§22).
+            .bind(nonce as i64 + wallet_nonces(&record.raw_tx) as i64)
             .execute(&mut **tx)
             .await?;
         }

@@ -2,10 +2,13 @@
 //! ERC-7579 `execute` in batch mode. One outflow on the one send path: its record is a call to the agent's own
 //! address whose calldata is that `execute` and whose `calls` list each call; it is simulated as the account
 //! executes it (`sim`), each call judged by the `calls` rules on its own, the counts summed over the batch. Sponsored
-//! it is one user operation; paid by the wallet, one transaction the agent sends to its own address (which must
-//! already designate the account implementation: an agent still an EOA sends its batches sponsored).
+//! it is one user operation; paid by the wallet, one transaction the agent sends to its own address, which an agent
+//! still an EOA makes a type-4 one designating the account implementation by its own authorization at the nonce
+//! after the transaction's (`carriers::wallet::sign_designating`: two nonces of the wallet used).
 
 mod sim;
+
+pub(super) use sim::{entry_point_moved, entry_point_reads};
 
 use alloy::primitives::{Address, U256};
 use uuid::Uuid;
@@ -58,6 +61,7 @@ impl<'a> BatchOrder<'a> {
             encoded: call.encoded.clone(),
             conversation_id: self.conversation_id,
             guarded: self.guarded,
+            gas: self.gas,
         }
     }
 
@@ -117,8 +121,15 @@ impl<'a> BatchOrder<'a> {
             .ok_or(TransferError::NoWallet)
     }
 
-    /// The previewed batch as the one send path takes it: a call of the agent's own address, paid by `gas`.
-    fn outflow(&self, from: Address, previewed: &Previewed, gas: Payer) -> Outflow<'_> {
+    /// The previewed batch as the one send path takes it: a call of the agent's own address, paid by `gas`; paid by
+    /// the wallet of an address with no code yet, designating `designate` in the same transaction (the gas of its
+    /// authorization added).
+    fn outflow(&self, from: Address, previewed: &Previewed, (gas, designate): (Payer, Option<Address>)) -> Outflow<'_> {
+        let designate = designate.filter(|_| gas == Payer::Wallet);
+        let authorization_gas = match designate {
+            Some(_) => crate::transfers::carriers::wallet::AUTHORIZATION_GAS,
+            None => 0,
+        };
         Outflow {
             id: Uuid::new_v4(),
             agent_id: self.by.agent.id,
@@ -130,7 +141,8 @@ impl<'a> BatchOrder<'a> {
             purpose: Purpose::Call(Box::new(CallDraft {
                 record: previewed.record.clone(),
                 check: Some(previewed.check.clone()),
-                gas_limit: previewed.gas_limit,
+                gas_limit: previewed.gas_limit.saturating_add(authorization_gas),
+                designate,
             })),
             gas,
             clearance: Clearance::Policy,
@@ -217,12 +229,8 @@ impl Transfers {
         let code = self.chains.get(order.chain.name)?.code(from).await?;
         match (Account::of(&code, Some(implementation), &previous), payer) {
             (Account::Foreign, _) => Err(TransferError::AccountForeign),
-            (Account::Eoa, Payer::Wallet) => Err(TransferError::BatchUnavailable(format!(
-                "{} with gas paid by the wallet while the agent's address does not designate the account \
-                 implementation yet (send it sponsored)",
-                order.chain.name
-            ))),
-            (Account::Eoa, Payer::Sponsor) => Ok((payer, Some(implementation))),
+            // Designated by the bundle that carries it (sponsored) or by the agent's own transaction (wallet).
+            (Account::Eoa, Payer::Sponsor | Payer::Wallet) => Ok((payer, Some(implementation))),
             (Account::Smart, _) => Ok((payer, None)),
         }
     }
@@ -230,9 +238,19 @@ impl Transfers {
     /// Simulates the batch from the agent's address (after its transactions still pending) and reads what it would
     /// do, refusing a call that reverts (`BatchReverted`). The rules are not read here (`judge_batch` does).
     pub async fn preview_batch(&self, order: &BatchOrder<'_>) -> Result<Previewed, TransferError> {
-        let (_, designate) = self.batch_ready(order).await?;
+        Ok(self.held_batch(order).await?.0)
+    }
+
+    /// `preview_batch`, with the implementation a wallet-paid batch designates in its own transaction (the address
+    /// has no code yet), as an approved batch is signed.
+    pub(in crate::transfers) async fn held_batch(
+        &self,
+        order: &BatchOrder<'_>,
+    ) -> Result<(Previewed, Option<Address>), TransferError> {
+        let (payer, designate) = self.batch_ready(order).await?;
         let pending = self.pending_calls(&order.single(0)).await?;
-        self.preview_batch_after(order, &pending, designate).await
+        let previewed = self.preview_batch_after(order, &pending, designate).await?;
+        Ok((previewed, designate.filter(|_| payer == Payer::Wallet)))
     }
 
     /// The first call the `calls` rules deny, refused with its index (`call_denied`, `details.index`) before the
@@ -308,7 +326,7 @@ impl Transfers {
             return Err((e, Some(previewed)));
         }
         match self
-            .send_outflow_locked(order.outflow(from, &previewed, payer), Some(guard))
+            .send_outflow_locked(order.outflow(from, &previewed, (payer, designate)), Some(guard))
             .await
         {
             Ok(outcome) => Ok((outcome, previewed)),
@@ -326,8 +344,8 @@ impl Transfers {
         if let Err(denied) = self.refuse_denied_call(order, previewed).await {
             return Ok(super::DecisionView::deny(&denied));
         }
-        let payer = self.payer(order.by.agent.id, order.chain, order.gas).await?;
-        let judged = self.judge_outflow(&order.outflow(from, previewed, payer)).await?;
+        let ready = self.batch_ready(order).await?;
+        let judged = self.judge_outflow(&order.outflow(from, previewed, ready)).await?;
         Ok(super::DecisionView::of(judged))
     }
 }

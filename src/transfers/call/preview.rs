@@ -22,13 +22,11 @@ pub(super) fn gas_limit_for(gas_used: u64) -> u64 {
 }
 
 impl Transfers {
-    /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. A target no
-    /// call may reach is refused first, unsimulated (`CallTargetDenied`, §22); a revert is `CallReverted` with its
+    /// Simulates the call from the agent's wallet on top of the latest block and reads what it would do. What §22
+    /// checks first is checked unsimulated (`call_ready`: who pays, a target no call may reach, the account); a revert is `CallReverted` with its
     /// decoded reason; a node that cannot simulate, `SimulationUnavailable`.
     pub async fn preview_call(&self, order: &CallOrder<'_>) -> Result<Previewed, TransferError> {
-        self.refuse_unreachable_call(order)?;
-        self.refuse_held_authorizations(order.chain, &[(order.to, &order.encoded.calldata)])
-            .await?;
+        self.call_ready(order).await?;
         let pending = self.pending_calls(order).await?;
         self.preview_after(order, &pending).await
     }
@@ -102,7 +100,13 @@ impl Transfers {
             data: data.clone(),
             ..SimCall::default()
         };
-        let (method, first) = first_run(client, order, from, pending, &run).await?;
+        let entry_point = self
+            .sponsors
+            .chain(chain.name)
+            .map_or(crate::domain::delegation::deployments::ENTRY_POINT_V07, |s| {
+                s.entry_point
+            });
+        let (method, first) = first_run(client, order, from, (pending, entry_point), &run).await?;
         let revert = |r: &Simulated| reverted(policy.calls.as_deref(), r);
         if !first.success {
             return Err(revert(&first));
@@ -237,34 +241,60 @@ impl Transfers {
 }
 
 /// The call run once after `pending`, without the node's validation: how the node simulated it, and the call's own
-/// result.
+/// result. The agent's EntryPoint nonce and deposit are read before and after it where the node runs several calls
+/// in one simulation: a call that changes either is refused (§22, `call_denied`), as a batch's call is.
 async fn first_run(
     client: &dyn crate::chain::Node,
     order: &CallOrder<'_>,
     from: Address,
-    pending: &[SimCall],
+    (pending, entry_point): (&[SimCall], Address),
     run: &SimCall,
 ) -> Result<(SimMethod, Simulated), TransferError> {
     let chain = order.chain;
-    let mut batch = pending.to_vec();
-    batch.push(run.clone());
-    let simulated = match client.simulate(&batch, false, None).await {
-        // The wallet cannot pay the value: the verdict is reached with a balance that can, and the reservation
-        // refuses it for its funds last (§18).
-        Err(SimulationError::InsufficientFunds) => {
-            let rich = json!({ from.to_string(): {"balance": format!("{:#x}", order.value.saturating_add(U256::from(10u128.pow(24))))} });
-            client.simulate(&batch, false, Some(rich)).await
+    let reads = super::batch::entry_point_reads(from, entry_point);
+    let mut watched = pending.to_vec();
+    watched.extend(reads.iter().cloned());
+    watched.push(run.clone());
+    watched.extend(reads.iter().cloned());
+    let mut plain = pending.to_vec();
+    plain.push(run.clone());
+    let rich = json!({ from.to_string(): {"balance": format!("{:#x}", order.value.saturating_add(U256::from(10u128.pow(24))))} });
+    let simulate = |batch: &[SimCall]| {
+        let batch = batch.to_vec();
+        let rich = rich.clone();
+        async move {
+            match client.simulate(&batch, false, None).await {
+                // The wallet cannot pay the value: the verdict is reached with a balance that can, and the
+                // reservation refuses it for its funds last (§18).
+                Err(SimulationError::InsufficientFunds) => client.simulate(&batch, false, Some(rich)).await,
+                other => other,
+            }
         }
-        other => other,
+    };
+    let (simulated, watching) = match simulate(&watched).await {
+        // A node that runs one call at a time (the call tracer) runs the call alone, unwatched.
+        Err(SimulationError::Unsupported { .. }) => (simulate(&plain).await, false),
+        Ok((method, results)) if results.len() == watched.len() => (Ok((method, results)), true),
+        Ok(_) => (simulate(&plain).await, false),
+        other => (other, true),
     };
     let (method, results) = simulated.map_err(|e| match e {
         SimulationError::Unsupported { chain } => TransferError::SimulationUnavailable(chain),
         SimulationError::InsufficientFunds => TransferError::SimulationUnavailable(chain.name.to_string()),
         SimulationError::Chain(e) => TransferError::Chain(e),
     })?;
-    let Some(first) = results.into_iter().nth(pending.len()) else {
+    let at = pending.len() + if watching { reads.len() } else { 0 };
+    let Some(first) = results.get(at).cloned() else {
         return Err(TransferError::SimulationUnavailable(chain.name.to_string()));
     };
+    if watching && first.success && super::batch::entry_point_moved(&results[pending.len()..]).is_some() {
+        return Err(TransferError::CallTargetDenied {
+            index: 0,
+            words: "the call changes the agent's nonce or deposit at the EntryPoint, which no call may do whatever \
+                    the rules"
+                .into(),
+        });
+    }
     Ok((method, first))
 }
 

@@ -17,6 +17,9 @@ pub(in crate::transfers) struct CallDraft {
     /// stored when it was held).
     pub check: Option<crate::store::CallCheck>,
     pub gas_limit: u64,
+    /// The account implementation the transaction designates at the agent's own address (§22: a wallet-paid batch
+    /// from an agent still an EOA): signed as a type-4 transaction carrying the agent key's authorization of it.
+    pub designate: Option<Address>,
 }
 
 /// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value

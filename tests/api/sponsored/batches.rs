@@ -21,7 +21,7 @@ alloy::sol! {
 
 /// A world with a sponsored agent holding 100 USDC and no ETH, its `calls` allowing everything (plus `limits`), and
 /// a USDC/WETH pool (1,000,000 USDC and 1,000 ETH).
-async fn setup(limits: Value) -> (World, Uniswap, CreatedAgent) {
+pub(super) async fn setup(limits: Value) -> (World, Uniswap, CreatedAgent) {
     let world = world().await;
     world.fund_sponsor().await;
     let uni = deploy_uniswap(&world.anvil, U256::from(1_000_000 * USDC), U256::from(1_000 * ONE_ETH)).await;
@@ -44,7 +44,7 @@ async fn setup(limits: Value) -> (World, Uniswap, CreatedAgent) {
     (world, uni, agent)
 }
 
-async fn post(app: &TestApp, agent: &CreatedAgent, path: &str, body: Value) -> (StatusCode, Value) {
+pub(super) async fn post(app: &TestApp, agent: &CreatedAgent, path: &str, body: Value) -> (StatusCode, Value) {
     let path = format!("/api/agents/{}/{path}", agent.id);
     let response = app
         .send(app.build(Method::POST, &path, Some(&agent.token), Some(body)))
@@ -52,20 +52,20 @@ async fn post(app: &TestApp, agent: &CreatedAgent, path: &str, body: Value) -> (
     (response.status, response.body)
 }
 
-fn approve(uni: &Uniswap, usdc: u64) -> Value {
+pub(super) fn approve(uni: &Uniswap, usdc: u64) -> Value {
     json!({"to": uni.usdc.to_string(), "function": "approve(address,uint256)",
         "args": [uni.router.to_string(), (usdc * USDC).to_string()]})
 }
 
 /// `swapExactTokensForETH` of `usdc` USDC to the agent, with `min_out` wei at least.
-fn swap(uni: &Uniswap, agent: Address, usdc: u64, min_out: &str) -> Value {
+pub(super) fn swap(uni: &Uniswap, agent: Address, usdc: u64, min_out: &str) -> Value {
     json!({"to": uni.router.to_string(),
         "function": "swapExactTokensForETH(uint256,uint256,address[],address,uint256)",
         "args": [(usdc * USDC).to_string(), min_out, [uni.usdc.to_string(), uni.weth.to_string()],
             agent.to_string(), u64::MAX.to_string()]})
 }
 
-async fn router_allowance(world: &World, uni: &Uniswap, owner: Address) -> U256 {
+pub(super) async fn router_allowance(world: &World, uni: &Uniswap, owner: Address) -> U256 {
     let data = allowanceCall {
         owner,
         spender: uni.router,
@@ -75,7 +75,7 @@ async fn router_allowance(world: &World, uni: &Uniswap, owner: Address) -> U256 
 }
 
 /// How many `UserOperationEvent`s of the EntryPoint the transaction `hash` logged.
-async fn user_operation_events(world: &World, hash: &str) -> usize {
+pub(super) async fn user_operation_events(world: &World, hash: &str) -> usize {
     let topic = keccak256("UserOperationEvent(bytes32,address,address,uint256,bool,uint256,uint256)");
     let hash: B256 = hash.parse().unwrap();
     let receipt = world
@@ -241,11 +241,6 @@ async fn batch_requests_are_checked_before_anything_is_simulated() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
     assert_eq!(answer["error"]["details"]["rule"], "call_denied", "{answer}");
     assert_eq!(answer["error"]["details"]["index"], 1, "{answer}");
-    // Paid by the wallet while the address is still an EOA: refused, nothing signed.
-    let wallet_paid = json!({"chain": "base", "calls": two.clone(), "gas": "wallet"});
-    let (status, answer) = post(&world.app, &agent, "calls", wallet_paid).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
-    assert_eq!(answer["error"]["code"], "batch_unavailable", "{answer}");
     assert_eq!(world.anvil.nonce(from).await, 0);
 }
 

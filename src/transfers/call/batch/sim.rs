@@ -233,11 +233,7 @@ async fn each_call<'p>(
 ) -> Result<(SimMethod, Vec<Simulated>, Runs<'p>), TransferError> {
     let chain = order.chain.name;
     // The agent's EntryPoint nonce and deposit, read before the calls and after each (§22: no call may move them).
-    let reads = [
-        crate::chain::userop::get_nonce_call(from, Default::default()),
-        crate::chain::userop::deposit_call(from),
-    ]
-    .map(|data| sim_call(Address::ZERO, entry_point, U256::ZERO, &data));
+    let reads = entry_point_reads(from, entry_point);
     let mut batch = pending.to_vec();
     batch.extend(reads.iter().cloned());
     for c in &order.calls {
@@ -285,10 +281,19 @@ async fn each_call<'p>(
     Ok((method, each, Runs { pending, rich }))
 }
 
+/// The two reads of the agent's (`from`) nonce (key 0) and deposit at `entry_point` a simulation makes around calls.
+pub(in crate::transfers::call) fn entry_point_reads(from: Address, entry_point: Address) -> [SimCall; 2] {
+    [
+        crate::chain::userop::get_nonce_call(from, Default::default()),
+        crate::chain::userop::deposit_call(from),
+    ]
+    .map(|data| sim_call(Address::ZERO, entry_point, U256::ZERO, &data))
+}
+
 /// The first call after which the agent's EntryPoint nonce or deposit differs from before the batch: `ran` is the
 /// two reads, then each call followed by the two reads again. A read after a call that fails is a change; none is
 /// looked for where the reads before fail (no EntryPoint there).
-fn entry_point_moved(ran: &[Simulated]) -> Option<usize> {
+pub(in crate::transfers::call) fn entry_point_moved(ran: &[Simulated]) -> Option<usize> {
     let word = |r: &Simulated| r.success.then(|| r.return_data.clone());
     let before = (word(&ran[0])?, word(&ran[1])?);
     ran[2..].chunks(3).position(|step| {
