@@ -20,7 +20,7 @@ use super::carriers::Carrier;
 use super::kinds::{Outflow, Quote};
 use super::preview::QuotedGas;
 use super::reserve::{decide_in, refusal, sign_and_apply};
-use super::sign_transfer;
+use super::nonces::sign_fill;
 use super::{
     BroadcastStatus, TransferError, TransferOutcome, Transfers, nonce_filler, rounds, signer_error, store_error,
 };
@@ -269,7 +269,7 @@ impl Transfers {
         let fill = nonce_filler(tx, chain, gas, sent.max_fee_per_gas, fee.min(tx.reserved_wei));
         // Signed before the store is asked, outside its transaction, at the refused transfer's nonce: used only
         // when later nonces are out and the nonce cannot be given back.
-        let signed = match sign_transfer(signer, chain, &fill, quote.priority_fee, sent.at.nonce) {
+        let signed = match sign_fill(signer, chain, &fill, quote.priority_fee, (sent.at.nonce, &tx.raw_tx)) {
             Ok(signed) => signed,
             Err(err) => return signer_error(tx.agent_id, err),
         };
