@@ -18,9 +18,9 @@ use uuid::Uuid;
 
 use super::carriers::Carrier;
 use super::kinds::{Outflow, Quote};
+use super::nonces::sign_fill;
 use super::preview::QuotedGas;
 use super::reserve::{decide_in, refusal, sign_and_apply};
-use super::nonces::sign_fill;
 use super::{
     BroadcastStatus, TransferError, TransferOutcome, Transfers, nonce_filler, rounds, signer_error, store_error,
 };
