@@ -85,6 +85,8 @@ export type SimulatedCall = Omit<Schemas['SimulatedCall'], 'simulation' | 'decis
   simulation: unknown;
   decision: CallDecision;
 };
+/** `POST …/transfers/preview` (§12, an addition): the send's verdict and the most its network fee could be. */
+export type TransferPreview = Omit<Schemas['TransferPreviewView'], 'decision'> & { decision: CallDecision };
 /** One call of a batch (§22), as `calls` of `POST …/calls` takes it. */
 export interface BatchedCall {
   to: string;
@@ -304,6 +306,9 @@ export const api = {
     return call<HistoryEntry[]>('GET', `/api/agents/${enc(id)}/transactions?${params}`, reader(id, token));
   },
   /** `POST …/transfers` with an `Idempotency-Key`: 201 (or 202) with the transfer, `pending` or `awaiting_approval`. */
+  /** `POST …/transfers/preview`: the same body as a send; nothing is reserved, signed or recorded. */
+  previewTransfer: (id: string, token: string, body: NewTransferBody) =>
+    call<TransferPreview>('POST', `/api/agents/${enc(id)}/transfers/preview`, { token, body, owner: id }),
   send: (id: string, token: string, body: NewTransferBody, idempotencyKey: string) =>
     request<Transfer>('POST', `/api/agents/${enc(id)}/transfers`, {
       token,

@@ -6,7 +6,7 @@
 // operator sponsors the agent's gas (§22), the form offers who pays it (the sponsorship by default, as the service
 // decides), the review says what the sponsorship has left, and the answer shows the user operation, its bundle and
 // what the gas cost.
-import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type ChainSponsorship, type GasPayer, type Policy, type Sponsorship, type Transfer } from './api';
+import { api, ApiError, type AgentDetail, type Budget, type ChainInfo, type ChainSponsorship, type GasPayer, type NewTransferBody, type Policy, type Sponsorship, type Transfer, type TransferPreview } from './api';
 import { compareDecimal, roundAmount } from './amount';
 import { clear, copyButton, field, h, uid } from './dom';
 import { qrSvg } from './qr';
@@ -225,7 +225,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     review.hidden = false;
     review.append(h('p', { class: 'muted' }, 'Reading the balance, the cap and the policy…'));
     // Fresh figures from the API: the agent (cap and what it has counted), its balances, its policy.
-    const [detail, balances, policy, known, parts] = await Promise.allSettled([
+    const [detail, balances, policy, known, parts, fee] = await Promise.allSettled([
       api.agent(agent.id, token),
       api.balances(agent.id, token),
       api.policy(agent.id, token),
@@ -235,7 +235,11 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       draft.gas === 'sponsored'
         ? api.chains().then((all) => all.find((x) => x.name === draft.chain.name)?.sponsorship ?? null)
         : Promise.resolve(null),
+      // The service's own preview of this send (§12): the most its network fee could be, from the gas limit and
+      // maximum fee per gas of the transaction it would sign now.
+      api.previewTransfer(agent.id, token, bodyOf(draft)),
     ]);
+    const previewed = fee.status === 'fulfilled' ? fee.value : null;
     clear(review);
     const c = draft.chain.name;
     const from = agent.wallet_addresses[c] ?? '';
@@ -330,6 +334,9 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
         'Network fee',
         sponsored
           ? sponsoredFee(draft)
+          : feeFigure(draft, previewed, fee.status === 'rejected' ? fee.reason : null),
+        sponsored
+          ? ''
           : delegated
           ? `paid in ${sym} by this agent\u2019s wallet and counted against the cap; the delegated ${draft.asset} is the owner\u2019s and counts against the delegation and the policy, not the cap.`
           : draft.native
@@ -380,15 +387,7 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       confirm.disabled = true;
       back.disabled = true;
       try {
-        const body = {
-          chain: c,
-          to: draft.to,
-          amount: draft.amount,
-          asset: draft.asset,
-          ...(delegated ? { delegation: delegated.id } : {}),
-          ...(draft.gas ? { gas: draft.gas } : {}),
-        };
-        const answer = await api.send(agent.id, token, body, draft.key);
+        const answer = await api.send(agent.id, token, bodyOf(draft), draft.key);
         review.hidden = true;
         clear(review);
         showResult(answer.body, draft);
@@ -417,6 +416,30 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
       sendError.el,
     );
     (refuses ? back : confirm).focus();
+  }
+
+  /**
+   * The review's fee figure for a send the wallet pays: the most the network fee could be, as the service's preview
+   * quotes it (gas limit × maximum fee per gas of the transaction it would sign now); or why it is not known.
+   */
+  function feeFigure(draft: Draft, previewed: TransferPreview | null, failed: unknown): HTMLElement {
+    const sym = draft.chain.native_symbol;
+    if (previewed?.gas === 'sponsored') {
+      return h('span', { 'data-testid': 'review-fee', 'data-gas': 'sponsored' }, 'paid by the operator\u2019s sponsorship. ');
+    }
+    if (previewed?.max_fee != null) {
+      const perGas = previewed.max_fee_per_gas_wei ? gweiOf(previewed.max_fee_per_gas_wei) : null;
+      return h(
+        'span',
+        { 'data-testid': 'review-fee', 'data-max-fee': previewed.max_fee, title: `${previewed.max_fee} ${sym}` },
+        h('strong', {}, `at most ${roundAmount(previewed.max_fee)} ${sym}`),
+        previewed.gas_limit != null && perGas != null
+          ? ` (gas limit ${previewed.gas_limit.toLocaleString('en-US')} \u00d7 at most ${perGas} gwei a unit, at today\u2019s fees). `
+          : '. ',
+      );
+    }
+    const why = failed ? errorText(failed) : previewed?.message ?? 'the wallet cannot pay it now';
+    return h('span', { 'data-testid': 'review-fee', class: 'muted' }, `not quoted (${why}). `);
   }
 
   /** The review's fee line for a sponsored send: what the sponsorship has left; not the agent's money. */
@@ -633,6 +656,27 @@ function sendForm(agent: AgentDetail, token: string, chains: ChainInfo[], hooks:
     review,
     result,
   );
+}
+
+/** A send's body as `POST …/transfers` (and its preview) takes it. */
+function bodyOf(draft: Draft): NewTransferBody {
+  return {
+    chain: draft.chain.name,
+    to: draft.to,
+    amount: draft.amount,
+    asset: draft.asset,
+    ...(draft.delegation ? { delegation: draft.delegation.id } : {}),
+    ...(draft.gas ? { gas: draft.gas } : {}),
+  };
+}
+
+/** Wei per gas (a decimal string) in gwei, rounded for reading: "2000000000" -> "2". */
+function gweiOf(wei: string): string {
+  if (!/^\d+$/.test(wei)) return wei;
+  const padded = wei.padStart(10, '0');
+  const whole = padded.slice(0, -9).replace(/^0+(?=\d)/, '');
+  const frac = padded.slice(-9).replace(/0+$/, '');
+  return roundAmount(frac ? `${whole}.${frac}` : whole);
 }
 
 /** A policy's limits for one asset, in words: "up to 0.5 ETH a transfer · 0.2 ETH a day · approval above 0.05 ETH". */

@@ -213,12 +213,23 @@ describe('the first hour in the console (no ADMIN_TOKEN, as the demo runs)', { t
     assert.match(await review.getByTestId('review-cap').textContent(), /0 of 1 ETH counted on base; 1 ETH left/);
     assert.equal(await review.getByTestId('review-policy').textContent(), 'at most 0.5 ETH a transfer · the owner approves anything above 0.05 ETH');
     assert.match(await review.textContent(), /Network fee/);
+    // The fee figure: the most the network fee could be, as the service's preview quotes it (issue 54 point 6).
+    const fee = review.getByTestId('review-fee');
+    assert.match(await fee.textContent(), /^at most 0\.0000\d+ ETH \(gas limit 21,000 × at most [\d.]+ gwei a unit/);
+    const maxFee = await fee.getAttribute('data-max-fee');
     assert.equal(await balanceOf(RECIPIENT), 0n, 'nothing is sent before the confirm');
     await shot('07-send-review');
 
     await review.getByRole('button', { name: 'Confirm and send 0.01 ETH' }).click();
     const result = card.getByTestId('send-result');
     await result.and(page.locator('[data-status="confirmed"]')).waitFor({ timeout: 30000 });
+    // The figure is the gas limit × maxFeePerGas of the transaction the service then signed, as the node holds it.
+    const sent = await api('GET', `/api/agents/${guardedId}/transfers/${await result.getAttribute('data-transfer-id')}`, undefined, {
+      'x-agent-access-token': guardedToken,
+    });
+    const tx = await stack.rpc('eth_getTransactionByHash', [sent.body.tx_hash]);
+    const [whole, frac = ''] = maxFee.split('.');
+    assert.equal(BigInt(tx.gas) * BigInt(tx.maxFeePerGas), BigInt(whole) * ETH + BigInt(frac.padEnd(18, '0')), `${maxFee} ETH`);
     assert.match(await result.textContent(), /Sent: 0\.01 ETH to/);
     assert.doesNotMatch(await result.textContent(), /HTTP/);
     assert.equal(await balanceOf(RECIPIENT), ETH / 100n, 'the recipient got 0.01 ETH on anvil');

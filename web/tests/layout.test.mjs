@@ -213,6 +213,8 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
     );
     assert.doesNotMatch(await review.textContent(), /approval_above|per_transfer|policy_denied/);
     await review.getByTestId('review-notes').filter({ hasText: /wait for the owner.s approval/ }).waitFor();
+    // The fee figure (issue 54 point 6) fits with the rest.
+    await review.getByTestId('review-fee').filter({ hasText: /^at most [\d.]+ ETH \(gas limit 21,000/ }).waitFor();
     for (const size of WIDTHS) {
       await page.setViewportSize(size);
       await assertFits('the send review', size.width);
