@@ -171,7 +171,7 @@ export interface paths {
          * Call a contract
          * @description Simulates the call from the agent's wallet, judges it by the policy's `calls` rules, the unlimited-approval guard,
          *     the limits of every asset it takes or allows and the spending cap, in one atomic step; then signs it (EIP-1559) and
-         *     sends it. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
+         *     sends it, or, with `gas: "sponsored"`, signs it as a user operation of the agent's account that a bundle carries. 201 with the transfer (`kind: "call"`, `call`, `simulation`), `pending` or `awaiting_approval`. A call
          *     that reverts: 422 `call_reverted` with `details.reason`; a node that cannot simulate: 503
          *     `simulation_unavailable`. With an `Idempotency-Key` a repeat answers the first answer again.
          */
@@ -2267,8 +2267,8 @@ export interface components {
              */
             calls?: components["schemas"]["NewBatchedCall"][] | null;
             /**
-             * @description Who pays the gas (§22): `sponsored` or `wallet`; the default is `sponsored` where the agent has a
-             *     sponsorship on the chain. A batch only: a single call is paid by its wallet.
+             * @description Who pays the gas (§22): `sponsored` (a user operation of the agent's account, the operator's sponsorship
+             *     paying) or `wallet`; the default is `sponsored` where the agent has a sponsorship on the chain.
              */
             gas?: string | null;
         };
