@@ -54,22 +54,23 @@ impl ChainClient {
         self.call(|| p.estimate_gas(request.clone())).await
     }
 
-    /// `estimate_bundle`, with the revert told apart: `Ok(Err(data))` when the bundle reverts with `data` (the
-    /// EntryPoint's `FailedOp` names the operation it refused), `Err` when the node failed or refused otherwise.
+    /// `estimate_bundle` at the latest block, or at block `at`, with the revert told apart: `Ok(Err(data))` when
+    /// the bundle reverts with `data` (the EntryPoint's `FailedOp` names the operation it refused), `Err` when the
+    /// node failed or refused otherwise.
     pub async fn simulate_bundle(
         &self,
-        from: Address,
-        to: Address,
-        data: Bytes,
+        (from, to, data): (Address, Address, Bytes),
         authorizations: &[SignedAuthorization],
+        at: Option<u64>,
     ) -> Result<Result<u64, Bytes>, ChainError> {
         let p = self.provider();
         let mut request = TransactionRequest::default().from(from).to(to).input(data.into());
         if !authorizations.is_empty() {
             request.authorization_list = Some(authorizations.to_vec());
         }
+        let block = at.map_or(alloy::eips::BlockId::latest(), alloy::eips::BlockId::number);
         self.call(|| async {
-            match p.estimate_gas(request.clone()).await {
+            match p.estimate_gas(request.clone()).block(block).await {
                 Ok(gas) => Ok(Ok(gas)),
                 Err(e) => match e.as_error_resp().and_then(|payload| payload.as_revert_data()) {
                     Some(revert) => Ok(Err(revert)),

@@ -3,7 +3,8 @@
 //! operation by the `UserOperationEvent` of its `user_op_hash`, in whichever transaction it appeared. An account
 //! still without code designates the implementation by the agent key's EIP-7702 authorization, in a type-4 bundle
 //! of its own, at the wallet's next nonce and only while the wallet has no transaction of its own open there; an
-//! agent whose key was ever exported has bundles of its own (`group`). Every bundle is simulated as a whole right
+//! agent whose key was ever exported, or one of whose operations failed validation on chain, has bundles of its own
+//! (`group`). Every bundle is simulated as a whole right
 //! before it is signed, re-sent or replaced, and an operation the EntryPoint refuses there is left out with every
 //! later operation of its agent (`carry`). A bundle pending longer than `STUCK_AFTER_SECS` is replaced at its nonce
 //! with higher fees, never above the lowest `maxFeePerGas` it carries (`follow`).

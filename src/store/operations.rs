@@ -32,7 +32,8 @@ pub struct OpenOperation {
     pub status: String,
     /// What it holds against the cap: the native coin the account moves (its gas is the sponsorship's).
     pub reserved: U256,
-    /// Its agent's operations go in bundles of their own: the agent's key was ever exported (§22).
+    /// Its agent's operations go in bundles of their own: the agent's key was ever exported, or one of its
+    /// operations on this chain failed validation on chain (§22).
     pub alone: bool,
 }
 
@@ -111,4 +112,8 @@ pub trait OperationStore: Send + Sync + 'static {
     /// `mined` with what the sponsor paid, and the operations `live` carried not settled by then wait again.
     /// Answers how many went back.
     async fn earlier_attempt_mined(&self, live: Uuid, landed: Uuid, gas_cost: U256) -> StoreResult<u64>;
+    /// Operation `transfer_id` failed validation in bundle `bundle_hash`, which reverted on chain costing the
+    /// sponsor `gas_cost`: that cost counts in its agent's sponsorship, and its agent's operations on the chain are
+    /// carried in bundles of their own from then on.
+    async fn failed_on_chain(&self, transfer_id: Uuid, bundle_hash: &str, gas_cost: U256) -> StoreResult<()>;
 }

@@ -90,7 +90,7 @@ impl Bundler {
             let packed: Vec<PackedUserOperation> = ops.iter().map(|(_, op)| op.clone()).collect();
             let data = userop::handle_ops_call(&packed, sponsor);
             let revert = match client
-                .simulate_bundle(sponsor, self.sponsor.entry_point, data, &authorizations)
+                .simulate_bundle((sponsor, self.sponsor.entry_point, data), &authorizations, None)
                 .await?
             {
                 Ok(gas) => {

@@ -11,7 +11,7 @@ use alloy::consensus::TxEnvelope;
 use alloy::eips::eip2718::Decodable2718;
 use alloy::eips::eip7702::SignedAuthorization;
 use alloy::primitives::{Bytes, U256};
-use alloy::sol_types::SolValue;
+use alloy::sol_types::{SolCall, SolValue};
 use uuid::Uuid;
 
 use super::Bundler;
@@ -30,6 +30,8 @@ struct Signed {
     authorization: Option<SignedAuthorization>,
     /// A zero-value send of the sponsor to itself (a bundle replaced by nothing).
     cancel: bool,
+    /// Its calldata (`handleOps`, or empty for a cancel).
+    input: Bytes,
 }
 
 impl Bundler {
@@ -44,13 +46,14 @@ impl Bundler {
         let mut released = 0;
         for bundle in bundles {
             if let Some(receipt) = client.receipt(bundle.tx_hash.parse()?).await? {
-                let cost = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+                let cost = receipt.fee_paid();
                 if !receipt.success {
                     tracing::warn!(
                         chain = self.sponsor.chain.name,
                         bundle = bundle.tx_hash.as_str(),
                         "a bundle reverted on chain; its operations wait for another"
                     );
+                    self.reverted(client, &bundle, receipt.block_number, cost, open).await?;
                 }
                 released += self.store.close_bundle(bundle.id, "mined", Some(cost)).await?;
                 continue;
@@ -72,12 +75,60 @@ impl Bundler {
         Ok(released)
     }
 
+    /// `bundle` reverted on chain in block `block`, costing the sponsor `cost`: the operation whose validation
+    /// failed there — the one the EntryPoint names when the bundle is simulated again on that block's state — is
+    /// recorded as failed on chain (the cost counts in its agent's sponsorship; its agent has bundles of its own).
+    async fn reverted(
+        &self,
+        client: &ChainClient,
+        bundle: &BundleRecord,
+        block: Option<u64>,
+        cost: U256,
+        open: &[OpenOperation],
+    ) -> anyhow::Result<()> {
+        let signed = read_signed(&bundle.raw_tx)?;
+        let Ok(call) = userop::IEntryPoint::handleOpsCall::abi_decode(&signed.input) else {
+            return Ok(());
+        };
+        let sponsor = self.sponsor.key.address();
+        let authorizations: Vec<SignedAuthorization> = signed.authorization.into_iter().collect();
+        let simulated = client
+            .simulate_bundle(
+                (sponsor, self.sponsor.entry_point, signed.input),
+                &authorizations,
+                block,
+            )
+            .await?;
+        let failed = simulated
+            .err()
+            .and_then(|revert| userop::failed_op(&revert))
+            .and_then(|(index, _, _)| call.ops.get(usize::try_from(index).ok()?))
+            .and_then(|failed| {
+                open.iter()
+                    .find(|op| op.sender == failed.sender && U256::from(op.nonce) == failed.nonce)
+            });
+        let Some(op) = failed else {
+            tracing::warn!(
+                chain = self.sponsor.chain.name,
+                bundle = bundle.tx_hash.as_str(),
+                "a bundle reverted on chain and no operation of it is refused on that block's state"
+            );
+            return Ok(());
+        };
+        tracing::warn!(chain = self.sponsor.chain.name, bundle = bundle.tx_hash.as_str(), tx_id = %op.transfer_id,
+            "an operation failed validation on chain: its agent's operations go in bundles of their own");
+        self.store
+            .failed_on_chain(op.transfer_id, &bundle.tx_hash, cost)
+            .await?;
+        Ok(())
+    }
+
     /// The sponsor's nonce of `bundle` is used: by an earlier attempt at it (then that one is the bundle mined), or
     /// by a transaction agentd did not sign (closed as `replaced`). Answers how many operations wait again.
     async fn nonce_used(&self, client: &ChainClient, bundle: &BundleRecord) -> anyhow::Result<u64> {
         for earlier in self.store.bundle_attempts(&bundle.chain, bundle.nonce).await? {
             if let Some(receipt) = client.receipt(earlier.tx_hash.parse()?).await? {
-                let cost = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+                let cost = receipt.fee_paid();
                 tracing::info!(
                     chain = self.sponsor.chain.name,
                     bundle = earlier.tx_hash.as_str(),
@@ -207,6 +258,7 @@ fn read_signed(raw: &[u8]) -> anyhow::Result<Signed> {
                 fees: (tx.max_fee_per_gas, tx.max_priority_fee_per_gas),
                 authorization: None,
                 cancel: tx.input.is_empty(),
+                input: tx.input.clone(),
             })
         }
         Ok(TxEnvelope::Eip7702(signed)) => {
@@ -215,6 +267,7 @@ fn read_signed(raw: &[u8]) -> anyhow::Result<Signed> {
                 fees: (tx.max_fee_per_gas, tx.max_priority_fee_per_gas),
                 authorization: tx.authorization_list.first().cloned(),
                 cancel: false,
+                input: tx.input.clone(),
             })
         }
         _ => anyhow::bail!("a stored bundle is not a transaction agentd signs"),

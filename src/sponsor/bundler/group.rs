@@ -1,5 +1,6 @@
 //! Which waiting operations go together (§22): an account still without code alone with its designation, an
-//! agent whose key was ever exported in bundles of its own, the others together, up to `MAX_OPERATIONS` a bundle.
+//! agent whose key was ever exported or one of whose operations failed validation on chain in bundles of its own,
+//! the others together, up to `MAX_OPERATIONS` a bundle.
 
 use alloy::eips::eip7702::{Authorization, SignedAuthorization};
 use alloy::primitives::{Address, U256};
@@ -20,9 +21,10 @@ pub(super) struct Group {
 
 impl Bundler {
     /// The bundles to send now: each account still without code alone with its designation (when its wallet has
-    /// nothing of its own open on the chain), each agent whose key was ever exported with its own operations only
-    /// (another's key may have signed them: one that fails validation on chain must not take others down with
-    /// it), the others together; up to `MAX_OPERATIONS` a bundle.
+    /// nothing of its own open on the chain), each agent whose key was ever exported, or one of whose operations
+    /// failed validation on chain, with its own operations only (another's key may use its nonces: one that fails
+    /// validation on chain must not take others down with it), the others together; up to `MAX_OPERATIONS` a
+    /// bundle.
     pub(super) async fn groups(&self, client: &ChainClient, waiting: &[&OpenOperation]) -> anyhow::Result<Vec<Group>> {
         let mut shared = Vec::new();
         let mut own: Vec<(Address, Vec<(Uuid, PackedUserOperation)>)> = Vec::new();

@@ -80,7 +80,9 @@ where
         let rows: Vec<Row> = sqlx::query_as(concat!(
             "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
              u.valid_until, u.bundle_id, t.status, t.reserved_wei, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
-             WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') THEN 1 ELSE 0 END AS BIGINT) \
+             WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 FROM user_operations f \
+             WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) THEN 1 ELSE 0 END \
+             AS BIGINT) \
              FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
              WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
             shared::open_statuses!(),
@@ -271,6 +273,34 @@ where
         .await?;
         tx.commit().await?;
         Ok(B::rows_affected(&released))
+    }
+
+    async fn failed_on_chain(&self, transfer_id: Uuid, bundle_hash: &str, gas_cost: U256) -> StoreResult<()> {
+        let mut tx = B::begin_write(self).await?;
+        let row: Option<(Option<String>, Option<String>)> =
+            sqlx::query_as("SELECT failed_in, failed_gas FROM user_operations WHERE transfer_id = $1")
+                .bind(transfer_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((failed_in, failed_gas)) = row else {
+            return Ok(());
+        };
+        // Once per bundle: a round that read the same receipt again adds nothing.
+        if failed_in.as_deref() == Some(bundle_hash) {
+            return Ok(());
+        }
+        let before = failed_gas
+            .map(|g| shared::wei_from_text(&g, "user_operations.failed_gas"))
+            .transpose()?
+            .unwrap_or_default();
+        sqlx::query("UPDATE user_operations SET failed_in = $1, failed_gas = $2 WHERE transfer_id = $3")
+            .bind(bundle_hash)
+            .bind(before.saturating_add(gas_cost).to_string())
+            .bind(transfer_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
 }
 

@@ -46,31 +46,39 @@ where
     }
 
     /// What the agent's user operations on `chain` signed in the 24 hours before `now` (strictly inside, as §11's
-    /// windows) hold of its sponsorship: each its `gas_cost` once mined, else its `max_cost`. A dropped operation
-    /// never landed and holds nothing, unless a gas cost was recorded for it (a bundle that reverted on chain).
+    /// windows) hold of its sponsorship: each its `gas_cost` once mined, else its `max_cost` (a dropped one never
+    /// landed: nothing), plus what bundles that reverted on chain at its validation cost the sponsor.
     async fn sponsored_in(
         conn: &mut B::Connection,
         agent_id: Uuid,
         chain: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<U256> {
-        let rows: Vec<(Option<String>, String)> = sqlx::query_as(
-            "SELECT uo.gas_cost, uo.max_cost FROM user_operations uo JOIN transactions t ON t.id = uo.transfer_id \
-             WHERE uo.agent_id = $1 AND uo.chain = $2 AND uo.created_at > $3 \
-             AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL)",
+        type Row = (Option<String>, String, Option<String>, String);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT uo.gas_cost, uo.max_cost, uo.failed_gas, t.status FROM user_operations uo \
+             JOIN transactions t ON t.id = uo.transfer_id WHERE uo.agent_id = $1 AND uo.chain = $2 \
+             AND uo.created_at > $3 AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL OR uo.failed_gas IS NOT NULL)",
         )
         .bind(agent_id)
         .bind(chain)
         .bind(now - chrono::Duration::hours(24))
         .fetch_all(&mut *conn)
         .await?;
-        rows.iter().try_fold(U256::ZERO, |sum, (gas_cost, max_cost)| {
-            let cost = match gas_cost {
-                Some(text) => shared::wei_from_text(text, "user_operations.gas_cost")?,
-                None => shared::wei_from_text(max_cost, "user_operations.max_cost")?,
-            };
-            Ok(sum.saturating_add(cost))
-        })
+        rows.iter()
+            .try_fold(U256::ZERO, |sum, (gas_cost, max_cost, failed_gas, status)| {
+                let cost = match gas_cost {
+                    Some(text) => shared::wei_from_text(text, "user_operations.gas_cost")?,
+                    None if status == "dropped" => U256::ZERO,
+                    None => shared::wei_from_text(max_cost, "user_operations.max_cost")?,
+                };
+                let failed = failed_gas
+                    .as_deref()
+                    .map(|text| shared::wei_from_text(text, "user_operations.failed_gas"))
+                    .transpose()?
+                    .unwrap_or_default();
+                Ok(sum.saturating_add(cost).saturating_add(failed))
+            })
     }
 }
 

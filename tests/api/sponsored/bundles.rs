@@ -14,7 +14,7 @@ use alloy::sol_types::SolCall;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::transfers::{ADMIN, USDC, World, world};
+use super::transfers::{ADMIN, USDC, World, wei_of, world};
 use crate::helpers::CreatedAgent;
 use crate::helpers::chain::{fresh_address, wallet};
 use crate::helpers::solidity::{mint, token_balance};
@@ -77,6 +77,11 @@ async fn carried(world: &World, hash: &str) -> Vec<Address> {
 
 /// A funded sponsor, and `n` agents holding 100 USDC with a sponsorship, each designated by a first transfer.
 async fn smart_agents(world: &World, n: usize) -> Vec<CreatedAgent> {
+    designated(world, n).await.into_iter().map(|(agent, _)| agent).collect()
+}
+
+/// `smart_agents`, with the id of each one's first transfer.
+async fn designated(world: &World, n: usize) -> Vec<(CreatedAgent, String)> {
     world.fund_sponsor().await;
     let mut agents = Vec::new();
     for _ in 0..n {
@@ -86,7 +91,7 @@ async fn smart_agents(world: &World, n: usize) -> Vec<CreatedAgent> {
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = send_usdc(world, &agent, fresh_address(), "1").await;
         assert_eq!(world.settled(&agent, &id).await["status"], "confirmed");
-        agents.push(agent);
+        agents.push((agent, id));
     }
     agents
 }
@@ -264,4 +269,71 @@ async fn an_agent_whose_key_was_exported_has_its_operations_in_bundles_of_their_
     let mut expected: Vec<Address> = others.iter().map(wallet).collect();
     expected.sort();
     assert_eq!(together, expected);
+}
+
+/// What the sponsorship of `agent` on base counts now.
+async fn counted(world: &World, agent: &CreatedAgent) -> U256 {
+    let path = format!("/api/agents/{}/sponsorship", agent.id);
+    let listed = world
+        .app
+        .send(world.app.build(Method::GET, &path, Some(&agent.token), None))
+        .await;
+    let counted = listed.body["sponsorships"][0]["counted"].as_str().unwrap().to_string();
+    wei_of(&counted, 18)
+}
+
+#[tokio::test]
+async fn an_agent_whose_operation_failed_validation_on_chain_pays_that_bundle_and_has_bundles_of_its_own() {
+    let world = world().await;
+    let mut agents = designated(&world, 2).await;
+    let (other, _) = agents.pop().unwrap();
+    let (failing, designating) = agents.pop().unwrap();
+    let account = wallet(&failing);
+    let designation = world.code(account).await;
+    world.anvil.set_automine(false).await;
+    let first = send_usdc(&world, &failing, fresh_address(), "2").await;
+    let reverted = bundle_hash(&world, &failing, &first, None).await;
+    transaction(&world, &reverted).await;
+    // Between the bundle's simulation and its block, the account stops validating: the bundle reverts on chain.
+    let foreign = [&[0xef, 0x01, 0x00][..], world.usdc.as_slice()].concat();
+    world.anvil.set_code(account, foreign.into()).await;
+    world.anvil.mine(1).await;
+    let receipt = world.anvil.receipt(reverted.parse().unwrap()).await;
+    assert!(!receipt.status(), "the bundle reverted on chain");
+    let bundle_cost = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+    let mut released = false;
+    for _ in 0..100 {
+        if record(&world, &failing, &first).await["sponsorship"]["bundle_hash"].is_null() {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(released, "the operation waits for another bundle");
+    world.anvil.set_automine(true).await;
+
+    // The account validates again; its operation and another agent's wait together.
+    let guard = hold_bundler(&world).await;
+    world.anvil.set_code(account, designation.into()).await;
+    let second = send_usdc(&world, &other, fresh_address(), "3").await;
+    drop(guard);
+    let landed = world.settled(&failing, &first).await;
+    assert_eq!(landed["status"], "confirmed", "{landed}");
+    let beside = world.settled(&other, &second).await;
+    assert_eq!(beside["status"], "confirmed", "{beside}");
+    let hash = landed["tx_hash"].as_str().unwrap();
+    assert_ne!(hash, reverted);
+    // From the chain: each in a bundle of its own.
+    assert_eq!(carried(&world, hash).await, vec![account]);
+    assert_eq!(
+        carried(&world, beside["tx_hash"].as_str().unwrap()).await,
+        vec![wallet(&other)]
+    );
+    // Its sponsorship counts the reverted bundle's whole gas on top of its operations' own.
+    let mut own = bundle_cost;
+    for id in [&designating, &first] {
+        let settled = world.settled(&failing, id).await;
+        own += wei_of(settled["sponsorship"]["gas_cost"].as_str().unwrap(), 18);
+    }
+    assert_eq!(counted(&world, &failing).await, own);
 }
