@@ -3,7 +3,10 @@
 // status — and a form with which an owner holding a browser wallet grants one: the console builds the delegation
 // (root authority, the caveats the owner picks, from the enforcers `GET /api/chains` names), the wallet signs it
 // (`eth_signTypedData_v4`, EIP-712 under the chain's DelegationManager), the console posts it, then shows the call
-// that revokes it on chain (`disableDelegation`, the delegator's own act) and offers to send it with the wallet.
+// that revokes it on chain (`disableDelegation`, the delegator's own act) and offers to send it with the wallet. An
+// account with no code cannot delegate: the form says so before any signature and, where the wallet offers Advanced
+// Permissions (ERC-7715), asks it for the budget instead — the wallet upgrades the account and returns the delegation,
+// which the console checks and registers.
 import { api, call, type AgentDetail, type Budget, type ChainInfo } from './api';
 import type { components } from './api-types';
 import { compareDecimal, roundAmount } from './amount';
@@ -101,6 +104,49 @@ function delegationTuple(d: SignedDelegation): string {
 /** The calldata of `disableDelegation(delegation)` on the DelegationManager: what the delegator sends to revoke it. */
 export function disableDelegationCalldata(d: SignedDelegation): string {
   return `0x${DISABLE_DELEGATION}${word(32n)}${delegationTuple(d)}`;
+}
+
+/**
+ * The delegations of an ERC-7715 permission's `context`: `abi.encode(Delegation[])`, the chain from the leaf (the one
+ * naming the agent) to the root, as a wallet's `wallet_requestExecutionPermissions` returns it. Throws on anything else.
+ */
+export function decodePermissionContext(context: string): SignedDelegation[] {
+  const data = hex(context);
+  if (!/^[0-9a-f]*$/.test(data) || data.length % 64 !== 0) throw new Error('the permission\u2019s context is no ABI encoding');
+  const at = (byte: number) => {
+    if (byte + 32 > data.length / 2) throw new Error('the permission\u2019s context ends early');
+    return BigInt(`0x${data.slice(byte * 2, byte * 2 + 64)}`);
+  };
+  const num = (byte: number) => Number(at(byte));
+  const address = (byte: number) => `0x${data.slice(byte * 2 + 24, byte * 2 + 64)}`;
+  const bytes = (byte: number) => {
+    const length = num(byte);
+    if (byte + 32 + length > data.length / 2) throw new Error('the permission\u2019s context ends early');
+    return `0x${data.slice((byte + 32) * 2, (byte + 32 + length) * 2)}`;
+  };
+  const array = num(0);
+  const count = num(array);
+  const base = array + 32;
+  const out: SignedDelegation[] = [];
+  for (let i = 0; i < count; i++) {
+    const d = base + num(base + 32 * i);
+    const caveatsAt = d + num(d + 96);
+    const caveatCount = num(caveatsAt);
+    const caveats = [];
+    for (let j = 0; j < caveatCount; j++) {
+      const c = caveatsAt + 32 + num(caveatsAt + 32 + 32 * j);
+      caveats.push({ enforcer: address(c), terms: bytes(c + num(c + 32)), args: bytes(c + num(c + 64)) });
+    }
+    out.push({
+      delegate: address(d),
+      delegator: address(d + 32),
+      authority: `0x${data.slice((d + 64) * 2, (d + 96) * 2)}`,
+      caveats,
+      salt: at(d + 128).toString(),
+      signature: bytes(d + num(d + 160)),
+    });
+  }
+  return out;
 }
 
 /** The EIP-712 typed data of a delegation under the manager's domain (what `eth_signTypedData_v4` signs). */
@@ -640,7 +686,49 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
       // Only an account with code (a smart account, or an EOA upgraded by EIP-7702) can be a delegator: a plain one
       // is refused before the wallet is asked to sign (the service would refuse it after, delegator_not_smart).
       if ((await accountCode(delegator)).replace(/^0x/i, '') === '') {
-        result.append(plainAccountSteps(delegator, c));
+        // A wallet with Advanced Permissions (ERC-7715, as MetaMask's) makes the account a delegating one itself
+        // and returns the permission's delegation: offered where the wallet says it grants this kind.
+        const kind = native ? 'native-token-periodic' : 'erc20-token-periodic';
+        const offer = addresses.length ? null : await supportedPermission(c.chain_id, kind);
+        const steps = plainAccountSteps(delegator, c);
+        if (offer) {
+          steps.append(
+            permissionOffer(async () => {
+              const data: Record<string, unknown> = {
+                periodAmount: `0x${units.toString(16)}`,
+                periodDuration: periodSeconds,
+                startTime: start,
+                justification: `agentd: ${amount.value.trim()} ${asset.value} ${periodWords(periodSeconds).per} for agent ${agent.name}`,
+              };
+              if (!native && tokenInfo) data.tokenAddress = tokenInfo.address;
+              const permission: PermissionRequest = {
+                chainId: `0x${c.chain_id.toString(16)}`,
+                from: delegator,
+                to: delegate,
+                permission: { type: kind, data },
+                rules: before ? [{ type: 'expiry', data: { timestamp: before } }] : [],
+                isAdjustmentAllowed: false,
+              };
+              const delegation = await requestPermission(permission, c, config.manager, delegator, delegate);
+              const added = await addDelegation(agent.id, token, c.name, delegation);
+              const granted = { chain: c.name, manager: config.manager, delegation };
+              remember(added.hash, granted);
+              clear(result);
+              result.append(
+                h(
+                  'p',
+                  { class: 'success', role: 'status', 'data-testid': 'grant-done' },
+                  `Granted through your wallet\u2019s permission request: ${roundAmount(amount.value.trim())} ${asset.value} ${periodWords(periodSeconds).per} from ${delegator} to this agent. Your wallet made the account a delegating account.`,
+                ),
+                revokeCall(granted, c),
+              );
+              (result.querySelector('details') as HTMLDetailsElement | null)?.setAttribute('open', '');
+              amount.value = '';
+              onGranted();
+            }),
+          );
+        }
+        result.append(steps);
         return;
       }
       const salt = BigInt(`0x${Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('')}`).toString();
@@ -667,6 +755,95 @@ function grantForm(agent: AgentDetail, token: string | null, usable: ChainInfo[]
     }
   });
   return form;
+}
+
+/** An ERC-7715 permission request, as `wallet_requestExecutionPermissions` takes it (MetaMask's Advanced Permissions). */
+interface PermissionRequest {
+  chainId: string;
+  from: string;
+  /** Who may redeem it: the agent's wallet. */
+  to: string;
+  permission: { type: string; data: Record<string, unknown> };
+  rules: { type: string; data: Record<string, unknown> }[];
+  isAdjustmentAllowed: boolean;
+}
+
+/** Whether the wallet grants permissions of `kind` on the chain (`wallet_getSupportedExecutionPermissions`). */
+async function supportedPermission(chainId: number, kind: string): Promise<boolean> {
+  const wallet = injectedWallet();
+  if (!wallet) return false;
+  try {
+    const answer = (await wallet.request({ method: 'wallet_getSupportedExecutionPermissions', params: [] })) as Record<string, { chainIds?: unknown[] }> | null;
+    const entry = answer?.[kind];
+    if (!entry) return false;
+    return !Array.isArray(entry.chainIds) || entry.chainIds.some((id) => Number(id) === chainId);
+  } catch {
+    // A wallet without ERC-7715 answers "method not found".
+    return false;
+  }
+}
+
+/**
+ * Asks the wallet for `permission` (ERC-7715) and returns the delegation to register: the one its `context` holds,
+ * checked before anything is posted — on this server's DelegationManager, granted directly (root authority, one
+ * delegation: a chain of redelegations is not registered here), from `delegator` to `delegate`.
+ */
+async function requestPermission(
+  permission: PermissionRequest,
+  chain: ChainInfo,
+  manager: string,
+  delegator: string,
+  delegate: string,
+): Promise<SignedDelegation> {
+  const wallet = injectedWallet();
+  if (!wallet) throw new Error('No browser wallet was found.');
+  await ensureChain(chain, 'Nothing was asked of the wallet.');
+  const answer = (await wallet.request({ method: 'wallet_requestExecutionPermissions', params: [permission] })) as
+    | { context?: string; delegationManager?: string; signerMeta?: { delegationManager?: string } }[]
+    | null;
+  const granted = answer?.[0];
+  if (!granted?.context) throw new Error('The wallet granted no permission (its answer carries no context).');
+  const theirs = granted.delegationManager ?? granted.signerMeta?.delegationManager;
+  if (theirs && theirs.toLowerCase() !== manager.toLowerCase()) {
+    throw new Error(`The wallet\u2019s permission is for the DelegationManager ${theirs}, not this server\u2019s ${manager} on ${chain.name}: agentd cannot redeem it.`);
+  }
+  const chainOf = decodePermissionContext(granted.context);
+  if (chainOf.length !== 1 || chainOf[0].authority.toLowerCase() !== ROOT_AUTHORITY) {
+    throw new Error('The wallet returned a chain of delegations (a redelegation): agentd registers only a delegation its delegator granted directly.');
+  }
+  const d = chainOf[0];
+  if (d.delegate.toLowerCase() !== delegate.toLowerCase() || d.delegator.toLowerCase() !== delegator.toLowerCase()) {
+    throw new Error(`The wallet\u2019s delegation is from ${d.delegator} to ${d.delegate}, not from ${delegator} to this agent\u2019s wallet ${delegate}.`);
+  }
+  return d;
+}
+
+/** The button that asks the wallet for the permission instead (ERC-7715), with what it will do. */
+function permissionOffer(run: () => Promise<void>): HTMLElement {
+  const error = errorLine();
+  const button = h('button', { type: 'button', 'data-testid': 'grant-permission' }, 'Ask my wallet for this permission instead');
+  button.addEventListener('click', async () => {
+    error.clear();
+    button.disabled = true;
+    try {
+      await run();
+    } catch (err) {
+      error.show(err);
+      button.disabled = false;
+    }
+  });
+  return h(
+    'div',
+    { class: 'permission-offer', 'data-testid': 'permission-offer' },
+    h(
+      'p',
+      {},
+      h('strong', {}, 'Your wallet can do both in one step. '),
+      'It offers Advanced Permissions (ERC-7715): asked for this budget, it upgrades your account to the framework\u2019s delegator (EIP-7702) and signs the delegation to this agent\u2019s wallet, which the console then registers. Your wallet shows what it grants before you approve.',
+    ),
+    h('div', { class: 'row' }, button),
+    error.el,
+  );
 }
 
 /**

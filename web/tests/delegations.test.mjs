@@ -12,7 +12,12 @@
 // A wallet on another network is asked to switch before it signs a grant or sends a revocation, and one that stays
 // there is asked for neither. History marks delegated sends and words their refusals (a revoked delegation as
 // revoked); chat's "using the delegation" sends through the only one; GET …/budget and the console give one "can
-// spend now" per delegation with its reason; a wallet with no ETH for the gas is warned before the send.
+// spend now" per delegation with its reason; a wallet with no ETH for the gas is warned before the send. Last, a new
+// owner whose account is a plain EOA: the console reads its code, explains, and offers the wallet's own route, ERC-7715
+// (the test wallet answers wallet_requestExecutionPermissions as MetaMask's Advanced Permissions do: it upgrades the
+// account by EIP-7702 to the framework's delegator and returns a delegation to the agent's wallet it built and signed
+// with the framework's real types); the console registers it, the agent spends under it, a send past the period is
+// refused, and the wallet revokes it.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -45,6 +50,10 @@ describe('web console delegations', { timeout: 300000 }, () => {
   let walletChain = '0x2105';
   let switchAllowed = true;
   const asked = [];
+  // Whether the test wallet offers Advanced Permissions (ERC-7715), as MetaMask does: off until the last test.
+  let permissionsOn = false;
+  // What it was last asked to grant (wallet_requestExecutionPermissions), as it was asked.
+  let permissionAsked = null;
   // The first daily USDC delegation (used twice, then revoked and removed by the first test).
   let usdcDelegation;
   const pageErrors = [];
@@ -113,6 +122,14 @@ describe('web console delegations', { timeout: 300000 }, () => {
         await stack.rpc('anvil_impersonateAccount', [params[0].from]);
         return stack.rpc('eth_sendTransaction', params);
       }
+      if (method === 'wallet_getSupportedExecutionPermissions' || method === 'wallet_requestExecutionPermissions') {
+        if (!permissionsOn) throw Object.assign(new Error(`The method "${method}" does not exist / is not available.`), { code: -32601 });
+        if (method === 'wallet_getSupportedExecutionPermissions') {
+          return { 'erc20-token-periodic': { chainIds: ['0x2105'], ruleTypes: ['expiry'] } };
+        }
+        permissionAsked = params[0];
+        return [await grantPermission(params[0])];
+      }
       return stack.rpc(method, params ?? []);
     });
     await context.addInitScript(() => {
@@ -123,6 +140,61 @@ describe('web console delegations', { timeout: 300000 }, () => {
     // The console shows the 422 of the refused grant; the browser logs it itself.
     await watchPage(page, stack.baseUrl, pageErrors, [422]);
   });
+
+  /**
+   * The test wallet's ERC-7715 grant, as MetaMask's Advanced Permissions make one: the account, if plain, upgraded
+   * by EIP-7702 to the framework's EIP7702StatelessDeleGator (a type-4 transaction the account signs itself), then a
+   * delegation from it to the permission's `to` (the agent's wallet) with the framework's real types — an
+   * ERC20PeriodTransferEnforcer caveat of the asked token, amount, period and start — signed with its key (EIP-712
+   * under the DelegationManager), and returned ABI-encoded as the permission's `context` (cast's encoding).
+   */
+  async function grantPermission(request) {
+    const key = keys.get(String(request.from).toLowerCase());
+    if (!key) throw new Error(`the test wallet holds no key of ${request.from}`);
+    assert.equal(request.permission.type, 'erc20-token-periodic');
+    if ((await stack.rpc('eth_getCode', [key.address, 'latest'])) === '0x') {
+      await upgradeToDelegator(stack.rpc, stack.rpcUrl, key, framework.delegator);
+    }
+    const { tokenAddress, periodAmount, periodDuration, startTime } = request.permission.data;
+    const terms = `0x${tokenAddress.slice(2).toLowerCase()}${word(BigInt(periodAmount))}${word(BigInt(periodDuration))}${word(BigInt(startTime))}`;
+    const unsigned = {
+      delegate: request.to,
+      delegator: key.address,
+      authority: `0x${'f'.repeat(64)}`,
+      caveats: [{ enforcer: framework.enforcers.erc20_period_transfer, terms, args: '0x' }],
+      salt: BigInt(`0x${randomBytes(8).toString('hex')}`).toString(),
+    };
+    const typed = {
+      types: {
+        EIP712Domain: [
+          { name: 'name', type: 'string' },
+          { name: 'version', type: 'string' },
+          { name: 'chainId', type: 'uint256' },
+          { name: 'verifyingContract', type: 'address' },
+        ],
+        Delegation: [
+          { name: 'delegate', type: 'address' },
+          { name: 'delegator', type: 'address' },
+          { name: 'authority', type: 'bytes32' },
+          { name: 'caveats', type: 'Caveat[]' },
+          { name: 'salt', type: 'uint256' },
+        ],
+        Caveat: [
+          { name: 'enforcer', type: 'address' },
+          { name: 'terms', type: 'bytes' },
+        ],
+      },
+      primaryType: 'Delegation',
+      domain: { name: 'DelegationManager', version: '1', chainId: 8453, verifyingContract: framework.manager },
+      message: { ...unsigned, caveats: unsigned.caveats.map((c) => ({ enforcer: c.enforcer, terms: c.terms })) },
+    };
+    const d = { ...unsigned, signature: signTypedData(key, JSON.stringify(typed)) };
+    const tuple = `(${d.delegate},${d.delegator},${d.authority},[${d.caveats.map((c) => `(${c.enforcer},${c.terms},${c.args})`).join(',')}],${d.salt},${d.signature})`;
+    const context = execFileSync(castBin, ['abi-encode', 'f((address,address,bytes32,(address,bytes,bytes)[],uint256,bytes)[])', `[${tuple}]`])
+      .toString()
+      .trim();
+    return { ...request, context, delegationManager: framework.manager, dependencies: [] };
+  }
 
   after(async () => {
     if (page) await page.screenshot({ path: join(artifactsDir, 'delegations-zz-last-state.png'), fullPage: true }).catch(() => {});
@@ -556,6 +628,101 @@ describe('web console delegations', { timeout: 300000 }, () => {
     await send.getByRole('button', { name: 'Review' }).click();
     await review.getByTestId('review-spendable').waitFor();
     assert.equal(await review.getByTestId('review-no-gas').count(), 0);
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('takes a plain account to a delegation through the wallet\'s permission request (ERC-7715): upgraded, granted, spent, refused past its period, revoked', async () => {
+    // A new owner whose account is a plain EOA on the chain (no code), holding 20 USDC and ETH for its own upgrade.
+    const fresh = newKey();
+    keys.set(fresh.address.toLowerCase(), fresh);
+    account = fresh.address;
+    await stack.rpc('anvil_setBalance', [fresh.address, '0xde0b6b3a7640000']);
+    await mintUsdc(stack.rpc, fresh.address, 20_000_000n);
+    assert.equal(await stack.rpc('eth_getCode', [fresh.address, 'latest']), '0x', 'a plain account');
+    // The agent's own daily USDC limit of an earlier test would bind first: the owner lifts it.
+    const lifted = await callApi(stack.baseUrl, 'PUT', `/api/agents/${agentId}/policy`, {}, { authorization: `Bearer ${ADMIN}` });
+    assert.equal(lifted.status, 200, JSON.stringify(lifted.body));
+    permissionsOn = true;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+    await page.reload();
+    const panel = page.getByTestId('delegations-panel');
+    const form = page.getByTestId('grant-form');
+    await form.getByLabel('Chain').selectOption('base');
+    await form.getByLabel('Asset').selectOption('USDC');
+    await form.getByLabel('Amount per period').fill('3');
+    await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a day' });
+    asked.length = 0;
+    await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+    // The console reads the account's code and explains, then offers the wallet's own route: nothing signed yet.
+    const refusal = form.getByTestId('grant-plain-account');
+    await refusal.waitFor();
+    assert.ok((await refusal.textContent()).includes(`Your account ${fresh.address} is a plain account on base`));
+    const offer = refusal.getByTestId('permission-offer');
+    await offer.waitFor();
+    assert.match(await offer.textContent(), /Advanced Permissions \(ERC-7715\)/);
+    assert.ok(asked.includes('wallet_getSupportedExecutionPermissions'), asked.join(', '));
+    assert.ok(!asked.includes('eth_signTypedData_v4') && !asked.includes('wallet_requestExecutionPermissions'), asked.join(', '));
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: 844 });
+      await page.waitForTimeout(150);
+      const problems = await page.evaluate(overflowProblems);
+      assert.deepEqual(problems, [], `the permission offer at ${width} px does not fit:\n${problems.join('\n')}`);
+      await shot(`delegations-16-permission-offer-${width}px`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // The wallet is asked for the permission (as MetaMask would be): the agent's wallet as `to`, the budget asked.
+    await offer.getByRole('button', { name: 'Ask my wallet for this permission instead' }).click();
+    await form.getByTestId('grant-done').filter({ hasText: /Granted through your wallet.s permission request: 3 USDC a day/ }).waitFor();
+    assert.equal(permissionAsked.to, wallet);
+    assert.equal(permissionAsked.from, fresh.address);
+    assert.equal(permissionAsked.chainId, '0x2105');
+    assert.equal(permissionAsked.permission.data.tokenAddress.toLowerCase(), USDC.toLowerCase());
+    assert.equal(BigInt(permissionAsked.permission.data.periodAmount), 3_000_000n);
+    assert.equal(permissionAsked.permission.data.periodDuration, 86400);
+    // The account is a delegating account now (an EIP-7702 designation of the framework's delegator), and the
+    // service holds the wallet's delegation, from it to the agent's wallet.
+    const code = await stack.rpc('eth_getCode', [fresh.address, 'latest']);
+    assert.equal(code.toLowerCase(), `0xef0100${framework.delegator.slice(2).toLowerCase()}`);
+    const listed = await api('GET', `/api/agents/${agentId}/delegations`);
+    const mine = listed.body.find((d) => d.delegator === fresh.address);
+    assert.ok(mine, JSON.stringify(listed.body));
+    assert.equal(mine.status, 'active');
+    assert.equal(mine.delegate, wallet);
+    assert.deepEqual(mine.limits.map((l) => [l.asset, l.amount, l.period_seconds, l.available]), [['base:USDC', '3', 86400, '3']]);
+    const card = panel.locator(`[data-testid="delegation"][data-delegation-id="${mine.id}"]`);
+    await card.waitFor();
+    await shot('delegations-17-permission-granted');
+
+    // The agent spends under it: 2 USDC leave the new owner's account, on chain.
+    const held = await tokenBalance(stack.rpc, USDC, RECIPIENT);
+    const sent = await api('POST', `/api/agents/${agentId}/transfers`, { chain: 'base', to: RECIPIENT, amount: '2', asset: 'USDC', delegation: mine.id });
+    assert.equal(sent.status, 201, JSON.stringify(sent.body));
+    assert.equal(sent.body.from, fresh.address);
+    await until('the recipient got 2 USDC on chain', async () => (await tokenBalance(stack.rpc, USDC, RECIPIENT)) === held + 2_000_000n);
+    assert.equal(await tokenBalance(stack.rpc, USDC, fresh.address), 18_000_000n, "from the new owner's account");
+    // A send past what the period leaves (1 USDC) is refused before anything is signed.
+    const nonce = await stack.rpc('eth_getTransactionCount', [wallet, 'latest']);
+    const over = await api('POST', `/api/agents/${agentId}/transfers`, { chain: 'base', to: RECIPIENT, amount: '2', asset: 'USDC', delegation: mine.id });
+    assert.equal(over.status, 403, JSON.stringify(over.body));
+    assert.equal(over.body.error.details.rule, 'delegation_limit');
+    assert.equal(await stack.rpc('eth_getTransactionCount', [wallet, 'latest']), nonce, 'nothing was signed');
+    assert.equal(await tokenBalance(stack.rpc, USDC, fresh.address), 18_000_000n);
+
+    // Revoked on chain with the wallet, from the new owner's account: the console shows it revoked.
+    const revoke = form.getByTestId('revoke-call');
+    await revoke.getByRole('button', { name: 'Revoke it now with my wallet' }).click();
+    await revoke.getByTestId('revoke-status').filter({ hasText: /^Sent: transaction 0x/ }).waitFor();
+    await until('the console shows the delegation revoked', async () => {
+      await panel.getByRole('button', { name: 'Refresh' }).click();
+      return (await panel.locator(`[data-testid="delegation"][data-delegation-id="${mine.id}"][data-status="revoked"]`).count()) === 1;
+    });
+    const late = await api('POST', `/api/agents/${agentId}/transfers`, { chain: 'base', to: RECIPIENT, amount: '0.5', asset: 'USDC', delegation: mine.id });
+    assert.ok(late.status >= 400, JSON.stringify(late.body));
+    assert.equal(await tokenBalance(stack.rpc, USDC, fresh.address), 18_000_000n, 'nothing moved after the revocation');
+    await shot('delegations-18-permission-revoked');
+    permissionsOn = false;
     assert.deepEqual(pageErrors, []);
   });
 });
