@@ -21,6 +21,10 @@
 //    from the local node as the demo says;
 // 8. the sample paywall paid from the chat ("pay up to 0.05 USDC for <PAYWALL_URL>", the builtin engine's x402
 //    phrase): the paywall's payee holds the test USDC on anvil and the payment is confirmed in the API and History;
+// 9. a delegation granted from a browser wallet (an EIP-1193 test wallet) whose account starts as a plain EOA: the
+//    console reads its code and gives the demo's route, the owner runs the printed `demo-chain.mjs upgrade` (EIP-7702
+//    to the printed DELEGATOR_IMPLEMENTATION), grants from the console, the agent spends under it (from the owner's
+//    account, on chain), a send past the period is refused, and the wallet revokes it;
 // then the demo is stopped with SIGTERM to its process group, and nothing of it is left running or on disk.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -502,6 +506,108 @@ describe('the first hour against the demo (scripts/demo.sh)', { timeout: 600000 
     await row.getByTestId('x402-bought').click();
     await row.getByTestId('paid-answer-body').filter({ hasText: /the paid sample report/ }).waitFor();
     await shot('19-history-x402-confirmed');
+  });
+
+  step('grants a delegation from a wallet that starts as a plain EOA, spends under it, is refused past its period, revokes it', async () => {
+    // The owner's browser wallet (an EIP-1193 provider whose key only this test holds) on a fresh account: a plain EOA
+    // on the demo's node, funded from it as the demo prints. Typed data is signed with the key (cast); the wallet's
+    // transactions are sent by the node from the account (anvil's impersonation: the node holds no key of it).
+    const [made] = JSON.parse(execFileSync(cast, ['wallet', 'new', '--json']).toString());
+    const owner = { address: made.address, privateKey: made.private_key };
+    const asked = [];
+    execFileSync('node', [join(repoRoot, 'scripts', 'demo-chain.mjs'), 'fund', v('DEMO_RPC'), owner.address, '1', '20']);
+    assert.equal(await rpc('eth_getCode', [owner.address, 'latest']), '0x', 'a plain account');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.addInitScript(
+      ([id, token, admin]) => {
+        localStorage.setItem(`agentd.token.${id}`, token);
+        localStorage.setItem('agentd.adminToken', admin);
+      },
+      [demo.agentId, demo.agentToken, v('ADMIN_TOKEN')],
+    );
+    await context.exposeBinding('__testWallet', async (_source, method, params) => {
+      asked.push(method);
+      if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [owner.address];
+      if (method === 'eth_chainId') return '0x2105';
+      if (method === 'wallet_switchEthereumChain') return null;
+      if (method === 'eth_signTypedData_v4') {
+        assert.equal(String(params[0]).toLowerCase(), owner.address.toLowerCase());
+        return execFileSync(cast, ['wallet', 'sign', '--private-key', owner.privateKey, '--data', params[1]]).toString().trim();
+      }
+      if (method === 'eth_sendTransaction') {
+        await rpc('anvil_impersonateAccount', [params[0].from]);
+        return rpc('eth_sendTransaction', params);
+      }
+      if (method.startsWith('wallet_')) throw Object.assign(new Error(`The method "${method}" is not available.`), { code: -32601 });
+      return rpc(method, params ?? []);
+    });
+    await context.addInitScript(() => {
+      window.ethereum = { request: ({ method, params }) => window.__testWallet(method, params ?? []) };
+    });
+    const owned = await context.newPage();
+    owned.setDefaultTimeout(TIMEOUT);
+    await watchPage(owned, v('API'), pageErrors, []);
+    const ownedShot = (name) => owned.screenshot({ path: join(artifactsDir, `first-hour-demo-${name}.png`), fullPage: true });
+    try {
+      await owned.goto(`${v('API')}/#/agents/${demo.agentId}/delegations`);
+      const panel = owned.getByTestId('delegations-panel');
+      const form = owned.getByTestId('grant-form');
+      await form.getByLabel('Asset').selectOption('USDC');
+      await form.getByLabel('Amount per period').fill('3');
+      await form.getByLabel('Period', { exact: true }).selectOption({ label: 'a day' });
+      await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+      // The console reads the account's code before any signature, explains, and gives the demo's route.
+      const refusal = form.getByTestId('grant-plain-account');
+      await refusal.waitFor();
+      const said = await refusal.textContent();
+      assert.ok(said.includes(`Your account ${owner.address} is a plain account on base`), said);
+      assert.match(said, /node scripts\/demo-chain\.mjs upgrade/);
+      assert.ok(asked.includes('eth_getCode') && !asked.includes('eth_signTypedData_v4'), asked.join(', '));
+      await ownedShot('20-delegation-plain-account');
+
+      // The owner takes that route: the demo's command upgrades the account by EIP-7702 (a type-4 transaction it
+      // signs itself) to the framework's delegator, the DELEGATOR_IMPLEMENTATION the demo printed.
+      execFileSync('node', [join(repoRoot, 'scripts', 'demo-chain.mjs'), 'upgrade', v('DEMO_RPC'), owner.privateKey, v('DELEGATOR_IMPLEMENTATION')]);
+      const code = await rpc('eth_getCode', [owner.address, 'latest']);
+      assert.equal(code.toLowerCase(), `0xef0100${v('DELEGATOR_IMPLEMENTATION').slice(2).toLowerCase()}`);
+      await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+      await form.getByTestId('grant-done').filter({ hasText: /Granted: 3 USDC a day/ }).waitFor();
+      const listed = await api('GET', `/api/agents/${demo.agentId}/delegations`, undefined, asAgent());
+      const granted = listed.body.find((d) => d.delegator === owner.address);
+      assert.ok(granted, JSON.stringify(listed.body));
+      assert.deepEqual(granted.limits.map((l) => [l.asset, l.amount, l.available]), [['base:USDC', '3', '3']]);
+      await panel.locator(`[data-testid="delegation"][data-delegation-id="${granted.id}"][data-status="active"]`).waitFor();
+      await ownedShot('21-delegation-granted');
+
+      // The agent spends 2 USDC under it (its gas sponsored): they leave the new owner's account, on chain.
+      const [shop] = JSON.parse(execFileSync(cast, ['wallet', 'new', '--json']).toString());
+      const order = (amount) => ({ chain: 'base', asset: 'USDC', to: shop.address, amount, delegation: granted.id });
+      const sent = await api('POST', `/api/agents/${demo.agentId}/transfers`, order('2'), asAgent());
+      assert.equal(sent.status, 201, JSON.stringify(sent.body));
+      assert.equal(sent.body.from, owner.address);
+      await until('the shop holds 2 test USDC', async () => (await usdcOf(shop.address)) === 2_000_000n);
+      assert.equal(await usdcOf(owner.address), 18_000_000n, "from the new owner's account");
+      // Past what the period leaves (1): refused before anything is signed.
+      const refused = await api('POST', `/api/agents/${demo.agentId}/transfers`, order('2'), asAgent());
+      assert.equal(refused.status, 403, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.details.rule, 'delegation_limit');
+      assert.equal(refused.body.error.details.available, '1');
+
+      // Revoked with the wallet from the owner's account; the console shows it, and the service refuses it.
+      const revoke = form.getByTestId('revoke-call');
+      await revoke.getByRole('button', { name: 'Revoke it now with my wallet' }).click();
+      await revoke.getByTestId('revoke-status').filter({ hasText: /^Sent: transaction 0x/ }).waitFor();
+      await until('the console shows the delegation revoked', async () => {
+        await panel.getByRole('button', { name: 'Refresh' }).click();
+        return (await panel.locator(`[data-testid="delegation"][data-delegation-id="${granted.id}"][data-status="revoked"]`).count()) === 1;
+      });
+      const late = await api('POST', `/api/agents/${demo.agentId}/transfers`, order('0.5'), asAgent());
+      assert.ok(late.status >= 400, JSON.stringify(late.body));
+      assert.equal(await usdcOf(owner.address), 18_000_000n, 'nothing moved after the revocation');
+      await ownedShot('22-delegation-revoked');
+    } finally {
+      await context.close();
+    }
   });
 
   it('logged no page errors and loaded nothing from elsewhere', () => {
