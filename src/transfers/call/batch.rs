@@ -8,8 +8,6 @@
 
 mod sim;
 
-pub(super) use sim::{entry_point_moved, entry_point_reads};
-
 use alloy::primitives::{Address, U256};
 use uuid::Uuid;
 

@@ -251,7 +251,7 @@ async fn first_run(
     run: &SimCall,
 ) -> Result<(SimMethod, Simulated), TransferError> {
     let chain = order.chain;
-    let reads = super::batch::entry_point_reads(from, entry_point);
+    let reads = super::targets::entry_point_reads(from, entry_point);
     let mut watched = pending.to_vec();
     watched.extend(reads.iter().cloned());
     watched.push(run.clone());
@@ -287,7 +287,7 @@ async fn first_run(
     let Some(first) = results.get(at).cloned() else {
         return Err(TransferError::SimulationUnavailable(chain.name.to_string()));
     };
-    if watching && first.success && super::batch::entry_point_moved(&results[pending.len()..]).is_some() {
+    if watching && first.success && super::targets::entry_point_moved(&results[pending.len()..]).is_some() {
         return Err(TransferError::CallTargetDenied {
             index: 0,
             words: "the call changes the agent's nonce or deposit at the EntryPoint, which no call may do whatever \

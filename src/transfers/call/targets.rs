@@ -3,11 +3,13 @@
 //! paymaster (the operator's deposit) and a `DelegationManager` (delegations are redeemed only through §21's
 //! `delegation`, where they are counted). A call to one is refused before anything is simulated, as `call_denied`
 //! naming the first such call of the request (`details.index`); the check reads a slice of targets, so a batch's
-//! calls take the same one.
+//! calls take the same one. A call may reach them indirectly: its simulation reads the agent's EntryPoint nonce and
+//! deposit around it (`entry_point_reads`), and one that changes them is refused too (`entry_point_moved`).
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, U256};
 
 use super::CallOrder;
+use crate::chain::simulate::{SimCall, Simulated};
 use crate::domain::chain::ChainInfo;
 use crate::domain::delegation::deployments;
 use crate::transfers::{TransferError, Transfers};
@@ -110,6 +112,33 @@ impl Transfers {
             .ok_or(TransferError::NoWallet)?;
         self.refuse_unreachable(order.chain, own, &[order.to])
     }
+}
+
+/// The two reads of the agent's (`from`) nonce (key 0) and deposit at `entry_point` a simulation makes around calls.
+pub(in crate::transfers::call) fn entry_point_reads(from: Address, entry_point: Address) -> [SimCall; 2] {
+    [
+        crate::chain::userop::get_nonce_call(from, Default::default()),
+        crate::chain::userop::deposit_call(from),
+    ]
+    .map(|data| SimCall {
+        from: Address::ZERO,
+        to: entry_point,
+        value: U256::ZERO,
+        data,
+        ..SimCall::default()
+    })
+}
+
+/// The first call after which the agent's EntryPoint nonce or deposit differs from before the calls (one, or a
+/// batch's): `ran` is the
+/// two reads, then each call followed by the two reads again. A read after a call that fails is a change; none is
+/// looked for where the reads before fail (no EntryPoint there).
+pub(in crate::transfers::call) fn entry_point_moved(ran: &[Simulated]) -> Option<usize> {
+    let word = |r: &Simulated| r.success.then(|| r.return_data.clone());
+    let before = (word(&ran[0])?, word(&ran[1])?);
+    ran[2..].chunks(3).position(|step| {
+        step.len() < 3 || (word(&step[1]), word(&step[2])) != (Some(before.0.clone()), Some(before.1.clone()))
+    })
 }
 
 #[cfg(test)]

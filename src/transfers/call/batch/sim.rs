@@ -17,7 +17,7 @@ use crate::domain::decision::Opaque;
 use crate::domain::transaction::CallRecord;
 use crate::store::CallCheck;
 use crate::transfers::call::preview::{effect_of, gas_limit_for};
-use crate::transfers::call::{CallOrder, Previewed, counts};
+use crate::transfers::call::{CallOrder, Previewed, counts, targets};
 use crate::transfers::{TransferError, Transfers, store_error};
 
 /// What one run of the calls needs beside them: the agent's transactions still pending, and the state override
@@ -233,7 +233,7 @@ async fn each_call<'p>(
 ) -> Result<(SimMethod, Vec<Simulated>, Runs<'p>), TransferError> {
     let chain = order.chain.name;
     // The agent's EntryPoint nonce and deposit, read before the calls and after each (§22: no call may move them).
-    let reads = entry_point_reads(from, entry_point);
+    let reads = targets::entry_point_reads(from, entry_point);
     let mut batch = pending.to_vec();
     batch.extend(reads.iter().cloned());
     for c in &order.calls {
@@ -269,7 +269,7 @@ async fn each_call<'p>(
             reason: call::revert_reason(&run.return_data, abis.to_vec()),
         });
     }
-    if let Some(index) = entry_point_moved(ran) {
+    if let Some(index) = targets::entry_point_moved(ran) {
         return Err(TransferError::CallTargetDenied {
             index,
             words: format!(
@@ -279,26 +279,6 @@ async fn each_call<'p>(
         });
     }
     Ok((method, each, Runs { pending, rich }))
-}
-
-/// The two reads of the agent's (`from`) nonce (key 0) and deposit at `entry_point` a simulation makes around calls.
-pub(in crate::transfers::call) fn entry_point_reads(from: Address, entry_point: Address) -> [SimCall; 2] {
-    [
-        crate::chain::userop::get_nonce_call(from, Default::default()),
-        crate::chain::userop::deposit_call(from),
-    ]
-    .map(|data| sim_call(Address::ZERO, entry_point, U256::ZERO, &data))
-}
-
-/// The first call after which the agent's EntryPoint nonce or deposit differs from before the batch: `ran` is the
-/// two reads, then each call followed by the two reads again. A read after a call that fails is a change; none is
-/// looked for where the reads before fail (no EntryPoint there).
-pub(in crate::transfers::call) fn entry_point_moved(ran: &[Simulated]) -> Option<usize> {
-    let word = |r: &Simulated| r.success.then(|| r.return_data.clone());
-    let before = (word(&ran[0])?, word(&ran[1])?);
-    ran[2..].chunks(3).position(|step| {
-        step.len() < 3 || (word(&step[1]), word(&step[2])) != (Some(before.0.clone()), Some(before.1.clone()))
-    })
 }
 
 /// The account's `execute` of the whole batch (`data`), from the agent's address to itself after the pending
