@@ -183,6 +183,7 @@ impl Seller {
             valid_before: auth.valid_before,
             signature_key: verified.payment.signature_key(),
             gas: verified.gas,
+            transfer_id: Uuid::new_v4(),
         };
         let refused = |reason| Refused {
             reason,
@@ -197,10 +198,7 @@ impl Seller {
                 return Err(refused(Reason::NonceAlreadyUsed));
             }
         }
-        match self.store.income(hold.id).await {
-            Ok(Some(income)) => Ok(income),
-            _ => Err(refused(Reason::NonceAlreadyUsed)),
-        }
+        Ok(hold.taken(self.clock.now()))
     }
 
     /// Settles a held payment (see `Settled`): the window and the simulation (an `eth_call` with the gas limit it
@@ -239,8 +237,11 @@ impl Seller {
             }
         }
         let (calldata, gas_limit) = (settle.calldata, settle.gas);
-        let transfer_id = Uuid::new_v4();
-        self.store.plan_settlement(income.id, transfer_id).await?;
+        // Named with the hold (`Hold::transfer_id`).
+        let Some(transfer_id) = income.transfer_id else {
+            self.store.end_hold(income.id, IncomeStatus::Released).await?;
+            return Ok(Settled::Refused(Reason::NonceAlreadyUsed));
+        };
         let sent = self
             .transfers
             .settle_payment(SettleOrder {

@@ -30,6 +30,37 @@ pub struct Hold {
     pub signature_key: String,
     /// The settlement's gas as priced now (its gas limit times the latest base fee plus the priority fee).
     pub gas: U256,
+    /// The settlement's transaction of the agent's, named with the hold before it is recorded, so that a crash
+    /// anywhere leaves the two linked (a hold whose transaction was never recorded is let go by the recovery).
+    pub transfer_id: Uuid,
+}
+
+impl Hold {
+    /// The payment as `take_hold` stored it at `at`.
+    pub fn taken(&self, at: DateTime<Utc>) -> Income {
+        Income {
+            id: self.id,
+            agent_id: self.agent_id,
+            offer_id: self.offer_id,
+            chain: self.chain.clone(),
+            asset: self.asset.clone(),
+            token: self.token,
+            decimals: self.decimals,
+            amount: self.amount,
+            payer: self.payer,
+            nonce: self.nonce,
+            valid_before: self.valid_before,
+            signature_key: self.signature_key.clone(),
+            status: IncomeStatus::Settling,
+            settled_by: None,
+            transfer_id: Some(self.transfer_id),
+            tx_hash: None,
+            fee: None,
+            outcome: None,
+            created_at: at,
+            settled_at: None,
+        }
+    }
 }
 
 /// What holding came to.
@@ -121,8 +152,6 @@ pub trait IncomeStore: Send + Sync + 'static {
     /// Takes the hold (see `Held`): in one transaction, under the agent's lock, the offer's `gas_per_day` (when it
     /// has one) judged with what it counted, the row inserted or refused by its unique keys.
     async fn take_hold(&self, hold: &Hold, gas_per_day: Option<U256>) -> StoreResult<Held>;
-    /// Names the settlement's transaction (`transfer_id`, before it is reserved: a crash after leaves the link).
-    async fn plan_settlement(&self, id: Uuid, transfer_id: Uuid) -> StoreResult<()>;
     /// A `settling` payment let go: `released` (its resource failed, a check failed again before signing; nothing
     /// was sent) or `failed` (its settlement reverted, or could not be sent). `false` when it was not settling.
     async fn end_hold(&self, id: Uuid, status: IncomeStatus) -> StoreResult<bool>;

@@ -101,6 +101,16 @@ impl Backend for Postgres {
         Ok(WriteTx::new(store.pool.begin().await?, None))
     }
 
+    /// `synchronous_commit = off` for this transaction alone: its commit record is flushed with the next synchronous
+    /// commit's (the log is flushed in order), or by the WAL writer within a few hundred milliseconds.
+    async fn begin_write_relaxed(store: &PgStore) -> Result<WriteTx<Postgres>, sqlx::Error> {
+        let mut tx = store.pool.begin().await?;
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
+        Ok(WriteTx::new(tx, None))
+    }
+
     /// `FOR NO KEY UPDATE`: writers of one agent wait for each other, but a row that merely references the agent (an
     /// audit entry, an event) is still written meanwhile. `FOR UPDATE` would also stop those references' key-share
     /// checks, and a transaction holding a transfer's row while it appends to the audit log (a broadcast's mark) then

@@ -70,6 +70,12 @@ pub trait Backend: Database<Arguments: IntoArguments<Self>> {
     /// with another writer's, together with `lock_agent`.
     fn begin_write(store: &SqlStore<Self>) -> impl Future<Output = Result<WriteTx<Self>, sqlx::Error>> + Send;
 
+    /// `begin_write` for a write whose commit needs no sync of its own: one that nothing durable depends on until a
+    /// later full commit, which syncs it first (a write-ahead log is made durable as a prefix, in commit order), so
+    /// a power cut can lose it only together with everything after it. A process crash loses no commit either way.
+    /// Used for a payment's hold and its served mark (§23); never for a reservation.
+    fn begin_write_relaxed(store: &SqlStore<Self>) -> impl Future<Output = Result<WriteTx<Self>, sqlx::Error>> + Send;
+
     /// Serialises writers of one agent (updates, spending, nonces) inside a write transaction, where the
     /// transaction alone does not.
     fn lock_agent(conn: &mut Self::Connection, id: Uuid) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
@@ -172,6 +178,8 @@ pub struct SqlStore<B: Database> {
     /// SQLite's speed machinery (read connections, the view cache, the writer turn: `store::sqlite`); `None` on
     /// PostgreSQL, which reads and writes through the pool.
     pub(in crate::store) sqlite: Option<std::sync::Arc<crate::store::speedups::Speedups<B::Connection>>>,
+    /// SQLite's connections whose commits do not sync (`Backend::begin_write_relaxed`); `None` on PostgreSQL.
+    pub(in crate::store) relaxed: Option<Pool<B>>,
     /// The audit chain's key, once `use_audit_key` set it (at start, from the sealed copy in the database).
     pub(in crate::store) audit_key: std::sync::Arc<std::sync::OnceLock<crate::domain::audit::AuditKey>>,
     /// What every time the store writes is read on (the system's clock outside tests).
@@ -186,6 +194,7 @@ impl<B: Database> SqlStore<B> {
             feed: LocalFeed::default(),
             outbox: Default::default(),
             sqlite: None,
+            relaxed: None,
             audit_key: Default::default(),
             clock: Arc::new(SystemClock),
         }
@@ -212,6 +221,7 @@ impl<B: Database> Clone for SqlStore<B> {
             feed: self.feed.clone(),
             outbox: self.outbox.clone(),
             sqlite: self.sqlite.clone(),
+            relaxed: self.relaxed.clone(),
             audit_key: self.audit_key.clone(),
             clock: self.clock.clone(),
         }

@@ -58,9 +58,17 @@ impl SqlStore<Sqlite> {
             // A connection to a local file does not go stale while idle: no ping (a round trip to the connection's
             // worker thread) before each use. sqlx still checks it when it comes back to the pool.
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
+            .await?;
+        // A second, small pool whose commits do not sync the log (`begin_write_relaxed`); no outbox row is written
+        // through it, so it needs no update hook.
+        let relaxed = SqlitePoolOptions::new()
+            .max_connections(2)
+            .test_before_acquire(false)
+            .connect_with(options.clone().synchronous(SqliteSynchronous::Normal))
             .await?;
         let mut store = SqlStore::with_pool(pool);
+        store.relaxed = Some(relaxed);
         store.outbox = bell;
         store.sqlite = Some(std::sync::Arc::new(Speedups {
             views: ViewCache::new(path.to_path_buf()),
@@ -113,6 +121,20 @@ impl Backend for Sqlite {
             Some(turn) => WriteTx::new(tx, Some(turn)).ringing(store.outbox.clone()),
             None => WriteTx::new(tx, None),
         })
+    }
+
+    /// As `begin_write`, on a connection with `synchronous=NORMAL`: in WAL mode its commit is synced by the next
+    /// `FULL` commit (or checkpoint) of any connection, which syncs the log up to itself.
+    async fn begin_write_relaxed(store: &SqliteStore) -> Result<WriteTx<Sqlite>, sqlx::Error> {
+        let Some(relaxed) = &store.relaxed else {
+            return Self::begin_write(store).await;
+        };
+        let turn = match &store.sqlite {
+            Some(speedups) => Some(speedups.writer.clone().lock_owned().await),
+            None => None,
+        };
+        let tx = relaxed.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(WriteTx::new(tx, turn))
     }
 
     /// `BEGIN IMMEDIATE` already holds the only write lock.

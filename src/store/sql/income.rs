@@ -264,7 +264,9 @@ where
 
     async fn take_hold(&self, hold: &Hold, gas_per_day: Option<U256>) -> StoreResult<Held> {
         let now = self.now();
-        let mut tx = B::begin_write(self).await?;
+        // Its commit needs no sync of its own: nothing is sent or served on the strength of a hold until the
+        // settlement's reservation, whose full commit syncs it first (lost in a power cut only with that).
+        let mut tx = B::begin_write_relaxed(self).await?;
         // Under the agent's lock: two holds of one offer judge its gas one after the other.
         B::lock_agent(&mut tx, hold.agent_id).await?;
         if let (Some(per_day), Some(offer_id)) = (gas_per_day, hold.offer_id) {
@@ -293,8 +295,8 @@ where
         // a second payment of the payer's to the offer in flight, inserts nothing.
         let done = sqlx::query(
             "INSERT INTO x402_income (id, agent_id, offer_id, chain, asset, token_address, decimals, amount, payer, \
-             nonce, valid_before, signature_key, status, gas_held, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'settling', $13, $14, $14) \
+             nonce, valid_before, signature_key, status, gas_held, transfer_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'settling', $13, $14, $15, $15) \
              ON CONFLICT DO NOTHING",
         )
         .bind(hold.id)
@@ -310,6 +312,7 @@ where
         .bind(i64::try_from(hold.valid_before).unwrap_or(i64::MAX))
         .bind(&hold.signature_key)
         .bind(hold.gas.to_string())
+        .bind(hold.transfer_id)
         .bind(now)
         .execute(&mut *tx)
         .await?;
@@ -318,16 +321,6 @@ where
         }
         tx.commit().await?;
         Ok(Held::Taken)
-    }
-
-    async fn plan_settlement(&self, id: Uuid, transfer_id: Uuid) -> StoreResult<()> {
-        sqlx::query("UPDATE x402_income SET transfer_id = $1, updated_at = $2 WHERE id = $3")
-            .bind(transfer_id)
-            .bind(self.now())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     async fn end_hold(&self, id: Uuid, status: IncomeStatus) -> StoreResult<bool> {
@@ -375,11 +368,15 @@ where
     }
 
     async fn keep_outcome(&self, id: Uuid, outcome: &serde_json::Value) -> StoreResult<bool> {
+        // The served mark (or the first settle answer) of a payment the chain shows settled: a power cut that loses
+        // it can let the same signature be served once more, never move money; no sync of its own.
+        let mut tx = B::begin_write_relaxed(self).await?;
         let done = sqlx::query("UPDATE x402_income SET outcome = $1 WHERE id = $2 AND outcome IS NULL")
             .bind(outcome.to_string())
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(B::rows_affected(&done) == 1)
     }
 

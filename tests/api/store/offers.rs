@@ -304,6 +304,7 @@ fn hold(agent_id: Uuid, offer_id: Option<Uuid>, payer: u8) -> Hold {
         valid_before: 4_000_000_000,
         signature_key: format!("sig-{}", Uuid::new_v4()),
         gas: U256::from(1_000u64),
+        transfer_id: Uuid::new_v4(),
     }
 }
 
