@@ -4,7 +4,6 @@
 
 use alloy::primitives::U256;
 
-use super::kinds::Quote;
 use super::send::Judged;
 use super::{DecisionView, TransferError, TransferOrder, Transfers};
 use crate::domain::transaction::Payer;
@@ -34,29 +33,6 @@ pub struct WalletFee {
     pub max_fee_per_gas: u128,
     /// In wei: gas limit × max fee per gas, plus the L1 fee estimate (OP-stack chains).
     pub max_fee: U256,
-}
-
-/// A quote's gas, kept as read before a sponsorship takes it.
-pub(super) struct QuotedGas {
-    gas_limit: u64,
-    max_fee_per_gas: u128,
-    /// One maximum fee, the L1 estimate included: what the cap holds beyond what the wallet must hold
-    /// (`Cost::of`: reserved = needed + one maximum fee).
-    max_fee: U256,
-}
-
-impl QuotedGas {
-    pub(super) fn of(quote: &Quote) -> Self {
-        let l2 = U256::from(quote.gas_limit) * U256::from(quote.max_fee_per_gas);
-        let max_fee = quote
-            .funds
-            .map_or(l2, |funds| quote.reserved.saturating_sub(funds.needed).max(l2));
-        QuotedGas {
-            gas_limit: quote.gas_limit,
-            max_fee_per_gas: quote.max_fee_per_gas,
-            max_fee,
-        }
-    }
 }
 
 impl Transfers {

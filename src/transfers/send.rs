@@ -19,7 +19,6 @@ use uuid::Uuid;
 use super::carriers::Carrier;
 use super::kinds::{Outflow, Quote};
 use super::nonces::sign_fill;
-use super::preview::QuotedGas;
 use super::reserve::{decide_in, refusal, sign_and_apply};
 use super::{
     BroadcastStatus, TransferError, TransferOutcome, Transfers, nonce_filler, rounds, signer_error, store_error,
@@ -30,6 +29,30 @@ use crate::domain::decision::Decision;
 use crate::domain::transaction::StoredTx;
 use crate::signer::WalletSigner;
 use crate::store::{Clearance, Presigned, Reservation, SendGuard, StoreError, TransferRequest};
+
+/// A quote's gas, kept as read before a sponsorship takes it: what the transaction would be signed with (§12
+/// `transfers/preview`).
+pub(super) struct QuotedGas {
+    pub gas_limit: u64,
+    pub max_fee_per_gas: u128,
+    /// One maximum fee in wei, the L1 estimate included: what the cap holds beyond what the wallet must hold
+    /// (`Cost::of`: reserved = needed + one maximum fee); gas limit × max fee per gas without a native funds read.
+    pub max_fee: U256,
+}
+
+impl QuotedGas {
+    fn of(quote: &Quote) -> Self {
+        let l2 = U256::from(quote.gas_limit) * U256::from(quote.max_fee_per_gas);
+        let max_fee = quote
+            .funds
+            .map_or(l2, |funds| quote.reserved.saturating_sub(funds.needed).max(l2));
+        QuotedGas {
+            gas_limit: quote.gas_limit,
+            max_fee_per_gas: quote.max_fee_per_gas,
+            max_fee,
+        }
+    }
+}
 
 /// What the reservation of an outflow would decide now (a call's preview, §18 `calls/simulate`).
 pub(super) enum Judged {
