@@ -260,7 +260,7 @@ async fn a_chain_without_an_account_implementation_has_no_batches() {
 }
 
 /// `tools/call` of `name` with `arguments` over `POST /mcp`: the tool's result, as JSON, and whether it is an error.
-async fn tool(world: &World, agent: &CreatedAgent, name: &str, arguments: Value) -> (Value, bool) {
+pub(super) async fn tool(world: &World, agent: &CreatedAgent, name: &str, arguments: Value) -> (Value, bool) {
     let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                      "params": {"name": name, "arguments": arguments}});
     let (status, body) = world

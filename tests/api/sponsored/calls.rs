@@ -267,3 +267,56 @@ async fn a_cancelled_designating_batch_uses_both_nonces_and_runs_nothing() {
     assert_eq!(settled["status"], "confirmed", "{settled}");
     assert_eq!(world.anvil.nonce(from).await, 3);
 }
+
+alloy::sol! {
+    function depositTo(address account) external payable;
+}
+
+#[tokio::test]
+async fn a_single_call_that_moves_the_agents_entry_point_deposit_is_refused() {
+    let (world, _, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    world.anvil.set_balance(from, U256::from(ONE_ETH)).await;
+    // A contract that forwards its calldata and value to the EntryPoint (which no call may reach directly).
+    let forwarder = fresh_address();
+    let code = [
+        &[0x36, 0x5f, 0x5f, 0x37, 0x5f, 0x5f, 0x36, 0x5f, 0x34, 0x73][..],
+        world.framework.entry_point.as_slice(),
+        &[0x5a, 0xf1, 0x50, 0x00],
+    ]
+    .concat();
+    world.anvil.set_code(forwarder, code.into()).await;
+    let deposit = depositToCall { account: from }.abi_encode();
+    for gas in ["wallet", "sponsored"] {
+        let call = json!({"chain": "base", "gas": gas, "to": forwarder.to_string(), "value": "0.001",
+            "data": crate::helpers::uniswap::hex(deposit.clone())});
+        let (status, refused) = post(&world.app, &agent, "calls", call).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{gas}: {refused}");
+        assert_eq!(refused["error"]["details"]["rule"], "call_denied", "{gas}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("deposit at the EntryPoint"), "{gas}: {refused}");
+    }
+    assert_eq!(world.anvil.balance(from).await, U256::from(ONE_ETH));
+    assert_eq!(world.anvil.nonce(from).await, 0);
+    assert!(world.code(from).await.is_empty(), "nothing was designated");
+}
+
+#[tokio::test]
+async fn call_contract_takes_gas_on_a_single_call_over_mcp() {
+    let (world, uni, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    let to = fresh_address();
+    let arguments = json!({"chain": "base", "gas": "sponsored", "to": uni.usdc.to_string(),
+        "function": "transfer(address,uint256)", "args": [to.to_string(), (3 * USDC).to_string()]});
+    let (simulated, error) = super::batches::tool(&world, &agent, "simulate_call", arguments.clone()).await;
+    assert!(!error, "{simulated}");
+    assert_eq!(simulated["decision"]["result"], "allow", "{simulated}");
+    let (sent, error) = super::batches::tool(&world, &agent, "call_contract", arguments).await;
+    assert!(!error, "{sent}");
+    let settled = world.settled(&agent, sent["transfer_id"].as_str().unwrap()).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(settled["gas"], "sponsored", "{settled}");
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::from(3 * USDC));
+    assert_eq!(world.anvil.balance(from).await, U256::ZERO);
+    assert_eq!(entry_point_nonce(&world, from).await, U256::from(1));
+}
