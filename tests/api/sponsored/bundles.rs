@@ -162,6 +162,10 @@ async fn a_stuck_bundle_is_replaced_at_the_sponsors_nonce_with_higher_fees_and_i
     let call = IEntryPoint::handleOpsCall::abi_decode(second_tx.inner.input()).unwrap();
     let (_, op_max_fee) = agentd::chain::userop::unpack_pair(call.ops[0].gasFees);
     assert!(second_tx.inner.max_fee_per_gas() <= op_max_fee);
+    // The node forgets the replacement (as after a crash or a restart): the recorded replacement is simulated and
+    // sent again as signed, not the first attempt.
+    world.anvil.drop_transaction(second.parse().unwrap()).await;
+    assert_eq!(transaction(&world, &second).await.inner.nonce(), nonce);
 
     world.anvil.mine(1).await;
     world.anvil.set_automine(true).await;
@@ -336,4 +340,76 @@ async fn an_agent_whose_operation_failed_validation_on_chain_pays_that_bundle_an
         own += wei_of(settled["sponsorship"]["gas_cost"].as_str().unwrap(), 18);
     }
     assert_eq!(counted(&world, &failing).await, own);
+}
+
+#[tokio::test]
+async fn a_waiting_operation_whose_nonce_another_operation_used_is_dropped() {
+    use agentd::chain::userop;
+    use alloy::primitives::Bytes;
+    use alloy::rpc::types::TransactionRequest;
+    use alloy::signers::SignerSync;
+    let world = world().await;
+    let agent = smart_agents(&world, 1).await.remove(0);
+    let account = wallet(&agent);
+    let exported = world
+        .app
+        .send(
+            world
+                .app
+                .build(
+                    Method::POST,
+                    &format!("/api/agents/{}/export-key", agent.id),
+                    Some(&agent.token),
+                    Some(json!({"chain": "base", "confirm": true})),
+                )
+                .bearer_auth(ADMIN),
+        )
+        .await;
+    assert_eq!(exported.status, StatusCode::OK, "{}", exported.body);
+    let key = crate::helpers::parse_private_key(exported.body["private_key"].as_str().unwrap());
+    // agentd signs an operation; before any bundle carries it, the key's holder spends that EntryPoint nonce with an
+    // operation of its own the account pays for.
+    let guard = hold_bundler(&world).await;
+    let to = fresh_address();
+    let id = send_usdc(&world, &agent, to, "2").await;
+    let entry_point = world.framework.entry_point;
+    let out = crate::helpers::solidity::read(
+        &world.anvil,
+        entry_point,
+        userop::get_nonce_call(account, Default::default()),
+    )
+    .await;
+    let nonce = userop::uint_answer(&out).unwrap();
+    let taker = fresh_address();
+    let transfer = agentd::domain::erc20::transfer_calldata(taker, U256::from(USDC));
+    let mut op = agentd::chain::userop::PackedUserOperation {
+        sender: account,
+        nonce,
+        initCode: Bytes::new(),
+        callData: userop::execute_single(world.usdc, U256::ZERO, &transfer),
+        accountGasLimits: userop::account_gas_limits(150_000, 150_000),
+        preVerificationGas: U256::from(50_000),
+        gasFees: userop::gas_fees(GWEI, 3 * GWEI),
+        paymasterAndData: Bytes::new(),
+        signature: Bytes::new(),
+    };
+    let digest = userop::account_digest(&op, entry_point, crate::helpers::chain::BASE_CHAIN_ID);
+    userop::attach_account_signature(&mut op, &key.sign_hash_sync(&digest).unwrap());
+    world.anvil.set_balance(account, U256::from(10u128.pow(17))).await;
+    let dev: Address = crate::anvil::Anvil::DEV_ADDRESS.parse().unwrap();
+    let request = TransactionRequest::default()
+        .from(dev)
+        .to(entry_point)
+        .gas_limit(1_000_000)
+        .input(userop::handle_ops_call(std::slice::from_ref(&op), dev).into());
+    let pending = world.anvil.provider().send_transaction(request).await.unwrap();
+    let receipt = world.anvil.receipt(*pending.tx_hash()).await;
+    assert!(receipt.status(), "the key holder's operation landed");
+    drop(guard);
+
+    // The latest block shows the nonce used by another operation: agentd's is dropped, nothing of it moved.
+    let settled = world.settled(&agent, &id).await;
+    assert_eq!(settled["status"], "dropped", "{settled}");
+    assert_eq!(token_balance(&world.anvil, world.usdc, to).await, U256::ZERO);
+    assert_eq!(token_balance(&world.anvil, world.usdc, taker).await, U256::from(USDC));
 }
