@@ -116,13 +116,12 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
   let batch: Composed[] = [];
   const batchBox = h('div', { class: 'call-batch', 'data-testid': 'call-batch', hidden: true });
   const addButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'call-add' }, 'Add to a batch');
-  // Who pays a batch's gas (§22): the operator's sponsorship where the agent has one on the chain (the default, as
-  // the service decides), or the wallet. A single call is always paid by the wallet.
+  // Who pays the gas of a call or a batch (§22): the operator's sponsorship where the agent has one on the chain (the
+  // default, as the service decides), or the wallet.
   let sponsorships: Sponsorship[] | null = null;
   const gas = h('select', { 'data-testid': 'call-gas' });
-  const gasField = field('Gas of the batch paid by', gas);
+  const gasField = field('Gas paid by', gas);
   gasField.hidden = true;
-  const gasNote = h('p', { class: 'muted small', 'data-testid': 'call-gas-note', hidden: true });
 
   const info = () => known.find((c) => c.name === chain.value) ?? null;
   const ctx = (): ArgContext => ({
@@ -332,15 +331,13 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     clear(review);
   }
 
-  /** Who pays the gas: offered for a batch on a chain where the operator sponsors the agent. */
+  /** Who pays the gas: offered on a chain where the operator sponsors the agent. */
   function fillGas(): void {
     const c = info();
     const s = sponsorshipOn(sponsorships, chain.value);
     const offered = !!c && isActive(s);
-    gasField.hidden = !offered || batch.length === 0;
-    gasNote.hidden = !offered || batch.length > 0;
+    gasField.hidden = !offered;
     if (!offered || !c) return;
-    gasNote.textContent = `The operator sponsors this agent\u2019s gas on ${c.name} for batches: a single call is paid by the wallet in ${c.native_symbol}. Add this call to a batch (with the call that uses it) to have its gas sponsored.`;
     const chosen = gas.options.length ? (gas.value as GasPayer) : defaultGas(sponsorships, chain.value);
     clear(gas);
     gas.append(
@@ -535,7 +532,15 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     return { chain: c, to: address, signature: sig, args, value: v || '0' };
   }
 
-  const body = (d: Composed) => ({ chain: d.chain.name, to: d.to, function: d.signature, args: d.args, ...(d.value !== '0' ? { value: d.value } : {}) });
+  /** One call, with who pays its gas when the form offers the choice. */
+  const body = (d: Composed, payer: GasPayer | null) => ({
+    chain: d.chain.name,
+    to: d.to,
+    function: d.signature,
+    args: d.args,
+    ...(d.value !== '0' ? { value: d.value } : {}),
+    ...(payer ? { gas: payer } : {}),
+  });
   /** `calls` of a batch (§22), with who pays its gas when the form offers the choice. */
   const batchBody = (calls: Composed[], payer: GasPayer | null): BatchBody => ({
     chain: calls[0].chain.name,
@@ -556,7 +561,6 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
     argsBox,
     valueField,
     gasField,
-    gasNote,
     formError.el,
     h('div', { class: 'row' }, simulateButton, addButton),
   );
@@ -573,7 +577,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       formError.show(e);
       return;
     }
-    const payer = calls.length > 1 ? chosenGas() : null;
+    const payer = chosenGas();
     simulateButton.disabled = true;
     clear(outcome);
     outcome.hidden = false;
@@ -582,7 +586,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       const answer =
         calls.length > 1
           ? await api.simulateBatch(agent.id, token, batchBody(calls, payer))
-          : await api.simulateCall(agent.id, token, body(calls[0]));
+          : await api.simulateCall(agent.id, token, body(calls[0], payer));
       simulated = { calls, answer, gas: payer };
       showOutcome(calls, answer);
     } catch (e) {
@@ -716,7 +720,7 @@ export function callComposer(agent: AgentDetail, token: string | null, chains: C
       confirm.disabled = true;
       sendError.clear();
       try {
-        const sent = await api.sendCall(agent.id, token, isBatch ? batchBody(calls, payer) : body(first), key);
+        const sent = await api.sendCall(agent.id, token, isBatch ? batchBody(calls, payer) : body(first, payer), key);
         review.hidden = true;
         if (isBatch) {
           // Sent: the batch is done; the form starts again from an empty one.

@@ -269,8 +269,9 @@ describe('web console gas sponsorship', { timeout: 420000 }, () => {
     const usdc = composer.locator('optgroup[label="Tokens on base"] option', { hasText: 'USDC' }).first();
     await composer.getByTestId('call-contract-pick').selectOption(await usdc.getAttribute('value'));
     assert.equal(await composer.getByTestId('call-function-pick').inputValue(), 'approve(address,uint256)');
-    // A single call is the wallet's: the composer says a batch can be sponsored.
-    await composer.getByTestId('call-gas-note').filter({ hasText: /for batches/ }).waitFor();
+    // A single call can be sponsored too: who pays is offered, the sponsorship by default, as for a batch.
+    await composer.getByTestId('call-gas').waitFor();
+    assert.equal(await composer.getByTestId('call-gas').inputValue(), 'sponsored', 'a call is sponsored by default');
     await composer.locator('input[data-arg="spender"]').fill(parts.router);
     await composer.locator('input[data-arg="amount"]').fill('10 USDC');
     await composer.getByTestId('call-add').click();
