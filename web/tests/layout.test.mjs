@@ -5,13 +5,15 @@
 // the console orients a newcomer (point 8): the admin token asked up front, then the overview; an agent opens on its
 // History, where the held transfer links to its approval (point 6), with the inbox badge right from the start; and
 // the send review's words for a transfer that will only be held (point 7); a window shrunk from 1280 to 390 without a
-// reload fits as a fresh load does. Screenshots: layout-<screen>-<width>.png.
+// reload fits as a fresh load does; the Delegations grant form's answer to a plain account, with the wallet's
+// ERC-7715 permission offer (issue 54 point 1), fits too. Screenshots: layout-<screen>-<width>.png.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { artifactsDir, callApi, overflowProblems, startStack, until, watchPage } from './harness.mjs';
 import { mined } from '../../scripts/evm.mjs';
+import { deployFramework, newKey } from './delegation-framework.mjs';
 
 const RECIPIENT = '0x52908400098527886E0F7030069857D2E4169EE7';
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
@@ -31,6 +33,7 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
   let otherId;
   let heldId;
   let conversationId;
+  let framework;
   const pageErrors = [];
   const api = (method, path, body, headers) => callApi(stack.baseUrl, method, path, body, headers);
   const asAdmin = { authorization: `Bearer ${ADMIN}` };
@@ -51,7 +54,11 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
   }
 
   before(async () => {
-    stack = await startStack({ env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' } });
+    // The Delegation Framework on the node (as delegations.test.mjs deploys it), so the Delegations tab can grant.
+    stack = await startStack({
+      env: { ADMIN_TOKEN: ADMIN, CONFIRMATIONS_BASE: '1' },
+      prepare: async (rpc) => (framework = await deployFramework(rpc)).env,
+    });
     const created = await api(
       'POST',
       '/api/agents',
@@ -302,6 +309,51 @@ describe('web console layout at 1280 and 390 pixels', { timeout: 420000 }, () =>
       }
     }
     assert.deepEqual(failures, []);
+  });
+
+  it('fits the grant form\'s answer to a plain account, with the wallet\'s permission offer (ERC-7715), at 1280 and 390 pixels', async () => {
+    // A browser wallet whose account is a plain EOA and which offers Advanced Permissions: the grant form reads its
+    // code, explains, and offers the wallet's permission request (issue 54 point 1). Only its answers matter here.
+    const plain = newKey();
+    const walled = await stack.browser.newContext({ viewport: WIDTHS[0] });
+    await walled.addInitScript(
+      ([id, token, admin]) => {
+        localStorage.setItem(`agentd.token.${id}`, token);
+        localStorage.setItem('agentd.adminToken', admin);
+      },
+      [agentId, agentToken, ADMIN],
+    );
+    await walled.exposeBinding('__testWallet', async (_source, method, params) => {
+      if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [plain.address];
+      if (method === 'eth_chainId') return '0x2105';
+      if (method === 'wallet_getSupportedExecutionPermissions') return { 'erc20-token-periodic': { chainIds: ['0x2105'] } };
+      if (method === 'eth_getCode') return stack.rpc(method, params);
+      throw new Error(`the layout test's wallet was asked to ${method}`);
+    });
+    await walled.addInitScript(() => {
+      window.ethereum = { request: ({ method, params }) => window.__testWallet(method, params ?? []) };
+    });
+    const tab = await walled.newPage();
+    tab.setDefaultTimeout(TIMEOUT);
+    await watchPage(tab, stack.baseUrl, pageErrors, []);
+    try {
+      await tab.goto(`${stack.baseUrl}/#/agents/${agentId}/delegations`);
+      const form = tab.getByTestId('grant-form');
+      await form.getByLabel('Asset').selectOption('USDC');
+      await form.getByLabel('Amount per period').fill('5');
+      await form.getByRole('button', { name: 'Sign with my wallet and grant' }).click();
+      await form.getByTestId('permission-offer').waitFor();
+      assert.equal(framework.manager.length, 42);
+      for (const size of WIDTHS) {
+        await tab.setViewportSize(size);
+        await tab.waitForTimeout(150);
+        const problems = await tab.evaluate(overflowProblems);
+        assert.deepEqual(problems, [], `the grant form's plain-account answer at ${size.width} px does not fit:\n${problems.join('\n')}`);
+        await tab.screenshot({ path: join(artifactsDir, `layout-grant-plain-account-${size.width}.png`), fullPage: true });
+      }
+    } finally {
+      await walled.close();
+    }
   });
 
   it('marks that the tab bar scrolls at 390 pixels, and the cue scrolls it', async () => {
