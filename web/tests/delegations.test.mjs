@@ -309,6 +309,8 @@ describe('web console delegations', { timeout: 300000 }, () => {
     await review.getByTestId('review-delegation').waitFor();
     assert.equal(await review.getByTestId('review-delegation').textContent(), '3.5 of 5 USDC left this day');
     assert.match(await review.textContent(), new RegExp(`From${owner.address}`));
+    // The fee figure of the redemption the agent's wallet would sign (issue 54 point 6): its gas is the agent's.
+    assert.match(await review.getByTestId('review-fee').textContent(), /^at most 0\.0\d+ ETH \(gas limit [\d,]+ × at most [\d.]+ gwei a unit/);
     await shot('delegations-05-send-review');
     await review.getByRole('button', { name: 'Confirm and send 1 USDC' }).click();
     await send.getByTestId('send-result').and(page.locator('[data-status="confirmed"]')).waitFor();
