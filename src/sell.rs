@@ -16,7 +16,6 @@ use alloy::primitives::{Address, TxHash, U256};
 use uuid::Uuid;
 
 use crate::chain::Chains;
-use crate::chain::authorizations::SettleCall;
 use crate::config::Config;
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;
@@ -215,28 +214,9 @@ impl Seller {
             self.store.end_hold(income.id, IncomeStatus::Released).await?;
             return Ok(Settled::Refused(reason));
         }
-        let client = self.chains.get(chain.name)?;
-        let settle = SettleCall {
-            from: terms.pay_to,
-            calldata: crate::domain::sale::settle_calldata(payment),
-            gas: verified.gas_limit,
-        };
-        match client.settles(terms.token, &settle).await {
-            Ok(()) => {}
-            Err(e) if e.refusal().is_some() => {
-                // Used by someone else meanwhile: then it is settled, not refused.
-                if let Some(done) = self.settled_elsewhere(agent, income, terms).await? {
-                    return Ok(done);
-                }
-                self.store.end_hold(income.id, IncomeStatus::Released).await?;
-                return Ok(Settled::Refused(Reason::SimulationFailed));
-            }
-            Err(e) => {
-                self.store.end_hold(income.id, IncomeStatus::Released).await?;
-                return Err(e.into());
-            }
-        }
-        let (calldata, gas_limit) = (settle.calldata, settle.gas);
+        // The settlement's own quote simulates it as it will be signed (an `eth_call` with its gas limit, beside the
+        // fees and the balance; a sponsored one in its operation's estimate): a revert comes back as a refusal.
+        let (calldata, gas_limit) = (crate::domain::sale::settle_calldata(payment), verified.gas_limit);
         // Named with the hold (`Hold::transfer_id`).
         let Some(transfer_id) = income.transfer_id else {
             self.store.end_hold(income.id, IncomeStatus::Released).await?;
@@ -267,8 +247,18 @@ impl Seller {
                     tracing::warn!(error = %e, "a settlement failed after it was recorded; the watcher carries it");
                     return self.wait_for(agent, income, terms, &tx).await;
                 }
+                let reverted = match &e {
+                    TransferError::CallReverted(_) => true,
+                    TransferError::Chain(chain) => chain.refusal().is_some(),
+                    _ => false,
+                };
+                // Used by someone else meanwhile: then it is settled, not refused.
+                if reverted && let Some(done) = self.settled_elsewhere(agent, income, terms).await? {
+                    return Ok(done);
+                }
                 self.store.end_hold(income.id, IncomeStatus::Released).await?;
                 return Ok(match e {
+                    _ if reverted => Settled::Refused(Reason::SimulationFailed),
                     TransferError::CapExceeded { .. } | TransferError::InsufficientFunds { .. } => {
                         Settled::Refused(Reason::OfferPaused)
                     }

@@ -41,6 +41,9 @@ pub trait Node: Send + Sync {
     async fn transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError>;
     async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError>;
     async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError>;
+    /// An `eth_call` of `data` from `from` to `to` with `gas` at the latest block: `Err` with a refusal when it
+    /// reverts or runs out of that gas (the simulation of a transaction about to be signed with that gas limit).
+    async fn call_as(&self, from: Address, to: Address, data: Bytes, gas: u64) -> Result<(), ChainError>;
     async fn l1_fee(&self, unsigned: &[u8]) -> Result<U256, ChainError>;
     async fn recent_l1_fee(&self, unsigned: &[u8], max_age: Duration) -> Result<U256, ChainError>;
     async fn simulate(
@@ -87,6 +90,14 @@ impl Node for ChainClient {
     }
     async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError> {
         ChainClient::estimate_call_gas(self, from, to, data).await
+    }
+    async fn call_as(&self, from: Address, to: Address, data: Bytes, gas: u64) -> Result<(), ChainError> {
+        let call = crate::chain::authorizations::SettleCall {
+            from,
+            calldata: data,
+            gas,
+        };
+        ChainClient::settles(self, to, &call).await
     }
     async fn l1_fee(&self, unsigned: &[u8]) -> Result<U256, ChainError> {
         ChainClient::l1_fee(self, unsigned).await

@@ -119,6 +119,9 @@ impl Node for Script {
     async fn estimate_call_gas(&self, _: Address, _: Address, _: Bytes) -> Result<u64, ChainError> {
         Ok(60_000)
     }
+    async fn call_as(&self, _: Address, _: Address, _: Bytes, _: u64) -> Result<(), ChainError> {
+        Ok(())
+    }
     async fn l1_fee(&self, _: &[u8]) -> Result<U256, ChainError> {
         Ok(U256::ZERO)
     }

@@ -15,7 +15,9 @@ pub(in crate::transfers) struct SettleDraft {
     pub call: CallDraft,
 }
 
-/// Fees, the native balance and the L1 fee of the settlement call, as a call's.
+/// Fees, the native balance and the L1 fee of the settlement call, as a call's, and beside them the call itself
+/// simulated as it will be signed (an `eth_call` from the wallet with its gas limit, right before signing, §23): a
+/// revert refuses it (`CallReverted`), nothing signed.
 pub(super) async fn quote(
     client: &dyn Node,
     chain: &'static ChainInfo,
@@ -23,5 +25,14 @@ pub(super) async fn quote(
     from: Address,
     token: Address,
 ) -> Result<Quote, TransferError> {
-    super::call::quote(client, chain, &draft.call, from, token, U256::ZERO).await
+    let call = &draft.call;
+    let (quote, simulated) = tokio::join!(
+        super::call::quote(client, chain, call, from, token, U256::ZERO),
+        client.call_as(from, token, call.record.data.clone(), call.gas_limit),
+    );
+    match simulated {
+        Ok(()) => quote,
+        Err(e) if e.refusal().is_some() => Err(TransferError::CallReverted(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
 }
