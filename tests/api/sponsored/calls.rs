@@ -320,3 +320,145 @@ async fn call_contract_takes_gas_on_a_single_call_over_mcp() {
     assert_eq!(world.anvil.balance(from).await, U256::ZERO);
     assert_eq!(entry_point_nonce(&world, from).await, U256::from(1));
 }
+
+#[tokio::test]
+async fn the_fill_of_a_designating_batch_that_can_no_longer_land_uses_both_its_nonces() {
+    let world = super::transfers::world_with(&[("TX_DROP_AFTER_SECS", "1")]).await;
+    let agent = world.agent_with_cap(10.0).await;
+    let from = wallet(&agent);
+    mint(&world.anvil, world.usdc, from, U256::from(10 * USDC)).await;
+    let put = world
+        .app
+        .send(
+            world
+                .app
+                .build(
+                    reqwest::Method::PUT,
+                    &format!("/api/agents/{}/policy", agent.id),
+                    None,
+                    Some(json!({"calls": {"default": "allow"}})),
+                )
+                .bearer_auth(super::transfers::ADMIN),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+    world.anvil.set_balance(from, U256::from(ONE_ETH)).await;
+    world.anvil.set_automine(false).await;
+    let (payee, away, later_to) = (fresh_address(), fresh_address(), fresh_address());
+
+    // 1. A designating batch (a USDC transfer and 0.5 ETH) waits in the pool at nonce 0.
+    let batch = json!({"chain": "base", "gas": "wallet", "calls": [
+        {"to": world.usdc.to_string(), "function": "transfer(address,uint256)", "args": [payee.to_string(), USDC.to_string()]},
+        {"to": away.to_string(), "value": "0.5", "data": "0x12345678"}]});
+    let (status, stuck) = post(&world.app, &agent, "calls", batch).await;
+    assert_eq!(status, StatusCode::CREATED, "{stuck}");
+    assert_eq!(stuck["nonce"], 0, "{stuck}");
+    // 2. The wallet's next transfer takes nonce 2, after the batch's authorization.
+    let (status, later) = world
+        .send(
+            &agent,
+            json!({"chain": "base", "to": later_to.to_string(), "amount": "0.00001", "gas": "wallet"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{later}");
+    assert_eq!(later["nonce"], 2, "{later}");
+    let later_hash: B256 = later["tx_hash"].as_str().unwrap().parse().unwrap();
+    let raw = world
+        .anvil
+        .provider()
+        .get_raw_transaction_by_hash(later_hash)
+        .await
+        .unwrap()
+        .expect("the transfer waits in the pool");
+    // 3. The node forgets both, and the wallet can no longer pay the batch's gas (its balance fell), though it can
+    //    pay a fill of its nonces (61,000 gas) and the transfer: sent again, the batch is refused, and the watcher
+    //    fills its nonce with its authorization.
+    let stuck_hash: B256 = stuck["tx_hash"].as_str().unwrap().parse().unwrap();
+    let batch_needs = pooled_max_fee(&world, stuck_hash).await;
+    let later_fee = pooled_max_fee(&world, later_hash).await / U256::from(21_000);
+    let enough = U256::from(10_000_000_000_000u64) + later_fee * U256::from(21_000 + 61_000 + 10_000);
+    assert!(enough < batch_needs, "{enough} < {batch_needs}");
+    world.anvil.set_balance(from, enough).await;
+    let _: serde_json::Value = world
+        .anvil
+        .provider()
+        .raw_request("anvil_removePoolTransactions".into(), (from,))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while world.anvil.mined_nonce(from).await < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch's nonces were never filled"
+        );
+        world.anvil.mine(1).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The fill carried the batch's authorization: both nonces used, the account designated, nothing moved.
+    assert_eq!(world.anvil.mined_nonce(from).await, 2);
+    assert_eq!(
+        world.code(from).await,
+        [&[0xef, 0x01, 0x00][..], world.framework.delegator.as_slice()].concat()
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, payee).await, U256::ZERO);
+    assert_eq!(world.anvil.balance(away).await, U256::ZERO);
+    // 4. The transfer at nonce 2 lands (anvil's pool waits for a nonce 1 no transaction provides: sent again).
+    let _: serde_json::Value = world
+        .anvil
+        .provider()
+        .raw_request("anvil_removePoolTransactions".into(), (from,))
+        .await
+        .unwrap();
+    let _pending = world.anvil.provider().send_raw_transaction(&raw).await.unwrap();
+    world.anvil.mine(1).await;
+    world.anvil.set_automine(true).await;
+    let settled = world.settled(&agent, later["id"].as_str().unwrap()).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(world.anvil.nonce(from).await, 3);
+    // The store agrees: the batch dropped, its fill (a type-4 self-send at nonce 0) confirmed.
+    let txs = world
+        .app
+        .settle_until(async || {
+            let txs = crate::helpers::chain::transactions(&world.app, &agent).await;
+            match txs.len() == 3
+                && txs
+                    .iter()
+                    .all(|tx| tx["status"] != "pending" && tx["status"] != "signed")
+            {
+                true => Ok(txs),
+                false => Err(format!("not all settled: {txs:#?}")),
+            }
+        })
+        .await;
+    let of = |id: &serde_json::Value| txs.iter().find(|tx| tx["id"] == *id).unwrap().clone();
+    assert_eq!(of(&stuck["id"])["status"], "dropped", "{txs:#?}");
+    let fill = txs
+        .iter()
+        .find(|tx| tx["id"] != stuck["id"] && tx["id"] != later["id"])
+        .expect("the fill is stored");
+    assert_eq!(fill["nonce"], 0, "{fill}");
+    assert_eq!(fill["status"], "confirmed", "{fill}");
+    let fill_hash: B256 = fill["tx_hash"].as_str().unwrap().parse().unwrap();
+    let tx = world
+        .anvil
+        .provider()
+        .get_transaction_by_hash(fill_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alloy::consensus::Typed2718::ty(&tx), 4);
+    assert_eq!(alloy::consensus::Transaction::to(&tx), Some(from));
+}
+
+/// What the pooled transaction `hash` may cost in gas: its gas limit times its `maxFeePerGas`.
+async fn pooled_max_fee(world: &World, hash: B256) -> U256 {
+    let tx = world
+        .anvil
+        .provider()
+        .get_transaction_by_hash(hash)
+        .await
+        .unwrap()
+        .expect("pooled");
+    let fee = alloy::consensus::Transaction::max_fee_per_gas(&tx);
+    U256::from(alloy::consensus::Transaction::gas_limit(&tx)) * U256::from(fee)
+}

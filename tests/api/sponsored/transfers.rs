@@ -33,6 +33,11 @@ pub(super) struct World {
 }
 
 pub(super) async fn world() -> World {
+    world_with(&[]).await
+}
+
+/// `world` with more configuration for agentd (`env`).
+pub(super) async fn world_with(env: &[(&str, &str)]) -> World {
     let anvil = Anvil::start(BASE_CHAIN_ID);
     let framework = Framework::deploy(&anvil, BASE_CHAIN_ID).await;
     let paymaster = Paymaster::deploy(&anvil, framework.entry_point).await;
@@ -42,6 +47,7 @@ pub(super) async fn world() -> World {
     vars.push(("ACCOUNT_IMPLEMENTATION_BASE".into(), framework.delegator.to_string()));
     vars.push(("PAYMASTER_BASE".into(), paymaster.address.to_string()));
     vars.push(("ADMIN_TOKEN".into(), ADMIN.into()));
+    vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let app = transfer_app(&anvil, &extra).await;
     let chains = app.send(app.build(Method::GET, "/api/chains", None, None)).await;
