@@ -310,7 +310,7 @@ async fn the_call_tools_take_calls_over_mcp() {
 }
 
 /// Replaces the agent's policy with the admin token.
-async fn put_policy(world: &World, agent: &CreatedAgent, policy: Value) {
+pub(super) async fn put_policy(world: &World, agent: &CreatedAgent, policy: Value) {
     let path = format!("/api/agents/{}/policy", agent.id);
     let response = world
         .app

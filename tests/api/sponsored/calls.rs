@@ -462,3 +462,41 @@ async fn pooled_max_fee(world: &World, hash: B256) -> U256 {
     let fee = alloy::consensus::Transaction::max_fee_per_gas(&tx);
     U256::from(alloy::consensus::Transaction::gas_limit(&tx)) * U256::from(fee)
 }
+
+#[tokio::test]
+async fn a_held_wallet_paid_batch_from_an_eoa_designates_the_account_once_approved() {
+    let (world, uni, agent) = setup(json!({})).await;
+    let from = wallet(&agent);
+    world.anvil.set_balance(from, U256::from(ONE_ETH)).await;
+    let rule = json!({"calls": {"default": "allow", "rules": [
+        {"chain": "*", "to": uni.router.to_string(), "function": "*", "action": "approve"}]}});
+    super::batches::put_policy(&world, &agent, rule).await;
+    let batch = json!({"chain": "base", "gas": "wallet", "calls": [approve(&uni, 25), swap(&uni, from, 25, "1")]});
+    let (status, held) = post(&world.app, &agent, "calls", batch).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!(held["status"], "awaiting_approval", "{held}");
+    assert!(world.code(from).await.is_empty(), "nothing was signed");
+    assert_eq!(world.anvil.nonce(from).await, 0);
+    let id = held["id"].as_str().unwrap();
+    let path = format!("/api/agents/{}/transfers/{id}/approve", agent.id);
+    let response = world
+        .app
+        .send(
+            world
+                .app
+                .build(reqwest::Method::POST, &path, None, None)
+                .bearer_auth(super::transfers::ADMIN),
+        )
+        .await;
+    assert!(response.status.is_success(), "{}", response.body);
+    let settled = world.settled(&agent, id).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(settled["gas"], "wallet", "{settled}");
+    assert_eq!(
+        world.code(from).await,
+        [&[0xef, 0x01, 0x00][..], world.framework.delegator.as_slice()].concat()
+    );
+    assert_eq!(token_balance(&world.anvil, world.usdc, from).await, U256::from(75 * USDC));
+    assert_eq!(router_allowance(&world, &uni, from).await, U256::ZERO);
+    assert_eq!(world.anvil.nonce(from).await, 2);
+}
