@@ -496,7 +496,10 @@ async fn a_held_wallet_paid_batch_from_an_eoa_designates_the_account_once_approv
         world.code(from).await,
         [&[0xef, 0x01, 0x00][..], world.framework.delegator.as_slice()].concat()
     );
-    assert_eq!(token_balance(&world.anvil, world.usdc, from).await, U256::from(75 * USDC));
+    assert_eq!(
+        token_balance(&world.anvil, world.usdc, from).await,
+        U256::from(75 * USDC)
+    );
     assert_eq!(router_allowance(&world, &uni, from).await, U256::ZERO);
     assert_eq!(world.anvil.nonce(from).await, 2);
 }
