@@ -105,7 +105,25 @@ impl Seller {
         let Some(offer) = self.store.offer(request.offer_id).await?.filter(|o| o.is_active()) else {
             return Ok(Sale::NotFound);
         };
-        let agent = match self.store.get_agent(offer.agent_id).await {
+        let payment = request.payment.as_deref().map(Payment::from_header);
+        // The agent, and beside it any payment this service holds of the same authorization (the offer names the
+        // chain and the token): the same signature again after a `settlement_pending` answer is served once included.
+        let (agent, earlier) = tokio::join!(self.store.get_agent(offer.agent_id), async {
+            match &payment {
+                Some(Ok(payment)) => {
+                    self.store
+                        .income_by_nonce(
+                            &offer.chain,
+                            offer.token,
+                            payment.authorization.from,
+                            payment.authorization.nonce,
+                        )
+                        .await
+                }
+                _ => Ok(None),
+            }
+        });
+        let agent = match agent {
             Ok(agent) if agent.is_active => agent,
             Ok(_) | Err(crate::store::StoreError::AgentNotFound) => return Ok(Sale::NotFound),
             Err(e) => return Err(e.into()),
@@ -122,21 +140,11 @@ impl Seller {
             return Ok(Sale::MethodNotAllowed);
         }
         let refuse = |reason| Sale::Required(required(&offer, &terms, &request.resource_url, Some(reason)));
-        let Some(header) = &request.payment else {
+        let Some(payment) = payment else {
             return Ok(Sale::Required(required(&offer, &terms, &request.resource_url, None)));
         };
-        let payment = Payment::from_header(header);
-        // The same signature again after a `settlement_pending` answer: served once it is included.
         if let Ok(payment) = &payment
-            && let Some(income) = self
-                .store
-                .income_by_nonce(
-                    chain.name,
-                    terms.token,
-                    payment.authorization.from,
-                    payment.authorization.nonce,
-                )
-                .await?
+            && let Some(income) = earlier?
             && income.offer_id == Some(offer.id)
             && income.signature_key == payment.signature_key()
             && income.transfer_id.is_some()
