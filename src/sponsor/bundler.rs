@@ -26,7 +26,7 @@ use crate::domain::amount::format_units;
 use crate::domain::clock::Clock;
 use crate::domain::transaction::TxState;
 use crate::signer::Keys;
-use crate::store::operations::{OpenOperation, OperationSettlement};
+use crate::store::operations::{OpenOperation, OperationSettlement, SettlingOperation};
 use crate::store::{Settlement, Store};
 
 /// Operations in one bundle at most.
@@ -68,7 +68,10 @@ impl Bundler {
         }
     }
 
-    /// One round: settle what landed, then carry what waits, under the chain's bundler lock.
+    /// One round, under the chain's bundler lock: read what landed or can no longer land, carry what waits, then
+    /// settle the former in one write transaction and follow the bundles that were open when the round began. The
+    /// waiting operations do not wait for the settlements' commit (a waiting operation does not depend on another's
+    /// settlement); one whose event the chain shows, at any depth, is not carried again.
     async fn round(&self) -> anyhow::Result<()> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
@@ -79,27 +82,36 @@ impl Bundler {
         if open.is_empty() {
             return Ok(());
         }
-        let settled = self.settle(client, &open).await?;
-        if self.follow_bundles(client, &open).await? > 0 {
-            // Operations a bundle no longer carries wait again: read them as they stand now.
-            return Ok(());
-        }
+        // Read before this round signs any: a bundle signed now is followed from the next round, once its
+        // operations' events can have settled them.
+        let bundles = self.store.open_bundles(name).await?;
+        let (settling, seen) = self.settlements(client, &open).await?;
         let waiting: Vec<&OpenOperation> = open
             .iter()
-            .filter(|o| o.bundle_id.is_none() && !settled.contains(&o.transfer_id))
+            .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
             .collect();
-        for group in self.groups(client, &waiting).await? {
-            let operations = group.ops.len();
-            if let Err(e) = self.send_bundle(client, group).await {
-                tracing::warn!(chain = name, error = %e, operations, "a bundle was not sent");
+        if !waiting.is_empty() {
+            for group in self.groups(client, &waiting).await? {
+                let operations = group.ops.len();
+                if let Err(e) = self.send_bundle(client, group).await {
+                    tracing::warn!(chain = name, error = %e, operations, "a bundle was not sent");
+                }
             }
         }
+        self.settle(&settling).await?;
+        // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
+        self.follow_bundles(client, bundles, &open).await?;
         Ok(())
     }
 
-    /// Settles every open operation whose event the chain shows at the configured depth; a signed one whose
-    /// approval ran out unused is dropped. Answers the ids settled.
-    async fn settle(&self, client: &ChainClient, open: &[OpenOperation]) -> anyhow::Result<Vec<Uuid>> {
+    /// How the open operations settle now: each whose event the chain shows at the configured depth, and each signed
+    /// one whose approval ran out unused or whose nonce another operation used. Answers them with the ids of every
+    /// operation not to carry again (those, and those whose event the chain shows at a lesser depth).
+    async fn settlements(
+        &self,
+        client: &ChainClient,
+        open: &[OpenOperation],
+    ) -> anyhow::Result<(Vec<SettlingOperation>, Vec<Uuid>)> {
         let (latest, now) = client.latest_block().await?;
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
@@ -107,46 +119,66 @@ impl Bundler {
         let logs = client
             .user_operation_logs(self.sponsor.entry_point, topic, &hashes, from)
             .await?;
-        let mut settled = Vec::new();
-        let mut used: BTreeMap<Address, u64> = BTreeMap::new();
-        for op in open {
-            let found = logs.iter().find_map(|l| {
-                let event = userop::user_operation_event(self.sponsor.entry_point, &l.log)?;
-                (format!("{:#x}", event.userOpHash) == op.user_op_hash).then_some((l, event))
-            });
-            let settlement = match found {
-                Some((log, _)) if latest + 1 < log.block_number + client.confirmations() => continue,
-                Some((log, event)) => self.landed(op, log.tx_hash, log.block_number, &event),
-                None if op.bundle_id.is_some() => continue,
-                None if op.valid_until < now => self.dropped(op),
-                None => {
-                    // Waiting and without an event up to `latest`: dropped once that block shows its sender's
-                    // EntryPoint nonce used by another operation.
-                    let next = match used.get(&op.sender) {
-                        Some(next) => *next,
-                        None => {
-                            let next = self.entry_point_nonce(client, op.sender, latest).await?;
-                            *used.entry(op.sender).or_insert(next)
-                        }
-                    };
-                    match next > op.nonce {
-                        true => self.dropped(op),
-                        false => continue,
-                    }
-                }
-            };
-            if self
-                .store
-                .settle_operation(op.transfer_id, &settlement)
-                .await?
-                .is_some()
-            {
-                tracing::info!(tx_id = %op.transfer_id, chain = self.sponsor.chain.name,
-                    status = settlement.settlement.status.as_str(), "sponsored operation settled");
-                settled.push(op.transfer_id);
+        let mut events = BTreeMap::new();
+        for l in &logs {
+            if let Some(event) = userop::user_operation_event(self.sponsor.entry_point, &l.log) {
+                events.entry(format!("{:#x}", event.userOpHash)).or_insert((l, event));
             }
         }
-        Ok(settled)
+        // The senders of the waiting operations without an event: their EntryPoint nonces at `latest`, read at once.
+        let mut senders: Vec<Address> = open
+            .iter()
+            .filter(|o| o.bundle_id.is_none() && o.valid_until >= now && !events.contains_key(&o.user_op_hash))
+            .map(|o| o.sender)
+            .collect();
+        senders.sort();
+        senders.dedup();
+        let nonces = futures::future::try_join_all(
+            senders
+                .iter()
+                .map(|sender| self.entry_point_nonce(client, *sender, latest)),
+        )
+        .await?;
+        let used: BTreeMap<Address, u64> = senders.into_iter().zip(nonces).collect();
+        let mut settling = Vec::new();
+        let mut seen = Vec::new();
+        for op in open {
+            let settlement = match events.get(&op.user_op_hash) {
+                Some((log, _)) if latest + 1 < log.block_number + client.confirmations() => {
+                    seen.push(op.transfer_id);
+                    continue;
+                }
+                Some((log, event)) => self.landed(op, log.tx_hash, log.block_number, event),
+                None if op.bundle_id.is_some() => continue,
+                None if op.valid_until < now => self.dropped(op),
+                // Waiting and without an event up to `latest`: dropped once that block shows its sender's
+                // EntryPoint nonce used by another operation.
+                None => match used.get(&op.sender) {
+                    Some(next) if *next > op.nonce => self.dropped(op),
+                    _ => continue,
+                },
+            };
+            seen.push(op.transfer_id);
+            settling.push(SettlingOperation {
+                id: op.transfer_id,
+                agent_id: op.agent_id,
+                settlement,
+            });
+        }
+        Ok((settling, seen))
+    }
+
+    /// Settles a round's operations in one write transaction.
+    async fn settle(&self, settling: &[SettlingOperation]) -> anyhow::Result<()> {
+        if settling.is_empty() {
+            return Ok(());
+        }
+        let records = self.store.settle_operations(settling).await?;
+        for (op, _) in settling.iter().zip(&records).filter(|(_, r)| r.is_some()) {
+            tracing::info!(tx_id = %op.id, chain = self.sponsor.chain.name,
+                status = op.settlement.settlement.status.as_str(), "sponsored operation settled");
+        }
+        Ok(())
     }
 
     /// The next nonce of `sender`'s EntryPoint sequence at key 0, as block `block` shows it.

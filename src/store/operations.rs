@@ -73,6 +73,15 @@ pub struct OperationSettlement {
     pub message: Option<Message>,
 }
 
+/// One operation of a round's settlements (`settle_operations`).
+#[derive(Debug, Clone)]
+pub struct SettlingOperation {
+    pub id: Uuid,
+    /// Its agent (settlements lock agents in the order of their ids).
+    pub agent_id: Uuid,
+    pub settlement: OperationSettlement,
+}
+
 #[async_trait]
 pub trait OperationStore: Send + Sync + 'static {
     /// The chain's sponsor key, if one was made.
@@ -87,9 +96,10 @@ pub trait OperationStore: Send + Sync + 'static {
     /// Stores a signed bundle and names it as the carrier of `operations` in one transaction; those still `signed`
     /// become `pending` (their `transfer.pending` events) once the bundle is recorded, before it is broadcast.
     async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()>;
-    /// Settles a sponsored operation: as `TransferStore::settle_transaction`, with the transaction it landed in and
-    /// its gas cost. `None` when it was no longer open.
-    async fn settle_operation(&self, id: Uuid, s: &OperationSettlement) -> StoreResult<Option<EventRecord>>;
+    /// Settles a round's sponsored operations in one write transaction (agents locked in the order of their ids): each
+    /// as `TransferStore::settle_transaction`, with the transaction it landed in and its gas cost. Answers, in
+    /// `batch`'s order, each one's event; `None` for one that was no longer open.
+    async fn settle_operations(&self, batch: &[SettlingOperation]) -> StoreResult<Vec<Option<EventRecord>>>;
     /// The sponsorship part of a sponsored outflow (`None` for any other).
     async fn operation_part(&self, transfer_id: Uuid) -> StoreResult<Option<OperationPart>>;
     /// What this service's unsettled operations on `chain` hold of the paymaster's deposit.

@@ -35,9 +35,14 @@ struct Signed {
 }
 
 impl Bundler {
-    /// Follows the bundles still `signed` (see the module). Answers how many operations wait again.
-    pub(super) async fn follow_bundles(&self, client: &ChainClient, open: &[OpenOperation]) -> anyhow::Result<u64> {
-        let bundles = self.store.open_bundles(self.sponsor.chain.name).await?;
+    /// Follows `bundles`, those still `signed` when the round began (see the module). Answers how many operations
+    /// wait again.
+    pub(super) async fn follow_bundles(
+        &self,
+        client: &ChainClient,
+        bundles: Vec<BundleRecord>,
+        open: &[OpenOperation],
+    ) -> anyhow::Result<u64> {
         if bundles.is_empty() {
             return Ok(0);
         }

@@ -30,10 +30,21 @@ impl Bundler {
         let mut own: Vec<(Address, Vec<(Uuid, PackedUserOperation)>)> = Vec::new();
         let mut alone = Vec::new();
         let mut designating: Vec<Address> = Vec::new();
+        // Each sender's code, read at once (the node answers them side by side), right before this round's bundles
+        // are simulated: a designation seen here is checked again by each bundle's simulation.
+        let mut senders: Vec<Address> = waiting.iter().map(|op| op.sender).collect();
+        senders.sort();
+        senders.dedup();
+        let codes = futures::future::try_join_all(senders.iter().map(|sender| client.code(*sender))).await?;
+        let designated: Vec<Address> = senders
+            .into_iter()
+            .zip(codes)
+            .filter(|(_, code)| !code.is_empty())
+            .map(|(sender, _)| sender)
+            .collect();
         for op in waiting {
             let packed = PackedUserOperation::abi_decode(&op.packed)?;
-            let code = client.code(op.sender).await?;
-            if !code.is_empty() {
+            if designated.contains(&op.sender) {
                 match op.alone {
                     true => match own.iter_mut().find(|(sender, _)| *sender == op.sender) {
                         Some((_, ops)) => ops.push((op.transfer_id, packed)),

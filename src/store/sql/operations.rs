@@ -8,7 +8,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
 use super::{Backend, SqlStore};
-use crate::store::operations::{BundleRecord, OpenOperation, OperationPart, OperationSettlement, OperationStore};
+use crate::store::operations::{BundleRecord, OpenOperation, OperationPart, OperationStore, SettlingOperation};
 use crate::store::shared::{self, KeyRow};
 use crate::store::{EventRecord, StoreError, StoreResult};
 use crate::vault::EncryptedKey;
@@ -134,33 +134,47 @@ where
         Ok(())
     }
 
-    async fn settle_operation(&self, id: Uuid, s: &OperationSettlement) -> StoreResult<Option<EventRecord>> {
+    async fn settle_operations(&self, batch: &[SettlingOperation]) -> StoreResult<Vec<Option<EventRecord>>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Agents are locked in the order of their ids (PostgreSQL): two writers each locking several never wait for
+        // each other in a circle.
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by_key(|&i| (batch[i].agent_id, batch[i].id));
+        let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
+        let mut received = Vec::new();
         let mut tx = B::begin_write(self).await?;
-        let Some(record) = self
-            .settle_in(&mut tx, id, &s.settlement, &s.event, s.message.as_ref())
-            .await?
-        else {
-            return Ok(None);
-        };
-        if let Some(landed) = &s.landed_in {
-            sqlx::query("UPDATE transactions SET tx_hash = $1 WHERE id = $2 AND kind = 'user_op'")
-                .bind(landed)
+        for i in order {
+            let (id, s) = (batch[i].id, &batch[i].settlement);
+            let Some(record) = self
+                .settle_in(&mut tx, id, &s.settlement, &s.event, s.message.as_ref())
+                .await?
+            else {
+                continue;
+            };
+            if let Some(landed) = &s.landed_in {
+                sqlx::query("UPDATE transactions SET tx_hash = $1 WHERE id = $2 AND kind = 'user_op'")
+                    .bind(landed)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query("UPDATE user_operations SET gas_cost = $1 WHERE transfer_id = $2")
+                .bind(s.gas_cost.map(|c| c.to_string()))
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+            // A sponsored settlement of a payment to the agent (§23) settles the payment with it (its fee is 0).
+            received.extend(self.income_settled_in(&mut tx, id, &s.settlement).await?);
+            records[i] = Some(record);
         }
-        sqlx::query("UPDATE user_operations SET gas_cost = $1 WHERE transfer_id = $2")
-            .bind(s.gas_cost.map(|c| c.to_string()))
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        // A sponsored settlement of a payment to the agent (§23) settles the payment with it (its fee is 0).
-        let received = self.income_settled_in(&mut tx, id, &s.settlement).await?;
         tx.commit().await?;
-        for record in std::iter::once(&record).chain(&received) {
+        // Announced only once committed: a follower reading the store after it finds the events there.
+        for record in records.iter().flatten().chain(&received) {
             self.feed.announce(record);
         }
-        Ok(Some(record))
+        Ok(records)
     }
 
     async fn operation_part(&self, transfer_id: Uuid) -> StoreResult<Option<OperationPart>> {
