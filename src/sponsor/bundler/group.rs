@@ -68,13 +68,15 @@ impl Bundler {
             }
         }
         let mut groups = alone;
-        for ops in own.iter().map(|(_, ops)| ops).chain(std::iter::once(&shared)) {
-            for chunk in ops.chunks(MAX_OPERATIONS) {
-                groups.push(Group {
-                    ops: chunk.to_vec(),
-                    authorization: None,
-                });
-            }
+        let bundles = own.into_iter().map(|(_, mut ops)| {
+            ops.truncate(MAX_OPERATIONS);
+            ops
+        });
+        for ops in bundles.chain(pack(shared)) {
+            groups.push(Group {
+                ops,
+                authorization: None,
+            });
         }
         Ok(groups)
     }
@@ -100,5 +102,69 @@ impl Bundler {
         let signer = self.keys.open(op.agent_id, &key)?;
         let signature = signer.sign_hash(&authorization.signature_hash())?;
         Ok(Some(authorization.into_signed(signature)))
+    }
+}
+
+/// The shared operations (by sender, each sender's in nonce order) in bundles of at most `MAX_OPERATIONS`, each
+/// sender's in one bundle of the round (the first with room): a sender's operation in a later bundle than its
+/// predecessor would fail its simulation while that one is not yet mined. A sender's operations past
+/// `MAX_OPERATIONS` wait for the next round.
+fn pack(shared: Vec<(Uuid, PackedUserOperation)>) -> Vec<Vec<(Uuid, PackedUserOperation)>> {
+    let mut runs: Vec<Vec<(Uuid, PackedUserOperation)>> = Vec::new();
+    for op in shared {
+        match runs.last_mut() {
+            Some(run) if run[0].1.sender == op.1.sender => run.push(op),
+            _ => runs.push(vec![op]),
+        }
+    }
+    let mut bundles: Vec<Vec<(Uuid, PackedUserOperation)>> = Vec::new();
+    for mut run in runs {
+        run.truncate(MAX_OPERATIONS);
+        match bundles.iter_mut().find(|b| b.len() + run.len() <= MAX_OPERATIONS) {
+            Some(bundle) => bundle.extend(run),
+            None => bundles.push(run),
+        }
+    }
+    bundles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::primitives::Address;
+
+    fn ops(sender: u8, n: u64) -> Vec<(Uuid, PackedUserOperation)> {
+        (0..n)
+            .map(|nonce| {
+                let op = PackedUserOperation {
+                    sender: Address::repeat_byte(sender),
+                    nonce: U256::from(nonce),
+                    ..Default::default()
+                };
+                (Uuid::new_v4(), op)
+            })
+            .collect()
+    }
+
+    fn senders(bundles: &[Vec<(Uuid, PackedUserOperation)>]) -> Vec<Vec<(u8, u64)>> {
+        bundles
+            .iter()
+            .map(|b| b.iter().map(|(_, op)| (op.sender[0], op.nonce.to::<u64>())).collect())
+            .collect()
+    }
+
+    /// Each sender's nonces 0..n, one sender after another.
+    fn runs(senders: &[(u8, u64)]) -> Vec<(u8, u64)> {
+        senders.iter().flat_map(|&(s, n)| (0..n).map(move |k| (s, k))).collect()
+    }
+
+    #[test]
+    fn a_senders_operations_go_in_one_bundle_of_the_round_and_those_past_sixteen_wait() {
+        // 10 + 4 + 5 + 2: the third sender does not fit beside the first two, the fourth does.
+        let shared: Vec<_> = [ops(1, 10), ops(2, 4), ops(3, 5), ops(4, 2)].concat();
+        let expected = vec![runs(&[(1, 10), (2, 4), (4, 2)]), runs(&[(3, 5)])];
+        assert_eq!(senders(&pack(shared)), expected);
+        // One sender with 20: 16 go now, nonces 0-15; the rest wait for the next round.
+        assert_eq!(senders(&pack(ops(5, 20))), vec![runs(&[(5, 16)])]);
     }
 }
