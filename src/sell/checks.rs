@@ -54,13 +54,15 @@ impl Seller {
         Ok(false)
     }
 
-    /// Every check of §23 in its order (see the module's doc); nothing is written.
+    /// Every check of §23 in its order (see the module's doc); nothing is written. `held_here`: whether this
+    /// service holds the payment's authorization, when the caller has read it already (else it is read here).
     pub(super) async fn check(
         &self,
         agent: &Agent,
         offer: Option<&Offer>,
         (terms, chain): (&Terms, &'static ChainInfo),
         payment: Result<Payment, Reason>,
+        held_here: Option<bool>,
     ) -> Result<Checked, SellError> {
         let priced = self.price(chain).await?;
         if self.paused(agent, offer, chain.name, priced).await? {
@@ -116,8 +118,16 @@ impl Seller {
         let (reads, blocked, held_here, held_of_payer) = tokio::join!(
             client.payer_reads(terms.token, (auth.from, auth.nonce), &settle),
             self.store.payer_blocked(auth.from),
-            self.store
-                .income_by_nonce(chain.name, terms.token, auth.from, auth.nonce),
+            async {
+                match held_here {
+                    Some(held) => Ok(held),
+                    None => self
+                        .store
+                        .income_by_nonce(chain.name, terms.token, auth.from, auth.nonce)
+                        .await
+                        .map(|income| income.is_some()),
+                }
+            },
             self.store.held_of_payer(chain.name, terms.token, auth.from),
         );
         let reads = reads?;
@@ -132,7 +142,7 @@ impl Seller {
         if blocked? {
             return refused(Reason::PayerBlocked);
         }
-        if held_here?.is_some() || reads.used {
+        if held_here? || reads.used {
             return refused(Reason::NonceAlreadyUsed);
         }
         if reads.balance.saturating_sub(held_of_payer?) < auth.value {

@@ -126,7 +126,7 @@ impl Seller {
             Ok(accepted) => accepted,
             Err(reason) => return Ok(invalid(reason, &payer)),
         };
-        Ok(match self.check(agent, None, (&terms, chain), payment).await? {
+        Ok(match self.check(agent, None, (&terms, chain), payment, None).await? {
             Ok(verified) => json!({"isValid": true, "payer": verified.payer.to_checksum(None)}),
             Err(refused) => invalid(refused.reason, &payer),
         })
@@ -149,37 +149,45 @@ impl Seller {
             Err(reason) => return Ok(failed(reason.code(), "")),
         };
         // A repeat of a settle this agent took: its first outcome, or where its settlement stands.
+        let earlier = match &payment {
+            Ok(payment) => {
+                self.store
+                    .income_by_nonce(
+                        chain.name,
+                        terms.token,
+                        payment.authorization.from,
+                        payment.authorization.nonce,
+                    )
+                    .await?
+            }
+            Err(_) => None,
+        };
         if let Ok(payment) = &payment
-            && let Some(income) = self
-                .store
-                .income_by_nonce(
-                    chain.name,
-                    terms.token,
-                    payment.authorization.from,
-                    payment.authorization.nonce,
-                )
-                .await?
+            && let Some(income) = &earlier
             && income.agent_id == agent.id
             && income.offer_id.is_none()
             && income.signature_key == payment.signature_key()
         {
-            if let Some(outcome) = income.outcome {
-                return Ok(outcome);
+            if let Some(outcome) = &income.outcome {
+                return Ok(outcome.clone());
             }
             if income.status == IncomeStatus::Settling
                 && let Some(id) = income.transfer_id
             {
                 let settled = match self.store.get_transaction(agent.id, id).await? {
-                    Some(tx) => self.wait_for(agent, &income, &terms, &tx).await?,
+                    Some(tx) => self.wait_for(agent, income, &terms, &tx).await?,
                     None => Settled::Pending {
                         transaction: String::new(),
                     },
                 };
-                return self.settle_answer(&income, &terms, &payer, settled).await;
+                return self.settle_answer(income, &terms, &payer, settled).await;
             }
             return Ok(failed(Reason::NonceAlreadyUsed.code(), ""));
         }
-        let verified = match self.check(agent, None, (&terms, chain), payment).await? {
+        let verified = match self
+            .check(agent, None, (&terms, chain), payment, Some(earlier.is_some()))
+            .await?
+        {
             Ok(verified) => verified,
             Err(refused) => {
                 self.audit_refusal(agent, None, refused).await;

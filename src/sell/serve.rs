@@ -143,15 +143,19 @@ impl Seller {
         let Some(payment) = payment else {
             return Ok(Sale::Required(required(&offer, &terms, &request.resource_url, None)));
         };
+        let earlier = earlier?;
         if let Ok(payment) = &payment
-            && let Some(income) = earlier?
+            && let Some(income) = &earlier
             && income.offer_id == Some(offer.id)
             && income.signature_key == payment.signature_key()
             && income.transfer_id.is_some()
         {
-            return self.resume(&agent, &offer, &terms, &request, &income).await;
+            return self.resume(&agent, &offer, &terms, &request, income).await;
         }
-        let verified = match self.check(&agent, Some(&offer), (&terms, chain), payment).await? {
+        let verified = match self
+            .check(&agent, Some(&offer), (&terms, chain), payment, Some(earlier.is_some()))
+            .await?
+        {
             Ok(verified) => verified,
             Err(Refused {
                 reason: Reason::RateLimited(seconds),
