@@ -19,21 +19,14 @@ use crate::store::{
 /// How many times a reservation is signed when the nonce it named was taken meanwhile (see `Transfers::reserve`).
 pub(super) const SIGNING_ROUNDS: usize = 16;
 
-/// What a reserving transaction read for a request and what `domain::decision::decide` answered on it.
-pub(super) struct Decided {
-    pub decision: Decision,
-    /// What counted against the cap on the chain as read.
-    pub spent: U256,
-    /// What a call counts, and leaves of the allowances it moves.
-    pub count: CallCount,
-}
-
 /// The one decision on `request`: the store reads the facts under the agent's lock (a call's windows once its counts
-/// are known), the domain builds the request and decides. The same for a send, an approval and a preview.
+/// are known), the domain builds the request and decides. The same for a send, an approval and a preview. With the
+/// decision, what applying it stores besides: what counted against the cap on the chain as read, and what a call
+/// counts (and leaves of the allowances it moves).
 pub(super) async fn decide_in(
     tx: &mut (dyn Reserving + '_),
     request: &TransferRequest,
-) -> Result<Decided, TransferError> {
+) -> Result<(Decision, U256, CallCount), TransferError> {
     let Gathered { mut facts, counted } = tx.facts(request).await.map_err(store_error)?;
     let count = request.call_count(&counted);
     if let (Some(_), Gate::Policy { policy, .. }) = (request.check.call(), &facts.gate) {
@@ -47,11 +40,7 @@ pub(super) async fn decide_in(
         .decision_request(&asset_key, &count.counts)
         .map_err(|_| store_error(StoreError::Corrupt("typed data came without its parse".into())))?;
     let decision = crate::domain::decision::decide(&judged, &facts);
-    Ok(Decided {
-        decision,
-        spent: facts.spent,
-        count,
-    })
+    Ok((decision, facts.spent, count))
 }
 
 /// What `apply` did with a decision.
@@ -80,7 +69,7 @@ pub(super) async fn apply(
     stand_in: bool,
     sign_now: Option<&SignNow<'_>>,
 ) -> Result<Applied, TransferError> {
-    let Decided { decision, spent, count } = decide_in(tx, request).await?;
+    let (decision, spent, count) = decide_in(tx, request).await?;
     let (nonce, release) = match decision {
         Decision::Refuse(r) => return Ok(Applied::Final(Reservation::Refused(r))),
         Decision::Hold { ttl_secs, holds } => {

@@ -66,26 +66,21 @@ impl Sending {
     }
 }
 
-/// What a round answers a send.
-pub(super) enum Answer {
-    /// Decided (and stored, when reserved or held), refused, or failed.
-    Decided(Result<Reservation, TransferError>),
-    /// The round could not take it (a lock or the database failed): the send reserves alone, under its own lock,
-    /// and meets the failure itself.
-    Alone,
-}
-
 /// A round's work: a send to reserve, or an outflow's audit entry to write.
 enum Item {
     Send(Box<Sending>),
     Record(Box<OutflowEntry>),
 }
 
-/// What a round answers an item.
-enum Answered {
-    Send(Answer),
-    /// The entry is written, or its failure logged.
-    Entry,
+/// What a round did with an item (what the batcher hands its caller).
+enum Done {
+    /// A send decided: stored (reserved or held), refused, or failed.
+    Reserved(Result<Reservation, TransferError>),
+    /// A send the round could not take (a lock or the database failed before its commit): it reserves alone, under
+    /// its own lock, and meets the failure itself.
+    Untaken,
+    /// An entry written, or its failure logged.
+    Written,
 }
 
 /// What a store's rounds did so far, for the benchmarks (`Transfers::round_figures`).
@@ -152,15 +147,19 @@ impl Rounds {
         Rounds { shards, counts }
     }
 
-    /// Reserves `send` in its agent's shard's next round.
-    pub(super) async fn reserve(&self, send: Sending) -> Result<Answer, Unanswered> {
+    /// Reserves `send` in its agent's shard's next round: its reservation or failure; `None` when the round could
+    /// not take it (the send then reserves alone, under its own lock).
+    pub(super) async fn reserve(&self, send: Sending) -> Option<Result<Reservation, TransferError>> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         send.request.agent_id.hash(&mut hasher);
         let shard = (hasher.finish() % self.shards.len() as u64) as usize;
-        match self.shards[shard].submit(Item::Send(Box::new(send))).await? {
-            Answered::Send(answer) => Ok(answer),
+        match self.shards[shard].submit(Item::Send(Box::new(send))).await {
+            Ok(Done::Reserved(reservation)) => Some(reservation),
+            Ok(Done::Untaken) => None,
             // A round answers a send with a send's answer: anything else is none.
-            Answered::Entry => Err(Unanswered),
+            Ok(Done::Written) | Err(Unanswered) => Some(Err(store_error(StoreError::Corrupt(
+                "the round reserving a transfer ended without an answer".into(),
+            )))),
         }
     }
 
@@ -202,10 +201,10 @@ impl Rounds {
 
 impl batch::Work for Round {
     type Item = Item;
-    type Answer = Answered;
+    type Answer = Done;
 
     /// One round: the sends reserved with the entries written in their transaction, or the entries alone.
-    async fn round(&self, items: Vec<(Item, Reply<Answered>)>) {
+    async fn round(&self, items: Vec<(Item, Reply<Done>)>) {
         let (mut sends, mut records) = (Vec::new(), Vec::new());
         for (item, reply) in items {
             match item {
@@ -235,11 +234,11 @@ struct Reserving {
     chain: &'static ChainInfo,
     priority_fee: u128,
     signed: Option<Presigned>,
-    reply: Reply<Answered>,
+    reply: Reply<Done>,
 }
 
 impl Reserving {
-    fn new(send: Sending, reply: Reply<Answered>) -> Self {
+    fn new(send: Sending, reply: Reply<Done>) -> Self {
         let Sending {
             request,
             signer,
@@ -256,9 +255,9 @@ impl Reserving {
         }
     }
 
-    fn answer(self, answer: Answer) {
+    fn answer(self, done: Done) {
         // A caller that went away needs no answer: what was stored stands (the watcher broadcasts it).
-        self.reply.send(Answered::Send(answer));
+        self.reply.send(done);
     }
 
     fn lock_name(&self) -> (Uuid, &str) {
@@ -269,13 +268,13 @@ impl Reserving {
 /// An outflow's audit entry in a round.
 struct Record {
     entry: OutflowEntry,
-    reply: Reply<Answered>,
+    reply: Reply<Done>,
 }
 
 impl Record {
     /// Tells whoever waits that the round is done with it (written, or its failure logged).
     fn done(self) {
-        self.reply.send(Answered::Entry);
+        self.reply.send(Done::Written);
     }
 }
 
@@ -290,7 +289,7 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Ve
         Ok(guards) => guards,
         Err(e) => {
             tracing::warn!(error = %e, "the send locks could not be taken for a round; its sends reserve alone");
-            sends.into_iter().for_each(|s| s.answer(Answer::Alone));
+            sends.into_iter().for_each(|s| s.answer(Done::Untaken));
             return records;
         }
     };
@@ -305,7 +304,7 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Ve
                 drop(guards);
                 records.into_iter().for_each(Record::done);
                 for (send, answer) in sends.into_iter().zip(answers) {
-                    send.answer(Answer::Decided(answer));
+                    send.answer(Done::Reserved(answer));
                 }
                 return Vec::new();
             }
@@ -323,14 +322,14 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Ve
                 }
                 for send in sends {
                     let unknown = StoreError::Corrupt(format!("the reservation's commit did not answer: {e}"));
-                    send.answer(Answer::Decided(Err(TransferError::Store(unknown))));
+                    send.answer(Done::Reserved(Err(TransferError::Store(unknown))));
                 }
                 return Vec::new();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "a reservation round failed; its sends reserve alone");
                 drop(guards);
-                sends.into_iter().for_each(|s| s.answer(Answer::Alone));
+                sends.into_iter().for_each(|s| s.answer(Done::Untaken));
                 return records;
             }
         };
@@ -351,12 +350,12 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Ve
             }
         }
         for (i, error) in failed.into_iter().rev() {
-            sends.remove(i).answer(Answer::Decided(Err(error)));
+            sends.remove(i).answer(Done::Reserved(Err(error)));
         }
     }
     drop(guards);
     for send in sends {
-        send.answer(Answer::Decided(Err(store_error(StoreError::Corrupt(
+        send.answer(Done::Reserved(Err(store_error(StoreError::Corrupt(
             "the nonce to sign at moved under the agent's send lock".into(),
         )))));
     }

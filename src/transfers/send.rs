@@ -93,9 +93,9 @@ impl Transfers {
         let request = o.request(&quote, node_nonce);
         // The reserving transaction's own read and decision, rolled back when it is dropped: nothing is written.
         let mut tx = self.store.reserving().await.map_err(store_error)?;
-        let decided = decide_in(tx.as_mut(), &request).await?;
+        let (decision, ..) = decide_in(tx.as_mut(), &request).await?;
         drop(tx);
-        let judged = match decided.decision {
+        let judged = match decision {
             Decision::Reserve { .. } => Judged::Allow,
             Decision::Hold { .. } => Judged::Approve,
             Decision::Refuse(r) => Judged::Deny(refusal(r, &request, chain)),
@@ -234,14 +234,11 @@ impl Transfers {
     ) -> Result<Reservation, TransferError> {
         let sending = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
         match self.rounds.reserve(sending).await {
-            Ok(rounds::Answer::Decided(reservation)) => reservation,
-            Ok(rounds::Answer::Alone) => {
+            Some(reservation) => reservation,
+            None => {
                 let _guard = self.lock(o).await?;
                 self.reserve(o, signer.as_ref(), request, priority_fee).await
             }
-            Err(_) => Err(store_error(StoreError::Corrupt(
-                "the round reserving a transfer ended without an answer".into(),
-            ))),
         }
     }
 
