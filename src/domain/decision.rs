@@ -197,6 +197,9 @@ pub struct Facts {
     pub delegation: Option<Funds>,
     /// A sponsored outflow (§22): the agent's sponsorship on the chain and the paymaster's deposit.
     pub sponsorship: Option<SponsorFacts>,
+    /// The wallet's nonce the agent's EIP-7702 authorization takes, when a sponsored operation of the agent not yet
+    /// settled carries one that the chain has not shown used (§22): no transaction of the wallet is signed then.
+    pub designation: Option<u64>,
 }
 
 /// Why nothing moves.
@@ -227,6 +230,12 @@ pub enum Refusal {
     NotAwaiting(ApprovalStatus),
     /// An owner session's sweep to an address that is none of the agent's owner addresses (§20).
     OwnerAddressRequired,
+    /// A transaction of the wallet while the designation of the agent's account, whose authorization takes the
+    /// wallet's `nonce`, is unmined (§22): signed now, it would take that nonce too, and one of the two would leave
+    /// the wallet's sequence a gap or a transaction that never lands.
+    DesignationUnmined {
+        nonce: u64,
+    },
     /// More gas than the agent's sponsorship has left of its `per_day` (§22 `sponsorship_limit`).
     SponsorshipLimit {
         left: U256,
@@ -301,7 +310,7 @@ pub fn sweeps_to(to: Address, owners: Option<&[Address]>) -> bool {
 /// The one decision of a reservation. Order: where a sweep goes; the standing of whoever asked; what a delegation
 /// leaves; a payment on a chain whose cap is 0; the token funds; the native funds (a call's come last, after the
 /// cap); the gate (policy or approval; a transfer held for approval must fit the cap as it is); the cap (not for a
-/// sweep); the nonce.
+/// sweep); the nonce (none of the wallet's while a sponsored designation of the account is unmined).
 pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     let refuse = Decision::Refuse;
     let sweep = matches!(f.gate, Gate::Sweep { .. });
@@ -405,6 +414,10 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         true => None,
         false => Some(f.stored_nonce.unwrap_or(0).max(r.node_nonce.unwrap_or(0))),
     };
+    // The wallet's next nonce is the authorization's until it lands (§22): none of the wallet's own is signed.
+    if let (Some(_), None, Some(nonce)) = (nonce, &r.sponsored, f.designation) {
+        return refuse(Refusal::DesignationUnmined { nonce });
+    }
     Decision::Reserve { nonce, release }
 }
 

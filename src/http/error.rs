@@ -489,9 +489,10 @@ impl From<TransferError> for AppError {
                 code: "idempotency_in_progress",
                 message: "a repeat of this request took its Idempotency-Key over; its answer is the one kept".into(),
             },
-            TransferError::NotAwaiting(_) | TransferError::NotPending(_) | TransferError::SimulationChanged(_) => {
-                AppError::Conflict { code, message }
-            }
+            TransferError::NotAwaiting(_)
+            | TransferError::NotPending(_)
+            | TransferError::SimulationChanged(_)
+            | TransferError::DesignationUnmined { .. } => AppError::Conflict { code, message },
             TransferError::Rejected(_) | TransferError::NonceKeptRefused => AppError::Upstream {
                 status: StatusCode::BAD_GATEWAY,
                 code,

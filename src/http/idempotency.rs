@@ -128,13 +128,18 @@ impl IntoResponse for Answer {
 /// Whether an error is an answer to keep: authentication, malformed requests and validation are not (the
 /// request never got to do anything, and the client may correct it under the same key). Nor is a signer that did not
 /// answer (§20): nothing was recorded, and a retry under the same key signs again. Nor a sponsor that cannot pay
-/// now (§22 `sponsor_unfunded`, retryable): nothing was signed, and a retry once the operator funds it may go.
+/// now (§22 `sponsor_unfunded`, retryable): nothing was signed, and a retry once the operator funds it may go. Nor
+/// a 409 `idempotency_in_progress`: a request still running (a designation of the account unmined, §22) moved
+/// nothing, and a retry once it is done may go.
 fn is_kept(err: &AppError) -> bool {
     use AppError::*;
     !matches!(
         err,
         Upstream {
             code: "signer_unavailable" | "sponsor_unfunded",
+            ..
+        } | Conflict {
+            code: "idempotency_in_progress",
             ..
         } | InvalidJson(_)
             | BadRequest { .. }

@@ -91,13 +91,25 @@ pub trait OperationStore: Send + Sync + 'static {
     async fn init_sponsor_key(&self, chain: &str, key_id: Uuid, key: &EncryptedKey) -> StoreResult<EncryptedKey>;
     /// The chain's operations still `signed` or `pending`, by agent and nonce.
     async fn open_operations(&self, chain: &str) -> StoreResult<Vec<OpenOperation>>;
+    /// Records that operation `transfer_id`'s bundle carries the agent key's EIP-7702 authorization at the wallet's
+    /// `nonce` (`rlp`: the signed authorization), under the agent's lock, only while the agent has no transaction of
+    /// its own open on `chain`, the store counts no wallet nonce past `nonce`, and the operation is still open.
+    /// From then until the operation settles no transaction of the wallet is signed on the chain (§22). `false`
+    /// (nothing recorded) otherwise: the operation waits.
+    async fn designate(
+        &self,
+        (transfer_id, agent_id, chain): (Uuid, Uuid, &str),
+        nonce: u64,
+        rlp: &[u8],
+    ) -> StoreResult<bool>;
     /// The next nonce of the chain's sponsor key the store counts (one more than its newest bundle's).
     async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>>;
     /// Stores a signed bundle and names it as the carrier of `operations` in one transaction; those still `signed`
     /// become `pending` (their `transfer.pending` events) once the bundle is recorded, before it is broadcast.
     async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()>;
     /// Settles a round's sponsored operations in one write transaction (agents locked in the order of their ids): each
-    /// as `TransferStore::settle_transaction`, with the transaction it landed in and its gas cost. Answers, in
+    /// as `TransferStore::settle_transaction`, with the transaction it landed in and its gas cost; one that landed
+    /// carrying the designation (`designate`) moves the wallet's nonce counter past its authorization's. Answers, in
     /// `batch`'s order, each one's event; `None` for one that was no longer open.
     async fn settle_operations(&self, batch: &[SettlingOperation]) -> StoreResult<Vec<Option<EventRecord>>>;
     /// The sponsorship part of a sponsored outflow (`None` for any other).

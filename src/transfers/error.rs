@@ -145,6 +145,14 @@ pub enum TransferError {
     /// The agent's address designates code agentd did not choose, or holds contract code (§22, 409).
     #[error("the agent's address designates code agentd did not choose (or holds contract code); nothing was signed")]
     AccountForeign,
+    /// A transaction of the wallet asked while the sponsored designation of the agent's account is unmined: its
+    /// EIP-7702 authorization takes the wallet's next nonce (§22: 409, nothing signed; asked again once it lands, it
+    /// goes).
+    #[error(
+        "the agent's account on {chain} is being designated by a sponsored operation whose authorization takes the \
+         wallet's nonce {nonce} and has not landed yet; nothing was signed, ask again once it lands"
+    )]
+    DesignationUnmined { chain: &'static str, nonce: u64 },
     /// More gas than the agent's sponsorship has left today (§22: 403 `policy_denied`, rule `sponsorship_limit`,
     /// `details.left`). Nothing was signed.
     #[error(
@@ -173,7 +181,7 @@ impl TransferError {
             }
             Self::AgentInactive => "agent_inactive",
             Self::TokenRevoked => "invalid_token",
-            Self::ClaimLost => "idempotency_in_progress",
+            Self::ClaimLost | Self::DesignationUnmined { .. } => "idempotency_in_progress",
             Self::TransferNotFound => "transfer_not_found",
             Self::NotAwaiting(ApprovalStatus::Expired) => "transfer_expired",
             Self::NotAwaiting(_) | Self::NotPending(_) => "transfer_not_pending",

@@ -207,6 +207,10 @@ pub(super) fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'stat
         Refusal::SponsorshipLimit { left } => TransferError::SponsorshipLimit {
             left: crate::domain::amount::format_units(left, chain.decimals),
         },
+        Refusal::DesignationUnmined { nonce } => TransferError::DesignationUnmined {
+            chain: chain.name,
+            nonce,
+        },
         Refusal::SponsorUnfunded => TransferError::SponsorUnfunded(
             "the paymaster does not trust or allow the sponsor, its deposit less what is held cannot cover the \
              operation, or the sponsor cannot pay the bundle"

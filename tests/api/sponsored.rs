@@ -5,6 +5,7 @@ pub mod batches;
 pub mod bundles;
 pub mod calls;
 pub mod crash;
+pub mod designation_order;
 pub mod endpoints;
 pub mod parts;
 pub mod safety;

@@ -45,6 +45,7 @@ fn facts(cap: u64, spent: u64, gate: Gate) -> Facts {
         call_windows: Vec::new(),
         delegation: None,
         sponsorship: None,
+        designation: None,
     }
 }
 
@@ -289,6 +290,66 @@ fn the_nonce_is_the_stored_count_or_the_nodes_whichever_is_higher() {
             "stored {stored:?}, node {node:?}"
         );
     }
+}
+
+#[test]
+fn no_wallet_nonce_is_named_while_a_sponsored_designation_of_the_account_is_unmined() {
+    let designating = Facts {
+        designation: Some(3),
+        stored_nonce: Some(3),
+        ..facts(10, 0, Gate::Decided)
+    };
+    // A transaction of the wallet: refused, nothing signed, whatever the node counts.
+    let unmined = Decision::Refuse(Refusal::DesignationUnmined { nonce: 3 });
+    assert_eq!(decide(&request(1, 1), &designating), unmined);
+    let r = Request {
+        node_nonce: Some(3),
+        ..request(1, 1)
+    };
+    assert_eq!(decide(&r, &designating), unmined);
+    // Another refusal comes first: this one only says "later" to what would be signed now.
+    assert_eq!(decide(&request(1, 11), &designating), cap_exceeded(10, 0));
+    // One held for approval signs nothing yet (it is decided again once approved).
+    let policy = Policy {
+        approval_ttl_secs: 60,
+        ..limited(AssetLimits {
+            approval_above: Some(wei(5)),
+            ..AssetLimits::default()
+        })
+    };
+    let held = Facts {
+        gate: policy_gate(&policy, 0, 0, true),
+        ..designating.clone()
+    };
+    assert!(matches!(decide(&request(6, 1), &held), Decision::Hold { .. }));
+    // An x402 authorization uses no nonce of the wallet's, a sponsored operation the EntryPoint's: both go.
+    assert_eq!(decide(&payment(None), &designating), reserve(None, 0));
+    let sponsored = Request {
+        sponsored: Some(SponsoredSite {
+            max_cost: wei(1),
+            ready: true,
+        }),
+        ..request(1, 1)
+    };
+    let sponsorship = Facts {
+        sponsorship: Some(SponsorFacts {
+            per_day: wei(5),
+            counted: U256::ZERO,
+            deposit: Funds {
+                balance: wei(5),
+                held: U256::ZERO,
+            },
+        }),
+        ..designating.clone()
+    };
+    assert_eq!(decide(&sponsored, &sponsorship), reserve(Some(3), 0));
+    // None unmined: the wallet's next nonce as always.
+    let landed = Facts {
+        designation: None,
+        stored_nonce: Some(4),
+        ..designating
+    };
+    assert_eq!(decide(&request(1, 1), &landed), reserve(Some(4), 0));
 }
 
 #[test]

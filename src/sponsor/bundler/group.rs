@@ -82,7 +82,10 @@ impl Bundler {
     }
 
     /// The agent key's EIP-7702 authorization of the configured implementation, with the chain's own id, at the
-    /// wallet's next nonce; none while the wallet has a transaction of its own open on the chain.
+    /// wallet's next nonce (the node's pending count, or the store's counter when higher), recorded with the
+    /// operation under the agent's lock (`designate`): none while the wallet has a transaction of its own open on the
+    /// chain, and none of the wallet's is signed there from then until the operation settles (§22), so the
+    /// authorization and the wallet's own transactions never take one nonce twice, nor leave one unused.
     async fn authorization(
         &self,
         client: &ChainClient,
@@ -92,7 +95,11 @@ impl Bundler {
         if !self.store.open_transactions_of(op.agent_id, chain).await?.is_empty() {
             return Ok(None);
         }
-        let nonce = client.pending_nonce(op.sender).await?;
+        let (pending, counted) = tokio::join!(
+            client.pending_nonce(op.sender),
+            self.store.next_nonce(op.agent_id, chain)
+        );
+        let nonce = pending?.max(counted?.unwrap_or(0));
         let authorization = Authorization {
             chain_id: U256::from(self.sponsor.chain.chain_id),
             address: self.sponsor.account_implementation,
@@ -101,7 +108,17 @@ impl Bundler {
         let key = self.store.wallet_key(op.agent_id).await?;
         let signer = self.keys.open(op.agent_id, &key)?;
         let signature = signer.sign_hash(&authorization.signature_hash())?;
-        Ok(Some(authorization.into_signed(signature)))
+        let signed = authorization.into_signed(signature);
+        let rlp = alloy::rlp::encode(&signed);
+        match self
+            .store
+            .designate((op.transfer_id, op.agent_id, chain), nonce, &rlp)
+            .await?
+        {
+            true => Ok(Some(signed)),
+            // The wallet signed a transaction of its own meanwhile: the operation waits for it to settle.
+            false => Ok(None),
+        }
     }
 }
 

@@ -115,6 +115,47 @@ where
             .collect()
     }
 
+    async fn designate(
+        &self,
+        (transfer_id, agent_id, chain): (Uuid, Uuid, &str),
+        nonce: u64,
+        rlp: &[u8],
+    ) -> StoreResult<bool> {
+        let nonce = i64::try_from(nonce).map_err(|_| StoreError::Corrupt("an authorization's nonce".into()))?;
+        let mut tx = B::begin_write(self).await?;
+        // As a reservation does: the wallet's transactions and its nonce counter stay still until this commits.
+        B::lock_agent(&mut tx, agent_id).await?;
+        let (open, counted): (i64, Option<i64>) = sqlx::query_as(concat!(
+            "SELECT (SELECT COUNT(*) FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
+             AND status IN ",
+            shared::open_statuses!(),
+            "), (SELECT next_nonce FROM nonces WHERE agent_id = $1 AND chain = $2)"
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_one(&mut *tx)
+        .await?;
+        if open > 0 || counted.is_some_and(|next| next > nonce) {
+            return Ok(false);
+        }
+        let recorded = sqlx::query(concat!(
+            "UPDATE user_operations SET authorization_rlp = $1, authorization_nonce = $2 WHERE transfer_id = $3 \
+             AND transfer_id IN (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
+            shared::open_statuses!(),
+            ")"
+        ))
+        .bind(rlp.to_vec())
+        .bind(nonce)
+        .bind(transfer_id)
+        .execute(&mut *tx)
+        .await?;
+        if B::rows_affected(&recorded) == 0 {
+            return Ok(false);
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>> {
         let row: (Option<i64>,) = sqlx::query_as("SELECT MAX(nonce) FROM bundles WHERE chain = $1")
             .bind(chain)
@@ -165,6 +206,9 @@ where
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+            if s.landed_in.is_some() {
+                Self::past_designation_in(&mut tx, id).await?;
+            }
             // A sponsored settlement of a payment to the agent (§23) settles the payment with it (its fee is 0).
             received.extend(self.income_settled_in(&mut tx, id, &s.settlement).await?);
             records[i] = Some(record);
@@ -438,6 +482,50 @@ where
         .await?;
         max.map(|n| shared::u64_from(n, "transactions.nonce").map(|n| n + 1))
             .transpose()
+    }
+
+    /// The wallet's nonce of the agent's EIP-7702 authorization that an operation of it still open on `chain`
+    /// carries (`designate`), unless the wallet's mined nonce read before (`mined_nonce`) shows it used; and the
+    /// wallet's next nonce past an authorization so used (it landed; its operation is not settled yet).
+    pub(super) async fn designation_in(
+        conn: &mut B::Connection,
+        (agent_id, chain): (Uuid, &str),
+        mined_nonce: Option<u64>,
+    ) -> StoreResult<(Option<u64>, Option<u64>)> {
+        let (max,): (Option<i64>,) = sqlx::query_as(concat!(
+            "SELECT MAX(u.authorization_nonce) FROM user_operations u JOIN transactions t ON t.id = u.transfer_id \
+             WHERE u.agent_id = $1 AND u.chain = $2 AND u.authorization_nonce IS NOT NULL AND t.status IN ",
+            shared::open_statuses!()
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_one(&mut *conn)
+        .await?;
+        let Some(nonce) = max
+            .map(|n| shared::u64_from(n, "user_operations.authorization_nonce"))
+            .transpose()?
+        else {
+            return Ok((None, None));
+        };
+        Ok(match mined_nonce {
+            Some(mined) if mined > nonce => (None, Some(nonce + 1)),
+            _ => (Some(nonce), None),
+        })
+    }
+
+    /// Operation `id` landed (settled in this transaction by its event): when it carried the designation, its
+    /// authorization's nonce is used, and the wallet's nonce counter moves past it (never back).
+    async fn past_designation_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO nonces (agent_id, chain, next_nonce) SELECT agent_id, chain, authorization_nonce + 1 \
+             FROM user_operations WHERE transfer_id = $1 AND authorization_nonce IS NOT NULL \
+             ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = excluded.next_nonce \
+             WHERE nonces.next_nonce < excluded.next_nonce",
+        )
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
     }
 
     /// Stores the sponsorship part of a sponsored outflow reserved in this transaction.

@@ -107,6 +107,16 @@ where
             Some(_) => SqlStore::<B>::stored_op_nonce_in(tx, r.agent_id, &r.chain).await?,
             None => stored_nonce.filter(|_| r.uses_nonce()),
         };
+        // A wallet's transaction waits for the designation of the account, whose authorization takes the wallet's
+        // next nonce, to land; one that landed (its operation not settled yet) moves the wallet's count past it.
+        let (designation, stored_nonce) = match (r.reads.sponsor, r.uses_nonce()) {
+            (None, true) => {
+                let (unmined, past) =
+                    SqlStore::<B>::designation_in(tx, (r.agent_id, &r.chain), r.reads.mined_nonce).await?;
+                (unmined, stored_nonce.max(past))
+            }
+            _ => (None, stored_nonce),
+        };
         Ok(Gathered {
             facts: Facts {
                 standing,
@@ -119,6 +129,7 @@ where
                 call_windows: Vec::new(),
                 delegation,
                 sponsorship,
+                designation,
             },
             counted,
         })
