@@ -1,8 +1,9 @@
 //! The one reservation protocol of every outflow: the decision (`decide_in`: the store's reserving transaction reads
 //! the facts, `domain::decision::decide` answers), applied in that transaction (`apply`: refused, held, or stored
-//! with its signature at the nonce the decision named), and how a refusal is said (`refusal`). A send alone
-//! (`reserve_once`, the sign-and-apply loop of `Transfers::reserve`), a round of sends (`rounds`) and a preview
-//! (`Transfers::judge_outflow`) all go through it.
+//! with its signature at the nonce the decision named), the one sign-and-apply loop over a group of outflows
+//! (`sign_and_apply_all`: a key in memory signs in the transaction, any other between two), and how a refusal is
+//! said (`refusal`). A round of sends (`rounds`), a send alone (`sign_and_apply`: a round of one, run at once) and a
+//! preview (`Transfers::judge_outflow`, `decide_in` rolled back) all go through it.
 
 use alloy::primitives::U256;
 use uuid::Uuid;
@@ -13,10 +14,11 @@ use crate::domain::decision::{Decision, Gate, Refusal};
 use crate::domain::outflow::CallCount;
 use crate::domain::policy::PolicyRule;
 use crate::store::{
-    Gathered, Presigned, Reservation, Reserve, Reserving, SignedTx, StoreError, TransferRequest, TransferStore,
+    Gathered, OutflowEntry, Presigned, Reservation, Reserve, Reserving, SignedTx, StoreError, TransferRequest,
+    TransferStore,
 };
 
-/// How many times a reservation is signed when the nonce it named was taken meanwhile (see `Transfers::reserve`).
+/// How many times a reservation is signed when the nonce it named was taken meanwhile (see `sign_and_apply_all`).
 pub(super) const SIGNING_ROUNDS: usize = 16;
 
 /// The one decision on `request`: the store reads the facts under the agent's lock (a call's windows once its counts
@@ -105,7 +107,51 @@ pub(super) async fn apply(
     }
 }
 
-/// One reservation of one request, in one reserving transaction (`apply`, signing in it with `sign_now`): committed
+/// One outflow to reserve (`sign_and_apply_all`): its request, how it is signed at a nonce, and whether its caller
+/// still waits. A round's send (`rounds`) and an outflow reserved alone (`Alone`) are two.
+pub(super) trait ToReserve: Send + Sync {
+    fn request(&self) -> &TransferRequest;
+    /// Whether its key is in this process's memory (`WalletSigner::in_memory`), and so signs in microseconds,
+    /// inside the reserving transaction.
+    fn in_memory(&self) -> bool;
+    /// Signs its request at `nonce`; a failure is its answer (nothing of it is stored).
+    fn sign(&self, nonce: Option<u64>) -> Result<SignedTx, TransferError>;
+    /// Whether nobody waits for its answer any more: it is left out before anything of it is stored.
+    fn gone(&self) -> bool;
+}
+
+/// An outflow reserved by itself: `sign_and_apply`'s round of one, and `reserve_once`'s single pass.
+struct Alone<'a> {
+    request: &'a TransferRequest,
+    /// `None`: signed by nobody here (`reserve_once` answers the nonce to sign at instead).
+    sign: Option<&'a SignNow<'a>>,
+    in_memory: bool,
+}
+
+impl ToReserve for Alone<'_> {
+    fn request(&self) -> &TransferRequest {
+        self.request
+    }
+
+    fn in_memory(&self) -> bool {
+        self.in_memory
+    }
+
+    fn sign(&self, nonce: Option<u64>) -> Result<SignedTx, TransferError> {
+        match self.sign {
+            Some(sign) => sign(nonce),
+            None => Err(store_error(StoreError::Corrupt(
+                "a reservation had nothing to sign it".into(),
+            ))),
+        }
+    }
+
+    fn gone(&self) -> bool {
+        false
+    }
+}
+
+/// One reservation of one request, in one reserving transaction (`pass`, signing in it with `sign_now`): committed
 /// when held or stored; `Reservation::Sign` with the nonce to sign at when allowed but not signed for it (nothing
 /// written).
 pub async fn reserve_once(
@@ -114,16 +160,180 @@ pub async fn reserve_once(
     signed: Option<&Presigned>,
     sign_now: Option<&SignNow<'_>>,
 ) -> Result<Reservation, TransferError> {
+    let alone = Alone {
+        request,
+        sign: sign_now,
+        in_memory: sign_now.is_some(),
+    };
+    match pass(store, &[(alone, signed.cloned())], &[]).await? {
+        Passed::Sign(mut to_sign) => match to_sign.pop() {
+            Some((_, nonce)) => Ok(Reservation::Sign { nonce }),
+            None => Err(unanswered()),
+        },
+        Passed::Done(mut answers) => answers.pop().unwrap_or_else(|| Err(unanswered())),
+        Passed::Unknown(e) => Err(store_error(e)),
+    }
+}
+
+/// What one pass over a group of outflows came to.
+enum Passed {
+    /// Every outflow decided, and what was allowed stored with its signature (or failed to sign): committed with the
+    /// entries (or rolled back, when nothing at all was written).
+    Done(Vec<Result<Reservation, TransferError>>),
+    /// Outflows (by index) allowed at a nonce they are not signed for: rolled back, to be signed at these nonces.
+    Sign(Vec<(usize, Option<u64>)>),
+    /// The commit failed: whether it was applied is not known.
+    Unknown(StoreError),
+}
+
+/// Decides each outflow in turn in one reserving transaction. One whose key is in memory is signed in it, at the
+/// nonce its decision named, once the decision allowed it. One allowed at a nonce it is not signed for (a token's
+/// key) is applied with a stand-in for its signature when outflows come after it, so that they are decided with it
+/// counted, and the transaction is rolled back: nothing is committed before every allowed outflow carries its
+/// signature. The committing pass writes `entries` last, just before its commit; a pass that would write nothing
+/// (every outflow refused, or its signer failed, and no entries) is rolled back instead.
+async fn pass<R: ToReserve>(
+    store: &dyn TransferStore,
+    outflows: &[(R, Option<Presigned>)],
+    entries: &[&OutflowEntry],
+) -> Result<Passed, TransferError> {
     let mut tx = store.reserving().await.map_err(store_error)?;
-    match apply(tx.as_mut(), request, signed, false, sign_now).await? {
-        Applied::Unsigned { nonce } => Ok(Reservation::Sign { nonce }),
-        Applied::SignerFailed(e) => Err(e),
-        Applied::Final(refused @ Reservation::Refused(_)) => Ok(refused),
-        Applied::Final(done) => {
-            tx.commit().await.map_err(store_error)?;
-            Ok(done)
+    let mut answers = Vec::with_capacity(outflows.len());
+    let mut to_sign = Vec::new();
+    for (i, (outflow, signed)) in outflows.iter().enumerate() {
+        // The last outflow's stand-in would count for nobody: it is decided as alone, writing nothing unsigned.
+        let stand_in = i + 1 < outflows.len();
+        let sign = |nonce: Option<u64>| outflow.sign(nonce);
+        let sign_now: Option<&SignNow<'_>> = match outflow.in_memory() {
+            true => Some(&sign),
+            false => None,
+        };
+        match apply(tx.as_mut(), outflow.request(), signed.as_ref(), stand_in, sign_now).await? {
+            Applied::Final(reservation) => answers.push(Ok(reservation)),
+            Applied::SignerFailed(e) => answers.push(Err(e)),
+            Applied::Unsigned { nonce } => to_sign.push((i, nonce)),
         }
     }
+    if !to_sign.is_empty() {
+        drop(tx);
+        return Ok(Passed::Sign(to_sign));
+    }
+    let stored = |a: &Result<Reservation, TransferError>| {
+        matches!(a, Ok(Reservation::Reserved(_) | Reservation::AwaitingApproval(_)))
+    };
+    if entries.is_empty() && !answers.iter().any(stored) {
+        drop(tx);
+        return Ok(Passed::Done(answers));
+    }
+    if !entries.is_empty() {
+        tx.record_outflows(entries).await.map_err(store_error)?;
+    }
+    // Before the commit every failure rolls back (the outflows may reserve again); a failed commit may not have.
+    if let Err(e) = tx.commit().await {
+        return Ok(Passed::Unknown(e));
+    }
+    Ok(Passed::Done(answers))
+}
+
+/// What `sign_and_apply_all` did with a group of outflows.
+pub(super) struct Outcome<R> {
+    /// The outflows answered, each with its reservation (refused, held or reserved) or failure, in no set order; one
+    /// whose caller went away is left out.
+    pub decided: Vec<(R, Result<Reservation, TransferError>)>,
+    pub end: End<R>,
+}
+
+/// How `sign_and_apply_all` ended.
+pub(super) enum End<R> {
+    /// Every outflow answered, and what was stored committed with the entries.
+    Committed,
+    /// Every outflow answered (or gone), and nothing committed, the entries neither: every caller went away, or the
+    /// nonce to sign at moved `SIGNING_ROUNDS` times.
+    Uncommitted,
+    /// A store failure before the commit: nothing of these outflows (nor the entries) stored; each may reserve again.
+    Failed(Vec<R>, TransferError),
+    /// The commit failed: whether these outflows and the entries were stored is not known.
+    Unknown(Vec<R>, StoreError),
+}
+
+/// The one sign-and-apply loop: decides, signs and stores a group of outflows (`pass`), under the send locks of
+/// their (agent, chain) its caller holds, writing `entries` in the committing transaction. A key in memory signs in
+/// the reserving transaction once its decision allowed it: one pass and one commit. Any other key signs outside it,
+/// between two: a pass decides and names the nonces (writing nothing), the keys sign at them, and the next pass
+/// decides again and stores each signature only if it reserves at that nonce. The locks keep the nonces still between
+/// the two; another process on the same SQLite file (`agentd mcp`, a second instance) takes no part in them and may
+/// take a nonce meanwhile: the store then names the next one, and signing again converges within `SIGNING_ROUNDS`.
+/// A signer that fails answers its outflow, and the others are decided again without it.
+pub(super) async fn sign_and_apply_all<R: ToReserve>(
+    store: &dyn TransferStore,
+    outflows: Vec<R>,
+    entries: &[&OutflowEntry],
+) -> Outcome<R> {
+    let mut pending: Vec<(R, Option<Presigned>)> = outflows.into_iter().map(|o| (o, None)).collect();
+    let mut decided = Vec::new();
+    let rest = |pending: Vec<(R, Option<Presigned>)>| pending.into_iter().map(|(o, _)| o).collect();
+    for _ in 0..SIGNING_ROUNDS {
+        // A caller that went away before anything was stored takes nothing.
+        pending.retain(|(o, _)| !o.gone());
+        if pending.is_empty() {
+            return Outcome {
+                decided,
+                end: End::Uncommitted,
+            };
+        }
+        let to_sign = match pass(store, &pending, entries).await {
+            Ok(Passed::Done(answers)) => {
+                decided.extend(pending.into_iter().map(|(o, _)| o).zip(answers));
+                return Outcome {
+                    decided,
+                    end: End::Committed,
+                };
+            }
+            Ok(Passed::Sign(to_sign)) => to_sign,
+            Ok(Passed::Unknown(e)) => {
+                return Outcome {
+                    decided,
+                    end: End::Unknown(rest(pending), e),
+                };
+            }
+            Err(e) => {
+                return Outcome {
+                    decided,
+                    end: End::Failed(rest(pending), e),
+                };
+            }
+        };
+        // Signed outside the transaction (a token's key), at the nonces the decisions named.
+        let mut failed = Vec::new();
+        for (i, nonce) in to_sign {
+            let (outflow, signed) = &mut pending[i];
+            match outflow.sign(nonce) {
+                Ok(signature) => {
+                    *signed = Some(Presigned {
+                        nonce,
+                        signed: signature,
+                    })
+                }
+                Err(e) => failed.push((i, e)),
+            }
+        }
+        for (i, e) in failed.into_iter().rev() {
+            decided.push((pending.remove(i).0, Err(e)));
+        }
+    }
+    decided.extend(pending.into_iter().map(|(o, _)| {
+        let moved = StoreError::Corrupt("the nonce to sign at moved under the agent's send lock".into());
+        (o, Err(store_error(moved)))
+    }));
+    Outcome {
+        decided,
+        end: End::Uncommitted,
+    }
+}
+
+/// An outflow's reservation that came back without an answer.
+fn unanswered() -> TransferError {
+    store_error(StoreError::Corrupt("a reservation went unanswered".into()))
 }
 
 /// A refusal over one of the asset's limits in words, with the figures the decision used (in whole units of the
@@ -224,32 +434,26 @@ pub(super) fn refusal(refusal: Refusal, request: &TransferRequest, chain: &'stat
     }
 }
 
-/// Decides, signs and stores `request` alone (the send path's reservation outside a round): a key in memory
-/// (`in_memory`) signs with `sign` inside the reserving transaction, once its decision allowed the request: one
-/// transaction. Any other key signs outside it, between two: the store decides and names the nonce (writing
-/// nothing), `sign` signs at it, and the store decides again and stores the signature only if it reserves at that
-/// nonce. The caller holds the agent's send lock, so the nonce does not move between the two; another process on the
-/// same SQLite file (`agentd mcp`, a second instance) takes no part in it and may take the nonce meanwhile: the store
-/// then names the next one, and signing again converges within `SIGNING_ROUNDS`.
+/// Decides, signs and stores `request` alone, under the agent's send lock its caller holds: a round of one of the one
+/// loop (`sign_and_apply_all`), run at once, with no entries. A key in memory (`in_memory`) signs with `sign` inside
+/// the reserving transaction once its decision allowed the request: one transaction; any other key outside it,
+/// between two.
 pub(super) async fn sign_and_apply(
     store: &dyn TransferStore,
     request: &TransferRequest,
     in_memory: bool,
     sign: &SignNow<'_>,
 ) -> Result<Reservation, TransferError> {
-    let sign_now = in_memory.then_some(sign);
-    let mut presigned: Option<Presigned> = None;
-    for _ in 0..SIGNING_ROUNDS {
-        let nonce = match reserve_once(store, request, presigned.as_ref(), sign_now).await? {
-            Reservation::Sign { nonce } => nonce,
-            other => return Ok(other),
-        };
-        presigned = Some(Presigned {
-            nonce,
-            signed: sign(nonce)?,
-        });
+    let alone = Alone {
+        request,
+        sign: Some(sign),
+        in_memory,
+    };
+    let Outcome { mut decided, end } = sign_and_apply_all(store, vec![alone], &[]).await;
+    match (decided.pop(), end) {
+        (Some((_, answer)), _) => answer,
+        (None, End::Failed(_, e)) => Err(e),
+        (None, End::Unknown(_, e)) => Err(store_error(e)),
+        (None, End::Committed | End::Uncommitted) => Err(unanswered()),
     }
-    Err(store_error(StoreError::Corrupt(
-        "the nonce to sign at moved under the agent's send lock".into(),
-    )))
 }

@@ -5,13 +5,14 @@
 //! between its commit and its answers; each round takes everything waiting, up to `MOST`); this file is its work.
 //!
 //! - `reserve_round` reserves on-chain sends of any agents: each (agent, chain)'s send lock is taken once, in one
-//!   order (one guard for all: `Store::lock_senders`); every send is decided in turn in one reserving transaction, the
-//!   ones before it counted as they will be stored. A send whose key is in memory is signed in that transaction once
-//!   its decision allowed it (microseconds), so a round of such sends is one pass and one commit; a token's sends are
-//!   signed outside the transaction and decided again and stored in the next pass. A send is never signed before a
-//!   decision allowed it, and is stored only with a signature made at the nonce the decision named (§20), as on the
-//!   one-send path (`Transfers::reserve`), which remains for a send under a lock its caller holds (a call simulated
-//!   under it, §18) and for anything without a nonce.
+//!   order (one guard for all: `Store::lock_senders`), and the one sign-and-apply loop (`reserve::sign_and_apply_all`)
+//!   decides every send in turn in one reserving transaction, the ones before it counted as they will be stored. A
+//!   send whose key is in memory is signed in that transaction once its decision allowed it (microseconds), so a round
+//!   of such sends is one pass and one commit; a token's sends are signed outside the transaction and decided again
+//!   and stored in the next pass. A send is never signed before a decision allowed it, and is stored only with a
+//!   signature made at the nonce the decision named (§20). A send under a lock its caller holds (a call simulated
+//!   under it, §18), anything without a nonce, and a send a round could not take are a round of one of the same loop,
+//!   run at once (`reserve::sign_and_apply`), waiting for no round.
 //! - The audit entries of outflows answered since (`Rounds::record`: the `pending` mark of one the node took, and
 //!   its `transfer_accepted`) wait for the next round of the first shard and are written in its committing
 //!   transaction, after its sends; with no send waiting, alone (`record_round`): one writer's commit carries both
@@ -28,13 +29,13 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::reserve::{Applied, SIGNING_ROUNDS, SignNow, apply};
+use super::reserve::{End, Outcome, ToReserve, sign_and_apply_all};
 use super::{TransferError, sign_transfer, signer_error, store_error};
 use crate::batch::{self, Batcher, Reply, Unanswered};
 use crate::domain::chain::ChainInfo;
 use crate::domain::clock::SystemClock;
 use crate::signer::WalletSigner;
-use crate::store::{OutflowEntry, Presigned, Reservation, Store, StoreError, TransferRequest};
+use crate::store::{OutflowEntry, Reservation, SignedTx, Store, StoreError, TransferRequest};
 
 /// The most items one round takes.
 const MOST: usize = 64;
@@ -227,13 +228,12 @@ impl batch::Work for Round {
     }
 }
 
-/// A send in a round: what was submitted, its signature once made outside the transaction, and its answer.
+/// A send in a round: what was submitted, and where its answer goes.
 struct Reserving {
     request: TransferRequest,
     signer: Arc<dyn WalletSigner>,
     chain: &'static ChainInfo,
     priority_fee: u128,
-    signed: Option<Presigned>,
     reply: Reply<Done>,
 }
 
@@ -250,7 +250,6 @@ impl Reserving {
             signer,
             chain,
             priority_fee,
-            signed: None,
             reply,
         }
     }
@@ -262,6 +261,31 @@ impl Reserving {
 
     fn lock_name(&self) -> (Uuid, &str) {
         (self.request.agent_id, &self.request.chain)
+    }
+}
+
+impl ToReserve for Reserving {
+    fn request(&self) -> &TransferRequest {
+        &self.request
+    }
+
+    fn in_memory(&self) -> bool {
+        self.signer.in_memory()
+    }
+
+    fn sign(&self, nonce: Option<u64>) -> Result<SignedTx, TransferError> {
+        sign_transfer(
+            self.signer.as_ref(),
+            self.chain,
+            &self.request,
+            self.priority_fee,
+            nonce.unwrap_or(0),
+        )
+        .map_err(|e| signer_error(self.request.agent_id, e))
+    }
+
+    fn gone(&self) -> bool {
+        self.reply.is_closed()
     }
 }
 
@@ -278,8 +302,8 @@ impl Record {
     }
 }
 
-/// Reserves a round's sends (see the module's doc), writing `records` in the transaction that commits them; gives
-/// back the records it did not write (the round ended before a commit).
+/// Reserves a round's sends (see the module's doc) by the one sign-and-apply loop (`reserve::sign_and_apply_all`),
+/// writing `records` in the transaction that commits them; gives back the records it did not write.
 async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Vec<Record>) -> Vec<Record> {
     // Stable: each agent's sends keep the order they came in.
     sends.sort_by(|a, b| a.lock_name().cmp(&b.lock_name()));
@@ -293,129 +317,40 @@ async fn reserve_round(store: &dyn Store, mut sends: Vec<Reserving>, records: Ve
             return records;
         }
     };
-    for _ in 0..SIGNING_ROUNDS {
-        // A caller that went away before anything was stored takes nothing.
-        sends.retain(|s| !s.reply.is_closed());
-        if sends.is_empty() {
-            return records;
-        }
-        let to_sign = match pass(store, &sends, &records).await {
-            Ok(Passed::Committed(answers)) => {
-                drop(guards);
-                records.into_iter().for_each(Record::done);
-                for (send, answer) in sends.into_iter().zip(answers) {
-                    send.answer(Done::Reserved(answer));
-                }
-                return Vec::new();
-            }
-            Ok(Passed::Sign(to_sign)) => to_sign,
-            Ok(Passed::Unknown(e)) => {
-                // The commit may have been applied (its answer was lost): a send that reserved again alone could be
-                // stored twice, an entry written again would be in the log twice. Each send answers the failure;
-                // what was stored, if anything, is broadcast by the watcher (one still `signed` too).
-                tracing::error!(error = %e, "a reservation round's commit failed; its sends answer the failure");
-                drop(guards);
-                for record in records {
-                    let event = &record.entry.event;
-                    tracing::error!(agent_id = %event.agent_id, action = %event.action(), "audit entry may not be recorded");
-                    record.done();
-                }
-                for send in sends {
-                    let unknown = StoreError::Corrupt(format!("the reservation's commit did not answer: {e}"));
-                    send.answer(Done::Reserved(Err(TransferError::Store(unknown))));
-                }
-                return Vec::new();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "a reservation round failed; its sends reserve alone");
-                drop(guards);
-                sends.into_iter().for_each(|s| s.answer(Done::Untaken));
-                return records;
-            }
-        };
-        // Signed outside the transaction (a token's key), at the nonces the decisions named; a signer that fails
-        // answers its send (nothing of it was stored) and the others are decided again without it.
-        let mut failed = Vec::new();
-        for (i, nonce) in to_sign {
-            let send = &mut sends[i];
-            match sign_transfer(
-                send.signer.as_ref(),
-                send.chain,
-                &send.request,
-                send.priority_fee,
-                nonce.unwrap_or(0),
-            ) {
-                Ok(signed) => send.signed = Some(Presigned { nonce, signed }),
-                Err(e) => failed.push((i, signer_error(send.request.agent_id, e))),
-            }
-        }
-        for (i, error) in failed.into_iter().rev() {
-            sends.remove(i).answer(Done::Reserved(Err(error)));
-        }
-    }
+    let Outcome { decided, end } = sign_and_apply_all(store, sends, &entries(&records)).await;
     drop(guards);
-    for send in sends {
-        send.answer(Done::Reserved(Err(store_error(StoreError::Corrupt(
-            "the nonce to sign at moved under the agent's send lock".into(),
-        )))));
+    let records = match end {
+        End::Committed => {
+            records.into_iter().for_each(Record::done);
+            Vec::new()
+        }
+        End::Uncommitted => records,
+        End::Failed(sends, e) => {
+            tracing::warn!(error = %e, "a reservation round failed; its sends reserve alone");
+            sends.into_iter().for_each(|s| s.answer(Done::Untaken));
+            records
+        }
+        End::Unknown(sends, e) => {
+            // The commit may have been applied (its answer was lost): a send that reserved again alone could be
+            // stored twice, an entry written again would be in the log twice. Each send answers the failure; what
+            // was stored, if anything, is broadcast by the watcher (one still `signed` too).
+            tracing::error!(error = %e, "a reservation round's commit failed; its sends answer the failure");
+            for record in records {
+                let event = &record.entry.event;
+                tracing::error!(agent_id = %event.agent_id, action = %event.action(), "audit entry may not be recorded");
+                record.done();
+            }
+            for send in sends {
+                let unknown = StoreError::Corrupt(format!("the reservation's commit did not answer: {e}"));
+                send.answer(Done::Reserved(Err(TransferError::Store(unknown))));
+            }
+            Vec::new()
+        }
+    };
+    for (send, answer) in decided {
+        send.answer(Done::Reserved(answer));
     }
     records
-}
-
-/// What one pass over a round's sends came to.
-enum Passed {
-    /// Every send decided, and what was allowed stored with its signature (or failed to sign): committed.
-    Committed(Vec<Result<Reservation, TransferError>>),
-    /// Sends (by index) allowed at a nonce they are not signed for: rolled back, to be signed at these nonces.
-    Sign(Vec<(usize, Option<u64>)>),
-    /// The commit failed: whether it was applied is not known.
-    Unknown(StoreError),
-}
-
-/// Decides each send in turn in one reserving transaction. A send whose key is in memory is signed in it, at the
-/// nonce its decision named, once the decision allowed it. One allowed at a nonce it is not signed for (a token's
-/// key) is applied with a stand-in for its signature when sends come after it, so that they are decided with it
-/// counted, and the transaction is rolled back: nothing is committed before every allowed send carries its
-/// signature. The committing pass writes `records` last, just before its commit.
-async fn pass(store: &dyn Store, sends: &[Reserving], records: &[Record]) -> Result<Passed, TransferError> {
-    let mut tx = store.reserving().await.map_err(store_error)?;
-    let mut answers = Vec::with_capacity(sends.len());
-    let mut to_sign = Vec::new();
-    for (i, send) in sends.iter().enumerate() {
-        // The last send's stand-in would count for nobody: it is decided as alone, writing nothing unsigned.
-        let stand_in = i + 1 < sends.len();
-        let sign_now = |nonce: Option<u64>| {
-            sign_transfer(
-                send.signer.as_ref(),
-                send.chain,
-                &send.request,
-                send.priority_fee,
-                nonce.unwrap_or(0),
-            )
-            .map_err(|e| signer_error(send.request.agent_id, e))
-        };
-        let sign_now: Option<&SignNow<'_>> = match send.signer.in_memory() {
-            true => Some(&sign_now),
-            false => None,
-        };
-        match apply(tx.as_mut(), &send.request, send.signed.as_ref(), stand_in, sign_now).await? {
-            Applied::Final(reservation) => answers.push(Ok(reservation)),
-            Applied::SignerFailed(e) => answers.push(Err(e)),
-            Applied::Unsigned { nonce } => to_sign.push((i, nonce)),
-        }
-    }
-    if !to_sign.is_empty() {
-        drop(tx);
-        return Ok(Passed::Sign(to_sign));
-    }
-    if !records.is_empty() {
-        tx.record_outflows(&entries(records)).await.map_err(store_error)?;
-    }
-    // Before the commit every failure rolls back (the round's sends may reserve alone); a failed commit may not have.
-    if let Err(e) = tx.commit().await {
-        return Ok(Passed::Unknown(e));
-    }
-    Ok(Passed::Committed(answers))
 }
 
 /// What `record_outflows` writes of `records`.

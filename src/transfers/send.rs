@@ -1,9 +1,10 @@
 //! The one send path of every outflow — the native coin, a token, an x402 authorization; a first try or an owner's
-//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide (`reserve_once`: the store's
-//! reserving transaction reads the facts, the domain decides with `domain::decision::decide`), sign outside the
-//! database, decide again and record in one reserving transaction (`reserve`) → release the lock → deliver. An
-//! on-chain send not already under its lock is reserved so in a round with the sends that came meanwhile
-//! (`rounds`, group commit): one lock per (agent, chain), one commit for all.
+//! approval: quote (the wallet key opened meanwhile) → lock (agent, chain) → decide, sign and record by the one
+//! reservation protocol (`reserve`: the store's reserving transaction reads the facts, the domain decides with
+//! `domain::decision::decide`; a key in memory signs in that transaction, a token outside the database and the
+//! store decides again) → release the lock → deliver. An on-chain send not already under its lock is reserved so in
+//! a round with the sends that came meanwhile (`rounds`, group commit): one lock per (agent, chain), one commit for
+//! all; any other is a round of one, run at once (`reserve::sign_and_apply`).
 //! A transaction is broadcast after the lock is released, so the agent's next transfer is signed while this one
 //! travels; a "nonce too low" answer resynchronises from the node and tries once more; any other refusal goes to
 //! the one handler, `refused`, which gives the nonce back or fills it. An authorization takes no nonce and no lock,
@@ -201,7 +202,8 @@ impl Transfers {
         Err(TransferError::NonceKeptRefused)
     }
 
-    /// Decides, signs and stores `request`. A key in memory signs in the reserving transaction, at the nonce the
+    /// Decides, signs and stores `request` alone: a round of one of the one sign-and-apply loop, run at once under
+    /// the agent's send lock (`reserve::sign_and_apply`). A key in memory signs in the reserving transaction, at the nonce the
     /// decision named once it allowed the request. A token signs outside every database transaction (§20): the
     /// store decides and names the nonce (writing nothing), the token signs at it, and the store decides again under
     /// the agent's lock and stores the signature only if it reserves at that nonce. The agent's send lock is held throughout,
