@@ -4,9 +4,9 @@
 
 use uuid::Uuid;
 
+use super::kinds::{CallDraft, TypedDraft, token};
 use super::{BroadcastStatus, Outflow, Purpose, TransferError, TransferOutcome, Transfers, store_error};
 use crate::domain::agent::Agent;
-use crate::domain::asset::Asset;
 use crate::domain::audit::Actor;
 use crate::domain::chain::{self as registry, ChainInfo};
 use crate::domain::policy::ApprovalStatus;
@@ -95,16 +95,18 @@ impl Transfers {
         Ok(outcome)
     }
 
-    /// What a held outflow is sent as once approved, from its stored body: a signature's draft with what its
-    /// message grants, a call's with `check` (its simulation again) and the implementation a wallet-paid batch
-    /// designates (`designate`), a redemption's checked again against its delegation, a native or token transfer's.
+    /// What a held outflow is sent as once approved, from its stored body: each purpose's draft from what was held
+    /// (`from_held` in its file under `kinds/`) with what is checked again now: a signature's with what its message
+    /// grants, a call's with `check` (its simulation again) and the implementation a wallet-paid batch designates
+    /// (`designate`), a redemption's against its delegation; a native or token transfer's as held.
     async fn held_purpose(
         &self,
         agent: &Agent,
         chain: &'static ChainInfo,
         approval: &Approval,
-        (check, designate): (Option<CallCheck>, Option<alloy::primitives::Address>),
+        checked: (Option<CallCheck>, Option<alloy::primitives::Address>),
     ) -> Result<Purpose<'_>, TransferError> {
+        let token = |held| token::from_held(chain, &approval.asset, held);
         Ok(match (&approval.body, approval.token) {
             // A signature grants what its message says, whenever it is made: nothing to simulate again. What it
             // sets is written to the allowance ledger only now that it is signed (§18).
@@ -112,10 +114,8 @@ impl Transfers {
                 let parsed = crate::domain::call::typed::read(&record.typed_data)
                     .map_err(|e| store_error(crate::store::StoreError::Corrupt(format!("held typed data: {e}"))))?;
                 let account = *agent.wallet_addresses.get(chain.name).ok_or(TransferError::NoWallet)?;
-                Purpose::TypedData(Box::new(super::kinds::TypedDraft {
-                    record: record.clone(),
-                    check: Some(self.typed_check(chain, &parsed, true, account)),
-                }))
+                let check = self.typed_check(chain, &parsed, true, account);
+                Purpose::TypedData(Box::new(TypedDraft::from_held(record, check)))
             }
             (
                 Body::Transaction(OnChain {
@@ -124,12 +124,7 @@ impl Transfers {
                     ..
                 }),
                 _,
-            ) => Purpose::Call(Box::new(super::kinds::CallDraft {
-                record: record.clone(),
-                check,
-                gas_limit: *gas_limit,
-                designate,
-            })),
+            ) => Purpose::Call(Box::new(CallDraft::from_held(record, *gas_limit, checked))),
             (Body::Authorization(_), _) => {
                 return Err(store_error(crate::store::StoreError::Corrupt(
                     "an x402 approval past its path".into(),
@@ -141,15 +136,9 @@ impl Transfers {
                     action: Action::Redeem(via),
                     ..
                 }),
-                token,
+                held,
             ) => {
-                let asset = token.map(|token| Asset {
-                    chain,
-                    symbol: approval.asset.clone(),
-                    decimals: token.decimals,
-                    token: Some(token.address),
-                    eip712: None,
-                });
+                let asset = held.map(token);
                 let draft = self
                     .redeemable(
                         agent.id,
@@ -175,14 +164,8 @@ impl Transfers {
                     action: Action::Transfer,
                     ..
                 }),
-                Some(token),
-            ) => Purpose::Token(Asset {
-                chain,
-                symbol: approval.asset.clone(),
-                decimals: token.decimals,
-                token: Some(token.address),
-                eip712: None,
-            }),
+                Some(held),
+            ) => Purpose::Token(token(held)),
         })
     }
 

@@ -10,7 +10,7 @@ mod payment;
 mod redeem;
 mod settle;
 mod sweep;
-mod token;
+pub(super) mod token;
 mod typed;
 
 use alloy::primitives::{Address, U256};

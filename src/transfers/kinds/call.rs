@@ -22,6 +22,23 @@ pub(in crate::transfers) struct CallDraft {
     pub designate: Option<Address>,
 }
 
+impl CallDraft {
+    /// A held call's draft once an owner approved it: its stored record at its stored gas limit, with `check`, its
+    /// simulation again (`None`: the approval decides), and the implementation a wallet-paid batch designates.
+    pub(in crate::transfers) fn from_held(
+        record: &CallRecord,
+        gas_limit: u64,
+        (check, designate): (Option<crate::store::CallCheck>, Option<Address>),
+    ) -> Self {
+        CallDraft {
+            record: record.clone(),
+            check,
+            gas_limit,
+            designate,
+        }
+    }
+}
+
 /// Fees, the native balance and the L1 fee of a call at the gas limit its simulation found; the cap holds its value
 /// and twice the maximum fee, as a native transfer's.
 pub(super) async fn quote(

@@ -8,7 +8,20 @@ use crate::chain::{Node, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 use crate::domain::decision::Cost;
+use crate::domain::transaction::TokenRef;
 use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+
+/// A held token outflow's asset once an owner approved it (a transfer's, a redemption's): the token as stored with
+/// it, under the symbol it was held with.
+pub(in crate::transfers) fn from_held(chain: &'static ChainInfo, symbol: &str, token: TokenRef) -> Asset {
+    Asset {
+        chain,
+        symbol: symbol.to_string(),
+        decimals: token.decimals,
+        token: Some(token.address),
+        eip712: None,
+    }
+}
 
 /// Gas, fees, the native balance and the token balance of a token transfer, asked together. The token amount
 /// must be covered by the token balance (else `insufficient_funds` before anything is signed), the gas by the

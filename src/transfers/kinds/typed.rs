@@ -14,6 +14,17 @@ pub(in crate::transfers) struct TypedDraft {
     pub check: Option<crate::store::CallCheck>,
 }
 
+impl TypedDraft {
+    /// A held signature's draft once an owner approved it: its stored record, and `check`, what its message grants
+    /// read again (written to the allowance ledger only as it is signed, §18).
+    pub(in crate::transfers) fn from_held(record: &SignatureRecord, check: crate::store::CallCheck) -> Self {
+        TypedDraft {
+            record: record.clone(),
+            check: Some(check),
+        }
+    }
+}
+
 /// Nothing is sent: no gas, no balance to hold.
 pub(super) fn quote() -> Quote {
     Quote {
