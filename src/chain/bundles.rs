@@ -1,6 +1,7 @@
 //! The reads and estimates sponsored gas needs (§22) beyond a wallet's: the latest block's time (a paymaster
-//! approval lasts at most 600 s past it), the gas of a `handleOps` bundle (with the EIP-7702 authorizations it
-//! carries), and the EntryPoint's `UserOperationEvent` logs of given operations.
+//! approval lasts at most 600 s past it), an operation's execution estimate, a `handleOps` bundle run once at the gas
+//! limit it is signed with (with the EIP-7702 authorizations it carries), and the EntryPoint's `UserOperationEvent`
+//! logs of given operations.
 
 use alloy::eips::eip7702::SignedAuthorization;
 use alloy::primitives::{Address, B256, Bytes, Log, U256};
@@ -54,24 +55,30 @@ impl ChainClient {
         self.call(|| p.estimate_gas(request.clone())).await
     }
 
-    /// `estimate_bundle` at the latest block, or at block `at`, with the revert told apart: `Ok(Err(data))` when
-    /// the bundle reverts with `data` (the EntryPoint's `FailedOp` names the operation it refused), `Err` when the
-    /// node failed or refused otherwise.
+    /// One `eth_call` of a bundle from `from` to `to` carrying `data` and `authorizations` (a type-4 bundle's) with
+    /// the gas limit `gas_limit` it is signed with, at the latest block or at block `at`: the whole bundle run once
+    /// as the chain would run it. `Ok(Err(data))` when it reverts with `data` (the EntryPoint's `FailedOp` names the
+    /// operation it refused), `Err` when the node failed or refused otherwise (running out of gas among them).
     pub async fn simulate_bundle(
         &self,
         (from, to, data): (Address, Address, Bytes),
+        gas_limit: u64,
         authorizations: &[SignedAuthorization],
         at: Option<u64>,
-    ) -> Result<Result<u64, Bytes>, ChainError> {
+    ) -> Result<Result<(), Bytes>, ChainError> {
         let p = self.provider();
-        let mut request = TransactionRequest::default().from(from).to(to).input(data.into());
+        let mut request = TransactionRequest::default()
+            .from(from)
+            .to(to)
+            .gas_limit(gas_limit)
+            .input(data.into());
         if !authorizations.is_empty() {
             request.authorization_list = Some(authorizations.to_vec());
         }
         let block = at.map_or(alloy::eips::BlockId::latest(), alloy::eips::BlockId::number);
         self.call(|| async {
-            match p.estimate_gas(request.clone()).block(block).await {
-                Ok(gas) => Ok(Ok(gas)),
+            match p.call(request.clone()).block(block).await {
+                Ok(_) => Ok(Ok(())),
                 Err(e) => match e.as_error_resp().and_then(|payload| payload.as_revert_data()) {
                     Some(revert) => Ok(Err(revert)),
                     None => Err(e),

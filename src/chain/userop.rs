@@ -159,18 +159,23 @@ pub fn gas_fees(max_priority_fee_per_gas: u128, max_fee_per_gas: u128) -> B256 {
 /// The most the operation can cost its payer, as the EntryPoint v0.7 requires it up front: every gas limit
 /// (verification, call, the paymaster's verification and postOp) plus `preVerificationGas`, times `maxFeePerGas`.
 pub fn max_cost(op: &PackedUserOperation) -> U256 {
-    let (verification, call) = unpack_pair(op.accountGasLimits);
     let (_, max_fee) = unpack_pair(op.gasFees);
+    total_gas(op) * U256::from(max_fee)
+}
+
+/// Every gas limit of the operation (verification, call, the paymaster's verification and postOp) plus its
+/// `preVerificationGas`: the gas the EntryPoint v0.7 has it prefund (`_getRequiredPrefund`).
+pub fn total_gas(op: &PackedUserOperation) -> U256 {
+    let (verification, call) = unpack_pair(op.accountGasLimits);
     let (paymaster_verification, post_op) = match paymaster_fields(&op.paymasterAndData) {
         Some(fields) => (fields.verification_gas_limit, fields.post_op_gas_limit),
         None => (0, 0),
     };
-    let gas = U256::from(verification)
+    U256::from(verification)
         + U256::from(call)
         + U256::from(paymaster_verification)
         + U256::from(post_op)
-        + op.preVerificationGas;
-    gas * U256::from(max_fee)
+        + op.preVerificationGas
 }
 
 /// The EntryPoint v0.7's `getUserOpHash`: `keccak256(abi.encode(keccak256(abi.encode(sender, nonce,

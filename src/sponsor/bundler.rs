@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, B256, U256};
 use alloy::sol_types::SolEvent;
@@ -68,39 +68,69 @@ impl Bundler {
         }
     }
 
-    /// One round, under the chain's bundler lock: read what landed or can no longer land, carry what waits, then
-    /// settle the former in one write transaction and follow the bundles that were open when the round began. The
-    /// waiting operations do not wait for the settlements' commit (a waiting operation does not depend on another's
-    /// settlement); one whose event the chain shows, at any depth, is not carried again.
+    /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
+    /// while the former settle in one write transaction and the bundles that were open when the round began are
+    /// followed. The waiting operations do not wait for the settlements' commit (a waiting operation does not depend
+    /// on another's settlement); one whose event the chain shows, at any depth, is not carried again, nor is one whose
+    /// sender has an earlier operation in a bundle not yet mined (the EntryPoint would refuse it, `AA25`, until then).
     async fn round(&self) -> anyhow::Result<()> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
             return Ok(());
         };
         let client = self.chains.get(name)?;
+        let started = Instant::now();
         let open = self.store.open_operations(name).await?;
         if open.is_empty() {
             return Ok(());
         }
         // Read before this round signs any: a bundle signed now is followed from the next round, once its
         // operations' events can have settled them.
-        let bundles = self.store.open_bundles(name).await?;
-        let (settling, seen) = self.settlements(client, &open).await?;
-        let waiting: Vec<&OpenOperation> = open
-            .iter()
-            .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
-            .collect();
-        if !waiting.is_empty() {
-            for group in self.groups(client, &waiting).await? {
-                let operations = group.ops.len();
-                if let Err(e) = self.send_bundle(client, group).await {
-                    tracing::warn!(chain = name, error = %e, operations, "a bundle was not sent");
+        let (bundles, (settling, seen)) = tokio::try_join!(
+            async { anyhow::Ok(self.store.open_bundles(name).await?) },
+            self.settlements(client, &open)
+        )?;
+        let waiting = waiting(&open, &seen);
+        let read = started.elapsed();
+        let sending = async {
+            let (mut sent, mut carried) = (0, 0);
+            if !waiting.is_empty() {
+                for group in self.groups(client, &waiting).await? {
+                    let operations = group.ops.len();
+                    match self.send_bundle(client, group).await {
+                        Ok(0) => {}
+                        Ok(n) => (sent, carried) = (sent + 1, carried + n),
+                        Err(e) => tracing::warn!(chain = name, error = %e, operations, "a bundle was not sent"),
+                    }
                 }
             }
-        }
-        self.settle(&settling).await?;
+            anyhow::Ok((sent, carried, started.elapsed()))
+        };
         // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
-        self.follow_bundles(client, bundles, &open).await?;
+        let followed = bundles.len();
+        let closing = async {
+            self.settle(&settling).await?;
+            let settled = started.elapsed();
+            self.follow_bundles(client, bundles, &open).await?;
+            anyhow::Ok((settled, started.elapsed()))
+        };
+        let (sending, closing) = tokio::join!(sending, closing);
+        let ((sent, carried, sent_at), (settled_at, followed_at)) = (sending?, closing?);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            chain = name,
+            open = open.len(),
+            waiting = waiting.len(),
+            sent,
+            carried,
+            settled = settling.len(),
+            followed,
+            read_ms = ms(read),
+            send_ms = ms(sent_at - read),
+            settle_ms = ms(settled_at - read),
+            follow_ms = ms(followed_at - settled_at),
+            "bundler round"
+        );
         Ok(())
     }
 
@@ -116,19 +146,11 @@ impl Bundler {
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
         let from = latest.saturating_sub(LOOKBACK_BLOCKS);
-        let logs = client
-            .user_operation_logs(self.sponsor.entry_point, topic, &hashes, from)
-            .await?;
-        let mut events = BTreeMap::new();
-        for l in &logs {
-            if let Some(event) = userop::user_operation_event(self.sponsor.entry_point, &l.log) {
-                events.entry(format!("{:#x}", event.userOpHash)).or_insert((l, event));
-            }
-        }
-        // The senders of the waiting operations without an event: their EntryPoint nonces at `latest`, read at once.
+        // The senders of the waiting operations still valid: their EntryPoint nonces at `latest`, read at once and
+        // beside the logs (used only for those without an event).
         let mut senders: Vec<Address> = open
             .iter()
-            .filter(|o| o.bundle_id.is_none() && o.valid_until >= now && !events.contains_key(&o.user_op_hash))
+            .filter(|o| o.bundle_id.is_none() && o.valid_until >= now)
             .map(|o| o.sender)
             .collect();
         senders.sort();
@@ -137,8 +159,21 @@ impl Bundler {
             senders
                 .iter()
                 .map(|sender| self.entry_point_nonce(client, *sender, latest)),
-        )
-        .await?;
+        );
+        let logs = async {
+            anyhow::Ok(
+                client
+                    .user_operation_logs(self.sponsor.entry_point, topic, &hashes, from)
+                    .await?,
+            )
+        };
+        let (logs, nonces) = tokio::try_join!(logs, nonces)?;
+        let mut events = BTreeMap::new();
+        for l in &logs {
+            if let Some(event) = userop::user_operation_event(self.sponsor.entry_point, &l.log) {
+                events.entry(format!("{:#x}", event.userOpHash)).or_insert((l, event));
+            }
+        }
         let used: BTreeMap<Address, u64> = senders.into_iter().zip(nonces).collect();
         let mut settling = Vec::new();
         let mut seen = Vec::new();
@@ -263,6 +298,64 @@ impl Bundler {
     }
 }
 
+/// The operations to carry in this round: those in no bundle whose event the chain does not show (`seen`), except
+/// those whose sender has an earlier operation in a bundle whose event it does not show yet.
+fn waiting<'a>(open: &'a [OpenOperation], seen: &[Uuid]) -> Vec<&'a OpenOperation> {
+    let mut carried: BTreeMap<Address, u64> = BTreeMap::new();
+    for op in open
+        .iter()
+        .filter(|o| o.bundle_id.is_some() && !seen.contains(&o.transfer_id))
+    {
+        let lowest = carried.entry(op.sender).or_insert(op.nonce);
+        *lowest = (*lowest).min(op.nonce);
+    }
+    open.iter()
+        .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
+        .filter(|o| carried.get(&o.sender).is_none_or(|lowest| o.nonce < *lowest))
+        .collect()
+}
+
 mod carry;
 mod follow;
 mod group;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(sender: u8, nonce: u64, bundle: Option<Uuid>) -> OpenOperation {
+        OpenOperation {
+            transfer_id: Uuid::new_v4(),
+            agent_id: Uuid::nil(),
+            sender: Address::repeat_byte(sender),
+            nonce,
+            packed: Vec::new(),
+            user_op_hash: String::new(),
+            max_fee_per_gas: 0,
+            valid_until: 0,
+            bundle_id: bundle,
+            status: "signed".into(),
+            reserved: U256::ZERO,
+            alone: false,
+        }
+    }
+
+    #[test]
+    fn an_operation_waits_while_an_earlier_one_of_its_sender_is_in_a_bundle_not_yet_mined() {
+        let bundle = Some(Uuid::new_v4());
+        // Sender 1: nonce 4 in a bundle, 5 and 6 waiting. Sender 2: nonce 7 in a bundle whose event the chain shows,
+        // 8 waiting. Sender 3: 2 waiting, 3 in a bundle (released and carried again in another order).
+        let open = vec![
+            op(1, 4, bundle),
+            op(1, 5, None),
+            op(1, 6, None),
+            op(2, 7, bundle),
+            op(2, 8, None),
+            op(3, 2, None),
+            op(3, 3, bundle),
+        ];
+        let seen = vec![open[3].transfer_id];
+        let carried: Vec<(u8, u64)> = waiting(&open, &seen).iter().map(|o| (o.sender[0], o.nonce)).collect();
+        assert_eq!(carried, vec![(2, 8), (3, 2)]);
+    }
+}

@@ -1,8 +1,10 @@
-//! What a bundle carries and how it is priced and signed (§22). A bundle is simulated as a whole right before it
-//! is signed: an operation the EntryPoint refuses there (`FailedOp(opIndex, reason)`) is left out with every later
-//! operation of its agent, and the rest is simulated again, until it passes or nothing is left. Its fee is never
-//! above the lowest `maxFeePerGas` of the operations it carries (the EntryPoint pays the sponsor back at each
-//! operation's own price); its first attempt leaves room below that for fee bumps.
+//! What a bundle carries and how it is priced and signed (§22). A bundle's gas limit is computed from the limits of
+//! the operations it carries (`gas_limit`), and the bundle is simulated as a whole right before it is signed, by one
+//! `eth_call` of `handleOps` at that gas limit on the latest block: an operation the EntryPoint refuses there
+//! (`FailedOp(opIndex, reason)`) is left out with every later operation of its agent, and the rest is simulated
+//! again, until it passes or nothing is left. Its fee is never above the lowest `maxFeePerGas` of the operations it
+//! carries (the EntryPoint pays the sponsor back at each operation's own price); its first attempt leaves room below
+//! that for fee bumps.
 
 use std::time::Duration;
 
@@ -21,6 +23,52 @@ use crate::store::operations::BundleRecord;
 
 /// How old the fees a first attempt is priced at may be.
 const FEE_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// EntryPoint v0.7's `INNER_GAS_OVERHEAD`: what `innerHandleOp` requires beyond an operation's `callGasLimit` and
+/// `paymasterPostOpGasLimit` before it calls the account (else the whole bundle reverts, `AA95 out of gas`).
+const INNER_GAS_OVERHEAD: u128 = 10_000;
+/// What a bundle spends outside its operations' own limits and `preVerificationGas`: the transaction's intrinsic
+/// 21,000 (not left to the operations' `preVerificationGas`, which agentd sizes for each operation's calldata and
+/// share), and `handleOps`' own work once a bundle — its reentrancy guard's writes, `BeforeExecution`, the operations'
+/// records in memory, the payment to the beneficiary (a call with value, about 9,000) — with room to spare.
+const BUNDLE_OVERHEAD: u128 = 50_000;
+/// EIP-7702's `PER_EMPTY_ACCOUNT_COST`: the intrinsic gas of each authorization a type-4 bundle carries.
+const PER_AUTHORIZATION_GAS: u128 = 25_000;
+/// EIP-7825's cap on a transaction's gas limit (2^24): the operations that would take a bundle past it wait.
+const MAX_BUNDLE_GAS: u64 = 1 << 24;
+
+/// The gas limit of a bundle of `ops` carrying `authorizations` EIP-7702 authorizations, from the operations' own
+/// limits as the EntryPoint v0.7 enforces them: each operation's validation within its `verificationGasLimit`
+/// (`AA26`) and its paymaster's within `paymasterVerificationGasLimit` (`AA36`), its execution within its
+/// `callGasLimit` and `paymasterPostOpGasLimit` plus `INNER_GAS_OVERHEAD`, and `preVerificationGas` for what the
+/// EntryPoint does not measure (its calldata, its part of the loop); so each operation counts all five and
+/// `INNER_GAS_OVERHEAD`. `innerHandleOp` also checks, before running an operation, that 63/64 of the gas it was
+/// given covers that operation's call, postOp and `INNER_GAS_OVERHEAD`, and it was itself given 63/64 of what was
+/// left: the largest of those, times (64/63)² − 1 (127/3969, under 1/31), must be left on top. Then the bundle's own
+/// `BUNDLE_OVERHEAD`, and `PER_AUTHORIZATION_GAS` for each authorization. The simulation runs at this gas limit, so a
+/// shortfall would show there (as `AA95` or running out of gas) and nothing would be sent.
+pub(super) fn gas_limit(ops: &[PackedUserOperation], authorizations: usize) -> u64 {
+    let mut total = BUNDLE_OVERHEAD.saturating_add(PER_AUTHORIZATION_GAS.saturating_mul(authorizations as u128));
+    let mut margin: u128 = 0;
+    for op in ops {
+        let limits = u128::try_from(userop::total_gas(op)).unwrap_or(u128::MAX);
+        total = total.saturating_add(limits).saturating_add(INNER_GAS_OVERHEAD);
+        let (_, call) = userop::unpack_pair(op.accountGasLimits);
+        let post_op = userop::paymaster_fields(&op.paymasterAndData).map_or(0, |f| f.post_op_gas_limit);
+        let executing = call.saturating_add(post_op).saturating_add(INNER_GAS_OVERHEAD);
+        margin = margin.max(executing.div_ceil(31));
+    }
+    u64::try_from(total.saturating_add(margin)).unwrap_or(u64::MAX)
+}
+
+/// How many of `ops` (the first ones) a bundle can carry under `MAX_BUNDLE_GAS`: at least one.
+fn fitting(ops: &[(Uuid, PackedUserOperation)], authorizations: usize) -> usize {
+    let packed: Vec<PackedUserOperation> = ops.iter().map(|(_, op)| op.clone()).collect();
+    (2..=packed.len())
+        .take_while(|n| gas_limit(&packed[..*n], authorizations) <= MAX_BUNDLE_GAS)
+        .last()
+        .unwrap_or(1)
+}
 
 /// The operations a bundle carries once simulated, with its gas limit.
 pub(super) struct Carried {
@@ -83,25 +131,37 @@ impl Bundler {
     ) -> anyhow::Result<Option<Carried>> {
         let sponsor = self.sponsor.key.address();
         let authorizations: Vec<SignedAuthorization> = authorization.into_iter().cloned().collect();
+        // A prefix, so that each sender's operations left for later follow those it carries.
+        ops.truncate(fitting(&ops, authorizations.len()));
         loop {
             if ops.is_empty() {
                 return Ok(None);
             }
             let packed: Vec<PackedUserOperation> = ops.iter().map(|(_, op)| op.clone()).collect();
+            let gas_limit = gas_limit(&packed, authorizations.len());
             let data = userop::handle_ops_call(&packed, sponsor);
             let revert = match client
-                .simulate_bundle((sponsor, self.sponsor.entry_point, data), &authorizations, None)
+                .simulate_bundle(
+                    (sponsor, self.sponsor.entry_point, data),
+                    gas_limit,
+                    &authorizations,
+                    None,
+                )
                 .await?
             {
-                Ok(gas) => {
-                    let gas_limit = gas + gas / 5 + 10_000;
-                    return Ok(Some(Carried { ops, gas_limit }));
-                }
+                Ok(()) => return Ok(Some(Carried { ops, gas_limit })),
                 Err(revert) => revert,
             };
             let Some((index, reason, _)) = userop::failed_op(&revert) else {
                 anyhow::bail!("the bundle reverts as a whole ({revert})");
             };
+            if reason.starts_with("AA95") {
+                // The bundle's gas limit, not the operation, is at fault: nothing is left out, nothing is sent.
+                anyhow::bail!(
+                    "a bundle of {} operations runs out of gas at {gas_limit} ({reason})",
+                    ops.len()
+                );
+            }
             let Some((id, failed)) = usize::try_from(index).ok().and_then(|i| ops.get(i)).cloned() else {
                 anyhow::bail!("the EntryPoint refused operation {index} of a bundle of {}", ops.len());
             };
@@ -111,15 +171,22 @@ impl Bundler {
         }
     }
 
-    /// Simulates, signs, records and broadcasts one new bundle at the sponsor's next nonce.
-    pub(super) async fn send_bundle(&self, client: &ChainClient, group: Group) -> anyhow::Result<()> {
-        let Some(carried) = self.carry(client, group.ops, group.authorization.as_ref()).await? else {
-            return Ok(());
-        };
+    /// Simulates, signs, records and broadcasts one new bundle at the sponsor's next nonce. Answers how many
+    /// operations it carries (0: none was left to carry, nothing was sent).
+    pub(super) async fn send_bundle(&self, client: &ChainClient, group: Group) -> anyhow::Result<usize> {
         let sponsor = self.sponsor.key.address();
-        let fees = first_fees(carried.caps(), &client.recent_fees(FEE_MAX_AGE).await?);
-        let stored = self.store.next_bundle_nonce(self.sponsor.chain.name).await?;
-        let nonce = client.pending_nonce(sponsor).await?.max(stored.unwrap_or(0));
+        // The fees and the sponsor's next nonce (the node's and the store's) are read while the bundle is simulated.
+        let (carried, now, stored, pending) = tokio::try_join!(
+            self.carry(client, group.ops, group.authorization.as_ref()),
+            async { anyhow::Ok(client.recent_fees(FEE_MAX_AGE).await?) },
+            async { anyhow::Ok(self.store.next_bundle_nonce(self.sponsor.chain.name).await?) },
+            async { anyhow::Ok(client.pending_nonce(sponsor).await?) },
+        )?;
+        let Some(carried) = carried else {
+            return Ok(0);
+        };
+        let fees = first_fees(carried.caps(), &now);
+        let nonce = pending.max(stored.unwrap_or(0));
         let data = userop::handle_ops_call(&carried.packed(), sponsor);
         let to = self.sponsor.entry_point;
         let bundle = self.sign(nonce, fees, (carried.gas_limit, to, data), group.authorization)?;
@@ -133,7 +200,7 @@ impl Bundler {
             operations = ids.len(),
             "bundle sent"
         );
-        Ok(())
+        Ok(ids.len())
     }
 
     /// The sponsor key's transaction at `nonce` with `fees`, sending `input` to `to` with `gas_limit` (type 4 when
@@ -198,6 +265,46 @@ mod tests {
 
     fn fees(base: u128, tip: u128) -> Fees {
         Fees::from_parts(Some(base), tip, base + tip)
+    }
+
+    /// An operation with agentd's limits for a transfer: verification 150,000, call `call`, the paymaster's
+    /// verification 80,000 and postOp 0, `preVerificationGas` 60,000.
+    fn op(call: u128) -> PackedUserOperation {
+        let approval = userop::PaymasterApproval {
+            paymaster: Address::repeat_byte(7),
+            verification_gas_limit: 80_000,
+            valid_until: 1,
+            valid_after: 0,
+        };
+        PackedUserOperation {
+            accountGasLimits: userop::account_gas_limits(150_000, call),
+            preVerificationGas: U256::from(60_000),
+            paymasterAndData: userop::unsigned_paymaster_and_data(&approval).expect("in range"),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_bundles_gas_limit_adds_its_operations_limits_and_the_entry_points_margins() {
+        // 350,000 of limits + INNER_GAS_OVERHEAD 10,000, + BUNDLE_OVERHEAD 50,000, + the 63/64 margin of the
+        // execution (60,000 + 0 + 10,000) / 31 rounded up: 2,259.
+        assert_eq!(gas_limit(&[op(60_000)], 0), 412_259);
+        // A type-4 bundle: the authorization's 25,000 more.
+        assert_eq!(gas_limit(&[op(60_000)], 1), 437_259);
+        // Two operations: both limits, the larger execution's margin once ((100,000 + 10,000) / 31: 3,549).
+        assert_eq!(
+            gas_limit(&[op(60_000), op(100_000)], 0),
+            50_000 + 360_000 + 400_000 + 3_549
+        );
+        // The limits of agentd's transfers (callGasLimit about 60,000): 16 fit far below EIP-7825's cap.
+        let sixteen: Vec<(Uuid, PackedUserOperation)> = (0..16).map(|_| (Uuid::new_v4(), op(60_000))).collect();
+        assert_eq!(fitting(&sixteen, 0), 16);
+        // Calls of 3,000,000 gas each: five fit under 2^24, the rest wait; one alone always goes.
+        let large: Vec<(Uuid, PackedUserOperation)> = (0..8).map(|_| (Uuid::new_v4(), op(3_000_000))).collect();
+        assert_eq!(fitting(&large, 0), 5);
+        assert_eq!(fitting(&large[..1], 0), 1);
+        let huge = vec![(Uuid::new_v4(), op(20_000_000))];
+        assert_eq!(fitting(&huge, 0), 1);
     }
 
     #[test]

@@ -48,9 +48,16 @@ impl Bundler {
         }
         // Read before the receipts: every transaction below it was mined before they were asked for.
         let mined = client.mined_nonce(self.sponsor.key.address()).await?;
+        // Every bundle's receipt, read at once.
+        let receipts = futures::future::try_join_all(
+            bundles
+                .iter()
+                .map(|bundle| async move { anyhow::Ok(client.receipt(bundle.tx_hash.parse()?).await?) }),
+        )
+        .await?;
         let mut released = 0;
-        for bundle in bundles {
-            if let Some(receipt) = client.receipt(bundle.tx_hash.parse()?).await? {
+        for (bundle, receipt) in bundles.into_iter().zip(receipts) {
+            if let Some(receipt) = receipt {
                 let cost = receipt.fee_paid();
                 if !receipt.success {
                     tracing::warn!(
@@ -100,6 +107,7 @@ impl Bundler {
         let simulated = client
             .simulate_bundle(
                 (sponsor, self.sponsor.entry_point, signed.input),
+                bundle.gas_limit,
                 &authorizations,
                 block,
             )
