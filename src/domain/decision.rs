@@ -314,42 +314,8 @@ pub fn sweeps_to(to: Address, owners: Option<&[Address]>) -> bool {
 pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
     let refuse = Decision::Refuse;
     let sweep = matches!(f.gate, Gate::Sweep { .. });
-    if let Gate::Sweep { owners } = &f.gate
-        && !sweeps_to(r.to, owners.as_deref())
-    {
-        return refuse(Refusal::OwnerAddressRequired);
-    }
-    if !f.standing.agent_active && !sweep {
-        return refuse(Refusal::AgentInactive);
-    }
-    if !f.standing.token_current {
-        return refuse(Refusal::TokenRevoked);
-    }
-    if !f.standing.claim_held {
-        return refuse(Refusal::ClaimLost);
-    }
-    // What the delegation leaves must hold the amount, so that no number of concurrent redemptions on any number of
-    // instances sends what the chain would refuse (§21).
-    if let Some(delegation) = f.delegation
-        && delegation.available() < r.value
-    {
-        return refuse(Refusal::DelegationLimit {
-            available: delegation.available(),
-        });
-    }
-    // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
-    if r.payment.is_some() && f.cap.is_zero() {
-        return refuse(Refusal::CapExceeded {
-            cap: f.cap,
-            spent: f.spent,
-        });
-    }
-    if let Some(tokens) = f.tokens
-        && tokens.available() < r.value
-    {
-        return refuse(Refusal::InsufficientTokens {
-            available: tokens.available(),
-        });
+    if let Some(refusal) = refusal_before_gate(r, f, sweep) {
+        return refuse(refusal);
     }
     // A call's funds are its last check (§18: after the rules, the limits and the cap); a transfer's come first.
     let short = match (f.native, r.native_needed) {
@@ -419,6 +385,49 @@ pub fn decide(r: &Request<'_>, f: &Facts) -> Decision {
         return refuse(Refusal::DesignationUnmined { nonce });
     }
     Decision::Reserve { nonce, release }
+}
+
+/// The refusals `decide` takes before the gate, in its order: where a sweep goes; the standing of whoever asked;
+/// what a delegation leaves; a payment on a chain whose cap is 0; the token funds.
+fn refusal_before_gate(r: &Request<'_>, f: &Facts, sweep: bool) -> Option<Refusal> {
+    if let Gate::Sweep { owners } = &f.gate
+        && !sweeps_to(r.to, owners.as_deref())
+    {
+        return Some(Refusal::OwnerAddressRequired);
+    }
+    if !f.standing.agent_active && !sweep {
+        return Some(Refusal::AgentInactive);
+    }
+    if !f.standing.token_current {
+        return Some(Refusal::TokenRevoked);
+    }
+    if !f.standing.claim_held {
+        return Some(Refusal::ClaimLost);
+    }
+    // What the delegation leaves must hold the amount, so that no number of concurrent redemptions on any number of
+    // instances sends what the chain would refuse (§21).
+    if let Some(delegation) = f.delegation
+        && delegation.available() < r.value
+    {
+        return Some(Refusal::DelegationLimit {
+            available: delegation.available(),
+        });
+    }
+    // An x402 payment costs the cap no native coin, but an agent whose cap on the chain is 0 pays nothing there.
+    if r.payment.is_some() && f.cap.is_zero() {
+        return Some(Refusal::CapExceeded {
+            cap: f.cap,
+            spent: f.spent,
+        });
+    }
+    if let Some(tokens) = f.tokens
+        && tokens.available() < r.value
+    {
+        return Some(Refusal::InsufficientTokens {
+            available: tokens.available(),
+        });
+    }
+    None
 }
 
 /// A sponsored outflow's checks, in the same step as the cap (§22): a cap of 0 moves nothing whoever pays; then
