@@ -18,11 +18,12 @@ use uuid::Uuid;
 
 use super::carriers::Carrier;
 use super::carriers::wallet::sign_designating;
-use super::{TransferError, sign_transfer, token_ref};
-use crate::chain::Node;
+use super::{FEE_MAX_AGE, TransferError, sign_transfer, token_ref};
+use crate::chain::{ChainError, Fees, Node};
 use crate::domain::asset::Asset;
 use crate::domain::audit::OwedEntry;
 use crate::domain::chain::ChainInfo;
+use crate::domain::decision::Cost;
 use crate::domain::outflow::{ChainReads, Check};
 use crate::domain::transaction::{Action, Body, OnChain, Payer};
 use crate::signer::{SignerError, WalletSigner};
@@ -95,6 +96,65 @@ pub(super) struct Quote {
     pub mined_nonce: Option<u64>,
     /// The amount the quote found (a sweep: the whole balance), in place of the outflow's.
     pub value: Option<U256>,
+}
+
+/// What a transaction's gas may cost: its limit at the fees read, and the L1 fee estimate of OP-stack chains (§14;
+/// zero elsewhere).
+pub(super) struct Gas {
+    pub limit: u64,
+    pub fees: Fees,
+    pub l1_fee: U256,
+}
+
+impl Gas {
+    /// One maximum fee: the gas limit at the maximum fee per gas, and the L1 fee.
+    pub(super) fn max_fee(&self) -> U256 {
+        self.fees.max_cost(self.limit).saturating_add(self.l1_fee)
+    }
+}
+
+/// The fees and the L1 fee estimate of the transaction `probe` encodes (`l1_probe`), read together, each reused for
+/// `FEE_MAX_AGE`: the fee reads every wallet-paid quote shares.
+pub(super) async fn recent_fees(client: &dyn Node, probe: &[u8]) -> Result<(Fees, U256), ChainError> {
+    let (fees, l1_fee) = tokio::join!(
+        client.recent_fees(FEE_MAX_AGE),
+        client.recent_l1_fee(probe, FEE_MAX_AGE)
+    );
+    Ok((fees?, l1_fee?))
+}
+
+impl Quote {
+    /// The one place a transaction's quote is built: at `gas`, holding `value` and one maximum fee against the cap
+    /// (`Cost::of`), with the native `balance` as read and what the wallet needs of it. `refuse_short`: refused at
+    /// once when the balance alone falls short (`native_funds`); else the funds are judged last, in the reservation
+    /// (a call's, §18). What a purpose reads besides (a token balance, the mined nonce, a sweep's amount) it sets on
+    /// the result.
+    pub(super) fn transaction(
+        chain: &'static ChainInfo,
+        gas: &Gas,
+        value: U256,
+        balance: U256,
+        refuse_short: bool,
+    ) -> Result<Quote, TransferError> {
+        let cost = Cost::of(value, gas.max_fee());
+        let funds = match refuse_short {
+            true => native_funds(chain, balance, cost.needed)?,
+            false => NativeFunds {
+                balance,
+                needed: cost.needed,
+            },
+        };
+        Ok(Quote {
+            gas_limit: gas.limit,
+            max_fee_per_gas: gas.fees.max_fee_per_gas,
+            priority_fee: gas.fees.max_priority_fee_per_gas,
+            reserved: cost.reserved,
+            funds: Some(funds),
+            token_balance: None,
+            mined_nonce: None,
+            value: None,
+        })
+    }
 }
 
 impl Purpose<'_> {

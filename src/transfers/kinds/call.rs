@@ -2,13 +2,11 @@
 
 use alloy::primitives::{Address, U256};
 
-use super::Quote;
+use super::{Gas, Quote, recent_fees};
 use crate::chain::Node;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
 use crate::domain::transaction::CallRecord;
-use crate::store::NativeFunds;
-use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+use crate::transfers::{TransferError, l1_probe};
 
 /// What a call is signed from: its record (calldata, decoding, simulation) and the gas limit to sign.
 pub(in crate::transfers) struct CallDraft {
@@ -50,25 +48,13 @@ pub(super) async fn quote(
     value: U256,
 ) -> Result<Quote, TransferError> {
     let probe = l1_probe(chain, to, value, call.record.data.clone());
-    let (fees, balance, l1_fee) = tokio::join!(
-        client.recent_fees(FEE_MAX_AGE),
-        client.balance(from),
-        client.recent_l1_fee(&probe, FEE_MAX_AGE),
-    );
-    let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
-    let cost = Cost::of(value, fees.max_cost(call.gas_limit).saturating_add(l1_fee));
+    let (fee_reads, balance) = tokio::join!(recent_fees(client, &probe), client.balance(from));
+    let ((fees, l1_fee), balance) = (fee_reads?, balance?);
+    let gas = Gas {
+        limit: call.gas_limit,
+        fees,
+        l1_fee,
+    };
     // Not refused here: a call's funds are judged last, in the reservation (§18).
-    Ok(Quote {
-        gas_limit: call.gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas,
-        priority_fee: fees.max_priority_fee_per_gas,
-        reserved: cost.reserved,
-        funds: Some(NativeFunds {
-            balance,
-            needed: cost.needed,
-        }),
-        token_balance: None,
-        mined_nonce: None,
-        value: None,
-    })
+    Quote::transaction(chain, &gas, value, balance, false)
 }

@@ -2,12 +2,11 @@
 
 use alloy::primitives::{Address, Bytes, U256};
 
-use super::Quote;
+use super::{Gas, Quote, recent_fees};
 use crate::chain::{Node, RefusalKind};
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
 use crate::store::NativeFunds;
-use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+use crate::transfers::{TransferError, l1_probe};
 
 /// The native balance as read and what a transfer needs of it; refused at once when the balance alone falls short.
 pub(in crate::transfers) fn native_funds(
@@ -37,11 +36,10 @@ pub(super) async fn quote(
     value: U256,
 ) -> Result<Quote, TransferError> {
     let probe = l1_probe(chain, to, value, Bytes::new());
-    let (gas_limit, fees, funds, l1_fee) = tokio::join!(
+    let (gas_limit, fee_reads, funds) = tokio::join!(
         client.transfer_gas(from, to, value),
-        client.recent_fees(FEE_MAX_AGE),
+        recent_fees(client, &probe),
         client.mined_nonce_then_balance(from),
-        client.recent_l1_fee(&probe, FEE_MAX_AGE),
     );
     let gas_limit = match gas_limit {
         Ok(gas) => gas,
@@ -54,17 +52,15 @@ pub(super) async fn quote(
         }
         Err(e) => return Err(e.into()),
     };
-    let (fees, (mined, balance), l1_fee) = (fees?, funds?, l1_fee?);
+    let ((fees, l1_fee), (mined, balance)) = (fee_reads?, funds?);
     // On OP-stack chains the L1 data fee is part of the fee (§14).
-    let cost = Cost::of(value, fees.max_cost(gas_limit).saturating_add(l1_fee));
+    let gas = Gas {
+        limit: gas_limit,
+        fees,
+        l1_fee,
+    };
     Ok(Quote {
-        gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas,
-        priority_fee: fees.max_priority_fee_per_gas,
-        reserved: cost.reserved,
-        funds: Some(native_funds(chain, balance, cost.needed)?),
-        token_balance: None,
         mined_nonce: Some(mined),
-        value: None,
+        ..Quote::transaction(chain, &gas, value, balance, true)?
     })
 }

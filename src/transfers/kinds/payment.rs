@@ -1,6 +1,6 @@
 //! An x402 payment (§16): an EIP-3009 authorization, signed off chain and delivered by the paid request.
 
-use alloy::primitives::{Address, U256};
+use alloy::primitives::Address;
 
 use super::Quote;
 use crate::chain::Node;
@@ -25,14 +25,8 @@ pub(in crate::transfers) struct PaymentDraft<'a> {
 /// payment against less other unused authorizations.
 pub(super) async fn quote(client: &dyn Node, p: &PaymentDraft<'_>, from: Address) -> Result<Quote, TransferError> {
     Ok(Quote {
-        gas_limit: 0,
-        max_fee_per_gas: 0,
-        priority_fee: 0,
-        reserved: U256::ZERO,
-        funds: None,
         token_balance: Some(client.token_balance(from, &p.token).await?),
-        mined_nonce: None,
-        value: None,
+        ..Quote::none()
     })
 }
 

@@ -3,13 +3,12 @@
 
 use alloy::primitives::{Address, U256};
 
-use super::Quote;
+use super::{Gas, Quote};
 use crate::chain::Node;
 use crate::chain::simulate::{SimCall, SimulationError};
 use crate::domain::amount::format_units;
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
 use crate::domain::outflow::Delegated;
 use crate::domain::transaction::Via;
 use crate::transfers::{FEE_MAX_AGE, TransferError};
@@ -94,16 +93,15 @@ pub(super) async fn quote(
         .gas_used
         .saturating_add(simulated.gas_used / 4)
         .saturating_add(20_000);
-    let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit));
+    // No L1 fee is estimated for a redemption.
+    let gas = Gas {
+        limit: gas_limit,
+        fees,
+        l1_fee: U256::ZERO,
+    };
     Ok(Quote {
-        gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas,
-        priority_fee: fees.max_priority_fee_per_gas,
-        reserved: cost.reserved,
-        funds: Some(super::native_funds(chain, balance, cost.needed)?),
-        token_balance: None,
         mined_nonce: Some(draft.mined_nonce),
-        value: None,
+        ..Quote::transaction(chain, &gas, U256::ZERO, balance, true)?
     })
 }
 

@@ -2,13 +2,11 @@
 
 use alloy::primitives::{Address, Bytes};
 
-use super::Quote;
-use super::native_funds;
+use super::{Gas, Quote, recent_fees};
 use crate::chain::Node;
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
-use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
+use crate::transfers::{TransferError, l1_probe};
 
 /// The whole native balance less one maximum fee (gas limit × `maxFeePerGas`, plus the L1 fee estimate on OP-stack
 /// chains, §14): what an owner's sweep sends (§20). The balance is read first, so the gas of a recipient with code is
@@ -24,27 +22,20 @@ pub(super) async fn quote_native(
         return Err(TransferError::NothingToSweep(chain.native_symbol.to_string()));
     }
     let probe = l1_probe(chain, to, balance, Bytes::new());
-    let (gas_limit, fees, l1_fee) = tokio::join!(
-        client.transfer_gas(from, to, balance),
-        client.recent_fees(FEE_MAX_AGE),
-        client.recent_l1_fee(&probe, FEE_MAX_AGE),
-    );
-    let (gas_limit, fees, l1_fee) = (gas_limit?, fees?, l1_fee?);
-    let fee = fees.max_cost(gas_limit).saturating_add(l1_fee);
-    let value = balance.saturating_sub(fee);
+    let (gas_limit, fee_reads) = tokio::join!(client.transfer_gas(from, to, balance), recent_fees(client, &probe));
+    let (gas_limit, (fees, l1_fee)) = (gas_limit?, fee_reads?);
+    let gas = Gas {
+        limit: gas_limit,
+        fees,
+        l1_fee,
+    };
+    let value = balance.saturating_sub(gas.max_fee());
     if value.is_zero() {
         return Err(TransferError::NothingToSweep(chain.native_symbol.to_string()));
     }
-    let cost = Cost::of(value, fee);
     Ok(Quote {
-        gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas,
-        priority_fee: fees.max_priority_fee_per_gas,
-        reserved: cost.reserved,
-        funds: Some(native_funds(chain, balance, cost.needed)?),
-        token_balance: None,
-        mined_nonce: None,
         value: Some(value),
+        ..Quote::transaction(chain, &gas, value, balance, true)?
     })
 }
 

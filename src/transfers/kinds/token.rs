@@ -2,12 +2,10 @@
 
 use alloy::primitives::{Address, U256};
 
-use super::Quote;
-use super::native_funds;
+use super::{Gas, Quote};
 use crate::chain::{Node, RefusalKind};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
-use crate::domain::decision::Cost;
 use crate::domain::transaction::TokenRef;
 use crate::transfers::{FEE_MAX_AGE, TransferError, l1_probe};
 
@@ -70,15 +68,14 @@ pub(super) async fn quote(
     };
     let (fees, balance, l1_fee) = (fees?, balance?, l1_fee?);
     // On OP-stack chains the L1 data fee is part of the fee (§14).
-    let cost = Cost::of(U256::ZERO, fees.max_cost(gas_limit).saturating_add(l1_fee));
+    let gas = Gas {
+        limit: gas_limit,
+        fees,
+        l1_fee,
+    };
     Ok(Quote {
-        gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas,
-        priority_fee: fees.max_priority_fee_per_gas,
-        reserved: cost.reserved,
-        funds: Some(native_funds(chain, balance, cost.needed)?),
         token_balance: Some(held),
         mined_nonce: Some(mined?),
-        value: None,
+        ..Quote::transaction(chain, &gas, U256::ZERO, balance, true)?
     })
 }

@@ -1,7 +1,5 @@
 //! An EIP-712 signature (§18 `sign-typed-data`): its digest signed, nothing sent.
 
-use alloy::primitives::U256;
-
 use super::Quote;
 use crate::domain::transaction::SignatureRecord;
 use crate::signer::{SignerError, WalletSigner};
@@ -27,16 +25,7 @@ impl TypedDraft {
 
 /// Nothing is sent: no gas, no balance to hold.
 pub(super) fn quote() -> Quote {
-    Quote {
-        gas_limit: 0,
-        max_fee_per_gas: 0,
-        priority_fee: 0,
-        reserved: U256::ZERO,
-        funds: None,
-        token_balance: None,
-        mined_nonce: None,
-        value: None,
-    }
+    Quote::none()
 }
 
 /// The message's EIP-712 digest, signed: the signature handed to the caller.
