@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use agentd::chain::Node;
 use agentd::domain::amount::Amount;
 use agentd::domain::asset::Asset;
 use agentd::domain::chain as registry;

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use agentd::chain::Node;
 use agentd::chat::runner;
 use agentd::chat::{ChatEvent, TurnResult};
 use agentd::domain::agent::Agent;

@@ -4,6 +4,9 @@
 //! bounds every call by a timeout, retries once on transient failures, and verifies lazily (and
 //! in the background at start, never blocking it) that its node reports the registry's chain id;
 //! a node of another chain is refused with `ChainError::WrongChainId`, never signed for.
+//!
+//! What the transfer service and the watcher ask of a chain's node is the trait `Node` (`node`); `ChainClient`
+//! implements it over JSON-RPC, and a unit test may stand a scripted node in for a chain (`Chains::with_node`).
 
 pub mod authorizations;
 pub mod bundles;

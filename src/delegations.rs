@@ -13,7 +13,7 @@ use alloy::primitives::{Address, B256, U256};
 use uuid::Uuid;
 
 use crate::chain::delegations::Read;
-use crate::chain::{ChainError, Chains};
+use crate::chain::{ChainError, Chains, Node};
 use crate::domain::agent::Agent;
 use crate::domain::audit::{Actor, Detail, detail};
 use crate::domain::delegation::{self as rules, Delegation, DelegationJson, Kind, Limit, Status, Terms};

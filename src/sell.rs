@@ -15,7 +15,7 @@ use std::time::Duration;
 use alloy::primitives::{Address, TxHash, U256};
 use uuid::Uuid;
 
-use crate::chain::Chains;
+use crate::chain::{Chains, Node};
 use crate::config::Config;
 use crate::domain::agent::Agent;
 use crate::domain::asset::Asset;

@@ -14,7 +14,7 @@ use alloy::primitives::{TxHash, U256};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::chain::{ChainClient, ChainError, Chains, ReceiptInfo};
+use crate::chain::{ChainError, Chains, Node, ReceiptInfo};
 use crate::domain::amount::format_units;
 use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
@@ -149,7 +149,7 @@ impl Watcher {
     }
 
     /// One round over the chain's open transfers. Returns how many were settled. The node is asked for its head,
-    /// then, in one JSON-RPC batch (`ChainClient::receipts`), for the receipts of the attempts of the open transfers
+    /// then, in one JSON-RPC batch (`Node::receipts`), for the receipts of the attempts of the open transfers
     /// it may have put in a block since the last round: all of them once the head moved, else only attempts new since;
     /// the transfers that landed deep enough settle together in one database
     /// transaction; then those still out are looked after one by one (rebroadcast, fee bump, nonce fill, drop).
@@ -164,7 +164,7 @@ impl Watcher {
         if open.is_empty() {
             return Ok(paid);
         }
-        let client = self.state.chains.get(self.chain)?;
+        let node = self.state.chains.node(self.chain)?;
         let mut by_transfer = self.state.store.open_attempts(self.chain).await?;
         let mut watched = Vec::with_capacity(open.len());
         for tx in open {
@@ -175,13 +175,13 @@ impl Watcher {
             };
             watched.push((tx, attempts));
         }
-        let (latest, found) = self.find_receipts(client, &watched).await?;
+        let (latest, found) = self.find_receipts(node, &watched).await?;
         let mut landed = Vec::new();
         let mut out = Vec::new();
         for ((tx, attempts), found) in watched.iter().zip(found) {
             let checked = match found {
                 Ok(Some((i, receipt))) => {
-                    self.landed(tx, &attempts[i], &receipt, latest, client.confirmations())
+                    self.landed(tx, &attempts[i], &receipt, latest, node.confirmations())
                         .await
                 }
                 Ok(None) => {
@@ -198,7 +198,7 @@ impl Watcher {
         }
         let mut settled = paid + self.settle_all(&landed).await;
         for (tx, attempts) in out {
-            match self.check(client, tx, attempts).await {
+            match self.check(node, tx, attempts).await {
                 Ok(true) => settled += 1,
                 Ok(false) => {}
                 Err(e) => tracing::warn!(tx_id = %tx.id, chain = self.chain, error = %e, "cannot check a transfer"),
@@ -212,7 +212,7 @@ impl Watcher {
     /// asked at all.
     async fn find_receipts(
         &self,
-        client: &ChainClient,
+        node: &dyn Node,
         watched: &[(StoredTx, Vec<Attempt>)],
     ) -> Result<(u64, Vec<Result<Option<(usize, ReceiptInfo)>, WatchError>>), WatchError> {
         let mut hashes = Vec::new();
@@ -227,7 +227,7 @@ impl Watcher {
         }
         // Asked at the head this round saw, as the round before did: a hash without a receipt then has none now
         // (a block that replaced the head's moves the head on), so only the others are asked.
-        let head = client.block_number().await?;
+        let head = node.block_number().await?;
         let known: HashSet<TxHash> = self
             .without_receipt
             .lock()
@@ -237,7 +237,7 @@ impl Watcher {
             .map(|(_, hashes)| hashes)
             .unwrap_or_default();
         let ask: Vec<TxHash> = hashes.iter().filter(|h| !known.contains(*h)).copied().collect();
-        let mut asked = client.receipts(&ask).await?.into_iter();
+        let mut asked = node.receipts(&ask).await?.into_iter();
         let mut unseen = HashSet::new();
         let mut receipts = Vec::with_capacity(hashes.len());
         for hash in &hashes {
@@ -321,24 +321,24 @@ impl Watcher {
     }
 
     /// An open transfer none of whose attempts has a receipt.
-    async fn check(&self, client: &ChainClient, tx: &StoredTx, attempts: &[Attempt]) -> Result<bool, WatchError> {
+    async fn check(&self, node: &dyn Node, tx: &StoredTx, attempts: &[Attempt]) -> Result<bool, WatchError> {
         if tx.status == TxState::Signed {
             let age = (self.now() - tx.updated_at).to_std().unwrap_or_default();
             if tx.updated_at >= self.started_at && age < SENDER_GRACE {
                 return Ok(false);
             }
             // Stored but never accepted (a crash or a lost broadcast): send the same bytes again, exactly once on chain.
-            return match crate::transfers::rebroadcast(client, tx).await {
+            return match crate::transfers::rebroadcast(node, tx).await {
                 Ok(true) => {
                     tracing::info!(tx_id = %tx.id, chain = self.chain, "re-broadcast a stored transaction");
                     self.state.store.mark_broadcast(tx.id).await?;
                     Ok(false)
                 }
-                Ok(false) => self.drop_if_unknown(client, tx, attempts).await,
+                Ok(false) => self.drop_if_unknown(node, tx, attempts).await,
                 Err(e) if e.is_transport() => Ok(false),
                 Err(e) => {
                     tracing::warn!(tx_id = %tx.id, error = %e, "a stored transaction was refused on re-broadcast");
-                    self.drop_if_unknown(client, tx, attempts).await
+                    self.drop_if_unknown(node, tx, attempts).await
                 }
             };
         }
@@ -346,7 +346,7 @@ impl Watcher {
         if age >= self.state.stuck_after {
             // Stuck: the same nonce again with higher fees while the reservation covers them; else (below) the
             // latest attempt is only broadcast again.
-            match self.state.transfers.bump(client, tx).await {
+            match self.state.transfers.bump(node, tx).await {
                 Ok(Bump::Sent(_)) => return Ok(false),
                 Ok(Bump::NotCovered | Bump::Nothing) => {}
                 Err(e) => tracing::warn!(tx_id = %tx.id, error = %e, "a stuck transfer could not be sent again"),
@@ -354,9 +354,9 @@ impl Watcher {
         } else if age < self.state.drop_after {
             return Ok(false);
         }
-        match crate::transfers::rebroadcast(client, tx).await {
+        match crate::transfers::rebroadcast(node, tx).await {
             Ok(true) => Ok(false),
-            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(client, tx, attempts).await,
+            Ok(false) | Err(ChainError::Refused { .. }) => self.drop_if_unknown(node, tx, attempts).await,
             Err(_) => Ok(false),
         }
     }
@@ -429,21 +429,16 @@ impl Watcher {
     /// A transfer the node refused again and none of whose attempts it knows: `dropped` once another transaction used
     /// its nonce; while none has, later nonces of the wallet wait behind it, so its nonce is filled
     /// (`Transfers::fill_gap`) and it stays open until either lands.
-    async fn drop_if_unknown(
-        &self,
-        client: &ChainClient,
-        tx: &StoredTx,
-        attempts: &[Attempt],
-    ) -> Result<bool, WatchError> {
+    async fn drop_if_unknown(&self, node: &dyn Node, tx: &StoredTx, attempts: &[Attempt]) -> Result<bool, WatchError> {
         // The nonce first: an attempt mined after this read is then found below, never taken for a stranger.
-        let mined = client.mined_nonce(tx.from).await?;
+        let mined = node.mined_nonce(tx.from).await?;
         for attempt in attempts {
-            if client.transaction(hash(&attempt.tx_hash)?).await?.is_some() {
+            if node.transaction(hash(&attempt.tx_hash)?).await?.is_some() {
                 return Ok(false);
             }
         }
         if tx.nonce().is_some_and(|nonce| mined <= nonce) {
-            self.state.transfers.fill_gap(client, tx).await?;
+            self.state.transfers.fill_gap(node, tx).await?;
             return Ok(false);
         }
         let settlement = Settlement {

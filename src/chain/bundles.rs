@@ -10,6 +10,7 @@ use alloy::rpc::types::{Filter, TransactionRequest};
 
 use super::client::ChainClient;
 use super::error::ChainError;
+use super::node::Node;
 
 /// A `UserOperationEvent` log with where it appeared.
 #[derive(Debug, Clone)]

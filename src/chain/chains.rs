@@ -6,6 +6,7 @@ use alloy::transports::http::reqwest;
 
 use super::client::ChainClient;
 use super::error::ChainError;
+use super::node::Node;
 use crate::domain::asset::Registry;
 use crate::domain::chain::{self as registry, CHAINS};
 
@@ -22,7 +23,7 @@ pub struct Chains {
     /// The delegation framework's `DelegationManager` per chain name (the MetaMask Delegation Framework), configured or not.
     delegation_managers: std::sync::Arc<Vec<(String, alloy::primitives::Address)>>,
     /// Nodes standing in for configured clients' on the money path (`with_node`: a unit test's scripted node).
-    nodes: Vec<(&'static str, std::sync::Arc<dyn super::Node>)>,
+    nodes: Vec<(&'static str, std::sync::Arc<dyn Node>)>,
 }
 
 impl std::fmt::Debug for Chains {
@@ -145,16 +146,16 @@ impl Chains {
     }
 
     /// The node the money path uses for a chain (`Transfers`): its client, or the node that stands in for it.
-    pub fn node(&self, name: &str) -> Result<&dyn super::Node, ChainError> {
+    pub fn node(&self, name: &str) -> Result<&dyn Node, ChainError> {
         if let Some((_, node)) = self.nodes.iter().find(|(n, _)| *n == name) {
             return Ok(node.as_ref());
         }
-        self.get(name).map(|c| c as &dyn super::Node)
+        self.get(name).map(|c| c as &dyn Node)
     }
 
     /// The same chains with `node` in place of its chain's client on the money path (the transfer service's unit
     /// tests script one); the chain need not have a URL.
-    pub fn with_node(mut self, node: std::sync::Arc<dyn super::Node>) -> Chains {
+    pub fn with_node(mut self, node: std::sync::Arc<dyn Node>) -> Chains {
         let name = node.info().name;
         self.nodes.retain(|(n, _)| *n != name);
         self.nodes.push((name, node));

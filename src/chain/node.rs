@@ -1,29 +1,38 @@
-//! What the money path asks of a chain's node, as a trait (`Node`): the balances and nonces it reads, the fees and
-//! gas it quotes, the simulation it judges a call by, and the broadcast. `ChainClient` is the node over JSON-RPC; the
-//! transfer service's unit tests script one (`transfers::tests`), so its branches (a nonce too low, a refusal and
-//! the nonce filled, a simulation that reverts) run without anvil or a fault proxy.
+//! What the money path asks of a chain's node, as a trait (`Node`): the balances and nonces the transfer service
+//! reads, the fees and gas it quotes, the simulation it judges a call by, and the broadcast; and what the watcher
+//! reads to settle what was sent (the head, receipts in a batch, a transaction, an x402 authorization's state and
+//! log). `impl Node for ChainClient` (in `client.rs`, beside the client's timeout, retry and caches) is the node over
+//! JSON-RPC, and the only implementation of these reads: `ChainClient` has no inherent twin of them. The unit tests
+//! of `transfers::tests` script one (`Script`), so the send path's branches (a nonce too low, a refusal and the nonce
+//! filled, a simulation that reverts) and the watcher's settling run without anvil or a fault proxy.
 
 use std::time::Duration;
 
-use alloy::primitives::{Address, Bytes, TxHash, U256};
+use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::client::ChainClient;
+use super::authorizations::AuthorizationLog;
 use super::error::ChainError;
 use super::fees::Fees;
 use super::simulate::{SimCall, SimMethod, Simulated, SimulationError};
-use super::tx::TxInfo;
+use super::tx::{ReceiptInfo, TxInfo};
 use crate::domain::asset::Asset;
 use crate::domain::chain::ChainInfo;
 
-/// A chain's node as the transfer service uses it (see `ChainClient` for what each call does over JSON-RPC).
+/// A chain's node as the transfer service and the watcher use it (see `impl Node for ChainClient` for what each call
+/// does over JSON-RPC).
 #[async_trait]
 pub trait Node: Send + Sync {
     fn info(&self) -> &'static ChainInfo;
     fn name(&self) -> &'static str {
         self.info().name
     }
+    /// Blocks on top of the including block (counting it) before a transaction counts as confirmed
+    /// (`CONFIRMATIONS_<CHAIN>`).
+    fn confirmations(&self) -> u64;
+    /// The latest block number.
+    async fn block_number(&self) -> Result<u64, ChainError>;
     async fn balance(&self, address: Address) -> Result<U256, ChainError>;
     async fn token_balance(&self, owner: Address, token: &Asset) -> Result<U256, ChainError>;
     async fn pending_nonce(&self, address: Address) -> Result<u64, ChainError>;
@@ -53,70 +62,20 @@ pub trait Node: Send + Sync {
         overrides: Option<Value>,
     ) -> Result<(SimMethod, Vec<Simulated>), SimulationError>;
     async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError>;
+    /// A transaction with its receipt and status, or `None` when the node does not know the hash.
     async fn transaction(&self, hash: TxHash) -> Result<Option<TxInfo>, ChainError>;
-}
-
-#[async_trait]
-impl Node for ChainClient {
-    fn info(&self) -> &'static ChainInfo {
-        ChainClient::info(self)
-    }
-    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
-        ChainClient::balance(self, address).await
-    }
-    async fn token_balance(&self, owner: Address, token: &Asset) -> Result<U256, ChainError> {
-        ChainClient::token_balance(self, owner, token).await
-    }
-    async fn pending_nonce(&self, address: Address) -> Result<u64, ChainError> {
-        ChainClient::pending_nonce(self, address).await
-    }
-    async fn mined_nonce(&self, address: Address) -> Result<u64, ChainError> {
-        ChainClient::mined_nonce(self, address).await
-    }
-    async fn mined_nonce_then_balance(&self, address: Address) -> Result<(u64, U256), ChainError> {
-        ChainClient::mined_nonce_then_balance(self, address).await
-    }
-    async fn fees(&self) -> Result<Fees, ChainError> {
-        ChainClient::fees(self).await
-    }
-    async fn recent_fees(&self, max_age: Duration) -> Result<Fees, ChainError> {
-        ChainClient::recent_fees(self, max_age).await
-    }
-    async fn transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
-        ChainClient::transfer_gas(self, from, to, value).await
-    }
-    async fn estimate_transfer_gas(&self, from: Address, to: Address, value: U256) -> Result<u64, ChainError> {
-        ChainClient::estimate_transfer_gas(self, from, to, value).await
-    }
-    async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError> {
-        ChainClient::estimate_call_gas(self, from, to, data).await
-    }
-    async fn call_as(&self, from: Address, to: Address, data: Bytes, gas: u64) -> Result<(), ChainError> {
-        let call = crate::chain::authorizations::SettleCall {
-            from,
-            calldata: data,
-            gas,
-        };
-        ChainClient::settles(self, to, &call).await
-    }
-    async fn l1_fee(&self, unsigned: &[u8]) -> Result<U256, ChainError> {
-        ChainClient::l1_fee(self, unsigned).await
-    }
-    async fn recent_l1_fee(&self, unsigned: &[u8], max_age: Duration) -> Result<U256, ChainError> {
-        ChainClient::recent_l1_fee(self, unsigned, max_age).await
-    }
-    async fn simulate(
+    /// The receipts of `hashes`, in their order (`None` while a transaction is pending or unknown): the outer error is
+    /// the node's (nothing could be read), an inner one that hash's alone.
+    async fn receipts(&self, hashes: &[TxHash]) -> Result<Vec<Result<Option<ReceiptInfo>, ChainError>>, ChainError>;
+    /// Whether `authorizer`'s EIP-3009 authorization `nonce` on `token` is used or cancelled (x402, §16).
+    async fn authorization_state(&self, token: Address, authorizer: Address, nonce: B256) -> Result<bool, ChainError>;
+    /// The log saying how that authorization was used or cancelled, in the blocks up to `latest` the node is asked
+    /// about, if any.
+    async fn authorization_log(
         &self,
-        calls: &[SimCall],
-        validate: bool,
-        overrides: Option<Value>,
-    ) -> Result<(SimMethod, Vec<Simulated>), SimulationError> {
-        ChainClient::simulate(self, calls, validate, overrides).await
-    }
-    async fn send_raw(&self, raw: &[u8]) -> Result<TxHash, ChainError> {
-        ChainClient::send_raw(self, raw).await
-    }
-    async fn transaction(&self, hash: TxHash) -> Result<Option<TxInfo>, ChainError> {
-        ChainClient::transaction(self, hash).await
-    }
+        token: Address,
+        authorizer: Address,
+        nonce: B256,
+        latest: u64,
+    ) -> Result<Option<AuthorizationLog>, ChainError>;
 }

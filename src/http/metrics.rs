@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::AppError;
 use super::views::ErrorBody;
+use crate::chain::Node;
 use crate::metrics::ScrapeExtras;
 use crate::state::AppState;
 

@@ -19,6 +19,7 @@ use super::views::{
     BalanceEntryView, BalanceView, BalancesView, DepositView, ErrorBody, FailedBalanceView, FailureView, FundingView,
 };
 use crate::auth::Caller;
+use crate::chain::Node;
 use crate::domain::amount::parse_units;
 use crate::domain::asset::Asset;
 use crate::domain::chain as registry;

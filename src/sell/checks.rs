@@ -8,6 +8,7 @@ use alloy::primitives::{Address, Bytes, U256};
 use alloy::sol_types::SolCall;
 
 use super::{Refused, SETTLE_GAS, SellError, Seller, Verified};
+use crate::chain::Node;
 use crate::chain::authorizations::SettleCall;
 use crate::chain::delegations::Read;
 use crate::domain::agent::Agent;

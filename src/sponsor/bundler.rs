@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::SponsorChain;
 use crate::chain::Chains;
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, IEntryPoint};
 use crate::domain::amount::format_units;

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::{SponsorChain, Sponsors};
 use crate::chain::Chains;
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::delegations::Read;
 use crate::chain::userop::{self, IDeleGator, ISingletonPaymaster, PackedUserOperation};

@@ -6,6 +6,7 @@ use alloy::primitives::{Address, U256};
 use alloy::sol_types::{SolCall, SolEvent};
 
 use super::SponsorChain;
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::delegations::Read;
 use crate::chain::userop::{self, ISingletonPaymaster};

@@ -6,7 +6,7 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
 
 use super::{Args, Effect, Tool, ToolContext, ToolError, ToolResult, balance_json};
-use crate::chain::{TRANSFER_GAS, format_gwei};
+use crate::chain::{Node, TRANSFER_GAS, format_gwei};
 use crate::domain::agent::Capability;
 use crate::domain::amount::{format_units, parse_units};
 

@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use super::{Args, Effect, Tool, ToolContext, ToolResult, balance_json};
-use crate::chain::format_gwei;
+use crate::chain::{Node, format_gwei};
 use crate::domain::agent::Capability;
 use crate::domain::amount::format_units;
 

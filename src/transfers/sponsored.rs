@@ -10,6 +10,7 @@ use super::carriers::operation;
 use super::kinds::{Outflow, Quote};
 use super::reserve::{refusal, sign_and_apply};
 use super::{BroadcastStatus, TransferError, TransferOutcome, Transfers, signer_error, store_error};
+use crate::chain::Node;
 use crate::domain::chain::ChainInfo;
 use crate::domain::outflow::SponsorReads;
 use crate::domain::transaction::Payer;

@@ -2,21 +2,22 @@
 //! store in a temporary directory: what the node is sent (decoded from the raw transactions) and what the store
 //! holds afterwards are the assertions, as the API suite's are what anvil shows.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use alloy::consensus::{Transaction, TxEnvelope};
 use alloy::eips::eip2718::Decodable2718;
-use alloy::primitives::{Address, Bytes, TxHash, U256};
+use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::*;
+use crate::chain::authorizations::AuthorizationLog;
 use crate::chain::simulate::{SimCall, SimMethod, Simulated, SimulationError};
-use crate::chain::{ChainError, Fees, Node, RefusalKind, TxInfo};
+use crate::chain::{ChainError, Fees, Node, ReceiptInfo, RefusalKind, TxInfo};
 use crate::domain::agent::{Agent, Capability};
 use crate::domain::amount::Amount;
 use crate::domain::audit::Actor;
@@ -24,7 +25,7 @@ use crate::domain::chain::ChainInfo;
 use crate::store::{AuditEvent, Mandate, NewAgent, SqliteStore};
 use crate::vault::Vault;
 
-const ETH: u128 = 1_000_000_000_000_000_000;
+pub(crate) const ETH: u128 = 1_000_000_000_000_000_000;
 
 /// What the scripted node answers to one broadcast: after `wait` opens (when set), `Ok` or the refusal.
 struct Answer {
@@ -33,18 +34,22 @@ struct Answer {
 }
 
 /// A node whose answers a test writes: balances, the pending nonces it reports in turn (the last one repeats), the
-/// broadcasts' answers in turn (then `Ok`), and a simulation's result; it records every raw transaction sent.
-struct Script {
+/// broadcasts' answers in turn (then `Ok`), a simulation's result, its head and receipts; it records every raw
+/// transaction sent.
+pub(crate) struct Script {
     info: &'static ChainInfo,
     balance: U256,
     pending: Mutex<VecDeque<u64>>,
     answers: Mutex<VecDeque<Answer>>,
     simulated: Mutex<Option<Simulated>>,
     sent: Mutex<Vec<TxEnvelope>>,
+    /// The head the node reports, and the receipts it has (the watcher's reads).
+    pub(crate) head: Mutex<u64>,
+    pub(crate) receipts: Mutex<HashMap<TxHash, ReceiptInfo>>,
 }
 
 impl Script {
-    fn new(balance: U256) -> Self {
+    pub(crate) fn new(balance: U256) -> Self {
         Script {
             info: crate::domain::chain::find("ethereum").expect("a registry chain"),
             balance,
@@ -52,6 +57,8 @@ impl Script {
             answers: Mutex::new(VecDeque::new()),
             simulated: Mutex::new(None),
             sent: Mutex::new(Vec::new()),
+            head: Mutex::new(1),
+            receipts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -162,20 +169,42 @@ impl Node for Script {
     async fn transaction(&self, _: TxHash) -> Result<Option<TxInfo>, ChainError> {
         Ok(None)
     }
+    fn confirmations(&self) -> u64 {
+        1
+    }
+    async fn block_number(&self) -> Result<u64, ChainError> {
+        Ok(*self.head.lock().unwrap())
+    }
+    async fn receipts(&self, hashes: &[TxHash]) -> Result<Vec<Result<Option<ReceiptInfo>, ChainError>>, ChainError> {
+        let receipts = self.receipts.lock().unwrap();
+        Ok(hashes.iter().map(|h| Ok(receipts.get(h).cloned())).collect())
+    }
+    async fn authorization_state(&self, _: Address, _: Address, _: B256) -> Result<bool, ChainError> {
+        Ok(false)
+    }
+    async fn authorization_log(
+        &self,
+        _: Address,
+        _: Address,
+        _: B256,
+        _: u64,
+    ) -> Result<Option<AuthorizationLog>, ChainError> {
+        Ok(None)
+    }
 }
 
 /// The transfer service on a fresh SQLite file, with `script` as the node of `ethereum`, and an agent whose key the
 /// vault made, allowed to spend `cap` wei.
-struct Bench {
+pub(crate) struct Bench {
     _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    transfers: Transfers,
-    agent: Agent,
-    node: Arc<Script>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) transfers: Transfers,
+    pub(crate) agent: Agent,
+    pub(crate) node: Arc<Script>,
 }
 
 impl Bench {
-    async fn new(script: Script, cap: U256) -> Bench {
+    pub(crate) async fn new(script: Script, cap: U256) -> Bench {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("agentd.db");
         let url = format!("sqlite://{}", path.display());
@@ -239,7 +268,7 @@ impl Bench {
         self.agent.wallet_addresses["ethereum"]
     }
 
-    async fn send(&self, to: Address, wei: &str) -> Result<TransferOutcome, TransferError> {
+    pub(crate) async fn send(&self, to: Address, wei: &str) -> Result<TransferOutcome, TransferError> {
         let order = TransferOrder {
             by: Transacting::check(&self.agent, &Mandate::NONE, Actor::Agent, "sending")?,
             chain: self.node.info,
@@ -268,7 +297,7 @@ impl Bench {
     }
 }
 
-fn wei(amount: u128) -> U256 {
+pub(crate) fn wei(amount: u128) -> U256 {
     U256::from(amount)
 }
 

@@ -6,7 +6,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{WatchError, Watcher, hash};
-use crate::chain::ChainClient;
+use crate::chain::Node;
 use crate::domain::amount::format_units;
 use crate::domain::audit::{Actor, Detail};
 use crate::domain::chain as registry;
@@ -32,12 +32,12 @@ impl Watcher {
         if open.is_empty() {
             return Ok(0);
         }
-        let client = self.state.chains.get(self.chain)?;
-        let latest = client.block_number().await?;
+        let node = self.state.chains.node(self.chain)?;
+        let latest = node.block_number().await?;
         let now = u64::try_from(self.now().timestamp()).unwrap_or_default();
         let mut settled = 0;
         for tx in &open {
-            match self.check_authorization(client, tx, latest, now).await {
+            match self.check_authorization(node, tx, latest, now).await {
                 Ok(true) => settled += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -50,7 +50,7 @@ impl Watcher {
 
     async fn check_authorization(
         &self,
-        client: &ChainClient,
+        node: &dyn Node,
         tx: &StoredTx,
         latest: u64,
         now: u64,
@@ -59,19 +59,19 @@ impl Watcher {
             return Ok(false);
         };
         let nonce = hash(&record.nonce)?;
-        if !client.authorization_state(token.address, tx.from, nonce).await? {
+        if !node.authorization_state(token.address, tx.from, nonce).await? {
             if now > record.valid_before.saturating_add(EXPIRY_GRACE_SECS) {
                 return self.expire_authorization(tx, record).await;
             }
             return Ok(false);
         }
-        let log = client.authorization_log(token.address, tx.from, nonce, latest).await?;
+        let log = node.authorization_log(token.address, tx.from, nonce, latest).await?;
         let landed = match log {
             Some(log) => {
                 let Some(block) = log.block_number else {
                     return Ok(false);
                 };
-                if latest.saturating_sub(block) + 1 < client.confirmations() {
+                if latest.saturating_sub(block) + 1 < node.confirmations() {
                     return Ok(false);
                 }
                 let status = if log.used {

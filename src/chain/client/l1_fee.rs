@@ -2,14 +2,10 @@
 //! The node reports it in the receipt (`l1Fee`) and charges it to the sender; before signing, the GasPriceOracle
 //! predeploy (`0x420000000000000000000000000000000000000F`, `getL1Fee(bytes)` of the unsigned RLP-encoded
 //! transaction, per the OP-stack specification) estimates it, so that the spending cap reserves it too (§8, §14).
+//! The oracle's call is `Node::l1_fee` of `ChainClient`.
 
-use alloy::primitives::{Address, Bytes, U256, address};
-use alloy::providers::Provider;
-use alloy::rpc::types::TransactionRequest;
-use alloy::sol_types::SolCall;
+use alloy::primitives::{Address, U256, address};
 
-use super::ChainClient;
-use crate::chain::error::ChainError;
 use crate::domain::chain::ChainInfo;
 
 /// The GasPriceOracle predeploy of every OP-stack chain.
@@ -33,35 +29,10 @@ pub(crate) fn from_receipt(receipt: &serde_json::Value) -> U256 {
         .unwrap_or(U256::ZERO)
 }
 
-impl ChainClient {
-    /// The L1 data fee the chain would charge now for the transaction whose unsigned encoding is `unsigned`
-    /// (`0x02 ‖ rlp(fields)`); zero on chains without one. A node with no oracle at the predeploy's address (a local
-    /// development node) answers no data: zero too.
-    pub async fn l1_fee(&self, unsigned: &[u8]) -> Result<U256, ChainError> {
-        if !is_op_stack(self.info()) {
-            return Ok(U256::ZERO);
-        }
-        let data = getL1FeeCall {
-            _data: Bytes::copy_from_slice(unsigned),
-        }
-        .abi_encode();
-        let request = TransactionRequest::default()
-            .to(GAS_PRICE_ORACLE)
-            .input(Bytes::from(data).into());
-        let p = self.provider();
-        let answer = self.call(|| p.call(request.clone())).await?;
-        if answer.is_empty() {
-            return Ok(U256::ZERO);
-        }
-        getL1FeeCall::abi_decode_returns(&answer).map_err(|_| ChainError::Unavailable {
-            chain: self.name().to_owned(),
-            reason: "the gas price oracle returned a malformed answer".to_owned(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use alloy::sol_types::SolCall;
+
     use super::*;
     use crate::domain::chain as registry;
 

@@ -15,6 +15,7 @@ use alloy::sol_types::SolCall;
 
 use super::ChainClient;
 use crate::chain::error::{ChainError, classify};
+use crate::chain::node::Node;
 use crate::domain::asset::Asset;
 use crate::domain::erc20::IERC20;
 
@@ -108,19 +109,6 @@ impl ChainClient {
         (native, in_tokens)
     }
 
-    /// The balance of `owner` in one token, its decimals checked.
-    pub async fn token_balance(&self, owner: Address, token: &Asset) -> Result<U256, ChainError> {
-        let mut balances = self.token_balances(owner, std::slice::from_ref(token)).await?;
-        balances.pop().unwrap_or_else(|| Err(self.not_a_token(token)))
-    }
-
-    /// Gas for a call from `from` to `to` with `data` and no value (`eth_estimateGas`, at the latest block); a call
-    /// that would revert is refused by the node.
-    pub async fn estimate_call_gas(&self, from: Address, to: Address, data: Bytes) -> Result<u64, ChainError> {
-        self.estimate_gas(TransactionRequest::default().from(from).to(to).input(data.into()))
-            .await
-    }
-
     /// Sends `eth_call`s as one JSON-RPC batch (one round trip), under the client's timeout and retry.
     async fn eth_call_batch(&self, calls: Vec<(Address, Bytes)>) -> Result<Vec<Result<Bytes, ChainError>>, ChainError> {
         if calls.is_empty() {
@@ -184,7 +172,7 @@ impl ChainClient {
         }
     }
 
-    fn not_a_token(&self, token: &Asset) -> ChainError {
+    pub(super) fn not_a_token(&self, token: &Asset) -> ChainError {
         ChainError::NotAToken {
             chain: self.name().to_string(),
             symbol: token.symbol.clone(),

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::Bundler;
 use super::group::Group;
 use crate::chain::Fees;
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, PackedUserOperation};
 use crate::store::operations::BundleRecord;

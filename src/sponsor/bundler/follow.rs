@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::Bundler;
 use super::carry::{self, Carried};
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, PackedUserOperation};
 use crate::store::operations::{BundleRecord, OpenOperation};

@@ -8,6 +8,7 @@ use alloy::sol_types::SolValue;
 use uuid::Uuid;
 
 use super::{Bundler, MAX_OPERATIONS};
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::PackedUserOperation;
 use crate::store::operations::OpenOperation;

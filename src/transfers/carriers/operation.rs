@@ -8,6 +8,7 @@ use alloy::primitives::{Address, Bytes, U256};
 use alloy::sol_types::{SolCall, SolValue};
 
 use crate::chain::ChainError;
+use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, ISingletonPaymaster, PackedUserOperation, PaymasterApproval};
 use crate::signer::{SignerError, WalletSigner};

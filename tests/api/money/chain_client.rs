@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use agentd::chain::{ChainError, Chains, Fees, TxStatus, raw_tx_hash};
+use agentd::chain::{ChainError, Chains, Fees, Node, TxStatus, raw_tx_hash};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::primitives::{Address, Bytes, TxKind, U256};
