@@ -188,7 +188,10 @@ impl Transfers {
     /// transfer is, with the call's function and its simulated changes.
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn call(&self, order: CallOrder<'_>) -> Result<(TransferOutcome, Previewed), TransferError> {
-        let outcome = self.try_call(&order).await;
+        // While the agent's sponsored designation is unmined, the call is simulated and judged again for a while (§22).
+        let unmined =
+            |o: &Result<_, (TransferError, _)>| matches!(o, Err((TransferError::DesignationUnmined { .. }, _)));
+        let outcome = super::send::after_designation(|| self.try_call(&order), unmined).await;
         let previewed = match &outcome {
             Ok((_, previewed)) => Some(previewed),
             Err((_, previewed)) => previewed.as_ref(),

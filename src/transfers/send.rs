@@ -31,6 +31,28 @@ use crate::domain::transaction::StoredTx;
 use crate::signer::WalletSigner;
 use crate::store::{Clearance, Presigned, Reservation, SendGuard, StoreError, TransferRequest};
 
+/// How long a wallet-paid outflow waits for the agent's sponsored designation to be mined before it is refused
+/// (§22: none of the wallet's own transactions is signed while the authorization that takes its nonce is unmined;
+/// the bundle carrying it is usually mined within a block), asking again every `DESIGNATION_POLL`.
+const DESIGNATION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const DESIGNATION_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs `attempt` again while `unmined` says it was refused for an unmined sponsored designation of the agent, for
+/// at most `DESIGNATION_WAIT` (nothing is written on such a refusal); then answers what the last attempt answered.
+pub(super) async fn after_designation<T, F: Future<Output = T>>(
+    mut attempt: impl FnMut() -> F,
+    unmined: impl Fn(&T) -> bool,
+) -> T {
+    let started = tokio::time::Instant::now();
+    loop {
+        let outcome = attempt().await;
+        if !unmined(&outcome) || started.elapsed() >= DESIGNATION_WAIT {
+            return outcome;
+        }
+        tokio::time::sleep(DESIGNATION_POLL).await;
+    }
+}
+
 /// A quote's gas, kept as read before a sponsorship takes it: what the transaction would be signed with (§12
 /// `transfers/preview`).
 pub(super) struct QuotedGas {

@@ -285,7 +285,11 @@ impl Transfers {
     #[tracing::instrument(skip_all, fields(agent_id = %order.by.agent.id, chain = order.chain.name))]
     pub async fn batch(&self, order: BatchOrder<'_>) -> Result<(TransferOutcome, Previewed), TransferError> {
         let from = order.from()?;
-        let outcome = self.try_batch(&order).await;
+        // While the agent's sponsored designation is unmined, the batch is simulated and judged again for a while
+        // (§22), and designates the account itself only if the address still has no code then.
+        let unmined =
+            |o: &Result<_, (TransferError, _)>| matches!(o, Err((TransferError::DesignationUnmined { .. }, _)));
+        let outcome = crate::transfers::send::after_designation(|| self.try_batch(&order), unmined).await;
         let previewed = match &outcome {
             Ok((_, previewed)) => Some(previewed),
             Err((_, previewed)) => previewed.as_ref(),

@@ -111,24 +111,37 @@ async fn no_wallet_paid_transaction_is_signed_while_a_sponsored_designation_is_u
     let bundle = bundle_in_pool(&world, &agent, id).await;
     assert_eq!(authorizations(&bundle), vec![(world.framework.delegator, 0)]);
 
-    // Meanwhile the agent asks for wallet-paid outflows of every kind.
-    let mut answers = Vec::new();
-    for (path, body) in wallet_paid(&uni, from) {
-        answers.push((path, body.clone(), post(&world.app, &agent, path, body).await));
-    }
-    world.anvil.mine(1).await;
-    world.anvil.set_automine(true).await;
+    // Meanwhile a wallet-paid transfer waits for the designation a while (§22: none of the wallet's own
+    // transactions is signed while it is unmined), and is refused when nothing is mined meanwhile.
+    let started = std::time::Instant::now();
+    let (status, refused) = world
+        .send(
+            &agent,
+            json!({"chain": "base", "gas": "wallet", "to": fresh_address().to_string(), "amount": "0.0001"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "idempotency_in_progress", "{refused}");
+    assert!(started.elapsed() >= Duration::from_secs(9), "{:?}", started.elapsed());
+    assert_eq!(world.anvil.nonce(from).await, 0);
+
+    // Wallet-paid outflows of every kind, asked while the designation is unmined, wait for it, and are signed after
+    // it once it is mined.
+    let asked = wallet_paid(&uni, from);
+    let answers = futures::future::join_all(asked.iter().map(|(path, body)| {
+        let (world, agent) = (&world, &agent);
+        async move { post(&world.app, agent, path, body.clone()).await }
+    }));
+    let mine = async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        world.anvil.mine(1).await;
+        world.anvil.set_automine(true).await;
+    };
+    let (answers, ()) = tokio::join!(answers, mine);
     let settled = world.settled(&agent, id).await;
     assert_eq!(settled["status"], "confirmed", "{settled}");
-    // Whatever was signed meanwhile lands (nothing dropped, nothing held back by an unused nonce).
-    for (_, body, (status, answer)) in &answers {
-        if *status == StatusCode::CREATED {
-            let landed = world.settled(&agent, answer["id"].as_str().unwrap()).await;
-            assert_eq!(landed["status"], "confirmed", "{body}: {landed}");
-        }
-    }
-    // From the chain: the designation landed with the authorization at nonce 0, and the wallet's next transaction
-    // takes the nonce after it and lands.
+    // From the chain: the designation landed with the authorization at nonce 0; each wallet-paid one landed after it
+    // (the batch a plain transaction of the account to itself), every nonce used, none left.
     assert_eq!(world.code(from).await, designated(&world));
     assert_eq!(
         authorizations(&mined(&world, &settled["tx_hash"]).await),
@@ -138,36 +151,20 @@ async fn no_wallet_paid_transaction_is_signed_while_a_sponsored_designation_is_u
         token_balance(&world.anvil, world.usdc, payee).await,
         U256::from(2 * USDC)
     );
-    let (status, next) = world
-        .send(
-            &agent,
-            json!({"chain": "base", "gas": "wallet", "to": fresh_address().to_string(), "amount": "0.0001"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{next}");
-    let landed = world.settled(&agent, next["id"].as_str().unwrap()).await;
-    assert_eq!(landed["status"], "confirmed", "{landed}");
-    assert_eq!(world.anvil.nonce(from).await, landed["nonce"].as_u64().unwrap() + 1);
-    // None was signed while the designation was unmined: each was refused, nothing kept of it.
-    for (_, body, (status, answer)) in &answers {
-        assert_eq!(*status, StatusCode::CONFLICT, "{body}: {answer}");
-        assert_eq!(answer["error"]["code"], "idempotency_in_progress", "{body}: {answer}");
-    }
-    assert_eq!(landed["nonce"], 1, "{landed}");
-    assert_eq!(
-        world.anvil.nonce(from).await,
-        2,
-        "the designation's nonce and the transfer's"
-    );
-
-    // Once it landed, each kind goes (the batch now a plain transaction of the account to itself).
-    for (path, body, (status, _)) in &answers {
-        let (again, sent) = post(&world.app, &agent, path, body.clone()).await;
-        assert_eq!(again, StatusCode::CREATED, "{body}: {sent} (first {status})");
-        let landed = world.settled(&agent, sent["id"].as_str().unwrap()).await;
+    let mut nonces = Vec::new();
+    for ((_, body), (status, answer)) in asked.iter().zip(&answers) {
+        assert_eq!(*status, StatusCode::CREATED, "{body}: {answer}");
+        let landed = world.settled(&agent, answer["id"].as_str().unwrap()).await;
         assert_eq!(landed["status"], "confirmed", "{body}: {landed}");
+        assert!(
+            authorizations(&mined(&world, &landed["tx_hash"]).await).is_empty(),
+            "{body}: {landed}"
+        );
+        nonces.push(landed["nonce"].as_u64().unwrap());
     }
-    assert_eq!(world.anvil.nonce(from).await, 2 + answers.len() as u64);
+    nonces.sort();
+    assert_eq!(nonces, (1..=asked.len() as u64).collect::<Vec<_>>());
+    assert_eq!(world.anvil.nonce(from).await, 1 + asked.len() as u64);
 }
 
 #[tokio::test]
