@@ -377,9 +377,16 @@ impl Transfers {
         self.rounds.entries_written(std::time::Duration::from_secs(5)).await;
     }
 
+    /// Sends what `order` asks; while the agent's sponsored designation is unmined, asks again for a while (§22).
     async fn try_send(&self, order: &TransferOrder<'_>, owed: OwedEntry) -> Result<TransferOutcome, TransferError> {
-        let outflow = self.outflow(order, Some(owed)).await?;
-        self.send_outflow(outflow).await
+        let attempt = || {
+            let owed = owed.clone();
+            async move {
+                let outflow = self.outflow(order, Some(owed)).await?;
+                self.send_outflow(outflow).await
+            }
+        };
+        send::after_designation(attempt, |o| matches!(o, Err(TransferError::DesignationUnmined { .. }))).await
     }
 
     /// The outflow `order` makes (its recipient checked, a delegation's redemption drafted, who pays the gas), as
