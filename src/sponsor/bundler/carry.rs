@@ -176,6 +176,7 @@ impl Bundler {
     /// operations it carries (0: none was left to carry, nothing was sent).
     pub(super) async fn send_bundle(&self, client: &ChainClient, group: Group) -> anyhow::Result<usize> {
         let sponsor = self.sponsor.key.address();
+        let started = std::time::Instant::now();
         // The fees and the sponsor's next nonce (the node's and the store's) are read while the bundle is simulated.
         let (carried, now, stored, pending) = tokio::try_join!(
             self.carry(client, group.ops, group.authorization.as_ref()),
@@ -192,14 +193,25 @@ impl Bundler {
         let to = self.sponsor.entry_point;
         let bundle = self.sign(nonce, fees, (carried.gas_limit, to, data), group.authorization)?;
         let ids = carried.ids();
+        let signed = started.elapsed();
         self.store.record_bundle(&bundle, &ids).await?;
+        let recorded = started.elapsed();
         self.metrics.count_bundle(self.sponsor.chain.name, ids.len());
         client.send_raw(&bundle.raw_tx).await?;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         tracing::info!(
             chain = self.sponsor.chain.name,
             bundle = bundle.tx_hash.as_str(),
             operations = ids.len(),
             "bundle sent"
+        );
+        tracing::debug!(
+            chain = self.sponsor.chain.name,
+            operations = ids.len(),
+            simulated_ms = ms(signed),
+            record_ms = ms(recorded - signed),
+            broadcast_ms = ms(started.elapsed() - recorded),
+            "bundle timings"
         );
         Ok(ids.len())
     }
