@@ -60,7 +60,7 @@ mod transacting;
 mod typed;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use call::{AllowanceView, BatchCall, BatchOrder, CallOrder, ChangeView, DecisionView, Previewed, SimulationView};
 use carriers::wallet::{sign_eip1559, sign_transfer};

@@ -5,6 +5,8 @@
 //! feed announces the event once committed); expires transfers that waited for approval too long; settles x402 authorizations (`authorizations`).
 
 mod authorizations;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
