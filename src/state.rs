@@ -136,41 +136,13 @@ pub async fn build_state(config: Config) -> anyhow::Result<BuiltState> {
 
 /// `build_state` with the time read on `clock` (a test's `ManualClock`).
 pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock::Clock>) -> anyhow::Result<BuiltState> {
-    let store = crate::store::open_on(&config, clock.clone()).await?;
-    let generated;
-    let key = match &config.security.encryption_key {
-        Some(key) => key,
-        None => {
-            generated = vault::load_or_create_key_file(&config.database.data_dir)?;
-            &generated
-        }
-    };
-    // Refuses a key the stored wallet keys were not written with, before anything is served or written.
-    let vault = crate::custody::open_vault(store.as_ref(), key).await?;
-    // Every process that appends to the audit log keys it (docs/api.md §15).
-    if let Some(audit_key) = crate::custody::open_audit_key(store.as_ref(), &vault, true).await? {
-        store.use_audit_key(audit_key);
-    }
+    let (store, vault) = open_store_and_vault(&config, clock.clone()).await?;
     let chains = build_chains(&config)?.with_clock(clock.clone());
     let llm = build_llm(&config)?;
     let vault = Arc::new(vault);
     let keys = Arc::new(open_keys(&config, store.as_ref(), vault.clone()).await?);
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let auth = crate::auth::Authenticator::new(
-        store.clone(),
-        config.security.disable_agent_auth,
-        config.security.admin_token.clone(),
-    )
-    .with_clock(clock.clone());
-    let streams = OpenStreams::new(
-        auth.clone(),
-        config.server.max_streams_per_agent,
-        config.server.stream_recheck,
-    );
-    let reissue_limits = ProofLimits::new(
-        config.security.reissue_limit_per_ip,
-        config.security.reissue_limit_per_agent,
-    );
+    let (auth, streams, reissue_limits) = access(&config, &store, &clock);
     let (chains, metrics) = (Arc::new(chains), Arc::<crate::metrics::Metrics>::default());
     let delegations = crate::delegations::Delegations::new(
         store.clone(),
@@ -256,6 +228,54 @@ pub async fn build_state_on(config: Config, clock: Arc<dyn crate::domain::clock:
     // Checks each node's chain id in the background: a node that is down never delays the start.
     state.chains.verify_at_start();
     Ok(BuiltState { state, stop })
+}
+
+/// Opens and migrates the store, then the vault with the configured key (or the data directory's key file), refused
+/// when the stored wallet keys were not written with it; keys the audit log.
+async fn open_store_and_vault(
+    config: &Config,
+    clock: Arc<dyn crate::domain::clock::Clock>,
+) -> anyhow::Result<(Arc<dyn Store>, Vault)> {
+    let store = crate::store::open_on(config, clock).await?;
+    let generated;
+    let key = match &config.security.encryption_key {
+        Some(key) => key,
+        None => {
+            generated = vault::load_or_create_key_file(&config.database.data_dir)?;
+            &generated
+        }
+    };
+    // Refuses a key the stored wallet keys were not written with, before anything is served or written.
+    let vault = crate::custody::open_vault(store.as_ref(), key).await?;
+    // Every process that appends to the audit log keys it (docs/api.md §15).
+    if let Some(audit_key) = crate::custody::open_audit_key(store.as_ref(), &vault, true).await? {
+        store.use_audit_key(audit_key);
+    }
+    Ok((store, vault))
+}
+
+/// Who may call (the authenticator), the open streams it rechecks and the reissue proofs' limits.
+fn access(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn crate::domain::clock::Clock>,
+) -> (Authenticator, Arc<OpenStreams>, ProofLimits) {
+    let auth = crate::auth::Authenticator::new(
+        store.clone(),
+        config.security.disable_agent_auth,
+        config.security.admin_token.clone(),
+    )
+    .with_clock(clock.clone());
+    let streams = OpenStreams::new(
+        auth.clone(),
+        config.server.max_streams_per_agent,
+        config.server.stream_recheck,
+    );
+    let reissue_limits = ProofLimits::new(
+        config.security.reissue_limit_per_ip,
+        config.security.reissue_limit_per_agent,
+    );
+    (auth, streams, reissue_limits)
 }
 
 /// The key backends: with `KEY_BACKEND=pkcs11` the token is opened (module loaded, token found by label, logged in)
