@@ -1,9 +1,9 @@
 //! One chain's JSON-RPC client: per-call timeout, one retry on transient failures, and a lazily
 //! cached `eth_chainId` check that keeps a node of the wrong chain from ever being used; and `impl Node for
 //! ChainClient`, the node's reads, quotes, simulation and broadcast over JSON-RPC, here beside the caches and the
-//! `call` they use. The broadcast queue (`broadcasts`), its ERC-20 reads (`tokens`), the L1 data fee's oracle of
-//! OP-stack chains (`l1_fee`), a payer's reads for §23 (`payer`) and the simulation's `debug_traceCall` fallback
-//! (`trace`) are its child modules.
+//! `call` they use. The chain-id check (`chain_id`), the broadcast queue (`broadcasts`), its ERC-20 reads (`tokens`),
+//! the L1 data fee's oracle of OP-stack chains (`l1_fee`), a payer's reads for §23 (`payer`) and the simulation's
+//! `debug_traceCall` fallback (`trace`) are its child modules.
 
 use std::collections::HashMap;
 use std::future::IntoFuture;
@@ -36,6 +36,7 @@ use crate::domain::clock::{Clock, SystemClock};
 use l1_fee::{GAS_PRICE_ORACLE, getL1FeeCall, is_op_stack};
 
 mod broadcasts;
+mod chain_id;
 pub mod l1_fee;
 mod payer;
 pub mod tokens;
@@ -50,31 +51,10 @@ const RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Receipts asked in one JSON-RPC batch at most: the batch limit of geth and of the large RPC providers.
 pub const RECEIPTS_PER_BATCH: usize = 1_000;
 
-/// How long a chain-id mismatch is trusted before the node is asked again (a fixed node then
-/// recovers without a restart, and a wrong one is not queried on every call).
-const MISMATCH_RECHECK: Duration = Duration::from_secs(30);
-
-/// The node's answer to `eth_chainId`, as far as it is known.
-#[derive(Debug, Clone)]
-enum IdState {
-    Unchecked,
-    Verified,
-    Mismatch {
-        actual: u64,
-        at: Instant,
-    },
-    /// The last check could not reach the node; callers that waited for it share its error
-    /// instead of each waiting a full timeout in turn.
-    Unreachable {
-        error: ChainError,
-        at: Instant,
-    },
-}
-
 struct Inner {
     provider: RootProvider,
     timeout: Duration,
-    id_state: Mutex<IdState>,
+    id_state: Mutex<chain_id::IdState>,
     /// Serialises chain-id checks so concurrent first calls query the node once.
     id_check: tokio::sync::Mutex<()>,
     /// RPC attempts and failed attempts, for `/metrics`.
@@ -171,7 +151,7 @@ impl ChainClient {
             inner: Arc::new(Inner {
                 provider,
                 timeout,
-                id_state: Mutex::new(IdState::Unchecked),
+                id_state: Mutex::new(chain_id::IdState::Unchecked),
                 id_check: tokio::sync::Mutex::new(()),
                 calls: Default::default(),
                 errors: Default::default(),
@@ -318,8 +298,8 @@ impl ChainClient {
         {
             // The node went away: whatever answers when it is back is checked again first.
             let mut state = self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner);
-            if matches!(*state, IdState::Verified) {
-                *state = IdState::Unchecked;
+            if matches!(*state, chain_id::IdState::Verified) {
+                *state = chain_id::IdState::Unchecked;
             }
         }
         result
@@ -354,72 +334,6 @@ impl ChainClient {
             );
             retried = true;
             tokio::time::sleep(RETRY_DELAY).await;
-        }
-    }
-
-    /// Returns the cached verdict on the node's chain id when there is one, else asks the node.
-    async fn ensure_chain_id(&self) -> Result<(), ChainError> {
-        let asked_at = self.clock.instant();
-        if let Some(verdict) = self.cached_verdict(None) {
-            return verdict;
-        }
-        let _one_check_at_a_time = self.inner.id_check.lock().await;
-        // Another caller may have finished a check while this one waited.
-        if let Some(verdict) = self.cached_verdict(Some(asked_at)) {
-            return verdict;
-        }
-        let p = &self.inner.provider;
-        let checked = self.attempt_twice(|| p.get_chain_id()).await;
-        let (state, verdict) = match checked {
-            Ok(actual) if actual == self.info.chain_id => (IdState::Verified, Ok(())),
-            Ok(actual) => {
-                tracing::error!(
-                    chain = self.info.name,
-                    expected = self.info.chain_id,
-                    actual,
-                    "the node reports another chain id; the chain is refused"
-                );
-                (
-                    IdState::Mismatch {
-                        actual,
-                        at: self.clock.instant(),
-                    },
-                    Err(self.wrong_chain_id(actual)),
-                )
-            }
-            Err(error) => (
-                IdState::Unreachable {
-                    error: error.clone(),
-                    at: self.clock.instant(),
-                },
-                Err(error),
-            ),
-        };
-        *self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner) = state;
-        verdict
-    }
-
-    /// The verdict that needs no query. An unreachable node's error is only shared with callers
-    /// that were already waiting when it was found (`waited_since`).
-    fn cached_verdict(&self, waited_since: Option<Instant>) -> Option<Result<(), ChainError>> {
-        let state = self.inner.id_state.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*state {
-            IdState::Verified => Some(Ok(())),
-            IdState::Mismatch { actual, at } if self.age(*at) < MISMATCH_RECHECK => {
-                Some(Err(self.wrong_chain_id(*actual)))
-            }
-            IdState::Unreachable { error, at } if waited_since.is_some_and(|since| *at >= since) => {
-                Some(Err(error.clone()))
-            }
-            _ => None,
-        }
-    }
-
-    fn wrong_chain_id(&self, actual: u64) -> ChainError {
-        ChainError::WrongChainId {
-            chain: self.info.name.to_owned(),
-            expected: self.info.chain_id,
-            actual,
         }
     }
 }
