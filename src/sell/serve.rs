@@ -131,12 +131,7 @@ impl Seller {
         let Some((terms, chain, asset)) = self.offer_terms(&offer, &agent) else {
             return Ok(Sale::NotFound);
         };
-        let sells = match request.method.as_str() {
-            "GET" | "HEAD" => true,
-            "POST" => offer.settle == SettleWhen::BeforeServing,
-            _ => false,
-        };
-        if !sells {
+        if !sells(request.method.as_str(), &offer.settle) {
             return Ok(Sale::MethodNotAllowed);
         }
         let refuse = |reason| Sale::Required(required(&offer, &terms, &request.resource_url, Some(reason)));
@@ -406,5 +401,14 @@ impl Seller {
                 failed(None)
             }
         }
+    }
+}
+
+/// Whether a request with `method` buys the offer: GET and HEAD always, POST only when it settles before serving.
+fn sells(method: &str, settle: &SettleWhen) -> bool {
+    match method {
+        "GET" | "HEAD" => true,
+        "POST" => *settle == SettleWhen::BeforeServing,
+        _ => false,
     }
 }

@@ -70,7 +70,6 @@ const TABLES: &[(&str, &str)] = &[
 const LONG_FOR_NOW: &[(&str, &str)] = &[
     ("src/sell/checks.rs", "check"),
     ("src/store/sql/keys.rs", "rotate_keys"),
-    ("src/sell/serve.rs", "sell"),
 ];
 
 fn crate_root() -> &'static Path {
