@@ -83,20 +83,11 @@ impl Seller {
             return Ok(Err(Reason::Signature.into()));
         }
         let digest = sale::digest(&auth, terms);
-        let recovered = sale::recover(&payment.signature, digest) == Some(auth.from);
         let client = self.chains.get(chain.name)?;
-        // A signature that does not recover `from` can only be an account's: its code is read before anything else.
-        let code = match recovered {
-            true => None,
-            false => Some(client.code(auth.from).await?),
+        let recovered = match self.signed_by(client, auth.from, digest, &payment.signature).await? {
+            Ok(recovered) => recovered,
+            Err(reason) => return Ok(Err(reason.into())),
         };
-        if code.as_ref().is_some_and(|c| c.is_empty()) {
-            return Ok(Err(Reason::Signature.into()));
-        }
-        // An account's signature is judged (ERC-1271) before anything else is read for it.
-        if code.is_some() && !self.valid_1271(client, auth.from, digest, &payment.signature).await? {
-            return Ok(Err(Reason::Signature.into()));
-        }
         let refused = |reason| {
             Ok(Err(Refused {
                 reason,
@@ -149,21 +140,10 @@ impl Seller {
         if reads.balance.saturating_sub(held_of_payer?) < auth.value {
             return refused(Reason::InsufficientBalance);
         }
-        let gas_limit = match reads.settles {
-            Ok(()) => SETTLE_GAS,
-            // An account's signature check may need more than a plain one: its gas is estimated (rare, one read more).
-            Err(e) if e.refusal().is_some() && !reads.code.is_empty() => {
-                match client
-                    .estimate_call_gas(terms.pay_to, terms.token, settle.calldata)
-                    .await
-                {
-                    Ok(gas) => gas.saturating_mul(6) / 5,
-                    Err(e) if e.refusal().is_some() => return refused(Reason::SimulationFailed),
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) if e.refusal().is_some() => return refused(Reason::SimulationFailed),
-            Err(e) => return Err(e.into()),
+        let has_code = !reads.code.is_empty();
+        let gas_limit = match settlement_gas(client, (terms, settle.calldata), reads.settles, has_code).await? {
+            Ok(gas_limit) => gas_limit,
+            Err(reason) => return refused(reason),
         };
         let gas = U256::from(gas_limit.max(SETTLE_GAS)).saturating_mul(priced) / U256::from(SETTLE_GAS);
         Ok(Ok(Verified {
@@ -172,6 +152,25 @@ impl Seller {
             gas_limit,
             gas,
         }))
+    }
+
+    /// Whether the payment's signature is `from`'s, judged before anything else is read for the payer: `Ok(true)`
+    /// when it recovers `from` (ECDSA); otherwise it can only be an account's, so its code is read first and the
+    /// account's ERC-1271 answer judges it (`Ok(false)`); `Err` the refusal.
+    async fn signed_by(
+        &self,
+        client: &crate::chain::ChainClient,
+        from: Address,
+        digest: alloy::primitives::B256,
+        signature: &Bytes,
+    ) -> Result<Result<bool, Reason>, SellError> {
+        if sale::recover(signature, digest) == Some(from) {
+            return Ok(Ok(true));
+        }
+        if client.code(from).await?.is_empty() || !self.valid_1271(client, from, digest, signature).await? {
+            return Ok(Err(Reason::Signature));
+        }
+        Ok(Ok(false))
     }
 
     /// The account's `isValidSignature(digest, signature)` answers ERC-1271's magic value.
@@ -191,5 +190,28 @@ impl Seller {
             Read::Answer(out) => out.len() >= 4 && out[..4] == ERC1271_MAGIC,
             Read::Reverted => false,
         })
+    }
+}
+
+/// The settlement's gas limit: `SETTLE_GAS` when its `eth_call` passed at it (`settles`). An account's signature
+/// check may need more than a plain one, so a payer with code whose call failed has the settlement estimated (rare,
+/// one read more, a fifth added); any other refusal of the call, or of that estimate, refuses the payment.
+async fn settlement_gas(
+    client: &crate::chain::ChainClient,
+    (terms, calldata): (&Terms, Bytes),
+    settles: Result<(), crate::chain::ChainError>,
+    has_code: bool,
+) -> Result<Result<u64, Reason>, SellError> {
+    match settles {
+        Ok(()) => Ok(Ok(SETTLE_GAS)),
+        Err(e) if e.refusal().is_some() && has_code => {
+            match client.estimate_call_gas(terms.pay_to, terms.token, calldata).await {
+                Ok(gas) => Ok(Ok(gas.saturating_mul(6) / 5)),
+                Err(e) if e.refusal().is_some() => Ok(Err(Reason::SimulationFailed)),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Err(e) if e.refusal().is_some() => Ok(Err(Reason::SimulationFailed)),
+        Err(e) => Err(e.into()),
     }
 }

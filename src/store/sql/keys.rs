@@ -198,39 +198,8 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
-        let secrets: Vec<(Uuid, i32, Vec<u8>, Vec<u8>)> =
-            sqlx::query_as("SELECT id, secret_version, secret_ciphertext, secret_nonce FROM webhooks ORDER BY id")
-                .fetch_all(&mut *tx)
-                .await?;
-        for (id, key_version, ciphertext, nonce) in secrets {
-            let sealed = crate::vault::SealedSecret {
-                key_version,
-                ciphertext,
-                nonce,
-            };
-            let moved = (reseal.webhook)(id, &sealed).map_err(StoreError::Reseal)?;
-            sqlx::query(
-                "UPDATE webhooks SET secret_version = $1, secret_ciphertext = $2, secret_nonce = $3 WHERE id = $4",
-            )
-            .bind(moved.key_version)
-            .bind(&moved.ciphertext)
-            .bind(&moved.nonce)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let headers: Vec<(Uuid, Vec<u8>)> =
-            sqlx::query_as("SELECT id, resource_headers FROM offers WHERE resource_headers IS NOT NULL ORDER BY id")
-                .fetch_all(&mut *tx)
-                .await?;
-        for (id, sealed) in headers {
-            let moved = (reseal.offer)(id, &sealed).map_err(StoreError::Reseal)?;
-            sqlx::query("UPDATE offers SET resource_headers = $1 WHERE id = $2")
-                .bind(moved)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
+        reseal_webhook_secrets(&mut tx, reseal.webhook).await?;
+        reseal_offer_headers(&mut tx, reseal.offer).await?;
         sqlx::query("UPDATE key_check SET key_version = $1, ciphertext = $2, nonce = $3, updated_at = $4 WHERE id = 1")
             .bind(to.key_version)
             .bind(&to.ciphertext)
@@ -325,6 +294,66 @@ where
             .bind(&key.nonce)
             .bind(key.key_version)
             .bind(chain)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reseals every webhook endpoint's secret under the next master key (part of `rotate_keys`' transaction).
+async fn reseal_webhook_secrets<B>(
+    conn: &mut B::Connection,
+    reseal: crate::store::WebhookResealFn<'_>,
+) -> StoreResult<()>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+{
+    let secrets: Vec<(Uuid, i32, Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT id, secret_version, secret_ciphertext, secret_nonce FROM webhooks ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await?;
+    for (id, key_version, ciphertext, nonce) in secrets {
+        let sealed = crate::vault::SealedSecret {
+            key_version,
+            ciphertext,
+            nonce,
+        };
+        let moved = (reseal)(id, &sealed).map_err(StoreError::Reseal)?;
+        sqlx::query("UPDATE webhooks SET secret_version = $1, secret_ciphertext = $2, secret_nonce = $3 WHERE id = $4")
+            .bind(moved.key_version)
+            .bind(&moved.ciphertext)
+            .bind(&moved.nonce)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reseals every offer's upstream headers under the next master key (part of `rotate_keys`' transaction, §23).
+async fn reseal_offer_headers<B>(conn: &mut B::Connection, reseal: crate::store::OfferResealFn<'_>) -> StoreResult<()>
+where
+    B: Backend,
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'r> Uuid: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> i32: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    for<'r> Vec<u8>: Encode<'r, B> + Decode<'r, B> + Type<B>,
+    usize: ColumnIndex<B::Row>,
+{
+    let headers: Vec<(Uuid, Vec<u8>)> =
+        sqlx::query_as("SELECT id, resource_headers FROM offers WHERE resource_headers IS NOT NULL ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await?;
+    for (id, sealed) in headers {
+        let moved = (reseal)(id, &sealed).map_err(StoreError::Reseal)?;
+        sqlx::query("UPDATE offers SET resource_headers = $1 WHERE id = $2")
+            .bind(moved)
+            .bind(id)
             .execute(&mut *conn)
             .await?;
     }
