@@ -218,15 +218,15 @@ fn no_file_is_over_600_lines_of_code_and_no_function_over_100_lines() {
             ));
         }
         for f in sizes::functions(&file, &text) {
-            if f.lines <= MAX_FUNCTION_LINES {
-                continue;
-            }
             let named = |list: &[(&str, &str)]| list.iter().any(|(p, n)| *p == f.file && *n == f.name);
             if named(TABLES) {
-                tables += 1;
+                tables += usize::from(f.lines > MAX_FUNCTION_LINES);
                 continue;
             }
             largest_fn = largest_fn.max((f.lines, format!("{}:{} {}", f.file, f.line, f.name)));
+            if f.lines <= MAX_FUNCTION_LINES {
+                continue;
+            }
             if named(LONG_FOR_NOW) {
                 for_now += 1;
                 still_long.push((f.file.clone(), f.name.clone()));
