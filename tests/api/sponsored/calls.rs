@@ -27,6 +27,22 @@ async fn entry_point_nonce(world: &World, account: Address) -> U256 {
     U256::from_be_slice(&read(&world.anvil, world.framework.entry_point, data.into()).await[..32])
 }
 
+/// Empties the node's pool of `from`'s transactions, sends `raw` again alone, mines it and turns automine back on.
+/// The watcher may have sent it again first (it re-sends what the node forgot): then the node knows it.
+async fn resend_alone(world: &World, from: Address, raw: &[u8]) {
+    let _: serde_json::Value = world
+        .anvil
+        .provider()
+        .raw_request("anvil_removePoolTransactions".into(), (from,))
+        .await
+        .unwrap();
+    if let Err(e) = world.anvil.provider().send_raw_transaction(raw).await {
+        assert!(e.to_string().contains("already"), "{e}");
+    }
+    world.anvil.mine(1).await;
+    world.anvil.set_automine(true).await;
+}
+
 #[tokio::test]
 async fn a_single_call_is_one_sponsored_user_operation_and_a_cap_of_zero_moves_nothing() {
     let (world, uni, agent) = setup(json!({})).await;
@@ -95,21 +111,7 @@ async fn a_single_call_is_one_sponsored_user_operation_and_a_cap_of_zero_moves_n
     mint(&world.anvil, world.usdc, wallet(&capless), U256::from(10 * USDC)).await;
     let (status, _) = world.sponsorship(&capless, "0.05").await;
     assert_eq!(status, StatusCode::OK);
-    let put = world
-        .app
-        .send(
-            world
-                .app
-                .build(
-                    reqwest::Method::PUT,
-                    &format!("/api/agents/{}/policy", capless.id),
-                    None,
-                    Some(json!({"calls": {"default": "allow"}})),
-                )
-                .bearer_auth(super::transfers::ADMIN),
-        )
-        .await;
-    assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+    super::batches::put_policy(&world, &capless, json!({"calls": {"default": "allow"}})).await;
     let transfer = json!({"chain": "base", "gas": "sponsored", "to": uni.usdc.to_string(),
         "function": "transfer(address,uint256)", "args": [to.to_string(), USDC.to_string()]});
     let (status, refused) = post(&world.app, &capless, "calls", transfer).await;
@@ -164,18 +166,7 @@ async fn a_wallet_paid_batch_from_an_eoa_designates_the_account_in_its_own_type_
         .await
         .unwrap()
         .expect("the transfer waits in the pool");
-    let _: serde_json::Value = world
-        .anvil
-        .provider()
-        .raw_request("anvil_removePoolTransactions".into(), (from,))
-        .await
-        .unwrap();
-    // The watcher may have sent it again first (it re-sends what the node forgot): then the node knows it.
-    if let Err(e) = world.anvil.provider().send_raw_transaction(&raw).await {
-        assert!(e.to_string().contains("already"), "{e}");
-    }
-    world.anvil.mine(1).await;
-    world.anvil.set_automine(true).await;
+    resend_alone(&world, from, &raw).await;
     let settled = world.settled(&agent, sent["id"].as_str().unwrap()).await;
     assert_eq!(settled["status"], "confirmed", "{settled}");
     // From the chain: one type-4 transaction from the agent to itself, carrying its own authorization of the
@@ -330,21 +321,7 @@ async fn the_fill_of_a_designating_batch_that_can_no_longer_land_uses_both_its_n
     let agent = world.agent_with_cap(10.0).await;
     let from = wallet(&agent);
     mint(&world.anvil, world.usdc, from, U256::from(10 * USDC)).await;
-    let put = world
-        .app
-        .send(
-            world
-                .app
-                .build(
-                    reqwest::Method::PUT,
-                    &format!("/api/agents/{}/policy", agent.id),
-                    None,
-                    Some(json!({"calls": {"default": "allow"}})),
-                )
-                .bearer_auth(super::transfers::ADMIN),
-        )
-        .await;
-    assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+    super::batches::put_policy(&world, &agent, json!({"calls": {"default": "allow"}})).await;
     world.anvil.set_balance(from, U256::from(ONE_ETH)).await;
     world.anvil.set_automine(false).await;
     let (payee, away, later_to) = (fresh_address(), fresh_address(), fresh_address());
@@ -406,18 +383,7 @@ async fn the_fill_of_a_designating_batch_that_can_no_longer_land_uses_both_its_n
     assert_eq!(token_balance(&world.anvil, world.usdc, payee).await, U256::ZERO);
     assert_eq!(world.anvil.balance(away).await, U256::ZERO);
     // 4. The transfer at nonce 2 lands (anvil's pool waits for a nonce 1 no transaction provides: sent again).
-    let _: serde_json::Value = world
-        .anvil
-        .provider()
-        .raw_request("anvil_removePoolTransactions".into(), (from,))
-        .await
-        .unwrap();
-    // The watcher may have sent it again first (it re-sends what the node forgot): then the node knows it.
-    if let Err(e) = world.anvil.provider().send_raw_transaction(&raw).await {
-        assert!(e.to_string().contains("already"), "{e}");
-    }
-    world.anvil.mine(1).await;
-    world.anvil.set_automine(true).await;
+    resend_alone(&world, from, &raw).await;
     let settled = world.settled(&agent, later["id"].as_str().unwrap()).await;
     assert_eq!(settled["status"], "confirmed", "{settled}");
     assert_eq!(world.anvil.nonce(from).await, 3);
