@@ -23,6 +23,8 @@ pub struct SponsorChain {
     pub manager: Address,
     /// The sponsor key: signs the paymaster's approvals and the bundles, and is their beneficiary.
     pub key: Arc<dyn WalletSigner>,
+    /// What every sponsored request reads of the parts, read once a block (`shared`).
+    pub parts: Arc<shared::SharedParts>,
 }
 
 impl std::fmt::Debug for SponsorChain {
@@ -108,5 +110,6 @@ impl Sponsors {
 }
 
 pub mod bundler;
+pub mod shared;
 pub mod start;
 pub mod status;

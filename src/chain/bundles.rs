@@ -34,6 +34,12 @@ impl ChainClient {
         Ok((block.header.number, block.header.timestamp))
     }
 
+    /// The native balance of `address` at block `number`, in wei.
+    pub async fn balance_at(&self, address: Address, number: u64) -> Result<U256, ChainError> {
+        let p = self.provider();
+        self.call(|| p.get_balance(address).number(number)).await
+    }
+
     /// `eth_estimateGas` of a transaction from `from` to `to` carrying `data`, `value` and `authorizations` (a type-4
     /// bundle's), at the latest state: the whole bundle simulated as the chain would run it. A revert is a refusal.
     pub async fn estimate_bundle(

@@ -68,6 +68,7 @@ pub async fn start(config: &Config, chains: &Chains, store: &Arc<dyn Store>, key
                 previous_implementations: parts.previous_implementations.clone(),
                 manager,
                 key,
+                parts: Default::default(),
             },
         );
     }

@@ -43,26 +43,35 @@ const MOST: usize = 64;
 /// How long an entry nobody waits for may wait for a round that runs anyway before it takes one of its own.
 const LAZY: Duration = Duration::from_millis(20);
 
-/// An on-chain send to reserve in a round.
+/// How a send in a round is signed at the nonce its decision named (its carrier's signature: a wallet transaction,
+/// or a user operation of the agent's account with the paymaster's approval, §22).
+pub(super) type SignAt = Arc<dyn Fn(&TransferRequest, Option<u64>) -> Result<SignedTx, TransferError> + Send + Sync>;
+
+/// An on-chain send to reserve in a round: its request, how it is signed, and whether every key that signs it is in
+/// this process's memory (`WalletSigner::in_memory`: signed inside the reserving transaction).
 pub(super) struct Sending {
     pub request: TransferRequest,
-    pub signer: Arc<dyn WalletSigner>,
-    pub chain: &'static ChainInfo,
-    pub priority_fee: u128,
+    pub sign: SignAt,
+    pub in_memory: bool,
 }
 
 impl Sending {
-    pub(super) fn new(
+    /// A wallet-paid transaction of the agent's key (EIP-1559).
+    pub(super) fn transaction(
         request: TransferRequest,
         signer: Arc<dyn WalletSigner>,
         chain: &'static ChainInfo,
         priority_fee: u128,
     ) -> Self {
+        let in_memory = signer.in_memory();
+        let sign = move |request: &TransferRequest, nonce: Option<u64>| {
+            sign_transfer(signer.as_ref(), chain, request, priority_fee, nonce.unwrap_or(0))
+                .map_err(|e| signer_error(request.agent_id, e))
+        };
         Sending {
             request,
-            signer,
-            chain,
-            priority_fee,
+            sign: Arc::new(sign),
+            in_memory,
         }
     }
 }
@@ -230,28 +239,13 @@ impl batch::Work for Round {
 
 /// A send in a round: what was submitted, and where its answer goes.
 struct Reserving {
-    request: TransferRequest,
-    signer: Arc<dyn WalletSigner>,
-    chain: &'static ChainInfo,
-    priority_fee: u128,
+    send: Sending,
     reply: Reply<Done>,
 }
 
 impl Reserving {
     fn new(send: Sending, reply: Reply<Done>) -> Self {
-        let Sending {
-            request,
-            signer,
-            chain,
-            priority_fee,
-        } = send;
-        Reserving {
-            request,
-            signer,
-            chain,
-            priority_fee,
-            reply,
-        }
+        Reserving { send, reply }
     }
 
     fn answer(self, done: Done) {
@@ -260,28 +254,21 @@ impl Reserving {
     }
 
     fn lock_name(&self) -> (Uuid, &str) {
-        (self.request.agent_id, &self.request.chain)
+        (self.send.request.agent_id, &self.send.request.chain)
     }
 }
 
 impl ToReserve for Reserving {
     fn request(&self) -> &TransferRequest {
-        &self.request
+        &self.send.request
     }
 
     fn in_memory(&self) -> bool {
-        self.signer.in_memory()
+        self.send.in_memory
     }
 
     fn sign(&self, nonce: Option<u64>) -> Result<SignedTx, TransferError> {
-        sign_transfer(
-            self.signer.as_ref(),
-            self.chain,
-            &self.request,
-            self.priority_fee,
-            nonce.unwrap_or(0),
-        )
-        .map_err(|e| signer_error(self.request.agent_id, e))
+        (self.send.sign)(&self.send.request, nonce)
     }
 
     fn gone(&self) -> bool {

@@ -256,7 +256,7 @@ impl Transfers {
         request: &TransferRequest,
         priority_fee: u128,
     ) -> Result<Reservation, TransferError> {
-        let sending = rounds::Sending::new(request.clone(), signer.clone(), o.chain, priority_fee);
+        let sending = rounds::Sending::transaction(request.clone(), signer.clone(), o.chain, priority_fee);
         match self.rounds.reserve(sending).await {
             Some(reservation) => reservation,
             None => {

@@ -4,17 +4,20 @@
 //! the sponsor key (the paymaster's approval) and the agent key (the operation); stored `signed` for the bundler,
 //! which carries it in a bundle and settles it by its `UserOperationEvent`.
 
+use std::sync::Arc;
+
 use alloy::primitives::U256;
 
 use super::carriers::operation;
 use super::kinds::{Outflow, Quote};
 use super::reserve::{refusal, sign_and_apply};
+use super::rounds::{Sending, SignAt};
 use super::{BroadcastStatus, TransferError, TransferOutcome, Transfers, signer_error, store_error};
 use crate::chain::Node;
 use crate::domain::chain::ChainInfo;
 use crate::domain::outflow::SponsorReads;
 use crate::domain::transaction::Payer;
-use crate::store::{NativeFunds, Reservation, SendGuard, StoreError};
+use crate::store::{NativeFunds, Reservation, SendGuard, StoreError, TransferRequest};
 
 impl Transfers {
     /// Who pays an order's gas: as asked, else the sponsorship where the agent has one with a non-zero `per_day`
@@ -71,27 +74,35 @@ impl Transfers {
         // A batch's values leave inside the account's `execute` (§22): its amount, not the execution's value.
         let batch = o.batch_call();
         let native_value = if batch.is_some() { o.value } else { execution.1 };
-        let (reads, signer) = tokio::join!(
-            operation::read(client, &sponsor, o.from, execution, batch),
-            self.signer(o.agent_id)
-        );
-        let (reads, signer) = (reads?, signer?);
-        let token_balance = match (&draft.token, &o.purpose) {
-            (Some(_), super::kinds::Purpose::Token(asset)) => Some(client.token_balance(o.from, asset).await?),
-            _ => None,
+        // Every read at once: the operation's, the agent's key, and what the agent holds of what it moves.
+        let token_read = async {
+            match (&draft.token, &o.purpose) {
+                (Some(_), super::kinds::Purpose::Token(asset)) => client.token_balance(o.from, asset).await.map(Some),
+                _ => Ok(None),
+            }
         };
+        let native_read = async {
+            match native_value.is_zero() {
+                true => Ok(None),
+                false => client.balance(o.from).await.map(Some),
+            }
+        };
+        let (reads, signer, token_balance, native_balance) = tokio::join!(
+            operation::read(client, &sponsor, o.from, execution, batch),
+            self.signer(o.agent_id),
+            token_read,
+            native_read,
+        );
+        let (reads, signer, token_balance) = (reads?, signer?, token_balance?);
         if let Some(held) = token_balance
             && held < o.value
         {
             return Err(super::insufficient_tokens(&draft, held));
         }
-        let funds = match native_value.is_zero() {
-            true => None,
-            false => Some(NativeFunds {
-                balance: client.balance(o.from).await?,
-                needed: native_value,
-            }),
-        };
+        let funds = native_balance?.map(|balance| NativeFunds {
+            balance,
+            needed: native_value,
+        });
         let op = &reads.operation;
         let quote = Quote {
             gas_limit: op.gas_limit(),
@@ -111,20 +122,47 @@ impl Transfers {
             ready: reads.ready,
             valid_until: op.valid_until,
         });
-        let _guard = match held {
-            Some(guard) => guard,
-            None => self
-                .store
-                .lock_sender(o.agent_id, chain.name)
-                .await
-                .map_err(store_error)?,
-        };
-        let sign = |nonce: Option<u64>| {
-            op.sign(signer.as_ref(), sponsor.key.as_ref(), nonce.unwrap_or(0))
-                .map_err(|e| signer_error(o.agent_id, e))
+        let sign: SignAt = {
+            let (op, signer, sponsor_key) = (op.clone(), signer.clone(), sponsor.key.clone());
+            Arc::new(move |request: &TransferRequest, nonce: Option<u64>| {
+                op.sign(signer.as_ref(), sponsor_key.as_ref(), nonce.unwrap_or(0))
+                    .map_err(|e| signer_error(request.agent_id, e))
+            })
         };
         let in_memory = signer.in_memory() && sponsor.key.in_memory();
-        match sign_and_apply(self.store.as_ref(), &request, in_memory, &sign).await? {
+        // Under the caller's lock (a call simulated under it, §18) a round of one at once; else in the next round
+        // with the sends of any agents waiting with it, which takes the lock (`rounds`), or alone when the round
+        // could not take it.
+        let alone = |guard: Box<dyn SendGuard>| {
+            let (request, sign) = (&request, sign.clone());
+            async move {
+                let reservation = sign_and_apply(self.store.as_ref(), request, in_memory, &|n| sign(request, n)).await;
+                drop(guard);
+                reservation
+            }
+        };
+        let reservation = match held {
+            Some(guard) => alone(guard).await,
+            None => {
+                let sending = Sending {
+                    request: request.clone(),
+                    sign: sign.clone(),
+                    in_memory,
+                };
+                match self.rounds.reserve(sending).await {
+                    Some(reservation) => reservation,
+                    None => {
+                        let guard = self
+                            .store
+                            .lock_sender(o.agent_id, chain.name)
+                            .await
+                            .map_err(store_error)?;
+                        alone(guard).await
+                    }
+                }
+            }
+        };
+        match reservation? {
             Reservation::Reserved(tx) => {
                 self.bundles.notify_one();
                 Ok(TransferOutcome::Sent {

@@ -5,13 +5,13 @@
 //! here is computed from fields built here (`chain::userop`).
 
 use alloy::primitives::{Address, Bytes, U256};
-use alloy::sol_types::{SolCall, SolValue};
+use alloy::sol_types::SolValue;
 
-use crate::chain::ChainError;
 use crate::chain::Node;
 use crate::chain::client::ChainClient;
-use crate::chain::userop::{self, ISingletonPaymaster, PackedUserOperation, PaymasterApproval};
+use crate::chain::userop::{self, PackedUserOperation, PaymasterApproval};
 use crate::signer::{SignerError, WalletSigner};
+use crate::sponsor::shared::read_uint_at;
 use crate::sponsor::{Account, SponsorChain};
 use crate::store::SignedTx;
 use crate::transfers::TransferError;
@@ -122,7 +122,7 @@ pub(in crate::transfers) async fn read(
     batch: Option<(Bytes, u64)>,
 ) -> Result<Reads, TransferError> {
     let sponsor_address = sponsor.key.address();
-    let (code, gas, fees, block, nonce, deposit) = tokio::join!(
+    let (code, gas, fees, nonce, parts) = tokio::join!(
         client.code(from),
         // A batch (§22) brings the account's own `execute` and the gas its simulation found.
         async {
@@ -132,13 +132,15 @@ pub(in crate::transfers) async fn read(
             }
         },
         client.recent_fees(crate::transfers::FEE_MAX_AGE),
-        client.latest_block(),
-        read_uint(
+        read_uint_at(
             client,
             sponsor.entry_point,
-            userop::get_nonce_call(from, Default::default())
+            userop::get_nonce_call(from, Default::default()),
+            None
         ),
-        read_uint(client, sponsor.entry_point, userop::deposit_call(sponsor.paymaster)),
+        sponsor
+            .parts
+            .get(client, (sponsor.entry_point, sponsor.paymaster, sponsor_address)),
     );
     if Account::of(
         &code?,
@@ -148,26 +150,8 @@ pub(in crate::transfers) async fn read(
     {
         return Err(TransferError::AccountForeign);
     }
-    let (trusted, allowed, balance) = tokio::join!(
-        read_bool(
-            client,
-            sponsor.paymaster,
-            ISingletonPaymaster::signersCall {
-                account: sponsor_address
-            }
-            .abi_encode()
-        ),
-        read_bool(
-            client,
-            sponsor.paymaster,
-            ISingletonPaymaster::isBundlerAllowedCall {
-                bundler: sponsor_address
-            }
-            .abi_encode()
-        ),
-        client.balance(sponsor_address),
-    );
-    let (fees, (_, timestamp)) = (fees?, block?);
+    let (fees, parts) = (fees?, parts?);
+    let timestamp = parts.block_time;
     let call_gas = u128::from(gas.map_err(TransferError::from)?) + EXECUTE_OVERHEAD;
     let priority_fee = fees
         .max_priority_fee_per_gas
@@ -188,31 +172,8 @@ pub(in crate::transfers) async fn read(
     let bundle_cost = operation.max_cost();
     Ok(Reads {
         entry_point_nonce: u64::try_from(nonce?).unwrap_or(u64::MAX),
-        deposit: deposit?,
-        ready: trusted? && allowed? && balance? >= bundle_cost,
+        deposit: parts.deposit,
+        ready: parts.trusted && parts.bundler_allowed && parts.sponsor_balance >= bundle_cost,
         operation,
-    })
-}
-
-/// A `uint256` read at the latest block.
-async fn read_uint(client: &ChainClient, to: Address, data: Bytes) -> Result<U256, TransferError> {
-    match client.read(to, data).await? {
-        crate::chain::delegations::Read::Answer(out) => userop::uint_answer(&out).ok_or_else(|| unreadable(to)),
-        crate::chain::delegations::Read::Reverted => Err(unreadable(to)),
-    }
-}
-
-/// A `bool` read at the latest block (a revert reads as `false`).
-async fn read_bool(client: &ChainClient, to: Address, data: Vec<u8>) -> Result<bool, TransferError> {
-    match client.read(to, data.into()).await? {
-        crate::chain::delegations::Read::Answer(out) => Ok(userop::bool_answer(&out).unwrap_or(false)),
-        crate::chain::delegations::Read::Reverted => Ok(false),
-    }
-}
-
-fn unreadable(to: Address) -> TransferError {
-    TransferError::Chain(ChainError::Unavailable {
-        chain: String::new(),
-        reason: format!("{to} did not answer a read the sponsorship needs"),
     })
 }
