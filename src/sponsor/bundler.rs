@@ -34,6 +34,8 @@ use crate::store::{Settlement, Store};
 pub const MAX_OPERATIONS: usize = 16;
 /// How often the bundler looks when nothing rang it.
 const TICK: Duration = Duration::from_millis(500);
+/// How often the bundler asks for the latest block while operations wait for an earlier one's bundle to be mined.
+const BLOCK_POLL: Duration = Duration::from_millis(20);
 /// How far back the settlement looks for an operation's event.
 const LOOKBACK_BLOCKS: u64 = 5_000;
 
@@ -54,12 +56,23 @@ impl Bundler {
     /// Bundles and settles until `stop` turns true.
     pub async fn run_until_stopped(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let name = self.sponsor.chain.name;
+        let mut settled: Option<Instant> = None;
         loop {
             if *stop.borrow() {
                 return;
             }
-            if let Err(e) = self.round().await {
-                tracing::warn!(chain = name, error = %e, "bundler round failed; trying again");
+            // A round rung by new operations carries them at once; what landed is settled once a tick at most.
+            let settle = settled.is_none_or(|at| at.elapsed() >= TICK);
+            if settle {
+                settled = Some(Instant::now());
+            }
+            match self.round(settle).await {
+                Ok(Some(block)) => {
+                    self.next_block(block, &mut stop).await;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(chain = name, error = %e, "bundler round failed; trying again"),
             }
             tokio::select! {
                 _ = self.bell.notified() => {}
@@ -70,44 +83,57 @@ impl Bundler {
     }
 
     /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
-    /// while the former settle in one write transaction and the bundles that were open when the round began are
-    /// followed. The waiting operations do not wait for the settlements' commit (a waiting operation does not depend
+    /// while (when `settle`) the former settle in one write transaction and the bundles that were open when the
+    /// round began are followed. Settling and following are the round's writes besides the bundles' record: a busy
+    /// bundler, rung by every operation signed, does them once a `TICK` (as the watcher settles the wallets'
+    /// transactions once an interval), so that they do not take SQLite's one writer from the reservations at
+    /// every ring. The waiting operations do not wait for the settlements' commit (a waiting operation does not depend
     /// on another's settlement); one whose event the chain shows, at any depth, is not carried again, nor is one whose
     /// sender has an earlier operation in a bundle not yet mined (the EntryPoint would refuse it, `AA25`, until then).
-    async fn round(&self) -> anyhow::Result<()> {
+    async fn round(&self, settle: bool) -> anyhow::Result<Option<u64>> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
-            return Ok(());
+            return Ok(None);
         };
         let client = self.chains.get(name)?;
         let started = Instant::now();
         let open = self.store.open_operations(name).await?;
         if open.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         // Read before this round signs any: a bundle signed now is followed from the next round, once its
         // operations' events can have settled them.
-        let (bundles, (settling, seen)) = tokio::try_join!(
+        let (bundles, (settling, seen, latest)) = tokio::try_join!(
             async { anyhow::Ok(self.store.open_bundles(name).await?) },
             self.settlements(client, &open)
         )?;
         let waiting = waiting(&open, &seen);
+        // Operations held back behind an earlier one of their sender carried in a bundle the chain does not show
+        // yet: the next round is the one after the next block.
+        let held_back = open
+            .iter()
+            .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
+            .count()
+            > waiting.len();
         let read = started.elapsed();
         let sending = async {
-            let (mut sent, mut carried) = (0, 0);
-            if !waiting.is_empty() {
-                for group in self.groups(client, &waiting).await? {
-                    let operations = group.ops.len();
-                    match self.send_bundle(client, group).await {
-                        Ok(0) => {}
-                        Ok(n) => (sent, carried) = (sent + 1, carried + n),
-                        Err(e) => tracing::warn!(chain = name, error = %e, operations, "a bundle was not sent"),
-                    }
+            let (sent, carried) = match waiting.is_empty() {
+                true => (0, 0),
+                false => {
+                    let groups = self.groups(client, &waiting).await?;
+                    self.send_bundles(client, groups).await.unwrap_or_else(|e| {
+                        tracing::warn!(chain = name, error = %e, "the round's bundles were not sent");
+                        (0, 0)
+                    })
                 }
-            }
+            };
             anyhow::Ok((sent, carried, started.elapsed()))
         };
         // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
+        let (settling, bundles) = match settle {
+            true => (settling, bundles),
+            false => (Vec::new(), Vec::new()),
+        };
         let followed = bundles.len();
         let closing = async {
             self.settle(&settling).await?;
@@ -132,7 +158,25 @@ impl Bundler {
             follow_ms = ms(followed_at - settled_at),
             "bundler round"
         );
-        Ok(())
+        Ok(held_back.then_some(latest))
+    }
+
+    /// Waits until the chain's latest block is past `block`, asking every `BLOCK_POLL`, for at most a `TICK` (or
+    /// until `stop`).
+    async fn next_block(&self, block: u64, stop: &mut tokio::sync::watch::Receiver<bool>) {
+        let Ok(client) = self.chains.get(self.sponsor.chain.name) else {
+            return;
+        };
+        let started = Instant::now();
+        while started.elapsed() < TICK {
+            tokio::select! {
+                _ = tokio::time::sleep(BLOCK_POLL) => {}
+                _ = stop.changed() => return,
+            }
+            if client.block_number().await.is_ok_and(|latest| latest > block) {
+                return;
+            }
+        }
     }
 
     /// How the open operations settle now: each whose event the chain shows at the configured depth, and each signed
@@ -142,7 +186,7 @@ impl Bundler {
         &self,
         client: &ChainClient,
         open: &[OpenOperation],
-    ) -> anyhow::Result<(Vec<SettlingOperation>, Vec<Uuid>)> {
+    ) -> anyhow::Result<(Vec<SettlingOperation>, Vec<Uuid>, u64)> {
         let (latest, now) = client.latest_block().await?;
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
@@ -201,7 +245,7 @@ impl Bundler {
                 settlement,
             });
         }
-        Ok((settling, seen))
+        Ok((settling, seen, latest))
     }
 
     /// Settles a round's operations in one write transaction.

@@ -104,9 +104,10 @@ pub trait OperationStore: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     /// The next nonce of the chain's sponsor key the store counts (one more than its newest bundle's).
     async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>>;
-    /// Stores a signed bundle and names it as the carrier of `operations` in one transaction; those still `signed`
-    /// become `pending` (their `transfer.pending` events) once the bundle is recorded, before it is broadcast.
-    async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()>;
+    /// Stores a round's signed bundles, each named as the carrier of its operations, in one transaction; those
+    /// still `signed` become `pending` (their `transfer.pending` events) once the bundles are recorded, before any
+    /// is broadcast.
+    async fn record_bundles(&self, bundles: &[(BundleRecord, Vec<Uuid>)]) -> StoreResult<()>;
     /// Settles a round's sponsored operations in one write transaction (agents locked in the order of their ids): each
     /// as `TransferStore::settle_transaction`, with the transaction it landed in and its gas cost; one that landed
     /// carrying the designation (`designate`) moves the wallet's nonce counter past its authorization's. Answers, in
@@ -121,7 +122,8 @@ pub trait OperationStore: Send + Sync + 'static {
     /// A bundle is done with: `mined` (its receipt seen, with what the sponsor paid for it), or `replaced` (its
     /// nonce went to another transaction). Its operations not settled by then are no longer carried by it: each
     /// goes back to waiting for a bundle (or is dropped once its approval runs out). Answers how many went back.
-    async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64>;
+    /// Every bundle of `closing` (id, status, gas cost) in one transaction.
+    async fn close_bundles(&self, closing: &[(Uuid, &str, Option<U256>)]) -> StoreResult<u64>;
     /// Replaces the open bundle `old` by `new`, signed at the same nonce (a fee bump, or the operations that can
     /// still land without those that no longer can), in one transaction: `old` becomes `replaced` (it stays an
     /// attempt at its nonce, see `bundle_attempts`), `new` is stored `signed` and carries `operations`; the other

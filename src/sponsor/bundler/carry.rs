@@ -172,48 +172,79 @@ impl Bundler {
         }
     }
 
-    /// Simulates, signs, records and broadcasts one new bundle at the sponsor's next nonce. Answers how many
-    /// operations it carries (0: none was left to carry, nothing was sent).
-    pub(super) async fn send_bundle(&self, client: &ChainClient, group: Group) -> anyhow::Result<usize> {
+    /// Simulates a round's bundles side by side (each group's senders are its own), signs those with something
+    /// left to carry at the sponsor's next nonces in turn, records them all in one transaction, then broadcasts them
+    /// in nonce order. Answers how many bundles were sent and the operations they carry. A bundle whose simulation
+    /// fails is not signed (the others are); one whose broadcast fails is recorded, and followed from the next round
+    /// (sent again as signed, or replaced at its nonce).
+    pub(super) async fn send_bundles(
+        &self,
+        client: &ChainClient,
+        groups: Vec<Group>,
+    ) -> anyhow::Result<(usize, usize)> {
         let sponsor = self.sponsor.key.address();
         let started = std::time::Instant::now();
-        // The fees and the sponsor's next nonce (the node's and the store's) are read while the bundle is simulated.
+        let carrying = futures::future::join_all(groups.into_iter().map(|group| async move {
+            let operations = group.ops.len();
+            let carried = self.carry(client, group.ops, group.authorization.as_ref()).await;
+            (carried, group.authorization, operations)
+        }));
+        // The fees and the sponsor's next nonce (the node's and the store's) are read while the bundles are simulated.
         let (carried, now, stored, pending) = tokio::try_join!(
-            self.carry(client, group.ops, group.authorization.as_ref()),
+            async { anyhow::Ok(carrying.await) },
             async { anyhow::Ok(client.recent_fees(FEE_MAX_AGE).await?) },
             async { anyhow::Ok(self.store.next_bundle_nonce(self.sponsor.chain.name).await?) },
             async { anyhow::Ok(client.pending_nonce(sponsor).await?) },
         )?;
-        let Some(carried) = carried else {
-            return Ok(0);
-        };
-        let fees = first_fees(carried.caps(), &now);
-        let nonce = pending.max(stored.unwrap_or(0));
-        let data = userop::handle_ops_call(&carried.packed(), sponsor);
-        let to = self.sponsor.entry_point;
-        let bundle = self.sign(nonce, fees, (carried.gas_limit, to, data), group.authorization)?;
-        let ids = carried.ids();
-        let signed = started.elapsed();
-        self.store.record_bundle(&bundle, &ids).await?;
+        let mut nonce = pending.max(stored.unwrap_or(0));
+        let mut signed = Vec::new();
+        for (carried, authorization, operations) in carried {
+            let carried = match carried {
+                Ok(Some(carried)) => carried,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(chain = self.sponsor.chain.name, error = %e, operations, "a bundle was not sent");
+                    continue;
+                }
+            };
+            let fees = first_fees(carried.caps(), &now);
+            let data = userop::handle_ops_call(&carried.packed(), sponsor);
+            let to = self.sponsor.entry_point;
+            let bundle = self.sign(nonce, fees, (carried.gas_limit, to, data), authorization)?;
+            nonce += 1;
+            signed.push((bundle, carried.ids()));
+        }
+        if signed.is_empty() {
+            return Ok((0, 0));
+        }
+        let simulated = started.elapsed();
+        self.store.record_bundles(&signed).await?;
         let recorded = started.elapsed();
-        self.metrics.count_bundle(self.sponsor.chain.name, ids.len());
-        client.send_raw(&bundle.raw_tx).await?;
+        let carried: usize = signed.iter().map(|(_, ids)| ids.len()).sum();
+        for (bundle, ids) in &signed {
+            self.metrics.count_bundle(self.sponsor.chain.name, ids.len());
+            match client.send_raw(&bundle.raw_tx).await {
+                Ok(_) => tracing::info!(
+                    chain = self.sponsor.chain.name,
+                    bundle = bundle.tx_hash.as_str(),
+                    operations = ids.len(),
+                    "bundle sent"
+                ),
+                Err(e) => tracing::warn!(chain = self.sponsor.chain.name, bundle = bundle.tx_hash.as_str(),
+                    error = %e, "a bundle's broadcast failed; it is followed from the next round"),
+            }
+        }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        tracing::info!(
-            chain = self.sponsor.chain.name,
-            bundle = bundle.tx_hash.as_str(),
-            operations = ids.len(),
-            "bundle sent"
-        );
         tracing::debug!(
             chain = self.sponsor.chain.name,
-            operations = ids.len(),
-            simulated_ms = ms(signed),
-            record_ms = ms(recorded - signed),
+            bundles = signed.len(),
+            operations = carried,
+            simulated_ms = ms(simulated),
+            record_ms = ms(recorded - simulated),
             broadcast_ms = ms(started.elapsed() - recorded),
             "bundle timings"
         );
-        Ok(ids.len())
+        Ok((signed.len(), carried))
     }
 
     /// The sponsor key's transaction at `nonce` with `fees`, sending `input` to `to` with `gas_limit` (type 4 when

@@ -57,6 +57,8 @@ impl Bundler {
         )
         .await?;
         let mut released = 0;
+        // The mined ones are closed together, once the loop is done with them.
+        let mut mined_bundles = Vec::new();
         for (bundle, receipt) in bundles.into_iter().zip(receipts) {
             if let Some(receipt) = receipt {
                 let cost = receipt.fee_paid();
@@ -68,7 +70,7 @@ impl Bundler {
                     );
                     self.reverted(client, &bundle, receipt.block_number, cost, open).await?;
                 }
-                released += self.store.close_bundle(bundle.id, "mined", Some(cost)).await?;
+                mined_bundles.push((bundle.id, "mined", Some(cost)));
                 continue;
             }
             if mined > bundle.nonce {
@@ -85,6 +87,7 @@ impl Bundler {
                 }
             }
         }
+        released += self.store.close_bundles(&mined_bundles).await?;
         Ok(released)
     }
 
@@ -152,7 +155,7 @@ impl Bundler {
                 return Ok(self.store.earlier_attempt_mined(bundle.id, earlier.id, cost).await?);
             }
         }
-        Ok(self.store.close_bundle(bundle.id, "replaced", None).await?)
+        Ok(self.store.close_bundles(&[(bundle.id, "replaced", None)]).await?)
     }
 
     /// Sends `bundle` again (`known`: whether the node holds it; `stuck`: pending longer than `STUCK_AFTER_SECS`):

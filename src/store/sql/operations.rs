@@ -166,11 +166,14 @@ where
             .transpose()
     }
 
-    async fn record_bundle(&self, bundle: &BundleRecord, operations: &[Uuid]) -> StoreResult<()> {
-        let mut tx = B::begin_write(self).await?;
-        Self::insert_bundle_in(&mut tx, bundle, self.now()).await?;
-        Self::carry_in(&mut tx, bundle.id, operations).await?;
-        self.mark_pending_in(&mut tx, operations).await?;
+    async fn record_bundles(&self, bundles: &[(BundleRecord, Vec<Uuid>)]) -> StoreResult<()> {
+        let (mut tx, now) = (B::begin_write(self).await?, self.now());
+        for (bundle, operations) in bundles {
+            Self::insert_bundle_in(&mut tx, bundle, now).await?;
+            Self::carry_in(&mut tx, bundle.id, operations).await?;
+        }
+        let carried: Vec<Uuid> = bundles.iter().flat_map(|(_, ops)| ops.iter().copied()).collect();
+        self.mark_pending_in(&mut tx, &carried).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -251,26 +254,33 @@ where
             .await
     }
 
-    async fn close_bundle(&self, id: Uuid, status: &str, gas_cost: Option<U256>) -> StoreResult<u64> {
-        let mut tx = B::begin_write(self).await?;
-        sqlx::query("UPDATE bundles SET status = $1, gas_cost = $2, updated_at = $3 WHERE id = $4")
-            .bind(status)
-            .bind(gas_cost.map(|c| c.to_string()))
-            .bind(self.now())
-            .bind(id)
+    async fn close_bundles(&self, closing: &[(Uuid, &str, Option<U256>)]) -> StoreResult<u64> {
+        if closing.is_empty() {
+            return Ok(0);
+        }
+        let (mut tx, now) = (B::begin_write(self).await?, self.now());
+        let mut released = 0;
+        for (id, status, gas_cost) in closing {
+            sqlx::query("UPDATE bundles SET status = $1, gas_cost = $2, updated_at = $3 WHERE id = $4")
+                .bind(*status)
+                .bind(gas_cost.map(|c| c.to_string()))
+                .bind(now)
+                .bind(*id)
+                .execute(&mut *tx)
+                .await?;
+            let back = sqlx::query(concat!(
+                "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
+                 (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
+                shared::open_statuses!(),
+                ")"
+            ))
+            .bind(*id)
             .execute(&mut *tx)
             .await?;
-        let released = sqlx::query(concat!(
-            "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
-             (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
-            shared::open_statuses!(),
-            ")"
-        ))
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+            released += B::rows_affected(&back);
+        }
         tx.commit().await?;
-        Ok(B::rows_affected(&released))
+        Ok(released)
     }
 
     async fn replace_bundle(&self, old: Uuid, new: &BundleRecord, operations: &[Uuid]) -> StoreResult<bool> {
@@ -455,8 +465,8 @@ where
     /// costs (the EntryPoint takes each one's prefund from the deposit as it validates it).
     pub(super) async fn held_of_deposit_in(conn: &mut B::Connection, chain: &str) -> StoreResult<U256> {
         let rows: Vec<(String,)> = sqlx::query_as(concat!(
-            "SELECT u.max_cost FROM user_operations u JOIN transactions t ON t.id = u.transfer_id \
-             WHERE u.chain = $1 AND t.status IN ",
+            "SELECT u.max_cost FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+             WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
             shared::open_statuses!()
         ))
         .bind(chain)

@@ -111,6 +111,7 @@ where
             tx: B::begin_write(self).await?,
             announce: Vec::new(),
             locked: Vec::new(),
+            deposit_held: Vec::new(),
         }))
     }
 

@@ -2,6 +2,7 @@
 //! its agent's lock, the decision the service took on them applied (approval closed, row inserted, nonce, spending,
 //! call counts); the events of what it applied are announced once it commits.
 
+use alloy::primitives::U256;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
@@ -27,6 +28,9 @@ pub(super) struct SqlReserving<'s, B: Backend> {
     pub(super) announce: Vec<EventRecord>,
     /// The agents whose lock `tx` holds already (held until it ends): a round's next request of one asks no more.
     pub(super) locked: Vec<Uuid>,
+    /// What this transaction's open user operations hold of each chain's paymaster deposit (§22), added up once and
+    /// then kept as the transaction adds to it: a round's sponsored requests do not each read them all again.
+    pub(super) deposit_held: Vec<(String, U256)>,
 }
 
 #[async_trait]
@@ -91,7 +95,14 @@ where
                     counted,
                     deposit: Funds {
                         balance: sponsor.deposit,
-                        held: SqlStore::<B>::held_of_deposit_in(tx, &r.chain).await?,
+                        held: match self.deposit_held.iter().find(|(chain, _)| *chain == r.chain) {
+                            Some((_, held)) => *held,
+                            None => {
+                                let held = SqlStore::<B>::held_of_deposit_in(tx, &r.chain).await?;
+                                self.deposit_held.push((r.chain.clone(), held));
+                                held
+                            }
+                        },
                     },
                 })
             }
@@ -188,6 +199,9 @@ where
             let hash = record.tx_hash().unwrap_or_default();
             let part = (sponsor.max_cost, sponsor.valid_until);
             SqlStore::<B>::insert_operation_in(tx, (r.id, r.agent_id, &r.chain), hash, part, self.store.now()).await?;
+            if let Some((_, held)) = self.deposit_held.iter_mut().find(|(chain, _)| *chain == r.chain) {
+                *held = held.saturating_add(sponsor.max_cost);
+            }
         }
         self.store.mark_acted_in(tx, r).await?;
         if approved.is_some() {
