@@ -130,38 +130,7 @@ impl Transfers {
             })
         };
         let in_memory = signer.in_memory() && sponsor.key.in_memory();
-        // Under the caller's lock (a call simulated under it, §18) a round of one at once; else in the next round
-        // with the sends of any agents waiting with it, which takes the lock (`rounds`), or alone when the round
-        // could not take it.
-        let alone = |guard: Box<dyn SendGuard>| {
-            let (request, sign) = (&request, sign.clone());
-            async move {
-                let reservation = sign_and_apply(self.store.as_ref(), request, in_memory, &|n| sign(request, n)).await;
-                drop(guard);
-                reservation
-            }
-        };
-        let reservation = match held {
-            Some(guard) => alone(guard).await,
-            None => {
-                let sending = Sending {
-                    request: request.clone(),
-                    sign: sign.clone(),
-                    in_memory,
-                };
-                match self.rounds.reserve(sending).await {
-                    Some(reservation) => reservation,
-                    None => {
-                        let guard = self
-                            .store
-                            .lock_sender(o.agent_id, chain.name)
-                            .await
-                            .map_err(store_error)?;
-                        alone(guard).await
-                    }
-                }
-            }
-        };
+        let reservation = self.reserve_sponsored(&request, (sign, in_memory), held).await;
         match reservation? {
             Reservation::Reserved(tx) => {
                 self.bundles.notify_one();
@@ -180,6 +149,40 @@ impl Transfers {
                 "a reservation was left unsigned".into(),
             ))),
         }
+    }
+}
+
+impl Transfers {
+    /// Reserves the sponsored `request`, signed by `sign` (`in_memory`: every key it takes is in this process's
+    /// memory): under the caller's lock (`held`: a call simulated under it, §18) a round of one at once; else in the
+    /// next round with the sends of any agents waiting with it, which takes the lock (`rounds`), or alone under its
+    /// own lock when the round could not take it.
+    async fn reserve_sponsored(
+        &self,
+        request: &TransferRequest,
+        (sign, in_memory): (SignAt, bool),
+        held: Option<Box<dyn SendGuard>>,
+    ) -> Result<Reservation, TransferError> {
+        let guard = match held {
+            Some(guard) => guard,
+            None => {
+                let sending = Sending {
+                    request: request.clone(),
+                    sign: sign.clone(),
+                    in_memory,
+                };
+                if let Some(reservation) = self.rounds.reserve(sending).await {
+                    return reservation;
+                }
+                self.store
+                    .lock_sender(request.agent_id, &request.chain)
+                    .await
+                    .map_err(store_error)?
+            }
+        };
+        let reservation = sign_and_apply(self.store.as_ref(), request, in_memory, &|n| sign(request, n)).await;
+        drop(guard);
+        reservation
     }
 }
 

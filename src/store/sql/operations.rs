@@ -268,16 +268,7 @@ where
                 .bind(*id)
                 .execute(&mut *tx)
                 .await?;
-            let back = sqlx::query(concat!(
-                "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
-                 (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
-                shared::open_statuses!(),
-                ")"
-            ))
-            .bind(*id)
-            .execute(&mut *tx)
-            .await?;
-            released += B::rows_affected(&back);
+            released += Self::release_in(&mut tx, *id).await?;
         }
         tx.commit().await?;
         Ok(released)
@@ -330,17 +321,9 @@ where
             .bind(landed)
             .execute(&mut *tx)
             .await?;
-        let released = sqlx::query(concat!(
-            "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
-             (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
-            shared::open_statuses!(),
-            ")"
-        ))
-        .bind(live)
-        .execute(&mut *tx)
-        .await?;
+        let released = Self::release_in(&mut tx, live).await?;
         tx.commit().await?;
-        Ok(B::rows_affected(&released))
+        Ok(released)
     }
 
     async fn failed_on_chain(&self, transfer_id: Uuid, bundle_hash: &str, gas_cost: U256) -> StoreResult<()> {
@@ -461,17 +444,27 @@ where
     for<'r> Option<i64>: Decode<'r, B>,
     usize: ColumnIndex<B::Row>,
 {
+    /// The open operations `bundle` carried wait for another bundle again; answers how many.
+    async fn release_in(conn: &mut B::Connection, bundle: Uuid) -> StoreResult<u64> {
+        let released = sqlx::query(concat!(
+            "UPDATE user_operations SET bundle_id = NULL WHERE bundle_id = $1 AND transfer_id IN \
+             (SELECT id FROM transactions WHERE kind = 'user_op' AND status IN ",
+            shared::open_statuses!(),
+            ")"
+        ))
+        .bind(bundle)
+        .execute(&mut *conn)
+        .await?;
+        Ok(B::rows_affected(&released))
+    }
+
     /// What this service's operations on `chain` not yet settled hold of the paymaster's deposit: their maximum
     /// costs (the EntryPoint takes each one's prefund from the deposit as it validates it).
     pub(super) async fn held_of_deposit_in(conn: &mut B::Connection, chain: &str) -> StoreResult<U256> {
-        let rows: Vec<(String,)> = sqlx::query_as(concat!(
-            "SELECT u.max_cost FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
-             WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
-            shared::open_statuses!()
-        ))
-        .bind(chain)
-        .fetch_all(&mut *conn)
-        .await?;
+        let rows: Vec<(String,)> = sqlx::query_as(HELD_OF_DEPOSIT)
+            .bind(chain)
+            .fetch_all(&mut *conn)
+            .await?;
         shared::sum_wei(&rows, "user_operations.max_cost")
     }
 
@@ -560,5 +553,45 @@ where
         .execute(&mut *conn)
         .await?;
         Ok(())
+    }
+}
+
+/// What the open user operations of a chain hold of its paymaster's deposit: read for every sponsored request, by
+/// the index of the open operations (`transactions_open_operations`).
+const HELD_OF_DEPOSIT: &str = concat!(
+    "SELECT u.max_cost FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+     WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
+    shared::open_statuses!()
+);
+
+#[cfg(test)]
+mod tests {
+    /// The deposit's holds are read through the open operations only, not through every operation the chain ever
+    /// had (the plan before migration 0034 searched `user_operations_hash` by chain).
+    #[tokio::test]
+    async fn the_deposits_holds_are_read_through_the_open_operations_only() {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .expect("an in-memory database");
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .expect("migrations");
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::HELD_OF_DEPOSIT
+        )))
+        .bind("base")
+        .fetch_all(&pool)
+        .await
+        .expect("a plan");
+        let steps: Vec<&str> = plan.iter().map(|(.., step)| step.as_str()).collect();
+        assert!(
+            steps.iter().any(|s| s.contains("transactions_open_operations")),
+            "{steps:?}"
+        );
+        assert!(!steps.iter().any(|s| s.contains("user_operations_hash")), "{steps:?}");
     }
 }
