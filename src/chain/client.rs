@@ -701,11 +701,7 @@ impl Node for ChainClient {
                         );
                     }
                     batch.send().await?;
-                    let mut answers = Vec::with_capacity(waiters.len());
-                    for waiter in waiters {
-                        answers.push(waiter.await);
-                    }
-                    Ok(answers)
+                    Ok(futures::future::join_all(waiters).await)
                 })
                 .await?;
             receipts.extend(answers.into_iter().map(|answer| {

@@ -83,11 +83,7 @@ impl ChainClient {
                             waiters.push(batch.add_call::<_, TxHash>("eth_sendRawTransaction", &params)?);
                         }
                         batch.send().await?;
-                        let mut answers = Vec::with_capacity(waiters.len());
-                        for waiter in waiters {
-                            answers.push(waiter.await);
-                        }
-                        Ok(answers)
+                        Ok(futures::future::join_all(waiters).await)
                     })
                     .await;
                 match answers {

@@ -126,11 +126,7 @@ impl ChainClient {
                         waiters.push(batch.add_call::<_, Bytes>("eth_call", &(request, BlockNumberOrTag::Latest))?);
                     }
                     batch.send().await?;
-                    let mut answers = Vec::with_capacity(waiters.len());
-                    for waiter in waiters {
-                        answers.push(waiter.await);
-                    }
-                    Ok(answers)
+                    Ok(futures::future::join_all(waiters).await)
                 }
             })
             .await?;

@@ -27,15 +27,20 @@ async fn entry_point_nonce(world: &World, account: Address) -> U256 {
     U256::from_be_slice(&read(&world.anvil, world.framework.entry_point, data.into()).await[..32])
 }
 
-/// Empties the node's pool of `from`'s transactions, sends `raw` again alone, mines it and turns automine back on.
-/// The watcher may have sent it again first (it re-sends what the node forgot): then the node knows it.
-async fn resend_alone(world: &World, from: Address, raw: &[u8]) {
+/// Empties the node's pool of `from`'s transactions.
+async fn empty_pool(world: &World, from: Address) {
     let _: serde_json::Value = world
         .anvil
         .provider()
         .raw_request("anvil_removePoolTransactions".into(), (from,))
         .await
         .unwrap();
+}
+
+/// Empties the node's pool of `from`'s transactions, sends `raw` again alone, mines it and turns automine back on.
+/// The watcher may have sent it again first (it re-sends what the node forgot): then the node knows it.
+async fn resend_alone(world: &World, from: Address, raw: &[u8]) {
+    empty_pool(world, from).await;
     if let Err(e) = world.anvil.provider().send_raw_transaction(raw).await {
         assert!(e.to_string().contains("already"), "{e}");
     }
@@ -359,12 +364,7 @@ async fn the_fill_of_a_designating_batch_that_can_no_longer_land_uses_both_its_n
     let enough = U256::from(10_000_000_000_000u64) + later_fee * U256::from(21_000 + 61_000 + 10_000);
     assert!(enough < batch_needs, "{enough} < {batch_needs}");
     world.anvil.set_balance(from, enough).await;
-    let _: serde_json::Value = world
-        .anvil
-        .provider()
-        .raw_request("anvil_removePoolTransactions".into(), (from,))
-        .await
-        .unwrap();
+    empty_pool(&world, from).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while world.anvil.mined_nonce(from).await < 2 {
         assert!(
