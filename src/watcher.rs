@@ -82,7 +82,7 @@ const SENDER_GRACE: Duration = Duration::from_secs(5);
 /// The most transfers one settling transaction takes (a round's landed ones go in several): on SQLite every writer
 /// waits for it, a send's reservation round too, so it is held for milliseconds, not for a whole busy second's
 /// receipts (hundreds at a time held the writer for about 45 ms in `bench sends`, the rows' p99).
-const SETTLED_PER_COMMIT: usize = 32;
+pub(crate) const SETTLED_PER_COMMIT: usize = 32;
 
 impl Watcher {
     pub fn new(state: WatcherState, chain: &'static str) -> Self {

@@ -10,6 +10,8 @@ use alloy::providers::Provider;
 use alloy::rpc::types::Filter;
 use alloy::sol_types::SolEvent;
 
+use agentd::transfers::RoundFigures;
+
 use super::{AMOUNT, AMOUNT_UNITS, Gas, World, count};
 use crate::common::{CpuTicks, CreatedAgent, Samples, f, table, verdict};
 
@@ -31,6 +33,8 @@ struct Row {
     last_block: u64,
     sponsor_txs: u64,
     cpu: String,
+    /// Group commit's rounds during the row (`Transfers::round_figures`).
+    rounds: String,
     /// The app's node calls a transfer, by method (`BENCH_SPONSORED_RPC`).
     rpc: Option<String>,
 }
@@ -82,6 +86,7 @@ pub async fn run(world: &World) {
             println!("  {name}: first error {e}");
         }
         println!("  {name}: {}", r.cpu);
+        println!("  {name}: {}", r.rounds);
         if let Some(rpc) = &r.rpc {
             println!("  {name}: node calls a transfer: {rpc}");
         }
@@ -97,10 +102,12 @@ pub async fn run(world: &World) {
 
 /// `per_agent` transfers from each of `agents` to `to`, every agent one request at a time, all agents at once.
 async fn row(world: &World, agents: &[CreatedAgent], gas: Gas, per_agent: usize, to: Address) -> Row {
+    settled(world).await;
     let before = crate::solidity::token_balance(&world.anvil, world.usdc, to).await;
     let first_block = world.anvil.block_number().await;
     let sponsor_nonce = world.anvil.mined_nonce(world.sponsor).await;
     let cpu = CpuTicks::now(world.anvil.pid());
+    let rounds = world.app.state.transfers.round_figures();
     let calls = world.rpc.as_ref().map(|counter| counter.calls());
     let started = Instant::now();
     let workers = agents.iter().map(|agent| async move {
@@ -123,6 +130,7 @@ async fn row(world: &World, agents: &[CreatedAgent], gas: Gas, per_agent: usize,
     let expected = before + U256::from(AMOUNT_UNITS) * U256::from(answers.len());
     let landed = world.landed(to, expected, LANDING).await.then(|| started.elapsed());
     let cpu = CpuTicks::now(world.anvil.pid()).since(&cpu, answers.len(), "transfer");
+    let rounds = rounds_since(&rounds, &world.app.state.transfers.round_figures());
     let rpc = world
         .rpc
         .as_ref()
@@ -139,6 +147,7 @@ async fn row(world: &World, agents: &[CreatedAgent], gas: Gas, per_agent: usize,
         last_block: world.anvil.block_number().await,
         sponsor_txs: world.anvil.mined_nonce(world.sponsor).await - sponsor_nonce,
         cpu,
+        rounds,
         rpc,
     }
 }
@@ -187,4 +196,36 @@ async fn bundles(world: &World, row: &Row) {
         row.last_block - row.first_block,
         verdict(row.sponsor_txs == per_tx.len() as u64)
     );
+}
+
+/// Group commit's rounds between `before` and `after`: reservation rounds and the sends they took, rounds of audit
+/// entries alone, the entries written, and the time spent in rounds.
+fn rounds_since(before: &RoundFigures, after: &RoundFigures) -> String {
+    let rounds = after.reservation_rounds - before.reservation_rounds;
+    let sends = after.reserved - before.reserved;
+    format!(
+        "{rounds} reservation rounds of {:.1} sends on average; {} rounds of entries alone, {} entries; {} ms in rounds",
+        sends as f64 / rounds.max(1) as f64,
+        after.record_rounds - before.record_rounds,
+        after.recorded - before.recorded,
+        (after.busy_micros - before.busy_micros) / 1000
+    )
+}
+
+/// Waits (at most `LANDING`) until the app has settled everything it sent before: no transfer and no user operation
+/// is still `signed` or `pending`. A row then pays for its own settling only, not for the one before it (the
+/// watcher settles wallet transactions once an interval, the bundler its operations once a tick: a row that
+/// started at once would spend part of its time on the previous row's).
+async fn settled(world: &World) {
+    let store = &world.app.state.store;
+    let deadline = Instant::now() + LANDING;
+    while Instant::now() < deadline {
+        let (transactions, operations) = (store.open_transactions("base"), store.open_operations("base"));
+        match tokio::join!(transactions, operations) {
+            (Ok(t), Ok(o)) if t.is_empty() && o.is_empty() => return,
+            (Err(e), _) | (_, Err(e)) => panic!("the store could not be read: {e}"),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    panic!("the app did not settle what it sent within {LANDING:?}");
 }

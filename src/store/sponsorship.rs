@@ -39,4 +39,7 @@ pub trait SponsorshipStore: Send + Sync + 'static {
     ) -> StoreResult<SponsorshipState>;
     /// Every chain the operator ever set a sponsorship on for the agent, by chain name, with what it counted now.
     async fn sponsorships(&self, agent_id: Uuid) -> StoreResult<Vec<SponsorshipState>>;
+    /// The agent's `per_day` on `chain` alone (`None`: never set), without what it counted: who pays an order's gas
+    /// asks only whether a sponsorship is there; the reservation step judges its window under the agent's lock.
+    async fn sponsorship_per_day(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<U256>>;
 }

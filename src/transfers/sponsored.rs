@@ -36,12 +36,10 @@ impl Transfers {
         let budget = match sponsorable {
             true => self
                 .store
-                .sponsorships(agent_id)
+                .sponsorship_per_day(agent_id, chain.name)
                 .await
                 .map_err(store_error)?
-                .into_iter()
-                .find(|s| s.chain == chain.name)
-                .is_some_and(|s| !s.per_day.is_zero()),
+                .is_some_and(|per_day| !per_day.is_zero()),
             false => false,
         };
         match (asked, budget) {

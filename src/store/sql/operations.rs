@@ -77,20 +77,10 @@ where
             String,
             i64,
         );
-        let rows: Vec<Row> = sqlx::query_as(concat!(
-            "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
-             u.valid_until, u.bundle_id, t.status, t.reserved_wei, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
-             WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 FROM user_operations f \
-             WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) THEN 1 ELSE 0 END \
-             AS BIGINT) \
-             FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
-             WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
-            shared::open_statuses!(),
-            " ORDER BY t.agent_id, t.nonce"
-        ))
-        .bind(chain)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<Row> = sqlx::query_as(OPEN_OPERATIONS)
+            .bind(chain)
+            .fetch_all(&self.pool)
+            .await?;
         rows.into_iter()
             .map(
                 |(transfer_id, agent_id, from, nonce, packed, hash, fee, until, bundle_id, status, reserved, alone)| {
@@ -157,7 +147,7 @@ where
     }
 
     async fn next_bundle_nonce(&self, chain: &str) -> StoreResult<Option<u64>> {
-        let row: (Option<i64>,) = sqlx::query_as("SELECT MAX(nonce) FROM bundles WHERE chain = $1")
+        let row: (Option<i64>,) = sqlx::query_as(NEXT_BUNDLE_NONCE)
             .bind(chain)
             .fetch_one(&self.pool)
             .await?;
@@ -420,12 +410,16 @@ where
 
     /// Names `bundle` as the carrier of `operations` in the writing transaction.
     async fn carry_in(conn: &mut B::Connection, bundle: Uuid, operations: &[Uuid]) -> StoreResult<()> {
-        for id in operations {
-            sqlx::query("UPDATE user_operations SET bundle_id = $1 WHERE transfer_id = $2")
-                .bind(bundle)
-                .bind(*id)
-                .execute(&mut *conn)
-                .await?;
+        for chunk in operations.chunks(shared::ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE user_operations SET bundle_id = $1 WHERE transfer_id IN ({})",
+                shared::placeholders(2, chunk.len())
+            );
+            let mut update = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(bundle);
+            for id in chunk {
+                update = update.bind(*id);
+            }
+            update.execute(&mut *conn).await?;
         }
         Ok(())
     }
@@ -461,11 +455,11 @@ where
     /// What this service's operations on `chain` not yet settled hold of the paymaster's deposit: their maximum
     /// costs (the EntryPoint takes each one's prefund from the deposit as it validates it).
     pub(super) async fn held_of_deposit_in(conn: &mut B::Connection, chain: &str) -> StoreResult<U256> {
-        let rows: Vec<(String,)> = sqlx::query_as(HELD_OF_DEPOSIT)
+        let (joined,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(held_of_deposit(B::TEXT_AGG)))
             .bind(chain)
-            .fetch_all(&mut *conn)
+            .fetch_one(&mut *conn)
             .await?;
-        shared::sum_wei(&rows, "user_operations.max_cost")
+        shared::sum_wei_texts(joined.iter().flat_map(|j| j.split(',')), "user_operations.max_cost")
     }
 
     /// The next nonce of the agent's EntryPoint sequence the store counts: one past its newest operation that may
@@ -557,19 +551,40 @@ where
 }
 
 /// What the open user operations of a chain hold of its paymaster's deposit: read for every sponsored request, by
-/// the index of the open operations (`transactions_open_operations`).
-const HELD_OF_DEPOSIT: &str = concat!(
-    "SELECT u.max_cost FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+/// the index of the open operations (`transactions_open_operations`). Their maximum costs come back joined in one
+/// row by the backend's text aggregate (`agg`): on SQLite each row of an answer is one hand-over from the
+/// connection's thread, and a busy chain has hundreds of operations open.
+fn held_of_deposit(agg: &str) -> String {
+    format!(
+        "SELECT {agg}(u.max_cost, ',') FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+         WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN {}",
+        shared::OPEN
+    )
+}
+
+/// The chain's open operations, each with whether its agent goes in bundles of its own (its key was ever exported,
+/// or one of its operations failed validation on chain): read every bundler round. The two questions are asked
+/// through indexes of the rare rows that answer yes (migration 0035), not through every audit entry and every
+/// operation of the agent.
+const OPEN_OPERATIONS: &str = concat!(
+    "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
+     u.valid_until, u.bundle_id, t.status, t.reserved_wei, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
+     WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 FROM user_operations f \
+     WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) THEN 1 ELSE 0 END \
+     AS BIGINT) \
+     FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
      WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
-    shared::open_statuses!()
+    shared::open_statuses!(),
+    " ORDER BY t.agent_id, t.nonce"
 );
+
+/// The highest nonce a bundle of the chain took, by the index of bundles by chain and nonce (migration 0035).
+const NEXT_BUNDLE_NONCE: &str = "SELECT MAX(nonce) FROM bundles WHERE chain = $1";
 
 #[cfg(test)]
 mod tests {
-    /// The deposit's holds are read through the open operations only, not through every operation the chain ever
-    /// had (the plan before migration 0034 searched `user_operations_hash` by chain).
-    #[tokio::test]
-    async fn the_deposits_holds_are_read_through_the_open_operations_only() {
+    /// The steps of SQLite's plan for `sql` (one text parameter) on the migrated schema.
+    async fn plan(sql: &str) -> Vec<String> {
         let pool = sqlx::sqlite::SqlitePoolOptions::new()
             .max_connections(1)
             .connect("sqlite::memory:")
@@ -579,15 +594,37 @@ mod tests {
             .run(&pool)
             .await
             .expect("migrations");
-        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {}",
-            super::HELD_OF_DEPOSIT
-        )))
-        .bind("base")
-        .fetch_all(&pool)
-        .await
-        .expect("a plan");
-        let steps: Vec<&str> = plan.iter().map(|(.., step)| step.as_str()).collect();
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                .bind("base")
+                .fetch_all(&pool)
+                .await
+                .expect("a plan");
+        plan.into_iter().map(|(.., step)| step).collect()
+    }
+
+    /// The bundler's round reads whether each open operation's agent goes alone through the indexes of the rare
+    /// rows that say so, and its next nonce through the index by chain and nonce (before migration 0035: every
+    /// audit entry and operation of the agent, for each open operation, and every bundle of the chain).
+    #[tokio::test]
+    async fn the_bundlers_reads_go_through_their_indexes() {
+        let steps = plan(super::OPEN_OPERATIONS).await;
+        for index in [
+            "audit_events_key_exported",
+            "user_operations_failed",
+            "transactions_open_operations",
+        ] {
+            assert!(steps.iter().any(|s| s.contains(index)), "{index}: {steps:?}");
+        }
+        let steps = plan(super::NEXT_BUNDLE_NONCE).await;
+        assert!(steps.iter().any(|s| s.contains("bundles_chain_nonce")), "{steps:?}");
+    }
+
+    /// The deposit's holds are read through the open operations only, not through every operation the chain ever
+    /// had (the plan before migration 0034 searched `user_operations_hash` by chain).
+    #[tokio::test]
+    async fn the_deposits_holds_are_read_through_the_open_operations_only() {
+        let steps = plan(&super::held_of_deposit("group_concat")).await;
         assert!(
             steps.iter().any(|s| s.contains("transactions_open_operations")),
             "{steps:?}"

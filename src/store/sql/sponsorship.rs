@@ -33,16 +33,21 @@ where
         chain: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<(Option<U256>, U256)> {
+        let per_day = Self::per_day_in(conn, agent_id, chain).await?;
+        Ok((per_day, Self::sponsored_in(conn, agent_id, chain, now).await?))
+    }
+
+    /// The agent's `per_day` on `chain` (`None`: never set), read on `conn`.
+    async fn per_day_in(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<Option<U256>> {
         let per_day: Option<(String,)> =
             sqlx::query_as("SELECT per_day FROM sponsorships WHERE agent_id = $1 AND chain = $2")
                 .bind(agent_id)
                 .bind(chain)
                 .fetch_optional(&mut *conn)
                 .await?;
-        let per_day = per_day
+        per_day
             .map(|(text,)| shared::wei_from_text(&text, "sponsorships.per_day"))
-            .transpose()?;
-        Ok((per_day, Self::sponsored_in(conn, agent_id, chain, now).await?))
+            .transpose()
     }
 
     /// What the agent's user operations on `chain` signed in the 24 hours before `now` (strictly inside, as §11's
@@ -54,31 +59,26 @@ where
         chain: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<U256> {
-        type Row = (Option<String>, String, Option<String>, String);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT uo.gas_cost, uo.max_cost, uo.failed_gas, t.status FROM user_operations uo \
-             JOIN transactions t ON t.id = uo.transfer_id WHERE uo.agent_id = $1 AND uo.chain = $2 \
-             AND uo.created_at > $3 AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL OR uo.failed_gas IS NOT NULL)",
-        )
-        .bind(agent_id)
-        .bind(chain)
-        .bind(now - chrono::Duration::hours(24))
-        .fetch_all(&mut *conn)
-        .await?;
-        rows.iter()
-            .try_fold(U256::ZERO, |sum, (gas_cost, max_cost, failed_gas, status)| {
-                let cost = match gas_cost {
-                    Some(text) => shared::wei_from_text(text, "user_operations.gas_cost")?,
-                    None if status == "dropped" => U256::ZERO,
-                    None => shared::wei_from_text(max_cost, "user_operations.max_cost")?,
-                };
-                let failed = failed_gas
-                    .as_deref()
-                    .map(|text| shared::wei_from_text(text, "user_operations.failed_gas"))
-                    .transpose()?
-                    .unwrap_or_default();
-                Ok(sum.saturating_add(cost).saturating_add(failed))
-            })
+        // Each operation's part comes back joined in one row (the backend's text aggregate): on SQLite each row of
+        // an answer is one hand-over from the connection's thread, and an agent may have many operations a day.
+        let sql = format!(
+            "SELECT {agg}(COALESCE(uo.gas_cost, CASE WHEN t.status = 'dropped' THEN '0' ELSE uo.max_cost END), ','), \
+             {agg}(uo.failed_gas, ',') FROM user_operations uo JOIN transactions t ON t.id = uo.transfer_id \
+             WHERE uo.agent_id = $1 AND uo.chain = $2 AND uo.created_at > $3 \
+             AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL OR uo.failed_gas IS NOT NULL)",
+            agg = B::TEXT_AGG
+        );
+        let (costs, failed): (Option<String>, Option<String>) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(agent_id)
+            .bind(chain)
+            .bind(now - chrono::Duration::hours(24))
+            .fetch_one(&mut *conn)
+            .await?;
+        // Each its `gas_cost` once mined, else its `max_cost` (a dropped one: nothing); plus what its reverted
+        // bundles cost.
+        let costs = shared::sum_wei_texts(costs.iter().flat_map(|j| j.split(',')), "user_operations.gas_cost")?;
+        let failed = shared::sum_wei_texts(failed.iter().flat_map(|j| j.split(',')), "user_operations.failed_gas")?;
+        Ok(costs.saturating_add(failed))
     }
 }
 
@@ -145,5 +145,10 @@ where
         }
         tx.commit().await?;
         Ok(all)
+    }
+
+    async fn sponsorship_per_day(&self, agent_id: Uuid, chain: &str) -> StoreResult<Option<U256>> {
+        let mut conn = self.pool.acquire().await?;
+        Self::per_day_in(&mut conn, agent_id, chain).await
     }
 }

@@ -34,19 +34,22 @@ where
         // A transfer below the node's mined nonce has landed (the balance read shows it) even before the watcher
         // settles it: only the others are held. Authorizations (no nonce) are held until settled.
         // A redemption moves the delegator's tokens, not the wallet's (§21).
-        let rows: Vec<(String,)> = sqlx::query_as(concat!(
-            "SELECT value_wei FROM transactions WHERE agent_id = $1 AND chain = $2 \
-             AND token_address = $3 AND delegation_id IS NULL AND status IN ",
-            shared::open_statuses!(),
-            " AND (nonce IS NULL OR kind = 'user_op' OR nonce >= $4)"
-        ))
-        .bind(agent_id)
-        .bind(chain)
-        .bind(token.to_checksum(None))
-        .bind(mined_nonce.map_or(0, |n| n as i64))
-        .fetch_all(&mut *conn)
-        .await?;
-        let transfers = shared::sum_wei(&rows, "value_wei")?;
+        // Joined in one row (the backend's text aggregate): an agent's sponsored operations stay open until their
+        // bundle settles, and on SQLite each row of an answer is one hand-over from the connection's thread.
+        let sql = format!(
+            "SELECT {}(value_wei, ',') FROM transactions WHERE agent_id = $1 AND chain = $2 \
+             AND token_address = $3 AND delegation_id IS NULL AND status IN {OPEN} \
+             AND (nonce IS NULL OR kind = 'user_op' OR nonce >= $4)",
+            B::TEXT_AGG
+        );
+        let (joined,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(agent_id)
+            .bind(chain)
+            .bind(token.to_checksum(None))
+            .bind(mined_nonce.map_or(0, |n| n as i64))
+            .fetch_one(&mut *conn)
+            .await?;
+        let transfers = shared::sum_wei_texts(joined.iter().flat_map(|j| j.split(',')), "value_wei")?;
         // A call's simulated outflows of the token are held as a token transfer's are while it is on its way (§18).
         let calls: Vec<(Option<String>,)> = sqlx::query_as(concat!(
             "SELECT call_record FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
