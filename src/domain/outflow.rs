@@ -110,6 +110,8 @@ pub struct SponsorReads {
     pub ready: bool,
     /// The paymaster approval's end (unix seconds): at most 600 s past the latest block's time.
     pub valid_until: u64,
+    /// The block the reads were made at: the operation, signed after it, can only land in a later one.
+    pub read_block: u64,
 }
 
 /// What the reservation judges besides the cap, the policy's limits and recipients, by what the outflow does.

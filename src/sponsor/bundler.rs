@@ -38,6 +38,9 @@ const TICK: Duration = Duration::from_millis(500);
 const BLOCK_POLL: Duration = Duration::from_millis(20);
 /// How far back the settlement looks for an operation's event.
 const LOOKBACK_BLOCKS: u64 = 5_000;
+/// How far before the block an operation's reads were made at its event is still looked for: a reorganisation may
+/// put the bundle that carries it at a height the chain had reached before it was signed.
+const REORG_MARGIN: u64 = 128;
 
 /// What the bundler of one chain works with.
 pub struct Bundler {
@@ -49,6 +52,9 @@ pub struct Bundler {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// How long a bundle may stay pending before it is replaced with higher fees (`STUCK_AFTER_SECS`, §14).
     pub stuck_after: Duration,
+    /// How often a busy bundler settles what landed: the watcher's interval (`WATCHER_INTERVAL_MS`), at which the
+    /// wallets' transactions settle, and never more often than a `TICK`.
+    pub settle_every: Duration,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -62,7 +68,7 @@ impl Bundler {
                 return;
             }
             // A round rung by new operations carries them at once; what landed is settled once a tick at most.
-            let settle = settled.is_none_or(|at| at.elapsed() >= TICK);
+            let settle = settled.is_none_or(|at| at.elapsed() >= self.settle_every.max(TICK));
             if settle {
                 settled = Some(Instant::now());
             }
@@ -190,7 +196,7 @@ impl Bundler {
         let (latest, now) = client.latest_block().await?;
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
-        let from = latest.saturating_sub(LOOKBACK_BLOCKS);
+        let from = events_from(open, latest);
         // The senders of the waiting operations still valid: their EntryPoint nonces at `latest`, read at once and
         // beside the logs (used only for those without an event).
         let mut senders: Vec<Address> = open
@@ -365,6 +371,22 @@ mod carry;
 mod follow;
 mod group;
 
+/// The first block to look for the events of `open` in, `latest` being the latest: none can be in a block before the
+/// one its reads were made at (it was signed after that block was mined), less `REORG_MARGIN`; an operation stored
+/// without that block sends the search `LOOKBACK_BLOCKS` back, as does an empty `open`. Never further back than
+/// that: the node's log search costs about the blocks it goes through, and the chain's history grows.
+fn events_from(open: &[OpenOperation], latest: u64) -> u64 {
+    let lookback = latest.saturating_sub(LOOKBACK_BLOCKS);
+    let earliest = open
+        .iter()
+        .map(|o| o.read_block.map(|b| b.saturating_sub(REORG_MARGIN)))
+        .try_fold(u64::MAX, |low, read| read.map(|r| low.min(r)));
+    match earliest {
+        Some(block) if block != u64::MAX => block.max(lookback),
+        _ => lookback,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,8 +404,31 @@ mod tests {
             bundle_id: bundle,
             status: "signed".into(),
             reserved: U256::ZERO,
+            read_block: None,
             alone: false,
         }
+    }
+
+    /// The events of the open operations are looked for from the earliest block their reads were made at, less the
+    /// margin for reorganisations; without that block for any of them, `LOOKBACK_BLOCKS` back.
+    #[test]
+    fn the_events_are_looked_for_from_the_earliest_read_block() {
+        let at = |read: Option<u64>| OpenOperation {
+            read_block: read,
+            ..op(1, 0, None)
+        };
+        let latest = 10_000;
+        assert_eq!(
+            events_from(&[at(Some(9_900)), at(Some(9_950))], latest),
+            9_900 - REORG_MARGIN
+        );
+        assert_eq!(
+            events_from(&[at(Some(9_900)), at(None)], latest),
+            latest - LOOKBACK_BLOCKS
+        );
+        assert_eq!(events_from(&[], latest), latest - LOOKBACK_BLOCKS);
+        assert_eq!(events_from(&[at(Some(1_000))], latest), latest - LOOKBACK_BLOCKS);
+        assert_eq!(events_from(&[at(Some(50))], 100), 0);
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct OpenOperation {
     pub status: String,
     /// What it holds against the cap: the native coin the account moves (its gas is the sponsorship's).
     pub reserved: U256,
+    /// The block its reads were made at (`None`: stored before agentd kept it): it can only land after it.
+    pub read_block: Option<u64>,
     /// Its agent's operations go in bundles of their own: the agent's key was ever exported, or one of its
     /// operations on this chain failed validation on chain (§22).
     pub alone: bool,

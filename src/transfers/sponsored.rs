@@ -119,6 +119,7 @@ impl Transfers {
             deposit: reads.deposit,
             ready: reads.ready,
             valid_until: op.valid_until,
+            read_block: reads.read_block,
         });
         let sign: SignAt = {
             let (op, signer, sponsor_key) = (op.clone(), signer.clone(), sponsor.key.clone());

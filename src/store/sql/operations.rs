@@ -75,6 +75,7 @@ where
             Option<Uuid>,
             String,
             String,
+            Option<i64>,
             i64,
         );
         let rows: Vec<Row> = sqlx::query_as(OPEN_OPERATIONS)
@@ -83,7 +84,21 @@ where
             .await?;
         rows.into_iter()
             .map(
-                |(transfer_id, agent_id, from, nonce, packed, hash, fee, until, bundle_id, status, reserved, alone)| {
+                |(
+                    transfer_id,
+                    agent_id,
+                    from,
+                    nonce,
+                    packed,
+                    hash,
+                    fee,
+                    until,
+                    bundle_id,
+                    status,
+                    reserved,
+                    read,
+                    alone,
+                )| {
                     Ok(OpenOperation {
                         transfer_id,
                         agent_id,
@@ -98,6 +113,9 @@ where
                         bundle_id,
                         status,
                         reserved: shared::wei_from_text(&reserved, "transactions.reserved_wei")?,
+                        read_block: read
+                            .map(|n| shared::u64_from(n, "user_operations.read_block"))
+                            .transpose()?,
                         alone: alone != 0,
                     })
                 },
@@ -530,12 +548,12 @@ where
         conn: &mut B::Connection,
         (transfer_id, agent_id, chain): (Uuid, Uuid, &str),
         user_op_hash: &str,
-        (max_cost, valid_until): (U256, u64),
+        (max_cost, valid_until, read_block): (U256, u64, u64),
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO user_operations (transfer_id, agent_id, chain, user_op_hash, max_cost, valid_until, \
-             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             created_at, read_block) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(transfer_id)
         .bind(agent_id)
@@ -544,6 +562,7 @@ where
         .bind(max_cost.to_string())
         .bind(i64::try_from(valid_until).unwrap_or(i64::MAX))
         .bind(now)
+        .bind(i64::try_from(read_block).unwrap_or(i64::MAX))
         .execute(&mut *conn)
         .await?;
         Ok(())
@@ -568,7 +587,7 @@ fn held_of_deposit(agg: &str) -> String {
 /// operation of the agent.
 const OPEN_OPERATIONS: &str = concat!(
     "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
-     u.valid_until, u.bundle_id, t.status, t.reserved_wei, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
+     u.valid_until, u.bundle_id, t.status, t.reserved_wei, u.read_block, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
      WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 FROM user_operations f \
      WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) THEN 1 ELSE 0 END \
      AS BIGINT) \

@@ -108,6 +108,8 @@ pub(in crate::transfers) struct Reads {
     pub deposit: U256,
     /// The paymaster trusts the sponsor, allows it as bundler, and the sponsor can pay the bundle's gas.
     pub ready: bool,
+    /// The block the chain's parts were read at (the latest one then).
+    pub read_block: u64,
 }
 
 /// Reads what a sponsored execution of `(target, value, data)` from `from` needs: the account (refused when
@@ -173,6 +175,7 @@ pub(in crate::transfers) async fn read(
     Ok(Reads {
         entry_point_nonce: u64::try_from(nonce?).unwrap_or(u64::MAX),
         deposit: parts.deposit,
+        read_block: parts.block,
         ready: parts.trusted && parts.bundler_allowed && parts.sponsor_balance >= bundle_cost,
         operation,
     })

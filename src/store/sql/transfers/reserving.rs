@@ -197,7 +197,7 @@ where
         SqlStore::<B>::insert_transfer(tx, &record, None, owed).await?;
         if let Some(sponsor) = r.reads.sponsor {
             let hash = record.tx_hash().unwrap_or_default();
-            let part = (sponsor.max_cost, sponsor.valid_until);
+            let part = (sponsor.max_cost, sponsor.valid_until, sponsor.read_block);
             SqlStore::<B>::insert_operation_in(tx, (r.id, r.agent_id, &r.chain), hash, part, self.store.now()).await?;
             if let Some((_, held)) = self.deposit_held.iter_mut().find(|(chain, _)| *chain == r.chain) {
                 *held = held.saturating_add(sponsor.max_cost);
