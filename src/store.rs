@@ -90,6 +90,12 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// The most outflows one settling transaction takes (the watcher's transfers, the bundler's operations; a round's
+/// landed ones go in several): on SQLite every writer waits for it, a send's reservation round too, so it is held
+/// for milliseconds, not for a whole busy second's receipts (hundreds at a time held the writer for about 45 ms in
+/// `bench sends`, the rows' p99; a busy tick's operations 100-480 ms in `bench sponsored`).
+pub const SETTLED_PER_COMMIT: usize = 32;
+
 /// Held while one (agent, chain) sends: reserve -> sign -> store -> broadcast is not interleaved with another send,
 /// so a refused broadcast can give its nonce back without leaving a gap. Dropping it releases the lock.
 pub trait SendGuard: Send {}

@@ -22,6 +22,7 @@ use crate::domain::audit::Actor;
 use crate::domain::chain as registry;
 use crate::domain::policy::ApprovalStatus;
 use crate::domain::transaction::{Attempt, AttemptKind, StoredTx, TxState};
+use crate::store::SETTLED_PER_COMMIT;
 use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::{Message, Role, Settlement, Settling};
@@ -78,11 +79,6 @@ pub struct Watcher {
 /// How long a transfer stored by a running process is left to its sender before the watcher broadcasts it again:
 /// the sender may be between storing and broadcasting, and two broadcasts of one transaction race for nothing.
 const SENDER_GRACE: Duration = Duration::from_secs(5);
-
-/// The most transfers one settling transaction takes (a round's landed ones go in several): on SQLite every writer
-/// waits for it, a send's reservation round too, so it is held for milliseconds, not for a whole busy second's
-/// receipts (hundreds at a time held the writer for about 45 ms in `bench sends`, the rows' p99).
-pub(crate) const SETTLED_PER_COMMIT: usize = 32;
 
 impl Watcher {
     pub fn new(state: WatcherState, chain: &'static str) -> Self {

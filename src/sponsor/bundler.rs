@@ -258,7 +258,7 @@ impl Bundler {
     /// transfers: on SQLite every writer waits for one, the sends' reservation rounds too (a busy tick's hundreds of
     /// operations in one held the writer for a tenth of a second, the sponsored row's p99 in `bench sponsored`).
     async fn settle(&self, settling: &[SettlingOperation]) -> anyhow::Result<()> {
-        for some in settling.chunks(crate::watcher::SETTLED_PER_COMMIT) {
+        for some in settling.chunks(crate::store::SETTLED_PER_COMMIT) {
             let records = self.store.settle_operations(some).await?;
             for (op, _) in some.iter().zip(&records).filter(|(_, r)| r.is_some()) {
                 tracing::info!(tx_id = %op.id, chain = self.sponsor.chain.name,
