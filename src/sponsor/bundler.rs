@@ -377,13 +377,10 @@ mod group;
 /// that: the node's log search costs about the blocks it goes through, and the chain's history grows.
 fn events_from(open: &[OpenOperation], latest: u64) -> u64 {
     let lookback = latest.saturating_sub(LOOKBACK_BLOCKS);
-    let earliest = open
-        .iter()
-        .map(|o| o.read_block.map(|b| b.saturating_sub(REORG_MARGIN)))
-        .try_fold(u64::MAX, |low, read| read.map(|r| low.min(r)));
-    match earliest {
-        Some(block) if block != u64::MAX => block.max(lookback),
-        _ => lookback,
+    // `None` orders first: one operation without its read block (or none open) sends the search back in full.
+    match open.iter().map(|o| o.read_block).min().flatten() {
+        Some(block) => block.saturating_sub(REORG_MARGIN).max(lookback),
+        None => lookback,
     }
 }
 

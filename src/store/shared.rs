@@ -506,6 +506,12 @@ pub fn sum_wei(rows: &[(String,)], column: &str) -> StoreResult<U256> {
     sum_wei_texts(rows.iter().map(|(v,)| v.as_str()), column)
 }
 
+/// The sum of a column's amounts the database joined with `,` in one row (its text aggregate, `Backend::TEXT_AGG`;
+/// `None` when no row matched).
+pub fn sum_joined(joined: Option<&str>, column: &str) -> StoreResult<U256> {
+    sum_wei_texts(joined.into_iter().flat_map(|j| j.split(',')), column)
+}
+
 /// The sum of amounts stored as text (a column's values, or a list the database joined with `,`).
 pub fn sum_wei_texts<'a>(values: impl IntoIterator<Item = &'a str>, column: &str) -> StoreResult<U256> {
     values

@@ -477,7 +477,7 @@ where
             .bind(chain)
             .fetch_one(&mut *conn)
             .await?;
-        shared::sum_wei_texts(joined.iter().flat_map(|j| j.split(',')), "user_operations.max_cost")
+        shared::sum_joined(joined.as_deref(), "user_operations.max_cost")
     }
 
     /// The next nonce of the agent's EntryPoint sequence the store counts: one past its newest operation that may

@@ -76,8 +76,8 @@ where
             .await?;
         // Each its `gas_cost` once mined, else its `max_cost` (a dropped one: nothing); plus what its reverted
         // bundles cost.
-        let costs = shared::sum_wei_texts(costs.iter().flat_map(|j| j.split(',')), "user_operations.gas_cost")?;
-        let failed = shared::sum_wei_texts(failed.iter().flat_map(|j| j.split(',')), "user_operations.failed_gas")?;
+        let costs = shared::sum_joined(costs.as_deref(), "user_operations.gas_cost")?;
+        let failed = shared::sum_joined(failed.as_deref(), "user_operations.failed_gas")?;
         Ok(costs.saturating_add(failed))
     }
 }

@@ -49,7 +49,7 @@ where
             .bind(mined_nonce.map_or(0, |n| n as i64))
             .fetch_one(&mut *conn)
             .await?;
-        let transfers = shared::sum_wei_texts(joined.iter().flat_map(|j| j.split(',')), "value_wei")?;
+        let transfers = shared::sum_joined(joined.as_deref(), "value_wei")?;
         // A call's simulated outflows of the token are held as a token transfer's are while it is on its way (§18).
         let calls: Vec<(Option<String>,)> = sqlx::query_as(concat!(
             "SELECT call_record FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'transfer' \
@@ -153,7 +153,7 @@ where
             .fetch_one(&mut *conn)
             .await?;
         let (active, live, cap, spent, nonce, policy, reserved) = row;
-        let held = shared::sum_wei_texts(reserved.iter().flat_map(|joined| joined.split(',')), "reserved_wei")?;
+        let held = shared::sum_joined(reserved.as_deref(), "reserved_wei")?;
         let cap = cap.ok_or_else(|| StoreError::Corrupt("a reservation for an agent without a row".into()))?;
         Ok(AgentFacts {
             standing: Standing {
