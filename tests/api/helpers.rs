@@ -35,7 +35,7 @@ pub mod sse;
 pub mod uniswap;
 mod watcher;
 pub mod webhook_receiver;
-pub use process::{ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
+pub use process::{ExitingProcess, ProcessOutcome, ServerProcess, run_subcommand, run_to_exit};
 
 /// The fixed key every in-process test app encrypts wallet keys with (32 bytes, hex).
 pub const ENCRYPTION_KEY: &str = "e17cbbe009243e23cd94262fddb8f83fca4de05f2e0d7058a0a203439f8f8910";

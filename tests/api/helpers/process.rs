@@ -181,6 +181,61 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus>
     }
 }
 
+/// A process that serves and is expected to stop on its own mid-run (the fault switch's exit): started on a port it
+/// picks itself (`BIND_ADDR=127.0.0.1:0`, read off its `listening on` line, so no other test's socket can take the
+/// port between a choice and the bind), with a thread waiting for its exit.
+pub struct ExitingProcess {
+    pub addr: SocketAddr,
+    waiter: JoinHandle<ProcessOutcome>,
+}
+
+impl ExitingProcess {
+    /// Starts the binary with `env` (whose `BIND_ADDR` is replaced by port 0) and waits for its address; the process
+    /// is killed after `timeout`.
+    pub fn start(env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ExitingProcess {
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .filter(|(k, _)| *k != "BIND_ADDR")
+            .copied()
+            .chain([("BIND_ADDR", "127.0.0.1:0")])
+            .collect();
+        let mut child = agentd_command(&env, cwd).spawn().expect("spawn the agentd binary");
+        let logs = Arc::new(Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let readers = collect_output(&mut child, &logs, addr_tx);
+        let addr = addr_rx.recv_timeout(Duration::from_secs(60));
+        let waiter = std::thread::spawn(move || {
+            let status = wait_with_timeout(&mut child, timeout);
+            for reader in readers {
+                let _ = reader.join();
+            }
+            let logs = logs.lock().unwrap().clone();
+            ProcessOutcome { status, logs }
+        });
+        match addr {
+            Ok(addr) => ExitingProcess { addr, waiter },
+            Err(_) => {
+                let outcome = waiter.join().expect("the waiting thread");
+                panic!(
+                    "agentd never logged `listening on` (exit: {:?}); output:\n{}",
+                    outcome.status, outcome.logs
+                );
+            }
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Waits (off the runtime's threads) for the exit.
+    pub async fn exit(self) -> ProcessOutcome {
+        tokio::task::spawn_blocking(move || self.waiter.join().expect("the waiting thread"))
+            .await
+            .expect("the waiting task")
+    }
+}
+
 /// Runs the binary expecting it to stop on its own (a refused configuration); kills it after `timeout`.
 pub fn run_to_exit(env: &[(&str, &str)], cwd: &Path, timeout: Duration) -> ProcessOutcome {
     run_subcommand(&[], env, cwd, timeout)

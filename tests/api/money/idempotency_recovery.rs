@@ -3,7 +3,6 @@
 //! once the dead request's lease is over (201, the stored transfer) and never sent twice; one whose process died before
 //! it reserved anything is run by the repeat. The lease (60 s) is ended in the database instead of waited for.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use serde_json::{Value, json};
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, wei};
 use crate::helpers::gated_rpc::GatedRpc;
-use crate::helpers::{ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, assert_error, run_to_exit, test_database};
+use crate::helpers::{ENCRYPTION_KEY, ExitingProcess, ServerProcess, TOKEN_HEADER, assert_error, test_database};
 use crate::service::startup::sql;
 
 const FAULT_EXIT_CODE: i32 = 86;
@@ -174,37 +173,22 @@ async fn a_keyed_transfer_whose_process_died_after_storing_it_is_answered_once_i
     let dir = tempfile::tempdir().expect("a temporary directory");
     let client = reqwest::Client::new();
 
-    // A process with the fault switch on a port chosen here (`run_to_exit` waits for its exit on a thread).
-    let bind = format!(
-        "127.0.0.1:{}",
-        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    // A process with the fault switch (its exit waited for on a thread).
+    let env = server_env(
+        "127.0.0.1:0",
+        &url,
+        anvil.url(),
+        &[("FAULT_EXIT_BEFORE_BROADCAST", "true")],
     );
-    let base = format!("http://{bind}");
-    let env = server_env(&bind, &url, anvil.url(), &[("FAULT_EXIT_BEFORE_BROADCAST", "true")]);
-    let run_dir = dir.path().to_path_buf();
-    let crashed = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        run_to_exit(&env, &run_dir, Duration::from_secs(60))
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !client
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status() == StatusCode::OK)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the fault-switch process never became healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let crashed = ExitingProcess::start(&env, dir.path(), Duration::from_secs(60));
+    let base = crashed.base_url();
     let agent = funded_agent(&client, &base, &anvil).await;
     let to = fresh_address();
 
     let died = keyed_transfer(&client, &base, &agent, "crash-after-storing", to).await;
     assert!(died.is_err(), "the process dies before answering");
-    let outcome = crashed.await.expect("the waiting thread");
+    let outcome = crashed.exit().await;
     assert_eq!(
         outcome.status.and_then(|s| s.code()),
         Some(FAULT_EXIT_CODE),

@@ -2,7 +2,6 @@
 //! it (`FAULT_EXIT_BEFORE_BROADCAST=true`, exit code 86) leaves it stored; the next start broadcasts it exactly once,
 //! the watcher confirms it, and later starts do not send it again.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,15 +11,10 @@ use serde_json::{Value, json};
 
 use crate::anvil::Anvil;
 use crate::helpers::chain::{BASE_CHAIN_ID, CENT_ETH, ONE_ETH, fresh_address, node_cost, wei};
-use crate::helpers::{ENCRYPTION_KEY, ServerProcess, TOKEN_HEADER, run_to_exit, sqlite_url};
+use crate::helpers::{ENCRYPTION_KEY, ExitingProcess, ServerProcess, TOKEN_HEADER, sqlite_url};
 
 const FAULT_EXIT_CODE: i32 = 86;
 const LOG_REBROADCAST: &str = "re-broadcast a stored transaction";
-
-/// A port that was free a moment ago (bound once, then released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn server_env(bind: &str, db: &str, rpc: &str, fault: bool) -> Vec<(String, String)> {
     let mut env = vec![
@@ -81,27 +75,10 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
     let db = sqlite_url(dir.path());
     let client = reqwest::Client::new();
 
-    // 1. A process with the fault switch on a port chosen here (run_to_exit waits for its exit on a thread).
-    let port = free_port();
-    let bind = format!("127.0.0.1:{port}");
-    let base = format!("http://{bind}");
-    let fault_env = server_env(&bind, &db, anvil.url(), true);
-    let run_dir = dir.path().to_path_buf();
-    let crashed =
-        tokio::task::spawn_blocking(move || run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60)));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/health")).send().await
-            && response.status() == StatusCode::OK
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the fault-switch process never became healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // 1. A process with the fault switch (its exit waited for on a thread).
+    let fault_env = server_env("127.0.0.1:0", &db, anvil.url(), true);
+    let crashed = ExitingProcess::start(&as_refs(&fault_env), dir.path(), Duration::from_secs(60));
+    let base = crashed.base_url();
 
     let created: Value = client
         .post(format!("{base}/api/agents"))
@@ -135,7 +112,7 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
         chat.is_err(),
         "the process dies during the turn, so the request fails: {chat:?}"
     );
-    let outcome = crashed.await.expect("the waiting thread");
+    let outcome = crashed.exit().await;
     assert_eq!(
         outcome.status.and_then(|s| s.code()),
         Some(FAULT_EXIT_CODE),
@@ -225,20 +202,6 @@ async fn a_transfer_stored_before_a_crash_is_broadcast_once_after_the_restart() 
 }
 
 const ADMIN: &str = "admin-token-for-crash-window-tests-0123456789";
-
-/// Waits for `GET /health` of a process started by `run_to_exit` (which gives no address): `base` is known.
-async fn wait_healthy(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/health")).send().await
-            && response.status() == StatusCode::OK
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the process never became healthy");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// An agent on base created with the admin token: (id, token, wallet).
 async fn crash_agent(client: &reqwest::Client, base: &str) -> (String, String, Address) {
@@ -422,15 +385,10 @@ async fn a_typed_data_signature_stored_before_a_crash_has_its_entry_once_after_t
     let dir = tempfile::tempdir().expect("a temporary directory");
     let db = sqlite_url(dir.path());
     let client = reqwest::Client::new();
-    let port = free_port();
-    let bind = format!("127.0.0.1:{port}");
-    let base = format!("http://{bind}");
-    let mut fault_env = server_env(&bind, &db, anvil.url(), true);
+    let mut fault_env = server_env("127.0.0.1:0", &db, anvil.url(), true);
     fault_env.push(("ADMIN_TOKEN".into(), ADMIN.into()));
-    let run_dir = dir.path().to_path_buf();
-    let crashed =
-        tokio::task::spawn_blocking(move || run_to_exit(&as_refs(&fault_env), &run_dir, Duration::from_secs(60)));
-    wait_healthy(&client, &base).await;
+    let crashed = ExitingProcess::start(&as_refs(&fault_env), dir.path(), Duration::from_secs(60));
+    let base = crashed.base_url();
     let (agent_id, token, from) = crash_agent(&client, &base).await;
     let policy = json!({"calls": {"rules": [{"typed_data": {"primary_type": "Mail"}, "action": "allow"}]}});
     let set = client
@@ -458,7 +416,7 @@ async fn a_typed_data_signature_stored_before_a_crash_has_its_entry_once_after_t
         .send()
         .await;
     assert!(signed.is_err(), "the process dies before answering: {signed:?}");
-    let outcome = crashed.await.expect("the waiting thread");
+    let outcome = crashed.exit().await;
     assert_eq!(
         outcome.status.and_then(|s| s.code()),
         Some(FAULT_EXIT_CODE),

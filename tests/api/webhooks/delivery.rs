@@ -505,9 +505,8 @@ async fn a_receiver_down_while_the_service_is_killed_gets_the_events_once_up() {
     let db_url = db.config.database.url.expose_secret().to_string();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let bind = format!("127.0.0.1:{}", free_port());
     let env = [
-        ("BIND_ADDR", bind.as_str()),
+        ("BIND_ADDR", "127.0.0.1:0"),
         ("APP_ENV", "development"),
         ("ENCRYPTION_KEY", ENCRYPTION_KEY),
         ("DATABASE_URL", db_url.as_str()),
