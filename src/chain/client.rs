@@ -35,6 +35,8 @@ use crate::domain::chain::ChainInfo;
 use crate::domain::clock::{Clock, SystemClock};
 use l1_fee::{GAS_PRICE_ORACLE, getL1FeeCall, is_op_stack};
 
+mod account;
+pub use account::AccountReads;
 mod broadcasts;
 mod chain_id;
 pub mod l1_fee;

@@ -95,7 +95,7 @@ async fn read_at(
 }
 
 /// A `uint256` read at block `block`, or at the latest block.
-pub(crate) async fn read_uint_at(
+async fn read_uint_at(
     client: &ChainClient,
     to: Address,
     data: Bytes,

@@ -72,24 +72,18 @@ impl Transfers {
         // A batch's values leave inside the account's `execute` (§22): its amount, not the execution's value.
         let batch = o.batch_call();
         let native_value = if batch.is_some() { o.value } else { execution.1 };
-        // Every read at once: the operation's, the agent's key, and what the agent holds of what it moves.
+        // Every read at once: the operation's (with the account's native balance when it moves the coin), the
+        // agent's key, and what the agent holds of a token it moves.
         let token_read = async {
             match (&draft.token, &o.purpose) {
                 (Some(_), super::kinds::Purpose::Token(asset)) => client.token_balance(o.from, asset).await.map(Some),
                 _ => Ok(None),
             }
         };
-        let native_read = async {
-            match native_value.is_zero() {
-                true => Ok(None),
-                false => client.balance(o.from).await.map(Some),
-            }
-        };
-        let (reads, signer, token_balance, native_balance) = tokio::join!(
-            operation::read(client, &sponsor, o.from, execution, batch),
+        let (reads, signer, token_balance) = tokio::join!(
+            operation::read(client, &sponsor, o.from, execution, batch, !native_value.is_zero()),
             self.signer(o.agent_id),
             token_read,
-            native_read,
         );
         let (reads, signer, token_balance) = (reads?, signer?, token_balance?);
         if let Some(held) = token_balance
@@ -97,7 +91,7 @@ impl Transfers {
         {
             return Err(super::insufficient_tokens(&draft, held));
         }
-        let funds = native_balance?.map(|balance| NativeFunds {
+        let funds = reads.native_balance.map(|balance| NativeFunds {
             balance,
             needed: native_value,
         });

@@ -174,7 +174,7 @@ impl Bundler {
 
     /// Simulates a round's bundles side by side (each group's senders are its own), signs those with something
     /// left to carry at the sponsor's next nonces in turn, records them all in one transaction, then broadcasts them
-    /// in nonce order. Answers how many bundles were sent and the operations they carry. A bundle whose simulation
+    /// together, in nonce order. Answers how many bundles were sent and the operations they carry. A bundle whose simulation
     /// fails is not signed (the others are); one whose broadcast fails is recorded, and followed from the next round
     /// (sent again as signed, or replaced at its nonce).
     pub(super) async fn send_bundles(
@@ -221,9 +221,15 @@ impl Bundler {
         self.store.record_bundles(&signed).await?;
         let recorded = started.elapsed();
         let carried: usize = signed.iter().map(|(_, ids)| ids.len()).sum();
-        for (bundle, ids) in &signed {
+        // All at once: the chain's broadcast queue takes them in nonce order and sends them in one JSON-RPC batch
+        // (with any wallet transfer broadcast meanwhile), so the node can put several in one block instead of
+        // mining each before the next is sent.
+        let broadcasts = signed.iter().map(|(bundle, ids)| async move {
             self.metrics.count_bundle(self.sponsor.chain.name, ids.len());
-            match client.send_raw(&bundle.raw_tx).await {
+            (bundle, ids, client.send_raw(&bundle.raw_tx).await)
+        });
+        for (bundle, ids, sent) in futures::future::join_all(broadcasts).await {
+            match sent {
                 Ok(_) => tracing::info!(
                     chain = self.sponsor.chain.name,
                     bundle = bundle.tx_hash.as_str(),

@@ -11,7 +11,6 @@ use crate::chain::Node;
 use crate::chain::client::ChainClient;
 use crate::chain::userop::{self, PackedUserOperation, PaymasterApproval};
 use crate::signer::{SignerError, WalletSigner};
-use crate::sponsor::shared::read_uint_at;
 use crate::sponsor::{Account, SponsorChain};
 use crate::store::SignedTx;
 use crate::transfers::TransferError;
@@ -110,42 +109,44 @@ pub(in crate::transfers) struct Reads {
     pub ready: bool,
     /// The block the chain's parts were read at (the latest one then).
     pub read_block: u64,
+    /// The account's native balance, when the execution moves the native coin (`read`'s `native`).
+    pub native_balance: Option<U256>,
 }
 
 /// Reads what a sponsored execution of `(target, value, data)` from `from` needs: the account (refused when
-/// foreign), the execution's gas, fees, the latest block's time, the account's EntryPoint nonce, the paymaster's
-/// deposit and its word on the sponsor, and the sponsor's balance. A batch (§22) brings the account's own `execute`
-/// and its gas (`batch`), used in place of the `execute` of the one execution and its estimate.
+/// foreign), its EntryPoint nonce and, with `native`, its balance (the three in one JSON-RPC batch), the execution's
+/// gas, fees, the latest block's time, the paymaster's deposit and its word on the sponsor, and the sponsor's
+/// balance. A batch (§22) brings the account's own `execute` and its gas (`batch`), used in place of the `execute`
+/// of the one execution and its estimate.
 pub(in crate::transfers) async fn read(
     client: &ChainClient,
     sponsor: &SponsorChain,
     from: Address,
     (target, value, data): (Address, U256, Bytes),
     batch: Option<(Bytes, u64)>,
+    native: bool,
 ) -> Result<Reads, TransferError> {
     let sponsor_address = sponsor.key.address();
-    let (code, gas, fees, nonce, parts) = tokio::join!(
-        client.code(from),
-        // A batch (§22) brings the account's own `execute` and the gas its simulation found.
+    let (account, gas, fees, parts) = tokio::join!(
+        client.account_reads(from, sponsor.entry_point, native),
+        // A batch (§22) brings the account's own `execute` and the gas its simulation found; a native transfer is
+        // gassed as the wallet's would be (21,000 without an estimate for a recipient known to have no code, which
+        // is what the node's estimate answers there).
         async {
             match &batch {
                 Some((_, gas)) => Ok(*gas),
+                None if data.is_empty() => client.transfer_gas(from, target, value).await,
                 None => client.estimate_bundle(from, target, data.clone(), value, &[]).await,
             }
         },
         client.recent_fees(crate::transfers::FEE_MAX_AGE),
-        read_uint_at(
-            client,
-            sponsor.entry_point,
-            userop::get_nonce_call(from, Default::default()),
-            None
-        ),
         sponsor
             .parts
             .get(client, (sponsor.entry_point, sponsor.paymaster, sponsor_address)),
     );
+    let account = account?;
     if Account::of(
-        &code?,
+        &account.code,
         Some(sponsor.account_implementation),
         &sponsor.previous_implementations,
     ) == Account::Foreign
@@ -173,7 +174,8 @@ pub(in crate::transfers) async fn read(
     // The bundle that carries it costs the sponsor about its limits at its fee, paid back by the EntryPoint.
     let bundle_cost = operation.max_cost();
     Ok(Reads {
-        entry_point_nonce: u64::try_from(nonce?).unwrap_or(u64::MAX),
+        entry_point_nonce: u64::try_from(account.entry_point_nonce).unwrap_or(u64::MAX),
+        native_balance: account.balance,
         deposit: parts.deposit,
         read_block: parts.block,
         ready: parts.trusted && parts.bundler_allowed && parts.sponsor_balance >= bundle_cost,
