@@ -12,6 +12,9 @@ use super::client::ChainClient;
 use super::error::ChainError;
 use super::node::Node;
 
+/// `getNonce` reads in one JSON-RPC batch at most.
+const NONCES_PER_BATCH: usize = 100;
+
 /// A `UserOperationEvent` log with where it appeared.
 #[derive(Debug, Clone)]
 pub struct EventLog {
@@ -95,20 +98,45 @@ impl ChainClient {
         .await
     }
 
-    /// `sender`'s next nonce at key 0 of `entry_point`'s sequence (`getNonce`), as block `number` shows it.
-    pub async fn entry_point_nonce_at(
+    /// Each of `senders`' next nonce at key 0 of `entry_point`'s sequence (`getNonce`), as block `number` shows it,
+    /// in one JSON-RPC batch (a request for each `NONCES_PER_BATCH`): `None` for an answer that is no number.
+    pub async fn entry_point_nonces_at(
         &self,
         entry_point: Address,
-        sender: Address,
+        senders: &[Address],
         number: u64,
-    ) -> Result<Option<U256>, ChainError> {
-        let p = self.provider();
-        let data = super::userop::get_nonce_call(sender, Default::default());
-        let request = TransactionRequest::default().to(entry_point).input(data.into());
-        let out = self
-            .call(|| p.call(request.clone()).block(alloy::eips::BlockId::number(number)))
-            .await?;
-        Ok(super::userop::uint_answer(&out))
+    ) -> Result<Vec<Option<U256>>, ChainError> {
+        let client = self.provider().client();
+        let block = alloy::eips::BlockNumberOrTag::Number(number);
+        let mut nonces = Vec::with_capacity(senders.len());
+        for chunk in senders.chunks(NONCES_PER_BATCH) {
+            let requests: Vec<TransactionRequest> = chunk
+                .iter()
+                .map(|sender| {
+                    let data = super::userop::get_nonce_call(*sender, Default::default());
+                    TransactionRequest::default().to(entry_point).input(data.into())
+                })
+                .collect();
+            let answers = self
+                .call(|| {
+                    let requests = &requests;
+                    async move {
+                        let mut batch = alloy::rpc::client::BatchRequest::new(client);
+                        let mut waiters = Vec::with_capacity(requests.len());
+                        for request in requests {
+                            waiters.push(batch.add_call::<_, Bytes>("eth_call", &(request, block))?);
+                        }
+                        batch.send().await?;
+                        Ok(futures::future::join_all(waiters).await)
+                    }
+                })
+                .await?;
+            for answer in answers {
+                let out = answer.map_err(|e| super::error::classify(self.info().name, &e).error)?;
+                nonces.push(super::userop::uint_answer(&out));
+            }
+        }
+        Ok(nonces)
     }
 
     /// The `UserOperationEvent` logs `entry_point` emitted from block `from_block` on for the operations `hashes`

@@ -197,7 +197,7 @@ impl Bundler {
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
         let from = events_from(open, latest);
-        // The senders of the waiting operations still valid: their EntryPoint nonces at `latest`, read at once and
+        // The senders of the waiting operations still valid: their EntryPoint nonces at `latest`, read in one batch
         // beside the logs (used only for those without an event).
         let mut senders: Vec<Address> = open
             .iter()
@@ -206,11 +206,16 @@ impl Bundler {
             .collect();
         senders.sort();
         senders.dedup();
-        let nonces = futures::future::try_join_all(
-            senders
-                .iter()
-                .map(|sender| self.entry_point_nonce(client, *sender, latest)),
-        );
+        let nonces = async {
+            let nonces = client
+                .entry_point_nonces_at(self.sponsor.entry_point, &senders, latest)
+                .await?;
+            nonces
+                .into_iter()
+                .map(|n| n.and_then(|n| u64::try_from(n).ok()))
+                .collect::<Option<Vec<u64>>>()
+                .ok_or_else(|| anyhow::anyhow!("the EntryPoint's getNonce answer is unreadable"))
+        };
         let logs = async {
             anyhow::Ok(
                 client
@@ -266,15 +271,6 @@ impl Bundler {
             }
         }
         Ok(())
-    }
-
-    /// The next nonce of `sender`'s EntryPoint sequence at key 0, as block `block` shows it.
-    async fn entry_point_nonce(&self, client: &ChainClient, sender: Address, block: u64) -> anyhow::Result<u64> {
-        client
-            .entry_point_nonce_at(self.sponsor.entry_point, sender, block)
-            .await?
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or_else(|| anyhow::anyhow!("the EntryPoint's getNonce answer is unreadable"))
     }
 
     fn landed(

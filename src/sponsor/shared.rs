@@ -95,12 +95,7 @@ async fn read_at(
 }
 
 /// A `uint256` read at block `block`, or at the latest block.
-async fn read_uint_at(
-    client: &ChainClient,
-    to: Address,
-    data: Bytes,
-    block: Option<u64>,
-) -> Result<U256, ChainError> {
+async fn read_uint_at(client: &ChainClient, to: Address, data: Bytes, block: Option<u64>) -> Result<U256, ChainError> {
     let read = match block {
         Some(block) => client.read_at(to, data, block).await?,
         None => client.read(to, data).await?,
