@@ -204,7 +204,7 @@ impl App {
                 bell: self.state.bundles.clone(),
                 metrics: self.state.metrics.clone(),
                 stuck_after: self.state.config.chains.stuck_after,
-                settle_every: self.state.config.chains.watcher_interval,
+                follow_every: self.state.config.chains.watcher_interval,
                 clock: self.state.clock.clone(),
             };
             tokio::spawn(bundler.run_until_stopped(self.state.shutdown.clone()));

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, B256, U256};
@@ -52,9 +53,9 @@ pub struct Bundler {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// How long a bundle may stay pending before it is replaced with higher fees (`STUCK_AFTER_SECS`, §14).
     pub stuck_after: Duration,
-    /// How often a busy bundler settles what landed: the watcher's interval (`WATCHER_INTERVAL_MS`), at which the
-    /// wallets' transactions settle, and never more often than a `TICK`.
-    pub settle_every: Duration,
+    /// How often a busy bundler follows its open bundles (replacing stuck ones): the watcher's interval
+    /// (`WATCHER_INTERVAL_MS`), at which the wallets' transactions are followed, and never more often than a `TICK`.
+    pub follow_every: Duration,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -62,17 +63,17 @@ impl Bundler {
     /// Bundles and settles until `stop` turns true.
     pub async fn run_until_stopped(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let name = self.sponsor.chain.name;
-        let mut settled: Option<Instant> = None;
+        let mut followed: Option<Instant> = None;
         loop {
             if *stop.borrow() {
                 return;
             }
-            // A round rung by new operations carries them at once; what landed is settled once a tick at most.
-            let settle = settled.is_none_or(|at| at.elapsed() >= self.settle_every.max(TICK));
-            if settle {
-                settled = Some(Instant::now());
+            // A round rung by new operations carries them at once; the open bundles are followed once a tick at most.
+            let follow = followed.is_none_or(|at| at.elapsed() >= self.follow_every.max(TICK));
+            if follow {
+                followed = Some(Instant::now());
             }
-            match self.round(settle).await {
+            match self.round(follow).await {
                 Ok(Some(block)) => {
                     self.next_block(block, &mut stop).await;
                     continue;
@@ -89,14 +90,14 @@ impl Bundler {
     }
 
     /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
-    /// while (when `settle`) the former settle in one write transaction and the bundles that were open when the
-    /// round began are followed. Settling and following are the round's writes besides the bundles' record: a busy
-    /// bundler, rung by every operation signed, does them once a `TICK` (as the watcher settles the wallets'
-    /// transactions once an interval), so that they do not take SQLite's one writer from the reservations at
-    /// every ring. The waiting operations do not wait for the settlements' commit (a waiting operation does not depend
-    /// on another's settlement); one whose event the chain shows, at any depth, is not carried again, nor is one whose
-    /// sender has an earlier operation in a bundle not yet mined (the EntryPoint would refuse it, `AA25`, until then).
-    async fn round(&self, settle: bool) -> anyhow::Result<Option<u64>> {
+    /// while the former settle (`settle`: for as long as the bundles take to send) and (when `follow`) the bundles
+    /// that were open when the round began are followed. A busy bundler, rung by every operation signed, follows
+    /// once a `TICK` (as the watcher follows the wallets' transactions once an interval). The waiting operations do
+    /// not wait for the settlements' commits (a waiting operation does not depend on another's settlement), nor does
+    /// the next round: what a round leaves unsettled the next reads again. One whose event the chain shows, at any
+    /// depth, is not carried again, nor is one whose sender has an earlier operation in a bundle not yet mined (the
+    /// EntryPoint would refuse it, `AA25`, until then).
+    async fn round(&self, follow: bool) -> anyhow::Result<Option<u64>> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
             return Ok(None);
@@ -136,19 +137,30 @@ impl Bundler {
             anyhow::Ok((sent, carried, started.elapsed()))
         };
         // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
-        let (settling, bundles) = match settle {
-            true => (settling, bundles),
-            false => (Vec::new(), Vec::new()),
+        let bundles = match follow {
+            true => bundles,
+            false => Vec::new(),
         };
         let followed = bundles.len();
+        // What landed settles while the bundles are sent, a commit at a time, and no longer than they take (the rest
+        // in the next rounds, which read it again), or all of it in a round with nothing to send: carrying never
+        // waits for settlements.
+        let carrying = (!waiting.is_empty()).then(|| AtomicBool::new(true));
+        let sending = async {
+            let sent = sending.await;
+            if let Some(carrying) = &carrying {
+                carrying.store(false, Ordering::Relaxed);
+            }
+            sent
+        };
         let closing = async {
-            self.settle(&settling).await?;
+            let settled_ops = self.settle(&settling, carrying.as_ref()).await?;
             let settled = started.elapsed();
             self.follow_bundles(client, bundles, &open).await?;
-            anyhow::Ok((settled, started.elapsed()))
+            anyhow::Ok((settled_ops, settled, started.elapsed()))
         };
         let (sending, closing) = tokio::join!(sending, closing);
-        let ((sent, carried, sent_at), (settled_at, followed_at)) = (sending?, closing?);
+        let ((sent, carried, sent_at), (settled_ops, settled_at, followed_at)) = (sending?, closing?);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         tracing::debug!(
             chain = name,
@@ -156,7 +168,8 @@ impl Bundler {
             waiting = waiting.len(),
             sent,
             carried,
-            settled = settling.len(),
+            landed = settling.len(),
+            settled = settled_ops,
             followed,
             read_ms = ms(read),
             send_ms = ms(sent_at - read),
@@ -174,13 +187,14 @@ impl Bundler {
             return;
         };
         let started = Instant::now();
+        // Asked at once first: the round's own bundles may be mined already (a node that mines as they come).
         while started.elapsed() < TICK {
+            if client.block_number().await.is_ok_and(|latest| latest > block) {
+                return;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(BLOCK_POLL) => {}
                 _ = stop.changed() => return,
-            }
-            if client.block_number().await.is_ok_and(|latest| latest > block) {
-                return;
             }
         }
     }
@@ -262,15 +276,24 @@ impl Bundler {
     /// Settles a round's operations in write transactions of at most `SETTLED_PER_COMMIT`, as the watcher settles
     /// transfers: on SQLite every writer waits for one, the sends' reservation rounds too (a busy tick's hundreds of
     /// operations in one held the writer for a tenth of a second, the sponsored row's p99 in `bench sponsored`).
-    async fn settle(&self, settling: &[SettlingOperation]) -> anyhow::Result<()> {
-        for some in settling.chunks(crate::store::SETTLED_PER_COMMIT) {
+    /// In a round that sends bundles (`carrying`, true while they are being sent), commit after commit while they
+    /// are sent and no further than the first commit once they are: the round ends, and the next one, which reads
+    /// what is left, carries what waited meanwhile. In a round with nothing to send (`None`), all of them. Answers
+    /// how many were settled.
+    async fn settle(&self, settling: &[SettlingOperation], carrying: Option<&AtomicBool>) -> anyhow::Result<usize> {
+        let mut settled = 0;
+        for (i, some) in settling.chunks(crate::store::SETTLED_PER_COMMIT).enumerate() {
+            if i > 0 && carrying.is_some_and(|c| !c.load(Ordering::Relaxed)) {
+                break;
+            }
             let records = self.store.settle_operations(some).await?;
             for (op, _) in some.iter().zip(&records).filter(|(_, r)| r.is_some()) {
                 tracing::info!(tx_id = %op.id, chain = self.sponsor.chain.name,
                     status = op.settlement.settlement.status.as_str(), "sponsored operation settled");
             }
+            settled += some.len();
         }
-        Ok(())
+        Ok(settled)
     }
 
     fn landed(
