@@ -90,8 +90,8 @@ impl Bundler {
     }
 
     /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
-    /// while the former settle (`settle`: for as long as the bundles take to send) and (when `follow`) the bundles
-    /// that were open when the round began are followed. A busy bundler, rung by every operation signed, follows
+    /// while the former settle (`settle`: for as long as the bundles take to send, all of them when `follow`) and
+    /// (when `follow`) the bundles that were open when the round began are followed. A busy bundler, rung by every operation signed, follows
     /// once a `TICK` (as the watcher follows the wallets' transactions once an interval). The waiting operations do
     /// not wait for the settlements' commits (a waiting operation does not depend on another's settlement), nor does
     /// the next round: what a round leaves unsettled the next reads again. One whose event the chain shows, at any
@@ -143,9 +143,10 @@ impl Bundler {
         };
         let followed = bundles.len();
         // What landed settles while the bundles are sent, a commit at a time, and no longer than they take (the rest
-        // in the next rounds, which read it again), or all of it in a round with nothing to send: carrying never
-        // waits for settlements.
-        let carrying = (!waiting.is_empty()).then(|| AtomicBool::new(true));
+        // in the next rounds, which read it again): carrying does not wait for settlements. All of it in a round with
+        // nothing to send, and in a round that follows the open bundles, before they are followed: a mined bundle
+        // is closed with every operation it landed settled (what it leaves open waits for another bundle).
+        let carrying = (!waiting.is_empty() && !follow).then(|| AtomicBool::new(true));
         let sending = async {
             let sent = sending.await;
             if let Some(carrying) = &carrying {
@@ -276,10 +277,10 @@ impl Bundler {
     /// Settles a round's operations in write transactions of at most `SETTLED_PER_COMMIT`, as the watcher settles
     /// transfers: on SQLite every writer waits for one, the sends' reservation rounds too (a busy tick's hundreds of
     /// operations in one held the writer for a tenth of a second, the sponsored row's p99 in `bench sponsored`).
-    /// In a round that sends bundles (`carrying`, true while they are being sent), commit after commit while they
-    /// are sent and no further than the first commit once they are: the round ends, and the next one, which reads
-    /// what is left, carries what waited meanwhile. In a round with nothing to send (`None`), all of them. Answers
-    /// how many were settled.
+    /// In a round that sends bundles and follows none (`carrying`, true while they are being sent), commit after
+    /// commit while they are sent and no further than the first commit once they are: the round ends, and the next
+    /// one, which reads what is left, carries what waited meanwhile. Otherwise (`None`), all of them. Answers how
+    /// many were settled.
     async fn settle(&self, settling: &[SettlingOperation], carrying: Option<&AtomicBool>) -> anyhow::Result<usize> {
         let mut settled = 0;
         for (i, some) in settling.chunks(crate::store::SETTLED_PER_COMMIT).enumerate() {
