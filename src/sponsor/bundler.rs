@@ -91,12 +91,12 @@ impl Bundler {
 
     /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
     /// while the former settle (`settle`: for as long as the bundles take to send, all of them when `follow`) and
-    /// (when `follow`) the bundles that were open when the round began are followed. A busy bundler, rung by every operation signed, follows
-    /// once a `TICK` (as the watcher follows the wallets' transactions once an interval). The waiting operations do
-    /// not wait for the settlements' commits (a waiting operation does not depend on another's settlement), nor does
-    /// the next round: what a round leaves unsettled the next reads again. One whose event the chain shows, at any
-    /// depth, is not carried again, nor is one whose sender has an earlier operation in a bundle not yet mined (the
-    /// EntryPoint would refuse it, `AA25`, until then).
+    /// (when `follow`) the bundles that were open when the round began are followed. A busy bundler, rung by every
+    /// operation signed, follows once a `TICK` (as the watcher follows the wallets' transactions once an interval).
+    /// The waiting operations do not wait for the settlements' commits (a waiting operation does not depend on
+    /// another's settlement), nor does the next round: what a round leaves unsettled the next reads again. One whose
+    /// event the chain shows, at any depth, is not carried again, nor is one whose sender has an earlier operation in
+    /// a bundle not yet mined (the EntryPoint would refuse it, `AA25`, until then).
     async fn round(&self, follow: bool) -> anyhow::Result<Option<u64>> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
@@ -291,8 +291,8 @@ impl Bundler {
             for (op, _) in some.iter().zip(&records).filter(|(_, r)| r.is_some()) {
                 tracing::info!(tx_id = %op.id, chain = self.sponsor.chain.name,
                     status = op.settlement.settlement.status.as_str(), "sponsored operation settled");
+                settled += 1;
             }
-            settled += some.len();
         }
         Ok(settled)
     }

@@ -174,9 +174,9 @@ impl Bundler {
 
     /// Simulates a round's bundles side by side (each group's senders are its own), signs those with something
     /// left to carry at the sponsor's next nonces in turn, records them all in one transaction, then broadcasts them
-    /// together, in nonce order. Answers how many bundles were sent and the operations they carry. A bundle whose simulation
-    /// fails is not signed (the others are); one whose broadcast fails is recorded, and followed from the next round
-    /// (sent again as signed, or replaced at its nonce).
+    /// together, in nonce order. Answers how many bundles were sent and the operations they carry. A bundle whose
+    /// simulation fails is not signed (the others are); one whose broadcast fails is recorded, and followed from the
+    /// next round (sent again as signed, or replaced at its nonce).
     pub(super) async fn send_bundles(
         &self,
         client: &ChainClient,
