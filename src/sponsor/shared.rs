@@ -69,7 +69,7 @@ async fn read_at(
     (block, block_time): (u64, u64),
 ) -> Result<Parts, ChainError> {
     let (deposit, trusted, allowed, balance) = tokio::join!(
-        read_uint_at(client, entry_point, userop::deposit_call(paymaster), Some(block)),
+        read_uint_at(client, entry_point, userop::deposit_call(paymaster), block),
         read_bool_at(
             client,
             paymaster,
@@ -94,13 +94,9 @@ async fn read_at(
     })
 }
 
-/// A `uint256` read at block `block`, or at the latest block.
-async fn read_uint_at(client: &ChainClient, to: Address, data: Bytes, block: Option<u64>) -> Result<U256, ChainError> {
-    let read = match block {
-        Some(block) => client.read_at(to, data, block).await?,
-        None => client.read(to, data).await?,
-    };
-    match read {
+/// A `uint256` read at block `block`.
+async fn read_uint_at(client: &ChainClient, to: Address, data: Bytes, block: u64) -> Result<U256, ChainError> {
+    match client.read_at(to, data, block).await? {
         Read::Answer(out) => userop::uint_answer(&out).ok_or_else(|| unreadable(client, to)),
         Read::Reverted => Err(unreadable(client, to)),
     }

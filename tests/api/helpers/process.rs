@@ -99,32 +99,38 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
+/// The binary started with exactly `env` (plus PATH) in `cwd`, its output collected, and its `listening on` address
+/// waited for (a panic with its output when it never comes).
+fn spawn_listening(env: &[(&str, &str)], cwd: &Path) -> ServerProcess {
+    let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
+    let logs = Arc::new(Mutex::new(String::new()));
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let readers = collect_output(&mut child, &logs, addr_tx);
+    match addr_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(addr) => ServerProcess {
+            child,
+            addr,
+            logs,
+            readers,
+        },
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            for reader in readers {
+                let _ = reader.join();
+            }
+            panic!(
+                "agentd never logged `listening on` (exit: {status:?}); output:\n{}",
+                logs.lock().unwrap()
+            );
+        }
+    }
+}
+
 impl ServerProcess {
     /// Starts the binary with exactly `env` (plus PATH) in `cwd` and waits for its `listening on` line.
     pub fn start(env: &[(&str, &str)], cwd: &Path) -> ServerProcess {
-        let mut child = agentd_command(env, cwd).spawn().expect("spawn the agentd binary");
-        let logs = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let readers = collect_output(&mut child, &logs, addr_tx);
-        match addr_rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(addr) => ServerProcess {
-                child,
-                addr,
-                logs,
-                readers,
-            },
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait().ok();
-                for reader in readers {
-                    let _ = reader.join();
-                }
-                panic!(
-                    "agentd never logged `listening on` (exit: {status:?}); output:\n{}",
-                    logs.lock().unwrap()
-                );
-            }
-        }
+        spawn_listening(env, cwd)
     }
 
     /// The process id (to read its memory figures from `/proc`).
@@ -199,29 +205,19 @@ impl ExitingProcess {
             .copied()
             .chain([("BIND_ADDR", "127.0.0.1:0")])
             .collect();
-        let mut child = agentd_command(&env, cwd).spawn().expect("spawn the agentd binary");
-        let logs = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let readers = collect_output(&mut child, &logs, addr_tx);
-        let addr = addr_rx.recv_timeout(Duration::from_secs(60));
+        let mut server = spawn_listening(&env, cwd);
+        let addr = server.addr;
         let waiter = std::thread::spawn(move || {
-            let status = wait_with_timeout(&mut child, timeout);
-            for reader in readers {
+            let status = wait_with_timeout(&mut server.child, timeout);
+            for reader in server.readers.drain(..) {
                 let _ = reader.join();
             }
-            let logs = logs.lock().unwrap().clone();
-            ProcessOutcome { status, logs }
-        });
-        match addr {
-            Ok(addr) => ExitingProcess { addr, waiter },
-            Err(_) => {
-                let outcome = waiter.join().expect("the waiting thread");
-                panic!(
-                    "agentd never logged `listening on` (exit: {:?}); output:\n{}",
-                    outcome.status, outcome.logs
-                );
+            ProcessOutcome {
+                status,
+                logs: server.logs(),
             }
-        }
+        });
+        ExitingProcess { addr, waiter }
     }
 
     pub fn base_url(&self) -> String {

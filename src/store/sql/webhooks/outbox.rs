@@ -165,6 +165,9 @@ where
         conn: &mut B::Connection,
         ids: &[Uuid],
     ) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         // With no webhook enabled nobody hears of it: the rows are moved without reading them back (each row an
         // answer gives is one hand-over from SQLite's connection thread).
         let (listening,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM webhooks WHERE enabled = TRUE")
