@@ -147,10 +147,15 @@ impl ServerProcess {
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the process to exit (killing it after that).
-    pub fn terminate(mut self, timeout: Duration) -> ProcessOutcome {
+    pub fn terminate(self, timeout: Duration) -> ProcessOutcome {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
         assert!(sent.success(), "kill -TERM {pid} failed");
+        self.wait(timeout)
+    }
+
+    /// Waits up to `timeout` for the process to exit (killing it after that), then for its output.
+    fn wait(mut self, timeout: Duration) -> ProcessOutcome {
         let status = wait_with_timeout(&mut self.child, timeout);
         for reader in self.readers.drain(..) {
             let _ = reader.join();
@@ -205,18 +210,9 @@ impl ExitingProcess {
             .copied()
             .chain([("BIND_ADDR", "127.0.0.1:0")])
             .collect();
-        let mut server = spawn_listening(&env, cwd);
+        let server = spawn_listening(&env, cwd);
         let addr = server.addr;
-        let waiter = std::thread::spawn(move || {
-            let status = wait_with_timeout(&mut server.child, timeout);
-            for reader in server.readers.drain(..) {
-                let _ = reader.join();
-            }
-            ProcessOutcome {
-                status,
-                logs: server.logs(),
-            }
-        });
+        let waiter = std::thread::spawn(move || server.wait(timeout));
         ExitingProcess { addr, waiter }
     }
 
