@@ -195,34 +195,21 @@ where
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| (batch[i].agent_id, batch[i].id));
         let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
-        let mut received = Vec::new();
         let mut tx = B::begin_write(self).await?;
+        let mut settled = Vec::with_capacity(batch.len());
         for i in order {
             let (id, s) = (batch[i].id, &batch[i].settlement);
-            let Some(record) = self
+            if let Some(record) = self
                 .settle_in(&mut tx, id, &s.settlement, &s.event, s.message.as_ref())
                 .await?
-            else {
-                continue;
-            };
-            if let Some(landed) = &s.landed_in {
-                sqlx::query("UPDATE transactions SET tx_hash = $1 WHERE id = $2 AND kind = 'user_op'")
-                    .bind(landed)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
+            {
+                records[i] = Some(record);
+                settled.push(&batch[i]);
             }
-            sqlx::query("UPDATE user_operations SET gas_cost = $1 WHERE transfer_id = $2")
-                .bind(s.gas_cost.map(|c| c.to_string()))
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-            if s.landed_in.is_some() {
-                Self::past_designation_in(&mut tx, id).await?;
-            }
-            // A sponsored settlement of a payment to the agent (§23) settles the payment with it (its fee is 0).
-            received.extend(self.income_settled_in(&mut tx, id, &s.settlement).await?);
-            records[i] = Some(record);
+        }
+        let mut received = Vec::new();
+        for some in settled.chunks(shared::ROWS_PER_STATEMENT) {
+            received.extend(self.operations_settled_in(&mut tx, some).await?);
         }
         tx.commit().await?;
         // Announced only once committed: a follower reading the store after it finds the events there.
@@ -528,21 +515,6 @@ where
         })
     }
 
-    /// Operation `id` landed (settled in this transaction by its event): when it carried the designation, its
-    /// authorization's nonce is used, and the wallet's nonce counter moves past it (never back).
-    async fn past_designation_in(conn: &mut B::Connection, id: Uuid) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO nonces (agent_id, chain, next_nonce) SELECT agent_id, chain, authorization_nonce + 1 \
-             FROM user_operations WHERE transfer_id = $1 AND authorization_nonce IS NOT NULL \
-             ON CONFLICT (agent_id, chain) DO UPDATE SET next_nonce = excluded.next_nonce \
-             WHERE nonces.next_nonce < excluded.next_nonce",
-        )
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-        Ok(())
-    }
-
     /// Stores the sponsorship part of a sponsored outflow reserved in this transaction.
     pub(super) async fn insert_operation_in(
         conn: &mut B::Connection,
@@ -599,6 +571,8 @@ const OPEN_OPERATIONS: &str = concat!(
 
 /// The highest nonce a bundle of the chain took, by the index of bundles by chain and nonce (migration 0035).
 const NEXT_BUNDLE_NONCE: &str = "SELECT MAX(nonce) FROM bundles WHERE chain = $1";
+
+mod settled;
 
 #[cfg(test)]
 mod tests {

@@ -139,6 +139,11 @@ where
         add: U256,
         sub: U256,
     ) -> StoreResult<()> {
+        // Nothing moves (a settlement whose cost is what it reserved, such as a sponsored token transfer's 0): no
+        // statement. (What counts is a sum of wei amounts, far from where `+ add` would saturate.)
+        if add == sub {
+            return Ok(());
+        }
         let current = Self::spent_on_chain(&mut *conn, agent_id, chain).await?;
         Self::set_spent(conn, agent_id, chain, decision::spent_after(current, add, sub)).await
     }
