@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
+use super::settlements::ToSettle;
 use super::{Backend, SqlStore};
 use crate::store::operations::{BundleRecord, OpenOperation, OperationPart, OperationStore, SettlingOperation};
 use crate::store::shared::{self, KeyRow};
@@ -194,18 +195,26 @@ where
         // each other in a circle.
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| (batch[i].agent_id, batch[i].id));
+        let items: Vec<ToSettle<'_>> = order
+            .iter()
+            .map(|&i| {
+                let s = &batch[i].settlement;
+                ToSettle {
+                    id: batch[i].id,
+                    settlement: &s.settlement,
+                    event: &s.event,
+                    message: s.message.as_ref(),
+                }
+            })
+            .collect();
         let mut records: Vec<Option<EventRecord>> = vec![None; batch.len()];
         let mut tx = B::begin_write(self).await?;
         let mut settled = Vec::with_capacity(batch.len());
-        for i in order {
-            let (id, s) = (batch[i].id, &batch[i].settlement);
-            if let Some(record) = self
-                .settle_in(&mut tx, id, &s.settlement, &s.event, s.message.as_ref())
-                .await?
-            {
-                records[i] = Some(record);
+        for (&i, record) in order.iter().zip(self.settle_all_in(&mut tx, &items).await?) {
+            if record.is_some() {
                 settled.push(&batch[i]);
             }
+            records[i] = record;
         }
         let mut received = Vec::new();
         for some in settled.chunks(shared::ROWS_PER_STATEMENT) {

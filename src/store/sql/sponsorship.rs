@@ -24,19 +24,6 @@ where
     for<'r> Option<String>: Decode<'r, B>,
     usize: ColumnIndex<B::Row>,
 {
-    /// The agent's sponsorship on `chain` at `now`: its `per_day` (`None` when the operator never set one) and what
-    /// it counted over the 24 hours before `now`. Plain reads on `conn`: inside the caller's transaction, they see
-    /// what it wrote and hold what it locked.
-    pub(in crate::store) async fn sponsorship_in(
-        conn: &mut B::Connection,
-        agent_id: Uuid,
-        chain: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<(Option<U256>, U256)> {
-        let per_day = Self::per_day_in(conn, agent_id, chain).await?;
-        Ok((per_day, Self::sponsored_in(conn, agent_id, chain, now).await?))
-    }
-
     /// The agent's `per_day` on `chain` (`None`: never set), read on `conn`.
     async fn per_day_in(conn: &mut B::Connection, agent_id: Uuid, chain: &str) -> StoreResult<Option<U256>> {
         let per_day: Option<(String,)> =
@@ -50,35 +37,42 @@ where
             .transpose()
     }
 
-    /// What the agent's user operations on `chain` signed in the 24 hours before `now` (strictly inside, as §11's
-    /// windows) hold of its sponsorship: each its `gas_cost` once mined, else its `max_cost` (a dropped one never
-    /// landed: nothing), plus what bundles that reverted on chain at its validation cost the sponsor.
-    async fn sponsored_in(
+    /// The agent's sponsorship on `chain` at `now`, in one statement: its `per_day` (`None` when the operator never
+    /// set one) and what it counted over the 24 hours before `now` (strictly inside, as §11's windows): each of the
+    /// agent's user operations on `chain` signed then its `gas_cost` once mined, else its `max_cost` (a dropped one
+    /// never landed: nothing), plus what bundles that reverted on chain at its validation cost the sponsor. A plain
+    /// read on `conn`: inside the caller's transaction, it sees what that wrote and holds what it locked.
+    pub(in crate::store) async fn sponsorship_in(
         conn: &mut B::Connection,
         agent_id: Uuid,
         chain: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<U256> {
+    ) -> StoreResult<(Option<U256>, U256)> {
         // Each operation's part comes back joined in one row (the backend's text aggregate): on SQLite each row of
         // an answer is one hand-over from the connection's thread, and an agent may have many operations a day.
         let sql = format!(
-            "SELECT {agg}(COALESCE(uo.gas_cost, CASE WHEN t.status = 'dropped' THEN '0' ELSE uo.max_cost END), ','), \
+            "SELECT (SELECT per_day FROM sponsorships WHERE agent_id = $1 AND chain = $2), \
+             {agg}(COALESCE(uo.gas_cost, CASE WHEN t.status = 'dropped' THEN '0' ELSE uo.max_cost END), ','), \
              {agg}(uo.failed_gas, ',') FROM user_operations uo JOIN transactions t ON t.id = uo.transfer_id \
              WHERE uo.agent_id = $1 AND uo.chain = $2 AND uo.created_at > $3 \
              AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL OR uo.failed_gas IS NOT NULL)",
             agg = B::TEXT_AGG
         );
-        let (costs, failed): (Option<String>, Option<String>) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(agent_id)
-            .bind(chain)
-            .bind(now - chrono::Duration::hours(24))
-            .fetch_one(&mut *conn)
-            .await?;
+        let (per_day, costs, failed): (Option<String>, Option<String>, Option<String>) =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agent_id)
+                .bind(chain)
+                .bind(now - chrono::Duration::hours(24))
+                .fetch_one(&mut *conn)
+                .await?;
+        let per_day = per_day
+            .map(|text| shared::wei_from_text(&text, "sponsorships.per_day"))
+            .transpose()?;
         // Each its `gas_cost` once mined, else its `max_cost` (a dropped one: nothing); plus what its reverted
         // bundles cost.
         let costs = shared::sum_joined(costs.as_deref(), "user_operations.gas_cost")?;
         let failed = shared::sum_joined(failed.as_deref(), "user_operations.failed_gas")?;
-        Ok(costs.saturating_add(failed))
+        Ok((per_day, costs.saturating_add(failed)))
     }
 }
 
@@ -115,7 +109,7 @@ where
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        let counted = Self::sponsored_in(&mut tx, agent_id, chain, now).await?;
+        let (_, counted) = Self::sponsorship_in(&mut tx, agent_id, chain, now).await?;
         self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(SponsorshipState {
