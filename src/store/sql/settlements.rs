@@ -283,10 +283,11 @@ where
         self.mark_pending_in(&mut *conn, &signed).await?;
         let now = self.now();
         let settled = self.write_statuses_in(conn, &found, now).await?;
+        let listening = Self::any_listening_in(conn, &locked).await?;
         let mut records = Vec::with_capacity(items.len());
         for item in items {
             let record = match (settled.contains(&item.id), rows.get(&item.id)) {
-                (true, Some(row)) => Some(self.settled_in(conn, item, row, now).await?),
+                (true, Some(row)) => Some(self.settled_in(conn, (item, row), listening, now).await?),
                 _ => None,
             };
             records.push(record);
@@ -338,13 +339,32 @@ where
         Ok(written.into_iter().map(|(id,)| id).collect())
     }
 
+    /// Whether any enabled webhook endpoint could receive an event of `agents` (one of theirs, or one for every
+    /// agent): when none can, their settlements' events go to no outbox, and nothing is asked per event.
+    async fn any_listening_in(conn: &mut B::Connection, agents: &[Uuid]) -> StoreResult<bool> {
+        if agents.is_empty() {
+            return Ok(false);
+        }
+        let sql = format!(
+            "SELECT CAST(1 AS BIGINT) FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id IN ({})) \
+             LIMIT 1",
+            shared::placeholders(1, agents.len())
+        );
+        let mut query = sqlx::query_as::<_, (i64,)>(sqlx::AssertSqlSafe(sql));
+        for agent in agents {
+            query = query.bind(*agent);
+        }
+        Ok(query.fetch_optional(&mut *conn).await?.is_some())
+    }
+
     /// The rest of a settlement whose status was written (`settle_chunk_in`): the attempt that landed, what counts
-    /// against the cap, the event, its webhook and the message.
+    /// against the cap, the event, its webhook (when an endpoint of its chunk's agents is `listening`) and the
+    /// message.
     async fn settled_in(
         &self,
         conn: &mut B::Connection,
-        item: &ToSettle<'_>,
-        (_, agent_id, conversation_id, chain, reserved, _): &SettlingRow,
+        (item, (_, agent_id, conversation_id, chain, reserved, _)): (&ToSettle<'_>, &SettlingRow),
+        listening: bool,
         now: DateTime<Utc>,
     ) -> StoreResult<EventRecord> {
         let (id, s, agent_id) = (item.id, item.settlement, *agent_id);
@@ -369,7 +389,9 @@ where
         .fetch_one(&mut *conn)
         .await?;
         let record = row.into_event()?;
-        if let Some(mut pushed) = webhook::from_stream(agent_id, "tx_confirmation", item.event, now) {
+        if let Some(mut pushed) =
+            webhook::from_stream(agent_id, "tx_confirmation", item.event, now).filter(|_| listening)
+        {
             pushed.data["transfer_id"] = serde_json::json!(id);
             Self::outbox_in(&mut *conn, pushed).await?;
         }
