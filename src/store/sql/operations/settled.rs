@@ -30,7 +30,7 @@ where
     usize: ColumnIndex<B::Row>,
     for<'r> &'r str: ColumnIndex<B::Row>,
 {
-    /// What the operations `settled` in this transaction (`settle_in`) add to their transfers' settlement, a
+    /// What the operations `settled` in this transaction (`settle_all_in`) add to their transfers' settlement, a
     /// statement for all of them each (on SQLite every statement is a hand-over to the connection's thread and back,
     /// while the one writer waits): the transaction each landed in and its gas cost; for one that carried the
     /// designation, its authorization's nonce used, the wallet's nonce counter moved past it (never back); for a
