@@ -19,6 +19,25 @@ pub const TOKEN_HEADER: &str = "X-Agent-Access-Token";
 /// Where the benchmark transfers go (any address works on anvil).
 pub const RECIPIENT: &str = "0x52908400098527886E0F7030069857D2E4169EE7";
 
+/// The PostgreSQL server the benchmarks create their databases on unless `BENCH_POSTGRES_URL` names another.
+pub const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A new database on the PostgreSQL server of `BENCH_POSTGRES_URL` (as the tests create theirs); its URL.
+pub async fn fresh_postgres() -> Result<String, String> {
+    use sqlx::{Connection, Executor};
+
+    let admin = std::env::var("BENCH_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES.to_string());
+    let name = format!("agentd_bench_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.map_err(|e| e.to_string())?;
+    conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = conn.close().await;
+    let mut url = reqwest::Url::parse(&admin).map_err(|e| e.to_string())?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
+}
+
 /// The real app, built in-process on a temporary SQLite file and serving on a free port.
 pub struct LocalApp {
     pub address: String,

@@ -49,7 +49,6 @@ const HTTP_N: usize = 1_000;
 /// Requests in flight from the one-agent HTTP clients, and raw transactions in flight in the matching intake row.
 const CONCURRENCY: usize = 8;
 const AGENTS: usize = 32;
-const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 struct Run {
     elapsed: Duration,
@@ -212,7 +211,7 @@ async fn http_targets(anvil: &Anvil, tokens_var: &str) {
     let raw_many_nonce = mined_nonce(anvil, dev, dev_nonce + HTTP_N as u64).await - dev_nonce;
     drop(sqlite);
 
-    let postgres = match fresh_postgres().await {
+    let postgres = match crate::common::fresh_postgres().await {
         Ok(url) => {
             let app = LocalApp::start(&[
                 ("RPC_URL_BASE", anvil.url()),
@@ -769,22 +768,6 @@ where
     }
     run.elapsed = started.elapsed();
     run
-}
-
-/// A new database on the PostgreSQL server of `BENCH_POSTGRES_URL` (as the tests create theirs); its URL.
-async fn fresh_postgres() -> Result<String, String> {
-    use sqlx::{Connection, Executor};
-
-    let admin = std::env::var("BENCH_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES.to_string());
-    let name = format!("agentd_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.map_err(|e| e.to_string())?;
-    conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = conn.close().await;
-    let mut url = reqwest::Url::parse(&admin).map_err(|e| e.to_string())?;
-    url.set_path(&format!("/{name}"));
-    Ok(url.to_string())
 }
 
 /// `N` transfers of `amount` (of `token`, or the native coin) from `agent`, one after the other.

@@ -15,7 +15,8 @@
 //!
 //! `BENCH_SPONSORED_PER_AGENT` (default 20) sets the transfers per agent of the load rows, `BENCH_SPONSORED_N`
 //! (default 200) the transfers each way of the latency row; `BENCH_SPONSORED_RPC=1` counts the app's node calls by
-//! method through a proxy (`rpc`), for a run of its own.
+//! method through a proxy (`rpc`), for a run of its own; `BENCH_SPONSORED_DB=postgres` runs the app on a fresh
+//! PostgreSQL database (`BENCH_POSTGRES_URL`, default the local server) instead of SQLite.
 
 mod gas;
 mod load;
@@ -100,6 +101,13 @@ impl World {
         let proxy = rpc::Counter::start(anvil.url()).await;
         let node = proxy.as_ref().map_or(anvil.url().to_string(), |(url, _)| url.clone());
         vars.push(("RPC_URL_BASE".into(), node));
+        // `BENCH_SPONSORED_DB=postgres`: the app on a fresh database of `BENCH_POSTGRES_URL`'s server, not SQLite.
+        if std::env::var("BENCH_SPONSORED_DB").as_deref() == Ok("postgres") {
+            let url = crate::common::fresh_postgres()
+                .await
+                .unwrap_or_else(|e| panic!("BENCH_SPONSORED_DB=postgres: no database: {e}"));
+            vars.push(("DATABASE_URL".into(), url));
+        }
         let extra: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let app = LocalApp::start(&extra).await;
         let chains: Value = app
