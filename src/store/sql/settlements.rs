@@ -1,7 +1,7 @@
 //! The confirmation watcher's round, batched: the attempts of every open transfer of a chain in one read, and the
 //! settlements of a round in one write transaction, whatever the number of open transfers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use alloy::primitives::U256;
 use async_trait::async_trait;
@@ -282,7 +282,7 @@ where
             .collect();
         self.mark_pending_in(&mut *conn, &signed).await?;
         let now = self.now();
-        let settled = self.write_statuses_in(conn, &found, now).await?;
+        let settled: BTreeSet<Uuid> = self.write_statuses_in(conn, &found, now).await?.into_iter().collect();
         let listening = Self::any_listening_in(conn, &locked).await?;
         let mut records = Vec::with_capacity(items.len());
         for item in items {
@@ -337,24 +337,6 @@ where
         }
         let written = update.bind(now).fetch_all(&mut *conn).await?;
         Ok(written.into_iter().map(|(id,)| id).collect())
-    }
-
-    /// Whether any enabled webhook endpoint could receive an event of `agents` (one of theirs, or one for every
-    /// agent): when none can, their settlements' events go to no outbox, and nothing is asked per event.
-    async fn any_listening_in(conn: &mut B::Connection, agents: &[Uuid]) -> StoreResult<bool> {
-        if agents.is_empty() {
-            return Ok(false);
-        }
-        let sql = format!(
-            "SELECT CAST(1 AS BIGINT) FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id IN ({})) \
-             LIMIT 1",
-            shared::placeholders(1, agents.len())
-        );
-        let mut query = sqlx::query_as::<_, (i64,)>(sqlx::AssertSqlSafe(sql));
-        for agent in agents {
-            query = query.bind(*agent);
-        }
-        Ok(query.fetch_optional(&mut *conn).await?.is_some())
     }
 
     /// The rest of a settlement whose status was written (`settle_chunk_in`): the attempt that landed, what counts

@@ -33,16 +33,31 @@ where
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
+    /// Whether any enabled webhook endpoint could receive an event of `agents` (one of theirs, or one for every
+    /// agent): when none can, their events go to no outbox (a batch of settlements asks once for all its agents).
+    pub(in crate::store::sql) async fn any_listening_in(
+        conn: &mut B::Connection,
+        agents: &[Uuid],
+    ) -> StoreResult<bool> {
+        if agents.is_empty() {
+            return Ok(false);
+        }
+        let sql = format!(
+            "SELECT CAST(1 AS BIGINT) FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id IN ({})) \
+             LIMIT 1",
+            shared::placeholders(1, agents.len())
+        );
+        let mut query = sqlx::query_as::<_, (i64,)>(sqlx::AssertSqlSafe(sql));
+        for agent in agents {
+            query = query.bind(*agent);
+        }
+        Ok(query.fetch_optional(&mut *conn).await?.is_some())
+    }
+
     /// Records `event` in the outbox inside the caller's transaction (the change it reports), unless no enabled
     /// endpoint could receive it; a transfer's `kind` is added when the event does not carry it.
     pub(in crate::store::sql) async fn outbox_in(conn: &mut B::Connection, event: WebhookEvent) -> StoreResult<()> {
-        let listening: Option<(i64,)> = sqlx::query_as(
-            "SELECT CAST(1 AS BIGINT) FROM webhooks WHERE enabled = TRUE AND (agent_id IS NULL OR agent_id = $1) LIMIT 1",
-        )
-        .bind(event.agent_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-        if listening.is_none() {
+        if !Self::any_listening_in(conn, &[event.agent_id]).await? {
             return Ok(());
         }
         let mut event = event;
