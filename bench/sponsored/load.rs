@@ -85,6 +85,12 @@ pub async fn run(world: &World) {
         if let Some(e) = &r.first_error {
             println!("  {name}: first error {e}");
         }
+        if let Some(landed) = r.landed {
+            println!(
+                "  {name}: the last transfer landed {} ms after the last answer",
+                f(landed.saturating_sub(r.answered).as_secs_f64() * 1e3, 0)
+            );
+        }
         println!("  {name}: {}", r.cpu);
         println!("  {name}: {}", r.rounds);
         if let Some(rpc) = &r.rpc {
@@ -220,7 +226,7 @@ async fn settled(world: &World) {
     let store = &world.app.state.store;
     let deadline = Instant::now() + LANDING;
     while Instant::now() < deadline {
-        let (transactions, operations) = (store.open_transactions("base"), store.open_operations("base"));
+        let (transactions, operations) = (store.open_transactions("base"), store.open_operations("base", false));
         match tokio::join!(transactions, operations) {
             (Ok(t), Ok(o)) if t.is_empty() && o.is_empty() => return,
             (Err(e), _) | (_, Err(e)) => panic!("the store could not be read: {e}"),

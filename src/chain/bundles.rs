@@ -12,8 +12,8 @@ use super::client::ChainClient;
 use super::error::ChainError;
 use super::node::Node;
 
-/// `getNonce` reads in one JSON-RPC batch at most.
-const NONCES_PER_BATCH: usize = 100;
+/// Senders whose code and `getNonce` are read in one JSON-RPC batch at most (two requests each).
+const SENDERS_PER_BATCH: usize = 50;
 
 /// A `UserOperationEvent` log with where it appeared.
 #[derive(Debug, Clone)]
@@ -98,23 +98,27 @@ impl ChainClient {
         .await
     }
 
-    /// Each of `senders`' next nonce at key 0 of `entry_point`'s sequence (`getNonce`), as block `number` shows it,
-    /// in one JSON-RPC batch (a request for each `NONCES_PER_BATCH`): `None` for an answer that is no number.
-    pub async fn entry_point_nonces_at(
+    /// Each of `senders`' code and next nonce at key 0 of `entry_point`'s sequence (`getNonce`), as block `number`
+    /// shows them, in one JSON-RPC batch (a request for each `SENDERS_PER_BATCH`): the nonce `None` for an answer
+    /// that is no number.
+    pub async fn senders_at(
         &self,
         entry_point: Address,
         senders: &[Address],
         number: u64,
-    ) -> Result<Vec<Option<U256>>, ChainError> {
+    ) -> Result<Vec<(Bytes, Option<U256>)>, ChainError> {
         let client = self.provider().client();
         let block = alloy::eips::BlockNumberOrTag::Number(number);
-        let mut nonces = Vec::with_capacity(senders.len());
-        for chunk in senders.chunks(NONCES_PER_BATCH) {
-            let requests: Vec<TransactionRequest> = chunk
+        let mut read = Vec::with_capacity(senders.len());
+        for chunk in senders.chunks(SENDERS_PER_BATCH) {
+            let requests: Vec<(Address, TransactionRequest)> = chunk
                 .iter()
                 .map(|sender| {
                     let data = super::userop::get_nonce_call(*sender, Default::default());
-                    TransactionRequest::default().to(entry_point).input(data.into())
+                    (
+                        *sender,
+                        TransactionRequest::default().to(entry_point).input(data.into()),
+                    )
                 })
                 .collect();
             let answers = self
@@ -123,20 +127,25 @@ impl ChainClient {
                     async move {
                         let mut batch = alloy::rpc::client::BatchRequest::new(client);
                         let mut waiters = Vec::with_capacity(requests.len());
-                        for request in requests {
-                            waiters.push(batch.add_call::<_, Bytes>("eth_call", &(request, block))?);
+                        for (sender, request) in requests {
+                            let code = batch.add_call::<_, Bytes>("eth_getCode", &(sender, block))?;
+                            let nonce = batch.add_call::<_, Bytes>("eth_call", &(request, block))?;
+                            waiters.push(async move { (code.await, nonce.await) });
                         }
                         batch.send().await?;
                         Ok(futures::future::join_all(waiters).await)
                     }
                 })
                 .await?;
-            for answer in answers {
-                let out = answer.map_err(|e| super::error::classify(self.info().name, &e).error)?;
-                nonces.push(super::userop::uint_answer(&out));
+            let failed = |e: alloy::transports::TransportError| super::error::classify(self.info().name, &e).error;
+            for (code, nonce) in answers {
+                read.push((
+                    code.map_err(failed)?,
+                    super::userop::uint_answer(&nonce.map_err(failed)?),
+                ));
             }
         }
-        Ok(nonces)
+        Ok(read)
     }
 
     /// The `UserOperationEvent` logs `entry_point` emitted from block `from_block` on for the operations `hashes`

@@ -68,17 +68,19 @@ impl Bundler {
             if *stop.borrow() {
                 return;
             }
-            // A round rung by new operations carries them at once; the open bundles are followed once a tick at most.
+            // A round rung by new operations carries them at once; the open bundles are followed once a tick at most
+            // (from the round that began following them, until one could settle all that landed first).
             let follow = followed.is_none_or(|at| at.elapsed() >= self.follow_every.max(TICK));
-            if follow {
-                followed = Some(Instant::now());
-            }
             match self.round(follow).await {
-                Ok(Some(block)) => {
-                    self.next_block(block, &mut stop).await;
-                    continue;
+                Ok(round) => {
+                    if round.followed {
+                        followed = Some(Instant::now());
+                    }
+                    if let Some(block) = round.held_back {
+                        self.next_block(block, &mut stop).await;
+                        continue;
+                    }
                 }
-                Ok(None) => {}
                 Err(e) => tracing::warn!(chain = name, error = %e, "bundler round failed; trying again"),
             }
             tokio::select! {
@@ -89,34 +91,46 @@ impl Bundler {
         }
     }
 
-    /// One round, under the chain's bundler lock: read what landed or can no longer land, then carry what waits
-    /// while the former settle (`settle`: for as long as the bundles take to send, all of them when `follow`) and
-    /// (when `follow`) the bundles that were open when the round began are followed. A busy bundler, rung by every
-    /// operation signed, follows once a `TICK` (as the watcher follows the wallets' transactions once an interval).
-    /// The waiting operations do not wait for the settlements' commits (a waiting operation does not depend on
-    /// another's settlement), nor does the next round: what a round leaves unsettled the next reads again. One whose
-    /// event the chain shows, at any depth, is not carried again, nor is one whose sender has an earlier operation in
-    /// a bundle not yet mined (the EntryPoint would refuse it, `AA25`, until then).
-    async fn round(&self, follow: bool) -> anyhow::Result<Option<u64>> {
+    /// One round, under the chain's bundler lock. A round that follows (`follow`: a busy bundler, rung by every
+    /// operation signed, follows once `follow_every`, as the watcher follows the wallets' transactions once an
+    /// interval) reads every open operation, settles each whose event the chain shows or that can no longer land,
+    /// then follows the bundles open when it began (a mined bundle is closed with every operation it landed
+    /// settled); a round that only carries reads the operations no bundle carries, and settles those of them that
+    /// landed in another's bundle or can no longer land: what agentd's bundles carried settles in the next round that
+    /// follows, as the wallets' transactions settle once an interval. Both carry, while they settle, each operation
+    /// in no bundle whose event the chain does not show and whose nonce is its sender's next in the EntryPoint's
+    /// sequence at the latest block, after its earlier ones carried with it (the EntryPoint refuses any other,
+    /// `AA25`); those held back wait for the next block. Carrying does not wait for settlements: with operations to
+    /// carry, a round settles a commit at a time while its bundles are sent and no longer than they take, and
+    /// follows the bundles only once it settled all it found (else the next round follows, and reads the rest again).
+    async fn round(&self, follow: bool) -> anyhow::Result<Round> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
-            return Ok(None);
+            return Ok(Round::default());
         };
         let client = self.chains.get(name)?;
         let started = Instant::now();
-        let open = self.store.open_operations(name).await?;
+        let open = self.store.open_operations(name, !follow).await?;
         if open.is_empty() {
-            return Ok(None);
+            return Ok(Round {
+                held_back: None,
+                followed: follow,
+            });
         }
-        // Read before this round signs any: a bundle signed now is followed from the next round, once its
-        // operations' events can have settled them.
-        let (bundles, (settling, seen, latest)) = tokio::try_join!(
-            async { anyhow::Ok(self.store.open_bundles(name).await?) },
+        // Read before this round signs any: a bundle signed now is followed from the next round that follows, once
+        // its operations' events can have settled them.
+        let (bundles, (settling, seen, latest, senders)) = tokio::try_join!(
+            async {
+                anyhow::Ok(match follow {
+                    true => self.store.open_bundles(name).await?,
+                    false => Vec::new(),
+                })
+            },
             self.settlements(client, &open)
         )?;
-        let waiting = waiting(&open, &seen);
-        // Operations held back behind an earlier one of their sender carried in a bundle the chain does not show
-        // yet: the next round is the one after the next block.
+        let waiting = waiting(&open, &seen, &senders);
+        // Operations held back behind an earlier one of their sender (in a bundle not mined yet, or gone): the next
+        // round is the one after the next block.
         let held_back = open
             .iter()
             .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
@@ -127,7 +141,7 @@ impl Bundler {
             let (sent, carried) = match waiting.is_empty() {
                 true => (0, 0),
                 false => {
-                    let groups = self.groups(client, &waiting).await?;
+                    let groups = self.groups(client, &waiting, &senders).await?;
                     self.send_bundles(client, groups).await.unwrap_or_else(|e| {
                         tracing::warn!(chain = name, error = %e, "the round's bundles were not sent");
                         (0, 0)
@@ -137,16 +151,8 @@ impl Bundler {
             anyhow::Ok((sent, carried, started.elapsed()))
         };
         // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
-        let bundles = match follow {
-            true => bundles,
-            false => Vec::new(),
-        };
-        let followed = bundles.len();
-        // What landed settles while the bundles are sent, a commit at a time, and no longer than they take (the rest
-        // in the next rounds, which read it again): carrying does not wait for settlements. All of it in a round with
-        // nothing to send, and in a round that follows the open bundles, before they are followed: a mined bundle
-        // is closed with every operation it landed settled (what it leaves open waits for another bundle).
-        let carrying = (!waiting.is_empty() && !follow).then(|| AtomicBool::new(true));
+        let open_bundles = bundles.len();
+        let carrying = (!waiting.is_empty()).then(|| AtomicBool::new(true));
         let sending = async {
             let sent = sending.await;
             if let Some(carrying) = &carrying {
@@ -155,13 +161,19 @@ impl Bundler {
             sent
         };
         let closing = async {
-            let settled_ops = self.settle(&settling, carrying.as_ref()).await?;
+            let (settled_ops, all) = self.settle(&settling, carrying.as_ref()).await?;
             let settled = started.elapsed();
-            self.follow_bundles(client, bundles, &open).await?;
-            anyhow::Ok((settled_ops, settled, started.elapsed()))
+            let followed = match all {
+                true => {
+                    self.follow_bundles(client, bundles, &open).await?;
+                    follow
+                }
+                false => false,
+            };
+            anyhow::Ok((settled_ops, followed, settled, started.elapsed()))
         };
         let (sending, closing) = tokio::join!(sending, closing);
-        let ((sent, carried, sent_at), (settled_ops, settled_at, followed_at)) = (sending?, closing?);
+        let ((sent, carried, sent_at), (settled_ops, followed, settled_at, followed_at)) = (sending?, closing?);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         tracing::debug!(
             chain = name,
@@ -171,14 +183,17 @@ impl Bundler {
             carried,
             landed = settling.len(),
             settled = settled_ops,
-            followed,
+            followed = if followed { open_bundles } else { 0 },
             read_ms = ms(read),
             send_ms = ms(sent_at - read),
             settle_ms = ms(settled_at - read),
             follow_ms = ms(followed_at - settled_at),
             "bundler round"
         );
-        Ok(held_back.then_some(latest))
+        Ok(Round {
+            held_back: held_back.then_some(latest),
+            followed,
+        })
     }
 
     /// Waits until the chain's latest block is past `block`, asking every `BLOCK_POLL`, for at most a `TICK` (or
@@ -200,20 +215,23 @@ impl Bundler {
         }
     }
 
-    /// How the open operations settle now: each whose event the chain shows at the configured depth, and each signed
-    /// one whose approval ran out unused or whose nonce another operation used. Answers them with the ids of every
-    /// operation not to carry again (those, and those whose event the chain shows at a lesser depth).
+    /// How the operations `open` settle now: each whose event the chain shows at the configured depth, and each
+    /// signed one whose approval ran out unused or whose nonce another operation used. Answers them with the ids of
+    /// every operation not to carry again (those, and those whose event the chain shows at a lesser depth), the
+    /// latest block, and each sender of an operation in no bundle as that block shows it: whether it has code, and
+    /// its next EntryPoint nonce.
     async fn settlements(
         &self,
         client: &ChainClient,
         open: &[OpenOperation],
-    ) -> anyhow::Result<(Vec<SettlingOperation>, Vec<Uuid>, u64)> {
+    ) -> anyhow::Result<(Vec<SettlingOperation>, Vec<Uuid>, u64, Senders)> {
         let (latest, now) = client.latest_block().await?;
         let hashes: Vec<B256> = open.iter().filter_map(|o| o.user_op_hash.parse().ok()).collect();
         let topic = IEntryPoint::UserOperationEvent::SIGNATURE_HASH;
         let from = events_from(open, latest);
-        // The senders of the waiting operations still valid: their EntryPoint nonces at `latest`, read in one batch
-        // beside the logs (used only for those without an event).
+        // The senders of the waiting operations still valid: their code and EntryPoint nonces at `latest`, read in
+        // one batch beside the logs (the nonces used only for those without an event; the code tells which
+        // accounts are designated already, which each bundle's simulation checks again).
         let mut senders: Vec<Address> = open
             .iter()
             .filter(|o| o.bundle_id.is_none() && o.valid_until >= now)
@@ -222,13 +240,10 @@ impl Bundler {
         senders.sort();
         senders.dedup();
         let nonces = async {
-            let nonces = client
-                .entry_point_nonces_at(self.sponsor.entry_point, &senders, latest)
-                .await?;
-            nonces
-                .into_iter()
-                .map(|n| n.and_then(|n| u64::try_from(n).ok()))
-                .collect::<Option<Vec<u64>>>()
+            let read = client.senders_at(self.sponsor.entry_point, &senders, latest).await?;
+            read.into_iter()
+                .map(|(code, n)| Some((!code.is_empty(), u64::try_from(n?).ok()?)))
+                .collect::<Option<Vec<(bool, u64)>>>()
                 .ok_or_else(|| anyhow::anyhow!("the EntryPoint's getNonce answer is unreadable"))
         };
         let logs = async {
@@ -245,7 +260,7 @@ impl Bundler {
                 events.entry(format!("{:#x}", event.userOpHash)).or_insert((l, event));
             }
         }
-        let used: BTreeMap<Address, u64> = senders.into_iter().zip(nonces).collect();
+        let used: Senders = senders.into_iter().zip(nonces).collect();
         let mut settling = Vec::new();
         let mut seen = Vec::new();
         for op in open {
@@ -260,7 +275,7 @@ impl Bundler {
                 // Waiting and without an event up to `latest`: dropped once that block shows its sender's
                 // EntryPoint nonce used by another operation.
                 None => match used.get(&op.sender) {
-                    Some(next) if *next > op.nonce => self.dropped(op),
+                    Some((_, next)) if *next > op.nonce => self.dropped(op),
                     _ => continue,
                 },
             };
@@ -271,21 +286,25 @@ impl Bundler {
                 settlement,
             });
         }
-        Ok((settling, seen, latest))
+        Ok((settling, seen, latest, used))
     }
 
     /// Settles a round's operations in write transactions of at most `SETTLED_PER_COMMIT`, as the watcher settles
     /// transfers: on SQLite every writer waits for one, the sends' reservation rounds too (a busy tick's hundreds of
     /// operations in one held the writer for a tenth of a second, the sponsored row's p99 in `bench sponsored`).
-    /// In a round that sends bundles and follows none (`carrying`, true while they are being sent), commit after
-    /// commit while they are sent and no further than the first commit once they are: the round ends, and the next
-    /// one, which reads what is left, carries what waited meanwhile. Otherwise (`None`), all of them. Answers how
-    /// many were settled.
-    async fn settle(&self, settling: &[SettlingOperation], carrying: Option<&AtomicBool>) -> anyhow::Result<usize> {
+    /// In a round that sends bundles (`carrying`, true while they are being sent), commit after commit while they
+    /// are sent and no further than the first commit once they are: the round ends, and the next one, which reads
+    /// what is left, carries what waited meanwhile. Otherwise (`None`), all of them. Answers how many were settled,
+    /// and whether all of `settling` was.
+    async fn settle(
+        &self,
+        settling: &[SettlingOperation],
+        carrying: Option<&AtomicBool>,
+    ) -> anyhow::Result<(usize, bool)> {
         let mut settled = 0;
         for (i, some) in settling.chunks(crate::store::SETTLED_PER_COMMIT).enumerate() {
             if i > 0 && carrying.is_some_and(|c| !c.load(Ordering::Relaxed)) {
-                break;
+                return Ok((settled, false));
             }
             let records = self.store.settle_operations(some).await?;
             for (op, _) in some.iter().zip(&records).filter(|(_, r)| r.is_some()) {
@@ -294,7 +313,7 @@ impl Bundler {
                 settled += 1;
             }
         }
-        Ok(settled)
+        Ok((settled, true))
     }
 
     fn landed(
@@ -370,21 +389,40 @@ impl Bundler {
     }
 }
 
-/// The operations to carry in this round: those in no bundle whose event the chain does not show (`seen`), except
-/// those whose sender has an earlier operation in a bundle whose event it does not show yet.
-fn waiting<'a>(open: &'a [OpenOperation], seen: &[Uuid]) -> Vec<&'a OpenOperation> {
-    let mut carried: BTreeMap<Address, u64> = BTreeMap::new();
-    for op in open
+/// What a round did that decides the next: the block after which operations it held back can go (`None`: none
+/// held back), and whether it followed the open bundles (or, with none open, had nothing to follow).
+#[derive(Default)]
+struct Round {
+    held_back: Option<u64>,
+    followed: bool,
+}
+
+/// What the latest block shows of each sender of an operation in no bundle: whether it has code, and its next nonce
+/// in the EntryPoint's sequence (key 0).
+type Senders = BTreeMap<Address, (bool, u64)>;
+
+/// The operations to carry in this round: those in no bundle whose event the chain does not show (`seen`) and whose
+/// nonce is their sender's next in `senders`, or follows the one before it carried with it. Any other waits (an
+/// earlier one of its sender in a bundle not mined yet, or gone: the EntryPoint would refuse it, `AA25`).
+fn waiting<'a>(open: &'a [OpenOperation], seen: &[Uuid], senders: &Senders) -> Vec<&'a OpenOperation> {
+    let mut next: BTreeMap<Address, u64> = senders.iter().map(|(sender, (_, nonce))| (*sender, *nonce)).collect();
+    let mut candidates: Vec<&OpenOperation> = open
         .iter()
-        .filter(|o| o.bundle_id.is_some() && !seen.contains(&o.transfer_id))
-    {
-        let lowest = carried.entry(op.sender).or_insert(op.nonce);
-        *lowest = (*lowest).min(op.nonce);
-    }
-    open.iter()
         .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
-        .filter(|o| carried.get(&o.sender).is_none_or(|lowest| o.nonce < *lowest))
-        .collect()
+        .collect();
+    candidates.sort_by_key(|o| (o.sender, o.nonce));
+    let mut carried = Vec::new();
+    for op in candidates {
+        if let Some(expected) = next.get_mut(&op.sender)
+            && *expected == op.nonce
+        {
+            *expected += 1;
+            carried.push(op);
+        }
+    }
+    // In the order they were read (by agent and nonce).
+    carried.sort_by_key(|o| (o.agent_id, o.nonce));
+    carried
 }
 
 mod carry;
@@ -411,7 +449,7 @@ mod tests {
     fn op(sender: u8, nonce: u64, bundle: Option<Uuid>) -> OpenOperation {
         OpenOperation {
             transfer_id: Uuid::new_v4(),
-            agent_id: Uuid::nil(),
+            agent_id: Uuid::from_u128(u128::from(sender)),
             sender: Address::repeat_byte(sender),
             nonce,
             packed: Vec::new(),
@@ -448,11 +486,16 @@ mod tests {
         assert_eq!(events_from(&[at(Some(50))], 100), 0);
     }
 
+    /// An operation is carried only at its sender's next nonce as the latest block shows it, or right after one
+    /// carried with it: one behind an earlier one in a bundle not mined yet, or behind a gap, waits. A round that
+    /// only carries reads no operation a bundle carries, so this holds from the chain's nonces alone.
     #[test]
     fn an_operation_waits_while_an_earlier_one_of_its_sender_is_in_a_bundle_not_yet_mined() {
         let bundle = Some(Uuid::new_v4());
-        // Sender 1: nonce 4 in a bundle, 5 and 6 waiting. Sender 2: nonce 7 in a bundle whose event the chain shows,
-        // 8 waiting. Sender 3: 2 waiting, 3 in a bundle (released and carried again in another order).
+        // Sender 1: nonce 4 in a bundle not mined (the chain's next is 4), 5 and 6 waiting. Sender 2: nonce 7 in a
+        // bundle whose event the chain shows (next 8), 8 waiting. Sender 3: 2 waiting (next 2), 3 in a bundle
+        // (released and carried again in another order). Sender 4: 3, 4 and 6 waiting (next 3): 6 is behind a gap.
+        // Sender 5: 9 and 10 waiting, with nothing in a bundle (next 9), read in no order.
         let open = vec![
             op(1, 4, bundle),
             op(1, 5, None),
@@ -461,9 +504,28 @@ mod tests {
             op(2, 8, None),
             op(3, 2, None),
             op(3, 3, bundle),
+            op(4, 3, None),
+            op(4, 4, None),
+            op(4, 6, None),
+            op(5, 10, None),
+            op(5, 9, None),
         ];
         let seen = vec![open[3].transfer_id];
-        let carried: Vec<(u8, u64)> = waiting(&open, &seen).iter().map(|o| (o.sender[0], o.nonce)).collect();
-        assert_eq!(carried, vec![(2, 8), (3, 2)]);
+        let senders: Senders = [(1, 4), (2, 8), (3, 2), (4, 3), (5, 9)]
+            .into_iter()
+            .map(|(sender, next)| (Address::repeat_byte(sender), (true, next)))
+            .collect();
+        let carried: Vec<(u8, u64)> = waiting(&open, &seen, &senders)
+            .iter()
+            .map(|o| (o.sender[0], o.nonce))
+            .collect();
+        assert_eq!(carried, vec![(2, 8), (3, 2), (4, 3), (4, 4), (5, 9), (5, 10)]);
+        // Rounds that only carry read the operations in no bundle: the same from them alone.
+        let in_no_bundle: Vec<OpenOperation> = open.iter().filter(|o| o.bundle_id.is_none()).cloned().collect();
+        let carried: Vec<(u8, u64)> = waiting(&in_no_bundle, &[], &senders)
+            .iter()
+            .map(|o| (o.sender[0], o.nonce))
+            .collect();
+        assert_eq!(carried, vec![(2, 8), (3, 2), (4, 3), (4, 4), (5, 9), (5, 10)]);
     }
 }

@@ -91,8 +91,9 @@ pub trait OperationStore: Send + Sync + 'static {
     /// Stores `key` as the chain's sponsor key unless one is stored already; answers the stored one (this or an
     /// earlier one): every instance on one database signs with the same key.
     async fn init_sponsor_key(&self, chain: &str, key_id: Uuid, key: &EncryptedKey) -> StoreResult<EncryptedKey>;
-    /// The chain's operations still `signed` or `pending`, by agent and nonce.
-    async fn open_operations(&self, chain: &str) -> StoreResult<Vec<OpenOperation>>;
+    /// The chain's operations still `signed` or `pending`, by agent and nonce; with `in_no_bundle`, only those no
+    /// bundle carries.
+    async fn open_operations(&self, chain: &str, in_no_bundle: bool) -> StoreResult<Vec<OpenOperation>>;
     /// Records that operation `transfer_id`'s bundle carries the agent key's EIP-7702 authorization at the wallet's
     /// `nonce` (`rlp`: the signed authorization), under the agent's lock, only while the agent has no transaction of
     /// its own open on `chain`, the store counts no wallet nonce past `nonce`, and the operation is still open.

@@ -26,22 +26,33 @@ impl Bundler {
     /// failed validation on chain, with its own operations only (another's key may use its nonces: one that fails
     /// validation on chain must not take others down with it), the others together; up to `MAX_OPERATIONS` a
     /// bundle.
-    pub(super) async fn groups(&self, client: &ChainClient, waiting: &[&OpenOperation]) -> anyhow::Result<Vec<Group>> {
+    pub(super) async fn groups(
+        &self,
+        client: &ChainClient,
+        waiting: &[&OpenOperation],
+        senders: &super::Senders,
+    ) -> anyhow::Result<Vec<Group>> {
         let mut shared = Vec::new();
         let mut own: Vec<(Address, Vec<(Uuid, PackedUserOperation)>)> = Vec::new();
         let mut alone = Vec::new();
         let mut designating: Vec<Address> = Vec::new();
-        // Each sender's code, read at once (the node answers them side by side), right before this round's bundles
-        // are simulated: a designation seen here is checked again by each bundle's simulation.
-        let mut senders: Vec<Address> = waiting.iter().map(|op| op.sender).collect();
-        senders.sort();
-        senders.dedup();
-        let codes = futures::future::try_join_all(senders.iter().map(|sender| client.code(*sender))).await?;
-        let designated: Vec<Address> = senders
+        // Each sender's code as the round read it (`senders`, at the block its events were looked for at), else
+        // read now (the node answers them side by side): a designation seen here is checked again by each bundle's
+        // simulation.
+        let mut unread: Vec<Address> = waiting
+            .iter()
+            .map(|op| op.sender)
+            .filter(|sender| !senders.contains_key(sender))
+            .collect();
+        unread.sort();
+        unread.dedup();
+        let codes = futures::future::try_join_all(unread.iter().map(|sender| client.code(*sender))).await?;
+        let designated: Vec<Address> = unread
             .into_iter()
             .zip(codes)
             .filter(|(_, code)| !code.is_empty())
             .map(|(sender, _)| sender)
+            .chain(senders.iter().filter(|(_, (code, _))| *code).map(|(sender, _)| *sender))
             .collect();
         for op in waiting {
             let packed = PackedUserOperation::abi_decode(&op.packed)?;

@@ -1,5 +1,5 @@
 //! Sponsored user operations, their bundles and the sponsor keys (§22), for both dialects. The reservation's part
-//! (`held_of_deposit_in`, `stored_op_nonce_in`, `insert_operation_in`) runs inside the reserving transaction.
+//! (`held_of_deposit_in`, `insert_operation_in`; the account's next nonce comes with the sponsorship, `sponsorship_in`) runs inside the reserving transaction.
 
 use alloy::primitives::U256;
 use async_trait::async_trait;
@@ -63,7 +63,7 @@ where
             .ok_or_else(|| StoreError::Corrupt("a sponsor key vanished as it was stored".into()))
     }
 
-    async fn open_operations(&self, chain: &str) -> StoreResult<Vec<OpenOperation>> {
+    async fn open_operations(&self, chain: &str, in_no_bundle: bool) -> StoreResult<Vec<OpenOperation>> {
         type Row = (
             Uuid,
             Uuid,
@@ -79,10 +79,11 @@ where
             Option<i64>,
             i64,
         );
-        let rows: Vec<Row> = sqlx::query_as(OPEN_OPERATIONS)
-            .bind(chain)
-            .fetch_all(&self.pool)
-            .await?;
+        let sql = match in_no_bundle {
+            true => OPEN_OPERATIONS_IN_NO_BUNDLE,
+            false => OPEN_OPERATIONS,
+        };
+        let rows: Vec<Row> = sqlx::query_as(sql).bind(chain).fetch_all(&self.pool).await?;
         rows.into_iter()
             .map(
                 |(
@@ -476,25 +477,6 @@ where
         shared::sum_joined(joined.as_deref(), "user_operations.max_cost")
     }
 
-    /// The next nonce of the agent's EntryPoint sequence the store counts: one past its newest operation that may
-    /// still land or has (a dropped one's nonce is free again once nothing later was signed).
-    pub(super) async fn stored_op_nonce_in(
-        conn: &mut B::Connection,
-        agent_id: Uuid,
-        chain: &str,
-    ) -> StoreResult<Option<u64>> {
-        let (max,): (Option<i64>,) = sqlx::query_as(
-            "SELECT MAX(nonce) FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'user_op' \
-             AND status <> 'dropped'",
-        )
-        .bind(agent_id)
-        .bind(chain)
-        .fetch_one(&mut *conn)
-        .await?;
-        max.map(|n| shared::u64_from(n, "transactions.nonce").map(|n| n + 1))
-            .transpose()
-    }
-
     /// The wallet's nonce of the agent's EIP-7702 authorization that an operation of it still open on `chain`
     /// carries (`designate`), unless the wallet's mined nonce read before (`mined_nonce`) shows it used; and the
     /// wallet's next nonce past an authorization so used (it landed; its operation is not settled yet).
@@ -562,20 +544,31 @@ fn held_of_deposit(agg: &str) -> String {
     )
 }
 
-/// The chain's open operations, each with whether its agent goes in bundles of its own (its key was ever exported,
-/// or one of its operations failed validation on chain): read every bundler round. The two questions are asked
-/// through indexes of the rare rows that answer yes (migration 0035), not through every audit entry and every
-/// operation of the agent.
-const OPEN_OPERATIONS: &str = concat!(
-    "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
-     u.valid_until, u.bundle_id, t.status, t.reserved_wei, u.read_block, CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_events a \
-     WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 FROM user_operations f \
-     WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) THEN 1 ELSE 0 END \
-     AS BIGINT) \
-     FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
-     WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
-    shared::open_statuses!(),
-    " ORDER BY t.agent_id, t.nonce"
+/// The open operations of a chain (`$1`), each with whether its agent goes in bundles of its own (its key was ever
+/// exported, or one of its operations failed validation on chain), to be ordered (and narrowed): read every bundler
+/// round. The two questions are asked through indexes of the rare rows that answer yes (migration 0035), not through
+/// every audit entry and every operation of the agent.
+macro_rules! open_operations {
+    () => {
+        concat!(
+            "SELECT t.id, t.agent_id, t.from_address, t.nonce, t.raw_tx, u.user_op_hash, t.max_fee_per_gas, \
+             u.valid_until, u.bundle_id, t.status, t.reserved_wei, u.read_block, CAST(CASE WHEN EXISTS (SELECT 1 \
+             FROM audit_events a WHERE a.agent_id = t.agent_id AND a.action = 'key_exported') OR EXISTS (SELECT 1 \
+             FROM user_operations f WHERE f.agent_id = t.agent_id AND f.chain = t.chain AND f.failed_in IS NOT NULL) \
+             THEN 1 ELSE 0 END AS BIGINT) \
+             FROM transactions t JOIN user_operations u ON u.transfer_id = t.id \
+             WHERE t.chain = $1 AND t.kind = 'user_op' AND t.status IN ",
+            shared::open_statuses!()
+        )
+    };
+}
+
+/// Every open operation of the chain (a round that follows the open bundles settles them).
+const OPEN_OPERATIONS: &str = concat!(open_operations!(), " ORDER BY t.agent_id, t.nonce");
+/// The open operations of the chain no bundle carries (a round that only carries).
+const OPEN_OPERATIONS_IN_NO_BUNDLE: &str = concat!(
+    open_operations!(),
+    " AND u.bundle_id IS NULL ORDER BY t.agent_id, t.nonce"
 );
 
 /// The highest nonce a bundle of the chain took, by the index of bundles by chain and nonce (migration 0035).
@@ -610,13 +603,15 @@ mod tests {
     /// audit entry and operation of the agent, for each open operation, and every bundle of the chain).
     #[tokio::test]
     async fn the_bundlers_reads_go_through_their_indexes() {
-        let steps = plan(super::OPEN_OPERATIONS).await;
-        for index in [
-            "audit_events_key_exported",
-            "user_operations_failed",
-            "transactions_open_operations",
-        ] {
-            assert!(steps.iter().any(|s| s.contains(index)), "{index}: {steps:?}");
+        for sql in [super::OPEN_OPERATIONS, super::OPEN_OPERATIONS_IN_NO_BUNDLE] {
+            let steps = plan(sql).await;
+            for index in [
+                "audit_events_key_exported",
+                "user_operations_failed",
+                "transactions_open_operations",
+            ] {
+                assert!(steps.iter().any(|s| s.contains(index)), "{index}: {steps:?}");
+            }
         }
         let steps = plan(super::NEXT_BUNDLE_NONCE).await;
         assert!(steps.iter().any(|s| s.contains("bundles_chain_nonce")), "{steps:?}");

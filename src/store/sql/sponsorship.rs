@@ -22,6 +22,7 @@ where
     for<'r> &'r str: Encode<'r, B> + Type<B>,
     for<'r> DateTime<Utc>: Encode<'r, B> + Type<B>,
     for<'r> Option<String>: Decode<'r, B>,
+    for<'r> i64: Decode<'r, B> + Type<B>,
     usize: ColumnIndex<B::Row>,
 {
     /// The agent's `per_day` on `chain` (`None`: never set), read on `conn`.
@@ -40,31 +41,37 @@ where
     /// The agent's sponsorship on `chain` at `now`, in one statement: its `per_day` (`None` when the operator never
     /// set one) and what it counted over the 24 hours before `now` (strictly inside, as §11's windows): each of the
     /// agent's user operations on `chain` signed then its `gas_cost` once mined, else its `max_cost` (a dropped one
-    /// never landed: nothing), plus what bundles that reverted on chain at its validation cost the sponsor. A plain
-    /// read on `conn`: inside the caller's transaction, it sees what that wrote and holds what it locked.
+    /// never landed: nothing), plus what bundles that reverted on chain at its validation cost the sponsor. In the
+    /// same statement, the next nonce of the agent's EntryPoint sequence the store counts: one past its newest
+    /// operation that may still land or has (a dropped one's nonce is free again once nothing later was signed);
+    /// a sponsored reservation takes its place there (§22). A plain read on `conn`: inside the caller's
+    /// transaction, it sees what that wrote and holds what it locked.
     pub(in crate::store) async fn sponsorship_in(
         conn: &mut B::Connection,
         agent_id: Uuid,
         chain: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<(Option<U256>, U256)> {
+    ) -> StoreResult<SponsorshipRead> {
         // Each operation's part comes back joined in one row (the backend's text aggregate): on SQLite each row of
         // an answer is one hand-over from the connection's thread, and an agent may have many operations a day.
         let sql = format!(
             "SELECT (SELECT per_day FROM sponsorships WHERE agent_id = $1 AND chain = $2), \
              {agg}(COALESCE(uo.gas_cost, CASE WHEN t.status = 'dropped' THEN '0' ELSE uo.max_cost END), ','), \
-             {agg}(uo.failed_gas, ',') FROM user_operations uo JOIN transactions t ON t.id = uo.transfer_id \
+             {agg}(uo.failed_gas, ','), \
+             (SELECT MAX(nonce) FROM transactions WHERE agent_id = $1 AND chain = $2 AND kind = 'user_op' \
+             AND status <> 'dropped') \
+             FROM user_operations uo JOIN transactions t ON t.id = uo.transfer_id \
              WHERE uo.agent_id = $1 AND uo.chain = $2 AND uo.created_at > $3 \
              AND (t.status <> 'dropped' OR uo.gas_cost IS NOT NULL OR uo.failed_gas IS NOT NULL)",
             agg = B::TEXT_AGG
         );
-        let (per_day, costs, failed): (Option<String>, Option<String>, Option<String>) =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(agent_id)
-                .bind(chain)
-                .bind(now - chrono::Duration::hours(24))
-                .fetch_one(&mut *conn)
-                .await?;
+        type Row = (Option<String>, Option<String>, Option<String>, Option<i64>);
+        let (per_day, costs, failed, newest): Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(agent_id)
+            .bind(chain)
+            .bind(now - chrono::Duration::hours(24))
+            .fetch_one(&mut *conn)
+            .await?;
         let per_day = per_day
             .map(|text| shared::wei_from_text(&text, "sponsorships.per_day"))
             .transpose()?;
@@ -72,8 +79,23 @@ where
         // bundles cost.
         let costs = shared::sum_joined(costs.as_deref(), "user_operations.gas_cost")?;
         let failed = shared::sum_joined(failed.as_deref(), "user_operations.failed_gas")?;
-        Ok((per_day, costs.saturating_add(failed)))
+        let next_nonce = newest
+            .map(|n| shared::u64_from(n, "transactions.nonce").map(|n| n + 1))
+            .transpose()?;
+        Ok(SponsorshipRead {
+            per_day,
+            counted: costs.saturating_add(failed),
+            next_nonce,
+        })
     }
+}
+
+/// What `sponsorship_in` read.
+pub(in crate::store) struct SponsorshipRead {
+    pub per_day: Option<U256>,
+    pub counted: U256,
+    /// The next nonce of the agent's EntryPoint sequence the store counts (`None`: it stored none).
+    pub next_nonce: Option<u64>,
 }
 
 #[async_trait]
@@ -109,7 +131,7 @@ where
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        let (_, counted) = Self::sponsorship_in(&mut tx, agent_id, chain, now).await?;
+        let counted = Self::sponsorship_in(&mut tx, agent_id, chain, now).await?.counted;
         self.append_audit(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(SponsorshipState {
@@ -130,7 +152,7 @@ where
                 .await?;
         let mut all = Vec::with_capacity(chains.len());
         for (chain,) in chains {
-            let (per_day, counted) = Self::sponsorship_in(&mut tx, agent_id, &chain, now).await?;
+            let SponsorshipRead { per_day, counted, .. } = Self::sponsorship_in(&mut tx, agent_id, &chain, now).await?;
             all.push(SponsorshipState {
                 chain,
                 per_day: per_day.unwrap_or_default(),

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, Type};
 use uuid::Uuid;
 
+use super::super::sponsorship::SponsorshipRead;
 use super::super::{Backend, SqlStore, WriteTx};
 use super::facts::AgentFacts;
 use crate::domain::decision::{self, Counted, Facts, Funds, SponsorFacts, Windows};
@@ -87,10 +88,16 @@ where
             }),
             None => None,
         };
-        let sponsorship = match r.reads.sponsor {
+        // A sponsored outflow takes its place in the account's EntryPoint sequence, not the wallet's (§22): its
+        // next nonce is read with the sponsorship.
+        let (sponsorship, op_nonce) = match r.reads.sponsor {
             Some(sponsor) => {
-                let (per_day, counted) = SqlStore::<B>::sponsorship_in(tx, r.agent_id, &r.chain, now).await?;
-                Some(SponsorFacts {
+                let SponsorshipRead {
+                    per_day,
+                    counted,
+                    next_nonce,
+                } = SqlStore::<B>::sponsorship_in(tx, r.agent_id, &r.chain, now).await?;
+                let facts = SponsorFacts {
                     per_day: per_day.unwrap_or_default(),
                     counted,
                     deposit: Funds {
@@ -104,18 +111,18 @@ where
                             }
                         },
                     },
-                })
+                };
+                (Some(facts), next_nonce)
             }
-            None => None,
+            None => (None, None),
         };
         let gate = SqlStore::<B>::gate_in(tx, r, policy, now).await?;
         let counted = match r.check.call() {
             Some(_) => SqlStore::<B>::ledger_in(tx, r.agent_id, &r.chain).await?,
             None => Vec::new(),
         };
-        // A sponsored outflow takes its place in the account's EntryPoint sequence, not the wallet's (§22).
         let stored_nonce = match r.reads.sponsor {
-            Some(_) => SqlStore::<B>::stored_op_nonce_in(tx, r.agent_id, &r.chain).await?,
+            Some(_) => op_nonce,
             None => stored_nonce.filter(|_| r.uses_nonce()),
         };
         // A wallet's transaction waits for the designation of the account, whose authorization takes the wallet's
