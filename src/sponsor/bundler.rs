@@ -80,6 +80,16 @@ impl Bundler {
                         self.next_block(block, &mut stop).await;
                         continue;
                     }
+                    // The lock was held: by another instance's round, or still by this one's last (on PostgreSQL a
+                    // lease is given back after its round ends). The ring that started this round is spent: try
+                    // again shortly rather than at the next ring or tick.
+                    if round.locked_out {
+                        tokio::select! {
+                            _ = tokio::time::sleep(BLOCK_POLL) => {}
+                            _ = stop.changed() => {}
+                        }
+                        continue;
+                    }
                 }
                 Err(e) => tracing::warn!(chain = name, error = %e, "bundler round failed; trying again"),
             }
@@ -106,15 +116,18 @@ impl Bundler {
     async fn round(&self, follow: bool) -> anyhow::Result<Round> {
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
-            return Ok(Round::default());
+            return Ok(Round {
+                locked_out: true,
+                ..Round::default()
+            });
         };
         let client = self.chains.get(name)?;
         let started = Instant::now();
         let open = self.store.open_operations(name, !follow).await?;
         if open.is_empty() {
             return Ok(Round {
-                held_back: None,
                 followed: follow,
+                ..Round::default()
             });
         }
         // Read before this round signs any: a bundle signed now is followed from the next round that follows, once
@@ -193,6 +206,7 @@ impl Bundler {
         Ok(Round {
             held_back: held_back.then_some(latest),
             followed,
+            locked_out: false,
         })
     }
 
@@ -390,11 +404,13 @@ impl Bundler {
 }
 
 /// What a round did that decides the next: the block after which operations it held back can go (`None`: none
-/// held back), and whether it followed the open bundles (or, with none open, had nothing to follow).
+/// held back), whether it followed the open bundles (or, with none open, had nothing to follow), and whether it did
+/// nothing because the chain's bundler lock was held.
 #[derive(Default)]
 struct Round {
     held_back: Option<u64>,
     followed: bool,
+    locked_out: bool,
 }
 
 /// What the latest block shows of each sender of an operation in no bundle: whether it has code, and its next nonce
