@@ -69,8 +69,15 @@ impl Bundler {
                 return;
             }
             // A round rung by new operations carries them at once; the open bundles are followed once a tick at most
-            // (from the round that began following them, until one could settle all that landed first).
-            let follow = followed.is_none_or(|at| at.elapsed() >= self.follow_every.max(TICK));
+            // (from the round that began following them, until one could settle all that landed first; one a whole
+            // interval late settles all of it before it carries, so following is never put off longer).
+            let every = self.follow_every.max(TICK);
+            let late = |by: Duration| followed.is_none_or(|at| at.elapsed() >= by);
+            let follow = match (late(every), late(every * 2)) {
+                (false, _) => Follow::No,
+                (true, false) => Follow::Due,
+                (true, true) => Follow::Overdue,
+            };
             match self.round(follow).await {
                 Ok(round) => {
                     if round.followed {
@@ -112,8 +119,10 @@ impl Bundler {
     /// sequence at the latest block, after its earlier ones carried with it (the EntryPoint refuses any other,
     /// `AA25`); those held back wait for the next block. Carrying does not wait for settlements: with operations to
     /// carry, a round settles a commit at a time while its bundles are sent and no longer than they take, and
-    /// follows the bundles only once it settled all it found (else the next round follows, and reads the rest again).
-    async fn round(&self, follow: bool) -> anyhow::Result<Round> {
+    /// follows the bundles only once it settled all it found (else the next round follows, and reads the rest again),
+    /// unless following is `Overdue`: then it settles all it found while it carries.
+    async fn round(&self, following: Follow) -> anyhow::Result<Round> {
+        let follow = following != Follow::No;
         let name = self.sponsor.chain.name;
         let Some(_lock) = self.store.try_lock_watcher(&format!("bundler:{name}")).await? else {
             return Ok(Round {
@@ -165,7 +174,7 @@ impl Bundler {
         };
         // Operations a bundle no longer carries wait again: the next round reads them as they stand then.
         let open_bundles = bundles.len();
-        let carrying = (!waiting.is_empty()).then(|| AtomicBool::new(true));
+        let carrying = (!waiting.is_empty() && following != Follow::Overdue).then(|| AtomicBool::new(true));
         let sending = async {
             let sent = sending.await;
             if let Some(carrying) = &carrying {
@@ -401,6 +410,15 @@ impl Bundler {
             message: None,
         }
     }
+}
+
+/// Whether a round follows the open bundles: not yet, due (once `follow_every`), or a whole interval late (its
+/// settlements were cut short by carrying since).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    No,
+    Due,
+    Overdue,
 }
 
 /// What a round did that decides the next: the block after which operations it held back can go (`None`: none
