@@ -69,11 +69,12 @@ impl Bundler {
                 return;
             }
             // A round rung by new operations carries them at once; the open bundles are followed once a tick at most
-            // (from the round that began following them, until one could settle all that landed first; one a whole
-            // interval late settles all of it before it carries, so following is never put off longer).
+            // (from the round that began following them, until one could settle all that landed first; one late by
+            // the time a bundle may stay pending before it is replaced settles all of it while it carries, so
+            // following, and so replacing stuck bundles, is never put off longer).
             let every = self.follow_every.max(TICK);
             let late = |by: Duration| followed.is_none_or(|at| at.elapsed() >= by);
-            let follow = match (late(every), late(every * 2)) {
+            let follow = match (late(every), late((every * 2).max(self.stuck_after))) {
                 (false, _) => Follow::No,
                 (true, false) => Follow::Due,
                 (true, true) => Follow::Overdue,
@@ -412,8 +413,8 @@ impl Bundler {
     }
 }
 
-/// Whether a round follows the open bundles: not yet, due (once `follow_every`), or a whole interval late (its
-/// settlements were cut short by carrying since).
+/// Whether a round follows the open bundles: not yet, due (once `follow_every`), or late by `stuck_after` (at least
+/// two intervals: its settlements were cut short by carrying since).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Follow {
     No,
