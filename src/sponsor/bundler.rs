@@ -445,19 +445,16 @@ fn waiting<'a>(open: &'a [OpenOperation], seen: &[Uuid], senders: &Senders) -> V
         .iter()
         .filter(|o| o.bundle_id.is_none() && !seen.contains(&o.transfer_id))
         .collect();
-    candidates.sort_by_key(|o| (o.sender, o.nonce));
-    let mut carried = Vec::new();
-    for op in candidates {
-        if let Some(expected) = next.get_mut(&op.sender)
-            && *expected == op.nonce
-        {
+    // By agent and nonce (as they are read): an agent's operations are its one sender's, in nonce order.
+    candidates.sort_by_key(|o| (o.agent_id, o.nonce));
+    candidates.retain(|op| match next.get_mut(&op.sender) {
+        Some(expected) if *expected == op.nonce => {
             *expected += 1;
-            carried.push(op);
+            true
         }
-    }
-    // In the order they were read (by agent and nonce).
-    carried.sort_by_key(|o| (o.agent_id, o.nonce));
-    carried
+        _ => false,
+    });
+    candidates
 }
 
 mod carry;

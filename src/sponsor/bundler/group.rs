@@ -36,27 +36,13 @@ impl Bundler {
         let mut own: Vec<(Address, Vec<(Uuid, PackedUserOperation)>)> = Vec::new();
         let mut alone = Vec::new();
         let mut designating: Vec<Address> = Vec::new();
-        // Each sender's code as the round read it (`senders`, at the block its events were looked for at), else
-        // read now (the node answers them side by side): a designation seen here is checked again by each bundle's
+        // Each sender's code as the round read it (`senders`, at the block its events were looked for at; `waiting`
+        // carries only operations of senders it read): a designation seen there is checked again by each bundle's
         // simulation.
-        let mut unread: Vec<Address> = waiting
-            .iter()
-            .map(|op| op.sender)
-            .filter(|sender| !senders.contains_key(sender))
-            .collect();
-        unread.sort();
-        unread.dedup();
-        let codes = futures::future::try_join_all(unread.iter().map(|sender| client.code(*sender))).await?;
-        let designated: Vec<Address> = unread
-            .into_iter()
-            .zip(codes)
-            .filter(|(_, code)| !code.is_empty())
-            .map(|(sender, _)| sender)
-            .chain(senders.iter().filter(|(_, (code, _))| *code).map(|(sender, _)| *sender))
-            .collect();
+        let designated = |sender: &Address| senders.get(sender).is_some_and(|(code, _)| *code);
         for op in waiting {
             let packed = PackedUserOperation::abi_decode(&op.packed)?;
-            if designated.contains(&op.sender) {
+            if designated(&op.sender) {
                 match op.alone {
                     true => match own.iter_mut().find(|(sender, _)| *sender == op.sender) {
                         Some((_, ops)) => ops.push((op.transfer_id, packed)),
